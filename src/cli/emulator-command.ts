@@ -1,0 +1,48 @@
+// `kms-sync emulator`: the local service for demos, CI and offline work.
+import type { Command } from 'commander';
+import { startEmulator } from '../emulator/index.js';
+
+function keysFromEnv(): string[] {
+  const list = process.env.KMS_EMULATOR_API_KEYS ?? process.env.KMS_API_KEY ?? '';
+  return list.split(',').map((k) => k.trim()).filter(Boolean);
+}
+
+const fraction = (v: string) => {
+  const n = Number(v);
+  if (!(n >= 0 && n <= 1)) throw new Error(`expected a fraction between 0 and 1, got ${v}`);
+  return n;
+};
+const integer = (v: string) => {
+  if (!/^\d+$/.test(v)) throw new Error(`expected a non-negative integer, got ${v}`);
+  return Number(v);
+};
+
+export function registerEmulator(program: Command) {
+  program
+    .command('emulator')
+    .description('run a local emulator of the key-management service (real HTTP on 127.0.0.1)')
+    .option('--port <n>', 'port to listen on (0 picks a free one)', integer, 8080)
+    .option('--host <addr>', 'address to bind', '127.0.0.1')
+    .option('--api-key <key...>', 'accepted project key(s); default: $KMS_EMULATOR_API_KEYS (comma-separated) or $KMS_API_KEY')
+    .option('--data <file>', 'keep state in this JSON file across restarts (atomic writes)')
+    .option('--latency-ms <n>', 'added latency per API request', integer, 0)
+    .option('--error-rate <f>', 'fraction of API requests answered 503', fraction, 0)
+    .option('--rate-429 <f>', 'fraction of API requests answered 429 with Retry-After', fraction, 0)
+    .option('--retry-after <s>', 'Retry-After seconds on injected 429s', integer, 1)
+    .option('--drop-rate <f>', 'fraction of writes that commit, then drop the connection unanswered', fraction, 0)
+    .action(async (o) => {
+      const apiKeys: string[] = o.apiKey ?? keysFromEnv();
+      if (apiKeys.length === 0) {
+        throw new Error('no project key: pass --api-key sk_test_… or set KMS_EMULATOR_API_KEYS (the emulator never invents and prints one)');
+      }
+      const emu = await startEmulator({
+        port: o.port, host: o.host, apiKeys, dataFile: o.data, latencyMs: o.latencyMs, errorRate: o.errorRate,
+        rate429: o.rate429, retryAfterSeconds: o.retryAfter, dropRate: o.dropRate,
+      });
+      process.stdout.write(`kms-sync emulator listening on ${emu.url} (${apiKeys.length} project key(s)${o.data ? `, data in ${o.data}` : ', in memory'})\n`);
+      process.stdout.write(`OpenAPI contract: ${emu.url}/openapi.yaml\n`);
+      const stop = () => { void emu.close().then(() => process.exit(0)); };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+}

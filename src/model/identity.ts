@@ -1,0 +1,40 @@
+// Natural-key identities and human-readable addresses (`client.acme-production/globex`).
+import type { ResourceKind } from './resources.js';
+
+export const OWNER_MARKER_KEY = 'managed-by';
+export const OWNER_MARKER_VALUE = 'kms-sync';
+
+export function projectEnvOf(project: string, type: string): string {
+  return `${project}-${type}`;
+}
+
+export function methodPath(method: string, path: string): string {
+  return `${method.toUpperCase()}:${path}`;
+}
+
+/** Splits `METHOD:/path` at the first colon. */
+export function splitMethodPath(mp: string): { method: string; path: string } {
+  const i = mp.indexOf(':');
+  if (i <= 0) throw new Error(`not a METHOD:/path value: ${JSON.stringify(mp)}`);
+  return { method: mp.slice(0, i).toUpperCase(), path: mp.slice(i + 1) };
+}
+
+/** Identity tuple → stable string key (also the address suffix). */
+export function identityKey(kind: ResourceKind, parts: readonly string[]): string {
+  return `${kind}.${parts.join('/')}`;
+}
+
+export const address = {
+  project: (slug: string) => identityKey('project', [slug]),
+  env: (projectEnv: string) => identityKey('env', [projectEnv]),
+  template: (projectEnv: string, name: string) => identityKey('template', [projectEnv, name]),
+  client: (projectEnv: string, name: string) => identityKey('client', [projectEnv, name]),
+  key: (projectEnv: string, client: string, name: string) => identityKey('key', [projectEnv, client, name]),
+  endpoint: (projectEnv: string, method: string, path: string) =>
+    identityKey('endpoint', [projectEnv, methodPath(method, path)]),
+};
+
+/** Default logical secret name of a key: `<project_env>/<client>/<key>`. */
+export function defaultSecretName(projectEnv: string, client: string, key: string): string {
+  return `${projectEnv}/${client}/${key}`;
+}

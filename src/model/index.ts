@@ -1,0 +1,3 @@
+export * from './resources.js';
+export * from './identity.js';
+export * from './normalize.js';

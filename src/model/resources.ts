@@ -1,0 +1,177 @@
+// The one desired-state model every front end (YAML, CDKTF) produces, and the live model the
+// reader fills. Identities are natural keys (DESIGN.md "Identities"); live UUIDs never appear in
+// desired state.
+
+/** Where a desired resource was declared: used in every error and duplicate report. */
+export interface SourceLocation {
+  file: string;
+  line: number;
+  column: number;
+  /** JSON-pointer-like field path inside the file, e.g. `projects[0].environments[1].clients[2]`. */
+  path: string;
+}
+
+export type ResourceKind = 'project' | 'env' | 'template' | 'client' | 'key' | 'endpoint';
+
+/** Apply order of creates; deletes run in reverse. */
+export const KIND_ORDER: readonly ResourceKind[] = ['project', 'env', 'template', 'client', 'key', 'endpoint'];
+
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [k: string]: JsonValue };
+export type JsonObject = { [k: string]: JsonValue };
+
+export interface SecretTarget {
+  /** Name of a store declared under `stores:` (default: the default store). */
+  store?: string;
+  /** Secret name/path override; default `<project_env>/<client>/<key>` adapted to the backend. */
+  name?: string;
+}
+
+interface DesiredBase {
+  protected?: boolean;
+  source?: SourceLocation;
+}
+
+export interface DesiredProject extends DesiredBase {
+  slug: string;
+  name: string;
+  description?: string;
+}
+
+export interface DesiredEnv extends DesiredBase {
+  project: string;
+  type: string;
+  /** `<project>-<type>` */
+  projectEnv: string;
+  url: string;
+}
+
+export interface DesiredTemplate extends DesiredBase {
+  projectEnv: string;
+  name: string;
+  rateLimitDay: number;
+  maxClients?: number;
+}
+
+export interface DesiredKey extends DesiredBase {
+  projectEnv: string;
+  client: string;
+  name: string;
+  /** Absolute expiry (normalised ISO 8601 UTC). Mutually exclusive with ttl. */
+  expiresAt?: string;
+  /** Relative lifetime such as `90d`, `12h`; expiry is computed when the key is issued. */
+  ttl?: string;
+  autoRotate?: boolean;
+  secret?: SecretTarget;
+}
+
+export interface DesiredClient extends DesiredBase {
+  projectEnv: string;
+  name: string;
+  type?: string;
+  /** Template referenced by name within the same environment. */
+  template: string;
+  ipWhitelist?: string[];
+  metadata?: JsonObject;
+  keys: DesiredKey[];
+}
+
+export interface DesiredEndpoint extends DesiredBase {
+  projectEnv: string;
+  method: string;
+  path: string;
+  name?: string;
+  description?: string;
+  request?: JsonObject;
+  response?: JsonObject;
+  metadata?: JsonObject;
+}
+
+export interface StoreDeclaration {
+  name: string;
+  uri: string;
+  /** Extra options passed to the backend (recipients, namespace, ...). */
+  options?: JsonObject;
+  default?: boolean;
+  source?: SourceLocation;
+}
+
+export interface DesiredState {
+  projects: DesiredProject[];
+  envs: DesiredEnv[];
+  templates: DesiredTemplate[];
+  clients: DesiredClient[];
+  /** Endpoints in scope; keys live inside clients. */
+  endpoints: DesiredEndpoint[];
+  stores: StoreDeclaration[];
+}
+
+export function emptyDesiredState(): DesiredState {
+  return { projects: [], envs: [], templates: [], clients: [], endpoints: [], stores: [] };
+}
+
+// ---------------------------------------------------------------- live state
+
+export interface LiveProject {
+  slug: string;
+  name: string;
+  description?: string;
+}
+
+export interface LiveEnv {
+  id: string;
+  project: string;
+  projectEnv: string;
+  type: string;
+  url?: string;
+}
+
+export interface LiveTemplate {
+  id: string;
+  projectEnv: string;
+  name: string;
+  rateLimitDay: number;
+  maxClients?: number;
+}
+
+export interface LiveKey {
+  id: string;
+  name: string;
+  expiresAt?: string | null;
+  autoRotate?: boolean;
+  createdAt?: string;
+}
+
+export interface LiveClient {
+  id: string;
+  projectEnv: string;
+  name: string;
+  type?: string;
+  templateId?: string | null;
+  ipWhitelist: string[];
+  metadata: JsonObject;
+  keys: LiveKey[];
+}
+
+export interface LiveEndpoint {
+  projectEnv: string;
+  method: string;
+  path: string;
+  name?: string;
+  description?: string;
+  request?: JsonObject;
+  response?: JsonObject;
+  metadata?: JsonObject;
+}
+
+/** Live state of the environments in scope. Absent envs are simply not in `envs`. */
+export interface LiveState {
+  projects: LiveProject[];
+  envs: LiveEnv[];
+  templates: LiveTemplate[];
+  clients: LiveClient[];
+  endpoints: LiveEndpoint[];
+}
+
+export function emptyLiveState(): LiveState {
+  return { projects: [], envs: [], templates: [], clients: [], endpoints: [] };
+}

@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // Two cores: files run in parallel workers, each test file starts its own emulator on port 0.
+    pool: 'forks',
+    reporters: process.env.CI ? ['default'] : ['default'],
+  },
+});
