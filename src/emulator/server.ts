@@ -259,7 +259,10 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
       return res.end(openapiJson);
     }
-    const candidates = routes.filter((r) => r.pattern.test(path));
+    const matching = routes.filter((r) => r.pattern.test(path));
+    // A literal path (/client/templates) wins over a parameter (/client/{client_uuid}).
+    const literal = matching.filter((r) => !r.template.includes('{'));
+    const candidates = literal.length ? literal : matching;
     if (candidates.length === 0) throw new ApiError(404, 'NOT_FOUND', `no route ${method} ${API_BASE}${path}`);
     const r = candidates.find((c) => c.method === method);
     if (!r) {

@@ -276,7 +276,7 @@ export class KmsService {
       const names = new Set<string>();
       ((e.templates as Obj[] | undefined) ?? []).forEach((t, j) => {
         if (names.has(t.name as string))
-          throw badRequest(`body.envs[${i}].templates[${j}].name: duplicate template name '${t.name}'`);
+          throw conflict(`body.envs[${i}].templates[${j}].name: template '${t.name}' is listed twice for ${b.slug}-${e.type}`);
         names.add(t.name as string);
       });
     });
@@ -459,12 +459,12 @@ export class KmsService {
   }
 
   getClient(id: string, ref: string | null) {
-    const { env, client } = this.client(id, ref);
+    const { env, client } = this.client(id, requireEnvParam(ref));
     return this.clientView(env, client, true);
   }
 
   updateClient(id: string, ref: string | null, body: Json) {
-    const { env, client } = this.client(id, ref);
+    const { env, client } = this.client(id, requireEnvParam(ref));
     checkObject(body, clientUpdateFields);
     const b = body as Obj;
     let template: Template | undefined;
