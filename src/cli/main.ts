@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 // kms-sync command line: thin wiring of the layers (DESIGN.md "Layers").
 import { Command, CommanderError } from 'commander';
+import { registerDemo } from './demo-command.js';
 import { registerEmulator } from './emulator-command.js';
+import { registerSyncCommands } from './sync-commands.js';
 import { EXIT } from './exit-codes.js';
+import { redact } from './output.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -12,7 +15,9 @@ export function buildProgram(): Command {
     .version('0.1.0')
     .showHelpAfterError()
     .exitOverride();
+  registerSyncCommands(program);
   registerEmulator(program);
+  registerDemo(program);
   return program;
 }
 
@@ -25,8 +30,10 @@ async function main(argv: string[]) {
       process.exitCode = err.exitCode === 0 ? 0 : EXIT.error;
       return;
     }
-    process.stderr.write(`Error: ${(err as Error).message}\n`);
-    process.exitCode = (err as { exitCode?: number }).exitCode ?? EXIT.error;
+    const code = (err as { exitCode?: number }).exitCode ?? EXIT.error;
+    const message = (err as Error).message;
+    if (message) process.stderr.write(redact(`Error: ${message}\n`));
+    process.exitCode = code;
   }
 }
 

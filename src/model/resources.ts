@@ -147,6 +147,8 @@ export interface LiveClient {
   name: string;
   type?: string;
   templateId?: string | null;
+  /** Name of the template `templateId` points at, resolved by the reader. */
+  templateName?: string;
   ipWhitelist: string[];
   metadata: JsonObject;
   keys: LiveKey[];

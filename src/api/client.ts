@@ -1,0 +1,202 @@
+// Typed operations of the service (interface section 4). Wire types are read tolerantly: every
+// field the spec does not guarantee is optional, unknown fields are ignored.
+import { HttpTransport, type HttpOptions } from './http.js';
+
+export interface WireTemplate {
+  id: string;
+  name: string;
+  rateLimitDay?: number;
+  maxClients?: number;
+}
+
+export interface WireEnv {
+  id?: string;
+  project_env: string;
+  type?: string;
+  url?: string;
+  templates?: WireTemplate[];
+  clients?: { count?: number; max?: number };
+}
+
+export interface WireProject {
+  slug: string;
+  name?: string;
+  description?: string;
+  envs?: { count?: number; list?: WireEnv[] };
+}
+
+export interface WireKey {
+  id: string;
+  name: string;
+  expiresAt?: string | null;
+  autoRotate?: boolean;
+  createdAt?: string;
+  /** Raw secret: present only in the response that created the key. */
+  key?: string;
+}
+
+export interface WireClient {
+  id?: string;
+  client_uuid?: string;
+  name: string;
+  type?: string;
+  templateId?: string | null;
+  ipWhitelist?: string[];
+  metadata?: Record<string, unknown>;
+  keys?: WireKey[];
+  project_env?: string;
+}
+
+export interface WireEndpoint {
+  method: string;
+  path: string;
+  name?: string;
+  description?: string;
+  request?: Record<string, unknown>;
+  response?: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+  method_path?: string;
+}
+
+export interface WireLog {
+  id: string;
+  clientId: string;
+  status: 'success' | 'error';
+  durationMs?: number;
+  timestamp?: string;
+  method_path?: string;
+  name?: string;
+}
+
+export interface WirePage<T> {
+  data: T[];
+  pagination?: { total?: number; page?: number; limit?: number; pages?: number };
+}
+
+export interface TemplateInput { name: string; rateLimitDay: number; maxClients?: number }
+export interface KeyInput { name: string; expiresAt?: string | null; autoRotate?: boolean }
+export interface ClientInput {
+  name: string;
+  type?: string;
+  templateId: string;
+  ipWhitelist?: string[];
+  metadata?: Record<string, unknown>;
+  keys?: KeyInput[];
+}
+export interface ClientUpdate {
+  name?: string;
+  type?: string;
+  templateId?: string;
+  ipWhitelist?: string[];
+  metadata?: Record<string, unknown>;
+  keys?: (KeyInput & { id?: string })[];
+}
+export interface EndpointInput {
+  method: string;
+  path: string;
+  name?: string;
+  description?: string;
+  request?: Record<string, unknown>;
+  response?: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+}
+
+export const PAGE_LIMIT = 100;
+export const BULK_LIMIT = 100;
+
+export const clientId = (c: WireClient): string => (c.id ?? c.client_uuid)!;
+
+export class KmsClient {
+  readonly http: HttpTransport;
+  constructor(options: HttpOptions | HttpTransport) {
+    this.http = options instanceof HttpTransport ? options : new HttpTransport(options);
+  }
+
+  close() {
+    return this.http.close();
+  }
+
+  /**
+   * Every item of a paged list: page 1 first (it tells the page count), then the remaining pages
+   * concurrently (bounded by the transport's parallelism).
+   */
+  async listAll<T>(path: string, query: Record<string, string | undefined>, kind: string): Promise<T[]> {
+    const first = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: 1, limit: PAGE_LIMIT }, kind });
+    const data = [...(first.data ?? [])];
+    const limit = first.pagination?.limit ?? PAGE_LIMIT;
+    const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
+    if (pages <= 1) return data;
+    const rest = await Promise.all(
+      Array.from({ length: pages - 1 }, (_, i) =>
+        this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind })),
+    );
+    for (const page of rest) for (const item of page.data ?? []) data.push(item);
+    return data;
+  }
+
+  // ---------------------------------------------------------------- projects
+  listProjects() {
+    return this.listAll<WireProject>('/project', {}, 'list projects');
+  }
+  getProject(projectEnv: string) {
+    return this.http.request<WireProject>({ method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}`, kind: 'get project' });
+  }
+  createProject(body: { slug: string; name: string; description?: string; envs: { type: string; url: string; templates: TemplateInput[] }[] }) {
+    return this.http.request<WireProject>({ method: 'POST', path: '/project', body, kind: 'create project' });
+  }
+  updateProject(projectEnv: string, body: { name?: string; singleEnv?: { url?: string; templates?: (Partial<TemplateInput> & { id?: string })[] } }) {
+    return this.http.request<WireProject>({ method: 'PUT', path: `/project/${encodeURIComponent(projectEnv)}`, body, kind: 'update project' });
+  }
+  deleteProject(projectEnv: string, query: { kind: 'project' | 'env' | 'template'; envId?: string; templateId?: string; forceDelete?: boolean }) {
+    return this.http.request<{ success: boolean }>({ method: 'DELETE', path: `/project/${encodeURIComponent(projectEnv)}`, query, kind: `delete ${query.kind}` });
+  }
+  listLogs(projectEnv: string, filters: { methodPath?: string; clientId?: string; status?: 'success' | 'error'; page?: number; limit?: number }) {
+    return this.http.request<WirePage<WireLog>>({
+      method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}/logs`, query: { ...filters }, kind: 'list logs',
+    });
+  }
+
+  // ---------------------------------------------------------------- templates & clients
+  listTemplates(projectEnv: string) {
+    return this.listAll<WireTemplate>('/client/templates', { project_env: projectEnv }, 'list templates');
+  }
+  listClients(projectEnv: string) {
+    return this.listAll<WireClient>('/client', { project_env: projectEnv }, 'list clients');
+  }
+  getClient(id: string, projectEnv: string) {
+    return this.http.request<WireClient>({ method: 'GET', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, kind: 'get client' });
+  }
+  /** Bulk create (array body): one request for up to BULK_LIMIT clients. */
+  createClients(projectEnv: string, clients: ClientInput[]) {
+    return this.http.request<WireClient[]>({ method: 'POST', path: '/client', query: { project_env: projectEnv }, body: clients, kind: 'create clients' });
+  }
+  updateClient(id: string, projectEnv: string, body: ClientUpdate) {
+    const issuesKeys = (body.keys ?? []).some((k) => k.id === undefined);
+    return this.http.request<WireClient>({
+      method: 'PUT', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, body, kind: 'update client', retrySafe: !issuesKeys,
+    });
+  }
+  deleteClient(id: string, projectEnv: string, keyId?: string) {
+    return this.http.request<unknown>({
+      method: 'DELETE', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv, keyId }, kind: keyId ? 'delete key' : 'delete client',
+    });
+  }
+
+  // ---------------------------------------------------------------- endpoints
+  listEndpoints(projectEnv: string) {
+    return this.listAll<WireEndpoint>('/endpoint', { project_env: projectEnv }, 'list endpoints');
+  }
+  createEndpoints(projectEnv: string, endpoints: EndpointInput[]) {
+    return this.http.request<WireEndpoint[]>({ method: 'POST', path: '/endpoint', query: { project_env: projectEnv }, body: endpoints, kind: 'create endpoints' });
+  }
+  updateEndpoint(projectEnv: string, methodPath: string, body: { name?: string; description?: string; metadata?: Record<string, unknown> }) {
+    return this.http.request<WireEndpoint>({
+      method: 'PUT', path: `/endpoint/${encodeURIComponent(methodPath)}`, query: { project_env: projectEnv }, body, kind: 'update endpoint',
+    });
+  }
+  deleteEndpoint(projectEnv: string, methodPath: string) {
+    return this.http.request<unknown>({
+      method: 'DELETE', path: `/endpoint/${encodeURIComponent(methodPath)}`, query: { project_env: projectEnv }, kind: 'delete endpoint',
+    });
+  }
+}

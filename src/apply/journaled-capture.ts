@@ -1,0 +1,67 @@
+// The KeyCapture of a real run: local encrypted journal first, then the secret store.
+import { Journal, type JournalRecord } from '../secrets/journal.js';
+import type { StoreRegistry } from '../secrets/registry.js';
+import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
+
+export class JournaledKeyCapture implements KeyCapture {
+  readonly journal: Journal;
+  private readonly stores: StoreRegistry;
+
+  constructor(stores: StoreRegistry, journal?: Journal) {
+    this.stores = stores;
+    this.journal = journal ?? new Journal(stores.journalPath(), { ageKeys: stores.ageKeys });
+  }
+
+  /** Flushes what an earlier run left in the journal; returns how many keys were flushed. */
+  async flushPending(): Promise<number> {
+    const result = await this.journal.flush((uri) => this.stores.get(uri));
+    if (result.failed.length > 0) {
+      const names = result.failed.flatMap((f) => f.names).length;
+      throw new KeyStoreFailure(
+        `${names} key(s) from an earlier run are still in the journal and their store is not writable (${result.failed.map((f) => f.error.message).join('; ')}); no new key will be issued until they are flushed`,
+        names,
+      );
+    }
+    return result.flushed.length;
+  }
+
+  async prepare(stores: (string | undefined)[]): Promise<void> {
+    await this.flushPending();
+    for (const name of new Set(stores.length ? stores : [undefined])) {
+      const store = await this.stores.get(name);
+      await store.checkWritable();
+    }
+  }
+
+  async capture(keys: CapturedKey[]): Promise<StoredKeyReceipt[]> {
+    // 1. Journal every raw key of the response (durable) before anything else can fail.
+    const records: (JournalRecord & { id?: string })[] = [];
+    for (const k of keys) {
+      const store = await this.stores.get(k.store);
+      records.push({ storeUri: this.stores.uriOf(k.store), name: store.secretName(k.secretName), value: k.value, meta: k.meta });
+    }
+    const ids = await this.journal.appendMany(records);
+    // 2. Store them, batched per store; 3. clear the journal entries that reached their store.
+    const receipts: StoredKeyReceipt[] = [];
+    const byStore = new Map<string, number[]>();
+    keys.forEach((k, i) => byStore.set(this.stores.uriOf(k.store), [...(byStore.get(this.stores.uriOf(k.store)) ?? []), i]));
+    const failures: string[] = [];
+    for (const [uri, idx] of byStore) {
+      const store = await this.stores.get(uri);
+      try {
+        await store.putMany(idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })));
+        await this.journal.clear(idx.map((i) => ids[i]!));
+        for (const i of idx) {
+          const k = keys[i]!;
+          receipts.push({ address: `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`, store: store.displayUri, secret: records[i]!.name });
+        }
+      } catch (e) {
+        failures.push(`${store.displayUri}: ${(e as Error).message}`);
+      }
+    }
+    if (failures.length) {
+      throw new KeyStoreFailure(`secret store write failed (${failures.join('; ')}); the keys are safe in the journal ${this.journal.path}`, keys.length - receipts.length);
+    }
+    return receipts;
+  }
+}

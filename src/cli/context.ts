@@ -1,0 +1,85 @@
+// Shared wiring of the commands: configuration → scope → API client → live state → plan.
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { KmsClient } from '../api/client.js';
+import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/index.js';
+import { readLiveState, type LiveReadResult } from '../live/read.js';
+import type { DesiredState } from '../model/index.js';
+import { buildPlan } from '../plan/diff.js';
+import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
+import type { Plan } from '../plan/types.js';
+import { UsageError } from './errors.js';
+
+export interface GlobalOptions {
+  file: string[];
+  env: string[];
+  url?: string;
+  parallelism: number;
+  maxRps?: number;
+}
+
+export interface LoadedConfig {
+  desired: DesiredState;
+  files: string[];
+  /** Folder of the first -f argument: relative store paths and the journal live here. */
+  baseDir: string;
+}
+
+export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promise<LoadedConfig> {
+  if (o.file.length === 0) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable)');
+  let loaded;
+  try {
+    loaded = await loadDesiredState(o.file);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
+    throw e;
+  }
+  const unmatched = unmatchedPatterns(loaded.state, o.env);
+  if (unmatched.length) {
+    throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);
+  }
+  const first = path.resolve(o.file[0]!);
+  const baseDir = (await stat(first)).isDirectory() ? first : path.dirname(first);
+  return { desired: scopeDesired(loaded.state, o.env), files: loaded.files, baseDir };
+}
+
+export function credentialKind(apiKey: string): Plan['target']['credential'] {
+  return apiKey.startsWith('sk_live_') ? 'live' : apiKey.startsWith('sk_test_') ? 'test' : 'unknown';
+}
+
+export interface Connection {
+  api: KmsClient;
+  url: string;
+  credential: Plan['target']['credential'];
+}
+
+/** The API client from KMS_API_URL / --url and KMS_API_KEY (never a command-line flag). */
+export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>, env: NodeJS.ProcessEnv = process.env, onRetry?: (line: string) => void): Connection {
+  const url = o.url ?? env.KMS_API_URL;
+  if (!url) throw new UsageError('no service URL: set KMS_API_URL or pass --url (e.g. http://127.0.0.1:8080/api/v1)');
+  const apiKey = env.KMS_API_KEY;
+  if (!apiKey) throw new UsageError('no credentials: set KMS_API_KEY to a project key (sk_live_… or sk_test_…)');
+  try {
+    new URL(url);
+  } catch {
+    throw new UsageError(`KMS_API_URL / --url is not a URL: ${JSON.stringify(url)}`);
+  }
+  const api = new KmsClient({
+    baseUrl: url, apiKey, parallelism: o.parallelism, ...(o.maxRps ? { maxRps: o.maxRps } : {}), userAgent: 'kms-sync/0.1.0',
+    ...(onRetry ? { onRetry: (r) => onRetry(`retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`) } : {}),
+  });
+  return { api, url, credential: credentialKind(apiKey) };
+}
+
+export async function readLive(conn: Connection, desired: DesiredState): Promise<LiveReadResult> {
+  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) });
+}
+
+export async function planFor(conn: Connection, desired: DesiredState, prune: boolean): Promise<{ plan: Plan; live: LiveReadResult }> {
+  const live = await readLive(conn, desired);
+  const plan = buildPlan({
+    desired, live, prune,
+    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug) },
+  });
+  return { plan, live };
+}

@@ -1,0 +1,12 @@
+// Where commands write: results to stdout, progress and diagnostics to stderr. Every line passes a
+// last redaction of anything shaped like a raw customer key or a project key.
+import { redactSecrets } from '../secrets/errors.js';
+
+const PROJECT_KEY = /\bsk_(live|test)_[A-Za-z0-9._-]{4,}/g;
+
+export function redact(text: string): string {
+  return redactSecrets(text).replace(PROJECT_KEY, (m) => `${m.slice(0, 8)}…[redacted]`);
+}
+
+export const out = (text: string) => process.stdout.write(redact(text));
+export const err = (text: string) => process.stderr.write(redact(text));

@@ -1,0 +1,110 @@
+// `kms-sync init`: a commented starter file that references the schema and loads as is.
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { modeline, schemaRefFor } from './modeline.js';
+
+export interface InitOptions {
+  /** Base of a relative targetFile (default: process.cwd()). */
+  cwd?: string;
+  /** Project slug (default: my-project). */
+  project?: string;
+  /** Project display name (default: derived from the slug). */
+  name?: string;
+}
+
+export interface InitResult {
+  /** Absolute path of the written file. */
+  file: string;
+  /** The `$schema` reference written in the modeline. */
+  schema: string;
+}
+
+export class FileExistsError extends Error {
+  readonly file: string;
+
+  constructor(file: string) {
+    super(`${file} already exists: refusing to overwrite it (choose another file name or remove it first)`);
+    this.name = 'FileExistsError';
+    this.file = file;
+  }
+}
+
+const SLUG = /^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$/;
+
+/** The starter file's text. */
+export function renderStarterConfig(opts: { schema: string; project?: string; name?: string }): string {
+  const slug = opts.project ?? 'my-project';
+  if (!SLUG.test(slug)) {
+    throw new Error(
+      `invalid project slug ${JSON.stringify(slug)}: use 1-50 lower-case letters, digits or hyphens, ` +
+        'starting and ending with a letter or digit',
+    );
+  }
+  const name = opts.name ?? slug.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
+  const urlVar = `${slug.toUpperCase().replaceAll('-', '_')}_URL`;
+  return `${modeline(opts.schema)}
+#
+# kms-sync desired state (format kms-sync/v1). Preview and apply with:
+#   kms-sync plan  -f ${'<this file or its folder>'}
+#   kms-sync apply -f ${'<this file or its folder>'}
+# Several files and folders can be combined: a project is defined (with "name") in one file and
+# referenced (slug + environments) in others, e.g. one file per team.
+# Strings may use \${env:NAME} or \${env:NAME:-default}; write $\${env:NAME} for a literal.
+apiVersion: kms-sync/v1
+
+# Optional secret stores for the raw client keys (shown once, at creation). Keys that do not
+# name a store go to the default store.
+# stores:
+#   - name: team-vault
+#     uri: vault://vault.example:8200/secret/kms
+#     default: true
+
+projects:
+  - slug: ${slug}                      # identity; environments are <slug>-<type>
+    name: ${JSON.stringify(name)}
+    description: Managed by kms-sync
+    environments:
+      - type: production              # environment slug: ${slug}-production
+        url: \${env:${urlVar}:-https://api.example.com}
+        protected: true               # never deleted or replaced by kms-sync
+        templates:                    # plans, referenced by name from clients
+          - name: standard
+            rateLimitDay: 10000
+            maxClients: 100
+        clients:
+          - name: example-client
+            type: company
+            template: standard
+            ipWhitelist: [10.0.0.0/8]  # addresses or CIDR ranges
+            metadata:
+              owner: platform-team
+            keys:
+              - name: primary
+                ttl: 90d              # or expiresAt: 2027-01-01T00:00:00Z (not both)
+                autoRotate: true
+                # secret: { store: team-vault, name: ${slug}/example-client }
+        endpoints:
+          - method: GET
+            path: /v1/status
+            name: Service status
+`;
+}
+
+/** Writes the starter file; refuses to overwrite an existing file. */
+export async function initConfig(targetFile: string, opts: InitOptions = {}): Promise<InitResult> {
+  const cwd = path.resolve(opts.cwd ?? process.cwd());
+  const file = path.resolve(cwd, targetFile);
+  const schema = schemaRefFor(file);
+  const starterOpts: { schema: string; project?: string; name?: string } = { schema };
+  if (opts.project !== undefined) starterOpts.project = opts.project;
+  if (opts.name !== undefined) starterOpts.name = opts.name;
+  const content = renderStarterConfig(starterOpts);
+  await mkdir(path.dirname(file), { recursive: true });
+  try {
+    await writeFile(file, content, { encoding: 'utf8', flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new FileExistsError(targetFile);
+    throw err;
+  }
+  return { file, schema };
+}

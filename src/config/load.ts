@@ -1,0 +1,522 @@
+// Loading, validating and merging YAML files into the one desired-state model.
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  NormalizeError,
+  canonicalCidr,
+  canonicalTimestamp,
+  methodPath,
+  parseTtl,
+  projectEnvOf,
+  type DesiredClient,
+  type DesiredEndpoint,
+  type DesiredEnv,
+  type DesiredKey,
+  type DesiredProject,
+  type DesiredState,
+  type DesiredTemplate,
+  type JsonObject,
+  type SecretTarget,
+  type SourceLocation,
+  type StoreDeclaration,
+} from '../model/index.js';
+import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
+import type { EnvMap } from './interpolate.js';
+import { collectFiles, displayPath } from './paths.js';
+import { validateAgainstSchema } from './schema.js';
+import { locate, parseFile, type SourceDocument } from './source.js';
+import { closest } from './suggest.js';
+
+export interface LoadOptions {
+  /** Variables for `${env:NAME}` (default: process.env). */
+  env?: Record<string, string | undefined>;
+  /** Base of relative paths, and of the file names in sources and errors (default: process.cwd()). */
+  cwd?: string;
+}
+
+export interface LoadResult {
+  state: DesiredState;
+  /** The files read, in load order, relative to cwd. */
+  files: string[];
+}
+
+/** One YAML text with the file name used in sources and diagnostics. */
+export interface ConfigSource {
+  file: string;
+  text: string;
+}
+
+/**
+ * Loads files and folders (`-f` arguments) into a DesiredState. All problems of all files are
+ * collected and thrown together as one ConfigError.
+ */
+export async function loadDesiredState(paths: string[], opts: LoadOptions = {}): Promise<LoadResult> {
+  const cwd = path.resolve(opts.cwd ?? process.cwd());
+  const pre: Diagnostic[] = [];
+  const files = await collectFiles(paths, cwd, pre);
+  const sources: ConfigSource[] = [];
+  for (const f of files) {
+    const file = displayPath(f, cwd);
+    try {
+      sources.push({ file, text: await readFile(f, 'utf8') });
+    } catch (err) {
+      pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${(err as Error).message}` });
+    }
+  }
+  const state = buildDesiredState(sources, opts.env ?? process.env, pre);
+  return { state, files: sources.map((s) => s.file) };
+}
+
+/** Same as loadDesiredState for texts already in memory (stdin, tests). */
+export function loadDesiredStateFromSources(sources: ConfigSource[], opts: { env?: EnvMap } = {}): DesiredState {
+  return buildDesiredState(sources, opts.env ?? process.env, []);
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/** Name that always means the default store (same as DEFAULT_STORE_NAME of the secrets layer). */
+export const DEFAULT_STORE_NAME = 'default';
+
+type Raw = Record<string, unknown>;
+
+const isObj = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);
+const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+interface Collected extends Diagnostic {
+  fileIndex: number;
+  order: number;
+}
+
+type Stage = 'parse' | 'schema';
+
+interface ProjectEntry {
+  def?: DesiredProject;
+  refs: SourceLocation[];
+}
+
+interface EnvEntry {
+  project: string;
+  def?: DesiredEnv;
+  refs: SourceLocation[];
+}
+
+interface PendingRef {
+  projectEnv: string;
+  name: string;
+  at: SourceLocation;
+}
+
+class Builder {
+  readonly diagnostics: Collected[] = [];
+  /** Document paths with a syntax/interpolation error ('parse') or a schema error ('schema'). */
+  private readonly flagged = { parse: new Set<string>(), schema: new Set<string>() };
+  /** Some input could not be interpreted: skip "not defined anywhere" checks (they would be noise). */
+  incomplete = false;
+
+  private readonly fileIndex = new Map<string, number>();
+  private readonly stores = new Map<string, StoreDeclaration>();
+  private defaultStore: StoreDeclaration | undefined;
+  private readonly projects = new Map<string, ProjectEntry>();
+  private readonly envs = new Map<string, EnvEntry>();
+  private readonly templates = new Map<string, DesiredTemplate>();
+  private readonly templateNames = new Map<string, string[]>();
+  private readonly clients = new Map<string, DesiredClient>();
+  private readonly endpoints = new Map<string, DesiredEndpoint>();
+  private readonly templateRefs: PendingRef[] = [];
+  private readonly storeRefs: PendingRef[] = [];
+
+  constructor(files: readonly string[]) {
+    files.forEach((f, i) => this.fileIndex.set(f, i));
+  }
+
+  private flagKey(file: string, doc: number, p: string): string {
+    return `${file}\u0000${doc}\u0000${p}`;
+  }
+
+  report(d: Diagnostic, doc = -1, stage?: Stage): void {
+    if (stage) this.flagged[stage].add(this.flagKey(d.file, doc, d.path));
+    this.diagnostics.push({ ...d, fileIndex: this.fileIndex.get(d.file) ?? -1, order: this.diagnostics.length });
+  }
+
+  /** Whether an earlier stage already reported a problem at this path (avoids double reports). */
+  isFlagged(file: string, doc: number, p: string, stages: readonly Stage[] = ['parse', 'schema']): boolean {
+    const key = this.flagKey(file, doc, p);
+    return stages.some((s) => this.flagged[s].has(key));
+  }
+
+  // -------------------------------------------------------------------------------- documents
+
+  addDocument(sd: SourceDocument): void {
+    const root = sd.value;
+    if (!isObj(root)) return; // schema already reported non-mapping documents
+    const at = (segs: PathSegment[], atKey = false): SourceLocation => {
+      const pos = locate(sd, segs, atKey);
+      return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
+    };
+    const error = (segs: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
+      const loc = at(segs, opts.atKey);
+      if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
+      this.report({ ...loc, message }, sd.index);
+    };
+
+    list(root.stores).forEach((s, i) => this.addStore(s, ['stores', i], at));
+    list(root.projects).forEach((p, i) => this.addProject(p, ['projects', i], at, error));
+  }
+
+  private addStore(s: unknown, segs: PathSegment[], at: (s: PathSegment[]) => SourceLocation): void {
+    if (!isObj(s)) return;
+    const name = str(s.name);
+    if (name === undefined) return;
+    const decl: StoreDeclaration = { name, uri: str(s.uri) ?? '', source: at(segs) };
+    if (isObj(s.options)) decl.options = s.options as JsonObject;
+    if (s.default === true) decl.default = true;
+    const first = this.stores.get(name);
+    if (first?.source && decl.source) {
+      this.report({ ...decl.source, message: `store "${name}" is defined twice: ${twoPlaces(first.source, decl.source)}` });
+      return;
+    }
+    this.stores.set(name, decl);
+    if (decl.default) {
+      const other = this.defaultStore;
+      if (other?.source && decl.source) {
+        this.report({
+          ...decl.source,
+          message:
+            `only one store can be the default: "${other.name}" at ${formatPlace(other.source)} and ` +
+            `"${name}" at ${formatPlace(decl.source)} both set default: true`,
+        });
+      } else {
+        this.defaultStore = decl;
+      }
+    }
+  }
+
+  private addProject(
+    p: unknown,
+    segs: PathSegment[],
+    at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
+    error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
+  ): void {
+    if (!isObj(p)) return;
+    const slug = str(p.slug);
+    if (slug === undefined) return;
+    const entry = this.projects.get(slug) ?? { refs: [] };
+    this.projects.set(slug, entry);
+    const here = at(segs);
+    if ('name' in p) {
+      const project: DesiredProject = { slug, name: str(p.name) ?? '', source: here };
+      const description = str(p.description);
+      if (description !== undefined) project.description = description;
+      if (p.protected === true) project.protected = true;
+      if (entry.def?.source) {
+        this.report({
+          ...here,
+          message:
+            `project "${slug}" is defined twice (with "name"): ${twoPlaces(entry.def.source, here)}; ` +
+            'other occurrences must only reference it (slug and environments)',
+        });
+      } else {
+        entry.def = project;
+      }
+    } else {
+      entry.refs.push(here);
+    }
+    list(p.environments).forEach((e, j) => this.addEnv(slug, e, [...segs, 'environments', j], at, error));
+  }
+
+  private addEnv(
+    project: string,
+    e: unknown,
+    segs: PathSegment[],
+    at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
+    error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
+  ): void {
+    if (!isObj(e)) return;
+    const type = str(e.type);
+    if (type === undefined) return;
+    const projectEnv = projectEnvOf(project, type);
+    const entry = this.envs.get(projectEnv) ?? { project, refs: [] };
+    this.envs.set(projectEnv, entry);
+    const here = at(segs);
+    if ('url' in e) {
+      const env: DesiredEnv = { project, type, projectEnv, url: str(e.url) ?? '', source: here };
+      if (e.protected === true) env.protected = true;
+      if (entry.def?.source) {
+        this.report({
+          ...here,
+          message:
+            `environment ${projectEnv} is defined twice (with "url"): ${twoPlaces(entry.def.source, here)}; ` +
+            'other occurrences must only reference it (type, templates, clients, endpoints)',
+        });
+      } else {
+        entry.def = env;
+      }
+    } else {
+      entry.refs.push(here);
+    }
+
+    list(e.templates).forEach((t, k) => {
+      if (!isObj(t)) return;
+      const name = str(t.name);
+      if (name === undefined) return;
+      const tsegs = [...segs, 'templates', k];
+      const template: DesiredTemplate = { projectEnv, name, rateLimitDay: int(t.rateLimitDay) ?? 0, source: at(tsegs) };
+      const maxClients = int(t.maxClients);
+      if (maxClients !== undefined) template.maxClients = maxClients;
+      if (t.protected === true) template.protected = true;
+      const id = `${projectEnv}\u0000${name}`;
+      const first = this.templates.get(id);
+      if (first?.source && template.source) {
+        this.report({
+          ...template.source,
+          message: `template "${name}" in environment ${projectEnv} is defined twice: ${twoPlaces(first.source, template.source)}`,
+        });
+        return;
+      }
+      this.templates.set(id, template);
+      const names = this.templateNames.get(projectEnv) ?? [];
+      names.push(name);
+      this.templateNames.set(projectEnv, names);
+    });
+
+    list(e.clients).forEach((c, k) => this.addClient(projectEnv, c, [...segs, 'clients', k], at, error));
+
+    list(e.endpoints).forEach((ep, k) => {
+      if (!isObj(ep)) return;
+      const method = str(ep.method);
+      const route = str(ep.path);
+      if (method === undefined || route === undefined) return;
+      const esegs = [...segs, 'endpoints', k];
+      const endpoint: DesiredEndpoint = { projectEnv, method: method.toUpperCase(), path: route, source: at(esegs) };
+      for (const f of ['name', 'description'] as const) {
+        const v = str(ep[f]);
+        if (v !== undefined) endpoint[f] = v;
+      }
+      for (const f of ['request', 'response', 'metadata'] as const) {
+        if (isObj(ep[f])) endpoint[f] = ep[f] as JsonObject;
+      }
+      if (ep.protected === true) endpoint.protected = true;
+      const mp = methodPath(method, route);
+      const id = `${projectEnv}\u0000${mp}`;
+      const first = this.endpoints.get(id);
+      if (first?.source && endpoint.source) {
+        this.report({
+          ...endpoint.source,
+          message: `endpoint ${mp} in environment ${projectEnv} is defined twice: ${twoPlaces(first.source, endpoint.source)}`,
+        });
+        return;
+      }
+      this.endpoints.set(id, endpoint);
+    });
+  }
+
+  private addClient(
+    projectEnv: string,
+    c: unknown,
+    segs: PathSegment[],
+    at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
+    error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
+  ): void {
+    if (!isObj(c)) return;
+    const name = str(c.name);
+    if (name === undefined) return;
+    const template = str(c.template);
+    const client: DesiredClient = { projectEnv, name, template: template ?? '', keys: [], source: at(segs) };
+    if (template !== undefined) this.templateRefs.push({ projectEnv, name: template, at: at([...segs, 'template']) });
+    const type = str(c.type);
+    if (type !== undefined) client.type = type;
+    if (Array.isArray(c.ipWhitelist)) {
+      const ranges: string[] = [];
+      c.ipWhitelist.forEach((ip, m) => {
+        if (typeof ip !== 'string') return;
+        try {
+          ranges.push(canonicalCidr(ip));
+        } catch (err) {
+          error([...segs, 'ipWhitelist', m], normalizeMessage(err), { value: true });
+        }
+      });
+      client.ipWhitelist = [...new Set(ranges)].sort(cmp);
+    }
+    if (isObj(c.metadata)) client.metadata = c.metadata as JsonObject;
+    if (c.protected === true) client.protected = true;
+
+    const keys = new Map<string, DesiredKey>();
+    list(c.keys).forEach((k, m) => {
+      if (!isObj(k)) return;
+      const keyName = str(k.name);
+      if (keyName === undefined) return;
+      const ksegs = [...segs, 'keys', m];
+      const key: DesiredKey = { projectEnv, client: name, name: keyName, source: at(ksegs) };
+      const ttl = str(k.ttl);
+      const expiresAt = str(k.expiresAt);
+      if (ttl !== undefined) {
+        try {
+          parseTtl(ttl);
+          key.ttl = ttl.trim();
+        } catch (err) {
+          error([...ksegs, 'ttl'], normalizeMessage(err), { value: true });
+        }
+      }
+      if (expiresAt !== undefined) {
+        try {
+          key.expiresAt = canonicalTimestamp(expiresAt);
+        } catch (err) {
+          error([...ksegs, 'expiresAt'], normalizeMessage(err), { value: true });
+        }
+      }
+      if (ttl !== undefined && expiresAt !== undefined) {
+        error([...ksegs, 'expiresAt'], '"expiresAt" cannot be combined with "ttl": set only one of them', { atKey: true });
+      }
+      if (typeof k.autoRotate === 'boolean') key.autoRotate = k.autoRotate;
+      if (isObj(k.secret)) {
+        const secret: SecretTarget = {};
+        const store = str(k.secret.store);
+        const secretName = str(k.secret.name);
+        if (store !== undefined) {
+          secret.store = store;
+          this.storeRefs.push({ projectEnv, name: store, at: at([...ksegs, 'secret', 'store']) });
+        }
+        if (secretName !== undefined) secret.name = secretName;
+        key.secret = secret;
+      }
+      if (k.protected === true) key.protected = true;
+      const first = keys.get(keyName);
+      if (first?.source && key.source) {
+        this.report({
+          ...key.source,
+          message:
+            `key "${keyName}" of client "${name}" in environment ${projectEnv} is defined twice: ` +
+            twoPlaces(first.source, key.source),
+        });
+        return;
+      }
+      keys.set(keyName, key);
+    });
+    client.keys = [...keys.values()].sort((a, b) => cmp(a.name, b.name));
+
+    const id = `${projectEnv}\u0000${name}`;
+    const first = this.clients.get(id);
+    if (first?.source && client.source) {
+      this.report({
+        ...client.source,
+        message: `client "${name}" in environment ${projectEnv} is defined twice: ${twoPlaces(first.source, client.source)}`,
+      });
+      return;
+    }
+    this.clients.set(id, client);
+  }
+
+  // -------------------------------------------------------------------------------- cross-checks
+
+  finish(): DesiredState {
+    if (!this.incomplete) {
+      for (const [slug, entry] of this.projects) {
+        if (entry.def) continue;
+        for (const ref of entry.refs) {
+          this.report({
+            ...ref,
+            message: `project "${slug}" is referenced here but not defined in any file (exactly one occurrence must set "name")`,
+          });
+        }
+      }
+      for (const [projectEnv, entry] of this.envs) {
+        if (entry.def || !this.projects.get(entry.project)?.def) continue;
+        for (const ref of entry.refs) {
+          this.report({
+            ...ref,
+            message: `environment ${projectEnv} is referenced here but not defined in any file (exactly one occurrence must set "url")`,
+          });
+        }
+      }
+      for (const ref of this.templateRefs) {
+        if (!this.envs.get(ref.projectEnv)?.def) continue;
+        const names = this.templateNames.get(ref.projectEnv) ?? [];
+        if (names.includes(ref.name)) continue;
+        const guess = closest(ref.name, names);
+        const known = names.length > 0 ? `defined: ${names.join(', ')}` : 'no templates are defined in it';
+        this.report({
+          ...ref.at,
+          message:
+            `template "${ref.name}" is not defined in environment ${ref.projectEnv} ` +
+            `(${known}${guess ? `; did you mean "${guess}"?` : ''})`,
+        });
+      }
+      const storeNames = [...this.stores.keys()];
+      for (const ref of this.storeRefs) {
+        if (this.stores.has(ref.name) || ref.name === DEFAULT_STORE_NAME) continue;
+        const guess = closest(ref.name, [...storeNames, DEFAULT_STORE_NAME]);
+        const known =
+          storeNames.length > 0
+            ? `declared: ${storeNames.join(', ')}${guess ? `; did you mean "${guess}"?` : ''}`
+            : `no stores are declared; leave secret.store out, or use "${DEFAULT_STORE_NAME}", for the default store`;
+        this.report({ ...ref.at, message: `store "${ref.name}" is not declared under stores (${known})` });
+      }
+    }
+
+    const projects = [...this.projects.values()].flatMap((e) => (e.def ? [e.def] : []));
+    const envs = [...this.envs.values()].flatMap((e) => (e.def ? [e.def] : []));
+    return {
+      projects: projects.sort((a, b) => cmp(a.slug, b.slug)),
+      envs: envs.sort((a, b) => cmp(a.projectEnv, b.projectEnv)),
+      templates: [...this.templates.values()].sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
+      clients: [...this.clients.values()].sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
+      endpoints: [...this.endpoints.values()].sort(
+        (a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.path, b.path) || cmp(a.method, b.method),
+      ),
+      stores: [...this.stores.values()].sort((a, b) => cmp(a.name, b.name)),
+    };
+  }
+
+  sortedDiagnostics(): Diagnostic[] {
+    return [...this.diagnostics]
+      .sort((a, b) => a.fileIndex - b.fileIndex || a.line - b.line || a.column - b.column || a.order - b.order)
+      .map(({ file, line, column, path: p, message }) => ({ file, line, column, path: p, message }));
+  }
+}
+
+function twoPlaces(first: SourceLocation, second: SourceLocation): string {
+  return `at ${formatPlace(first)} and at ${formatPlace(second)}`;
+}
+
+function normalizeMessage(err: unknown): string {
+  if (err instanceof NormalizeError) return err.message;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[]): DesiredState {
+  const builder = new Builder(sources.map((s) => s.file));
+  for (const d of pre) builder.report(d);
+  if (pre.length > 0) builder.incomplete = true;
+
+  const documents: SourceDocument[] = [];
+  for (const source of sources) {
+    const parsed = parseFile(source.file, source.text, env);
+    for (const d of parsed.diagnostics) {
+      const { doc, ...rest } = d;
+      builder.report(rest, doc, 'parse');
+    }
+    for (const sd of parsed.documents) {
+      if (!sd.usable) {
+        builder.incomplete = true;
+        continue;
+      }
+      if (sd.value === null || sd.value === undefined) continue; // empty document (comments only, a lone ---)
+      for (const issue of validateAgainstSchema(sd.value)) {
+        const pos = locate(sd, issue.segments, issue.atKey);
+        const p = formatPath(issue.segments);
+        if (builder.isFlagged(sd.file, sd.index, p, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
+        const d = { file: sd.file, line: pos.line, column: pos.column, path: p, message: issue.message };
+        builder.report(d, sd.index, 'schema');
+      }
+      documents.push(sd);
+    }
+  }
+  for (const sd of documents) builder.addDocument(sd);
+  const state = builder.finish();
+  const diagnostics = builder.sortedDiagnostics();
+  if (diagnostics.length > 0) throw new ConfigError(diagnostics);
+  return state;
+}

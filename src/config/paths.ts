@@ -1,0 +1,64 @@
+// `-f` arguments → the sorted list of YAML files to load.
+import { readdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { ConfigError, type Diagnostic } from './diagnostics.js';
+
+const YAML_FILE = /\.ya?ml$/i;
+
+/** Display form of a file: relative to `cwd`, with forward slashes. */
+export function displayPath(file: string, cwd: string): string {
+  const rel = path.relative(cwd, file);
+  return (rel === '' ? path.basename(file) : rel).split(path.sep).join('/');
+}
+
+async function walk(dir: string, out: string[]): Promise<void> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  for (const entry of entries) {
+    if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      await walk(full, out);
+    } else if (YAML_FILE.test(entry.name)) {
+      if (entry.isFile()) out.push(full);
+      else if (entry.isSymbolicLink() && (await stat(full).catch(() => undefined))?.isFile()) out.push(full);
+    }
+  }
+}
+
+/** Like expandPaths, but reports problems into `diagnostics` instead of throwing. */
+export async function collectFiles(paths: readonly string[], cwd: string, diagnostics: Diagnostic[]): Promise<string[]> {
+  const files = new Set<string>();
+  if (paths.length === 0) {
+    diagnostics.push({ file: '<arguments>', line: 0, column: 0, path: '', message: 'no configuration files or folders given' });
+  }
+  for (const p of paths) {
+    const full = path.resolve(cwd, p);
+    const info = await stat(full).catch(() => undefined);
+    if (!info) {
+      diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'no such file or folder' });
+    } else if (info.isDirectory()) {
+      const found: string[] = [];
+      await walk(full, found);
+      if (found.length === 0) {
+        diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'folder contains no *.yaml or *.yml files' });
+      }
+      for (const f of found) files.add(f);
+    } else {
+      files.add(full);
+    }
+  }
+  // Code-unit order, independent of locale and of the order of the arguments.
+  return [...files].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/**
+ * Expands files and folders (all *.yaml / *.yml inside, recursively, hidden folders skipped) into
+ * a de-duplicated, sorted list of absolute paths. Throws ConfigError for missing paths.
+ */
+export async function expandPaths(paths: readonly string[], opts: { cwd?: string } = {}): Promise<string[]> {
+  const cwd = path.resolve(opts.cwd ?? process.cwd());
+  const diagnostics: Diagnostic[] = [];
+  const files = await collectFiles(paths, cwd, diagnostics);
+  if (diagnostics.length > 0) throw new ConfigError(diagnostics);
+  return files;
+}

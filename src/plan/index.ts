@@ -1,0 +1,3 @@
+export * from './types.js';
+export * from './diff.js';
+export * from './scope.js';

@@ -1,0 +1,101 @@
+// The plan is data (DESIGN.md "Plans"): ordered operations with before/after, field-level diffs
+// and a reason. Every renderer (text, JSON, Markdown) and `apply` read this one object.
+import type { ResourceKind, StoreDeclaration } from '../model/index.js';
+
+export type Action = 'create' | 'update' | 'delete' | 'replace' | 'rotate';
+
+/** Machine-readable reasons, shaped like Terraform's `action_reason`. */
+export type ActionReason =
+  | 'create_missing'
+  | 'update_changed'
+  | 'delete_removed_from_config'
+  | 'delete_unmanaged_prune'
+  | 'replace_immutable_field'
+  | 'rotate_expiring'
+  | 'rotate_forced'
+  | 'rotate_secret_missing'
+  | 'reissue_lost_key';
+
+export interface FieldChange {
+  path: string;
+  before: unknown;
+  after: unknown;
+}
+
+/** Desired attributes of a key, as apply needs them. */
+export interface KeyAfter {
+  name: string;
+  expiresAt?: string;
+  ttl?: string;
+  autoRotate?: boolean;
+  /** Where the raw value goes: a named store (or the default) and the secret's logical name. */
+  secret: { store?: string; name: string };
+}
+
+export interface Operation {
+  address: string;
+  kind: ResourceKind;
+  action: Action;
+  /** Environment the operation touches (absent for project-level operations). */
+  projectEnv?: string;
+  project?: string;
+  reason: string;
+  actionReason: ActionReason;
+  before: Record<string, unknown> | null;
+  after: Record<string, unknown> | null;
+  changes: FieldChange[];
+  /** Live identifiers apply needs; never shown as changes. */
+  live?: { id?: string; clientId?: string; keyId?: string; envId?: string };
+  /** Keys issued by this operation (client creates carry their keys). */
+  issuesKeys?: number;
+  /** Resource is protected: the plan refuses to delete or replace it. */
+  protected?: boolean;
+}
+
+export interface UnmanagedResource {
+  address: string;
+  kind: ResourceKind;
+  projectEnv: string;
+  /** Why it is kept, or why it will be deleted (with --prune). */
+  note: string;
+}
+
+export interface PlanSummary {
+  create: number;
+  update: number;
+  delete: number;
+  replace: number;
+  rotate: number;
+  unmanaged: number;
+}
+
+export interface Plan {
+  formatVersion: 1;
+  generatedAt: string;
+  target: {
+    url: string;
+    /** From the credential's prefix: sk_live_ → live, sk_test_ → test. The key itself is never kept. */
+    credential: 'live' | 'test' | 'unknown';
+    envs: string[];
+    projects: string[];
+  };
+  options: { prune: boolean };
+  operations: Operation[];
+  unmanaged: UnmanagedResource[];
+  warnings: string[];
+  summary: PlanSummary;
+  /** Secret stores the plan's keys go to (URIs without credentials). */
+  stores: StoreDeclaration[];
+  /** Hash of every live object read; a saved plan refuses to apply when any has moved. */
+  fingerprints: Record<string, string>;
+}
+
+export function summarize(ops: readonly Operation[], unmanaged: readonly UnmanagedResource[]): PlanSummary {
+  const s: PlanSummary = { create: 0, update: 0, delete: 0, replace: 0, rotate: 0, unmanaged: unmanaged.length };
+  for (const op of ops) s[op.action]++;
+  return s;
+}
+
+export function hasChanges(plan: Plan): boolean {
+  return plan.operations.length > 0;
+}

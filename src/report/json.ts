@@ -1,0 +1,42 @@
+// Machine-readable plan, shaped like Terraform's `resource_changes` (schemas/kms-sync-plan.schema.json).
+import type { Action, Plan } from '../plan/types.js';
+
+export const PLAN_JSON_FORMAT_VERSION = '1.0';
+
+const ACTIONS: Record<Action, string[]> = {
+  create: ['create'],
+  update: ['update'],
+  delete: ['delete'],
+  replace: ['delete', 'create'],
+  rotate: ['create', 'delete'],
+};
+
+export function planToJson(plan: Plan) {
+  return {
+    format_version: PLAN_JSON_FORMAT_VERSION,
+    generated_at: plan.generatedAt,
+    target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs, projects: plan.target.projects },
+    options: plan.options,
+    resource_changes: plan.operations.map((op) => ({
+      address: op.address,
+      type: `kms_${op.kind}`,
+      project_env: op.projectEnv ?? null,
+      change: {
+        actions: ACTIONS[op.action],
+        action: op.action,
+        before: op.before,
+        after: op.after,
+        action_reason: op.actionReason,
+        reason: op.reason,
+        fields: op.changes,
+      },
+    })),
+    unmanaged: plan.unmanaged,
+    warnings: plan.warnings,
+    summary: { ...plan.summary, changes: plan.operations.length },
+  };
+}
+
+export function renderPlanJson(plan: Plan): string {
+  return JSON.stringify(planToJson(plan), null, 2) + '\n';
+}

@@ -1,0 +1,116 @@
+// Terminal rendering of a plan, in the shape people know from `terraform plan`.
+import type { Action, Operation, Plan } from '../plan/types.js';
+
+export interface TextOptions {
+  color: boolean;
+}
+
+const ANSI = { reset: '\x1b[0m', bold: '\x1b[1m', dim: '\x1b[2m', red: '\x1b[31m', green: '\x1b[32m', yellow: '\x1b[33m', cyan: '\x1b[36m', magenta: '\x1b[35m' };
+type Style = keyof typeof ANSI;
+
+export function colorEnabled(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
+  if (env.FORCE_COLOR && env.FORCE_COLOR !== '0') return true;
+  return Boolean(stream.isTTY) && env.TERM !== 'dumb';
+}
+
+const SYMBOL: Record<Action, [string, Style]> = {
+  create: ['+', 'green'],
+  update: ['~', 'yellow'],
+  delete: ['-', 'red'],
+  replace: ['-/+', 'magenta'],
+  rotate: ['↻', 'cyan'],
+};
+
+const VERB: Record<Action, string> = {
+  create: 'will be created',
+  update: 'will be updated in place',
+  delete: 'will be destroyed',
+  replace: 'must be replaced',
+  rotate: 'will be rotated',
+};
+
+export function formatValue(v: unknown): string {
+  if (v === null || v === undefined) return 'null';
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(formatValue).join(', ')}]`;
+  if (typeof v === 'object') {
+    const entries = Object.entries(v as Record<string, unknown>);
+    if (entries.length === 0) return '{}';
+    return `{ ${entries.map(([k, x]) => `${/^[A-Za-z_][\w-]*$/.test(k) ? k : JSON.stringify(k)} = ${formatValue(x)}`).join(', ')} }`;
+  }
+  return String(v);
+}
+
+function attributeLines(op: Operation, paint: (s: Style, t: string) => string): string[] {
+  const pad = (names: string[]) => Math.max(0, ...names.map((n) => n.length));
+  if (op.action === 'create') {
+    const after = { ...(op.after ?? {}) };
+    const keys = (after.keys as { name: string; secret: { store?: string; name: string } }[] | undefined) ?? undefined;
+    delete after.keys;
+    const names = Object.keys(after).concat(keys ? ['keys'] : []);
+    const w = pad(names);
+    const lines = Object.entries(after).map(([k, v]) => `${paint('green', '+')} ${k.padEnd(w)} = ${formatValue(v)}`);
+    if (keys) {
+      lines.push(`${paint('green', '+')} ${'keys'.padEnd(w)} = [${keys.map((k) => `${k.name} → ${k.secret.store ?? 'default store'}:${k.secret.name}`).join(', ')}]`);
+    }
+    if (op.kind === 'key' && op.after) {
+      const secret = (op.after as { secret?: { store?: string; name: string } }).secret;
+      if (secret) lines.push(`  (raw value goes to ${secret.store ?? 'the default store'} as ${secret.name})`);
+    }
+    return lines;
+  }
+  if (op.action === 'delete') {
+    const w = pad(Object.keys(op.before ?? {}));
+    return Object.entries(op.before ?? {}).map(([k, v]) => `${paint('red', '-')} ${k.padEnd(w)} = ${formatValue(v)}`);
+  }
+  const w = pad(op.changes.map((c) => c.path));
+  return op.changes.map((c) => {
+    if (c.before === null) return `${paint('green', '+')} ${c.path.padEnd(w)} = ${formatValue(c.after)}`;
+    if (c.after === null) return `${paint('red', '-')} ${c.path.padEnd(w)} = ${formatValue(c.before)}`;
+    return `${paint('yellow', '~')} ${c.path.padEnd(w)} = ${formatValue(c.before)} -> ${formatValue(c.after)}`;
+  });
+}
+
+export function renderPlanText(plan: Plan, opts: TextOptions): string {
+  const paint = (s: Style, t: string) => (opts.color ? `${ANSI[s]}${t}${ANSI.reset}` : t);
+  const out: string[] = [];
+  out.push(renderHeader(plan, paint));
+  out.push('');
+  if (plan.operations.length === 0) {
+    out.push(paint('green', 'No changes.') + ' The live service matches the configuration.');
+  } else {
+    out.push('kms-sync will perform the following actions:');
+    out.push('');
+    for (const op of plan.operations) {
+      const [sym, style] = SYMBOL[op.action];
+      out.push(paint('bold', `  # ${op.address} ${VERB[op.action]}`) + paint('dim', ` (${op.reason})`));
+      out.push(`  ${paint(style, sym)} ${op.kind} "${op.address.slice(op.kind.length + 1)}" {`);
+      for (const line of attributeLines(op, paint)) out.push(`      ${line}`);
+      out.push('    }');
+      out.push('');
+    }
+  }
+  if (plan.unmanaged.length) {
+    out.push(paint('bold', `Unmanaged resources in scope (${plan.unmanaged.length}, kept):`));
+    for (const u of plan.unmanaged) out.push(`  ${paint('dim', '?')} ${u.address}: ${u.note}`);
+    out.push('');
+  }
+  if (plan.warnings.length) {
+    for (const w of plan.warnings) out.push(`${paint('yellow', 'Warning:')} ${w}`);
+    out.push('');
+  }
+  const s = plan.summary;
+  out.push(
+    `${paint('bold', 'Plan:')} ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`,
+  );
+  return out.join('\n') + '\n';
+}
+
+export function renderHeader(plan: Plan, paint: (s: Style, t: string) => string = (_s, t) => t): string {
+  const cred =
+    plan.target.credential === 'live'
+      ? paint('red', paint('bold', 'LIVE credential (sk_live_): changes affect production traffic'))
+      : plan.target.credential === 'test' ? 'test credential (sk_test_)' : 'credential of unknown kind';
+  return `Target: ${plan.target.url}\nEnvironments: ${plan.target.envs.join(', ') || '(none)'}\nCredential: ${cred}`;
+}

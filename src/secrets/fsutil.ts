@@ -1,0 +1,331 @@
+/**
+ * Crash-safe file primitives shared by the file store and the journal: an exclusive lock file with
+ * stale-lock detection, atomic replace (temp file + fsync + rename + directory fsync), and
+ * directory fsync. Errors thrown here are plain fs errors; callers wrap them in SecretStoreError.
+ */
+import { constants as fsc } from 'node:fs';
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+
+export const FILE_MODE = 0o600;
+export const DIR_MODE = 0o700;
+
+/** fsync a directory so that a rename / create / unlink in it survives a power cut. */
+export async function fsyncDir(dir: string): Promise<void> {
+  let fh: fs.FileHandle | undefined;
+  try {
+    fh = await fs.open(dir, fsc.O_RDONLY | (fsc.O_DIRECTORY ?? 0));
+    await fh.sync();
+  } catch (err) {
+    // Some filesystems refuse fsync on directories (EINVAL / EISDIR / EPERM); nothing more can be done there.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EINVAL' && code !== 'EISDIR' && code !== 'EPERM' && code !== 'EBADF') throw err;
+  } finally {
+    await fh?.close();
+  }
+}
+
+/** mkdir -p, creating missing directories with mode 0700 (existing ones are left alone). */
+export async function ensureDir(dir: string): Promise<void> {
+  await fs.mkdir(dir, { recursive: true, mode: DIR_MODE });
+}
+
+export async function fileExists(p: string): Promise<boolean> {
+  try {
+    await fs.stat(p);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+/** Read a file, or undefined when it does not exist. */
+export async function readIfExists(p: string): Promise<Buffer | undefined> {
+  try {
+    return await fs.readFile(p);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+const TMP_MARK = '.tmp-';
+
+function tempPathFor(target: string): string {
+  const dir = path.dirname(target);
+  const base = path.basename(target);
+  return path.join(dir, `.${base}${TMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`);
+}
+
+/**
+ * Replace `target` atomically: write a temp file in the same directory (mode 0600), fsync it,
+ * rename it over the target, fsync the directory. A crash at any point leaves either the old or
+ * the new content, plus at worst a stray temp file (removed by `removeStaleTemps`).
+ */
+export async function atomicWriteFile(target: string, data: string | Uint8Array): Promise<void> {
+  const tmp = tempPathFor(target);
+  const fh = await fs.open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, FILE_MODE);
+  let renamed = false;
+  try {
+    await fh.writeFile(data);
+    await fh.chmod(FILE_MODE);
+    await fh.sync();
+    await fh.close();
+    await fs.rename(tmp, target);
+    renamed = true;
+    await fsyncDir(path.dirname(target));
+  } finally {
+    if (!renamed) {
+      await fh.close().catch(() => undefined);
+      await fs.unlink(tmp).catch(() => undefined);
+    }
+  }
+}
+
+/** Remove temp files left by writers that died (their pid is gone). Call while holding the lock. */
+export async function removeStaleTemps(target: string): Promise<void> {
+  const dir = path.dirname(target);
+  const prefix = `.${path.basename(target)}${TMP_MARK}`;
+  let names: string[];
+  try {
+    names = await fs.readdir(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number.parseInt(name.slice(prefix.length).split('-')[0] ?? '', 10);
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !pidAlive(pid)) {
+      await fs.unlink(path.join(dir, name)).catch(() => undefined);
+    }
+  }
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lock file
+
+interface LockInfo {
+  pid: number;
+  host: string;
+  createdAt: string;
+}
+
+export class LockTimeoutError extends Error {
+  readonly lockPath: string;
+  readonly holder: LockInfo | undefined;
+  constructor(lockPath: string, holder: LockInfo | undefined) {
+    const who = holder ? `pid ${holder.pid} on ${holder.host} since ${holder.createdAt}` : 'another process';
+    super(`${lockPath} is held by ${who}; if no kms-sync is running, remove that file`);
+    this.name = 'LockTimeoutError';
+    this.lockPath = lockPath;
+    this.holder = holder;
+  }
+}
+
+export interface LockOptions {
+  timeoutMs?: number;
+}
+
+export interface FileLock {
+  release(): Promise<void>;
+}
+
+/** In-process queue per lock path, so that concurrent callers in one process do not spin on the file. */
+const localQueues = new Map<string, Promise<void>>();
+
+/**
+ * Take an exclusive lock `lockPath` (O_CREAT|O_EXCL). A lock whose holder pid is dead on this host
+ * is stale and is broken; breaking is itself guarded by `<lock>.break` so that two waiters cannot
+ * both break and then delete each other's fresh lock.
+ */
+export async function acquireLock(lockPath: string, opts: LockOptions = {}): Promise<FileLock> {
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const prev = localQueues.get(lockPath) ?? Promise.resolve();
+  let releaseLocal!: () => void;
+  const mine = new Promise<void>((resolve) => {
+    releaseLocal = resolve;
+  });
+  const chained = prev.then(() => mine);
+  localQueues.set(lockPath, chained);
+  const cleanupLocal = (): void => {
+    releaseLocal();
+    if (localQueues.get(lockPath) === chained) localQueues.delete(lockPath);
+  };
+  try {
+    await withTimeout(prev, timeoutMs, () => new LockTimeoutError(lockPath, undefined));
+    await acquireFileLock(lockPath, timeoutMs);
+  } catch (err) {
+    cleanupLocal();
+    throw err;
+  }
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      try {
+        await fs.unlink(lockPath).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ENOENT') throw err;
+        });
+      } finally {
+        cleanupLocal();
+      }
+    },
+  };
+}
+
+async function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(onTimeout()), ms);
+      }),
+    ]);
+  } finally {
+    if (timer) clearTimeout(timer);
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function acquireFileLock(lockPath: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const info: LockInfo = { pid: process.pid, host: os.hostname(), createdAt: new Date().toISOString() };
+  let delay = 5;
+  for (;;) {
+    if (await tryCreateLock(lockPath, info)) {
+      await removeStaleTemps(lockPath);
+      return;
+    }
+    const holder = await readLockInfo(lockPath);
+    if (await breakIfStale(lockPath, holder)) continue;
+    if (Date.now() >= deadline) throw new LockTimeoutError(lockPath, holder ?? undefined);
+    await sleep(delay);
+    delay = Math.min(delay * 2, 100);
+  }
+}
+
+/**
+ * Create the lock with its content in one step: write a temp file, then link(2) it to the lock
+ * path (atomic, fails if the lock exists). So a lock file is never seen empty, even when its
+ * writer is killed. Falls back to O_EXCL where hard links are not supported.
+ */
+async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean> {
+  const tmp = tempPathFor(lockPath);
+  await fs.writeFile(tmp, JSON.stringify(info), { mode: FILE_MODE, flag: 'wx' });
+  try {
+    await fs.link(tmp, lockPath);
+    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return false;
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
+  } finally {
+    await fs.unlink(tmp).catch(() => undefined);
+  }
+  try {
+    await fs.writeFile(lockPath, JSON.stringify(info), { mode: FILE_MODE, flag: 'wx' });
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  }
+}
+
+/** undefined: no lock file; null: a lock file whose content is not (yet) readable. */
+async function readLockInfo(lockPath: string): Promise<LockInfo | null | undefined> {
+  let text: string;
+  try {
+    text = await fs.readFile(lockPath, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    const v = JSON.parse(text) as Partial<LockInfo>;
+    if (typeof v.pid === 'number' && typeof v.host === 'string' && typeof v.createdAt === 'string') {
+      return { pid: v.pid, host: v.host, createdAt: v.createdAt };
+    }
+  } catch {
+    // fall through
+  }
+  return null;
+}
+
+/** A lock file that stays empty/unreadable this long belongs to a writer killed between create and write. */
+const UNREADABLE_LOCK_STALE_MS = 2_000;
+/** Breaking takes microseconds; a `.break` file older than this was left by a killed breaker. */
+const BREAK_LOCK_STALE_MS = 2_000;
+
+async function isStale(lockPath: string, holder: LockInfo | null): Promise<boolean> {
+  if (holder === null) {
+    try {
+      const st = await fs.stat(lockPath);
+      return Date.now() - st.mtimeMs > UNREADABLE_LOCK_STALE_MS;
+    } catch {
+      return false;
+    }
+  }
+  if (holder.host !== os.hostname()) return false;
+  if (holder.pid === process.pid) return false;
+  return !pidAlive(holder.pid);
+}
+
+async function breakIfStale(lockPath: string, holder: LockInfo | null | undefined): Promise<boolean> {
+  if (holder === undefined) return true; // vanished meanwhile: try again at once
+  if (!(await isStale(lockPath, holder))) return false;
+  const breakPath = `${lockPath}.break`;
+  let fh: fs.FileHandle;
+  try {
+    fh = await fs.open(breakPath, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, FILE_MODE);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    try {
+      const st = await fs.stat(breakPath);
+      if (Date.now() - st.mtimeMs > BREAK_LOCK_STALE_MS) await fs.unlink(breakPath).catch(() => undefined);
+    } catch {
+      // gone already
+    }
+    return false;
+  }
+  try {
+    await fh.close();
+    // Re-read under the break lock: only remove the very lock we judged stale.
+    const again = await readLockInfo(lockPath);
+    if (again === undefined) return true;
+    const same =
+      (again === null && holder === null) ||
+      (again !== null && holder !== null && again.pid === holder.pid && again.createdAt === holder.createdAt);
+    if (same && (await isStale(lockPath, again))) {
+      await fs.unlink(lockPath).catch(() => undefined);
+      return true;
+    }
+    return false;
+  } finally {
+    await fs.unlink(breakPath).catch(() => undefined);
+  }
+}
+
+/** Run `fn` holding the lock. */
+export async function withLock<T>(lockPath: string, opts: LockOptions, fn: () => Promise<T>): Promise<T> {
+  const lock = await acquireLock(lockPath, opts);
+  try {
+    return await fn();
+  } finally {
+    await lock.release();
+  }
+}

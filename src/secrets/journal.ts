@@ -1,0 +1,345 @@
+/**
+ * The local key journal: where a raw key goes first, before the secret store.
+ *
+ * File format (append-only, binary): a sequence of frames
+ *
+ *     "KSJ1" | u32 BE payload length | u32 BE CRC-32 of payload | payload
+ *     payload = u8 id length | id (ASCII) | age-encrypted JSON record
+ *
+ * Each record is its own age file, encrypted to the same recipients as the store (the local
+ * identity plus the configured extra recipients). An append is fsync'ed before it returns. A frame
+ * torn by a crash mid-append fails its length/CRC check and is ignored (and trimmed by the next
+ * append); frames before it are untouched. Clearing rewrites the file atomically without the
+ * cleared frames (or removes it when nothing is left).
+ */
+import { randomUUID } from 'node:crypto';
+import { constants as fsc } from 'node:fs';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { crc32 } from 'node:zlib';
+import { AgeKeys, ageDecrypt, ageEncrypt } from './age-keys.js';
+import { SecretStoreError, describeIoError, redactSecrets } from './errors.js';
+import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, withLock } from './fsutil.js';
+import type { OpenStoreOptions, SecretMetadata, SecretStore } from './store.js';
+
+export interface JournalRecord {
+  /** Which store the key belongs in: a URI the flush's store resolver understands (usually the config's store URI). */
+  storeUri: string;
+  /** The backend name (already passed through `store.secretName`). */
+  name: string;
+  /** The raw key. */
+  value: string;
+  meta: SecretMetadata;
+}
+
+export interface JournalEntry extends JournalRecord {
+  id: string;
+  createdAt: string;
+}
+
+export interface FlushResult {
+  flushed: { id: string; storeUri: string; name: string }[];
+  failed: { storeUri: string; ids: string[]; names: string[]; error: SecretStoreError }[];
+}
+
+export type StoreResolver = (storeUri: string) => SecretStore | Promise<SecretStore>;
+
+export type JournalOptions = Pick<OpenStoreOptions, 'ageKeys' | 'env' | 'recipients' | 'onNotice' | 'lockTimeoutMs'>;
+
+/** `.kms-sync/journal` beside the config file. */
+export function defaultJournalPath(configDir: string): string {
+  return path.join(configDir, '.kms-sync', 'journal');
+}
+
+const MAGIC = Buffer.from('KSJ1', 'ascii');
+const HEADER = 12;
+const MAX_PAYLOAD = 1 << 20;
+
+interface Frame {
+  id: string;
+  start: number;
+  end: number;
+  body: Uint8Array;
+}
+
+/** Finds every intact frame; skips damaged regions (resynchronising on the magic). */
+export function scanJournal(buf: Uint8Array): { frames: Frame[]; validEnd: number; damagedBytes: number } {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  const frames: Frame[] = [];
+  let off = 0;
+  let validEnd = 0;
+  let damaged = 0;
+  while (off < b.length) {
+    const frame = frameAt(b, off);
+    if (frame) {
+      frames.push(frame);
+      off = frame.end;
+      validEnd = off;
+      continue;
+    }
+    const next = b.indexOf(MAGIC, off + 1);
+    const stop = next < 0 ? b.length : next;
+    damaged += stop - off;
+    off = stop;
+  }
+  return { frames, validEnd, damagedBytes: damaged };
+}
+
+function frameAt(b: Buffer, off: number): Frame | undefined {
+  if (b.length - off < HEADER) return undefined;
+  if (!b.subarray(off, off + 4).equals(MAGIC)) return undefined;
+  const len = b.readUInt32BE(off + 4);
+  const crc = b.readUInt32BE(off + 8);
+  if (len < 2 || len > MAX_PAYLOAD || off + HEADER + len > b.length) return undefined;
+  const payload = b.subarray(off + HEADER, off + HEADER + len);
+  if (crc32(payload) !== crc) return undefined;
+  const idLen = payload[0] as number;
+  if (idLen === 0 || 1 + idLen >= payload.length) return undefined;
+  const id = payload.subarray(1, 1 + idLen).toString('ascii');
+  return { id, start: off, end: off + HEADER + len, body: payload.subarray(1 + idLen) };
+}
+
+function encodeFrame(id: string, body: Uint8Array): Buffer {
+  const idBuf = Buffer.from(id, 'ascii');
+  const payload = Buffer.concat([Buffer.from([idBuf.length]), idBuf, body]);
+  const header = Buffer.alloc(HEADER);
+  MAGIC.copy(header, 0);
+  header.writeUInt32BE(payload.length, 4);
+  header.writeUInt32BE(crc32(payload), 8);
+  return Buffer.concat([header, payload]);
+}
+
+export class Journal {
+  readonly path: string;
+  readonly ageKeys: AgeKeys;
+  private readonly lockPath: string;
+  private readonly lockTimeoutMs: number;
+
+  constructor(filePath: string, opts: JournalOptions = {}) {
+    this.path = path.resolve(filePath);
+    this.lockPath = `${this.path}.lock`;
+    this.lockTimeoutMs = opts.lockTimeoutMs ?? 10_000;
+    this.ageKeys =
+      opts.ageKeys ??
+      new AgeKeys({
+        ...(opts.env ? { env: opts.env } : {}),
+        ...(opts.recipients ? { recipients: opts.recipients } : {}),
+        ...(opts.onNotice ? { onNotice: opts.onNotice } : {}),
+      });
+  }
+
+  /** Durably records a raw key; resolves (with the entry's id) only after the data is fsync'ed. */
+  async append(record: JournalRecord): Promise<string> {
+    const [id] = await this.appendMany([record]);
+    return id!;
+  }
+
+  /**
+   * Durably records the raw keys of one response: one frame each (independently decryptable),
+   * written and fsync'ed together, so a batch costs one lock and one fsync.
+   */
+  async appendMany(records: JournalRecord[]): Promise<string[]> {
+    if (records.length === 0) return [];
+    for (const r of records) validateRecord(r);
+    const ids: string[] = [];
+    try {
+      const recipients = await this.ageKeys.recipients();
+      const frames: Buffer[] = [];
+      for (const record of records) {
+        const id = randomUUID();
+        const entry: JournalEntry = {
+          id,
+          storeUri: record.storeUri,
+          name: record.name,
+          value: record.value,
+          meta: { ...record.meta, expiresAt: record.meta.expiresAt ?? null },
+          createdAt: new Date().toISOString(),
+        };
+        const body = await ageEncrypt(Buffer.from(JSON.stringify({ v: 1, ...entry }), 'utf8'), recipients);
+        frames.push(encodeFrame(id, body));
+        ids.push(id);
+      }
+      const frame = Buffer.concat(frames);
+      await ensureDir(path.dirname(this.path));
+      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        const existing = await readIfExists(this.path);
+        const fh = await fs.open(this.path, fsc.O_WRONLY | fsc.O_CREAT, FILE_MODE);
+        try {
+          let end = existing?.length ?? 0;
+          if (existing && existing.length > 0) {
+            const { validEnd } = scanJournal(existing);
+            if (validEnd < existing.length) {
+              await fh.truncate(validEnd); // trim a torn tail left by a crash
+              end = validEnd;
+            }
+          }
+          await fh.write(frame, 0, frame.length, end);
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        if (existing === undefined) await fsyncDir(path.dirname(this.path));
+      });
+    } catch (err) {
+      throw this.wrap(err, 'could not append to the journal');
+    }
+    return ids;
+  }
+
+  /** Decrypts and returns every pending entry, oldest first. */
+  async pending(): Promise<JournalEntry[]> {
+    let buf: Buffer | undefined;
+    try {
+      buf = await readIfExists(this.path);
+    } catch (err) {
+      throw this.wrap(err, 'cannot read the journal');
+    }
+    if (!buf || buf.length === 0) return [];
+    const { frames } = scanJournal(buf);
+    if (frames.length === 0) return [];
+    const { identities, sources } = await this.ageKeys.requireIdentities().catch((err: unknown) => {
+      throw this.wrap(err, `holds ${frames.length} pending key(s) but cannot be decrypted`);
+    });
+    const out: JournalEntry[] = [];
+    let undecryptable = 0;
+    for (const f of frames) {
+      let plain: Uint8Array | undefined;
+      try {
+        plain = await ageDecrypt(f.body, identities);
+      } catch {
+        plain = undefined;
+      }
+      if (!plain) {
+        undecryptable++;
+        continue;
+      }
+      const entry = parseEntry(plain, f.id);
+      if (!entry) {
+        undecryptable++;
+        continue;
+      }
+      out.push(entry);
+    }
+    if (undecryptable > 0) {
+      throw new SecretStoreError(
+        `journal ${this.path} holds ${undecryptable} pending key(s) that none of the local age identities ` +
+          `(from ${sources.join(', ')}) can decrypt; they are kept`,
+        { code: 'NO_IDENTITY', store: this.path },
+      );
+    }
+    return out;
+  }
+
+  /** Ids of the pending entries, without decrypting them. */
+  async pendingIds(): Promise<string[]> {
+    try {
+      const buf = await readIfExists(this.path);
+      return buf ? scanJournal(buf).frames.map((f) => f.id) : [];
+    } catch (err) {
+      throw this.wrap(err, 'cannot read the journal');
+    }
+  }
+
+  /** Removes the given entries (atomic rewrite; the file is removed when nothing is left). */
+  async clear(ids: Iterable<string>): Promise<void> {
+    const drop = new Set(ids);
+    if (drop.size === 0) return;
+    try {
+      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        const buf = await readIfExists(this.path);
+        if (!buf) return;
+        const { frames } = scanJournal(buf);
+        const keep = frames.filter((f) => !drop.has(f.id));
+        if (keep.length === frames.length) return;
+        if (keep.length === 0) {
+          await fs.unlink(this.path);
+          await fsyncDir(path.dirname(this.path));
+          return;
+        }
+        await atomicWriteFile(this.path, Buffer.concat(keep.map((f) => buf.subarray(f.start, f.end))));
+      });
+    } catch (err) {
+      throw this.wrap(err, 'could not clear journal entries');
+    }
+  }
+
+  /**
+   * Writes pending entries to their stores (one batched putMany per store) and clears those that
+   * were stored. Entries whose store fails stay in the journal; their errors are returned.
+   */
+  async flush(resolveStore: StoreResolver): Promise<FlushResult> {
+    const entries = await this.pending();
+    const result: FlushResult = { flushed: [], failed: [] };
+    const groups = new Map<string, JournalEntry[]>();
+    for (const e of entries) {
+      const g = groups.get(e.storeUri);
+      if (g) g.push(e);
+      else groups.set(e.storeUri, [e]);
+    }
+    for (const [storeUri, group] of groups) {
+      const latest = new Map<string, JournalEntry>(); // a later key for the same name supersedes an earlier one
+      for (const e of group) latest.set(e.name, e);
+      try {
+        const store = await resolveStore(storeUri);
+        await store.putMany([...latest.values()].map((e) => ({ name: e.name, value: e.value, meta: e.meta })));
+      } catch (err) {
+        result.failed.push({
+          storeUri,
+          ids: group.map((e) => e.id),
+          names: [...latest.keys()],
+          error:
+            err instanceof SecretStoreError
+              ? err
+              : new SecretStoreError(`store ${storeUri}: ${describeIoError(err)}`, { code: 'IO', store: storeUri }),
+        });
+        continue;
+      }
+      await this.clear(group.map((e) => e.id));
+      for (const e of group) result.flushed.push({ id: e.id, storeUri, name: e.name });
+    }
+    return result;
+  }
+
+  private wrap(err: unknown, what: string): SecretStoreError {
+    if (err instanceof SecretStoreError) {
+      return new SecretStoreError(`journal ${this.path} ${what}: ${err.message}`, { code: err.code, store: this.path });
+    }
+    if (err instanceof LockTimeoutError) {
+      return new SecretStoreError(`journal ${this.path} ${what}: locked: ${err.message}`, { code: 'LOCKED', store: this.path });
+    }
+    return new SecretStoreError(`journal ${this.path} ${what}: ${redactSecrets(describeIoError(err))}`, {
+      code: 'IO',
+      store: this.path,
+    });
+  }
+}
+
+function validateRecord(r: JournalRecord): void {
+  const bad = (why: string): SecretStoreError => new SecretStoreError(`invalid journal record: ${why}`, { code: 'INVALID_ARGUMENT' });
+  if (typeof r.storeUri !== 'string' || r.storeUri === '') throw bad('storeUri must be a non-empty string');
+  if (typeof r.name !== 'string' || r.name === '') throw bad('name must be a non-empty string');
+  if (typeof r.value !== 'string' || r.value === '') throw bad(`value of '${r.name}' must be a non-empty string`);
+  if (!r.meta || typeof r.meta !== 'object') throw bad(`metadata of '${r.name}' missing`);
+}
+
+function parseEntry(plain: Uint8Array, id: string): JournalEntry | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(plain).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!v || typeof v !== 'object') return undefined;
+  const o = v as Record<string, unknown>;
+  if (o.id !== id) return undefined; // a frame's body must belong to its header's id
+  if (typeof o.storeUri !== 'string' || typeof o.name !== 'string' || typeof o.value !== 'string') return undefined;
+  if (!o.meta || typeof o.meta !== 'object' || typeof o.createdAt !== 'string') return undefined;
+  return {
+    id,
+    storeUri: o.storeUri,
+    name: o.name,
+    value: o.value,
+    meta: o.meta as SecretMetadata,
+    createdAt: o.createdAt,
+  };
+}

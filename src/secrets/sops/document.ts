@@ -1,0 +1,416 @@
+/**
+ * A SOPS YAML document: an ordered tree (the YAML mapping without its `sops` key) plus the `sops`
+ * metadata mapping. Implements SOPS's rules for which leaves are encrypted
+ * (unencrypted_suffix / encrypted_suffix / unencrypted_regex / encrypted_regex, any path
+ * component), the additional data of each value (`a:b:c:` — path components joined by ':', list
+ * indices omitted), and the MAC (SHA-512 over every non-null leaf's plaintext bytes in document
+ * order, upper-case hex, stored AES-GCM-encrypted with `lastmodified` as additional data).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Document, Pair, Scalar, YAMLMap, YAMLSeq, isAlias, isMap, isScalar, isSeq, parseDocument } from 'yaml';
+import type { Node as YamlNode } from 'yaml';
+import {
+  SopsCipherError,
+  decryptSopsValue,
+  encryptBytes,
+  encryptSopsString,
+  isSopsEncrypted,
+  macBytes,
+  type SopsPlain,
+} from './cipher.js';
+
+export type ScalarValue = string | number | boolean | null;
+export type SNode = SMap | SSeq | SScalar;
+export interface SMap {
+  kind: 'map';
+  entries: [string, SNode][];
+}
+export interface SSeq {
+  kind: 'seq';
+  items: SNode[];
+}
+export interface SScalar {
+  kind: 'scalar';
+  value: ScalarValue;
+}
+
+export const scalar = (value: ScalarValue): SScalar => ({ kind: 'scalar', value });
+export const map = (entries: [string, SNode][] = []): SMap => ({ kind: 'map', entries });
+
+export function getEntry(m: SMap, key: string): SNode | undefined {
+  for (const [k, v] of m.entries) if (k === key) return v;
+  return undefined;
+}
+
+export function setEntry(m: SMap, key: string, value: SNode): void {
+  const i = m.entries.findIndex(([k]) => k === key);
+  if (i >= 0) m.entries[i] = [key, value];
+  else m.entries.push([key, value]);
+}
+
+export function cloneNode<T extends SNode>(n: T): T {
+  return structuredClone(n);
+}
+
+/** Raised for malformed documents; messages carry codes, paths and line numbers only. */
+export class SopsFormatError extends Error {
+  readonly kind: 'parse' | 'metadata' | 'integrity' | 'unsupported' | 'decrypt';
+  constructor(kind: SopsFormatError['kind'], message: string) {
+    super(message);
+    this.name = 'SopsFormatError';
+    this.kind = kind;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// YAML <-> tree
+
+export function parseYamlTree(text: string): SMap {
+  const doc = parseDocument(text, {
+    schema: 'core',
+    version: '1.2',
+    uniqueKeys: true,
+    prettyErrors: false,
+    strict: true,
+    merge: false,
+    intAsBigInt: false,
+  });
+  const err = doc.errors[0];
+  if (err) {
+    const pos = err.linePos?.[0];
+    throw new SopsFormatError('parse', `invalid YAML (${err.code}${pos ? ` at line ${pos.line}, column ${pos.col}` : ''})`);
+  }
+  if (doc.contents === null) return map();
+  const root = convert(doc.contents, doc, 0);
+  if (root.kind !== 'map') throw new SopsFormatError('parse', 'the document must be a YAML mapping');
+  return root;
+}
+
+function convert(n: unknown, doc: Document, depth: number): SNode {
+  if (depth > 64) throw new SopsFormatError('parse', 'YAML nesting too deep');
+  if (n === null || n === undefined) return scalar(null);
+  if (isAlias(n)) return convert(n.resolve(doc), doc, depth + 1);
+  if (isMap(n)) {
+    const out = map();
+    for (const pair of n.items) {
+      const k = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
+      const kv = isScalar(k) ? k.value : k;
+      if (typeof kv !== 'string') {
+        throw new SopsFormatError('parse', `non-string mapping key (${describeKey(kv)}); SOPS supports string keys only`);
+      }
+      out.entries.push([kv, convert(pair.value, doc, depth + 1)]);
+    }
+    return out;
+  }
+  if (isSeq(n)) return { kind: 'seq', items: n.items.map((i) => convert(i, doc, depth + 1)) };
+  if (isScalar(n)) {
+    const v = n.value;
+    if (v === null || typeof v === 'string' || typeof v === 'boolean') return scalar(v);
+    if (typeof v === 'number') return scalar(v);
+    throw new SopsFormatError('parse', `unsupported YAML scalar type ${typeof v}`);
+  }
+  throw new SopsFormatError('parse', 'unsupported YAML node');
+}
+
+function describeKey(v: unknown): string {
+  if (v === null) return 'null';
+  if (typeof v === 'object') return 'a collection';
+  return `${typeof v} ${String(v)}`;
+}
+
+const SAFE_PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_.~%/-]*$/;
+const YAML11_WORDS = /^(?:y|yes|n|no|true|false|on|off|null|~)$/i;
+
+function keyNode(k: string): Scalar {
+  const s = new Scalar(k);
+  if (!SAFE_PLAIN_KEY.test(k) || YAML11_WORDS.test(k)) s.type = Scalar.QUOTE_DOUBLE;
+  return s;
+}
+
+type Region = 'data' | 'sops';
+
+function toYaml(n: SNode, region: Region, key: string | undefined): YamlNode {
+  if (n.kind === 'map') {
+    const m = new YAMLMap();
+    for (const [k, v] of n.entries) m.items.push(new Pair(keyNode(k), toYaml(v, region, k)));
+    if (n.entries.length === 0) m.flow = true;
+    return m;
+  }
+  if (n.kind === 'seq') {
+    const s = new YAMLSeq();
+    for (const item of n.items) s.items.push(toYaml(item, region, key));
+    if (n.items.length === 0) s.flow = true;
+    return s;
+  }
+  const s = new Scalar(n.value);
+  if (typeof n.value === 'string') {
+    if (n.value.includes('\n')) s.type = Scalar.BLOCK_LITERAL;
+    else if (isSopsEncrypted(n.value)) s.type = Scalar.PLAIN;
+    else if (region === 'data' || key === 'lastmodified' || n.value === '') s.type = Scalar.QUOTE_DOUBLE;
+    else s.type = Scalar.PLAIN;
+  }
+  return s;
+}
+
+/** Emits the document the way SOPS does: data first, then `sops:`, 4-space indent, sequences indented. */
+export function emitSopsYaml(data: SMap, sops: SMap): string {
+  const doc = new Document(undefined, { version: '1.2' });
+  const root = new YAMLMap();
+  for (const [k, v] of data.entries) root.items.push(new Pair(keyNode(k), toYaml(v, 'data', k)));
+  root.items.push(new Pair(keyNode('sops'), toYaml(sops, 'sops', 'sops')));
+  doc.contents = root;
+  return doc.toString({ indent: 4, indentSeq: true, lineWidth: 0, minContentWidth: 0, nullStr: 'null' });
+}
+
+// ---------------------------------------------------------------------------------------------
+// SOPS metadata
+
+export interface CryptRules {
+  unencryptedSuffix: string;
+  encryptedSuffix: string;
+  unencryptedRegex: string;
+  encryptedRegex: string;
+  macOnlyEncrypted: boolean;
+}
+
+export interface AgeStanza {
+  recipient: string;
+  enc: string;
+}
+
+export interface SopsMetadata {
+  age: AgeStanza[];
+  lastModified: string;
+  mac: string;
+  version: string;
+  rules: CryptRules;
+  /** The `sops` mapping as found, unknown keys included, so a rewrite keeps them. */
+  raw: SMap;
+}
+
+export const DEFAULT_UNENCRYPTED_SUFFIX = '_unencrypted';
+/** The SOPS file-format version we write (the layout of SOPS 3.10+, empty key lists omitted). */
+export const SOPS_FORMAT_VERSION = '3.10.2';
+
+function str(m: SMap, key: string, required: boolean): string {
+  const v = getEntry(m, key);
+  if (v === undefined || (v.kind === 'scalar' && v.value === null)) {
+    if (required) throw new SopsFormatError('metadata', `sops metadata lacks '${key}'`);
+    return '';
+  }
+  if (v.kind !== 'scalar' || typeof v.value !== 'string') {
+    if (v.kind === 'scalar' && typeof v.value === 'number' && key === 'version') return String(v.value);
+    throw new SopsFormatError('metadata', `sops metadata '${key}' must be a string`);
+  }
+  return v.value;
+}
+
+export function readMetadata(sops: SNode | undefined): SopsMetadata {
+  if (sops === undefined) throw new SopsFormatError('metadata', "no 'sops' metadata: not a SOPS-encrypted file");
+  if (sops.kind !== 'map') throw new SopsFormatError('metadata', "'sops' metadata must be a mapping");
+  for (const unsupported of ['key_groups', 'shamir_threshold', 'unencrypted_comment_regex', 'encrypted_comment_regex']) {
+    const v = getEntry(sops, unsupported);
+    if (v !== undefined && !(v.kind === 'scalar' && (v.value === null || v.value === 0 || v.value === ''))) {
+      throw new SopsFormatError('unsupported', `sops metadata '${unsupported}' is not supported by kms-sync's SOPS store`);
+    }
+  }
+  const ageNode = getEntry(sops, 'age');
+  const age: AgeStanza[] = [];
+  if (ageNode !== undefined && !(ageNode.kind === 'scalar' && ageNode.value === null)) {
+    if (ageNode.kind !== 'seq') throw new SopsFormatError('metadata', "sops metadata 'age' must be a list");
+    for (const item of ageNode.items) {
+      if (item.kind !== 'map') throw new SopsFormatError('metadata', "sops metadata 'age' entries must be mappings");
+      age.push({ recipient: str(item, 'recipient', true).trim(), enc: str(item, 'enc', true) });
+    }
+  }
+  const macOnly = getEntry(sops, 'mac_only_encrypted');
+  const rules: CryptRules = {
+    unencryptedSuffix: str(sops, 'unencrypted_suffix', false),
+    encryptedSuffix: str(sops, 'encrypted_suffix', false),
+    unencryptedRegex: str(sops, 'unencrypted_regex', false),
+    encryptedRegex: str(sops, 'encrypted_regex', false),
+    macOnlyEncrypted: macOnly?.kind === 'scalar' && macOnly.value === true,
+  };
+  const ruleCount = [rules.unencryptedSuffix, rules.encryptedSuffix, rules.unencryptedRegex, rules.encryptedRegex].filter(
+    (r) => r !== '',
+  ).length;
+  if (ruleCount > 1) {
+    throw new SopsFormatError(
+      'metadata',
+      'cannot use more than one of encrypted_suffix, unencrypted_suffix, encrypted_regex or unencrypted_regex',
+    );
+  }
+  if (ruleCount === 0) rules.unencryptedSuffix = DEFAULT_UNENCRYPTED_SUFFIX;
+  const lastModified = str(sops, 'lastmodified', true);
+  macAdditionalData(lastModified); // validates
+  return { age, lastModified, mac: str(sops, 'mac', false), version: str(sops, 'version', true), rules, raw: sops };
+}
+
+/**
+ * SOPS authenticates the MAC with `lastmodified` re-formatted by Go's time.RFC3339 layout:
+ * fractional seconds dropped, a zero offset written as `Z`.
+ */
+export function macAdditionalData(lastModified: string): string {
+  const m = /^(\d{4}-\d\d-\d\d)[Tt](\d\d:\d\d:\d\d)(?:\.\d+)?([Zz]|[+-]\d\d:\d\d)$/.exec(lastModified);
+  if (!m) throw new SopsFormatError('metadata', "sops metadata 'lastmodified' is not an RFC 3339 timestamp");
+  const zone = m[3] as string;
+  const z = zone === 'Z' || zone === 'z' || zone === '+00:00' || zone === '-00:00' ? 'Z' : zone;
+  return `${m[1]}T${m[2]}${z}`;
+}
+
+export function nowRfc3339(): string {
+  return new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+function compileRule(src: string, name: string): RegExp {
+  try {
+    return new RegExp(src);
+  } catch {
+    throw new SopsFormatError('metadata', `sops metadata '${name}' is not a valid regular expression`);
+  }
+}
+
+/** SOPS's shouldBeEncrypted for a leaf at `path` (map keys only). */
+export function makeShouldEncrypt(rules: CryptRules): (path: string[]) => boolean {
+  const unencRe = rules.unencryptedRegex ? compileRule(rules.unencryptedRegex, 'unencrypted_regex') : undefined;
+  const encRe = rules.encryptedRegex ? compileRule(rules.encryptedRegex, 'encrypted_regex') : undefined;
+  return (path) => {
+    let encrypted = true;
+    if (rules.unencryptedSuffix && path.some((p) => p.endsWith(rules.unencryptedSuffix))) encrypted = false;
+    if (rules.encryptedSuffix) encrypted = path.some((p) => p.endsWith(rules.encryptedSuffix));
+    if (unencRe && path.some((p) => unencRe.test(p))) encrypted = false;
+    if (encRe) encrypted = path.some((p) => encRe.test(p));
+    return encrypted;
+  };
+}
+
+export const additionalData = (path: string[]): string => `${path.join(':')}:`;
+
+/** Visits every non-null leaf in document order with its path (list indices are not path components). */
+export function walkLeaves(n: SNode, path: string[], fn: (leaf: SScalar, path: string[]) => void): void {
+  if (n.kind === 'map') for (const [k, v] of n.entries) walkLeaves(v, [...path, k], fn);
+  else if (n.kind === 'seq') for (const item of n.items) walkLeaves(item, path, fn);
+  else if (n.value !== null) fn(n, path);
+}
+
+/** MACOnlyEncryptedInitialization: sha256("sops"). */
+const MAC_ONLY_ENCRYPTED_INIT = createHash('sha256').update('sops').digest();
+
+export interface DecryptedTree {
+  /** Upper-case hex SHA-512 as SOPS computes it. */
+  mac: string;
+  /** Plaintexts of the encrypted leaves, by path joined with '\u0000'. */
+  plain: Map<string, SopsPlain>;
+}
+
+export const pathKey = (path: string[]): string => path.join('\u0000');
+
+/** Decrypts every encrypted leaf (authenticating it) and computes the MAC over the whole tree. */
+export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array): DecryptedTree {
+  const shouldEncrypt = makeShouldEncrypt(rules);
+  const hash = createHash('sha512');
+  if (rules.macOnlyEncrypted) hash.update(MAC_ONLY_ENCRYPTED_INIT);
+  const plain = new Map<string, SopsPlain>();
+  walkLeaves(data, [], (leaf, path) => {
+    const encrypted = shouldEncrypt(path);
+    let v: SopsPlain | string | number | boolean;
+    if (encrypted) {
+      if (typeof leaf.value !== 'string') {
+        throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
+      }
+      try {
+        v = decryptSopsValue(leaf.value, dataKey, additionalData(path));
+      } catch (err) {
+        const why = err instanceof SopsCipherError ? err.reason : 'error';
+        throw new SopsFormatError(
+          why === 'auth' ? 'integrity' : 'decrypt',
+          why === 'auth'
+            ? `value at '${path.join('/')}' failed authentication`
+            : `value at '${path.join('/')}' cannot be decrypted (${why})`,
+        );
+      }
+      plain.set(pathKey(path), v);
+    } else {
+      v = leaf.value as string | number | boolean;
+    }
+    if (!rules.macOnlyEncrypted || encrypted) hash.update(macBytes(v));
+  });
+  return { mac: hash.digest('hex').toUpperCase(), plain };
+}
+
+/** Encrypts the leaves of a (new) subtree at `basePath` that the rules say must be encrypted. */
+export function encryptSubtree(n: SNode, basePath: string[], rules: CryptRules, dataKey: Uint8Array): SNode {
+  const shouldEncrypt = makeShouldEncrypt(rules);
+  const rec = (node: SNode, path: string[]): SNode => {
+    if (node.kind === 'map') return map(node.entries.map(([k, v]) => [k, rec(v, [...path, k])]));
+    if (node.kind === 'seq') return { kind: 'seq', items: node.items.map((i) => rec(i, path)) };
+    const v = node.value;
+    if (v === null || !shouldEncrypt(path)) return scalar(v);
+    const aad = additionalData(path);
+    if (typeof v === 'string') return scalar(encryptSopsString(v, dataKey, aad));
+    if (typeof v === 'boolean') return scalar(encryptBytes(Buffer.from(v ? 'True' : 'False'), 'bool', dataKey, aad));
+    return scalar(encryptBytes(macBytes(v), Number.isInteger(v) ? 'int' : 'float', dataKey, aad));
+  };
+  return rec(n, basePath);
+}
+
+export function encryptMac(mac: string, dataKey: Uint8Array, lastModified: string): string {
+  return encryptSopsString(mac, dataKey, macAdditionalData(lastModified));
+}
+
+/** Checks the stored MAC against the computed one; throws SopsFormatError('integrity') on mismatch. */
+export function verifyMac(meta: SopsMetadata, computed: string, dataKey: Uint8Array): void {
+  if (meta.mac === '') throw new SopsFormatError('integrity', 'the file has no MAC');
+  let stored: string;
+  try {
+    const p = decryptSopsValue(meta.mac, dataKey, macAdditionalData(meta.lastModified));
+    if (p.type !== 'str') throw new SopsCipherError('type', 'mac is not a string');
+    stored = p.value;
+  } catch {
+    throw new SopsFormatError('integrity', 'the MAC failed authentication');
+  }
+  const a = Buffer.from(stored, 'utf8');
+  const b = Buffer.from(computed, 'utf8');
+  if (a.length !== b.length || !timingSafeEqual(a, b)) throw new SopsFormatError('integrity', 'MAC mismatch');
+}
+
+/** Splits a parsed file into its data tree and metadata. */
+export function splitSopsFile(root: SMap): { data: SMap; meta: SopsMetadata } {
+  const data = map(root.entries.filter(([k]) => k !== 'sops'));
+  return { data, meta: readMetadata(getEntry(root, 'sops')) };
+}
+
+/** Builds the `sops` mapping for a write, keeping unknown keys of an existing one in place. */
+export function buildSopsMapping(opts: {
+  previous: SMap | undefined;
+  age: AgeStanza[];
+  lastModified: string;
+  mac: string;
+  rules: CryptRules;
+}): SMap {
+  const ageNode: SSeq = {
+    kind: 'seq',
+    items: opts.age.map((a) => map([['recipient', scalar(a.recipient)], ['enc', scalar(a.enc)]])),
+  };
+  if (opts.previous) {
+    const m = cloneNode(opts.previous);
+    setEntry(m, 'age', ageNode);
+    setEntry(m, 'lastmodified', scalar(opts.lastModified));
+    setEntry(m, 'mac', scalar(opts.mac));
+    setEntry(m, 'version', scalar(SOPS_FORMAT_VERSION));
+    return m;
+  }
+  const m = map([
+    ['age', ageNode],
+    ['lastmodified', scalar(opts.lastModified)],
+    ['mac', scalar(opts.mac)],
+  ]);
+  const r = opts.rules;
+  if (r.unencryptedSuffix) m.entries.push(['unencrypted_suffix', scalar(r.unencryptedSuffix)]);
+  if (r.encryptedSuffix) m.entries.push(['encrypted_suffix', scalar(r.encryptedSuffix)]);
+  if (r.unencryptedRegex) m.entries.push(['unencrypted_regex', scalar(r.unencryptedRegex)]);
+  if (r.encryptedRegex) m.entries.push(['encrypted_regex', scalar(r.encryptedRegex)]);
+  if (r.macOnlyEncrypted) m.entries.push(['mac_only_encrypted', scalar(true)]);
+  m.entries.push(['version', scalar(SOPS_FORMAT_VERSION)]);
+  return m;
+}

@@ -1,0 +1,495 @@
+/**
+ * The embedded default secret store: a SOPS-compatible, age-encrypted YAML file.
+ *
+ *   secrets:
+ *       <name>:
+ *           value: ENC[AES256_GCM,...]      # only `value` is encrypted (encrypted_regex: ^value$)
+ *           projectEnv: "..."
+ *           client: "..."
+ *           key: "..."
+ *           keyId: "..."
+ *           issuedAt: "..."
+ *           expiresAt: null
+ *           updatedAt: "..."
+ *   sops: { age: [...], lastmodified, mac, encrypted_regex, version }
+ *
+ * `sops -d` and other SOPS readers decrypt it with the same age identity. Writes happen under an
+ * exclusive lock file, go to a temp file that is fsync'ed and renamed over the store, the directory
+ * is fsync'ed, and the file is read back and the new values checked before `put` resolves.
+ */
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { AgeKeys, ageDecrypt, ageEncryptArmored } from '../age-keys.js';
+import { SecretStoreError, describeIoError } from '../errors.js';
+import {
+  FILE_MODE,
+  LockTimeoutError,
+  atomicWriteFile,
+  ensureDir,
+  readIfExists,
+  removeStaleTemps,
+  withLock,
+} from '../fsutil.js';
+import type { OpenStoreOptions, SecretEntry, SecretListing, SecretMetadata, SecretStore } from '../store.js';
+import {
+  SopsFormatError,
+  buildSopsMapping,
+  decryptTree,
+  emitSopsYaml,
+  encryptMac,
+  encryptSubtree,
+  getEntry,
+  makeShouldEncrypt,
+  map,
+  nowRfc3339,
+  parseYamlTree,
+  pathKey,
+  scalar,
+  setEntry,
+  splitSopsFile,
+  verifyMac,
+  type AgeStanza,
+  type CryptRules,
+  type SMap,
+  type SNode,
+  type SopsMetadata,
+} from './document.js';
+
+export const SOPS_SCHEMES: readonly string[] = ['sops', 'file'];
+export const SOPS_URI_FORMS: readonly string[] = [
+  'sops:///abs/path.yaml',
+  'sops:relative/path.yaml',
+  'file:///abs/path.yaml or file:relative/path.yaml (alias of sops:)',
+];
+
+/** The rules of files we create: only `value` leaves are encrypted, so names and dates diff well. */
+export const KMS_SYNC_RULES: CryptRules = {
+  unencryptedSuffix: '',
+  encryptedSuffix: '',
+  unencryptedRegex: '',
+  encryptedRegex: '^value$',
+  macOnlyEncrypted: false,
+};
+
+const SECRETS_KEY = 'secrets';
+const VALUE_KEY = 'value';
+const META_FIELDS = ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const;
+
+/** Resolves a `sops:` / `file:` URI to an absolute path. */
+export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): string {
+  const m = /^(sops|file):(.*)$/is.exec(uri);
+  if (!m) throw new SecretStoreError(`not a sops:/file: URI: '${uri}'`, { code: 'INVALID_URI' });
+  const rest = m[2] as string;
+  const bad = (why: string): SecretStoreError =>
+    new SecretStoreError(`invalid store URI '${uri}': ${why}; use ${SOPS_URI_FORMS.join(', ')}`, { code: 'INVALID_URI' });
+  if (/[?#]/.test(rest)) throw bad('query strings and fragments are not supported');
+  const decode = (s: string): string => {
+    try {
+      return decodeURIComponent(s);
+    } catch {
+      throw bad('malformed percent-encoding');
+    }
+  };
+  if (rest.startsWith('//')) {
+    const after = rest.slice(2);
+    const slash = after.indexOf('/');
+    const host = slash < 0 ? after : after.slice(0, slash);
+    if (host !== '' && host.toLowerCase() !== 'localhost') throw bad(`remote host '${host.replace(/^.*@/, '***@')}' is not supported`);
+    const p = slash < 0 ? '' : after.slice(slash);
+    if (p === '' || p === '/') throw bad('no file path');
+    return path.resolve(decode(p));
+  }
+  if (rest === '') throw bad('no file path');
+  return path.resolve(baseDir, decode(rest));
+}
+
+export function openSopsFileStore(uri: string, opts: OpenStoreOptions = {}): SopsFileStore {
+  return new SopsFileStore(sopsUriToPath(uri, opts.baseDir), opts);
+}
+
+const SEGMENT_SAFE = /[A-Za-z0-9._~%-]/;
+
+interface LoadedRaw {
+  data: SMap;
+  meta: SopsMetadata;
+  secrets: SMap;
+}
+
+interface LoadedVerified extends LoadedRaw {
+  dataKey: Uint8Array;
+  plain: Map<string, import('./cipher.js').SopsPlain>;
+}
+
+export class SopsFileStore implements SecretStore {
+  readonly kind = 'sops-file';
+  readonly displayUri: string;
+  /** Absolute path of the YAML file. */
+  readonly path: string;
+  readonly lockPath: string;
+  readonly ageKeys: AgeKeys;
+  private readonly lockTimeoutMs: number;
+  /** The last text this instance verified, with its decrypted tree (never written anywhere). */
+  private cache: { text: string; loaded: LoadedVerified } | undefined;
+
+  constructor(filePath: string, opts: OpenStoreOptions = {}) {
+    this.path = path.resolve(filePath);
+    this.lockPath = `${this.path}.lock`;
+    this.displayUri = `sops://${this.path}`;
+    this.lockTimeoutMs = opts.lockTimeoutMs ?? 10_000;
+    this.ageKeys =
+      opts.ageKeys ??
+      new AgeKeys({
+        ...(opts.env ? { env: opts.env } : {}),
+        ...(opts.recipients ? { recipients: opts.recipients } : {}),
+        ...(opts.onNotice ? { onNotice: opts.onNotice } : {}),
+      });
+  }
+
+  /**
+   * `<project_env>/<client>/<key>` → the key under `secrets:`. Segments keep [A-Za-z0-9._~%-];
+   * anything else is percent-encoded (UTF-8), so the mapping is deterministic and injective.
+   */
+  secretName(logical: string): string {
+    const segments = logical.split('/');
+    if (logical === '' || segments.some((s) => s === '')) {
+      throw this.error(`invalid logical secret name '${logical}': empty segment`, 'INVALID_ARGUMENT');
+    }
+    return segments
+      .map((seg) =>
+        Array.from(seg)
+          .map((ch) =>
+            SEGMENT_SAFE.test(ch)
+              ? ch
+              : Array.from(Buffer.from(ch, 'utf8'))
+                  .map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`)
+                  .join(''),
+          )
+          .join(''),
+      )
+      .join('/');
+  }
+
+  async checkWritable(): Promise<void> {
+    try {
+      await ensureDir(path.dirname(this.path));
+      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        await removeStaleTemps(this.path);
+        await this.loadVerified();
+        await this.ageKeys.recipients();
+        const probe = path.join(path.dirname(this.path), `.${path.basename(this.path)}.tmp-${process.pid}-probe`);
+        const fh = await fs.open(probe, 'wx', FILE_MODE);
+        try {
+          await fh.sync();
+        } finally {
+          await fh.close();
+          await fs.unlink(probe).catch(() => undefined);
+        }
+      });
+    } catch (err) {
+      throw this.wrap(err, 'is not writable', 'NOT_WRITABLE');
+    }
+  }
+
+  async put(name: string, value: string, meta: SecretMetadata): Promise<void> {
+    await this.putMany([{ name, value, meta }]);
+  }
+
+  async putMany(entries: SecretEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const batch = new Map<string, SecretEntry>();
+    for (const e of entries) {
+      this.validateEntry(e);
+      batch.set(e.name, e);
+    }
+    try {
+      await ensureDir(path.dirname(this.path));
+      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        await removeStaleTemps(this.path);
+        await this.writeLocked([...batch.values()]);
+      });
+    } catch (err) {
+      throw this.wrap(err, `could not store ${batch.size} secret(s)`, 'IO');
+    }
+  }
+
+  async exists(name: string): Promise<boolean> {
+    return (await this.existsMany([name])).has(name);
+  }
+
+  /** Reads names only: needs no identity and does not check the MAC. */
+  async existsMany(names: string[]): Promise<Set<string>> {
+    const loaded = await this.guard(() => this.loadRaw(), 'cannot be read');
+    const out = new Set<string>();
+    if (!loaded) return out;
+    for (const n of names) {
+      const node = getEntry(loaded.secrets, n);
+      if (node?.kind === 'map' && getEntry(node, VALUE_KEY) !== undefined) out.add(n);
+    }
+    return out;
+  }
+
+  /** Decrypts (and authenticates the whole file) to return one value. */
+  async read(name: string): Promise<string | undefined> {
+    const loaded = await this.guard(() => this.loadVerified(), 'cannot be read');
+    if (!loaded) return undefined;
+    return valueOf(loaded, name);
+  }
+
+  /** All values, decrypted and authenticated. */
+  async readAll(): Promise<Map<string, string>> {
+    const loaded = await this.guard(() => this.loadVerified(), 'cannot be read');
+    const out = new Map<string, string>();
+    if (!loaded) return out;
+    for (const [name] of loaded.secrets.entries) {
+      const v = valueOf(loaded, name);
+      if (v !== undefined) out.set(name, v);
+    }
+    return out;
+  }
+
+  /** Names and plaintext metadata; needs no identity and does not check the MAC. */
+  async list(): Promise<SecretListing[]> {
+    const loaded = await this.guard(() => this.loadRaw(), 'cannot be read');
+    if (!loaded) return [];
+    const out: SecretListing[] = [];
+    for (const [name, node] of loaded.secrets.entries) {
+      if (node.kind !== 'map' || getEntry(node, VALUE_KEY) === undefined) continue;
+      const meta: Partial<SecretMetadata> = {};
+      for (const f of META_FIELDS) {
+        const v = getEntry(node, f);
+        if (v?.kind !== 'scalar') continue;
+        if (typeof v.value === 'string' && !v.value.startsWith('ENC[')) meta[f] = v.value;
+        else if (v.value === null && f === 'expiresAt') meta.expiresAt = null;
+      }
+      const upd = getEntry(node, 'updatedAt');
+      const updatedAt = upd?.kind === 'scalar' && typeof upd.value === 'string' ? upd.value : loaded.meta.lastModified;
+      out.push({ name, updatedAt, meta });
+    }
+    return out;
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private validateEntry(e: SecretEntry): void {
+    if (typeof e.name !== 'string' || e.name === '' || e.name.length > 1024 || /[\u0000-\u001f\u007f]/.test(e.name)) {
+      throw this.error('invalid secret name (empty, too long or with control characters)', 'INVALID_ARGUMENT');
+    }
+    if (e.name === 'sops') throw this.error("'sops' is not a valid secret name", 'INVALID_ARGUMENT');
+    if (typeof e.value !== 'string' || e.value === '') {
+      throw this.error(`secret '${e.name}': the value must be a non-empty string`, 'INVALID_ARGUMENT');
+    }
+    const m = e.meta as unknown as Record<string, unknown> | undefined;
+    if (!m || typeof m !== 'object') throw this.error(`secret '${e.name}': metadata missing`, 'INVALID_ARGUMENT');
+    for (const f of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt'] as const) {
+      if (typeof m[f] !== 'string') throw this.error(`secret '${e.name}': metadata '${f}' must be a string`, 'INVALID_ARGUMENT');
+    }
+    if (m.expiresAt !== undefined && m.expiresAt !== null && typeof m.expiresAt !== 'string') {
+      throw this.error(`secret '${e.name}': metadata 'expiresAt' must be a string or null`, 'INVALID_ARGUMENT');
+    }
+  }
+
+  private async writeLocked(entries: SecretEntry[]): Promise<void> {
+    const loaded = await this.loadVerified();
+    const recipients = await this.ageKeys.recipients();
+    let dataKey: Uint8Array;
+    let data: SMap;
+    let rules: CryptRules;
+    let previousSops: SMap | undefined;
+    let stanzas: AgeStanza[];
+    if (loaded) {
+      dataKey = loaded.dataKey;
+      data = loaded.data;
+      rules = loaded.meta.rules;
+      previousSops = loaded.meta.raw;
+      stanzas = [...loaded.meta.age];
+    } else {
+      dataKey = randomBytes(32);
+      data = map([[SECRETS_KEY, map()]]);
+      rules = KMS_SYNC_RULES;
+      previousSops = undefined;
+      stanzas = [];
+    }
+    for (const r of recipients) {
+      if (!stanzas.some((s) => s.recipient === r)) stanzas.push({ recipient: r, enc: await ageEncryptArmored(dataKey, r) });
+    }
+    let secrets = getEntry(data, SECRETS_KEY);
+    if (secrets === undefined || (secrets.kind === 'scalar' && secrets.value === null)) {
+      secrets = map();
+      setEntry(data, SECRETS_KEY, secrets);
+    }
+    if (secrets.kind !== 'map') throw new SopsFormatError('parse', `'${SECRETS_KEY}' must be a mapping`);
+    const shouldEncrypt = makeShouldEncrypt(rules);
+    const updatedAt = new Date().toISOString();
+    for (const e of entries) {
+      const base = [SECRETS_KEY, e.name];
+      if (!shouldEncrypt([...base, VALUE_KEY])) {
+        throw this.error(
+          `secret '${e.name}': the file's SOPS encryption rules would leave its value unencrypted; refusing to write`,
+          'UNSUPPORTED',
+        );
+      }
+      setEntry(secrets, e.name, encryptSubtree(entryNode(e, updatedAt), base, rules, dataKey));
+    }
+    secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+
+    const lastModified = nowRfc3339();
+    const { mac } = decryptTree(data, rules, dataKey);
+    const sops = buildSopsMapping({
+      previous: previousSops,
+      age: stanzas,
+      lastModified,
+      mac: encryptMac(mac, dataKey, lastModified),
+      rules,
+    });
+    const text = emitSopsYaml(data, sops);
+    // Before touching the disk: the new text parses, its MAC verifies and every new value decrypts.
+    const verified = this.verifyText(text, dataKey, entries);
+    await atomicWriteFile(this.path, text);
+    // After: what the disk returns is byte for byte the text just verified.
+    const back = await fs.readFile(this.path);
+    if (!back.equals(Buffer.from(text, 'utf8'))) {
+      this.cache = undefined;
+      throw this.error('read-back check failed: the file on disk differs from what was written', 'VERIFY_FAILED');
+    }
+    this.cache = { text, loaded: verified };
+  }
+
+  /** Parses `text`, authenticates it and checks every entry decrypts to the value written. */
+  private verifyText(text: string, dataKey: Uint8Array, entries: SecretEntry[]): LoadedVerified {
+    const raw = parseRaw(text);
+    const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
+    verifyMac(raw.meta, dec.mac, dataKey);
+    for (const e of entries) {
+      const p = dec.plain.get(pathKey([SECRETS_KEY, e.name, VALUE_KEY]));
+      if (!p || p.type !== 'str' || p.value !== e.value) {
+        throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
+      }
+    }
+    return { ...raw, dataKey, plain: dec.plain };
+  }
+
+  private async loadRaw(): Promise<LoadedRaw | undefined> {
+    const buf = await readIfExists(this.path);
+    if (buf === undefined) return undefined;
+    return parseRaw(buf.toString('utf8'));
+  }
+
+  /**
+   * Loads, unwraps the data key, decrypts and authenticates the file. When the file is exactly the
+   * text this instance last wrote and verified, that verified tree is reused (cloned).
+   */
+  private async loadVerified(): Promise<LoadedVerified | undefined> {
+    const buf = await readIfExists(this.path);
+    if (buf === undefined) return undefined;
+    const text = buf.toString('utf8');
+    if (this.cache && this.cache.text === text) return cloneLoaded(this.cache.loaded);
+    const raw = parseRaw(text);
+    const dataKey = await this.unwrapDataKey(raw.meta);
+    const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
+    verifyMac(raw.meta, dec.mac, dataKey);
+    const loaded: LoadedVerified = { ...raw, dataKey, plain: dec.plain };
+    this.cache = { text, loaded: cloneLoaded(loaded) };
+    return loaded;
+  }
+
+  private async unwrapDataKey(meta: SopsMetadata): Promise<Uint8Array> {
+    const { identities, sources } = await this.ageKeys.requireIdentities();
+    if (meta.age.length === 0) {
+      throw this.error('the file has no age recipients (other SOPS key types are not supported here)', 'UNSUPPORTED');
+    }
+    for (const stanza of meta.age) {
+      let key: Uint8Array | undefined;
+      try {
+        key = await ageDecrypt(stanza.enc, identities);
+      } catch {
+        throw this.error(`the data key wrapped for ${stanza.recipient} is malformed or was tampered with`, 'INTEGRITY');
+      }
+      if (key === undefined) continue;
+      if (key.length !== 32) throw this.error('the decrypted data key is not 32 bytes', 'INTEGRITY');
+      return key;
+    }
+    throw this.error(
+      `none of the local age identities (from ${sources.join(', ')}) can decrypt the data key; ` +
+        `the file is encrypted for ${meta.age.map((s) => s.recipient).join(', ')}`,
+      'NO_IDENTITY',
+    );
+  }
+
+  private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw this.wrap(err, what, 'IO');
+    }
+  }
+
+  private error(message: string, code: SecretStoreError['code']): SecretStoreError {
+    return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
+  }
+
+  private wrap(err: unknown, what: string, fallback: SecretStoreError['code']): SecretStoreError {
+    if (err instanceof SecretStoreError) {
+      if (err.store !== undefined) return err;
+      return new SecretStoreError(`secret store ${this.displayUri} ${what}: ${err.message}`, {
+        code: err.code,
+        store: this.displayUri,
+      });
+    }
+    if (err instanceof SopsFormatError) {
+      if (err.kind === 'integrity') {
+        return this.error(
+          `failed its integrity check (${err.message}): the file was modified outside SOPS/kms-sync or is corrupt`,
+          'INTEGRITY',
+        );
+      }
+      const code = err.kind === 'unsupported' ? 'UNSUPPORTED' : err.kind === 'decrypt' ? 'DECRYPT' : 'PARSE';
+      return this.error(`${what}: not a valid SOPS file (${err.message})`, code);
+    }
+    if (err instanceof LockTimeoutError) return this.error(`${what}: locked: ${err.message}`, 'LOCKED');
+    return this.error(`${what}: ${describeIoError(err)}`, fallback);
+  }
+}
+
+function parseRaw(text: string): LoadedRaw {
+  const root = parseYamlTree(text);
+  const { data, meta } = splitSopsFile(root);
+  let secrets: SNode | undefined = getEntry(data, SECRETS_KEY);
+  if (secrets === undefined || (secrets.kind === 'scalar' && secrets.value === null)) {
+    secrets = map();
+    setEntry(data, SECRETS_KEY, secrets);
+  }
+  if (secrets.kind !== 'map') throw new SopsFormatError('parse', `'${SECRETS_KEY}' must be a mapping`);
+  return { data, meta, secrets };
+}
+
+/** A deep copy whose trees can be mutated; the decrypted values map is shared read-only. */
+function cloneLoaded(l: LoadedVerified): LoadedVerified {
+  const data = structuredClone(l.data);
+  const secrets = getEntry(data, SECRETS_KEY) as SMap;
+  const meta: SopsMetadata = { ...l.meta, age: [...l.meta.age], raw: structuredClone(l.meta.raw) };
+  return { data, meta, secrets, dataKey: l.dataKey, plain: l.plain };
+}
+
+function entryNode(e: SecretEntry, updatedAt: string): SMap {
+  return map([
+    [VALUE_KEY, scalar(e.value)],
+    ['projectEnv', scalar(e.meta.projectEnv)],
+    ['client', scalar(e.meta.client)],
+    ['key', scalar(e.meta.key)],
+    ['keyId', scalar(e.meta.keyId)],
+    ['issuedAt', scalar(e.meta.issuedAt)],
+    ['expiresAt', scalar(e.meta.expiresAt ?? null)],
+    ['updatedAt', scalar(updatedAt)],
+  ]);
+}
+
+function valueOf(loaded: LoadedVerified, name: string): string | undefined {
+  const node = getEntry(loaded.secrets, name);
+  if (node?.kind !== 'map') return undefined;
+  const leaf = getEntry(node, VALUE_KEY);
+  if (leaf === undefined) return undefined;
+  const p = loaded.plain.get(pathKey([SECRETS_KEY, name, VALUE_KEY]));
+  if (p) return p.type === 'bytes' ? Buffer.from(p.value).toString('utf8') : String(p.value);
+  return leaf.kind === 'scalar' && leaf.value !== null ? String(leaf.value) : undefined;
+}

@@ -1,0 +1,150 @@
+/**
+ * The secret-store interface every backend implements, the error type they throw, and the
+ * URI-based selection of a backend (`openStore`).
+ *
+ * A raw customer key must never appear in an error message, a log line or a plan. Backends build
+ * their messages from names, paths and codes only; `SecretStoreError` additionally redacts
+ * anything shaped like a customer key as a last line of defence.
+ */
+
+export { SecretStoreError, redactSecrets, describeIoError } from './errors.js';
+export type { SecretStoreErrorCode, SecretStoreErrorOptions } from './errors.js';
+import { SecretStoreError, redactSecrets } from './errors.js';
+import type { AgeKeys } from './age-keys.js';
+import { openSopsFileStore, SOPS_SCHEMES, SOPS_URI_FORMS } from './sops/file-store.js';
+
+export interface SecretMetadata {
+  projectEnv: string;
+  client: string;
+  key: string;
+  keyId: string;
+  expiresAt?: string | null;
+  issuedAt: string;
+}
+
+export interface SecretEntry {
+  name: string;
+  value: string;
+  meta: SecretMetadata;
+}
+
+export interface SecretListing {
+  name: string;
+  updatedAt: string;
+  meta?: Partial<SecretMetadata>;
+}
+
+export interface SecretStore {
+  /** 'sops-file', later 'vault', 'aws-sm', ... */
+  readonly kind: string;
+  /** Where the secrets go, for humans. Never contains credentials. */
+  readonly displayUri: string;
+  /** Backend name rules: logical name `<project_env>/<client>/<key>` → backend-legal name (deterministic). */
+  secretName(logical: string): string;
+  /** Throws SecretStoreError when the store is not reachable or not writable. */
+  checkWritable(): Promise<void>;
+  put(name: string, value: string, meta: SecretMetadata): Promise<void>;
+  /** Batched put with the same guarantees as `put` (one atomic write for the file store). */
+  putMany(entries: SecretEntry[]): Promise<void>;
+  exists(name: string): Promise<boolean>;
+  existsMany(names: string[]): Promise<Set<string>>;
+  /** Where the backend allows reading values back. */
+  read?(name: string): Promise<string | undefined>;
+  list?(): Promise<SecretListing[]>;
+}
+
+
+/**
+ * Splits a logical name `<project_env>/<client>/<key>` into its parts; throws on anything else.
+ */
+export function splitLogicalName(logical: string): { projectEnv: string; client: string; key: string } {
+  const parts = logical.split('/');
+  if (parts.length !== 3 || parts.some((p) => p.length === 0)) {
+    throw new SecretStoreError(
+      `invalid logical secret name '${logical}': expected '<project_env>/<client>/<key>'`,
+      { code: 'INVALID_ARGUMENT' },
+    );
+  }
+  const [projectEnv, client, key] = parts as [string, string, string];
+  return { projectEnv, client, key };
+}
+
+export function logicalName(projectEnv: string, client: string, key: string): string {
+  return `${projectEnv}/${client}/${key}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend selection
+
+export interface OpenStoreOptions {
+  /** Relative store paths (`sops:relative/path.yaml`) resolve against this directory (the config file's). Default: cwd. */
+  baseDir?: string;
+  /** Extra age recipients (team / cluster keys, `age1…`) the data key is wrapped for, besides the local identity. */
+  recipients?: string[];
+  /** Environment to read SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, XDG_CONFIG_HOME, HOME from. Default: process.env. */
+  env?: NodeJS.ProcessEnv;
+  /** Called with human notices the CLI should print (e.g. "created a new age identity, back it up"). */
+  onNotice?: (message: string) => void;
+  /** How long to wait for another kms-sync holding the store's lock. Default 10 s. */
+  lockTimeoutMs?: number;
+  /** Share one key provider between the store and the journal (then recipients/env/onNotice above are ignored). */
+  ageKeys?: AgeKeys;
+}
+
+export interface StoreBackend {
+  /** URI schemes (without ':') this backend answers to. */
+  schemes: readonly string[];
+  /** The accepted URI forms, for error messages. */
+  forms: readonly string[];
+  open(uri: string, opts: OpenStoreOptions): Promise<SecretStore>;
+}
+
+/**
+ * The backends, by scheme. Real backends (vault:, aws-sm:, github:) add a row here. Built on first
+ * use so that this module never touches an imported binding while modules are still loading.
+ */
+function storeBackends(): StoreBackend[] {
+  return [
+    {
+      schemes: SOPS_SCHEMES,
+      forms: SOPS_URI_FORMS,
+      open: (uri, opts) => Promise.resolve(openSopsFileStore(uri, opts)),
+    },
+  ];
+}
+
+export function supportedStoreSchemes(): string[] {
+  return storeBackends().flatMap((b) => b.schemes.map((s) => `${s}:`));
+}
+
+const SCHEME_RE = /^([A-Za-z][A-Za-z0-9+.-]*):/;
+
+/**
+ * Opens the store a URI names: `sops:///abs/secrets.yaml`, `sops:relative/secrets.yaml`
+ * (relative to `opts.baseDir`), `file:` as an alias of `sops:`. Opening touches nothing on disk.
+ */
+export async function openStore(uri: string, opts: OpenStoreOptions = {}): Promise<SecretStore> {
+  const backends = storeBackends();
+  const forms = backends.flatMap((b) => b.forms).join(', ');
+  const m = SCHEME_RE.exec(uri);
+  if (!m) {
+    throw new SecretStoreError(
+      `secret store URI '${safeUriForMessage(uri)}' has no scheme; supported: ${forms}`,
+      { code: 'UNKNOWN_SCHEME' },
+    );
+  }
+  const scheme = (m[1] as string).toLowerCase();
+  const backend = backends.find((b) => b.schemes.includes(scheme));
+  if (!backend) {
+    throw new SecretStoreError(
+      `unknown store scheme '${scheme}:' in '${safeUriForMessage(uri)}'; supported schemes: ${supportedStoreSchemes().join(', ')} (forms: ${forms})`,
+      { code: 'UNKNOWN_SCHEME' },
+    );
+  }
+  return backend.open(uri, opts);
+}
+
+/** Drops any `user:password@` part so a URI can be quoted in a message. */
+export function safeUriForMessage(uri: string): string {
+  return redactSecrets(uri.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/@]*@/, '$1***@'));
+}

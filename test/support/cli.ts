@@ -1,0 +1,46 @@
+// Runs the built CLI as a real process, the way users and CI do.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const cliPath = path.join(repoRoot, 'dist', 'cli', 'main.js');
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Every output of every CLI run in a test file, to assert that no raw key ever appears. */
+export const allOutput: string[] = [];
+
+export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [cliPath, ...args], {
+      cwd: opts.cwd ?? repoRoot,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...opts.env },
+      maxBuffer: 64 * 1024 * 1024,
+    }, (error, stdout, stderr) => {
+      allOutput.push(stdout, stderr);
+      const code = error ? (typeof (error as { code?: unknown }).code === 'number' ? (error as { code: number }).code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+    if (opts.input !== undefined) child.stdin?.end(opts.input);
+  });
+}
+
+/** A scratch folder with files written from a map of relative path → content. */
+export function workspace(files: Record<string, string> = {}): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-test-'));
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    writeFileSync(path.join(dir, rel), text);
+  }
+  return dir;
+}
+
+/** Raw customer keys look like kmsc_ + 43 base64url characters. */
+export const RAW_KEY_PATTERN = /kmsc_[A-Za-z0-9_-]{20,}/;
