@@ -351,6 +351,7 @@ export function buildPlan(input: PlanInput): Plan {
     options: { prune },
     operations: ops,
     unmanaged,
+    keyFindings: [],
     warnings,
     summary: summarize(ops, unmanaged),
     stores: desired.stores.map(({ source: _s, ...s }) => s),

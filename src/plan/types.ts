@@ -60,6 +60,18 @@ export interface UnmanagedResource {
   note: string;
 }
 
+/** Health of a managed key, found while planning (drift reports list these). */
+export interface KeyFinding {
+  address: string;
+  projectEnv: string;
+  /** secret_missing: its secret is not in its store; expiring: inside the rotation window; expired. */
+  finding: 'secret_missing' | 'expiring' | 'expired';
+  expiresAt?: string | null;
+  detail: string;
+  /** Whether the plan rotates the key because of it (autoRotate/ttl keys, or a missing secret). */
+  rotationPlanned: boolean;
+}
+
 export interface PlanSummary {
   create: number;
   update: number;
@@ -82,6 +94,7 @@ export interface Plan {
   options: { prune: boolean };
   operations: Operation[];
   unmanaged: UnmanagedResource[];
+  keyFindings: KeyFinding[];
   warnings: string[];
   summary: PlanSummary;
   /** Secret stores the plan's keys go to (URIs without credentials). */
