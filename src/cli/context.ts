@@ -6,6 +6,9 @@ import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/inde
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
 import { buildPlan } from '../plan/diff.js';
+import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
+import { checkSecretPresence } from '../secrets/presence.js';
+import { StoreRegistry } from '../secrets/registry.js';
 import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { UsageError } from './errors.js';
@@ -75,11 +78,37 @@ export async function readLive(conn: Connection, desired: DesiredState): Promise
   return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) });
 }
 
-export async function planFor(conn: Connection, desired: DesiredState, prune: boolean): Promise<{ plan: Plan; live: LiveReadResult }> {
+export interface PlanOptions {
+  prune: boolean;
+  /** Folder of the configuration: where relative store paths resolve. */
+  baseDir: string;
+  /** Check that every managed key's secret is in its store (default true). */
+  secretCheck?: boolean;
+  /** `kms-sync rotate`: address globs of keys to rotate now, and whether to revoke the old ones at once. */
+  force?: string[];
+  revokeOld?: boolean;
+  now?: Date;
+}
+
+export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult }> {
   const live = await readLive(conn, desired);
-  const plan = buildPlan({
-    desired, live, prune,
+  const now = o.now ?? new Date();
+  const base = buildPlan({
+    desired, live, prune: o.prune, now,
     target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug) },
   });
+  let secrets = new Map<string, SecretStatus>();
+  const warnings: string[] = [];
+  if (o.secretCheck !== false) {
+    const queries = keysToCheck(desired, live.state);
+    if (queries.length) {
+      const registry = new StoreRegistry({ declarations: desired.stores, baseDir: o.baseDir });
+      const checked = await checkSecretPresence(registry, queries);
+      secrets = checked.results;
+      warnings.push(...checked.warnings);
+    }
+  }
+  const plan = assessKeys({ plan: base, desired, live: live.state, secrets, now, ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}) });
+  plan.warnings.push(...warnings);
   return { plan, live };
 }

@@ -29,11 +29,12 @@ export function registerDemo(program: Command) {
       const conn = connect({ parallelism: 8 }, env);
       try {
         const cfg = await loadConfig({ file: [o.file], env: [] });
-        const { plan } = await planFor(conn, cfg.desired, false);
+        const planOptions = { prune: false, baseDir: path.resolve(o.stateDir) };
+        const { plan } = await planFor(conn, cfg.desired, planOptions);
         out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
         const code = await runApply(conn, plan, path.resolve(o.stateDir), { parallelism: 8, allowLocalStoreInCi: true });
         if (code !== EXIT.ok) throw new ExitWith(code);
-        const again = await planFor(conn, cfg.desired, false);
+        const again = await planFor(conn, cfg.desired, planOptions);
         out(`\nPlanning again against the same service:\n`);
         out(renderPlanText(again.plan, { color: colorEnabled(process.stdout) }));
         out(`\nThe raw keys are in an age-encrypted SOPS file under ${path.resolve(o.stateDir)}/.kms-sync/ (list them with: kms-sync secrets list --state-dir ${path.relative(process.cwd(), o.stateDir) || '.'}).\n`);

@@ -3,6 +3,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerDemo } from './demo-command.js';
 import { registerEmulator } from './emulator-command.js';
+import { registerSecrets } from './secrets-command.js';
 import { registerSyncCommands } from './sync-commands.js';
 import { EXIT } from './exit-codes.js';
 import { redact } from './output.js';
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerSyncCommands(program);
+  registerSecrets(program);
   registerEmulator(program);
   registerDemo(program);
   return program;

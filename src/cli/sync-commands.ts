@@ -8,10 +8,11 @@ import { applyPlan, type ApplyEvent, type ApplyResult } from '../apply/execute.j
 import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { emptyDesiredState, type DesiredState } from '../model/index.js';
-import type { Plan } from '../plan/types.js';
+import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanJson, renderPlanText } from '../report/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { connect, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
+import { guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
@@ -146,6 +147,7 @@ function summarizeApply(r: ApplyResult): string {
 
 export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; allowLocalStoreInCi?: boolean }): Promise<number> {
   const registry = new StoreRegistry({ declarations: plan.stores, baseDir, onNotice: (m) => err(`${m}\n`) });
+  await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi) || process.env.KMS_SYNC_ALLOW_LOCAL_STORE === '1', env: process.env });
   const capture = new JournaledKeyCapture(registry);
   const progress = progressPrinter(plan.operations.length);
   const result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: progress.onEvent });
@@ -191,11 +193,12 @@ export function registerSyncCommands(program: Command) {
     .option('--json', 'print the plan as JSON (schemas/kms-sync-plan.schema.json)')
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
     .option('--detailed-exitcode', 'exit 2 when there are changes, 0 when none')
-    .action(async (o: GlobalOptions & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean }) => {
+    .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
+    .action(async (o: GlobalOptions & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, Boolean(o.prune));
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck });
         printPlan(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, { kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, files: cfg.files, plan });
@@ -211,8 +214,10 @@ export function registerSyncCommands(program: Command) {
     .argument('[planfile]', 'a plan saved with kms-sync plan --out; applied exactly, refused when the live state moved')
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--auto-approve', 'skip the confirmation (CI)')
+    .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'print the plan as JSON')
-    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean }) => {
+    .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
+    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean }) => {
       let plan: Plan;
       let baseDir: string;
       let conn: Connection;
@@ -233,7 +238,7 @@ export function registerSyncCommands(program: Command) {
       } else {
         const cfg = await loadConfig(o);
         conn = connect(o, process.env, retryLogger());
-        plan = (await planFor(conn, cfg.desired, Boolean(o.prune))).plan;
+        plan = (await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck })).plan;
         baseDir = cfg.baseDir;
         printPlan(plan, o);
       }
@@ -246,7 +251,34 @@ export function registerSyncCommands(program: Command) {
           out('Apply cancelled.\n');
           throw new ExitWith(EXIT.error);
         }
-        const code = await runApply(conn, plan, baseDir, o);
+        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
+        if (code !== EXIT.ok) throw new ExitWith(code);
+      } finally {
+        await conn.api.close();
+      }
+    });
+
+  withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one'))
+    .requiredOption('--key <address>', 'key address or glob, e.g. key.acme-production/globex/primary or "key.acme-*/globex/*" (repeatable)', collect, [])
+    .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
+    .option('--auto-approve', 'skip the confirmation (CI)')
+    .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
+    .action(async (o: GlobalOptions & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; allowLocalStore?: boolean }) => {
+      const cfg = await loadConfig(o);
+      const conn = connect(o, process.env, retryLogger());
+      try {
+        const { plan: full } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, ...(o.revokeOld ? { revokeOld: true } : {}) });
+        // Only the rotations asked for (and the revocations that go with them), nothing else.
+        const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
+        if (rotated.size === 0) throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key`);
+        const operations = full.operations.filter((op) => rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'));
+        const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
+        printPlan(plan, {});
+        if (!(await confirm(plan, o))) {
+          out('Rotation cancelled.\n');
+          throw new ExitWith(EXIT.error);
+        }
+        const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
         if (code !== EXIT.ok) throw new ExitWith(code);
       } finally {
         await conn.api.close();

@@ -61,6 +61,12 @@ function keyOut(k: DesiredKey): Out {
   put(o, 'ttl', k.ttl);
   put(o, 'expiresAt', k.expiresAt);
   put(o, 'autoRotate', k.autoRotate);
+  if (k.rotation) {
+    const r: Out = {};
+    put(r, 'window', k.rotation.window);
+    put(r, 'overlap', k.rotation.overlap);
+    o.rotation = r;
+  }
   if (k.secret) {
     const s: Out = {};
     put(s, 'store', k.secret.store);

@@ -371,6 +371,20 @@ class Builder {
         error([...ksegs, 'expiresAt'], '"expiresAt" cannot be combined with "ttl": set only one of them', { atKey: true });
       }
       if (typeof k.autoRotate === 'boolean') key.autoRotate = k.autoRotate;
+      if (isObj(k.rotation)) {
+        const rotation: { window?: string; overlap?: string } = {};
+        for (const field of ['window', 'overlap'] as const) {
+          const v = str(k.rotation[field]);
+          if (v === undefined) continue;
+          try {
+            if (!(field === 'overlap' && /^\s*0+[smhdw]\s*$/.test(v))) parseTtl(v);
+            rotation[field] = v.trim();
+          } catch (err) {
+            error([...ksegs, 'rotation', field], normalizeMessage(err), { value: true });
+          }
+        }
+        key.rotation = rotation;
+      }
       if (isObj(k.secret)) {
         const secret: SecretTarget = {};
         const store = str(k.secret.store);

@@ -144,10 +144,8 @@ function findDuplicates(s: LiveState): DuplicateLive[] {
   const seen = new Map<string, string[]>();
   const note = (addr: string, id: string) => seen.set(addr, [...(seen.get(addr) ?? []), id]);
   for (const t of s.templates) note(address.template(t.projectEnv, t.name), t.id);
-  for (const c of s.clients) {
-    note(address.client(c.projectEnv, c.name), c.id);
-    for (const k of c.keys) note(address.key(c.projectEnv, c.name, k.name), k.id);
-  }
+  // Keys sharing a name are rotation generations, not duplicates (plan/key-health.ts).
+  for (const c of s.clients) note(address.client(c.projectEnv, c.name), c.id);
   return [...seen].filter(([, ids]) => ids.length > 1).map(([addr, ids]) => ({ address: addr, ids }));
 }
 

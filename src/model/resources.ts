@@ -61,6 +61,8 @@ export interface DesiredKey extends DesiredBase {
   /** Relative lifetime such as `90d`, `12h`; expiry is computed when the key is issued. */
   ttl?: string;
   autoRotate?: boolean;
+  /** Rotation window (rotate when expiring within it) and overlap of old and new key. */
+  rotation?: { window?: string; overlap?: string };
   secret?: SecretTarget;
 }
 

@@ -377,10 +377,12 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
       });
       continue;
     }
-    if (found.length > 1) continue; // duplicate live identity: already warned
-    const lk = found[0]!;
+    // Several keys under one name are rotation generations: the newest is the current key
+    // (key-health.ts retires the older ones).
+    const lk = found.at(-1)!;
     const changes = [
-      ...(k.expiresAt !== undefined ? change('expiresAt', lk.expiresAt ?? null, k.expiresAt) : []),
+      // An auto-rotated key's expiry moves with each generation: the configured one is the first.
+      ...(k.expiresAt !== undefined && !k.autoRotate ? change('expiresAt', lk.expiresAt ?? null, k.expiresAt) : []),
       ...(k.autoRotate !== undefined ? change('autoRotate', lk.autoRotate ?? false, k.autoRotate) : []),
     ];
     if (changes.length) {

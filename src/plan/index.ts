@@ -1,3 +1,5 @@
 export * from './types.js';
 export * from './diff.js';
 export * from './scope.js';
+export * from './drift.js';
+export * from './ignore.js';

@@ -10,6 +10,7 @@ export type ActionReason =
   | 'update_changed'
   | 'delete_removed_from_config'
   | 'delete_unmanaged_prune'
+  | 'delete_rotated_out'
   | 'replace_immutable_field'
   | 'rotate_expiring'
   | 'rotate_forced'

@@ -60,6 +60,14 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
     }
     return lines;
   }
+  if (op.action === 'rotate') {
+    const before = op.before as { expiresAt?: string | null } | null;
+    const after = op.after as { ttl?: string; expiresAt?: string; secret?: { store?: string; name: string } } | null;
+    return [
+      `${paint('red', '-')} current key  = ${op.live?.keyId ?? '?'} (expires ${before?.expiresAt ?? 'never'}; kept until it expires or the overlap passes)`,
+      `${paint('green', '+')} new key      = ${after?.ttl ? `lives ${after.ttl}` : after?.expiresAt ? `expires ${after.expiresAt}` : 'no expiry'}, raw value → ${after?.secret?.store ?? 'default store'}:${after?.secret?.name ?? '?'}`,
+    ];
+  }
   if (op.action === 'delete') {
     const w = pad(Object.keys(op.before ?? {}));
     return Object.entries(op.before ?? {}).map(([k, v]) => `${paint('red', '-')} ${k.padEnd(w)} = ${formatValue(v)}`);

@@ -32,13 +32,18 @@ export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: st
   });
 }
 
-/** A scratch folder with files written from a map of relative path → content. */
-export function workspace(files: Record<string, string> = {}): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-test-'));
+/** Writes files from a map of relative path → content under `dir`. */
+export function writeFiles(dir: string, files: Record<string, string>): void {
   for (const [rel, text] of Object.entries(files)) {
     mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
     writeFileSync(path.join(dir, rel), text);
   }
+}
+
+/** A scratch folder with files written from a map of relative path → content. */
+export function workspace(files: Record<string, string> = {}): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-test-'));
+  writeFiles(dir, files);
   return dir;
 }
 

@@ -1,0 +1,226 @@
+// Drift: the plan read as "what differs between the live service and the desired state", in the
+// categories people know from driftctl and Terraform. A pure function of the plan (and the ignore
+// rules): no I/O, deterministic order.
+import type { ResourceKind } from '../model/index.js';
+import { describeRule, matchAddress, matchField, noIgnoreRules, type IgnoreRules } from './ignore.js';
+import type { Action, FieldChange, Operation, Plan } from './types.js';
+
+export const DRIFT_CATEGORIES = ['changed_outside', 'missing', 'unmanaged', 'secret_missing', 'expiring'] as const;
+export type DriftCategory = (typeof DRIFT_CATEGORIES)[number];
+
+export const CATEGORY_TITLE: Record<DriftCategory, string> = {
+  changed_outside: 'Changed outside kms-sync',
+  missing: 'Missing from the live service',
+  unmanaged: 'Unmanaged',
+  secret_missing: 'Secret missing',
+  expiring: 'Expiring',
+};
+
+/** Usage context of one resource, from endpoint stats and a bounded sample of recent logs. */
+export interface DriftUsage {
+  endpointStats?: { total: number; success: number; error: number };
+  recent?: { calls: number; errors: number; errorRate: number | null; lastSeen: string | null };
+}
+
+export interface DriftUsageWindow {
+  projectEnv: string;
+  /** Log entries read (most recent first, bounded). */
+  logsSampled: number;
+  oldest: string | null;
+  newest: string | null;
+  /** Whether every log of the environment fit in the sample. */
+  complete: boolean;
+}
+
+export interface DriftItem {
+  category: DriftCategory;
+  address: string;
+  kind: ResourceKind;
+  /** Environment of the resource; null for project-level resources. */
+  projectEnv: string | null;
+  /** Field-level differences (changed_outside): `before` is the live value, `after` the desired one. */
+  fields: FieldChange[];
+  /** Fields of this item that ignore rules cover (the item still has others). */
+  ignoredFields: { path: string; rule: string }[];
+  detail: string;
+  /** What `kms-sync apply` would do about it (null: nothing, e.g. unmanaged resources kept). */
+  action: Action | null;
+  usage?: DriftUsage;
+}
+
+export interface IgnoredDriftItem extends DriftItem {
+  /** The rule that ignores it: `file:line: text`. */
+  rule: string;
+}
+
+export type DriftCounts = Record<DriftCategory, number> & { total: number };
+
+export interface DriftSummary extends DriftCounts {
+  /** Items that ignore rules cover entirely. */
+  ignored: number;
+  /** Fields of still-reported items that ignore rules cover. */
+  ignoredFields: number;
+  /** Per environment (project-level items under `<slug> (project)`). */
+  byEnv: Record<string, DriftCounts>;
+}
+
+export interface DriftReport {
+  formatVersion: 1;
+  generatedAt: string;
+  target: Plan['target'];
+  items: DriftItem[];
+  ignored: IgnoredDriftItem[];
+  summary: DriftSummary;
+  ignore: { source: string | null; rules: number; unused: string[] };
+  warnings: string[];
+  usageWindows?: DriftUsageWindow[];
+}
+
+export const emptyCounts = (): DriftCounts => ({ changed_outside: 0, missing: 0, unmanaged: 0, secret_missing: 0, expiring: 0, total: 0 });
+
+export function envBucket(item: Pick<DriftItem, 'projectEnv' | 'address'>): string {
+  if (item.projectEnv) return item.projectEnv;
+  return `${item.address.replace(/^[a-z]+\./, '').split('/')[0]} (project)`;
+}
+
+const UNMANAGED_REASONS = new Set(['delete_removed_from_config', 'delete_unmanaged_prune']);
+
+function itemFromOp(op: Operation, category: DriftCategory): DriftItem {
+  return {
+    category, address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null,
+    fields: category === 'changed_outside' ? op.changes.map((c) => ({ ...c })) : [], ignoredFields: [],
+    detail: op.reason, action: op.action,
+  };
+}
+
+function rotateCategory(op: Operation): DriftCategory | null {
+  if (op.actionReason === 'rotate_expiring') return 'expiring';
+  if (op.actionReason === 'rotate_secret_missing' || op.actionReason === 'reissue_lost_key') return 'secret_missing';
+  return null; // rotate_forced: asked for by the user, not drift
+}
+
+export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules()): DriftReport {
+  const raw: DriftItem[] = [];
+  const seen = new Set<string>();
+  const push = (item: DriftItem) => {
+    const k = `${item.category}\u0000${item.address}`;
+    if (seen.has(k)) return;
+    seen.add(k);
+    raw.push(item);
+  };
+
+  // Key findings first: a rotate operation for the same key and reason is the same drift.
+  const rotations = new Map(plan.operations.filter((o) => o.action === 'rotate').map((o) => [o.address, o]));
+  for (const f of plan.keyFindings) {
+    const category: DriftCategory = f.finding === 'secret_missing' ? 'secret_missing' : 'expiring';
+    const op = rotations.get(f.address);
+    push({
+      category, address: f.address, kind: 'key', projectEnv: f.projectEnv, fields: [], ignoredFields: [],
+      detail: f.detail, action: op || f.rotationPlanned ? 'rotate' : null,
+    });
+  }
+  for (const op of plan.operations) {
+    switch (op.action) {
+      case 'create':
+        if (op.actionReason === 'reissue_lost_key') push(itemFromOp(op, 'secret_missing'));
+        else push(itemFromOp(op, 'missing'));
+        break;
+      case 'update':
+      case 'replace':
+        push(itemFromOp(op, 'changed_outside'));
+        break;
+      case 'delete':
+        if (UNMANAGED_REASONS.has(op.actionReason)) push(itemFromOp(op, 'unmanaged'));
+        break;
+      case 'rotate': {
+        const c = rotateCategory(op);
+        if (c) push(itemFromOp(op, c));
+        break;
+      }
+    }
+  }
+  for (const u of plan.unmanaged) {
+    push({ category: 'unmanaged', address: u.address, kind: u.kind, projectEnv: u.projectEnv, fields: [], ignoredFields: [], detail: u.note, action: null });
+  }
+
+  // Ignore rules: whole items, then single fields of changed items.
+  const used = new Set<number>();
+  const items: DriftItem[] = [];
+  const ignored: IgnoredDriftItem[] = [];
+  for (const item of raw) {
+    const whole = matchAddress(ignore, item.address);
+    if (whole) {
+      used.add(whole.line);
+      ignored.push({ ...item, rule: describeRule(ignore, whole) });
+      continue;
+    }
+    if (item.fields.length) {
+      const kept: FieldChange[] = [];
+      for (const f of item.fields) {
+        const rule = matchField(ignore, item.address, f.path);
+        if (rule) {
+          used.add(rule.line);
+          item.ignoredFields.push({ path: f.path, rule: describeRule(ignore, rule) });
+        } else kept.push(f);
+      }
+      if (kept.length === 0) {
+        ignored.push({ ...item, rule: item.ignoredFields.map((f) => f.rule).filter((r, i, a) => a.indexOf(r) === i).join('; ') });
+        continue;
+      }
+      item.fields = kept;
+    }
+    items.push(item);
+  }
+
+  const order = (a: DriftItem, b: DriftItem) =>
+    DRIFT_CATEGORIES.indexOf(a.category) - DRIFT_CATEGORIES.indexOf(b.category) || (a.address < b.address ? -1 : a.address > b.address ? 1 : 0);
+  items.sort(order);
+  ignored.sort(order);
+
+  const summary: DriftSummary = { ...emptyCounts(), ignored: ignored.length, ignoredFields: 0, byEnv: {} };
+  for (const env of plan.target.envs) summary.byEnv[env] = emptyCounts();
+  for (const item of items) {
+    summary[item.category]++;
+    summary.total++;
+    summary.ignoredFields += item.ignoredFields.length;
+    const bucket = (summary.byEnv[envBucket(item)] ??= emptyCounts());
+    bucket[item.category]++;
+    bucket.total++;
+  }
+
+  return {
+    formatVersion: 1,
+    generatedAt: plan.generatedAt,
+    target: plan.target,
+    items,
+    ignored,
+    summary,
+    ignore: { source: ignore.source || null, rules: ignore.rules.length, unused: ignore.rules.filter((r) => !used.has(r.line)).map((r) => describeRule(ignore, r)) },
+    warnings: [...plan.warnings],
+  };
+}
+
+export const hasDrift = (report: DriftReport) => report.items.length > 0;
+
+/**
+ * Ignore rules accepting every item of the report: one line per changed field (so a new field
+ * drifting later is still reported), one per resource otherwise. Lines already present are kept out.
+ */
+export function generateIgnore(report: DriftReport, existing = ''): string {
+  const have = new Set(existing.split(/\r?\n/).map((l) => l.replace(/(^|\s)#.*$/, '').trim()).filter(Boolean));
+  const lines: string[] = [];
+  for (const item of report.items) {
+    const rules = item.category === 'changed_outside' && item.fields.length ? item.fields.map((f) => `${item.address}:${f.path}`) : [item.address];
+    const fresh = rules.filter((r) => !have.has(r));
+    if (!fresh.length) continue;
+    lines.push(`# ${CATEGORY_TITLE[item.category].toLowerCase()}: ${item.detail.replace(/\s+/g, ' ')}`);
+    for (const r of fresh) {
+      lines.push(r);
+      have.add(r);
+    }
+  }
+  if (!lines.length) return existing;
+  const header = `# kms-sync drift --gen-ignore, ${report.generatedAt} (${report.target.envs.join(', ')})`;
+  const prefix = existing && !existing.endsWith('\n') ? `${existing}\n` : existing;
+  return `${prefix}${prefix ? '\n' : ''}${header}\n${lines.join('\n')}\n`;
+}

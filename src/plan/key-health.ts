@@ -1,0 +1,172 @@
+// Key health on top of the diff: expiry, secrets missing from their store, and rotation.
+// Rotation issues a new key under the same name; older generations stay until they expire or the
+// configured overlap has passed, then they are revoked (DESIGN.md "Keys", issue "Rotation").
+import {
+  address, parseTtl, type DesiredKey, type DesiredState, type LiveClient, type LiveKey, type LiveState,
+} from '../model/index.js';
+import { isOwned, keyAfter, sortOperations, PROTECTED_MARKER_KEY } from './diff.js';
+import { globToRegExp } from './scope.js';
+import { summarize, type KeyFinding, type Operation, type Plan } from './types.js';
+
+export const DEFAULT_ROTATION_WINDOW_MS = 14 * 86_400_000;
+
+export interface SecretStatus {
+  status: 'present' | 'missing' | 'stale' | 'unknown';
+  detail?: string;
+}
+
+export interface KeyHealthInput {
+  plan: Plan;
+  desired: DesiredState;
+  live: LiveState;
+  /** Secret status by key address, for keys whose secret was checked. */
+  secrets: ReadonlyMap<string, SecretStatus>;
+  now: Date;
+  /** Address globs of keys to rotate now (`kms-sync rotate`). */
+  force?: readonly string[];
+  /** With force: revoke the old key as soon as the new one is stored. */
+  revokeOld?: boolean;
+}
+
+function durationMs(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (/^\s*0+[smhdw]\s*$/.test(text)) return 0;
+  return parseTtl(text);
+}
+
+/** Window: the configured one, else 14 days, capped to a quarter of the key's lifetime. */
+export function rotationWindowMs(k: DesiredKey, current: LiveKey): number {
+  const configured = durationMs(k.rotation?.window);
+  if (configured !== undefined) return configured;
+  const lifetime = k.ttl ? parseTtl(k.ttl)
+    : current.expiresAt && current.createdAt ? Date.parse(current.expiresAt) - Date.parse(current.createdAt) : undefined;
+  return lifetime && lifetime > 0 ? Math.min(DEFAULT_ROTATION_WINDOW_MS, lifetime / 4) : DEFAULT_ROTATION_WINDOW_MS;
+}
+
+const days = (ms: number) => (ms >= 86_400_000 ? `${Math.round(ms / 86_400_000)}d` : `${Math.max(1, Math.round(ms / 3_600_000))}h`);
+
+export function assessKeys(input: KeyHealthInput): Plan {
+  const { plan, now } = input;
+  const t = now.getTime();
+  const ops = [...plan.operations];
+  const findings: KeyFinding[] = [];
+  const warnings = [...plan.warnings];
+  const force = (input.force ?? []).map(globToRegExp);
+  const liveClients = new Map<string, LiveClient>();
+  for (const c of input.live.clients) liveClients.set(address.client(c.projectEnv, c.name), c);
+  const replaceOp = (addr: string, next: Operation) => {
+    const i = ops.findIndex((o) => o.address === addr && o.kind === 'key' && o.action === 'update');
+    if (i >= 0) ops.splice(i, 1);
+    ops.push(next);
+  };
+
+  for (const c of input.desired.clients) {
+    const lc = liveClients.get(address.client(c.projectEnv, c.name));
+    if (!lc) continue;
+    const owned = isOwned(lc.metadata);
+    const clientProtected = c.protected || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
+    for (const k of c.keys) {
+      const addr = address.key(c.projectEnv, c.name, k.name);
+      const generations = lc.keys.filter((x) => x.name === k.name); // oldest first (reader order)
+      const current = generations.at(-1);
+      if (!current) continue;
+      const overlap = durationMs(k.rotation?.overlap);
+      const currentSince = current.createdAt ? Date.parse(current.createdAt) : undefined;
+
+      // Older generations left by an earlier rotation: revoke once expired or past the overlap.
+      for (const old of generations.slice(0, -1)) {
+        const expired = old.expiresAt ? Date.parse(old.expiresAt) <= t : false;
+        const overlapDone = overlap !== undefined && currentSince !== undefined && currentSince + overlap <= t;
+        if (!owned || clientProtected || !(expired || overlapDone)) continue;
+        ops.push({
+          address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
+          reason: expired ? 'previous generation after a rotation, now expired' : 'previous generation after a rotation, overlap has passed',
+          actionReason: 'delete_rotated_out', before: { name: old.name, expiresAt: old.expiresAt ?? null, autoRotate: old.autoRotate ?? false },
+          after: null, changes: [], live: { clientId: lc.id, keyId: old.id },
+        });
+      }
+
+      // Findings on the current key.
+      const expiresAt = current.expiresAt ? Date.parse(current.expiresAt) : undefined;
+      const window = rotationWindowMs(k, current);
+      const autoRotates = Boolean(k.autoRotate || k.ttl);
+      let rotateReason: Operation['actionReason'] | undefined;
+      let why = '';
+      if (expiresAt !== undefined && (expiresAt <= t || expiresAt - t <= window)) {
+        const expired = expiresAt <= t;
+        findings.push({
+          address: addr, projectEnv: c.projectEnv, finding: expired ? 'expired' : 'expiring', expiresAt: current.expiresAt ?? null,
+          detail: expired ? `expired on ${current.expiresAt}` : `expires in ${days(expiresAt - t)} (${current.expiresAt}), inside the ${days(window)} rotation window`,
+          rotationPlanned: autoRotates,
+        });
+        if (autoRotates) {
+          rotateReason = 'rotate_expiring';
+          why = expired ? `expired on ${current.expiresAt}` : `expires in ${days(expiresAt - t)}, inside the ${days(window)} rotation window`;
+        }
+      }
+      const secret = owned ? input.secrets.get(addr) : undefined;
+      if (secret && (secret.status === 'missing' || secret.status === 'stale')) {
+        findings.push({
+          address: addr, projectEnv: c.projectEnv, finding: 'secret_missing', expiresAt: current.expiresAt ?? null,
+          detail: secret.detail ?? (secret.status === 'missing' ? 'its secret is not in its store' : 'its store holds the secret of an older key'),
+          rotationPlanned: true,
+        });
+        rotateReason ??= 'rotate_secret_missing';
+        why ||= `${secret.status === 'missing' ? 'its secret is missing from its store' : 'its store holds an older key'}; the raw value cannot be recovered, so a new key is issued`;
+      }
+      if (force.some((re) => re.test(addr))) {
+        rotateReason = 'rotate_forced';
+        why = 'rotation requested';
+      }
+      if (!rotateReason) continue;
+      for (const f of findings) if (f.address === addr) f.rotationPlanned = true;
+      // The new generation lives as long as the key's ttl, else as long as the current one did.
+      const after = keyAfter(k);
+      if (!after.ttl && after.expiresAt && current.createdAt && current.expiresAt) {
+        const lifetime = Date.parse(current.expiresAt) - Date.parse(current.createdAt);
+        if (lifetime > 0) {
+          delete after.expiresAt;
+          after.ttl = `${Math.round(lifetime / 1000)}s`;
+        }
+      }
+      replaceOp(addr, {
+        address: addr, kind: 'key', action: 'rotate', projectEnv: c.projectEnv, reason: why, actionReason: rotateReason,
+        before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
+        after: after as unknown as Record<string, unknown>, changes: [], live: { clientId: lc.id, keyId: current.id }, issuesKeys: 1,
+      });
+      const revokeNow = overlap === 0 || (rotateReason === 'rotate_forced' && input.revokeOld);
+      if (revokeNow) {
+        if (clientProtected) {
+          warnings.push(`${addr}: the old key is kept after rotation because its client is protected`);
+        } else {
+          ops.push({
+            address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
+            reason: 'old key revoked once its replacement is stored (overlap 0)', actionReason: 'delete_rotated_out',
+            before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
+            after: null, changes: [], live: { clientId: lc.id, keyId: current.id },
+          });
+        }
+      }
+    }
+  }
+  findings.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.finding < b.finding ? -1 : 1));
+  sortOperations(ops);
+  return { ...plan, operations: ops, keyFindings: findings, warnings, summary: summarize(ops, plan.unmanaged) };
+}
+
+/** The key addresses whose secrets the plan should check: current keys of clients kms-sync owns. */
+export function keysToCheck(desired: DesiredState, live: LiveState): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
+  const liveClients = new Map(live.clients.map((c) => [address.client(c.projectEnv, c.name), c]));
+  const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
+  for (const c of desired.clients) {
+    const lc = liveClients.get(address.client(c.projectEnv, c.name));
+    if (!lc || !isOwned(lc.metadata)) continue;
+    for (const k of c.keys) {
+      const current = lc.keys.filter((x) => x.name === k.name).at(-1);
+      if (!current) continue;
+      const after = keyAfter(k);
+      out.push({ address: address.key(c.projectEnv, c.name, k.name), ...(after.secret.store ? { store: after.secret.store } : {}), secretName: after.secret.name, keyId: current.id, projectEnv: c.projectEnv });
+    }
+  }
+  return out;
+}

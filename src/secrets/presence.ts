@@ -1,0 +1,42 @@
+// Does every managed key have its secret in its store? Checked in batches per store; where the
+// backend lists metadata, a secret that holds another key id counts as stale.
+import type { StoreRegistry } from './registry.js';
+
+export interface PresenceQuery {
+  address: string;
+  store?: string;
+  secretName: string;
+  keyId: string;
+}
+
+export interface PresenceResult {
+  status: 'present' | 'missing' | 'stale' | 'unknown';
+  detail?: string;
+}
+
+export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[]): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
+  const results = new Map<string, PresenceResult>();
+  const warnings: string[] = [];
+  const byStore = new Map<string | undefined, PresenceQuery[]>();
+  for (const q of queries) byStore.set(q.store, [...(byStore.get(q.store) ?? []), q]);
+  for (const [storeName, qs] of byStore) {
+    try {
+      const store = await registry.get(storeName);
+      const names = qs.map((q) => store.secretName(q.secretName));
+      const present = await store.existsMany(names);
+      const listed = store.list ? new Map((await store.list()).map((l) => [l.name, l.meta?.keyId])) : undefined;
+      qs.forEach((q, i) => {
+        const name = names[i]!;
+        if (!present.has(name)) {
+          results.set(q.address, { status: 'missing', detail: `secret ${name} is not in ${store.displayUri}` });
+        } else if (listed && listed.get(name) !== undefined && listed.get(name) !== q.keyId) {
+          results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds key ${listed.get(name)}, not the live key ${q.keyId}` });
+        } else results.set(q.address, { status: 'present' });
+      });
+    } catch (e) {
+      warnings.push(`could not check the secrets in store ${storeName ?? 'default'}: ${(e as Error).message}`);
+      for (const q of qs) results.set(q.address, { status: 'unknown' });
+    }
+  }
+  return { results, warnings };
+}
