@@ -124,8 +124,6 @@ function progressPrinter(total: number): { onEvent: (e: ApplyEvent) => void; fin
       } else if (e.type === 'recovered') {
         if (tty) err('\r\x1b[2K');
         line(`recovered: ${e.note}`);
-      } else if (e.type === 'key-stored' && !tty) {
-        line(`${e.receipt.address}: raw key stored in ${e.receipt.store} as ${e.receipt.secret}`);
       }
     },
     finish: () => { if (tty) err('\r\x1b[2K'); },
