@@ -1,0 +1,133 @@
+// The service client over real HTTP: retries only where safe, Retry-After honoured, ambiguous
+// writes surfaced, pages fetched concurrently, list items lacking fields completed with a get.
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KmsClient } from '../../src/api/client.js';
+import { AmbiguousWriteError, ApiError, NetworkError } from '../../src/api/http.js';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { readLiveState } from '../../src/live/read.js';
+
+const API_KEY = 'sk_test_transport01234';
+let emu: RunningEmulator;
+
+const client = (extra: Partial<ConstructorParameters<typeof KmsClient>[0] & object> = {}) =>
+  new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, baseDelayMs: 5, maxDelayMs: 2000, ...extra });
+
+beforeAll(async () => {
+  emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+  emu.service.seed({ project: 'big', type: 'production', templates: 2, clients: 450, keysPerClient: 1, endpoints: 3 });
+});
+afterAll(async () => emu?.close());
+
+describe('HTTP transport', () => {
+  it('retries a GET on 503 and succeeds, counting each attempt', async () => {
+    const api = client();
+    emu.addFault({ method: 'GET', route: '/project', mode: 'error', status: 503, times: 2 });
+    const projects = await api.listProjects();
+    expect(projects.map((p) => p.slug)).toEqual(['big']);
+    expect(api.http.requestCounts['list projects']).toBe(3);
+    await api.close();
+  });
+
+  it('honours Retry-After on 429, even for a create (a 429 was not processed)', async () => {
+    const api = client();
+    emu.addFault({ method: 'POST', route: '/endpoint', mode: '429', retryAfterSeconds: 1 });
+    const started = performance.now();
+    const created = await api.createEndpoints('big-production', [{ method: 'GET', path: '/after-429' }]);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(950);
+    expect(created[0]!.path).toBe('/after-429');
+    await api.close();
+  });
+
+  it('never retries a create blindly: a 503 or a dropped connection is an ambiguous write', async () => {
+    const api = client();
+    emu.addFault({ method: 'POST', route: '/endpoint', mode: 'error', status: 503 });
+    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/x503' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
+    emu.addFault({ method: 'POST', route: '/endpoint', mode: 'drop-after-commit' });
+    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/dropped' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
+    // The dropped create did take effect; the 503 one did not: only re-reading tells.
+    const paths = (await api.listEndpoints('big-production')).map((e) => e.path);
+    expect(paths).toContain('/dropped');
+    expect(paths).not.toContain('/x503');
+    expect(api.http.requestCounts['create endpoints']).toBe(2);
+    await api.close();
+  });
+
+  it('does not retry a client error and reports the service message', async () => {
+    const api = client();
+    const err = await api.getClient('nope', 'big-production').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).status).toBe(404);
+    expect((err as ApiError).message).toContain("client 'nope' not found");
+    expect(api.http.requestCounts['get client']).toBe(1);
+    await api.close();
+  });
+
+  it('gives up on an unreachable service with a clear error', async () => {
+    const api = new KmsClient({ baseUrl: 'http://127.0.0.1:1/api/v1', apiKey: API_KEY, baseDelayMs: 1, maxAttempts: 2 });
+    await expect(api.listProjects()).rejects.toBeInstanceOf(NetworkError);
+    await api.close();
+  });
+
+  it('reads all pages at limit=100, the pages after the first concurrently', async () => {
+    emu.resetCounts();
+    const api = client({ parallelism: 8 });
+    const clients = await api.listClients('big-production');
+    expect(clients).toHaveLength(450);
+    expect(new Set(clients.map((c) => c.id)).size).toBe(450);
+    expect(emu.counts()['GET /client']).toBe(5);
+    await api.close();
+  });
+
+  it('keeps to --max-rps', async () => {
+    const api = client({ maxRps: 20 });
+    const started = performance.now();
+    await Promise.all(Array.from({ length: 30 }, () => api.listTemplates('big-production')));
+    // A burst of 20, then 10 more at 20/s: at least ~0.5 s.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(450);
+    await api.close();
+  });
+});
+
+describe('tolerant reading', () => {
+  let proxy: Server;
+  let proxyUrl: string;
+  beforeAll(async () => {
+    // A service whose list items omit keys and metadata and add unknown fields: the reader must
+    // complete those clients with a get and ignore what it does not know.
+    const upstream = new URL(emu.url);
+    proxy = createServer((req, res) => {
+      const fwd = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
+        const chunks: Buffer[] = [];
+        up.on('data', (c: Buffer) => chunks.push(c));
+        up.on('end', () => {
+          let body = Buffer.concat(chunks).toString('utf8');
+          if (req.url?.startsWith(`${upstream.pathname}/client?`) && up.statusCode === 200) {
+            const page = JSON.parse(body);
+            page.data = page.data.map((c: Record<string, unknown>, i: number) => {
+              const { keys: _k, metadata: _m, ...rest } = c;
+              return i % 2 === 0 ? { ...rest, futureField: { nested: true } } : { ...c, futureField: 1 };
+            });
+            body = JSON.stringify(page);
+          }
+          res.writeHead(up.statusCode ?? 500, { 'content-type': 'application/json' });
+          res.end(body);
+        });
+      });
+      req.pipe(fwd);
+    });
+    await new Promise<void>((ok) => proxy.listen(0, '127.0.0.1', ok));
+    proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}${upstream.pathname}`;
+  });
+  afterAll(() => new Promise<void>((ok) => proxy.close(() => ok())));
+
+  it('completes list items that lack fields the diff needs with a get', async () => {
+    const api = new KmsClient({ baseUrl: proxyUrl, apiKey: API_KEY });
+    const live = await readLiveState(api, { projects: ['big'], envs: ['big-production'] });
+    expect(live.state.clients).toHaveLength(450);
+    expect(live.state.clients.every((c) => c.keys.length === 1 && c.metadata.index !== undefined)).toBe(true);
+    expect(api.http.requestCounts['get client']).toBe(225);
+    await api.close();
+  });
+});
