@@ -1,0 +1,118 @@
+// The commands around plan/apply: offline validate, init, --env scoping, live-credential safety,
+// the interactive confirmation (through a real pseudo-terminal), and the demo.
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { allOutput, cliPath, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+
+const TEST_KEY = 'sk_test_commands012345';
+const LIVE_KEY = 'sk_live_commands012345';
+
+const config = `apiVersion: kms-sync/v1
+projects:
+  - slug: multi
+    name: Multi
+    environments:
+      - type: production
+        url: https://p.example
+        templates: [{ name: std, rateLimitDay: 10 }]
+        clients: [{ name: a, template: std, keys: [{ name: k }] }]
+      - type: staging
+        url: https://s.example
+        templates: [{ name: std, rateLimitDay: 10 }]
+        clients: [{ name: a, template: std, keys: [{ name: k }] }]
+`;
+
+let emu: RunningEmulator;
+let dir: string;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  emu = await startEmulator({ port: 0, apiKeys: [TEST_KEY, LIVE_KEY] });
+  dir = workspace({ 'cfg/main.yaml': config });
+  env = { KMS_API_URL: emu.url, KMS_API_KEY: TEST_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age.txt') };
+});
+afterAll(async () => {
+  await emu?.close();
+  for (const text of allOutput) {
+    expect(text).not.toMatch(RAW_KEY_PATTERN);
+    expect(text).not.toContain(LIVE_KEY);
+  }
+});
+
+/** Runs the CLI inside a pseudo-terminal (util-linux `script`), typing `answer` at the prompt. */
+function runInTty(args: string[], answer: string, extraEnv: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const command = [process.execPath, cliPath, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+    const child = execFile('script', ['-qefc', command, '/dev/null'], {
+      cwd: dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', TERM: 'dumb', ...extraEnv },
+    }, (error, stdout) => {
+      allOutput.push(stdout);
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output: stdout });
+    });
+    setTimeout(() => child.stdin?.write(`${answer}\n`), 1500);
+    setTimeout(() => child.stdin?.end(), 2500);
+  });
+}
+
+describe('commands', () => {
+  it('validate works offline, without credentials', async () => {
+    const r = await runCli(['validate', '-f', 'cfg'], { cwd: dir, env: {} });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('Configuration valid: 1 file(s), 1 project(s), 2 environment(s)');
+  });
+
+  it('init writes a starter file that references the schema and validates', async () => {
+    const w = workspace();
+    const r = await runCli(['init', 'kms.yaml'], { cwd: w, env: {} });
+    expect(r.code, r.stderr).toBe(0);
+    const text = readFileSync(path.join(w, 'kms.yaml'), 'utf8');
+    expect(text).toMatch(/^# yaml-language-server: \$schema=.*schemas\/kms-sync\.schema\.json/m);
+    expect((await runCli(['validate', '-f', 'kms.yaml'], { cwd: w, env: {} })).code).toBe(0);
+    const again = await runCli(['init', 'kms.yaml'], { cwd: w, env: {} });
+    expect(again.code).toBe(1);
+  });
+
+  it('--env limits a run to the selected environments (globs allowed) and rejects a typo', async () => {
+    const r = await runCli(['apply', '-f', 'cfg', '--env', 'multi-stag*', '--auto-approve', '--json'], { cwd: dir, env });
+    expect(r.code, r.stderr).toBe(0);
+    const addresses = JSON.parse(r.stdout.split('\nApply complete!')[0]!).resource_changes.map((c: any) => c.address);
+    expect(addresses.every((a: string) => !a.includes('multi-production'))).toBe(true);
+    expect(addresses).toContain('client.multi-staging/a');
+    const typo = await runCli(['plan', '-f', 'cfg', '--env', 'multi-prod'], { cwd: dir, env });
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain('matches no environment');
+  });
+
+  it('refuses to apply without a terminal and without --auto-approve', async () => {
+    const r = await runCli(['apply', '-f', 'cfg'], { cwd: dir, env });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('--auto-approve');
+  });
+
+  it('with a live credential, says so and asks for the environment slugs on a terminal', async () => {
+    const liveEnv = { ...env, KMS_API_KEY: LIVE_KEY };
+    const wrong = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-production'], 'yes', liveEnv);
+    expect(wrong.output).toContain('LIVE credential (sk_live_)');
+    expect(wrong.output).toContain('Type the environment slug(s) to confirm (multi-production)');
+    expect(wrong.output).toContain('Apply cancelled.');
+    expect(wrong.code).toBe(1);
+    const r = await fetch(`${emu.url}/client?project_env=multi-production`, { headers: { 'x-api-key': TEST_KEY } });
+    expect(r.status).toBe(404); // nothing was created
+    const right = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-production'], 'multi-production', liveEnv);
+    expect(right.output, right.output).toContain('Apply complete!');
+    expect(right.code).toBe(0);
+  });
+
+  it('the demo applies the examples to an in-process emulator and ends with no changes', async () => {
+    const w = workspace();
+    const r = await runCli(['demo'], { cwd: w, env: { SOPS_AGE_KEY_FILE: path.join(w, 'age.txt') } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('Apply complete!');
+    expect(r.stdout).toMatch(/Keys issued and stored \(\d+\)/);
+    expect(r.stdout.split('Planning again')[1]).toContain('No changes.');
+    expect(existsSync(path.join(w, '.kms-sync-demo', '.kms-sync', 'secrets.sops.yaml'))).toBe(true);
+  });
+});
