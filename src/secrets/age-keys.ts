@@ -134,8 +134,10 @@ export class AgeKeys {
   }
 
   /**
-   * Recipients for encryption: those of the local identities (created on first use when there is
-   * none) plus the configured extra recipients, de-duplicated, in a stable order.
+   * Recipients for encryption: the local identity's (the first X25519 identity found, from
+   * SOPS_AGE_KEY, else the key file; created on first use when there is none) plus the configured
+   * extra recipients, de-duplicated, in a stable order. Other identities in the key file (other
+   * projects' keys) are used for decryption only.
    */
   async recipients(): Promise<string[]> {
     let set = await this.identities();
@@ -144,15 +146,12 @@ export class AgeKeys {
       this.loaded = undefined;
       set = await this.identities();
     }
-    const own: string[] = [];
-    for (const id of set.identities) {
-      if (!id.startsWith('AGE-SECRET-KEY-1')) continue; // post-quantum identities: SOPS cannot use their recipients
-      own.push(await identityToRecipient(id));
-    }
-    if (own.length === 0) {
+    // Post-quantum identities are used for decryption only: SOPS cannot use their recipients.
+    const primary = set.identities.find((id) => id.startsWith('AGE-SECRET-KEY-1'));
+    if (primary === undefined) {
       throw new SecretStoreError('no X25519 age identity available to encrypt to', { code: 'NO_IDENTITY' });
     }
-    return [...new Set([...own, ...this.extraRecipients])];
+    return [...new Set([await identityToRecipient(primary), ...this.extraRecipients])];
   }
 
   private async load(): Promise<AgeIdentitySet> {

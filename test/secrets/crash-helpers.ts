@@ -1,0 +1,103 @@
+// Crash safety: writers are SIGKILLed at random moments, again and again. Every put / append that
+// was acknowledged (the child prints `ack` only after the promise resolved) must survive, and the
+// files must never be corrupt. Children run the TypeScript sources directly (Node strips types;
+// fixtures/ts-resolve.mjs maps the `.js` import specifiers to `.ts`).
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const hooks = path.join(here, 'fixtures', 'ts-resolve.mjs');
+export const ITERATIONS = Number(process.env.KMS_SYNC_CRASH_ITERATIONS ?? 30);
+
+export interface Run {
+  child: ChildProcess;
+  lines: string[];
+  /** Resolves when the child has loaded its modules and waits for `go` on stdin. */
+  ready: Promise<void>;
+  exited: Promise<void>;
+  /** Lets the child start writing. */
+  go(): void;
+}
+
+export function startChild(script: string, args: string[], env: NodeJS.ProcessEnv): Run {
+  const child = spawn(process.execPath, ['--import', hooks, path.join(here, 'fixtures', script), ...args], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  let buf = '';
+  let stderr = '';
+  let markReady!: () => void;
+  const ready = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
+  child.stdout!.setEncoding('utf8');
+  child.stdout!.on('data', (d: string) => {
+    buf += d;
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (line === 'ready') markReady();
+      else lines.push(line); // only complete lines count as acknowledgements
+    }
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
+  const exited = new Promise<void>((resolve, reject) => {
+    child.on('exit', (code, signal) => {
+      markReady();
+      if (signal === 'SIGKILL') resolve();
+      else reject(new Error(`writer exited on its own (code ${code}): ${stderr.slice(0, 2000)}`));
+    });
+  });
+  child.stdin!.on('error', () => undefined); // the child may be dead already
+  return { child, lines, ready, exited, go: () => void child.stdin!.write('go\n') };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Runs `iterations` rounds of `writers` children each. The next round's children are spawned while
+ * the current round runs (they load their modules, then wait for `go`), so rounds cost little more
+ * than the random time to the kill. `afterRound` checks the files after every round.
+ */
+export async function crashRounds(opts: {
+  iterations: number;
+  writers: number;
+  spawn: (round: number, writer: number) => Run;
+  afterRound: (round: number, runs: Run[]) => Promise<void>;
+}): Promise<void> {
+  const batch = (round: number): Run[] => Array.from({ length: opts.writers }, (_, w) => opts.spawn(round, w));
+  let next: Run[] = batch(0);
+  const live = new Set<Run>(next);
+  try {
+    for (let round = 0; round < opts.iterations; round += 1) {
+      const runs = next;
+      await Promise.all(runs.map((r) => r.ready));
+      for (const r of runs) r.go();
+      next = round + 1 < opts.iterations ? batch(round + 1) : [];
+      for (const r of next) live.add(r);
+      await killRandomly(runs);
+      for (const r of runs) live.delete(r);
+      await opts.afterRound(round, runs);
+    }
+  } finally {
+    for (const r of live) r.child.kill('SIGKILL'); // never leave a child behind when a round fails
+  }
+}
+
+export async function killRandomly(runs: Run[]): Promise<void> {
+  await Promise.all(
+    runs.map(async (r) => {
+      await r.ready;
+      // A cold first write takes ~100-250 ms here: kill anywhere from before it to a few writes later.
+      await sleep(Math.floor(Math.random() * 300));
+      r.child.kill('SIGKILL');
+      await r.exited;
+    }),
+  );
+}
+
