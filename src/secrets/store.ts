@@ -12,6 +12,9 @@ export type { SecretStoreErrorCode, SecretStoreErrorOptions } from './errors.js'
 import { SecretStoreError, redactSecrets } from './errors.js';
 import type { AgeKeys } from './age-keys.js';
 import { openSopsFileStore, SOPS_SCHEMES, SOPS_URI_FORMS } from './sops/file-store.js';
+import { awsSecretsManagerBackend } from './backends/aws.js';
+import { gcpSecretManagerBackend } from './backends/gcp.js';
+import { azureKeyVaultBackend } from './backends/azure.js';
 
 export interface SecretMetadata {
   projectEnv: string;
@@ -110,6 +113,9 @@ function storeBackends(): StoreBackend[] {
       forms: SOPS_URI_FORMS,
       open: (uri, opts) => Promise.resolve(openSopsFileStore(uri, opts)),
     },
+    awsSecretsManagerBackend,
+    gcpSecretManagerBackend,
+    azureKeyVaultBackend,
   ];
 }
 

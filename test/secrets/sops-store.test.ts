@@ -386,10 +386,10 @@ describe('openStore and names', () => {
   });
 
   it('unknown schemes fail clearly, listing the supported ones, without credentials', async () => {
-    expect(supportedStoreSchemes()).toEqual(['sops:', 'file:']);
-    const err = await rejection(openStore('vault://admin:hunter2@vault.example:8200/secret/kms'));
+    expect(supportedStoreSchemes()).toEqual(expect.arrayContaining(['sops:', 'file:']));
+    const err = await rejection(openStore('nosuchstore://admin:hunter2@vault.example:8200/secret/kms'));
     expect(err.code).toBe('UNKNOWN_SCHEME');
-    expect(err.message).toMatch(/unknown store scheme 'vault:'/);
+    expect(err.message).toMatch(/unknown store scheme 'nosuchstore:'/);
     expect(err.message).toContain('sops:');
     expect(err.message).toContain('file:');
     expect(err.message).not.toContain('hunter2');
