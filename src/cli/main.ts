@@ -2,6 +2,7 @@
 // kms-sync command line: thin wiring of the layers (DESIGN.md "Layers").
 import { Command, CommanderError } from 'commander';
 import { registerDemo } from './demo-command.js';
+import { registerDrift } from './drift-command.js';
 import { registerEmulator } from './emulator-command.js';
 import { registerSecrets } from './secrets-command.js';
 import { registerSyncCommands } from './sync-commands.js';
@@ -17,6 +18,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerSyncCommands(program);
+  registerDrift(program);
   registerSecrets(program);
   registerEmulator(program);
   registerDemo(program);

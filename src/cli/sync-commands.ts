@@ -17,6 +17,7 @@ import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
+import { addReportOptions, emitPlanReport, type ReportFlags } from './report-output.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
@@ -186,21 +187,21 @@ export function registerSyncCommands(program: Command) {
       out(`Wrote ${r.file ?? file}. Edit it, then run: kms-sync validate -f ${file}\n`);
     });
 
-  withCommon(program.command('plan').description('show what apply would change in the live service'))
+  addReportOptions(withCommon(program.command('plan').description('show what apply would change in the live service')))
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--json', 'print the plan as JSON (schemas/kms-sync-plan.schema.json)')
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
     .option('--detailed-exitcode', 'exit 2 when there are changes, 0 when none')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .action(async (o: GlobalOptions & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean }) => {
+    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
         const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck });
-        printPlan(plan, o);
+        await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, { kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, files: cfg.files, plan });
-          if (!o.json) out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
+          if (!o.json && (o.format ?? 'text') === 'text') out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
         }
         if (o.detailedExitcode && plan.operations.length > 0) throw new ExitWith(EXIT.changes);
       } finally {

@@ -1,0 +1,99 @@
+// kms-sync drift: compare the live service with the desired state and classify every difference.
+// Exit codes: 2 drift found, 0 none (or everything ignored), 1 error.
+import { readFile, writeFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { collectUsage } from '../live/usage.js';
+import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
+import { IGNORE_FILE_NAME } from '../plan/ignore.js';
+import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
+import { connect, loadConfig, planFor, type GlobalOptions } from './context.js';
+import { ExitWith, UsageError } from './errors.js';
+import { EXIT } from './exit-codes.js';
+import { err, out } from './output.js';
+import { addReportOptions, appendStepSummary, loadIgnoreRules, maskForActions, publishComment, reportId, type ReportFlags } from './report-output.js';
+
+const collect = (v: string, prev: string[]) => [...prev, v];
+const positiveInt = (v: string) => {
+  if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`expected a positive integer, got ${JSON.stringify(v)}`);
+  return Number(v);
+};
+
+export interface DriftFlags extends GlobalOptions, ReportFlags {
+  ignoreFile?: string;
+  genIgnore?: string | boolean;
+  usage: boolean;
+  secretCheck: boolean;
+  logPages: number;
+}
+
+export function registerDrift(program: Command) {
+  const cmd = program
+    .command('drift')
+    .description('compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)')
+    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
+    .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
+    .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
+    .option('--parallelism <n>', 'requests in flight at once', positiveInt, 8)
+    .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
+    .option('--ignore-file <file>', `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} in the current folder, if present)`)
+    .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME}; appended to), then exit 0`)
+    .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
+    .option('--no-usage', 'skip the usage context (endpoint stats and recent error rates from the logs)')
+    .option('--log-pages <n>', 'pages of 100 recent logs read per environment for the usage context', positiveInt, 2);
+  addReportOptions(cmd, 'text').action(runDrift);
+}
+
+async function attachUsage(report: DriftReport, run: () => ReturnType<typeof collectUsage>) {
+  try {
+    const ctx = await run();
+    for (const item of report.items) {
+      const u = ctx.byAddress[item.address];
+      if (u) item.usage = u;
+    }
+    report.usageWindows = ctx.windows;
+  } catch (e) {
+    report.warnings.push(`usage context unavailable: ${(e as Error).message}`);
+  }
+}
+
+export async function runDrift(o: DriftFlags): Promise<void> {
+  maskForActions();
+  const cfg = await loadConfig(o);
+  const ignore = await loadIgnoreRules(o.ignoreFile);
+  const conn = connect(o, process.env, (line) => err(`${line}\n`));
+  let report: DriftReport;
+  try {
+    const { plan, live } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck });
+    report = classifyDrift(plan, ignore);
+    if (o.usage && !o.genIgnore && report.items.length) {
+      await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));
+    }
+  } finally {
+    await conn.api.close();
+  }
+
+  if (o.genIgnore) {
+    const file = typeof o.genIgnore === 'string' ? o.genIgnore : IGNORE_FILE_NAME;
+    const existing = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return '';
+      throw new UsageError(`cannot read ${file}: ${e.code ?? e.message}`);
+    });
+    const next = generateIgnore(report, existing);
+    if (next === existing) {
+      err(`No drift to ignore; ${file} left as it was.\n`);
+      return;
+    }
+    await writeFile(file, next);
+    err(`Wrote ignore rules for ${report.items.length} drifted resource(s) to ${file}. Review it, then commit it.\n`);
+    return;
+  }
+
+  const marker = commentMarker(reportId('drift', o.file, report.target.envs));
+  const markdown = () => renderDriftMarkdown(report, { marker });
+  if (o.format === 'json') out(renderDriftJson(report));
+  else if (o.format === 'markdown') out(markdown());
+  else out(renderDriftText(report, { color: colorEnabled(process.stdout) }));
+  if (o.comment) await publishComment(o.comment, marker, markdown());
+  if (o.comment === 'github' || o.format === 'markdown') await appendStepSummary(markdown());
+  if (hasDrift(report)) throw new ExitWith(EXIT.changes);
+}

@@ -1,0 +1,23 @@
+// Last line of defence for reports that leave the machine (PR comments, step summaries): nothing
+// shaped like a raw customer key or a project key, and no credentials inside URLs.
+
+const CUSTOMER_KEY = /kmsc_[A-Za-z0-9_-]{8,}/g;
+const PROJECT_KEY = /\bsk_(live|test)_[A-Za-z0-9._-]{4,}/g;
+const AGE_SECRET = /AGE-SECRET-KEY-(?:PQ-)?1[0-9A-Z]+/g;
+
+export function redactReport(text: string): string {
+  return text
+    .replace(CUSTOMER_KEY, '[REDACTED customer key]')
+    .replace(PROJECT_KEY, (m) => `${m.slice(0, 8)}[REDACTED]`)
+    .replace(AGE_SECRET, 'AGE-SECRET-KEY-[REDACTED]');
+}
+
+/** The URL without user info, query or fragment (they may carry credentials). */
+export function safeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//').replace(/[?#].*$/, '');
+  }
+}
