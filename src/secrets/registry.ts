@@ -21,6 +21,8 @@ export class StoreRegistry {
   readonly baseDir: string;
   readonly ageKeys: AgeKeys;
   private readonly uris = new Map<string, string>();
+  /** Declared `options:` by store URI. */
+  private readonly declaredOptions = new Map<string, Record<string, unknown>>();
   private readonly opened = new Map<string, Promise<SecretStore>>();
   private readonly opts: OpenStoreOptions;
 
@@ -34,7 +36,10 @@ export class StoreRegistry {
     this.opts = { baseDir: o.baseDir, ageKeys: this.ageKeys, ...(o.env ? { env: o.env } : {}) };
     const declaredDefault = o.declarations.find((d) => d.default);
     this.uris.set(DEFAULT_STORE_NAME, declaredDefault?.uri ?? DEFAULT_STORE_URI);
-    for (const d of o.declarations) this.uris.set(d.name, d.uri);
+    for (const d of o.declarations) {
+      this.uris.set(d.name, d.uri);
+      if (d.options) this.declaredOptions.set(d.uri, d.options);
+    }
   }
 
   /** URI of a named store (undefined = the default store). */
@@ -49,7 +54,8 @@ export class StoreRegistry {
     const uri = this.uris.get(nameOrUri ?? DEFAULT_STORE_NAME) ?? nameOrUri!;
     let p = this.opened.get(uri);
     if (!p) {
-      p = openStore(uri, this.opts);
+      const options = this.declaredOptions.get(uri);
+      p = openStore(uri, options ? { ...this.opts, options } : this.opts);
       this.opened.set(uri, p);
     }
     return p;

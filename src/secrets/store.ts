@@ -15,6 +15,10 @@ import { openSopsFileStore, SOPS_SCHEMES, SOPS_URI_FORMS } from './sops/file-sto
 import { awsSecretsManagerBackend } from './backends/aws.js';
 import { gcpSecretManagerBackend } from './backends/gcp.js';
 import { azureKeyVaultBackend } from './backends/azure.js';
+import { vaultBackend } from './backends/vault.js';
+import { githubBackend } from './backends/github.js';
+import { gitlabBackend } from './backends/gitlab.js';
+import { kubernetesBackend } from './backends/kubernetes.js';
 
 export interface SecretMetadata {
   projectEnv: string;
@@ -92,6 +96,11 @@ export interface OpenStoreOptions {
   lockTimeoutMs?: number;
   /** Share one key provider between the store and the journal (then recipients/env/onNotice above are ignored). */
   ageKeys?: AgeKeys;
+  /**
+   * The declaration's `options:` (`stores: [{name, uri, options}]`), for backends that take
+   * settings beyond the URI; URI query parameters take precedence.
+   */
+  options?: Record<string, unknown>;
 }
 
 export interface StoreBackend {
@@ -116,6 +125,10 @@ function storeBackends(): StoreBackend[] {
     awsSecretsManagerBackend,
     gcpSecretManagerBackend,
     azureKeyVaultBackend,
+    vaultBackend,
+    githubBackend,
+    gitlabBackend,
+    kubernetesBackend,
   ];
 }
 
