@@ -4,7 +4,7 @@
 // GitHub's 65,536-character limit: details are truncated (and the report says so), never the
 // summary. Everything that comes from configuration or the live service is HTML-escaped and shown
 // as code, so a resource name can neither inject markup nor mention anyone.
-import { CATEGORY_TITLE, DRIFT_CATEGORIES, envBucket, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
+import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
 import type { Action, Operation, Plan } from '../plan/types.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';

@@ -28,7 +28,6 @@ import {
   parseEndpoint,
   parseOnDeleted,
   putSequentially,
-  validateEntries,
   type OnDeleted,
 } from './cloud-names.js';
 

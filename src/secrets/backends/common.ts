@@ -264,3 +264,37 @@ export function serverMessage(res: HttpResponse, values: Iterable<string> = []):
   if (m === undefined) m = res.text.slice(0, 200);
   return scrub(m.slice(0, 500), values);
 }
+
+/**
+ * Value-free errors of one remote store, shared by the HTTP backends: every message names the
+ * store and what failed, never a value.
+ */
+export abstract class RemoteStoreBase {
+  abstract readonly displayUri: string;
+
+  protected error(message: string, code: SecretStoreErrorCode): SecretStoreError {
+    return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
+  }
+
+  protected async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw this.wrap(err, what, 'IO');
+    }
+  }
+
+  protected wrap(err: unknown, what: string, fallback: SecretStoreErrorCode, values: string[] = []): SecretStoreError {
+    if (err instanceof SecretStoreError) {
+      if (err.store !== undefined) return err;
+      return this.error(`${what}: ${err.message}`, err.code);
+    }
+    if (err instanceof HttpError) return this.error(`${what}: ${err.message}`, fallback === 'NOT_WRITABLE' ? 'NOT_WRITABLE' : 'IO');
+    return this.error(`${what}: ${scrub(this.describeFailure(err), values)}`, fallback);
+  }
+
+  /** How a failure that is neither ours nor an HTTP status reads (I/O by default). */
+  protected describeFailure(err: unknown): string {
+    return describeIoError(err);
+  }
+}

@@ -22,7 +22,6 @@ import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '..
 import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
 import {
   HttpClient,
-  HttpError,
   checkKnownParams,
   decodeComponent,
   envOf,
@@ -34,6 +33,7 @@ import {
   validateEntry,
   type BackendOpenOptions,
   type HttpResponse,
+  RemoteStoreBase,
 } from './common.js';
 import { envStyleName } from './names.js';
 
@@ -127,7 +127,7 @@ export async function sealForGitHub(value: string, publicKeyB64: string): Promis
   return sodium.to_base64(sodium.crypto_box_seal(sodium.from_string(value), pk), sodium.base64_variants.ORIGINAL);
 }
 
-export class GitHubSecretsStore implements SecretStore {
+export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
   readonly kind = 'github';
   readonly displayUri: string;
   readonly config: GitHubConfig;
@@ -135,6 +135,7 @@ export class GitHubSecretsStore implements SecretStore {
   private publicKey: Promise<PublicKey> | undefined;
 
   constructor(config: GitHubConfig) {
+    super();
     this.config = config;
     this.displayUri = config.displayUri;
   }
@@ -302,24 +303,4 @@ export class GitHubSecretsStore implements SecretStore {
     return this.error(`${what}: HTTP ${res.status}: ${serverMessage(res)}${hint}`, code);
   }
 
-  private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw this.wrap(err, what, 'IO');
-    }
-  }
-
-  private error(message: string, code: SecretStoreErrorCode): SecretStoreError {
-    return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
-  }
-
-  private wrap(err: unknown, what: string, fallback: SecretStoreErrorCode): SecretStoreError {
-    if (err instanceof SecretStoreError) {
-      if (err.store !== undefined) return err;
-      return this.error(`${what}: ${err.message}`, err.code);
-    }
-    if (err instanceof HttpError) return this.error(`${what}: ${err.message}`, fallback === 'NOT_WRITABLE' ? 'NOT_WRITABLE' : 'IO');
-    return this.error(`${what}: ${describeIoError(err)}`, fallback);
-  }
 }

@@ -18,11 +18,10 @@
  * the `api` scope and the Maintainer role); CI_JOB_TOKEN cannot manage variables.
  * CI_API_V4_URL (default https://gitlab.com/api/v4) selects the instance.
  */
-import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '../errors.js';
+import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
 import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
 import {
   HttpClient,
-  HttpError,
   checkKnownParams,
   decodeComponent,
   envOf,
@@ -36,6 +35,7 @@ import {
   validateEntry,
   type BackendOpenOptions,
   type HttpResponse,
+  RemoteStoreBase,
 } from './common.js';
 import { envStyleName } from './names.js';
 
@@ -148,13 +148,14 @@ export function parseMetaDescription(d: string | null | undefined): Partial<Secr
   return meta;
 }
 
-export class GitLabVariablesStore implements SecretStore {
+export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore {
   readonly kind = 'gitlab';
   readonly displayUri: string;
   readonly config: GitLabConfig;
   private readonly http = new HttpClient({ service: 'GitLab API' });
 
   constructor(config: GitLabConfig) {
+    super();
     this.config = config;
     this.displayUri = config.displayUri;
   }
@@ -347,24 +348,4 @@ export class GitLabVariablesStore implements SecretStore {
     return this.error(`${what}: HTTP ${res.status}: ${serverMessage(res)}${hint}`, code);
   }
 
-  private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw this.wrap(err, what, 'IO');
-    }
-  }
-
-  private error(message: string, code: SecretStoreErrorCode): SecretStoreError {
-    return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
-  }
-
-  private wrap(err: unknown, what: string, fallback: SecretStoreErrorCode): SecretStoreError {
-    if (err instanceof SecretStoreError) {
-      if (err.store !== undefined) return err;
-      return this.error(`${what}: ${err.message}`, err.code);
-    }
-    if (err instanceof HttpError) return this.error(`${what}: ${err.message}`, fallback === 'NOT_WRITABLE' ? 'NOT_WRITABLE' : 'IO');
-    return this.error(`${what}: ${describeIoError(err)}`, fallback);
-  }
 }

@@ -43,6 +43,7 @@ import {
   scrub,
   validateEntry,
   type BackendOpenOptions,
+  RemoteStoreBase,
 } from './common.js';
 import { DNS1123_SUBDOMAIN, dataKeyName, dnsSubdomainName, isLegalDataKey, shortHash } from './names.js';
 
@@ -179,13 +180,14 @@ export function keyAnnotationName(dataKey: string): string {
   return `${ANNOTATION_PREFIX}h.${shortHash(dataKey)}`;
 }
 
-export class KubernetesSecretStore implements SecretStore {
+export class KubernetesSecretStore extends RemoteStoreBase implements SecretStore {
   readonly kind = 'kubernetes';
   readonly displayUri: string;
   readonly config: KubernetesConfig;
   private clients: Clients | undefined;
 
   constructor(config: KubernetesConfig) {
+    super();
     this.config = config;
     this.displayUri = config.displayUri;
   }
@@ -465,23 +467,8 @@ export class KubernetesSecretStore implements SecretStore {
     }
   }
 
-  private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw this.wrap(err, what, 'IO');
-    }
-  }
 
-  private error(message: string, code: SecretStoreErrorCode): SecretStoreError {
-    return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
-  }
-
-  private wrap(err: unknown, what: string, fallback: SecretStoreErrorCode, values: string[] = []): SecretStoreError {
-    if (err instanceof SecretStoreError) {
-      if (err.store !== undefined) return err;
-      return this.error(`${what}: ${err.message}`, err.code);
-    }
+  protected override wrap(err: unknown, what: string, fallback: SecretStoreErrorCode, values: string[] = []): SecretStoreError {
     if (isApiException(err)) {
       const code: SecretStoreErrorCode = err.code === 401 || err.code === 403 ? 'NOT_WRITABLE' : err.code === 409 ? 'LOCKED' : fallback;
       let hint = '';
@@ -490,7 +477,11 @@ export class KubernetesSecretStore implements SecretStore {
       else if (err.code === 403) hint = ` (RBAC: see docs/secret-stores.md for the Role kms-sync needs in namespace ${this.config.namespace})`;
       return this.error(`${what}: HTTP ${err.code}: ${scrub(statusMessage(err), values)}${hint}`, code);
     }
-    return this.error(`${what}: ${scrub(describeFetchError(err), values)}`, fallback);
+    return super.wrap(err, what, fallback, values);
+  }
+
+  protected override describeFailure(err: unknown): string {
+    return describeFetchError(err);
   }
 }
 

@@ -23,7 +23,6 @@ import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '..
 import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
 import {
   HttpClient,
-  HttpError,
   caDispatcher,
   checkKnownParams,
   decodeComponent,
@@ -37,6 +36,7 @@ import {
   validateEntry,
   type BackendOpenOptions,
   type HttpResponse,
+  RemoteStoreBase,
 } from './common.js';
 import { vaultPathName } from './names.js';
 
@@ -137,7 +137,7 @@ interface VaultMetadata {
 
 const META_KEYS = ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const;
 
-export class VaultKvStore implements SecretStore {
+export class VaultKvStore extends RemoteStoreBase implements SecretStore {
   readonly kind = 'vault';
   readonly displayUri: string;
   readonly config: VaultConfig;
@@ -145,6 +145,7 @@ export class VaultKvStore implements SecretStore {
   private token: string | undefined;
 
   constructor(config: VaultConfig) {
+    super();
     this.config = config;
     this.displayUri = config.displayUri;
   }
@@ -410,24 +411,4 @@ export class VaultKvStore implements SecretStore {
     return this.error(`${what}: HTTP ${res.status}: ${serverMessage(res, values)}${hint}`, code);
   }
 
-  private async guard<T>(fn: () => Promise<T>, what: string): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw this.wrap(err, what, 'IO');
-    }
-  }
-
-  private error(message: string, code: SecretStoreErrorCode): SecretStoreError {
-    return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
-  }
-
-  private wrap(err: unknown, what: string, fallback: SecretStoreErrorCode): SecretStoreError {
-    if (err instanceof SecretStoreError) {
-      if (err.store !== undefined) return err;
-      return this.error(`${what}: ${err.message}`, err.code);
-    }
-    if (err instanceof HttpError) return this.error(`${what}: ${err.message}`, fallback === 'NOT_WRITABLE' ? 'NOT_WRITABLE' : 'IO');
-    return this.error(`${what}: ${describeIoError(err)}`, fallback);
-  }
 }
