@@ -3,7 +3,6 @@
 // libsodium (python3-nacl) to prove interop.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openGitHubStore, parseGitHubUri, sealForGitHub, type GitHubSecretsStore } from '../../../src/secrets/backends/github.js';
-import { openStore } from '../../../src/secrets/store.js';
 import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeGitHub, type FakeGitHub, type FakeGitHubOptions } from './support/fake-github.js';
