@@ -117,21 +117,33 @@ export class KmsClient {
   }
 
   /**
-   * Every item of a paged list: page 1 first (it tells the page count), then the remaining pages
-   * concurrently (bounded by the transport's parallelism).
+   * Every page of a paged list, handed to `onPage` as it arrives: page 1 first (it tells the page
+   * count), then the remaining pages concurrently (bounded by the transport's parallelism). A
+   * reader that converts each page at once lets the wire objects die young instead of holding
+   * every item of a 100,000-item list until the last page is in.
    */
-  async listAll<T>(path: string, query: Record<string, string | undefined>, kind: string): Promise<T[]> {
+  async forEachPage<T>(
+    path: string, query: Record<string, string | undefined>, kind: string, onPage: (items: T[], page: number) => void,
+  ): Promise<void> {
     const first = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: 1, limit: PAGE_LIMIT }, kind });
-    const data = [...(first.data ?? [])];
+    const data = first.data ?? [];
     const limit = first.pagination?.limit ?? PAGE_LIMIT;
     const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
-    if (pages <= 1) return data;
-    const rest = await Promise.all(
-      Array.from({ length: pages - 1 }, (_, i) =>
-        this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind })),
+    onPage(data, 1);
+    if (pages <= 1) return;
+    await Promise.all(
+      Array.from({ length: pages - 1 }, async (_, i) => {
+        const page = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind });
+        onPage(page.data ?? [], i + 2);
+      }),
     );
-    for (const page of rest) for (const item of page.data ?? []) data.push(item);
-    return data;
+  }
+
+  /** Every item of a paged list, in page order (see `forEachPage`). */
+  async listAll<T>(path: string, query: Record<string, string | undefined>, kind: string): Promise<T[]> {
+    const pages: T[][] = [];
+    await this.forEachPage<T>(path, query, kind, (items, page) => { pages[page - 1] = items; });
+    return pages.length === 1 ? [...pages[0]!] : pages.flat();
   }
 
   // ---------------------------------------------------------------- projects
@@ -162,6 +174,10 @@ export class KmsClient {
   }
   listClients(projectEnv: string) {
     return this.listAll<WireClient>('/client', { project_env: projectEnv }, 'list clients');
+  }
+  /** The clients of an environment, page by page as the pages arrive (in no particular order; `page` counts from 1). */
+  forEachClientPage(projectEnv: string, onPage: (clients: WireClient[], page: number) => void) {
+    return this.forEachPage<WireClient>('/client', { project_env: projectEnv }, 'list clients', onPage);
   }
   getClient(id: string, projectEnv: string) {
     return this.http.request<WireClient>({ method: 'GET', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, kind: 'get client' });

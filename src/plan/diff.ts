@@ -39,24 +39,67 @@ export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
  * state is not managed, but the protection marker always follows `protected`.
  */
 function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject): JsonObject {
-  return {
-    ...(desired ?? withoutMarkers(live)),
-    ...(isOwned(live) ? { [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE } : {}),
-    ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
-  };
+  const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
+  if (isOwned(live)) out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
+  if (isProtected) out[PROTECTED_MARKER_KEY] = 'true';
+  return out;
 }
 
 export const isOwned = (metadata: JsonObject | undefined) => metadata?.[OWNER_MARKER_KEY] === OWNER_MARKER_VALUE;
 const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[PROTECTED_MARKER_KEY] === 'true';
 
-function change(path: string, before: unknown, after: unknown): FieldChange[] {
-  return deepEqualJson(before as JsonValue, after as JsonValue) ? [] : [{ path, before: before ?? null, after: after ?? null }];
+/**
+ * `deepEqualJson` with shortcuts for what a diff mostly compares (one value with itself, two
+ * strings, two string lists), so an unchanged resource costs no canonical JSON text at all.
+ * Anything else takes the canonical comparison, so the answer is always the same.
+ */
+function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a === 'string' && typeof b === 'string') return false;
+  if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
+    let strings = true;
+    for (let i = 0; i < a.length && strings; i++) {
+      const x: unknown = a[i];
+      const y: unknown = b[i];
+      if (typeof x !== 'string' || typeof y !== 'string') strings = false;
+      else if (x !== y) return false;
+    }
+    if (strings) return true;
+  }
+  return deepEqualJson(a as JsonValue, b as JsonValue);
 }
 
-/** Field-level diff of two flat-ish objects, recursing into plain objects (metadata.team, ...). */
+/** Appends the change of one field to `out`, if it changed. */
+function addChange(out: FieldChange[], path: string, before: unknown, after: unknown): void {
+  if (!sameJson(before, after)) out.push({ path, before: before ?? null, after: after ?? null });
+}
+
+function change(path: string, before: unknown, after: unknown): FieldChange[] {
+  const out: FieldChange[] = [];
+  addChange(out, path, before, after);
+  return out;
+}
+
+/**
+ * Appends the field-level diff of two flat-ish objects (metadata.team, ...): the changed keys of
+ * the union of both key sets, sorted, without building the union for an unchanged object.
+ */
+function addObjectChanges(out: FieldChange[], prefix: string, before: JsonObject, after: JsonObject): void {
+  const beforeKeys = Object.keys(before);
+  let changed: string[] | undefined;
+  for (const k of beforeKeys) if (!sameJson(before[k], after[k])) (changed ??= []).push(k);
+  const known = beforeKeys.length > 16 ? new Set(beforeKeys) : beforeKeys;
+  for (const k of Object.keys(after)) {
+    if (Array.isArray(known) ? known.includes(k) : known.has(k)) continue;
+    if (!sameJson(before[k], after[k])) (changed ??= []).push(k);
+  }
+  if (changed) for (const k of changed.sort()) out.push({ path: `${prefix}.${k}`, before: before[k] ?? null, after: after[k] ?? null });
+}
+
 function objectChanges(prefix: string, before: JsonObject, after: JsonObject): FieldChange[] {
-  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
-  return keys.flatMap((k) => change(`${prefix}.${k}`, before[k], after[k]));
+  const out: FieldChange[] = [];
+  addObjectChanges(out, prefix, before, after);
+  return out;
 }
 
 export function keyAfter(k: DesiredKey): KeyAfter {
@@ -102,6 +145,30 @@ function endpointBefore(e: LiveEndpoint): Record<string, unknown> {
 
 function keyBefore(k: { name: string; expiresAt?: string | null; autoRotate?: boolean }) {
   return { name: k.name, expiresAt: k.expiresAt ?? null, autoRotate: k.autoRotate ?? false };
+}
+
+/**
+ * Resources by (environment, name) identity, in first-seen order, without building an address
+ * string per lookup (a no-op plan of 100,000 clients builds none). Environment slugs never hold
+ * the separator: they are validated slugs.
+ */
+class IdentityIndex<T> {
+  private readonly byKey = new Map<string, { value: T; wanted: boolean }>();
+  /** Entries in the order their identity was first set; `wanted` is set by the caller. */
+  readonly entries: { value: T; wanted: boolean }[] = [];
+  get(projectEnv: string, name: string) {
+    return this.byKey.get(`${projectEnv}\u0000${name}`);
+  }
+  set(projectEnv: string, name: string, value: T) {
+    const k = `${projectEnv}\u0000${name}`;
+    const entry = this.byKey.get(k);
+    if (entry) entry.value = value;
+    else {
+      const e = { value, wanted: false };
+      this.byKey.set(k, e);
+      this.entries.push(e);
+    }
+  }
 }
 
 const ACTION_PHASE: Record<Action, number> = { create: 0, update: 0, replace: 0, rotate: 0, delete: 1 };
@@ -217,46 +284,45 @@ export function buildPlan(input: PlanInput): Plan {
   }
 
   // ------------------------------------------------------------ clients and keys
-  const liveClients = new Map<string, LiveClient>();
+  // Live clients by identity, looked up without building an address per client: the addresses
+  // are built only for what the plan reports (a no-op plan of 100,000 clients builds none).
+  const liveClients = new IdentityIndex<LiveClient>();
   for (const c of state.clients) {
-    const addr = address.client(c.projectEnv, c.name);
-    if (!duplicates.has(addr)) liveClients.set(addr, c);
+    if (duplicates.size === 0 || !duplicates.has(address.client(c.projectEnv, c.name))) liveClients.set(c.projectEnv, c.name, c);
   }
-  const desiredClientAddrs = new Set<string>();
   for (const c of desired.clients) {
-    const addr = address.client(c.projectEnv, c.name);
-    desiredClientAddrs.add(addr);
-    if (duplicates.has(addr)) continue;
-    const lc = liveClients.get(addr);
-    const after = clientAfter(c);
+    const found = liveClients.get(c.projectEnv, c.name);
+    if (found) found.wanted = true;
+    if (duplicates.size > 0 && duplicates.has(address.client(c.projectEnv, c.name))) continue;
+    const lc = found?.value;
     if (!lc) {
       ops.push({
-        address: addr, kind: 'client', action: 'create', projectEnv: c.projectEnv, reason: 'client does not exist',
-        actionReason: 'create_missing', before: null, after: { ...after, keys: c.keys.map(keyAfter) }, changes: [],
+        address: address.client(c.projectEnv, c.name), kind: 'client', action: 'create', projectEnv: c.projectEnv, reason: 'client does not exist',
+        actionReason: 'create_missing', before: null, after: { ...clientAfter(c), keys: c.keys.map(keyAfter) }, changes: [],
         issuesKeys: c.keys.length, ...(c.protected ? { protected: true } : {}),
       });
       continue;
     }
-    const before = clientBefore(lc);
-    const updated = { ...after, metadata: targetMetadata(c.metadata, c.protected, lc.metadata) };
-    const changes: FieldChange[] = [
-      ...(c.type !== undefined ? change('type', lc.type, c.type) : []),
-      ...change('template', lc.templateName ?? lc.templateId, c.template),
-      ...(c.ipWhitelist !== undefined ? change('ipWhitelist', lc.ipWhitelist, c.ipWhitelist) : []),
-      ...objectChanges('metadata', lc.metadata, updated.metadata),
-    ];
+    // The before/after objects are built only for a client that changed: most of them did not.
+    const metadata = targetMetadata(c.metadata, c.protected, lc.metadata);
+    const changes: FieldChange[] = [];
+    if (c.type !== undefined) addChange(changes, 'type', lc.type, c.type);
+    addChange(changes, 'template', lc.templateName ?? lc.templateId, c.template);
+    if (c.ipWhitelist !== undefined) addChange(changes, 'ipWhitelist', lc.ipWhitelist, c.ipWhitelist);
+    addObjectChanges(changes, 'metadata', lc.metadata, metadata);
     if (changes.length) {
       ops.push({
-        address: addr, kind: 'client', action: 'update', projectEnv: c.projectEnv,
+        address: address.client(c.projectEnv, c.name), kind: 'client', action: 'update', projectEnv: c.projectEnv,
         reason: `${[...new Set(changes.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before, after: updated, changes, live: { id: lc.id },
+        actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c), metadata }, changes, live: { id: lc.id },
         ...(c.protected ? { protected: true } : {}),
       });
     }
     diffKeys(c, lc, ops, warnings);
   }
-  for (const [addr, lc] of liveClients) {
-    if (desiredClientAddrs.has(addr)) continue;
+  for (const { value: lc, wanted } of liveClients.entries) {
+    if (wanted) continue;
+    const addr = address.client(lc.projectEnv, lc.name);
     const before = clientBefore(lc);
     if (isProtectedLive(lc.metadata)) {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`);
@@ -361,39 +427,40 @@ export function buildPlan(input: PlanInput): Plan {
 
 /** Keys of a managed client: create missing, update changed, delete the ones the config dropped. */
 function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: string[]) {
-  const byName = new Map<string, LiveClient['keys']>();
-  for (const k of lc.keys) byName.set(k.name, [...(byName.get(k.name) ?? []), k]);
-  const wanted = new Set<string>();
   for (const k of c.keys) {
-    const addr = address.key(c.projectEnv, c.name, k.name);
-    wanted.add(k.name);
-    const found = byName.get(k.name) ?? [];
-    const after = keyAfter(k);
-    if (found.length === 0) {
+    // Live keys of this name, found without building a map per client. Several keys under one
+    // name are rotation generations: the newest (last) is the current key (key-health.ts retires
+    // the older ones).
+    let lk: LiveClient['keys'][number] | undefined;
+    for (const x of lc.keys) if (x.name === k.name) lk = x;
+    if (!lk) {
       ops.push({
-        address: addr, kind: 'key', action: 'create', projectEnv: c.projectEnv, reason: 'key does not exist',
-        actionReason: 'create_missing', before: null, after: after as unknown as Record<string, unknown>, changes: [],
+        address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'create', projectEnv: c.projectEnv, reason: 'key does not exist',
+        actionReason: 'create_missing', before: null, after: keyAfter(k) as unknown as Record<string, unknown>, changes: [],
         live: { clientId: lc.id }, issuesKeys: 1,
       });
       continue;
     }
-    // Several keys under one name are rotation generations: the newest is the current key
-    // (key-health.ts retires the older ones).
-    const lk = found.at(-1)!;
+    // An auto-rotated key's expiry moves with each generation: the configured one is the first.
+    const expiry = k.expiresAt !== undefined && !k.autoRotate;
+    if (!expiry && k.autoRotate === undefined) continue; // nothing of this key is managed
     const changes = [
-      // An auto-rotated key's expiry moves with each generation: the configured one is the first.
-      ...(k.expiresAt !== undefined && !k.autoRotate ? change('expiresAt', lk.expiresAt ?? null, k.expiresAt) : []),
+      ...(expiry ? change('expiresAt', lk.expiresAt ?? null, k.expiresAt) : []),
       ...(k.autoRotate !== undefined ? change('autoRotate', lk.autoRotate ?? false, k.autoRotate) : []),
     ];
     if (changes.length) {
       ops.push({
-        address: addr, kind: 'key', action: 'update', projectEnv: c.projectEnv, reason: `${changes.map((x) => x.path).join(', ')} changed`,
-        actionReason: 'update_changed', before: keyBefore(lk), after: after as unknown as Record<string, unknown>, changes,
-        live: { clientId: lc.id, keyId: lk.id },
+        address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'update', projectEnv: c.projectEnv,
+        reason: `${changes.map((x) => x.path).join(', ')} changed`, actionReason: 'update_changed', before: keyBefore(lk),
+        after: keyAfter(k) as unknown as Record<string, unknown>, changes, live: { clientId: lc.id, keyId: lk.id },
       });
     }
   }
   if (!isOwned(lc.metadata)) return; // keys of an adopted client are kept until the adoption lands
+  if (lc.keys.every((x) => c.keys.some((k) => k.name === x.name))) return; // every live key is still configured
+  const byName = new Map<string, LiveClient['keys']>();
+  for (const k of lc.keys) byName.set(k.name, [...(byName.get(k.name) ?? []), k]);
+  const wanted = new Set(c.keys.map((k) => k.name));
   for (const [name, found] of byName) {
     if (wanted.has(name)) continue;
     const addr = address.key(c.projectEnv, c.name, name);
