@@ -99,14 +99,24 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       templateIds.set(e.project_env, m);
     }
   };
+  /** One template listing per environment at most, shared by every caller waiting on it. */
+  const listings = new Map<string, Promise<void>>();
   const templateId = async (projectEnv: string, name: string): Promise<string> => {
-    let id = templateIds.get(projectEnv)?.get(name);
-    if (!id) {
-      const m = new Map<string, string>();
-      for (const t of await api.listTemplates(projectEnv)) m.set(t.name, t.id);
-      templateIds.set(projectEnv, m);
-      id = m.get(name);
+    if (!templateIds.get(projectEnv)?.has(name)) {
+      let listing = listings.get(projectEnv);
+      if (!listing) {
+        listing = api.listTemplates(projectEnv).then((list) => {
+          const m = templateIds.get(projectEnv) ?? new Map<string, string>();
+          for (const t of list) m.set(t.name, t.id);
+          templateIds.set(projectEnv, m);
+        });
+        listings.set(projectEnv, listing);
+        // A failed listing is not cached: the next caller asks again.
+        listing.catch(() => listings.delete(projectEnv));
+      }
+      await listing;
     }
+    const id = templateIds.get(projectEnv)?.get(name);
     if (!id) throw new Error(`template '${name}' not found in ${projectEnv}`);
     return id;
   };
@@ -120,19 +130,42 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     }
     void stores;
   };
-  const captureKeys = async (captured: CapturedKey[], addressOf: (k: CapturedKey) => string) => {
+  /** Store writes running behind the journal, awaited at the end of each phase. */
+  const pendingStores: Promise<void>[] = [];
+  const storeFailures: string[] = [];
+  const captureKeys = async (captured: CapturedKey[]) => {
     if (captured.length === 0) return;
+    let handle: { stored: Promise<StoredKeyReceipt[]> };
     try {
-      const receipts = await keys.capture(captured);
-      receipts.forEach((r, i) => {
-        const receipt = { ...r, address: r.address || addressOf(captured[i]!) };
-        result.keysStored.push(receipt);
-        emit({ type: 'key-stored', receipt });
-      });
+      handle = await keys.capture(captured);
     } catch (e) {
       keyStoreBroken = true;
-      throw e instanceof KeyStoreFailure ? e : new KeyStoreFailure(errorText(e), captured.length);
+      // Neither the journal nor a store took these raw keys: revoke them, so that no issued key
+      // is lost (a re-run issues them again).
+      const unsaved = e instanceof KeyStoreFailure ? e.unsaved : captured;
+      let revoked = 0;
+      for (const k of unsaved) {
+        try {
+          await api.deleteClient(k.clientId, k.meta.projectEnv, k.meta.keyId);
+          revoked++;
+        } catch {
+          // reported below: the key stays issued and unsaved; the plan shows its secret missing
+        }
+      }
+      throw new KeyStoreFailure(`${errorText(e)}; ${revoked} of ${unsaved.length} key(s) that could be saved nowhere were revoked and will be issued again on the next run`);
     }
+    pendingStores.push(handle.stored.then(
+      (receipts) => {
+        for (const receipt of receipts) {
+          result.keysStored.push(receipt);
+          emit({ type: 'key-stored', receipt });
+        }
+      },
+      (e: unknown) => {
+        keyStoreBroken = true;
+        storeFailures.push(errorText(e));
+      },
+    ));
   };
   const expiryFor = (k: KeyAfter): string | null =>
     k.expiresAt ?? (k.ttl ? new Date(now().getTime() + parseTtl(k.ttl)).toISOString() : null);
@@ -145,6 +178,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         ...(target.secret.store ? { store: target.secret.store } : {}),
         secretName: target.secret.name,
         value: k.key,
+        clientId: clientId(client),
         meta: { projectEnv, client: client.name, key: k.name, keyId: k.id, expiresAt: k.expiresAt ?? null, issuedAt: now().toISOString() },
       }];
     });
@@ -155,7 +189,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     const body: ClientUpdate = { keys: lost.map((k) => keyInput(wanted.find((w) => w.name === k.name)!)) };
     const updated = await api.updateClient(id, projectEnv, body);
     const fresh = (updated.keys ?? []).filter((k) => k.key);
-    await captureKeys(capturedFrom(projectEnv, updated, wanted, fresh), () => op.address);
+    await captureKeys(capturedFrom(projectEnv, updated, wanted, fresh));
     const note = `${op.address}: the response was lost after the service acted; ${lost.length} key(s) whose raw value never arrived were revoked and re-issued`;
     result.recoveries.push(note);
     emit({ type: 'recovered', op, note });
@@ -257,7 +291,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         // Keys first: the raw values exist only in this response.
         try {
           const captured = created.flatMap((c, i) => capturedFrom(projectEnv, c, (ops[i]!.after as { keys: KeyAfter[] }).keys, c.keys ?? []));
-          await captureKeys(captured, (k) => `key.${projectEnv}/${k.meta.client}/${k.meta.key}`);
+          await captureKeys(captured);
           for (const o of ops) ok(o);
         } catch (e) {
           for (const o of ops) fail(o, e);
@@ -315,7 +349,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
             else {
               // Nothing was issued: the request never took effect; sending it again is safe now.
               updated = await api.updateClient(id, projectEnv, body);
-              await captureKeys(capturedFrom(projectEnv, updated, wanted, (updated.keys ?? []).filter((k) => k.key)), () => ops[0]!.address);
+              await captureKeys(capturedFrom(projectEnv, updated, wanted, (updated.keys ?? []).filter((k) => k.key)));
             }
             for (const o of ops) ok(o, 'recovered after a lost response');
           } catch (e2) {
@@ -325,7 +359,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         }
         try {
           const fresh = (updated.keys ?? []).filter((k) => k.key);
-          await captureKeys(capturedFrom(projectEnv, updated, wanted, fresh), (k) => `key.${projectEnv}/${k.meta.client}/${k.meta.key}`);
+          await captureKeys(capturedFrom(projectEnv, updated, wanted, fresh));
           for (const o of ops) ok(o);
         } catch (e) {
           for (const o of ops) fail(o, e);
@@ -422,7 +456,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         const wanted = (op.after as { keys: KeyAfter[] }).keys;
         if (matches.length === 0) {
           const [created] = await api.createClients(projectEnv, [body]);
-          await captureKeys(capturedFrom(projectEnv, created!, wanted, created!.keys ?? []), () => op.address);
+          await captureKeys(capturedFrom(projectEnv, created!, wanted, created!.keys ?? []));
           ok(op, 'created again after a lost response (the first attempt had not taken effect)');
         } else if (matches.length === 1) {
           const live = matches[0]!;
@@ -445,11 +479,17 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       // Raised before a request was sent (store not writable, journal not flushable).
       result.stopReason = errorText(e);
       break;
+    } finally {
+      await Promise.all(pendingStores.splice(0));
+    }
+    if (storeFailures.length > 0) {
+      result.stopReason = `a secret-store write failed (${storeFailures.join('; ')}): the keys already issued are safe in the journal (run \`kms-sync secrets flush\` or apply again); no further key was issued`;
+      break;
     }
     // A failure stops the run after the phase that had it: later phases depend on earlier ones.
     if (result.failed.length > 0) {
       result.stopReason = keyStoreBroken
-        ? 'a secret-store write failed: the keys already issued are safe in the journal (run `kms-sync secrets flush` or apply again); no further key was issued'
+        ? 'a secret-store write failed, so no further key was issued (see the failures above; keys in the journal are flushed by `kms-sync secrets flush` or the next apply)'
         : `${result.failed.length} operation(s) failed`;
       break;
     }

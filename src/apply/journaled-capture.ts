@@ -19,7 +19,6 @@ export class JournaledKeyCapture implements KeyCapture {
       const names = result.failed.flatMap((f) => f.names).length;
       throw new KeyStoreFailure(
         `${names} key(s) from an earlier run are still in the journal and their store is not writable (${result.failed.map((f) => f.error.message).join('; ')}); no new key will be issued until they are flushed`,
-        names,
       );
     }
     return result.flushed.length;
@@ -33,24 +32,47 @@ export class JournaledKeyCapture implements KeyCapture {
     }
   }
 
-  async capture(keys: CapturedKey[]): Promise<StoredKeyReceipt[]> {
-    // 1. Journal every raw key of the response (durable) before anything else can fail.
-    const records: (JournalRecord & { id?: string })[] = [];
+  async capture(keys: CapturedKey[]): Promise<{ stored: Promise<StoredKeyReceipt[]> }> {
+    const records: JournalRecord[] = [];
     for (const k of keys) {
       const store = await this.stores.get(k.store);
       records.push({ storeUri: this.stores.uriOf(k.store), name: store.secretName(k.secretName), value: k.value, meta: k.meta });
     }
-    const ids = await this.journal.appendMany(records);
-    // 2. Store them, batched per store; 3. clear the journal entries that reached their store.
+    // 1. Journal every raw key of the response (durable) before anything else can fail.
+    let ids: string[] | undefined;
+    let journalError: unknown;
+    try {
+      ids = await this.journal.appendMany(records);
+    } catch (e) {
+      journalError = e;
+    }
+    if (!ids) {
+      // No journal: the stores are the only safe place left, so write them before returning.
+      try {
+        return { stored: Promise.resolve(await this.store(keys, records, undefined)) };
+      } catch (e) {
+        throw new KeyStoreFailure(
+          `the journal could not be written (${(journalError as Error).message}) and neither could the store (${(e as Error).message})`,
+          keys,
+        );
+      }
+    }
+    // 2. + 3. Store them, batched per store, then clear the journal entries that landed.
+    const stored = this.store(keys, records, ids);
+    stored.catch(() => undefined); // the caller observes it; never an unhandled rejection
+    return { stored };
+  }
+
+  private async store(keys: CapturedKey[], records: JournalRecord[], ids: string[] | undefined): Promise<StoredKeyReceipt[]> {
     const receipts: StoredKeyReceipt[] = [];
     const byStore = new Map<string, number[]>();
-    keys.forEach((k, i) => byStore.set(this.stores.uriOf(k.store), [...(byStore.get(this.stores.uriOf(k.store)) ?? []), i]));
+    records.forEach((r, i) => byStore.set(r.storeUri, [...(byStore.get(r.storeUri) ?? []), i]));
     const failures: string[] = [];
     for (const [uri, idx] of byStore) {
       const store = await this.stores.get(uri);
       try {
         await store.putMany(idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })));
-        await this.journal.clear(idx.map((i) => ids[i]!));
+        if (ids) await this.journal.clear(idx.map((i) => ids[i]!));
         for (const i of idx) {
           const k = keys[i]!;
           receipts.push({ address: `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`, store: store.displayUri, secret: records[i]!.name });
@@ -60,7 +82,11 @@ export class JournaledKeyCapture implements KeyCapture {
       }
     }
     if (failures.length) {
-      throw new KeyStoreFailure(`secret store write failed (${failures.join('; ')}); the keys are safe in the journal ${this.journal.path}`, keys.length - receipts.length);
+      const unsaved = ids ? [] : keys.filter((k) => !receipts.some((r) => r.address === `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`));
+      throw new KeyStoreFailure(
+        `secret store write failed (${failures.join('; ')})${ids ? `; the keys are safe in the journal ${this.journal.path}` : ''}`,
+        unsaved,
+      );
     }
     return receipts;
   }

@@ -10,6 +10,8 @@ export interface CapturedKey {
   secretName: string;
   value: string;
   meta: SecretMetadata;
+  /** The client holding the key: where to revoke it if it could be saved nowhere. */
+  clientId: string;
 }
 
 export interface StoredKeyReceipt {
@@ -25,15 +27,22 @@ export interface KeyCapture {
    * checks that every store the plan writes to is reachable and writable.
    */
   prepare(stores: (string | undefined)[]): Promise<void>;
-  /** Journals, then stores a batch of raw keys from one response. Throws if the store write failed. */
-  capture(keys: CapturedKey[]): Promise<StoredKeyReceipt[]>;
+  /**
+   * Makes a batch of raw keys from one response durable (journal, fsync) and resolves then; the
+   * write to their stores follows in the background and `stored` settles when it is done, so
+   * the writes of concurrent batches can be grouped. `stored` rejects with a KeyStoreFailure
+   * when a store write failed: the keys stay in the journal.
+   * If the journal itself cannot be written, the keys go straight to their stores; if that fails
+   * too, `capture` rejects with a KeyStoreFailure whose `unsaved` keys the caller must revoke.
+   */
+  capture(keys: CapturedKey[]): Promise<{ stored: Promise<StoredKeyReceipt[]> }>;
 }
 
-/** Raised when keys are safe in the journal but could not reach their store. */
+/** A store write failed; `unsaved` lists keys that are neither journaled nor stored. */
 export class KeyStoreFailure extends Error {
-  readonly journaled: number;
-  constructor(message: string, journaled: number) {
+  readonly unsaved: CapturedKey[];
+  constructor(message: string, unsaved: CapturedKey[] = []) {
     super(message);
-    this.journaled = journaled;
+    this.unsaved = unsaved;
   }
 }

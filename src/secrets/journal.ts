@@ -4,13 +4,16 @@
  * File format (append-only, binary): a sequence of frames
  *
  *     "KSJ1" | u32 BE payload length | u32 BE CRC-32 of payload | payload
- *     payload = u8 id length | id (ASCII) | age-encrypted JSON record
+ *     payload = u8 id length | id (ASCII) | body
  *
- * Each record is its own age file, encrypted to the same recipients as the store (the local
- * identity plus the configured extra recipients). An append is fsync'ed before it returns. A frame
- * torn by a crash mid-append fails its length/CRC check and is ignored (and trimmed by the next
- * append); frames before it are untouched. Clearing rewrites the file atomically without the
- * cleared frames (or removes it when nothing is left).
+ * A data frame's body is one age file (to the same recipients as the store: the local identity
+ * plus the configured extra recipients) holding one record (id `<uuid>`) or the batch of records
+ * of one append (id `<uuid>~<n>`, entries `<uuid>~<n>#<i>`): one encryption per response, not one
+ * per key. An append is fsync'ed before it returns. A frame torn by a crash mid-append fails its
+ * length/CRC check and is ignored (and trimmed by the next append); frames before it are
+ * untouched. Clearing rewrites the file atomically: fully cleared frames go, and the ids of
+ * entries cleared from a batch that still holds others are listed in one plaintext `cleared`
+ * frame (ids only); the file is removed when nothing is left.
  */
 import { randomUUID } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
@@ -144,21 +147,20 @@ export class Journal {
     const ids: string[] = [];
     try {
       const recipients = await this.ageKeys.recipients();
-      const frames: Buffer[] = [];
-      for (const record of records) {
-        const id = randomUUID();
-        const entry: JournalEntry = {
-          id,
-          storeUri: record.storeUri,
-          name: record.name,
-          value: record.value,
-          meta: { ...record.meta, expiresAt: record.meta.expiresAt ?? null },
-          createdAt: new Date().toISOString(),
-        };
-        const body = await ageEncrypt(Buffer.from(JSON.stringify({ v: 1, ...entry }), 'utf8'), recipients);
-        frames.push(encodeFrame(id, body));
-        ids.push(id);
-      }
+      const createdAt = new Date().toISOString();
+      // One age file per batch: the raw keys of one response cost one encryption, not one each.
+      const frameId = records.length === 1 ? randomUUID() : `${randomUUID()}${BATCH_MARK}${records.length}`;
+      const entries: JournalEntry[] = records.map((record, i) => ({
+        id: entryIdsOf(frameId)[i]!,
+        storeUri: record.storeUri,
+        name: record.name,
+        value: record.value,
+        meta: { ...record.meta, expiresAt: record.meta.expiresAt ?? null },
+        createdAt,
+      }));
+      const plain = records.length === 1 ? { v: 1, ...entries[0]! } : { v: 2, entries };
+      const frames = [encodeFrame(frameId, await ageEncrypt(Buffer.from(JSON.stringify(plain), 'utf8'), recipients))];
+      ids.push(...entries.map((e) => e.id));
       const frame = Buffer.concat(frames);
       await ensureDir(path.dirname(this.path));
       await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
@@ -195,10 +197,10 @@ export class Journal {
       throw this.wrap(err, 'cannot read the journal');
     }
     if (!buf || buf.length === 0) return [];
-    const { frames } = scanJournal(buf);
+    const { data: frames, cleared } = liveFrames(scanJournal(buf).frames);
     if (frames.length === 0) return [];
     const { identities, sources } = await this.ageKeys.requireIdentities().catch((err: unknown) => {
-      throw this.wrap(err, `holds ${frames.length} pending key(s) but cannot be decrypted`);
+      throw this.wrap(err, `holds ${frames.length} pending batch(es) of keys but cannot be decrypted`);
     });
     const out: JournalEntry[] = [];
     let undecryptable = 0;
@@ -209,16 +211,12 @@ export class Journal {
       } catch {
         plain = undefined;
       }
-      if (!plain) {
-        undecryptable++;
+      const entries = plain ? parseFrameEntries(plain, f.id) : undefined;
+      if (!entries) {
+        undecryptable += entryIdsOf(f.id).filter((id) => !cleared.has(id)).length;
         continue;
       }
-      const entry = parseEntry(plain, f.id);
-      if (!entry) {
-        undecryptable++;
-        continue;
-      }
-      out.push(entry);
+      for (const e of entries) if (!cleared.has(e.id)) out.push(e);
     }
     if (undecryptable > 0) {
       throw new SecretStoreError(
@@ -234,7 +232,9 @@ export class Journal {
   async pendingIds(): Promise<string[]> {
     try {
       const buf = await readIfExists(this.path);
-      return buf ? scanJournal(buf).frames.map((f) => f.id) : [];
+      if (!buf) return [];
+      const { data, cleared } = liveFrames(scanJournal(buf).frames);
+      return data.flatMap((f) => entryIdsOf(f.id)).filter((id) => !cleared.has(id));
     } catch (err) {
       throw this.wrap(err, 'cannot read the journal');
     }
@@ -248,15 +248,22 @@ export class Journal {
       await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
         const buf = await readIfExists(this.path);
         if (!buf) return;
-        const { frames } = scanJournal(buf);
-        const keep = frames.filter((f) => !drop.has(f.id));
-        if (keep.length === frames.length) return;
+        const { data, cleared } = liveFrames(scanJournal(buf).frames);
+        const before = new Set(cleared);
+        for (const id of drop) cleared.add(id);
+        const keep = data.filter((f) => entryIdsOf(f.id).some((id) => !cleared.has(id)));
+        const tombstones = keep.flatMap((f) => entryIdsOf(f.id)).filter((id) => cleared.has(id));
+        if (keep.length === data.length && tombstones.every((id) => before.has(id)) && tombstones.length === before.size) return;
         if (keep.length === 0) {
           await fs.unlink(this.path);
           await fsyncDir(path.dirname(this.path));
           return;
         }
-        await atomicWriteFile(this.path, Buffer.concat(keep.map((f) => buf.subarray(f.start, f.end))));
+        // Entries cleared from a batch that still holds others are listed in one plaintext
+        // frame (ids only, never values); the batch goes once all its entries are cleared.
+        const parts = keep.map((f) => buf.subarray(f.start, f.end));
+        if (tombstones.length) parts.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(tombstones), 'utf8')));
+        await atomicWriteFile(this.path, Buffer.concat(parts));
       });
     } catch (err) {
       throw this.wrap(err, 'could not clear journal entries');
@@ -314,6 +321,62 @@ export class Journal {
   }
 }
 
+/** A batch frame's id ends in `~<entries>`; its entries' ids are `<frame id>#<index>`. */
+const BATCH_MARK = '~';
+/** The frame listing entries cleared from batches that still hold others. */
+const CLEARED_FRAME_ID = 'cleared';
+
+function entryIdsOf(frameId: string): string[] {
+  const at = frameId.lastIndexOf(BATCH_MARK);
+  if (at < 0) return [frameId];
+  const n = Number(frameId.slice(at + 1));
+  return Number.isInteger(n) && n > 0 && n <= 10_000 ? Array.from({ length: n }, (_, i) => `${frameId}#${i}`) : [];
+}
+
+/** Splits frames into data frames and the set of cleared entry ids. */
+function liveFrames(frames: Frame[]): { data: Frame[]; cleared: Set<string> } {
+  const cleared = new Set<string>();
+  const data: Frame[] = [];
+  for (const f of frames) {
+    if (f.id !== CLEARED_FRAME_ID) {
+      data.push(f);
+      continue;
+    }
+    try {
+      const ids: unknown = JSON.parse(Buffer.from(f.body).toString('utf8'));
+      if (Array.isArray(ids)) for (const id of ids) if (typeof id === 'string') cleared.add(id);
+    } catch {
+      // an unreadable list clears nothing: keys stay pending, never lost
+    }
+  }
+  return { data, cleared };
+}
+
+/** The entries of one decrypted frame (v1: one record; v2: a batch), checked against its id. */
+function parseFrameEntries(plain: Uint8Array, frameId: string): JournalEntry[] | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(plain).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (!v || typeof v !== 'object') return undefined;
+  const o = v as { v?: unknown; entries?: unknown };
+  if (o.v !== 2) {
+    const one = toEntry(o, frameId);
+    return one ? [one] : undefined;
+  }
+  const ids = entryIdsOf(frameId);
+  if (!Array.isArray(o.entries) || o.entries.length !== ids.length) return undefined;
+  const out: JournalEntry[] = [];
+  for (const [i, e] of o.entries.entries()) {
+    const entry = toEntry(e, ids[i]!);
+    if (!entry) return undefined;
+    out.push(entry);
+  }
+  return out;
+}
+
 function validateRecord(r: JournalRecord): void {
   const bad = (why: string): SecretStoreError => new SecretStoreError(`invalid journal record: ${why}`, { code: 'INVALID_ARGUMENT' });
   if (typeof r.storeUri !== 'string' || r.storeUri === '') throw bad('storeUri must be a non-empty string');
@@ -322,13 +385,7 @@ function validateRecord(r: JournalRecord): void {
   if (!r.meta || typeof r.meta !== 'object') throw bad(`metadata of '${r.name}' missing`);
 }
 
-function parseEntry(plain: Uint8Array, id: string): JournalEntry | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(plain).toString('utf8'));
-  } catch {
-    return undefined;
-  }
+function toEntry(v: unknown, id: string): JournalEntry | undefined {
   if (!v || typeof v !== 'object') return undefined;
   const o = v as Record<string, unknown>;
   if (o.id !== id) return undefined; // a frame's body must belong to its header's id

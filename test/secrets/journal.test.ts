@@ -73,22 +73,41 @@ describe('journal', () => {
     expect(await fs.readdir(path.dirname(file))).toEqual([]);
   });
 
-  it('appendMany writes a batch (one frame per key, each independently decryptable)', async () => {
+  it('appendMany writes a batch as one frame (one encryption), torn as a whole or not at all', async () => {
     const j = new Journal(file, { env: sb.env });
     expect(await j.appendMany([])).toEqual([]);
+    const first = await j.append(record('e/c/0'));
     const rs = [record('e/c/a'), record('e/c/b'), record('e/c/c')];
     const ids = await j.appendMany(rs);
     expect(new Set(ids).size).toBe(3);
-    expect((await j.pending()).map((e) => [e.id, e.value])).toEqual(ids.map((id, i) => [id, rs[i]?.value]));
-    // A torn batch keeps its complete frames and everything before it.
+    expect((await j.pending()).map((e) => [e.id, e.value])).toEqual([[first, expect.any(String)], ...ids.map((id, i) => [id, rs[i]?.value])]);
     const buf = await fs.readFile(file);
     const frames = scanJournal(buf).frames;
-    await fs.writeFile(file, buf.subarray(0, (frames[2]?.start ?? 0) + 5));
-    expect(await j.pendingIds()).toEqual(ids.slice(0, 2));
+    expect(frames).toHaveLength(2);
+    expect(buf.includes(Buffer.from(rs[0]!.value))).toBe(false); // encrypted, like every frame
+    // A batch torn by a crash was never acknowledged: it goes as a whole, earlier frames stay.
+    await fs.writeFile(file, buf.subarray(0, (frames[1]?.start ?? 0) + 5));
+    expect(await j.pendingIds()).toEqual([first]);
     expect((await rejection(j.appendMany([rs[0] as JournalRecord, { ...(rs[1] as JournalRecord), value: '' }]))).code).toBe(
       'INVALID_ARGUMENT',
     );
-    expect(await j.pendingIds()).toEqual(ids.slice(0, 2)); // an invalid batch writes nothing
+    expect(await j.pendingIds()).toEqual([first]); // an invalid batch writes nothing
+  });
+
+  it('clears entries of a batch one by one (ids only in the clear list), then drops the batch', async () => {
+    const j = new Journal(file, { env: sb.env });
+    const rs = [record('e/c/a'), record('e/c/b'), record('e/c/c')];
+    const ids = await j.appendMany(rs);
+    await j.clear([ids[1]!]);
+    expect((await j.pending()).map((e) => e.name)).toEqual([rs[0]!.name, rs[2]!.name]);
+    expect(await j.pendingIds()).toEqual([ids[0], ids[2]]);
+    const text = await fs.readFile(file);
+    for (const r of rs) expect(text.includes(Buffer.from(r.value))).toBe(false);
+    // A second journal object sees the same state (it is all on disk).
+    expect((await new Journal(file, { env: sb.env }).pendingIds())).toEqual([ids[0], ids[2]]);
+    await j.clear([ids[0]!, ids[2]!]);
+    expect(await j.pendingIds()).toEqual([]);
+    await expect(fs.stat(file)).rejects.toThrow(); // nothing left: the file is gone
   });
 
   it('ignores a torn tail (crash mid-append) and keeps every earlier entry; the next append trims it', async () => {

@@ -231,6 +231,17 @@ describe('SOPS file store: integrity', () => {
     expect(err.message).not.toContain('kmsc_');
   });
 
+  it('rejects a file with a secret listed twice (a merge gone wrong), naming the key', async () => {
+    const { store } = await written();
+    const text = await fs.readFile(store.path, 'utf8');
+    const entry = /^    (acme-prod\/web\/primary):\n(?:        .*\n)+/m.exec(text);
+    expect(entry).not.toBeNull();
+    await fs.writeFile(store.path, text.replace(entry![0], entry![0] + entry![0]));
+    const err = await rejection((await newStore()).exists('x'));
+    expect(err.code).toBe('PARSE');
+    expect(err.message).toContain(`duplicate key "${entry![1]}"`);
+  });
+
   it('rejects a YAML file without sops metadata', async () => {
     const store = await newStore();
     await fs.writeFile(store.path, 'secrets: {}\n');

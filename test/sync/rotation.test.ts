@@ -133,8 +133,10 @@ describe('key rotation and secret safety', () => {
       const { plan } = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config') });
       const capture = new JournaledKeyCapture(registry);
       const result = await applyPlan({ api: conn.api, plan, keys: capture });
-      expect(result.failed.length).toBeGreaterThan(0);
+      // The clients exist and their keys are safe in the journal; the run stops issuing keys.
+      expect(result.stopReason).toContain('secret-store write failed');
       expect(result.stopReason).toContain('journal');
+      expect(result.keysStored).toEqual([]);
       const pending = await capture.journal.pending();
       expect(pending.map((p) => p.name).sort()).toEqual(['rot-production/globex/main', 'rot-production/globex/spare']);
       // The CLI flushes the journal into the store.
@@ -144,6 +146,49 @@ describe('key rotation and secret safety', () => {
       const globex = (await api('GET', '/client?project_env=rot-production&name=globex')).data[0];
       for (const name of ['main', 'spare']) expect(await validates(globex.id, await store().read(`rot-production/globex/${name}`))).toBe(true);
       expect(await capture.journal.pending()).toEqual([]);
+    } finally {
+      await conn.api.close();
+    }
+  });
+
+  it('when neither the journal nor the store can take a raw key, the key is revoked, never left issued and unsaved', async () => {
+    writeConfig(config('              - { name: main, ttl: 10d, rotation: { window: 3d, overlap: 0s } }', `          - name: globex
+            template: std
+            keys: [{ name: main }, { name: spare }]
+          - name: umbrella
+            template: std
+            keys: [{ name: main }]
+          - name: hooli
+            template: std
+            keys: [{ name: main }]
+`));
+    const { state } = await loadDesiredState([path.join(dir, 'config')], { cwd: dir });
+    const conn = connect({ parallelism: 4 }, env);
+    const registry = new StoreRegistry({ declarations: [], baseDir: path.join(dir, 'config'), env });
+    const store = await registry.get(undefined);
+    const capture = new JournaledKeyCapture(registry);
+    const journalAppend = capture.journal.appendMany.bind(capture.journal);
+    const storePut = store.putMany.bind(store);
+    capture.journal.appendMany = async () => { throw new Error('injected: journal disk gone'); };
+    store.putMany = async () => { throw new Error('injected: store down'); };
+    try {
+      const { plan } = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config') });
+      const result = await applyPlan({ api: conn.api, plan, keys: capture });
+      expect(result.failed.map((f) => f.error).join('\n')).toContain('were revoked and will be issued again');
+      for (const name of ['umbrella', 'hooli']) {
+        const c = (await api('GET', `/client?project_env=rot-production&name=${name}`)).data[0];
+        expect(c.keys).toEqual([]); // created, but its unsaved key was revoked
+      }
+      // With the journal and the store back, the next run issues the keys again and stores them.
+      capture.journal.appendMany = journalAppend;
+      store.putMany = storePut;
+      const again = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config') });
+      expect(again.plan.operations.filter((o) => o.kind === 'key' && o.action === 'create').map((o) => o.address).sort())
+        .toEqual(['key.rot-production/hooli/main', 'key.rot-production/umbrella/main']);
+      const second = await applyPlan({ api: conn.api, plan: again.plan, keys: capture });
+      expect(second.failed).toEqual([]);
+      const umbrella = (await api('GET', '/client?project_env=rot-production&name=umbrella')).data[0];
+      expect(await validates(umbrella.id, await store.read!('rot-production/umbrella/main'))).toBe(true);
     } finally {
       await conn.api.close();
     }

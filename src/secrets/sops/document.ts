@@ -37,15 +37,45 @@ export interface SScalar {
 export const scalar = (value: ScalarValue): SScalar => ({ kind: 'scalar', value });
 export const map = (entries: [string, SNode][] = []): SMap => ({ kind: 'map', entries });
 
+/**
+ * Position of each key of a large map, built on first lookup. `entries` stays the source of
+ * truth (callers may push to it): a stale index (length changed, or the slot holds another key)
+ * is rebuilt, so a store of thousands of secrets is not scanned once per name.
+ */
+const positions = new WeakMap<SMap, { length: number; at: Map<string, number> }>();
+const INDEX_FROM = 32;
+
+function indexOf(m: SMap, key: string): number {
+  if (m.entries.length < INDEX_FROM) return m.entries.findIndex(([k]) => k === key);
+  let idx = positions.get(m);
+  if (!idx || idx.length !== m.entries.length) {
+    idx = { length: m.entries.length, at: new Map(m.entries.map(([k], i) => [k, i])) };
+    positions.set(m, idx);
+  }
+  const i = idx.at.get(key);
+  if (i !== undefined && m.entries[i]?.[0] === key) return i;
+  if (i === undefined) return -1;
+  positions.delete(m); // slots moved under us: rebuild
+  return indexOf(m, key);
+}
+
 export function getEntry(m: SMap, key: string): SNode | undefined {
-  for (const [k, v] of m.entries) if (k === key) return v;
-  return undefined;
+  const i = indexOf(m, key);
+  return i >= 0 ? m.entries[i]![1] : undefined;
 }
 
 export function setEntry(m: SMap, key: string, value: SNode): void {
-  const i = m.entries.findIndex(([k]) => k === key);
-  if (i >= 0) m.entries[i] = [key, value];
-  else m.entries.push([key, value]);
+  const i = indexOf(m, key);
+  if (i >= 0) {
+    m.entries[i] = [key, value];
+    return;
+  }
+  m.entries.push([key, value]);
+  const idx = positions.get(m);
+  if (idx && idx.length === m.entries.length - 1) {
+    idx.at.set(key, m.entries.length - 1); // keep the index in step with the append
+    idx.length = m.entries.length;
+  }
 }
 
 export function cloneNode<T extends SNode>(n: T): T {
@@ -69,7 +99,8 @@ export function parseYamlTree(text: string): SMap {
   const doc = parseDocument(text, {
     schema: 'core',
     version: '1.2',
-    uniqueKeys: true,
+    // Duplicate keys are rejected in convert() with a Set: the parser's own check is quadratic.
+    uniqueKeys: false,
     prettyErrors: false,
     strict: true,
     merge: false,
@@ -92,12 +123,15 @@ function convert(n: unknown, doc: Document, depth: number): SNode {
   if (isAlias(n)) return convert(n.resolve(doc), doc, depth + 1);
   if (isMap(n)) {
     const out = map();
+    const seen = new Set<string>();
     for (const pair of n.items) {
       const k = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
       const kv = isScalar(k) ? k.value : k;
       if (typeof kv !== 'string') {
         throw new SopsFormatError('parse', `non-string mapping key (${describeKey(kv)}); SOPS supports string keys only`);
       }
+      if (seen.has(kv)) throw new SopsFormatError('parse', `invalid YAML (duplicate key ${JSON.stringify(kv)})`);
+      seen.add(kv);
       out.entries.push([kv, convert(pair.value, doc, depth + 1)]);
     }
     return out;

@@ -195,22 +195,41 @@ export class SopsFileStore implements SecretStore {
     await this.putMany([{ name, value, meta }]);
   }
 
+  /**
+   * Group commit: batches that arrive while a write is under way go into the next write together,
+   * so concurrent callers (parallel bulk creates) cost one re-encryption of the file, not one
+   * each. Every caller resolves only once the write holding its entries is on disk and verified.
+   */
   async putMany(entries: SecretEntry[]): Promise<void> {
     if (entries.length === 0) return;
-    const batch = new Map<string, SecretEntry>();
-    for (const e of entries) {
-      this.validateEntry(e);
-      batch.set(e.name, e);
+    for (const e of entries) this.validateEntry(e);
+    await new Promise<void>((resolve, reject) => {
+      this.queued.push({ entries, resolve, reject });
+      this.writer ??= this.drainQueue();
+    });
+  }
+
+  private readonly queued: { entries: SecretEntry[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private writer: Promise<void> | undefined;
+
+  private async drainQueue(): Promise<void> {
+    while (this.queued.length > 0) {
+      const group = this.queued.splice(0);
+      const batch = new Map<string, SecretEntry>();
+      for (const g of group) for (const e of g.entries) batch.set(e.name, e); // a later put of a name wins
+      try {
+        await ensureDir(path.dirname(this.path));
+        await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+          await removeStaleTemps(this.path);
+          await this.writeLocked([...batch.values()]);
+        });
+        for (const g of group) g.resolve();
+      } catch (err) {
+        const failure = this.wrap(err, `could not store ${batch.size} secret(s)`, 'IO');
+        for (const g of group) g.reject(failure);
+      }
     }
-    try {
-      await ensureDir(path.dirname(this.path));
-      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
-        await removeStaleTemps(this.path);
-        await this.writeLocked([...batch.values()]);
-      });
-    } catch (err) {
-      throw this.wrap(err, `could not store ${batch.size} secret(s)`, 'IO');
-    }
+    this.writer = undefined;
   }
 
   async exists(name: string): Promise<boolean> {
