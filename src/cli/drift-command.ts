@@ -33,7 +33,7 @@ export function registerDrift(program: Command) {
     .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
-    .option('--parallelism <n>', 'requests in flight at once', positiveInt, 8)
+    .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
     .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
     .option('--ignore-file <file>', `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} in the current folder, if present)`)
     .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME}; appended to), then exit 0`)

@@ -41,7 +41,7 @@ function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean } 
   if (opts.service !== false) {
     cmd
       .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
-      .option('--parallelism <n>', 'requests in flight at once', positiveInt, 8)
+      .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
       .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt);
   }
   return cmd;
