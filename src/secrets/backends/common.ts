@@ -271,6 +271,17 @@ export function serverMessage(res: HttpResponse, values: Iterable<string> = []):
  */
 export abstract class RemoteStoreBase {
   abstract readonly displayUri: string;
+  abstract putMany(entries: SecretEntry[]): Promise<void>;
+  abstract existsMany(names: string[]): Promise<Set<string>>;
+
+  /** One secret is a batch of one: the same validation and guarantees as putMany. */
+  async put(name: string, value: string, meta: SecretEntry['meta']): Promise<void> {
+    await this.putMany([{ name, value, meta }]);
+  }
+
+  async exists(name: string): Promise<boolean> {
+    return (await this.existsMany([name])).has(name);
+  }
 
   protected error(message: string, code: SecretStoreErrorCode): SecretStoreError {
     return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });

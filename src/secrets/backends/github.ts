@@ -19,7 +19,7 @@
 import sodium from 'libsodium-wrappers';
 import { randomBytes } from 'node:crypto';
 import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '../errors.js';
-import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
+import type { SecretEntry, SecretListing, SecretStore, StoreBackend } from '../store.js';
 import {
   HttpClient,
   checkKnownParams,
@@ -158,10 +158,6 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
     }
   }
 
-  async put(name: string, value: string, meta: SecretMetadata): Promise<void> {
-    await this.putMany([{ name, value, meta }]);
-  }
-
   async putMany(entries: SecretEntry[]): Promise<void> {
     if (entries.length === 0) return;
     for (const e of entries) {
@@ -182,7 +178,7 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
     );
   }
 
-  async exists(name: string): Promise<boolean> {
+  override async exists(name: string): Promise<boolean> {
     return this.guard(async () => {
       const res = await this.call('GET', this.secretRoute(this.checkName(name)), undefined, true);
       if (res.status === 404) return false;

@@ -192,10 +192,6 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
     }
   }
 
-  async put(name: string, value: string, meta: SecretMetadata): Promise<void> {
-    await this.putMany([{ name, value, meta }]);
-  }
-
   async putMany(entries: SecretEntry[]): Promise<void> {
     if (entries.length === 0) return;
     for (const e of entries) {
@@ -221,7 +217,7 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
     );
   }
 
-  async exists(name: string): Promise<boolean> {
+  override async exists(name: string): Promise<boolean> {
     return this.guard(async () => (await this.getVariable(this.checkName(name))) !== undefined, 'cannot be read');
   }
 

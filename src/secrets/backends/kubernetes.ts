@@ -223,10 +223,6 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
     }
   }
 
-  async put(name: string, value: string, meta: SecretMetadata): Promise<void> {
-    await this.putMany([{ name, value, meta }]);
-  }
-
   async putMany(entries: SecretEntry[]): Promise<void> {
     if (entries.length === 0) return;
     for (const e of entries) {
@@ -255,10 +251,6 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
       },
       (m, c) => this.error(m, c),
     );
-  }
-
-  async exists(name: string): Promise<boolean> {
-    return (await this.existsMany([name])).has(name);
   }
 
   async existsMany(names: string[]): Promise<Set<string>> {

@@ -181,10 +181,6 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
     }
   }
 
-  async put(name: string, value: string, meta: SecretMetadata): Promise<void> {
-    await this.putMany([{ name, value, meta }]);
-  }
-
   async putMany(entries: SecretEntry[]): Promise<void> {
     if (entries.length === 0) return;
     for (const e of entries) {
@@ -194,10 +190,6 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
       }
     }
     await putAll(latestPerName(entries), CONCURRENCY, (e) => this.putOne(e), (m, c) => this.error(m, c));
-  }
-
-  async exists(name: string): Promise<boolean> {
-    return (await this.existsMany([name])).has(name);
   }
 
   async existsMany(names: string[]): Promise<Set<string>> {
