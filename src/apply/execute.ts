@@ -5,7 +5,7 @@ import {
   BULK_LIMIT, clientId, type ClientInput, type ClientUpdate, type EndpointInput, type KmsClient, type WireClient,
   type WireKey, type WireProject,
 } from '../api/client.js';
-import { parseTtl, type JsonObject } from '../model/index.js';
+import { groupBy, parseTtl, type JsonObject } from '../model/index.js';
 import type { KeyAfter, Operation, Plan } from '../plan/types.js';
 import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
 
@@ -85,11 +85,6 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
   };
   const byKind = (kind: Operation['kind'], ...actions: Operation['action'][]) =>
     plan.operations.filter((o) => o.kind === kind && actions.includes(o.action) && !finished.has(o));
-  const groupBy = <T>(items: T[], key: (t: T) => string) => {
-    const m = new Map<string, T[]>();
-    for (const i of items) m.set(key(i), [...(m.get(key(i)) ?? []), i]);
-    return m;
-  };
 
   const rememberTemplates = (project: WireProject) => {
     for (const e of project.envs?.list ?? []) {
@@ -122,13 +117,13 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
   };
 
   // ---------------------------------------------------------------- keys
-  const prepareKeys = async (stores: (string | undefined)[]) => {
+  /** Once, before the first key-issuing request: journal flushed, every store of the plan writable. */
+  const prepareKeys = async () => {
     if (keyStoreBroken) throw new StopApply('an earlier secret-store write failed; no further key is issued');
     if (!keysPrepared) {
       await keys.prepare([...new Set(plan.operations.flatMap(opStores))]);
       keysPrepared = true;
     }
-    void stores;
   };
   /** Store writes running behind the journal, awaited at the end of each phase. */
   const pendingStores: Promise<void>[] = [];
@@ -260,7 +255,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     async () => {
       const creates = byKind('client', 'create');
       const batches = [...groupBy(creates, (o) => o.projectEnv!)].flatMap(([pe, ops]) => chunk(ops, BULK_LIMIT).map((b) => [pe, b] as const));
-      if (creates.some((o) => (o.issuesKeys ?? 0) > 0)) await prepareKeys([]);
+      if (creates.some((o) => (o.issuesKeys ?? 0) > 0)) await prepareKeys();
       await forEachLimited(batches, parallelism, async ([projectEnv, ops]) => {
         if (keyStoreBroken && ops.some((o) => (o.issuesKeys ?? 0) > 0)) return; // no key issued after a store failure
         for (const o of ops) emit({ type: 'start', op: o });
@@ -318,7 +313,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     // 4. Keys of existing clients: one PUT per client (new keys are captured from its response).
     async () => {
       const keyOps = byKind('key', 'create', 'update', 'rotate');
-      if (keyOps.some((o) => o.action !== 'update')) await prepareKeys([]);
+      if (keyOps.some((o) => o.action !== 'update')) await prepareKeys();
       await forEachLimited([...groupBy(keyOps, (o) => o.live!.clientId!)], parallelism, async ([id, ops]) => {
         if (keyStoreBroken && ops.some((o) => o.action !== 'update')) return; // no key issued after a store failure
         const projectEnv = ops[0]!.projectEnv!;

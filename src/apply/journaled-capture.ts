@@ -1,4 +1,5 @@
 // The KeyCapture of a real run: local encrypted journal first, then the secret store.
+import { groupBy } from '../model/index.js';
 import { Journal, type JournalRecord } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
@@ -65,8 +66,7 @@ export class JournaledKeyCapture implements KeyCapture {
 
   private async store(keys: CapturedKey[], records: JournalRecord[], ids: string[] | undefined): Promise<StoredKeyReceipt[]> {
     const receipts: StoredKeyReceipt[] = [];
-    const byStore = new Map<string, number[]>();
-    records.forEach((r, i) => byStore.set(r.storeUri, [...(byStore.get(r.storeUri) ?? []), i]));
+    const byStore = groupBy(records.keys(), (i) => records[i]!.storeUri);
     const failures: string[] = [];
     for (const [uri, idx] of byStore) {
       const store = await this.stores.get(uri);

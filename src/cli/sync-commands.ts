@@ -2,7 +2,7 @@
 import { mkdir, readFile, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyEvent, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
@@ -311,4 +311,3 @@ export function registerSyncCommands(program: Command) {
     });
 }
 
-export { Option };

@@ -2,6 +2,7 @@
 // and environment, deterministic, and only known fields (no raw key can leak through).
 import { Document, isSeq, visit } from 'yaml';
 import {
+  groupBy,
   type DesiredClient,
   type DesiredEndpoint,
   type DesiredEnv,
@@ -113,11 +114,7 @@ function splitProjectEnv(projectEnv: string, slugs: readonly string[]): { projec
 
 export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}): string {
   const slugs = state.projects.map((p) => p.slug);
-  const byEnv = <T extends { projectEnv: string }>(items: readonly T[]): Map<string, T[]> => {
-    const m = new Map<string, T[]>();
-    for (const it of items) m.set(it.projectEnv, [...(m.get(it.projectEnv) ?? []), it]);
-    return m;
-  };
+  const byEnv = <T extends { projectEnv: string }>(items: readonly T[]): Map<string, T[]> => groupBy(items, (it) => it.projectEnv);
   const templates = byEnv(state.templates);
   const clients = byEnv(state.clients);
   const endpoints = byEnv(state.endpoints);

@@ -267,7 +267,11 @@ function mayHaveDuplicates(s: LiveState): boolean {
 function findDuplicates(s: LiveState): DuplicateLive[] {
   if (!mayHaveDuplicates(s)) return [];
   const seen = new Map<string, string[]>();
-  const note = (addr: string, id: string) => seen.set(addr, [...(seen.get(addr) ?? []), id]);
+  const note = (addr: string, id: string) => {
+    const ids = seen.get(addr);
+    if (ids) ids.push(id);
+    else seen.set(addr, [id]);
+  };
   for (const t of s.templates) note(address.template(t.projectEnv, t.name), t.id);
   // Keys sharing a name are rotation generations, not duplicates (plan/key-health.ts).
   for (const c of s.clients) note(address.client(c.projectEnv, c.name), c.id);

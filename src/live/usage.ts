@@ -2,7 +2,7 @@
 // endpoint, client and key from a bounded sample of the most recent logs of each environment.
 // Cost per environment with resources to describe: at most `endpointPages` + `logPages` requests.
 import type { KmsClient, WireEndpoint, WireLog, WirePage } from '../api/client.js';
-import { address, type LiveState, type ResourceKind } from '../model/index.js';
+import { address, groupBy, type LiveState, type ResourceKind } from '../model/index.js';
 
 export interface UsageTarget {
   address: string;
@@ -85,11 +85,7 @@ export async function collectUsage(api: KmsClient, state: LiveState, targets: re
   const logPages = o.logPages ?? 2;
   const endpointPages = o.endpointPages ?? 2;
   const limit = Math.min(100, o.pageSize ?? 100);
-  const byEnv = new Map<string, UsageTarget[]>();
-  for (const t of targets) {
-    if (!t.projectEnv || !DESCRIBED.has(t.kind)) continue;
-    byEnv.set(t.projectEnv, [...(byEnv.get(t.projectEnv) ?? []), t]);
-  }
+  const byEnv = groupBy(targets.filter((t) => t.projectEnv && DESCRIBED.has(t.kind)), (t) => t.projectEnv!);
   const liveEnvs = new Set(state.envs.map((e) => e.projectEnv));
   const clientIds = new Map(state.clients.map((c) => [address.client(c.projectEnv, c.name), c.id]));
   const out: UsageContext = { byAddress: {}, windows: [], requests: 0 };

@@ -1,3 +1,4 @@
 export * from './resources.js';
 export * from './identity.js';
 export * from './normalize.js';
+export * from './collections.js';

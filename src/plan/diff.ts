@@ -3,7 +3,7 @@
 // of the desired state is not managed (Terraform's optional+computed), except the ownership marker.
 import type { LiveReadResult } from '../live/read.js';
 import {
-  address, defaultSecretName, deepEqualJson, KIND_ORDER, OWNER_MARKER_KEY, OWNER_MARKER_VALUE,
+  address, defaultSecretName, deepEqualJson, groupBy, KIND_ORDER, OWNER_MARKER_KEY, OWNER_MARKER_VALUE,
   type DesiredClient, type DesiredEndpoint, type DesiredKey, type DesiredState, type JsonObject, type JsonValue,
   type LiveClient, type LiveEndpoint, type ResourceKind,
 } from '../model/index.js';
@@ -458,8 +458,7 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
   }
   if (!isOwned(lc.metadata)) return; // keys of an adopted client are kept until the adoption lands
   if (lc.keys.every((x) => c.keys.some((k) => k.name === x.name))) return; // every live key is still configured
-  const byName = new Map<string, LiveClient['keys']>();
-  for (const k of lc.keys) byName.set(k.name, [...(byName.get(k.name) ?? []), k]);
+  const byName = groupBy(lc.keys, (k) => k.name);
   const wanted = new Set(c.keys.map((k) => k.name));
   for (const [name, found] of byName) {
     if (wanted.has(name)) continue;

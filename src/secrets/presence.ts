@@ -1,5 +1,6 @@
 // Does every managed key have its secret in its store? Checked in batches per store; where the
 // backend lists metadata, a secret that holds another key id counts as stale.
+import { groupBy } from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
 
 export interface PresenceQuery {
@@ -17,8 +18,7 @@ export interface PresenceResult {
 export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[]): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
   const results = new Map<string, PresenceResult>();
   const warnings: string[] = [];
-  const byStore = new Map<string | undefined, PresenceQuery[]>();
-  for (const q of queries) byStore.set(q.store, [...(byStore.get(q.store) ?? []), q]);
+  const byStore = groupBy(queries, (q) => q.store);
   for (const [storeName, qs] of byStore) {
     try {
       const store = await registry.get(storeName);
