@@ -77,7 +77,7 @@ async function noop() {
   const r = await timed(async () => {
     const client = api();
     const t0 = performance.now();
-    const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] });
+    const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] }, { fingerprints: false });
     const t1 = performance.now();
     const plan = buildPlan({ desired, live, prune: false, target: target() });
     const t2 = performance.now();
@@ -99,7 +99,7 @@ async function update() {
     const r = await timed(async () => {
       const client = api();
       const t0 = performance.now();
-      const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] });
+      const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] }, { fingerprints: false });
       const t1 = performance.now();
       const plan = buildPlan({ desired, live, prune: false, target: target() });
       const t2 = performance.now();
@@ -157,7 +157,7 @@ async function create() {
     const r = await timed(async () => {
       const client = api();
       const t0 = performance.now();
-      const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] });
+      const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] }, { fingerprints: false });
       const t1 = performance.now();
       const plan = buildPlan({ desired, live, prune: false, target: target() });
       const t2 = performance.now();

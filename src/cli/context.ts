@@ -74,8 +74,8 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   return { api, url, credential: credentialKind(apiKey) };
 }
 
-export async function readLive(conn: Connection, desired: DesiredState): Promise<LiveReadResult> {
-  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) });
+export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean): Promise<LiveReadResult> {
+  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) }, { fingerprints });
 }
 
 export interface PlanOptions {
@@ -88,10 +88,12 @@ export interface PlanOptions {
   force?: string[];
   revokeOld?: boolean;
   now?: Date;
+  /** The plan will be saved (`--out`): record a fingerprint of every live object read. */
+  forSaving?: boolean;
 }
 
 export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult }> {
-  const live = await readLive(conn, desired);
+  const live = await readLive(conn, desired, Boolean(o.forSaving));
   const now = o.now ?? new Date();
   const base = buildPlan({
     desired, live, prune: o.prune, now,

@@ -197,7 +197,7 @@ export function registerSyncCommands(program: Command) {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out) });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, { kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, files: cfg.files, plan });
