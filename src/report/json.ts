@@ -32,6 +32,10 @@ export function planToJson(plan: Plan) {
       },
     })),
     unmanaged: plan.unmanaged,
+    key_findings: plan.keyFindings.map((f) => ({
+      address: f.address, project_env: f.projectEnv, finding: f.finding, expires_at: f.expiresAt ?? null,
+      detail: f.detail, rotation_planned: f.rotationPlanned,
+    })),
     warnings: plan.warnings,
     summary: { ...plan.summary, changes: plan.operations.length },
   };

@@ -75,6 +75,7 @@ describe('key rotation and secret safety', () => {
     expect(plan.resource_changes.map((c: any) => [c.address, c.change.action, c.change.action_reason])).toEqual([
       ['key.rot-production/acme/main', 'rotate', 'rotate_expiring'],
     ]);
+    expect(plan.key_findings).toEqual([expect.objectContaining({ address: 'key.rot-production/acme/main', finding: 'expiring', rotation_planned: true })]);
     const text = await runCli(['apply', '-f', 'config', '--auto-approve'], { env, cwd: dir });
     expect(text.code, text.stdout + text.stderr).toBe(0);
     const after = await acme();
