@@ -7,6 +7,7 @@ import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
 import { buildPlan } from '../plan/diff.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
+import { secretCollisions } from '../secrets/collisions.js';
 import { checkSecretPresence } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
@@ -92,7 +93,14 @@ export interface PlanOptions {
   forSaving?: boolean;
 }
 
+/** Refuses a configuration in which two keys would write one secret (one key would be lost). */
+export async function checkSecretNames(desired: DesiredState, baseDir: string): Promise<void> {
+  const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir }));
+  if (problems.length) throw new UsageError(`secret names collide:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+}
+
 export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult }> {
+  await checkSecretNames(desired, o.baseDir);
   const live = await readLive(conn, desired, Boolean(o.forSaving));
   const now = o.now ?? new Date();
   const base = buildPlan({

@@ -11,7 +11,7 @@ import { emptyDesiredState, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanJson, renderPlanText } from '../report/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
-import { connect, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
+import { checkSecretNames, connect, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
 import { guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
@@ -172,7 +172,8 @@ export function registerSyncCommands(program: Command) {
     .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
     .action(async (o: { file: string[]; env: string[] }) => {
-      const { desired, files } = await loadConfig(o);
+      const { desired, files, baseDir } = await loadConfig(o);
+      await checkSecretNames(desired, baseDir);
       const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);
       out(`Configuration valid: ${files.length} file(s), ${desired.projects.length} project(s), ${desired.envs.length} environment(s), ` +
         `${desired.templates.length} template(s), ${desired.clients.length} client(s), ${keys} key(s), ${desired.endpoints.length} endpoint(s).\n`);

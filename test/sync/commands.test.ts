@@ -66,6 +66,32 @@ describe('commands', () => {
     expect(r.stdout).toContain('Configuration valid: 1 file(s), 1 project(s), 2 environment(s)');
   });
 
+  it('refuses two keys that would write one secret (one key would be lost), naming both places', async () => {
+    const w = workspace({
+      'c/main.yaml': `apiVersion: kms-sync/v1
+projects:
+  - slug: twin
+    name: Twin
+    environments:
+      - type: production
+        url: https://t.example
+        templates: [{ name: std, rateLimitDay: 10 }]
+        clients:
+          - name: a
+            template: std
+            keys: [{ name: k, secret: { name: shared/slot } }]
+          - name: b
+            template: std
+            keys: [{ name: k, secret: { name: shared/slot } }]
+`,
+    });
+    for (const args of [['validate', '-f', 'c'], ['plan', '-f', 'c']]) {
+      const r = await runCli(args, { cwd: w, env: { ...env } });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/key\.twin-production\/a\/k \(c\/main\.yaml:12:\d+\) and key\.twin-production\/b\/k \(c\/main\.yaml:15:\d+\) would both write the secret "shared\/slot"/);
+    }
+  });
+
   it('init writes a starter file that references the schema and validates', async () => {
     const w = workspace();
     const r = await runCli(['init', 'kms.yaml'], { cwd: w, env: {} });
