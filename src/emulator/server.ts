@@ -15,7 +15,7 @@ export const API_BASE = '/api/v1';
 export const MAX_BODY_BYTES = 1024 * 1024;
 const CONTROL_BASE = '/__emulator';
 
-export type FaultMode = 'error' | '429' | 'drop' | 'drop-after-commit' | 'delay';
+export type FaultMode = 'error' | '429' | 'drop' | 'drop-after-commit' | 'delay' | 'delay-after-commit';
 
 /** A scripted fault: the next `times` requests matching method/route get `mode`. */
 export interface FaultRule {
@@ -300,6 +300,9 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     const params = (r.pattern.exec(path) ?? []).slice(1).map((p) => decodeURIComponent(p));
     const result = r.handle({ params, query: url.searchParams, body, headers: req.headers, started });
     if (r.mutates) persist();
+    // Committed, answer held back: opens the window where a client dies before reading the
+    // response (the crash campaign aims its kills here).
+    if (fault?.mode === 'delay-after-commit') await new Promise((ok) => setTimeout(ok, fault.delayMs ?? 1000));
     if (fault?.mode === 'drop-after-commit' || (r.mutates && options.dropRate && random() < options.dropRate)) return drop(res);
     const [status, payload] = Array.isArray(result) && typeof result[0] === 'number' ? result : [200, result];
     send(res, status as number, payload);
