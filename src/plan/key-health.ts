@@ -132,7 +132,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
       replaceOp(addr, {
         address: addr, kind: 'key', action: 'rotate', projectEnv: c.projectEnv, reason: why, actionReason: rotateReason,
         before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
-        after: after as unknown as Record<string, unknown>, changes: [], live: { clientId: lc.id, keyId: current.id }, issuesKeys: 1,
+        after: after as unknown as Record<string, unknown>, changes: [], live: { clientId: lc.id, keyId: current.id, clientKeyIds: lc.keys.map((x) => x.id) }, issuesKeys: 1,
       });
       const revokeNow = overlap === 0 || (rotateReason === 'rotate_forced' && input.revokeOld);
       if (revokeNow) {

@@ -46,7 +46,14 @@ export interface Operation {
   after: Record<string, unknown> | null;
   changes: FieldChange[];
   /** Live identifiers apply needs; never shown as changes. */
-  live?: { id?: string; clientId?: string; keyId?: string; envId?: string };
+  live?: {
+    id?: string;
+    clientId?: string;
+    keyId?: string;
+    envId?: string;
+    /** Key operations: every key id the client had when read (a lost response is judged against it). */
+    clientKeyIds?: string[];
+  };
   /** Keys issued by this operation (client creates carry their keys). */
   issuesKeys?: number;
   /** Resource is protected: the plan refuses to delete or replace it. */
