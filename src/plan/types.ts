@@ -15,7 +15,8 @@ export type ActionReason =
   | 'rotate_expiring'
   | 'rotate_forced'
   | 'rotate_secret_missing'
-  | 'reissue_lost_key';
+  | 'reissue_lost_key'
+  | 'revoke_orphan';
 
 export interface FieldChange {
   path: string;

@@ -32,7 +32,7 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { AgeKeys, ageDecrypt, ageEncrypt } from './age-keys.js';
 import { SecretStoreError, describeIoError, redactSecrets } from './errors.js';
-import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, withLock } from './fsutil.js';
+import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, removeStaleTemps, withLock } from './fsutil.js';
 import type { OpenStoreOptions, SecretMetadata, SecretStore } from './store.js';
 
 export interface JournalRecord {
@@ -385,6 +385,9 @@ export class Journal {
    * were stored. Entries whose store fails stay in the journal; their errors are returned.
    */
   async flush(resolveStore: StoreResolver): Promise<FlushResult> {
+    // Temp files of a rewrite killed mid-way (`.journal.tmp-<pid>-…`) go first.
+    const dirExists = await fs.stat(path.dirname(this.path)).then(() => true, () => false);
+    if (dirExists) await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, () => removeStaleTemps(this.path));
     const entries = await this.pending();
     const result: FlushResult = { flushed: [], failed: [] };
     const groups = new Map<string, JournalEntry[]>();
