@@ -15,6 +15,7 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { UsageError } from './errors.js';
+import { resolveOwner } from './owner.js';
 
 export interface GlobalOptions {
   file: string[];
@@ -97,6 +98,8 @@ export interface PlanOptions {
   rotateMissingSecrets?: boolean;
   /** Where recovery notes go (default: stderr). */
   notice?: (line: string) => void;
+  /** Claim resources another configuration owns when this one names them. */
+  takeOwnership?: boolean;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -120,14 +123,15 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving));
   const now = o.now ?? new Date();
+  const { owner } = await resolveOwner(desired, o.baseDir);
   const base = buildPlan({
-    desired, live, prune: o.prune, now,
-    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug) },
+    desired, live, prune: o.prune, now, ...(o.takeOwnership ? { takeOwnership: true } : {}),
+    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug), owner },
   });
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
-    const queries = keysToCheck(desired, live.state);
+    const queries = keysToCheck(desired, live.state, owner);
     if (queries.length) {
       const checked = await checkSecretPresence(registry, queries);
       secrets = checked.results;

@@ -159,6 +159,9 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   } finally {
     interrupt.dispose();
   }
+  // Orphan records whose keys this run revoked are done; then the journal goes if nothing is live.
+  await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.actionReason === 'revoke_orphan').map((op) => op.live!.keyId!)));
+  await capture.compact();
   progress.finish();
   if (result.failed.length === 0 && !result.stopReason) {
     out(`\nApply complete! ${summarizeApply(result)}`);
