@@ -13,8 +13,14 @@ export interface RawResponse {
   raw: string;
 }
 
-function parse(buf: Buffer, head: boolean): RawResponse | undefined {
-  const end = buf.indexOf('\r\n\r\n');
+function parse(all: Buffer, head: boolean): RawResponse | undefined {
+  let buf = all;
+  let end = buf.indexOf('\r\n\r\n');
+  // Interim answers (100 Continue) come before the real one.
+  while (end >= 0 && /^HTTP\/1\.[01] 1\d\d/.test(buf.subarray(0, 12).toString('latin1'))) {
+    buf = buf.subarray(end + 4);
+    end = buf.indexOf('\r\n\r\n');
+  }
   if (end < 0) return undefined;
   const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
   const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? '');
@@ -52,7 +58,7 @@ function parse(buf: Buffer, head: boolean): RawResponse | undefined {
   } catch {
     json = undefined;
   }
-  return { status, headers, body: text, json, raw: buf.toString('latin1') };
+  return { status, headers, body: text, json, raw: all.toString('latin1') };
 }
 
 /**
