@@ -153,9 +153,14 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
       chunks.push(c);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('error', () => reject(CLIENT_GONE));
+    // The connection ended mid-body (or the parser refused the rest and answered on the socket).
+    req.on('close', () => { if (!req.complete) reject(CLIENT_GONE); });
   });
 }
+
+/** The client is gone (or was already answered at the connection level): nothing left to send. */
+const CLIENT_GONE = Symbol('client gone');
 
 /** The body of a POST/PUT as JSON: empty, malformed or too deeply nested bodies are a 400. */
 async function readJsonBody(req: IncomingMessage): Promise<unknown> {
@@ -333,7 +338,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   // Node's own Host check answers without a body: `handle` checks Host instead.
   const server: Server = createServer({ requireHostHeader: false, maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (res.headersSent || res.destroyed) return;
+      if (err === CLIENT_GONE || res.headersSent || res.destroyed) return;
       if (err instanceof ApiError) {
         // Stop reading an oversized body: answer, then close the connection.
         if (err.status === 413) res.setHeader('connection', 'close');

@@ -3,6 +3,7 @@
 // CONNECT, bad control-route bodies. Never a 500, never a warning (stack) from the emulator,
 // never a state that stops answering.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -158,6 +159,7 @@ describe('requests the HTTP parser rejects, over a raw socket', () => {
     ['Content-Length with Transfer-Encoding', 'POST /api/v1/project HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'BAD_REQUEST'],
     ['two different Content-Lengths', 'POST /api/v1/project HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n{}', 400, 'BAD_REQUEST'],
     ['a malformed chunk size', `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, 400, 'BAD_REQUEST'],
+    ['a bad chunk after a good one (the handler is already reading)', `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{"\r\nzz\r\n`, 400, 'BAD_REQUEST'],
     ['the HTTP/2 preface', 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 400, 'BAD_REQUEST'],
     ['HTTP/1.1 without Host', 'GET /api/v1/project HTTP/1.1\r\n\r\n', 400, 'BAD_REQUEST'],
   ];
@@ -173,6 +175,17 @@ describe('requests the HTTP parser rejects, over a raw socket', () => {
     const res = await rawExchange(emu.port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
     expectErrorAnswer(res, 405, 'METHOD_NOT_ALLOWED', /not a proxy/);
     expect(res.headers.allow).toBeDefined();
+  });
+
+  it('a client that disconnects mid-body leaves nothing behind', async () => {
+    await new Promise<void>((done) => {
+      const socket = connect(emu.port, '127.0.0.1', () => {
+        socket.write(`POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nContent-Length: 500\r\n\r\n{"slug":"half`);
+        setTimeout(() => { socket.destroy(); done(); }, 50);
+      });
+    });
+    await new Promise((ok) => setTimeout(ok, 50));
+    expect((await projectListStillReadable()).data.map((p) => p.slug)).not.toContain('half');
   });
 
   it('the emulator keeps serving after all of them', async () => {
