@@ -39,8 +39,6 @@ afterEach(() => {
   expect(warnings, 'the emulator reported an internal error').toEqual([]);
 });
 
-const base = () => emu.url.replace(/\/api\/v1$/, '');
-
 async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(`${emu.url}${path}`, {
     method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json', ...headers }, body: body === undefined ? undefined : JSON.stringify(body),

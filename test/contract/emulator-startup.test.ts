@@ -19,7 +19,7 @@ beforeAll(async () => {
   const emu = await startEmulator({ port: 0, apiKeys: [API_KEY], dataFile: file });
   const call = (method: string, path: string, body?: unknown) => fetch(`${emu.url}${path}`, {
     method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
-  }).then((r) => r.json() as Promise<Record<string, never>>);
+  }).then((r) => r.json() as Promise<unknown>);
   try {
     await call('POST', '/project', { slug: 'st', name: 'S', envs: [{ type: 'production', url: 'https://s.example', templates: [{ name: 't', rateLimitDay: 5 }] }] });
     const templateId = (await call('GET', '/client/templates?project_env=st-production') as { data: { id: string }[] }).data[0]!.id;
