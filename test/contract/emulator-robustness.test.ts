@@ -287,6 +287,17 @@ describe('control routes', () => {
     expect((await api('GET', '/project')).status).toBe(503);
     expect((await control('DELETE', '/faults')).status).toBe(200);
     await projectListStillReadable();
+    // Every mode is accepted with its own options (the crash campaign scripts delay-after-commit).
+    const all = await control('POST', '/faults', JSON.stringify({ rules: [
+      { method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 600, times: 3 },
+      { method: 'PUT', route: '/client/{client_uuid}', mode: 'drop-after-commit' },
+      { method: 'GET', route: '/client', mode: '429', retryAfterSeconds: 0 },
+      { route: '/endpoint/{method_path}', mode: 'delay', delayMs: 0 },
+      { mode: 'drop' },
+    ] }));
+    expect(all.json).toEqual({ success: true, active: 5 });
+    expect((await control('DELETE', '/faults')).status).toBe(200);
+    await projectListStillReadable();
     const counts = await control('GET', '/counts');
     expect((counts.json as Record<string, number>)['GET /project']).toBeGreaterThan(0);
   });
