@@ -3,7 +3,7 @@
 // rules (a failure stops the run after its phase; a store failure stops key issuing; an interrupt
 // stops new requests while the ones in flight finish) — never how a kind is written.
 import { BULK_LIMIT } from '../api/client.js';
-import { groupBy, type JsonObject } from '../model/index.js';
+import { deepEqualJson, groupBy, type JsonObject } from '../model/index.js';
 import type { KeyAfter, Operation, Plan } from '../plan/types.js';
 import { errorText, TemplateIds, type ApplyContext } from './context.js';
 import { KeyStoreFailure, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
@@ -66,7 +66,18 @@ function chunk<T>(items: readonly T[], size: number): T[][] {
 }
 
 const keysOf = (op: Operation) => (op.after as { keys?: KeyAfter[] }).keys ?? [];
-const changedFields = (op: Operation) => new Set(op.changes.map((c) => c.path.split('.')[0]!));
+/**
+ * The top-level fields an update writes: the changed ones, plus metadata whenever the metadata to
+ * write differs from the live one (it carries the ownership markers and the digest of what is
+ * applied, which are written without showing as changes).
+ */
+const changedFields = (op: Operation) => {
+  const fields = new Set(op.changes.map((c) => c.path.split('.')[0]!));
+  const before = (op.before as { metadata?: JsonObject } | null)?.metadata;
+  const after = (op.after as { metadata?: JsonObject } | null)?.metadata;
+  if (after && !deepEqualJson(before ?? {}, after)) fields.add('metadata');
+  return fields;
+};
 
 export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
   const { plan } = opts;

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApiError } from '../api/http.js';
 import type { KmsClient, WireEndpoint } from '../api/client.js';
-import { acquireLock, ensureDir, LockTimeoutError } from '../secrets/fsutil.js';
+import { acquireLock, ensureDir, LockTimeoutError, pidAlive } from '../secrets/fsutil.js';
 
 export const LOCK_PATH_PREFIX = '/__kms-sync/lock/';
 const LOCK_METHOD = 'POST';
@@ -59,7 +59,10 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   const held: string[] = [];
   const mp = `${LOCK_METHOD}:${lockPathFor(o.owner)}`;
   const holder = `${os.hostname()} pid ${process.pid} run ${randomUUID().slice(0, 8)}`;
-  const metadata = () => ({ owner: o.owner, holder, acquiredAt: new Date().toISOString(), expiresAt: new Date(Date.now() + LOCK_TTL_MS).toISOString() });
+  const acquiredAt = new Date().toISOString();
+  const metadata = () => ({
+    owner: o.owner, holder, host: os.hostname(), pid: process.pid, acquiredAt, expiresAt: new Date(Date.now() + LOCK_TTL_MS).toISOString(),
+  });
   const releaseAll = async () => {
     for (const env of held.splice(0)) {
       await o.api.deleteEndpoint(env, mp).catch(() => undefined); // an expired lock may be gone already
@@ -84,8 +87,11 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
           if (!(e instanceof ApiError) || e.status !== 409) throw e;
         }
         const current = await o.api.listEndpoints(env).then((list) => list.find((x) => `${x.method.toUpperCase()}:${x.path}` === mp));
-        const info = (current?.metadata ?? {}) as { holder?: string; acquiredAt?: string; expiresAt?: string };
-        if (!current || (info.expiresAt && Date.parse(info.expiresAt) < Date.now())) {
+        const info = (current?.metadata ?? {}) as { holder?: string; host?: string; pid?: number; acquiredAt?: string; expiresAt?: string };
+        // Stale: its time ran out, or it was taken on this machine by a process that is gone (a
+        // killed run; this one holds the local lock, so no live run of this folder has it).
+        const dead = info.host === os.hostname() && typeof info.pid === 'number' && info.pid !== process.pid && !pidAlive(info.pid);
+        if (!current || dead || (info.expiresAt && Date.parse(info.expiresAt) < Date.now())) {
           // Gone meanwhile, or its run died without releasing it: break it and try again.
           if (current) await o.api.deleteEndpoint(env, mp).catch(() => undefined);
           continue;

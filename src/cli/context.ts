@@ -10,6 +10,7 @@ import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { planDestroy } from '../plan/removal.js';
+import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
 import { summarize } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
 import { secretCollisions } from '../secrets/collisions.js';
@@ -116,6 +117,8 @@ export interface PlanOptions {
   owner?: string;
   /** Environments that left the configuration (LoadedConfig.leaving): removed by ownership. */
   leaving?: (projectEnv: string) => boolean;
+  /** `.kmsignore` rules: resources they ignore are never deleted (plan/ignore.ts). */
+  ignore?: IgnoreRules;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -188,7 +191,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
     ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
   });
   plan.warnings.push(...recovery.warnings, ...warnings);
-  return { plan, live, capture, registry };
+  return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
 }
 
 /** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */

@@ -19,7 +19,7 @@ import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
 import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
-import { addReportOptions, emitPlanReport, type ReportFlags } from './report-output.js';
+import { addReportOptions, emitPlanReport, loadIgnoreRules, type ReportFlags } from './report-output.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
@@ -323,11 +323,12 @@ export function registerSyncCommands(program: Command) {
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
-    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean }) => {
+    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
+    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile) });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, {
@@ -351,7 +352,8 @@ export function registerSyncCommands(program: Command) {
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
-    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean }) => {
+    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
       const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
         if (plan.operations.length === 0) {
           if (saved) out('Nothing to do.\n');
@@ -394,7 +396,7 @@ export function registerSyncCommands(program: Command) {
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const { plan } = await planFor(conn, cfg.desired, {
             prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving,
+            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile),
           });
           printPlan(plan, o);
           await applyIt(conn, plan, cfg.baseDir, false);

@@ -8,7 +8,7 @@ import {
   type LiveClient, type LiveEndpoint, type ResourceKind,
 } from '../model/index.js';
 import {
-  managedMetadata, OWNER_ID_KEY, ownershipOf, PROTECTED_MARKER_KEY, withoutMarkers, type Ownership,
+  APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, OWNER_ID_KEY, ownershipOf, PROTECTED_MARKER_KEY, withoutMarkers, type Ownership,
 } from './ownership.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type FieldChange, type KeyAfter, type Operation, type Plan, type UnmanagedResource } from './types.js';
@@ -30,11 +30,14 @@ export interface PlanInput {
  * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
  * protection marker always follows `protected`.
  */
-function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string): JsonObject {
+function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string): JsonObject {
   const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
   if (ownershipOf(live, owner).kind !== 'none') {
     out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
     out[OWNER_ID_KEY] = owner;
+    // The digest of what is applied: computed only for a resource that changes (`applied`).
+    const record = applied ?? live[APPLIED_KEY];
+    if (record !== undefined) out[APPLIED_KEY] = record;
   }
   if (isProtected) out[PROTECTED_MARKER_KEY] = 'true';
   return out;
@@ -106,13 +109,31 @@ export function keyAfter(k: DesiredKey): KeyAfter {
   };
 }
 
+/** The fields of a client its configuration manages, desired and live: what the applied digest covers. */
+function clientRecord(c: DesiredClient, lc?: LiveClient): Record<string, JsonValue | undefined> {
+  if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata };
+  return {
+    type: c.type !== undefined ? (lc.type ?? null) : undefined, template: lc.templateName ?? lc.templateId ?? null,
+    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined, metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
+  };
+}
+
+function endpointRecord(e: DesiredEndpoint, le?: LiveEndpoint): Record<string, JsonValue | undefined> {
+  if (!le) return { name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
+  const pick = <T extends JsonValue | undefined>(declared: unknown, v: T) => (declared !== undefined ? (v ?? null) : undefined);
+  return {
+    name: pick(e.name, le.name), description: pick(e.description, le.description), request: pick(e.request, le.request),
+    response: pick(e.response, le.response), metadata: e.metadata !== undefined ? withoutMarkers(le.metadata) : undefined,
+  };
+}
+
 function clientAfter(c: DesiredClient, owner: string): Record<string, unknown> {
   return {
     name: c.name,
     ...(c.type !== undefined ? { type: c.type } : {}),
     template: c.template,
     ...(c.ipWhitelist !== undefined ? { ipWhitelist: c.ipWhitelist } : {}),
-    metadata: managedMetadata(c.metadata, c.protected, owner),
+    metadata: managedMetadata(c.metadata, c.protected, owner, appliedDigest(clientRecord(c))),
   };
 }
 
@@ -129,7 +150,7 @@ function endpointAfter(e: DesiredEndpoint, owner: string): Record<string, unknow
     ...(e.description !== undefined ? { description: e.description } : {}),
     ...(e.request !== undefined ? { request: e.request } : {}),
     ...(e.response !== undefined ? { response: e.response } : {}),
-    metadata: managedMetadata(e.metadata, e.protected, owner),
+    metadata: managedMetadata(e.metadata, e.protected, owner, appliedDigest(endpointRecord(e))),
   };
 }
 
@@ -327,14 +348,17 @@ export function buildPlan(input: PlanInput): Plan {
       continue;
     }
     // The before/after objects are built only for a client that changed: most of them did not.
-    const metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner);
+    let metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner);
     const changes: FieldChange[] = [];
     if (c.type !== undefined) addChange(changes, 'type', lc.type, c.type);
     addChange(changes, 'template', lc.templateName ?? lc.templateId, c.template);
     if (c.ipWhitelist !== undefined) addChange(changes, 'ipWhitelist', lc.ipWhitelist, c.ipWhitelist);
     addObjectChanges(changes, 'metadata', lc.metadata, metadata);
     if (changes.length) {
+      const applied = appliedDigest(clientRecord(c));
+      metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner, applied);
       ops.push({
+        drift: driftOrigin(lc.metadata[APPLIED_KEY], applied, appliedDigest(clientRecord(c, lc))),
         address: address.client(c.projectEnv, c.name), kind: 'client', action: 'update', projectEnv: c.projectEnv,
         reason: ownership.kind === 'legacy' ? claimReason(changes) : `${[...new Set(changes.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
         actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c, owner), metadata }, changes, live: { id: lc.id },
@@ -393,6 +417,7 @@ export function buildPlan(input: PlanInput): Plan {
       continue;
     }
     const before = endpointBefore(le);
+    let target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner);
     const immutable = [
       ...(e.request !== undefined ? change('request', le.request, e.request) : []),
       ...(e.response !== undefined ? change('response', le.response, e.response) : []),
@@ -400,8 +425,15 @@ export function buildPlan(input: PlanInput): Plan {
     const mutable = [
       ...(e.name !== undefined ? change('name', le.name, e.name) : []),
       ...(e.description !== undefined ? change('description', le.description, e.description) : []),
-      ...objectChanges('metadata', le.metadata ?? {}, targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner)),
+      ...objectChanges('metadata', le.metadata ?? {}, target),
     ];
+    // Only a changed endpoint gets a new digest of what is applied, and a drift origin.
+    let origin: Operation['drift'];
+    if (immutable.length || mutable.length) {
+      const applied = appliedDigest(endpointRecord(e));
+      target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner, applied);
+      origin = driftOrigin(le.metadata?.[APPLIED_KEY], applied, appliedDigest(endpointRecord(e, le)));
+    }
     if (immutable.length) {
       if (e.protected) {
         warnings.push(`${addr}: ${immutable.map((c) => c.path).join(' and ')} changed, which needs the endpoint replaced, but it is protected; not replaced`);
@@ -410,7 +442,7 @@ export function buildPlan(input: PlanInput): Plan {
           address: addr, kind: 'endpoint', action: 'replace', projectEnv: e.projectEnv,
           // The replacement is a new resource created by kms-sync: it carries the marker.
           reason: `${immutable.map((c) => c.path).join(' and ')} cannot be updated in place (replacing resets the endpoint's usage stats)`,
-          actionReason: 'replace_immutable_field', before, after, changes: [...immutable, ...mutable],
+          actionReason: 'replace_immutable_field', before, after, changes: [...immutable, ...mutable], ...(origin ? { drift: origin } : {}),
         });
         continue;
       }
@@ -419,7 +451,7 @@ export function buildPlan(input: PlanInput): Plan {
       ops.push({
         address: addr, kind: 'endpoint', action: 'update', projectEnv: e.projectEnv,
         reason: eOwnership.kind === 'legacy' ? claimReason(mutable) : `${[...new Set(mutable.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before, after: { ...after, metadata: targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner) }, changes: mutable,
+        actionReason: 'update_changed', before, after: { ...after, metadata: target }, changes: mutable, ...(origin ? { drift: origin } : {}),
         ...(e.protected ? { protected: true } : {}),
       });
     }

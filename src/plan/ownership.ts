@@ -1,6 +1,28 @@
 // Who owns a live resource (DESIGN.md "Ownership"): the markers kms-sync writes into the metadata
 // of what it creates (clients, endpoints), and how a configuration reads them.
-import { OWNER_MARKER_KEY, OWNER_MARKER_VALUE, type JsonObject } from '../model/index.js';
+import { createHash } from 'node:crypto';
+import { canonicalJson, OWNER_MARKER_KEY, OWNER_MARKER_VALUE, type JsonObject, type JsonValue } from '../model/index.js';
+
+/**
+ * Metadata key holding a digest of what kms-sync last applied to a resource (the fields its
+ * configuration manages), so drift can tell "changed outside" (live moved since the last apply)
+ * from "pending" (the configuration changed and was not applied yet).
+ */
+export const APPLIED_KEY = 'kms-sync/applied';
+
+/** Digest of the managed fields of a resource; fields left out (undefined) are not managed. */
+export function appliedDigest(fields: Record<string, JsonValue | undefined>): string {
+  const defined: JsonObject = {};
+  for (const [k, v] of Object.entries(fields)) if (v !== undefined) defined[k] = v;
+  return createHash('sha256').update(canonicalJson(defined)).digest('hex').slice(0, 16);
+}
+
+/** Where a difference comes from, judged against the digest recorded at the last apply. */
+export function driftOrigin(recorded: JsonValue | undefined, desired: string, live: string): 'outside' | 'pending' | 'both' {
+  if (typeof recorded !== 'string') return 'outside'; // no record (made before kms-sync recorded one)
+  if (recorded === desired) return 'outside';
+  return recorded === live ? 'pending' : 'both';
+}
 
 export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
 
@@ -25,17 +47,18 @@ export function ownershipOf(metadata: JsonObject | undefined, owner: string): Ow
 }
 
 /** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
-export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string): JsonObject {
+export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string, applied: string): JsonObject {
   return {
     ...(metadata ?? {}),
     [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE,
     [OWNER_ID_KEY]: owner,
+    [APPLIED_KEY]: applied,
     ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
   };
 }
 
 export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, ...rest } = metadata ?? {};
+  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, [APPLIED_KEY]: _a, ...rest } = metadata ?? {};
   return rest;
 }
 

@@ -59,6 +59,11 @@ export interface Operation {
   issuesKeys?: number;
   /** Resource is protected: the plan refuses to delete or replace it. */
   protected?: boolean;
+  /**
+   * For updates and replaces of resources that record what was last applied: whether the live
+   * object moved since (outside), the configuration changed since (pending), or both.
+   */
+  drift?: 'outside' | 'pending' | 'both';
 }
 
 export interface UnmanagedResource {

@@ -149,11 +149,11 @@ describe('kms-sync drift against the emulator', () => {
     expect(text.code).toBe(2);
     expect(text.stdout).toContain('Changed outside kms-sync (1):');
     expect(text.stdout).toContain('ipWhitelist  live ["0.0.0.0/0"]  →  desired ["10.0.0.0/8"]');
-    expect(text.stdout).toContain('Drift: 7 found: 1 changed outside, 1 missing, 2 unmanaged, 2 secret missing, 1 expiring; 0 ignored.');
+    expect(text.stdout).toContain('Drift: 7 found: 1 changed outside, 0 pending, 1 missing, 2 unmanaged, 2 secret missing, 1 expiring; 0 ignored.');
     const md = await drift('--format', 'markdown');
     expect(md.code).toBe(2);
     expect(md.stdout).toMatch(/^<!-- kms-sync:[0-9a-f]{16} -->\n/);
-    expect(md.stdout).toContain('| **Total** | 1 | 1 | 2 | 2 | 1 | 7 |');
+    expect(md.stdout).toContain('| **Total** | 1 | 0 | 1 | 2 | 2 | 1 | 7 |');
     // Keys whose secret is not held are reported, not rotated (they may be in use: issue 11), and
     // the expiring key does not auto-rotate: nothing would be deleted, replaced or rotated.
     expect(md.stdout).toContain('Secret missing');

@@ -103,7 +103,9 @@ describe('sync engine against the emulator', () => {
     const prod = await clients('shop-production');
     expect(prod.map((c) => c.name).sort()).toEqual(['globex', 'initech']);
     // Owner id derived from the folder outside git (README "Ownership"): local:<folder>.
-    expect(prod.find((c) => c.name === 'globex').metadata).toEqual({ team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'local:config' });
+    expect(prod.find((c) => c.name === 'globex').metadata).toEqual({
+      team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'local:config', 'kms-sync/applied': expect.stringMatching(/^[0-9a-f]{16}$/),
+    });
     // The raw keys are in the store, readable and valid against the service.
     const s = store();
     const names = (await s.list()).map((x) => x.name).sort();

@@ -221,3 +221,40 @@ describe('environments that leave the configuration, and destroy', () => {
     expect(list).not.toContain('own');
   });
 });
+
+describe('drift tells pending changes from changes made outside', () => {
+  const drift = async (folder: string) => {
+    const r = await cli(['drift', '-f', folder, '--format', 'json', '--no-usage']);
+    expect([0, 2]).toContain(r.code);
+    return JSON.parse(r.stdout) as { items: { category: string; address: string }[] };
+  };
+  it('an unapplied edit is pending, an edit behind kms-sync\'s back is changed outside', async () => {
+    const withMeta = (team: string) => config({ owner: 'team-a', clients: ['alpha'] }).replace('            template: std\n', `            template: std\n            metadata: { team: ${team} }\n`);
+    write('config/kms.yaml', withMeta('payments'));
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    // The configuration changes and is not applied: pending, not "changed outside".
+    write('config/kms.yaml', withMeta('growth'));
+    expect((await drift('config')).items.map((i) => [i.category, i.address])).toEqual([['pending', 'client.own-production/alpha']]);
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    // Someone edits the live client: changed outside.
+    const alpha = (await clients()).find((c) => c.name === 'alpha');
+    await api('PUT', `/client/${alpha.id}?project_env=own-production`, { metadata: { ...alpha.metadata, team: 'by-hand' } });
+    expect((await drift('config')).items.map((i) => [i.category, i.address])).toEqual([['changed_outside', 'client.own-production/alpha']]);
+    // Both at once: reported under both.
+    write('config/kms.yaml', withMeta('security'));
+    expect((await drift('config')).items.map((i) => i.category).sort()).toEqual(['changed_outside', 'pending']);
+  });
+
+  it('plan --prune never deletes what .kmsignore ignores, and says so', async () => {
+    write('config/kms.yaml', config({ owner: 'team-a', clients: ['alpha'] }));
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    const tpl = (await api('GET', '/client/templates?project_env=own-production')).data[0];
+    await api('POST', '/client?project_env=own-production', [{ name: 'by-hand', templateId: tpl.id, keys: [] }, { name: 'other-hand', templateId: tpl.id, keys: [] }]);
+    write('.kmsignore', 'client.own-production/by-hand\n');
+    const plan = await planJson('config', '--prune');
+    expect(plan.resource_changes.map((c) => [c.address, c.change.action])).toEqual([['client.own-production/other-hand', 'delete']]);
+    expect(plan.unmanaged).toEqual([expect.objectContaining({ address: 'client.own-production/by-hand', note: expect.stringContaining('ignored by .kmsignore:1') })]);
+    expect((await cli(['apply', '-f', 'config', '--auto-approve', '--prune'])).code).toBe(0);
+    expect((await clients()).map((c) => c.name).sort()).toEqual(['alpha', 'by-hand']);
+  });
+});
