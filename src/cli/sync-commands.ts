@@ -18,6 +18,7 @@ import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
 import { addReportOptions, emitPlanReport, type ReportFlags } from './report-output.js';
+import { addCdktfOptions } from './cdktf-input.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
@@ -36,7 +37,7 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 /** Flags shared by every command that reads configuration and/or talks to the service. */
 function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean } = { config: true, service: true }): Command {
-  if (opts.config !== false) cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []);
+  if (opts.config !== false) addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []));
   cmd.option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, []);
   if (opts.service !== false) {
     cmd
@@ -166,12 +167,12 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
 }
 
 export function registerSyncCommands(program: Command) {
-  program
+  addCdktfOptions(program
     .command('validate')
     .description('check configuration files offline (no credentials, no network): syntax, schema, references, duplicates')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
+    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
-    .action(async (o: { file: string[]; env: string[] }) => {
+    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack'>) => {
       const { desired, files, baseDir } = await loadConfig(o);
       await checkSecretNames(desired, baseDir);
       const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);
