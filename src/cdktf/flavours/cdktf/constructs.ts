@@ -57,24 +57,45 @@ export interface KmsEnvironmentConfig extends Omit<EnvironmentConfig, 'project'>
 
 /** A kms_environment that adds its templates, clients and endpoints. */
 export class KmsEnvironment extends Environment {
+  private readonly templatesByName = new Map<string, Template>();
+
   constructor(scope: Construct, id: string, config: KmsEnvironmentConfig) {
     const { project, ...rest } = config;
     super(scope, id, { ...rest, project: typeof project === 'string' ? project : project.slug });
   }
 
   addTemplate(name: string, props: TemplateProps): Template {
-    return new Template(this, name, { ...props, projectEnv: this.projectEnv, name });
+    const t = new Template(this, name, { ...props, projectEnv: this.projectEnv, name });
+    this.templatesByName.set(name, t);
+    return t;
   }
 
-  /** A client of this environment, created in `scope` (default: the environment; a team construct reads better). */
+  /**
+   * A template added with addTemplate. Referencing it (rather than its name as a string) makes
+   * Terraform create the template before the clients that use it.
+   */
+  template(name: string): Template {
+    const t = this.templatesByName.get(name);
+    if (!t) throw new Error(`no template "${name}" was added to ${this.node.path} (added: ${[...this.templatesByName.keys()].join(', ') || 'none'})`);
+    return t;
+  }
+
+  /**
+   * A client of this environment, created in `scope`: the environment by default, or e.g. a team
+   * construct (its construct id is then prefixed with this environment's: `production-globex`).
+   */
   addClient(name: string, props: Omit<KmsClientConfig, 'environment' | 'name'>, scope: Construct = this): KmsClient {
-    return new KmsClient(scope, name, { ...props, environment: this, name });
+    return new KmsClient(scope, this.childId(scope, name), { ...props, environment: this, name });
   }
 
   addEndpoint(method: string, path: string, props: EndpointProps = {}, scope: Construct = this): Endpoint {
     const { id, ...rest } = props;
-    const constructId = id ?? `${method.toUpperCase()} ${path.split('/').filter(Boolean).join('.') || 'root'}`;
+    const constructId = id ?? this.childId(scope, `${method.toUpperCase()} ${path.split('/').filter(Boolean).join('.') || 'root'}`);
     return new Endpoint(scope, constructId, { ...rest, projectEnv: this.projectEnv, method, path });
+  }
+
+  private childId(scope: Construct, id: string): string {
+    return scope === this ? id : `${this.node.id}-${id}`;
   }
 }
 
