@@ -10,6 +10,7 @@ import { readVariableValues } from './variables.js';
 export { CdktfError } from './synth.js';
 export type { Diagnostic, ForeignDocument, PathSegment } from './documents.js';
 export { PROVIDER_SOURCE, RESOURCE_MAPPINGS, KMS_RESOURCE_TYPES } from './mapping.js';
+export { desiredStateToCdktf, type CdktfExportOptions, type CdktfFlavour } from './export.js';
 
 export interface CdktfOptions {
   /** Folder of cdktf.json: its app is run to synthesize (unless outDir is given). */

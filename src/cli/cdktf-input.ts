@@ -1,6 +1,11 @@
-// The CDKTF flags of validate, plan, apply, drift and rotate: --cdktf [DIR], --cdktf-out DIR, --stack NAME.
+// The CDKTF flags of validate, plan, apply, drift and rotate (--cdktf [DIR], --cdktf-out DIR,
+// --stack NAME), and the CDKTF form of export (--format cdktf|cdktn -o DIR).
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { Command } from 'commander';
-import { CdktfError, loadCdktf, type CdktfInput } from '../cdktf/index.js';
+import { CdktfError, desiredStateToCdktf, loadCdktf, type CdktfFlavour, type CdktfInput } from '../cdktf/index.js';
+import type { DesiredState } from '../model/index.js';
 import { UsageError } from './errors.js';
 
 export interface CdktfFlags {
@@ -39,4 +44,18 @@ export async function readCdktfFlags(o: CdktfFlags): Promise<CdktfInput | undefi
     if (e instanceof CdktfError) throw new UsageError(e.message);
     throw e;
   }
+}
+
+/**
+ * `export --format cdktf|cdktn -o DIR`: writes the project files into DIR, refusing to overwrite
+ * any of them (nothing is written when one exists).
+ */
+export async function writeCdktfExport(dir: string, desired: DesiredState, flavour: CdktfFlavour, header: string[]): Promise<string[]> {
+  const files = desiredStateToCdktf(desired, { flavour, header });
+  const target = path.resolve(dir);
+  const existing = [...files.keys()].filter((f) => existsSync(path.join(target, f)));
+  if (existing.length) throw new UsageError(`${dir} already has ${existing.join(', ')}; refusing to overwrite`);
+  await mkdir(target, { recursive: true });
+  for (const [name, text] of files) await writeFile(path.join(target, name), text, { flag: 'wx' });
+  return [...files.keys()];
 }
