@@ -399,6 +399,9 @@ class StackReader {
     if ('client' in m.parents) refs.push(['client', 'kms_client']);
     if (n.type === 'kms_client') refs.push(['template', 'kms_template']);
     for (const [attr, parentType] of refs) {
+      // The parent's id (`<project_env>/<name>`), written out or referenced, names the parent.
+      const v = values[attr];
+      if (projectEnv !== undefined && typeof v === 'string' && v.startsWith(`${projectEnv}/`)) values[attr] = v.slice(projectEnv.length + 1);
       const raw = n.body[attr];
       const ref = typeof raw === 'string' ? /^\$\{([a-z_]+)\.([A-Za-z0-9_-]+)\.id\}$/.exec(raw) : null;
       if (!ref || ref[1] !== parentType) continue;

@@ -86,7 +86,7 @@ describe.each(FLAVOURS)('user-style stack with kms-sync/%s', (flavour) => {
     expect(stack.provider.kms[0].secret_store[0]).toEqual({ name: 'vault', uri: 'file:./secrets', default: true });
     const [clientId, client] = Object.entries(stack.resource.kms_client).find(([, c]) => (c as { name: string }).name === 'globex')!;
     expect(client).toMatchObject({ ip_whitelist: ['10.0.0.0/8'], metadata: { team: 'payments', trial: true }, template: 'gold' });
-    expect((client as { '//': { metadata: { path: string } } })['//'].metadata.path).toBe('acme/globex');
+    expect((client as { '//': { metadata: { path: string } } })['//'].metadata.path).toBe('acme/production-globex'); // added from another scope
     const key = Object.values(stack.resource.kms_key)[0] as Record<string, unknown>;
     expect(key).toMatchObject({ client: `\${kms_client.${clientId}.name}`, ttl: '90d', auto_rotate: true, secret_store: 'vault' });
     expect(Object.values(stack.resource.kms_environment)[0]).toMatchObject({ lifecycle: { prevent_destroy: true }, url: '${var.url}' });

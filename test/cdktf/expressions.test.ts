@@ -9,9 +9,9 @@ const ctx = {
   resolve(ref: { parts: Array<string | number>; text: string }) {
     const key = ref.parts.slice(0, 2).join('.');
     if (!(key in refs)) throw new ExpressionError(`${ref.text}: unknown`);
-    let v = refs[key] as never;
-    for (const p of ref.parts.slice(2)) v = (v as Record<string | number, never>)[p];
-    return v;
+    let v = refs[key] as unknown;
+    for (const p of ref.parts.slice(2)) v = (v as Record<string | number, unknown>)[p];
+    return v as never;
   },
 };
 const ev = (v: unknown) => evaluateJson(v, ctx);

@@ -42,7 +42,7 @@ new Key(s, 'primary', {
   projectEnv: c.projectEnv, client: c.id, name: 'primary', ttl: '90d', autoRotate: rotate.booleanValue,
   rotationWindow: '14d', rotationOverlap: '0s', secretStore: 'team', secretName: Fn.join('/', ['acme', c.name, 'primary']), protected: true,
 });
-c.addKey('fallback', { expiresAt: '2027-01-01' });
+new Key(s, 'fallback', { projectEnv: 'acme-production', client: 'acme-production/globex', name: 'fallback', expiresAt: '2027-01-01' });
 new Endpoint(s, 'pay', {
   projectEnv: env.projectEnv, method: 'post', path: '/v1/payments', name: 'Create payment', description: 'Charges',
   request: { type: 'object', required: ['amount'] }, response: { type: 'object' }, metadata: { team: 'payments' }, protected: true,

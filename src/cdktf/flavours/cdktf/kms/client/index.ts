@@ -22,7 +22,7 @@ export interface ClientConfig extends cdktf.TerraformMetaArguments {
   */
   readonly name: string;
   /**
-  * Name of a template of the same environment; reference kms_template.name.
+  * Name of a template of the same environment; reference kms_template.name (the template's id, <project_env>/<name>, is accepted too).
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/latest/docs/resources/client#template Client#template}
   */

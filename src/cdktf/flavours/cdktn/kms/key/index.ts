@@ -16,7 +16,7 @@ export interface KeyConfig extends cdktn.TerraformMetaArguments {
   */
   readonly projectEnv: string;
   /**
-  * Name of the client in the same environment; reference kms_client.name. Changing it replaces the key.
+  * Name of the client in the same environment; reference kms_client.name (the client's id, <project_env>/<name>, is accepted too). Changing it replaces the key.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/latest/docs/resources/key#client Key#client}
   */
