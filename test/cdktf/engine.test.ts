@@ -131,7 +131,7 @@ describe('CDKTF front end against the emulator', () => {
 // (CDKTF → YAML is above; the cdktn flavour applies here.)
 describe.each([['YAML', 'cdktf'], ['cdktn', 'YAML']] as const)('apply from %s, then %s plans no changes', (from, then) => {
   it('converges', async () => {
-    const flavour: Flavour = from === 'cdktn' || then === 'cdktn' ? 'cdktn' : 'cdktf';
+    const flavour: Flavour = from === 'cdktn' ? 'cdktn' : 'cdktf';
     const dir = bothExamples(flavour);
     const env = await service(dir);
     const args = (which: string) => (which === 'YAML' ? YAML_FILES : ['--cdktf', '.']);
