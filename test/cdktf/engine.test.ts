@@ -128,6 +128,14 @@ describe('CDKTF front end against the emulator', () => {
   }, 60_000);
 });
 
+it('demo --cdktf applies the example stack to an in-process emulator and ends with no changes', async () => {
+  const w = cdktfProject();
+  const r = await runCli(['demo', '--cdktf'], { cwd: w, env: { SOPS_AGE_KEY_FILE: path.join(w, 'age.txt') } });
+  expect(r.code, r.stdout + r.stderr).toBe(0);
+  expect(r.stdout).toContain('Keys issued and stored (12)');
+  expect(r.stdout).toContain('No changes.');
+}, 60_000);
+
 // (CDKTF → YAML is above; the cdktn flavour applies here.)
 describe.each([['YAML', 'cdktf'], ['cdktn', 'YAML']] as const)('apply from %s, then %s plans no changes', (from, then) => {
   it('converges', async () => {
