@@ -3,7 +3,6 @@
 // the very same schema checks, normalisation, reference checks and duplicate-identity rule as for
 // YAML files, across YAML and CDKTF alike; problems point at `<construct path>.<attribute>`.
 import path from 'node:path';
-import { LineCounter, isMap, isSeq, isScalar, parseDocument, type Document } from 'yaml';
 import type { JsonValue } from '../model/index.js';
 import { RESOURCE_MAPPINGS, STORE_FIELDS, splitProjectEnv } from './mapping.js';
 import type { ReadStack, StackProblem, SynthesizedStack } from './stack-reader.js';
@@ -48,34 +47,92 @@ function formatRest(rest: readonly PathSegment[]): string {
   return rest.map((s) => (typeof s === 'number' ? `[${s}]` : /^[A-Za-z_][\w-]*$/.test(s) ? `.${s}` : `[${JSON.stringify(s)}]`)).join('');
 }
 
-/** line:column of a path in a cdk.tf.json text (the deepest part that exists). */
+/**
+ * line:column of paths in a cdk.tf.json text, from one linear scan that records where each value
+ * starts (up to a depth that covers resources, their attributes and list items, and provider
+ * blocks). Lookups fall back to the deepest recorded ancestor.
+ */
 class Positions {
-  private doc: Document.Parsed | undefined;
-  private readonly lines = new LineCounter();
+  private offsets: Map<string, number> | undefined;
+  private lineStarts: number[] | undefined;
   private readonly text: string;
   constructor(text: string) {
     this.text = text;
   }
 
   at(jsonPath: readonly PathSegment[]): { line: number; column: number } {
-    this.doc ??= parseDocument(this.text, { lineCounter: this.lines, keepSourceTokens: false });
-    let node: unknown = this.doc.contents;
-    let offset = (node as { range?: [number] } | null)?.range?.[0] ?? 0;
-    for (const seg of jsonPath) {
-      if (isMap(node)) {
-        const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(seg));
-        if (!pair) break;
-        node = pair.value;
-      } else if (isSeq(node) && typeof seg === 'number') {
-        node = node.items[seg];
-      } else break;
-      const start = (node as { range?: [number] } | null)?.range?.[0];
-      if (start === undefined) break;
-      offset = start;
+    this.offsets ??= indexJson(this.text, 6);
+    let offset = 0;
+    for (let k = jsonPath.length; k >= 0; k--) {
+      const o = this.offsets.get(jsonPath.slice(0, k).join('\u0000'));
+      if (o !== undefined) { offset = o; break; }
     }
-    const p = this.lines.linePos(offset);
-    return { line: p.line, column: p.col };
+    if (!this.lineStarts) {
+      this.lineStarts = [0];
+      for (let i = this.text.indexOf('\n'); i >= 0; i = this.text.indexOf('\n', i + 1)) this.lineStarts.push(i + 1);
+    }
+    let lo = 0;
+    let hi = this.lineStarts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.lineStarts[mid]! <= offset) lo = mid;
+      else hi = mid - 1;
+    }
+    return { line: lo + 1, column: offset - this.lineStarts[lo]! + 1 };
   }
+}
+
+/** Offsets of the values of a JSON text by path (segments joined by NUL), down to `maxDepth`. */
+function indexJson(text: string, maxDepth: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let i = 0;
+  const ws = () => {
+    for (let c = text.charCodeAt(i); c === 32 || c === 10 || c === 13 || c === 9; c = text.charCodeAt(++i));
+  };
+  /** Skips a string starting at i (a quote); returns its value when `keep`. */
+  const string = (keep: boolean): string => {
+    const start = i;
+    let end = text.indexOf('"', i + 1);
+    for (;;) {
+      let backslashes = 0;
+      while (text.charCodeAt(end - 1 - backslashes) === 92) backslashes++;
+      if (end < 0 || backslashes % 2 === 0) break;
+      end = text.indexOf('"', end + 1);
+    }
+    i = end < 0 ? text.length : end + 1;
+    if (!keep) return '';
+    const raw = text.slice(start + 1, i - 1);
+    return raw.includes('\\') ? (JSON.parse(text.slice(start, i)) as string) : raw;
+  };
+  const value = (key: string, depth: number): void => {
+    ws();
+    if (depth <= maxDepth) out.set(key, i);
+    const c = text.charCodeAt(i);
+    if (c === 123 || c === 91) { // { [
+      const object = c === 123;
+      i++;
+      ws();
+      if (text.charCodeAt(i) === (object ? 125 : 93)) { i++; return; }
+      for (let n = 0; ; n++) {
+        ws();
+        let child = '';
+        if (object) {
+          child = string(depth < maxDepth);
+          ws();
+          i++; // :
+        } else if (depth < maxDepth) child = String(n);
+        value(depth === 0 ? child : `${key}\u0000${child}`, depth + 1);
+        ws();
+        if (text.charCodeAt(i) === 44) { i++; continue; } // ,
+        i++; // } ]
+        return;
+      }
+    }
+    if (c === 34) { string(false); return; }
+    for (let d = text.charCodeAt(i); i < text.length && d !== 44 && d !== 93 && d !== 125 && d !== 32 && d !== 10 && d !== 13 && d !== 9; d = text.charCodeAt(++i));
+  };
+  value('', 0);
+  return out;
 }
 
 export interface StackDocuments {
@@ -99,7 +156,7 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
     read.problems.forEach(problem);
 
     const registry = new Map<string, Target>();
-    const register = (segs: PathSegment[], t: Target) => registry.set(JSON.stringify(segs), t);
+    const register = (segs: PathSegment[], t: Target) => registry.set(segs.join('\u0000'), t);
     const doc: Obj = { apiVersion: 'kms-sync/v1' };
     const projects: Obj[] = [];
     const stores: Obj[] = [];
@@ -202,7 +259,7 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
       value: doc,
       locate(segments) {
         for (let i = segments.length; i >= 0; i--) {
-          const t = registry.get(JSON.stringify(segments.slice(0, i)));
+          const t = registry.get(segments.slice(0, i).join('\u0000'));
           if (!t) continue;
           const rest = segments.slice(i);
           return { ...place([...t.jsonPath, ...rest]), path: `${t.path}${formatRest(rest)}`.replace(/^\./, '') };
