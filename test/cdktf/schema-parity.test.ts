@@ -103,8 +103,7 @@ describe('provider schema ↔ YAML schema', () => {
     checkBlock('provider.secret_store', store.block.attributes, yaml.definitions.store, STORE_FIELDS, {});
   });
 
-  // Until issue 11 adds `owner:` to the YAML schema this reports a skip (never a silent pass).
-  it.skipIf(!(yaml.properties as Json).owner)('provider attributes are top-level YAML fields or engine-only, and YAML has no other top-level field (needs owner: in the YAML schema, issue 11)', () => {
+  it('provider attributes are top-level YAML fields or engine-only, and YAML has no other top-level field', () => {
     const attrs = tf.provider.block.attributes as Json;
     expect(Object.keys(attrs).sort()).toEqual(Object.keys(PROVIDER_FIELDS).sort());
     const top = yaml.properties as Json;

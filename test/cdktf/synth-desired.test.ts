@@ -20,6 +20,7 @@ const app = new App();
 const s = new TerraformStack(app, 'main');
 new KmsProvider(s, 'kms', {
   baseDir: 'state',
+  owner: 'platform-team',
   secretStore: [
     { name: 'vault', uri: 'file:./vault-secrets', default: true },
     { name: 'team', uri: 'file:./team-secrets', options: { recipients: ['age1example'] } },
@@ -111,6 +112,7 @@ describe('CDKTF synth → desired state', () => {
         { name: 'team', uri: 'file:./team-secrets', options: { recipients: ['age1example'] } },
         { name: 'vault', uri: 'file:./vault-secrets', default: true },
       ],
+      owner: 'platform-team',
     };
     expect(strip(state)).toEqual(expected);
     // Sources name the construct path (for duplicate and collision messages).
