@@ -18,10 +18,11 @@ import { checkSecretPresence } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
+import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
 import { resolveOwner } from './owner.js';
 
-export interface GlobalOptions {
+export interface GlobalOptions extends CdktfFlags {
   file: string[];
   env: string[];
   url?: string;
@@ -41,11 +42,12 @@ export interface LoadedConfig {
   baseDir: string;
 }
 
-export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promise<LoadedConfig> {
-  if (o.file.length === 0) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable)');
+export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags): Promise<LoadedConfig> {
+  const cdktf = await readCdktfFlags(o);
+  if (o.file.length === 0 && !cdktf) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR]');
   let loaded;
   try {
-    loaded = await loadDesiredState(o.file);
+    loaded = await loadDesiredState(o.file, cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {});
   } catch (e) {
     if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
@@ -54,8 +56,8 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promis
   if (unmatched.length) {
     throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);
   }
-  const first = path.resolve(o.file[0]!);
-  const baseDir = (await stat(first)).isDirectory() ? first : path.dirname(first);
+  const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
+  const baseDir = first === undefined ? cdktf!.baseDir : (await stat(first)).isDirectory() ? first : path.dirname(first);
   const configured = new Set(loaded.state.envs.map((e) => e.projectEnv));
   const leaving = (pe: string) => !configured.has(pe) && (o.env.length === 0 || matchesAny(pe, o.env));
   return { desired: scopeDesired(loaded.state, o.env), leaving, files: loaded.files, baseDir };

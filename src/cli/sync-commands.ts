@@ -20,6 +20,7 @@ import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
 import { addReportOptions, emitPlanReport, loadIgnoreRules, type ReportFlags } from './report-output.js';
+import { addCdktfOptions, writeCdktfExport } from './cdktf-input.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
@@ -46,7 +47,7 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 /** Flags shared by every command that reads configuration and/or talks to the service. */
 function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean } = { config: true, service: true }): Command {
-  if (opts.config !== false) cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []);
+  if (opts.config !== false) addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []));
   cmd.option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, []);
   if (opts.service !== false) {
     cmd
@@ -293,12 +294,12 @@ const addLockOptions = (cmd: Command) => cmd
   .option('--no-lock', 'do not take the run lock (only when nothing else can run this configuration)');
 
 export function registerSyncCommands(program: Command) {
-  program
+  addCdktfOptions(program
     .command('validate')
     .description('check configuration files offline (no credentials, no network): syntax, schema, references, duplicates')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
+    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
-    .action(async (o: { file: string[]; env: string[] }) => {
+    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack'>) => {
       const { desired, files, baseDir } = await loadConfig(o);
       await checkSecretNames(desired, baseDir);
       const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);
@@ -464,10 +465,13 @@ export function registerSyncCommands(program: Command) {
       }
     });
 
-  withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format (no secrets)'), { config: false, service: true })
-    .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite)')
-    .action(async (o: GlobalOptions & { output?: string }) => {
+  withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)'), { config: false, service: true })
+    .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite); with --format cdktf|cdktn: a folder')
+    .option('--format <format>', 'yaml, or cdktf / cdktn: a TypeScript stack using kms-sync/cdktf or kms-sync/cdktn', 'yaml')
+    .action(async (o: GlobalOptions & { output?: string; format: string }) => {
       if (o.env.length === 0) throw new UsageError('export needs --env SLUG (repeatable) to know which environments to read');
+      if (!['yaml', 'cdktf', 'cdktn'].includes(o.format)) throw new UsageError(`--format ${o.format}: expected yaml, cdktf or cdktn`);
+      if (o.format !== 'yaml' && !o.output) throw new UsageError(`--format ${o.format} writes a project folder: give it with -o DIR`);
       if (o.env.some((e) => /[*?]/.test(e))) throw new UsageError('export takes exact environment slugs, not globs');
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -476,6 +480,12 @@ export function registerSyncCommands(program: Command) {
         const missing = o.env.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
         if (missing.length) throw new UsageError(`environment(s) not found in the live service: ${missing.join(', ')}`);
         const desired: DesiredState = liveToDesired(live.state, emptyDesiredState());
+        if (o.format === 'cdktf' || o.format === 'cdktn') {
+          const written = await writeCdktfExport(o.output!, desired, o.format, [`Exported by kms-sync export --format ${o.format} from ${o.env.join(', ')}. Raw keys are never exported.`]);
+          err(`Wrote ${written.join(', ')} in ${o.output}: ${desired.clients.length} client(s), ${desired.endpoints.length} endpoint(s), ${desired.templates.length} template(s). ` +
+            `Install kms-sync, ${o.format} and constructs there (npm install), then: kms-sync plan --cdktf ${o.output}\n`);
+          return;
+        }
         const yaml = desiredStateToYaml(desired, o.output ? { schema: schemaRefFor(path.resolve(o.output)) } : {});
         if (o.output) {
           await mkdir(path.dirname(path.resolve(o.output)), { recursive: true });

@@ -32,6 +32,23 @@ export interface LoadOptions {
   env?: Record<string, string | undefined>;
   /** Base of relative paths, and of the file names in sources and errors (default: process.cwd()). */
   cwd?: string;
+  /** Documents of another front end (CDKTF), merged with the files under one set of rules. */
+  documents?: ForeignDocument[];
+  /** Problems that front end found already (reported with the others). */
+  diagnostics?: Diagnostic[];
+}
+
+/**
+ * A document in this format produced by another front end (src/cdktf from synthesized stacks),
+ * with its own places: it gets the same schema checks, normalisation, reference checks and
+ * duplicate-identity rule as a YAML document, across both.
+ */
+export interface ForeignDocument {
+  /** Shown as the file in diagnostics. */
+  file: string;
+  value: unknown;
+  /** Place and shown path of a field path of `value`. */
+  locate(segments: readonly PathSegment[], atKey: boolean): { line: number; column: number; path: string };
 }
 
 export interface LoadResult {
@@ -53,7 +70,8 @@ export interface ConfigSource {
 export async function loadDesiredState(paths: string[], opts: LoadOptions = {}): Promise<LoadResult> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const pre: Diagnostic[] = [];
-  const files = await collectFiles(paths, cwd, pre);
+  // A CDKTF-only run names no files.
+  const files = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre);
   const sources: ConfigSource[] = [];
   for (const f of files) {
     const file = displayPath(f, cwd);
@@ -63,13 +81,15 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
       pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${(err as Error).message}` });
     }
   }
-  const state = buildDesiredState(sources, opts.env ?? process.env, pre);
-  return { state, files: sources.map((s) => s.file) };
+  pre.push(...(opts.diagnostics ?? []));
+  const foreign = opts.documents ?? [];
+  const state = buildDesiredState(sources, opts.env ?? process.env, pre, foreign);
+  return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))] };
 }
 
 /** Same as loadDesiredState for texts already in memory (stdin, tests). */
 export function loadDesiredStateFromSources(sources: ConfigSource[], opts: { env?: EnvMap } = {}): DesiredState {
-  return buildDesiredState(sources, opts.env ?? process.env, []);
+  return buildDesiredState(sources, opts.env ?? process.env, [], []);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -101,6 +121,14 @@ interface EnvEntry {
   project: string;
   def?: DesiredEnv;
   refs: SourceLocation[];
+}
+
+/** A document of either front end, with a way to place its field paths. */
+interface PlacedDocument {
+  file: string;
+  index: number;
+  value: unknown;
+  at(segments: PathSegment[], atKey?: boolean): SourceLocation;
 }
 
 interface PendingRef {
@@ -150,13 +178,10 @@ class Builder {
 
   // -------------------------------------------------------------------------------- documents
 
-  addDocument(sd: SourceDocument): void {
+  addDocument(sd: PlacedDocument): void {
     const root = sd.value;
     if (!isObj(root)) return; // schema already reported non-mapping documents
-    const at = (segs: PathSegment[], atKey = false): SourceLocation => {
-      const pos = locate(sd, segs, atKey);
-      return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
-    };
+    const at = (segs: PathSegment[], atKey = false): SourceLocation => sd.at(segs, atKey);
     const error = (segs: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
       const loc = at(segs, opts.atKey);
       if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
@@ -511,12 +536,22 @@ function normalizeMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[]): DesiredState {
-  const builder = new Builder(sources.map((s) => s.file));
+function placed(sd: SourceDocument): PlacedDocument {
+  return {
+    file: sd.file, index: sd.index, value: sd.value,
+    at: (segs, atKey = false) => {
+      const pos = locate(sd, segs, atKey);
+      return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
+    },
+  };
+}
+
+function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[]): DesiredState {
+  const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
   for (const d of pre) builder.report(d);
   if (pre.length > 0) builder.incomplete = true;
 
-  const documents: SourceDocument[] = [];
+  const documents: PlacedDocument[] = [];
   for (const source of sources) {
     const parsed = parseFile(source.file, source.text, env);
     for (const d of parsed.diagnostics) {
@@ -529,16 +564,23 @@ function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: r
         continue;
       }
       if (sd.value === null || sd.value === undefined) continue; // empty document (comments only, a lone ---)
+      const doc = placed(sd);
       for (const issue of validateAgainstSchema(sd.value)) {
-        const pos = locate(sd, issue.segments, issue.atKey);
-        const p = formatPath(issue.segments);
-        if (builder.isFlagged(sd.file, sd.index, p, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
-        const d = { file: sd.file, line: pos.line, column: pos.column, path: p, message: issue.message };
+        const d = { ...doc.at(issue.segments, issue.atKey), message: issue.message };
+        if (builder.isFlagged(sd.file, sd.index, d.path, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
         builder.report(d, sd.index, 'schema');
       }
-      documents.push(sd);
+      documents.push(doc);
     }
   }
+  foreign.forEach((fd, i) => {
+    const doc: PlacedDocument = {
+      file: fd.file, index: i, value: fd.value,
+      at: (segs, atKey = false) => ({ file: fd.file, ...fd.locate(segs, atKey) }),
+    };
+    for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...doc.at(issue.segments, issue.atKey), message: issue.message }, i, 'schema');
+    documents.push(doc);
+  });
   for (const sd of documents) builder.addDocument(sd);
   const state = builder.finish();
   const diagnostics = builder.sortedDiagnostics();
