@@ -3,16 +3,13 @@
 // This module is on the start-up path: it imports gRPC and nothing of kms-sync's engine (the
 // provider implementation is loaded by `loadProvider` right after the handshake).
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { fileURLToPath } from 'node:url';
 import { makeServerCertificate } from './certificate.js';
+import { loadProtocol } from './protocol.js';
 
 /** The one protocol version this provider speaks. */
 export const PROVIDER_PROTOCOL_VERSION = 6;
 /** go-plugin's own protocol version: the first field of the handshake line. */
 export const CORE_PROTOCOL_VERSION = 1;
-
-const PROTO_DIR = fileURLToPath(new URL('../../../schemas/plugin-protocol/', import.meta.url));
 
 /** A provider RPC: decoded request message in, response message out (or a thrown error). */
 export type RpcHandler = (request: any) => Promise<unknown>;
@@ -44,19 +41,6 @@ export function negotiateVersion(offer: string | undefined): number {
   throw new HandshakeError(
     `this provider speaks plugin protocol ${PROVIDER_PROTOCOL_VERSION}, the host offers ${offer}: use Terraform >= 1.0 or OpenTofu`,
   );
-}
-
-function loadProtocol() {
-  const definition = protoLoader.loadSync(['tfplugin6.proto', 'go-plugin.proto', 'health.proto'], {
-    includeDirs: [PROTO_DIR],
-    keepCase: true,
-    longs: Number,
-    enums: String,
-    bytes: Buffer,
-    defaults: true,
-    oneofs: true,
-  });
-  return grpc.loadPackageDefinition(definition) as any;
 }
 
 /** Host ports from PLUGIN_MIN_PORT/PLUGIN_MAX_PORT when set (as go-plugin honours them), else any free port. */
@@ -101,7 +85,7 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   const getProvider = () => (provider ??= opts.loadProvider());
 
   // tfplugin6.Provider: every declared RPC goes to the implementation; a missing one answers UNIMPLEMENTED.
-  const service = proto.tfplugin6.Provider.service as grpc.ServiceDefinition;
+  const service = proto.provider;
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const name of Object.keys(service)) {
     handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
@@ -120,7 +104,7 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   server.addService(service, handlers);
 
   const stdioStreams = new Set<grpc.ServerWritableStream<unknown, unknown>>();
-  server.addService(proto.plugin.GRPCStdio.service, {
+  server.addService(proto.stdio, {
     // Our output goes to stderr, which the host reads directly; the stream stays open and quiet
     // until shutdown, as the host expects it to.
     StreamStdio: (call: grpc.ServerWritableStream<unknown, unknown>) => {
@@ -143,13 +127,13 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
         opts.onStopped?.();
       });
     }));
-  server.addService(proto.plugin.GRPCController.service, {
+  server.addService(proto.controller, {
     Shutdown: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => {
       callback(null, {});
       setImmediate(() => void shutdown());
     },
   });
-  server.addService(proto.grpc.health.v1.Health.service, {
+  server.addService(proto.health, {
     Check: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, { status: 'SERVING' }),
   });
 
