@@ -2,6 +2,8 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { KmsClient } from '../api/client.js';
+import { JournaledKeyCapture } from '../apply/journaled-capture.js';
+import { describeRecovery, recoverBeforePlan } from '../apply/recover.js';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
@@ -91,6 +93,16 @@ export interface PlanOptions {
   now?: Date;
   /** The plan will be saved (`--out`): record a fingerprint of every live object read. */
   forSaving?: boolean;
+  /** Rotate keys whose secret kms-sync does not hold (default: report only). */
+  rotateMissingSecrets?: boolean;
+  /** Where recovery notes go (default: stderr). */
+  notice?: (line: string) => void;
+}
+
+/** The secret stores of a configuration and the key capture path (journal → store) over them. */
+export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, notice?: (m: string) => void) {
+  const registry = new StoreRegistry({ declarations: stores, baseDir, ...(notice ? { onNotice: notice } : {}) });
+  return { registry, capture: new JournaledKeyCapture(registry) };
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
@@ -99,8 +111,13 @@ export async function checkSecretNames(desired: DesiredState, baseDir: string): 
   if (problems.length) throw new UsageError(`secret names collide:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
 }
 
-export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult }> {
+export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
   await checkSecretNames(desired, o.baseDir);
+  const notice = o.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
+  // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice);
+  const recovery = await recoverBeforePlan(conn.api, capture, registry, new Set(desired.envs.map((e) => e.projectEnv)));
+  for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving));
   const now = o.now ?? new Date();
   const base = buildPlan({
@@ -112,13 +129,15 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   if (o.secretCheck !== false) {
     const queries = keysToCheck(desired, live.state);
     if (queries.length) {
-      const registry = new StoreRegistry({ declarations: desired.stores, baseDir: o.baseDir });
       const checked = await checkSecretPresence(registry, queries);
       secrets = checked.results;
       warnings.push(...checked.warnings);
     }
   }
-  const plan = assessKeys({ plan: base, desired, live: live.state, secrets, now, ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}) });
-  plan.warnings.push(...warnings);
-  return { plan, live };
+  const plan = assessKeys({
+    plan: base, desired, live: live.state, secrets, now, orphans: recovery.orphans,
+    ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+  });
+  plan.warnings.push(...recovery.warnings, ...warnings);
+  return { plan, live, capture, registry };
 }

@@ -105,15 +105,18 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean }): Promise<boolea
   }
 }
 
-function progressPrinter(total: number): { onEvent: (e: ApplyEvent) => void; finish: () => void } {
+function progressPrinter(total: number): { onEvent: (e: ApplyEvent) => void; finish: () => void; inFlight: () => number } {
   const tty = Boolean(process.stderr.isTTY) && !process.env.CI;
   let done = 0;
   let failed = 0;
+  let started = 0;
   const line = (s: string) => err(`${s}\n`);
   const draw = () => err(`\r\x1b[2KApplying… ${done + failed}/${total} done${failed ? `, ${failed} failed` : ''}`);
   return {
+    inFlight: () => started - done - failed,
     onEvent: (e) => {
-      if (e.type === 'done') {
+      if (e.type === 'start') started++;
+      else if (e.type === 'done') {
         done++;
         if (tty) draw();
         else line(`${e.op.address}: ${e.op.action} complete${e.note ? ` (${e.note})` : ''}`);
@@ -149,20 +152,56 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi) || process.env.KMS_SYNC_ALLOW_LOCAL_STORE === '1', env: process.env });
   const capture = new JournaledKeyCapture(registry);
   const progress = progressPrinter(plan.operations.length);
-  const result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: progress.onEvent });
+  const interrupt = interruptHandler(capture, progress);
+  let result: ApplyResult;
+  try {
+    result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: progress.onEvent, signal: interrupt.signal });
+  } finally {
+    interrupt.dispose();
+  }
   progress.finish();
   if (result.failed.length === 0 && !result.stopReason) {
     out(`\nApply complete! ${summarizeApply(result)}`);
     return EXIT.ok;
   }
-  out(`\nApply stopped part-way. ${summarizeApply(result)}`);
+  out(`\n${result.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summarizeApply(result)}`);
   if (result.stopReason) out(`Reason: ${result.stopReason}\n`);
   for (const f of result.failed) out(`  failed: ${f.op?.address ?? '(before any operation)'}: ${f.error}\n`);
   if (result.notAttempted.length) {
     out(`Not attempted (${result.notAttempted.length}): ${result.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${result.notAttempted.length > 20 ? ', …' : ''}\n`);
   }
   out('Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n');
-  return result.done.length > 0 ? EXIT.partial : EXIT.error;
+  return result.done.length > 0 || result.recoveries.length > 0 ? EXIT.partial : EXIT.error;
+}
+
+/**
+ * SIGINT/SIGTERM (Ctrl-C, a CI runner's cancel) during an apply: the first stops new requests
+ * and lets the ones in flight finish and journal their keys; a second exits at once, after
+ * giving the journal writes already under way a moment (a raw key in memory is never dropped
+ * without trying the journal). Requests cut off in flight are found by the next run (intents).
+ */
+function interruptHandler(capture: JournaledKeyCapture, progress: { inFlight: () => number }) {
+  const controller = new AbortController();
+  let count = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    count++;
+    if (count === 1) {
+      err(`\nInterrupt received (${signal}): finishing ${progress.inFlight()} request(s) in flight, starting no new one. Interrupt again to exit at once.\n`);
+      controller.abort();
+      return;
+    }
+    err('\nSecond interrupt: exiting now. Keys already received are journaled first; the next run recovers the rest.\n');
+    void capture.drain(3000).finally(() => process.exit(EXIT.partial));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
 }
 
 export function registerSyncCommands(program: Command) {
@@ -194,11 +233,12 @@ export function registerSyncCommands(program: Command) {
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
     .option('--detailed-exitcode', 'exit 2 when there are changes, 0 when none')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean }) => {
+    .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
+    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out) });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets) });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, { kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, files: cfg.files, plan });
@@ -217,7 +257,8 @@ export function registerSyncCommands(program: Command) {
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'print the plan as JSON')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean }) => {
+    .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
+    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean }) => {
       let plan: Plan;
       let baseDir: string;
       let conn: Connection;
@@ -238,7 +279,7 @@ export function registerSyncCommands(program: Command) {
       } else {
         const cfg = await loadConfig(o);
         conn = connect(o, process.env, retryLogger());
-        plan = (await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck })).plan;
+        plan = (await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets) })).plan;
         baseDir = cfg.baseDir;
         printPlan(plan, o);
       }
@@ -271,7 +312,9 @@ export function registerSyncCommands(program: Command) {
         // Only the rotations asked for (and the revocations that go with them), nothing else.
         const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
         if (rotated.size === 0) throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key`);
-        const operations = full.operations.filter((op) => rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'));
+        // Orphans found by the recovery are re-issued and revoked here too: never left live.
+        const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'))
+          || op.actionReason === 'reissue_lost_key' || op.actionReason === 'revoke_orphan');
         const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
         printPlan(plan, {});
         if (!(await confirm(plan, o))) {

@@ -437,7 +437,7 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
       ops.push({
         address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'create', projectEnv: c.projectEnv, reason: 'key does not exist',
         actionReason: 'create_missing', before: null, after: keyAfter(k) as unknown as Record<string, unknown>, changes: [],
-        live: { clientId: lc.id }, issuesKeys: 1,
+        live: { clientId: lc.id, clientKeyIds: lc.keys.map((x) => x.id) }, issuesKeys: 1,
       });
       continue;
     }
@@ -452,7 +452,7 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
       ops.push({
         address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'update', projectEnv: c.projectEnv,
         reason: `${changes.map((x) => x.path).join(', ')} changed`, actionReason: 'update_changed', before: keyBefore(lk),
-        after: keyAfter(k) as unknown as Record<string, unknown>, changes, live: { clientId: lc.id, keyId: lk.id },
+        after: keyAfter(k) as unknown as Record<string, unknown>, changes, live: { clientId: lc.id, keyId: lk.id, clientKeyIds: lc.keys.map((x) => x.id) },
       });
     }
   }

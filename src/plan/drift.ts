@@ -131,6 +131,7 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
         break;
       case 'delete':
         if (UNMANAGED_REASONS.has(op.actionReason)) push(itemFromOp(op, 'unmanaged'));
+        else if (op.actionReason === 'revoke_orphan') push(itemFromOp(op, 'secret_missing'));
         break;
       case 'rotate': {
         const c = rotateCategory(op);

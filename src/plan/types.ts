@@ -15,7 +15,8 @@ export type ActionReason =
   | 'rotate_expiring'
   | 'rotate_forced'
   | 'rotate_secret_missing'
-  | 'reissue_lost_key';
+  | 'reissue_lost_key'
+  | 'revoke_orphan';
 
 export interface FieldChange {
   path: string;
@@ -46,7 +47,14 @@ export interface Operation {
   after: Record<string, unknown> | null;
   changes: FieldChange[];
   /** Live identifiers apply needs; never shown as changes. */
-  live?: { id?: string; clientId?: string; keyId?: string; envId?: string };
+  live?: {
+    id?: string;
+    clientId?: string;
+    keyId?: string;
+    envId?: string;
+    /** Key operations: every key id the client had when read (a lost response is judged against it). */
+    clientKeyIds?: string[];
+  };
   /** Keys issued by this operation (client creates carry their keys). */
   issuesKeys?: number;
   /** Resource is protected: the plan refuses to delete or replace it. */
