@@ -1,11 +1,12 @@
 // The tfplugin6.Provider RPCs: decode the DynamicValues against the schema, hand the objects to
 // the resource type (resources/), encode the answer, and turn every failure into a diagnostic
 // at the attribute it concerns. The resource types know the service; this file knows Terraform.
+import path from 'node:path';
 import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './diagnostics.js';
 import type { Engine, ProviderConfig } from './engine.js';
 import type { ProviderImplementation } from './plugin/serve.js';
 import { dataSourceTypes, resourceTypes } from './resources/index.js';
-import { ImportIdError, known, type ResourceType } from './resources/types.js';
+import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
 import { loadSchemas, protoSchema, valueType, type ProviderSchemas } from './schema.js';
 import { fromDynamic, decodeJson, toDynamic, type DynamicValue } from './values/codec.js';
 import { containsUnknown, isUnknown, UNKNOWN, type CtyType, type JsonSchema, type TfObject, type TfValue } from './values/types.js';
@@ -171,8 +172,8 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         return { planned_state: toDynamic(planned, type), requires_replace: [] };
       }
       const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!));
-      if (rt.planExtra && engine) {
-        const extra = rt.planExtra(engine, prior, planned, d);
+      if (rt.planExtra) {
+        const extra = rt.planExtra(prior, planned, config ?? {}, new Date());
         planned = extra.planned;
         for (const a of extra.replace) if (!replace.includes(a)) replace.push(a);
       }
@@ -187,7 +188,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       return { planned_state: toDynamic(planned, type), requires_replace: replace.map((a) => attributePath([a])) };
     })(),
 
-    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue }) => guarded(async () => {
+    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue }) => guarded(async (d) => {
       const { rt, type } = resource(req.type_name);
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const planned = fromDynamic(req.planned_state, type) as TfObject | null;
@@ -196,15 +197,22 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         await rt.delete(e, prior!);
         return { new_state: toDynamic(null, type) };
       }
-      const after = prior === null ? await rt.create(e, planned) : await rt.update(e, prior, planned);
-      return { new_state: toDynamic(consistentWith(planned, after), type) };
+      try {
+        const after = prior === null ? await rt.create(e, planned) : await rt.update(e, prior, planned);
+        return { new_state: toDynamic(consistentWith(planned, after), type) };
+      } catch (err) {
+        // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
+        if (!(err instanceof PartialApplyError)) throw err;
+        d.error(err.summary, err.message);
+        return { new_state: toDynamic(consistentWith(planned, err.state), type) };
+      }
     })(),
 
     ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) => guarded(async () => {
       const { rt, type } = resource(req.type_name);
       const current = fromDynamic(req.current_state, type) as TfObject | null;
       if (current === null) return { new_state: toDynamic(null, type), private: req.private };
-      const live = await rt.read(needEngine(), current);
+      const live = await rt.read(needEngine(), current, false);
       return { new_state: toDynamic(live, type), private: req.private };
     })(),
 
@@ -218,7 +226,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         throw e;
       }
       const blank = Object.fromEntries(Object.keys((type as ['object', Record<string, CtyType>])[1]).map((k) => [k, null])) as TfObject;
-      const state = await rt.read(needEngine(), { ...blank, ...identity });
+      const state = await rt.read(needEngine(), { ...blank, ...identity }, true);
       if (!state) throw new DiagnosticError('Cannot import non-existent remote object', `${req.type_name} ${JSON.stringify(req.id)} does not exist in the service`);
       return { imported_resources: [{ type_name: req.type_name, state: toDynamic(state, type), private: Buffer.alloc(0) }] };
     })(),
@@ -243,6 +251,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
 /** Known planned values win over what the service echoes (Terraform rejects an apply that changes them). */
 function consistentWith(planned: TfObject, after: TfObject): TfObject {
   const out: TfObject = { ...after };
+  for (const [k, v] of Object.entries(out)) if (containsUnknown(v)) out[k] = null;
   for (const [k, v] of Object.entries(planned)) if (v !== null && !containsUnknown(v)) out[k] = v;
   return out;
 }
@@ -299,6 +308,6 @@ function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: st
     ...(s.default === true ? { default: true } : {}),
     ...(s.options && typeof s.options === 'object' ? { options: s.options as never } : {}),
   }));
-  const baseDir = typeof config.base_dir === 'string' ? (config.base_dir.startsWith('/') ? config.base_dir : `${cwd}/${config.base_dir}`) : cwd;
+  const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : cwd;
   return { url, apiKey, baseDir, stores, ...(typeof config.owner === 'string' ? { owner: config.owner } : {}) };
 }

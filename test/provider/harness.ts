@@ -149,3 +149,86 @@ export function stepsOf(d: Diagnostic): unknown[] {
 }
 
 export const errors = (diags: Diagnostic[] | undefined) => (diags ?? []).filter((d) => d.severity === 'ERROR');
+
+// ---------------------------------------------------------------- Terraform core's resource lifecycle
+type Obj = Record<string, unknown>;
+
+/** What core does around one resource, against a schema in `providers schema -json` form. */
+export class Core {
+  readonly p: ProviderProcess;
+  readonly schema: { resource_schemas: Record<string, any>; data_source_schemas: Record<string, any> };
+
+  constructor(p: ProviderProcess, schema: Core['schema']) {
+    this.p = p;
+    this.schema = schema;
+  }
+
+  private attrs(type: string) {
+    return this.schema.resource_schemas[type].block.attributes as Record<string, { computed?: boolean; optional?: boolean }>;
+  }
+
+  /** The configuration object: every attribute, null unless given. */
+  config(type: string, values: Obj): Obj {
+    return Object.fromEntries(Object.keys(this.attrs(type)).map((a) => [a, values[a] ?? null]));
+  }
+
+  /** Core's proposed new state: configured values, else (computed attributes) the prior ones. */
+  proposed(type: string, prior: Obj | null, config: Obj): Obj {
+    const attrs = this.attrs(type);
+    return Object.fromEntries(Object.keys(attrs).map((a) => [a, config[a] ?? (attrs[a]!.computed && prior ? prior[a] : null) ?? null]));
+  }
+
+  async validate(type: string, config: Obj): Promise<Diagnostic[]> {
+    return (await this.p.call('ValidateResourceConfig', { type_name: type, config: mp(config) })).diagnostics;
+  }
+
+  async plan(type: string, prior: Obj | null, config: Obj | null) {
+    const res = await this.p.call('PlanResourceChange', {
+      type_name: type, prior_state: mp(prior), proposed_new_state: mp(config && this.proposed(type, prior, config)), config: mp(config),
+    });
+    return { planned: unmp(res.planned_state) as Obj | null, replace: (res.requires_replace ?? []).map((a: any) => a.steps.map((s: any) => s.attribute_name).join('.')) as string[], diagnostics: res.diagnostics as Diagnostic[] };
+  }
+
+  async apply(type: string, prior: Obj | null, planned: Obj | null, config: Obj | null) {
+    const res = await this.p.call('ApplyResourceChange', { type_name: type, prior_state: mp(prior), planned_state: mp(planned), config: mp(config) });
+    return { state: unmp(res.new_state) as Obj | null, diagnostics: res.diagnostics as Diagnostic[] };
+  }
+
+  /** validate → plan → apply; throws on any error diagnostic. */
+  async converge(type: string, prior: Obj | null, values: Obj | null): Promise<Obj | null> {
+    const config = values && this.config(type, values);
+    if (config) assertNoErrors(`validate ${type}`, await this.validate(type, config));
+    const plan = await this.plan(type, prior, config);
+    assertNoErrors(`plan ${type}`, plan.diagnostics);
+    if (plan.replace.length && prior) {
+      const gone = await this.apply(type, prior, null, null);
+      assertNoErrors(`apply (destroy) ${type}`, gone.diagnostics);
+      return this.converge(type, null, values);
+    }
+    const applied = await this.apply(type, prior, plan.planned, config);
+    assertNoErrors(`apply ${type}`, applied.diagnostics);
+    return applied.state;
+  }
+
+  async read(type: string, state: Obj): Promise<Obj | null> {
+    const res = await this.p.call('ReadResource', { type_name: type, current_state: mp(state) });
+    assertNoErrors(`read ${type}`, res.diagnostics);
+    return unmp(res.new_state);
+  }
+
+  async importState(type: string, id: string) {
+    const res = await this.p.call('ImportResourceState', { type_name: type, id });
+    return { states: (res.imported_resources ?? []).map((r: any) => unmp(r.state)) as Obj[], diagnostics: res.diagnostics as Diagnostic[] };
+  }
+
+  async readData(type: string, values: Obj) {
+    const attrs = Object.keys(this.schema.data_source_schemas[type].block.attributes);
+    const res = await this.p.call('ReadDataSource', { type_name: type, config: mp(Object.fromEntries(attrs.map((a) => [a, values[a] ?? null]))) });
+    return { state: unmp(res.state) as Obj | null, diagnostics: res.diagnostics as Diagnostic[] };
+  }
+}
+
+export function assertNoErrors(what: string, diags: Diagnostic[] | undefined) {
+  const errs = errors(diags);
+  if (errs.length) throw new Error(`${what}: ${errs.map((d) => `${d.summary}: ${d.detail}`).join('; ')}`);
+}

@@ -1,8 +1,15 @@
-// kms_project: a project, identified by its slug.
-import type { Diagnostics } from '../diagnostics.js';
+// kms_project: a project, identified by its slug. The API has no project without an environment:
+// a create is recorded, and the first kms_environment of the project creates both in one POST.
+import { projects } from '../../apply/kinds/index.js';
+import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
+import type { Engine } from '../engine.js';
 import type { TfObject } from '../values/types.js';
-import { check, matches, PROJECT_SLUG, splitImportId, type ResourceType } from './types.js';
-import { crud } from './crud.js';
+import { check, ids, matches, PROJECT_SLUG, splitImportId, str, type ResourceType } from './types.js';
+
+async function anyEnvOf(e: Engine, slug: string): Promise<string | undefined> {
+  e.forget('project');
+  return (await e.projects()).get(slug)?.envs?.list?.[0]?.project_env;
+}
 
 export const project: ResourceType = {
   typeName: 'kms_project',
@@ -16,5 +23,50 @@ export const project: ResourceType = {
     const [slug] = splitImportId(id, ['slug'], 'acme');
     return { slug: slug!, id: slug! };
   },
-  ...crud('project'),
+
+  async create(e, p) {
+    const [slug] = ids(p, 'slug');
+    e.forget('project');
+    if ((await e.projects()).has(slug!)) {
+      throw new DiagnosticError('Project already exists', `project ${slug} exists in the service: import it (terraform import kms_project.<name> ${slug}) instead of creating it`, ['slug']);
+    }
+    e.pendingProjects.set(slug!, { name: str(p.name)!, ...(str(p.description) !== undefined ? { description: str(p.description)! } : {}) });
+    return { ...p, id: slug! };
+  },
+
+  async read(e, s, importing) {
+    const [slug] = ids(s, 'slug');
+    const live = (await e.projects()).get(slug!);
+    if (!live) return e.pendingProjects.has(slug!) ? s : null;
+    return {
+      ...s, id: slug!, slug: slug!, name: live.name ?? s.name ?? slug!,
+      // Sent on create only (the API cannot change it): the configured value stays.
+      description: importing ? (live.description || null) : s.description ?? null,
+    };
+  },
+
+  async update(e, prior, planned) {
+    const [slug] = ids(planned, 'slug');
+    const pending = e.pendingProjects.get(slug!);
+    if (pending) {
+      e.pendingProjects.set(slug!, { ...pending, name: str(planned.name)! });
+      return planned;
+    }
+    if (planned.name !== prior.name) {
+      const anyEnv = await anyEnvOf(e, slug!);
+      if (!anyEnv) throw new DiagnosticError('Project has no environment', `project ${slug} can only be renamed through one of its environments; it has none`);
+      await e.change(undefined, anyEnv, (ctx) => projects.renameProject(ctx, anyEnv, str(planned.name)!));
+      e.forget('project');
+    }
+    return planned;
+  },
+
+  async delete(e, prior) {
+    const [slug] = ids(prior, 'slug');
+    e.pendingProjects.delete(slug!);
+    const anyEnv = await anyEnvOf(e, slug!);
+    if (!anyEnv) return; // never created, or gone already
+    await e.change(undefined, anyEnv, (ctx) => projects.deleteProject(ctx, anyEnv));
+    e.forget('project');
+  },
 };

@@ -16,12 +16,15 @@ export interface ResourceType {
   /** Computed values the plan can already tell (identity-derived ids); the rest stay unknown. */
   planKnown?(planned: TfObject): TfObject;
   /** A resource plan Terraform asks about: may add diagnostics and mark attributes to replace (rotation). */
-  planExtra?(engine: Engine, prior: TfObject, planned: TfObject, d: Diagnostics): { replace: string[]; planned: TfObject };
+  planExtra?(prior: TfObject, planned: TfObject, config: TfObject, now: Date): { replace: string[]; planned: TfObject };
   /** `terraform import` id → the identity attributes of the state to read. */
   parseImportId(id: string): TfObject;
   create(engine: Engine, planned: TfObject): Promise<TfObject>;
-  /** The live object as state, or null when it is gone. */
-  read(engine: Engine, state: TfObject): Promise<TfObject | null>;
+  /**
+   * The live object as state, or null when it is gone. `importing`: the state holds only the
+   * identity, and every attribute the service knows is taken from it.
+   */
+  read(engine: Engine, state: TfObject, importing: boolean): Promise<TfObject | null>;
   update(engine: Engine, prior: TfObject, planned: TfObject): Promise<TfObject>;
   delete(engine: Engine, prior: TfObject): Promise<void>;
 }
@@ -77,3 +80,23 @@ export function splitImportId(id: string, names: readonly string[], example: str
 }
 
 export class ImportIdError extends Error {}
+
+/** An apply that failed after the object came to exist: Terraform keeps `state` (tainted) with the error. */
+export class PartialApplyError extends Error {
+  readonly state: TfObject;
+  readonly summary: string;
+  constructor(summary: string, detail: string, state: TfObject) {
+    super(detail);
+    this.summary = summary;
+    this.state = state;
+  }
+}
+
+/** The attributes of a state that the identity gives, as strings. */
+export function ids(s: TfObject, ...names: string[]): string[] {
+  return names.map((n) => {
+    const v = s[n];
+    if (typeof v !== 'string') throw new Error(`${n} is not known`);
+    return v;
+  });
+}
