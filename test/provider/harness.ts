@@ -19,6 +19,7 @@ export const isUnknownWire = (v: unknown) => v instanceof ExtData;
 
 /** Terraform's type of a plain value, as HCL gives it (objects for objects, tuples for arrays). */
 function typeOf(v: unknown): unknown {
+  if (v === null) return 'dynamic';
   if (typeof v === 'string') return 'string';
   if (typeof v === 'number') return 'number';
   if (typeof v === 'boolean') return 'bool';
@@ -26,7 +27,10 @@ function typeOf(v: unknown): unknown {
   return ['object', Object.fromEntries(Object.entries(v as object).map(([k, x]) => [k, typeOf(x)]))];
 }
 
-/** A value of a `dynamic` attribute on the wire: [type as JSON bytes, value]. */
+/**
+ * A value of a `dynamic` attribute on the wire: [type as JSON bytes, value]. Terraform sends a
+ * list of blocks that hold a dynamic attribute (the provider's secret_store) the same way.
+ */
 export const dyn = (v: unknown) => (v === null ? null : [Buffer.from(JSON.stringify(typeOf(v))), v]);
 
 export const mp = (value: unknown) => ({ msgpack: Buffer.from(encode(value)) });

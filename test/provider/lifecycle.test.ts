@@ -26,7 +26,7 @@ const keep = <T>(x: T): T => {
   return x;
 };
 
-const providerConfig = (stores: unknown[] = []) => mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: stores });
+const providerConfig = (stores: unknown[] = []) => mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn(stores) });
 
 beforeAll(async () => {
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });

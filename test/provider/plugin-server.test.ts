@@ -101,7 +101,7 @@ describe('a provider started like Terraform starts it', () => {
     const key = await p.call('ValidateResourceConfig', { type_name: 'kms_key', config: mp(obj('kms_key', { ttl: '90d', expires_at: '2030-01-01', name: 'k' })) });
     expect(errors(key.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Conflicting expiry', ['expires_at']]]);
     const stores = await p.call('ValidateProviderConfig', {
-      config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: [{ name: 'a', uri: 'nope', default: true, options: null }, { name: 'a', uri: 'file:x', default: true, options: null }] }),
+      config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([{ name: 'a', uri: 'nope', default: true, options: null }, { name: 'a', uri: 'file:x', default: true, options: null }]) }),
     });
     expect(errors(stores.diagnostics).map((d) => stepsOf(d))).toEqual([['secret_store', 0, 'uri'], ['secret_store', 1, 'name'], ['secret_store', 1, 'default']]);
   });
@@ -146,7 +146,7 @@ describe('a provider started like Terraform starts it', () => {
   });
 
   it('configures from the environment and reports a missing URL at the attribute', async () => {
-    const empty = { url: null, api_key: null, owner: null, base_dir: null, secret_store: [] };
+    const empty = { url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) };
     expect(errors((await p.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp(empty) })).diagnostics)).toEqual([]);
     const q = await startProvider({ env: { KMS_API_KEY: 'sk_test_x' } });
     try {

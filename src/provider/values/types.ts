@@ -82,7 +82,19 @@ export interface JsonSchema {
   block: JsonBlock;
 }
 
+/** True when a type has `dynamic` anywhere inside it. */
+export function hasDynamic(t: CtyType): boolean {
+  if (t === 'dynamic') return true;
+  if (typeof t === 'string') return false;
+  if (t[0] === 'object') return Object.values(t[1]).some(hasDynamic);
+  if (t[0] === 'tuple') return t[1].some(hasDynamic);
+  return hasDynamic(t[1]);
+}
+
 function nested(mode: string, obj: CtyType): CtyType {
+  // Blocks whose content holds a `dynamic` attribute cannot form a list or map of one element
+  // type: Terraform then sends the whole collection as a dynamic value (a tuple, an object).
+  if ((mode === 'list' || mode === 'map') && hasDynamic(obj)) return 'dynamic';
   if (mode === 'list') return ['list', obj];
   if (mode === 'set') return ['set', obj];
   if (mode === 'map') return ['map', obj];
