@@ -2,15 +2,15 @@
 // (the same classes `kms-sync apply` uses), an ApplyContext per change for the per-kind handlers
 // of apply/, and the listings shared by every ReadResource of the process so that a refresh costs
 // one paged listing per environment and kind, not one GET per resource.
-import { createHash } from 'node:crypto';
 import { KmsClient, type WireClient, type WireEndpoint, type WireProject, type WireTemplate } from '../api/client.js';
 import { ApiError } from '../api/http.js';
 import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
-import { JournaledKeyCapture } from '../apply/journaled-capture.js';
-import { type CapturedKey, type KeyCapture, type StoredKeyReceipt } from '../apply/key-capture.js';
-import { recoverBeforePlan, type OrphanKey } from '../apply/recover.js';
+import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
+import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
+import type { OrphanKey } from '../apply/recover.js';
 import { OWNER_MARKER_KEY, OWNER_MARKER_VALUE, type JsonObject, type StoreDeclaration } from '../model/index.js';
-import { StoreRegistry } from '../secrets/registry.js';
+import type { StoreRegistry } from '../secrets/registry.js';
+import { KEY_PREFIX_LENGTH, PROTECTED_MARKER_KEY } from './resources/state.js';
 
 export interface ProviderConfig {
   url: string;
@@ -29,18 +29,12 @@ export interface KeyLog {
   notes: string[];
 }
 
-/** The public part of a raw key: the service prefix and a few characters, like a project key's 12-character keyPrefix. */
-export const KEY_PREFIX_LENGTH = 12;
-
-/** Metadata marker of protection (the reconciler's marker: both engines read each other's resources). */
-export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
-
 export class Engine {
   readonly api: KmsClient;
-  readonly stores: StoreRegistry;
   readonly config: ProviderConfig;
+  private readonly env: NodeJS.ProcessEnv;
   private readonly templates: TemplateIds;
-  private capture?: JournaledKeyCapture;
+  private secrets?: Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }>;
   private readonly listings = new Map<string, Promise<unknown>>();
   private readonly prepared = new Map<string, Promise<void>>();
   private readonly recovered = new Map<string, Promise<OrphanKey[]>>();
@@ -55,13 +49,20 @@ export class Engine {
   constructor(config: ProviderConfig, env: NodeJS.ProcessEnv) {
     this.config = config;
     this.api = new KmsClient({ baseUrl: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' });
-    this.stores = new StoreRegistry({ declarations: config.stores, baseDir: config.baseDir, env });
+    this.env = env;
     this.templates = new TemplateIds(this.api);
   }
 
-  /** The journal → store path of raw keys, created on first use. */
-  keys(): JournaledKeyCapture {
-    return (this.capture ??= new JournaledKeyCapture(this.stores));
+  /**
+   * The secret stores and the journal → store path of raw keys, loaded on the first key: a plan
+   * or a refresh never loads the store backends.
+   */
+  keyPath(): Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }> {
+    return (this.secrets ??= (async () => {
+      const [{ StoreRegistry }, { JournaledKeyCapture }] = await Promise.all([import('../secrets/registry.js'), import('../apply/journaled-capture.js')]);
+      const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, env: this.env });
+      return { stores, capture: new JournaledKeyCapture(stores) };
+    })());
   }
 
   /** Metadata written on create: the configured map plus the ownership and protection markers. */
@@ -75,11 +76,12 @@ export class Engine {
    * stored), and check the key's store is writable. Once per process each.
    */
   async prepareIssue(projectEnv: string, store: string | undefined): Promise<OrphanKey[]> {
-    const capture = this.keys();
+    const { stores, capture } = await this.keyPath();
     let recovery = this.recovered.get(projectEnv);
     if (!recovery) {
       // A journal that cannot be flushed is reported by `prepare` below, which then refuses to issue.
-      recovery = recoverBeforePlan(this.api, capture, this.stores, new Set([projectEnv])).then((r) => r.orphans);
+      const { recoverBeforePlan } = await import('../apply/recover.js');
+      recovery = recoverBeforePlan(this.api, capture, stores, new Set([projectEnv])).then((r) => r.orphans);
       this.recovered.set(projectEnv, recovery);
       recovery.catch(() => this.recovered.delete(projectEnv));
     }
@@ -103,18 +105,19 @@ export class Engine {
    */
   async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>): Promise<{ value: T; log: KeyLog; storeError?: string }> {
     const log: KeyLog = { issued: [], stored: [], notes: [] };
-    const inner = this.keys();
+    let innerCapture: JournaledKeyCapture | undefined;
+    const capture = async () => (innerCapture ??= (await this.keyPath()).capture);
     const tracked: Promise<StoredKeyReceipt[]>[] = [];
     const keys: KeyCapture = {
-      prepare: (s) => inner.prepare(s),
-      intend: (i) => inner.intend(i),
-      resolve: (o) => inner.resolve(o),
-      capture: (captured: CapturedKey[], opts) => {
+      prepare: async (s) => (await capture()).prepare(s),
+      intend: async (i) => (await capture()).intend(i),
+      resolve: async (o) => (await capture()).resolve(o),
+      capture: async (captured: CapturedKey[], opts) => {
         // The raw value is looked at here only for its public prefix; it goes on to the journal.
         for (const k of captured) {
           log.issued.push({ keyId: k.meta.keyId, prefix: k.value.slice(0, KEY_PREFIX_LENGTH), expiresAt: k.meta.expiresAt ?? null, clientId: k.clientId });
         }
-        return inner.capture(captured, opts);
+        return (await capture()).capture(captured, opts);
       },
     };
     const ctx: ApplyContext = {
@@ -135,11 +138,6 @@ export class Engine {
     for (const s of settled) if (s.status === 'fulfilled') log.stored.push(...s.value);
     const failed = settled.find((s) => s.status === 'rejected');
     return { value, log, ...(failed ? { storeError: errorText((failed as PromiseRejectedResult).reason) } : {}) };
-  }
-
-  /** sha256 of where a secret went (store, backend name): tells a move apart, reveals nothing. */
-  static fingerprint(receipt: { store: string; secret: string }): string {
-    return `sha256:${createHash('sha256').update(`${receipt.store}\n${receipt.secret}`).digest('hex').slice(0, 32)}`;
   }
 
   // ---------------------------------------------------------------- shared listings

@@ -1,11 +1,10 @@
 // kms_client: an end user of an environment, identified by (env, name). Its keys are kms_key.
-import { clientId, type WireClient } from '../../api/client.js';
-import { clients } from '../../apply/kinds/index.js';
+import type { WireClient } from '../../api/client.js';
 import { canonicalCidr, OWNER_MARKER_KEY, type JsonObject } from '../../model/index.js';
 import type { Diagnostics } from '../diagnostics.js';
-import { PROTECTED_MARKER_KEY, type Engine } from '../engine.js';
+import type { Engine } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
-import { keepCidrs, keepObject, userMetadata } from './state.js';
+import { handlers, keepCidrs, keepObject, PROTECTED_MARKER_KEY, userMetadata, uuidOf } from './state.js';
 import { check, ids, isObject, known, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 import { idOf2 } from './template.js';
 
@@ -18,7 +17,7 @@ async function toState(e: Engine, s: TfObject, live: WireClient, projectEnv: str
     type: live.type ?? null,
     ip_whitelist: keepCidrs(s.ip_whitelist, live.ipWhitelist),
     metadata: keepObject(s.metadata, userMetadata(live.metadata)),
-    client_uuid: clientId(live),
+    client_uuid: uuidOf(live),
     // The listing carries no stats: the last ones read stay.
     stats: (live as { stats?: TfValue }).stats ?? s.stats ?? null,
   };
@@ -57,6 +56,7 @@ export const client: ResourceType = {
   async create(e, p) {
     const [projectEnv, name, templateName] = ids(p, 'project_env', 'name', 'template');
     const ipWhitelist = stringList(p.ip_whitelist);
+    const { clients } = await handlers();
     const { value: [outcome] } = await e.change(undefined, projectEnv!, (ctx) => clients.createClients(ctx, projectEnv!, [{
       name: name!, ...(str(p.type) !== undefined ? { type: str(p.type)! } : {}), template: templateName!,
       ...(ipWhitelist ? { ipWhitelist } : {}), metadata: e.managedMetadata(objectOf(p.metadata), p.protected === true), keys: [],
@@ -87,6 +87,7 @@ export const client: ResourceType = {
       };
     }
     const ipWhitelist = stringList(planned.ip_whitelist);
+    const { clients } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => clients.updateClient(ctx, uuid!, projectEnv!, {
       ...(changed('type') && str(planned.type) !== undefined ? { type: str(planned.type)! } : {}),
       ...(changed('template') ? { template: str(planned.template)! } : {}),
@@ -99,6 +100,7 @@ export const client: ResourceType = {
 
   async delete(e, prior) {
     const [projectEnv, uuid] = ids(prior, 'project_env', 'client_uuid');
+    const { clients } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => clients.deleteClient(ctx, uuid!, projectEnv!));
     e.forget('client', projectEnv!);
   },

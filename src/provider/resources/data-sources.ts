@@ -1,11 +1,11 @@
 // Data sources: read-only views of live objects by natural id, from the same shared listings as
 // ReadResource. Never a raw key: a client's keys are listed by id, expiry and dates.
-import { clientId, type WireEndpoint } from '../../api/client.js';
+import type { WireEndpoint } from '../../api/client.js';
 import { methodPath } from '../../model/index.js';
 import { DiagnosticError } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
-import { userMetadata } from './state.js';
+import { userMetadata, uuidOf } from './state.js';
 import { check, ids, matches, PROJECT_ENV, PROJECT_SLUG, type DataSourceType } from './types.js';
 
 const notFound = (what: string, attr: string) => new DiagnosticError('Not found', `${what} does not exist in the service`, [attr]);
@@ -63,7 +63,7 @@ export const dataSources: DataSourceType[] = [
       const template = [...(await e.templatesOf(projectEnv!)).values()].find((t) => t.id === live.templateId);
       return {
         id: `${projectEnv}/${name}`, project_env: projectEnv!, name: name!, type: live.type ?? null, template: template?.name ?? null,
-        ip_whitelist: live.ipWhitelist ?? [], metadata: userMetadata(live.metadata) as TfValue, client_uuid: clientId(live),
+        ip_whitelist: live.ipWhitelist ?? [], metadata: userMetadata(live.metadata) as TfValue, client_uuid: uuidOf(live),
         keys: (live.keys ?? []).map((k) => ({ name: k.name, key_id: k.id, expires_at: k.expiresAt ?? null, auto_rotate: k.autoRotate ?? null, created_at: k.createdAt ?? null })),
       } satisfies TfObject;
     },

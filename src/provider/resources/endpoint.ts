@@ -1,12 +1,11 @@
 // kms_endpoint: a route of an environment's API, identified by (env, METHOD:/path). The service
 // cannot change an endpoint's request or response description in place: those replace it.
 import type { WireEndpoint } from '../../api/client.js';
-import { endpoints } from '../../apply/kinds/index.js';
 import { methodPath, type JsonObject } from '../../model/index.js';
 import type { Diagnostics } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject, type TfValue } from '../values/types.js';
-import { keepObject, keepOptional, userMetadata } from './state.js';
+import { handlers, keepObject, keepOptional, userMetadata } from './state.js';
 import { check, ids, ImportIdError, isObject, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 
 export const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
@@ -80,6 +79,7 @@ export const endpoint: ResourceType = {
   async create(e, p) {
     const [projectEnv] = ids(p, 'project_env');
     const f = fields(p, e.managedMetadata(objectOf(p.metadata), p.protected === true));
+    const { endpoints } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => endpoints.createEndpoints(ctx, projectEnv!, [f]));
     e.forget('endpoint', projectEnv!);
     return toState(p, await fetchEndpoint(e, projectEnv!, methodPath(f.method, f.path)), projectEnv!);
@@ -97,6 +97,7 @@ export const endpoint: ResourceType = {
     const live = await fetchEndpoint(e, projectEnv!, mp);
     const marks = Object.fromEntries(Object.entries(live.metadata ?? {}).filter(([k]) => !(k in userMetadata(live.metadata)))) as JsonObject;
     const f = fields(planned, { ...(objectOf(planned.metadata) ?? {}), ...marks });
+    const { endpoints } = await handlers();
     const changed = new Set(['name', 'description', 'metadata'].filter((a) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a])));
     await e.change(undefined, projectEnv!, (ctx) => endpoints.updateEndpoint(ctx, projectEnv!, f, changed));
     e.forget('endpoint', projectEnv!);
@@ -105,6 +106,7 @@ export const endpoint: ResourceType = {
 
   async delete(e, prior) {
     const [projectEnv, method, path] = ids(prior, 'project_env', 'method', 'path');
+    const { endpoints } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => endpoints.deleteEndpoint(ctx, projectEnv!, method!, path!));
     e.forget('endpoint', projectEnv!);
   },

@@ -1,9 +1,9 @@
 // kms_environment: an environment of a project, identified by `<project>-<type>`. The first
 // environment of a recorded kms_project creates the project; deleting the last one deletes it.
-import { envs, projects } from '../../apply/kinds/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
+import { handlers } from './state.js';
 import { check, ENV_TYPE, ids, ImportIdError, matches, PROJECT_SLUG, splitImportId, type ResourceType } from './types.js';
 
 const projectEnvOf = (p: TfObject) => (isUnknown(p.project) || isUnknown(p.type) ? UNKNOWN : typeof p.project === 'string' && typeof p.type === 'string' ? `${p.project}-${p.type}` : null);
@@ -45,6 +45,7 @@ export const environment: ResourceType = {
     const projectEnv = `${project}-${type}`;
     e.forget('project');
     const exists = (await e.projects()).has(project!);
+    const { envs, projects } = await handlers();
     await e.change(undefined, projectEnv, async (ctx) => {
       if (exists) return envs.upsertEnv(ctx, projectEnv, { url: url! });
       const pending = e.pendingProjects.get(project!);
@@ -70,6 +71,7 @@ export const environment: ResourceType = {
   async update(e, _prior, planned) {
     const [project, type, url] = ids(planned, 'project', 'type', 'url');
     const projectEnv = `${project}-${type}`;
+    const { envs } = await handlers();
     await e.change(undefined, projectEnv, (ctx) => envs.upsertEnv(ctx, projectEnv, { url: url! }));
     e.forget('project');
     return planned;
@@ -84,6 +86,7 @@ export const environment: ResourceType = {
     // The API has no project without an environment: the last one goes with its project (whose
     // own delete then finds nothing left), as the first one came with it.
     const last = ((await e.projects()).get(project!)?.envs?.list ?? []).length <= 1;
+    const { envs, projects } = await handlers();
     await e.change(undefined, projectEnv, (ctx) => (last ? projects.deleteProject(ctx, projectEnv) : envs.deleteEnv(ctx, projectEnv, live.id!)));
     e.forget('project');
   },

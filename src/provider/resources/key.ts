@@ -3,14 +3,12 @@
 // that); the state holds its id, prefix, expiry and a fingerprint of where it was written, never
 // the key. Rotation is a replacement: with create_before_destroy the new key is issued and stored
 // first, and the old one then follows kms-sync's overlap rule instead of being revoked at once.
-import { clientId, type WireClient, type WireKey } from '../../api/client.js';
-import { keys as keyKind } from '../../apply/kinds/index.js';
-import { ApiError } from '../../api/http.js';
+import type { WireClient, WireKey } from '../../api/client.js';
 import { canonicalTimestamp, defaultSecretName, parseTtl } from '../../model/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
-import { Engine } from '../engine.js';
+import type { Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
-import { keepOptional, keepTimestamp } from './state.js';
+import { handlers, keepOptional, keepTimestamp, secretFingerprint, uuidOf as clientId } from './state.js';
 import { bool, check, ids, known, matches, PartialApplyError, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 
 const DURATION = /^\s*(\d+[smhdw])+\s*$/;
@@ -95,9 +93,11 @@ export const key: ResourceType = {
     const live = await clientOf(e, projectEnv!, clientName!);
     if (!live) throw new DiagnosticError('Client not found', `client ${clientName} does not exist in ${projectEnv}: create it (kms_client) before its keys`, ['client']);
     const after = keyAfter(p, projectEnv!, clientName!, name!);
+    const { stores, capture } = await e.keyPath();
+    const { keys: keyKind } = await handlers();
     if (after.secret.store !== undefined) {
       try {
-        e.stores.uriOf(after.secret.store);
+        stores.uriOf(after.secret.store);
       } catch {
         throw new DiagnosticError('Unknown secret store', `no secret_store block named "${after.secret.store}" in the provider configuration`, ['secret_store']);
       }
@@ -111,12 +111,12 @@ export const key: ResourceType = {
       ...p, id: `${projectEnv}/${clientName}/${name}`, key_id: issued.keyId, key_prefix: issued.prefix,
       expires_at: keepTimestamp(p.expires_at, issued.expiresAt), secret_name: after.secret.name,
       created_at: (await clientOf(e, projectEnv!, clientName!))?.keys?.find((k) => k.id === issued.keyId)?.createdAt ?? new Date().toISOString(),
-      secret_fingerprint: log.stored[0] ? Engine.fingerprint(log.stored[0]) : null,
+      secret_fingerprint: log.stored[0] ? secretFingerprint(log.stored[0]) : null,
     };
     if (storeError) {
       throw new PartialApplyError('Key issued, secret store write failed',
         `${projectEnv}/${clientName}/${name} (key ${issued.keyId}) was issued but its store write failed: ${storeError}. The raw key is safe in the journal ` +
-        `${e.keys().journal.path}; \`kms-sync secrets flush\` or the next apply writes it to the store. Terraform keeps the key tainted, so the next apply replaces it.`, state);
+        `${capture.journal.path}; \`kms-sync secrets flush\` or the next apply writes it to the store. Terraform keeps the key tainted, so the next apply replaces it.`, state);
     }
     // Keys an interrupted earlier run issued under this name without their raw value: revoked now that a replacement is stored.
     for (const o of (await e.orphansOf(projectEnv!)).filter((x) => x.client === clientName && x.keyName === name)) {
@@ -144,6 +144,7 @@ export const key: ResourceType = {
     const expiresChanged = str(planned.ttl) === undefined && str(planned.expires_at) !== undefined && planned.expires_at !== prior.expires_at;
     const rotateChanged = planned.auto_rotate !== prior.auto_rotate && bool(planned.auto_rotate) !== undefined;
     if (expiresChanged || rotateChanged) {
+      const { keys: keyKind } = await handlers();
       const live = await clientOf(e, projectEnv!, clientName!);
       if (!live) throw new DiagnosticError('Client not found', `client ${clientName} no longer exists in ${projectEnv}`, ['client']);
       const ref = { id: clientId(live), name: clientName!, projectEnv: projectEnv!, knownKeyIds: (live.keys ?? []).map((k) => k.id) };
@@ -163,6 +164,7 @@ export const key: ResourceType = {
     const live = await clientOf(e, projectEnv!, clientName!);
     const old = live?.keys?.find((k) => k.id === keyId);
     if (!live || !old) return; // gone already (with its client, or behind Terraform's back)
+    const { keys: keyKind } = await handlers();
     const successor = (live.keys ?? []).find((k) => k.name === name && k.id !== keyId && String(k.createdAt ?? '') >= String(old.createdAt ?? ''));
     const overlap = duration(prior.rotation_overlap);
     if (successor && overlap !== 0) {
@@ -179,11 +181,8 @@ export const key: ResourceType = {
       }
       if (until !== undefined) return; // expires before the overlap ends anyway
     }
-    try {
-      await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, keyId!));
-    } catch (err) {
-      if (!(err instanceof ApiError && err.status === 404)) throw err;
-    }
+    // Idempotent: a key already gone counts as revoked.
+    await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, keyId!));
     e.forget('client', projectEnv!);
   },
 };

@@ -1,9 +1,9 @@
 // kms_project: a project, identified by its slug. The API has no project without an environment:
 // a create is recorded, and the first kms_environment of the project creates both in one POST.
-import { projects } from '../../apply/kinds/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import type { TfObject } from '../values/types.js';
+import { handlers } from './state.js';
 import { check, ids, matches, PROJECT_SLUG, splitImportId, str, type ResourceType } from './types.js';
 
 async function anyEnvOf(e: Engine, slug: string): Promise<string | undefined> {
@@ -54,6 +54,7 @@ export const project: ResourceType = {
     }
     if (planned.name !== prior.name) {
       const anyEnv = await anyEnvOf(e, slug!);
+      const { projects } = await handlers();
       if (!anyEnv) throw new DiagnosticError('Project has no environment', `project ${slug} can only be renamed through one of its environments; it has none`);
       await e.change(undefined, anyEnv, (ctx) => projects.renameProject(ctx, anyEnv, str(planned.name)!));
       e.forget('project');
@@ -66,6 +67,7 @@ export const project: ResourceType = {
     e.pendingProjects.delete(slug!);
     const anyEnv = await anyEnvOf(e, slug!);
     if (!anyEnv) return; // never created, or gone already
+    const { projects } = await handlers();
     await e.change(undefined, anyEnv, (ctx) => projects.deleteProject(ctx, anyEnv));
     e.forget('project');
   },

@@ -1,9 +1,26 @@
 // Live objects → Terraform state, keeping the configuration's spelling where the service only
 // normalises it (CIDR notation, method case, timestamps, markers in metadata): Terraform must see
 // no change where there is none.
+import { createHash } from 'node:crypto';
 import { canonicalCidr, canonicalTimestamp, OWNER_MARKER_KEY, type JsonObject } from '../../model/index.js';
-import { PROTECTED_MARKER_KEY } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
+
+/** Metadata marker of protection (the reconciler's marker: both engines read each other's resources). */
+export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
+
+/** The public part of a raw key: the service prefix and a few characters, like a project key's 12-character keyPrefix. */
+export const KEY_PREFIX_LENGTH = 12;
+
+/** sha256 of where a secret went (store, backend name): tells a move apart, reveals nothing. */
+export function secretFingerprint(receipt: { store: string; secret: string }): string {
+  return `sha256:${createHash('sha256').update(`${receipt.store}\n${receipt.secret}`).digest('hex').slice(0, 32)}`;
+}
+
+/** A client's id as the wire names it (`id`, or `client_uuid`). */
+export const uuidOf = (c: { id?: string; client_uuid?: string }): string => (c.id ?? c.client_uuid)!;
+
+/** The apply handlers, loaded on the first change: schema, validation and plans never need them. */
+export const handlers = () => import('../../apply/kinds/index.js');
 
 /** Metadata as the user manages it: without the markers kms-sync adds. */
 export function userMetadata(metadata: Record<string, unknown> | undefined): JsonObject {

@@ -1,8 +1,8 @@
 // kms_template: a plan of an environment (rate limit, client maximum), identified by (env, name).
-import { templates } from '../../apply/kinds/index.js';
 import type { Diagnostics } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
+import { handlers } from './state.js';
 import { check, ids, matches, num, PROJECT_ENV, splitImportId, type ResourceType } from './types.js';
 
 export const idOf2 = (p: TfObject, a: string, b: string) =>
@@ -13,6 +13,7 @@ const wholeNumber = (min: number) => (v: unknown) => (typeof v === 'number' && N
 async function write(e: Engine, p: TfObject, id?: string): Promise<TfObject> {
   const [projectEnv, name] = ids(p, 'project_env', 'name');
   const maxClients = num(p.max_clients);
+  const { templates } = await handlers();
   await e.change(undefined, projectEnv!, (ctx) => templates.upsertTemplates(ctx, projectEnv!, [{
     ...(id ? { id } : {}), name: name!, rateLimitDay: num(p.rate_limit_day)!, ...(maxClients !== undefined ? { maxClients } : {}),
   }]));
@@ -55,6 +56,7 @@ export const template: ResourceType = {
     e.forget('template', projectEnv!);
     const live = (await e.templatesOf(projectEnv!)).get(name!);
     if (!live) return;
+    const { templates } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => templates.deleteTemplate(ctx, projectEnv!, live.id));
     e.forget('template', projectEnv!);
   },
