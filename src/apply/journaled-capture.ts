@@ -33,6 +33,11 @@ export class JournaledKeyCapture implements KeyCapture {
     }
   }
 
+  /** At the end of a run: the journal file goes when nothing in it is live any more. */
+  compact(): Promise<void> {
+    return this.journal.compact();
+  }
+
   /** Journal writes in progress: a second interrupt waits for these (briefly) before exiting. */
   private readonly journaling = new Set<Promise<unknown>>();
 

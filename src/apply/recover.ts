@@ -117,5 +117,6 @@ export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCap
     }
   }
   if (done.length) await journal.resolve({ resolve: done });
+  await journal.compact();
   return out;
 }

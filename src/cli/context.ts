@@ -3,7 +3,8 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { KmsClient } from '../api/client.js';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
-import { describeRecovery, recoverBeforePlan } from '../apply/recover.js';
+import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
+import { acquireLock } from '../secrets/fsutil.js';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
@@ -15,6 +16,7 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { UsageError } from './errors.js';
+import { resolveOwner } from './owner.js';
 
 export interface GlobalOptions {
   file: string[];
@@ -97,6 +99,12 @@ export interface PlanOptions {
   rotateMissingSecrets?: boolean;
   /** Where recovery notes go (default: stderr). */
   notice?: (line: string) => void;
+  /** Claim resources another configuration owns when this one names them. */
+  takeOwnership?: boolean;
+  /** The caller holds the run lock (apply, rotate): recovery needs no lock of its own. */
+  runLocked?: boolean;
+  /** The owner id, when the caller resolved it already. */
+  owner?: string;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -111,23 +119,46 @@ export async function checkSecretNames(desired: DesiredState, baseDir: string): 
   if (problems.length) throw new UsageError(`secret names collide:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
 }
 
+/**
+ * Recovery reads and rewrites the journal, which a running apply of the same configuration is
+ * writing: it runs under the run lock (held by apply/rotate already; taken here, without waiting,
+ * for plan and drift). When another run holds it, recovery is left to that run.
+ */
+async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, registry: StoreRegistry, desired: DesiredState, o: PlanOptions): Promise<Recovery> {
+  const envs = new Set(desired.envs.map((e) => e.projectEnv));
+  if (o.runLocked) return recoverBeforePlan(conn.api, capture, registry, envs);
+  if (!(await stat(capture.journal.path).then(() => true, () => false))) return { flushed: [], orphans: [], warnings: [] };
+  let lock;
+  try {
+    lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), { timeoutMs: 0 });
+  } catch {
+    return { flushed: [], orphans: [], warnings: ['another kms-sync run of this configuration is active: the keys it journaled are recovered by that run (or the next apply), not by this plan'] };
+  }
+  try {
+    return await recoverBeforePlan(conn.api, capture, registry, envs);
+  } finally {
+    await lock.release();
+  }
+}
+
 export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
   await checkSecretNames(desired, o.baseDir);
   const notice = o.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
   const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice);
-  const recovery = await recoverBeforePlan(conn.api, capture, registry, new Set(desired.envs.map((e) => e.projectEnv)));
+  const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving));
   const now = o.now ?? new Date();
+  const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
   const base = buildPlan({
-    desired, live, prune: o.prune, now,
-    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug) },
+    desired, live, prune: o.prune, now, ...(o.takeOwnership ? { takeOwnership: true } : {}),
+    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug), owner },
   });
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
-    const queries = keysToCheck(desired, live.state);
+    const queries = keysToCheck(desired, live.state, owner);
     if (queries.length) {
       const checked = await checkSecretPresence(registry, queries);
       secrets = checked.results;

@@ -118,6 +118,7 @@ class Builder {
 
   private readonly fileIndex = new Map<string, number>();
   private readonly stores = new Map<string, StoreDeclaration>();
+  private owner: { value: string; at: SourceLocation } | undefined;
   private defaultStore: StoreDeclaration | undefined;
   private readonly projects = new Map<string, ProjectEntry>();
   private readonly envs = new Map<string, EnvEntry>();
@@ -162,8 +163,17 @@ class Builder {
       this.report({ ...loc, message }, sd.index);
     };
 
+    if (typeof root.owner === 'string') this.addOwner(root.owner, at(['owner']));
     list(root.stores).forEach((s, i) => this.addStore(s, ['stores', i], at));
     list(root.projects).forEach((p, i) => this.addProject(p, ['projects', i], at, error));
+  }
+
+  /** One configuration has one owner: files that declare it must agree. */
+  private addOwner(value: string, loc: SourceLocation): void {
+    if (!this.owner) this.owner = { value, at: loc };
+    else if (this.owner.value !== value) {
+      this.report({ ...loc, message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner` });
+    }
   }
 
   private addStore(s: unknown, segs: PathSegment[], at: (s: PathSegment[]) => SourceLocation): void {
@@ -481,6 +491,7 @@ class Builder {
         (a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.path, b.path) || cmp(a.method, b.method),
       ),
       stores: [...this.stores.values()].sort((a, b) => cmp(a.name, b.name)),
+      ...(this.owner ? { owner: this.owner.value } : {}),
     };
   }
 

@@ -222,7 +222,8 @@ async function readEnv(api: KmsClient, env: LiveEnv, embedded: WireTemplate[] | 
   const completed = await Promise.all(incomplete.map((c) => api.getClient(clientId(c), pe)));
   for (const page of pages) if (page) for (const c of page) state.clients.push(c);
   for (const c of completed) state.clients.push(toClient(pe, c, names!, cidrs));
-  for (const e of endpoints) state.endpoints.push(toEndpoint(pe, e));
+  // Run-lock records (apply/run-lock.ts) belong to kms-sync's own runs, not to any configuration.
+  for (const e of endpoints) if (!e.path.startsWith('/__kms-sync/')) state.endpoints.push(toEndpoint(pe, e));
 }
 
 /** Sorts by a key computed once per item (not once per comparison). */

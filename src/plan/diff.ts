@@ -17,35 +17,66 @@ export interface PlanInput {
   prune: boolean;
   target: Plan['target'];
   now?: Date;
+  /** Claim resources another configuration owns when this one names them (`--take-ownership`). */
+  takeOwnership?: boolean;
+}
+
+/** Metadata key naming the configuration that owns a resource (DESIGN.md "Ownership"). */
+export const OWNER_ID_KEY = 'kms-sync/owner';
+
+/**
+ * Who owns a live resource, from this configuration's point of view:
+ * - `ours`: created (or claimed) by this configuration: updated, and deleted when it leaves it;
+ * - `legacy`: created by kms-sync before owners were recorded: claimed by the first
+ *   configuration that names it (the plan says so), never deleted by one that does not;
+ * - `other`: owned by another configuration: never touched (unless --take-ownership);
+ * - `none`: made by hand or by the SDK: managed when named (adoption), deleted only with --prune.
+ */
+export type Ownership = { kind: 'ours' } | { kind: 'legacy' } | { kind: 'other'; owner: string } | { kind: 'none' };
+
+export function ownershipOf(metadata: JsonObject | undefined, owner: string): Ownership {
+  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE) return { kind: 'none' };
+  const id = metadata[OWNER_ID_KEY];
+  if (typeof id !== 'string' || id === '') return { kind: 'legacy' };
+  return id === owner ? { kind: 'ours' } : { kind: 'other', owner: id };
 }
 
 /** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
-export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined): JsonObject {
+export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string): JsonObject {
   return {
     ...(metadata ?? {}),
     [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE,
+    [OWNER_ID_KEY]: owner,
     ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
   };
 }
 
 export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [PROTECTED_MARKER_KEY]: _p, ...rest } = metadata ?? {};
+  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, ...rest } = metadata ?? {};
   return rest;
 }
 
 /**
- * Metadata an existing resource should have. The ownership marker is written on create only and
- * kept as found (a resource someone else created stays theirs); metadata left out of the desired
- * state is not managed, but the protection marker always follows `protected`.
+ * Metadata an existing resource should have. The ownership markers are kept as found on a
+ * resource someone else made (adopting it does not stamp it); a resource kms-sync created is (or
+ * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
+ * protection marker always follows `protected`.
  */
-function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject): JsonObject {
+function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string): JsonObject {
   const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
-  if (isOwned(live)) out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
+  if (ownershipOf(live, owner).kind !== 'none') {
+    out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
+    out[OWNER_ID_KEY] = owner;
+  }
   if (isProtected) out[PROTECTED_MARKER_KEY] = 'true';
   return out;
 }
 
-export const isOwned = (metadata: JsonObject | undefined) => metadata?.[OWNER_MARKER_KEY] === OWNER_MARKER_VALUE;
+/** Keys of a client are managed (created, rotated, revoked) when the client is ours or being claimed. */
+export const isManagedBy = (metadata: JsonObject | undefined, owner: string) => {
+  const k = ownershipOf(metadata, owner).kind;
+  return k === 'ours' || k === 'legacy';
+};
 const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[PROTECTED_MARKER_KEY] === 'true';
 
 /**
@@ -112,13 +143,13 @@ export function keyAfter(k: DesiredKey): KeyAfter {
   };
 }
 
-function clientAfter(c: DesiredClient): Record<string, unknown> {
+function clientAfter(c: DesiredClient, owner: string): Record<string, unknown> {
   return {
     name: c.name,
     ...(c.type !== undefined ? { type: c.type } : {}),
     template: c.template,
     ...(c.ipWhitelist !== undefined ? { ipWhitelist: c.ipWhitelist } : {}),
-    metadata: managedMetadata(c.metadata, c.protected),
+    metadata: managedMetadata(c.metadata, c.protected, owner),
   };
 }
 
@@ -128,14 +159,14 @@ function clientBefore(c: LiveClient): Record<string, unknown> {
   };
 }
 
-function endpointAfter(e: DesiredEndpoint): Record<string, unknown> {
+function endpointAfter(e: DesiredEndpoint, owner: string): Record<string, unknown> {
   return {
     method: e.method, path: e.path,
     ...(e.name !== undefined ? { name: e.name } : {}),
     ...(e.description !== undefined ? { description: e.description } : {}),
     ...(e.request !== undefined ? { request: e.request } : {}),
     ...(e.response !== undefined ? { response: e.response } : {}),
-    metadata: managedMetadata(e.metadata, e.protected),
+    metadata: managedMetadata(e.metadata, e.protected, owner),
   };
 }
 
@@ -189,6 +220,11 @@ export function sortOperations(ops: Operation[]): Operation[] {
 
 export function buildPlan(input: PlanInput): Plan {
   const { desired, live, prune } = input;
+  const owner = input.target.owner;
+  const own = (metadata: JsonObject | undefined): Ownership => {
+    const o = ownershipOf(metadata, owner);
+    return o.kind === 'other' && input.takeOwnership ? { kind: 'legacy' } : o;
+  };
   const ops: Operation[] = [];
   const unmanaged: UnmanagedResource[] = [];
   const warnings: string[] = [];
@@ -298,13 +334,21 @@ export function buildPlan(input: PlanInput): Plan {
     if (!lc) {
       ops.push({
         address: address.client(c.projectEnv, c.name), kind: 'client', action: 'create', projectEnv: c.projectEnv, reason: 'client does not exist',
-        actionReason: 'create_missing', before: null, after: { ...clientAfter(c), keys: c.keys.map(keyAfter) }, changes: [],
+        actionReason: 'create_missing', before: null, after: { ...clientAfter(c, owner), keys: c.keys.map(keyAfter) }, changes: [],
         issuesKeys: c.keys.length, ...(c.protected ? { protected: true } : {}),
       });
       continue;
     }
+    const ownership = own(lc.metadata);
+    if (ownership.kind === 'other') {
+      unmanaged.push({
+        address: address.client(c.projectEnv, c.name), kind: 'client', projectEnv: c.projectEnv, owner: ownership.owner,
+        note: `owned by configuration '${ownership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+      });
+      continue;
+    }
     // The before/after objects are built only for a client that changed: most of them did not.
-    const metadata = targetMetadata(c.metadata, c.protected, lc.metadata);
+    const metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner);
     const changes: FieldChange[] = [];
     if (c.type !== undefined) addChange(changes, 'type', lc.type, c.type);
     addChange(changes, 'template', lc.templateName ?? lc.templateId, c.template);
@@ -313,12 +357,12 @@ export function buildPlan(input: PlanInput): Plan {
     if (changes.length) {
       ops.push({
         address: address.client(c.projectEnv, c.name), kind: 'client', action: 'update', projectEnv: c.projectEnv,
-        reason: `${[...new Set(changes.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c), metadata }, changes, live: { id: lc.id },
+        reason: ownership.kind === 'legacy' ? claimReason(changes) : `${[...new Set(changes.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
+        actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c, owner), metadata }, changes, live: { id: lc.id },
         ...(c.protected ? { protected: true } : {}),
       });
     }
-    diffKeys(c, lc, ops, warnings);
+    diffKeys(c, lc, ops, warnings, ownership.kind !== 'none');
   }
   for (const { value: lc, wanted } of liveClients.entries) {
     if (wanted) continue;
@@ -328,11 +372,16 @@ export function buildPlan(input: PlanInput): Plan {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`);
       continue;
     }
-    if (isOwned(lc.metadata)) {
+    const ownership = own(lc.metadata);
+    if (ownership.kind === 'ours') {
       ops.push({
-        address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'removed from the configuration (created by kms-sync)',
+        address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'removed from the configuration (owned by this configuration)',
         actionReason: 'delete_removed_from_config', before, after: null, changes: [], live: { id: lc.id },
       });
+    } else if (ownership.kind === 'other') {
+      unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
+    } else if (ownership.kind === 'legacy') {
+      unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
     } else if (prune) {
       ops.push({
         address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'unmanaged, not in the configuration (--prune)',
@@ -348,11 +397,19 @@ export function buildPlan(input: PlanInput): Plan {
     const addr = address.endpoint(e.projectEnv, e.method, e.path);
     desiredEndpointAddrs.add(addr);
     const le = liveEndpoints.get(addr);
-    const after = endpointAfter(e);
+    const after = endpointAfter(e, owner);
     if (!le) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'create', projectEnv: e.projectEnv, reason: 'endpoint is not registered',
         actionReason: 'create_missing', before: null, after, changes: [], ...(e.protected ? { protected: true } : {}),
+      });
+      continue;
+    }
+    const eOwnership = own(le.metadata);
+    if (eOwnership.kind === 'other') {
+      unmanaged.push({
+        address: addr, kind: 'endpoint', projectEnv: e.projectEnv, owner: eOwnership.owner,
+        note: `owned by configuration '${eOwnership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
       });
       continue;
     }
@@ -364,7 +421,7 @@ export function buildPlan(input: PlanInput): Plan {
     const mutable = [
       ...(e.name !== undefined ? change('name', le.name, e.name) : []),
       ...(e.description !== undefined ? change('description', le.description, e.description) : []),
-      ...objectChanges('metadata', le.metadata ?? {}, targetMetadata(e.metadata, e.protected, le.metadata ?? {})),
+      ...objectChanges('metadata', le.metadata ?? {}, targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner)),
     ];
     if (immutable.length) {
       if (e.protected) {
@@ -382,8 +439,8 @@ export function buildPlan(input: PlanInput): Plan {
     if (mutable.length) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'update', projectEnv: e.projectEnv,
-        reason: `${[...new Set(mutable.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before, after: { ...after, metadata: targetMetadata(e.metadata, e.protected, le.metadata ?? {}) }, changes: mutable,
+        reason: eOwnership.kind === 'legacy' ? claimReason(mutable) : `${[...new Set(mutable.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
+        actionReason: 'update_changed', before, after: { ...after, metadata: targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner) }, changes: mutable,
         ...(e.protected ? { protected: true } : {}),
       });
     }
@@ -395,11 +452,16 @@ export function buildPlan(input: PlanInput): Plan {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept`);
       continue;
     }
-    if (isOwned(le.metadata)) {
+    const ownership = own(le.metadata);
+    if (ownership.kind === 'ours') {
       ops.push({
-        address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'removed from the configuration (created by kms-sync)',
+        address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'removed from the configuration (owned by this configuration)',
         actionReason: 'delete_removed_from_config', before, after: null, changes: [],
       });
+    } else if (ownership.kind === 'other') {
+      unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
+    } else if (ownership.kind === 'legacy') {
+      unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
     } else if (prune) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'unmanaged (e.g. registered by the SDK), not in the configuration (--prune)',
@@ -414,7 +476,7 @@ export function buildPlan(input: PlanInput): Plan {
     formatVersion: 1,
     generatedAt: (input.now ?? new Date()).toISOString(),
     target: input.target,
-    options: { prune },
+    options: { prune, ...(input.takeOwnership ? { takeOwnership: true } : {}) },
     operations: ops,
     unmanaged,
     keyFindings: [],
@@ -426,7 +488,7 @@ export function buildPlan(input: PlanInput): Plan {
 }
 
 /** Keys of a managed client: create missing, update changed, delete the ones the config dropped. */
-function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: string[]) {
+function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: string[], managed: boolean) {
   for (const k of c.keys) {
     // Live keys of this name, found without building a map per client. Several keys under one
     // name are rotation generations: the newest (last) is the current key (key-health.ts retires
@@ -456,7 +518,7 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
       });
     }
   }
-  if (!isOwned(lc.metadata)) return; // keys of an adopted client are kept until the adoption lands
+  if (!managed) return; // keys of an adopted client (made by hand) are never revoked by kms-sync
   if (lc.keys.every((x) => c.keys.some((k) => k.name === x.name))) return; // every live key is still configured
   const byName = groupBy(lc.keys, (k) => k.name);
   const wanted = new Set(c.keys.map((k) => k.name));
@@ -477,3 +539,9 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
   }
 }
 
+
+/** The reason of an update that claims a resource kms-sync created before owners were recorded. */
+function claimReason(changes: FieldChange[]): string {
+  const other = [...new Set(changes.map((x) => x.path.split('.')[0]).filter((p) => p !== 'metadata'))];
+  return `claimed by this configuration (created by kms-sync before owners were recorded)${other.length ? `; ${other.join(', ')} changed` : ''}`;
+}

@@ -4,7 +4,7 @@
 import {
   address, parseTtl, type DesiredKey, type DesiredState, type LiveClient, type LiveKey, type LiveState,
 } from '../model/index.js';
-import { isOwned, keyAfter, sortOperations, PROTECTED_MARKER_KEY } from './diff.js';
+import { isManagedBy, keyAfter, ownershipOf, sortOperations, PROTECTED_MARKER_KEY } from './diff.js';
 import { globToRegExp } from './scope.js';
 import { summarize, type KeyFinding, type Operation, type Plan } from './types.js';
 
@@ -82,7 +82,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   for (const c of input.desired.clients) {
     const lc = liveClients.get(address.client(c.projectEnv, c.name));
     if (!lc) continue;
-    const owned = isOwned(lc.metadata);
+    const owned = isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
     const clientProtected = c.protected || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
     for (const k of c.keys) {
       const addr = address.key(c.projectEnv, c.name, k.name);
@@ -200,12 +200,12 @@ export function assessKeys(input: KeyHealthInput): Plan {
 }
 
 /** The key addresses whose secrets the plan should check: current keys of clients kms-sync owns. */
-export function keysToCheck(desired: DesiredState, live: LiveState): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
+export function keysToCheck(desired: DesiredState, live: LiveState, owner: string): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
   const liveClients = new Map(live.clients.map((c) => [address.client(c.projectEnv, c.name), c]));
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
   for (const c of desired.clients) {
     const lc = liveClients.get(address.client(c.projectEnv, c.name));
-    if (!lc || !isOwned(lc.metadata)) continue;
+    if (!lc || !isManagedBy(lc.metadata, owner)) continue;
     for (const k of c.keys) {
       const current = lc.keys.filter((x) => x.name === k.name).at(-1);
       if (!current) continue;

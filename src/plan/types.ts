@@ -65,6 +65,8 @@ export interface UnmanagedResource {
   address: string;
   kind: ResourceKind;
   projectEnv: string;
+  /** Owner id of another configuration that owns it (never touched by this one). */
+  owner?: string;
   /** Why it is kept, or why it will be deleted (with --prune). */
   note: string;
 }
@@ -99,8 +101,10 @@ export interface Plan {
     credential: 'live' | 'test' | 'unknown';
     envs: string[];
     projects: string[];
+    /** Owner id of the configuration: what it creates carries it; it deletes only what carries it. */
+    owner: string;
   };
-  options: { prune: boolean };
+  options: { prune: boolean; takeOwnership?: boolean };
   operations: Operation[];
   unmanaged: UnmanagedResource[];
   keyFindings: KeyFinding[];

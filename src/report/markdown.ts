@@ -61,7 +61,7 @@ const json = (v: unknown) => (v === undefined ? 'null' : JSON.stringify(v) ?? 'n
 function targetLine(target: Plan['target']): string {
   const cred = target.credential === 'live' ? '<code>sk_live_</code> (live)' : target.credential === 'test' ? '<code>sk_test_</code> (test)' : 'unknown kind';
   const envs = target.envs.length ? target.envs.map((e) => code(e)).join(', ') : '(none)';
-  return `**Target:** ${code(safeUrl(target.url))} · **Credential:** ${cred} · **Environments:** ${envs}`;
+  return `**Target:** ${code(safeUrl(target.url))} · **Credential:** ${cred} · **Environments:** ${envs} · **Owner:** ${code(target.owner)}`;
 }
 
 function liveBanner(target: Plan['target']): string[] {

@@ -120,5 +120,5 @@ export function renderHeader(plan: Plan, paint: (s: Style, t: string) => string 
     plan.target.credential === 'live'
       ? paint('red', paint('bold', 'LIVE credential (sk_live_): changes affect production traffic'))
       : plan.target.credential === 'test' ? 'test credential (sk_test_)' : 'credential of unknown kind';
-  return `Target: ${plan.target.url}\nEnvironments: ${plan.target.envs.join(', ') || '(none)'}\nCredential: ${cred}`;
+  return `Target: ${plan.target.url}\nEnvironments: ${plan.target.envs.join(', ') || '(none)'}\nCredential: ${cred}\nOwner: ${plan.target.owner}`;
 }

@@ -234,6 +234,13 @@ export class Journal {
     await this.writeFrames(this.intentFrames(opts));
   }
 
+  /** Clears the orphan records whose keys are all among `revoked` (the run revoked them). */
+  async resolveOrphans(revoked: ReadonlySet<string>): Promise<void> {
+    if (revoked.size === 0) return;
+    const done = (await this.intents()).filter((i) => i.type === 'orphan' && i.keyIds.every((id) => revoked.has(id))).map((i) => i.id);
+    await this.resolve({ resolve: done });
+  }
+
   /** Pending intents and orphan records, oldest first (plaintext: no identity needed). */
   async intents(): Promise<JournalIntent[]> {
     let buf: Buffer | undefined;
@@ -353,6 +360,18 @@ export class Journal {
   async clear(ids: Iterable<string>): Promise<void> {
     const drop = new Set(ids);
     if (drop.size === 0) return;
+    await this.rewrite(drop);
+  }
+
+  /**
+   * Drops what is no longer live (cleared entries, resolved intents and orphan records), and
+   * removes the file when nothing is left: an apply that converged leaves no journal behind.
+   */
+  async compact(): Promise<void> {
+    if (await fs.stat(this.path).then(() => true, () => false)) await this.rewrite(new Set());
+  }
+
+  private async rewrite(drop: ReadonlySet<string>): Promise<void> {
     try {
       await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
         const buf = await readIfExists(this.path);

@@ -14,6 +14,7 @@ const inDays = (d: number) => new Date(Date.now() + d * 86_400_000).toISOString(
 const FAR = '2031-01-01T00:00:00Z';
 
 const config = `apiVersion: kms-sync/v1
+owner: shop-config
 projects:
   - slug: shop
     name: Shop
@@ -88,7 +89,7 @@ beforeAll(async () => {
   // globex: created by kms-sync (marker), then someone opened its IP allow-list; its primary key
   // expires in 3 days, inside its 30-day rotation window; none of its secrets are in the store.
   const [globex] = await api('POST', '/client?project_env=shop-production', [{
-    name: 'globex', templateId: tpl.id, ipWhitelist: ['0.0.0.0/0'], metadata: { team: 'payments', 'managed-by': 'kms-sync' },
+    name: 'globex', templateId: tpl.id, ipWhitelist: ['0.0.0.0/0'], metadata: { team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' },
     keys: [{ name: 'primary', expiresAt: inDays(3) }],
   }]);
   await api('PUT', `/client/${globex.id}?project_env=shop-production`, { keys: [{ name: 'backup', expiresAt: FAR }] });
@@ -178,7 +179,7 @@ describe('kms-sync drift against the emulator', () => {
 
   it('reports new drift on a field the ignore file does not cover', async () => {
     const globex = (await api('GET', '/client?project_env=shop-production&name=globex')).data[0];
-    await api('PUT', `/client/${globex.id}?project_env=shop-production`, { metadata: { team: 'growth', 'managed-by': 'kms-sync' } });
+    await api('PUT', `/client/${globex.id}?project_env=shop-production`, { metadata: { team: 'growth', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' } });
     const r = await drift('--format', 'json', '--no-usage');
     expect(r.code).toBe(2);
     const j = JSON.parse(r.stdout) as DriftJson;

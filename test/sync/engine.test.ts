@@ -102,7 +102,8 @@ describe('sync engine against the emulator', () => {
     expect(apply.stdout).toContain('Apply complete!');
     const prod = await clients('shop-production');
     expect(prod.map((c) => c.name).sort()).toEqual(['globex', 'initech']);
-    expect(prod.find((c) => c.name === 'globex').metadata).toEqual({ team: 'payments', 'managed-by': 'kms-sync' });
+    // Owner id derived from the folder outside git (README "Ownership"): local:<folder>.
+    expect(prod.find((c) => c.name === 'globex').metadata).toEqual({ team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'local:config' });
     // The raw keys are in the store, readable and valid against the service.
     const s = store();
     const names = (await s.list()).map((x) => x.name).sort();
