@@ -7,7 +7,7 @@
 // Usage: npm run build && node bench/provider.js [--clients 1000] [--starts 20]
 // Writes bench/provider-results.json. Needs terraform (or tofu) on PATH for part 2.
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -67,10 +67,16 @@ function which(name) {
   }
 }
 
+/** Runs terraform; with /usr/bin/time, also the CPU seconds of terraform and the provider processes it waited for. */
 const tf = (terraform, cwd, env, ...args) => new Promise((resolve, reject) => {
   const t0 = performance.now();
-  execFile(terraform, args, { cwd, env, maxBuffer: 256 * 1024 * 1024 }, (e, stdout, stderr) =>
-    (e ? reject(new Error(`terraform ${args[0]} failed:\n${stdout}\n${stderr}`)) : resolve({ ms: performance.now() - t0, stdout })));
+  const timeFile = path.join(cwd, '.cpu');
+  const [cmd, argv] = existsSync('/usr/bin/time') ? ['/usr/bin/time', ['-f', '%U %S', '-o', timeFile, terraform, ...args]] : [terraform, args];
+  execFile(cmd, argv, { cwd, env, maxBuffer: 256 * 1024 * 1024 }, (e, stdout, stderr) => {
+    if (e) return reject(new Error(`terraform ${args[0]} failed:\n${stdout}\n${stderr}`));
+    const cpu = existsSync(timeFile) ? readFileSync(timeFile, 'utf8').trim().split(/\s+/).map(Number) : undefined;
+    resolve({ ms: performance.now() - t0, stdout, ...(cpu ? { cpuS: Math.round((cpu[0] + cpu[1]) * 10) / 10 } : {}) });
+  });
 });
 
 async function refresh(terraform) {
@@ -139,6 +145,7 @@ resource "kms_client" "c" {
       clients: CLIENTS,
       importApplyMs: Math.round(imported.ms),
       planMs: Math.round(plan.ms),
+      planCpuS: plan.cpuS,
       planRequests: { total, byRoute: counts },
       perResourceGet: { requests: perGetRequests, ms: Math.round(perGetMs) },
       oneListing: { requests: Math.ceil(CLIENTS / 100), ms: Math.round(listMs) },

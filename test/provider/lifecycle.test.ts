@@ -170,8 +170,32 @@ describe('resources through the provider, against the emulator', () => {
     }
   });
 
+  it('rotates a key inside its window as a replacement, the old key kept for the overlap', async () => {
+    const values = { project_env: 'acme-production', client: 'globex', name: 'rotating', ttl: '1h', auto_rotate: true, rotation_window: '2h', rotation_overlap: '10m' };
+    const first = keep(await core.converge('kms_key', null, values))!;
+    const config = core.config('kms_key', values);
+    // Expiring within the window: the plan replaces it, with a new expiry to come.
+    const plan = await core.plan('kms_key', first, config);
+    expect(plan.replace).toEqual(['expires_at']);
+    expect(isUnknownWire(plan.planned!.expires_at)).toBe(true);
+    // create_before_destroy: the new generation first, then the deposed one.
+    const created = await core.plan('kms_key', null, config);
+    const second = keep(await core.apply('kms_key', null, created.planned, config));
+    expect(errors(second.diagnostics)).toEqual([]);
+    expect(second.state!.key_id).not.toBe(first.key_id);
+    const gone = await core.apply('kms_key', first, null, null);
+    expect(errors(gone.diagnostics)).toEqual([]);
+    const keys = (emu.service.toJSON().projects[0] as any).envs[0].clients[0].keys.filter((k: any) => k.name === 'rotating');
+    expect(keys.map((k: any) => k.id).sort()).toEqual([first.key_id, second.state!.key_id].sort());
+    const old = keys.find((k: any) => k.id === first.key_id);
+    // The old key now ends with the overlap (10 minutes), not its own expiry (1 hour).
+    expect(Date.parse(old.expiresAt) - Date.now()).toBeLessThan(11 * 60_000);
+    expect(Date.parse(old.expiresAt) - Date.now()).toBeGreaterThan(8 * 60_000);
+    states.rotating = second.state;
+  });
+
   it('deletes in reverse order and leaves nothing behind', async () => {
-    for (const [kind, type] of [['key', 'kms_key'], ['endpoint', 'kms_endpoint'], ['client', 'kms_client'], ['template', 'kms_template'], ['env', 'kms_environment'], ['project', 'kms_project']] as const) {
+    for (const [kind, type] of [['rotating', 'kms_key'], ['key', 'kms_key'], ['endpoint', 'kms_endpoint'], ['client', 'kms_client'], ['template', 'kms_template'], ['env', 'kms_environment'], ['project', 'kms_project']] as const) {
       expect(await core.converge(type, states[kind], null), type).toBeNull();
     }
     expect(emu.service.toJSON().projects).toEqual([]);
