@@ -161,6 +161,13 @@ describe('a provider started like Terraform starts it', () => {
     }
   });
 
+  it('is also served by `kms-sync provider`', async () => {
+    const q = await startProvider({ command: [process.execPath, path.join(repoRoot, 'dist', 'cli', 'main.js'), 'provider'] });
+    expect(q.handshake.version).toBe(6);
+    expect((await q.call('GetMetadata')).resources.length).toBe(Object.keys(jsonSchema.resource_schemas).length);
+    expect(await q.shutdown()).toBe(0);
+  });
+
   it('stops gracefully and exits 0 on GRPCController.Shutdown', async () => {
     const q = await startProvider();
     expect(await q.call('StopProvider')).toEqual({ Error: '' });
