@@ -8,12 +8,14 @@ import { acquireLock } from '../secrets/fsutil.js';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
-import { buildPlan } from '../plan/diff.js';
+import { buildPlan, sortOperations } from '../plan/diff.js';
+import { planDestroy } from '../plan/removal.js';
+import { summarize } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
 import { secretCollisions } from '../secrets/collisions.js';
 import { checkSecretPresence } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
-import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
+import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { UsageError } from './errors.js';
 import { resolveOwner } from './owner.js';
@@ -28,6 +30,11 @@ export interface GlobalOptions {
 
 export interface LoadedConfig {
   desired: DesiredState;
+  /**
+   * Environments of the projects in scope that are not in the configuration at all (whole, not
+   * narrowed by --env) but match --env: they left it, and the plan removes them by ownership.
+   */
+  leaving: (projectEnv: string) => boolean;
   files: string[];
   /** Folder of the first -f argument: relative store paths and the journal live here. */
   baseDir: string;
@@ -48,7 +55,9 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promis
   }
   const first = path.resolve(o.file[0]!);
   const baseDir = (await stat(first)).isDirectory() ? first : path.dirname(first);
-  return { desired: scopeDesired(loaded.state, o.env), files: loaded.files, baseDir };
+  const configured = new Set(loaded.state.envs.map((e) => e.projectEnv));
+  const leaving = (pe: string) => !configured.has(pe) && (o.env.length === 0 || matchesAny(pe, o.env));
+  return { desired: scopeDesired(loaded.state, o.env), leaving, files: loaded.files, baseDir };
 }
 
 export function credentialKind(apiKey: string): Plan['target']['credential'] {
@@ -79,8 +88,8 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   return { api, url, credential: credentialKind(apiKey) };
 }
 
-export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean): Promise<LiveReadResult> {
-  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) }, { fingerprints });
+export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
+  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
 }
 
 export interface PlanOptions {
@@ -105,6 +114,8 @@ export interface PlanOptions {
   runLocked?: boolean;
   /** The owner id, when the caller resolved it already. */
   owner?: string;
+  /** Environments that left the configuration (LoadedConfig.leaving): removed by ownership. */
+  leaving?: (projectEnv: string) => boolean;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -141,20 +152,27 @@ async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, 
   }
 }
 
-export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+/** What every planning command does first: check names, recover the journal, read the live state. */
+async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
   await checkSecretNames(desired, o.baseDir);
   const notice = o.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
   const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice);
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
-  const live = await readLive(conn, desired, Boolean(o.forSaving));
-  const now = o.now ?? new Date();
+  const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
   const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
-  const base = buildPlan({
-    desired, live, prune: o.prune, now, ...(o.takeOwnership ? { takeOwnership: true } : {}),
-    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug), owner },
-  });
+  const target: Plan['target'] = {
+    url: conn.url, credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.state.envs.map((e) => e.projectEnv)])].sort(),
+  };
+  return { registry, capture, recovery, live, owner, target };
+}
+
+export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+  const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
+  const now = o.now ?? new Date();
+  const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
@@ -171,4 +189,17 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   });
   plan.warnings.push(...recovery.warnings, ...warnings);
   return { plan, live, capture, registry };
+}
+
+/** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */
+export async function destroyPlanFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<Plan> {
+  const { recovery, live, owner, target } = await preparePlan(conn, desired, o);
+  const r = planDestroy(desired, live.state, owner);
+  const ops = sortOperations(r.ops);
+  const unmanaged = r.unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  return {
+    formatVersion: 1, generatedAt: (o.now ?? new Date()).toISOString(), target, options: { prune: false }, operations: ops, unmanaged,
+    keyFindings: [], warnings: [...recovery.warnings, ...r.warnings], summary: summarize(ops, unmanaged),
+    stores: desired.stores.map(({ source: _s, ...x }) => x), fingerprints: live.fingerprints,
+  };
 }

@@ -63,7 +63,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   const conn = connect(o, process.env, (line) => err(`${line}\n`));
   let report: DriftReport;
   try {
-    const { plan, live } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck });
+    const { plan, live } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

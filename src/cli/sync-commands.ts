@@ -11,7 +11,7 @@ import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.j
 import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanJson, renderPlanText } from '../report/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
-import { checkSecretNames, connect, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
+import { checkSecretNames, connect, destroyPlanFor, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
 import { guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
@@ -133,7 +133,7 @@ export function staleness(saved: Record<string, string>, now: Record<string, str
   return moved.sort();
 }
 
-async function confirm(plan: Plan, o: { autoApprove?: boolean }): Promise<boolean> {
+async function confirm(plan: Plan, o: { autoApprove?: boolean }, what: 'apply' | 'destroy' = 'apply'): Promise<boolean> {
   if (o.autoApprove) return true;
   if (!process.stdin.isTTY || !process.stdout.isTTY) {
     throw new UsageError('refusing to apply without confirmation: no terminal to ask on. Review the plan and pass --auto-approve (CI), or apply a saved plan');
@@ -145,7 +145,9 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean }): Promise<boolea
       const answer = await rl.question(`\nThis applies to PRODUCTION credentials (sk_live_). Type the environment slug(s) to confirm (${expected}): `);
       return answer.trim() === expected;
     }
-    const answer = await rl.question('\nDo you want to perform these actions? Only "yes" will be accepted: ');
+    const answer = await rl.question(what === 'destroy'
+      ? `\nThis deletes everything listed above (owner ${plan.target.owner}). Do you really want to destroy? Only "yes" will be accepted: `
+      : '\nDo you want to perform these actions? Only "yes" will be accepted: ');
     return answer.trim() === 'yes';
   } finally {
     rl.close();
@@ -325,7 +327,7 @@ export function registerSyncCommands(program: Command) {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership) });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, {
@@ -392,7 +394,7 @@ export function registerSyncCommands(program: Command) {
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const { plan } = await planFor(conn, cfg.desired, {
             prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner,
+            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving,
           });
           printPlan(plan, o);
           await applyIt(conn, plan, cfg.baseDir, false);
@@ -427,6 +429,32 @@ export function registerSyncCommands(program: Command) {
             throw new ExitWith(EXIT.error);
           }
           const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
+          if (code !== EXIT.ok) throw new ExitWith(code);
+        });
+      } finally {
+        await conn.api.close();
+      }
+    });
+
+  addLockOptions(withCommon(program.command('destroy').description('delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them')))
+    .option('--auto-approve', 'skip the confirmation (CI)')
+    .action(async (o: GlobalOptions & LockFlags & { autoApprove?: boolean }) => {
+      const cfg = await loadConfig(o);
+      const conn = connect(o, process.env, retryLogger());
+      try {
+        const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+        await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
+          const plan = await destroyPlanFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, runLocked: true, owner });
+          printPlan(plan, {});
+          if (plan.operations.length === 0) {
+            out('Nothing of this configuration is left to destroy.\n');
+            return;
+          }
+          if (!(await confirm(plan, o, 'destroy'))) {
+            out('Destroy cancelled.\n');
+            throw new ExitWith(EXIT.error);
+          }
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {

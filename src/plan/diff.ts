@@ -7,9 +7,12 @@ import {
   type DesiredClient, type DesiredEndpoint, type DesiredKey, type DesiredState, type JsonObject, type JsonValue,
   type LiveClient, type LiveEndpoint, type ResourceKind,
 } from '../model/index.js';
+import {
+  managedMetadata, OWNER_ID_KEY, ownershipOf, PROTECTED_MARKER_KEY, withoutMarkers, type Ownership,
+} from './ownership.js';
+import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type FieldChange, type KeyAfter, type Operation, type Plan, type UnmanagedResource } from './types.js';
 
-export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
 
 export interface PlanInput {
   desired: DesiredState;
@@ -19,41 +22,6 @@ export interface PlanInput {
   now?: Date;
   /** Claim resources another configuration owns when this one names them (`--take-ownership`). */
   takeOwnership?: boolean;
-}
-
-/** Metadata key naming the configuration that owns a resource (DESIGN.md "Ownership"). */
-export const OWNER_ID_KEY = 'kms-sync/owner';
-
-/**
- * Who owns a live resource, from this configuration's point of view:
- * - `ours`: created (or claimed) by this configuration: updated, and deleted when it leaves it;
- * - `legacy`: created by kms-sync before owners were recorded: claimed by the first
- *   configuration that names it (the plan says so), never deleted by one that does not;
- * - `other`: owned by another configuration: never touched (unless --take-ownership);
- * - `none`: made by hand or by the SDK: managed when named (adoption), deleted only with --prune.
- */
-export type Ownership = { kind: 'ours' } | { kind: 'legacy' } | { kind: 'other'; owner: string } | { kind: 'none' };
-
-export function ownershipOf(metadata: JsonObject | undefined, owner: string): Ownership {
-  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE) return { kind: 'none' };
-  const id = metadata[OWNER_ID_KEY];
-  if (typeof id !== 'string' || id === '') return { kind: 'legacy' };
-  return id === owner ? { kind: 'ours' } : { kind: 'other', owner: id };
-}
-
-/** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
-export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string): JsonObject {
-  return {
-    ...(metadata ?? {}),
-    [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE,
-    [OWNER_ID_KEY]: owner,
-    ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
-  };
-}
-
-export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, ...rest } = metadata ?? {};
-  return rest;
 }
 
 /**
@@ -72,11 +40,6 @@ function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | 
   return out;
 }
 
-/** Keys of a client are managed (created, rotated, revoked) when the client is ours or being claimed. */
-export const isManagedBy = (metadata: JsonObject | undefined, owner: string) => {
-  const k = ownershipOf(metadata, owner).kind;
-  return k === 'ours' || k === 'legacy';
-};
 const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[PROTECTED_MARKER_KEY] === 'true';
 
 /**
@@ -232,7 +195,23 @@ export function buildPlan(input: PlanInput): Plan {
   for (const d of live.duplicates) {
     warnings.push(`${d.address}: ${d.ids.length} live resources share this identity (${d.ids.join(', ')}); kms-sync leaves them alone until only one remains`);
   }
-  const state = live.state;
+  // Environments that left the configuration (read because their project is still in it) are
+  // removed as a whole or kept, by ownership (removal.ts); the passes below see only the others.
+  const desiredEnvs = new Set(desired.envs.map((e) => e.projectEnv));
+  const leaving = live.state.envs.filter((e) => !desiredEnvs.has(e.projectEnv));
+  let state = live.state;
+  if (leaving.length) {
+    const byEnv = contentsByEnv(state);
+    const gone = new Set(leaving.map((e) => e.projectEnv));
+    const stays = <T extends { projectEnv: string }>(x: T) => !gone.has(x.projectEnv);
+    state = { ...state, envs: state.envs.filter(stays), clients: state.clients.filter(stays), endpoints: state.endpoints.filter(stays), templates: state.templates.filter(stays) };
+    for (const e of leaving) {
+      const r = planEnvRemoval(byEnv.get(e.projectEnv)!, owner, { prune, why: 'left the configuration' });
+      ops.push(...r.ops);
+      warnings.push(...r.warnings);
+      unmanaged.push(...r.unmanaged);
+    }
+  }
 
   // ------------------------------------------------------------ projects
   const liveProjects = new Map(state.projects.map((p) => [p.slug, p]));
