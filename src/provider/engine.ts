@@ -10,13 +10,13 @@ import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-cap
 import type { OrphanKey } from '../apply/recover.js';
 import { OWNER_MARKER_KEY, OWNER_MARKER_VALUE, type JsonObject, type StoreDeclaration } from '../model/index.js';
 import type { StoreRegistry } from '../secrets/registry.js';
-import { KEY_PREFIX_LENGTH, PROTECTED_MARKER_KEY } from './resources/state.js';
+import { KEY_PREFIX_LENGTH, OWNER_ID_KEY, PROTECTED_MARKER_KEY } from './resources/state.js';
 
 export interface ProviderConfig {
   url: string;
   apiKey: string;
-  /** Owner id this configuration marks what it creates with. */
-  owner?: string;
+  /** Owner id this configuration marks what it creates with (configured, else derived from where it lives). */
+  owner: string;
   /** Where relative store URIs and the key journal resolve. */
   baseDir: string;
   stores: StoreDeclaration[];
@@ -67,7 +67,7 @@ export class Engine {
 
   /** Metadata written on create: the configured map plus the ownership and protection markers. */
   managedMetadata(metadata: JsonObject | undefined, isProtected: boolean): JsonObject {
-    return { ...(metadata ?? {}), [OWNER_MARKER_KEY]: this.config.owner ?? OWNER_MARKER_VALUE, ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}) };
+    return { ...(metadata ?? {}), [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE, [OWNER_ID_KEY]: this.config.owner, ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}) };
   }
 
   /**

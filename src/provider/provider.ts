@@ -139,7 +139,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const config = fromDynamic(req.config, providerType) as TfObject;
       validateProviderConfig(config, d);
       if (d.hasErrors) return {};
-      const resolved = resolveProviderConfig(config, env, opts.cwd ?? process.cwd(), d);
+      const resolved = await resolveProviderConfig(config, env, opts.cwd ?? process.cwd(), d);
       if (!resolved) {
         unconfigured = d.list.map((x) => x.detail || x.summary).join('; ') || 'the provider configuration is not known yet';
         return {};
@@ -285,7 +285,7 @@ function validateProviderConfig(config: TfObject, d: Diagnostics): void {
   });
 }
 
-function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: string, d: Diagnostics): ProviderConfig | undefined {
+async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: string, d: Diagnostics): Promise<ProviderConfig | undefined> {
   if ([config.url, config.api_key, config.owner, config.base_dir].some(isUnknown) || containsUnknown(config.secret_store ?? null)) {
     d.warning('Provider configuration not known yet', 'url, api_key, owner, base_dir or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known');
     return undefined;
@@ -309,5 +309,6 @@ function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: st
     ...(s.options && typeof s.options === 'object' ? { options: s.options as never } : {}),
   }));
   const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : cwd;
-  return { url, apiKey, baseDir, stores, ...(typeof config.owner === 'string' ? { owner: config.owner } : {}) };
+  const owner = typeof config.owner === 'string' ? config.owner : await (await import('./owner.js')).deriveOwner(baseDir);
+  return { url, apiKey, baseDir, stores, owner };
 }

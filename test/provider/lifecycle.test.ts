@@ -104,7 +104,8 @@ describe('resources through the provider, against the emulator', () => {
     states.client = keep(await core.converge('kms_client', states.client, config));
     const live = () => (emu.service.toJSON().projects[0] as any).envs[0].clients[0];
     expect(live().ipWhitelist.sort()).toEqual(['10.0.0.0/8', '192.168.1.1/32']);
-    expect(live().metadata).toMatchObject({ team: 'payments', 'managed-by': 'kms-sync' });
+    // The reconciler's ownership markers: kms-sync made it, and which configuration owns it.
+    expect(live().metadata).toEqual({ team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': `local:${path.basename(dir)}` });
     // Drift: someone edits the metadata through the API.
     await fetch(`${emu.url}/client/${states.client.client_uuid}?project_env=acme-production`, {
       method: 'PUT', headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ metadata: { team: 'billing' } }),

@@ -4,7 +4,7 @@ import { canonicalCidr, OWNER_MARKER_KEY, type JsonObject } from '../../model/in
 import type { Diagnostics } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
-import { handlers, keepCidrs, keepObject, PROTECTED_MARKER_KEY, userMetadata, uuidOf } from './state.js';
+import { handlers, keepCidrs, keepObject, OWNER_ID_KEY, PROTECTED_MARKER_KEY, userMetadata, uuidOf } from './state.js';
 import { check, ids, isObject, known, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 import { idOf2 } from './template.js';
 
@@ -77,12 +77,12 @@ export const client: ResourceType = {
     const changed = (a: string) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a]);
     let metadata: JsonObject | undefined;
     if (changed('metadata') || changed('protected')) {
-      // The ownership marker stays as found (a client someone else created stays theirs).
+      // The ownership markers stay as found (a client someone else created stays theirs).
       const live = await e.api.getClient(uuid!, projectEnv!);
-      const owner = live.metadata?.[OWNER_MARKER_KEY];
+      const owned = Object.fromEntries([OWNER_MARKER_KEY, OWNER_ID_KEY].filter((k) => live.metadata?.[k] !== undefined).map((k) => [k, live.metadata![k] as string]));
       metadata = {
         ...(objectOf(planned.metadata) ?? {}),
-        ...(owner !== undefined ? { [OWNER_MARKER_KEY]: owner as string } : {}),
+        ...owned,
         ...(planned.protected === true ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
       };
     }

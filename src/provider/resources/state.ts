@@ -5,8 +5,12 @@ import { createHash } from 'node:crypto';
 import { canonicalCidr, canonicalTimestamp, OWNER_MARKER_KEY, type JsonObject } from '../../model/index.js';
 import type { TfObject, TfValue } from '../values/types.js';
 
-/** Metadata marker of protection (the reconciler's marker: both engines read each other's resources). */
+/**
+ * The reconciler's metadata markers (plan/ownership.ts, which this layer may not import; a test
+ * keeps the two equal): both engines read and write each other's resources.
+ */
 export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
+export const OWNER_ID_KEY = 'kms-sync/owner';
 
 /** The public part of a raw key: the service prefix and a few characters, like a project key's 12-character keyPrefix. */
 export const KEY_PREFIX_LENGTH = 12;
@@ -24,7 +28,7 @@ export const handlers = () => import('../../apply/kinds/index.js');
 
 /** Metadata as the user manages it: without the markers kms-sync adds. */
 export function userMetadata(metadata: Record<string, unknown> | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [PROTECTED_MARKER_KEY]: _p, ...rest } = (metadata ?? {}) as JsonObject;
+  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, ...rest } = (metadata ?? {}) as JsonObject;
   return rest;
 }
 
