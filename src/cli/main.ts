@@ -22,6 +22,8 @@ export function buildProgram(): Command {
   registerSecrets(program);
   registerEmulator(program);
   registerDemo(program);
+  program.command('provider').description('Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
+    .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
   return program;
 }
 
