@@ -9,7 +9,7 @@ import {
 } from '../model/index.js';
 import {
   APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, OWNER_ID_KEY, ownershipOf, PROTECTED_MARKER_KEY, withoutMarkers, type Ownership,
-} from './ownership.js';
+} from '../model/ownership.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type FieldChange, type KeyAfter, type Operation, type Plan, type UnmanagedResource } from './types.js';
 

@@ -7,7 +7,7 @@
 import {
   address, type DesiredState, type LiveClient, type LiveEndpoint, type LiveEnv, type LiveState, type LiveTemplate,
 } from '../model/index.js';
-import { ownershipOf, PROTECTED_MARKER_KEY } from './ownership.js';
+import { ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
 import type { Operation, UnmanagedResource } from './types.js';
 
 export interface EnvContents {

@@ -8,9 +8,9 @@ import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
 import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
-import { OWNER_MARKER_KEY, OWNER_MARKER_VALUE, type JsonObject, type StoreDeclaration } from '../model/index.js';
+import { managedMetadata, type JsonObject, type StoreDeclaration } from '../model/index.js';
 import type { StoreRegistry } from '../secrets/registry.js';
-import { KEY_PREFIX_LENGTH, OWNER_ID_KEY, PROTECTED_MARKER_KEY } from './resources/state.js';
+import { KEY_PREFIX_LENGTH } from './resources/state.js';
 
 export interface ProviderConfig {
   url: string;
@@ -67,7 +67,7 @@ export class Engine {
 
   /** Metadata written on create: the configured map plus the ownership and protection markers. */
   managedMetadata(metadata: JsonObject | undefined, isProtected: boolean): JsonObject {
-    return { ...(metadata ?? {}), [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE, [OWNER_ID_KEY]: this.config.owner, ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}) };
+    return managedMetadata(metadata, isProtected, this.config.owner);
   }
 
   /**

@@ -309,6 +309,6 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
     ...(s.options && typeof s.options === 'object' ? { options: s.options as never } : {}),
   }));
   const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : cwd;
-  const owner = typeof config.owner === 'string' ? config.owner : await (await import('./owner.js')).deriveOwner(baseDir);
+  const owner = typeof config.owner === 'string' ? config.owner : await (await import('../model/owner.js')).deriveOwner(baseDir);
   return { url, apiKey, baseDir, stores, owner };
 }

@@ -2,15 +2,11 @@
 // normalises it (CIDR notation, method case, timestamps, markers in metadata): Terraform must see
 // no change where there is none.
 import { createHash } from 'node:crypto';
-import { canonicalCidr, canonicalTimestamp, OWNER_MARKER_KEY, type JsonObject } from '../../model/index.js';
+import { canonicalCidr, canonicalTimestamp, withoutMarkers, type JsonObject } from '../../model/index.js';
 import type { TfObject, TfValue } from '../values/types.js';
 
-/**
- * The reconciler's metadata markers (plan/ownership.ts, which this layer may not import; a test
- * keeps the two equal): both engines read and write each other's resources.
- */
-export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
-export const OWNER_ID_KEY = 'kms-sync/owner';
+/** The reconciler's metadata markers (model/ownership.ts): both engines read each other's resources. */
+export { OWNER_ID_KEY, PROTECTED_MARKER_KEY } from '../../model/index.js';
 
 /** The public part of a raw key: the service prefix and a few characters, like a project key's 12-character keyPrefix. */
 export const KEY_PREFIX_LENGTH = 12;
@@ -28,8 +24,7 @@ export const handlers = () => import('../../apply/kinds/index.js');
 
 /** Metadata as the user manages it: without the markers kms-sync adds. */
 export function userMetadata(metadata: Record<string, unknown> | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, ...rest } = (metadata ?? {}) as JsonObject;
-  return rest;
+  return withoutMarkers(metadata as JsonObject | undefined);
 }
 
 const canonical = (v: unknown): string => JSON.stringify(sortKeys(v));

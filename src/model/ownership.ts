@@ -1,7 +1,10 @@
 // Who owns a live resource (DESIGN.md "Ownership"): the markers kms-sync writes into the metadata
-// of what it creates (clients, endpoints), and how a configuration reads them.
+// of what it creates (clients, endpoints), and how a configuration reads them. Shared by the
+// reconciler (plan/) and the Terraform provider (provider/), so both read each other's resources.
 import { createHash } from 'node:crypto';
-import { canonicalJson, OWNER_MARKER_KEY, OWNER_MARKER_VALUE, type JsonObject, type JsonValue } from '../model/index.js';
+import { OWNER_MARKER_KEY, OWNER_MARKER_VALUE } from './identity.js';
+import { canonicalJson } from './normalize.js';
+import type { JsonObject, JsonValue } from './resources.js';
 
 /**
  * Metadata key holding a digest of what kms-sync last applied to a resource (the fields its
@@ -47,12 +50,12 @@ export function ownershipOf(metadata: JsonObject | undefined, owner: string): Ow
 }
 
 /** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
-export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string, applied: string): JsonObject {
+export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string, applied?: string): JsonObject {
   return {
     ...(metadata ?? {}),
     [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE,
     [OWNER_ID_KEY]: owner,
-    [APPLIED_KEY]: applied,
+    ...(applied !== undefined ? { [APPLIED_KEY]: applied } : {}),
     ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
   };
 }

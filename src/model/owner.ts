@@ -1,6 +1,8 @@
-// The owner id of a Terraform configuration when the provider block names none, derived the way
-// kms-sync derives a YAML configuration's (cli/owner.ts, which this layer may not import; a test
-// keeps the two equal): `<git remote>:<folder in the repository>`, else `local:<folder>`.
+// The owner id a configuration gets when it declares none (DESIGN.md "Ownership"), the same for a
+// YAML/CDKTF configuration (cli/) and a Terraform configuration (provider/): derived from where it
+// lives in version control, so every checkout and CI workspace path gets the same id:
+// `<git remote, without scheme, credentials or .git>:<folder relative to the repository root>`,
+// e.g. `github.com/acme/platform:kms`; outside git, `local:<folder name>`.
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 
@@ -10,10 +12,10 @@ function git(cwd: string, args: string[]): Promise<string | undefined> {
   });
 }
 
-/** `https://user:token@github.com/acme/platform.git`, `git@github.com:acme/platform.git` → `github.com/acme/platform`. */
-function normalizeRemote(url: string): string {
+/** `https://user:token@github.com/acme/platform.git` and `git@github.com:acme/platform.git` → `github.com/acme/platform`. */
+export function normalizeRemote(url: string): string {
   let u = url.trim();
-  const scp = /^[^@/]+@([^:/]+):(.+)$/.exec(u);
+  const scp = /^[^@/]+@([^:/]+):(.+)$/.exec(u); // git@host:path
   if (scp) u = `${scp[1]}/${scp[2]}`;
   else u = u.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/^[^@/]*@/, '');
   return u.replace(/\.git$/, '').replace(/\/+$/, '');
