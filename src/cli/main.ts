@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // kms-sync command line: thin wiring of the layers (DESIGN.md "Layers").
+import './node-version.js'; // first: refuses an old Node.js before anything needing Node 22 loads
 import { Command, CommanderError } from 'commander';
 import { registerDemo } from './demo-command.js';
 import { registerDrift } from './drift-command.js';
