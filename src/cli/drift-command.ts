@@ -11,7 +11,7 @@ import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
 import { addCdktfOptions } from './cdktf-input.js';
-import { addReportOptions, appendStepSummary, loadIgnoreRules, maskForActions, publishComment, reportId, type ReportFlags } from './report-output.js';
+import { addReportOptions, reportFormat, appendStepSummary, loadIgnoreRules, maskForActions, publishComment, reportId, type ReportFlags } from './report-output.js';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 const positiveInt = (v: string) => {
@@ -25,6 +25,7 @@ export interface DriftFlags extends GlobalOptions, ReportFlags {
   usage: boolean;
   secretCheck: boolean;
   logPages: number;
+  json?: boolean;
 }
 
 export function registerDrift(program: Command) {
@@ -40,8 +41,9 @@ export function registerDrift(program: Command) {
     .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME}; appended to), then exit 0`)
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--no-usage', 'skip the usage context (endpoint stats and recent error rates from the logs)')
-    .option('--log-pages <n>', 'pages of 100 recent logs read per environment for the usage context', positiveInt, 2);
-  addReportOptions(cmd, 'text').action(runDrift);
+    .option('--log-pages <n>', 'pages of 100 recent logs read per environment for the usage context', positiveInt, 2)
+    .option('--json', 'same as --format json (schemas/kms-sync-drift.schema.json)');
+  addReportOptions(cmd).action(runDrift);
 }
 
 async function attachUsage(report: DriftReport, run: () => ReturnType<typeof collectUsage>) {
@@ -58,6 +60,7 @@ async function attachUsage(report: DriftReport, run: () => ReturnType<typeof col
 }
 
 export async function runDrift(o: DriftFlags): Promise<void> {
+  o.format = reportFormat(o);
   maskForActions();
   const cfg = await loadConfig(o);
   const ignore = await loadIgnoreRules(o.ignoreFile);

@@ -98,10 +98,16 @@ export async function loadIgnoreRules(file: string | undefined): Promise<IgnoreR
   }
 }
 
+/** The output format of --format and --json together; both naming different formats is a usage error. */
+export function reportFormat(o: ReportFlags & { json?: boolean }): ReportFormat {
+  if (o.json && o.format && o.format !== 'json') throw new UsageError(`--json and --format ${o.format} ask for two different outputs: use one of them`);
+  return o.format ?? (o.json ? 'json' : 'text');
+}
+
 /** `plan`: print in the chosen format, then comment / step summary when asked. */
 export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boolean; file: readonly string[] }) {
   maskForActions();
-  const format: ReportFormat = o.format ?? (o.json ? 'json' : 'text');
+  const format = reportFormat(o);
   let markdown: string | undefined;
   const md = async () => {
     if (markdown === undefined) {

@@ -31,7 +31,9 @@ export function registerSecrets(program: Command) {
     .option('--state-dir <dir>', 'folder holding .kms-sync/ (default: the configuration folder, else the current one)')
     .option('--store <name>', 'a store declared under stores: (default: the default store)')
     .option('--reveal <name>', 'print the raw value of this one secret (to a terminal you trust)')
-    .action(async (o: { file: string[]; stateDir?: string; store?: string; reveal?: string }) => {
+    .option('--json', 'print names and dates as one JSON object (never values)')
+    .action(async (o: { file: string[]; stateDir?: string; store?: string; reveal?: string; json?: boolean }) => {
+      if (o.json && o.reveal) throw new UsageError('--json lists names and dates; --reveal prints one value: use one of them');
       const registry = await registryFor(o);
       const store = await registry.get(o.store);
       const pending = await new JournaledKeyCapture(registry).journal.pending();
@@ -45,6 +47,13 @@ export function registerSecrets(program: Command) {
       }
       if (!store.list) throw new UsageError(`${store.displayUri} cannot list its secrets`);
       const items = await store.list();
+      if (o.json) {
+        const secrets = items.sort((a, b) => (a.name < b.name ? -1 : 1)).map((i) => ({
+          name: i.name, updated_at: i.updatedAt, ...(i.meta?.expiresAt ? { expires_at: i.meta.expiresAt } : {}), ...(i.meta?.keyId ? { key_id: i.meta.keyId } : {}),
+        }));
+        out(`${JSON.stringify({ store: store.displayUri, secrets, journal_pending: pending.length }, null, 2)}\n`);
+        return;
+      }
       out(`${store.displayUri}: ${items.length} secret(s)\n`);
       for (const i of items.sort((a, b) => (a.name < b.name ? -1 : 1))) {
         out(`  ${i.name}  updated ${i.updatedAt}${i.meta?.expiresAt ? `  expires ${i.meta.expiresAt}` : ''}${i.meta?.keyId ? `  key ${i.meta.keyId}` : ''}\n`);

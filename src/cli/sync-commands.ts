@@ -4,12 +4,12 @@ import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
-import { applyPlan, type ApplyEvent, type ApplyResult } from '../apply/execute.js';
+import { applyPlan, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
-import { colorEnabled, renderHeader, renderPlanJson, renderPlanText } from '../report/index.js';
+import { colorEnabled, renderPlanText } from '../report/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { checkSecretNames, connect, destroyPlanFor, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
 import { guardLocalStoreInCi } from './ci-guard.js';
@@ -19,8 +19,9 @@ import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
 import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
-import { addReportOptions, emitPlanReport, loadIgnoreRules, type ReportFlags } from './report-output.js';
+import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
 import { addCdktfOptions, writeCdktfExport } from './cdktf-input.js';
+import { jsonReporter, textReporter, type ApplyReporter } from './apply-output.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
@@ -60,11 +61,6 @@ function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean } 
 
 function retryLogger(): (line: string) => void {
   return (line) => err(`${line}\n`);
-}
-
-function printPlan(plan: Plan, o: { json?: boolean }) {
-  if (o.json) out(renderPlanJson(plan));
-  else out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
 }
 
 async function writeSavedPlan(file: string, saved: SavedPlan) {
@@ -134,12 +130,16 @@ export function staleness(saved: Record<string, string>, now: Record<string, str
   return moved.sort();
 }
 
-async function confirm(plan: Plan, o: { autoApprove?: boolean }, what: 'apply' | 'destroy' = 'apply'): Promise<boolean> {
+/**
+ * Asks on the terminal whenever stdin is one, even when stdout is piped (`apply | tee log`) or
+ * carries JSON: the question then goes to stderr, which is still the terminal.
+ */
+async function confirm(plan: Plan, o: { autoApprove?: boolean; json?: boolean }, what: 'apply' | 'destroy' = 'apply'): Promise<boolean> {
   if (o.autoApprove) return true;
-  if (!process.stdin.isTTY || !process.stdout.isTTY) {
-    throw new UsageError('refusing to apply without confirmation: no terminal to ask on. Review the plan and pass --auto-approve (CI), or apply a saved plan');
+  if (!process.stdin.isTTY) {
+    throw new UsageError('refusing to apply without confirmation: stdin is not a terminal to ask on. Review the plan and pass --auto-approve (or --yes) in CI, or apply a saved plan');
   }
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  const rl = createInterface({ input: process.stdin, output: process.stdout.isTTY && !o.json ? process.stdout : process.stderr });
   try {
     if (plan.target.credential === 'live') {
       const expected = plan.target.envs.join(',');
@@ -155,76 +155,28 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean }, what: 'apply' |
   }
 }
 
-function progressPrinter(total: number): { onEvent: (e: ApplyEvent) => void; finish: () => void; inFlight: () => number } {
-  const tty = Boolean(process.stderr.isTTY) && !process.env.CI;
-  let done = 0;
-  let failed = 0;
-  let started = 0;
-  const line = (s: string) => err(`${s}\n`);
-  const draw = () => err(`\r\x1b[2KApplying… ${done + failed}/${total} done${failed ? `, ${failed} failed` : ''}`);
-  return {
-    inFlight: () => started - done - failed,
-    onEvent: (e) => {
-      if (e.type === 'start') started++;
-      else if (e.type === 'done') {
-        done++;
-        if (tty) draw();
-        else line(`${e.op.address}: ${e.op.action} complete${e.note ? ` (${e.note})` : ''}`);
-      } else if (e.type === 'failed') {
-        failed++;
-        if (tty) err('\r\x1b[2K');
-        line(`${e.op.address}: ${e.op.action} FAILED: ${e.error}`);
-        if (tty) draw();
-      } else if (e.type === 'recovered') {
-        if (tty) err('\r\x1b[2K');
-        line(`recovered: ${e.note}`);
-      }
-    },
-    finish: () => { if (tty) err('\r\x1b[2K'); },
-  };
-}
-
-function summarizeApply(r: ApplyResult): string {
-  const count = (a: string) => r.done.filter((o) => o.action === a).length;
-  const lines = [
-    `Resources: ${count('create')} created, ${count('update')} updated, ${count('replace')} replaced, ${count('rotate')} rotated, ${count('delete')} destroyed.`,
-  ];
-  if (r.keysStored.length) {
-    lines.push(`Keys issued and stored (${r.keysStored.length}):`);
-    for (const k of r.keysStored) lines.push(`  ${k.address} → ${k.store} (${k.secret})`);
-  }
-  for (const n of r.recoveries) lines.push(`Recovered: ${n}`);
-  return lines.join('\n') + '\n';
-}
-
-export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; allowLocalStoreInCi?: boolean }): Promise<number> {
+export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter }): Promise<number> {
+  const reporter = o.reporter ?? textReporter(() => plan.operations.length);
   const registry = new StoreRegistry({ declarations: plan.stores, baseDir, onNotice: (m) => err(`${m}\n`) });
   await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi) || process.env.KMS_SYNC_ALLOW_LOCAL_STORE === '1', env: process.env });
   const capture = new JournaledKeyCapture(registry);
-  const progress = progressPrinter(plan.operations.length);
-  const interrupt = interruptHandler(capture, progress);
+  const interrupt = interruptHandler(capture, reporter);
   let result: ApplyResult;
   try {
-    result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: progress.onEvent, signal: interrupt.signal });
+    result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: (e) => reporter.onEvent(e), signal: interrupt.signal });
   } finally {
     interrupt.dispose();
   }
   // Orphan records whose keys this run revoked are done; then the journal goes if nothing is live.
   await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.actionReason === 'revoke_orphan').map((op) => op.live!.keyId!)));
   await capture.compact();
-  progress.finish();
   if (result.failed.length === 0 && !result.stopReason) {
-    out(`\nApply complete! ${summarizeApply(result)}`);
+    reporter.finish(result, 'complete', EXIT.ok);
     return EXIT.ok;
   }
-  out(`\n${result.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summarizeApply(result)}`);
-  if (result.stopReason) out(`Reason: ${result.stopReason}\n`);
-  for (const f of result.failed) out(`  failed: ${f.op?.address ?? '(before any operation)'}: ${f.error}\n`);
-  if (result.notAttempted.length) {
-    out(`Not attempted (${result.notAttempted.length}): ${result.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${result.notAttempted.length > 20 ? ', …' : ''}\n`);
-  }
-  out('Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n');
-  return result.done.length > 0 || result.recoveries.length > 0 ? EXIT.partial : EXIT.error;
+  const code = result.done.length > 0 || result.recoveries.length > 0 ? EXIT.partial : EXIT.error;
+  reporter.finish(result, result.interrupted ? 'interrupted' : 'partial', code);
+  return code;
 }
 
 /**
@@ -233,7 +185,7 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
  * giving the journal writes already under way a moment (a raw key in memory is never dropped
  * without trying the journal). Requests cut off in flight are found by the next run (intents).
  */
-function interruptHandler(capture: JournaledKeyCapture, progress: { inFlight: () => number }) {
+function interruptHandler(capture: JournaledKeyCapture, progress: Pick<ApplyReporter, 'inFlight'>) {
   const controller = new AbortController();
   let count = 0;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -326,6 +278,7 @@ export function registerSyncCommands(program: Command) {
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+      reportFormat(o);
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -349,22 +302,25 @@ export function registerSyncCommands(program: Command) {
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
-    .option('--json', 'print the plan as JSON')
+    .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json); human text goes to stderr')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+      const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0);
       const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
         if (plan.operations.length === 0) {
-          if (saved) out('Nothing to do.\n');
+          if (saved) reporter.say('Nothing to do.\n');
+          if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
           return;
         }
         if (!saved && !(await confirm(plan, o))) {
-          out('Apply cancelled.\n');
+          reporter.say('Apply cancelled.\n');
+          if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
           throw new ExitWith(EXIT.error);
         }
-        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
+        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore), reporter: o.json ? reporter : textReporter(() => plan.operations.length) });
         if (code !== EXIT.ok) throw new ExitWith(code);
       };
       if (planfile) {
@@ -382,7 +338,7 @@ export function registerSyncCommands(program: Command) {
               throw new UsageError(`${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
                 moved.slice(0, 20).map((m) => `  - ${m}`).join('\n') + (moved.length > 20 ? '\n  - …' : '') + '\nRun kms-sync plan again.');
             }
-            out(renderHeader(saved.plan) + `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`);
+            reporter.plan(saved.plan, `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`);
             await applyIt(conn, saved.plan, baseDir, true);
           });
         } finally {
@@ -399,7 +355,7 @@ export function registerSyncCommands(program: Command) {
             prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
             takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile),
           });
-          printPlan(plan, o);
+          reporter.plan(plan);
           await applyIt(conn, plan, cfg.baseDir, false);
         });
       } finally {
@@ -412,7 +368,8 @@ export function registerSyncCommands(program: Command) {
     .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
-    .action(async (o: GlobalOptions & LockFlags & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; allowLocalStore?: boolean }) => {
+    .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
+    .action(async (o: GlobalOptions & LockFlags & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -426,12 +383,14 @@ export function registerSyncCommands(program: Command) {
           const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'))
             || op.actionReason === 'reissue_lost_key' || op.actionReason === 'revoke_orphan');
           const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
-          printPlan(plan, {});
+          const reporter = o.json ? jsonReporter('rotate') : textReporter(() => plan.operations.length);
+          reporter.plan(plan);
           if (!(await confirm(plan, o))) {
-            out('Rotation cancelled.\n');
+            reporter.say('Rotation cancelled.\n');
+            if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
             throw new ExitWith(EXIT.error);
           }
-          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore), reporter });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {
@@ -448,7 +407,7 @@ export function registerSyncCommands(program: Command) {
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const plan = await destroyPlanFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, runLocked: true, owner });
-          printPlan(plan, {});
+          out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
           if (plan.operations.length === 0) {
             out('Nothing of this configuration is left to destroy.\n');
             return;

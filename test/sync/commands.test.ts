@@ -106,7 +106,8 @@ projects:
   it('--env limits a run to the selected environments (globs allowed) and rejects a typo', async () => {
     const r = await runCli(['apply', '-f', 'cfg', '--env', 'multi-stag*', '--auto-approve', '--json'], { cwd: dir, env });
     expect(r.code, r.stderr).toBe(0);
-    const addresses = JSON.parse(r.stdout.split('\nApply complete!')[0]!).resource_changes.map((c: any) => c.address);
+    // apply --json is a JSON-lines event stream (schemas/kms-sync-apply-events.schema.json).
+    const addresses = r.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((e: any) => e.type === 'planned_change').map((e: any) => e.change.address);
     expect(addresses.every((a: string) => !a.includes('multi-production'))).toBe(true);
     expect(addresses).toContain('client.multi-staging/a');
     const typo = await runCli(['plan', '-f', 'cfg', '--env', 'multi-prod'], { cwd: dir, env });

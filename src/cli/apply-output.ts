@@ -1,0 +1,148 @@
+// How apply and rotate report their run: for people (plan text, a progress line, a summary) or, with
+// --json, a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json), one
+// object per line like Terraform's -json: planned changes, each operation's start and end, each key
+// stored (address, store, secret name: never a value), recoveries, and a closing summary. In JSON
+// mode nothing else is written to stdout; prompts, retries and notices go to stderr.
+import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
+import type { Operation, Plan } from '../plan/types.js';
+import { colorEnabled, renderPlanText } from '../report/index.js';
+import { err, out } from './output.js';
+
+export const APPLY_EVENTS_FORMAT = '1.0';
+
+export type ApplyOutcome = 'complete' | 'partial' | 'interrupted' | 'cancelled' | 'nothing_to_do';
+
+export interface ApplyReporter {
+  readonly json: boolean;
+  /** The plan about to be confirmed or applied. */
+  plan(plan: Plan, note?: string): void;
+  /** A line for people (text mode: stdout; JSON mode: stderr). */
+  say(text: string): void;
+  onEvent(e: ApplyEvent): void;
+  inFlight(): number;
+  /** The run ended: summary, exit code. */
+  finish(result: ApplyResult | undefined, outcome: ApplyOutcome, exitCode: number): void;
+}
+
+const now = () => new Date().toISOString();
+const opRef = (op: Operation) => ({ address: op.address, kind: op.kind, action: op.action, reason: op.actionReason, ...(op.projectEnv ? { environment: op.projectEnv } : {}) });
+
+function counts(r: ApplyResult | undefined) {
+  const c = (a: string) => (r ? r.done.filter((o) => o.action === a).length : 0);
+  return { create: c('create'), update: c('update'), replace: c('replace'), rotate: c('rotate'), delete: c('delete') };
+}
+
+export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (line: string) => void = out): ApplyReporter {
+  let ended = 0;
+  // The engine reports the start of some operations only implicitly (those done together with
+  // their parent): every operation still gets its apply_start before its end.
+  const started = new Set<string>();
+  const start = (op: Operation) => {
+    if (started.has(op.address)) return;
+    started.add(op.address);
+    emit('apply_start', `${op.address}: ${op.action} started`, { change: opRef(op) });
+  };
+  const emit = (type: string, message: string, extra: Record<string, unknown> = {}) =>
+    write(`${JSON.stringify({ type, timestamp: now(), message, ...extra })}\n`);
+  emit('version', `kms-sync ${command}`, { command, format_version: APPLY_EVENTS_FORMAT, kms_sync: '0.1.0' });
+  return {
+    json: true,
+    plan(plan) {
+      for (const op of plan.operations) emit('planned_change', `${op.address}: plan to ${op.action}`, { change: opRef(op) });
+      const s = plan.summary;
+      emit('change_summary', `Plan: ${plan.operations.length} operation(s)`, {
+        changes: { total: plan.operations.length, create: s.create, update: s.update, replace: s.replace, rotate: s.rotate, delete: s.delete },
+        target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs },
+      });
+      for (const w of plan.warnings) emit('diagnostic', w, { severity: 'warning' });
+    },
+    say: (text) => err(text.endsWith('\n') ? text : `${text}\n`),
+    onEvent(e) {
+      if (e.type === 'start') {
+        start(e.op);
+      } else if (e.type === 'done') {
+        start(e.op);
+        ended++;
+        emit('apply_complete', `${e.op.address}: ${e.op.action} complete`, { change: opRef(e.op), ...(e.note ? { note: e.note } : {}) });
+      } else if (e.type === 'failed') {
+        start(e.op);
+        ended++;
+        emit('apply_errored', `${e.op.address}: ${e.op.action} failed: ${e.error}`, { change: opRef(e.op), error: e.error });
+      } else if (e.type === 'key-stored') {
+        emit('key_stored', `${e.receipt.address} stored in ${e.receipt.store} as ${e.receipt.secret}`, { key: { address: e.receipt.address, store: e.receipt.store, secret: e.receipt.secret } });
+      } else if (e.type === 'recovered') {
+        emit('recovery', e.note, { change: opRef(e.op), note: e.note });
+      }
+    },
+    inFlight: () => started.size - ended,
+    finish(r, outcome, exitCode) {
+      emit('apply_summary', `Apply ${outcome.replace(/_/g, ' ')}`, {
+        outcome, exit_code: exitCode, changes: counts(r), keys_stored: r?.keysStored.length ?? 0,
+        failed: (r?.failed ?? []).map((f) => ({ address: f.op?.address ?? null, error: f.error })),
+        not_attempted: (r?.notAttempted ?? []).map((o) => o.address),
+        recoveries: r?.recoveries ?? [],
+        ...(r?.stopReason ? { stop_reason: r.stopReason } : {}),
+      });
+    },
+  };
+}
+
+function summaryText(r: ApplyResult): string {
+  const c = counts(r);
+  const lines = [`Resources: ${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.rotate} rotated, ${c.delete} destroyed.`];
+  if (r.keysStored.length) {
+    lines.push(`Keys issued and stored (${r.keysStored.length}):`);
+    for (const k of r.keysStored) lines.push(`  ${k.address} → ${k.store} (${k.secret})`);
+  }
+  for (const n of r.recoveries) lines.push(`Recovered: ${n}`);
+  return lines.join('\n') + '\n';
+}
+
+export function textReporter(total: () => number): ApplyReporter {
+  const tty = Boolean(process.stderr.isTTY) && !process.env.CI;
+  let done = 0;
+  let failed = 0;
+  let started = 0;
+  const line = (s: string) => err(`${s}\n`);
+  const draw = () => err(`\r\x1b[2KApplying… ${done + failed}/${total()} done${failed ? `, ${failed} failed` : ''}`);
+  return {
+    json: false,
+    plan: (plan, note) => {
+      out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
+      if (note) out(note);
+    },
+    say: (text) => out(text),
+    inFlight: () => started - done - failed,
+    onEvent: (e) => {
+      if (e.type === 'start') started++;
+      else if (e.type === 'done') {
+        done++;
+        if (tty) draw();
+        else line(`${e.op.address}: ${e.op.action} complete${e.note ? ` (${e.note})` : ''}`);
+      } else if (e.type === 'failed') {
+        failed++;
+        if (tty) err('\r\x1b[2K');
+        line(`${e.op.address}: ${e.op.action} FAILED: ${e.error}`);
+        if (tty) draw();
+      } else if (e.type === 'recovered') {
+        if (tty) err('\r\x1b[2K');
+        line(`recovered: ${e.note}`);
+      }
+    },
+    finish: (r, outcome) => {
+      if (tty) err('\r\x1b[2K');
+      if (!r) return;
+      if (outcome === 'complete') {
+        out(`\nApply complete! ${summaryText(r)}`);
+        return;
+      }
+      out(`\n${r.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summaryText(r)}`);
+      if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
+      for (const f of r.failed) out(`  failed: ${f.op?.address ?? '(before any operation)'}: ${f.error}\n`);
+      if (r.notAttempted.length) {
+        out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
+      }
+      out('Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n');
+    },
+  };
+}

@@ -1,0 +1,60 @@
+// Shared by the CLI tests: the emulator, a workspace with a small configuration, and a real
+// pseudo-terminal (util-linux `script`) for what depends on a TTY.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { allOutput, cliPath, workspace } from '../support/cli.js';
+
+export const TEST_KEY = 'sk_test_clitests0123456';
+
+export const smallConfig = `apiVersion: kms-sync/v1
+projects:
+  - slug: shop
+    name: Shop
+    environments:
+      - type: staging
+        url: https://s.example
+        templates: [{ name: std, rateLimitDay: 10 }]
+        clients: [{ name: web, template: std, keys: [{ name: main }] }, { name: app, template: std, keys: [{ name: main }] }]
+`;
+
+export interface Setup {
+  emu: RunningEmulator;
+  dir: string;
+  env: NodeJS.ProcessEnv;
+}
+
+export async function setup(files: Record<string, string> = { 'kms-sync.yaml': smallConfig }): Promise<Setup> {
+  const emu = await startEmulator({ port: 0, apiKeys: [TEST_KEY] });
+  const dir = workspace(files);
+  return { emu, dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: TEST_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age.txt') } };
+}
+
+const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+export const cliCommand = (args: string[]) => [process.execPath, cliPath, ...args].map(quote).join(' ');
+
+/**
+ * Runs a shell command line inside a pseudo-terminal (stdin, and stdout unless the line pipes it,
+ * are the terminal), typing `answer` once `prompt` appears in the output.
+ */
+export function runInTty(commandLine: string, opts: { cwd: string; env: NodeJS.ProcessEnv; answer?: string; prompt?: RegExp }): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    let output = '';
+    let answered = false;
+    const child = execFile('script', ['-qefc', commandLine, '/dev/null'], {
+      cwd: opts.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, TERM: 'dumb', NO_COLOR: '1', ...opts.env },
+    }, (error) => {
+      allOutput.push(output);
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output });
+    });
+    child.stdout!.on('data', (d: Buffer) => {
+      output += d.toString();
+      if (!answered && opts.answer !== undefined && (opts.prompt ?? /accepted: |to confirm/).test(output)) {
+        answered = true;
+        child.stdin!.write(`${opts.answer}\n`);
+        setTimeout(() => child.stdin!.end(), 500);
+      }
+    });
+    if (opts.answer === undefined) child.stdin!.end();
+  });
+}
