@@ -2,8 +2,8 @@
 // checked against its schema, drift and secrets list as one JSON document.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import Ajv from 'ajv';
-import addFormats from 'ajv-formats';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allOutput, RAW_KEY_PATTERN, repoRoot, runCli } from '../support/cli.js';
 import { setup, type Setup } from './helpers.js';
@@ -17,6 +17,7 @@ afterAll(async () => {
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);
 });
 
+const addFormats = (addFormatsModule as unknown as { default: (a: Ajv) => Ajv }).default;
 const ajv = new Ajv({ allErrors: true, strict: false });
 addFormats(ajv);
 const validateEvent = ajv.compile(JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'kms-sync-apply-events.schema.json'), 'utf8')));
