@@ -24,8 +24,8 @@ export interface Setup {
   env: NodeJS.ProcessEnv;
 }
 
-export async function setup(files: Record<string, string> = { 'kms-sync.yaml': smallConfig }): Promise<Setup> {
-  const emu = await startEmulator({ port: 0, apiKeys: [TEST_KEY] });
+export async function setup(files: Record<string, string> = { 'kms-sync.yaml': smallConfig }, emulator: { latencyMs?: number } = {}): Promise<Setup> {
+  const emu = await startEmulator({ port: 0, apiKeys: [TEST_KEY], ...emulator });
   const dir = workspace(files);
   return { emu, dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: TEST_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age.txt') } };
 }
@@ -41,8 +41,9 @@ export function runInTty(commandLine: string, opts: { cwd: string; env: NodeJS.P
   return new Promise((resolve) => {
     let output = '';
     let answered = false;
-    const child = execFile('script', ['-qefc', commandLine, '/dev/null'], {
-      cwd: opts.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, TERM: 'dumb', NO_COLOR: '1', ...opts.env },
+    // bash with pipefail: a pipeline's exit code is the CLI's, not that of `tee` or `cat`.
+    const child = execFile('script', ['-qefc', `set -o pipefail; ${commandLine}`, '/dev/null'], {
+      cwd: opts.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, TERM: 'dumb', NO_COLOR: '1', SHELL: '/bin/bash', ...opts.env },
     }, (error) => {
       allOutput.push(output);
       resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output });
