@@ -42,9 +42,26 @@ export interface LoadedConfig {
   baseDir: string;
 }
 
+/** The file read when no -f is given (like decK's kong.yaml): in the current folder or the nearest parent. */
+export const DEFAULT_CONFIG_FILE = 'kms-sync.yaml';
+
+export async function findDefaultConfig(from: string = process.cwd()): Promise<string | undefined> {
+  for (let dir = path.resolve(from); ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, DEFAULT_CONFIG_FILE);
+    if (await stat(candidate).then((s) => s.isFile(), () => false)) return candidate;
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+
 export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags): Promise<LoadedConfig> {
   const cdktf = await readCdktfFlags(o);
-  if (o.file.length === 0 && !cdktf) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR]');
+  if (o.file.length === 0 && !cdktf) {
+    const found = await findDefaultConfig();
+    if (!found) throw new UsageError(`no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`);
+    const shown = path.relative(process.cwd(), found) || found;
+    if (path.dirname(found) !== process.cwd()) process.stderr.write(`Using the configuration ${shown} (no -f given)\n`);
+    o = { ...o, file: [shown] };
+  }
   let loaded;
   try {
     loaded = await loadDesiredState(o.file, cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {});
@@ -79,6 +96,11 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   if (!url) throw new UsageError('no service URL: set KMS_API_URL or pass --url (e.g. http://127.0.0.1:8080/api/v1)');
   const apiKey = env.KMS_API_KEY;
   if (!apiKey) throw new UsageError('no credentials: set KMS_API_KEY to a project key (sk_live_… or sk_test_…)');
+  // Refused here, before it is sent anywhere: a value of another kind (a raw customer key, another
+  // service's token, a pasted placeholder) must not travel to the service URL.
+  if (!/^sk_(live|test)_\S+$/.test(apiKey.trim())) {
+    throw new UsageError('KMS_API_KEY is not a project key: project keys start with sk_live_ or sk_test_. Nothing was sent; check the variable');
+  }
   try {
     new URL(url);
   } catch {

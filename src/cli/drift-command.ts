@@ -1,7 +1,7 @@
 // kms-sync drift: compare the live service with the desired state and classify every difference.
 // Exit codes: 2 drift found, 0 none (or everything ignored), 1 error.
 import { readFile, writeFile } from 'node:fs/promises';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { collectUsage } from '../live/usage.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
@@ -14,8 +14,9 @@ import { addCdktfOptions } from './cdktf-input.js';
 import { addReportOptions, reportFormat, appendStepSummary, loadIgnoreRules, maskForActions, publishComment, reportId, type ReportFlags } from './report-output.js';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
+// InvalidArgumentError: commander names the flag in the message (option '--parallelism <n>' argument …).
 const positiveInt = (v: string) => {
-  if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`expected a positive integer, got ${JSON.stringify(v)}`);
+  if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError(`expected a positive integer, got ${JSON.stringify(v)}`);
   return Number(v);
 };
 
@@ -32,10 +33,10 @@ export function registerDrift(program: Command) {
   const cmd = addCdktfOptions(program
     .command('drift')
     .description('compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []))
+    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
-    .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
+    .option('--parallelism <n>', 'read requests in flight at once are 4x this (drift only reads)', positiveInt, 8)
     .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
     .option('--ignore-file <file>', `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} in the current folder, if present)`)
     .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME}; appended to), then exit 0`)

@@ -2,14 +2,16 @@
 import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import type { Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
-import { colorEnabled, renderPlanText } from '../report/index.js';
+import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
+import { classifyDrift } from '../plan/drift.js';
+import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { checkSecretNames, connect, destroyPlanFor, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
 import { guardLocalStoreInCi } from './ci-guard.js';
@@ -20,7 +22,7 @@ import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
-import { addCdktfOptions, writeCdktfExport } from './cdktf-input.js';
+import { addCdktfOptions, usesCdktf, writeCdktfExport } from './cdktf-input.js';
 import { jsonReporter, textReporter, type ApplyReporter } from './apply-output.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
@@ -40,20 +42,21 @@ interface SavedPlan {
   plan: Plan;
 }
 
+// InvalidArgumentError: commander names the flag in the message (option '--parallelism <n>' argument …).
 const positiveInt = (v: string) => {
-  if (!/^[1-9]\d*$/.test(v)) throw new UsageError(`expected a positive integer, got ${JSON.stringify(v)}`);
+  if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError(`expected a positive integer, got ${JSON.stringify(v)}`);
   return Number(v);
 };
 const collect = (v: string, prev: string[]) => [...prev, v];
 
 /** Flags shared by every command that reads configuration and/or talks to the service. */
-function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean } = { config: true, service: true }): Command {
-  if (opts.config !== false) addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []));
+function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean; readOnly?: boolean } = { config: true, service: true }): Command {
+  if (opts.config !== false) addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []));
   cmd.option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, []);
   if (opts.service !== false) {
     cmd
       .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
-      .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
+      .option('--parallelism <n>', opts.readOnly ? 'read requests in flight at once are 4x this (this command only reads)' : 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
       .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt);
   }
   return cmd;
@@ -134,8 +137,8 @@ export function staleness(saved: Record<string, string>, now: Record<string, str
  * Asks on the terminal whenever stdin is one, even when stdout is piped (`apply | tee log`) or
  * carries JSON: the question then goes to stderr, which is still the terminal.
  */
-async function confirm(plan: Plan, o: { autoApprove?: boolean; json?: boolean }, what: 'apply' | 'destroy' = 'apply'): Promise<boolean> {
-  if (o.autoApprove) return true;
+async function confirm(plan: Plan, o: { autoApprove?: boolean; yes?: boolean; json?: boolean }, what: 'apply' | 'destroy' = 'apply'): Promise<boolean> {
+  if (o.autoApprove || o.yes) return true;
   if (!process.stdin.isTTY) {
     throw new UsageError('refusing to apply without confirmation: stdin is not a terminal to ask on. Review the plan and pass --auto-approve (or --yes) in CI, or apply a saved plan');
   }
@@ -249,7 +252,7 @@ export function registerSyncCommands(program: Command) {
   addCdktfOptions(program
     .command('validate')
     .description('check configuration files offline (no credentials, no network): syntax, schema, references, duplicates')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []))
+    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
     .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack'>) => {
       const { desired, files, baseDir } = await loadConfig(o);
@@ -301,13 +304,14 @@ export function registerSyncCommands(program: Command) {
     .argument('[planfile]', 'a plan saved with kms-sync plan --out; applied exactly, refused when the live state moved')
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--auto-approve', 'skip the confirmation (CI)')
+    .option('-y, --yes', 'same as --auto-approve')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json); human text goes to stderr')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
-    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0);
       const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
         if (plan.operations.length === 0) {
@@ -324,6 +328,15 @@ export function registerSyncCommands(program: Command) {
         if (code !== EXIT.ok) throw new ExitWith(code);
       };
       if (planfile) {
+        // A saved plan is applied exactly: flags that would shape a new plan have no effect, so they are refused.
+        const shaping = [
+          o.file.length ? '-f/--file' : '', o.env.length ? '--env' : '', o.prune ? '--prune' : '', o.takeOwnership ? '--take-ownership' : '',
+          o.rotateMissingSecrets ? '--rotate-missing-secrets' : '', o.ignoreFile ? '--ignore-file' : '', o.secretCheck === false ? '--no-secret-check' : '',
+          usesCdktf(o) || o.stack?.length ? '--cdktf/--cdktf-out/--stack' : '',
+        ].filter(Boolean);
+        if (shaping.length) {
+          throw new UsageError(`${shaping.join(', ')} cannot be used with a saved plan (${planfile}): it is applied exactly as planned. Pass them to kms-sync plan --out instead, or drop the plan file to plan afresh`);
+        }
         const saved = await readSavedPlan(planfile);
         const conn = connect({ ...o, url: o.url ?? saved.plan.target.url }, process.env, retryLogger());
         try {
@@ -364,12 +377,13 @@ export function registerSyncCommands(program: Command) {
     });
 
   addLockOptions(withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one')))
-    .requiredOption('--key <address>', 'key address or glob, e.g. key.acme-production/globex/primary or "key.acme-*/globex/*" (repeatable)', collect, [])
+    .requiredOption('--key <address>', 'key address or glob, e.g. key.acme-production/globex/primary or "key.acme-*/globex/*" (repeatable, required)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
     .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
     .option('--auto-approve', 'skip the confirmation (CI)')
+    .option('-y, --yes', 'same as --auto-approve')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
-    .action(async (o: GlobalOptions & LockFlags & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
+    .action(async (o: GlobalOptions & LockFlags & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -400,7 +414,8 @@ export function registerSyncCommands(program: Command) {
 
   addLockOptions(withCommon(program.command('destroy').description('delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them')))
     .option('--auto-approve', 'skip the confirmation (CI)')
-    .action(async (o: GlobalOptions & LockFlags & { autoApprove?: boolean }) => {
+    .option('-y, --yes', 'same as --auto-approve')
+    .action(async (o: GlobalOptions & LockFlags & { autoApprove?: boolean; yes?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -424,7 +439,24 @@ export function registerSyncCommands(program: Command) {
       }
     });
 
-  withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)'), { config: false, service: true })
+  program
+    .command('show')
+    .description('show a plan saved with kms-sync plan --out, without contacting the service')
+    .argument('<planfile>', 'the saved plan')
+    .option('--json', 'the plan as JSON (schemas/kms-sync-plan.schema.json)')
+    .addOption(new Option('--format <format>', 'text, json or markdown').choices(['text', 'json', 'markdown']))
+    .action(async (planfile: string, o: ReportFlags & { json?: boolean }) => {
+      const format = reportFormat(o);
+      const saved = await readSavedPlan(planfile);
+      if (format === 'json') out(renderPlanJson(saved.plan));
+      else if (format === 'markdown') out(renderPlanMarkdown(saved.plan, { drift: classifyDrift(saved.plan, noIgnoreRules()) }));
+      else {
+        out(renderPlanText(saved.plan, { color: colorEnabled(process.stdout) }));
+        out(`\nPlanned ${saved.plan.generatedAt} for ${saved.plan.target.url}. Apply exactly this plan with: kms-sync apply ${planfile}\n`);
+      }
+    });
+
+  withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)'), { config: false, service: true, readOnly: true })
     .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite); with --format cdktf|cdktn: a folder')
     .option('--format <format>', 'yaml, or cdktf / cdktn: a TypeScript stack using kms-sync/cdktf or kms-sync/cdktn', 'yaml')
     .action(async (o: GlobalOptions & { output?: string; format: string }) => {
@@ -437,7 +469,11 @@ export function registerSyncCommands(program: Command) {
         const projects = [...new Set(o.env.map((e) => e.replace(/-[a-z][a-z0-9]*$/, '')))];
         const live = await readLiveState(conn.api, { projects, envs: o.env });
         const missing = o.env.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
-        if (missing.length) throw new UsageError(`environment(s) not found in the live service: ${missing.join(', ')}`);
+        if (missing.length) {
+          const known = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
+          const shown = known.length > 30 ? `${known.slice(0, 30).join(', ')}, … (${known.length} in all)` : known.join(', ') || 'none';
+          throw new UsageError(`environment(s) not found in the live service: ${missing.join(', ')}. Known environments: ${shown}`);
+        }
         const desired: DesiredState = liveToDesired(live.state, emptyDesiredState());
         if (o.format === 'cdktf' || o.format === 'cdktn') {
           const written = await writeCdktfExport(o.output!, desired, o.format, [`Exported by kms-sync export --format ${o.format} from ${o.env.join(', ')}. Raw keys are never exported.`]);

@@ -1,0 +1,55 @@
+// What every command's --help ends with: the environment it reads, its exit codes and examples; and
+// option lists without commander's "(default: [])" for repeatable flags.
+import { Help, type Command } from 'commander';
+
+const SERVICE_ENV = `Environment:
+  KMS_API_URL   service base URL ending in /api/v1 (or --url)
+  KMS_API_KEY   project key, sk_live_… or sk_test_… (never a flag: it would land in shell history)
+  NO_COLOR      no colours (same as --no-color)`;
+
+const EXIT_APPLY = 'Exit codes: 0 done (or nothing to do), 1 error or cancelled, 3 stopped part-way (run it again to converge).';
+const EXIT_PLAN = 'Exit codes: 0 success, 1 error; with --detailed-exitcode 2 when there are changes.';
+const EXIT_DRIFT = 'Exit codes: 0 no drift, 2 drift found, 1 error.';
+const EXIT_SIMPLE = 'Exit codes: 0 success, 1 error.';
+
+interface HelpEntry {
+  service: boolean;
+  exit: string;
+  examples: string[];
+}
+
+const ENTRIES: Record<string, HelpEntry> = {
+  validate: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync validate                 # kms-sync.yaml here or in a parent folder', 'kms-sync validate -f config/'] },
+  init: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync init', 'kms-sync init config/kms-sync.yaml'] },
+  plan: { service: true, exit: EXIT_PLAN, examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'] },
+  apply: { service: true, exit: EXIT_APPLY, examples: ['kms-sync apply -f config/', 'kms-sync apply plan.json          # a plan saved with plan --out', 'kms-sync apply --json --yes | jq -c \'select(.type == "key_stored")\''] },
+  rotate: { service: true, exit: EXIT_APPLY, examples: ['kms-sync rotate --key key.acme-production/globex/primary', 'kms-sync rotate --key "key.acme-*/globex/*" --revoke-old --yes'] },
+  destroy: { service: true, exit: EXIT_APPLY, examples: ['kms-sync destroy -f config/ --env acme-staging'] },
+  show: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync show plan.json', 'kms-sync show plan.json --format markdown > plan.md'] },
+  export: { service: true, exit: EXIT_SIMPLE, examples: ['kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
+  drift: { service: true, exit: EXIT_DRIFT, examples: ['kms-sync drift -f config/', 'kms-sync drift --format markdown --comment github'] },
+  list: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json'] },
+  flush: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
+  emulator: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
+  demo: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
+  completion: { service: false, exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
+};
+
+function optionDescription(this: Help, option: Parameters<Help['optionDescription']>[0]): string {
+  return Help.prototype.optionDescription.call(this, option).replace(/ \(default: \[\]\)/, '');
+}
+
+/** Applies to every command registered so far (call after registering them). */
+export function finishHelp(program: Command): void {
+  const visit = (cmd: Command) => {
+    cmd.configureHelp({ optionDescription });
+    const entry = ENTRIES[cmd.name()];
+    if (entry && cmd !== program) {
+      const parts = [entry.service ? SERVICE_ENV : 'Environment:\n  NO_COLOR      no colours (same as --no-color)', entry.exit, `Examples:\n${entry.examples.map((e) => `  ${e}`).join('\n')}`];
+      cmd.addHelpText('after', `\n${parts.join('\n\n')}`);
+    }
+    for (const sub of cmd.commands) visit(sub);
+  };
+  visit(program);
+  program.addHelpText('after', `\n${SERVICE_ENV}\n\nRun kms-sync COMMAND --help for a command's options, exit codes and examples.`);
+}

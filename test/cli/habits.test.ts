@@ -1,0 +1,177 @@
+// Habits from Terraform and decK, each through the CLI as a process: spellings, command words,
+// the default configuration file, saved plans, flag errors that name the flag, help text.
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
+import { setup, smallConfig, type Setup } from './helpers.js';
+
+let s: Setup;
+beforeAll(async () => {
+  s = await setup({ 'kms-sync.yaml': smallConfig, 'sub/deeper/.keep': '' });
+});
+afterAll(async () => {
+  await s?.emu.close();
+  for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);
+});
+
+const cli = (args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => runCli(args, { cwd: opts.cwd ?? s.dir, env: opts.env ?? s.env });
+
+describe('spellings and command words', () => {
+  it('single-dash Terraform spellings get the double-dash one', async () => {
+    for (const [arg, hint] of [['-auto-approve', '--auto-approve'], ['-json', '--json'], ['-out=plan.json', '--out']] as const) {
+      const r = await cli(['apply', arg]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`unknown option ${arg}: did you mean ${hint}?`);
+    }
+  });
+
+  it("decK's dump/diff/sync point at export/plan/apply", async () => {
+    for (const [word, ours] of [['dump', 'export'], ['diff', 'plan'], ['sync', 'apply']] as const) {
+      const r = await cli([word]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`kms-sync has no command "${word}": did you mean ${ours}`);
+    }
+  });
+
+  it('kms-sync version and --version print the version', async () => {
+    expect((await cli(['version'])).stdout).toBe('kms-sync 0.1.0\n');
+    expect((await cli(['--version'])).stdout).toBe('0.1.0\n');
+  });
+
+  it('--yes is --auto-approve, and --no-color works after the command', async () => {
+    const r = await cli(['apply', '--yes', '--no-color'], { env: { ...s.env, FORCE_COLOR: '1' } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('Apply complete!');
+    expect(r.stdout).not.toContain('\x1b[');
+  });
+});
+
+describe('default configuration file', () => {
+  it('with no -f, reads kms-sync.yaml here, or in the nearest parent folder (and says which)', async () => {
+    const here = await cli(['validate']);
+    expect(here.code, here.stderr).toBe(0);
+    expect(here.stdout).toContain('2 client(s)');
+    const below = await cli(['plan', '--detailed-exitcode'], { cwd: path.join(s.dir, 'sub', 'deeper') });
+    expect(below.code, below.stderr).toBe(0);
+    expect(below.stderr).toContain(`Using the configuration ${path.join('..', '..', 'kms-sync.yaml')}`);
+  });
+
+  it('with none anywhere, the error names -f and kms-sync init', async () => {
+    const r = await runCli(['validate'], { cwd: '/', env: {} });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('no configuration given: use -f');
+    expect(r.stderr).toContain('kms-sync init');
+  });
+});
+
+describe('saved plans', () => {
+  it('show prints a saved plan as text, JSON and Markdown without contacting the service', async () => {
+    writeFileSync(path.join(s.dir, 'kms-sync.yaml'), smallConfig.replace('rateLimitDay: 10', 'rateLimitDay: 20'));
+    const saved = await cli(['plan', '--out', 'plan.json']);
+    expect(saved.code, saved.stderr).toBe(0);
+    const offline = { KMS_API_URL: 'http://127.0.0.1:9/api/v1' };
+    const text = await cli(['show', 'plan.json'], { env: offline });
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain('template.shop-staging/std');
+    expect(text.stdout).toContain('kms-sync apply plan.json');
+    const json = await cli(['show', 'plan.json', '--json'], { env: offline });
+    expect(JSON.parse(json.stdout).resource_changes.map((c: { address: string }) => c.address)).toContain('template.shop-staging/std');
+    const md = await cli(['show', 'plan.json', '--format', 'markdown'], { env: offline });
+    expect(md.stdout).toMatch(/^#+ /m);
+    expect(md.stdout).toContain('template.shop-staging/std');
+    const both = await cli(['show', 'plan.json', '--json', '--format', 'text'], { env: offline });
+    expect(both.code).toBe(1);
+  });
+
+  it('-f, --env or --prune next to a plan file is a usage error, not a silent "Nothing to do"', async () => {
+    for (const extra of [['-f', 'kms-sync.yaml'], ['--env', 'shop-staging'], ['--prune']]) {
+      const r = await cli(['apply', 'plan.json', ...extra]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`${extra[0] === '-f' ? '-f/--file' : extra[0]} cannot be used with a saved plan (plan.json)`);
+      expect(r.stdout).not.toContain('Nothing to do');
+    }
+    // The plan itself still applies.
+    const r = await cli(['apply', 'plan.json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('template.shop-staging/std');
+  });
+});
+
+describe('flag errors name the flag', () => {
+  it('rotate without --key says the flag is required', async () => {
+    const r = await cli(['rotate']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("required option '--key <address>' not specified");
+  });
+
+  it('a bad --parallelism names --parallelism', async () => {
+    const r = await cli(['plan', '--parallelism', '0']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("option '--parallelism <n>' argument '0' is invalid");
+  });
+
+  it('export of an unknown environment lists the known ones', async () => {
+    const r = await cli(['export', '--env', 'shop-prod']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('not found in the live service: shop-prod. Known environments: shop-staging');
+  });
+
+  it('a KMS_API_KEY that is not a project key is refused before anything is sent', async () => {
+    const r = await cli(['plan'], { env: { ...s.env, KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'kmsc_notaprojectkey' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('KMS_API_KEY is not a project key');
+    expect(r.stderr).not.toMatch(/ECONNREFUSED|retrying/);
+  });
+});
+
+describe('completion', () => {
+  it('bash completion completes commands, a command\'s options and nested commands (run in bash)', async () => {
+    const script = await cli(['completion', 'bash']);
+    expect(script.code).toBe(0);
+    const file = path.join(s.dir, 'completion.bash');
+    writeFileSync(file, script.stdout);
+    const complete = (words: string[]) => new Promise<string>((resolve, reject) => {
+      execFile('bash', ['-c', `source "$1"; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kms_sync; echo "\${COMPREPLY[*]}"`, 'bash', file],
+        (error, stdout) => (error ? reject(error) : resolve(stdout.trim())));
+    });
+    expect(await complete(['kms-sync', 'ap'])).toBe('apply');
+    expect((await complete(['kms-sync', 'apply', '--au'])).split(' ')).toEqual(['--auto-approve']);
+    expect(await complete(['kms-sync', 'plan', '--lock'])).toBe('');
+    expect(await complete(['kms-sync', 'secrets', 'l'])).toBe('list');
+    expect(await complete(['kms-sync', 'secrets', 'list', '--j'])).toBe('--json');
+  });
+
+  it('zsh and fish scripts name every command; an unknown shell is an error', async () => {
+    const zsh = await cli(['completion', 'zsh']);
+    expect(zsh.stdout).toContain('#compdef kms-sync');
+    expect(zsh.stdout).toContain('complete -o default -F _kms_sync kms-sync');
+    const fish = await cli(['completion', 'fish']);
+    for (const c of ['plan', 'apply', 'rotate', 'destroy', 'show', 'export', 'drift', 'version']) expect(fish.stdout).toContain(`-a ${c} `);
+    expect(fish.stdout).toContain("-n '__fish_seen_subcommand_from apply' -l auto-approve");
+    const bad = await cli(['completion', 'tcsh']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('expected bash, zsh or fish');
+  });
+});
+
+describe('help', () => {
+  it('every command names the environment, exit codes and examples, without "(default: [])"', async () => {
+    for (const cmd of [['validate'], ['plan'], ['apply'], ['rotate'], ['destroy'], ['show'], ['export'], ['drift'], ['secrets', 'list'], ['completion']]) {
+      const r = await cli([...cmd, '--help']);
+      expect(r.code, cmd.join(' ')).toBe(0);
+      expect(r.stdout, cmd.join(' ')).toContain('Exit codes:');
+      expect(r.stdout, cmd.join(' ')).toContain('Examples:');
+      expect(r.stdout, cmd.join(' ')).not.toContain('(default: [])');
+      if (['plan', 'apply', 'rotate', 'destroy', 'export', 'drift'].includes(cmd[0]!)) {
+        expect(r.stdout, cmd.join(' ')).toContain('KMS_API_URL');
+        expect(r.stdout, cmd.join(' ')).toContain('KMS_API_KEY');
+      }
+    }
+  });
+
+  it('read-only commands do not describe --parallelism as write requests', async () => {
+    for (const cmd of ['export', 'drift']) expect((await cli([cmd, '--help'])).stdout).not.toContain('write requests');
+  });
+});
