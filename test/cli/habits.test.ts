@@ -2,6 +2,7 @@
 // the default configuration file, saved plans, flag errors that name the flag, help text.
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { lookup } from 'node:dns/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
@@ -123,6 +124,17 @@ describe('flag errors name the flag', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('KMS_API_KEY is not a project key');
     expect(r.stderr).not.toMatch(/ECONNREFUSED|retrying/);
+  });
+});
+
+describe('network', () => {
+  it('a service host that does not resolve fails at once: no retries (checked when this machine resolves .invalid as NXDOMAIN)', async () => {
+    const code = await lookup('kms-sync-test.invalid').then(() => 'resolved', (e: NodeJS.ErrnoException) => e.code);
+    if (code !== 'ENOTFOUND') return console.warn(`SKIPPED the DNS test: the resolver answers ${code} for .invalid here (no DNS), not ENOTFOUND`);
+    const r = await cli(['plan'], { env: { ...s.env, KMS_API_URL: 'http://kms-sync-test.invalid/api/v1' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('does not resolve');
+    expect(r.stderr).not.toContain('retrying');
   });
 });
 
