@@ -5,7 +5,7 @@
 // mode nothing else is written to stdout; prompts, retries and notices go to stderr.
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
 import type { Operation, Plan } from '../plan/types.js';
-import { colorEnabled, renderPlanText } from '../report/index.js';
+import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
 import { err, out } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
@@ -87,10 +87,13 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
   };
 }
 
-function summaryText(r: ApplyResult): string {
+function summaryText(r: ApplyResult, compact = false): string {
   const c = counts(r);
   const lines = [`Resources: ${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.rotate} rotated, ${c.delete} destroyed.`];
-  if (r.keysStored.length) {
+  if (r.keysStored.length && compact) {
+    const stores = [...new Set(r.keysStored.map((k) => k.store))];
+    lines.push(`Keys issued and stored: ${r.keysStored.length}, in ${stores.join(', ')} (kms-sync secrets list shows them).`);
+  } else if (r.keysStored.length) {
     lines.push(`Keys issued and stored (${r.keysStored.length}):`);
     for (const k of r.keysStored) lines.push(`  ${k.address} → ${k.store} (${k.secret})`);
   }
@@ -98,22 +101,55 @@ function summaryText(r: ApplyResult): string {
   return lines.join('\n') + '\n';
 }
 
-export function textReporter(total: () => number): ApplyReporter {
-  const tty = Boolean(process.stderr.isTTY) && !process.env.CI;
+/** "1m 05s" / "42s": elapsed time and ETA in the progress line. */
+export function formatDuration(ms: number): string {
+  const total = Math.max(0, Math.round(ms / 1000));
+  const m = Math.floor(total / 60);
+  const sec = total % 60;
+  return m > 0 ? `${m}m ${String(sec).padStart(2, '0')}s` : `${sec}s`;
+}
+
+/**
+ * On a terminal: one progress line with elapsed time and an estimate of what is left (from the
+ * pace so far). Elsewhere (logs, CI): one line per finished operation, with a UTC timestamp when
+ * CI is set, so slow steps show in the job log.
+ */
+export function textReporter(total: () => number, opts: { compact?: boolean; env?: NodeJS.ProcessEnv; clock?: () => number } = {}): ApplyReporter {
+  const env = opts.env ?? process.env;
+  const clock = opts.clock ?? Date.now;
+  const ci = Boolean(env.CI) && env.CI !== 'false' && env.CI !== '0';
+  const tty = Boolean(process.stderr.isTTY) && !ci;
+  // The clock starts with the first operation, not while the plan waits for its confirmation.
+  let startedAt: number | undefined;
+  let ticker: ReturnType<typeof setInterval> | undefined;
+  const since = () => clock() - (startedAt ?? clock());
   let done = 0;
   let failed = 0;
   let started = 0;
-  const line = (s: string) => err(`${s}\n`);
-  const draw = () => err(`\r\x1b[2KApplying… ${done + failed}/${total()} done${failed ? `, ${failed} failed` : ''}`);
+  const stamp = () => (ci ? `[${new Date(clock()).toISOString()}] ` : '');
+  const line = (s: string) => err(`${stamp()}${s}\n`);
+  const draw = () => {
+    const finished = done + failed;
+    const elapsed = since();
+    const eta = finished > 0 && finished < total() ? `, about ${formatDuration((elapsed / finished) * (total() - finished))} left` : '';
+    err(`\r\x1b[2KApplying… ${finished}/${total()} done${failed ? `, ${failed} failed` : ''}, ${formatDuration(elapsed)} elapsed${eta}`);
+  };
   return {
     json: false,
     plan: (plan, note) => {
-      out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
+      out(opts.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
       if (note) out(note);
     },
     say: (text) => out(text),
     inFlight: () => started - done - failed,
     onEvent: (e) => {
+      if (startedAt === undefined) {
+        startedAt = clock();
+        if (tty) {
+          ticker = setInterval(draw, 1000);
+          ticker.unref();
+        }
+      }
       if (e.type === 'start') started++;
       else if (e.type === 'done') {
         done++;
@@ -130,19 +166,46 @@ export function textReporter(total: () => number): ApplyReporter {
       }
     },
     finish: (r, outcome) => {
+      if (ticker) clearInterval(ticker);
       if (tty) err('\r\x1b[2K');
       if (!r) return;
       if (outcome === 'complete') {
-        out(`\nApply complete! ${summaryText(r)}`);
+        out(`\nApply complete! ${summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
         return;
       }
-      out(`\n${r.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summaryText(r)}`);
+      out(`\n${r.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summaryText(r, opts.compact)}`);
       if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
       for (const f of r.failed) out(`  failed: ${f.op?.address ?? '(before any operation)'}: ${f.error}\n`);
       if (r.notAttempted.length) {
         out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
       }
-      out('Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n');
+      out(`${stamp()}Took ${formatDuration(since())}. Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n`);
     },
   };
+}
+
+/**
+ * `--compact`: the plan as counts (per action, per kind, per environment) instead of one block per
+ * resource, for plans of thousands of operations. Protected refusals and warnings stay listed.
+ */
+export function renderPlanCompact(plan: Plan): string {
+  const lines = [renderHeader(plan), ''];
+  if (plan.operations.length === 0) return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
+  const table = new Map<string, Map<string, number>>();
+  for (const op of plan.operations) {
+    const row = `${op.action} ${op.kind}`;
+    const byEnv = table.get(row) ?? new Map<string, number>();
+    byEnv.set(op.projectEnv ?? op.project ?? '-', (byEnv.get(op.projectEnv ?? op.project ?? '-') ?? 0) + 1);
+    table.set(row, byEnv);
+  }
+  lines.push('kms-sync will perform (counts; drop --compact for every resource):');
+  for (const [row, byEnv] of [...table].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const n = [...byEnv.values()].reduce((x, y) => x + y, 0);
+    const envs = [...byEnv].sort(([a], [b]) => (a < b ? -1 : 1)).map(([e, c]) => `${e} ${c}`);
+    lines.push(`  ${String(n).padStart(6)}  ${row.padEnd(18)}  ${envs.length > 6 ? `${envs.slice(0, 6).join(', ')}, … (${envs.length} environments)` : envs.join(', ')}`);
+  }
+  const s = plan.summary;
+  lines.push('', `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`);
+  for (const w of plan.warnings) lines.push(`Warning: ${w}`);
+  return `${lines.join('\n')}\n`;
 }

@@ -12,6 +12,7 @@ import { upsertGitLabNote, gitlabTargetFromEnv } from '../report/publish/gitlab.
 import { PublishError } from '../report/publish/http.js';
 import { colorEnabled, commentMarker, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { UsageError } from './errors.js';
+import { renderPlanCompact } from './apply-output.js';
 import { err, out } from './output.js';
 
 export type ReportFormat = 'text' | 'json' | 'markdown';
@@ -105,7 +106,7 @@ export function reportFormat(o: ReportFlags & { json?: boolean }): ReportFormat 
 }
 
 /** `plan`: print in the chosen format, then comment / step summary when asked. */
-export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boolean; file: readonly string[] }) {
+export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boolean; compact?: boolean; file: readonly string[] }) {
   maskForActions();
   const format = reportFormat(o);
   let markdown: string | undefined;
@@ -118,7 +119,7 @@ export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boole
   };
   if (format === 'json') out(renderPlanJson(plan));
   else if (format === 'markdown') out(await md());
-  else out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
+  else out(o.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
   if (o.comment) await publishComment(o.comment, commentMarker(reportId('plan', o.file, plan.target.envs)), await md());
   if (o.comment === 'github' || format === 'markdown') await appendStepSummary(await md());
 }

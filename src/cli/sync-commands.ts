@@ -23,7 +23,7 @@ import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
 import { addCdktfOptions, usesCdktf, writeCdktfExport } from './cdktf-input.js';
-import { jsonReporter, textReporter, type ApplyReporter } from './apply-output.js';
+import { jsonReporter, renderPlanCompact, textReporter, type ApplyReporter } from './apply-output.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
@@ -275,12 +275,13 @@ export function registerSyncCommands(program: Command) {
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--json', 'print the plan as JSON (schemas/kms-sync-plan.schema.json)')
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
+    .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .option('--detailed-exitcode', 'exit 2 when there are changes, 0 when none')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
-    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
       reportFormat(o);
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
@@ -303,6 +304,7 @@ export function registerSyncCommands(program: Command) {
   addLockOptions(withCommon(program.command('apply').description('plan, confirm, then make the live service match the configuration')))
     .argument('[planfile]', 'a plan saved with kms-sync plan --out; applied exactly, refused when the live state moved')
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
+    .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('-y, --yes', 'same as --auto-approve')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
@@ -311,8 +313,9 @@ export function registerSyncCommands(program: Command) {
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
-    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
-      const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0);
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+      if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
+      const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
       const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
         if (plan.operations.length === 0) {
           if (saved) reporter.say('Nothing to do.\n');
@@ -324,7 +327,7 @@ export function registerSyncCommands(program: Command) {
           if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
           throw new ExitWith(EXIT.error);
         }
-        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore), reporter: o.json ? reporter : textReporter(() => plan.operations.length) });
+        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
         if (code !== EXIT.ok) throw new ExitWith(code);
       };
       if (planfile) {
@@ -378,12 +381,13 @@ export function registerSyncCommands(program: Command) {
 
   addLockOptions(withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one')))
     .requiredOption('--key <address>', 'key address or glob, e.g. key.acme-production/globex/primary or "key.acme-*/globex/*" (repeatable, required)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
+    .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('-y, --yes', 'same as --auto-approve')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
-    .action(async (o: GlobalOptions & LockFlags & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
+    .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -397,7 +401,7 @@ export function registerSyncCommands(program: Command) {
           const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'))
             || op.actionReason === 'reissue_lost_key' || op.actionReason === 'revoke_orphan');
           const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
-          const reporter = o.json ? jsonReporter('rotate') : textReporter(() => plan.operations.length);
+          const reporter = o.json ? jsonReporter('rotate') : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) });
           reporter.plan(plan);
           if (!(await confirm(plan, o))) {
             reporter.say('Rotation cancelled.\n');
@@ -415,14 +419,15 @@ export function registerSyncCommands(program: Command) {
   addLockOptions(withCommon(program.command('destroy').description('delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them')))
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('-y, --yes', 'same as --auto-approve')
-    .action(async (o: GlobalOptions & LockFlags & { autoApprove?: boolean; yes?: boolean }) => {
+    .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
+    .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; autoApprove?: boolean; yes?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const plan = await destroyPlanFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, runLocked: true, owner });
-          out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
+          out(o.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
           if (plan.operations.length === 0) {
             out('Nothing of this configuration is left to destroy.\n');
             return;
@@ -431,7 +436,7 @@ export function registerSyncCommands(program: Command) {
             out('Destroy cancelled.\n');
             throw new ExitWith(EXIT.error);
           }
-          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism });
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {
@@ -445,13 +450,14 @@ export function registerSyncCommands(program: Command) {
     .argument('<planfile>', 'the saved plan')
     .option('--json', 'the plan as JSON (schemas/kms-sync-plan.schema.json)')
     .addOption(new Option('--format <format>', 'text, json or markdown').choices(['text', 'json', 'markdown']))
-    .action(async (planfile: string, o: ReportFlags & { json?: boolean }) => {
+    .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
+    .action(async (planfile: string, o: ReportFlags & { json?: boolean; compact?: boolean }) => {
       const format = reportFormat(o);
       const saved = await readSavedPlan(planfile);
       if (format === 'json') out(renderPlanJson(saved.plan));
       else if (format === 'markdown') out(renderPlanMarkdown(saved.plan, { drift: classifyDrift(saved.plan, noIgnoreRules()) }));
       else {
-        out(renderPlanText(saved.plan, { color: colorEnabled(process.stdout) }));
+        out(o.compact ? renderPlanCompact(saved.plan) : renderPlanText(saved.plan, { color: colorEnabled(process.stdout) }));
         out(`\nPlanned ${saved.plan.generatedAt} for ${saved.plan.target.url}. Apply exactly this plan with: kms-sync apply ${planfile}\n`);
       }
     });

@@ -19,6 +19,8 @@ it('apply | tee log asks on the terminal, applies after "yes", and the log holds
   const r = await runInTty(`${cliCommand(['apply', '-f', 'kms-sync.yaml'])} | tee apply.log`, { cwd: s.dir, env: s.env, answer: 'yes' });
   expect(r.code, r.output).toBe(0);
   expect(r.output).toContain('Do you want to perform these actions?');
+  // On a terminal, the progress line shows the elapsed time (and an estimate while work is left).
+  expect(r.output).toMatch(/Applying… \d+\/\d+ done, \d+s elapsed/);
   const log = readFileSync(path.join(s.dir, 'apply.log'), 'utf8');
   expect(log).toContain('client.shop-staging/web');
   expect(log).toContain('Apply complete!');
