@@ -1,4 +1,4 @@
-// Loading, validating and merging YAML files into the one desired-state model.
+// Loading, validating and merging YAML and JSON files into the one desired-state model.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -20,11 +20,12 @@ import {
   type SourceLocation,
   type StoreDeclaration,
 } from '../model/index.js';
+import { decodeConfig } from './decode.js';
 import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
 import type { EnvMap } from './interpolate.js';
 import { collectFiles, displayPath } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
-import { locate, parseFile, type SourceDocument } from './source.js';
+import { parseFile, type SourceDocument } from './source.js';
 import { closest } from './suggest.js';
 
 export interface LoadOptions {
@@ -38,9 +39,11 @@ export interface LoadResult {
   state: DesiredState;
   /** The files read, in load order, relative to cwd. */
   files: string[];
+  /** Problems that do not stop loading (an empty file, a JSON file in a folder that is not a configuration). */
+  warnings: Diagnostic[];
 }
 
-/** One YAML text with the file name used in sources and diagnostics. */
+/** One YAML (or, for a `.json` name, JSON) text with the file name used in sources and diagnostics. */
 export interface ConfigSource {
   file: string;
   text: string;
@@ -53,23 +56,41 @@ export interface ConfigSource {
 export async function loadDesiredState(paths: string[], opts: LoadOptions = {}): Promise<LoadResult> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const pre: Diagnostic[] = [];
-  const files = await collectFiles(paths, cwd, pre);
+  const warnings: Diagnostic[] = [];
+  const found = await collectFiles(paths, cwd, pre);
   const sources: ConfigSource[] = [];
-  for (const f of files) {
+  for (const { path: f, named } of found) {
     const file = displayPath(f, cwd);
+    let bytes: Buffer;
     try {
-      sources.push({ file, text: await readFile(f, 'utf8') });
+      bytes = await readFile(f);
     } catch (err) {
-      pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${(err as Error).message}` });
+      pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${describeReadError(err)}` });
+      continue;
     }
+    const decoded = decodeConfig(file, bytes);
+    if ('diagnostic' in decoded) {
+      pre.push(decoded.diagnostic);
+      continue;
+    }
+    if (!named && /\.json$/i.test(f) && !/^\s*\{[^]*?"apiVersion"\s*:/.test(decoded.text.slice(0, 4096))) {
+      warnings.push({ file, line: 0, column: 0, path: '', message: 'skipped: a JSON file found in a folder is read only when it has "apiVersion" (name it with -f to read it anyway)' });
+      continue;
+    }
+    sources.push({ file, text: decoded.text });
   }
-  const state = buildDesiredState(sources, opts.env ?? process.env, pre);
-  return { state, files: sources.map((s) => s.file) };
+  const state = buildDesiredState(sources, opts.env ?? process.env, pre, warnings);
+  return { state, files: sources.map((s) => s.file), warnings };
+}
+
+function describeReadError(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e.code === 'EACCES' ? 'permission denied' : e.code === 'EISDIR' ? 'is a folder' : (e.code ?? e.message);
 }
 
 /** Same as loadDesiredState for texts already in memory (stdin, tests). */
 export function loadDesiredStateFromSources(sources: ConfigSource[], opts: { env?: EnvMap } = {}): DesiredState {
-  return buildDesiredState(sources, opts.env ?? process.env, []);
+  return buildDesiredState(sources, opts.env ?? process.env, [], []);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -153,7 +174,7 @@ class Builder {
     const root = sd.value;
     if (!isObj(root)) return; // schema already reported non-mapping documents
     const at = (segs: PathSegment[], atKey = false): SourceLocation => {
-      const pos = locate(sd, segs, atKey);
+      const pos = sd.locate(segs, atKey);
       return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
     };
     const error = (segs: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
@@ -500,7 +521,7 @@ function normalizeMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[]): DesiredState {
+function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], warnings: Diagnostic[]): DesiredState {
   const builder = new Builder(sources.map((s) => s.file));
   for (const d of pre) builder.report(d);
   if (pre.length > 0) builder.incomplete = true;
@@ -508,6 +529,7 @@ function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: r
   const documents: SourceDocument[] = [];
   for (const source of sources) {
     const parsed = parseFile(source.file, source.text, env);
+    warnings.push(...parsed.warnings);
     for (const d of parsed.diagnostics) {
       const { doc, ...rest } = d;
       builder.report(rest, doc, 'parse');
@@ -519,7 +541,7 @@ function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: r
       }
       if (sd.value === null || sd.value === undefined) continue; // empty document (comments only, a lone ---)
       for (const issue of validateAgainstSchema(sd.value)) {
-        const pos = locate(sd, issue.segments, issue.atKey);
+        const pos = sd.locate(issue.segments, issue.atKey);
         const p = formatPath(issue.segments);
         if (builder.isFlagged(sd.file, sd.index, p, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
         const d = { file: sd.file, line: pos.line, column: pos.column, path: p, message: issue.message };
