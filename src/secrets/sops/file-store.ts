@@ -109,6 +109,8 @@ export function openSopsFileStore(uri: string, opts: OpenStoreOptions = {}): Sop
 }
 
 const SEGMENT_SAFE = /[A-Za-z0-9._~%-]/;
+/** Segments of safe characters only, none empty: the name maps to itself. */
+const SAFE_NAME = /^[A-Za-z0-9._~%-]+(?:\/[A-Za-z0-9._~%-]+)*$/;
 
 interface LoadedRaw {
   data: SMap;
@@ -151,6 +153,8 @@ export class SopsFileStore implements SecretStore {
    * anything else is percent-encoded (UTF-8), so the mapping is deterministic and injective.
    */
   secretName(logical: string): string {
+    // Most names need no encoding: checked in one pass (plan and validate call this per key).
+    if (SAFE_NAME.test(logical)) return logical;
     const segments = logical.split('/');
     if (logical === '' || segments.some((s) => s === '')) {
       throw this.error(`invalid logical secret name '${logical}': empty segment`, 'INVALID_ARGUMENT');
