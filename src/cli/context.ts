@@ -2,7 +2,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { KmsClient } from '../api/client.js';
-import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/index.js';
+import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
 import { buildPlan } from '../plan/diff.js';
@@ -13,6 +13,7 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { UsageError } from './errors.js';
+import { err } from './output.js';
 
 export interface GlobalOptions {
   file: string[];
@@ -38,6 +39,7 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promis
     if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
   }
+  for (const w of loaded.warnings) err(`warning: ${formatDiagnostic(w)}\n`);
   const unmatched = unmatchedPatterns(loaded.state, o.env);
   if (unmatched.length) {
     throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);
@@ -91,15 +93,23 @@ export interface PlanOptions {
   now?: Date;
   /** The plan will be saved (`--out`): record a fingerprint of every live object read. */
   forSaving?: boolean;
+  /** Plan even when the configuration puts no environment in scope (`--allow-empty`). */
+  allowEmpty?: boolean;
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
 export async function checkSecretNames(desired: DesiredState, baseDir: string): Promise<void> {
   const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir }));
-  if (problems.length) throw new UsageError(`secret names collide:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  const invalid = problems.filter((p) => p.kind !== 'collision').map((p) => p.text);
+  const collide = problems.filter((p) => p.kind === 'collision').map((p) => `  - ${p.text}`);
+  if (invalid.length) throw new UsageError(`configuration is not valid:\n${[...invalid, ...(collide.length ? ['secret names collide:', ...collide] : [])].join('\n')}`);
+  if (collide.length) throw new UsageError(`secret names collide:\n${collide.join('\n')}`);
 }
 
 export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult }> {
+  if (desired.envs.length === 0 && !o.allowEmpty) {
+    throw new UsageError('no environment in scope: the configuration defines none, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+  }
   await checkSecretNames(desired, o.baseDir);
   const live = await readLive(conn, desired, Boolean(o.forSaving));
   const now = o.now ?? new Date();

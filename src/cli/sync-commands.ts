@@ -194,11 +194,12 @@ export function registerSyncCommands(program: Command) {
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
     .option('--detailed-exitcode', 'exit 2 when there are changes, 0 when none')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean }) => {
+    .option('--allow-empty', 'plan even when the configuration defines no environment')
+    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; allowEmpty?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out) });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), allowEmpty: Boolean(o.allowEmpty) });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, { kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, files: cfg.files, plan });
@@ -217,7 +218,8 @@ export function registerSyncCommands(program: Command) {
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'print the plan as JSON')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean }) => {
+    .option('--allow-empty', 'apply even when the configuration defines no environment')
+    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; allowEmpty?: boolean }) => {
       let plan: Plan;
       let baseDir: string;
       let conn: Connection;
@@ -238,7 +240,7 @@ export function registerSyncCommands(program: Command) {
       } else {
         const cfg = await loadConfig(o);
         conn = connect(o, process.env, retryLogger());
-        plan = (await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck })).plan;
+        plan = (await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, allowEmpty: Boolean(o.allowEmpty) })).plan;
         baseDir = cfg.baseDir;
         printPlan(plan, o);
       }

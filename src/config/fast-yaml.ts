@@ -322,19 +322,27 @@ class Reader {
       if (q.value.includes('${')) this.site(container, key, p, false);
     } else {
       if (!plainStart(t, p, e, false)) bail();
+      // One pass: where a comment starts, and whether ': ' makes this a mapping.
       let stop = e;
+      let colon = false;
       for (let r = p + 1; r < e; r++) {
-        if (t.charCodeAt(r) === HASH && t.charCodeAt(r - 1) === SPACE) {
-          stop = r - 1;
+        const ch = t.charCodeAt(r);
+        if (ch === SPACE) {
+          if (t.charCodeAt(r + 1) === HASH) {
+            stop = r;
+            break;
+          }
+        } else if (ch === COLON && (r + 1 === e || t.charCodeAt(r + 1) === SPACE)) {
+          colon = true;
           break;
         }
       }
-      const raw = t.slice(p, stop).trimEnd();
-      const colon = raw.indexOf(': ');
-      if (colon >= 0 || raw.endsWith(':')) {
+      if (colon) {
         if (!inSeq) bail();
         return this.compactMap(p, col);
       }
+      while (stop > p && t.charCodeAt(stop - 1) === SPACE) stop--;
+      const raw = t.slice(p, stop);
       value = plainScalar(raw);
       if (typeof value === 'string' && value.includes('${')) this.site(container, key, p, true);
       end = stop;
