@@ -282,6 +282,7 @@ class Reader {
     const c = t.charCodeAt(p);
     if (c === 0x22 || c === 0x27) {
       const q = this.quoted(p, e);
+      if (q.end - p > 1024) bail();
       if (t.charCodeAt(q.end) !== COLON || (q.end + 1 < e && t.charCodeAt(q.end + 1) !== SPACE)) bail();
       return { key: q.value, after: q.end + 1 };
     }
@@ -293,6 +294,7 @@ class Reader {
       if (q + 1 >= e || t.charCodeAt(q + 1) === SPACE) break;
       q++;
     }
+    if (q - p > 1024) bail(); // YAML limits implicit keys to 1024 characters
     const raw = t.slice(p, q);
     if (raw.includes(' #')) bail();
     const key = raw.trimEnd();
@@ -470,7 +472,7 @@ class Reader {
         if (plainScalar(key) !== key && !/^(0|[1-9][0-9]*)$/.test(key)) bail();
         after = r;
       }
-      if (t.charCodeAt(after) !== COLON || t.charCodeAt(after + 1) !== SPACE) bail();
+      if (after - keyStart > 1024 || t.charCodeAt(after) !== COLON || t.charCodeAt(after + 1) !== SPACE) bail();
       if (Object.hasOwn(obj, key) || key === '__proto__') bail();
       q = skipSpaces(t, after + 1, e);
       this.path.push(key);
