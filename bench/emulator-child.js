@@ -5,7 +5,7 @@
 import { startEmulator } from '../dist/emulator/index.js';
 
 const opts = JSON.parse(process.argv[2] ?? '{}');
-const emu = await startEmulator({ port: 0, apiKeys: [opts.apiKey], latencyMs: opts.latencyMs ?? 0 });
+const emu = await startEmulator({ port: 0, apiKeys: [opts.apiKey], latencyMs: opts.latencyMs ?? 0, control: true });
 
 process.on('message', (m) => {
   if (m?.type === 'usage') {

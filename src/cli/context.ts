@@ -33,12 +33,14 @@ export interface LoadedConfig {
 export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promise<LoadedConfig> {
   if (o.file.length === 0) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable)');
   let loaded;
+  performance.mark('kms:config-start');
   try {
     loaded = await loadDesiredState(o.file);
   } catch (e) {
     if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
   }
+  performance.mark('kms:config-end');
   for (const w of loaded.warnings) err(`warning: ${formatDiagnostic(w)}\n`);
   const unmatched = unmatchedPatterns(loaded.state, o.env);
   if (unmatched.length) {
@@ -78,7 +80,10 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
 }
 
 export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean): Promise<LiveReadResult> {
-  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) }, { fingerprints });
+  performance.mark('kms:read-start');
+  const live = await readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) }, { fingerprints });
+  performance.mark('kms:read-end');
+  return live;
 }
 
 export interface PlanOptions {
@@ -99,7 +104,9 @@ export interface PlanOptions {
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
 export async function checkSecretNames(desired: DesiredState, baseDir: string): Promise<void> {
+  performance.mark('kms:names-start');
   const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir }));
+  performance.mark('kms:names-end');
   const invalid = problems.filter((p) => p.kind !== 'collision').map((p) => p.text);
   const collide = problems.filter((p) => p.kind === 'collision').map((p) => `  - ${p.text}`);
   if (invalid.length) throw new UsageError(`configuration is not valid:\n${[...invalid, ...(collide.length ? ['secret names collide:', ...collide] : [])].join('\n')}`);
@@ -112,6 +119,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   }
   await checkSecretNames(desired, o.baseDir);
   const live = await readLive(conn, desired, Boolean(o.forSaving));
+  performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
   const base = buildPlan({
     desired, live, prune: o.prune, now,
@@ -130,5 +138,6 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   }
   const plan = assessKeys({ plan: base, desired, live: live.state, secrets, now, ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}) });
   plan.warnings.push(...warnings);
+  performance.mark('kms:plan-end');
   return { plan, live };
 }

@@ -5,10 +5,13 @@ import { CommanderError } from 'commander';
 import { buildProgram } from './commands.js';
 import { EXIT } from './exit-codes.js';
 import { redact } from './output.js';
+import { recordProfileOnExit } from './profile.js';
 
 async function main(argv: string[]) {
+  recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
   try {
     const program = await buildProgram(argv.slice(2));
+    performance.mark('kms:command-loaded');
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {

@@ -2,26 +2,21 @@
 // (line and column). Three readers: JSON (`.json`), the fast YAML path (fast-yaml.ts) and, for
 // whatever the fast path leaves, the `yaml` package, which gives full YAML and its diagnostics.
 // Interpolation of `${env:NAME}` happens here, on parsed string values (never keys, never raw text).
-import {
-  Composer,
-  LineCounter,
-  Parser,
-  isAlias,
-  isCollection,
-  isMap,
-  isScalar,
-  isSeq,
-  visit,
-  type CST,
-  type Document,
-  type Node,
-} from 'yaml';
+import type { CST, Document, LineCounter, Node } from 'yaml';
 import type { Diagnostic, PathSegment } from './diagnostics.js';
 import { formatPath } from './diagnostics.js';
 import { fastParseYaml, type InterpolationSite } from './fast-yaml.js';
 import { interpolateString, typedScalar, type EnvMap } from './interpolate.js';
 import { parseJson } from './json-source.js';
 import type { Position, PositionIndex } from './positions.js';
+import { yamlLib } from './yaml-lib.js';
+
+// The yaml package's type guards, through the lazily loaded module.
+const isAlias = (n: unknown) => yamlLib().isAlias(n);
+const isCollection = (n: unknown) => yamlLib().isCollection(n);
+const isMap = (n: unknown) => yamlLib().isMap(n);
+const isScalar = (n: unknown) => yamlLib().isScalar(n);
+const isSeq = (n: unknown) => yamlLib().isSeq(n);
 
 export type { Position } from './positions.js';
 
@@ -214,6 +209,7 @@ function tooDeep(tokens: readonly CST.Token[]): number | undefined {
 }
 
 function parseYamlFile(file: string, text: string, env: EnvMap): ParsedFile {
+  const { Composer, LineCounter, Parser, visit } = yamlLib();
   const lineCounter = new LineCounter();
   const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
   const at = (offset: number, doc: number, path: PathSegment[] = []) => {

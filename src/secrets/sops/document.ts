@@ -7,8 +7,8 @@
  * order, upper-case hex, stored AES-GCM-encrypted with `lastmodified` as additional data).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Document, Pair, Scalar, YAMLMap, YAMLSeq, isAlias, isMap, isScalar, isSeq, parseDocument } from 'yaml';
-import type { Node as YamlNode, Node } from 'yaml';
+import { createRequire } from 'node:module';
+import type { Document, Node as YamlNode, Node, Scalar } from 'yaml';
 import {
   SopsCipherError,
   decryptSopsValue,
@@ -18,6 +18,17 @@ import {
   macBytes,
   type SopsPlain,
 } from './cipher.js';
+
+/**
+ * The `yaml` package, loaded when a store file is first read or written (naming secrets, as
+ * `validate` does, needs none of it). Synchronous: Node's require of its CommonJS build.
+ */
+let yamlModule: typeof import('yaml') | undefined;
+const Y = () => (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof import('yaml'));
+const isAlias = (n: unknown) => Y().isAlias(n);
+const isMap = (n: unknown) => Y().isMap(n);
+const isScalar = (n: unknown) => Y().isScalar(n);
+const isSeq = (n: unknown) => Y().isSeq(n);
 
 export type ScalarValue = string | number | boolean | null;
 export type SNode = SMap | SSeq | SScalar;
@@ -96,7 +107,7 @@ export class SopsFormatError extends Error {
 // YAML <-> tree
 
 export function parseYamlTree(text: string, slices?: FragmentCache): SMap {
-  const doc = parseDocument(text, {
+  const doc = Y().parseDocument(text, {
     schema: 'core',
     version: '1.2',
     // Duplicate keys are rejected in convert() with a Set: the parser's own check is quadratic.
@@ -183,6 +194,7 @@ const SAFE_PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_.~%/-]*$/;
 const YAML11_WORDS = /^(?:y|yes|n|no|true|false|on|off|null|~)$/i;
 
 function keyNode(k: string): Scalar {
+  const { Scalar } = Y();
   const s = new Scalar(k);
   if (!SAFE_PLAIN_KEY.test(k) || YAML11_WORDS.test(k)) s.type = Scalar.QUOTE_DOUBLE;
   return s;
@@ -191,6 +203,7 @@ function keyNode(k: string): Scalar {
 type Region = 'data' | 'sops';
 
 function toYaml(n: SNode, region: Region, key: string | undefined): YamlNode {
+  const { Pair, Scalar, YAMLMap, YAMLSeq } = Y();
   if (n.kind === 'map') {
     const m = new YAMLMap();
     for (const [k, v] of n.entries) m.items.push(new Pair(keyNode(k), toYaml(v, region, k)));
@@ -216,6 +229,7 @@ function toYaml(n: SNode, region: Region, key: string | undefined): YamlNode {
 const EMIT_OPTIONS = { indent: 4, indentSeq: true, lineWidth: 0, minContentWidth: 0, nullStr: 'null' } as const;
 
 function emitPairs(pairs: [string, SNode, Region][]): string {
+  const { Document, Pair, YAMLMap } = Y();
   const doc = new Document(undefined, { version: '1.2' });
   const root = new YAMLMap();
   for (const [k, v, region] of pairs) root.items.push(new Pair(keyNode(k), toYaml(v, region, k)));
