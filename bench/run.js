@@ -163,7 +163,12 @@ async function runCli(args, { cwd, env = {}, emu, expectCode = 0 }) {
   const { code, stdout, stderr } = await new Promise((resolve) => {
     const child = spawn(process.execPath, [cliPath, ...args], {
       cwd, stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH, HOME: env.HOME ?? os.homedir(), NO_COLOR: '1', KMS_SYNC_PROFILE: profile, ...(emu ? { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY } : {}), ...env },
+      env: {
+        PATH: process.env.PATH, HOME: env.HOME ?? os.homedir(), NO_COLOR: '1', KMS_SYNC_PROFILE: profile,
+        // e.g. KMS_SYNC_BENCH_NODE_OPTIONS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the measured processes
+        ...(process.env.KMS_SYNC_BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.KMS_SYNC_BENCH_NODE_OPTIONS } : {}),
+        ...(emu ? { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY } : {}), ...env,
+      },
     });
     let so = '';
     let se = '';

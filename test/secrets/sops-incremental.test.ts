@@ -5,6 +5,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { parse, stringify } from 'yaml';
 import {
   decryptTree, emitSopsYaml, emitSopsYamlIncremental, encryptSubtree, map, parseYamlTree, scalar, type FragmentCache, type SNode,
 } from '../../src/secrets/sops/document.js';
@@ -87,5 +88,26 @@ describe('SopsFileStore at scale', () => {
     const all = await new SopsFileStore(file, { env: sb.env }).readAll();
     expect(all).toEqual(values);
     expect((await fs.readFile(file, 'utf8')).match(/^ {4}"?e\//gm)).toHaveLength(500);
+  });
+
+  it.each([
+    ['2-space indentation', (t: string) => stringify(parse(t), { indent: 2 })],
+    ['comments between entries', (t: string) => t.replace(/^( {4}"?e\/c1\/k"?:)$/m, '    # a comment a person added\n$1')],
+  ])('a file in another layout (%s) is rewritten correctly', async (_, reformat) => {
+    const file = path.join(sb.dir, 'f.yaml');
+    const first = new SopsFileStore(file, { env: sb.env });
+    const values = new Map<string, string>();
+    await first.putMany(Array.from({ length: 20 }, (_, i) => {
+      const name = `e/c${i}/k`;
+      values.set(name, fakeKey());
+      return { name, value: values.get(name)!, meta: meta(name) };
+    }));
+    await fs.writeFile(file, reformat(await fs.readFile(file, 'utf8')));
+    const second = new SopsFileStore(file, { env: sb.env });
+    values.set('e/c5/k', fakeKey());
+    await second.put('e/c5/k', values.get('e/c5/k')!, meta('e/c5/k'));
+    values.set('e/new/k', fakeKey());
+    await second.put('e/new/k', values.get('e/new/k')!, meta('e/new/k'));
+    expect(await new SopsFileStore(file, { env: sb.env }).readAll()).toEqual(values);
   });
 });

@@ -130,8 +130,10 @@ export function parseYamlTree(text: string, slices?: FragmentCache): SMap {
 }
 
 /**
- * The source text of each entry under a top-level `secrets:` mapping, by its node: when a rewrite
- * would emit exactly that text, the entry needs no new verification (this parse read it).
+ * The source text of each entry under a top-level `secrets:` mapping, by its node, when every
+ * entry's key starts at column 5 (4 spaces: our layout, and SOPS's): such a slice is a sibling
+ * block of the entries a rewrite emits, so it can be written back as it is, and this parse is its
+ * verification. A rewrite then emits only the entries that changed, even the first time.
  */
 function recordSecretSlices(text: string, doc: Document, root: SMap, slices: FragmentCache): void {
   if (!isMap(doc.contents)) return;
@@ -142,17 +144,23 @@ function recordSecretSlices(text: string, doc: Document, root: SMap, slices: Fra
   if (!pair || !isMap(pair.value) || secrets?.kind !== 'map') return;
   const lineStart = (offset: number) => text.lastIndexOf('\n', offset - 1) + 1;
   const items = pair.value.items;
+  if (items.length !== secrets.entries.length) return;
   const nextTop = top[at + 1]?.key as Node | undefined;
   const end = nextTop?.range ? lineStart(nextTop.range[0]) : text.length;
-  for (let i = 0; i < items.length && i < secrets.entries.length; i++) {
+  const found: [SNode, { name: string; text: string }][] = [];
+  for (let i = 0; i < items.length; i++) {
     const key = items[i]!.key as Node | undefined;
     const next = items[i + 1]?.key as Node | undefined;
     if (!key?.range) return;
     const from = lineStart(key.range[0]);
+    if (key.range[0] - from !== 4) return; // another layout: emit everything the first time
     const to = next?.range ? lineStart(next.range[0]) : end;
     const [name, node] = secrets.entries[i]!;
-    slices.set(node, { name, text: text.slice(from, to), unchecked: true });
+    let slice = text.slice(from, to);
+    if (!slice.endsWith('\n')) slice += '\n';
+    found.push([node, { name, text: slice }]);
   }
+  for (const [node, hit] of found) slices.set(node, hit);
 }
 
 function convert(n: unknown, doc: Document, depth: number): SNode {
@@ -247,7 +255,7 @@ export function emitSopsYaml(data: SMap, sops: SMap): string {
  * once written (a new value is a new node), so a rewrite emits only the entries that changed and
  * reuses the text of the others. Kept per store instance.
  */
-export type FragmentCache = WeakMap<SNode, { name: string; text: string; unchecked?: boolean }>;
+export type FragmentCache = WeakMap<SNode, { name: string; text: string }>;
 
 /** One entry of the `secrets` mapping, indented as in the whole document. */
 export function emitSecretEntry(name: string, node: SNode): string {
@@ -271,12 +279,10 @@ export function emitSopsYamlIncremental(data: SMap, sops: SMap, cache: FragmentC
   const parts = ['secrets:\n'];
   for (const [name, node] of secrets.entries) {
     let hit = cache.get(node);
-    if (hit === undefined || hit.name !== name || hit.unchecked) {
-      const text = emitSecretEntry(name, node);
-      // Text read from the file (unchecked) that the emitter reproduces exactly needs no re-parse.
-      if (!(hit?.unchecked && hit.name === name && hit.text === text)) fresh.push([name, node, text]);
-      hit = { name, text };
+    if (hit === undefined || hit.name !== name) {
+      hit = { name, text: emitSecretEntry(name, node) };
       cache.set(node, hit);
+      fresh.push([name, node, hit.text]);
     }
     parts.push(hit.text);
   }
@@ -444,8 +450,9 @@ export interface DecryptedTree {
 }
 
 interface EntryDecryption {
-  /** Path of the entry (pathKey) when this was computed: AAD and rules depend on it. */
-  at: string;
+  /** Where the entry was when this was computed (AAD and rules depend on it): parent key, own key. */
+  parent: string;
+  name: string;
   /** The entry's leaves' bytes, in order, as the MAC takes them. */
   bytes: Buffer;
   leaves: [string, SopsPlain, string][];
@@ -499,7 +506,7 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
       }
       if (!rules.macOnlyEncrypted || encrypted) bytes.push(macBytes(v));
     });
-    return { at: pathKey(base), bytes: Buffer.concat(bytes), leaves };
+    return { parent: base[0]!, name: base[base.length - 1]!, bytes: Buffer.concat(bytes), leaves };
   };
   const add = (e: EntryDecryption) => {
     hash.update(e.bytes);
@@ -514,9 +521,8 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
       continue;
     }
     for (const [k2, v2] of v.entries) {
-      const at = pathKey([k, k2]);
       let e = known?.entries.get(v2);
-      if (e === undefined || e.at !== at) e = decryptLeaves(v2, [k, k2]);
+      if (e === undefined || e.parent !== k || e.name !== k2) e = decryptLeaves(v2, [k, k2]);
       entries.set(v2, e);
       add(e);
     }
