@@ -82,8 +82,11 @@ const COLON = 0x3a;
 const DASH = 0x2d;
 
 class Reader {
-  private readonly starts: number[] = [];
-  private readonly ends: number[] = [];
+  private readonly starts: Int32Array;
+  private readonly ends: Int32Array;
+  /** Column of each line's first non-space character; -1 for a blank or comment-only line. */
+  private readonly indents: Int32Array;
+  private readonly lineCount: number;
   /** Index of the current content line (blank and comment-only lines are skipped). */
   private li = 0;
   private readonly index: PositionIndex;
@@ -93,25 +96,38 @@ class Reader {
 
   private readonly text: string;
 
+  /** The key just read by key(): its text and the offset after its ':' (fields, not an object per key). */
+  private keyText = '';
+  private keyAfter = 0;
+
   constructor(text: string) {
     this.text = text;
     this.index = new PositionIndex(text);
-    let start = 0;
     const n = text.length;
-    while (start <= n) {
+    let lines = 1;
+    for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) lines++;
+    this.lineCount = lines;
+    this.starts = new Int32Array(lines);
+    this.ends = new Int32Array(lines);
+    this.indents = new Int32Array(lines);
+    let start = 0;
+    for (let li = 0; li < lines; li++) {
       let end = text.indexOf('\n', start);
       const next = end < 0 ? n + 1 : end + 1;
       if (end < 0) end = n;
       if (end > start && text.charCodeAt(end - 1) === 0x0d) end--;
-      this.starts.push(start);
-      this.ends.push(end);
+      this.starts[li] = start;
+      this.ends[li] = end;
+      let p = start;
+      while (p < end && text.charCodeAt(p) === SPACE) p++;
+      this.indents[li] = p < end && text.charCodeAt(p) !== HASH ? p - start : -1;
       start = next;
     }
   }
 
   document(): FastParse {
     this.skipBlank(0, true);
-    if (this.li < this.starts.length) {
+    if (this.li < this.lineCount) {
       const s = this.starts[this.li]!;
       const line = this.text.slice(s, this.ends[this.li]);
       if (line.startsWith('%')) bail();
@@ -120,11 +136,11 @@ class Reader {
         this.skipBlank(this.li);
       } else if (/^(---|\.\.\.)(\s|$)/.test(line)) bail();
     }
-    if (this.li >= this.starts.length) return { value: null, index: this.index, sites: this.sites };
+    if (this.li >= this.lineCount) return { value: null, index: this.index, sites: this.sites };
     const indent = this.indentOf(this.li);
     this.index.rootOffset = this.starts[this.li]! + indent;
     const value = this.block(indent);
-    if (this.li < this.starts.length) bail(); // content left over: a second document, or an error
+    if (this.li < this.lineCount) bail(); // content left over: a second document, or an error
     return { value, index: this.index, sites: this.sites };
   }
 
@@ -134,32 +150,24 @@ class Reader {
   private skipBlank(from: number, atStart = false): void {
     let i = from;
     const t = this.text;
-    for (; i < this.starts.length; i++) {
-      const s = this.starts[i]!;
-      const e = this.ends[i]!;
-      let p = s;
-      while (p < e && t.charCodeAt(p) === SPACE) p++;
-      if (p < e && t.charCodeAt(p) !== HASH) {
-        const c = t.charCodeAt(p);
-        // document markers at column 0 are not content this reader handles
-        if (!atStart && p === s && (c === DASH || c === 0x2e) && /^(---|\.\.\.)(\s|$)/.test(t.slice(p, p + 4))) bail();
-        break;
-      }
+    const indents = this.indents;
+    while (i < this.lineCount && indents[i]! < 0) i++;
+    if (i < this.lineCount && !atStart && indents[i] === 0) {
+      // document markers at column 0 are not content this reader handles
+      const p = this.starts[i]!;
+      const c = t.charCodeAt(p);
+      if ((c === DASH || c === 0x2e) && /^(---|\.\.\.)(\s|$)/.test(t.slice(p, p + 4))) bail();
     }
     this.li = i;
   }
 
   private indentOf(li: number): number {
-    const s = this.starts[li]!;
-    const e = this.ends[li]!;
-    let p = s;
-    while (p < e && this.text.charCodeAt(p) === SPACE) p++;
-    return p - s;
+    return this.indents[li]!;
   }
 
   /** Column of the current line's content, or -1 at the end of the text. */
   private currentIndent(): number {
-    return this.li < this.starts.length ? this.indentOf(this.li) : -1;
+    return this.li < this.lineCount ? this.indentOf(this.li) : -1;
   }
 
   private isDashAt(li: number, col: number): boolean {
@@ -240,7 +248,9 @@ class Reader {
       const keyStart = s + col;
       if (!first && this.indentOf(this.li) !== col) bail();
       first = false;
-      const { key, after } = this.key(keyStart, e);
+      this.key(keyStart, e);
+      const key = this.keyText;
+      const after = this.keyAfter;
       if (Object.hasOwn(obj, key) || key === '__proto__') bail();
       let q = after;
       while (q < e && this.text.charCodeAt(q) === SPACE) q++;
@@ -277,14 +287,16 @@ class Reader {
   }
 
   /** A mapping key at `p`: plain or quoted, followed by ':' and a space or the end of the line. */
-  private key(p: number, e: number): { key: string; after: number } {
+  private key(p: number, e: number): void {
     const t = this.text;
     const c = t.charCodeAt(p);
     if (c === 0x22 || c === 0x27) {
       const q = this.quoted(p, e);
       if (q.end - p > 1024) bail();
       if (t.charCodeAt(q.end) !== COLON || (q.end + 1 < e && t.charCodeAt(q.end + 1) !== SPACE)) bail();
-      return { key: q.value, after: q.end + 1 };
+      this.keyText = q.value;
+      this.keyAfter = q.end + 1;
+      return;
     }
     if (!plainStart(t, p, e, false)) bail();
     let q = p;
@@ -300,7 +312,8 @@ class Reader {
     const key = raw.trimEnd();
     // Keys the core schema reads as another type (null, true, 1.0, 0x1F) would be renamed: full parser.
     if (plainScalar(key) !== key && !/^(0|[1-9][0-9]*)$/.test(key)) bail();
-    return { key, after: q + 1 };
+    this.keyText = key;
+    this.keyAfter = q + 1;
   }
 
   /** A value that starts at `p` on the current line (and, except for a compact mapping, ends there). */
