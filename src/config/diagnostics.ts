@@ -15,12 +15,23 @@ export type PathSegment = string | number;
 
 const IDENTIFIER = /^[A-Za-z_$][\w$-]*$/;
 
+/** Field names repeat (projects, clients, keys…): whether each is an identifier is remembered. */
+const identifierCache = new Map<string, boolean>();
+const isIdentifier = (seg: string): boolean => {
+  let v = identifierCache.get(seg);
+  if (v === undefined) {
+    v = IDENTIFIER.test(seg);
+    if (identifierCache.size < 1000) identifierCache.set(seg, v);
+  }
+  return v;
+};
+
 /** `['projects', 0, 'environments']` → `projects[0].environments`. */
 export function formatPath(segments: readonly PathSegment[]): string {
   let out = '';
   for (const seg of segments) {
     if (typeof seg === 'number') out += `[${seg}]`;
-    else if (IDENTIFIER.test(seg)) out += out === '' ? seg : `.${seg}`;
+    else if (isIdentifier(seg)) out += out === '' ? seg : `.${seg}`;
     else out += `[${JSON.stringify(seg)}]`;
   }
   return out;
