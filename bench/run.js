@@ -148,7 +148,7 @@ function startEmulatorChild() {
 
 async function control(emu, method, route, body) {
   const r = await fetch(`${emu.control}${route}`, {
-    method, headers: { 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    method, headers: { 'content-type': 'application/json', 'x-api-key': API_KEY }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   if (!r.ok) throw new Error(`${method} ${route}: ${r.status} ${await r.text()}`);
   return r.json();

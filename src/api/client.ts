@@ -1,6 +1,9 @@
 // Typed operations of the service (interface section 4). Wire types are read tolerantly: every
 // field the spec does not guarantee is optional, unknown fields are ignored.
 import { HttpTransport, type HttpOptions } from './http.js';
+import {
+  arrayOf, clientShape, clientWithKeysShape, endpointShape, logShape, objectWith, pageOf, projectShape, templateShape, type Shape,
+} from './shapes.js';
 
 export interface WireTemplate {
   id: string;
@@ -106,6 +109,15 @@ export const BULK_LIMIT = 100;
 
 export const clientId = (c: WireClient): string => (c.id ?? c.client_uuid)!;
 
+/** The item shape of each paged list (by path), so every caller of `listAll` gets it checked. */
+const ITEM_SHAPES: Record<string, Shape> = {
+  '/project': projectShape,
+  '/client/templates': templateShape,
+  '/client': clientShape,
+  '/endpoint': endpointShape,
+};
+const anyObject = objectWith('an object');
+
 export class KmsClient {
   readonly http: HttpTransport;
   constructor(options: HttpOptions | HttpTransport) {
@@ -125,16 +137,18 @@ export class KmsClient {
   async forEachPage<T>(
     path: string, query: Record<string, string | undefined>, kind: string, onPage: (items: T[], page: number) => void,
   ): Promise<void> {
-    const first = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: 1, limit: PAGE_LIMIT }, kind });
-    const data = first.data ?? [];
-    const limit = first.pagination?.limit ?? PAGE_LIMIT;
+    // Every page must be the documented envelope: `{}` is not an empty list (a wrong URL answers like that).
+    const expect = pageOf(ITEM_SHAPES[path] ?? anyObject);
+    const first = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: 1, limit: PAGE_LIMIT }, kind, expect });
+    const data = first.data;
+    const limit = first.pagination?.limit || PAGE_LIMIT;
     const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
     onPage(data, 1);
     if (pages <= 1) return;
     await Promise.all(
       Array.from({ length: pages - 1 }, async (_, i) => {
-        const page = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind });
-        onPage(page.data ?? [], i + 2);
+        const page = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind, expect });
+        onPage(page.data, i + 2);
       }),
     );
   }
@@ -151,20 +165,20 @@ export class KmsClient {
     return this.listAll<WireProject>('/project', {}, 'list projects');
   }
   getProject(projectEnv: string) {
-    return this.http.request<WireProject>({ method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}`, kind: 'get project' });
+    return this.http.request<WireProject>({ method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}`, kind: 'get project', expect: projectShape });
   }
   createProject(body: { slug: string; name: string; description?: string; envs: { type: string; url: string; templates: TemplateInput[] }[] }) {
-    return this.http.request<WireProject>({ method: 'POST', path: '/project', body, kind: 'create project' });
+    return this.http.request<WireProject>({ method: 'POST', path: '/project', body, kind: 'create project', expect: projectShape });
   }
   updateProject(projectEnv: string, body: { name?: string; singleEnv?: { url?: string; templates?: (Partial<TemplateInput> & { id?: string })[] } }) {
-    return this.http.request<WireProject>({ method: 'PUT', path: `/project/${encodeURIComponent(projectEnv)}`, body, kind: 'update project' });
+    return this.http.request<WireProject>({ method: 'PUT', path: `/project/${encodeURIComponent(projectEnv)}`, body, kind: 'update project', expect: projectShape });
   }
   deleteProject(projectEnv: string, query: { kind: 'project' | 'env' | 'template'; envId?: string; templateId?: string; forceDelete?: boolean }) {
     return this.http.request<{ success: boolean }>({ method: 'DELETE', path: `/project/${encodeURIComponent(projectEnv)}`, query, kind: `delete ${query.kind}` });
   }
   listLogs(projectEnv: string, filters: { methodPath?: string; clientId?: string; status?: 'success' | 'error'; page?: number; limit?: number }) {
     return this.http.request<WirePage<WireLog>>({
-      method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}/logs`, query: { ...filters }, kind: 'list logs',
+      method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}/logs`, query: { ...filters }, kind: 'list logs', expect: pageOf(logShape),
     });
   }
 
@@ -180,16 +194,22 @@ export class KmsClient {
     return this.forEachPage<WireClient>('/client', { project_env: projectEnv }, 'list clients', onPage);
   }
   getClient(id: string, projectEnv: string) {
-    return this.http.request<WireClient>({ method: 'GET', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, kind: 'get client' });
+    return this.http.request<WireClient>({
+      method: 'GET', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, kind: 'get client', expect: clientShape,
+    });
   }
   /** Bulk create (array body): one request for up to BULK_LIMIT clients. */
   createClients(projectEnv: string, clients: ClientInput[]) {
-    return this.http.request<WireClient[]>({ method: 'POST', path: '/client', query: { project_env: projectEnv }, body: clients, kind: 'create clients' });
+    // The raw keys exist only in this answer: one that is not a client per item sent is ambiguous.
+    return this.http.request<WireClient[]>({
+      method: 'POST', path: '/client', query: { project_env: projectEnv }, body: clients, kind: 'create clients', expect: arrayOf(clientWithKeysShape, clients.length),
+    });
   }
   updateClient(id: string, projectEnv: string, body: ClientUpdate) {
     const issuesKeys = (body.keys ?? []).some((k) => k.id === undefined);
     return this.http.request<WireClient>({
       method: 'PUT', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, body, kind: 'update client', retrySafe: !issuesKeys,
+      expect: clientWithKeysShape,
     });
   }
   deleteClient(id: string, projectEnv: string, keyId?: string) {
@@ -203,11 +223,13 @@ export class KmsClient {
     return this.listAll<WireEndpoint>('/endpoint', { project_env: projectEnv }, 'list endpoints');
   }
   createEndpoints(projectEnv: string, endpoints: EndpointInput[]) {
-    return this.http.request<WireEndpoint[]>({ method: 'POST', path: '/endpoint', query: { project_env: projectEnv }, body: endpoints, kind: 'create endpoints' });
+    return this.http.request<WireEndpoint[]>({
+      method: 'POST', path: '/endpoint', query: { project_env: projectEnv }, body: endpoints, kind: 'create endpoints', expect: arrayOf(endpointShape, endpoints.length),
+    });
   }
   updateEndpoint(projectEnv: string, methodPath: string, body: { name?: string; description?: string; metadata?: Record<string, unknown> }) {
     return this.http.request<WireEndpoint>({
-      method: 'PUT', path: `/endpoint/${encodeURIComponent(methodPath)}`, query: { project_env: projectEnv }, body, kind: 'update endpoint',
+      method: 'PUT', path: `/endpoint/${encodeURIComponent(methodPath)}`, query: { project_env: projectEnv }, body, kind: 'update endpoint', expect: endpointShape,
     });
   }
   deleteEndpoint(projectEnv: string, methodPath: string) {

@@ -1,5 +1,6 @@
 // Transport of the service client: one undici pool, bounded concurrency, client-side rate limit,
 // retries with exponential backoff and jitter where a retry is safe, typed errors, redaction.
+import type { LookupFunction } from 'node:net';
 import { Pool } from 'undici';
 
 export class ApiError extends Error {
@@ -28,7 +29,32 @@ export class AmbiguousWriteError extends Error {
 }
 
 /** The service could not be reached at all. */
-export class NetworkError extends Error {}
+export class NetworkError extends Error {
+  /** The system error code (`ENOTFOUND`, `ECONNREFUSED`, …) when there is one. */
+  readonly code: string;
+  constructor(message: string, code = '') {
+    super(message);
+    this.code = code;
+  }
+}
+
+/**
+ * A successful status whose body is not what the contract documents: not JSON (a proxy's HTML
+ * login page), or JSON of another shape (a list without its envelope). Never read as "empty":
+ * that is how a wrong URL would turn into mass creates and, with prune, deletes.
+ */
+export class UnexpectedResponseError extends Error {
+  readonly method: string;
+  /** The request path with its query (never credentials: those travel in headers). */
+  readonly path: string;
+  readonly status: number;
+  constructor(method: string, path: string, status: number, problem: string) {
+    super(`${method} ${path} → ${status}: the answer ${problem}`);
+    this.method = method;
+    this.path = path;
+    this.status = status;
+  }
+}
 
 export interface HttpOptions {
   /** Base URL ending in /api/v1. */
@@ -55,6 +81,8 @@ export interface HttpOptions {
   userAgent?: string;
   /** Called before each retry: the CLI prints a plain line. */
   onRetry?: (info: { method: string; path: string; attempt: number; delayMs: number; reason: string }) => void;
+  /** Host-name resolver (default: the system's `dns.lookup`); tests pass one that fails on purpose. */
+  lookup?: LookupFunction;
 }
 
 export interface RequestSpec {
@@ -69,10 +97,29 @@ export interface RequestSpec {
    * new keys is not: a blind retry could issue a second raw key that nobody captures.
    */
   retrySafe?: boolean;
+  /**
+   * Checks the parsed body of a 2xx answer; returns what is wrong with it, or undefined. A read
+   * whose answer fails the check is an UnexpectedResponseError, a write's an AmbiguousWriteError.
+   */
+  expect?: (body: unknown) => string | undefined;
 }
 
 const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
+/** Failures before the request was sent: even a create may be retried. */
 const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+/**
+ * Failures a retry cannot fix: the name does not exist (NXDOMAIN). `EAI_AGAIN` (the resolver did
+ * not answer in time) is transient and retried like a refused connection (a restarting service).
+ */
+const PERMANENT_ERRORS = new Set(['ENOTFOUND']);
+
+/** `application/json`, `application/problem+json`, … */
+const isJsonType = (contentType: string) => /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(contentType.trim());
+
+const firstHeader = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
+/** Non-printable characters of a service's text escaped, so a message cannot drive the terminal. */
+const printable = (text: string) => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => (c === '\n' || c === '\t' ? ' ' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
 
 function sleep(ms: number) {
   return new Promise((ok) => setTimeout(ok, ms));
@@ -134,7 +181,7 @@ export class HttpTransport {
   /** Writes hold it too (before `sem`): at most `parallelism` of them. */
   private readonly writeSem: Semaphore;
   private readonly limiter?: RateLimiter;
-  private readonly opts: Required<Omit<HttpOptions, 'maxRps' | 'onRetry' | 'userAgent'>> & Pick<HttpOptions, 'onRetry' | 'userAgent'>;
+  private readonly opts: Required<Omit<HttpOptions, 'maxRps' | 'onRetry' | 'userAgent' | 'lookup'>> & Pick<HttpOptions, 'onRetry' | 'userAgent'>;
   /** Requests sent, by kind (benchmarks and tests read this). */
   readonly requestCounts: Record<string, number> = {};
 
@@ -154,6 +201,7 @@ export class HttpTransport {
       headersTimeout: this.opts.timeoutMs,
       bodyTimeout: this.opts.timeoutMs,
       keepAliveTimeout: 10_000,
+      ...(options.lookup ? { connect: { lookup: options.lookup } } : {}),
     });
     this.sem = new Semaphore(inFlight);
     this.writeSem = new Semaphore(this.opts.parallelism);
@@ -174,9 +222,9 @@ export class HttpTransport {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(spec.query ?? {})) if (v !== undefined) qs.set(k, String(v));
     const path = `${this.basePath}${spec.path}${qs.size ? `?${qs}` : ''}`;
+    const write = spec.method !== 'GET';
     const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
     const kind = spec.kind ?? `${spec.method} ${spec.path}`;
-    const write = spec.method !== 'GET';
     for (let attempt = 1; ; attempt++) {
       if (write) await this.writeSem.acquire();
       await this.sem.acquire();
@@ -201,21 +249,25 @@ export class HttpTransport {
         headers = res.headers;
         text = await res.body.text();
       } catch (err) {
-        const code = (err as { code?: string }).code ?? '';
-        const neverSent = CONNECT_ERRORS.has(code) || (err as Error).message?.includes('ECONNREFUSED');
+        const code = connectErrorCode(err);
+        const neverSent = CONNECT_ERRORS.has(code);
         const reason = code || (err as Error).message;
         if (!neverSent && !idempotent) throw new AmbiguousWriteError(spec.method, spec.path, `connection failed: ${reason}`);
-        if (attempt >= this.opts.maxAttempts) {
-          throw new NetworkError(`${spec.method} ${spec.path}: ${reason} after ${attempt} attempt(s) (service at ${this.origin})`);
-        }
+        if (PERMANENT_ERRORS.has(code) || attempt >= this.opts.maxAttempts) throw this.networkError(spec.method, path, code, reason, attempt);
         await this.backoff(spec, attempt, undefined, reason);
         continue;
       } finally {
         this.sem.release();
         if (write) this.writeSem.release();
       }
-      if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
-      const err = parseError(spec.method, spec.path, status, text);
+      if (status >= 200 && status < 300) {
+        const { value, problem } = readSuccess(text, firstHeader(headers['content-type']), spec.expect);
+        if (problem === undefined) return value as T;
+        // A write answered with something unreadable may still have happened: re-read to find out.
+        if (write) throw new AmbiguousWriteError(spec.method, spec.path, `the ${status} answer ${problem}`);
+        throw new UnexpectedResponseError(spec.method, path, status, `${problem} (is ${this.origin}${this.basePath} the service's API?)`);
+      }
+      const err = parseError(spec.method, spec.path, status, text, firstHeader(headers['content-type']));
       // A 429 says the request was not processed: safe to retry even a create.
       const retryable = RETRYABLE_STATUS.has(status) && (idempotent || status === 429);
       if (!retryable) {
@@ -227,6 +279,19 @@ export class HttpTransport {
     }
   }
 
+  /** Our wording for a service that could not be reached; names the service URL, never credentials. */
+  private networkError(method: string, path: string, code: string, reason: string, attempts: number): NetworkError {
+    const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+    const host = new URL(this.origin).hostname;
+    if (code === 'ENOTFOUND')
+      return new NetworkError(`${method} ${path}: the service host '${host}' does not resolve (DNS: no such name; not retried): check the service URL ${this.origin}${this.basePath}`, code);
+    if (code === 'EAI_AGAIN')
+      return new NetworkError(`${method} ${path}: the name server did not answer for '${host}'${tries} (DNS EAI_AGAIN): check the network, or the service URL ${this.origin}${this.basePath}`, code);
+    if (code === 'ECONNREFUSED')
+      return new NetworkError(`${method} ${path}: connection refused by ${this.origin}${tries}: is the service running at ${this.origin}${this.basePath}?`, code);
+    return new NetworkError(`${method} ${path}: ${reason}${tries} (service at ${this.origin})`, code);
+  }
+
   private async backoff(spec: RequestSpec, attempt: number, retryAfter: number | undefined, reason: string) {
     const exp = Math.min(this.opts.maxDelayMs, this.opts.baseDelayMs * 2 ** (attempt - 1));
     const delayMs = Math.min(this.opts.maxDelayMs, retryAfter ?? Math.random() * exp);
@@ -235,14 +300,44 @@ export class HttpTransport {
   }
 }
 
-function parseError(method: string, path: string, status: number, text: string): ApiError {
+/** The system error code of a failed connection (undici passes Node's through; happy eyeballs may aggregate them). */
+function connectErrorCode(err: unknown): string {
+  const e = err as { code?: string; message?: string; errors?: { code?: string }[] };
+  if (e.code && e.code !== 'ERR_AGGREGATE') return e.code;
+  const inner = e.errors?.find((x) => x.code)?.code;
+  if (inner) return inner;
+  return /ECONNREFUSED/.test(e.message ?? '') ? 'ECONNREFUSED' : (e.code ?? '');
+}
+
+/** The JSON of a 2xx answer, or what is wrong with it. An empty body (204) is undefined. */
+function readSuccess(text: string, contentType: string | undefined, expect: RequestSpec['expect']): { value?: unknown; problem?: string } {
+  const type = contentType?.split(';')[0]?.trim();
+  if (text !== '' && type && !isJsonType(contentType!))
+    return { problem: `has content type ${printable(type).slice(0, 80)} instead of application/json (a proxy or login page answers like this)` };
+  let value: unknown;
+  if (text !== '') {
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return { problem: `${type ? `says ${printable(type).slice(0, 80)}` : 'has no content type'} but its body is not valid JSON (${text.length} characters)` };
+    }
+  }
+  const problem = expect?.(value);
+  return problem === undefined ? { value } : { problem: `is not the documented shape: ${problem}` };
+}
+
+function parseError(method: string, path: string, status: number, text: string, contentType: string | undefined): ApiError {
   try {
     const j = JSON.parse(text) as { code?: unknown; error?: unknown; message?: unknown };
+    if (!j || typeof j !== 'object') throw new Error('not an object');
     const code = typeof j.code === 'string' ? j.code : `HTTP_${status}`;
-    const message = typeof j.error === 'string' ? j.error : typeof j.message === 'string' ? j.message : text.slice(0, 200);
-    return new ApiError(method, path, status, code, message);
+    const message = typeof j.error === 'string' ? j.error : typeof j.message === 'string' ? j.message : printable(text.slice(0, 200));
+    return new ApiError(method, path, status, code, printable(message));
   } catch {
-    return new ApiError(method, path, status, `HTTP_${status}`, text.slice(0, 200) || 'no body');
+    const type = contentType?.split(';')[0]?.trim();
+    const what = type && !isJsonType(type) ? `a ${printable(type).slice(0, 80)} answer` : 'an answer that is not the documented JSON error';
+    const detail = text ? `${what}: ${printable(text.slice(0, 120))}${text.length > 120 ? '…' : ''}` : 'no body';
+    return new ApiError(method, path, status, `HTTP_${status}`, detail);
   }
 }
 

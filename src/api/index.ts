@@ -1,2 +1,3 @@
 export * from './http.js';
 export * from './client.js';
+export * from './shapes.js';

@@ -1,6 +1,6 @@
 // The KeyCapture of a real run: local encrypted journal first, then the secret store.
 import { groupBy } from '../model/index.js';
-import { Journal, type JournalRecord } from '../secrets/journal.js';
+import { Journal, type AppendOptions, type IssueIntent, type JournalRecord } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
 
@@ -33,7 +33,40 @@ export class JournaledKeyCapture implements KeyCapture {
     }
   }
 
-  async capture(keys: CapturedKey[]): Promise<{ stored: Promise<StoredKeyReceipt[]> }> {
+  /** At the end of a run: the journal file goes when nothing in it is live any more. */
+  compact(): Promise<void> {
+    return this.journal.compact();
+  }
+
+  /** Journal writes in progress: a second interrupt waits for these (briefly) before exiting. */
+  private readonly journaling = new Set<Promise<unknown>>();
+
+  /** Resolves once every journal write in progress has finished (or after `ms`). */
+  async drain(ms = 5000): Promise<void> {
+    if (this.journaling.size === 0) return;
+    await Promise.race([Promise.allSettled([...this.journaling]), new Promise((ok) => setTimeout(ok, ms).unref())]);
+  }
+
+  private tracked<T>(p: Promise<T>): Promise<T> {
+    this.journaling.add(p);
+    const done = () => this.journaling.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  intend(intent: IssueIntent): Promise<string> {
+    return this.tracked(this.journal.recordIntent(intent));
+  }
+
+  resolve(opts: AppendOptions): Promise<void> {
+    return this.tracked(this.journal.resolve(opts));
+  }
+
+  capture(keys: CapturedKey[], opts: AppendOptions = {}): Promise<{ stored: Promise<StoredKeyReceipt[]> }> {
+    return this.tracked(this.captureNow(keys, opts));
+  }
+
+  private async captureNow(keys: CapturedKey[], opts: AppendOptions): Promise<{ stored: Promise<StoredKeyReceipt[]> }> {
     const records: JournalRecord[] = [];
     for (const k of keys) {
       const store = await this.stores.get(k.store);
@@ -43,7 +76,7 @@ export class JournaledKeyCapture implements KeyCapture {
     let ids: string[] | undefined;
     let journalError: unknown;
     try {
-      ids = await this.journal.appendMany(records);
+      ids = await this.journal.appendMany(records, opts);
     } catch (e) {
       journalError = e;
     }
@@ -59,6 +92,7 @@ export class JournaledKeyCapture implements KeyCapture {
       }
     }
     // 2. + 3. Store them, batched per store, then clear the journal entries that landed.
+    await testPause('after-journal');
     const stored = this.store(keys, records, ids);
     stored.catch(() => undefined); // the caller observes it; never an unhandled rejection
     return { stored };
@@ -72,6 +106,7 @@ export class JournaledKeyCapture implements KeyCapture {
       const store = await this.stores.get(uri);
       try {
         await store.putMany(idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })));
+        await testPause('after-store');
         if (ids) await this.journal.clear(idx.map((i) => ids[i]!));
         for (const i of idx) {
           const k = keys[i]!;
@@ -90,4 +125,25 @@ export class JournaledKeyCapture implements KeyCapture {
     }
     return receipts;
   }
+}
+
+/**
+ * The crash campaign (test/crash/) aims SIGKILLs at the windows between journal and store:
+ * `KMS_SYNC_TEST_PAUSE=after-journal:300` holds every capture 300 ms at that point. Inert unless
+ * the variable is set.
+ */
+const pauses = parsePauses(process.env.KMS_SYNC_TEST_PAUSE);
+
+function parsePauses(spec: string | undefined): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const part of (spec ?? '').split(',')) {
+    const [at, ms] = part.split(':');
+    if (at && ms && /^\d+$/.test(ms)) m.set(at, Number(ms));
+  }
+  return m;
+}
+
+async function testPause(at: 'after-journal' | 'after-store'): Promise<void> {
+  const ms = pauses.get(at);
+  if (ms) await new Promise((ok) => setTimeout(ok, ms));
 }

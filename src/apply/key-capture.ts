@@ -1,6 +1,7 @@
 // Where a raw key goes the moment a response carries it (DESIGN.md "Keys"):
 // journal (fsync) → secret store → journal entry cleared. If the store write fails, the journal
 // keeps the key, no further key is issued, and the next run flushes the journal first.
+import type { AppendOptions, IssueIntent } from '../secrets/journal.js';
 import type { SecretMetadata } from '../secrets/store.js';
 
 export interface CapturedKey {
@@ -35,7 +36,15 @@ export interface KeyCapture {
    * If the journal itself cannot be written, the keys go straight to their stores; if that fails
    * too, `capture` rejects with a KeyStoreFailure whose `unsaved` keys the caller must revoke.
    */
-  capture(keys: CapturedKey[]): Promise<{ stored: Promise<StoredKeyReceipt[]> }>;
+  capture(keys: CapturedKey[], opts?: AppendOptions): Promise<{ stored: Promise<StoredKeyReceipt[]> }>;
+  /**
+   * Durably records, before a key-issuing request, what it asks for and which key ids the client
+   * already had: if the run dies before the response is journaled, the next run finds the keys
+   * it created (orphans) by comparing ids. `capture(..., { resolve: [id] })` clears it.
+   */
+  intend(intent: IssueIntent): Promise<string>;
+  /** Clears intents (a request that issued nothing) and/or records orphans, durably. */
+  resolve(opts: AppendOptions): Promise<void>;
 }
 
 /** A store write failed; `unsaved` lists keys that are neither journaled nor stored. */

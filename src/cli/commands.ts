@@ -43,6 +43,13 @@ export const COMMAND_MODULES: CommandModule[] = [
     commands: [{ name: 'demo', term: 'demo [options]', description: 'start an in-process emulator and apply examples/ to it (the quick start)' }],
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
+  {
+    commands: [{ name: 'provider', term: 'provider', description: 'Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself' }],
+    load: async () => (program: Command) => {
+      program.command('provider').description('Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
+        .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
+    },
+  },
 ];
 
 function baseProgram(): Command {

@@ -2,20 +2,28 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { KmsClient } from '../api/client.js';
+import { JournaledKeyCapture } from '../apply/journaled-capture.js';
+import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
+import { acquireLock } from '../secrets/fsutil.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
-import { buildPlan } from '../plan/diff.js';
+import { buildPlan, sortOperations } from '../plan/diff.js';
+import { planDestroy } from '../plan/removal.js';
+import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
+import { summarize } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
 import { secretCollisions } from '../secrets/collisions.js';
 import { checkSecretPresence } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
-import { scopeDesired, unmatchedPatterns } from '../plan/scope.js';
+import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
+import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
 import { err } from './output.js';
+import { resolveOwner } from './owner.js';
 
-export interface GlobalOptions {
+export interface GlobalOptions extends CdktfFlags {
   file: string[];
   env: string[];
   url?: string;
@@ -25,17 +33,23 @@ export interface GlobalOptions {
 
 export interface LoadedConfig {
   desired: DesiredState;
+  /**
+   * Environments of the projects in scope that are not in the configuration at all (whole, not
+   * narrowed by --env) but match --env: they left it, and the plan removes them by ownership.
+   */
+  leaving: (projectEnv: string) => boolean;
   files: string[];
   /** Folder of the first -f argument: relative store paths and the journal live here. */
   baseDir: string;
 }
 
-export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promise<LoadedConfig> {
-  if (o.file.length === 0) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable)');
+export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags): Promise<LoadedConfig> {
+  const cdktf = await readCdktfFlags(o);
+  if (o.file.length === 0 && !cdktf) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR]');
   let loaded;
   performance.mark('kms:config-start');
   try {
-    loaded = await loadDesiredState(o.file);
+    loaded = await loadDesiredState(o.file, cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {});
   } catch (e) {
     if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
@@ -46,9 +60,11 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'>): Promis
   if (unmatched.length) {
     throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);
   }
-  const first = path.resolve(o.file[0]!);
-  const baseDir = (await stat(first)).isDirectory() ? first : path.dirname(first);
-  return { desired: scopeDesired(loaded.state, o.env), files: loaded.files, baseDir };
+  const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
+  const baseDir = first === undefined ? cdktf!.baseDir : (await stat(first)).isDirectory() ? first : path.dirname(first);
+  const configured = new Set(loaded.state.envs.map((e) => e.projectEnv));
+  const leaving = (pe: string) => !configured.has(pe) && (o.env.length === 0 || matchesAny(pe, o.env));
+  return { desired: scopeDesired(loaded.state, o.env), leaving, files: loaded.files, baseDir };
 }
 
 export function credentialKind(apiKey: string): Plan['target']['credential'] {
@@ -79,9 +95,9 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   return { api, url, credential: credentialKind(apiKey) };
 }
 
-export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean): Promise<LiveReadResult> {
+export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
   performance.mark('kms:read-start');
-  const live = await readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv) }, { fingerprints });
+  const live = await readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
   performance.mark('kms:read-end');
   return live;
 }
@@ -98,8 +114,28 @@ export interface PlanOptions {
   now?: Date;
   /** The plan will be saved (`--out`): record a fingerprint of every live object read. */
   forSaving?: boolean;
-  /** Plan even when the configuration puts no environment in scope (`--allow-empty`). */
+  /** Rotate keys whose secret kms-sync does not hold (default: report only). */
+  rotateMissingSecrets?: boolean;
+  /** Where recovery notes go (default: stderr). */
+  notice?: (line: string) => void;
+  /** Claim resources another configuration owns when this one names them. */
+  takeOwnership?: boolean;
+  /** The caller holds the run lock (apply, rotate): recovery needs no lock of its own. */
+  runLocked?: boolean;
+  /** The owner id, when the caller resolved it already. */
+  owner?: string;
+  /** Environments that left the configuration (LoadedConfig.leaving): removed by ownership. */
+  leaving?: (projectEnv: string) => boolean;
+  /** `.kmsignore` rules: resources they ignore are never deleted (plan/ignore.ts). */
+  ignore?: IgnoreRules;
+  /** Plan even when the configuration puts nothing in scope (`--allow-empty`). */
   allowEmpty?: boolean;
+}
+
+/** The secret stores of a configuration and the key capture path (journal → store) over them. */
+export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, notice?: (m: string) => void) {
+  const registry = new StoreRegistry({ declarations: stores, baseDir, ...(notice ? { onNotice: notice } : {}) });
+  return { registry, capture: new JournaledKeyCapture(registry) };
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
@@ -113,31 +149,81 @@ export async function checkSecretNames(desired: DesiredState, baseDir: string): 
   if (collide.length) throw new UsageError(`secret names collide:\n${collide.join('\n')}`);
 }
 
-export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult }> {
-  if (desired.envs.length === 0 && !o.allowEmpty) {
-    throw new UsageError('no environment in scope: the configuration defines none, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+/**
+ * Recovery reads and rewrites the journal, which a running apply of the same configuration is
+ * writing: it runs under the run lock (held by apply/rotate already; taken here, without waiting,
+ * for plan and drift). When another run holds it, recovery is left to that run.
+ */
+async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, registry: StoreRegistry, desired: DesiredState, o: PlanOptions): Promise<Recovery> {
+  const envs = new Set(desired.envs.map((e) => e.projectEnv));
+  if (o.runLocked) return recoverBeforePlan(conn.api, capture, registry, envs);
+  if (!(await stat(capture.journal.path).then(() => true, () => false))) return { flushed: [], orphans: [], warnings: [] };
+  let lock;
+  try {
+    lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), { timeoutMs: 0 });
+  } catch {
+    return { flushed: [], orphans: [], warnings: ['another kms-sync run of this configuration is active: the keys it journaled are recovered by that run (or the next apply), not by this plan'] };
   }
+  try {
+    return await recoverBeforePlan(conn.api, capture, registry, envs);
+  } finally {
+    await lock.release();
+  }
+}
+
+/** What every planning command does first: check names, recover the journal, read the live state. */
+async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
   await checkSecretNames(desired, o.baseDir);
-  const live = await readLive(conn, desired, Boolean(o.forSaving));
+  const notice = o.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
+  // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice);
+  const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
+  for (const line of describeRecovery(recovery)) notice(line);
+  const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
+  const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
+  const target: Plan['target'] = {
+    url: conn.url, credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.state.envs.map((e) => e.projectEnv)])].sort(),
+  };
+  return { registry, capture, recovery, live, owner, target };
+}
+
+export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+  if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty) {
+    throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+  }
+  const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
   performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
-  const base = buildPlan({
-    desired, live, prune: o.prune, now,
-    target: { url: conn.url, credential: conn.credential, envs: desired.envs.map((e) => e.projectEnv), projects: desired.projects.map((p) => p.slug) },
-  });
+  const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
-    const queries = keysToCheck(desired, live.state);
+    const queries = keysToCheck(desired, live.state, owner);
     if (queries.length) {
-      const registry = new StoreRegistry({ declarations: desired.stores, baseDir: o.baseDir });
       const checked = await checkSecretPresence(registry, queries);
       secrets = checked.results;
       warnings.push(...checked.warnings);
     }
   }
-  const plan = assessKeys({ plan: base, desired, live: live.state, secrets, now, ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}) });
-  plan.warnings.push(...warnings);
+  const plan = assessKeys({
+    plan: base, desired, live: live.state, secrets, now, orphans: recovery.orphans,
+    ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+  });
+  plan.warnings.push(...recovery.warnings, ...warnings);
   performance.mark('kms:plan-end');
-  return { plan, live };
+  return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
+}
+
+/** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */
+export async function destroyPlanFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<Plan> {
+  const { recovery, live, owner, target } = await preparePlan(conn, desired, o);
+  const r = planDestroy(desired, live.state, owner);
+  const ops = sortOperations(r.ops);
+  const unmanaged = r.unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  return {
+    formatVersion: 1, generatedAt: (o.now ?? new Date()).toISOString(), target, options: { prune: false }, operations: ops, unmanaged,
+    keyFindings: [], warnings: [...recovery.warnings, ...r.warnings], summary: summarize(ops, unmanaged),
+    stores: desired.stores.map(({ source: _s, ...x }) => x), fingerprints: live.fingerprints,
+  };
 }

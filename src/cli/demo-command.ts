@@ -17,10 +17,11 @@ const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export function registerDemo(program: Command) {
   program
     .command('demo')
-    .description('start an in-process emulator and apply examples/ to it (the quick start)')
+    .description('start an in-process emulator and apply examples/ to it (the quick start); --cdktf: the same setup as a CDKTF stack')
     .option('-f, --file <path>', 'configuration to apply', path.join(packageRoot, 'examples'))
+    .option('--cdktf [dir]', 'apply a CDKTF app instead (default: examples/cdktf; needs cdktf and constructs installed)')
     .option('--state-dir <dir>', 'where the default secret store and journal go', path.join(process.cwd(), '.kms-sync-demo'))
-    .action(async (o: { file: string; stateDir: string }) => {
+    .action(async (o: { file: string; stateDir: string; cdktf?: string | boolean }) => {
       // A throw-away project key for the throw-away service; it is never printed.
       const apiKey = `sk_test_demo${randomBytes(12).toString('hex')}`;
       const emu = await startEmulator({ port: 0, apiKeys: [apiKey] });
@@ -28,7 +29,9 @@ export function registerDemo(program: Command) {
       const env = { ...process.env, KMS_API_KEY: apiKey, KMS_API_URL: emu.url };
       const conn = connect({ parallelism: 8 }, env);
       try {
-        const cfg = await loadConfig({ file: [o.file], env: [] });
+        const cfg = o.cdktf
+          ? await loadConfig({ file: [], env: [], cdktf: o.cdktf === true ? path.join(packageRoot, 'examples', 'cdktf') : o.cdktf })
+          : await loadConfig({ file: [o.file], env: [] });
         const planOptions = { prune: false, baseDir: path.resolve(o.stateDir) };
         const { plan } = await planFor(conn, cfg.desired, planOptions);
         out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
@@ -38,6 +41,7 @@ export function registerDemo(program: Command) {
         out(`\nPlanning again against the same service:\n`);
         out(renderPlanText(again.plan, { color: colorEnabled(process.stdout) }));
         out(`\nThe raw keys are in an age-encrypted SOPS file under ${path.resolve(o.stateDir)}/.kms-sync/ (list them with: kms-sync secrets list --state-dir ${path.relative(process.cwd(), o.stateDir) || '.'}).\n`);
+        if (!o.cdktf) out('The same setup as a CDKTF stack in TypeScript (examples/cdktf): kms-sync demo --cdktf\n');
       } finally {
         await conn.api.close();
         await emu.close();

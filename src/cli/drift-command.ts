@@ -10,6 +10,7 @@ import { connect, loadConfig, planFor, type GlobalOptions } from './context.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
+import { addCdktfOptions } from './cdktf-input.js';
 import { addReportOptions, appendStepSummary, loadIgnoreRules, maskForActions, publishComment, reportId, type ReportFlags } from './report-output.js';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
@@ -27,10 +28,10 @@ export interface DriftFlags extends GlobalOptions, ReportFlags {
 }
 
 export function registerDrift(program: Command) {
-  const cmd = program
+  const cmd = addCdktfOptions(program
     .command('drift')
     .description('compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
+    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
     .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
@@ -63,7 +64,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   const conn = connect(o, process.env, (line) => err(`${line}\n`));
   let report: DriftReport;
   try {
-    const { plan, live } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck });
+    const { plan, live } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

@@ -1,5 +1,5 @@
 // `kms-sync emulator`: the local service for demos, CI and offline work.
-import type { Command } from 'commander';
+import { type Command, InvalidArgumentError } from 'commander';
 import { startEmulator } from '../emulator/index.js';
 
 function keysFromEnv(): string[] {
@@ -9,11 +9,15 @@ function keysFromEnv(): string[] {
 
 const fraction = (v: string) => {
   const n = Number(v);
-  if (!(n >= 0 && n <= 1)) throw new Error(`expected a fraction between 0 and 1, got ${v}`);
+  if (!(v.trim() !== '' && n >= 0 && n <= 1)) throw new InvalidArgumentError(`expected a fraction between 0 and 1, got ${v}`);
   return n;
 };
 const integer = (v: string) => {
-  if (!/^\d+$/.test(v)) throw new Error(`expected a non-negative integer, got ${v}`);
+  if (!/^\d{1,9}$/.test(v)) throw new InvalidArgumentError(`expected a non-negative integer, got ${v}`);
+  return Number(v);
+};
+const port = (v: string) => {
+  if (!/^\d{1,5}$/.test(v) || Number(v) > 65535) throw new InvalidArgumentError(`a port is an integer from 0 to 65535 (0 picks a free one), got ${v}`);
   return Number(v);
 };
 
@@ -21,7 +25,7 @@ export function registerEmulator(program: Command) {
   program
     .command('emulator')
     .description('run a local emulator of the key-management service (real HTTP on 127.0.0.1)')
-    .option('--port <n>', 'port to listen on (0 picks a free one)', integer, 8080)
+    .option('--port <n>', 'port to listen on (0 picks a free one)', port, 8080)
     .option('--host <addr>', 'address to bind', '127.0.0.1')
     .option('--api-key <key...>', 'accepted project key(s); default: $KMS_EMULATOR_API_KEYS (comma-separated) or $KMS_API_KEY')
     .option('--data <file>', 'keep state in this JSON file across restarts (atomic writes)')
@@ -30,6 +34,7 @@ export function registerEmulator(program: Command) {
     .option('--rate-429 <f>', 'fraction of API requests answered 429 with Retry-After', fraction, 0)
     .option('--retry-after <s>', 'Retry-After seconds on injected 429s', integer, 1)
     .option('--drop-rate <f>', 'fraction of writes that commit, then drop the connection unanswered', fraction, 0)
+    .option('--control', 'serve the /__emulator control routes (counts, faults, seed; they need a project key)', false)
     .action(async (o) => {
       const apiKeys: string[] = o.apiKey ?? keysFromEnv();
       if (apiKeys.length === 0) {
@@ -37,10 +42,11 @@ export function registerEmulator(program: Command) {
       }
       const emu = await startEmulator({
         port: o.port, host: o.host, apiKeys, dataFile: o.data, latencyMs: o.latencyMs, errorRate: o.errorRate,
-        rate429: o.rate429, retryAfterSeconds: o.retryAfter, dropRate: o.dropRate,
+        rate429: o.rate429, retryAfterSeconds: o.retryAfter, dropRate: o.dropRate, control: o.control,
       });
       process.stdout.write(`kms-sync emulator listening on ${emu.url} (${apiKeys.length} project key(s)${o.data ? `, data in ${o.data}` : ', in memory'})\n`);
       process.stdout.write(`OpenAPI contract: ${emu.url}/openapi.yaml\n`);
+      if (o.control) process.stdout.write(`Control routes: ${emu.url.replace(/\/api\/v1$/, '')}/__emulator/{counts,faults,seed}\n`);
       const stop = () => { void emu.close().then(() => process.exit(0)); };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);

@@ -1,5 +1,5 @@
 // Live state → desired state in the configuration format, so an existing setup can be adopted.
-import { withoutMarkers, PROTECTED_MARKER_KEY } from '../plan/diff.js';
+import { withoutMarkers, PROTECTED_MARKER_KEY } from '../model/ownership.js';
 import { address, type DesiredState, type LiveState } from '../model/index.js';
 
 export interface ExportNotes {

@@ -1,5 +1,5 @@
 // validate, init, plan, apply, export: parse flags, call the layers, pick a renderer, set the exit code.
-import { mkdir, readFile, writeFile, rename } from 'node:fs/promises';
+import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
@@ -7,23 +7,34 @@ import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyEvent, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
-import { emptyDesiredState, type DesiredState } from '../model/index.js';
+import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanJson, renderPlanText } from '../report/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
-import { checkSecretNames, connect, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
+import { checkSecretNames, connect, destroyPlanFor, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
 import { guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
+import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
+import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
 import { liveToDesired } from './export-live.js';
-import { addReportOptions, emitPlanReport, type ReportFlags } from './report-output.js';
+import { addReportOptions, emitPlanReport, loadIgnoreRules, type ReportFlags } from './report-output.js';
+import { addCdktfOptions, writeCdktfExport } from './cdktf-input.js';
 
 const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
 
 interface SavedPlan {
   kind: typeof SAVED_PLAN_KIND;
+  /** Absolute configuration folder where the plan was made (used only when configDir is not found). */
   baseDir: string;
+  /**
+   * The configuration folder relative to the working directory of `plan`: `apply` resolves it
+   * against its own working directory, so a plan made in one CI workspace path applies in another.
+   */
+  configDir?: string;
+  /** Local store files (relative to the configuration folder) and whether each existed at plan time. */
+  localStores?: { file: string; existed: boolean }[];
   files: string[];
   plan: Plan;
 }
@@ -36,7 +47,7 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 /** Flags shared by every command that reads configuration and/or talks to the service. */
 function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean } = { config: true, service: true }): Command {
-  if (opts.config !== false) cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []);
+  if (opts.config !== false) addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []));
   cmd.option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, []);
   if (opts.service !== false) {
     cmd
@@ -75,6 +86,43 @@ async function readSavedPlan(file: string): Promise<SavedPlan> {
   return parsed;
 }
 
+/** The local store files a plan's keys go to (relative to the configuration folder), and whether each exists now. */
+async function localStoreFiles(plan: Plan, baseDir: string): Promise<{ file: string; existed: boolean }[]> {
+  const registry = new StoreRegistry({ declarations: plan.stores, baseDir });
+  const names = new Set<string | undefined>([undefined, ...plan.stores.map((s) => s.name)]);
+  const out: { file: string; existed: boolean }[] = [];
+  for (const name of names) {
+    const store = await registry.get(name).catch(() => undefined);
+    const file = (store as { path?: string } | undefined)?.path;
+    if (store?.kind !== 'sops-file' || !file) continue;
+    out.push({ file: path.relative(baseDir, file).split(path.sep).join('/'), existed: await stat(file).then(() => true, () => false) });
+  }
+  return out;
+}
+
+/**
+ * Where a saved plan's stores and journal live now: its configuration folder resolved against the
+ * current working directory (CI plans and applies in different workspace paths), else the
+ * absolute folder it was made in. A store file that existed at plan time must exist now: writing
+ * keys into a new, empty one would hide them from every later plan.
+ */
+async function savedPlanBaseDir(planfile: string, saved: SavedPlan): Promise<string> {
+  const isDir = (d: string) => stat(d).then((s) => s.isDirectory(), () => false);
+  const candidates = [...(saved.configDir ? [path.resolve(saved.configDir)] : []), saved.baseDir];
+  let baseDir: string | undefined;
+  for (const c of candidates) if (await isDir(c)) { baseDir = c; break; }
+  if (!baseDir) {
+    throw new UsageError(`${planfile} was made for the configuration folder ${saved.configDir ?? saved.baseDir}, which is not here (${process.cwd()}); run kms-sync apply from the folder where you ran kms-sync plan`);
+  }
+  for (const s of saved.localStores ?? []) {
+    const file = path.resolve(baseDir, s.file);
+    if (s.existed && !(await stat(file).then(() => true, () => false))) {
+      throw new UsageError(`the secret store ${file} existed when ${planfile} was made and is missing now; applying would create a new, empty store and the keys in the old one would no longer be found. Restore it, or run from the right folder`);
+    }
+  }
+  return baseDir;
+}
+
 /** Lists what moved between the live state a saved plan read and the live state now. */
 export function staleness(saved: Record<string, string>, now: Record<string, string>): string[] {
   const moved: string[] = [];
@@ -86,7 +134,7 @@ export function staleness(saved: Record<string, string>, now: Record<string, str
   return moved.sort();
 }
 
-async function confirm(plan: Plan, o: { autoApprove?: boolean }): Promise<boolean> {
+async function confirm(plan: Plan, o: { autoApprove?: boolean }, what: 'apply' | 'destroy' = 'apply'): Promise<boolean> {
   if (o.autoApprove) return true;
   if (!process.stdin.isTTY || !process.stdout.isTTY) {
     throw new UsageError('refusing to apply without confirmation: no terminal to ask on. Review the plan and pass --auto-approve (CI), or apply a saved plan');
@@ -98,22 +146,27 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean }): Promise<boolea
       const answer = await rl.question(`\nThis applies to PRODUCTION credentials (sk_live_). Type the environment slug(s) to confirm (${expected}): `);
       return answer.trim() === expected;
     }
-    const answer = await rl.question('\nDo you want to perform these actions? Only "yes" will be accepted: ');
+    const answer = await rl.question(what === 'destroy'
+      ? `\nThis deletes everything listed above (owner ${plan.target.owner}). Do you really want to destroy? Only "yes" will be accepted: `
+      : '\nDo you want to perform these actions? Only "yes" will be accepted: ');
     return answer.trim() === 'yes';
   } finally {
     rl.close();
   }
 }
 
-function progressPrinter(total: number): { onEvent: (e: ApplyEvent) => void; finish: () => void } {
+function progressPrinter(total: number): { onEvent: (e: ApplyEvent) => void; finish: () => void; inFlight: () => number } {
   const tty = Boolean(process.stderr.isTTY) && !process.env.CI;
   let done = 0;
   let failed = 0;
+  let started = 0;
   const line = (s: string) => err(`${s}\n`);
   const draw = () => err(`\r\x1b[2KApplying… ${done + failed}/${total} done${failed ? `, ${failed} failed` : ''}`);
   return {
+    inFlight: () => started - done - failed,
     onEvent: (e) => {
-      if (e.type === 'done') {
+      if (e.type === 'start') started++;
+      else if (e.type === 'done') {
         done++;
         if (tty) draw();
         else line(`${e.op.address}: ${e.op.action} complete${e.note ? ` (${e.note})` : ''}`);
@@ -149,29 +202,104 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi) || process.env.KMS_SYNC_ALLOW_LOCAL_STORE === '1', env: process.env });
   const capture = new JournaledKeyCapture(registry);
   const progress = progressPrinter(plan.operations.length);
-  const result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: progress.onEvent });
+  const interrupt = interruptHandler(capture, progress);
+  let result: ApplyResult;
+  try {
+    result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: progress.onEvent, signal: interrupt.signal });
+  } finally {
+    interrupt.dispose();
+  }
+  // Orphan records whose keys this run revoked are done; then the journal goes if nothing is live.
+  await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.actionReason === 'revoke_orphan').map((op) => op.live!.keyId!)));
+  await capture.compact();
   progress.finish();
   if (result.failed.length === 0 && !result.stopReason) {
     out(`\nApply complete! ${summarizeApply(result)}`);
     return EXIT.ok;
   }
-  out(`\nApply stopped part-way. ${summarizeApply(result)}`);
+  out(`\n${result.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summarizeApply(result)}`);
   if (result.stopReason) out(`Reason: ${result.stopReason}\n`);
   for (const f of result.failed) out(`  failed: ${f.op?.address ?? '(before any operation)'}: ${f.error}\n`);
   if (result.notAttempted.length) {
     out(`Not attempted (${result.notAttempted.length}): ${result.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${result.notAttempted.length > 20 ? ', …' : ''}\n`);
   }
   out('Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n');
-  return result.done.length > 0 ? EXIT.partial : EXIT.error;
+  return result.done.length > 0 || result.recoveries.length > 0 ? EXIT.partial : EXIT.error;
 }
 
+/**
+ * SIGINT/SIGTERM (Ctrl-C, a CI runner's cancel) during an apply: the first stops new requests
+ * and lets the ones in flight finish and journal their keys; a second exits at once, after
+ * giving the journal writes already under way a moment (a raw key in memory is never dropped
+ * without trying the journal). Requests cut off in flight are found by the next run (intents).
+ */
+function interruptHandler(capture: JournaledKeyCapture, progress: { inFlight: () => number }) {
+  const controller = new AbortController();
+  let count = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    count++;
+    if (count === 1) {
+      err(`\nInterrupt received (${signal}): finishing ${progress.inFlight()} request(s) in flight, starting no new one. Interrupt again to exit at once.\n`);
+      controller.abort();
+      return;
+    }
+    err('\nSecond interrupt: exiting now. Keys already received are journaled first; the next run recovers the rest.\n');
+    void capture.drain(3000).finally(() => process.exit(EXIT.partial));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/** `--lock-timeout`: a duration like 30s or 5m (0s: fail at once when another run holds the lock). */
+function lockTimeoutMs(v: string | undefined): number {
+  if (v === undefined || /^0+[smhdw]?$/.test(v.trim())) return 0;
+  try {
+    return parseTtl(v);
+  } catch {
+    throw new UsageError(`--lock-timeout: expected a duration such as 30s or 5m, got ${JSON.stringify(v)}`);
+  }
+}
+
+/** Runs `fn` holding the run lock of a configuration's environments (apply/run-lock.ts). */
+async function withRunLock<T>(conn: Connection, o: { owner: string; envs: readonly string[]; baseDir: string; lockTimeout?: string; lock?: boolean }, fn: () => Promise<T>): Promise<T> {
+  if (o.lock === false) return fn();
+  let lock;
+  try {
+    lock = await acquireRunLock({ api: conn.api, owner: o.owner, envs: o.envs, baseDir: o.baseDir, timeoutMs: lockTimeoutMs(o.lockTimeout), onWait: (m) => err(`${m}\n`) });
+  } catch (e) {
+    if (e instanceof RunLockedError) throw new UsageError(e.message);
+    throw e;
+  }
+  try {
+    return await fn();
+  } finally {
+    await lock.release();
+  }
+}
+
+interface LockFlags {
+  lockTimeout?: string;
+  lock?: boolean;
+}
+
+const addLockOptions = (cmd: Command) => cmd
+  .option('--lock-timeout <duration>', 'wait this long for another run of this configuration to finish (default 0s: fail at once)')
+  .option('--no-lock', 'do not take the run lock (only when nothing else can run this configuration)');
+
 export function registerSyncCommands(program: Command) {
-  program
+  addCdktfOptions(program
     .command('validate')
     .description('check configuration files offline (no credentials, no network): syntax, schema, references, duplicates')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, [])
+    .option('-f, --file <path>', 'configuration file or folder (repeatable)', collect, []))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
-    .action(async (o: { file: string[]; env: string[] }) => {
+    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack'>) => {
       const { desired, files, baseDir } = await loadConfig(o);
       await checkSecretNames(desired, baseDir);
       const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);
@@ -194,15 +322,21 @@ export function registerSyncCommands(program: Command) {
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
     .option('--detailed-exitcode', 'exit 2 when there are changes, 0 when none')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .option('--allow-empty', 'plan even when the configuration defines no environment')
-    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; allowEmpty?: boolean }) => {
+    .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
+    .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
+    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
+    .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
+    .action(async (o: GlobalOptions & ReportFlags & { prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), allowEmpty: Boolean(o.allowEmpty) });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
         await emitPlanReport(plan, o);
         if (o.out) {
-          await writeSavedPlan(o.out, { kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, files: cfg.files, plan });
+          await writeSavedPlan(o.out, {
+            kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, configDir: path.relative(process.cwd(), cfg.baseDir).split(path.sep).join('/') || '.',
+            localStores: await localStoreFiles(plan, cfg.baseDir), files: cfg.files, plan,
+          });
           if (!o.json && (o.format ?? 'text') === 'text') out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
         }
         if (o.detailedExitcode && plan.operations.length > 0) throw new ExitWith(EXIT.changes);
@@ -211,86 +345,135 @@ export function registerSyncCommands(program: Command) {
       }
     });
 
-  withCommon(program.command('apply').description('plan, confirm, then make the live service match the configuration'))
+  addLockOptions(withCommon(program.command('apply').description('plan, confirm, then make the live service match the configuration')))
     .argument('[planfile]', 'a plan saved with kms-sync plan --out; applied exactly, refused when the live state moved')
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
     .option('--json', 'print the plan as JSON')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
-    .option('--allow-empty', 'apply even when the configuration defines no environment')
-    .action(async (planfile: string | undefined, o: GlobalOptions & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; allowEmpty?: boolean }) => {
-      let plan: Plan;
-      let baseDir: string;
-      let conn: Connection;
-      if (planfile) {
-        const saved = await readSavedPlan(planfile);
-        conn = connect({ ...o, url: o.url ?? saved.plan.target.url }, process.env, retryLogger());
-        if (conn.url !== saved.plan.target.url) throw new UsageError(`${planfile} was made for ${saved.plan.target.url}, not ${conn.url}`);
-        const live = await readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs });
-        const moved = staleness(saved.plan.fingerprints, live.fingerprints);
-        if (moved.length) {
-          await conn.api.close();
-          throw new UsageError(`${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
-            moved.slice(0, 20).map((m) => `  - ${m}`).join('\n') + (moved.length > 20 ? '\n  - …' : '') + '\nRun kms-sync plan again.');
-        }
-        plan = saved.plan;
-        baseDir = saved.baseDir;
-        out(renderHeader(plan) + `\nApplying the saved plan ${planfile} (${plan.operations.length} operation(s)).\n`);
-      } else {
-        const cfg = await loadConfig(o);
-        conn = connect(o, process.env, retryLogger());
-        plan = (await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, allowEmpty: Boolean(o.allowEmpty) })).plan;
-        baseDir = cfg.baseDir;
-        printPlan(plan, o);
-      }
-      try {
+    .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
+    .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
+    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
+    .option('--allow-empty', 'apply even when the configuration puts no environment in scope')
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { prune?: boolean; autoApprove?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
+      const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
         if (plan.operations.length === 0) {
-          if (planfile) out('Nothing to do.\n');
+          if (saved) out('Nothing to do.\n');
           return;
         }
-        if (!planfile && !(await confirm(plan, o))) {
+        if (!saved && !(await confirm(plan, o))) {
           out('Apply cancelled.\n');
           throw new ExitWith(EXIT.error);
         }
         const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
         if (code !== EXIT.ok) throw new ExitWith(code);
+      };
+      if (planfile) {
+        const saved = await readSavedPlan(planfile);
+        const conn = connect({ ...o, url: o.url ?? saved.plan.target.url }, process.env, retryLogger());
+        try {
+          if (conn.url !== saved.plan.target.url) throw new UsageError(`${planfile} was made for ${saved.plan.target.url}, not ${conn.url}`);
+          const baseDir = await savedPlanBaseDir(planfile, saved);
+          const owner = saved.plan.target.owner ?? (await resolveOwner(emptyDesiredState(), baseDir)).owner;
+          await withRunLock(conn, { owner, envs: saved.plan.target.envs, baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
+            // Checked under the lock: nothing can move between this read and the writes.
+            const live = await readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs });
+            const moved = staleness(saved.plan.fingerprints, live.fingerprints);
+            if (moved.length) {
+              throw new UsageError(`${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
+                moved.slice(0, 20).map((m) => `  - ${m}`).join('\n') + (moved.length > 20 ? '\n  - …' : '') + '\nRun kms-sync plan again.');
+            }
+            out(renderHeader(saved.plan) + `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`);
+            await applyIt(conn, saved.plan, baseDir, true);
+          });
+        } finally {
+          await conn.api.close();
+        }
+        return;
+      }
+      const cfg = await loadConfig(o);
+      const conn = connect(o, process.env, retryLogger());
+      try {
+        const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+        await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
+          const { plan } = await planFor(conn, cfg.desired, {
+            prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
+            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
+          });
+          printPlan(plan, o);
+          await applyIt(conn, plan, cfg.baseDir, false);
+        });
       } finally {
         await conn.api.close();
       }
     });
 
-  withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one'))
+  addLockOptions(withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one')))
     .requiredOption('--key <address>', 'key address or glob, e.g. key.acme-production/globex/primary or "key.acme-*/globex/*" (repeatable)', collect, [])
     .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
-    .action(async (o: GlobalOptions & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; allowLocalStore?: boolean }) => {
+    .action(async (o: GlobalOptions & LockFlags & { key: string[]; revokeOld?: boolean; autoApprove?: boolean; allowLocalStore?: boolean }) => {
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan: full } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, ...(o.revokeOld ? { revokeOld: true } : {}) });
-        // Only the rotations asked for (and the revocations that go with them), nothing else.
-        const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
-        if (rotated.size === 0) throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key`);
-        const operations = full.operations.filter((op) => rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'));
-        const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
-        printPlan(plan, {});
-        if (!(await confirm(plan, o))) {
-          out('Rotation cancelled.\n');
-          throw new ExitWith(EXIT.error);
-        }
-        const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
-        if (code !== EXIT.ok) throw new ExitWith(code);
+        const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+        await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
+          const { plan: full } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, runLocked: true, owner, ...(o.revokeOld ? { revokeOld: true } : {}) });
+          // Only the rotations asked for (and the revocations that go with them), nothing else.
+          const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
+          if (rotated.size === 0) throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key`);
+          // Orphans found by the recovery are re-issued and revoked here too: never left live.
+          const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'))
+            || op.actionReason === 'reissue_lost_key' || op.actionReason === 'revoke_orphan');
+          const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
+          printPlan(plan, {});
+          if (!(await confirm(plan, o))) {
+            out('Rotation cancelled.\n');
+            throw new ExitWith(EXIT.error);
+          }
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore) });
+          if (code !== EXIT.ok) throw new ExitWith(code);
+        });
       } finally {
         await conn.api.close();
       }
     });
 
-  withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format (no secrets)'), { config: false, service: true })
-    .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite)')
-    .action(async (o: GlobalOptions & { output?: string }) => {
+  addLockOptions(withCommon(program.command('destroy').description('delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them')))
+    .option('--auto-approve', 'skip the confirmation (CI)')
+    .action(async (o: GlobalOptions & LockFlags & { autoApprove?: boolean }) => {
+      const cfg = await loadConfig(o);
+      const conn = connect(o, process.env, retryLogger());
+      try {
+        const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+        await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
+          const plan = await destroyPlanFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, runLocked: true, owner });
+          printPlan(plan, {});
+          if (plan.operations.length === 0) {
+            out('Nothing of this configuration is left to destroy.\n');
+            return;
+          }
+          if (!(await confirm(plan, o, 'destroy'))) {
+            out('Destroy cancelled.\n');
+            throw new ExitWith(EXIT.error);
+          }
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism });
+          if (code !== EXIT.ok) throw new ExitWith(code);
+        });
+      } finally {
+        await conn.api.close();
+      }
+    });
+
+  withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)'), { config: false, service: true })
+    .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite); with --format cdktf|cdktn: a folder')
+    .option('--format <format>', 'yaml, or cdktf / cdktn: a TypeScript stack using kms-sync/cdktf or kms-sync/cdktn', 'yaml')
+    .action(async (o: GlobalOptions & { output?: string; format: string }) => {
       if (o.env.length === 0) throw new UsageError('export needs --env SLUG (repeatable) to know which environments to read');
+      if (!['yaml', 'cdktf', 'cdktn'].includes(o.format)) throw new UsageError(`--format ${o.format}: expected yaml, cdktf or cdktn`);
+      if (o.format !== 'yaml' && !o.output) throw new UsageError(`--format ${o.format} writes a project folder: give it with -o DIR`);
       if (o.env.some((e) => /[*?]/.test(e))) throw new UsageError('export takes exact environment slugs, not globs');
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -299,6 +482,12 @@ export function registerSyncCommands(program: Command) {
         const missing = o.env.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
         if (missing.length) throw new UsageError(`environment(s) not found in the live service: ${missing.join(', ')}`);
         const desired: DesiredState = liveToDesired(live.state, emptyDesiredState());
+        if (o.format === 'cdktf' || o.format === 'cdktn') {
+          const written = await writeCdktfExport(o.output!, desired, o.format, [`Exported by kms-sync export --format ${o.format} from ${o.env.join(', ')}. Raw keys are never exported.`]);
+          err(`Wrote ${written.join(', ')} in ${o.output}: ${desired.clients.length} client(s), ${desired.endpoints.length} endpoint(s), ${desired.templates.length} template(s). ` +
+            `Install kms-sync, ${o.format} and constructs there (npm install), then: kms-sync plan --cdktf ${o.output}\n`);
+          return;
+        }
         const yaml = desiredStateToYaml(desired, o.output ? { schema: schemaRefFor(path.resolve(o.output)) } : {});
         if (o.output) {
           await mkdir(path.dirname(path.resolve(o.output)), { recursive: true });

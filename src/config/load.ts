@@ -33,6 +33,23 @@ export interface LoadOptions {
   env?: Record<string, string | undefined>;
   /** Base of relative paths, and of the file names in sources and errors (default: process.cwd()). */
   cwd?: string;
+  /** Documents of another front end (CDKTF), merged with the files under one set of rules. */
+  documents?: ForeignDocument[];
+  /** Problems that front end found already (reported with the others). */
+  diagnostics?: Diagnostic[];
+}
+
+/**
+ * A document in this format produced by another front end (src/cdktf from synthesized stacks),
+ * with its own places: it gets the same schema checks, normalisation, reference checks and
+ * duplicate-identity rule as a YAML document, across both.
+ */
+export interface ForeignDocument {
+  /** Shown as the file in diagnostics. */
+  file: string;
+  value: unknown;
+  /** Place and shown path of a field path of `value`. */
+  locate(segments: readonly PathSegment[], atKey: boolean): { line: number; column: number; path: string };
 }
 
 export interface LoadResult {
@@ -57,7 +74,8 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const pre: Diagnostic[] = [];
   const warnings: Diagnostic[] = [];
-  const found = await collectFiles(paths, cwd, pre);
+  // A CDKTF-only run names no files.
+  const found = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre);
   const sources: ConfigSource[] = [];
   for (const { path: f, named } of found) {
     const file = displayPath(f, cwd);
@@ -79,8 +97,10 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
     }
     sources.push({ file, text: decoded.text });
   }
-  const state = buildDesiredState(sources, opts.env ?? process.env, pre, warnings);
-  return { state, files: sources.map((s) => s.file), warnings };
+  pre.push(...(opts.diagnostics ?? []));
+  const foreign = opts.documents ?? [];
+  const state = buildDesiredState(sources, opts.env ?? process.env, pre, foreign, warnings);
+  return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
 }
 
 function describeReadError(err: unknown): string {
@@ -90,7 +110,7 @@ function describeReadError(err: unknown): string {
 
 /** Same as loadDesiredState for texts already in memory (stdin, tests). */
 export function loadDesiredStateFromSources(sources: ConfigSource[], opts: { env?: EnvMap } = {}): DesiredState {
-  return buildDesiredState(sources, opts.env ?? process.env, [], []);
+  return buildDesiredState(sources, opts.env ?? process.env, [], [], []);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -124,6 +144,14 @@ interface EnvEntry {
   refs: SourceLocation[];
 }
 
+/** A document of either front end, with a way to place its field paths. */
+interface PlacedDocument {
+  file: string;
+  index: number;
+  value: unknown;
+  at(segments: PathSegment[], atKey?: boolean): SourceLocation;
+}
+
 interface PendingRef {
   projectEnv: string;
   name: string;
@@ -139,6 +167,7 @@ class Builder {
 
   private readonly fileIndex = new Map<string, number>();
   private readonly stores = new Map<string, StoreDeclaration>();
+  private owner: { value: string; at: SourceLocation } | undefined;
   private defaultStore: StoreDeclaration | undefined;
   private readonly projects = new Map<string, ProjectEntry>();
   private readonly envs = new Map<string, EnvEntry>();
@@ -170,21 +199,27 @@ class Builder {
 
   // -------------------------------------------------------------------------------- documents
 
-  addDocument(sd: SourceDocument): void {
+  addDocument(sd: PlacedDocument): void {
     const root = sd.value;
     if (!isObj(root)) return; // schema already reported non-mapping documents
-    const at = (segs: PathSegment[], atKey = false): SourceLocation => {
-      const pos = sd.locate(segs, atKey);
-      return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
-    };
+    const at = (segs: PathSegment[], atKey = false): SourceLocation => sd.at(segs, atKey);
     const error = (segs: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
       const loc = at(segs, opts.atKey);
       if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
       this.report({ ...loc, message }, sd.index);
     };
 
+    if (typeof root.owner === 'string') this.addOwner(root.owner, at(['owner']));
     list(root.stores).forEach((s, i) => this.addStore(s, ['stores', i], at));
     list(root.projects).forEach((p, i) => this.addProject(p, ['projects', i], at, error));
+  }
+
+  /** One configuration has one owner: files that declare it must agree. */
+  private addOwner(value: string, loc: SourceLocation): void {
+    if (!this.owner) this.owner = { value, at: loc };
+    else if (this.owner.value !== value) {
+      this.report({ ...loc, message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner` });
+    }
   }
 
   private addStore(s: unknown, segs: PathSegment[], at: (s: PathSegment[]) => SourceLocation): void {
@@ -502,6 +537,7 @@ class Builder {
         (a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.path, b.path) || cmp(a.method, b.method),
       ),
       stores: [...this.stores.values()].sort((a, b) => cmp(a.name, b.name)),
+      ...(this.owner ? { owner: this.owner.value } : {}),
     };
   }
 
@@ -521,12 +557,24 @@ function normalizeMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], warnings: Diagnostic[]): DesiredState {
-  const builder = new Builder(sources.map((s) => s.file));
+function placed(sd: SourceDocument): PlacedDocument {
+  return {
+    file: sd.file, index: sd.index, value: sd.value,
+    at: (segs, atKey = false) => {
+      const pos = sd.locate(segs, atKey);
+      return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
+    },
+  };
+}
+
+function buildDesiredState(
+  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+): DesiredState {
+  const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
   for (const d of pre) builder.report(d);
   if (pre.length > 0) builder.incomplete = true;
 
-  const documents: SourceDocument[] = [];
+  const documents: PlacedDocument[] = [];
   for (const source of sources) {
     const parsed = parseFile(source.file, source.text, env);
     warnings.push(...parsed.warnings);
@@ -540,16 +588,23 @@ function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: r
         continue;
       }
       if (sd.value === null || sd.value === undefined) continue; // empty document (comments only, a lone ---)
+      const doc = placed(sd);
       for (const issue of validateAgainstSchema(sd.value)) {
-        const pos = sd.locate(issue.segments, issue.atKey);
-        const p = formatPath(issue.segments);
-        if (builder.isFlagged(sd.file, sd.index, p, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
-        const d = { file: sd.file, line: pos.line, column: pos.column, path: p, message: issue.message };
+        const d = { ...doc.at(issue.segments, issue.atKey), message: issue.message };
+        if (builder.isFlagged(sd.file, sd.index, d.path, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
         builder.report(d, sd.index, 'schema');
       }
-      documents.push(sd);
+      documents.push(doc);
     }
   }
+  foreign.forEach((fd, i) => {
+    const doc: PlacedDocument = {
+      file: fd.file, index: i, value: fd.value,
+      at: (segs, atKey = false) => ({ file: fd.file, ...fd.locate(segs, atKey) }),
+    };
+    for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...doc.at(issue.segments, issue.atKey), message: issue.message }, i, 'schema');
+    documents.push(doc);
+  });
   for (const sd of documents) builder.addDocument(sd);
   const state = builder.finish();
   const diagnostics = builder.sortedDiagnostics();

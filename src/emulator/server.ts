@@ -1,33 +1,28 @@
 // HTTP front of the emulator: routing, auth, body parsing, fault injection, persistence.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
+import { CONTROL_BASE, findControlRoute, type FaultRule } from './control.js';
+import { loadDataFile, saveDataFile } from './data-file.js';
 import { ServerKeyPair } from './encryption.js';
 import { ApiError } from './errors.js';
-import { CUSTOMER_KEY_PREFIX, KmsService } from './service.js';
-import { queryBool, queryInt } from './validate.js';
+import { answerClientError, answerConnect, MAX_HEADER_BYTES } from './protocol-errors.js';
+import { decodeComponent, parseRequestTarget } from './request-target.js';
+import { CUSTOMER_KEY_PREFIX, KmsService, type SeedRequest } from './service.js';
+import { checkDepth, queryBool, queryInt } from './validate.js';
+
+export type { FaultMode, FaultRule } from './control.js';
+export type { SeedRequest } from './service.js';
 
 export const API_BASE = '/api/v1';
 export const MAX_BODY_BYTES = 1024 * 1024;
-const CONTROL_BASE = '/__emulator';
 
-export type FaultMode = 'error' | '429' | 'drop' | 'drop-after-commit' | 'delay' | 'delay-after-commit';
-
-/** A scripted fault: the next `times` requests matching method/route get `mode`. */
-export interface FaultRule {
-  method?: string;
-  /** Route template (e.g. `/client`, `/client/{client_uuid}`) or a RegExp tested against the URL path. */
-  route?: string | RegExp;
-  mode: FaultMode;
-  status?: number;
-  times?: number;
-  delayMs?: number;
-  retryAfterSeconds?: number;
-}
+/** Start-up problems (a bad port, a port in use): a plain message for the command line. */
+export class EmulatorStartError extends Error {}
 
 export interface EmulatorOptions {
   port?: number;
@@ -45,7 +40,10 @@ export interface EmulatorOptions {
   retryAfterSeconds?: number;
   /** Fraction (0..1) of mutating API requests that commit, then drop the connection without an answer. */
   dropRate?: number;
-  /** Serve the /__emulator control routes (counts, faults, seed). Default true. */
+  /**
+   * Serve the /__emulator control routes (counts, faults, seed; they need a project key too).
+   * Default false: a service has no back door unless asked for one (`--control`).
+   */
   control?: boolean;
   /** Deterministic randomness for the fault rates. */
   random?: () => number;
@@ -155,8 +153,27 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
       chunks.push(c);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('error', () => reject(CLIENT_GONE));
+    // The connection ended mid-body (or the parser refused the rest and answered on the socket).
+    req.on('close', () => { if (!req.complete) reject(CLIENT_GONE); });
   });
+}
+
+/** The client is gone (or was already answered at the connection level): nothing left to send. */
+const CLIENT_GONE = Symbol('client gone');
+
+/** The body of a POST/PUT as JSON: empty, malformed or too deeply nested bodies are a 400. */
+async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  const text = (await readBody(req)).toString('utf8');
+  if (text.trim() === '') throw new ApiError(400, 'INVALID_JSON', 'request body is empty; expected JSON');
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (e) {
+    throw new ApiError(400, 'INVALID_JSON', `request body is not valid JSON: ${(e as Error).message}`);
+  }
+  checkDepth(body);
+  return body;
 }
 
 const hashOf = (s: string) => createHash('sha256').update(s).digest();
@@ -179,18 +196,17 @@ function authenticate(headers: IncomingMessage['headers'], accepted: Buffer[]): 
   return undefined;
 }
 
-function writeAtomic(file: string, text: string) {
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+/** Our wording for the errors `listen` can fail with. */
+function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
+  const where = `${host}:${port}`;
+  switch (err.code) {
+    case 'EADDRINUSE': return new EmulatorStartError(`port ${port} is already in use on ${host}: pick another --port, or --port 0 for a free one`);
+    case 'EACCES': return new EmulatorStartError(`no permission to listen on ${where} (ports below 1024 need privileges): pick a --port of 1024 or more`);
+    case 'EADDRNOTAVAIL': return new EmulatorStartError(`cannot listen on ${where}: --host ${host} is not an address of this machine`);
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN': return new EmulatorStartError(`cannot listen on ${where}: --host ${host} does not resolve to an address`);
+    default: return new EmulatorStartError(`cannot listen on ${where}: ${err.code ?? err.message}`);
   }
-  renameSync(tmp, file);
-  const dfd = openSync(dirname(file), 'r');
-  try { fsyncSync(dfd); } finally { closeSync(dfd); }
 }
 
 export async function startEmulator(options: EmulatorOptions): Promise<RunningEmulator> {
@@ -198,20 +214,27 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   if (apiKeys.length === 0) throw new Error('the emulator needs at least one project key (--api-key or KMS_EMULATOR_API_KEYS)');
   for (const k of apiKeys)
     if (!/^sk_(live|test)_[A-Za-z0-9._-]{4,}$/.test(k)) throw new Error(`project keys must look like sk_live_… or sk_test_… (got one starting ${k.slice(0, 8)}…)`);
+  const port = options.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new EmulatorStartError(`port must be an integer from 0 to 65535 (0 picks a free one), got ${String(port).slice(0, 20)}`);
+  const host = options.host ?? '127.0.0.1';
   const accepted = apiKeys.map(hashOf);
   const random = options.random ?? Math.random;
 
-  let service = new KmsService();
-  let keys = new ServerKeyPair();
-  if (options.dataFile && existsSync(options.dataFile)) {
-    const saved = JSON.parse(readFileSync(options.dataFile, 'utf8')) as { serverKey: string; state: { projects: unknown[] } };
-    service = KmsService.fromJSON(saved.state);
-    keys = ServerKeyPair.fromPkcs8(saved.serverKey);
-  }
+  // The whole file is read and checked before anything else happens (loadDataFile throws).
+  const loaded = options.dataFile ? loadDataFile(options.dataFile) : undefined;
+  const service = loaded?.service ?? new KmsService();
+  const keys = loaded?.keys ?? new ServerKeyPair();
   const persist = () => {
-    if (options.dataFile) writeAtomic(options.dataFile, JSON.stringify({ version: 1, serverKey: keys.toPkcs8(), state: service.toJSON() }));
+    if (options.dataFile) saveDataFile(options.dataFile, service, keys);
   };
-  persist();
+  try {
+    persist();
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why = err.code === 'ENOENT' ? `its folder ${dirname(options.dataFile!)} does not exist` : err.code === 'EACCES' ? 'permission denied' : err.code ?? err.message;
+    throw new EmulatorStartError(`cannot write --data file ${options.dataFile}: ${why}`);
+  }
 
   const routes = buildRoutes(service, keys);
   const faults: (FaultRule & { left: number })[] = [];
@@ -230,28 +253,42 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
 
   const drop = (res: ServerResponse) => (res.socket as Socket | null)?.destroy();
 
-  async function handleControl(req: IncomingMessage, res: ServerResponse, path: string) {
-    const body = req.method === 'POST' ? JSON.parse((await readBody(req)).toString('utf8') || '{}') : undefined;
-    if (path === '/counts' && req.method === 'GET') return send(res, 200, counts);
-    if (path === '/counts' && req.method === 'DELETE') { counts = {}; return send(res, 200, { success: true }); }
-    if (path === '/faults' && req.method === 'POST') {
-      for (const r of (body.rules ?? [body]) as FaultRule[]) faults.push({ ...r, left: r.times ?? 1 });
-      return send(res, 200, { success: true, active: faults.length });
-    }
-    if (path === '/faults' && req.method === 'DELETE') { faults.length = 0; return send(res, 200, { success: true }); }
-    if (path === '/seed' && req.method === 'POST') { const r = seedService(service, body); persist(); return send(res, 200, r); }
-    throw new ApiError(404, 'NOT_FOUND', `no control route ${req.method} ${CONTROL_BASE}${path}`);
+  const templates = [...new Set(routes.map((r) => r.template))];
+  const control = {
+    counts: () => counts,
+    resetCounts: () => { counts = {}; },
+    addFaults: (rules: FaultRule[]) => { for (const r of rules) faults.push({ ...r, left: r.times ?? 1 }); return faults.length; },
+    clearFaults: () => { faults.length = 0; },
+    seed: (body: unknown) => { const r = service.seed(body); persist(); return r; },
+    templates,
+  };
+
+  async function handleControl(req: IncomingMessage, res: ServerResponse, method: string, path: string) {
+    if (!options.control)
+      throw new ApiError(404, 'NOT_FOUND', `the control routes (${CONTROL_BASE}/…) are off: start the emulator with --control (option control: true) to use them`);
+    const route = findControlRoute(method, path);
+    const authError = authenticate(req.headers, accepted);
+    if (authError) throw authError;
+    const body = method === 'POST' ? await readJsonBody(req) : undefined;
+    return send(res, 200, route.handle(control, body));
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const started = performance.now();
-    const url = new URL(req.url ?? '/', 'http://emulator');
     const method = req.method ?? 'GET';
-    if (options.control !== false && url.pathname.startsWith(CONTROL_BASE))
-      return handleControl(req, res, url.pathname.slice(CONTROL_BASE.length));
-    if (!url.pathname.startsWith(`${API_BASE}/`) && url.pathname !== API_BASE)
-      throw new ApiError(404, 'NOT_FOUND', `no route ${url.pathname}; the API lives under ${API_BASE}`);
-    const path = url.pathname.slice(API_BASE.length) || '/';
+    // Requests the parser let through but a service refuses; the client is broken, so the connection closes.
+    // (A 505 would be the textbook answer to a version; the emulator keeps every refusal in the 4xx range.)
+    if (req.httpVersionMajor !== 1)
+      throw new ApiError(400, 'BAD_REQUEST', `HTTP/${req.httpVersion} is not supported: use HTTP/1.1`, { connection: 'close' });
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own check answers it without a body).
+    if (req.httpVersion === '1.1' && !req.headers.host)
+      throw new ApiError(400, 'BAD_REQUEST', 'HTTP/1.1 requests need a Host header', { connection: 'close' });
+    const target = parseRequestTarget(req.url ?? '/');
+    if (target.path === CONTROL_BASE || target.path.startsWith(`${CONTROL_BASE}/`))
+      return handleControl(req, res, method, target.path.slice(CONTROL_BASE.length));
+    if (!target.path.startsWith(`${API_BASE}/`) && target.path !== API_BASE)
+      throw new ApiError(404, 'NOT_FOUND', `no route ${target.path.slice(0, 200)}; the API lives under ${API_BASE}`);
+    const path = target.path.slice(API_BASE.length) || '/';
     if (method === 'GET' && (path === '/openapi.yaml' || path === '/openapi.json')) {
       const yamlText = readFileSync(join(schemaDir, 'kms-api.openapi.yaml'), 'utf8');
       if (path === '/openapi.yaml') return send(res, 200, yamlText);
@@ -263,7 +300,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     // A literal path (/client/templates) wins over a parameter (/client/{client_uuid}).
     const literal = matching.filter((r) => !r.template.includes('{'));
     const candidates = literal.length ? literal : matching;
-    if (candidates.length === 0) throw new ApiError(404, 'NOT_FOUND', `no route ${method} ${API_BASE}${path}`);
+    if (candidates.length === 0) throw new ApiError(404, 'NOT_FOUND', `no route ${method} ${API_BASE}${path.slice(0, 200)}`);
     const r = candidates.find((c) => c.method === method);
     if (!r) {
       throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${API_BASE}${path} (allowed: ${candidates.map((c) => c.method).join(', ')})`,
@@ -286,19 +323,9 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     if (options.errorRate && random() < options.errorRate)
       throw new ApiError(503, 'SERVICE_UNAVAILABLE', 'injected fault: service unavailable');
 
-    let body: unknown;
-    if (method === 'POST' || method === 'PUT') {
-      const raw = await readBody(req);
-      const text = raw.toString('utf8');
-      if (text.trim() === '') throw new ApiError(400, 'INVALID_JSON', 'request body is empty; expected JSON');
-      try {
-        body = JSON.parse(text);
-      } catch (e) {
-        throw new ApiError(400, 'INVALID_JSON', `request body is not valid JSON: ${(e as Error).message}`);
-      }
-    }
-    const params = (r.pattern.exec(path) ?? []).slice(1).map((p) => decodeURIComponent(p));
-    const result = r.handle({ params, query: url.searchParams, body, headers: req.headers, started });
+    const body = method === 'POST' || method === 'PUT' ? await readJsonBody(req) : undefined;
+    const params = (r.pattern.exec(path) ?? []).slice(1).map((p) => decodeComponent(p, 'the path'));
+    const result = r.handle({ params, query: target.query, body, headers: req.headers, started });
     if (r.mutates) persist();
     // Committed, answer held back: opens the window where a client dies before reading the
     // response (the crash campaign aims its kills here).
@@ -308,9 +335,10 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     send(res, status as number, payload);
   }
 
-  const server: Server = createServer((req, res) => {
+  // Node's own Host check answers without a body: `handle` checks Host instead.
+  const server: Server = createServer({ requireHostHeader: false, maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (res.headersSent || res.destroyed) return;
+      if (err === CLIENT_GONE || res.headersSent || res.destroyed) return;
       if (err instanceof ApiError) {
         // Stop reading an oversized body: answer, then close the connection.
         if (err.status === 413) res.setHeader('connection', 'close');
@@ -323,15 +351,17 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       }
     });
   });
+  server.on('clientError', answerClientError);
+  server.on('connect', answerConnect);
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((ok, fail) => {
-    server.once('error', fail);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => ok());
+    server.once('error', (err: NodeJS.ErrnoException) => fail(listenError(err, host, port)));
+    server.listen(port, host, () => ok());
   });
   const addr = server.address() as AddressInfo;
-  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const shownHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   return {
-    url: `http://${host}:${addr.port}${API_BASE}`,
+    url: `http://${shownHost}:${addr.port}${API_BASE}`,
     port: addr.port,
     service,
     addFault: (rule) => faults.push({ ...rule, left: rule.times ?? 1 }),
@@ -343,17 +373,6 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       server.closeAllConnections();
     }),
   };
-}
-
-export interface SeedRequest {
-  project: string;
-  type: string;
-  url?: string;
-  templates?: number;
-  clients?: number;
-  keysPerClient?: number;
-  endpoints?: number;
-  metadata?: Record<string, unknown>;
 }
 
 /** Bulk-loads an environment directly (benchmarks): names are deterministic so configs can match them. */

@@ -3,7 +3,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { canonicalCidrSet, cidrContains, NormalizeError } from '../model/normalize.js';
 import { ApiError, badRequest, conflict, notFound } from './errors.js';
-import { checkObject, type FieldRule } from './validate.js';
+import { checkDepth, checkObject, type FieldRule } from './validate.js';
 
 export const CUSTOMER_KEY_PREFIX = 'kmsc_';
 export const MAX_LIMIT = 100;
@@ -225,6 +225,28 @@ const endpointCreateFields: Record<string, FieldRule> = {
 const endpointUpdateFields: Record<string, FieldRule> = {
   name: { type: 'string', maxLength: 200 },
   description: { type: 'string', maxLength: 2000 },
+  metadata: freeObject,
+};
+/** Upper bounds of one seed call: a typo must not exhaust the emulator's memory. */
+export const SEED_LIMITS = { templates: 1000, clients: 200_000, keysPerClient: 20, endpoints: 10_000 } as const;
+export interface SeedRequest {
+  project: string;
+  type: string;
+  url?: string;
+  templates?: number;
+  clients?: number;
+  keysPerClient?: number;
+  endpoints?: number;
+  metadata?: Obj;
+}
+const seedFields: Record<string, FieldRule> = {
+  project: { type: 'string', required: true, pattern: SLUG, patternHint: 'a project slug: lower-case letters, digits and hyphens, 1-50 characters' },
+  type: envTypeRule,
+  url: urlRule,
+  templates: { type: 'integer', min: 1, max: SEED_LIMITS.templates },
+  clients: { type: 'integer', min: 0, max: SEED_LIMITS.clients },
+  keysPerClient: { type: 'integer', min: 0, max: SEED_LIMITS.keysPerClient },
+  endpoints: { type: 'integer', min: 0, max: SEED_LIMITS.endpoints },
   metadata: freeObject,
 };
 const validationFields: Record<string, FieldRule> = {
@@ -747,7 +769,11 @@ export class KmsService {
    * Bulk-loads an environment without HTTP (benchmarks, large fixtures). Names are deterministic
    * (`tpl-000`, `client-00000`, `key-0`, `GET:/r/0000`) so a generated config can match them.
    */
-  seed(req: { project: string; type: string; url?: string; templates?: number; clients?: number; keysPerClient?: number; endpoints?: number; metadata?: Obj }) {
+  seed(input: unknown) {
+    // Checked whole before anything changes: a bad seed is refused, nothing is applied.
+    checkObject(input, seedFields);
+    const req = input as SeedRequest;
+    checkDepth(req.metadata, 'body.metadata');
     let project = this.projects.get(req.project);
     if (!project) {
       const ts = now();
@@ -878,7 +904,8 @@ function requireEnvParam(ref: string | null): string {
 }
 
 function lowerKeys(o: Obj): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+  // No prototype: a header named `__proto__` is a plain key, not a prototype swap.
+  const out: Record<string, unknown> = Object.create(null);
   for (const [k, v] of Object.entries(o)) out[k.toLowerCase()] = v;
   return out;
 }

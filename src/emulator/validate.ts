@@ -80,12 +80,17 @@ export function checkObject(value: unknown, fields: Record<string, FieldRule>, p
   }
 }
 
+/** Largest accepted integer query value: beyond it a page number stops being exact (and JSON-safe). */
+export const MAX_QUERY_INT = 2_147_483_647;
+
+const quoted = (raw: string) => JSON.stringify(raw.length > 40 ? `${raw.slice(0, 40)}…` : raw);
+
 /** Parses an optional positive-integer query parameter. */
 export function queryInt(params: URLSearchParams, name: string, fallback: number, min = 1): number {
   const raw = params.get(name);
   if (raw === null || raw === '') return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min) {
-    throw badRequest(`query parameter '${name}' must be an integer >= ${min}, got ${JSON.stringify(raw)}`);
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > MAX_QUERY_INT) {
+    throw badRequest(`query parameter '${name}' must be an integer from ${min} to ${MAX_QUERY_INT}, got ${quoted(raw)}`);
   }
   return Number(raw);
 }
@@ -94,5 +99,21 @@ export function queryBool(params: URLSearchParams, name: string): boolean {
   const raw = params.get(name);
   if (raw === null || raw === '' || raw === 'false' || raw === '0') return false;
   if (raw === 'true' || raw === '1') return true;
-  throw badRequest(`query parameter '${name}' must be true or false, got ${JSON.stringify(raw)}`);
+  throw badRequest(`query parameter '${name}' must be true or false, got ${quoted(raw)}`);
+}
+
+export const MAX_BODY_DEPTH = 32;
+
+/**
+ * Refuses JSON nested deeper than `max` levels (iteratively: the check itself cannot overflow).
+ * Stored deeper, a value would make every later answer and save of the state overflow the stack.
+ */
+export function checkDepth(value: unknown, path = 'body', max = MAX_BODY_DEPTH): void {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (!v || typeof v !== 'object') continue;
+    if (depth > max) throw badRequest(`${path}: nests deeper than ${max} levels`);
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
+  }
 }

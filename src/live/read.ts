@@ -13,6 +13,11 @@ export interface LiveScope {
   projects: string[];
   /** Environment slugs (`project_env`) in scope. */
   envs: string[];
+  /**
+   * Other environments of the projects read that are read too: environments that left the
+   * configuration, which the plan removes or keeps by ownership.
+   */
+  alsoRead?: (projectEnv: string) => boolean;
 }
 
 export interface DuplicateLive {
@@ -173,7 +178,7 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
     state.projects.push({ slug: summary.slug, name: full.name ?? summary.name ?? '', ...(full.description !== undefined ? { description: full.description } : {}) });
     const envList: WireEnv[] = full.envs?.list ?? summary.envs?.list ?? [];
     for (const e of envList) {
-      if (!inScope.has(e.project_env)) continue;
+      if (!inScope.has(e.project_env) && !scope.alsoRead?.(e.project_env)) continue;
       const env: LiveEnv = {
         id: e.id ?? e.project_env, project: summary.slug, projectEnv: e.project_env,
         type: e.type ?? e.project_env.slice(summary.slug.length + 1), ...(e.url !== undefined ? { url: e.url } : {}),
@@ -222,7 +227,8 @@ async function readEnv(api: KmsClient, env: LiveEnv, embedded: WireTemplate[] | 
   const completed = await Promise.all(incomplete.map((c) => api.getClient(clientId(c), pe)));
   for (const page of pages) if (page) for (const c of page) state.clients.push(c);
   for (const c of completed) state.clients.push(toClient(pe, c, names!, cidrs));
-  for (const e of endpoints) state.endpoints.push(toEndpoint(pe, e));
+  // Run-lock records (apply/run-lock.ts) belong to kms-sync's own runs, not to any configuration.
+  for (const e of endpoints) if (!e.path.startsWith('/__kms-sync/')) state.endpoints.push(toEndpoint(pe, e));
 }
 
 /** Sorts by a key computed once per item (not once per comparison). */

@@ -105,6 +105,8 @@ export interface DesiredState {
   /** Endpoints in scope; keys live inside clients. */
   endpoints: DesiredEndpoint[];
   stores: StoreDeclaration[];
+  /** Owner id of this configuration (issue 11): what it creates carries it; derived when absent. */
+  owner?: string;
 }
 
 export function emptyDesiredState(): DesiredState {

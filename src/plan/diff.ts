@@ -7,9 +7,12 @@ import {
   type DesiredClient, type DesiredEndpoint, type DesiredKey, type DesiredState, type JsonObject, type JsonValue,
   type LiveClient, type LiveEndpoint, type ResourceKind,
 } from '../model/index.js';
+import {
+  APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, OWNER_ID_KEY, ownershipOf, PROTECTED_MARKER_KEY, withoutMarkers, type Ownership,
+} from '../model/ownership.js';
+import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type FieldChange, type KeyAfter, type Operation, type Plan, type UnmanagedResource } from './types.js';
 
-export const PROTECTED_MARKER_KEY = 'kms-sync/protected';
 
 export interface PlanInput {
   desired: DesiredState;
@@ -17,35 +20,29 @@ export interface PlanInput {
   prune: boolean;
   target: Plan['target'];
   now?: Date;
-}
-
-/** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
-export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined): JsonObject {
-  return {
-    ...(metadata ?? {}),
-    [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE,
-    ...(isProtected ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
-  };
-}
-
-export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [PROTECTED_MARKER_KEY]: _p, ...rest } = metadata ?? {};
-  return rest;
+  /** Claim resources another configuration owns when this one names them (`--take-ownership`). */
+  takeOwnership?: boolean;
 }
 
 /**
- * Metadata an existing resource should have. The ownership marker is written on create only and
- * kept as found (a resource someone else created stays theirs); metadata left out of the desired
- * state is not managed, but the protection marker always follows `protected`.
+ * Metadata an existing resource should have. The ownership markers are kept as found on a
+ * resource someone else made (adopting it does not stamp it); a resource kms-sync created is (or
+ * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
+ * protection marker always follows `protected`.
  */
-function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject): JsonObject {
+function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string): JsonObject {
   const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
-  if (isOwned(live)) out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
+  if (ownershipOf(live, owner).kind !== 'none') {
+    out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
+    out[OWNER_ID_KEY] = owner;
+    // The digest of what is applied: computed only for a resource that changes (`applied`).
+    const record = applied ?? live[APPLIED_KEY];
+    if (record !== undefined) out[APPLIED_KEY] = record;
+  }
   if (isProtected) out[PROTECTED_MARKER_KEY] = 'true';
   return out;
 }
 
-export const isOwned = (metadata: JsonObject | undefined) => metadata?.[OWNER_MARKER_KEY] === OWNER_MARKER_VALUE;
 const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[PROTECTED_MARKER_KEY] === 'true';
 
 /**
@@ -112,13 +109,31 @@ export function keyAfter(k: DesiredKey): KeyAfter {
   };
 }
 
-function clientAfter(c: DesiredClient): Record<string, unknown> {
+/** The fields of a client its configuration manages, desired and live: what the applied digest covers. */
+function clientRecord(c: DesiredClient, lc?: LiveClient): Record<string, JsonValue | undefined> {
+  if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata };
+  return {
+    type: c.type !== undefined ? (lc.type ?? null) : undefined, template: lc.templateName ?? lc.templateId ?? null,
+    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined, metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
+  };
+}
+
+function endpointRecord(e: DesiredEndpoint, le?: LiveEndpoint): Record<string, JsonValue | undefined> {
+  if (!le) return { name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
+  const pick = <T extends JsonValue | undefined>(declared: unknown, v: T) => (declared !== undefined ? (v ?? null) : undefined);
+  return {
+    name: pick(e.name, le.name), description: pick(e.description, le.description), request: pick(e.request, le.request),
+    response: pick(e.response, le.response), metadata: e.metadata !== undefined ? withoutMarkers(le.metadata) : undefined,
+  };
+}
+
+function clientAfter(c: DesiredClient, owner: string): Record<string, unknown> {
   return {
     name: c.name,
     ...(c.type !== undefined ? { type: c.type } : {}),
     template: c.template,
     ...(c.ipWhitelist !== undefined ? { ipWhitelist: c.ipWhitelist } : {}),
-    metadata: managedMetadata(c.metadata, c.protected),
+    metadata: managedMetadata(c.metadata, c.protected, owner, appliedDigest(clientRecord(c))),
   };
 }
 
@@ -128,14 +143,14 @@ function clientBefore(c: LiveClient): Record<string, unknown> {
   };
 }
 
-function endpointAfter(e: DesiredEndpoint): Record<string, unknown> {
+function endpointAfter(e: DesiredEndpoint, owner: string): Record<string, unknown> {
   return {
     method: e.method, path: e.path,
     ...(e.name !== undefined ? { name: e.name } : {}),
     ...(e.description !== undefined ? { description: e.description } : {}),
     ...(e.request !== undefined ? { request: e.request } : {}),
     ...(e.response !== undefined ? { response: e.response } : {}),
-    metadata: managedMetadata(e.metadata, e.protected),
+    metadata: managedMetadata(e.metadata, e.protected, owner, appliedDigest(endpointRecord(e))),
   };
 }
 
@@ -189,6 +204,11 @@ export function sortOperations(ops: Operation[]): Operation[] {
 
 export function buildPlan(input: PlanInput): Plan {
   const { desired, live, prune } = input;
+  const owner = input.target.owner;
+  const own = (metadata: JsonObject | undefined): Ownership => {
+    const o = ownershipOf(metadata, owner);
+    return o.kind === 'other' && input.takeOwnership ? { kind: 'legacy' } : o;
+  };
   const ops: Operation[] = [];
   const unmanaged: UnmanagedResource[] = [];
   const warnings: string[] = [];
@@ -196,7 +216,23 @@ export function buildPlan(input: PlanInput): Plan {
   for (const d of live.duplicates) {
     warnings.push(`${d.address}: ${d.ids.length} live resources share this identity (${d.ids.join(', ')}); kms-sync leaves them alone until only one remains`);
   }
-  const state = live.state;
+  // Environments that left the configuration (read because their project is still in it) are
+  // removed as a whole or kept, by ownership (removal.ts); the passes below see only the others.
+  const desiredEnvs = new Set(desired.envs.map((e) => e.projectEnv));
+  const leaving = live.state.envs.filter((e) => !desiredEnvs.has(e.projectEnv));
+  let state = live.state;
+  if (leaving.length) {
+    const byEnv = contentsByEnv(state);
+    const gone = new Set(leaving.map((e) => e.projectEnv));
+    const stays = <T extends { projectEnv: string }>(x: T) => !gone.has(x.projectEnv);
+    state = { ...state, envs: state.envs.filter(stays), clients: state.clients.filter(stays), endpoints: state.endpoints.filter(stays), templates: state.templates.filter(stays) };
+    for (const e of leaving) {
+      const r = planEnvRemoval(byEnv.get(e.projectEnv)!, owner, { prune, why: 'left the configuration' });
+      ops.push(...r.ops);
+      warnings.push(...r.warnings);
+      unmanaged.push(...r.unmanaged);
+    }
+  }
 
   // ------------------------------------------------------------ projects
   const liveProjects = new Map(state.projects.map((p) => [p.slug, p]));
@@ -298,27 +334,38 @@ export function buildPlan(input: PlanInput): Plan {
     if (!lc) {
       ops.push({
         address: address.client(c.projectEnv, c.name), kind: 'client', action: 'create', projectEnv: c.projectEnv, reason: 'client does not exist',
-        actionReason: 'create_missing', before: null, after: { ...clientAfter(c), keys: c.keys.map(keyAfter) }, changes: [],
+        actionReason: 'create_missing', before: null, after: { ...clientAfter(c, owner), keys: c.keys.map(keyAfter) }, changes: [],
         issuesKeys: c.keys.length, ...(c.protected ? { protected: true } : {}),
       });
       continue;
     }
+    const ownership = own(lc.metadata);
+    if (ownership.kind === 'other') {
+      unmanaged.push({
+        address: address.client(c.projectEnv, c.name), kind: 'client', projectEnv: c.projectEnv, owner: ownership.owner,
+        note: `owned by configuration '${ownership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+      });
+      continue;
+    }
     // The before/after objects are built only for a client that changed: most of them did not.
-    const metadata = targetMetadata(c.metadata, c.protected, lc.metadata);
+    let metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner);
     const changes: FieldChange[] = [];
     if (c.type !== undefined) addChange(changes, 'type', lc.type, c.type);
     addChange(changes, 'template', lc.templateName ?? lc.templateId, c.template);
     if (c.ipWhitelist !== undefined) addChange(changes, 'ipWhitelist', lc.ipWhitelist, c.ipWhitelist);
     addObjectChanges(changes, 'metadata', lc.metadata, metadata);
     if (changes.length) {
+      const applied = appliedDigest(clientRecord(c));
+      metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner, applied);
       ops.push({
+        drift: driftOrigin(lc.metadata[APPLIED_KEY], applied, appliedDigest(clientRecord(c, lc))),
         address: address.client(c.projectEnv, c.name), kind: 'client', action: 'update', projectEnv: c.projectEnv,
-        reason: `${[...new Set(changes.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c), metadata }, changes, live: { id: lc.id },
+        reason: ownership.kind === 'legacy' ? claimReason(changes) : `${[...new Set(changes.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
+        actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c, owner), metadata }, changes, live: { id: lc.id },
         ...(c.protected ? { protected: true } : {}),
       });
     }
-    diffKeys(c, lc, ops, warnings);
+    diffKeys(c, lc, ops, warnings, ownership.kind !== 'none');
   }
   for (const { value: lc, wanted } of liveClients.entries) {
     if (wanted) continue;
@@ -328,11 +375,16 @@ export function buildPlan(input: PlanInput): Plan {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`);
       continue;
     }
-    if (isOwned(lc.metadata)) {
+    const ownership = own(lc.metadata);
+    if (ownership.kind === 'ours') {
       ops.push({
-        address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'removed from the configuration (created by kms-sync)',
+        address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'removed from the configuration (owned by this configuration)',
         actionReason: 'delete_removed_from_config', before, after: null, changes: [], live: { id: lc.id },
       });
+    } else if (ownership.kind === 'other') {
+      unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
+    } else if (ownership.kind === 'legacy') {
+      unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
     } else if (prune) {
       ops.push({
         address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'unmanaged, not in the configuration (--prune)',
@@ -348,7 +400,7 @@ export function buildPlan(input: PlanInput): Plan {
     const addr = address.endpoint(e.projectEnv, e.method, e.path);
     desiredEndpointAddrs.add(addr);
     const le = liveEndpoints.get(addr);
-    const after = endpointAfter(e);
+    const after = endpointAfter(e, owner);
     if (!le) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'create', projectEnv: e.projectEnv, reason: 'endpoint is not registered',
@@ -356,7 +408,16 @@ export function buildPlan(input: PlanInput): Plan {
       });
       continue;
     }
+    const eOwnership = own(le.metadata);
+    if (eOwnership.kind === 'other') {
+      unmanaged.push({
+        address: addr, kind: 'endpoint', projectEnv: e.projectEnv, owner: eOwnership.owner,
+        note: `owned by configuration '${eOwnership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+      });
+      continue;
+    }
     const before = endpointBefore(le);
+    let target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner);
     const immutable = [
       ...(e.request !== undefined ? change('request', le.request, e.request) : []),
       ...(e.response !== undefined ? change('response', le.response, e.response) : []),
@@ -364,8 +425,15 @@ export function buildPlan(input: PlanInput): Plan {
     const mutable = [
       ...(e.name !== undefined ? change('name', le.name, e.name) : []),
       ...(e.description !== undefined ? change('description', le.description, e.description) : []),
-      ...objectChanges('metadata', le.metadata ?? {}, targetMetadata(e.metadata, e.protected, le.metadata ?? {})),
+      ...objectChanges('metadata', le.metadata ?? {}, target),
     ];
+    // Only a changed endpoint gets a new digest of what is applied, and a drift origin.
+    let origin: Operation['drift'];
+    if (immutable.length || mutable.length) {
+      const applied = appliedDigest(endpointRecord(e));
+      target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner, applied);
+      origin = driftOrigin(le.metadata?.[APPLIED_KEY], applied, appliedDigest(endpointRecord(e, le)));
+    }
     if (immutable.length) {
       if (e.protected) {
         warnings.push(`${addr}: ${immutable.map((c) => c.path).join(' and ')} changed, which needs the endpoint replaced, but it is protected; not replaced`);
@@ -374,7 +442,7 @@ export function buildPlan(input: PlanInput): Plan {
           address: addr, kind: 'endpoint', action: 'replace', projectEnv: e.projectEnv,
           // The replacement is a new resource created by kms-sync: it carries the marker.
           reason: `${immutable.map((c) => c.path).join(' and ')} cannot be updated in place (replacing resets the endpoint's usage stats)`,
-          actionReason: 'replace_immutable_field', before, after, changes: [...immutable, ...mutable],
+          actionReason: 'replace_immutable_field', before, after, changes: [...immutable, ...mutable], ...(origin ? { drift: origin } : {}),
         });
         continue;
       }
@@ -382,8 +450,8 @@ export function buildPlan(input: PlanInput): Plan {
     if (mutable.length) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'update', projectEnv: e.projectEnv,
-        reason: `${[...new Set(mutable.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before, after: { ...after, metadata: targetMetadata(e.metadata, e.protected, le.metadata ?? {}) }, changes: mutable,
+        reason: eOwnership.kind === 'legacy' ? claimReason(mutable) : `${[...new Set(mutable.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
+        actionReason: 'update_changed', before, after: { ...after, metadata: target }, changes: mutable, ...(origin ? { drift: origin } : {}),
         ...(e.protected ? { protected: true } : {}),
       });
     }
@@ -395,11 +463,16 @@ export function buildPlan(input: PlanInput): Plan {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept`);
       continue;
     }
-    if (isOwned(le.metadata)) {
+    const ownership = own(le.metadata);
+    if (ownership.kind === 'ours') {
       ops.push({
-        address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'removed from the configuration (created by kms-sync)',
+        address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'removed from the configuration (owned by this configuration)',
         actionReason: 'delete_removed_from_config', before, after: null, changes: [],
       });
+    } else if (ownership.kind === 'other') {
+      unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
+    } else if (ownership.kind === 'legacy') {
+      unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
     } else if (prune) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'unmanaged (e.g. registered by the SDK), not in the configuration (--prune)',
@@ -414,7 +487,7 @@ export function buildPlan(input: PlanInput): Plan {
     formatVersion: 1,
     generatedAt: (input.now ?? new Date()).toISOString(),
     target: input.target,
-    options: { prune },
+    options: { prune, ...(input.takeOwnership ? { takeOwnership: true } : {}) },
     operations: ops,
     unmanaged,
     keyFindings: [],
@@ -426,7 +499,7 @@ export function buildPlan(input: PlanInput): Plan {
 }
 
 /** Keys of a managed client: create missing, update changed, delete the ones the config dropped. */
-function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: string[]) {
+function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: string[], managed: boolean) {
   for (const k of c.keys) {
     // Live keys of this name, found without building a map per client. Several keys under one
     // name are rotation generations: the newest (last) is the current key (key-health.ts retires
@@ -437,7 +510,7 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
       ops.push({
         address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'create', projectEnv: c.projectEnv, reason: 'key does not exist',
         actionReason: 'create_missing', before: null, after: keyAfter(k) as unknown as Record<string, unknown>, changes: [],
-        live: { clientId: lc.id }, issuesKeys: 1,
+        live: { clientId: lc.id, clientKeyIds: lc.keys.map((x) => x.id) }, issuesKeys: 1,
       });
       continue;
     }
@@ -452,11 +525,11 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
       ops.push({
         address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'update', projectEnv: c.projectEnv,
         reason: `${changes.map((x) => x.path).join(', ')} changed`, actionReason: 'update_changed', before: keyBefore(lk),
-        after: keyAfter(k) as unknown as Record<string, unknown>, changes, live: { clientId: lc.id, keyId: lk.id },
+        after: keyAfter(k) as unknown as Record<string, unknown>, changes, live: { clientId: lc.id, keyId: lk.id, clientKeyIds: lc.keys.map((x) => x.id) },
       });
     }
   }
-  if (!isOwned(lc.metadata)) return; // keys of an adopted client are kept until the adoption lands
+  if (!managed) return; // keys of an adopted client (made by hand) are never revoked by kms-sync
   if (lc.keys.every((x) => c.keys.some((k) => k.name === x.name))) return; // every live key is still configured
   const byName = groupBy(lc.keys, (k) => k.name);
   const wanted = new Set(c.keys.map((k) => k.name));
@@ -477,3 +550,9 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
   }
 }
 
+
+/** The reason of an update that claims a resource kms-sync created before owners were recorded. */
+function claimReason(changes: FieldChange[]): string {
+  const other = [...new Set(changes.map((x) => x.path.split('.')[0]).filter((p) => p !== 'metadata'))];
+  return `claimed by this configuration (created by kms-sync before owners were recorded)${other.length ? `; ${other.join(', ')} changed` : ''}`;
+}

@@ -5,11 +5,12 @@ import type { ResourceKind } from '../model/index.js';
 import { describeRule, matchAddress, matchField, noIgnoreRules, type IgnoreRules } from './ignore.js';
 import type { Action, FieldChange, Operation, Plan } from './types.js';
 
-export const DRIFT_CATEGORIES = ['changed_outside', 'missing', 'unmanaged', 'secret_missing', 'expiring'] as const;
+export const DRIFT_CATEGORIES = ['changed_outside', 'pending', 'missing', 'unmanaged', 'secret_missing', 'expiring'] as const;
 export type DriftCategory = (typeof DRIFT_CATEGORIES)[number];
 
 export const CATEGORY_TITLE: Record<DriftCategory, string> = {
   changed_outside: 'Changed outside kms-sync',
+  pending: 'Pending (configuration changed, not applied yet)',
   missing: 'Missing from the live service',
   unmanaged: 'Unmanaged',
   secret_missing: 'Secret missing',
@@ -76,7 +77,7 @@ export interface DriftReport {
   usageWindows?: DriftUsageWindow[];
 }
 
-export const emptyCounts = (): DriftCounts => ({ changed_outside: 0, missing: 0, unmanaged: 0, secret_missing: 0, expiring: 0, total: 0 });
+export const emptyCounts = (): DriftCounts => ({ changed_outside: 0, pending: 0, missing: 0, unmanaged: 0, secret_missing: 0, expiring: 0, total: 0 });
 
 export function envBucket(item: Pick<DriftItem, 'projectEnv' | 'address'>): string {
   if (item.projectEnv) return item.projectEnv;
@@ -88,7 +89,7 @@ const UNMANAGED_REASONS = new Set(['delete_removed_from_config', 'delete_unmanag
 function itemFromOp(op: Operation, category: DriftCategory): DriftItem {
   return {
     category, address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null,
-    fields: category === 'changed_outside' ? op.changes.map((c) => ({ ...c })) : [], ignoredFields: [],
+    fields: category === 'changed_outside' || category === 'pending' ? op.changes.map((c) => ({ ...c })) : [], ignoredFields: [],
     detail: op.reason, action: op.action,
   };
 }
@@ -127,10 +128,14 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
         break;
       case 'update':
       case 'replace':
-        push(itemFromOp(op, 'changed_outside'));
+        // Told apart by the digest of what was last applied (plan/ownership.ts): the live object
+        // moved (changed outside), the configuration moved (pending), or both.
+        if (op.drift !== 'pending') push(itemFromOp(op, 'changed_outside'));
+        if (op.drift === 'pending' || op.drift === 'both') push(itemFromOp(op, 'pending'));
         break;
       case 'delete':
         if (UNMANAGED_REASONS.has(op.actionReason)) push(itemFromOp(op, 'unmanaged'));
+        else if (op.actionReason === 'revoke_orphan') push(itemFromOp(op, 'secret_missing'));
         break;
       case 'rotate': {
         const c = rotateCategory(op);

@@ -9,6 +9,7 @@
 // A field is split off at the last `:` whose remainder is a field path starting with a field name
 // kms-sync compares (or a wildcard), so `endpoint.e/POST:/v1/orders:cancel` stays one address.
 // Ignored drift is counted in the report as ignored, never silently dropped.
+import { summarize, type Operation, type Plan } from './types.js';
 
 export const IGNORE_FILE_NAME = '.kmsignore';
 
@@ -109,4 +110,31 @@ export function matchField(rules: IgnoreRules, address: string, path: string): I
 
 export function describeRule(rules: IgnoreRules, rule: IgnoreRule): string {
   return `${rules.source || IGNORE_FILE_NAME}:${rule.line}: ${rule.text}`;
+}
+
+/**
+ * `.kmsignore` in plans: a resource that a whole-resource rule ignores is never deleted (not even
+ * with --prune): it is kept and listed with the rule. A change to a field that a rule ignores is
+ * still applied (the configuration wins), with a warning saying so.
+ */
+export function applyIgnoreRules(plan: Plan, rules: IgnoreRules): Plan {
+  if (rules.rules.length === 0) return plan;
+  const operations: Operation[] = [];
+  const unmanaged = [...plan.unmanaged];
+  const warnings = [...plan.warnings];
+  for (const op of plan.operations) {
+    const whole = matchAddress(rules, op.address);
+    if (whole && op.action === 'delete') {
+      if (op.projectEnv) unmanaged.push({ address: op.address, kind: op.kind, projectEnv: op.projectEnv, note: `not deleted: ignored by ${describeRule(rules, whole)}` });
+      continue;
+    }
+    for (const c of op.changes) {
+      const rule = matchField(rules, op.address, c.path);
+      if (rule) warnings.push(`${op.address}: ${c.path} is ignored for drift by ${describeRule(rules, rule)}, but this plan changes it to the configured value`);
+    }
+    operations.push(op);
+  }
+  if (operations.length === plan.operations.length && unmanaged.length === plan.unmanaged.length && warnings.length === plan.warnings.length) return plan;
+  unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  return { ...plan, operations, unmanaged, warnings, summary: summarize(operations, unmanaged) };
 }

@@ -4,7 +4,8 @@
 import {
   address, parseTtl, type DesiredKey, type DesiredState, type LiveClient, type LiveKey, type LiveState,
 } from '../model/index.js';
-import { isOwned, keyAfter, sortOperations, PROTECTED_MARKER_KEY } from './diff.js';
+import { keyAfter, sortOperations } from './diff.js';
+import { isManagedBy, ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
 import { globToRegExp } from './scope.js';
 import { summarize, type KeyFinding, type Operation, type Plan } from './types.js';
 
@@ -26,6 +27,13 @@ export interface KeyHealthInput {
   force?: readonly string[];
   /** With force: revoke the old key as soon as the new one is stored. */
   revokeOld?: boolean;
+  /**
+   * Live keys whose raw value never reached us (a run died between the service creating them and
+   * the journal write): the current one is re-issued, and every one is revoked after that.
+   */
+  orphans?: readonly { clientId: string; keyId: string; keyName: string; projectEnv: string; client: string }[];
+  /** Rotate keys whose secret kms-sync does not hold (default: report them only). */
+  rotateMissingSecrets?: boolean;
 }
 
 function durationMs(text: string | undefined): number | undefined {
@@ -54,6 +62,18 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const force = (input.force ?? []).map(globToRegExp);
   const liveClients = new Map<string, LiveClient>();
   for (const c of input.live.clients) liveClients.set(address.client(c.projectEnv, c.name), c);
+  const orphanIds = new Set((input.orphans ?? []).map((o) => o.keyId));
+  const revoked = new Set<string>();
+  const revokeOrphan = (addr: string, projectEnv: string, clientIdOf: string, k: LiveKey) => {
+    if (revoked.has(k.id)) return;
+    revoked.add(k.id);
+    ops.push({
+      address: addr, kind: 'key', action: 'delete', projectEnv,
+      reason: 'orphan: issued by a run that was interrupted before its raw value was saved; nobody holds it, so it is revoked (after its replacement is stored)',
+      actionReason: 'revoke_orphan', before: { name: k.name, expiresAt: k.expiresAt ?? null, autoRotate: k.autoRotate ?? false },
+      after: null, changes: [], live: { clientId: clientIdOf, keyId: k.id },
+    });
+  };
   const replaceOp = (addr: string, next: Operation) => {
     const i = ops.findIndex((o) => o.address === addr && o.kind === 'key' && o.action === 'update');
     if (i >= 0) ops.splice(i, 1);
@@ -63,7 +83,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   for (const c of input.desired.clients) {
     const lc = liveClients.get(address.client(c.projectEnv, c.name));
     if (!lc) continue;
-    const owned = isOwned(lc.metadata);
+    const owned = isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
     const clientProtected = c.protected || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
     for (const k of c.keys) {
       const addr = address.key(c.projectEnv, c.name, k.name);
@@ -75,9 +95,14 @@ export function assessKeys(input: KeyHealthInput): Plan {
 
       // Older generations left by an earlier rotation: revoke once expired or past the overlap.
       for (const old of generations.slice(0, -1)) {
+        if (orphanIds.has(old.id)) {
+          revokeOrphan(addr, c.projectEnv, lc.id, old);
+          continue;
+        }
         const expired = old.expiresAt ? Date.parse(old.expiresAt) <= t : false;
         const overlapDone = overlap !== undefined && currentSince !== undefined && currentSince + overlap <= t;
         if (!owned || clientProtected || !(expired || overlapDone)) continue;
+        revoked.add(old.id);
         ops.push({
           address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
           reason: expired ? 'previous generation after a rotation, now expired' : 'previous generation after a rotation, overlap has passed',
@@ -105,14 +130,24 @@ export function assessKeys(input: KeyHealthInput): Plan {
         }
       }
       const secret = owned ? input.secrets.get(addr) : undefined;
-      if (secret && (secret.status === 'missing' || secret.status === 'stale')) {
+      const orphan = orphanIds.has(current.id);
+      if (orphan) {
+        rotateReason = 'reissue_lost_key';
+        why = 'issued by a run that was interrupted before its raw value was saved: a new key is issued and stored, then this one is revoked';
+      } else if (secret && (secret.status === 'missing' || secret.status === 'stale')) {
+        // A secret kms-sync does not hold (adopted key, store changed, secret removed): the key
+        // may be in use by whoever holds it, so it is reported, and rotated only when asked.
+        const rotate = Boolean(input.rotateMissingSecrets);
         findings.push({
           address: addr, projectEnv: c.projectEnv, finding: 'secret_missing', expiresAt: current.expiresAt ?? null,
-          detail: secret.detail ?? (secret.status === 'missing' ? 'its secret is not in its store' : 'its store holds the secret of an older key'),
-          rotationPlanned: true,
+          detail: `secret not held: ${secret.detail ?? (secret.status === 'missing' ? 'its secret is not in its store' : 'its store holds the secret of an older key')}` +
+            (rotate ? '' : `; not rotated (run kms-sync rotate --key ${addr}, or plan with --rotate-missing-secrets)`),
+          rotationPlanned: rotate,
         });
-        rotateReason ??= 'rotate_secret_missing';
-        why ||= `${secret.status === 'missing' ? 'its secret is missing from its store' : 'its store holds an older key'}; the raw value cannot be recovered, so a new key is issued`;
+        if (rotate) {
+          rotateReason ??= 'rotate_secret_missing';
+          why ||= `${secret.status === 'missing' ? 'its secret is missing from its store' : 'its store holds an older key'}; the raw value cannot be recovered, so a new key is issued`;
+        }
       }
       if (force.some((re) => re.test(addr))) {
         rotateReason = 'rotate_forced';
@@ -132,8 +167,12 @@ export function assessKeys(input: KeyHealthInput): Plan {
       replaceOp(addr, {
         address: addr, kind: 'key', action: 'rotate', projectEnv: c.projectEnv, reason: why, actionReason: rotateReason,
         before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
-        after: after as unknown as Record<string, unknown>, changes: [], live: { clientId: lc.id, keyId: current.id }, issuesKeys: 1,
+        after: after as unknown as Record<string, unknown>, changes: [], live: { clientId: lc.id, keyId: current.id, clientKeyIds: lc.keys.map((x) => x.id) }, issuesKeys: 1,
       });
+      if (orphan) {
+        revokeOrphan(addr, c.projectEnv, lc.id, current);
+        continue;
+      }
       const revokeNow = overlap === 0 || (rotateReason === 'rotate_forced' && input.revokeOld);
       if (revokeNow) {
         if (clientProtected) {
@@ -149,18 +188,25 @@ export function assessKeys(input: KeyHealthInput): Plan {
       }
     }
   }
+  // Orphans whose key name (or client) is no longer configured: revoked as they are.
+  const desiredKeys = new Set(input.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name))));
+  for (const o of input.orphans ?? []) {
+    const addr = address.key(o.projectEnv, o.client, o.keyName);
+    if (revoked.has(o.keyId) || desiredKeys.has(addr)) continue;
+    revokeOrphan(addr, o.projectEnv, o.clientId, { id: o.keyId, name: o.keyName });
+  }
   findings.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.finding < b.finding ? -1 : 1));
   sortOperations(ops);
   return { ...plan, operations: ops, keyFindings: findings, warnings, summary: summarize(ops, plan.unmanaged) };
 }
 
 /** The key addresses whose secrets the plan should check: current keys of clients kms-sync owns. */
-export function keysToCheck(desired: DesiredState, live: LiveState): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
+export function keysToCheck(desired: DesiredState, live: LiveState, owner: string): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
   const liveClients = new Map(live.clients.map((c) => [address.client(c.projectEnv, c.name), c]));
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
   for (const c of desired.clients) {
     const lc = liveClients.get(address.client(c.projectEnv, c.name));
-    if (!lc || !isOwned(lc.metadata)) continue;
+    if (!lc || !isManagedBy(lc.metadata, owner)) continue;
     for (const k of c.keys) {
       const current = lc.keys.filter((x) => x.name === k.name).at(-1);
       if (!current) continue;

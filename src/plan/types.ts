@@ -15,7 +15,8 @@ export type ActionReason =
   | 'rotate_expiring'
   | 'rotate_forced'
   | 'rotate_secret_missing'
-  | 'reissue_lost_key';
+  | 'reissue_lost_key'
+  | 'revoke_orphan';
 
 export interface FieldChange {
   path: string;
@@ -46,17 +47,31 @@ export interface Operation {
   after: Record<string, unknown> | null;
   changes: FieldChange[];
   /** Live identifiers apply needs; never shown as changes. */
-  live?: { id?: string; clientId?: string; keyId?: string; envId?: string };
+  live?: {
+    id?: string;
+    clientId?: string;
+    keyId?: string;
+    envId?: string;
+    /** Key operations: every key id the client had when read (a lost response is judged against it). */
+    clientKeyIds?: string[];
+  };
   /** Keys issued by this operation (client creates carry their keys). */
   issuesKeys?: number;
   /** Resource is protected: the plan refuses to delete or replace it. */
   protected?: boolean;
+  /**
+   * For updates and replaces of resources that record what was last applied: whether the live
+   * object moved since (outside), the configuration changed since (pending), or both.
+   */
+  drift?: 'outside' | 'pending' | 'both';
 }
 
 export interface UnmanagedResource {
   address: string;
   kind: ResourceKind;
   projectEnv: string;
+  /** Owner id of another configuration that owns it (never touched by this one). */
+  owner?: string;
   /** Why it is kept, or why it will be deleted (with --prune). */
   note: string;
 }
@@ -91,8 +106,10 @@ export interface Plan {
     credential: 'live' | 'test' | 'unknown';
     envs: string[];
     projects: string[];
+    /** Owner id of the configuration: what it creates carries it; it deletes only what carries it. */
+    owner: string;
   };
-  options: { prune: boolean };
+  options: { prune: boolean; takeOwnership?: boolean };
   operations: Operation[];
   unmanaged: UnmanagedResource[];
   keyFindings: KeyFinding[];

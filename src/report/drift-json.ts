@@ -5,7 +5,7 @@ import { safeUrl } from './redact.js';
 export const DRIFT_JSON_FORMAT_VERSION = '1.0';
 
 const counts = (c: DriftCounts) => ({
-  total: c.total, changed_outside: c.changed_outside, missing: c.missing, unmanaged: c.unmanaged, secret_missing: c.secret_missing, expiring: c.expiring,
+  total: c.total, changed_outside: c.changed_outside, pending: c.pending, missing: c.missing, unmanaged: c.unmanaged, secret_missing: c.secret_missing, expiring: c.expiring,
 });
 
 function item(i: DriftItem) {

@@ -13,6 +13,7 @@ type Style = keyof typeof ANSI;
 
 const MARK: Record<DriftItem['category'], [string, Style]> = {
   changed_outside: ['~', 'yellow'],
+  pending: ['>', 'cyan'],
   missing: ['+', 'green'],
   unmanaged: ['?', 'magenta'],
   secret_missing: ['!', 'red'],
@@ -77,7 +78,7 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
   for (const w of report.warnings) out.push(`${paint('yellow', 'Warning:')} ${w}`);
   if (report.warnings.length) out.push('');
   const s = report.summary;
-  out.push(`${paint('bold', 'Drift:')} ${s.total} found: ${s.changed_outside} changed outside, ${s.missing} missing, ${s.unmanaged} unmanaged, ` +
+  out.push(`${paint('bold', 'Drift:')} ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ` +
     `${s.secret_missing} secret missing, ${s.expiring} expiring; ${s.ignored} ignored.`);
   return out.join('\n') + '\n';
 }

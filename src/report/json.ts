@@ -15,7 +15,7 @@ export function planToJson(plan: Plan) {
   return {
     format_version: PLAN_JSON_FORMAT_VERSION,
     generated_at: plan.generatedAt,
-    target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs, projects: plan.target.projects },
+    target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs, projects: plan.target.projects, owner: plan.target.owner },
     options: plan.options,
     resource_changes: plan.operations.map((op) => ({
       address: op.address,

@@ -29,7 +29,7 @@ const SYMBOL: Record<Action, string> = { create: '+', update: '~', delete: '-', 
 const VERB: Record<Action, string> = {
   create: 'will be created', update: 'will be updated in place', delete: 'will be destroyed', replace: 'must be replaced', rotate: 'will be rotated',
 };
-const DRIFT_SYMBOL: Record<DriftCategory, string> = { changed_outside: '~', missing: '+', unmanaged: '?', secret_missing: '!', expiring: '⏲' };
+const DRIFT_SYMBOL: Record<DriftCategory, string> = { changed_outside: '~', pending: '>', missing: '+', unmanaged: '?', secret_missing: '!', expiring: '⏲' };
 
 // ------------------------------------------------------------------ escaping
 
@@ -61,7 +61,7 @@ const json = (v: unknown) => (v === undefined ? 'null' : JSON.stringify(v) ?? 'n
 function targetLine(target: Plan['target']): string {
   const cred = target.credential === 'live' ? '<code>sk_live_</code> (live)' : target.credential === 'test' ? '<code>sk_test_</code> (test)' : 'unknown kind';
   const envs = target.envs.length ? target.envs.map((e) => code(e)).join(', ') : '(none)';
-  return `**Target:** ${code(safeUrl(target.url))} · **Credential:** ${cred} · **Environments:** ${envs}`;
+  return `**Target:** ${code(safeUrl(target.url))} · **Credential:** ${cred} · **Environments:** ${envs} · **Owner:** ${code(target.owner)}`;
 }
 
 function liveBanner(target: Plan['target']): string[] {
@@ -260,11 +260,11 @@ function driftBlocks(items: DriftItem[], sectionHeading: string): Block[] {
 
 function driftSummaryTable(report: DriftReport, compact: boolean): string {
   const line = (name: string, c: DriftReport['summary']['byEnv'][string]) =>
-    `| ${name} | ${c.changed_outside} | ${c.missing} | ${c.unmanaged} | ${c.secret_missing} | ${c.expiring} | ${c.total} |`;
+    `| ${name} | ${c.changed_outside} | ${c.pending} | ${c.missing} | ${c.unmanaged} | ${c.secret_missing} | ${c.expiring} | ${c.total} |`;
   const envs = Object.entries(report.summary.byEnv).sort(([a], [b]) => (a < b ? -1 : 1));
   return [
-    '| Environment | Changed outside | Missing | Unmanaged | Secret missing | Expiring | Total |',
-    '|---|--:|--:|--:|--:|--:|--:|',
+    '| Environment | Changed outside | Pending | Missing | Unmanaged | Secret missing | Expiring | Total |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|',
     ...(compact ? [] : envs.map(([env, c]) => line(code(env), c))),
     line(compact ? `**Total** (${envs.length} environments; rows omitted to fit)` : '**Total**', report.summary),
   ].join('\n');
@@ -288,7 +288,7 @@ function driftHead(report: DriftReport, o: MarkdownOptions, compact: boolean): s
   }
   parts.push('#### Summary', driftSummaryTable(report, compact));
   parts.push(s.total
-    ? `**Drift:** ${s.total} found: ${s.changed_outside} changed outside, ${s.missing} missing, ${s.unmanaged} unmanaged, ${s.secret_missing} secret missing, ${s.expiring} expiring.`
+    ? `**Drift:** ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ${s.secret_missing} secret missing, ${s.expiring} expiring.`
     : '**No drift.** The live service matches the desired state.');
   if (s.ignored || s.ignoredFields) {
     parts.push(`_Ignored by ${code(report.ignore.source ?? '.kmsignore')}: ${s.ignored} item(s) and ${s.ignoredFields} field(s) of reported items._`);

@@ -99,6 +99,14 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
       out.push('');
     }
   }
+  // Findings the plan acts on show as operations; the others (a secret not held, a key expiring
+  // without auto-rotation) are said here, so a plan with no changes still tells about them.
+  const unplanned = plan.keyFindings.filter((f) => !f.rotationPlanned);
+  if (unplanned.length) {
+    out.push(paint('bold', `Key findings (${unplanned.length}, no action planned):`));
+    for (const f of unplanned) out.push(`  ${paint('yellow', '!')} ${f.address}: ${f.detail}`);
+    out.push('');
+  }
   if (plan.unmanaged.length) {
     out.push(paint('bold', `Unmanaged resources in scope (${plan.unmanaged.length}, kept):`));
     for (const u of plan.unmanaged) out.push(`  ${paint('dim', '?')} ${u.address}: ${u.note}`);
@@ -120,5 +128,5 @@ export function renderHeader(plan: Plan, paint: (s: Style, t: string) => string 
     plan.target.credential === 'live'
       ? paint('red', paint('bold', 'LIVE credential (sk_live_): changes affect production traffic'))
       : plan.target.credential === 'test' ? 'test credential (sk_test_)' : 'credential of unknown kind';
-  return `Target: ${plan.target.url}\nEnvironments: ${plan.target.envs.join(', ') || '(none)'}\nCredential: ${cred}`;
+  return `Target: ${plan.target.url}\nEnvironments: ${plan.target.envs.join(', ') || '(none)'}\nCredential: ${cred}\nOwner: ${plan.target.owner}`;
 }

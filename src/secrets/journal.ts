@@ -14,6 +14,16 @@
  * untouched. Clearing rewrites the file atomically: fully cleared frames go, and the ids of
  * entries cleared from a batch that still holds others are listed in one plaintext `cleared`
  * frame (ids only); the file is removed when nothing is left.
+ *
+ * Besides raw keys, the journal holds two kinds of plaintext records (ids and names, never a
+ * value), so that a run killed at any moment leaves enough behind to find every key it issued:
+ * - an *issue intent* (frame id `i-<uuid>`), written and fsync'ed before every key-issuing
+ *   request: the environment, the client (or the names of the clients being created), the key
+ *   names asked for and every key id the client had before. It is cleared in the same write that
+ *   journals the response's raw keys, so a pending intent means "no raw key of this request was
+ *   kept": any key it created is an orphan.
+ * - an *orphan record* (frame id `o-<uuid>`): keys known to be live without their raw value,
+ *   waiting to be revoked once their replacement is stored.
  */
 import { randomUUID } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
@@ -22,7 +32,7 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { AgeKeys, ageDecrypt, ageEncrypt } from './age-keys.js';
 import { SecretStoreError, describeIoError, redactSecrets } from './errors.js';
-import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, withLock } from './fsutil.js';
+import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, removeStaleTemps, withLock } from './fsutil.js';
 import type { OpenStoreOptions, SecretMetadata, SecretStore } from './store.js';
 
 export interface JournalRecord {
@@ -38,6 +48,44 @@ export interface JournalRecord {
 export interface JournalEntry extends JournalRecord {
   id: string;
   createdAt: string;
+}
+
+/** Written before a key-issuing request; see the file comment. */
+export interface IssueIntent {
+  type: 'issue';
+  projectEnv: string;
+  /** The existing client the request adds keys to. */
+  clientId?: string;
+  /** The clients the request creates (bulk create), when there is no client id yet. */
+  clientNames?: string[];
+  /** Names of the keys the request asks for. */
+  keyNames: string[];
+  /** Every key id the client had before the request (empty for a client being created). */
+  knownKeyIds: string[];
+}
+
+/** Live keys whose raw value never reached us, to revoke once their replacement is stored. */
+export interface OrphanRecord {
+  type: 'orphan';
+  projectEnv: string;
+  clientId: string;
+  client: string;
+  keyIds: string[];
+  keyNames: string[];
+}
+
+export type JournalIntent = (IssueIntent | OrphanRecord) & { id: string; createdAt: string };
+
+export interface AppendOptions {
+  /** Intent/orphan ids this write resolves (cleared in the same fsync'ed write). */
+  resolve?: string[];
+  /** Orphan records to add in the same write (ids from `newOrphanId`, so the caller can clear them). */
+  orphans?: (OrphanRecord & { id: string })[];
+}
+
+/** Id of a new orphan record. */
+export function newOrphanId(): string {
+  return `${ORPHAN_MARK}${randomUUID()}`;
 }
 
 export interface FlushResult {
@@ -141,10 +189,14 @@ export class Journal {
    * Durably records the raw keys of one response: one frame each (independently decryptable),
    * written and fsync'ed together, so a batch costs one lock and one fsync.
    */
-  async appendMany(records: JournalRecord[]): Promise<string[]> {
-    if (records.length === 0) return [];
+  async appendMany(records: JournalRecord[], opts: AppendOptions = {}): Promise<string[]> {
+    if (records.length === 0) {
+      if (opts.resolve?.length || opts.orphans?.length) await this.writeFrames(this.intentFrames(opts));
+      return [];
+    }
     for (const r of records) validateRecord(r);
     const ids: string[] = [];
+    const frames: Buffer[] = [];
     try {
       const recipients = await this.ageKeys.recipients();
       const createdAt = new Date().toISOString();
@@ -159,9 +211,74 @@ export class Journal {
         createdAt,
       }));
       const plain = records.length === 1 ? { v: 1, ...entries[0]! } : { v: 2, entries };
-      const frames = [encodeFrame(frameId, await ageEncrypt(Buffer.from(JSON.stringify(plain), 'utf8'), recipients))];
+      frames.push(encodeFrame(frameId, await ageEncrypt(Buffer.from(JSON.stringify(plain), 'utf8'), recipients)));
       ids.push(...entries.map((e) => e.id));
-      const frame = Buffer.concat(frames);
+      frames.push(...this.intentFrames(opts));
+    } catch (err) {
+      throw this.wrap(err, 'could not append to the journal');
+    }
+    await this.writeFrames(frames);
+    return ids;
+  }
+
+  /** Records an issue intent (fsync'ed) before a key-issuing request; returns its id. */
+  async recordIntent(intent: IssueIntent): Promise<string> {
+    const id = `${INTENT_MARK}${randomUUID()}`;
+    await this.writeFrames([encodeFrame(id, Buffer.from(JSON.stringify({ ...intent, id, createdAt: new Date().toISOString() }), 'utf8'))]);
+    return id;
+  }
+
+  /** Clears intents/orphan records and adds orphan records, in one fsync'ed append. */
+  async resolve(opts: AppendOptions): Promise<void> {
+    if (!opts.resolve?.length && !opts.orphans?.length) return;
+    await this.writeFrames(this.intentFrames(opts));
+  }
+
+  /** Clears the orphan records whose keys are all among `revoked` (the run revoked them). */
+  async resolveOrphans(revoked: ReadonlySet<string>): Promise<void> {
+    if (revoked.size === 0) return;
+    const done = (await this.intents()).filter((i) => i.type === 'orphan' && i.keyIds.every((id) => revoked.has(id))).map((i) => i.id);
+    await this.resolve({ resolve: done });
+  }
+
+  /** Pending intents and orphan records, oldest first (plaintext: no identity needed). */
+  async intents(): Promise<JournalIntent[]> {
+    let buf: Buffer | undefined;
+    try {
+      buf = await readIfExists(this.path);
+    } catch (err) {
+      throw this.wrap(err, 'cannot read the journal');
+    }
+    if (!buf || buf.length === 0) return [];
+    const { intents, cleared } = liveFrames(scanJournal(buf).frames);
+    const out: JournalIntent[] = [];
+    for (const f of intents) {
+      if (cleared.has(f.id)) continue;
+      try {
+        const v = JSON.parse(Buffer.from(f.body).toString('utf8')) as JournalIntent;
+        if (v && v.id === f.id && (v.type === 'issue' || v.type === 'orphan')) out.push(v);
+      } catch {
+        // a record that cannot be read names nothing to recover
+      }
+    }
+    return out;
+  }
+
+  private intentFrames(opts: AppendOptions): Buffer[] {
+    const frames: Buffer[] = [];
+    const createdAt = new Date().toISOString();
+    for (const o of opts.orphans ?? []) {
+      frames.push(encodeFrame(o.id, Buffer.from(JSON.stringify({ ...o, createdAt }), 'utf8')));
+    }
+    if (opts.resolve?.length) frames.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(opts.resolve), 'utf8')));
+    return frames;
+  }
+
+  /** Appends frames in one write, fsync'ed, under the lock (trims a torn tail first). */
+  private async writeFrames(frames: Buffer[]): Promise<void> {
+    if (frames.length === 0) return;
+    const frame = Buffer.concat(frames);
+    try {
       await ensureDir(path.dirname(this.path));
       await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
         const existing = await readIfExists(this.path);
@@ -185,7 +302,6 @@ export class Journal {
     } catch (err) {
       throw this.wrap(err, 'could not append to the journal');
     }
-    return ids;
   }
 
   /** Decrypts and returns every pending entry, oldest first. */
@@ -244,11 +360,24 @@ export class Journal {
   async clear(ids: Iterable<string>): Promise<void> {
     const drop = new Set(ids);
     if (drop.size === 0) return;
+    await this.rewrite(drop);
+  }
+
+  /**
+   * Drops what is no longer live (cleared entries, resolved intents and orphan records), and
+   * removes the file when nothing is left: an apply that converged leaves no journal behind.
+   */
+  async compact(): Promise<void> {
+    if (await fs.stat(this.path).then(() => true, () => false)) await this.rewrite(new Set());
+  }
+
+  private async rewrite(drop: ReadonlySet<string>): Promise<void> {
     try {
       await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
         const buf = await readIfExists(this.path);
         if (!buf) return;
-        const { data, cleared } = liveFrames(scanJournal(buf).frames);
+        const { data: keys, intents, cleared } = liveFrames(scanJournal(buf).frames);
+        const data = [...keys, ...intents].sort((a, b) => a.start - b.start);
         const before = new Set(cleared);
         for (const id of drop) cleared.add(id);
         const keep = data.filter((f) => entryIdsOf(f.id).some((id) => !cleared.has(id)));
@@ -275,6 +404,9 @@ export class Journal {
    * were stored. Entries whose store fails stay in the journal; their errors are returned.
    */
   async flush(resolveStore: StoreResolver): Promise<FlushResult> {
+    // Temp files of a rewrite killed mid-way (`.journal.tmp-<pid>-…`) go first.
+    const dirExists = await fs.stat(path.dirname(this.path)).then(() => true, () => false);
+    if (dirExists) await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, () => removeStaleTemps(this.path));
     const entries = await this.pending();
     const result: FlushResult = { flushed: [], failed: [] };
     const groups = new Map<string, JournalEntry[]>();
@@ -325,6 +457,10 @@ export class Journal {
 const BATCH_MARK = '~';
 /** The frame listing entries cleared from batches that still hold others. */
 const CLEARED_FRAME_ID = 'cleared';
+/** Plaintext intent and orphan frames (see the file comment). */
+const INTENT_MARK = 'i-';
+const ORPHAN_MARK = 'o-';
+const isIntentFrame = (id: string) => id.startsWith(INTENT_MARK) || id.startsWith(ORPHAN_MARK);
 
 function entryIdsOf(frameId: string): string[] {
   const at = frameId.lastIndexOf(BATCH_MARK);
@@ -333,11 +469,16 @@ function entryIdsOf(frameId: string): string[] {
   return Number.isInteger(n) && n > 0 && n <= 10_000 ? Array.from({ length: n }, (_, i) => `${frameId}#${i}`) : [];
 }
 
-/** Splits frames into data frames and the set of cleared entry ids. */
-function liveFrames(frames: Frame[]): { data: Frame[]; cleared: Set<string> } {
+/** Splits frames into key frames, intent/orphan frames and the set of cleared ids. */
+function liveFrames(frames: Frame[]): { data: Frame[]; intents: Frame[]; cleared: Set<string> } {
   const cleared = new Set<string>();
   const data: Frame[] = [];
+  const intents: Frame[] = [];
   for (const f of frames) {
+    if (isIntentFrame(f.id)) {
+      intents.push(f);
+      continue;
+    }
     if (f.id !== CLEARED_FRAME_ID) {
       data.push(f);
       continue;
@@ -349,7 +490,7 @@ function liveFrames(frames: Frame[]): { data: Frame[]; cleared: Set<string> } {
       // an unreadable list clears nothing: keys stay pending, never lost
     }
   }
-  return { data, cleared };
+  return { data, intents, cleared };
 }
 
 /** The entries of one decrypted frame (v1: one record; v2: a batch), checked against its id. */

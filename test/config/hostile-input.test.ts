@@ -78,7 +78,7 @@ describe('empty configurations', () => {
     const env = { KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'sk_test_nothing_listens_here' };
     const p = await runCli(['plan', '-f', 'a.yaml'], { cwd: dir, env });
     expect(p.code).toBe(1);
-    expect(p.stderr).toContain('no environment in scope');
+    expect(p.stderr).toContain('nothing in scope');
   });
 });
 

@@ -9,7 +9,7 @@ import { makePlan, mixedPlan, op } from '../support/plans.js';
 const pairs = (r: DriftReport) => r.items.map((i) => [i.category, i.address, i.action]);
 
 describe('classifyDrift', () => {
-  it('maps operations, unmanaged resources and key findings to the five categories', () => {
+  it('maps operations, unmanaged resources and key findings to the six categories', () => {
     const r = classifyDrift(mixedPlan());
     expect(pairs(r)).toEqual([
       ['changed_outside', 'client.shop-production/globex', 'update'],
@@ -24,8 +24,8 @@ describe('classifyDrift', () => {
     ]);
     expect(r.items[0]!.fields).toEqual([{ path: 'ipWhitelist', before: ['0.0.0.0/0'], after: ['10.0.0.0/8'] }]);
     expect(r.summary).toMatchObject({ total: 8, changed_outside: 2, missing: 2, unmanaged: 2, secret_missing: 1, expiring: 1, ignored: 0 });
-    expect(r.summary.byEnv['shop-production']).toEqual({ total: 5, changed_outside: 2, missing: 1, unmanaged: 1, secret_missing: 0, expiring: 1 });
-    expect(r.summary.byEnv['shop-staging']).toEqual({ total: 3, changed_outside: 0, missing: 1, unmanaged: 1, secret_missing: 1, expiring: 0 });
+    expect(r.summary.byEnv['shop-production']).toEqual({ total: 5, changed_outside: 2, pending: 0, missing: 1, unmanaged: 1, secret_missing: 0, expiring: 1 });
+    expect(r.summary.byEnv['shop-staging']).toEqual({ total: 3, changed_outside: 0, pending: 0, missing: 1, unmanaged: 1, secret_missing: 1, expiring: 0 });
   });
 
   it('treats rotate operations as their key-finding category, without findings too, and skips forced rotations', () => {

@@ -14,6 +14,7 @@ const inDays = (d: number) => new Date(Date.now() + d * 86_400_000).toISOString(
 const FAR = '2031-01-01T00:00:00Z';
 
 const config = `apiVersion: kms-sync/v1
+owner: shop-config
 projects:
   - slug: shop
     name: Shop
@@ -88,7 +89,7 @@ beforeAll(async () => {
   // globex: created by kms-sync (marker), then someone opened its IP allow-list; its primary key
   // expires in 3 days, inside its 30-day rotation window; none of its secrets are in the store.
   const [globex] = await api('POST', '/client?project_env=shop-production', [{
-    name: 'globex', templateId: tpl.id, ipWhitelist: ['0.0.0.0/0'], metadata: { team: 'payments', 'managed-by': 'kms-sync' },
+    name: 'globex', templateId: tpl.id, ipWhitelist: ['0.0.0.0/0'], metadata: { team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' },
     keys: [{ name: 'primary', expiresAt: inDays(3) }],
   }]);
   await api('PUT', `/client/${globex.id}?project_env=shop-production`, { keys: [{ name: 'backup', expiresAt: FAR }] });
@@ -148,12 +149,15 @@ describe('kms-sync drift against the emulator', () => {
     expect(text.code).toBe(2);
     expect(text.stdout).toContain('Changed outside kms-sync (1):');
     expect(text.stdout).toContain('ipWhitelist  live ["0.0.0.0/0"]  →  desired ["10.0.0.0/8"]');
-    expect(text.stdout).toContain('Drift: 7 found: 1 changed outside, 1 missing, 2 unmanaged, 2 secret missing, 1 expiring; 0 ignored.');
+    expect(text.stdout).toContain('Drift: 7 found: 1 changed outside, 0 pending, 1 missing, 2 unmanaged, 2 secret missing, 1 expiring; 0 ignored.');
     const md = await drift('--format', 'markdown');
     expect(md.code).toBe(2);
     expect(md.stdout).toMatch(/^<!-- kms-sync:[0-9a-f]{16} -->\n/);
-    expect(md.stdout).toContain('| **Total** | 1 | 1 | 2 | 2 | 1 | 7 |');
-    expect(md.stdout).toContain('> **Applying the desired state would delete, replace or rotate 2 resource(s):**');
+    expect(md.stdout).toContain('| **Total** | 1 | 0 | 1 | 2 | 2 | 1 | 7 |');
+    // Keys whose secret is not held are reported, not rotated (they may be in use: issue 11), and
+    // the expiring key does not auto-rotate: nothing would be deleted, replaced or rotated.
+    expect(md.stdout).toContain('Secret missing');
+    expect(md.stdout).not.toContain('would delete, replace or rotate');
     expect(md.stdout).toContain('<details><summary><code>~</code> <code>client.shop-production/globex</code>');
     expect(md.stdout).toContain('**Usage:** 3 call(s) in recent logs, 1 error(s) (33.3%)');
   });
@@ -175,7 +179,7 @@ describe('kms-sync drift against the emulator', () => {
 
   it('reports new drift on a field the ignore file does not cover', async () => {
     const globex = (await api('GET', '/client?project_env=shop-production&name=globex')).data[0];
-    await api('PUT', `/client/${globex.id}?project_env=shop-production`, { metadata: { team: 'growth', 'managed-by': 'kms-sync' } });
+    await api('PUT', `/client/${globex.id}?project_env=shop-production`, { metadata: { team: 'growth', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' } });
     const r = await drift('--format', 'json', '--no-usage');
     expect(r.code).toBe(2);
     const j = JSON.parse(r.stdout) as DriftJson;

@@ -94,11 +94,11 @@ describe('drift Markdown', () => {
 
   it('summarises each category per environment, then lists drift by category', () => {
     expect(table(md, '#### Summary')).toEqual([
-      ['Environment', 'Changed outside', 'Missing', 'Unmanaged', 'Secret missing', 'Expiring', 'Total'],
-      ['---', '--:', '--:', '--:', '--:', '--:', '--:'],
-      ['<code>shop-production</code>', '2', '1', '1', '0', '1', '5'],
-      ['<code>shop-staging</code>', '0', '1', '1', '1', '0', '3'],
-      ['**Total**', '2', '2', '2', '1', '1', '8'],
+      ['Environment', 'Changed outside', 'Pending', 'Missing', 'Unmanaged', 'Secret missing', 'Expiring', 'Total'],
+      ['---', '--:', '--:', '--:', '--:', '--:', '--:', '--:'],
+      ['<code>shop-production</code>', '2', '0', '1', '1', '0', '1', '5'],
+      ['<code>shop-staging</code>', '0', '0', '1', '1', '1', '0', '3'],
+      ['**Total**', '2', '0', '2', '2', '1', '1', '8'],
     ]);
     const order = ['#### Drift', '##### Changed outside kms-sync (2)', '##### Missing from the live service (2)', '##### Unmanaged (2)', '##### Secret missing (1)', '##### Expiring (1)'];
     const at = order.map((h) => md.indexOf(h));
@@ -149,7 +149,7 @@ describe('size limit', () => {
   it('truncates drift reports the same way, and honours a smaller limit', () => {
     const md = renderDriftMarkdown(classifyDrift(big(500)), { maxChars: 20_000 });
     expect(md.length).toBeLessThanOrEqual(20_000);
-    expect(table(md, '#### Summary').at(-1)).toEqual(['**Total**', '450', '0', '50', '0', '0', '500']);
+    expect(table(md, '#### Summary').at(-1)).toEqual(['**Total**', '450', '0', '0', '50', '0', '0', '500']);
     expect(md).toMatch(/\*\*Details truncated:\*\* \d+ of 500 item\(s\) not shown/);
   });
 

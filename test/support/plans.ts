@@ -15,7 +15,7 @@ export function makePlan(o: {
   return {
     formatVersion: 1,
     generatedAt: '2026-01-02T03:04:05.000Z',
-    target: { url: 'https://kms.example/api/v1', credential: o.credential ?? 'test', envs: o.envs ?? ['shop-production', 'shop-staging'], projects: ['shop'] },
+    target: { url: 'https://kms.example/api/v1', credential: o.credential ?? 'test', envs: o.envs ?? ['shop-production', 'shop-staging'], projects: ['shop'], owner: 'github.com/acme/shop:kms' },
     options: { prune: false },
     operations,
     unmanaged,

@@ -1,0 +1,119 @@
+// Running a CDKTF app the way `cdktf synth` does, without the CLI: the `app` command of cdktf.json,
+// in its folder, with CDKTF_OUTDIR pointing at a temporary folder; then manifest.json and every
+// stacks/<name>/cdk.tf.json. No terraform, no network: the app is the user's own program.
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { SynthesizedStack } from './stack-reader.js';
+
+/** A CDKTF project or synth output that cannot be read at all (not a problem inside a stack). */
+export class CdktfError extends Error {
+  override name = 'CdktfError';
+}
+
+export interface CdktfProject {
+  /** Folder of cdktf.json. */
+  dir: string;
+  app: string;
+  context: Record<string, unknown>;
+}
+
+export async function readCdktfJson(dir: string): Promise<CdktfProject> {
+  const file = path.join(dir, 'cdktf.json');
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new CdktfError(`no cdktf.json in ${dir}: pass the folder of a CDKTF project to --cdktf, or a synth output to --cdktf-out`);
+  }
+  let json: { app?: unknown; context?: unknown };
+  try {
+    json = JSON.parse(text) as typeof json;
+  } catch (e) {
+    throw new CdktfError(`${file}: not valid JSON (${(e as Error).message})`);
+  }
+  if (typeof json.app !== 'string' || json.app.trim() === '') throw new CdktfError(`${file}: "app" must be the command that synthesizes the stacks, e.g. "node main.ts"`);
+  const context = json.context && typeof json.context === 'object' && !Array.isArray(json.context) ? (json.context as Record<string, unknown>) : {};
+  return { dir, app: json.app, context };
+}
+
+/** Runs the app with CDKTF_OUTDIR=outDir (and the project's context, as the CLI passes it). */
+export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const child = spawn(project.app, {
+    cwd: project.dir,
+    shell: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...env, CDKTF_OUTDIR: outDir, CDKTF_CONTEXT_JSON: JSON.stringify(project.context), CHECKPOINT_DISABLE: '1' },
+  });
+  let output = '';
+  const keep = (b: Buffer) => {
+    output = (output + b.toString('utf8')).slice(-8000);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (c) => resolve(c));
+  });
+  if (code !== 0) {
+    throw new CdktfError(`the app of ${path.join(project.dir, 'cdktf.json')} (${project.app}) failed with exit code ${code}:\n${output.trimEnd()}`);
+  }
+}
+
+interface Manifest {
+  stacks?: Record<string, { name?: string; synthesizedStackPath?: string }>;
+}
+
+/**
+ * Reads manifest.json and the selected stacks (all when `names` is empty). `persistent` output
+ * keeps its file names and text for line:column in problems.
+ */
+export async function readSynthOutput(outDir: string, o: { names?: readonly string[]; persistent: boolean; cwd: string }): Promise<SynthesizedStack[]> {
+  const manifestFile = path.join(outDir, 'manifest.json');
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(await readFile(manifestFile, 'utf8')) as Manifest;
+  } catch (e) {
+    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : (e as Error).message;
+    throw new CdktfError(`${manifestFile}: ${why} (is ${outDir} the output of cdktf synth, and did the app call app.synth()?)`);
+  }
+  const all = Object.entries(manifest.stacks ?? {});
+  const names = o.names ?? [];
+  const unknown = names.filter((n) => !all.some(([k]) => k === n));
+  if (unknown.length) {
+    throw new CdktfError(`--stack ${unknown.join(', ')}: no such stack (the app has: ${all.map(([k]) => k).join(', ') || 'none'})`);
+  }
+  const stacks: SynthesizedStack[] = [];
+  for (const [name, s] of all) {
+    if (names.length && !names.includes(name)) continue;
+    const file = path.join(outDir, s.synthesizedStackPath ?? path.join('stacks', name, 'cdk.tf.json'));
+    const shown = o.persistent ? path.relative(o.cwd, file) || file : `stack "${name}"`;
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (e) {
+      throw new CdktfError(`${shown}: cannot read (${(e as Error).message})`);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (e) {
+      throw new CdktfError(`${shown}: not valid JSON (${(e as Error).message})`);
+    }
+    if (!json || typeof json !== 'object' || Array.isArray(json)) throw new CdktfError(`${shown}: not a Terraform JSON configuration`);
+    stacks.push({ name, file: shown, json: json as Record<string, unknown>, ...(o.persistent ? { text } : {}) });
+  }
+  return stacks;
+}
+
+/** Synthesizes the project into a temporary folder, reads it, removes the folder. */
+export async function synthesize(project: CdktfProject, o: { names?: readonly string[]; env: NodeJS.ProcessEnv; cwd: string }): Promise<SynthesizedStack[]> {
+  const out = await mkdtemp(path.join(tmpdir(), 'kms-sync-cdktf-'));
+  try {
+    await runApp(project, out, o.env);
+    return await readSynthOutput(out, { ...(o.names ? { names: o.names } : {}), persistent: false, cwd: o.cwd });
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,61 @@
+// The CDKTF flags of validate, plan, apply, drift and rotate (--cdktf [DIR], --cdktf-out DIR,
+// --stack NAME), and the CDKTF form of export (--format cdktf|cdktn -o DIR).
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { CdktfError, desiredStateToCdktf, loadCdktf, type CdktfFlavour, type CdktfInput } from '../cdktf/index.js';
+import type { DesiredState } from '../model/index.js';
+import { UsageError } from './errors.js';
+
+export interface CdktfFlags {
+  /** `--cdktf` alone is true: the current folder holds cdktf.json. */
+  cdktf?: string | boolean;
+  cdktfOut?: string;
+  stack?: string[];
+}
+
+const collect = (v: string, prev: string[]) => [...prev, v];
+
+export function addCdktfOptions(cmd: Command): Command {
+  return cmd
+    .option('--cdktf [dir]', 'read CDKTF stacks: run the app of DIR/cdktf.json (default: the current folder) and read its kms_* resources')
+    .option('--cdktf-out <dir>', 'read an existing CDKTF synth output (cdktf.out) instead of running the app')
+    .option('--stack <name>', 'CDKTF stacks to read (repeatable; default: all)', collect, []);
+}
+
+export function usesCdktf(o: CdktfFlags): boolean {
+  return (o.cdktf !== undefined && o.cdktf !== false) || o.cdktfOut !== undefined;
+}
+
+/** Synthesizes (or reads) the CDKTF stacks the flags name; undefined when none are named. */
+export async function readCdktfFlags(o: CdktfFlags): Promise<CdktfInput | undefined> {
+  if (!usesCdktf(o)) {
+    if (o.stack?.length) throw new UsageError('--stack needs --cdktf [DIR] or --cdktf-out DIR');
+    return undefined;
+  }
+  try {
+    return await loadCdktf({
+      ...(typeof o.cdktf === 'string' ? { dir: o.cdktf } : o.cdktf === true ? { dir: '.' } : {}),
+      ...(o.cdktfOut !== undefined ? { outDir: o.cdktfOut } : {}),
+      stacks: o.stack ?? [],
+    });
+  } catch (e) {
+    if (e instanceof CdktfError) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
+/**
+ * `export --format cdktf|cdktn -o DIR`: writes the project files into DIR, refusing to overwrite
+ * any of them (nothing is written when one exists).
+ */
+export async function writeCdktfExport(dir: string, desired: DesiredState, flavour: CdktfFlavour, header: string[]): Promise<string[]> {
+  const files = desiredStateToCdktf(desired, { flavour, header });
+  const target = path.resolve(dir);
+  const existing = [...files.keys()].filter((f) => existsSync(path.join(target, f)));
+  if (existing.length) throw new UsageError(`${dir} already has ${existing.join(', ')}; refusing to overwrite`);
+  await mkdir(target, { recursive: true });
+  for (const [name, text] of files) await writeFile(path.join(target, name), text, { flag: 'wx' });
+  return [...files.keys()];
+}

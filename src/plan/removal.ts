@@ -1,0 +1,137 @@
+// Removing whole environments and projects (DESIGN.md "Ownership"): an environment that left the
+// configuration (or every environment, for `kms-sync destroy`) is deleted with what it holds only
+// when everything in it is this configuration's own: resources of another configuration, or
+// protected ones, keep it (and are never touched); resources nobody owns (made by hand, registered
+// by the SDK) keep it unless pruning. Children are deleted first, as their own operations, so the
+// environment goes without `forceDelete`: if the service still finds something in it, it refuses.
+import {
+  address, type DesiredState, type LiveClient, type LiveEndpoint, type LiveEnv, type LiveState, type LiveTemplate,
+} from '../model/index.js';
+import { ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
+import type { Operation, UnmanagedResource } from './types.js';
+
+export interface EnvContents {
+  env: LiveEnv;
+  clients: LiveClient[];
+  endpoints: LiveEndpoint[];
+  templates: LiveTemplate[];
+}
+
+export interface RemovalResult {
+  ops: Operation[];
+  warnings: string[];
+  unmanaged: UnmanagedResource[];
+  /** The environment itself is deleted. */
+  envDeleted: boolean;
+}
+
+/** Splits the live state by environment. */
+export function contentsByEnv(live: LiveState): Map<string, EnvContents> {
+  const out = new Map<string, EnvContents>();
+  for (const env of live.envs) out.set(env.projectEnv, { env, clients: [], endpoints: [], templates: [] });
+  for (const c of live.clients) out.get(c.projectEnv)?.clients.push(c);
+  for (const e of live.endpoints) out.get(e.projectEnv)?.endpoints.push(e);
+  for (const t of live.templates) out.get(t.projectEnv)?.templates.push(t);
+  return out;
+}
+
+const isProtected = (m: Record<string, unknown> | undefined) => m?.[PROTECTED_MARKER_KEY] === 'true';
+
+/**
+ * The operations that remove one environment and its contents, or the reasons it is kept.
+ * `why` says why it goes (left the configuration, destroy); `declaredProtected`: the
+ * configuration marks it protected (destroy).
+ */
+export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolean; why: string; declaredProtected?: boolean }): RemovalResult {
+  const r: RemovalResult = { ops: [], warnings: [], unmanaged: [], envDeleted: false };
+  const pe = c.env.projectEnv;
+  const envAddr = address.env(pe);
+  const blockers: string[] = [];
+  let ours = 0;
+  const childOps: Operation[] = [];
+  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: Record<string, unknown> | undefined, op: () => Operation) => {
+    const who = ownershipOf(metadata as never, owner);
+    if (isProtected(metadata)) blockers.push(`${addr} is protected`);
+    else if (who.kind === 'other') blockers.push(`${addr} is owned by configuration '${who.owner}'`);
+    else if (who.kind === 'legacy' && !o.prune) blockers.push(`${addr} was created by kms-sync before owners were recorded (owner unknown)`);
+    else if (who.kind === 'none' && !o.prune) blockers.push(`${addr} was not created by kms-sync`);
+    else {
+      if (who.kind === 'ours') ours++;
+      childOps.push(op());
+      return;
+    }
+    r.unmanaged.push({ address: addr, kind, projectEnv: pe, ...(who.kind === 'other' ? { owner: who.owner } : {}), note: `in an environment that ${o.why}; kept` });
+  };
+  for (const lc of c.clients) {
+    const addr = address.client(pe, lc.name);
+    consider('client', addr, lc.metadata, () => ({
+      address: addr, kind: 'client', action: 'delete', projectEnv: pe, reason: `its environment ${o.why}`, actionReason: 'delete_removed_from_config',
+      before: { name: lc.name, type: lc.type ?? null, template: lc.templateName ?? lc.templateId ?? null, ipWhitelist: lc.ipWhitelist, metadata: lc.metadata },
+      after: null, changes: [], live: { id: lc.id },
+    }));
+  }
+  for (const le of c.endpoints) {
+    const addr = address.endpoint(pe, le.method, le.path);
+    consider('endpoint', addr, le.metadata, () => ({
+      address: addr, kind: 'endpoint', action: 'delete', projectEnv: pe, reason: `its environment ${o.why}`, actionReason: 'delete_removed_from_config',
+      before: { method: le.method, path: le.path, name: le.name, description: le.description, request: le.request, response: le.response, metadata: le.metadata },
+      after: null, changes: [],
+    }));
+  }
+  r.ops.push(...childOps);
+  if (o.declaredProtected) blockers.push(`${envAddr} is protected in the configuration`);
+  if (blockers.length === 0 && ours === 0 && !o.prune) blockers.push('nothing in it shows it belongs to this configuration (use --prune to delete it anyway)');
+  if (blockers.length) {
+    r.warnings.push(`${envAddr}: ${o.why}, but it is kept: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}`);
+    return r;
+  }
+  // Templates go with their environment; the environment goes last.
+  r.ops.push({
+    address: envAddr, kind: 'env', action: 'delete', projectEnv: pe, project: c.env.project,
+    reason: `${o.why}; deleted with its ${c.templates.length} template(s)`, actionReason: 'delete_removed_from_config',
+    before: { project: c.env.project, type: c.env.type, url: c.env.url ?? null }, after: null, changes: [], live: { envId: c.env.id },
+  });
+  r.envDeleted = true;
+  return r;
+}
+
+/**
+ * `kms-sync destroy`: everything the configuration owns in its environments; environments it
+ * defines once nothing else is left in them; projects it defines once all their environments go.
+ */
+export function planDestroy(desired: DesiredState, live: LiveState, owner: string): { ops: Operation[]; warnings: string[]; unmanaged: UnmanagedResource[] } {
+  const byEnv = contentsByEnv(live);
+  const ops: Operation[] = [];
+  const warnings: string[] = [];
+  const unmanaged: UnmanagedResource[] = [];
+  const deletedEnvs = new Set<string>();
+  for (const e of desired.envs) {
+    const c = byEnv.get(e.projectEnv);
+    if (!c) continue;
+    const r = planEnvRemoval(c, owner, { prune: false, why: 'is destroyed', declaredProtected: e.protected === true });
+    // An environment the configuration declares is its own even when it holds nothing (yet).
+    if (!r.envDeleted && c.clients.length === 0 && c.endpoints.length === 0 && !e.protected) {
+      const again = planEnvRemoval(c, owner, { prune: true, why: 'is destroyed' });
+      ops.push(...again.ops);
+      if (again.envDeleted) deletedEnvs.add(e.projectEnv);
+      continue;
+    }
+    ops.push(...r.ops);
+    warnings.push(...r.warnings);
+    unmanaged.push(...r.unmanaged);
+    if (r.envDeleted) deletedEnvs.add(e.projectEnv);
+  }
+  // A project whose environments all go is deleted as a whole (the API addresses it by one of them).
+  for (const p of desired.projects) {
+    const envs = live.envs.filter((e) => e.project === p.slug);
+    if (envs.length === 0 || !envs.every((e) => deletedEnvs.has(e.projectEnv)) || p.protected) continue;
+    const keep = ops.filter((op) => !(op.kind === 'env' && envs.some((e) => e.projectEnv === op.projectEnv)));
+    ops.length = 0;
+    ops.push(...keep, {
+      address: address.project(p.slug), kind: 'project', action: 'delete', projectEnv: envs[0]!.projectEnv, project: p.slug,
+      reason: `is destroyed with its ${envs.length} environment(s)`, actionReason: 'delete_removed_from_config',
+      before: { slug: p.slug, name: live.projects.find((x) => x.slug === p.slug)?.name ?? p.name }, after: null, changes: [],
+    });
+  }
+  return { ops, warnings, unmanaged };
+}

@@ -1,0 +1,207 @@
+// What a configured provider works with: the API client, the secret stores and the key journal
+// (the same classes `kms-sync apply` uses), an ApplyContext per change for the per-kind handlers
+// of apply/, and the listings shared by every ReadResource of the process so that a refresh costs
+// one paged listing per environment and kind, not one GET per resource.
+import { KmsClient, type WireClient, type WireEndpoint, type WireProject, type WireTemplate } from '../api/client.js';
+import { ApiError } from '../api/http.js';
+import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
+import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
+import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
+import type { OrphanKey } from '../apply/recover.js';
+import { managedMetadata, type JsonObject, type StoreDeclaration } from '../model/index.js';
+import type { StoreRegistry } from '../secrets/registry.js';
+import { KEY_PREFIX_LENGTH } from './resources/state.js';
+
+export interface ProviderConfig {
+  url: string;
+  apiKey: string;
+  /** Owner id this configuration marks what it creates with (configured, else derived from where it lives). */
+  owner: string;
+  /** Where relative store URIs and the key journal resolve. */
+  baseDir: string;
+  stores: StoreDeclaration[];
+}
+
+/** What one change did with raw keys: never the key, only where it went and its public prefix. */
+export interface KeyLog {
+  issued: { keyId: string; prefix: string; expiresAt: string | null; clientId: string }[];
+  stored: StoredKeyReceipt[];
+  notes: string[];
+}
+
+export class Engine {
+  readonly api: KmsClient;
+  readonly config: ProviderConfig;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly templates: TemplateIds;
+  private secrets?: Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }>;
+  private readonly listings = new Map<string, Promise<unknown>>();
+  private readonly prepared = new Map<string, Promise<void>>();
+  private readonly recovered = new Map<string, Promise<OrphanKey[]>>();
+  /** Orphans found by the recovery of each environment, revoked once a replacement of their name is stored. */
+  orphansOf(projectEnv: string): Promise<OrphanKey[]> {
+    return this.recovered.get(projectEnv) ?? Promise.resolve([]);
+  }
+
+  /** Projects a kms_project create recorded; the first kms_environment creates them (the API has no project without an environment). */
+  readonly pendingProjects = new Map<string, { name: string; description?: string }>();
+
+  constructor(config: ProviderConfig, env: NodeJS.ProcessEnv) {
+    this.config = config;
+    this.api = new KmsClient({ baseUrl: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' });
+    this.env = env;
+    this.templates = new TemplateIds(this.api);
+  }
+
+  /**
+   * The secret stores and the journal → store path of raw keys, loaded on the first key: a plan
+   * or a refresh never loads the store backends.
+   */
+  keyPath(): Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }> {
+    return (this.secrets ??= (async () => {
+      const [{ StoreRegistry }, { JournaledKeyCapture }] = await Promise.all([import('../secrets/registry.js'), import('../apply/journaled-capture.js')]);
+      const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, env: this.env });
+      return { stores, capture: new JournaledKeyCapture(stores) };
+    })());
+  }
+
+  /** Metadata written on create: the configured map plus the ownership and protection markers. */
+  managedMetadata(metadata: JsonObject | undefined, isProtected: boolean): JsonObject {
+    return managedMetadata(metadata, isProtected, this.config.owner);
+  }
+
+  /**
+   * Before the first key of an environment is issued: flush what an earlier run left in the
+   * journal, turn its interrupted requests into orphans (revoked once their replacement is
+   * stored), and check the key's store is writable. Once per process each.
+   */
+  async prepareIssue(projectEnv: string, store: string | undefined): Promise<OrphanKey[]> {
+    const { stores, capture } = await this.keyPath();
+    let recovery = this.recovered.get(projectEnv);
+    if (!recovery) {
+      // A journal that cannot be flushed is reported by `prepare` below, which then refuses to issue.
+      const { recoverBeforePlan } = await import('../apply/recover.js');
+      recovery = recoverBeforePlan(this.api, capture, stores, new Set([projectEnv])).then((r) => r.orphans);
+      this.recovered.set(projectEnv, recovery);
+      recovery.catch(() => this.recovered.delete(projectEnv));
+    }
+    const orphans = await recovery;
+    const name = store ?? '';
+    let check = this.prepared.get(name);
+    if (!check) {
+      check = capture.prepare([store]);
+      this.prepared.set(name, check);
+      check.catch(() => this.prepared.delete(name));
+    }
+    await check;
+    return orphans;
+  }
+
+  /**
+   * Runs one change through the apply handlers with a context of its own; resolves once every
+   * raw key it issued has settled in its store. `storeError`: a store write failed after the key
+   * was journaled (the key is safe there). A key that could be saved nowhere was revoked by the
+   * handler, which then rejects with a KeyStoreFailure saying so.
+   */
+  async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>): Promise<{ value: T; log: KeyLog; storeError?: string }> {
+    const log: KeyLog = { issued: [], stored: [], notes: [] };
+    let innerCapture: JournaledKeyCapture | undefined;
+    const capture = async () => (innerCapture ??= (await this.keyPath()).capture);
+    const tracked: Promise<StoredKeyReceipt[]>[] = [];
+    const keys: KeyCapture = {
+      prepare: async (s) => (await capture()).prepare(s),
+      intend: async (i) => (await capture()).intend(i),
+      resolve: async (o) => (await capture()).resolve(o),
+      capture: async (captured: CapturedKey[], opts) => {
+        // The raw value is looked at here only for its public prefix; it goes on to the journal.
+        for (const k of captured) {
+          log.issued.push({ keyId: k.meta.keyId, prefix: k.value.slice(0, KEY_PREFIX_LENGTH), expiresAt: k.meta.expiresAt ?? null, clientId: k.clientId });
+        }
+        return (await capture()).capture(captured, opts);
+      },
+    };
+    const ctx: ApplyContext = {
+      api: this.api,
+      keys,
+      now: () => new Date(),
+      templates: this.templates,
+      beforeIssue: async () => {
+        await this.prepareIssue(projectEnv, store);
+      },
+      track: (stored) => {
+        tracked.push(stored);
+      },
+      recovered: (note) => log.notes.push(note),
+    };
+    const value = await fn(ctx, log);
+    const settled = await Promise.allSettled(tracked);
+    for (const s of settled) if (s.status === 'fulfilled') log.stored.push(...s.value);
+    const failed = settled.find((s) => s.status === 'rejected');
+    return { value, log, ...(failed ? { storeError: errorText((failed as PromiseRejectedResult).reason) } : {}) };
+  }
+
+  // ---------------------------------------------------------------- shared listings
+  /**
+   * One listing per (kind, scope) per process, shared by every caller. A failed listing is not
+   * kept, so the next caller asks again.
+   */
+  private listing<T>(kind: string, scope: string, load: () => Promise<T>): Promise<T> {
+    const key = `${kind}\u0000${scope}`;
+    let p = this.listings.get(key) as Promise<T> | undefined;
+    if (!p) {
+      p = load();
+      this.listings.set(key, p);
+      p.catch(() => this.listings.delete(key));
+    }
+    return p;
+  }
+
+  /** After a write, later reads of that scope must see it. */
+  forget(kind: 'project' | 'template' | 'client' | 'endpoint', scope = ''): void {
+    this.listings.delete(`${kind}\u0000${scope}`);
+    if (kind === 'project') for (const k of [...this.listings.keys()]) if (k.startsWith('project-full\u0000')) this.listings.delete(k);
+  }
+
+  projects(): Promise<Map<string, WireProject>> {
+    return this.listing('project', '', async () => new Map((await this.api.listProjects()).map((p) => [p.slug, p])));
+  }
+
+  /** A project with its environments' details (URL, templates): one GET per project, shared by its environments. */
+  projectFull(slug: string, anyEnv: string): Promise<WireProject | undefined> {
+    return this.listing('project-full', slug, async () => {
+      try {
+        return await this.api.getProject(anyEnv);
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 404) return undefined;
+        throw e;
+      }
+    });
+  }
+
+  templatesOf(projectEnv: string): Promise<Map<string, WireTemplate>> {
+    return this.listing('template', projectEnv, async () => new Map((await this.missingEnvIsEmpty(() => this.api.listTemplates(projectEnv))).map((t) => [t.name, t])));
+  }
+
+  clientsOf(projectEnv: string): Promise<Map<string, WireClient>> {
+    return this.listing('client', projectEnv, async () => new Map((await this.missingEnvIsEmpty(() => this.api.listClients(projectEnv))).map((c) => [c.name, c])));
+  }
+
+  endpointsOf(projectEnv: string): Promise<Map<string, WireEndpoint>> {
+    return this.listing('endpoint', projectEnv, async () =>
+      new Map((await this.missingEnvIsEmpty(() => this.api.listEndpoints(projectEnv))).map((e) => [`${e.method.toUpperCase()}:${e.path}`, e])));
+  }
+
+  /** An environment that no longer exists has nothing in it (its resources are gone, not an error). */
+  private async missingEnvIsEmpty<T>(list: () => Promise<T[]>): Promise<T[]> {
+    try {
+      return await list();
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) return [];
+      throw e;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.api.close();
+  }
+}

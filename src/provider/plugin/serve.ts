@@ -1,0 +1,146 @@
+// The go-plugin side of a Terraform provider: protocol negotiation, AutoMTLS, the gRPC server
+// with the provider and go-plugin's own services, the one handshake line on stdout, shutdown.
+// This module is on the start-up path: it imports gRPC and nothing of kms-sync's engine (the
+// provider implementation is loaded by `loadProvider` right after the handshake).
+import * as grpc from '@grpc/grpc-js';
+import { makeServerCertificate } from './certificate.js';
+import { loadProtocol } from './protocol.js';
+
+/** The one protocol version this provider speaks. */
+export const PROVIDER_PROTOCOL_VERSION = 6;
+/** go-plugin's own protocol version: the first field of the handshake line. */
+export const CORE_PROTOCOL_VERSION = 1;
+
+/** A provider RPC: decoded request message in, response message out (or a thrown error). */
+export type RpcHandler = (request: any) => Promise<unknown>;
+export type ProviderImplementation = Partial<Record<string, RpcHandler>>;
+
+export interface ServePluginOptions {
+  /** Loads the provider implementation; started at once after the handshake, awaited by the first RPC. */
+  loadProvider: () => Promise<ProviderImplementation>;
+  env?: NodeJS.ProcessEnv;
+  /** Where the handshake line goes (default: process.stdout). */
+  writeHandshake?: (line: string) => void;
+  /** Called once the server has stopped (after GRPCController.Shutdown or `shutdown()`). */
+  onStopped?: () => void;
+}
+
+export interface RunningPlugin {
+  handshake: string;
+  port: number;
+  shutdown(): Promise<void>;
+}
+
+export class HandshakeError extends Error {}
+
+/** Picks protocol 6 from the host's offer (`PLUGIN_PROTOCOL_VERSIONS=5,6`); absent = a host that only knows 6. */
+export function negotiateVersion(offer: string | undefined): number {
+  if (!offer) return PROVIDER_PROTOCOL_VERSION;
+  const versions = offer.split(',').map((v) => Number(v.trim()));
+  if (versions.includes(PROVIDER_PROTOCOL_VERSION)) return PROVIDER_PROTOCOL_VERSION;
+  throw new HandshakeError(
+    `this provider speaks plugin protocol ${PROVIDER_PROTOCOL_VERSION}, the host offers ${offer}: use Terraform >= 1.0 or OpenTofu`,
+  );
+}
+
+/** Host ports from PLUGIN_MIN_PORT/PLUGIN_MAX_PORT when set (as go-plugin honours them), else any free port. */
+async function bind(server: grpc.Server, creds: grpc.ServerCredentials, env: NodeJS.ProcessEnv): Promise<number> {
+  const listen = (port: number) =>
+    new Promise<number>((resolve, reject) => server.bindAsync(`127.0.0.1:${port}`, creds, (e, p) => (e ? reject(e) : resolve(p))));
+  const min = Number(env.PLUGIN_MIN_PORT || 0);
+  const max = Number(env.PLUGIN_MAX_PORT || 0);
+  if (!min && !max) return listen(0);
+  if (!(min > 0 && max >= min)) throw new HandshakeError(`PLUGIN_MIN_PORT (${env.PLUGIN_MIN_PORT}) / PLUGIN_MAX_PORT (${env.PLUGIN_MAX_PORT}) is not a port range`);
+  for (let port = min; port <= max; port++) {
+    try {
+      return await listen(port);
+    } catch {
+      // taken: try the next one
+    }
+  }
+  throw new HandshakeError(`no free port between PLUGIN_MIN_PORT=${min} and PLUGIN_MAX_PORT=${max}`);
+}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlugin> {
+  const env = opts.env ?? process.env;
+  const version = negotiateVersion(env.PLUGIN_PROTOCOL_VERSIONS);
+  const proto = loadProtocol();
+
+  // AutoMTLS: the host passes its client certificate; we answer with our own in the handshake and
+  // accept only that client. Without one (a host that manages TLS itself, or a debugger) the
+  // server is plain, as go-plugin's is.
+  const clientCert = env.PLUGIN_CLIENT_CERT;
+  let creds = grpc.ServerCredentials.createInsecure();
+  let certField = '';
+  if (clientCert) {
+    const own = makeServerCertificate();
+    creds = grpc.ServerCredentials.createSsl(Buffer.from(clientCert), [{ cert_chain: Buffer.from(own.certPem), private_key: Buffer.from(own.keyPem) }], true);
+    certField = own.der.toString('base64').replace(/=+$/, '');
+  }
+
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 256 * 1024 * 1024, 'grpc.max_send_message_length': 256 * 1024 * 1024 });
+  let provider: Promise<ProviderImplementation> | undefined;
+  const getProvider = () => (provider ??= opts.loadProvider());
+
+  // tfplugin6.Provider: every declared RPC goes to the implementation; a missing one answers UNIMPLEMENTED.
+  const service = proto.provider;
+  const handlers: grpc.UntypedServiceImplementation = {};
+  for (const name of Object.keys(service)) {
+    handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      getProvider().then(async (impl) => {
+        const fn = impl[name];
+        if (!fn) return callback({ code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented by terraform-provider-kms` });
+        try {
+          callback(null, await fn(call.request));
+        } catch (e) {
+          // Terraform shows a gRPC error as "Plugin error"; our own failures travel as diagnostics instead.
+          callback({ code: grpc.status.INTERNAL, details: errorText(e) });
+        }
+      }, (e: unknown) => callback({ code: grpc.status.INTERNAL, details: `the provider failed to load: ${errorText(e)}` }));
+    };
+  }
+  server.addService(service, handlers);
+
+  const stdioStreams = new Set<grpc.ServerWritableStream<unknown, unknown>>();
+  server.addService(proto.stdio, {
+    // Our output goes to stderr, which the host reads directly; the stream stays open and quiet
+    // until shutdown, as the host expects it to.
+    StreamStdio: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+      stdioStreams.add(call);
+      call.on('cancelled', () => stdioStreams.delete(call));
+    },
+  });
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = () =>
+    (stopping ??= new Promise<void>((resolve) => {
+      for (const s of stdioStreams) s.end();
+      stdioStreams.clear();
+      // Let running RPCs (an apply writing a key to its store) finish; force after a grace period.
+      const force = setTimeout(() => server.forceShutdown(), 10_000);
+      force.unref();
+      server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+        opts.onStopped?.();
+      });
+    }));
+  server.addService(proto.controller, {
+    Shutdown: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => {
+      callback(null, {});
+      setImmediate(() => void shutdown());
+    },
+  });
+  server.addService(proto.health, {
+    Check: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, { status: 'SERVING' }),
+  });
+
+  const port = await bind(server, creds, env);
+  const handshake = `${CORE_PROTOCOL_VERSION}|${version}|tcp|127.0.0.1:${port}|grpc|${certField}`;
+  (opts.writeHandshake ?? ((line) => process.stdout.write(`${line}\n`)))(handshake);
+  // Start loading the implementation while the host connects.
+  setImmediate(() => void getProvider().catch(() => undefined));
+  return { handshake, port, shutdown };
+}

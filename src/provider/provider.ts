@@ -1,0 +1,314 @@
+// The tfplugin6.Provider RPCs: decode the DynamicValues against the schema, hand the objects to
+// the resource type (resources/), encode the answer, and turn every failure into a diagnostic
+// at the attribute it concerns. The resource types know the service; this file knows Terraform.
+import path from 'node:path';
+import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './diagnostics.js';
+import type { Engine, ProviderConfig } from './engine.js';
+import type { ProviderImplementation } from './plugin/serve.js';
+import { dataSourceTypes, resourceTypes } from './resources/index.js';
+import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
+import { loadSchemas, protoSchema, valueType, type ProviderSchemas } from './schema.js';
+import { fromDynamic, decodeJson, toDynamic, type DynamicValue } from './values/codec.js';
+import { containsUnknown, isUnknown, UNKNOWN, type CtyType, type JsonSchema, type TfObject, type TfValue } from './values/types.js';
+
+export interface ProviderOptions {
+  env: NodeJS.ProcessEnv;
+  schemaFile?: string;
+  /** Working directory of the run: the default base_dir (Terraform starts providers in the root module's). */
+  cwd?: string;
+}
+
+const CAPABILITIES = { plan_destroy: true, get_provider_schema_optional: false, move_resource_state: false };
+
+/** Deep equality of values; sets (and only sets) compare without order. */
+export function sameValue(a: TfValue, b: TfValue, type: CtyType): boolean {
+  if (a === null || b === null || isUnknown(a) || isUnknown(b)) return a === b;
+  if (typeof type === 'string') {
+    if (type === 'dynamic') return JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
+    return a === b;
+  }
+  const [kind, arg] = type;
+  if (kind === 'list' || kind === 'set' || kind === 'tuple') {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    if (kind === 'set') {
+      const key = (x: TfValue) => JSON.stringify(sortKeys(x));
+      const bs = b.map(key).sort();
+      return a.map(key).sort().every((k, i) => k === bs[i]);
+    }
+    return a.every((x, i) => sameValue(x, b[i]!, kind === 'tuple' ? (arg as CtyType[])[i]! : (arg as CtyType)));
+  }
+  const ao = a as TfObject;
+  const bo = b as TfObject;
+  if (kind === 'map') {
+    const keys = new Set([...Object.keys(ao), ...Object.keys(bo)]);
+    return [...keys].every((k) => k in ao && k in bo && sameValue(ao[k]!, bo[k]!, arg as CtyType));
+  }
+  return Object.entries(arg as Record<string, CtyType>).every(([k, t]) => sameValue(ao[k] ?? null, bo[k] ?? null, t));
+}
+
+function sortKeys(v: TfValue): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as TfObject)[k]!)]));
+  return v;
+}
+
+const computedAttributes = (s: JsonSchema) => Object.entries(s.block.attributes ?? {}).filter(([, a]) => a.computed).map(([n]) => n);
+
+export function createProvider(opts: ProviderOptions): ProviderImplementation {
+  const env = opts.env;
+  const schemas: ProviderSchemas = loadSchemas(opts.schemaFile);
+  const providerType = valueType(schemas.provider);
+  let engine: Engine | undefined;
+  /** Why the provider cannot talk to the service (set by ConfigureProvider). */
+  let unconfigured = 'the provider was not configured (Terraform calls ConfigureProvider first)';
+  let stopping = false;
+
+  const resource = (name: string): { rt: ResourceType; schema: JsonSchema; type: CtyType } => {
+    const rt = resourceTypes[name];
+    const schema = schemas.resources[name];
+    if (!rt || !schema) throw new DiagnosticError(`Unknown resource type ${name}`, `terraform-provider-kms knows ${Object.keys(resourceTypes).join(', ')}`);
+    return { rt, schema, type: valueType(schema) };
+  };
+  const needEngine = (): Engine => {
+    if (!engine) throw new DiagnosticError('Provider not configured', unconfigured);
+    if (stopping) throw new DiagnosticError('Stopping', 'Terraform asked the provider to stop; no further change is started');
+    return engine;
+  };
+  /** Runs an RPC body; any failure becomes a diagnostic of the response. */
+  const guarded = <R extends object>(body: (d: Diagnostics) => Promise<R>) => async (): Promise<R | { diagnostics: unknown[] }> => {
+    const d = new Diagnostics();
+    try {
+      const out = await body(d);
+      return { ...out, diagnostics: d.list };
+    } catch (e) {
+      return { diagnostics: [...d.list, ...diagnosticsOf(e)] };
+    }
+  };
+
+  const impl: ProviderImplementation = {
+    GetMetadata: async () => ({
+      server_capabilities: CAPABILITIES,
+      diagnostics: [],
+      resources: Object.keys(schemas.resources).map((type_name) => ({ type_name })),
+      data_sources: Object.keys(schemas.dataSources).map((type_name) => ({ type_name })),
+    }),
+
+    GetProviderSchema: async () => ({
+      provider: protoSchema(schemas.provider, 'provider'),
+      resource_schemas: Object.fromEntries(Object.entries(schemas.resources).map(([n, s]) => [n, protoSchema(s, n)])),
+      data_source_schemas: Object.fromEntries(Object.entries(schemas.dataSources).map(([n, s]) => [n, protoSchema(s, n)])),
+      server_capabilities: CAPABILITIES,
+      functions: {},
+      diagnostics: [],
+    }),
+
+    GetFunctions: async () => ({ functions: {}, diagnostics: [] }),
+    GetResourceIdentitySchemas: async () => ({ identity_schemas: {}, diagnostics: [] }),
+
+    ValidateProviderConfig: (req: { config: DynamicValue }) => guarded(async (d) => {
+      validateProviderConfig(fromDynamic(req.config, providerType) as TfObject, d);
+      return {};
+    })(),
+
+    ValidateResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
+      const { rt, type } = resource(req.type_name);
+      rt.validate(fromDynamic(req.config, type) as TfObject, d);
+      return {};
+    })(),
+
+    ValidateDataResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
+      const ds = dataSourceTypes[req.type_name];
+      const schema = schemas.dataSources[req.type_name];
+      if (!ds || !schema) throw new DiagnosticError(`Unknown data source ${req.type_name}`);
+      ds.validate(fromDynamic(req.config, valueType(schema)) as TfObject, d);
+      return {};
+    })(),
+
+    UpgradeResourceState: (req: { type_name: string; version: number; raw_state: { json?: Buffer; flatmap?: Record<string, string> } }) => guarded(async () => {
+      const { schema, type } = resource(req.type_name);
+      if (req.version > (schema.version ?? 0)) {
+        throw new DiagnosticError('State written by a newer provider', `${req.type_name} state has schema version ${req.version}; this provider knows version ${schema.version ?? 0}: upgrade terraform-provider-kms`);
+      }
+      if (!req.raw_state?.json?.length) throw new DiagnosticError('State has no JSON form', `${req.type_name}: only JSON state (Terraform >= 0.12) can be read`);
+      // Version 0 is the only one so far: the JSON is read against today's type (attributes that
+      // no longer exist are dropped, new ones start null).
+      return { upgraded_state: toDynamic(decodeJson(req.raw_state.json, type), type) };
+    })(),
+
+    ConfigureProvider: (req: { config: DynamicValue }) => guarded(async (d) => {
+      const config = fromDynamic(req.config, providerType) as TfObject;
+      validateProviderConfig(config, d);
+      if (d.hasErrors) return {};
+      const resolved = await resolveProviderConfig(config, env, opts.cwd ?? process.cwd(), d);
+      if (!resolved) {
+        unconfigured = d.list.map((x) => x.detail || x.summary).join('; ') || 'the provider configuration is not known yet';
+        return {};
+      }
+      const { Engine } = await import('./engine.js');
+      await engine?.close();
+      engine = new Engine(resolved, env);
+      return {};
+    })(),
+
+    PlanResourceChange: (req: { type_name: string; prior_state: DynamicValue; proposed_new_state: DynamicValue; config: DynamicValue }) => guarded(async (d) => {
+      const { rt, schema, type } = resource(req.type_name);
+      const prior = fromDynamic(req.prior_state, type) as TfObject | null;
+      const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
+      const config = fromDynamic(req.config, type) as TfObject | null;
+      if (proposed === null) {
+        if (prior?.protected === true) {
+          d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
+        }
+        return { planned_state: toDynamic(null, type), requires_replace: [] };
+      }
+      const attrs = (type as ['object', Record<string, CtyType>])[1];
+      let planned: TfObject = { ...proposed };
+      const unknownComputed = () => {
+        for (const a of computedAttributes(schema)) if (config?.[a] === null || config?.[a] === undefined) planned[a] = UNKNOWN;
+        planned = { ...planned, ...rt.planKnown?.(planned) };
+      };
+      if (prior === null) {
+        unknownComputed();
+        return { planned_state: toDynamic(planned, type), requires_replace: [] };
+      }
+      const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!));
+      if (rt.planExtra) {
+        const extra = rt.planExtra(prior, planned, config ?? {}, new Date());
+        planned = extra.planned;
+        for (const a of extra.replace) if (!replace.includes(a)) replace.push(a);
+      }
+      if (replace.length) {
+        if (prior.protected === true) {
+          d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected and this change (${replace.join(', ')}) would replace it. Set protected = false first.`, [replace[0]!]);
+        }
+        unknownComputed();
+      } else if (Object.keys(attrs).some((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!))) {
+        for (const a of rt.changeOnUpdate ?? []) planned[a] = UNKNOWN;
+      }
+      return { planned_state: toDynamic(planned, type), requires_replace: replace.map((a) => attributePath([a])) };
+    })(),
+
+    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue }) => guarded(async (d) => {
+      const { rt, type } = resource(req.type_name);
+      const prior = fromDynamic(req.prior_state, type) as TfObject | null;
+      const planned = fromDynamic(req.planned_state, type) as TfObject | null;
+      const e = needEngine();
+      if (planned === null) {
+        await rt.delete(e, prior!);
+        return { new_state: toDynamic(null, type) };
+      }
+      try {
+        const after = prior === null ? await rt.create(e, planned) : await rt.update(e, prior, planned);
+        return { new_state: toDynamic(consistentWith(planned, after), type) };
+      } catch (err) {
+        // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
+        if (!(err instanceof PartialApplyError)) throw err;
+        d.error(err.summary, err.message);
+        return { new_state: toDynamic(consistentWith(planned, err.state), type) };
+      }
+    })(),
+
+    ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) => guarded(async () => {
+      const { rt, type } = resource(req.type_name);
+      const current = fromDynamic(req.current_state, type) as TfObject | null;
+      if (current === null) return { new_state: toDynamic(null, type), private: req.private };
+      const live = await rt.read(needEngine(), current, false);
+      return { new_state: toDynamic(live, type), private: req.private };
+    })(),
+
+    ImportResourceState: (req: { type_name: string; id: string }) => guarded(async () => {
+      const { rt, type } = resource(req.type_name);
+      let identity: TfObject;
+      try {
+        identity = rt.parseImportId(req.id);
+      } catch (e) {
+        if (e instanceof ImportIdError) throw new DiagnosticError('Invalid import id', e.message);
+        throw e;
+      }
+      const blank = Object.fromEntries(Object.keys((type as ['object', Record<string, CtyType>])[1]).map((k) => [k, null])) as TfObject;
+      const state = await rt.read(needEngine(), { ...blank, ...identity }, true);
+      if (!state) throw new DiagnosticError('Cannot import non-existent remote object', `${req.type_name} ${JSON.stringify(req.id)} does not exist in the service`);
+      return { imported_resources: [{ type_name: req.type_name, state: toDynamic(state, type), private: Buffer.alloc(0) }] };
+    })(),
+
+    ReadDataSource: (req: { type_name: string; config: DynamicValue }) => guarded(async () => {
+      const ds = dataSourceTypes[req.type_name];
+      const schema = schemas.dataSources[req.type_name];
+      if (!ds || !schema) throw new DiagnosticError(`Unknown data source ${req.type_name}`);
+      const type = valueType(schema);
+      return { state: toDynamic(await ds.read(needEngine(), fromDynamic(req.config, type) as TfObject), type) };
+    })(),
+
+    StopProvider: async () => {
+      // Graceful: no new change starts; a change in flight (a key on its way to its store) finishes.
+      stopping = true;
+      return { Error: '' };
+    },
+  };
+  return impl;
+}
+
+/** Known planned values win over what the service echoes (Terraform rejects an apply that changes them). */
+function consistentWith(planned: TfObject, after: TfObject): TfObject {
+  const out: TfObject = { ...after };
+  for (const [k, v] of Object.entries(out)) if (containsUnknown(v)) out[k] = null;
+  for (const [k, v] of Object.entries(planned)) if (v !== null && !containsUnknown(v)) out[k] = v;
+  return out;
+}
+
+// ---------------------------------------------------------------- provider configuration
+const STORE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+function validateProviderConfig(config: TfObject, d: Diagnostics): void {
+  const url = config.url;
+  if (typeof url === 'string') {
+    try {
+      new URL(url);
+    } catch {
+      d.error('Invalid url', `${JSON.stringify(url)} is not a URL, e.g. https://kms.example.com/api/v1`, ['url']);
+    }
+  }
+  const stores = Array.isArray(config.secret_store) ? (config.secret_store as TfObject[]) : [];
+  const seen = new Map<string, number>();
+  let defaults = 0;
+  stores.forEach((s, i) => {
+    if (typeof s.name === 'string') {
+      if (!STORE_NAME.test(s.name)) d.error('Invalid store name', `${JSON.stringify(s.name)}: use letters, digits, '.', '_' or '-' (at most 64)`, ['secret_store', i, 'name']);
+      if (seen.has(s.name)) d.error('Duplicate store name', `secret_store "${s.name}" is declared twice (blocks ${seen.get(s.name)} and ${i})`, ['secret_store', i, 'name']);
+      seen.set(s.name, i);
+    }
+    if (typeof s.uri === 'string' && !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(s.uri)) {
+      d.error('Invalid store uri', `${JSON.stringify(s.uri)} has no scheme, e.g. file:./secrets.sops.yaml or vault://host:8200/secret/kms`, ['secret_store', i, 'uri']);
+    }
+    if (s.default === true && ++defaults > 1) d.error('Two default stores', 'at most one secret_store block sets default = true', ['secret_store', i, 'default']);
+    if (known(s.options) && (typeof s.options !== 'object' || Array.isArray(s.options))) d.error('Invalid store options', 'options must be an object', ['secret_store', i, 'options']);
+  });
+}
+
+async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: string, d: Diagnostics): Promise<ProviderConfig | undefined> {
+  if ([config.url, config.api_key, config.owner, config.base_dir].some(isUnknown) || containsUnknown(config.secret_store ?? null)) {
+    d.warning('Provider configuration not known yet', 'url, api_key, owner, base_dir or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known');
+    return undefined;
+  }
+  const url = (config.url as string | null) ?? env.KMS_API_URL;
+  const apiKey = (config.api_key as string | null) ?? env.KMS_API_KEY;
+  if (!url) d.error('Missing service URL', 'set url in the provider block or the KMS_API_URL environment variable, e.g. https://kms.example.com/api/v1', ['url']);
+  else if (config.url === null) {
+    try {
+      new URL(url);
+    } catch {
+      d.error('Invalid KMS_API_URL', `${JSON.stringify(url)} is not a URL`, ['url']);
+    }
+  }
+  if (!apiKey) d.error('Missing project key', 'set the KMS_API_KEY environment variable (or api_key from a sensitive variable) to a project key sk_live_… or sk_test_…', ['api_key']);
+  if (d.hasErrors || !url || !apiKey) return undefined;
+  const stores = ((config.secret_store as TfObject[] | null) ?? []).map((s) => ({
+    name: s.name as string,
+    uri: s.uri as string,
+    ...(s.default === true ? { default: true } : {}),
+    ...(s.options && typeof s.options === 'object' ? { options: s.options as never } : {}),
+  }));
+  const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : cwd;
+  const owner = typeof config.owner === 'string' ? config.owner : await (await import('../model/owner.js')).deriveOwner(baseDir);
+  return { url, apiKey, baseDir, stores, owner };
+}

@@ -1,0 +1,107 @@
+// kms_client: an end user of an environment, identified by (env, name). Its keys are kms_key.
+import type { WireClient } from '../../api/client.js';
+import { canonicalCidr, OWNER_MARKER_KEY, type JsonObject } from '../../model/index.js';
+import type { Diagnostics } from '../diagnostics.js';
+import type { Engine } from '../engine.js';
+import type { TfObject, TfValue } from '../values/types.js';
+import { handlers, keepCidrs, keepObject, OWNER_ID_KEY, PROTECTED_MARKER_KEY, userMetadata, uuidOf } from './state.js';
+import { check, ids, isObject, known, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
+import { idOf2 } from './template.js';
+
+async function toState(e: Engine, s: TfObject, live: WireClient, projectEnv: string): Promise<TfObject> {
+  const byId = [...(await e.templatesOf(projectEnv)).values()].find((t) => t.id === live.templateId);
+  return {
+    ...s,
+    id: `${projectEnv}/${live.name}`,
+    template: byId?.name ?? s.template ?? null,
+    type: live.type ?? null,
+    ip_whitelist: keepCidrs(s.ip_whitelist, live.ipWhitelist),
+    metadata: keepObject(s.metadata, userMetadata(live.metadata)),
+    client_uuid: uuidOf(live),
+    // The listing carries no stats: the last ones read stay.
+    stats: (live as { stats?: TfValue }).stats ?? s.stats ?? null,
+  };
+}
+
+const stringList = (v: TfValue | undefined) => (Array.isArray(v) ? v.map(String) : undefined);
+const objectOf = (v: TfValue | undefined) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined);
+
+export const client: ResourceType = {
+  typeName: 'kms_client',
+  replaceOn: ['project_env', 'name'],
+  validate(config: TfObject, d: Diagnostics) {
+    check(d, config, 'project_env', 'Invalid project_env', matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'));
+    check(d, config, 'name', 'Invalid client name', (v) => (String(v).trim() ? undefined : 'must not be empty'));
+    check(d, config, 'type', 'Invalid client type', matches(/^[a-z][a-z0-9_-]{0,31}$/, 'a lower-case word, e.g. company'));
+    check(d, config, 'metadata', 'Invalid metadata', isObject);
+    const ips = config.ip_whitelist;
+    if (Array.isArray(ips)) {
+      for (const ip of ips) {
+        if (!known(ip)) continue;
+        try {
+          canonicalCidr(String(ip));
+        } catch (e) {
+          // A set has no index Terraform could point at: the attribute it is.
+          d.error('Invalid ip_whitelist entry', (e as Error).message, ['ip_whitelist']);
+        }
+      }
+    }
+  },
+  planKnown: (p) => ({ id: idOf2(p, 'project_env', 'name') }),
+  parseImportId: (id) => {
+    const [projectEnv, name] = splitImportId(id, ['project_env', 'name'], 'acme-production/globex');
+    return { id, project_env: projectEnv!, name: name! };
+  },
+
+  async create(e, p) {
+    const [projectEnv, name, templateName] = ids(p, 'project_env', 'name', 'template');
+    const ipWhitelist = stringList(p.ip_whitelist);
+    const { clients } = await handlers();
+    const { value: [outcome] } = await e.change(undefined, projectEnv!, (ctx) => clients.createClients(ctx, projectEnv!, [{
+      name: name!, ...(str(p.type) !== undefined ? { type: str(p.type)! } : {}), template: templateName!,
+      ...(ipWhitelist ? { ipWhitelist } : {}), metadata: e.managedMetadata(objectOf(p.metadata), p.protected === true), keys: [],
+    }]));
+    if (!outcome!.ok) throw new Error(outcome!.error);
+    e.forget('client', projectEnv!);
+    return toState(e, p, await e.api.getClient(outcome!.id, projectEnv!), projectEnv!);
+  },
+
+  async read(e, s) {
+    const [projectEnv, name] = ids(s, 'project_env', 'name');
+    const live = (await e.clientsOf(projectEnv!)).get(name!);
+    return live ? toState(e, s, live, projectEnv!) : null;
+  },
+
+  async update(e, prior, planned) {
+    const [projectEnv, uuid] = ids(prior, 'project_env', 'client_uuid');
+    const changed = (a: string) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a]);
+    let metadata: JsonObject | undefined;
+    if (changed('metadata') || changed('protected')) {
+      // The ownership markers stay as found (a client someone else created stays theirs).
+      const live = await e.api.getClient(uuid!, projectEnv!);
+      const owned = Object.fromEntries([OWNER_MARKER_KEY, OWNER_ID_KEY].filter((k) => live.metadata?.[k] !== undefined).map((k) => [k, live.metadata![k] as string]));
+      metadata = {
+        ...(objectOf(planned.metadata) ?? {}),
+        ...owned,
+        ...(planned.protected === true ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
+      };
+    }
+    const ipWhitelist = stringList(planned.ip_whitelist);
+    const { clients } = await handlers();
+    await e.change(undefined, projectEnv!, (ctx) => clients.updateClient(ctx, uuid!, projectEnv!, {
+      ...(changed('type') && str(planned.type) !== undefined ? { type: str(planned.type)! } : {}),
+      ...(changed('template') ? { template: str(planned.template)! } : {}),
+      ...(changed('ip_whitelist') ? { ipWhitelist: ipWhitelist ?? [] } : {}),
+      ...(metadata ? { metadata } : {}),
+    }));
+    e.forget('client', projectEnv!);
+    return toState(e, planned, await e.api.getClient(uuid!, projectEnv!), projectEnv!);
+  },
+
+  async delete(e, prior) {
+    const [projectEnv, uuid] = ids(prior, 'project_env', 'client_uuid');
+    const { clients } = await handlers();
+    await e.change(undefined, projectEnv!, (ctx) => clients.deleteClient(ctx, uuid!, projectEnv!));
+    e.forget('client', projectEnv!);
+  },
+};

@@ -1,0 +1,113 @@
+// kms_endpoint: a route of an environment's API, identified by (env, METHOD:/path). The service
+// cannot change an endpoint's request or response description in place: those replace it.
+import type { WireEndpoint } from '../../api/client.js';
+import { methodPath, type JsonObject } from '../../model/index.js';
+import type { Diagnostics } from '../diagnostics.js';
+import type { Engine } from '../engine.js';
+import { UNKNOWN, isUnknown, type TfObject, type TfValue } from '../values/types.js';
+import { handlers, keepObject, keepOptional, userMetadata } from './state.js';
+import { check, ids, ImportIdError, isObject, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
+
+export const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
+
+const methodPathOf = (p: TfObject) =>
+  isUnknown(p.method) || isUnknown(p.path) ? UNKNOWN : typeof p.method === 'string' && typeof p.path === 'string' ? `${p.method.toUpperCase()}:${p.path}` : null;
+const objectOf = (v: TfValue | undefined) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined);
+
+function toState(s: TfObject, live: WireEndpoint, projectEnv: string): TfObject {
+  const mp = methodPath(live.method, live.path);
+  const stats = (live as { stats?: { total?: number; success?: number; error?: number } }).stats;
+  const dates = live as { createdAt?: string; updatedAt?: string };
+  return {
+    ...s,
+    id: `${projectEnv}/${mp}`,
+    // The service stores the method upper-case; the configuration's spelling stays.
+    method: typeof s.method === 'string' && s.method.toUpperCase() === live.method.toUpperCase() ? s.method : live.method,
+    path: live.path,
+    name: keepOptional(s.name, live.name, ''),
+    description: keepOptional(s.description, live.description, ''),
+    request: keepObject(s.request, live.request as JsonObject | undefined),
+    response: keepObject(s.response, live.response as JsonObject | undefined),
+    metadata: keepObject(s.metadata, userMetadata(live.metadata)),
+    method_path: mp,
+    stats: stats ? { total: stats.total ?? 0, success: stats.success ?? 0, error: stats.error ?? 0 } : (s.stats ?? null),
+    created_at: dates.createdAt ?? null,
+    updated_at: dates.updatedAt ?? null,
+  };
+}
+
+function fields(p: TfObject, metadata: JsonObject) {
+  const [method, path] = ids(p, 'method', 'path');
+  return {
+    method: method!.toUpperCase(), path: path!,
+    ...(str(p.name) !== undefined ? { name: str(p.name)! } : {}),
+    ...(str(p.description) !== undefined ? { description: str(p.description)! } : {}),
+    ...(objectOf(p.request) ? { request: objectOf(p.request)! } : {}),
+    ...(objectOf(p.response) ? { response: objectOf(p.response)! } : {}),
+    metadata,
+  };
+}
+
+/** One endpoint, fresh (after a write): GET /endpoint/{method_path}. */
+async function fetchEndpoint(e: Engine, projectEnv: string, mp: string): Promise<WireEndpoint> {
+  return e.api.http.request<WireEndpoint>({ method: 'GET', path: `/endpoint/${encodeURIComponent(mp)}`, query: { project_env: projectEnv }, kind: 'get endpoint' });
+}
+
+export const endpoint: ResourceType = {
+  typeName: 'kms_endpoint',
+  replaceOn: ['project_env', 'method', 'path', 'request', 'response'],
+  changeOnUpdate: ['updated_at'],
+  validate(config: TfObject, d: Diagnostics) {
+    check(d, config, 'project_env', 'Invalid project_env', matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'));
+    check(d, config, 'method', 'Invalid method', (v) => (METHODS.includes(String(v).toUpperCase()) ? undefined : `${JSON.stringify(v)} is not one of ${METHODS.join(', ')}`));
+    check(d, config, 'path', 'Invalid path', matches(/^\//, 'a route path starting with /'));
+    for (const a of ['request', 'response', 'metadata']) check(d, config, a, `Invalid ${a}`, isObject);
+  },
+  planKnown: (p) => {
+    const mp = methodPathOf(p);
+    const pe = p.project_env;
+    return { method_path: mp, id: isUnknown(mp) || isUnknown(pe) ? UNKNOWN : mp && typeof pe === 'string' ? `${pe}/${mp}` : null };
+  },
+  parseImportId: (id) => {
+    const [projectEnv, mp] = splitImportId(id, ['project_env', 'METHOD:path'], 'acme-production/GET:/v1/orders');
+    const at = mp!.indexOf(':');
+    if (at <= 0 || !mp!.slice(at + 1).startsWith('/')) throw new ImportIdError(`import id ${JSON.stringify(id)}: the endpoint part is not METHOD:/path, e.g. acme-production/GET:/v1/orders`);
+    const method = mp!.slice(0, at).toUpperCase();
+    return { id: `${projectEnv}/${method}:${mp!.slice(at + 1)}`, project_env: projectEnv!, method, path: mp!.slice(at + 1) };
+  },
+
+  async create(e, p) {
+    const [projectEnv] = ids(p, 'project_env');
+    const f = fields(p, e.managedMetadata(objectOf(p.metadata), p.protected === true));
+    const { endpoints } = await handlers();
+    await e.change(undefined, projectEnv!, (ctx) => endpoints.createEndpoints(ctx, projectEnv!, [f]));
+    e.forget('endpoint', projectEnv!);
+    return toState(p, await fetchEndpoint(e, projectEnv!, methodPath(f.method, f.path)), projectEnv!);
+  },
+
+  async read(e, s) {
+    const [projectEnv, method, path] = ids(s, 'project_env', 'method', 'path');
+    const live = (await e.endpointsOf(projectEnv!)).get(methodPath(method!, path!));
+    return live ? toState(s, live, projectEnv!) : null;
+  },
+
+  async update(e, prior, planned) {
+    const [projectEnv, method, path] = ids(planned, 'project_env', 'method', 'path');
+    const mp = methodPath(method!, path!);
+    const live = await fetchEndpoint(e, projectEnv!, mp);
+    const marks = Object.fromEntries(Object.entries(live.metadata ?? {}).filter(([k]) => !(k in userMetadata(live.metadata)))) as JsonObject;
+    const f = fields(planned, { ...(objectOf(planned.metadata) ?? {}), ...marks });
+    const { endpoints } = await handlers();
+    const changed = new Set(['name', 'description', 'metadata'].filter((a) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a])));
+    await e.change(undefined, projectEnv!, (ctx) => endpoints.updateEndpoint(ctx, projectEnv!, f, changed));
+    e.forget('endpoint', projectEnv!);
+    return toState(planned, await fetchEndpoint(e, projectEnv!, mp), projectEnv!);
+  },
+
+  async delete(e, prior) {
+    const [projectEnv, method, path] = ids(prior, 'project_env', 'method', 'path');
+    const { endpoints } = await handlers();
+    await e.change(undefined, projectEnv!, (ctx) => endpoints.deleteEndpoint(ctx, projectEnv!, method!, path!));
+    e.forget('endpoint', projectEnv!);
+  },
+};

@@ -1,0 +1,153 @@
+// The real terraform binary drives the provider offline, through a filesystem mirror: init, plan,
+// apply, a no-op re-plan, drift made behind Terraform's back, import blocks with
+// -generate-config-out, destroy. The state, the plan output and every output hold no raw key; the
+// secret store does. Without terraform on PATH these tests are skipped, and say so.
+import { execFile, execFileSync } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { SopsFileStore } from '../../src/secrets/index.js';
+import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
+import { PROVIDER_BIN } from './harness.js';
+
+function findTerraform(): string | undefined {
+  for (const bin of ['terraform', 'tofu']) {
+    try {
+      return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
+    } catch {
+      // not there
+    }
+  }
+  return undefined;
+}
+
+const TERRAFORM = findTerraform();
+if (!TERRAFORM) {
+  console.warn('SKIPPED test/provider/terraform.test.ts: neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider');
+}
+
+const API_KEY = 'sk_test_terraform0123456789';
+const VERSION = '0.1.0';
+let emu: RunningEmulator;
+let root: string;
+let env: NodeJS.ProcessEnv;
+const outputs: string[] = [];
+
+interface Run { code: number; stdout: string; stderr: string }
+
+function tf(cwd: string, ...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(TERRAFORM!, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
+      outputs.push(stdout, stderr);
+      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
+
+/** A working directory with the given files and an initialised provider. */
+async function project(name: string, files: Record<string, string>): Promise<string> {
+  const dir = path.join(root, name);
+  mkdirSync(dir, { recursive: true });
+  for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
+  ok(await tf(dir, 'init', '-input=false', '-no-color'), `init ${name}`);
+  return dir;
+}
+
+const api = (method: string, route: string, body?: unknown) =>
+  fetch(`${emu.url}${route}`, { method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+
+describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, filesystem mirror)', () => {
+  let main: string;
+
+  beforeAll(async () => {
+    emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+    root = workspace();
+    // The provider as a filesystem mirror holds it: an executable named terraform-provider-kms_v<version>.
+    const mirror = path.join(root, 'mirror');
+    const bin = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
+    mkdirSync(path.dirname(bin), { recursive: true });
+    writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
+    chmodSync(bin, 0o755);
+    const cliConfig = path.join(root, 'terraform.rc');
+    writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
+    env = {
+      PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
+      KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(root, 'age', 'keys.txt'),
+    };
+    main = path.join(root, 'main');
+    mkdirSync(main);
+    cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(main, 'main.tf'));
+    ok(await tf(main, 'init', '-input=false', '-no-color'), 'init');
+  }, 120_000);
+
+  afterAll(async () => {
+    await emu?.close();
+    for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
+  });
+
+  it('plans, applies, and re-plans to no change', async () => {
+    const plan = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=tfplan');
+    expect(plan.code, plan.stderr).toBe(2);
+    expect(plan.stdout).toMatch(/Plan: 6 to add, 0 to change, 0 to destroy/);
+    ok(await tf(main, 'apply', '-input=false', '-no-color', 'tfplan'), 'apply');
+    const again = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
+    expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
+    expect(again.stdout).toMatch(/No changes/);
+  }, 120_000);
+
+  it('keeps the raw key out of the state and the outputs, and in the store', async () => {
+    const state = readFileSync(path.join(main, 'terraform.tfstate'), 'utf8');
+    expect(state).not.toMatch(RAW_KEY_PATTERN);
+    const out = await tf(main, 'output', '-json');
+    ok(out, 'output');
+    const key = JSON.parse(out.stdout).globex_key.value;
+    expect(key.prefix).toMatch(/^kmsc_/);
+    const store = new SopsFileStore(path.join(main, '.kms-sync', 'secrets.sops.yaml'), { env } as never);
+    const raw = await store.read('acme-production/globex/primary');
+    expect(raw).toMatch(RAW_KEY_PATTERN);
+    expect(raw!.startsWith(key.prefix)).toBe(true);
+    expect(state).not.toContain(raw!);
+    expect(JSON.parse(state).resources.find((r: any) => r.type === 'kms_key').instances[0].attributes.key_id).toBe(key.id);
+  }, 60_000);
+
+  it('shows drift made behind its back and repairs it', async () => {
+    const state = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8'));
+    const uuid = state.resources.find((r: any) => r.type === 'kms_client').instances[0].attributes.client_uuid;
+    expect((await api('PUT', `/client/${uuid}?project_env=acme-production`, { ipWhitelist: ['192.168.0.0/16'] })).status).toBe(200);
+    expect((await api('DELETE', `/endpoint/${encodeURIComponent('GET:/v1/orders')}?project_env=acme-production`)).status).toBe(200);
+    const plan = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
+    expect(plan.code, plan.stderr).toBe(2);
+    expect(plan.stdout).toMatch(/kms_endpoint\.list_orders will be created/);
+    expect(plan.stdout).toMatch(/"192\.168\.0\.0\/16"/);
+    expect(plan.stdout).toMatch(/Plan: 1 to add, 1 to change, 0 to destroy/);
+    ok(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (repair)');
+    expect((await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode')).code).toBe(0);
+  }, 120_000);
+
+  it('imports by natural id and generates the configuration', async () => {
+    const adopt = await project('adopt', {
+      'main.tf': `terraform {\n  required_providers {\n    kms = { source = "kms-sync/kms", version = "${VERSION}" }\n  }\n}\nprovider "kms" {}\n`,
+      'import.tf': readFileSync(path.join(repoRoot, 'examples', 'terraform', 'import.tf.example'), 'utf8'),
+    });
+    const plan = await tf(adopt, 'plan', '-input=false', '-no-color', '-generate-config-out=generated.tf');
+    ok(plan, 'plan -generate-config-out');
+    expect(plan.stdout).toMatch(/3 to import/);
+    const generated = readFileSync(path.join(adopt, 'generated.tf'), 'utf8');
+    expect(generated).toMatch(/resource "kms_client" "globex"/);
+    expect(generated).toMatch(/template\s+= "gold"/);
+    expect(generated).toMatch(/path\s+= "\/v1\/orders"/);
+    expect(generated).not.toMatch(RAW_KEY_PATTERN);
+    ok(await tf(adopt, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (import)');
+    expect(readFileSync(path.join(adopt, 'terraform.tfstate'), 'utf8')).toMatch(/"client_uuid"/);
+  }, 120_000);
+
+  it('destroys everything it created', async () => {
+    ok(await tf(main, 'destroy', '-input=false', '-no-color', '-auto-approve'), 'destroy');
+    expect(emu.service.toJSON().projects).toEqual([]);
+    expect(existsSync(path.join(main, 'terraform.tfstate'))).toBe(true);
+    expect(JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8')).resources).toEqual([]);
+  }, 120_000);
+});
