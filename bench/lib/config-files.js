@@ -6,9 +6,12 @@ import { writeFileSync } from 'node:fs';
 
 const q = (s) => (/^[A-Za-z0-9_./-]+$/.test(s) && !/^(true|false|null|~|\d[\d.]*)$/i.test(s) ? s : JSON.stringify(s));
 
+/** The owner id of the benchmark's configurations; the seed stamps it on what it creates. */
+export const BENCH_OWNER = 'bench';
+
 /** YAML text of a DesiredState built by fixtures.desiredState (one project, one environment). */
 export function yamlOf(state) {
-  const out = ['# kms-sync benchmark configuration (generated)', 'apiVersion: kms-sync/v1', 'projects:'];
+  const out = ['# kms-sync benchmark configuration (generated)', 'apiVersion: kms-sync/v1', `owner: ${BENCH_OWNER}`, 'projects:'];
   const push = (s) => out.push(s);
   for (const p of state.projects) {
     push(`  - slug: ${q(p.slug)}`);
@@ -64,6 +67,7 @@ export function yamlOf(state) {
 export function jsonOf(state) {
   const doc = {
     apiVersion: 'kms-sync/v1',
+    owner: BENCH_OWNER,
     projects: state.projects.map((p) => ({
       slug: p.slug, name: p.name,
       environments: state.envs.filter((e) => e.project === p.slug).map((e) => ({

@@ -20,7 +20,11 @@ export const COMMAND_MODULES: CommandModule[] = [
       { name: 'plan', term: 'plan [options]', description: 'show what apply would change in the live service' },
       { name: 'apply', term: 'apply [options] [planfile]', description: 'plan, confirm, then make the live service match the configuration' },
       { name: 'rotate', term: 'rotate [options]', description: 'rotate selected keys now: issue and store a new key, then retire the old one' },
-      { name: 'export', term: 'export [options]', description: 'write the live state of environments as YAML in the configuration format (no secrets)' },
+      {
+        name: 'destroy', term: 'destroy [options]',
+        description: 'delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them',
+      },
+      { name: 'export', term: 'export [options]', description: 'write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)' },
     ],
     load: async () => (await import('./sync-commands.js')).registerSyncCommands,
   },
@@ -40,7 +44,7 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./emulator-command.js')).registerEmulator,
   },
   {
-    commands: [{ name: 'demo', term: 'demo [options]', description: 'start an in-process emulator and apply examples/ to it (the quick start)' }],
+    commands: [{ name: 'demo', term: 'demo [options]', description: 'start an in-process emulator and apply examples/ to it (the quick start); --cdktf: the same setup as a CDKTF stack' }],
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
   {

@@ -44,10 +44,10 @@ export interface LoadedConfig {
 }
 
 export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags): Promise<LoadedConfig> {
+  performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const cdktf = await readCdktfFlags(o);
   if (o.file.length === 0 && !cdktf) throw new UsageError('no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR]');
   let loaded;
-  performance.mark('kms:config-start');
   try {
     loaded = await loadDesiredState(o.file, cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {});
   } catch (e) {

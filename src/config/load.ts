@@ -56,7 +56,7 @@ export interface LoadResult {
   state: DesiredState;
   /** The files read, in load order, relative to cwd. */
   files: string[];
-  /** Problems that do not stop loading (an empty file, a JSON file in a folder that is not a configuration). */
+  /** Problems that do not stop loading (an empty file). */
   warnings: Diagnostic[];
 }
 
@@ -77,7 +77,7 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
   // A CDKTF-only run names no files.
   const found = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre);
   const sources: ConfigSource[] = [];
-  for (const { path: f, named } of found) {
+  for (const { path: f } of found) {
     const file = displayPath(f, cwd);
     let bytes: Buffer;
     try {
@@ -89,10 +89,6 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
     const decoded = decodeConfig(file, bytes);
     if ('diagnostic' in decoded) {
       pre.push(decoded.diagnostic);
-      continue;
-    }
-    if (!named && /\.json$/i.test(f) && !/^\s*\{[^]*?"apiVersion"\s*:/.test(decoded.text.slice(0, 4096))) {
-      warnings.push({ file, line: 0, column: 0, path: '', message: 'skipped: a JSON file found in a folder is read only when it has "apiVersion" (name it with -f to read it anyway)' });
       continue;
     }
     sources.push({ file, text: decoded.text });

@@ -1,5 +1,5 @@
 // `-f` arguments → the sorted list of configuration files (YAML, and JSON) to load.
-import { readdir, stat } from 'node:fs/promises';
+import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type Diagnostic } from './diagnostics.js';
 
@@ -11,6 +11,22 @@ export function displayPath(file: string, cwd: string): string {
   return (rel === '' ? path.basename(file) : rel).split(path.sep).join('/');
 }
 
+/**
+ * A JSON file found in a folder is configuration when its beginning names a field of the format
+ * (`apiVersion`, `projects`, `stores`): a package.json, tsconfig.json, cdktf.json or saved plan
+ * beside the configuration is not read. A file named with -f is always read.
+ */
+async function isConfigJson(file: string): Promise<boolean> {
+  const fh = await open(file, 'r').catch(() => undefined);
+  if (!fh) return true; // let the loader report why it cannot be read
+  try {
+    const { bytesRead, buffer } = await fh.read(Buffer.alloc(4096), 0, 4096, 0);
+    return /"(apiVersion|projects|stores)"\s*:/.test(buffer.subarray(0, bytesRead).toString('utf8'));
+  } finally {
+    await fh.close();
+  }
+}
+
 async function walk(dir: string, out: string[]): Promise<void> {
   const entries = await readdir(dir, { withFileTypes: true });
   for (const entry of entries) {
@@ -19,8 +35,8 @@ async function walk(dir: string, out: string[]): Promise<void> {
     if (entry.isDirectory()) {
       await walk(full, out);
     } else if (CONFIG_FILE.test(entry.name)) {
-      if (entry.isFile()) out.push(full);
-      else if (entry.isSymbolicLink() && (await stat(full).catch(() => undefined))?.isFile()) out.push(full);
+      const isFile = entry.isFile() || (entry.isSymbolicLink() && (await stat(full).catch(() => undefined))?.isFile());
+      if (isFile && (!/\.json$/i.test(entry.name) || (await isConfigJson(full)))) out.push(full);
     }
   }
 }

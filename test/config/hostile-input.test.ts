@@ -208,10 +208,14 @@ describe('JSON configurations', () => {
     ]);
   });
 
-  it('in a folder, reads JSON files that have "apiVersion" and skips others with a warning', async () => {
-    const dir = await writeTree({ 'a.json': json, 'package.json': '{"name": "x"}', 'plan.json': '{"kind": "kms-sync/saved-plan"}' });
-    const r = await loadDesiredState(['.'], { cwd: dir, env: {} });
-    expect(r.files).toEqual(['a.json']);
-    expect(r.warnings.map((w) => w.file)).toEqual(['package.json', 'plan.json']);
+  it('in a folder, reads the JSON files of the format and leaves package.json, tsconfig.json and saved plans alone', async () => {
+    const dir = await writeTree({
+      'a.json': json, 'b.json': '{"projects": []}', 'package.json': '{"name": "x"}', 'plan.json': '{"kind": "kms-sync/saved-plan"}',
+    });
+    const err = (await loadDesiredState(['.'], { cwd: dir, env: {} }).catch((e: unknown) => e)) as ConfigError;
+    // b.json is read (and is missing its apiVersion); the others are not configuration.
+    expect(formatDiagnostics(err.diagnostics)).toBe('b.json:1:1: (top level): missing required field "apiVersion"');
+    const named = await loadDesiredState(['a.json', 'package.json'], { cwd: dir, env: {} }).catch((e: unknown) => e);
+    expect(formatDiagnostics((named as ConfigError).diagnostics)).toMatch(/^package\.json:1:1: \(top level\): missing required field "apiVersion"/);
   });
 });
