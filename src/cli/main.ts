@@ -1,35 +1,17 @@
 #!/usr/bin/env node
-// kms-sync command line: thin wiring of the layers (DESIGN.md "Layers").
-import { Command, CommanderError } from 'commander';
-import { registerDemo } from './demo-command.js';
-import { registerDrift } from './drift-command.js';
-import { registerEmulator } from './emulator-command.js';
-import { registerSecrets } from './secrets-command.js';
-import { registerSyncCommands } from './sync-commands.js';
+// kms-sync command line: thin wiring of the layers (DESIGN.md "Layers"). Only the module of the
+// command being run is imported (src/cli/commands.ts), so start-up stays fast.
+import { CommanderError } from 'commander';
+import { buildProgram } from './commands.js';
 import { EXIT } from './exit-codes.js';
 import { redact } from './output.js';
-
-export function buildProgram(): Command {
-  const program = new Command();
-  program
-    .name('kms-sync')
-    .description('Manage API access as code: plan and apply projects, environments, templates, clients, keys and endpoints.')
-    .version('0.1.0')
-    .showHelpAfterError()
-    .exitOverride();
-  registerSyncCommands(program);
-  registerDrift(program);
-  registerSecrets(program);
-  registerEmulator(program);
-  registerDemo(program);
-  program.command('provider').description('Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
-    .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
-  return program;
-}
+import { recordProfileOnExit } from './profile.js';
 
 async function main(argv: string[]) {
-  const program = buildProgram();
+  recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
   try {
+    const program = await buildProgram(argv.slice(2));
+    performance.mark('kms:command-loaded');
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
