@@ -1,21 +1,32 @@
-// `npm run bench`: plan and apply at scale against the emulator over real HTTP (issue 6).
+// `npm run bench`: kms-sync timed as its users see it (issue 16). Every scenario runs the real
+// command line as a fresh process (`node dist/cli/main.js …`) on a real configuration file, against
+// the emulator in its own process with 20 ms added to every request, and is timed from spawn to
+// exit. Beside that whole-process wall time, the process reports its own phases (start-up, command
+// import, config load, secret-name check, live read, plan, the rest: apply and output) through
+// KMS_SYNC_PROFILE, and the emulator counts the requests. The per-resource baseline (a
+// Terraform-like refresh, bench/worker.js) is kept where it applies.
 //
-//   node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--read-parallelism N]
-//                     [--only 1,2,..] [--full-baseline] [--out FILE] [--json]
+//   node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,3]
+//                     [--full-baseline] [--out FILE] [--json]
 //
-// The emulator runs in its own process (bench/emulator-child.js), seeded through its control
-// route; every measured run of kms-sync is a fresh process (bench/worker.js) that reports wall
-// time, requests by kind and peak RSS as JSON. This driver takes medians, prints a table and
-// writes bench/results.json. Targets are shown, never asserted: CI only runs `--quick` to prove the
-// benchmark still works.
-import { fork } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+// Targets are shown, never asserted: CI runs `--quick` (tiny sizes, no latency, one run) to prove
+// the benchmark works. bench/results.json holds the last full run.
+import { fork, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { seedRequest } from './lib/fixtures.js';
+import { KmsClient } from '../dist/api/client.js';
+import { AgeKeys, SopsFileStore } from '../dist/secrets/index.js';
+import { seededStackSource } from '../scripts/cdktf-bench.js';
+import { BENCH_OWNER, writeConfig } from './lib/config-files.js';
+import { OWNED, SEED_URL, desiredState, seedRequest as fixtureSeed, templateName } from './lib/fixtures.js';
+
+/** The seed stamps what it creates as this configuration's own (kms-sync/owner), as an apply would. */
+const seedRequest = (env) => ({ ...fixtureSeed(env), metadata: { ...OWNED, 'kms-sync/owner': BENCH_OWNER } });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+const cliPath = path.join(here, '..', 'dist', 'cli', 'main.js');
 const API_KEY = 'sk_test_bench0123456789';
 
 // ------------------------------------------------------------------ options
@@ -34,11 +45,10 @@ function parseArgs(argv) {
     else if (a === '--runs') o.runs = Number(value());
     else if (a === '--latency-ms') o.latencyMs = Number(value());
     else if (a === '--parallelism') o.parallelism = Number(value());
-    else if (a === '--read-parallelism') o.readParallelism = Number(value());
     else if (a === '--only') o.only = value().split(',').map(Number);
     else if (a === '--out') o.out = path.resolve(value());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--read-parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n');
+      process.stdout.write('usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -49,60 +59,71 @@ const opts = parseArgs(process.argv.slice(2));
 const quick = opts.quick;
 const latencyMs = opts.latencyMs ?? (quick ? 0 : 20);
 const parallelism = opts.parallelism ?? 8; // the CLI's default --parallelism
-const readParallelism = opts.readParallelism; // default: the transport's (4 × parallelism)
-// Quick runs (CI) never overwrite the recorded figures; bench/results.local.json is git-ignored.
 const out = opts.out ?? path.join(here, quick ? 'results.local.json' : 'results.json');
 const runsFor = (n) => opts.runs ?? (quick ? 1 : n);
 const warmups = quick ? 0 : 1;
-
-/** Full sizes, or tiny ones in quick mode. */
 const size = (full, tiny) => (quick ? tiny : full);
 const env10k = { templates: 20, clients: size(10_000, 60), keysPerClient: 2, endpoints: size(1_000, 12) };
+const pages = (n) => Math.max(1, Math.ceil(n / 100));
 
 const scenarios = [
   {
-    id: 1, key: 'noop-10k', title: `No-op plan, ${env10k.clients.toLocaleString('en')} clients`, mode: 'noop', runs: runsFor(5),
-    env: { project: 'noop', type: 'production', ...env10k },
-    limit: 'project list + get + ⌈clients/100⌉ + ⌈endpoints/100⌉ pages',
-    targets: { maxRequests: 120, maxWallMs: 1000, maxRssMB: 250 },
+    id: 1, key: 'startup', title: 'kms-sync --version / --help', mode: 'startup', runs: runsFor(10),
+    targets: { maxWallMs: 150 },
+  },
+  {
+    id: 2, key: 'validate-10k', title: `validate, ${env10k.clients.toLocaleString('en')} clients (YAML)`, mode: 'validate', runs: runsFor(5),
+    env: { project: 'val', type: 'production', ...env10k }, file: 'kms.yaml', targets: { maxWallMs: 500 },
+  },
+  {
+    id: 3, key: 'validate-10k-json', title: `validate, ${env10k.clients.toLocaleString('en')} clients (JSON)`, mode: 'validate', runs: runsFor(5),
+    env: { project: 'val', type: 'production', ...env10k }, file: 'kms.json', targets: { maxWallMs: 500 },
+  },
+  {
+    id: 4, key: 'noop-10k', title: `no-op plan, ${env10k.clients.toLocaleString('en')} clients + ${env10k.endpoints.toLocaleString('en')} endpoints`, mode: 'noop', runs: runsFor(5),
+    env: { project: 'noop', type: 'production', ...env10k }, targets: { maxWallMs: 800, maxRequests: 120 },
     baseline: { sample: undefined },
   },
   {
-    id: 2, key: 'noop-100k', title: `No-op plan, ${size(100_000, 300).toLocaleString('en')} clients`, mode: 'noop', runs: runsFor(3),
+    id: 5, key: 'noop-100k', title: `no-op plan, ${size(100_000, 300).toLocaleString('en')} clients`, mode: 'noop', runs: runsFor(3),
     env: { project: 'big', type: 'production', templates: 20, clients: size(100_000, 300), keysPerClient: 2, endpoints: size(1_000, 12) },
-    limit: 'project list + get + ⌈clients/100⌉ + ⌈endpoints/100⌉ pages',
     targets: { maxWallMs: 5000, maxRssMB: 1024 },
     baseline: { sample: opts.fullBaseline || quick ? undefined : 10_000 },
   },
   {
-    id: 3, key: 'create-1k', title: `Create ${size(1_000, 20).toLocaleString('en')} clients with keys`, mode: 'create', runs: runsFor(3),
-    env: { project: 'create', type: 'production', templates: 20, clients: size(1_000, 20), keysPerClient: 2, endpoints: 0 },
-    limit: 'project list + get + 2 empty first pages + ⌈clients/100⌉ bulk creates',
-    targets: { maxWallMs: 3000 },
+    id: 6, key: 'create-1k', title: `create ${size(1_000, 20).toLocaleString('en')} clients with 2 keys, all stored`, mode: 'create', runs: runsFor(3),
+    env: { project: 'create', type: 'production', templates: 20, clients: size(1_000, 20), keysPerClient: 2, endpoints: 0 }, targets: { maxWallMs: 2000 },
   },
   {
-    id: 4, key: 'update-1pct', title: `Update 1% of ${env10k.clients.toLocaleString('en')} clients`, mode: 'update', runs: runsFor(3),
-    env: { project: 'upd', type: 'production', ...env10k, changeEvery: 100 },
-    limit: 'pages + changed objects',
-    targets: {},
+    id: 7, key: 'update-1pct', title: `update 1% of ${env10k.clients.toLocaleString('en')} clients`, mode: 'update', runs: runsFor(3),
+    env: { project: 'upd', type: 'production', ...env10k, changeEvery: 100 }, targets: {},
     baseline: { sample: undefined },
   },
   {
-    id: 5, key: 'diff-100k', title: `Diff CPU only, ${size(100_000, 1_000).toLocaleString('en')} clients (1% changed)`, mode: 'diff', runs: runsFor(3),
+    id: 8, key: 'rotate-100', title: `rotate ${size(100, 10)} keys, store of ${size(3_000, 60).toLocaleString('en')} secrets`, mode: 'rotate', runs: runsFor(3),
+    env: { project: 'rot', type: 'production', templates: 20, clients: size(1_500, 30), keysPerClient: 2, endpoints: 0 }, rotate: size(100, 10),
+    targets: { maxWallMs: 3000 },
+  },
+  {
+    id: 9, key: 'diff-100k', title: `diff only, ${size(100_000, 1_000).toLocaleString('en')} clients in memory (1% changed; in-process)`, mode: 'diff', runs: runsFor(3),
     env: { project: 'mem', type: 'production', templates: 20, clients: size(100_000, 1_000), keysPerClient: 2, endpoints: size(1_000, 12), changeEvery: 100 },
-    limit: 'no requests',
     targets: { maxWallMs: 1000 },
+  },
+  {
+    // The CDKTF front end (scripts/cdktf-bench.js writes the app): the app's synth alone, the no-op
+    // plan of its output (`plan --cdktf-out`), and both in one run as a user types it (`plan --cdktf`).
+    id: 10, key: 'cdktf-10k', title: `CDKTF synth + no-op plan, ${env10k.clients.toLocaleString('en')} clients`, mode: 'cdktf', runs: runsFor(3),
+    env: { project: 'cdk', type: 'production', templates: env10k.templates, clients: env10k.clients, keysPerClient: 2, endpoints: 0 }, targets: {},
   },
 ].filter((s) => !opts.only || opts.only.includes(s.id));
 
-/** The request count a perfect reader needs for a seeded environment (scenarios 1, 2, 4). */
+/** The request count a perfect reader needs for a seeded environment. */
 function limitRequests(s) {
-  const pages = (n) => Math.max(1, Math.ceil(n / 100));
   const e = s.env;
   if (s.mode === 'noop') return 2 + pages(e.clients) + pages(e.endpoints);
   if (s.mode === 'update') return 2 + pages(e.clients) + pages(e.endpoints) + Math.ceil(e.clients / e.changeEvery);
   if (s.mode === 'create') return 4 + Math.ceil(e.clients / 100);
-  return 0;
+  return undefined;
 }
 
 // ------------------------------------------------------------------ processes
@@ -138,12 +159,46 @@ async function control(emu, method, route, body) {
   return r.json();
 }
 
-/** One measured run in a fresh process; the emulator's counts and CPU are taken around its timed section. */
+/** One run of the real CLI in a fresh process, timed from spawn to exit; its profile and the emulator's counts around it. */
+async function runCli(args, { cwd, env = {}, emu, expectCode = 0 }) {
+  const profile = path.join(mkdtempSync(path.join(os.tmpdir(), 'kms-sync-profile-')), 'profile.json');
+  if (emu) await control(emu, 'DELETE', '/counts');
+  const emuCpu0 = emu ? (await emu.usage()).cpuMs : 0;
+  const t0 = performance.now();
+  const { code, stdout, stderr } = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [cliPath, ...args], {
+      cwd, stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env.PATH, HOME: env.HOME ?? os.homedir(), NO_COLOR: '1', KMS_SYNC_PROFILE: profile,
+        // e.g. KMS_SYNC_BENCH_NODE_OPTIONS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the measured processes
+        ...(process.env.KMS_SYNC_BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.KMS_SYNC_BENCH_NODE_OPTIONS } : {}),
+        ...(emu ? { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY } : {}), ...env,
+      },
+    });
+    let so = '';
+    let se = '';
+    child.stdout.on('data', (d) => { so += d; });
+    child.stderr.on('data', (d) => { se += d; });
+    child.on('exit', (c) => resolve({ code: c, stdout: so, stderr: se }));
+  });
+  const wallMs = performance.now() - t0;
+  if (code !== expectCode) throw new Error(`kms-sync ${args.join(' ')} exited ${code} (expected ${expectCode}): ${stderr.slice(-800) || stdout.slice(-800)}`);
+  const p = JSON.parse(readFileSync(profile, 'utf8'));
+  rmSync(path.dirname(profile), { recursive: true, force: true });
+  const requests = emu ? await control(emu, 'GET', '/counts') : {};
+  const emulatorCpuMs = emu ? (await emu.usage()).cpuMs - emuCpu0 : undefined;
+  const known = Object.values(p.phases).reduce((a, b) => a + b, 0);
+  return {
+    wallMs, cpuMs: p.cpuMs, maxRssKB: p.maxRssKB, stdout,
+    phases: { ...p.phases, otherMs: Math.max(0, p.totalMs - known) },
+    requests, totalRequests: Object.values(requests).reduce((a, b) => a + b, 0), emulatorCpuMs,
+  };
+}
+
+/** bench/worker.js in a fresh process: the per-resource baseline and the in-memory diff. */
 function runWorker(emu, spec) {
   return new Promise((resolve, reject) => {
-    const child = fork(path.join(here, 'worker.js'), [JSON.stringify(spec)], {
-      stdio: ['ignore', 'pipe', 'inherit', 'ipc'], execArgv: ['--expose-gc'],
-    });
+    const child = fork(path.join(here, 'worker.js'), [JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], execArgv: ['--expose-gc'] });
     let stdout = '';
     const emuSide = {};
     child.stdout.on('data', (d) => { stdout += d; });
@@ -169,114 +224,234 @@ function runWorker(emu, spec) {
         reject(new Error(`worker ${spec.mode} printed no result: ${stdout.slice(-500)}`));
         return;
       }
-      if (!res.ok) reject(new Error(`scenario ${spec.mode} failed: ${res.error}`));
-      else resolve({ ...res, emulator: { cpuMs: emuSide.cpuMs, requests: emuSide.counts } });
+      if (!res.ok) reject(new Error(`worker ${spec.mode} failed: ${res.error}`));
+      else resolve({ ...res, emulatorCpuMs: emuSide.cpuMs, emulatorRequests: emuSide.counts });
     });
   });
 }
 
-// ------------------------------------------------------------------ statistics
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+// ------------------------------------------------------------------ scenarios
+const tmpRoot = mkdtempSync(path.join(os.tmpdir(), 'kms-sync-bench-'));
+let dirCount = 0;
+const scratch = () => {
+  const d = path.join(tmpRoot, String(dirCount++));
+  mkdirSync(d, { recursive: true });
+  return d;
 };
+/** A user's age identity and home, outside the configuration. */
+async function userEnv() {
+  const home = scratch();
+  const env = { HOME: home, SOPS_AGE_KEY_FILE: path.join(home, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1' };
+  await new AgeKeys({ env }).recipients();
+  return env;
+}
+
+async function repeat(s, fn) {
+  const runs = [];
+  for (let i = 0; i < warmups + s.runs; i++) {
+    const r = await fn(i);
+    if (i >= warmups) runs.push(r);
+  }
+  return runs;
+}
+
+const modes = {
+  async startup(s) {
+    const dir = scratch();
+    const version = await repeat(s, () => runCli(['--version'], { cwd: dir }));
+    const help = await repeat(s, () => runCli(['--help'], { cwd: dir }));
+    return { runs: [...version, ...help], extra: { versionMs: median(version.map((r) => r.wallMs)), helpMs: median(help.map((r) => r.wallMs)) } };
+  },
+
+  async validate(s) {
+    const dir = scratch();
+    const bytes = writeConfig(path.join(dir, s.file), desiredState(s.env));
+    const runs = await repeat(s, () => runCli(['validate', '-f', s.file], { cwd: dir }));
+    if (!runs[0].stdout.includes(`${s.env.clients} client(s)`)) throw new Error(`validate did not read ${s.env.clients} clients: ${runs[0].stdout}`);
+    return { runs, extra: { configBytes: bytes } };
+  },
+
+  async noop(s, emu) {
+    await control(emu, 'POST', '/seed', seedRequest(s.env));
+    const dir = scratch();
+    const bytes = writeConfig(path.join(dir, 'kms.yaml'), desiredState(s.env));
+    // --no-secret-check: the seeded keys have no secrets in any store (their check is scenario 8's store work).
+    const runs = await repeat(s, () => runCli(['plan', '-f', 'kms.yaml', '--detailed-exitcode', '--no-secret-check', '--parallelism', String(parallelism)], { cwd: dir, emu }));
+    return { runs, extra: { configBytes: bytes } };
+  },
+
+  async update(s, emu) {
+    await control(emu, 'POST', '/seed', seedRequest(s.env));
+    const dir = scratch();
+    const env = await userEnv();
+    const changed = (i) => i % s.env.changeEvery === 0;
+    const runs = await repeat(s, (run) => {
+      writeConfig(path.join(dir, 'kms.yaml'), desiredState({ ...s.env, changed, revision: `run-${run}` }));
+      return runCli(['apply', '-f', 'kms.yaml', '--auto-approve', '--no-secret-check', '--parallelism', String(parallelism)], { cwd: dir, emu, env });
+    });
+    return { runs };
+  },
+
+  async create(s, emu) {
+    const env = await userEnv();
+    const maxClients = Math.ceil(s.env.clients / s.env.templates) + 10;
+    const runs = await repeat(s, async (run) => {
+      const project = `${s.env.project}${run}`;
+      const setup = new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, parallelism: 4 });
+      await setup.createProject({
+        slug: project, name: project,
+        envs: [{ type: s.env.type, url: SEED_URL, templates: Array.from({ length: s.env.templates }, (_, i) => ({ name: templateName(i), rateLimitDay: 1000 + i, maxClients })) }],
+      });
+      await setup.close();
+      const dir = scratch();
+      writeConfig(path.join(dir, 'kms.yaml'), desiredState({ ...s.env, project, maxClients }));
+      const r = await runCli(['apply', '-f', 'kms.yaml', '--auto-approve', '--parallelism', String(parallelism)], { cwd: dir, emu, env });
+      // Untimed: every raw key is in the default store beside the configuration.
+      const stored = await new SopsFileStore(path.join(dir, '.kms-sync', 'secrets.sops.yaml'), { env }).readAll();
+      if (stored.size !== s.env.clients * s.env.keysPerClient) throw new Error(`${stored.size} keys stored, expected ${s.env.clients * s.env.keysPerClient}`);
+      return r;
+    });
+    return { runs };
+  },
+
+  async rotate(s, emu) {
+    await control(emu, 'POST', '/seed', seedRequest(s.env));
+    const dir = scratch();
+    const env = await userEnv();
+    writeConfig(path.join(dir, 'kms.yaml'), desiredState(s.env));
+    // Untimed: the default store already holds a secret for every key (as after the apply that made them).
+    const pe = `${s.env.project}-${s.env.type}`;
+    const store = new SopsFileStore(path.join(dir, '.kms-sync', 'secrets.sops.yaml'), { env });
+    const live = new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, parallelism: 8 });
+    const clients = await live.listClients(pe);
+    await live.close();
+    await store.putMany(clients.flatMap((c) => (c.keys ?? []).map((k) => ({
+      name: `${pe}/${c.name}/${k.name}`, value: `kmsc_${'b'.repeat(43)}`,
+      meta: { projectEnv: pe, client: c.name, key: k.name, keyId: k.id ?? k.key_uuid ?? 'seeded', issuedAt: new Date().toISOString(), expiresAt: null },
+    }))));
+    // client-00000 … client-00099: the first `rotate` clients' key-0.
+    const glob = s.rotate === 100 ? `key.${pe}/client-000*/key-0` : `key.${pe}/client-0000*/key-0`;
+    const runs = await repeat(s, () => runCli(['rotate', '-f', 'kms.yaml', '--key', glob, '--auto-approve', '--parallelism', String(parallelism)], { cwd: dir, emu, env }));
+    if (!/rotated/.test(runs[0].stdout)) throw new Error(`rotate printed no rotation: ${runs[0].stdout.slice(-400)}`);
+    return { runs, extra: { storeSecrets: clients.length * s.env.keysPerClient } };
+  },
+
+  async diff(s) {
+    const runs = await repeat({ ...s, runs: s.runs }, () => runWorker(undefined, { ...s.env, mode: 'diff', run: 0 }));
+    return { runs: runs.map((r) => ({ ...r, totalRequests: 0, requests: {} })) };
+  },
+
+  async cdktf(s, emu) {
+    await control(emu, 'POST', '/seed', seedRequest(s.env));
+    // A CDKTF project whose packages resolve to this repository's build (as scripts/cdktf-bench.js does).
+    const dir = scratch();
+    const root = path.join(here, '..');
+    mkdirSync(path.join(dir, 'node_modules'));
+    symlinkSync(root, path.join(dir, 'node_modules', 'kms-sync'), 'dir');
+    for (const pkg of ['cdktf', 'constructs']) symlinkSync(path.join(root, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
+    writeFileSync(path.join(dir, 'package.json'), '{ "type": "module", "private": true }\n');
+    writeFileSync(path.join(dir, 'cdktf.json'), `${JSON.stringify({ language: 'typescript', app: 'node main.ts' })}\n`);
+    const source = seededStackSource({ project: s.env.project, type: s.env.type, clients: s.env.clients, templates: s.env.templates, keysPerClient: s.env.keysPerClient })
+      .replace("new KmsProvider(stack, 'kms', {})", `new KmsProvider(stack, 'kms', { owner: ${JSON.stringify(BENCH_OWNER)} })`);
+    if (!source.includes(BENCH_OWNER)) throw new Error('the CDKTF bench stack no longer has the provider line this scenario gives an owner');
+    writeFileSync(path.join(dir, 'main.ts'), source);
+    const synthOnce = async () => {
+      const t0 = performance.now();
+      const code = await new Promise((resolve) => {
+        const child = spawn(process.execPath, ['main.ts'], { cwd: dir, stdio: 'ignore', env: { PATH: process.env.PATH, HOME: os.homedir(), CDKTF_OUTDIR: path.join(dir, 'cdktf.out'), CHECKPOINT_DISABLE: '1' } });
+        child.on('exit', resolve);
+      });
+      if (code !== 0) throw new Error(`the CDKTF app exited ${code}`);
+      return performance.now() - t0;
+    };
+    const synth = [];
+    for (let i = 0; i < warmups + s.runs; i++) {
+      const ms = await synthOnce();
+      if (i >= warmups) synth.push(ms);
+    }
+    const planOut = await repeat(s, () => runCli(['plan', '--cdktf-out', 'cdktf.out', '--detailed-exitcode', '--no-secret-check'], { cwd: dir, emu }));
+    const planAll = await repeat(s, () => runCli(['plan', '--cdktf', '.', '--detailed-exitcode', '--no-secret-check'], { cwd: dir, emu }));
+    return { runs: planAll, extra: { synthMs: round(median(synth)), planFromOutput: summarise(planOut) } };
+  },
+};
+
+// ------------------------------------------------------------------ statistics
+function median(xs) {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(v.length / 2);
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+const round = (x) => (x === undefined ? undefined : Math.round(x * 10) / 10);
 
 function summarise(runs) {
   const walls = runs.map((r) => r.wallMs);
   const mid = median(walls);
   const rep = runs.reduce((best, r) => (Math.abs(r.wallMs - mid) < Math.abs(best.wallMs - mid) ? r : best), runs[0]);
-  const emuCpu = runs.map((r) => r.emulator?.cpuMs).filter((x) => x !== undefined);
   const phases = {};
   for (const k of Object.keys(rep.phases ?? {})) phases[k] = round(median(runs.map((r) => r.phases?.[k] ?? 0)));
+  const emuCpu = runs.map((r) => r.emulatorCpuMs).filter((x) => x !== undefined);
   return {
     wallMs: round(mid), minWallMs: round(Math.min(...walls)), maxWallMs: round(Math.max(...walls)), runs: walls.map(round),
-    cpuMs: round(median(runs.map((r) => r.cpuMs))),
-    maxRssMB: round(Math.max(...runs.map((r) => r.maxRssKB)) / 1024),
-    phases,
-    requests: rep.requests, totalRequests: rep.totalRequests,
-    emulatorRequests: rep.emulator?.requests, emulatorTotal: rep.emulator?.requests ? Object.values(rep.emulator.requests).reduce((a, b) => a + b, 0) : undefined,
-    emulatorCpuMs: emuCpu.length ? round(median(emuCpu)) : undefined,
-    ...(rep.measuredRequests ? { measuredRequests: rep.measuredRequests } : {}),
-    ...(rep.extrapolated ? { extrapolated: true, sampled: rep.sampled, resources: rep.resources, measuredWallMs: round(rep.measuredWallMs) } : {}),
+    cpuMs: round(median(runs.map((r) => r.cpuMs))), maxRssMB: round(Math.max(...runs.map((r) => r.maxRssKB)) / 1024), phases,
+    requests: rep.requests, totalRequests: rep.totalRequests, emulatorCpuMs: emuCpu.length ? round(median(emuCpu)) : undefined,
   };
 }
-const round = (x) => (x === undefined ? undefined : Math.round(x * 10) / 10);
 
 // ------------------------------------------------------------------ main
 const started = performance.now();
 const results = [];
 const log = (s) => process.stderr.write(`${s}\n`);
-const readsLabel = `${readParallelism ?? 4 * parallelism} reads`;
-log(`kms-sync bench${quick ? ' (quick)' : ''}: latency ${latencyMs} ms/request, kms-sync --parallelism ${parallelism} (${readsLabel}), ${os.cpus().length} cores, node ${process.version}`);
+log(`kms-sync bench${quick ? ' (quick)' : ''}: whole processes, latency ${latencyMs} ms/request, --parallelism ${parallelism}, ${os.cpus().length} cores, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}, node ${process.version}`);
 
-let emulatorByScenario = null;
+let emulator = null;
 try {
   for (const s of scenarios) {
     const t0 = performance.now();
-    let emu;
-    let seedMs;
-    if (s.mode !== 'diff') {
-      emu = emulatorByScenario = await startEmulatorChild();
-      if (s.mode !== 'create') {
-        const ts = performance.now();
-        await control(emu, 'POST', '/seed', seedRequest(s.env));
-        seedMs = performance.now() - ts;
-      }
+    const needsEmulator = ['noop', 'update', 'create', 'rotate', 'cdktf'].includes(s.mode);
+    emulator = needsEmulator ? await startEmulatorChild() : null;
+    const r = await modes[s.mode](s, emulator);
+    if (r.skipped) {
+      results.push({ id: s.id, key: s.key, title: s.title, mode: s.mode, skipped: r.skipped });
+      log(`  ${s.id}. ${s.title}: skipped: ${r.skipped}`);
+      continue;
     }
-    const base = { ...s.env, url: emu?.url, apiKey: API_KEY, parallelism, ...(readParallelism ? { readParallelism } : {}) };
-    const runs = [];
-    const total = warmups + s.runs;
-    for (let i = 0; i < total; i++) {
-      // Creates need an empty environment each time: a fresh project per run.
-      const spec = { ...base, mode: s.mode, run: i, ...(s.mode === 'create' ? { project: `${s.env.project}${i}` } : {}) };
-      const r = await runWorker(s.mode === 'diff' ? undefined : emu, spec);
-      if (i >= warmups) runs.push(r);
-    }
-    const kms = summarise(runs);
+    const kms = summarise(r.runs);
     let baseline;
-    if (s.baseline) {
-      const b = await runWorker(emu, { ...base, mode: 'baseline', run: 0, sample: s.baseline.sample, changeEvery: s.env.changeEvery });
-      baseline = summarise([b]);
+    if (s.baseline && emulator) {
+      const b = await runWorker(emulator, { ...s.env, url: emulator.url, apiKey: API_KEY, parallelism, mode: 'baseline', run: 0, sample: s.baseline.sample, changeEvery: s.env.changeEvery });
+      baseline = { wallMs: round(b.wallMs), totalRequests: b.totalRequests, extrapolated: b.extrapolated, sampled: b.sampled, resources: b.resources };
     }
-    if (emu) await emu.stop();
-    emulatorByScenario = null;
-    const limit = limitRequests(s);
+    if (emulator) await emulator.stop();
+    emulator = null;
+    const limit = s.env ? limitRequests(s) : undefined;
     const t = s.targets;
-    const checks = quick ? {} : {
-      ...(t.maxRequests !== undefined ? { requests: kms.totalRequests <= t.maxRequests } : {}),
+    const meets = quick ? {} : {
       ...(t.maxWallMs !== undefined ? { wall: kms.wallMs < t.maxWallMs } : {}),
+      ...(t.maxRequests !== undefined ? { requests: kms.totalRequests <= t.maxRequests } : {}),
       ...(t.maxRssMB !== undefined ? { rss: kms.maxRssMB < t.maxRssMB } : {}),
-      ...(s.mode === 'update' ? { requests: kms.totalRequests === limit } : {}),
     };
     const entry = {
-      id: s.id, key: s.key, title: s.title, mode: s.mode, sizes: s.env, runs: s.runs, warmups: s.mode === 'diff' ? 0 : warmups,
-      limit: s.mode === 'diff' ? undefined : { requests: limit, rule: s.limit }, targets: s.targets, meetsTargets: checks,
-      seedMs: round(seedMs), kmsSync: kms,
-      ...(baseline ? {
-        baseline,
-        ratio: { time: round4(kms.wallMs / baseline.wallMs), requests: round4(kms.totalRequests / baseline.totalRequests) },
-      } : {}),
+      id: s.id, key: s.key, title: s.title, mode: s.mode, sizes: s.env, runs: s.runs, warmups, targets: t, meetsTargets: meets,
+      ...(limit !== undefined ? { limit: { requests: limit } } : {}), kmsSync: kms, ...(r.extra ?? {}),
+      ...(baseline ? { baseline, ratio: { time: Math.round((kms.wallMs / baseline.wallMs) * 1e4) / 1e4, requests: Math.round((kms.totalRequests / baseline.totalRequests) * 1e4) / 1e4 } } : {}),
       scenarioSeconds: round((performance.now() - t0) / 1000),
     };
     results.push(entry);
-    log(`  ${s.id}. ${s.title}: ${fmtMs(kms.wallMs)} median, ${kms.totalRequests} requests, ${kms.maxRssMB} MB RSS${baseline ? `; baseline ${fmtMs(baseline.wallMs)}, ${baseline.totalRequests} requests` : ''} (${entry.scenarioSeconds} s)`);
+    log(`  ${s.id}. ${s.title}: ${fmtMs(kms.wallMs)} median whole process, ${kms.totalRequests} requests, ${kms.maxRssMB} MB RSS (${entry.scenarioSeconds} s)`);
   }
 } catch (e) {
-  if (emulatorByScenario) await emulatorByScenario.stop().catch(() => undefined);
+  if (emulator) await emulator.stop().catch(() => undefined);
   log(`bench failed: ${e instanceof Error ? e.message : String(e)}`);
+  rmSync(tmpRoot, { recursive: true, force: true });
   process.exit(1);
 }
-function round4(x) { return Math.round(x * 10_000) / 10_000; }
+rmSync(tmpRoot, { recursive: true, force: true });
 
 const cpu = os.cpus();
 const report = {
-  date: new Date().toISOString(),
-  mode: quick ? 'quick' : 'full',
-  machine: { cores: cpu.length, cpu: cpu[0]?.model, memoryGB: round(os.totalmem() / 2 ** 30), platform: `${os.platform()} ${os.release()}`, node: process.version },
-  latencyMs, parallelism, readParallelism: readParallelism ?? 4 * parallelism,
-  totalSeconds: round((performance.now() - started) / 1000),
-  scenarios: results,
+  date: new Date().toISOString(), mode: quick ? 'quick' : 'full',
+  machine: { cores: cpu.length, cpu: cpu[0]?.model, memoryGB: round(os.totalmem() / 2 ** 30), platform: `${os.platform()} ${os.release()}`, node: process.version, loadAverage: os.loadavg() },
+  latencyMs, parallelism, totalSeconds: round((performance.now() - started) / 1000), scenarios: results,
 };
 writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 
@@ -288,27 +463,29 @@ function table(rows) {
   return [line(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n');
 }
 const ok = (v) => (v === undefined ? '' : v ? ' ✓' : ' ✗');
-const rows = [['#', 'scenario', 'wall (median)', 'requests (limit)', 'peak RSS', 'CPU kms-sync / emulator', 'baseline wall', 'baseline requests', 'time ratio', 'request ratio']];
+const PHASES = [['start-up', (p) => (p.startupMs ?? 0) + (p.commandImportMs ?? 0)], ['config', (p) => p.configMs], ['names', (p) => p.namesMs], ['read', (p) => p.readMs], ['plan', (p) => p.planMs], ['rest', (p) => p.otherMs]];
+const rows = [['#', 'scenario', 'target', 'wall, whole process (median)', 'phases: ' + PHASES.map(([n]) => n).join(' / '), 'requests (limit)', 'peak RSS', 'CPU kms-sync / emulator', 'baseline wall / requests', 'ratio time, requests']];
 for (const r of results) {
+  if (r.skipped) {
+    rows.push([r.id, r.title, '', `skipped: ${r.skipped}`, '', '', '', '', '', '']);
+    continue;
+  }
   const k = r.kmsSync;
+  const target = [r.targets.maxWallMs !== undefined ? `< ${fmtMs(r.targets.maxWallMs)}` : '', r.targets.maxRequests ? `≤ ${r.targets.maxRequests} req` : '', r.targets.maxRssMB ? `< ${r.targets.maxRssMB} MB` : ''].filter(Boolean).join(', ');
+  const wall = r.mode === 'startup' ? `${fmtMs(r.versionMs)} / ${fmtMs(r.helpMs)}${ok(r.meetsTargets.wall)}`
+    : r.mode === 'cdktf' ? `${fmtMs(k.wallMs)} (synth alone ${fmtMs(r.synthMs)}, plan of cdktf.out ${fmtMs(r.planFromOutput.wallMs)})`
+      : `${fmtMs(k.wallMs)}${ok(r.meetsTargets.wall)}`;
   rows.push([
-    r.id, r.title, `${fmtMs(k.wallMs)}${ok(r.meetsTargets.wall)}`,
-    r.mode === 'diff' ? '0' : `${k.totalRequests} (${r.limit.requests})${ok(r.meetsTargets.requests)}`,
-    `${k.maxRssMB} MB${ok(r.meetsTargets.rss)}`,
-    `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`,
-    r.baseline ? `${r.baseline.extrapolated ? '≈' : ''}${fmtMs(r.baseline.wallMs)}` : '',
-    r.baseline ? String(r.baseline.totalRequests) : '',
-    r.ratio ? r.ratio.time.toFixed(3) : '', r.ratio ? r.ratio.requests.toFixed(4) : '',
+    r.id, r.title, target, wall,
+    r.mode === 'diff' ? `plan ${fmtMs(k.phases.planMs)} (in-process)` : PHASES.map(([, f]) => fmtMs(f(k.phases))).join(' / '),
+    r.mode === 'diff' || r.mode === 'startup' || r.mode === 'validate' ? '0' : `${k.totalRequests}${r.limit ? ` (${r.limit.requests})` : ''}${ok(r.meetsTargets.requests)}`,
+    `${k.maxRssMB} MB${ok(r.meetsTargets.rss)}`, `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`,
+    r.baseline ? `${r.baseline.extrapolated ? '≈' : ''}${fmtMs(r.baseline.wallMs)} / ${r.baseline.totalRequests}` : '–',
+    r.ratio ? `${r.ratio.time.toFixed(3)}, ${r.ratio.requests.toFixed(4)}` : '–',
   ]);
-}
-const kinds = [['#', 'kms-sync requests by kind', 'emulator counts']];
-for (const r of results) {
-  if (r.mode === 'diff') continue;
-  kinds.push([r.id, Object.entries(r.kmsSync.requests).map(([k, v]) => `${k} ${v}`).join(', '), String(r.kmsSync.emulatorTotal ?? '')]);
 }
 if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 else {
-  process.stdout.write(`\n${table(rows)}\n\n${table(kinds)}\n\n`);
-  process.stdout.write(`latency ${latencyMs} ms per request, kms-sync --parallelism ${parallelism} (${readsLabel} in flight), baseline 10 in flight, ${report.machine.cores} cores (${report.machine.cpu}), node ${process.version}; ` +
-    `medians of ${quick ? 1 : 'several'} runs; ≈ = baseline time scaled from a sample; ✓/✗ = target met. Total ${report.totalSeconds} s. Results: ${path.relative(process.cwd(), out)}\n`);
+  process.stdout.write(`\n${table(rows)}\n\n`);
+  process.stdout.write(`Whole process = spawn to exit of \`node dist/cli/main.js …\`; phases from the process itself (KMS_SYNC_PROFILE). latency ${latencyMs} ms per request, --parallelism ${parallelism}, ${report.machine.cores} cores (${report.machine.cpu}), load average at start ${os.loadavg()[0].toFixed(1)}, node ${process.version}; medians of ${quick ? 1 : 'several'} runs after ${warmups} warm-up; ≈ = baseline scaled from a sample; ✓/✗ = target met. Total ${report.totalSeconds} s. Results: ${path.relative(process.cwd(), out)}\n`);
 }

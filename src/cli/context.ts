@@ -5,7 +5,7 @@ import { KmsClient } from '../api/client.js';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
 import { acquireLock } from '../secrets/fsutil.js';
-import { ConfigError, formatDiagnostics, loadDesiredState } from '../config/index.js';
+import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
 import type { DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
@@ -20,6 +20,7 @@ import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
+import { err } from './output.js';
 import { resolveOwner } from './owner.js';
 
 export interface GlobalOptions extends CdktfFlags {
@@ -54,6 +55,7 @@ export async function findDefaultConfig(from: string = process.cwd()): Promise<s
 }
 
 export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags): Promise<LoadedConfig> {
+  performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const cdktf = await readCdktfFlags(o);
   if (o.file.length === 0 && !cdktf) {
     const found = await findDefaultConfig();
@@ -69,6 +71,8 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfF
     if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
   }
+  performance.mark('kms:config-end');
+  for (const w of loaded.warnings) err(`warning: ${formatDiagnostic(w)}\n`);
   const unmatched = unmatchedPatterns(loaded.state, o.env);
   if (unmatched.length) {
     throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);
@@ -114,7 +118,10 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
 }
 
 export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
-  return readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
+  performance.mark('kms:read-start');
+  const live = await readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
+  performance.mark('kms:read-end');
+  return live;
 }
 
 export interface PlanOptions {
@@ -143,6 +150,8 @@ export interface PlanOptions {
   leaving?: (projectEnv: string) => boolean;
   /** `.kmsignore` rules: resources they ignore are never deleted (plan/ignore.ts). */
   ignore?: IgnoreRules;
+  /** Plan even when the configuration puts nothing in scope (`--allow-empty`). */
+  allowEmpty?: boolean;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -153,8 +162,13 @@ export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, n
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
 export async function checkSecretNames(desired: DesiredState, baseDir: string): Promise<void> {
+  performance.mark('kms:names-start');
   const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir }));
-  if (problems.length) throw new UsageError(`secret names collide:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  performance.mark('kms:names-end');
+  const invalid = problems.filter((p) => p.kind !== 'collision').map((p) => p.text);
+  const collide = problems.filter((p) => p.kind === 'collision').map((p) => `  - ${p.text}`);
+  if (invalid.length) throw new UsageError(`configuration is not valid:\n${[...invalid, ...(collide.length ? ['secret names collide:', ...collide] : [])].join('\n')}`);
+  if (collide.length) throw new UsageError(`secret names collide:\n${collide.join('\n')}`);
 }
 
 /**
@@ -197,7 +211,11 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
 }
 
 export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+  if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty) {
+    throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+  }
   const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
+  performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
   const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
   let secrets = new Map<string, SecretStatus>();
@@ -215,6 +233,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
     ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
   });
   plan.warnings.push(...recovery.warnings, ...warnings);
+  performance.mark('kms:plan-end');
   return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
 }
 

@@ -35,7 +35,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   completion: { service: false, exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
 };
 
-function optionDescription(this: Help, option: Parameters<Help['optionDescription']>[0]): string {
+export function optionDescription(this: Help, option: Parameters<Help['optionDescription']>[0]): string {
   return Help.prototype.optionDescription.call(this, option).replace(/ \(default: \[\]\)/, '');
 }
 

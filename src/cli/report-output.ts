@@ -7,9 +7,6 @@ import { Option, type Command } from 'commander';
 import { classifyDrift } from '../plan/drift.js';
 import { IGNORE_FILE_NAME, IgnoreParseError, noIgnoreRules, parseIgnore, type IgnoreRules } from '../plan/ignore.js';
 import type { Plan } from '../plan/types.js';
-import { upsertGitHubComment, githubTargetFromEnv } from '../report/publish/github.js';
-import { upsertGitLabNote, gitlabTargetFromEnv } from '../report/publish/gitlab.js';
-import { PublishError } from '../report/publish/http.js';
 import { colorEnabled, commentMarker, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { UsageError } from './errors.js';
 import { renderPlanCompact } from './apply-output.js';
@@ -67,11 +64,15 @@ export async function appendStepSummary(markdown: string, env: NodeJS.ProcessEnv
 }
 
 export async function publishComment(where: CommentTarget, marker: string, body: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  // The publishers (and their HTTP stack) are loaded only when a comment is asked for.
+  const { PublishError } = await import('../report/publish/http.js');
   try {
     if (where === 'github') {
+      const { upsertGitHubComment, githubTargetFromEnv } = await import('../report/publish/github.js');
       const r = await upsertGitHubComment(githubTargetFromEnv(env), marker, body);
       err(`${r.action === 'created' ? 'Posted' : 'Updated'} the pull-request comment${r.url ? ` ${r.url}` : ` ${r.id}`}\n`);
     } else {
+      const { upsertGitLabNote, gitlabTargetFromEnv } = await import('../report/publish/gitlab.js');
       const r = await upsertGitLabNote(gitlabTargetFromEnv(env), marker, body);
       err(`${r.action === 'created' ? 'Posted' : 'Updated'} the merge-request note ${r.id}\n`);
     }

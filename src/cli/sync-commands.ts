@@ -281,12 +281,13 @@ export function registerSyncCommands(program: Command) {
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
-    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+    .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
+    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
       reportFormat(o);
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile) });
+        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, {
@@ -313,7 +314,8 @@ export function registerSyncCommands(program: Command) {
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
-    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string }) => {
+    .option('--allow-empty', 'apply even when the configuration puts no environment in scope')
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
       const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
@@ -335,7 +337,7 @@ export function registerSyncCommands(program: Command) {
         const shaping = [
           o.file.length ? '-f/--file' : '', o.env.length ? '--env' : '', o.prune ? '--prune' : '', o.takeOwnership ? '--take-ownership' : '',
           o.rotateMissingSecrets ? '--rotate-missing-secrets' : '', o.ignoreFile ? '--ignore-file' : '', o.secretCheck === false ? '--no-secret-check' : '',
-          usesCdktf(o) || o.stack?.length ? '--cdktf/--cdktf-out/--stack' : '',
+          usesCdktf(o) || o.stack?.length ? '--cdktf/--cdktf-out/--stack' : '', o.allowEmpty ? '--allow-empty' : '',
         ].filter(Boolean);
         if (shaping.length) {
           throw new UsageError(`${shaping.join(', ')} cannot be used with a saved plan (${planfile}): it is applied exactly as planned. Pass them to kms-sync plan --out instead, or drop the plan file to plan afresh`);
@@ -369,7 +371,7 @@ export function registerSyncCommands(program: Command) {
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const { plan } = await planFor(conn, cfg.desired, {
             prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile),
+            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
           });
           reporter.plan(plan);
           await applyIt(conn, plan, cfg.baseDir, false);

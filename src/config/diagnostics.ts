@@ -15,25 +15,56 @@ export type PathSegment = string | number;
 
 const IDENTIFIER = /^[A-Za-z_$][\w$-]*$/;
 
+/** Field names repeat (projects, clients, keys…): whether each is an identifier is remembered. */
+const identifierCache = new Map<string, boolean>();
+const isIdentifier = (seg: string): boolean => {
+  let v = identifierCache.get(seg);
+  if (v === undefined) {
+    v = IDENTIFIER.test(seg);
+    if (identifierCache.size < 1000) identifierCache.set(seg, v);
+  }
+  return v;
+};
+
 /** `['projects', 0, 'environments']` → `projects[0].environments`. */
 export function formatPath(segments: readonly PathSegment[]): string {
   let out = '';
   for (const seg of segments) {
     if (typeof seg === 'number') out += `[${seg}]`;
-    else if (IDENTIFIER.test(seg)) out += out === '' ? seg : `.${seg}`;
+    else if (isIdentifier(seg)) out += out === '' ? seg : `.${seg}`;
     else out += `[${JSON.stringify(seg)}]`;
   }
   return out;
 }
 
-/** `file:line:column: path: message` (position and path left out when unknown). */
-export function formatDiagnostic(d: Diagnostic): string {
-  const where = d.line > 0 ? `${d.file}:${d.line}:${d.column}` : d.file;
-  return d.path ? `${where}: ${d.path}: ${d.message}` : `${where}: ${d.message}`;
+/** The field path shown for a problem at a document's top level. */
+export const TOP_LEVEL = '(top level)';
+
+/**
+ * Control characters, ANSI escapes and bidirectional overrides from a configuration are shown
+ * escaped, never sent to the terminal (a template named `gold\e[2J` must not clear the screen).
+ */
+export function escapeControls(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g, (ch) => {
+    const c = ch.charCodeAt(0);
+    return c < 0x100 ? `\\x${c.toString(16).padStart(2, '0')}` : `\\u${c.toString(16).padStart(4, '0')}`;
+  });
 }
 
-export function formatDiagnostics(diagnostics: readonly Diagnostic[]): string {
-  return diagnostics.map(formatDiagnostic).join('\n');
+/** `file:line:column: path: message`; a whole-file problem has no position and no path. */
+export function formatDiagnostic(d: Diagnostic): string {
+  const where = d.line > 0 ? `${d.file}:${d.line}:${d.column}` : d.file;
+  const fieldPath = d.path || (d.line > 0 ? TOP_LEVEL : '');
+  return escapeControls(fieldPath ? `${where}: ${fieldPath}: ${d.message}` : `${where}: ${d.message}`);
+}
+
+/** At most this many problems are listed; the rest are counted. */
+export const MAX_LISTED = 50;
+
+export function formatDiagnostics(diagnostics: readonly Diagnostic[], limit = MAX_LISTED): string {
+  const lines = diagnostics.slice(0, limit).map(formatDiagnostic);
+  if (diagnostics.length > limit) lines.push(`…and ${diagnostics.length - limit} more (${diagnostics.length} problems in all; fix these first)`);
+  return lines.join('\n');
 }
 
 /** Thrown by the config layer; carries every problem found, never just the first. */

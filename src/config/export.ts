@@ -1,6 +1,6 @@
 // DesiredState → YAML in the kms-sync/v1 format: the inverse of loadDesiredState. Nested per project
 // and environment, deterministic, and only known fields (no raw key can leak through).
-import { Document, isSeq, visit } from 'yaml';
+import { yamlLib } from './yaml-lib.js';
 import {
   groupBy,
   type DesiredClient,
@@ -171,6 +171,7 @@ export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}
   }
   root.projects = projects;
 
+  const { Document, isSeq, visit } = yamlLib();
   const doc = new Document(root, { aliasDuplicateObjects: false });
   // IP lists read best on one line.
   visit(doc, {

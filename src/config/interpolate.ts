@@ -1,5 +1,5 @@
 // `${env:NAME}` / `${env:NAME:-default}` interpolation, applied to parsed scalar values (never to
-// raw text, so a variable can never inject YAML structure). `$${env:...}` is a literal `${env:...}`.
+// raw text, so a variable can never inject YAML structure). `$${` is a literal `${`.
 
 export type EnvMap = Record<string, string | undefined>;
 
@@ -13,57 +13,77 @@ export interface InterpolationResult {
   sole: boolean;
 }
 
-const START = /\$?\$\{env:/g;
-const BODY = /^([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/;
+const NAME = /^[A-Za-z_][A-Za-z0-9_]*/;
+const MAX_NESTING = 8;
+const HINT = 'use ${env:NAME} or ${env:NAME:-default} (NAME: letters, digits, underscores; the default may itself hold references), or $${ for a literal ${';
 
-export function interpolateString(text: string, env: EnvMap): InterpolationResult {
+/** Index of the `}` closing the reference whose body starts at `from` (nested `${…}` skipped), or -1. */
+function closingBrace(text: string, from: number): number {
+  let depth = 0;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i];
+    if (c === '$' && text[i + 1] === '{') {
+      depth++;
+      i++;
+    } else if (c === '}') {
+      if (depth === 0) return i;
+      depth--;
+    }
+  }
+  return -1;
+}
+
+/**
+ * Replaces `${env:NAME}` and `${env:NAME:-default}` (the default may hold references itself);
+ * `$${` is a literal `${`. Any other `${…}` is an error, never passed through as a value.
+ */
+export function interpolateString(text: string, env: EnvMap, nesting = 0): InterpolationResult {
   const errors: string[] = [];
   let out = '';
   let pos = 0;
   let changed = false;
   let references = 0;
   let sole = false;
-  START.lastIndex = 0;
-  for (let m = START.exec(text); m; m = START.exec(text)) {
-    const at = m.index;
-    if (m[0].startsWith('$$')) {
-      out += text.slice(pos, at) + '${env:';
-      pos = at + m[0].length;
+  for (let at = text.indexOf('${'); at >= 0; at = text.indexOf('${', pos)) {
+    if (at > 0 && text[at - 1] === '$') {
+      out += text.slice(pos, at - 1) + '${';
+      pos = at + 2;
       changed = true;
       continue;
     }
-    const rest = text.slice(at + m[0].length);
-    const body = BODY.exec(rest);
-    if (!body) {
-      const close = rest.indexOf('}');
-      const shown = close >= 0 ? text.slice(at, at + m[0].length + close + 1) : text.slice(at);
-      errors.push(
-        `malformed reference ${JSON.stringify(shown)}: use \${env:NAME} or \${env:NAME:-default} ` +
-          `(NAME: letters, digits, underscores), or $\${env:...} for a literal`,
-      );
-      out += text.slice(pos, at + m[0].length);
-      pos = at + m[0].length;
+    const close = closingBrace(text, at + 2);
+    const whole = close < 0 ? text.slice(at) : text.slice(at, close + 1);
+    const body = close < 0 ? undefined : text.slice(at + 2, close);
+    const name = body?.startsWith('env:') ? NAME.exec(body.slice(4))?.[0] : undefined;
+    const rest = name === undefined || body === undefined ? undefined : body.slice(4 + name.length);
+    if (close < 0 || name === undefined || (rest !== '' && !rest?.startsWith(':-'))) {
+      errors.push(`malformed reference ${JSON.stringify(whole.length > 60 ? `${whole.slice(0, 57)}...` : whole)}: ${HINT}`);
+      out += text.slice(pos, close < 0 ? text.length : close + 1);
+      pos = close < 0 ? text.length : close + 1;
       continue;
     }
-    const name = body[1] ?? '';
-    const fallback = body[2];
     const set = env[name];
     let value: string;
-    if (fallback !== undefined) {
-      value = set === undefined || set === '' ? fallback : set;
+    if (rest !== '') {
+      if (set !== undefined && set !== '') value = set;
+      else if (nesting >= MAX_NESTING) {
+        errors.push(`references nested more than ${MAX_NESTING} deep in ${JSON.stringify(whole.slice(0, 60))}`);
+        value = '';
+      } else {
+        const inner = interpolateString(rest!.slice(2), env, nesting + 1);
+        errors.push(...inner.errors);
+        value = inner.value;
+      }
     } else if (set === undefined) {
-      errors.push(
-        `environment variable ${name} is not set (set it, or give a default: \${env:${name}:-default})`,
-      );
+      errors.push(`environment variable ${name} is not set (set it, or give a default: \${env:${name}:-default})`);
       value = '';
     } else {
       value = set;
     }
     references++;
-    if (at === 0 && at + m[0].length + body[0].length === text.length) sole = true;
+    if (at === 0 && close === text.length - 1) sole = true;
     out += text.slice(pos, at) + value;
-    pos = at + m[0].length + body[0].length;
-    START.lastIndex = pos;
+    pos = close + 1;
     changed = true;
   }
   out += text.slice(pos);
@@ -72,7 +92,7 @@ export function interpolateString(text: string, env: EnvMap): InterpolationResul
 
 /** Escapes text so that interpolation gives it back unchanged (used by the exporter). */
 export function escapeInterpolation(text: string): string {
-  return text.replaceAll('${env:', () => '$${env:'); // a function: '$$' in a replacement string means '$'
+  return text.replaceAll('${', () => '$${'); // a function: '$$' in a replacement string means '$'
 }
 
 /**

@@ -1,4 +1,4 @@
-// Loading, validating and merging YAML files into the one desired-state model.
+// Loading, validating and merging YAML and JSON files into the one desired-state model.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -20,11 +20,12 @@ import {
   type SourceLocation,
   type StoreDeclaration,
 } from '../model/index.js';
+import { decodeConfig } from './decode.js';
 import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
 import type { EnvMap } from './interpolate.js';
 import { collectFiles, displayPath } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
-import { locate, parseFile, type SourceDocument } from './source.js';
+import { parseFile, type SourceDocument } from './source.js';
 import { closest } from './suggest.js';
 
 export interface LoadOptions {
@@ -55,9 +56,11 @@ export interface LoadResult {
   state: DesiredState;
   /** The files read, in load order, relative to cwd. */
   files: string[];
+  /** Problems that do not stop loading (an empty file). */
+  warnings: Diagnostic[];
 }
 
-/** One YAML text with the file name used in sources and diagnostics. */
+/** One YAML (or, for a `.json` name, JSON) text with the file name used in sources and diagnostics. */
 export interface ConfigSource {
   file: string;
   text: string;
@@ -70,26 +73,40 @@ export interface ConfigSource {
 export async function loadDesiredState(paths: string[], opts: LoadOptions = {}): Promise<LoadResult> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const pre: Diagnostic[] = [];
+  const warnings: Diagnostic[] = [];
   // A CDKTF-only run names no files.
-  const files = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre);
+  const found = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre);
   const sources: ConfigSource[] = [];
-  for (const f of files) {
+  for (const { path: f } of found) {
     const file = displayPath(f, cwd);
+    let bytes: Buffer;
     try {
-      sources.push({ file, text: await readFile(f, 'utf8') });
+      bytes = await readFile(f);
     } catch (err) {
-      pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${(err as Error).message}` });
+      pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${describeReadError(err)}` });
+      continue;
     }
+    const decoded = decodeConfig(file, bytes);
+    if ('diagnostic' in decoded) {
+      pre.push(decoded.diagnostic);
+      continue;
+    }
+    sources.push({ file, text: decoded.text });
   }
   pre.push(...(opts.diagnostics ?? []));
   const foreign = opts.documents ?? [];
-  const state = buildDesiredState(sources, opts.env ?? process.env, pre, foreign);
-  return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))] };
+  const state = buildDesiredState(sources, opts.env ?? process.env, pre, foreign, warnings);
+  return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
+}
+
+function describeReadError(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e.code === 'EACCES' ? 'permission denied' : e.code === 'EISDIR' ? 'is a folder' : (e.code ?? e.message);
 }
 
 /** Same as loadDesiredState for texts already in memory (stdin, tests). */
 export function loadDesiredStateFromSources(sources: ConfigSource[], opts: { env?: EnvMap } = {}): DesiredState {
-  return buildDesiredState(sources, opts.env ?? process.env, [], []);
+  return buildDesiredState(sources, opts.env ?? process.env, [], [], []);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -540,13 +557,15 @@ function placed(sd: SourceDocument): PlacedDocument {
   return {
     file: sd.file, index: sd.index, value: sd.value,
     at: (segs, atKey = false) => {
-      const pos = locate(sd, segs, atKey);
+      const pos = sd.locate(segs, atKey);
       return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
     },
   };
 }
 
-function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[]): DesiredState {
+function buildDesiredState(
+  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+): DesiredState {
   const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
   for (const d of pre) builder.report(d);
   if (pre.length > 0) builder.incomplete = true;
@@ -554,6 +573,7 @@ function buildDesiredState(sources: readonly ConfigSource[], env: EnvMap, pre: r
   const documents: PlacedDocument[] = [];
   for (const source of sources) {
     const parsed = parseFile(source.file, source.text, env);
+    warnings.push(...parsed.warnings);
     for (const d of parsed.diagnostics) {
       const { doc, ...rest } = d;
       builder.report(rest, doc, 'parse');

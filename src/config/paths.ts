@@ -1,14 +1,30 @@
-// `-f` arguments → the sorted list of YAML files to load.
-import { readdir, stat } from 'node:fs/promises';
+// `-f` arguments → the sorted list of configuration files (YAML, and JSON) to load.
+import { open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type Diagnostic } from './diagnostics.js';
 
-const YAML_FILE = /\.ya?ml$/i;
+const CONFIG_FILE = /\.(ya?ml|json)$/i;
 
 /** Display form of a file: relative to `cwd`, with forward slashes. */
 export function displayPath(file: string, cwd: string): string {
   const rel = path.relative(cwd, file);
   return (rel === '' ? path.basename(file) : rel).split(path.sep).join('/');
+}
+
+/**
+ * A JSON file found in a folder is configuration when its beginning names a field of the format
+ * (`apiVersion`, `projects`, `stores`): a package.json, tsconfig.json, cdktf.json or saved plan
+ * beside the configuration is not read. A file named with -f is always read.
+ */
+async function isConfigJson(file: string): Promise<boolean> {
+  const fh = await open(file, 'r').catch(() => undefined);
+  if (!fh) return true; // let the loader report why it cannot be read
+  try {
+    const { bytesRead, buffer } = await fh.read(Buffer.alloc(4096), 0, 4096, 0);
+    return /"(apiVersion|projects|stores)"\s*:/.test(buffer.subarray(0, bytesRead).toString('utf8'));
+  } finally {
+    await fh.close();
+  }
 }
 
 async function walk(dir: string, out: string[]): Promise<void> {
@@ -18,16 +34,22 @@ async function walk(dir: string, out: string[]): Promise<void> {
     const full = path.join(dir, entry.name);
     if (entry.isDirectory()) {
       await walk(full, out);
-    } else if (YAML_FILE.test(entry.name)) {
-      if (entry.isFile()) out.push(full);
-      else if (entry.isSymbolicLink() && (await stat(full).catch(() => undefined))?.isFile()) out.push(full);
+    } else if (CONFIG_FILE.test(entry.name)) {
+      const isFile = entry.isFile() || (entry.isSymbolicLink() && (await stat(full).catch(() => undefined))?.isFile());
+      if (isFile && (!/\.json$/i.test(entry.name) || (await isConfigJson(full)))) out.push(full);
     }
   }
 }
 
+export interface FoundFile {
+  path: string;
+  /** Named directly with -f (rather than found in a folder). */
+  named: boolean;
+}
+
 /** Like expandPaths, but reports problems into `diagnostics` instead of throwing. */
-export async function collectFiles(paths: readonly string[], cwd: string, diagnostics: Diagnostic[]): Promise<string[]> {
-  const files = new Set<string>();
+export async function collectFiles(paths: readonly string[], cwd: string, diagnostics: Diagnostic[]): Promise<FoundFile[]> {
+  const files = new Map<string, boolean>();
   if (paths.length === 0) {
     diagnostics.push({ file: '<arguments>', line: 0, column: 0, path: '', message: 'no configuration files or folders given' });
   }
@@ -40,19 +62,19 @@ export async function collectFiles(paths: readonly string[], cwd: string, diagno
       const found: string[] = [];
       await walk(full, found);
       if (found.length === 0) {
-        diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'folder contains no *.yaml or *.yml files' });
+        diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'folder contains no *.yaml, *.yml or *.json files' });
       }
-      for (const f of found) files.add(f);
+      for (const f of found) if (!files.has(f)) files.set(f, false);
     } else {
-      files.add(full);
+      files.set(full, true);
     }
   }
   // Code-unit order, independent of locale and of the order of the arguments.
-  return [...files].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return [...files].map(([f, named]) => ({ path: f, named })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 /**
- * Expands files and folders (all *.yaml / *.yml inside, recursively, hidden folders skipped) into
+ * Expands files and folders (all *.yaml / *.yml / *.json inside, recursively, hidden folders skipped) into
  * a de-duplicated, sorted list of absolute paths. Throws ConfigError for missing paths.
  */
 export async function expandPaths(paths: readonly string[], opts: { cwd?: string } = {}): Promise<string[]> {
@@ -60,5 +82,5 @@ export async function expandPaths(paths: readonly string[], opts: { cwd?: string
   const diagnostics: Diagnostic[] = [];
   const files = await collectFiles(paths, cwd, diagnostics);
   if (diagnostics.length > 0) throw new ConfigError(diagnostics);
-  return files;
+  return files.map((f) => f.path);
 }

@@ -1,42 +1,105 @@
-// Parsed YAML documents with their positions: parsing, interpolation on scalar nodes, and mapping
-// field paths back to line/column through the AST ranges.
-import {
-  LineCounter,
-  isAlias,
-  isMap,
-  isScalar,
-  isSeq,
-  parseAllDocuments,
-  visit,
-  type Document,
-  type Node,
-} from 'yaml';
+// One configuration file → its documents as plain values, each able to say where a field path is
+// (line and column). Three readers: JSON (`.json`), the fast YAML path (fast-yaml.ts) and, for
+// whatever the fast path leaves, the `yaml` package, which gives full YAML and its diagnostics.
+// Interpolation of `${env:NAME}` happens here, on parsed string values (never keys, never raw text).
+import type { CST, Document, LineCounter, Node } from 'yaml';
 import type { Diagnostic, PathSegment } from './diagnostics.js';
 import { formatPath } from './diagnostics.js';
+import { fastParseYaml, type InterpolationSite } from './fast-yaml.js';
 import { interpolateString, typedScalar, type EnvMap } from './interpolate.js';
+import { parseJson } from './json-source.js';
+import type { Position, PositionIndex } from './positions.js';
+import { yamlLib } from './yaml-lib.js';
 
-export interface Position {
-  line: number;
-  column: number;
-}
+// The yaml package's type guards, through the lazily loaded module.
+const isAlias = (n: unknown) => yamlLib().isAlias(n);
+const isCollection = (n: unknown) => yamlLib().isCollection(n);
+const isMap = (n: unknown) => yamlLib().isMap(n);
+const isScalar = (n: unknown) => yamlLib().isScalar(n);
+const isSeq = (n: unknown) => yamlLib().isSeq(n);
+
+export type { Position } from './positions.js';
 
 export interface SourceDocument {
   /** Display path of the file. */
   file: string;
   /** Index of the document inside the file (`---` separated). */
   index: number;
-  doc: Document.Parsed;
-  lineCounter: LineCounter;
   /** The document as plain data, after interpolation. */
   value: unknown;
-  /** False when the document has YAML syntax errors: it is reported but not interpreted. */
+  /** False when the document has syntax errors: it is reported but not interpreted. */
   usable: boolean;
+  /** Position of the node at `segments`: the deepest existing ancestor when the path does not exist; with `atKey`, of the last segment's key. */
+  locate(segments: readonly PathSegment[], atKey?: boolean): Position;
 }
 
 export interface ParsedFile {
   documents: SourceDocument[];
   diagnostics: Array<Diagnostic & { doc: number }>;
+  warnings: Diagnostic[];
 }
+
+/** Deeper than this is refused before composing (the composer and toJS recurse). */
+export const MAX_DEPTH = 100;
+/** An alias may expand to at most this many nodes in one document. */
+const MAX_ALIAS_COUNT = 1000;
+
+/** Parses one file into documents, interpolates string values, reports syntax errors. */
+export function parseFile(file: string, text: string, env: EnvMap): ParsedFile {
+  if (/\.json$/i.test(file)) return parseJsonFile(file, text, env);
+  const fast = fastParseYaml(text);
+  if (fast) {
+    const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
+    if (fast.value === null) {
+      out.warnings.push(emptyWarning(file));
+      return out;
+    }
+    interpolateSites(file, fast.sites, fast.index, env, out.diagnostics);
+    out.documents.push(indexed(file, fast.value, fast.index));
+    return out;
+  }
+  return parseYamlFile(file, text, env);
+}
+
+function emptyWarning(file: string): Diagnostic {
+  return { file, line: 1, column: 1, path: '', message: 'the file is empty (no document, or only comments or "---"): it defines nothing' };
+}
+
+function indexed(file: string, value: unknown, index: PositionIndex, usable = true): SourceDocument {
+  return { file, index: 0, value, usable, locate: (segs, atKey = false) => index.locate(value, segs, atKey) };
+}
+
+function interpolateSites(file: string, sites: InterpolationSite[], index: PositionIndex, env: EnvMap, diagnostics: ParsedFile['diagnostics']): void {
+  for (const s of sites) {
+    const current = (s.container as Record<string | number, unknown>)[s.key];
+    if (typeof current !== 'string') continue;
+    const result = interpolateString(current, env);
+    if (result.errors.length > 0) {
+      const pos = index.position(s.offset);
+      for (const message of result.errors) diagnostics.push({ file, line: pos.line, column: pos.column, path: formatPath(s.segments), message, doc: 0 });
+    }
+    if (!result.changed) continue;
+    (s.container as Record<string | number, unknown>)[s.key] =
+      s.plain && result.sole && result.errors.length === 0 ? typedScalar(result.value) : result.value;
+  }
+}
+
+function parseJsonFile(file: string, text: string, env: EnvMap): ParsedFile {
+  const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
+  const parsed = parseJson(text);
+  if (parsed.error) {
+    const pos = parsed.index.position(parsed.error.offset);
+    out.diagnostics.push({ file, line: pos.line, column: pos.column, path: formatPath(parsed.error.segments), message: parsed.error.message, doc: 0 });
+    out.documents.push(indexed(file, undefined, parsed.index, false));
+    return out;
+  }
+  interpolateSites(file, parsed.sites, parsed.index, env, out.diagnostics);
+  out.documents.push(indexed(file, parsed.value, parsed.index));
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The full YAML path
 
 function rangeStart(node: unknown): number | undefined {
   if (node && typeof node === 'object' && 'range' in node) {
@@ -55,16 +118,13 @@ function isEmptyScalar(node: unknown): boolean {
   return isScalar(node) && node.value === null && (node.source === '' || node.source === undefined);
 }
 
-/**
- * Position of the node at `segments`; the deepest existing ancestor when the path does not exist.
- * With `atKey`, the position of the last segment's key in its mapping.
- */
-export function locate(sd: SourceDocument, segments: readonly PathSegment[], atKey = false): Position {
-  let node: unknown = sd.doc.contents;
+/** Position of the node at `segments` in a `yaml` document (see SourceDocument.locate). */
+function locateInDoc(doc: Document.Parsed, lineCounter: LineCounter, segments: readonly PathSegment[], atKey: boolean): Position {
+  let node: unknown = doc.contents;
   let offset = rangeStart(node) ?? 0;
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i];
-    if (isAlias(node)) node = node.resolve(sd.doc);
+    if (isAlias(node)) node = node.resolve(doc);
     if (isMap(node)) {
       const pair = node.items.find((p) => keyText(p.key) === String(seg));
       if (!pair) break;
@@ -87,72 +147,162 @@ export function locate(sd: SourceDocument, segments: readonly PathSegment[], atK
       break;
     }
   }
-  const pos = sd.lineCounter.linePos(offset);
+  const pos = lineCounter.linePos(offset);
   return { line: pos.line, column: pos.col };
 }
 
-/** Parses one file into documents, interpolates scalar values, reports syntax errors. */
-export function parseFile(file: string, text: string, env: EnvMap): ParsedFile {
-  const lineCounter = new LineCounter();
-  const diagnostics: ParsedFile['diagnostics'] = [];
-  const documents: SourceDocument[] = [];
-  const parsed = parseAllDocuments(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
-  parsed.forEach((doc, index) => {
-    const at = (offset: number) => {
-      const p = lineCounter.linePos(offset);
-      return { file, line: p.line, column: p.col, doc: index };
+/** Field path of the innermost node around `offset` (for syntax errors, which have no path of their own). */
+function pathAt(doc: Document.Parsed, offset: number): PathSegment[] {
+  const segs: PathSegment[] = [];
+  let node: unknown = doc.contents;
+  for (let depth = 0; depth < MAX_DEPTH; depth++) {
+    if (isMap(node)) {
+      const pair = node.items.find((p) => {
+        const start = rangeStart(p.key) ?? rangeStart(p.value);
+        const end = (p.value as Node | null)?.range?.[2] ?? (p.key as Node | null)?.range?.[2];
+        return start !== undefined && end !== undefined && start <= offset && offset <= end;
+      });
+      const k = pair ? keyText(pair.key) : undefined;
+      if (!pair || k === undefined) break;
+      segs.push(k);
+      node = pair.value;
+    } else if (isSeq(node)) {
+      const i = node.items.findIndex((it) => {
+        const r = (it as Node | null)?.range;
+        return r != null && r[0] <= offset && offset <= r[2];
+      });
+      if (i < 0) break;
+      segs.push(i);
+      node = node.items[i];
+    } else break;
+  }
+  return segs;
+}
+
+/** Offset of the first CST node nested deeper than MAX_DEPTH, if any (walked without recursion). */
+function tooDeep(tokens: readonly CST.Token[]): number | undefined {
+  const stack: [CST.Token, number][] = tokens.map((t) => [t, 0]);
+  while (stack.length > 0) {
+    const [t, depth] = stack.pop()!;
+    if (depth > MAX_DEPTH) return t.offset;
+    const push = (x: CST.Token | undefined | null, d: number) => {
+      if (x) stack.push([x, d]);
     };
-    const problems = [...doc.errors, ...doc.warnings];
-    for (const e of problems) {
-      let message = `YAML: ${e.message}`;
-      if (e.code === 'DUPLICATE_KEY') {
-        const key = /^("[^"\n]*"|'[^'\n]*'|[^:\n]*?)\s*:/.exec(text.slice(e.pos[0]))?.[1];
-        message = key ? `duplicate key ${key.startsWith('"') || key.startsWith("'") ? key : JSON.stringify(key)} in this mapping` : `YAML: ${e.message}`;
-      }
-      diagnostics.push({ ...at(e.pos[0]), path: '', message });
+    switch (t.type) {
+      case 'document':
+        push(t.value, depth);
+        break;
+      case 'block-map':
+      case 'block-seq':
+      case 'flow-collection':
+        for (const it of t.items) {
+          const item = it as { key?: CST.Token | null; value?: CST.Token };
+          push(item.key, depth + 1);
+          push(item.value, depth + 1);
+        }
+        break;
+      default:
+        break;
     }
-    const sd: SourceDocument = { file, index, doc, lineCounter, value: undefined, usable: doc.errors.length === 0 };
+  }
+  return undefined;
+}
+
+function parseYamlFile(file: string, text: string, env: EnvMap): ParsedFile {
+  const { Composer, LineCounter, Parser, visit } = yamlLib();
+  const lineCounter = new LineCounter();
+  const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
+  const at = (offset: number, doc: number, path: PathSegment[] = []) => {
+    const p = lineCounter.linePos(offset);
+    return { file, line: p.line, column: p.col, path: formatPath(path), doc };
+  };
+  const tokens = [...new Parser(lineCounter.addNewLine).parse(text)];
+  const deep = tooDeep(tokens);
+  if (deep !== undefined) {
+    out.diagnostics.push({ ...at(deep, 0), message: `YAML: nesting deeper than ${MAX_DEPTH} levels` });
+    out.documents.push({ file, index: 0, value: undefined, usable: false, locate: () => ({ line: 1, column: 1 }) });
+    return out;
+  }
+  const docs = [...new Composer({ prettyErrors: false, uniqueKeys: false, logLevel: 'silent' }).compose(tokens, true, text.length)];
+  let empty = 0;
+  docs.forEach((doc, index) => {
+    const sd: SourceDocument = {
+      file, index, value: undefined, usable: doc.errors.length === 0,
+      locate: (segs, atKey = false) => locateInDoc(doc, lineCounter, segs, atKey),
+    };
+    for (const e of [...doc.errors, ...doc.warnings]) {
+      out.diagnostics.push({ ...at(e.pos[0], index, pathAt(doc, e.pos[0])), message: `YAML: ${e.message}` });
+    }
+    // Keys: scalars only, each once per mapping (checked here, with field paths, in linear time).
+    visit(doc, {
+      Map(_, node, path) {
+        const segs = segmentsOf(path, node);
+        const seen = new Map<string, number>();
+        for (const pair of node.items) {
+          const key = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
+          const offset = rangeStart(pair.key) ?? rangeStart(node) ?? 0;
+          if (isCollection(key)) {
+            out.diagnostics.push({ ...at(offset, index, segs), message: `a mapping key must be a plain value, not a ${isSeq(key) ? 'list' : 'mapping'}` });
+            sd.usable = false;
+            continue;
+          }
+          const k = keyText(key) ?? '';
+          const first = seen.get(k);
+          if (first !== undefined) {
+            const p = lineCounter.linePos(first);
+            out.diagnostics.push({ ...at(offset, index, [...segs, k]), message: `duplicate key ${JSON.stringify(k)} in this mapping (first at line ${p.line}, column ${p.col})` });
+            sd.usable = false;
+          } else seen.set(k, offset);
+        }
+      },
+      Alias(_, node, path) {
+        if (node.resolve(doc)) return;
+        out.diagnostics.push({ ...at(rangeStart(node) ?? 0, index, segmentsOf(path, node)), message: `YAML: unknown alias *${node.source} (its anchor &${node.source} must come first)` });
+        sd.usable = false;
+      },
+    });
     if (!sd.usable) {
-      documents.push(sd);
+      out.documents.push(sd);
       return;
     }
     // Interpolate values (never keys) in place, on the parsed scalars.
     visit(doc, {
       Scalar(key, node, path) {
-        if (key === 'key' || typeof node.value !== 'string') return;
-        if (!node.value.includes('${env:')) return;
+        if (key === 'key' || typeof node.value !== 'string' || !node.value.includes('${')) return;
         const result = interpolateString(node.value, env);
         if (result.errors.length > 0) {
-          const segs = segmentsOf(path, node);
-          const pos = at(rangeStart(node) ?? 0);
-          for (const message of result.errors) diagnostics.push({ ...pos, path: formatPath(segs), message });
+          const pos = at(rangeStart(node) ?? 0, index, segmentsOf(path, node));
+          for (const message of result.errors) out.diagnostics.push({ ...pos, message });
         }
         if (!result.changed) return;
-        node.value = node.type === 'PLAIN' && result.sole && result.errors.length === 0
-          ? typedScalar(result.value)
-          : result.value;
+        node.value = node.type === 'PLAIN' && result.sole && result.errors.length === 0 ? typedScalar(result.value) : result.value;
       },
     });
-    visit(doc, {
-      Alias(_, node) {
-        if (node.resolve(doc)) return;
-        diagnostics.push({ ...at(rangeStart(node) ?? 0), path: '', message: `YAML: unknown alias *${node.source} (its anchor &${node.source} must come first)` });
-        sd.usable = false;
-      },
-    });
-    if (!sd.usable) {
-      documents.push(sd);
-      return;
-    }
     try {
-      sd.value = doc.toJS({ maxAliasCount: 1000 });
+      sd.value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
     } catch (err) {
-      diagnostics.push({ ...at(0), path: '', message: `YAML: ${(err as Error).message}` });
+      // The only throw left here is the alias guard: point at the first alias.
+      let first: { offset: number; segs: PathSegment[] } | undefined;
+      visit(doc, {
+        Alias(_, node, path) {
+          first = { offset: rangeStart(node) ?? 0, segs: segmentsOf(path, node) };
+          return visit.BREAK;
+        },
+      });
+      const message = /alias/i.test((err as Error).message)
+        ? `YAML: aliases here expand to more than ${MAX_ALIAS_COUNT} nodes (an "alias bomb"); write the values out instead`
+        : `YAML: ${(err as Error).message}`;
+      out.diagnostics.push({ ...at(first?.offset ?? 0, index, first?.segs ?? []), message });
       sd.usable = false;
     }
-    documents.push(sd);
+    if (sd.usable && (sd.value === null || sd.value === undefined)) {
+      empty++;
+      return;
+    }
+    out.documents.push(sd);
   });
-  return { documents, diagnostics };
+  if (docs.length === 0 || empty === docs.length) out.warnings.push(emptyWarning(file));
+  return out;
 }
 
 /** Field path of a node from the visitor's ancestor list. */

@@ -9,7 +9,7 @@
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Decrypter, Encrypter, armor, generateX25519Identity, identityToRecipient } from 'age-encryption';
+import { randomBytes } from 'node:crypto';
 import { SecretStoreError, describeIoError } from './errors.js';
 import { FILE_MODE, ensureDir, fsyncDir } from './fsutil.js';
 
@@ -29,6 +29,33 @@ export interface AgeIdentitySet {
   sources: string[];
 }
 
+/** age-encryption (and the curve code under it) is loaded on first use: `validate` never needs it. */
+let ageModule: Promise<typeof import('age-encryption')> | undefined;
+const age = () => (ageModule ??= import('age-encryption'));
+
+/** BIP 173 bech32 checksum (what age recipients carry), so a recipient can be checked without loading age. */
+function bech32Valid(s: string): boolean {
+  const sep = s.lastIndexOf('1');
+  if (sep < 1 || s.length - sep < 7) return false;
+  const CHARSET = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
+  const hrp = s.slice(0, sep);
+  const data: number[] = [];
+  for (const ch of s.slice(sep + 1)) {
+    const v = CHARSET.indexOf(ch);
+    if (v < 0) return false;
+    data.push(v);
+  }
+  const values = [...[...hrp].map((c) => c.charCodeAt(0) >> 5), 0, ...[...hrp].map((c) => c.charCodeAt(0) & 31), ...data];
+  const GEN = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
+  let chk = 1;
+  for (const v of values) {
+    const top = chk >>> 25;
+    chk = ((chk & 0x1ffffff) << 5) ^ v;
+    for (let i = 0; i < 5; i++) if ((top >>> i) & 1) chk ^= GEN[i]!;
+  }
+  return chk === 1;
+}
+
 const X25519_RECIPIENT_RE = /^age1[02-9ac-hj-np-z]{58}$/;
 const IDENTITY_PREFIXES = ['AGE-SECRET-KEY-1', 'AGE-SECRET-KEY-PQ-1'];
 
@@ -41,9 +68,7 @@ export function validateRecipient(r: string): string {
       { code: 'INVALID_ARGUMENT' },
     );
   }
-  try {
-    new Encrypter().addRecipient(trimmed);
-  } catch {
+  if (!bech32Valid(trimmed)) {
     throw new SecretStoreError(`invalid age recipient '${trimmed}': bad checksum or encoding`, {
       code: 'INVALID_ARGUMENT',
     });
@@ -61,7 +86,8 @@ export function defaultAgeKeyFile(env: NodeJS.ProcessEnv = process.env): string 
 }
 
 /** Parses an identity file's text (age-keygen format). Errors name the source and line, never the content. */
-export function parseIdentities(text: string, source: string): string[] {
+export async function parseIdentities(text: string, source: string): Promise<string[]> {
+  const { Decrypter } = await age();
   const out: string[] = [];
   const lines = text.split(/\r?\n/);
   lines.forEach((raw, i) => {
@@ -151,7 +177,7 @@ export class AgeKeys {
     if (primary === undefined) {
       throw new SecretStoreError('no X25519 age identity available to encrypt to', { code: 'NO_IDENTITY' });
     }
-    return [...new Set([await identityToRecipient(primary), ...this.extraRecipients])];
+    return [...new Set([await (await age()).identityToRecipient(primary), ...this.extraRecipients])];
   }
 
   private async load(): Promise<AgeIdentitySet> {
@@ -159,7 +185,7 @@ export class AgeKeys {
     const sources: string[] = [];
     const inline = this.env.SOPS_AGE_KEY;
     sources.push('SOPS_AGE_KEY');
-    if (inline && inline.trim() !== '') identities.push(...parseIdentities(inline, 'SOPS_AGE_KEY'));
+    if (inline && inline.trim() !== '') identities.push(...(await parseIdentities(inline, 'SOPS_AGE_KEY')));
     sources.push(this.keyFile);
     let text: string | undefined;
     try {
@@ -171,12 +197,13 @@ export class AgeKeys {
         });
       }
     }
-    if (text !== undefined) identities.push(...parseIdentities(text, this.keyFile));
+    if (text !== undefined) identities.push(...(await parseIdentities(text, this.keyFile)));
     return { identities: [...new Set(identities)], sources };
   }
 
   /** Generates an X25519 identity at `keyFile` unless one appeared there meanwhile. */
   private async createIdentity(): Promise<void> {
+    const { generateX25519Identity, identityToRecipient } = await age();
     const identity = await generateX25519Identity();
     const recipient = await identityToRecipient(identity);
     const created = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -186,7 +213,7 @@ export class AgeKeys {
       await ensureDir(dir);
       // Write a private temp file, then link it into place: never clobbers a key file that another
       // process created meanwhile, and the key file is never seen half-written.
-      const tmp = path.join(dir, `.keys.txt.tmp-${process.pid}-${Date.now()}`);
+      const tmp = path.join(dir, `.keys.txt.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
       await fs.writeFile(tmp, content, { mode: FILE_MODE, flag: 'wx' });
       try {
         const fh = await fs.open(tmp, 'r+');
@@ -220,6 +247,7 @@ export class AgeKeys {
 
 /** Encrypts `data` to every recipient in one age file (binary). */
 export async function ageEncrypt(data: Uint8Array, recipients: string[]): Promise<Uint8Array> {
+  const { Encrypter } = await age();
   const e = new Encrypter();
   for (const r of recipients) e.addRecipient(r);
   return e.encrypt(data);
@@ -227,11 +255,13 @@ export async function ageEncrypt(data: Uint8Array, recipients: string[]): Promis
 
 /** Encrypts `data` to a single recipient and returns the ASCII-armored age file, as SOPS stores it. */
 export async function ageEncryptArmored(data: Uint8Array, recipient: string): Promise<string> {
+  const { armor } = await age();
   return armor.encode(await ageEncrypt(data, [recipient]));
 }
 
 /** Decrypts a binary or armored age file with any of the identities; returns undefined when none matches. */
 export async function ageDecrypt(file: Uint8Array | string, identities: string[]): Promise<Uint8Array | undefined> {
+  const { Decrypter, armor } = await age();
   const bin = typeof file === 'string' ? armor.decode(file) : file;
   const d = new Decrypter();
   for (const id of identities) d.addIdentity(id);

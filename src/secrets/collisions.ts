@@ -1,34 +1,59 @@
-// Two keys whose raw values would land in one secret: the second write would replace the first,
-// and that first key would be lost. Found before anything is read or written (plan, validate).
+// Checks of the secret names a configuration implies, before anything is read or written (plan,
+// validate): two keys whose raw values would land in one secret (the second write would replace
+// the first, and that first key would be lost), a store whose URI no backend takes, and a logical
+// name its backend cannot take. Each kind has its own message, pointing at the field to fix.
 import { address, defaultSecretName, type DesiredState, type SourceLocation } from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
 
-const where = (s: SourceLocation | undefined) => (s ? ` (${s.file}:${s.line}:${s.column})` : '');
+export interface SecretNameProblem {
+  /** `collision`: two keys, one secret. `store`: the store cannot be opened. `name`: the backend refuses the name. */
+  kind: 'collision' | 'store' | 'name';
+  /** For `store` and `name`: `file:line:column: field.path: message`; for `collision`, both keys with their places. */
+  text: string;
+}
 
-/** One message per collision or per name the backend cannot take; empty when all is well. */
-export async function secretCollisions(desired: DesiredState, registry: StoreRegistry): Promise<string[]> {
-  const problems: string[] = [];
+const where = (s: SourceLocation | undefined) => (s ? ` (${s.file}:${s.line}:${s.column})` : '');
+const at = (s: SourceLocation | undefined, field: string, message: string) =>
+  s ? `${s.file}:${s.line}:${s.column}: ${s.path}${field}: ${message}` : `${field.replace(/^\./, '')}: ${message}`;
+
+/** Every problem found; empty when all is well. */
+export async function secretCollisions(desired: DesiredState, registry: StoreRegistry): Promise<SecretNameProblem[]> {
+  const problems: SecretNameProblem[] = [];
   const taken = new Map<string, { addr: string; source?: SourceLocation }>();
+  const brokenStores = new Set<string>();
   for (const c of desired.clients) {
     for (const k of c.keys) {
       const addr = address.key(c.projectEnv, c.name, k.name);
-      const logical = k.secret?.name ?? defaultSecretName(c.projectEnv, c.name, k.name);
+      const storeName = k.secret?.store ?? 'default';
+      if (brokenStores.has(storeName)) continue;
       let store;
-      let name: string;
       try {
         store = await registry.get(k.secret?.store);
+      } catch (e) {
+        // The store's URI is the thing to fix: point at its declaration, once per store.
+        brokenStores.add(storeName);
+        const decl = desired.stores.find((s) => s.name === storeName) ?? desired.stores.find((s) => s.default);
+        problems.push({ kind: 'store', text: decl ? at(decl.source, '.uri', (e as Error).message) : at(k.source, '.secret.store', (e as Error).message) });
+        continue;
+      }
+      const logical = k.secret?.name ?? defaultSecretName(c.projectEnv, c.name, k.name);
+      let name: string;
+      try {
         name = store.secretName(logical);
       } catch (e) {
-        problems.push(`${addr}${where(k.source)}: ${(e as Error).message}`);
+        const text = k.secret?.name !== undefined ? at(k.source, '.secret.name', (e as Error).message) : at(c.source, '.name', `${(e as Error).message} (the default secret name is <project_env>/<client>/<key>: give the key its own secret: { name })`);
+        problems.push({ kind: 'name', text });
         continue;
       }
       const slot = `${store.displayUri}\u0000${name}`;
       const first = taken.get(slot);
       if (first) {
-        problems.push(
-          `${first.addr}${where(first.source)} and ${addr}${where(k.source)} would both write the secret "${name}" in ${store.displayUri}: ` +
+        problems.push({
+          kind: 'collision',
+          text:
+            `${first.addr}${where(first.source)} and ${addr}${where(k.source)} would both write the secret "${name}" in ${store.displayUri}: ` +
             'the second would replace the first key. Give one of them its own secret: { name }',
-        );
+        });
       } else taken.set(slot, { addr, ...(k.source ? { source: k.source } : {}) });
     }
   }

@@ -142,7 +142,10 @@ export interface FileLock {
   release(): Promise<void>;
 }
 
-/** In-process queue per lock path, so that concurrent callers in one process do not spin on the file. */
+/**
+ * In-process queue per lock path: callers in one process line up here (in order, without polling)
+ * and only the first in line contends for the lock file with other processes.
+ */
 const localQueues = new Map<string, Promise<void>>();
 
 /**
@@ -164,7 +167,10 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
     if (localQueues.get(lockPath) === chained) localQueues.delete(lockPath);
   };
   try {
-    await withTimeout(prev, timeoutMs, () => new LockTimeoutError(lockPath, undefined));
+    // Waiting for this process's own earlier holders has no time limit: they always release, and a
+    // timeout there would report our own queue as "held by another process". The time limit
+    // applies to the file lock alone, from the moment this caller is first in line.
+    await prev;
     await acquireFileLock(lockPath, timeoutMs);
   } catch (err) {
     cleanupLocal();
@@ -184,20 +190,6 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
       }
     },
   };
-}
-
-async function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(onTimeout()), ms);
-      }),
-    ]);
-  } finally {
-    if (timer) clearTimeout(timer);
-  }
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

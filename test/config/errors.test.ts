@@ -61,7 +61,7 @@ projects:
     name:
 `;
     expect(await errorsOf({ 'a.yaml': file })).toEqual([
-      'a.yaml:1:1: missing required field "apiVersion"',
+      'a.yaml:1:1: (top level): missing required field "apiVersion"',
       'a.yaml:3:5: projects[0].name: must be a string (got an empty value)',
     ]);
   });
@@ -83,7 +83,7 @@ projects:
 
   it('rejects a document that is not a mapping', async () => {
     expect(await errorsOf({ 'a.yaml': '- just\n- a list\n' })).toEqual([
-      'a.yaml:1:1: must be a mapping (got a list)',
+      'a.yaml:1:1: (top level): must be a mapping (got a list)',
     ]);
   });
 });
@@ -251,8 +251,8 @@ stores:
 `;
     const errors = await errorsOf({ 'a.yaml': broken, 'b.yaml': dup, 'c.yaml': other });
     expect(errors).toHaveLength(3);
-    expect(errors[0]).toMatch(/^a\.yaml:5:1: YAML: /);
-    expect(errors[1]).toBe('b.yaml:2:1: duplicate key "apiVersion" in this mapping');
+    expect(errors[0]).toMatch(/^a\.yaml:5:1: projects\[0\]\.name(\[0\])?: YAML: /);
+    expect(errors[1]).toBe('b.yaml:2:1: apiVersion: duplicate key "apiVersion" in this mapping (first at line 1, column 1)');
     expect(errors[2]).toBe('c.yaml:3:29: stores[0].colour: unknown field "colour" (allowed: name, uri, default, options)');
   });
 
@@ -272,7 +272,7 @@ projects:
 
   it('reports missing paths and empty folders', async () => {
     const errors = await errorsOf({ 'empty/readme.txt': 'x', 'ok.yaml': PROJECT }, { args: ['ok.yaml', 'missing.yaml', 'empty'] });
-    expect(errors).toEqual(['missing.yaml: no such file or folder', 'empty: folder contains no *.yaml or *.yml files']);
+    expect(errors).toEqual(['missing.yaml: no such file or folder', 'empty: folder contains no *.yaml, *.yml or *.json files']);
   });
 
   it('throws one ConfigError carrying every diagnostic, with a readable message', async () => {

@@ -19,7 +19,7 @@ describe('interpolateString', () => {
       'environment variable NOPE is not set (set it, or give a default: ${env:NOPE:-default})',
     ]);
     expect(interpolateString('${env:1X}', {}).errors).toEqual([
-      'malformed reference "${env:1X}": use ${env:NAME} or ${env:NAME:-default} (NAME: letters, digits, underscores), or $${env:...} for a literal',
+      'malformed reference "${env:1X}": use ${env:NAME} or ${env:NAME:-default} (NAME: letters, digits, underscores; the default may itself hold references), or $${ for a literal ${',
     ]);
   });
 

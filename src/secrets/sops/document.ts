@@ -7,8 +7,8 @@
  * order, upper-case hex, stored AES-GCM-encrypted with `lastmodified` as additional data).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Document, Pair, Scalar, YAMLMap, YAMLSeq, isAlias, isMap, isScalar, isSeq, parseDocument } from 'yaml';
-import type { Node as YamlNode } from 'yaml';
+import { createRequire } from 'node:module';
+import type { Document, Node as YamlNode, Node, Scalar } from 'yaml';
 import {
   SopsCipherError,
   decryptSopsValue,
@@ -18,6 +18,17 @@ import {
   macBytes,
   type SopsPlain,
 } from './cipher.js';
+
+/**
+ * The `yaml` package, loaded when a store file is first read or written (naming secrets, as
+ * `validate` does, needs none of it). Synchronous: Node's require of its CommonJS build.
+ */
+let yamlModule: typeof import('yaml') | undefined;
+const Y = () => (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof import('yaml'));
+const isAlias = (n: unknown) => Y().isAlias(n);
+const isMap = (n: unknown) => Y().isMap(n);
+const isScalar = (n: unknown) => Y().isScalar(n);
+const isSeq = (n: unknown) => Y().isSeq(n);
 
 export type ScalarValue = string | number | boolean | null;
 export type SNode = SMap | SSeq | SScalar;
@@ -95,8 +106,8 @@ export class SopsFormatError extends Error {
 // ---------------------------------------------------------------------------------------------
 // YAML <-> tree
 
-export function parseYamlTree(text: string): SMap {
-  const doc = parseDocument(text, {
+export function parseYamlTree(text: string, slices?: FragmentCache): SMap {
+  const doc = Y().parseDocument(text, {
     schema: 'core',
     version: '1.2',
     // Duplicate keys are rejected in convert() with a Set: the parser's own check is quadratic.
@@ -114,7 +125,42 @@ export function parseYamlTree(text: string): SMap {
   if (doc.contents === null) return map();
   const root = convert(doc.contents, doc, 0);
   if (root.kind !== 'map') throw new SopsFormatError('parse', 'the document must be a YAML mapping');
+  if (slices) recordSecretSlices(text, doc, root, slices);
   return root;
+}
+
+/**
+ * The source text of each entry under a top-level `secrets:` mapping, by its node, when every
+ * entry's key starts at column 5 (4 spaces: our layout, and SOPS's): such a slice is a sibling
+ * block of the entries a rewrite emits, so it can be written back as it is, and this parse is its
+ * verification. A rewrite then emits only the entries that changed, even the first time.
+ */
+function recordSecretSlices(text: string, doc: Document, root: SMap, slices: FragmentCache): void {
+  if (!isMap(doc.contents)) return;
+  const top = doc.contents.items;
+  const at = top.findIndex((p) => isScalar(p.key) && p.key.value === 'secrets');
+  const pair = top[at];
+  const secrets = getEntry(root, 'secrets');
+  if (!pair || !isMap(pair.value) || secrets?.kind !== 'map') return;
+  const lineStart = (offset: number) => text.lastIndexOf('\n', offset - 1) + 1;
+  const items = pair.value.items;
+  if (items.length !== secrets.entries.length) return;
+  const nextTop = top[at + 1]?.key as Node | undefined;
+  const end = nextTop?.range ? lineStart(nextTop.range[0]) : text.length;
+  const found: [SNode, { name: string; text: string }][] = [];
+  for (let i = 0; i < items.length; i++) {
+    const key = items[i]!.key as Node | undefined;
+    const next = items[i + 1]?.key as Node | undefined;
+    if (!key?.range) return;
+    const from = lineStart(key.range[0]);
+    if (key.range[0] - from !== 4) return; // another layout: emit everything the first time
+    const to = next?.range ? lineStart(next.range[0]) : end;
+    const [name, node] = secrets.entries[i]!;
+    let slice = text.slice(from, to);
+    if (!slice.endsWith('\n')) slice += '\n';
+    found.push([node, { name, text: slice }]);
+  }
+  for (const [node, hit] of found) slices.set(node, hit);
 }
 
 function convert(n: unknown, doc: Document, depth: number): SNode {
@@ -156,6 +202,7 @@ const SAFE_PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_.~%/-]*$/;
 const YAML11_WORDS = /^(?:y|yes|n|no|true|false|on|off|null|~)$/i;
 
 function keyNode(k: string): Scalar {
+  const { Scalar } = Y();
   const s = new Scalar(k);
   if (!SAFE_PLAIN_KEY.test(k) || YAML11_WORDS.test(k)) s.type = Scalar.QUOTE_DOUBLE;
   return s;
@@ -164,6 +211,7 @@ function keyNode(k: string): Scalar {
 type Region = 'data' | 'sops';
 
 function toYaml(n: SNode, region: Region, key: string | undefined): YamlNode {
+  const { Pair, Scalar, YAMLMap, YAMLSeq } = Y();
   if (n.kind === 'map') {
     const m = new YAMLMap();
     for (const [k, v] of n.entries) m.items.push(new Pair(keyNode(k), toYaml(v, region, k)));
@@ -186,14 +234,74 @@ function toYaml(n: SNode, region: Region, key: string | undefined): YamlNode {
   return s;
 }
 
-/** Emits the document the way SOPS does: data first, then `sops:`, 4-space indent, sequences indented. */
-export function emitSopsYaml(data: SMap, sops: SMap): string {
+const EMIT_OPTIONS = { indent: 4, indentSeq: true, lineWidth: 0, minContentWidth: 0, nullStr: 'null' } as const;
+
+function emitPairs(pairs: [string, SNode, Region][]): string {
+  const { Document, Pair, YAMLMap } = Y();
   const doc = new Document(undefined, { version: '1.2' });
   const root = new YAMLMap();
-  for (const [k, v] of data.entries) root.items.push(new Pair(keyNode(k), toYaml(v, 'data', k)));
-  root.items.push(new Pair(keyNode('sops'), toYaml(sops, 'sops', 'sops')));
+  for (const [k, v, region] of pairs) root.items.push(new Pair(keyNode(k), toYaml(v, region, k)));
   doc.contents = root;
-  return doc.toString({ indent: 4, indentSeq: true, lineWidth: 0, minContentWidth: 0, nullStr: 'null' });
+  return doc.toString(EMIT_OPTIONS);
+}
+
+/** Emits the document the way SOPS does: data first, then `sops:`, 4-space indent, sequences indented. */
+export function emitSopsYaml(data: SMap, sops: SMap): string {
+  return emitPairs([...data.entries.map(([k, v]): [string, SNode, Region] => [k, v, 'data']), ['sops', sops, 'sops']]);
+}
+
+/**
+ * The text of each entry under `secrets:` as emitSopsYaml writes it, by node: entries are immutable
+ * once written (a new value is a new node), so a rewrite emits only the entries that changed and
+ * reuses the text of the others. Kept per store instance.
+ */
+export type FragmentCache = WeakMap<SNode, { name: string; text: string }>;
+
+/** One entry of the `secrets` mapping, indented as in the whole document. */
+export function emitSecretEntry(name: string, node: SNode): string {
+  return indentLines(emitPairs([[name, node, 'data']]), 4);
+}
+
+function indentLines(text: string, n: number): string {
+  const pad = ' '.repeat(n);
+  return text.replace(/^(?=.)/gm, pad);
+}
+
+/**
+ * emitSopsYaml for the usual file (one top-level `secrets` mapping with entries), with the text
+ * of unchanged entries taken from `cache`; `fresh` receives the entries emitted now, which the
+ * caller verifies. Other shapes: undefined (use emitSopsYaml).
+ */
+export function emitSopsYamlIncremental(data: SMap, sops: SMap, cache: FragmentCache, fresh: [string, SNode, string][]): string | undefined {
+  if (data.entries.length !== 1 || data.entries[0]![0] !== 'secrets') return undefined;
+  const secrets = data.entries[0]![1];
+  if (secrets.kind !== 'map' || secrets.entries.length === 0) return undefined;
+  const parts = ['secrets:\n'];
+  for (const [name, node] of secrets.entries) {
+    let hit = cache.get(node);
+    if (hit === undefined || hit.name !== name) {
+      hit = { name, text: emitSecretEntry(name, node) };
+      cache.set(node, hit);
+      fresh.push([name, node, hit.text]);
+    }
+    parts.push(hit.text);
+  }
+  const sopsText = emitPairs([['sops', sops, 'sops']]);
+  fresh.push(['sops', sops, sopsText]);
+  parts.push(sopsText);
+  return parts.join('');
+}
+
+/** Structural equality of two trees (for verifying emitted text against what was meant). */
+export function sameTree(a: SNode, b: SNode): boolean {
+  if (a.kind !== b.kind) return false;
+  if (a.kind === 'scalar') return a.value === (b as SScalar).value;
+  if (a.kind === 'seq') {
+    const bi = (b as SSeq).items;
+    return a.items.length === bi.length && a.items.every((x, i) => sameTree(x, bi[i]!));
+  }
+  const be = (b as SMap).entries;
+  return a.entries.length === be.length && a.entries.every(([k, v], i) => be[i]![0] === k && sameTree(v, be[i]![1]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,41 +443,91 @@ export interface DecryptedTree {
   mac: string;
   /** Plaintexts of the encrypted leaves, by path joined with '\u0000'. */
   plain: Map<string, SopsPlain>;
+  /** The ciphertext each plaintext came from, by the same path. */
+  ciphertexts: Map<string, string>;
+  /** Per entry of a top-level mapping (a secret), what it adds to the MAC and its plaintexts. */
+  entries: WeakMap<SNode, EntryDecryption>;
+}
+
+interface EntryDecryption {
+  /** Where the entry was when this was computed (AAD and rules depend on it): parent key, own key. */
+  parent: string;
+  name: string;
+  /** The entry's leaves' bytes, in order, as the MAC takes them. */
+  bytes: Buffer;
+  leaves: [string, SopsPlain, string][];
 }
 
 export const pathKey = (path: string[]): string => path.join('\u0000');
 
-/** Decrypts every encrypted leaf (authenticating it) and computes the MAC over the whole tree. */
-export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array): DecryptedTree {
+/**
+ * Decrypts every encrypted leaf (authenticating it) and computes the MAC over the whole tree. With
+ * `known` (an earlier result under the same data key), an entry (secret) whose node is the one
+ * decrypted then at the same path is neither walked nor decrypted again, and a leaf whose
+ * ciphertext is the one decrypted then at the same path is not decrypted again: a rewrite of a
+ * store of thousands of secrets decrypts only the values that changed.
+ */
+export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, known?: DecryptedTree): DecryptedTree {
   const shouldEncrypt = makeShouldEncrypt(rules);
   const hash = createHash('sha512');
   if (rules.macOnlyEncrypted) hash.update(MAC_ONLY_ENCRYPTED_INIT);
   const plain = new Map<string, SopsPlain>();
-  walkLeaves(data, [], (leaf, path) => {
-    const encrypted = shouldEncrypt(path);
-    let v: SopsPlain | string | number | boolean;
-    if (encrypted) {
-      if (typeof leaf.value !== 'string') {
-        throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
+  const ciphertexts = new Map<string, string>();
+  const entries = new WeakMap<SNode, EntryDecryption>();
+  const decryptLeaves = (node: SNode, base: string[]): EntryDecryption => {
+    const bytes: Uint8Array[] = [];
+    const leaves: [string, SopsPlain, string][] = [];
+    walkLeaves(node, base, (leaf, path) => {
+      const encrypted = shouldEncrypt(path);
+      let v: SopsPlain | string | number | boolean;
+      if (encrypted) {
+        if (typeof leaf.value !== 'string') {
+          throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
+        }
+        const pk = pathKey(path);
+        const before = known?.ciphertexts.get(pk) === leaf.value ? known.plain.get(pk) : undefined;
+        if (before !== undefined) v = before;
+        else {
+          try {
+            v = decryptSopsValue(leaf.value, dataKey, additionalData(path));
+          } catch (err) {
+            const why = err instanceof SopsCipherError ? err.reason : 'error';
+            throw new SopsFormatError(
+              why === 'auth' ? 'integrity' : 'decrypt',
+              why === 'auth'
+                ? `value at '${path.join('/')}' failed authentication`
+                : `value at '${path.join('/')}' cannot be decrypted (${why})`,
+            );
+          }
+        }
+        leaves.push([pk, v, leaf.value]);
+      } else {
+        v = leaf.value as string | number | boolean;
       }
-      try {
-        v = decryptSopsValue(leaf.value, dataKey, additionalData(path));
-      } catch (err) {
-        const why = err instanceof SopsCipherError ? err.reason : 'error';
-        throw new SopsFormatError(
-          why === 'auth' ? 'integrity' : 'decrypt',
-          why === 'auth'
-            ? `value at '${path.join('/')}' failed authentication`
-            : `value at '${path.join('/')}' cannot be decrypted (${why})`,
-        );
-      }
-      plain.set(pathKey(path), v);
-    } else {
-      v = leaf.value as string | number | boolean;
+      if (!rules.macOnlyEncrypted || encrypted) bytes.push(macBytes(v));
+    });
+    return { parent: base[0]!, name: base[base.length - 1]!, bytes: Buffer.concat(bytes), leaves };
+  };
+  const add = (e: EntryDecryption) => {
+    hash.update(e.bytes);
+    for (const [pk, p, ct] of e.leaves) {
+      plain.set(pk, p);
+      ciphertexts.set(pk, ct);
     }
-    if (!rules.macOnlyEncrypted || encrypted) hash.update(macBytes(v));
-  });
-  return { mac: hash.digest('hex').toUpperCase(), plain };
+  };
+  for (const [k, v] of data.entries) {
+    if (v.kind !== 'map') {
+      add(decryptLeaves(v, [k]));
+      continue;
+    }
+    for (const [k2, v2] of v.entries) {
+      let e = known?.entries.get(v2);
+      if (e === undefined || e.parent !== k || e.name !== k2) e = decryptLeaves(v2, [k, k2]);
+      entries.set(v2, e);
+      add(e);
+    }
+  }
+  return { mac: hash.digest('hex').toUpperCase(), plain, ciphertexts, entries };
 }
 
 /** Encrypts the leaves of a (new) subtree at `basePath` that the rules say must be encrypted. */

@@ -37,6 +37,11 @@ import {
   buildSopsMapping,
   decryptTree,
   emitSopsYaml,
+  emitSopsYamlIncremental,
+  readMetadata,
+  sameTree,
+  type DecryptedTree,
+  type FragmentCache,
   encryptMac,
   encryptSubtree,
   getEntry,
@@ -109,6 +114,8 @@ export function openSopsFileStore(uri: string, opts: OpenStoreOptions = {}): Sop
 }
 
 const SEGMENT_SAFE = /[A-Za-z0-9._~%-]/;
+/** Segments of safe characters only, none empty: the name maps to itself. */
+const SAFE_NAME = /^[A-Za-z0-9._~%-]+(?:\/[A-Za-z0-9._~%-]+)*$/;
 
 interface LoadedRaw {
   data: SMap;
@@ -118,7 +125,8 @@ interface LoadedRaw {
 
 interface LoadedVerified extends LoadedRaw {
   dataKey: Uint8Array;
-  plain: Map<string, import('./cipher.js').SopsPlain>;
+  /** Plaintexts (and the ciphertexts they came from) of every encrypted leaf, by path. */
+  dec: DecryptedTree;
 }
 
 export class SopsFileStore implements SecretStore {
@@ -131,6 +139,8 @@ export class SopsFileStore implements SecretStore {
   private readonly lockTimeoutMs: number;
   /** The last text this instance verified, with its decrypted tree (never written anywhere). */
   private cache: { text: string; loaded: LoadedVerified } | undefined;
+  /** Emitted (or read and checked) text of each secret entry, by node: a rewrite emits only what changed. */
+  private readonly fragments: FragmentCache = new WeakMap();
 
   constructor(filePath: string, opts: OpenStoreOptions = {}) {
     this.path = path.resolve(filePath);
@@ -151,6 +161,8 @@ export class SopsFileStore implements SecretStore {
    * anything else is percent-encoded (UTF-8), so the mapping is deterministic and injective.
    */
   secretName(logical: string): string {
+    // Most names need no encoding: checked in one pass (plan and validate call this per key).
+    if (SAFE_NAME.test(logical)) return logical;
     const segments = logical.split('/');
     if (logical === '' || segments.some((s) => s === '')) {
       throw this.error(`invalid logical secret name '${logical}': empty segment`, 'INVALID_ARGUMENT');
@@ -353,17 +365,27 @@ export class SopsFileStore implements SecretStore {
     secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
     const lastModified = nowRfc3339();
-    const { mac } = decryptTree(data, rules, dataKey);
+    // Values unchanged since the last verified load are not decrypted again (work ∝ what changed).
+    const dec = decryptTree(data, rules, dataKey, loaded?.dec);
     const sops = buildSopsMapping({
       previous: previousSops,
       age: stanzas,
       lastModified,
-      mac: encryptMac(mac, dataKey, lastModified),
+      mac: encryptMac(dec.mac, dataKey, lastModified),
       rules,
     });
-    const text = emitSopsYaml(data, sops);
-    // Before touching the disk: the new text parses, its MAC verifies and every new value decrypts.
-    const verified = this.verifyText(text, dataKey, entries);
+    // Before touching the disk: the new text parses back to the tree meant, its MAC verifies and
+    // every new value decrypts. The usual file is emitted entry by entry and only the entries
+    // emitted now are parsed back; other shapes are emitted and parsed whole.
+    const fresh: [string, SNode, string][] = [];
+    let text = emitSopsYamlIncremental(data, sops, this.fragments, fresh);
+    let verified: LoadedVerified;
+    if (text === undefined) {
+      text = emitSopsYaml(data, sops);
+      verified = this.verifyText(text, dataKey, entries);
+    } else {
+      verified = this.verifyFragments(data, sops, dataKey, dec, fresh, entries);
+    }
     await atomicWriteFile(this.path, text);
     // After: what the disk returns is byte for byte the text just verified.
     const back = await fs.readFile(this.path);
@@ -374,9 +396,31 @@ export class SopsFileStore implements SecretStore {
     this.cache = { text, loaded: verified };
   }
 
+  /** Each fragment emitted now parses back to its node; the MAC and the new values check out. */
+  private verifyFragments(
+    data: SMap, sops: SMap, dataKey: Uint8Array, dec: DecryptedTree, fresh: [string, SNode, string][], entries: SecretEntry[],
+  ): LoadedVerified {
+    for (const [name, node, fragment] of fresh) {
+      const back = parseYamlTree(name === 'sops' && node === sops ? fragment : fragment.replace(/^ {4}/gm, ''));
+      if (back.entries.length !== 1 || back.entries[0]![0] !== name || !sameTree(back.entries[0]![1], node)) {
+        throw this.error(`secret '${name}' did not emit as meant (verification before writing failed)`, 'VERIFY_FAILED');
+      }
+    }
+    const meta = readMetadata(sops);
+    verifyMac(meta, dec.mac, dataKey);
+    for (const e of entries) {
+      const p = dec.plain.get(pathKey([SECRETS_KEY, e.name, VALUE_KEY]));
+      if (!p || p.type !== 'str' || p.value !== e.value) {
+        throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
+      }
+    }
+    const secrets = getEntry(data, SECRETS_KEY) as SMap;
+    return { data, meta, secrets, dataKey, dec };
+  }
+
   /** Parses `text`, authenticates it and checks every entry decrypts to the value written. */
   private verifyText(text: string, dataKey: Uint8Array, entries: SecretEntry[]): LoadedVerified {
-    const raw = parseRaw(text);
+    const raw = parseRaw(text, this.fragments);
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
     verifyMac(raw.meta, dec.mac, dataKey);
     for (const e of entries) {
@@ -385,7 +429,7 @@ export class SopsFileStore implements SecretStore {
         throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
       }
     }
-    return { ...raw, dataKey, plain: dec.plain };
+    return { ...raw, dataKey, dec };
   }
 
   private async loadRaw(): Promise<LoadedRaw | undefined> {
@@ -403,11 +447,11 @@ export class SopsFileStore implements SecretStore {
     if (buf === undefined) return undefined;
     const text = buf.toString('utf8');
     if (this.cache && this.cache.text === text) return cloneLoaded(this.cache.loaded);
-    const raw = parseRaw(text);
+    const raw = parseRaw(text, this.fragments);
     const dataKey = await this.unwrapDataKey(raw.meta);
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
     verifyMac(raw.meta, dec.mac, dataKey);
-    const loaded: LoadedVerified = { ...raw, dataKey, plain: dec.plain };
+    const loaded: LoadedVerified = { ...raw, dataKey, dec };
     this.cache = { text, loaded: cloneLoaded(loaded) };
     return loaded;
   }
@@ -470,8 +514,8 @@ export class SopsFileStore implements SecretStore {
   }
 }
 
-function parseRaw(text: string): LoadedRaw {
-  const root = parseYamlTree(text);
+function parseRaw(text: string, slices?: FragmentCache): LoadedRaw {
+  const root = parseYamlTree(text, slices);
   const { data, meta } = splitSopsFile(root);
   let secrets: SNode | undefined = getEntry(data, SECRETS_KEY);
   if (secrets === undefined || (secrets.kind === 'scalar' && secrets.value === null)) {
@@ -482,12 +526,17 @@ function parseRaw(text: string): LoadedRaw {
   return { data, meta, secrets };
 }
 
-/** A deep copy whose trees can be mutated; the decrypted values map is shared read-only. */
+/**
+ * A copy whose `data` and `secrets` mappings can be changed (entries added, replaced, sorted): the
+ * entry nodes themselves are shared, never mutated (a write replaces an entry's node), so copying
+ * the two entry lists is enough; a deep copy of thousands of entries per write is not needed.
+ */
 function cloneLoaded(l: LoadedVerified): LoadedVerified {
-  const data = structuredClone(l.data);
-  const secrets = getEntry(data, SECRETS_KEY) as SMap;
+  const secretsNode = getEntry(l.data, SECRETS_KEY);
+  const secrets: SMap = secretsNode?.kind === 'map' ? map([...secretsNode.entries]) : map();
+  const data = map(l.data.entries.map(([k, v]): [string, SNode] => [k, k === SECRETS_KEY ? secrets : v]));
   const meta: SopsMetadata = { ...l.meta, age: [...l.meta.age], raw: structuredClone(l.meta.raw) };
-  return { data, meta, secrets, dataKey: l.dataKey, plain: l.plain };
+  return { data, meta, secrets, dataKey: l.dataKey, dec: l.dec };
 }
 
 function entryNode(e: SecretEntry, updatedAt: string): SMap {
@@ -508,7 +557,7 @@ function valueOf(loaded: LoadedVerified, name: string): string | undefined {
   if (node?.kind !== 'map') return undefined;
   const leaf = getEntry(node, VALUE_KEY);
   if (leaf === undefined) return undefined;
-  const p = loaded.plain.get(pathKey([SECRETS_KEY, name, VALUE_KEY]));
+  const p = loaded.dec.plain.get(pathKey([SECRETS_KEY, name, VALUE_KEY]));
   if (p) return p.type === 'bytes' ? Buffer.from(p.value).toString('utf8') : String(p.value);
   return leaf.kind === 'scalar' && leaf.value !== null ? String(leaf.value) : undefined;
 }

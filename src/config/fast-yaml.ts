@@ -1,0 +1,555 @@
+// A fast path for the YAML that configurations are made of: block mappings and lists, plain and
+// single-line quoted scalars, one-line flow collections (`[a, b]`, `{ k: v }`), comments.
+//
+// Why: the `yaml` package builds a full document (nodes, ranges, comments) and takes 3-5 s for the
+// 4 MB file of 10,000 clients; js-yaml 5 takes ~0.5 s. This line-oriented reader builds plain
+// values and the offsets of every key and item in ~0.1 s. It never reports an error: anything
+// outside that subset (anchors, tags, block scalars, multi-line scalars or flows, several
+// documents, duplicate keys, tabs, unusual characters, anything malformed) returns undefined and
+// the file goes through the `yaml` package, which gives the diagnostics. So the two paths can only
+// differ on input this reader accepts, and there they must give the same values as the `yaml`
+// package's core schema (test/config/fast-yaml.test.ts compares them, as does the config fuzz test).
+import type { PathSegment } from './diagnostics.js';
+import { PositionIndex } from './positions.js';
+
+/** A string value that contains `${`: interpolated after parsing (values only, never keys). */
+export interface InterpolationSite {
+  container: Record<string, unknown> | unknown[];
+  key: string | number;
+  segments: PathSegment[];
+  offset: number;
+  /** Plain (unquoted) scalar: a value that is exactly one reference is typed like YAML would. */
+  plain: boolean;
+}
+
+export interface FastParse {
+  /** The document (null for an empty one). */
+  value: unknown;
+  index: PositionIndex;
+  sites: InterpolationSite[];
+}
+
+class OutsideSubset extends Error {}
+const bail = (): never => {
+  throw new OutsideSubset();
+};
+
+/** Characters the reader leaves to the full parser wherever they appear. */
+const UNUSUAL = /[\t\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff]|\r(?!\n)/;
+const MAX_DEPTH = 64;
+
+const NULL_RE = /^(?:~|[Nn]ull|NULL)?$/;
+const BOOL_RE = /^(?:[Tt]rue|TRUE|[Ff]alse|FALSE)$/;
+const INT_RE = /^[-+]?[0-9]+$/;
+const OCT_RE = /^0o[0-7]+$/;
+const HEX_RE = /^0x[0-9a-fA-F]+$/;
+const SPECIAL_FLOAT_RE = /^(?:[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/;
+const EXP_RE = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$/;
+const FLOAT_RE = /^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/;
+
+/** A plain scalar's value under the YAML 1.2 core schema (the `yaml` package's default). */
+export function plainScalar(s: string): unknown {
+  const c = s.charCodeAt(0);
+  // Fast exit: most plain scalars are names, which start with a letter other than n/N/t/T/f/F.
+  if (s.length > 0 && ((c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a))) {
+    const l = c | 0x20;
+    if (l !== 0x6e && l !== 0x74 && l !== 0x66) return s;
+  }
+  if (NULL_RE.test(s)) return null;
+  if (BOOL_RE.test(s)) return s[0] === 't' || s[0] === 'T';
+  if (OCT_RE.test(s)) return parseInt(s.slice(2), 8);
+  if (INT_RE.test(s)) return parseInt(s, 10);
+  if (HEX_RE.test(s)) return parseInt(s.slice(2), 16);
+  if (SPECIAL_FLOAT_RE.test(s)) return s.endsWith('nan') || s.endsWith('NaN') || s.endsWith('NAN') ? NaN : s[0] === '-' ? -Infinity : Infinity;
+  if (EXP_RE.test(s) || FLOAT_RE.test(s)) return parseFloat(s);
+  return s;
+}
+
+/** Parses `text`, or returns undefined when it is not in the subset this reader handles. */
+export function fastParseYaml(text: string): FastParse | undefined {
+  if (UNUSUAL.test(text)) return undefined;
+  try {
+    return new Reader(text).document();
+  } catch (err) {
+    if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;
+    throw err;
+  }
+}
+
+const SPACE = 0x20;
+const HASH = 0x23;
+const COLON = 0x3a;
+const DASH = 0x2d;
+
+class Reader {
+  private readonly starts: Int32Array;
+  private readonly ends: Int32Array;
+  /** Column of each line's first non-space character; -1 for a blank or comment-only line. */
+  private readonly indents: Int32Array;
+  private readonly lineCount: number;
+  /** Index of the current content line (blank and comment-only lines are skipped). */
+  private li = 0;
+  private readonly index: PositionIndex;
+  private readonly sites: InterpolationSite[] = [];
+  private readonly path: PathSegment[] = [];
+  private depth = 0;
+
+  private readonly text: string;
+
+  /** The key just read by key(): its text and the offset after its ':' (fields, not an object per key). */
+  private keyText = '';
+  private keyAfter = 0;
+
+  constructor(text: string) {
+    this.text = text;
+    this.index = new PositionIndex(text);
+    const n = text.length;
+    let lines = 1;
+    for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) lines++;
+    this.lineCount = lines;
+    this.starts = new Int32Array(lines);
+    this.ends = new Int32Array(lines);
+    this.indents = new Int32Array(lines);
+    let start = 0;
+    for (let li = 0; li < lines; li++) {
+      let end = text.indexOf('\n', start);
+      const next = end < 0 ? n + 1 : end + 1;
+      if (end < 0) end = n;
+      if (end > start && text.charCodeAt(end - 1) === 0x0d) end--;
+      this.starts[li] = start;
+      this.ends[li] = end;
+      let p = start;
+      while (p < end && text.charCodeAt(p) === SPACE) p++;
+      this.indents[li] = p < end && text.charCodeAt(p) !== HASH ? p - start : -1;
+      start = next;
+    }
+  }
+
+  document(): FastParse {
+    this.skipBlank(0, true);
+    if (this.li < this.lineCount) {
+      const s = this.starts[this.li]!;
+      const line = this.text.slice(s, this.ends[this.li]);
+      if (line.startsWith('%')) bail();
+      if (/^---( *| +#.*)$/.test(line)) {
+        this.li++;
+        this.skipBlank(this.li);
+      } else if (/^(---|\.\.\.)(\s|$)/.test(line)) bail();
+    }
+    if (this.li >= this.lineCount) return { value: null, index: this.index, sites: this.sites };
+    const indent = this.indentOf(this.li);
+    this.index.rootOffset = this.starts[this.li]! + indent;
+    const value = this.block(indent);
+    if (this.li < this.lineCount) bail(); // content left over: a second document, or an error
+    return { value, index: this.index, sites: this.sites };
+  }
+
+  // ------------------------------------------------------------------------------------ lines
+
+  /** Moves to the first line at or after `from` that has content. */
+  private skipBlank(from: number, atStart = false): void {
+    let i = from;
+    const t = this.text;
+    const indents = this.indents;
+    while (i < this.lineCount && indents[i]! < 0) i++;
+    if (i < this.lineCount && !atStart && indents[i] === 0) {
+      // document markers at column 0 are not content this reader handles
+      const p = this.starts[i]!;
+      const c = t.charCodeAt(p);
+      if ((c === DASH || c === 0x2e) && /^(---|\.\.\.)(\s|$)/.test(t.slice(p, p + 4))) bail();
+    }
+    this.li = i;
+  }
+
+  private indentOf(li: number): number {
+    return this.indents[li]!;
+  }
+
+  /** Column of the current line's content, or -1 at the end of the text. */
+  private currentIndent(): number {
+    return this.li < this.lineCount ? this.indentOf(this.li) : -1;
+  }
+
+  private isDashAt(li: number, col: number): boolean {
+    const p = this.starts[li]! + col;
+    if (this.text.charCodeAt(p) !== DASH) return false;
+    return p + 1 >= this.ends[li]! || this.text.charCodeAt(p + 1) === SPACE;
+  }
+
+  /** After a value that ended its line: the rest of the line must be blank or a comment. */
+  private endOfLine(p: number): void {
+    const e = this.ends[this.li]!;
+    const t = this.text;
+    let q = p;
+    while (q < e && t.charCodeAt(q) === SPACE) q++;
+    if (q < e && !(t.charCodeAt(q) === HASH && q > p)) bail();
+    this.skipBlank(this.li + 1);
+  }
+
+  // ------------------------------------------------------------------------------------ blocks
+
+  /** The block node whose content starts at column `col` of the current line. */
+  private block(col: number): unknown {
+    if (++this.depth > MAX_DEPTH) bail();
+    try {
+      return this.isDashAt(this.li, col) ? this.seq(col) : this.map(col);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private seq(col: number): unknown[] {
+    const items: unknown[] = [];
+    const offsets: number[] = [];
+    this.index.set(items, offsets);
+    for (;;) {
+      const s = this.starts[this.li]!;
+      const dash = s + col;
+      let q = dash + 1;
+      const e = this.ends[this.li]!;
+      while (q < e && this.text.charCodeAt(q) === SPACE) q++;
+      this.path.push(items.length);
+      let value: unknown;
+      let offset: number;
+      if (q >= e || this.text.charCodeAt(q) === HASH) {
+        if (q < e && q === dash + 1) bail(); // "-#" is not a comment
+        this.skipBlank(this.li + 1);
+        const next = this.currentIndent();
+        if (next > col) {
+          offset = this.starts[this.li]! + next;
+          value = this.block(next);
+        } else {
+          offset = dash;
+          value = null;
+        }
+      } else {
+        offset = q;
+        value = this.inline(q, col, items, items.length, true);
+      }
+      this.path.pop();
+      items.push(value);
+      offsets.push(offset);
+      const next = this.currentIndent();
+      if (next < col) break;
+      if (next > col) bail();
+      if (!this.isDashAt(this.li, col)) break; // the parent mapping continues (an indentless list)
+    }
+    return items;
+  }
+
+  private map(col: number): Record<string, unknown> {
+    const obj: Record<string, unknown> = {};
+    const offsets: (string | number)[] = [];
+    this.index.set(obj, offsets);
+    let first = true;
+    for (;;) {
+      const s = this.starts[this.li]!;
+      const e = this.ends[this.li]!;
+      const keyStart = s + col;
+      if (!first && this.indentOf(this.li) !== col) bail();
+      first = false;
+      this.key(keyStart, e);
+      const key = this.keyText;
+      const after = this.keyAfter;
+      if (Object.hasOwn(obj, key) || key === '__proto__') bail();
+      let q = after;
+      while (q < e && this.text.charCodeAt(q) === SPACE) q++;
+      this.path.push(key);
+      let value: unknown;
+      let valueOffset: number;
+      if (q >= e || (this.text.charCodeAt(q) === HASH && q > after)) {
+        this.skipBlank(this.li + 1);
+        const next = this.currentIndent();
+        if (next > col) {
+          valueOffset = this.starts[this.li]! + next;
+          value = this.block(next);
+        } else if (next === col && this.isDashAt(this.li, col)) {
+          valueOffset = this.starts[this.li]! + col;
+          if (++this.depth > MAX_DEPTH) bail();
+          value = this.seq(col);
+          this.depth--;
+        } else {
+          valueOffset = keyStart;
+          value = null;
+        }
+      } else {
+        valueOffset = q;
+        value = this.inline(q, col, obj, key, false);
+      }
+      this.path.pop();
+      obj[key] = value;
+      offsets.push(key, keyStart, valueOffset);
+      const next = this.currentIndent();
+      if (next < col) break;
+      if (next > col || this.isDashAt(this.li, col)) bail();
+    }
+    return obj;
+  }
+
+  /** A mapping key at `p`: plain or quoted, followed by ':' and a space or the end of the line. */
+  private key(p: number, e: number): void {
+    const t = this.text;
+    const c = t.charCodeAt(p);
+    if (c === 0x22 || c === 0x27) {
+      const q = this.quoted(p, e);
+      if (q.end - p > 1024) bail();
+      if (t.charCodeAt(q.end) !== COLON || (q.end + 1 < e && t.charCodeAt(q.end + 1) !== SPACE)) bail();
+      this.keyText = q.value;
+      this.keyAfter = q.end + 1;
+      return;
+    }
+    if (!plainStart(t, p, e, false)) bail();
+    let q = p;
+    for (;;) {
+      while (q < e && t.charCodeAt(q) !== COLON) q++;
+      if (q >= e) bail();
+      if (q + 1 >= e || t.charCodeAt(q + 1) === SPACE) break;
+      q++;
+    }
+    if (q - p > 1024) bail(); // YAML limits implicit keys to 1024 characters
+    const raw = t.slice(p, q);
+    if (raw.includes(' #')) bail();
+    const key = raw.trimEnd();
+    // Keys the core schema reads as another type (null, true, 1.0, 0x1F) would be renamed: full parser.
+    if (plainScalar(key) !== key && !/^(0|[1-9][0-9]*)$/.test(key)) bail();
+    this.keyText = key;
+    this.keyAfter = q + 1;
+  }
+
+  /** A value that starts at `p` on the current line (and, except for a compact mapping, ends there). */
+  private inline(p: number, col: number, container: Record<string, unknown> | unknown[], key: string | number, inSeq: boolean): unknown {
+    const t = this.text;
+    const e = this.ends[this.li]!;
+    const c = t.charCodeAt(p);
+    let value: unknown;
+    let end: number;
+    if (c === 0x5b || c === 0x7b) {
+      const r = this.flow(p, e, 0);
+      value = r.value;
+      end = r.end;
+    } else if (c === 0x22 || c === 0x27) {
+      const q = this.quoted(p, e);
+      value = q.value;
+      end = q.end;
+      if (inSeq && t.charCodeAt(end) === COLON && (end + 1 >= e || t.charCodeAt(end + 1) === SPACE)) {
+        return this.compactMap(p, col);
+      }
+      if (q.value.includes('${')) this.site(container, key, p, false);
+    } else {
+      if (!plainStart(t, p, e, false)) bail();
+      // One pass: where a comment starts, and whether ': ' makes this a mapping.
+      let stop = e;
+      let colon = false;
+      for (let r = p + 1; r < e; r++) {
+        const ch = t.charCodeAt(r);
+        if (ch === SPACE) {
+          if (t.charCodeAt(r + 1) === HASH) {
+            stop = r;
+            break;
+          }
+        } else if (ch === COLON && (r + 1 === e || t.charCodeAt(r + 1) === SPACE)) {
+          colon = true;
+          break;
+        }
+      }
+      if (colon) {
+        if (!inSeq) bail();
+        return this.compactMap(p, col);
+      }
+      while (stop > p && t.charCodeAt(stop - 1) === SPACE) stop--;
+      const raw = t.slice(p, stop);
+      value = plainScalar(raw);
+      if (typeof value === 'string' && value.includes('${')) this.site(container, key, p, true);
+      end = stop;
+    }
+    this.endOfLine(end);
+    if (this.currentIndent() > col) bail(); // a continuation line: multi-line scalar or an error
+    return value;
+  }
+
+  /** `- key: value` (and the keys under it): a mapping that starts inside a list item's line. */
+  private compactMap(p: number, _dashCol: number): Record<string, unknown> {
+    const col = p - this.starts[this.li]!;
+    if (++this.depth > MAX_DEPTH) bail();
+    try {
+      return this.map(col);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  private site(container: Record<string, unknown> | unknown[], key: string | number, offset: number, plain: boolean): void {
+    this.sites.push({ container, key, segments: [...this.path], offset, plain });
+  }
+
+  // ------------------------------------------------------------------------------------ scalars
+
+  /** A single-line quoted scalar at `p`; `end` is just after its closing quote. */
+  private quoted(p: number, e: number): { value: string; end: number } {
+    const t = this.text;
+    if (t.charCodeAt(p) === 0x27) {
+      let out = '';
+      let q = p + 1;
+      for (;;) {
+        let close = q;
+        while (close < e && t.charCodeAt(close) !== 0x27) close++;
+        if (close >= e) bail();
+        out += t.slice(q, close);
+        if (t.charCodeAt(close + 1) === 0x27) {
+          out += "'";
+          q = close + 2;
+          continue;
+        }
+        return { value: out, end: close + 1 };
+      }
+    }
+    let out = '';
+    let q = p + 1;
+    for (;;) {
+      let r = q;
+      while (r < e) {
+        const ch = t.charCodeAt(r);
+        if (ch === 0x22 || ch === 0x5c) break;
+        r++;
+      }
+      if (r >= e) bail();
+      out += t.slice(q, r);
+      if (t.charCodeAt(r) === 0x22) return { value: out, end: r + 1 };
+      const esc = t[r + 1];
+      const simple = esc === undefined ? undefined : ESCAPES[esc];
+      if (simple !== undefined) {
+        out += simple;
+        q = r + 2;
+        continue;
+      }
+      const width = esc === 'x' ? 2 : esc === 'u' ? 4 : esc === 'U' ? 8 : 0;
+      const hex = t.slice(r + 2, r + 2 + width);
+      if (width === 0 || r + 2 + width > e || !/^[0-9a-fA-F]+$/.test(hex)) bail();
+      const cp = parseInt(hex, 16);
+      if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) bail();
+      out += String.fromCodePoint(cp);
+      q = r + 2 + width;
+    }
+  }
+
+  /** A flow collection that opens and closes on the current line. */
+  private flow(p: number, e: number, depth: number): { value: unknown; end: number } {
+    if (depth > 16) bail();
+    const t = this.text;
+    const isSeq = t.charCodeAt(p) === 0x5b;
+    const close = isSeq ? 0x5d : 0x7d;
+    let q = skipSpaces(t, p + 1, e);
+    if (isSeq) {
+      const items: unknown[] = [];
+      const offsets: number[] = [];
+      this.index.set(items, offsets);
+      if (t.charCodeAt(q) === close) return { value: items, end: q + 1 };
+      for (;;) {
+        this.path.push(items.length);
+        const r = this.flowNode(q, e, depth, items, items.length);
+        this.path.pop();
+        items.push(r.value);
+        offsets.push(q);
+        q = skipSpaces(t, r.end, e);
+        const ch = t.charCodeAt(q);
+        if (ch === close) break;
+        if (ch !== 0x2c) bail();
+        q = skipSpaces(t, q + 1, e);
+        if (q >= e || t.charCodeAt(q) === close) bail();
+      }
+      return { value: items, end: q + 1 };
+    }
+    const obj: Record<string, unknown> = {};
+    const offsets: (string | number)[] = [];
+    this.index.set(obj, offsets);
+    if (t.charCodeAt(q) === close) return { value: obj, end: q + 1 };
+    for (;;) {
+      const keyStart = q;
+      let key: string;
+      let after: number;
+      const c = t.charCodeAt(q);
+      if (c === 0x22 || c === 0x27) {
+        const k = this.quoted(q, e);
+        key = k.value;
+        after = k.end;
+      } else {
+        if (!plainStart(t, q, e, true)) bail();
+        let r = q;
+        while (r < e) {
+          const ch = t.charCodeAt(r);
+          if (ch === COLON && (r + 1 >= e || t.charCodeAt(r + 1) === SPACE)) break;
+          if (ch === 0x2c || ch === 0x5b || ch === 0x5d || ch === 0x7b || ch === 0x7d || ch === HASH) bail();
+          r++;
+        }
+        key = t.slice(q, r).trimEnd();
+        if (plainScalar(key) !== key && !/^(0|[1-9][0-9]*)$/.test(key)) bail();
+        after = r;
+      }
+      if (after - keyStart > 1024 || t.charCodeAt(after) !== COLON || t.charCodeAt(after + 1) !== SPACE) bail();
+      if (Object.hasOwn(obj, key) || key === '__proto__') bail();
+      q = skipSpaces(t, after + 1, e);
+      this.path.push(key);
+      const r = this.flowNode(q, e, depth, obj, key);
+      this.path.pop();
+      obj[key] = r.value;
+      offsets.push(key, keyStart, q);
+      q = skipSpaces(t, r.end, e);
+      const ch = t.charCodeAt(q);
+      if (ch === close) break;
+      if (ch !== 0x2c) bail();
+      q = skipSpaces(t, q + 1, e);
+      if (q >= e || t.charCodeAt(q) === close) bail();
+    }
+    return { value: obj, end: q + 1 };
+  }
+
+  private flowNode(p: number, e: number, depth: number, container: Record<string, unknown> | unknown[], key: string | number): { value: unknown; end: number } {
+    const t = this.text;
+    const c = t.charCodeAt(p);
+    if (c === 0x5b || c === 0x7b) return this.flow(p, e, depth + 1);
+    if (c === 0x22 || c === 0x27) {
+      const q = this.quoted(p, e);
+      if (q.value.includes('${')) this.site(container, key, p, false);
+      return q;
+    }
+    if (!plainStart(t, p, e, true)) bail();
+    let r = p;
+    while (r < e) {
+      const ch = t.charCodeAt(r);
+      if (ch === 0x2c || ch === 0x5d || ch === 0x7d) break;
+      if (ch === 0x5b || ch === 0x7b || ch === 0x22 || ch === 0x27) bail();
+      if (ch === COLON && (r + 1 >= e || t.charCodeAt(r + 1) === SPACE || t.charCodeAt(r + 1) === 0x2c)) bail();
+      if (ch === HASH && t.charCodeAt(r - 1) === SPACE) bail();
+      r++;
+    }
+    const raw = t.slice(p, r).trimEnd();
+    if (raw === '') bail();
+    const value = plainScalar(raw);
+    if (typeof value === 'string' && value.includes('${')) this.site(container, key, p, true);
+    return { value, end: r };
+  }
+}
+
+const ESCAPES: Record<string, string> = {
+  '0': '\0', a: '\x07', b: '\b', t: '\t', n: '\n', v: '\v', f: '\f', r: '\r', e: '\x1b', ' ': ' ', '"': '"', '/': '/',
+  '\\': '\\', N: '\u0085', _: '\u00a0', L: '\u2028', P: '\u2029',
+};
+
+function skipSpaces(t: string, p: number, e: number): number {
+  let q = p;
+  while (q < e && t.charCodeAt(q) === SPACE) q++;
+  return q;
+}
+
+/** Whether a plain scalar may start at `p` (YAML's ns-plain-first), conservatively. */
+function plainStart(t: string, p: number, e: number, flow: boolean): boolean {
+  if (p >= e) return false;
+  const c = t[p]!;
+  if ('-?:'.includes(c)) {
+    const n = t.charCodeAt(p + 1);
+    if (p + 1 >= e || n === SPACE) return false;
+    if (flow && (n === 0x2c || n === 0x5b || n === 0x5d || n === 0x7b || n === 0x7d)) return false;
+    return true;
+  }
+  return !',[]{}#&*!|>\'"%@`'.includes(c);
+}

@@ -1,0 +1,66 @@
+// Start-up stays light: `kms-sync --version` / `--help` and the commands that do not need them never
+// import the cloud SDKs, the HTTP stack, the emulator, the report publishers or the YAML/schema
+// machinery. Checked on real processes by recording every module they resolve.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { buildFullProgram, buildProgram } from '../../src/cli/commands.js';
+import { STORE_BACKENDS } from '../../src/secrets/store.js';
+import { cliPath, repoRoot, workspace } from '../support/cli.js';
+
+const tracer = path.join(repoRoot, 'test', 'bench', 'fixtures', 'trace-imports.mjs');
+
+function importsOf(args: string[], cwd = repoRoot): Promise<{ code: number; stdout: string; modules: string[] }> {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'kms-sync-imports-')), 'modules.txt');
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['--import', tracer, cliPath, ...args], {
+      cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, KMS_SYNC_TRACE_IMPORTS: file },
+    }, (error, stdout) => {
+      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, modules: readFileSync(file, 'utf8').split('\n') });
+    });
+  });
+}
+
+const HEAVY = [
+  /node_modules\/@aws-sdk\//, /node_modules\/@google-cloud\//, /node_modules\/@azure\//, /node_modules\/@kubernetes\//,
+  /node_modules\/undici\//, /node_modules\/libsodium/, /node_modules\/age-encryption\//,
+  /dist\/emulator\//, /dist\/report\/publish\//, /dist\/secrets\/backends\//,
+];
+const heavyIn = (modules: string[]) => modules.filter((m) => HEAVY.some((re) => re.test(m)));
+
+describe('start-up', () => {
+  it.each([['--version'], ['--help'], ['help']])('kms-sync %s loads no command module and nothing heavy', async (arg) => {
+    const r = await importsOf([arg]);
+    expect(r.code).toBe(0);
+    expect(heavyIn(r.modules)).toEqual([]);
+    expect(r.modules.filter((m) => /dist\/cli\/(sync-commands|drift-command|secrets-command|emulator-command|demo-command)\.js$/.test(m))).toEqual([]);
+    expect(r.modules.filter((m) => /node_modules\/(yaml|ajv)\//.test(m))).toEqual([]);
+  });
+
+  it('validate with the default store loads no cloud SDK, no age, no emulator, no publisher, no yaml package (fast path)', async () => {
+    const dir = workspace({ 'kms.yaml': 'apiVersion: kms-sync/v1\nprojects:\n  - slug: acme\n    name: Acme\n    environments:\n      - type: production\n        url: https://api.acme.example\n        templates: [{ name: gold, rateLimitDay: 10 }]\n        clients: [{ name: globex, template: gold, keys: [{ name: primary }] }]\n' });
+    const r = await importsOf(['validate', '-f', 'kms.yaml'], dir);
+    expect(r.code, r.stdout).toBe(0);
+    expect(r.stdout).toContain('Configuration valid');
+    // undici still comes with the API client that the command modules import (src/api/http.ts).
+    expect(heavyIn(r.modules).filter((m) => !/undici/.test(m))).toEqual([]);
+    expect(r.modules.filter((m) => /node_modules\/yaml\//.test(m))).toEqual([]);
+  });
+
+  it('the placeholder commands of the top-level help match the registered commands exactly', async () => {
+    const full = await buildFullProgram();
+    const light = await buildProgram(['--help']);
+    expect(light.helpInformation()).toBe(full.helpInformation());
+    expect(light.commands.map((c) => c.name()).sort()).toEqual(full.commands.map((c) => c.name()).sort());
+  });
+
+  it('the lazy store table names the schemes and URI forms of each backend module', async () => {
+    for (const b of STORE_BACKENDS) {
+      const loaded = await b.load();
+      expect(b.schemes).toEqual(loaded.schemes);
+      expect(b.forms).toEqual(loaded.forms);
+    }
+  });
+});
