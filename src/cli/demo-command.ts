@@ -24,6 +24,10 @@ export function registerDemo(program: Command) {
     .action(async (o: { file: string; stateDir: string; cdktf?: string | boolean }) => {
       // A throw-away project key for the throw-away service; it is never printed.
       const apiKey = `sk_test_demo${randomBytes(12).toString('hex')}`;
+      // Everything the demo writes stays in its one folder: the age identity too, not ~/.config/sops.
+      const stateDir = path.resolve(o.stateDir);
+      const ageKeyFile = process.env.SOPS_AGE_KEY_FILE ?? path.join(stateDir, 'age-keys.txt');
+      process.env.SOPS_AGE_KEY_FILE = ageKeyFile;
       const emu = await startEmulator({ port: 0, apiKeys: [apiKey] });
       out(`Emulator running at ${emu.url}\n\n`);
       const env = { ...process.env, KMS_API_KEY: apiKey, KMS_API_URL: emu.url };
@@ -40,7 +44,9 @@ export function registerDemo(program: Command) {
         const again = await planFor(conn, cfg.desired, planOptions);
         out(`\nPlanning again against the same service:\n`);
         out(renderPlanText(again.plan, { color: colorEnabled(process.stdout) }));
-        out(`\nThe raw keys are in an age-encrypted SOPS file under ${path.resolve(o.stateDir)}/.kms-sync/ (list them with: kms-sync secrets list --state-dir ${path.relative(process.cwd(), o.stateDir) || '.'}).\n`);
+        const shown = path.relative(process.cwd(), stateDir) || '.';
+        out(`\nEverything the demo wrote is in ${stateDir}: the raw keys in an age-encrypted SOPS file under .kms-sync/, decrypted by the age identity ${path.relative(stateDir, ageKeyFile).startsWith('..') ? ageKeyFile : path.relative(stateDir, ageKeyFile)}. ` +
+          `List them with: SOPS_AGE_KEY_FILE=${path.relative(process.cwd(), ageKeyFile) || ageKeyFile} kms-sync secrets list --state-dir ${shown}. Remove the folder to start over.\n`);
         if (!o.cdktf) out('The same setup as a CDKTF stack in TypeScript (examples/cdktf): kms-sync demo --cdktf\n');
       } finally {
         await conn.api.close();

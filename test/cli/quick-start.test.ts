@@ -1,0 +1,50 @@
+// The README quick start on a fresh machine: a fresh clone of the committed tree and a fresh HOME,
+// then the equivalents of its two commands: `npm ci && npm run demo`, and `npm test` (the same
+// script: build, typecheck, vitest; vitest limited to a few files here, the whole suite runs in the
+// main run). Slow (an npm ci): runs only when CI is set or KMS_SYNC_QUICKSTART_TEST=1, and never
+// inside its own clone.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { expect, it } from 'vitest';
+import { RAW_KEY_PATTERN, repoRoot } from '../support/cli.js';
+
+const ci = Boolean(process.env.CI) && process.env.CI !== 'false' && process.env.CI !== '0';
+const enabled = (ci || process.env.KMS_SYNC_QUICKSTART_TEST === '1') && process.env.KMS_SYNC_QUICKSTART_CLONE !== '1';
+if (!enabled) console.warn('SKIPPED test/cli/quick-start.test.ts: slow (fresh clone + npm ci); runs when CI is set or KMS_SYNC_QUICKSTART_TEST=1');
+
+function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: 480_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+it.skipIf(!enabled)('npm ci && npm run demo, then npm test, in a fresh clone with a fresh HOME', async () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'kms-sync-quickstart-'));
+  const home = path.join(root, 'home');
+  mkdirSync(home);
+  const clone = path.join(root, 'kms-sync');
+  const git = await sh('git', ['clone', '--quiet', '--no-hardlinks', repoRoot, clone], root, { PATH: process.env.PATH, HOME: home });
+  expect(git.code, git.stderr).toBe(0);
+  // The npm cache of this machine is reused (read-only use, --prefer-offline): no network beyond npm's.
+  const npmCache = process.env.npm_config_cache ?? path.join(process.env.HOME ?? home, '.npm');
+  const env = { PATH: process.env.PATH, HOME: home, npm_config_cache: npmCache, KMS_SYNC_QUICKSTART_CLONE: '1', NO_COLOR: '1' };
+
+  const install = await sh('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], clone, env);
+  expect(install.code, install.stderr.slice(-2000)).toBe(0);
+  const demo = await sh('npm', ['run', 'demo'], clone, env);
+  expect(demo.code, demo.stderr.slice(-2000)).toBe(0);
+  expect(demo.stdout).toContain('Apply complete!');
+  expect(demo.stdout).toContain('No changes.');
+  expect(demo.stdout + demo.stderr).not.toMatch(RAW_KEY_PATTERN);
+  // Everything the demo wrote is in one folder of the current directory; nothing in HOME.
+  expect(existsSync(path.join(clone, '.kms-sync-demo', 'age-keys.txt'))).toBe(true);
+  expect(existsSync(path.join(home, '.config', 'sops'))).toBe(false);
+
+  const test = await sh('npm', ['test', '--', 'test/config/schema.test.ts', 'test/cli/habits.test.ts'], clone, env);
+  expect(test.code, (test.stdout + test.stderr).slice(-3000)).toBe(0);
+  expect(readdirSync(clone)).toContain('dist');
+}, 900_000);
