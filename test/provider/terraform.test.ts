@@ -2,48 +2,23 @@
 // apply, a no-op re-plan, drift made behind Terraform's back, import blocks with
 // -generate-config-out, destroy. The state, the plan output and every output hold no raw key; the
 // secret store does. Without terraform on PATH these tests are skipped, and say so.
-import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
-import { PROVIDER_BIN } from './harness.js';
+import { offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
 
-function findTerraform(): string | undefined {
-  for (const bin of ['terraform', 'tofu']) {
-    try {
-      return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
-    } catch {
-      // not there
-    }
-  }
-  return undefined;
-}
-
-const TERRAFORM = findTerraform();
-if (!TERRAFORM) {
-  console.warn('SKIPPED test/provider/terraform.test.ts: neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider');
-}
+const TERRAFORM = terraformOrSkip('test/provider/terraform.test.ts');
 
 const API_KEY = 'sk_test_terraform0123456789';
-const VERSION = '0.1.0';
 let emu: RunningEmulator;
 let root: string;
 let env: NodeJS.ProcessEnv;
-const outputs: string[] = [];
+let terraform: OfflineTerraform;
 
-interface Run { code: number; stdout: string; stderr: string }
-
-function tf(cwd: string, ...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(TERRAFORM!, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
-      outputs.push(stdout, stderr);
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+const tf = (cwd: string, ...args: string[]): Promise<Run> => terraform.run(cwd, args);
 
 const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 
@@ -65,18 +40,8 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     root = workspace();
-    // The provider as a filesystem mirror holds it: an executable named terraform-provider-kms_v<version>.
-    const mirror = path.join(root, 'mirror');
-    const bin = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
-    mkdirSync(path.dirname(bin), { recursive: true });
-    writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
-    chmodSync(bin, 0o755);
-    const cliConfig = path.join(root, 'terraform.rc');
-    writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
-    env = {
-      PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-      KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(root, 'age', 'keys.txt'),
-    };
+    terraform = offlineTerraform(TERRAFORM!, root, { url: emu.url, apiKey: API_KEY });
+    env = terraform.env;
     main = path.join(root, 'main');
     mkdirSync(main);
     cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(main, 'main.tf'));
@@ -85,7 +50,7 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
 
   afterAll(async () => {
     await emu?.close();
-    for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
+    for (const o of terraform?.outputs ?? []) expect(o).not.toMatch(RAW_KEY_PATTERN);
   });
 
   it('plans, applies, and re-plans to no change', async () => {
