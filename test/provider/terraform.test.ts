@@ -1,14 +1,16 @@
 // The real terraform binary drives the provider offline, through a filesystem mirror: init, plan,
 // apply, a no-op re-plan, drift made behind Terraform's back, import blocks with
-// -generate-config-out, destroy. The state, the plan output and every output hold no raw key; the
-// secret store does. Without terraform on PATH these tests are skipped, and say so.
-import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// -generate-config-out, destroy; and a key whose store write fails after issuance (tainted, safe
+// in the journal, replaced by the next apply). The state, the plan output and every output hold
+// no raw key; the secret store does. Without terraform on PATH these tests are skipped, and say so.
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
-import { offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
 
 const TERRAFORM = terraformOrSkip('test/provider/terraform.test.ts');
 
@@ -115,4 +117,74 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
     expect(existsSync(path.join(main, 'terraform.tfstate'))).toBe(true);
     expect(JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8')).resources).toEqual([]);
   }, 120_000);
+
+  it('fails a key whose store write fails after issuance, keeps it tainted and safe in the journal, and replaces it on the next apply', async () => {
+    const dir = await project('tainted', {
+      'main.tf': `terraform {
+  required_providers {
+    kms = { source = "kms-sync/kms", version = "${VERSION}" }
+  }
+}
+provider "kms" {}
+resource "kms_project" "p" {
+  slug = "taint"
+  name = "Taint"
+}
+resource "kms_environment" "e" {
+  project = kms_project.p.slug
+  type    = "production"
+  url     = "https://api.taint.example"
+}
+resource "kms_template" "t" {
+  project_env    = kms_environment.e.project_env
+  name           = "std"
+  rate_limit_day = 1000
+  max_clients    = 10
+}
+resource "kms_client" "c" {
+  project_env = kms_environment.e.project_env
+  name        = "c1"
+  template    = kms_template.t.name
+}
+resource "kms_key" "k" {
+  project_env = kms_client.c.project_env
+  client      = kms_client.c.name
+  name        = "primary"
+}
+`,
+    });
+    const storeFile = path.join(dir, '.kms-sync', 'secrets.sops.yaml');
+    const journal = path.join(dir, '.kms-sync', 'journal');
+    // The service commits the key and holds its response; meanwhile the store path becomes a directory.
+    emu.addFault({ method: 'PUT', route: '/client/{client_uuid}', mode: 'delay-after-commit', delayMs: 1_000, times: 1 });
+    emu.resetCounts();
+    const applying = tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve');
+    const end = Date.now() + 60_000;
+    while (!emu.counts()['PUT /client/{client_uuid}'] && Date.now() < end) await sleep(5);
+    mkdirSync(storeFile, { recursive: true });
+    writeFileSync(path.join(storeFile, 'x'), 'not a store');
+    const failed = await applying;
+    emu.clearFaults();
+    rmSync(storeFile, { recursive: true, force: true });
+    expect(failed.code, failed.stdout).not.toBe(0);
+    expect(failed.stderr).toMatch(/Key issued, secret store write failed/);
+    expect(failed.stderr).toMatch(/safe in the journal/);
+    expect(statSync(journal).size).toBeGreaterThan(0);
+    const key = JSON.parse(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8')).resources.find((r: any) => r.type === 'kms_key').instances[0];
+    expect(key.status).toBe('tainted');
+
+    const plan = await tf(dir, 'plan', '-input=false', '-no-color');
+    expect(plan.stdout).toMatch(/kms_key\.k is tainted, so must be\s+replaced/);
+    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (replace the tainted key)');
+    const state = JSON.parse(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8'));
+    const replaced = state.resources.find((r: any) => r.type === 'kms_key').instances[0];
+    expect(replaced.status).toBeUndefined();
+    expect(replaced.attributes.key_id).not.toBe(key.attributes.key_id);
+    // Only the replacement is live, and the store holds it.
+    const live = (emu.service.toJSON().projects as any[]).find((p) => p.slug === 'taint').envs[0].clients[0].keys;
+    expect(live.map((k: any) => k.id)).toEqual([replaced.attributes.key_id]);
+    const raw = (await decryptStore(storeFile, env.SOPS_AGE_KEY_FILE!))['taint-production/c1/primary']!;
+    expect(raw.startsWith(replaced.attributes.key_prefix)).toBe(true);
+    expect(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8')).not.toContain(raw);
+  }, 180_000);
 });
