@@ -243,14 +243,7 @@ export class Journal {
 
   /** Pending intents and orphan records, oldest first (plaintext: no identity needed). */
   async intents(): Promise<JournalIntent[]> {
-    let buf: Buffer | undefined;
-    try {
-      buf = await readIfExists(this.path);
-    } catch (err) {
-      throw this.wrap(err, 'cannot read the journal');
-    }
-    if (!buf || buf.length === 0) return [];
-    const { intents, cleared } = liveFrames(scanJournal(buf).frames);
+    const { intents, cleared } = await this.readFrames();
     const out: JournalIntent[] = [];
     for (const f of intents) {
       if (cleared.has(f.id)) continue;
@@ -306,14 +299,7 @@ export class Journal {
 
   /** Decrypts and returns every pending entry, oldest first. */
   async pending(): Promise<JournalEntry[]> {
-    let buf: Buffer | undefined;
-    try {
-      buf = await readIfExists(this.path);
-    } catch (err) {
-      throw this.wrap(err, 'cannot read the journal');
-    }
-    if (!buf || buf.length === 0) return [];
-    const { data: frames, cleared } = liveFrames(scanJournal(buf).frames);
+    const { data: frames, cleared } = await this.readFrames();
     if (frames.length === 0) return [];
     const { identities, sources } = await this.ageKeys.requireIdentities().catch((err: unknown) => {
       throw this.wrap(err, `holds ${frames.length} pending batch(es) of keys but cannot be decrypted`);
@@ -342,6 +328,17 @@ export class Journal {
       );
     }
     return out;
+  }
+
+  /** The live frames of the journal file (none when it does not exist). */
+  private async readFrames(): Promise<ReturnType<typeof liveFrames>> {
+    let buf: Buffer | undefined;
+    try {
+      buf = await readIfExists(this.path);
+    } catch (err) {
+      throw this.wrap(err, 'cannot read the journal');
+    }
+    return liveFrames(buf && buf.length > 0 ? scanJournal(buf).frames : []);
   }
 
   /** Ids of the pending entries, without decrypting them. */

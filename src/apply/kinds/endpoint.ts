@@ -3,18 +3,11 @@
 // secret, so a lost create is resolved by re-reading and creating what is missing.
 import { AmbiguousWriteError } from '../../api/http.js';
 import type { EndpointInput } from '../../api/client.js';
-import { methodPath, type JsonObject } from '../../model/index.js';
+import { methodPath, type DesiredEndpoint } from '../../model/index.js';
 import { deleteIdempotent, type ApplyContext } from '../context.js';
 
-export interface EndpointFields {
-  method: string;
-  path: string;
-  name?: string;
-  description?: string;
-  request?: JsonObject;
-  response?: JsonObject;
-  metadata?: JsonObject;
-}
+/** The attributes of an endpoint a write sends. */
+export type EndpointFields = Pick<DesiredEndpoint, 'method' | 'path' | 'name' | 'description' | 'request' | 'response' | 'metadata'>;
 
 export function endpointInput(a: EndpointFields): EndpointInput {
   return {
