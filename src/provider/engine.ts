@@ -43,6 +43,22 @@ export class Engine {
     return this.recovered.get(projectEnv) ?? Promise.resolve([]);
   }
 
+  private readonly queues = new Map<string, Promise<void>>();
+  /**
+   * Runs `fn` once every earlier call with the same key has settled. Terraform applies
+   * independent resources in parallel; the environments of one project must not be, because the
+   * first creates the project and the last deletes it.
+   */
+  exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const run = (this.queues.get(key) ?? Promise.resolve()).then(fn);
+    const tail = run.then(() => undefined, () => undefined);
+    this.queues.set(key, tail);
+    void tail.then(() => {
+      if (this.queues.get(key) === tail) this.queues.delete(key);
+    });
+    return run;
+  }
+
   /** Projects a kms_project create recorded; the first kms_environment creates them (the API has no project without an environment). */
   readonly pendingProjects = new Map<string, { name: string; description?: string }>();
 

@@ -1,49 +1,26 @@
 // The real terraform binary drives the provider offline, through a filesystem mirror: init, plan,
 // apply, a no-op re-plan, drift made behind Terraform's back, import blocks with
-// -generate-config-out, destroy. The state, the plan output and every output hold no raw key; the
-// secret store does. Without terraform on PATH these tests are skipped, and say so.
-import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// -generate-config-out, destroy; and a key whose store write fails after issuance (tainted, safe
+// in the journal, replaced by the next apply). The state, the plan output and every output hold
+// no raw key; the secret store does. Without terraform on PATH these tests are skipped, and say so.
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
-import { PROVIDER_BIN } from './harness.js';
+import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
 
-function findTerraform(): string | undefined {
-  for (const bin of ['terraform', 'tofu']) {
-    try {
-      return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
-    } catch {
-      // not there
-    }
-  }
-  return undefined;
-}
-
-const TERRAFORM = findTerraform();
-if (!TERRAFORM) {
-  console.warn('SKIPPED test/provider/terraform.test.ts: neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider');
-}
+const TERRAFORM = terraformOrSkip('test/provider/terraform.test.ts');
 
 const API_KEY = 'sk_test_terraform0123456789';
-const VERSION = '0.1.0';
 let emu: RunningEmulator;
 let root: string;
 let env: NodeJS.ProcessEnv;
-const outputs: string[] = [];
+let terraform: OfflineTerraform;
 
-interface Run { code: number; stdout: string; stderr: string }
-
-function tf(cwd: string, ...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(TERRAFORM!, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
-      outputs.push(stdout, stderr);
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+const tf = (cwd: string, ...args: string[]): Promise<Run> => terraform.run(cwd, args);
 
 const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 
@@ -65,18 +42,8 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     root = workspace();
-    // The provider as a filesystem mirror holds it: an executable named terraform-provider-kms_v<version>.
-    const mirror = path.join(root, 'mirror');
-    const bin = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
-    mkdirSync(path.dirname(bin), { recursive: true });
-    writeFileSync(bin, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
-    chmodSync(bin, 0o755);
-    const cliConfig = path.join(root, 'terraform.rc');
-    writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
-    env = {
-      PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-      KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(root, 'age', 'keys.txt'),
-    };
+    terraform = offlineTerraform(TERRAFORM!, root, { url: emu.url, apiKey: API_KEY });
+    env = terraform.env;
     main = path.join(root, 'main');
     mkdirSync(main);
     cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(main, 'main.tf'));
@@ -85,7 +52,7 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
 
   afterAll(async () => {
     await emu?.close();
-    for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
+    for (const o of terraform?.outputs ?? []) expect(o).not.toMatch(RAW_KEY_PATTERN);
   });
 
   it('plans, applies, and re-plans to no change', async () => {
@@ -150,4 +117,74 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
     expect(existsSync(path.join(main, 'terraform.tfstate'))).toBe(true);
     expect(JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8')).resources).toEqual([]);
   }, 120_000);
+
+  it('fails a key whose store write fails after issuance, keeps it tainted and safe in the journal, and replaces it on the next apply', async () => {
+    const dir = await project('tainted', {
+      'main.tf': `terraform {
+  required_providers {
+    kms = { source = "kms-sync/kms", version = "${VERSION}" }
+  }
+}
+provider "kms" {}
+resource "kms_project" "p" {
+  slug = "taint"
+  name = "Taint"
+}
+resource "kms_environment" "e" {
+  project = kms_project.p.slug
+  type    = "production"
+  url     = "https://api.taint.example"
+}
+resource "kms_template" "t" {
+  project_env    = kms_environment.e.project_env
+  name           = "std"
+  rate_limit_day = 1000
+  max_clients    = 10
+}
+resource "kms_client" "c" {
+  project_env = kms_environment.e.project_env
+  name        = "c1"
+  template    = kms_template.t.name
+}
+resource "kms_key" "k" {
+  project_env = kms_client.c.project_env
+  client      = kms_client.c.name
+  name        = "primary"
+}
+`,
+    });
+    const storeFile = path.join(dir, '.kms-sync', 'secrets.sops.yaml');
+    const journal = path.join(dir, '.kms-sync', 'journal');
+    // The service commits the key and holds its response; meanwhile the store path becomes a directory.
+    emu.addFault({ method: 'PUT', route: '/client/{client_uuid}', mode: 'delay-after-commit', delayMs: 1_000, times: 1 });
+    emu.resetCounts();
+    const applying = tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve');
+    const end = Date.now() + 60_000;
+    while (!emu.counts()['PUT /client/{client_uuid}'] && Date.now() < end) await sleep(5);
+    mkdirSync(storeFile, { recursive: true });
+    writeFileSync(path.join(storeFile, 'x'), 'not a store');
+    const failed = await applying;
+    emu.clearFaults();
+    rmSync(storeFile, { recursive: true, force: true });
+    expect(failed.code, failed.stdout).not.toBe(0);
+    expect(failed.stderr).toMatch(/Key issued, secret store write failed/);
+    expect(failed.stderr).toMatch(/safe in the journal/);
+    expect(statSync(journal).size).toBeGreaterThan(0);
+    const key = JSON.parse(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8')).resources.find((r: any) => r.type === 'kms_key').instances[0];
+    expect(key.status).toBe('tainted');
+
+    const plan = await tf(dir, 'plan', '-input=false', '-no-color');
+    expect(plan.stdout).toMatch(/kms_key\.k is tainted, so must be\s+replaced/);
+    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (replace the tainted key)');
+    const state = JSON.parse(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8'));
+    const replaced = state.resources.find((r: any) => r.type === 'kms_key').instances[0];
+    expect(replaced.status).toBeUndefined();
+    expect(replaced.attributes.key_id).not.toBe(key.attributes.key_id);
+    // Only the replacement is live, and the store holds it.
+    const live = (emu.service.toJSON().projects as any[]).find((p) => p.slug === 'taint').envs[0].clients[0].keys;
+    expect(live.map((k: any) => k.id)).toEqual([replaced.attributes.key_id]);
+    const raw = (await decryptStore(storeFile, env.SOPS_AGE_KEY_FILE!))['taint-production/c1/primary']!;
+    expect(raw.startsWith(replaced.attributes.key_prefix)).toBe(true);
+    expect(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8')).not.toContain(raw);
+  }, 180_000);
 });

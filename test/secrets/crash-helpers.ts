@@ -93,8 +93,9 @@ export async function killRandomly(runs: Run[]): Promise<void> {
   await Promise.all(
     runs.map(async (r) => {
       await r.ready;
-      // A cold first write takes ~100-250 ms here: kill anywhere from before it to a few writes later.
-      await sleep(Math.floor(Math.random() * 300));
+      // A cold first write takes ~0.5 s here (the store's modules load on first use, through type
+      // stripping): kill anywhere from before it to a few writes later.
+      await sleep(Math.floor(Math.random() * 900));
       r.child.kill('SIGKILL');
       await r.exited;
     }),

@@ -78,8 +78,11 @@ export function makeServerCertificate(now = new Date(), days = 30): ServerCertif
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const name = seq(set(seq(oid(OID.commonName), utf8('localhost'))));
   const algorithm = seq(oid(OID.ecdsaWithSha256));
+  // Positive and minimally encoded: a first byte of 0x40-0x7f never needs (nor allows) a
+  // leading zero. (Only clearing the top bit gave a 00 first byte 1 time in 128, a non-minimal
+  // INTEGER that OpenSSL rejects as "illegal padding": 1 start in ~256 failed.)
   const serial = randomBytes(16);
-  serial[0]! &= 0x7f;
+  serial[0] = (serial[0]! & 0x3f) | 0x40;
   const tbs = seq(
     explicit(0, tlv(0x02, Buffer.from([2]))), // version 3
     uint(serial),

@@ -43,21 +43,24 @@ export const environment: ResourceType = {
   async create(e, p) {
     const [project, type, url] = ids(p, 'project', 'type', 'url');
     const projectEnv = `${project}-${type}`;
-    e.forget('project');
-    const exists = (await e.projects()).has(project!);
-    const { envs, projects } = await handlers();
-    await e.change(undefined, projectEnv, async (ctx) => {
-      if (exists) return envs.upsertEnv(ctx, projectEnv, { url: url! });
-      const pending = e.pendingProjects.get(project!);
-      if (!pending) {
-        throw new DiagnosticError('Project not found', `project ${project} does not exist: declare it as a kms_project (and reference kms_project.<name>.slug) or create it first`, ['project']);
-      }
-      await projects.createProject(ctx, { slug: project!, name: pending.name, ...(pending.description !== undefined ? { description: pending.description } : {}), envs: [{ type: type!, url: url!, templates: [] }] });
-      e.pendingProjects.delete(project!);
+    // One at a time per project: two new environments of a new project must not both create it.
+    return e.exclusive(`project ${project}`, async () => {
+      e.forget('project');
+      const exists = (await e.projects()).has(project!);
+      const { envs, projects } = await handlers();
+      await e.change(undefined, projectEnv, async (ctx) => {
+        if (exists) return envs.upsertEnv(ctx, projectEnv, { url: url! });
+        const pending = e.pendingProjects.get(project!);
+        if (!pending) {
+          throw new DiagnosticError('Project not found', `project ${project} does not exist: declare it as a kms_project (and reference kms_project.<name>.slug) or create it first`, ['project']);
+        }
+        await projects.createProject(ctx, { slug: project!, name: pending.name, ...(pending.description !== undefined ? { description: pending.description } : {}), envs: [{ type: type!, url: url!, templates: [] }] });
+        e.pendingProjects.delete(project!);
+      });
+      e.forget('project');
+      const live = await liveEnv(e, project!, projectEnv);
+      return { ...p, id: projectEnv, project_env: projectEnv, env_id: live?.id ?? null };
     });
-    e.forget('project');
-    const live = await liveEnv(e, project!, projectEnv);
-    return { ...p, id: projectEnv, project_env: projectEnv, env_id: live?.id ?? null };
   },
 
   async read(e, s) {
@@ -80,14 +83,17 @@ export const environment: ResourceType = {
   async delete(e, prior) {
     const [project, type] = ids(prior, 'project', 'type');
     const projectEnv = `${project}-${type}`;
-    e.forget('project');
-    const live = await liveEnv(e, project!, projectEnv);
-    if (!live?.id) return;
-    // The API has no project without an environment: the last one goes with its project (whose
-    // own delete then finds nothing left), as the first one came with it.
-    const last = ((await e.projects()).get(project!)?.envs?.list ?? []).length <= 1;
-    const { envs, projects } = await handlers();
-    await e.change(undefined, projectEnv, (ctx) => (last ? projects.deleteProject(ctx, projectEnv) : envs.deleteEnv(ctx, projectEnv, live.id!)));
-    e.forget('project');
+    // One at a time per project: of two environments deleted at once, exactly one is the last.
+    await e.exclusive(`project ${project}`, async () => {
+      e.forget('project');
+      const live = await liveEnv(e, project!, projectEnv);
+      if (!live?.id) return;
+      // The API has no project without an environment: the last one goes with its project (whose
+      // own delete then finds nothing left), as the first one came with it.
+      const last = ((await e.projects()).get(project!)?.envs?.list ?? []).length <= 1;
+      const { envs, projects } = await handlers();
+      await e.change(undefined, projectEnv, (ctx) => (last ? projects.deleteProject(ctx, projectEnv) : envs.deleteEnv(ctx, projectEnv, live.id!)));
+      e.forget('project');
+    });
   },
 };
