@@ -1,7 +1,7 @@
 // Transport of the service client: one undici pool, bounded concurrency, client-side rate limit,
 // retries with exponential backoff and jitter where a retry is safe, typed errors, redaction.
 import type { LookupFunction } from 'node:net';
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 
 export class ApiError extends Error {
   readonly status: number;
@@ -173,7 +173,9 @@ function retryAfterMs(header: string | string[] | undefined): number | undefined
 }
 
 export class HttpTransport {
-  private readonly pool: Pool;
+  /** The undici pool, made on the first request: commands that never call the service never load undici. */
+  private poolPromise: Promise<Pool> | undefined;
+  private readonly poolOptions: Pool.Options;
   private readonly basePath: string;
   private readonly origin: string;
   /** Every request holds it: sized for the reads. */
@@ -195,14 +197,14 @@ export class HttpTransport {
       parallelism, readParallelism: options.readParallelism ?? 4 * parallelism,
     };
     const inFlight = Math.max(this.opts.parallelism, this.opts.readParallelism);
-    this.pool = new Pool(url.origin, {
+    this.poolOptions = {
       connections: inFlight,
       pipelining: 1,
       headersTimeout: this.opts.timeoutMs,
       bodyTimeout: this.opts.timeoutMs,
       keepAliveTimeout: 10_000,
       ...(options.lookup ? { connect: { lookup: options.lookup } } : {}),
-    });
+    };
     this.sem = new Semaphore(inFlight);
     this.writeSem = new Semaphore(this.opts.parallelism);
     if (options.maxRps) this.limiter = new RateLimiter(options.maxRps);
@@ -212,8 +214,13 @@ export class HttpTransport {
     return Object.values(this.requestCounts).reduce((a, b) => a + b, 0);
   }
 
+  private pool(): Promise<Pool> {
+    this.poolPromise ??= import('undici').then(({ Pool: P }) => new P(this.origin, this.poolOptions));
+    return this.poolPromise;
+  }
+
   async close(): Promise<void> {
-    await this.pool.close();
+    if (this.poolPromise) await (await this.poolPromise).close();
   }
 
   /** Sends one request; returns the parsed JSON body of a 2xx answer. */
@@ -234,7 +241,7 @@ export class HttpTransport {
       try {
         if (this.limiter) await this.limiter.take();
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
-        const res = await this.pool.request({
+        const res = await (await this.pool()).request({
           method: spec.method,
           path,
           headers: {
