@@ -3,20 +3,14 @@
 // the very same schema checks, normalisation, reference checks and duplicate-identity rule as for
 // YAML files, across YAML and CDKTF alike; problems point at `<construct path>.<attribute>`.
 import path from 'node:path';
-import type { JsonValue } from '../model/index.js';
+import type { JsonValue, SourceLocation } from '../model/index.js';
 import { RESOURCE_MAPPINGS, STORE_FIELDS, splitProjectEnv } from './mapping.js';
 import type { ReadStack, StackProblem, SynthesizedStack } from './stack-reader.js';
 
 export type PathSegment = string | number;
 
-/** Same shape as the configuration layer's Diagnostic. */
-export interface Diagnostic {
-  file: string;
-  line: number;
-  column: number;
-  path: string;
-  message: string;
-}
+/** Same shape as the configuration layer's Diagnostic: a place (the model's) and what is wrong. */
+export type Diagnostic = SourceLocation & { message: string };
 
 /** A document in the YAML format produced by this front end, with its own places. */
 export interface ForeignDocument {
