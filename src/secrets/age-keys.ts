@@ -125,6 +125,7 @@ export class AgeKeys {
   private readonly onNotice: ((message: string) => void) | undefined;
   private loaded: Promise<AgeIdentitySet> | undefined;
   private created: CreatedIdentity | undefined;
+  private recipientOf: { identity: string; recipient: string } | undefined;
 
   constructor(opts: AgeKeyOptions = {}) {
     this.env = opts.env ?? process.env;
@@ -177,7 +178,9 @@ export class AgeKeys {
     if (primary === undefined) {
       throw new SecretStoreError('no X25519 age identity available to encrypt to', { code: 'NO_IDENTITY' });
     }
-    return [...new Set([await (await age()).identityToRecipient(primary), ...this.extraRecipients])];
+    // The recipient of an identity costs a scalar multiplication: computed once per identity.
+    if (this.recipientOf?.identity !== primary) this.recipientOf = { identity: primary, recipient: await (await age()).identityToRecipient(primary) };
+    return [...new Set([this.recipientOf.recipient, ...this.extraRecipients])];
   }
 
   private async load(): Promise<AgeIdentitySet> {

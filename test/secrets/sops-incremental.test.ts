@@ -65,7 +65,7 @@ describe('decryption at scale', () => {
     const next = map([['secrets', map([...secrets.entries.slice(0, 299), ['e/c299/k', enc(1000, 299)]])]]);
     expect(() => decryptTree(next, KMS_SYNC_RULES, wrong, first)).toThrow(/failed authentication/);
     const again = decryptTree(next, KMS_SYNC_RULES, key, first);
-    expect(again.plain.get(['secrets', 'e/c299/k', 'value'].join('\u0000'))).toEqual({ type: 'str', value: 'kmsc_1000' });
+    expect(again.plainAt(['secrets', 'e/c299/k', 'value'])).toEqual({ type: 'str', value: 'kmsc_1000' });
   });
 });
 

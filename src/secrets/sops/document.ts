@@ -18,6 +18,7 @@ import {
   macBytes,
   type SopsPlain,
 } from './cipher.js';
+import { emitPair, readStoreYaml, type EntrySlices } from './fast-yaml.js';
 
 /**
  * The `yaml` package, loaded when a store file is first read or written (naming secrets, as
@@ -55,10 +56,20 @@ export const map = (entries: [string, SNode][] = []): SMap => ({ kind: 'map', en
  */
 const positions = new WeakMap<SMap, { length: number; at: Map<string, number> }>();
 const INDEX_FROM = 32;
+/** Lookups of a large map answered by a scan before its index is built (a write looks up a few names). */
+const scans = new WeakMap<SMap, number>();
+const SCANS_BEFORE_INDEX = 8;
 
 function indexOf(m: SMap, key: string): number {
   if (m.entries.length < INDEX_FROM) return m.entries.findIndex(([k]) => k === key);
   let idx = positions.get(m);
+  if (!idx) {
+    const n = scans.get(m) ?? 0;
+    if (n < SCANS_BEFORE_INDEX) {
+      scans.set(m, n + 1);
+      return m.entries.findIndex(([k]) => k === key);
+    }
+  }
   if (!idx || idx.length !== m.entries.length) {
     idx = { length: m.entries.length, at: new Map(m.entries.map(([k], i) => [k, i])) };
     positions.set(m, idx);
@@ -107,6 +118,18 @@ export class SopsFormatError extends Error {
 // YAML <-> tree
 
 export function parseYamlTree(text: string, slices?: FragmentCache): SMap {
+  // The usual layout is read without the yaml package (./fast-yaml.ts); anything else with it.
+  const found: EntrySlices | undefined = slices ? [] : undefined;
+  const fast = readStoreYaml(text, found);
+  if (fast) {
+    for (const [node, hit] of found ?? []) slices!.set(node, hit);
+    return fast;
+  }
+  return parseWithYamlPackage(text, slices);
+}
+
+/** parseYamlTree through the `yaml` package, for any YAML (and to check the fast reader against). */
+export function parseWithYamlPackage(text: string, slices?: FragmentCache): SMap {
   const doc = Y().parseDocument(text, {
     schema: 'core',
     version: '1.2',
@@ -247,6 +270,13 @@ function emitPairs(pairs: [string, SNode, Region][]): string {
 
 /** Emits the document the way SOPS does: data first, then `sops:`, 4-space indent, sequences indented. */
 export function emitSopsYaml(data: SMap, sops: SMap): string {
+  const parts: (string | undefined)[] = [...data.entries.map(([k, v]) => emitPair(k, v, 'data', 0)), emitPair('sops', sops, 'sops', 0)];
+  if (parts.every((p) => p !== undefined)) return parts.join('');
+  return emitWithYamlPackage(data, sops);
+}
+
+/** emitSopsYaml through the `yaml` package, for any tree (and to check the fast emitter against). */
+export function emitWithYamlPackage(data: SMap, sops: SMap): string {
   return emitPairs([...data.entries.map(([k, v]): [string, SNode, Region] => [k, v, 'data']), ['sops', sops, 'sops']]);
 }
 
@@ -259,7 +289,7 @@ export type FragmentCache = WeakMap<SNode, { name: string; text: string }>;
 
 /** One entry of the `secrets` mapping, indented as in the whole document. */
 export function emitSecretEntry(name: string, node: SNode): string {
-  return indentLines(emitPairs([[name, node, 'data']]), 4);
+  return emitPair(name, node, 'data', 4) ?? indentLines(emitPairs([[name, node, 'data']]), 4);
 }
 
 function indentLines(text: string, n: number): string {
@@ -286,7 +316,7 @@ export function emitSopsYamlIncremental(data: SMap, sops: SMap, cache: FragmentC
     }
     parts.push(hit.text);
   }
-  const sopsText = emitPairs([['sops', sops, 'sops']]);
+  const sopsText = emitPair('sops', sops, 'sops', 0) ?? emitPairs([['sops', sops, 'sops']]);
   fresh.push(['sops', sops, sopsText]);
   parts.push(sopsText);
   return parts.join('');
@@ -441,12 +471,12 @@ const MAC_ONLY_ENCRYPTED_INIT = createHash('sha256').update('sops').digest();
 export interface DecryptedTree {
   /** Upper-case hex SHA-512 as SOPS computes it. */
   mac: string;
-  /** Plaintexts of the encrypted leaves, by path joined with '\u0000'. */
-  plain: Map<string, SopsPlain>;
-  /** The ciphertext each plaintext came from, by the same path. */
-  ciphertexts: Map<string, string>;
-  /** Per entry of a top-level mapping (a secret), what it adds to the MAC and its plaintexts. */
+  /** The plaintext of the encrypted leaf at `path`, if there is one. */
+  plainAt(path: string[]): SopsPlain | undefined;
+  /** Per entry of a top-level mapping (a secret), by its node: what it adds to the MAC and its plaintexts. */
   entries: WeakMap<SNode, EntryDecryption>;
+  /** Leaves of top-level values that are not mappings: plaintext and ciphertext, by path key. */
+  loose: Map<string, [SopsPlain, string]>;
 }
 
 interface EntryDecryption {
@@ -463,18 +493,21 @@ export const pathKey = (path: string[]): string => path.join('\u0000');
 /**
  * Decrypts every encrypted leaf (authenticating it) and computes the MAC over the whole tree. With
  * `known` (an earlier result under the same data key), an entry (secret) whose node is the one
- * decrypted then at the same path is neither walked nor decrypted again, and a leaf whose
- * ciphertext is the one decrypted then at the same path is not decrypted again: a rewrite of a
- * store of thousands of secrets decrypts only the values that changed.
+ * decrypted then at the same path is neither walked nor decrypted again, and a loose leaf whose
+ * ciphertext is the one decrypted then is not decrypted again: a rewrite of a store of thousands
+ * of secrets decrypts only the values that changed, and its other work per secret is one lookup
+ * and its share of one SHA-512 pass (the MAC covers every value, so it is computed whole).
  */
 export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, known?: DecryptedTree): DecryptedTree {
   const shouldEncrypt = makeShouldEncrypt(rules);
-  const hash = createHash('sha512');
-  if (rules.macOnlyEncrypted) hash.update(MAC_ONLY_ENCRYPTED_INIT);
-  const plain = new Map<string, SopsPlain>();
-  const ciphertexts = new Map<string, string>();
-  const entries = new WeakMap<SNode, EntryDecryption>();
-  const decryptLeaves = (node: SNode, base: string[]): EntryDecryption => {
+  const macParts: Uint8Array[] = [];
+  if (rules.macOnlyEncrypted) macParts.push(MAC_ONLY_ENCRYPTED_INIT);
+  const loose = new Map<string, [SopsPlain, string]>();
+  // Entries are immutable (a write replaces an entry's node) and checked against their place, so
+  // the map of what was decrypted carries over from `known` (same data key) instead of being rebuilt.
+  const entries = known?.entries ?? new WeakMap<SNode, EntryDecryption>();
+  const order: EntryDecryption[] = [];
+  const decryptLeaves = (node: SNode, base: string[], reuse: boolean): EntryDecryption => {
     const bytes: Uint8Array[] = [];
     const leaves: [string, SopsPlain, string][] = [];
     walkLeaves(node, base, (leaf, path) => {
@@ -485,8 +518,8 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
           throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
         }
         const pk = pathKey(path);
-        const before = known?.ciphertexts.get(pk) === leaf.value ? known.plain.get(pk) : undefined;
-        if (before !== undefined) v = before;
+        const before = reuse ? known?.loose.get(pk) : undefined;
+        if (before !== undefined && before[1] === leaf.value) v = before[0];
         else {
           try {
             v = decryptSopsValue(leaf.value, dataKey, additionalData(path));
@@ -508,26 +541,45 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
     });
     return { parent: base[0]!, name: base[base.length - 1]!, bytes: Buffer.concat(bytes), leaves };
   };
-  const add = (e: EntryDecryption) => {
-    hash.update(e.bytes);
-    for (const [pk, p, ct] of e.leaves) {
-      plain.set(pk, p);
-      ciphertexts.set(pk, ct);
-    }
-  };
   for (const [k, v] of data.entries) {
     if (v.kind !== 'map') {
-      add(decryptLeaves(v, [k]));
+      const e = decryptLeaves(v, [k], true);
+      macParts.push(e.bytes);
+      for (const [pk, p, ct] of e.leaves) loose.set(pk, [p, ct]);
       continue;
     }
     for (const [k2, v2] of v.entries) {
-      let e = known?.entries.get(v2);
-      if (e === undefined || e.parent !== k || e.name !== k2) e = decryptLeaves(v2, [k, k2]);
-      entries.set(v2, e);
-      add(e);
+      let e = entries.get(v2);
+      if (e === undefined || e.parent !== k || e.name !== k2) {
+        e = decryptLeaves(v2, [k, k2], false);
+        entries.set(v2, e);
+      }
+      order.push(e);
+      macParts.push(e.bytes);
     }
   }
-  return { mac: hash.digest('hex').toUpperCase(), plain, ciphertexts, entries };
+  const mac = createHash('sha512').update(Buffer.concat(macParts)).digest('hex').toUpperCase();
+  // The entries by place: a write looks up only the few values it wrote (scans, from the end,
+  // where new entries usually are); many lookups (readAll) build the map.
+  let byPlace: Map<string, EntryDecryption> | undefined;
+  let lookups = 0;
+  const entryAt = (parent: string, name: string): EntryDecryption | undefined => {
+    if (byPlace === undefined && ++lookups <= SCANS_BEFORE_INDEX) {
+      for (let i = order.length - 1; i >= 0; i--) if (order[i]!.name === name && order[i]!.parent === parent) return order[i];
+      return undefined;
+    }
+    byPlace ??= new Map(order.map((e) => [`${e.parent}\u0000${e.name}`, e]));
+    return byPlace.get(`${parent}\u0000${name}`);
+  };
+  const plainAt = (path: string[]): SopsPlain | undefined => {
+    const pk = pathKey(path);
+    if (path.length >= 2) {
+      const e = entryAt(path[0]!, path[1]!);
+      if (e) return e.leaves.find(([p]) => p === pk)?.[1];
+    }
+    return loose.get(pk)?.[0];
+  };
+  return { mac, plainAt, entries, loose };
 }
 
 /** Encrypts the leaves of a (new) subtree at `basePath` that the rules say must be encrypted. */

@@ -49,7 +49,6 @@ import {
   map,
   nowRfc3339,
   parseYamlTree,
-  pathKey,
   scalar,
   setEntry,
   splitSopsFile,
@@ -137,8 +136,8 @@ export class SopsFileStore implements SecretStore {
   readonly lockPath: string;
   readonly ageKeys: AgeKeys;
   private readonly lockTimeoutMs: number;
-  /** The last text this instance verified, with its decrypted tree (never written anywhere). */
-  private cache: { text: string; loaded: LoadedVerified } | undefined;
+  /** The bytes of the file this instance last verified, with its decrypted tree (never written anywhere). */
+  private cache: { bytes: Buffer; loaded: LoadedVerified } | undefined;
   /** Emitted (or read and checked) text of each secret entry, by node: a rewrite emits only what changed. */
   private readonly fragments: FragmentCache = new WeakMap();
 
@@ -386,14 +385,15 @@ export class SopsFileStore implements SecretStore {
     } else {
       verified = this.verifyFragments(data, sops, dataKey, dec, fresh, entries);
     }
-    await atomicWriteFile(this.path, text);
+    const bytes = Buffer.from(text, 'utf8');
+    await atomicWriteFile(this.path, bytes);
     // After: what the disk returns is byte for byte the text just verified.
     const back = await fs.readFile(this.path);
-    if (!back.equals(Buffer.from(text, 'utf8'))) {
+    if (!back.equals(bytes)) {
       this.cache = undefined;
       throw this.error('read-back check failed: the file on disk differs from what was written', 'VERIFY_FAILED');
     }
-    this.cache = { text, loaded: verified };
+    this.cache = { bytes, loaded: verified };
   }
 
   /** Each fragment emitted now parses back to its node; the MAC and the new values check out. */
@@ -409,7 +409,7 @@ export class SopsFileStore implements SecretStore {
     const meta = readMetadata(sops);
     verifyMac(meta, dec.mac, dataKey);
     for (const e of entries) {
-      const p = dec.plain.get(pathKey([SECRETS_KEY, e.name, VALUE_KEY]));
+      const p = dec.plainAt([SECRETS_KEY, e.name, VALUE_KEY]);
       if (!p || p.type !== 'str' || p.value !== e.value) {
         throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
       }
@@ -424,7 +424,7 @@ export class SopsFileStore implements SecretStore {
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
     verifyMac(raw.meta, dec.mac, dataKey);
     for (const e of entries) {
-      const p = dec.plain.get(pathKey([SECRETS_KEY, e.name, VALUE_KEY]));
+      const p = dec.plainAt([SECRETS_KEY, e.name, VALUE_KEY]);
       if (!p || p.type !== 'str' || p.value !== e.value) {
         throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
       }
@@ -445,14 +445,13 @@ export class SopsFileStore implements SecretStore {
   private async loadVerified(): Promise<LoadedVerified | undefined> {
     const buf = await readIfExists(this.path);
     if (buf === undefined) return undefined;
-    const text = buf.toString('utf8');
-    if (this.cache && this.cache.text === text) return cloneLoaded(this.cache.loaded);
-    const raw = parseRaw(text, this.fragments);
+    if (this.cache && this.cache.bytes.equals(buf)) return cloneLoaded(this.cache.loaded);
+    const raw = parseRaw(buf.toString('utf8'), this.fragments);
     const dataKey = await this.unwrapDataKey(raw.meta);
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
     verifyMac(raw.meta, dec.mac, dataKey);
     const loaded: LoadedVerified = { ...raw, dataKey, dec };
-    this.cache = { text, loaded: cloneLoaded(loaded) };
+    this.cache = { bytes: buf, loaded: cloneLoaded(loaded) };
     return loaded;
   }
 
@@ -557,7 +556,7 @@ function valueOf(loaded: LoadedVerified, name: string): string | undefined {
   if (node?.kind !== 'map') return undefined;
   const leaf = getEntry(node, VALUE_KEY);
   if (leaf === undefined) return undefined;
-  const p = loaded.dec.plain.get(pathKey([SECRETS_KEY, name, VALUE_KEY]));
+  const p = loaded.dec.plainAt([SECRETS_KEY, name, VALUE_KEY]);
   if (p) return p.type === 'bytes' ? Buffer.from(p.value).toString('utf8') : String(p.value);
   return leaf.kind === 'scalar' && leaf.value !== null ? String(leaf.value) : undefined;
 }
