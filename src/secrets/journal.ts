@@ -202,8 +202,9 @@ export class Journal {
       const createdAt = new Date().toISOString();
       // One age file per batch: the raw keys of one response cost one encryption, not one each.
       const frameId = records.length === 1 ? randomUUID() : `${randomUUID()}${BATCH_MARK}${records.length}`;
+      const entryIds = entryIdsOf(frameId);
       const entries: JournalEntry[] = records.map((record, i) => ({
-        id: entryIdsOf(frameId)[i]!,
+        id: entryIds[i]!,
         storeUri: record.storeUri,
         name: record.name,
         value: record.value,

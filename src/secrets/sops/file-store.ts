@@ -76,6 +76,10 @@ export const KMS_SYNC_RULES: CryptRules = {
   macOnlyEncrypted: false,
 };
 
+/** A write that follows the previous one within this time waits GROUP_COMMIT_WAIT_MS for more entries. */
+const GROUP_COMMIT_IDLE_MS = 100;
+const GROUP_COMMIT_WAIT_MS = 15;
+
 const SECRETS_KEY = 'secrets';
 const VALUE_KEY = 'value';
 const META_FIELDS = ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const;
@@ -222,9 +226,15 @@ export class SopsFileStore implements SecretStore {
 
   private readonly queued: { entries: SecretEntry[]; resolve: () => void; reject: (e: unknown) => void }[] = [];
   private writer: Promise<void> | undefined;
+  private lastWriteEnd = -Infinity;
 
   private async drainQueue(): Promise<void> {
     while (this.queued.length > 0) {
+      // Group commit: while writes follow one another (a key at a time from parallel requests),
+      // a write first waits a moment for the entries of the captures in flight, so a stream of
+      // keys costs a few whole-file writes of several keys each instead of one write per key (a
+      // write is the whole file). The keys wait in the fsync'ed journal meanwhile.
+      if (performance.now() - this.lastWriteEnd < GROUP_COMMIT_IDLE_MS) await new Promise((ok) => setTimeout(ok, GROUP_COMMIT_WAIT_MS));
       const group = this.queued.splice(0);
       const batch = new Map<string, SecretEntry>();
       for (const g of group) for (const e of g.entries) batch.set(e.name, e); // a later put of a name wins
@@ -238,6 +248,8 @@ export class SopsFileStore implements SecretStore {
       } catch (err) {
         const failure = this.wrap(err, `could not store ${batch.size} secret(s)`, 'IO');
         for (const g of group) g.reject(failure);
+      } finally {
+        this.lastWriteEnd = performance.now();
       }
     }
     this.writer = undefined;
