@@ -39,7 +39,7 @@ describe('start-up', () => {
     expect(r.modules.filter((m) => /node_modules\/(yaml|ajv)\//.test(m))).toEqual([]);
   });
 
-  it('validate with the default store loads no cloud SDK, no age, no emulator, no publisher, no yaml package (fast path)', async () => {
+  it('validate with the default store loads no cloud SDK, no age, no emulator, no publisher, no yaml package (fast path), no schema compiler', async () => {
     const dir = workspace({ 'kms.yaml': 'apiVersion: kms-sync/v1\nprojects:\n  - slug: acme\n    name: Acme\n    environments:\n      - type: production\n        url: https://api.acme.example\n        templates: [{ name: gold, rateLimitDay: 10 }]\n        clients: [{ name: globex, template: gold, keys: [{ name: primary }] }]\n' });
     const r = await importsOf(['validate', '-f', 'kms.yaml'], dir);
     expect(r.code, r.stdout).toBe(0);
@@ -47,6 +47,9 @@ describe('start-up', () => {
     // undici still comes with the API client that the command modules import (src/api/http.ts).
     expect(heavyIn(r.modules).filter((m) => !/undici/.test(m))).toEqual([]);
     expect(r.modules.filter((m) => /node_modules\/yaml\//.test(m))).toEqual([]);
+    // The schema was compiled by the build (dist/config/schema-validator.generated.cjs): no ajv compiler at run time.
+    expect(r.modules.filter((m) => /dist\/config\/schema-validator\.generated\.cjs$/.test(m))).toHaveLength(1);
+    expect(r.modules.filter((m) => /node_modules\/ajv\/dist\/(ajv|core|compile\/)/.test(m))).toEqual([]);
   });
 
   it('the placeholder commands of the top-level help match the registered commands exactly', async () => {
