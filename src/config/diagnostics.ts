@@ -29,12 +29,15 @@ const isIdentifier = (seg: string): boolean => {
 /** `['projects', 0, 'environments']` → `projects[0].environments`. */
 export function formatPath(segments: readonly PathSegment[]): string {
   let out = '';
-  for (const seg of segments) {
-    if (typeof seg === 'number') out += `[${seg}]`;
-    else if (isIdentifier(seg)) out += out === '' ? seg : `.${seg}`;
-    else out += `[${JSON.stringify(seg)}]`;
-  }
+  for (const seg of segments) out = appendPath(out, seg);
   return out;
+}
+
+/** A shown path `out` followed by one more segment (formatPath, one step). */
+export function appendPath(out: string, seg: PathSegment): string {
+  if (typeof seg === 'number') return `${out}[${seg}]`;
+  if (isIdentifier(seg)) return out === '' ? seg : `${out}.${seg}`;
+  return `${out}[${JSON.stringify(seg)}]`;
 }
 
 /** The field path shown for a problem at a document's top level. */

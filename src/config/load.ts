@@ -21,7 +21,7 @@ import {
   type StoreDeclaration,
 } from '../model/index.js';
 import { decodeConfig } from './decode.js';
-import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
+import { ConfigError, appendPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
 import type { EnvMap } from './interpolate.js';
 import { collectFiles, displayPath } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
@@ -151,7 +151,8 @@ interface PlacedDocument {
 interface PendingRef {
   projectEnv: string;
   name: string;
-  at: SourceLocation;
+  /** Where the reference is; placed only when it is reported (most references resolve). */
+  at: () => SourceLocation;
 }
 
 class Builder {
@@ -377,7 +378,7 @@ class Builder {
     if (name === undefined) return;
     const template = str(c.template);
     const client: DesiredClient = { projectEnv, name, template: template ?? '', keys: [], source: at(segs) };
-    if (template !== undefined) this.templateRefs.push({ projectEnv, name: template, at: at([...segs, 'template']) });
+    if (template !== undefined) this.templateRefs.push({ projectEnv, name: template, at: () => at([...segs, 'template']) });
     const type = str(c.type);
     if (type !== undefined) client.type = type;
     if (Array.isArray(c.ipWhitelist)) {
@@ -443,7 +444,7 @@ class Builder {
         const secretName = str(k.secret.name);
         if (store !== undefined) {
           secret.store = store;
-          this.storeRefs.push({ projectEnv, name: store, at: at([...ksegs, 'secret', 'store']) });
+          this.storeRefs.push({ projectEnv, name: store, at: () => at([...ksegs, 'secret', 'store']) });
         }
         if (secretName !== undefined) secret.name = secretName;
         key.secret = secret;
@@ -504,7 +505,7 @@ class Builder {
         const guess = closest(ref.name, names);
         const known = names.length > 0 ? `defined: ${names.join(', ')}` : 'no templates are defined in it';
         this.report({
-          ...ref.at,
+          ...ref.at(),
           message:
             `template "${ref.name}" is not defined in environment ${ref.projectEnv} ` +
             `(${known}${guess ? `; did you mean "${guess}"?` : ''})`,
@@ -518,7 +519,7 @@ class Builder {
           storeNames.length > 0
             ? `declared: ${storeNames.join(', ')}${guess ? `; did you mean "${guess}"?` : ''}`
             : `no stores are declared; leave secret.store out, or use "${DEFAULT_STORE_NAME}", for the default store`;
-        this.report({ ...ref.at, message: `store "${ref.name}" is not declared under stores (${known})` });
+        this.report({ ...ref.at(), message: `store "${ref.name}" is not declared under stores (${known})` });
       }
     }
 
@@ -554,12 +555,36 @@ function normalizeMessage(err: unknown): string {
 }
 
 function placed(sd: SourceDocument): PlacedDocument {
+  const shown = pathFormatter();
   return {
     file: sd.file, index: sd.index, value: sd.value,
     at: (segs, atKey = false) => {
       const pos = sd.locate(segs, atKey);
-      return { file: sd.file, line: pos.line, column: pos.column, path: formatPath(segs) };
+      return { file: sd.file, line: pos.line, column: pos.column, path: shown(segs) };
     },
+  };
+}
+
+/**
+ * formatPath for the builder's lookups, which come in document order with long shared prefixes:
+ * the shown path of the previous lookup's prefixes is kept and extended (same text as formatPath).
+ */
+function pathFormatter(): (segs: readonly PathSegment[]) => string {
+  const segsBefore: PathSegment[] = [];
+  const shownBefore: string[] = [];
+  return (segs) => {
+    let i = 0;
+    const n = Math.min(segs.length, segsBefore.length);
+    while (i < n && segsBefore[i] === segs[i]) i++;
+    segsBefore.length = i;
+    shownBefore.length = i;
+    let out = i > 0 ? shownBefore[i - 1]! : '';
+    for (; i < segs.length; i++) {
+      out = appendPath(out, segs[i]!);
+      segsBefore.push(segs[i]!);
+      shownBefore.push(out);
+    }
+    return out;
   };
 }
 

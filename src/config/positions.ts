@@ -31,11 +31,31 @@ export class PositionIndex {
     this.containers.set(container, offsets);
   }
 
+  /**
+   * The path walked by the last lookup (segments, and the node and offset after each): lookups come
+   * in document order and share long prefixes (`projects[0].environments[0].clients[k]…` for each of
+   * 10,000 clients), so each one resumes where it parts from the previous one.
+   */
+  private memo: { root: unknown; segs: PathSegment[]; nodes: unknown[]; offsets: number[] } = { root: undefined, segs: [], nodes: [], offsets: [] };
+
   /** Offset of the value (or, with `atKey`, of the last segment's key) at `segments`; the deepest existing ancestor otherwise. */
   offsetOf(root: unknown, segments: readonly PathSegment[], atKey = false): number {
-    let node = root;
-    let offset = this.rootOffset;
-    for (let i = 0; i < segments.length; i++) {
+    const memo = this.memo;
+    let i = 0;
+    if (memo.root === root) {
+      const n = Math.min(segments.length, memo.segs.length);
+      while (i < n && memo.segs[i] === segments[i]) i++;
+    } else {
+      memo.root = root;
+    }
+    // With `atKey` the last step ends on a key, not a value: never resumed from.
+    if (atKey && i === segments.length && i > 0) i--;
+    memo.segs.length = i;
+    memo.nodes.length = i;
+    memo.offsets.length = i;
+    let node = i > 0 ? memo.nodes[i - 1] : root;
+    let offset = i > 0 ? memo.offsets[i - 1]! : this.rootOffset;
+    for (; i < segments.length; i++) {
       const seg = segments[i]!;
       if (node === null || typeof node !== 'object') break;
       const c = this.containers.get(node);
@@ -49,9 +69,13 @@ export class PositionIndex {
         let k = 0;
         while (k < c.length && c[k] !== key) k += 3;
         if (k >= c.length) break;
-        offset = c[k + (atKey && i === segments.length - 1 ? 1 : 2)] as number;
+        if (atKey && i === segments.length - 1) return c[k + 1] as number;
+        offset = c[k + 2] as number;
         node = (node as Record<string, unknown>)[key];
       }
+      memo.segs.push(seg);
+      memo.nodes.push(node);
+      memo.offsets.push(offset);
     }
     return offset;
   }

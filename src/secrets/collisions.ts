@@ -4,6 +4,7 @@
 // name its backend cannot take. Each kind has its own message, pointing at the field to fix.
 import { address, defaultSecretName, type DesiredState, type SourceLocation } from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
+import type { SecretStore } from './store.js';
 
 export interface SecretNameProblem {
   /** `collision`: two keys, one secret. `store`: the store cannot be opened. `name`: the backend refuses the name. */
@@ -19,16 +20,19 @@ const at = (s: SourceLocation | undefined, field: string, message: string) =>
 /** Every problem found; empty when all is well. */
 export async function secretCollisions(desired: DesiredState, registry: StoreRegistry): Promise<SecretNameProblem[]> {
   const problems: SecretNameProblem[] = [];
-  const taken = new Map<string, { addr: string; source?: SourceLocation }>();
+  /** Secret names taken, by store (its URI), then by name. */
+  const taken = new Map<string, Map<string, { addr: string; source?: SourceLocation }>>();
   const brokenStores = new Set<string>();
+  // Each store opened once, not awaited once per key (tens of thousands of keys).
+  const opened = new Map<string, SecretStore>();
   for (const c of desired.clients) {
     for (const k of c.keys) {
-      const addr = address.key(c.projectEnv, c.name, k.name);
       const storeName = k.secret?.store ?? 'default';
       if (brokenStores.has(storeName)) continue;
-      let store;
-      try {
+      let store = opened.get(storeName);
+      if (store === undefined) try {
         store = await registry.get(k.secret?.store);
+        opened.set(storeName, store);
       } catch (e) {
         // The store's URI is the thing to fix: point at its declaration, once per store.
         brokenStores.add(storeName);
@@ -45,8 +49,10 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
         problems.push({ kind: 'name', text });
         continue;
       }
-      const slot = `${store.displayUri}\u0000${name}`;
-      const first = taken.get(slot);
+      let inStore = taken.get(store.displayUri);
+      if (inStore === undefined) taken.set(store.displayUri, (inStore = new Map()));
+      const first = inStore.get(name);
+      const addr = address.key(c.projectEnv, c.name, k.name);
       if (first) {
         problems.push({
           kind: 'collision',
@@ -54,7 +60,7 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
             `${first.addr}${where(first.source)} and ${addr}${where(k.source)} would both write the secret "${name}" in ${store.displayUri}: ` +
             'the second would replace the first key. Give one of them its own secret: { name }',
         });
-      } else taken.set(slot, { addr, ...(k.source ? { source: k.source } : {}) });
+      } else inStore.set(name, { addr, ...(k.source ? { source: k.source } : {}) });
     }
   }
   return problems;
