@@ -50,6 +50,20 @@ function bigIntToIpv6(n: bigint): string {
  * `10.0.0.1` → `10.0.0.1/32`; `10.1.2.3/8` → `10.0.0.0/8`; `2001:DB8::/32` → `2001:db8::/32`.
  */
 export function canonicalCidr(input: string): string {
+  // Configurations and live clients repeat the same few ranges thousands of times.
+  let out = cidrCache.get(input);
+  if (out === undefined) {
+    out = canonicalCidrOf(input);
+    if (cidrCache.size >= CIDR_CACHE_SIZE) cidrCache.clear();
+    cidrCache.set(input, out);
+  }
+  return out;
+}
+
+const cidrCache = new Map<string, string>();
+const CIDR_CACHE_SIZE = 10_000;
+
+function canonicalCidrOf(input: string): string {
   const text = input.trim();
   const slash = text.indexOf('/');
   const ip = slash >= 0 ? text.slice(0, slash) : text;
