@@ -63,6 +63,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const liveClients = new Map<string, LiveClient>();
   for (const c of input.live.clients) liveClients.set(address.client(c.projectEnv, c.name), c);
   const orphanIds = new Set((input.orphans ?? []).map((o) => o.keyId));
+  const checkSecrets = input.secrets.size > 0;
   const revoked = new Set<string>();
   const revokeOrphan = (addr: string, projectEnv: string, clientIdOf: string, k: LiveKey) => {
     if (revoked.has(k.id)) return;
@@ -86,15 +87,25 @@ export function assessKeys(input: KeyHealthInput): Plan {
     const owned = isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
     const clientProtected = c.protected || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
     for (const k of c.keys) {
-      const addr = address.key(c.projectEnv, c.name, k.name);
-      const generations = lc.keys.filter((x) => x.name === k.name); // oldest first (reader order)
-      const current = generations.at(-1);
+      // Generations of the key, oldest first (reader order): the current one and those before it.
+      let current: LiveKey | undefined;
+      let older: LiveKey[] | undefined;
+      for (const x of lc.keys) {
+        if (x.name !== k.name) continue;
+        if (current) (older ??= []).push(current);
+        current = x;
+      }
       if (!current) continue;
+      const expiresAt = current.expiresAt ? Date.parse(current.expiresAt) : undefined;
+      // Most keys of a large configuration have nothing to report: one generation, no expiry, no
+      // secret status, no rotation asked for. They cost no more than this check.
+      if (!older && expiresAt === undefined && !checkSecrets && force.length === 0 && !orphanIds.has(current.id)) continue;
+      const addr = address.key(c.projectEnv, c.name, k.name);
       const overlap = durationMs(k.rotation?.overlap);
       const currentSince = current.createdAt ? Date.parse(current.createdAt) : undefined;
 
       // Older generations left by an earlier rotation: revoke once expired or past the overlap.
-      for (const old of generations.slice(0, -1)) {
+      for (const old of older ?? []) {
         if (orphanIds.has(old.id)) {
           revokeOrphan(addr, c.projectEnv, lc.id, old);
           continue;
@@ -112,8 +123,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
       }
 
       // Findings on the current key.
-      const expiresAt = current.expiresAt ? Date.parse(current.expiresAt) : undefined;
-      const window = rotationWindowMs(k, current);
+      const window = expiresAt === undefined ? 0 : rotationWindowMs(k, current);
       const autoRotates = Boolean(k.autoRotate || k.ttl);
       let rotateReason: Operation['actionReason'] | undefined;
       let why = '';
@@ -189,7 +199,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
     }
   }
   // Orphans whose key name (or client) is no longer configured: revoked as they are.
-  const desiredKeys = new Set(input.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name))));
+  const desiredKeys = input.orphans?.length ? new Set(input.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)))) : new Set<string>();
   for (const o of input.orphans ?? []) {
     const addr = address.key(o.projectEnv, o.client, o.keyName);
     if (revoked.has(o.keyId) || desiredKeys.has(addr)) continue;
