@@ -50,10 +50,17 @@ const FLOAT_RE = /^[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)$/;
 /** A plain scalar's value under the YAML 1.2 core schema (the `yaml` package's default). */
 export function plainScalar(s: string): unknown {
   const c = s.charCodeAt(0);
-  // Fast exit: most plain scalars are names, which start with a letter other than n/N/t/T/f/F.
+  // Fast exit: most plain scalars are names. One starting with a letter is a string unless it is
+  // null/true/false (4 or 5 letters, starting with n, t or f).
   if (s.length > 0 && ((c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a))) {
     const l = c | 0x20;
-    if (l !== 0x6e && l !== 0x74 && l !== 0x66) return s;
+    if ((l !== 0x6e && l !== 0x74 && l !== 0x66) || s.length < 4 || s.length > 5) return s;
+    switch (s) {
+      case 'null': case 'Null': case 'NULL': return null;
+      case 'true': case 'True': case 'TRUE': return true;
+      case 'false': case 'False': case 'FALSE': return false;
+      default: return s;
+    }
   }
   if (NULL_RE.test(s)) return null;
   if (BOOL_RE.test(s)) return s[0] === 't' || s[0] === 'T';

@@ -391,7 +391,7 @@ class Builder {
           error([...segs, 'ipWhitelist', m], normalizeMessage(err), { value: true });
         }
       });
-      client.ipWhitelist = [...new Set(ranges)].sort(cmp);
+      client.ipWhitelist = ranges.length < 2 ? ranges : [...new Set(ranges)].sort(cmp);
     }
     if (isObj(c.metadata)) client.metadata = c.metadata as JsonObject;
     if (c.protected === true) client.protected = true;
