@@ -2,7 +2,7 @@
 // validate): two keys whose raw values would land in one secret (the second write would replace
 // the first, and that first key would be lost), a store whose URI no backend takes, and a logical
 // name its backend cannot take. Each kind has its own message, pointing at the field to fix.
-import { address, defaultSecretName, type DesiredState, type SourceLocation } from '../model/index.js';
+import { address, defaultSecretName, type DesiredKey, type DesiredState, type SourceLocation } from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
 import type { SecretStore } from './store.js';
 
@@ -21,7 +21,7 @@ const at = (s: SourceLocation | undefined, field: string, message: string) =>
 export async function secretCollisions(desired: DesiredState, registry: StoreRegistry): Promise<SecretNameProblem[]> {
   const problems: SecretNameProblem[] = [];
   /** Secret names taken, by store (its URI), then by name. */
-  const taken = new Map<string, Map<string, { addr: string; source?: SourceLocation }>>();
+  const taken = new Map<string, Map<string, DesiredKey>>();
   const brokenStores = new Set<string>();
   // Each store opened once, not awaited once per key (tens of thousands of keys).
   const opened = new Map<string, SecretStore>();
@@ -52,15 +52,15 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
       let inStore = taken.get(store.displayUri);
       if (inStore === undefined) taken.set(store.displayUri, (inStore = new Map()));
       const first = inStore.get(name);
-      const addr = address.key(c.projectEnv, c.name, k.name);
       if (first) {
+        const addr = address.key(c.projectEnv, c.name, k.name);
         problems.push({
           kind: 'collision',
           text:
-            `${first.addr}${where(first.source)} and ${addr}${where(k.source)} would both write the secret "${name}" in ${store.displayUri}: ` +
+            `${address.key(first.projectEnv, first.client, first.name)}${where(first.source)} and ${addr}${where(k.source)} would both write the secret "${name}" in ${store.displayUri}: ` +
             'the second would replace the first key. Give one of them its own secret: { name }',
         });
-      } else inStore.set(name, { addr, ...(k.source ? { source: k.source } : {}) });
+      } else inStore.set(name, k);
     }
   }
   return problems;

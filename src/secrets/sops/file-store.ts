@@ -127,6 +127,8 @@ interface LoadedRaw {
 }
 
 interface LoadedVerified extends LoadedRaw {
+  /** The secrets are in name order (the file is one this instance wrote). */
+  sorted?: boolean;
   dataKey: Uint8Array;
   /** Plaintexts (and the ciphertexts they came from) of every encrypted leaf, by path. */
   dec: DecryptedTree;
@@ -363,6 +365,7 @@ export class SopsFileStore implements SecretStore {
     if (secrets.kind !== 'map') throw new SopsFormatError('parse', `'${SECRETS_KEY}' must be a mapping`);
     const shouldEncrypt = makeShouldEncrypt(rules);
     const updatedAt = new Date().toISOString();
+    const entriesBefore = secrets.entries.length;
     for (const e of entries) {
       const base = [SECRETS_KEY, e.name];
       if (!shouldEncrypt([...base, VALUE_KEY])) {
@@ -373,7 +376,9 @@ export class SopsFileStore implements SecretStore {
       }
       setEntry(secrets, e.name, encryptSubtree(entryNode(e, updatedAt), base, rules, dataKey));
     }
-    secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    // Entries are kept in name order; a write that only replaced entries of a file this instance
+    // wrote (so sorted) keeps that order without sorting thousands of entries again.
+    if (secrets.entries.length !== entriesBefore || !loaded?.sorted) secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
     const lastModified = nowRfc3339();
     // Values unchanged since the last verified load are not decrypted again (work ∝ what changed).
@@ -405,7 +410,7 @@ export class SopsFileStore implements SecretStore {
       this.cache = undefined;
       throw this.error('read-back check failed: the file on disk differs from what was written', 'VERIFY_FAILED');
     }
-    this.cache = { bytes, loaded: verified };
+    this.cache = { bytes, loaded: { ...verified, sorted: true } };
   }
 
   /** Each fragment emitted now parses back to its node; the MAC and the new values check out. */
@@ -547,7 +552,7 @@ function cloneLoaded(l: LoadedVerified): LoadedVerified {
   const secrets: SMap = secretsNode?.kind === 'map' ? map([...secretsNode.entries]) : map();
   const data = map(l.data.entries.map(([k, v]): [string, SNode] => [k, k === SECRETS_KEY ? secrets : v]));
   const meta: SopsMetadata = { ...l.meta, age: [...l.meta.age], raw: structuredClone(l.meta.raw) };
-  return { data, meta, secrets, dataKey: l.dataKey, dec: l.dec };
+  return { data, meta, secrets, dataKey: l.dataKey, dec: l.dec, ...(l.sorted ? { sorted: true } : {}) };
 }
 
 function entryNode(e: SecretEntry, updatedAt: string): SMap {
