@@ -271,31 +271,69 @@ export class Journal {
   /** Appends frames in one write, fsync'ed, under the lock (trims a torn tail first). */
   private async writeFrames(frames: Buffer[]): Promise<void> {
     if (frames.length === 0) return;
-    const frame = Buffer.concat(frames);
     try {
-      await ensureDir(path.dirname(this.path));
-      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
-        const existing = await readIfExists(this.path);
-        const fh = await fs.open(this.path, fsc.O_WRONLY | fsc.O_CREAT, FILE_MODE);
-        try {
-          let end = existing?.length ?? 0;
-          if (existing && existing.length > 0) {
-            const { validEnd } = scanJournal(existing);
-            if (validEnd < existing.length) {
-              await fh.truncate(validEnd); // trim a torn tail left by a crash
-              end = validEnd;
-            }
-          }
-          await fh.write(frame, 0, frame.length, end);
-          await fh.sync();
-        } finally {
-          await fh.close();
-        }
-        if (existing === undefined) await fsyncDir(path.dirname(this.path));
-      });
+      await this.commit(frames, undefined);
     } catch (err) {
       throw this.wrap(err, 'could not append to the journal');
     }
+  }
+
+  /**
+   * Group commit: appends and clears that arrive while a write of the journal is under way go
+   * into the next write together (one lock, one write, one fsync for all of them), in arrival
+   * order; each caller resolves only once the write holding its frames is durable. Parallel key
+   * requests journal an intent, the raw keys and a clear each: one write per operation made the
+   * journal lock the bottleneck of a rotation (issue 16).
+   */
+  private commit(frames: Buffer[], drop: ReadonlySet<string> | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queued.push({ frames, drop, resolve, reject });
+      this.writer ??= this.drainQueue();
+    });
+  }
+
+  private readonly queued: { frames: Buffer[]; drop: ReadonlySet<string> | undefined; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private writer: Promise<void> | undefined;
+
+  private async drainQueue(): Promise<void> {
+    while (this.queued.length > 0) {
+      const group = this.queued.splice(0);
+      const frames = Buffer.concat(group.flatMap((g) => g.frames));
+      const clears = group.filter((g) => g.drop !== undefined);
+      try {
+        await ensureDir(path.dirname(this.path));
+        await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+          if (clears.length === 0) await this.appendLocked(frames);
+          else await this.rewriteLocked(new Set(clears.flatMap((g) => [...g.drop!])), frames);
+        });
+        for (const g of group) g.resolve();
+      } catch (err) {
+        for (const g of group) g.reject(err);
+      }
+    }
+    this.writer = undefined;
+  }
+
+  /** Appends `frame` (fsync'ed); the lock is held. */
+  private async appendLocked(frame: Buffer): Promise<void> {
+    if (frame.length === 0) return;
+    const existing = await readIfExists(this.path);
+    const fh = await fs.open(this.path, fsc.O_WRONLY | fsc.O_CREAT, FILE_MODE);
+    try {
+      let end = existing?.length ?? 0;
+      if (existing && existing.length > 0) {
+        const { validEnd } = scanJournal(existing);
+        if (validEnd < existing.length) {
+          await fh.truncate(validEnd); // trim a torn tail left by a crash
+          end = validEnd;
+        }
+      }
+      await fh.write(frame, 0, frame.length, end);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    if (existing === undefined) await fsyncDir(path.dirname(this.path));
   }
 
   /** Decrypts and returns every pending entry, oldest first. */
@@ -371,30 +409,37 @@ export class Journal {
 
   private async rewrite(drop: ReadonlySet<string>): Promise<void> {
     try {
-      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
-        const buf = await readIfExists(this.path);
-        if (!buf) return;
-        const { data: keys, intents, cleared } = liveFrames(scanJournal(buf).frames);
-        const data = [...keys, ...intents].sort((a, b) => a.start - b.start);
-        const before = new Set(cleared);
-        for (const id of drop) cleared.add(id);
-        const keep = data.filter((f) => entryIdsOf(f.id).some((id) => !cleared.has(id)));
-        const tombstones = keep.flatMap((f) => entryIdsOf(f.id)).filter((id) => cleared.has(id));
-        if (keep.length === data.length && tombstones.every((id) => before.has(id)) && tombstones.length === before.size) return;
-        if (keep.length === 0) {
-          await fs.unlink(this.path);
-          await fsyncDir(path.dirname(this.path));
-          return;
-        }
-        // Entries cleared from a batch that still holds others are listed in one plaintext
-        // frame (ids only, never values); the batch goes once all its entries are cleared.
-        const parts = keep.map((f) => buf.subarray(f.start, f.end));
-        if (tombstones.length) parts.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(tombstones), 'utf8')));
-        await atomicWriteFile(this.path, Buffer.concat(parts));
-      });
+      await this.commit([], drop);
     } catch (err) {
       throw this.wrap(err, 'could not clear journal entries');
     }
+  }
+
+  /**
+   * Rewrites the journal without what `drop` clears, with `frame` (appends of the same group
+   * commit) after what is kept; the lock is held.
+   */
+  private async rewriteLocked(drop: ReadonlySet<string>, frame: Buffer): Promise<void> {
+    const buf = await readIfExists(this.path);
+    if (!buf) return this.appendLocked(frame);
+    const { data: keys, intents, cleared } = liveFrames(scanJournal(buf).frames);
+    const data = [...keys, ...intents].sort((a, b) => a.start - b.start);
+    const before = new Set(cleared);
+    for (const id of drop) cleared.add(id);
+    const keep = data.filter((f) => entryIdsOf(f.id).some((id) => !cleared.has(id)));
+    const tombstones = keep.flatMap((f) => entryIdsOf(f.id)).filter((id) => cleared.has(id));
+    if (keep.length === data.length && tombstones.every((id) => before.has(id)) && tombstones.length === before.size) return this.appendLocked(frame);
+    if (keep.length === 0 && frame.length === 0) {
+      await fs.unlink(this.path);
+      await fsyncDir(path.dirname(this.path));
+      return;
+    }
+    // Entries cleared from a batch that still holds others are listed in one plaintext
+    // frame (ids only, never values); the batch goes once all its entries are cleared.
+    const parts = keep.map((f) => buf.subarray(f.start, f.end));
+    if (tombstones.length) parts.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(tombstones), 'utf8')));
+    parts.push(frame);
+    await atomicWriteFile(this.path, Buffer.concat(parts));
   }
 
   /**

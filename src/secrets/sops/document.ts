@@ -473,6 +473,8 @@ export interface DecryptedTree {
   mac: string;
   /** The plaintext of the encrypted leaf at `path`, if there is one. */
   plainAt(path: string[]): SopsPlain | undefined;
+  /** The same, for a leaf of the entry `node` (a secret of this tree) at `path`. */
+  plainIn(node: SNode, path: string[]): SopsPlain | undefined;
   /** Per entry of a top-level mapping (a secret), by its node: what it adds to the MAC and its plaintexts. */
   entries: WeakMap<SNode, EntryDecryption>;
   /** Leaves of top-level values that are not mappings: plaintext and ciphertext, by path key. */
@@ -579,7 +581,13 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
     }
     return loose.get(pk)?.[0];
   };
-  return { mac, plainAt, entries, loose };
+  const plainIn = (node: SNode, path: string[]): SopsPlain | undefined => {
+    const e = entries.get(node);
+    if (e === undefined || e.parent !== path[0] || e.name !== path[1]) return plainAt(path);
+    const pk = pathKey(path);
+    return e.leaves.find(([p]) => p === pk)?.[1];
+  };
+  return { mac, plainAt, plainIn, entries, loose };
 }
 
 /** Encrypts the leaves of a (new) subtree at `basePath` that the rules say must be encrypted. */

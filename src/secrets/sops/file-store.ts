@@ -425,8 +425,13 @@ export class SopsFileStore implements SecretStore {
     }
     const meta = readMetadata(sops);
     verifyMac(meta, dec.mac, dataKey);
+    // The new entries were emitted now: found by their nodes, not by a search of the store's names.
+    const emitted = new Map<string, SNode>();
+    for (const [name, node] of fresh) if (node !== sops) emitted.set(name, node);
     for (const e of entries) {
-      const p = dec.plainAt([SECRETS_KEY, e.name, VALUE_KEY]);
+      const path = [SECRETS_KEY, e.name, VALUE_KEY];
+      const node = emitted.get(e.name);
+      const p = node ? dec.plainIn(node, path) : dec.plainAt(path);
       if (!p || p.type !== 'str' || p.value !== e.value) {
         throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
       }
