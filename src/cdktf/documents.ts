@@ -149,8 +149,11 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
     const problem = (p: StackProblem) => diagnostics.push({ file: stack.file, ...place(p.jsonPath), path: p.path, message: p.message });
     read.problems.forEach(problem);
 
-    const registry = new Map<string, Target>();
-    const register = (segs: PathSegment[], t: Target) => registry.set(segs.join('\u0000'), t);
+    // What each document path came from: kept as a list and made into a map on the first lookup
+    // (only problems are located: a clean run of 10,000 clients never joins these paths).
+    const registered: [PathSegment[], Target][] = [];
+    const register = (segs: PathSegment[], t: Target) => { registered.push([segs, t]); };
+    let registry: Map<string, Target> | undefined;
     const doc: Obj = { apiVersion: 'kms-sync/v1' };
     const projects: Obj[] = [];
     const stores: Obj[] = [];
@@ -252,6 +255,7 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
       file: stack.file,
       value: doc,
       locate(segments) {
+        registry ??= new Map(registered.map(([segs, t]) => [segs.join('\u0000'), t]));
         for (let i = segments.length; i >= 0; i--) {
           const t = registry.get(segments.slice(0, i).join('\u0000'));
           if (!t) continue;

@@ -566,6 +566,22 @@ function placed(sd: SourceDocument): PlacedDocument {
 }
 
 /**
+ * A source location found only when it is read (a problem is reported): another front end's
+ * places (CDKTF: a construct path and a place in a large cdk.tf.json) cost a scan of the file, and
+ * a clean run reads none of them. Plain fields to whoever reads them (spread, JSON, comparisons).
+ */
+function placeOnUse(file: string, find: () => { line: number; column: number; path: string }): SourceLocation {
+  let found: { line: number; column: number; path: string } | undefined;
+  const get = () => (found ??= find());
+  return {
+    file,
+    get line() { return get().line; },
+    get column() { return get().column; },
+    get path() { return get().path; },
+  };
+}
+
+/**
  * formatPath for the builder's lookups, which come in document order with long shared prefixes:
  * the shown path of the previous lookup's prefixes is kept and extended (same text as formatPath).
  */
@@ -621,7 +637,7 @@ function buildDesiredState(
   foreign.forEach((fd, i) => {
     const doc: PlacedDocument = {
       file: fd.file, index: i, value: fd.value,
-      at: (segs, atKey = false) => ({ file: fd.file, ...fd.locate(segs, atKey) }),
+      at: (segs, atKey = false) => placeOnUse(fd.file, () => fd.locate(segs, atKey)),
     };
     for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...doc.at(issue.segments, issue.atKey), message: issue.message }, i, 'schema');
     documents.push(doc);
