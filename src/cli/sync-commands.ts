@@ -7,6 +7,7 @@ import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
+import { withReadProgress } from './read-progress.js';
 import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
@@ -350,7 +351,7 @@ export function registerSyncCommands(program: Command) {
           const owner = saved.plan.target.owner ?? (await resolveOwner(emptyDesiredState(), baseDir)).owner;
           await withRunLock(conn, { owner, envs: saved.plan.target.envs, baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
             // Checked under the lock: nothing can move between this read and the writes.
-            const live = await readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs });
+            const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs }));
             const moved = staleness(saved.plan.fingerprints, live.fingerprints);
             if (moved.length) {
               throw new UsageError(`${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
@@ -475,7 +476,7 @@ export function registerSyncCommands(program: Command) {
       const conn = connect(o, process.env, retryLogger());
       try {
         const projects = [...new Set(o.env.map((e) => e.replace(/-[a-z][a-z0-9]*$/, '')))];
-        const live = await readLiveState(conn.api, { projects, envs: o.env });
+        const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects, envs: o.env }));
         const missing = o.env.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
         if (missing.length) {
           const known = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
