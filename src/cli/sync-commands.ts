@@ -1,11 +1,12 @@
 // validate, init, plan, apply, export: parse flags, call the layers, pick a renderer, set the exit code.
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyResult } from '../apply/execute.js';
-import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
+import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schemaReferenceFor, starterFor, writeSchemaCopy, type SchemaReference } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { withReadProgress } from './read-progress.js';
 import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
@@ -249,6 +250,13 @@ const addLockOptions = (cmd: Command) => cmd
   .option('--lock-timeout <duration>', 'wait this long for another run of this configuration to finish (default 0s: fail at once)')
   .option('--no-lock', 'do not take the run lock (only when nothing else can run this configuration)');
 
+/** A configuration printed on stdout whose $schema copy is not there yet: say how to make it. */
+function schemaCopyHint(reference: SchemaReference) {
+  if (reference.copyTo && !existsSync(reference.copyTo)) {
+    err(`Its $schema line points at ./${SCHEMA_COPY_NAME}: write it with kms-sync schema > ${SCHEMA_COPY_NAME} (or npm install kms-sync in this project).\n`);
+  }
+}
+
 export function registerSyncCommands(program: Command) {
   addCdktfOptions(program
     .command('validate')
@@ -266,10 +274,31 @@ export function registerSyncCommands(program: Command) {
   program
     .command('init')
     .description('write a starter configuration that references the JSON Schema (editor completion)')
-    .argument('[file]', 'file to create', 'kms-sync.yaml')
+    .argument('[file]', 'file to create, or - to print it on stdout', 'kms-sync.yaml')
+    .addHelpText('after', `
+The $schema line points at kms-sync in the project's node_modules when it is installed there,
+else at a copy of the schema written beside the file (${SCHEMA_COPY_NAME}): both work on every
+machine that checks the project out. kms-sync schema prints the schema.`)
     .action(async (file: string) => {
+      if (file === '-') {
+        // The same text the file form would write in this folder, $schema line included.
+        const { reference, content } = starterFor('kms-sync.yaml');
+        out(content);
+        schemaCopyHint(reference);
+        return;
+      }
       const r = await initConfig(file);
-      out(`Wrote ${r.file ?? file}. Edit it, then run: kms-sync validate -f ${file}\n`);
+      if (r.schemaCopy && r.schemaCopy.outcome !== 'unchanged') {
+        out(`${r.schemaCopy.outcome === 'written' ? 'Wrote' : 'Updated'} ${path.relative(process.cwd(), r.schemaCopy.file) || r.schemaCopy.file} (the JSON Schema its $schema line points at; commit it with the configuration).\n`);
+      }
+      out(`Wrote ${path.relative(process.cwd(), r.file) || r.file}. Edit it, then run: kms-sync validate -f ${file}\n`);
+    });
+
+  program
+    .command('schema')
+    .description('print the JSON Schema of the configuration format (for editors and linters)')
+    .action(async () => {
+      out(await readFile(schemaFilePath(), 'utf8'));
     });
 
   addReportOptions(withCommon(program.command('plan').description('show what apply would change in the live service')))
@@ -490,15 +519,22 @@ export function registerSyncCommands(program: Command) {
             `Install kms-sync, ${o.format} and constructs there (npm install), then: kms-sync plan --cdktf ${o.output}\n`);
           return;
         }
-        const yaml = desiredStateToYaml(desired, o.output ? { schema: schemaRefFor(path.resolve(o.output)) } : {});
+        // The same $schema line on stdout as in a file written here (see init).
+        const reference = schemaReferenceFor(path.resolve(o.output ?? 'kms-sync.yaml'));
+        const yaml = desiredStateToYaml(desired, { schema: reference.ref });
         if (o.output) {
           await mkdir(path.dirname(path.resolve(o.output)), { recursive: true });
           await writeFile(path.resolve(o.output), yaml, { flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
             if (e.code === 'EEXIST') throw new UsageError(`${o.output} exists; refusing to overwrite it`);
             throw e;
           });
+          const copied = await writeSchemaCopy(reference);
+          if (copied === 'written' || copied === 'updated') err(`Wrote ${path.relative(process.cwd(), reference.copyTo!)} (the JSON Schema the $schema line points at).\n`);
           err(`Wrote ${o.output}: ${desired.clients.length} client(s), ${desired.endpoints.length} endpoint(s), ${desired.templates.length} template(s).\n`);
-        } else out(yaml);
+        } else {
+          out(yaml);
+          schemaCopyHint(reference);
+        }
       } finally {
         await conn.api.close();
       }
