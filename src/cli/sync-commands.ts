@@ -69,6 +69,8 @@ function retryLogger(): (line: string) => void {
 }
 
 async function writeSavedPlan(file: string, saved: SavedPlan) {
+  // Like Terraform's -out, into a folder that may not exist yet.
+  await mkdir(path.dirname(path.resolve(file)), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
   await writeFile(tmp, JSON.stringify(saved, null, 1) + '\n', { mode: 0o600 });
   await rename(tmp, file);
