@@ -51,9 +51,9 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
   {
-    commands: [{ name: 'provider', term: 'provider', description: 'Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself' }],
+    commands: [{ name: 'provider', term: 'provider', description: 'serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself' }],
     load: async () => (program: Command) => {
-      program.command('provider').description('Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
+      program.command('provider').description('serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
         .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
     },
   },
