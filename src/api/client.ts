@@ -118,8 +118,17 @@ const ITEM_SHAPES: Record<string, Shape> = {
 };
 const anyObject = objectWith('an object');
 
+/** One page of a paged list has been read: `pages` is that list's page count (known from page 1). */
+export interface PageRead {
+  kind: string;
+  page: number;
+  pages: number;
+}
+
 export class KmsClient {
   readonly http: HttpTransport;
+  /** Told of every page read (the CLI's "pages read / total" line while a plan reads). */
+  onPageRead: ((e: PageRead) => void) | undefined;
   constructor(options: HttpOptions | HttpTransport) {
     this.http = options instanceof HttpTransport ? options : new HttpTransport(options);
   }
@@ -144,11 +153,13 @@ export class KmsClient {
     const limit = first.pagination?.limit || PAGE_LIMIT;
     const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
     onPage(data, 1);
+    this.onPageRead?.({ kind, page: 1, pages: Math.max(1, pages) });
     if (pages <= 1) return;
     await Promise.all(
       Array.from({ length: pages - 1 }, async (_, i) => {
         const page = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind, expect });
         onPage(page.data, i + 2);
+        this.onPageRead?.({ kind, page: i + 2, pages });
       }),
     );
   }

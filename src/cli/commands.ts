@@ -18,6 +18,7 @@ export const COMMAND_MODULES: CommandModule[] = [
     commands: [
       { name: 'validate', term: 'validate [options]', description: 'check configuration files offline (no credentials, no network): syntax, schema, references, duplicates' },
       { name: 'init', term: 'init [file]', description: 'write a starter configuration that references the JSON Schema (editor completion)' },
+      { name: 'schema', term: 'schema', description: 'print the JSON Schema of the configuration format (for editors and linters)' },
       { name: 'plan', term: 'plan [options]', description: 'show what apply would change in the live service' },
       { name: 'apply', term: 'apply [options] [planfile]', description: 'plan, confirm, then make the live service match the configuration' },
       { name: 'rotate', term: 'rotate [options]', description: 'rotate selected keys now: issue and store a new key, then retire the old one' },
@@ -50,9 +51,9 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
   {
-    commands: [{ name: 'provider', term: 'provider', description: 'Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself' }],
+    commands: [{ name: 'provider', term: 'provider', description: 'serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself' }],
     load: async () => (program: Command) => {
-      program.command('provider').description('Serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
+      program.command('provider').description('serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
         .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
     },
   },

@@ -7,6 +7,7 @@ import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/rec
 import { acquireLock } from '../secrets/fsutil.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult } from '../live/read.js';
+import { withReadProgress } from './read-progress.js';
 import type { DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { planDestroy } from '../plan/removal.js';
@@ -119,7 +120,8 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
 
 export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
   performance.mark('kms:read-start');
-  const live = await readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
+  const live = await withReadProgress(conn.api, () =>
+    readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints }));
   performance.mark('kms:read-end');
   return live;
 }

@@ -20,7 +20,7 @@ interface HelpEntry {
 
 const ENTRIES: Record<string, HelpEntry> = {
   validate: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync validate                 # kms-sync.yaml here or in a parent folder', 'kms-sync validate -f config/'] },
-  init: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync init', 'kms-sync init config/kms-sync.yaml'] },
+  init: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync init', 'kms-sync init config/kms-sync.yaml', 'kms-sync init - > team.yaml'] },
   plan: { service: true, exit: EXIT_PLAN, examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'] },
   apply: { service: true, exit: EXIT_APPLY, examples: ['kms-sync apply -f config/', 'kms-sync apply plan.json          # a plan saved with plan --out', 'kms-sync apply --json --yes | jq -c \'select(.type == "key_stored")\''] },
   rotate: { service: true, exit: EXIT_APPLY, examples: ['kms-sync rotate --key key.acme-production/globex/primary', 'kms-sync rotate --key "key.acme-*/globex/*" --revoke-old --yes'] },
@@ -28,9 +28,13 @@ const ENTRIES: Record<string, HelpEntry> = {
   show: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync show plan.json', 'kms-sync show plan.json --format markdown > plan.md'] },
   export: { service: true, exit: EXIT_SIMPLE, examples: ['kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
   drift: { service: true, exit: EXIT_DRIFT, examples: ['kms-sync drift -f config/', 'kms-sync drift --format markdown --comment github'] },
+  secrets: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets flush -f config/   # after an interrupted run'] },
+  schema: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync schema > kms-sync.schema.json'] },
+  version: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync version'] },
   list: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json'] },
   flush: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
   emulator: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
+  provider: { service: false, exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['terraform init && terraform plan   # Terraform starts the provider itself'] },
   demo: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
   completion: { service: false, exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
 };

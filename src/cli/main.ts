@@ -5,6 +5,7 @@ import './node-version.js'; // first: refuses an old Node.js before anything nee
 import { CommanderError } from 'commander';
 import { buildProgram } from './commands.js';
 import { EXIT } from './exit-codes.js';
+import { describeFsError } from './fs-errors.js';
 import { applyHabits } from './habits.js';
 import { redact } from './output.js';
 import { recordProfileOnExit } from './profile.js';
@@ -23,7 +24,8 @@ async function main(argv: string[]) {
       return;
     }
     const code = (err as { exitCode?: number }).exitCode ?? EXIT.error;
-    const message = (err as Error).message;
+    // An OS error names a syscall and maybe a temp file: say what it means for the user's path.
+    const message = describeFsError(err) ?? (err as Error).message;
     if (message) process.stderr.write(redact(`Error: ${message}\n`));
     process.exitCode = code;
   }

@@ -1,12 +1,14 @@
 // validate, init, plan, apply, export: parse flags, call the layers, pick a renderer, set the exit code.
+import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyResult } from '../apply/execute.js';
-import { desiredStateToYaml, initConfig, schemaRefFor } from '../config/index.js';
+import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schemaReferenceFor, starterFor, writeSchemaCopy, type SchemaReference } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
+import { withReadProgress } from './read-progress.js';
 import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
@@ -67,6 +69,8 @@ function retryLogger(): (line: string) => void {
 }
 
 async function writeSavedPlan(file: string, saved: SavedPlan) {
+  // Like Terraform's -out, into a folder that may not exist yet.
+  await mkdir(path.dirname(path.resolve(file)), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
   await writeFile(tmp, JSON.stringify(saved, null, 1) + '\n', { mode: 0o600 });
   await rename(tmp, file);
@@ -248,6 +252,13 @@ const addLockOptions = (cmd: Command) => cmd
   .option('--lock-timeout <duration>', 'wait this long for another run of this configuration to finish (default 0s: fail at once)')
   .option('--no-lock', 'do not take the run lock (only when nothing else can run this configuration)');
 
+/** A configuration printed on stdout whose $schema copy is not there yet: say how to make it. */
+function schemaCopyHint(reference: SchemaReference) {
+  if (reference.copyTo && !existsSync(reference.copyTo)) {
+    err(`Its $schema line points at ./${SCHEMA_COPY_NAME}: write it with kms-sync schema > ${SCHEMA_COPY_NAME} (or npm install kms-sync in this project).\n`);
+  }
+}
+
 export function registerSyncCommands(program: Command) {
   addCdktfOptions(program
     .command('validate')
@@ -265,10 +276,31 @@ export function registerSyncCommands(program: Command) {
   program
     .command('init')
     .description('write a starter configuration that references the JSON Schema (editor completion)')
-    .argument('[file]', 'file to create', 'kms-sync.yaml')
+    .argument('[file]', 'file to create, or - to print it on stdout', 'kms-sync.yaml')
+    .addHelpText('after', `
+The $schema line points at kms-sync in the project's node_modules when it is installed there,
+else at a copy of the schema written beside the file (${SCHEMA_COPY_NAME}): both work on every
+machine that checks the project out. kms-sync schema prints the schema.`)
     .action(async (file: string) => {
+      if (file === '-') {
+        // The same text the file form would write in this folder, $schema line included.
+        const { reference, content } = starterFor('kms-sync.yaml');
+        out(content);
+        schemaCopyHint(reference);
+        return;
+      }
       const r = await initConfig(file);
-      out(`Wrote ${r.file ?? file}. Edit it, then run: kms-sync validate -f ${file}\n`);
+      if (r.schemaCopy && r.schemaCopy.outcome !== 'unchanged') {
+        out(`${r.schemaCopy.outcome === 'written' ? 'Wrote' : 'Updated'} ${path.relative(process.cwd(), r.schemaCopy.file) || r.schemaCopy.file} (the JSON Schema its $schema line points at; commit it with the configuration).\n`);
+      }
+      out(`Wrote ${path.relative(process.cwd(), r.file) || r.file}. Edit it, then run: kms-sync validate -f ${file}\n`);
+    });
+
+  program
+    .command('schema')
+    .description('print the JSON Schema of the configuration format (for editors and linters)')
+    .action(async () => {
+      out(await readFile(schemaFilePath(), 'utf8'));
     });
 
   addReportOptions(withCommon(program.command('plan').description('show what apply would change in the live service')))
@@ -350,7 +382,7 @@ export function registerSyncCommands(program: Command) {
           const owner = saved.plan.target.owner ?? (await resolveOwner(emptyDesiredState(), baseDir)).owner;
           await withRunLock(conn, { owner, envs: saved.plan.target.envs, baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
             // Checked under the lock: nothing can move between this read and the writes.
-            const live = await readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs });
+            const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs }));
             const moved = staleness(saved.plan.fingerprints, live.fingerprints);
             if (moved.length) {
               throw new UsageError(`${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
@@ -475,7 +507,7 @@ export function registerSyncCommands(program: Command) {
       const conn = connect(o, process.env, retryLogger());
       try {
         const projects = [...new Set(o.env.map((e) => e.replace(/-[a-z][a-z0-9]*$/, '')))];
-        const live = await readLiveState(conn.api, { projects, envs: o.env });
+        const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects, envs: o.env }));
         const missing = o.env.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
         if (missing.length) {
           const known = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
@@ -489,15 +521,22 @@ export function registerSyncCommands(program: Command) {
             `Install kms-sync, ${o.format} and constructs there (npm install), then: kms-sync plan --cdktf ${o.output}\n`);
           return;
         }
-        const yaml = desiredStateToYaml(desired, o.output ? { schema: schemaRefFor(path.resolve(o.output)) } : {});
+        // The same $schema line on stdout as in a file written here (see init).
+        const reference = schemaReferenceFor(path.resolve(o.output ?? 'kms-sync.yaml'));
+        const yaml = desiredStateToYaml(desired, { schema: reference.ref });
         if (o.output) {
           await mkdir(path.dirname(path.resolve(o.output)), { recursive: true });
           await writeFile(path.resolve(o.output), yaml, { flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
             if (e.code === 'EEXIST') throw new UsageError(`${o.output} exists; refusing to overwrite it`);
             throw e;
           });
+          const copied = await writeSchemaCopy(reference);
+          if (copied === 'written' || copied === 'updated') err(`Wrote ${path.relative(process.cwd(), reference.copyTo!)} (the JSON Schema the $schema line points at).\n`);
           err(`Wrote ${o.output}: ${desired.clients.length} client(s), ${desired.endpoints.length} endpoint(s), ${desired.templates.length} template(s).\n`);
-        } else out(yaml);
+        } else {
+          out(yaml);
+          schemaCopyHint(reference);
+        }
       } finally {
         await conn.api.close();
       }

@@ -1,7 +1,7 @@
 // `kms-sync init`: a commented starter file that references the schema and loads as is.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { modeline, schemaRefFor } from './modeline.js';
+import { modeline, schemaReferenceFor, writeSchemaCopy } from './modeline.js';
 
 export interface InitOptions {
   /** Base of a relative targetFile (default: process.cwd()). */
@@ -17,6 +17,8 @@ export interface InitResult {
   file: string;
   /** The `$schema` reference written in the modeline. */
   schema: string;
+  /** The schema copy written beside the file, when the project has no kms-sync in node_modules. */
+  schemaCopy?: { file: string; outcome: 'written' | 'updated' | 'unchanged' };
 }
 
 export class FileExistsError extends Error {
@@ -90,21 +92,32 @@ projects:
 `;
 }
 
-/** Writes the starter file; refuses to overwrite an existing file. */
-export async function initConfig(targetFile: string, opts: InitOptions = {}): Promise<InitResult> {
+/** The starter text for `targetFile` and the schema reference it uses (nothing is written). */
+export function starterFor(targetFile: string, opts: InitOptions = {}) {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const file = path.resolve(cwd, targetFile);
-  const schema = schemaRefFor(file);
-  const starterOpts: { schema: string; project?: string; name?: string } = { schema };
+  const reference = schemaReferenceFor(file);
+  const starterOpts: { schema: string; project?: string; name?: string } = { schema: reference.ref };
   if (opts.project !== undefined) starterOpts.project = opts.project;
   if (opts.name !== undefined) starterOpts.name = opts.name;
-  const content = renderStarterConfig(starterOpts);
+  return { file, reference, content: renderStarterConfig(starterOpts) };
+}
+
+/**
+ * Writes the starter file (never over an existing one) and, when the project has no kms-sync in
+ * its node_modules, the schema copy its `$schema` line points at.
+ */
+export async function initConfig(targetFile: string, opts: InitOptions = {}): Promise<InitResult> {
+  const { file, reference, content } = starterFor(targetFile, opts);
+  // Refused before anything is written: no schema copy without the file that needs it.
+  if (await access(file).then(() => true, () => false)) throw new FileExistsError(targetFile);
   await mkdir(path.dirname(file), { recursive: true });
+  const outcome = await writeSchemaCopy(reference);
   try {
     await writeFile(file, content, { encoding: 'utf8', flag: 'wx' });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new FileExistsError(targetFile);
     throw err;
   }
-  return { file, schema };
+  return { file, schema: reference.ref, ...(reference.copyTo && outcome !== 'none' ? { schemaCopy: { file: reference.copyTo, outcome } } : {}) };
 }

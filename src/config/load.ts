@@ -174,6 +174,8 @@ class Builder {
   private readonly endpoints = new Map<string, DesiredEndpoint>();
   private readonly templateRefs: PendingRef[] = [];
   private readonly storeRefs: PendingRef[] = [];
+  /** Said, not refused (see finish). */
+  readonly warnings: Diagnostic[] = [];
 
   constructor(files: readonly string[]) {
     files.forEach((f, i) => this.fileIndex.set(f, i));
@@ -511,6 +513,23 @@ class Builder {
             `(${known}${guess ? `; did you mean "${guess}"?` : ''})`,
         });
       }
+      // A declared client maximum should hold for the clients this configuration names: said here,
+      // not learnt from a 409 halfway through an apply.
+      const named = new Map<string, number>();
+      for (const c of this.clients.values()) {
+        const id = `${c.projectEnv}\u0000${c.template}`;
+        named.set(id, (named.get(id) ?? 0) + 1);
+      }
+      for (const [id, t] of this.templates) {
+        const count = named.get(id) ?? 0;
+        if (t.maxClients === undefined || t.maxClients < 1 || count <= t.maxClients || !t.source) continue;
+        // A warning: the interface leaves what the service does at the maximum unspecified.
+        this.warnings.push({
+          ...t.source,
+          message: `template "${t.name}" in environment ${t.projectEnv} allows ${t.maxClients} client(s) (maxClients), but ${count} clients name it: ` +
+            'the service may refuse the clients beyond it; raise maxClients or move clients to another template',
+        });
+      }
       const storeNames = [...this.stores.keys()];
       for (const ref of this.storeRefs) {
         if (this.stores.has(ref.name) || ref.name === DEFAULT_STORE_NAME) continue;
@@ -644,6 +663,7 @@ function buildDesiredState(
   });
   for (const sd of documents) builder.addDocument(sd);
   const state = builder.finish();
+  warnings.push(...builder.warnings);
   const diagnostics = builder.sortedDiagnostics();
   if (diagnostics.length > 0) throw new ConfigError(diagnostics);
   return state;

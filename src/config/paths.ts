@@ -14,14 +14,17 @@ export function displayPath(file: string, cwd: string): string {
 /**
  * A JSON file found in a folder is configuration when its beginning names a field of the format
  * (`apiVersion`, `projects`, `stores`): a package.json, tsconfig.json, cdktf.json or saved plan
- * beside the configuration is not read. A file named with -f is always read.
+ * beside the configuration is not read, nor a JSON Schema (the `kms-sync.schema.json` copy that
+ * `init` writes names those fields too). A file named with -f is always read.
  */
 async function isConfigJson(file: string): Promise<boolean> {
   const fh = await open(file, 'r').catch(() => undefined);
   if (!fh) return true; // let the loader report why it cannot be read
   try {
     const { bytesRead, buffer } = await fh.read(Buffer.alloc(4096), 0, 4096, 0);
-    return /"(apiVersion|projects|stores)"\s*:/.test(buffer.subarray(0, bytesRead).toString('utf8'));
+    const head = buffer.subarray(0, bytesRead).toString('utf8');
+    if (/"\$schema"\s*:\s*"https?:\/\/json-schema\.org\//.test(head)) return false;
+    return /"(apiVersion|projects|stores)"\s*:/.test(head);
   } finally {
     await fh.close();
   }

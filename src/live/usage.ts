@@ -2,6 +2,7 @@
 // endpoint, client and key from a bounded sample of the most recent logs of each environment.
 // Cost per environment with resources to describe: at most `endpointPages` + `logPages` requests.
 import type { KmsClient, WireEndpoint, WireLog, WirePage } from '../api/client.js';
+import { endpointShape, pageOf } from '../api/shapes.js';
 import { address, groupBy, type LiveState, type ResourceKind } from '../model/index.js';
 
 export interface UsageTarget {
@@ -96,7 +97,8 @@ export async function collectUsage(api: KmsClient, state: LiveState, targets: re
     if (list.some((t) => t.kind === 'endpoint')) {
       for (let page = 1; page <= endpointPages; page++) {
         out.requests++;
-        const r = await api.http.request<WirePage<StatsEndpoint>>({ method: 'GET', path: '/endpoint', query: { project_env: pe, page, limit }, kind: 'list endpoints' });
+        // The documented page envelope is checked here too: `{}` from a wrong URL is not "no stats".
+        const r = await api.http.request<WirePage<StatsEndpoint>>({ method: 'GET', path: '/endpoint', query: { project_env: pe, page, limit }, kind: 'list endpoints', expect: pageOf(endpointShape) });
         for (const e of r.data ?? []) {
           const mp = e.method_path ?? `${e.method.toUpperCase()}:${e.path}`;
           if (e.stats) stats.set(mp, { total: e.stats.total ?? 0, success: e.stats.success ?? 0, error: e.stats.error ?? 0 });

@@ -1,6 +1,7 @@
 // The tfplugin6.Provider RPCs: decode the DynamicValues against the schema, hand the objects to
 // the resource type (resources/), encode the answer, and turn every failure into a diagnostic
 // at the attribute it concerns. The resource types know the service; this file knows Terraform.
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './diagnostics.js';
 import type { Engine, ProviderConfig } from './engine.js';
@@ -285,6 +286,21 @@ function validateProviderConfig(config: TfObject, d: Diagnostics): void {
   });
 }
 
+/**
+ * Where the key store and journal go when `base_dir` is not set: the directory Terraform runs in,
+ * except under CDKTF. `cdktf deploy` runs Terraform in `cdktf.out/stacks/<stack>`, a generated,
+ * git-ignored folder that people delete; keys kept there are lost with it. So when the working
+ * directory is a stack of a synth output that sits beside its app's `cdktf.json`, the app's folder
+ * is the default: the same place `kms-sync --cdktf` keeps them, so both share one store and journal.
+ */
+export function defaultBaseDir(cwd: string): string {
+  const stacks = path.dirname(cwd);
+  const outdir = path.dirname(stacks);
+  const app = path.dirname(outdir);
+  if (path.basename(stacks) === 'stacks' && existsSync(path.join(outdir, 'manifest.json')) && existsSync(path.join(app, 'cdktf.json'))) return app;
+  return cwd;
+}
+
 async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: string, d: Diagnostics): Promise<ProviderConfig | undefined> {
   if ([config.url, config.api_key, config.owner, config.base_dir].some(isUnknown) || containsUnknown(config.secret_store ?? null)) {
     d.warning('Provider configuration not known yet', 'url, api_key, owner, base_dir or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known');
@@ -308,7 +324,7 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
     ...(s.default === true ? { default: true } : {}),
     ...(s.options && typeof s.options === 'object' ? { options: s.options as never } : {}),
   }));
-  const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : cwd;
+  const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : defaultBaseDir(cwd);
   const owner = typeof config.owner === 'string' ? config.owner : await (await import('../model/owner.js')).deriveOwner(baseDir);
   return { url, apiKey, baseDir, stores, owner };
 }

@@ -10,6 +10,10 @@ import { KmsClient } from '../../src/api/client.js';
 import { AmbiguousWriteError, ApiError, NetworkError, UnexpectedResponseError } from '../../src/api/http.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { readLiveState } from '../../src/live/read.js';
+import { collectUsage } from '../../src/live/usage.js';
+import { emptyLiveState, type LiveState } from '../../src/model/index.js';
+
+const usageState: LiveState = { ...emptyLiveState(), envs: [{ id: 'e1', project: 'shop', projectEnv: 'shop-production', type: 'production' }] };
 import { runCli, workspace } from '../support/cli.js';
 
 const API_KEY = 'sk_test_badanswers0123';
@@ -113,6 +117,8 @@ describe('list answers without the documented envelope are errors, never "nothin
     ['list clients', '/client', (api) => api.listClients(PE)],
     ['list endpoints', '/endpoint', (api) => api.listEndpoints(PE)],
     ['list logs', `/project/${PE}/logs`, (api) => api.listLogs(PE, {})],
+    // The drift report's usage context reads endpoint stats through its own paging loop.
+    ['usage: endpoint stats', '/endpoint', (api) => collectUsage(api, usageState, [{ address: `endpoint.${PE}/GET:/a`, kind: 'endpoint', projectEnv: PE }])],
   ];
   const wrong: [string, Answer, RegExp][] = [
     ['{}', json({}), /expected the list envelope \{data: \[\.\.\.\], pagination\}, got an empty object \{\}/],

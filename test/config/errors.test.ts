@@ -127,6 +127,21 @@ describe('reference errors', () => {
     ]);
   });
 
+  it('warns when a template\'s declared client maximum is below the clients that name it, across files', async () => {
+    const clients = (from: number, n: number) => Array.from({ length: n }, (_, i) => `          - { name: c${from + i}, template: gold }`).join('\n');
+    const a = `${TEAM_HEAD}        clients:\n${clients(0, 3)}\n`;
+    const b = `${TEAM_HEAD}        clients:\n${clients(3, 3)}\n          - { name: other, template: bronze }\n`;
+    const over = await writeTree({ 'project.yaml': PROJECT, 'a.yaml': a, 'b.yaml': b });
+    const { warnings } = await loadDesiredState(['.'], { cwd: over, env: {} });
+    expect(formatDiagnostics(warnings).split('\n')).toEqual([
+      'project.yaml:9:13: projects[0].environments[0].templates[0]: template "gold" in environment acme-production allows 5 client(s) (maxClients), ' +
+        'but 6 clients name it: the service may refuse the clients beyond it; raise maxClients or move clients to another template',
+    ]);
+    // At the maximum: nothing to say.
+    const at = await writeTree({ 'project.yaml': PROJECT, 'a.yaml': `${TEAM_HEAD}        clients:\n${clients(0, 5)}\n` });
+    expect((await loadDesiredState(['.'], { cwd: at, env: {} })).warnings).toEqual([]);
+  });
+
   it('finds templates declared in another file', async () => {
     const extra = `${TEAM_HEAD}        templates:
           - { name: silver, rateLimitDay: 50 }

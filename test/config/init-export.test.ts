@@ -8,6 +8,7 @@ import {
   loadDesiredState,
   loadDesiredStateFromSources,
   schemaFilePath,
+  schemaReferenceFor,
 } from '../../src/config/index.js';
 import type { DesiredState } from '../../src/model/index.js';
 import { withoutSources, writeTree } from './helpers.js';
@@ -21,7 +22,10 @@ describe('initConfig', () => {
     expect(file).toBe(path.join(dir, 'config', 'kms-sync.yaml'));
     const text = await readFile(file, 'utf8');
     expect(text.split('\n')[0]).toBe(`# yaml-language-server: $schema=${schema}`);
-    expect(path.resolve(path.dirname(file), schema)).toBe(schemaFilePath());
+    // No kms-sync in this project's node_modules: the reference is a copy beside the file, never a
+    // path into this machine's install folder (which no other checkout has).
+    expect(schema).toBe('./kms-sync.schema.json');
+    expect(await readFile(path.join(dir, 'config', 'kms-sync.schema.json'), 'utf8')).toBe(await readFile(schemaFilePath(), 'utf8'));
     expect(text).toMatch(/^# /m);
 
     const { state } = await loadDesiredState(['config'], { cwd: dir, env: {} });
@@ -29,6 +33,29 @@ describe('initConfig', () => {
     expect(state.envs[0]).toMatchObject({ projectEnv: 'my-project-production', url: 'https://api.example.com', protected: true });
     expect(state.clients[0]?.keys[0]).toMatchObject({ name: 'primary', ttl: '90d', autoRotate: true });
     expect(state.endpoints).toHaveLength(1);
+  });
+
+  it('points into the project\'s node_modules when kms-sync is installed there, and into the checkout inside kms-sync itself', async () => {
+    const schemaText = await readFile(schemaFilePath(), 'utf8');
+    const dir = await writeTree({ 'node_modules/kms-sync/schemas/kms-sync.schema.json': schemaText, 'package.json': '{"name":"app"}' });
+    const { file, schema, schemaCopy } = await initConfig('ops/kms/kms-sync.yaml', { cwd: dir });
+    expect(schema).toBe('../../node_modules/kms-sync/schemas/kms-sync.schema.json');
+    expect(path.resolve(path.dirname(file), schema)).toBe(path.join(dir, 'node_modules/kms-sync/schemas/kms-sync.schema.json'));
+    expect(schemaCopy).toBeUndefined();
+    expect(schemaReferenceFor(path.join(root, 'examples', 'x.yaml'))).toEqual({ ref: '../schemas/kms-sync.schema.json' });
+  });
+
+  it('brings an older schema copy up to date, and never overwrites another file of that name', async () => {
+    const dir = await writeTree({
+      'a/kms-sync.schema.json': JSON.stringify({ $id: 'https://kms-sync.dev/schemas/kms-sync.schema.json', title: 'old' }),
+      'b/kms-sync.schema.json': '{"title":"mine"}',
+    });
+    expect((await initConfig('a/kms.yaml', { cwd: dir })).schemaCopy?.outcome).toBe('updated');
+    expect(await readFile(path.join(dir, 'a/kms-sync.schema.json'), 'utf8')).toBe(await readFile(schemaFilePath(), 'utf8'));
+    await expect(initConfig('b/kms.yaml', { cwd: dir })).rejects.toThrow(/b\/kms-sync\.schema\.json exists and is not kms-sync's schema/);
+    // Nothing half-written: the configuration that would have pointed at it is not there either.
+    await expect(readFile(path.join(dir, 'b/kms.yaml'), 'utf8')).rejects.toThrow(/ENOENT/);
+    expect(await readFile(path.join(dir, 'b/kms-sync.schema.json'), 'utf8')).toBe('{"title":"mine"}');
   });
 
   it('uses the given project slug and name', async () => {

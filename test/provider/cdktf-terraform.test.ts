@@ -22,6 +22,7 @@ const EXAMPLE_STATE = path.join(EXAMPLE, 'terraform.acme.tfstate');
 let emu: RunningEmulator;
 let terraform: OfflineTerraform;
 let outDir: string;
+let appDir: string;
 let stackDir: string;
 let stateFile: string;
 let exampleStateBefore: boolean;
@@ -41,6 +42,10 @@ describe.skipIf(!TERRAFORM)('a CDKTF stack synthesized and applied by terraform 
     const root = workspace();
     terraform = offlineTerraform(TERRAFORM!, root, { url: emu.url, apiKey: API_KEY });
     exampleStateBefore = existsSync(EXAMPLE_STATE);
+    // The app folder as cdktf lays it out: cdktf.json beside cdktf.out. The provider keeps the key
+    // store and journal there, not in the generated (git-ignored, often deleted) cdktf.out.
+    appDir = root;
+    writeFileSync(path.join(appDir, 'cdktf.json'), readFileSync(path.join(EXAMPLE, 'cdktf.json')));
     outDir = path.join(root, 'cdktf.out');
     await runApp(await readCdktfJson(EXAMPLE), outDir, { PATH: process.env.PATH, HOME: root });
     const manifest = JSON.parse(readFileSync(path.join(outDir, 'manifest.json'), 'utf8'));
@@ -73,7 +78,8 @@ describe.skipIf(!TERRAFORM)('a CDKTF stack synthesized and applied by terraform 
   it('keeps raw keys out of the state, cdktf.out and every output; the store holds them and they validate', async () => {
     const keys = ofType('kms_key');
     expect(keys).toHaveLength(12);
-    const stored = await decryptStore(path.join(stackDir, '.kms-sync', 'secrets.sops.yaml'), terraform.env.SOPS_AGE_KEY_FILE!);
+    const stored = await decryptStore(path.join(appDir, '.kms-sync', 'secrets.sops.yaml'), terraform.env.SOPS_AGE_KEY_FILE!);
+    expect(existsSync(path.join(stackDir, '.kms-sync')), 'nothing of the store or journal in cdktf.out').toBe(false);
     const clients = new Map(ofType('kms_client').map((c) => [`${c.project_env}/${c.name}`, c]));
     const endpoints = ofType('kms_endpoint');
     for (const k of keys) {
@@ -99,8 +105,7 @@ describe.skipIf(!TERRAFORM)('a CDKTF stack synthesized and applied by terraform 
     const out = await terraform.run(stackDir, ['output', '-json']);
     ok(out, 'output');
     expect(readFileSync(stateFile, 'utf8')).not.toMatch(RAW_KEY_PATTERN);
-    // Everything under cdktf.out: the synthesized stack, .terraform, the state, the journal and
-    // the (encrypted) store.
+    // Everything under cdktf.out: the synthesized stack, .terraform and the state.
     const files = filesUnder(outDir);
     expect(files).toContain(stateFile);
     for (const f of files) {

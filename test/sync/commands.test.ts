@@ -97,10 +97,23 @@ projects:
     const r = await runCli(['init', 'kms.yaml'], { cwd: w, env: {} });
     expect(r.code, r.stderr).toBe(0);
     const text = readFileSync(path.join(w, 'kms.yaml'), 'utf8');
-    expect(text).toMatch(/^# yaml-language-server: \$schema=.*schemas\/kms-sync\.schema\.json/m);
-    expect((await runCli(['validate', '-f', 'kms.yaml'], { cwd: w, env: {} })).code).toBe(0);
+    // The $schema line works from this project on any machine: a copy beside the file, the same
+    // text `kms-sync schema` prints.
+    expect(text.split('\n')[0]).toBe('# yaml-language-server: $schema=./kms-sync.schema.json');
+    const schema = await runCli(['schema'], { cwd: w, env: {} });
+    expect(JSON.parse(schema.stdout).$id).toBe('https://kms-sync.dev/schemas/kms-sync.schema.json');
+    expect(readFileSync(path.join(w, 'kms-sync.schema.json'), 'utf8')).toBe(schema.stdout);
+    // The folder still validates: the schema copy is not mistaken for configuration.
+    expect((await runCli(['validate', '-f', '.'], { cwd: w, env: {} })).code).toBe(0);
     const again = await runCli(['init', 'kms.yaml'], { cwd: w, env: {} });
     expect(again.code).toBe(1);
+    // `init -` prints exactly what the file form writes here, and says how to get the schema copy.
+    const printed = await runCli(['init', '-'], { cwd: w, env: {} });
+    expect(printed.stdout).toBe(text);
+    const fresh = workspace();
+    const elsewhere = await runCli(['init', '-'], { cwd: fresh, env: {} });
+    expect(elsewhere.stdout).toBe(text);
+    expect(elsewhere.stderr).toContain('kms-sync schema > kms-sync.schema.json');
   });
 
   it('--env limits a run to the selected environments (globs allowed) and rejects a typo', async () => {

@@ -1,12 +1,12 @@
 // GitHub Actions secrets backend against a fake REST API that validates every request and answer
-// against GitHub's published description (@octokit/openapi); sealed boxes are opened with C
-// libsodium (python3-nacl) to prove interop.
+// against GitHub's published description (@octokit/openapi); sealed boxes are opened with the
+// noble libraries, an implementation independent of the libsodium the backend seals with.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openGitHubStore, parseGitHubUri, sealForGitHub, type GitHubSecretsStore } from '../../../src/secrets/backends/github.js';
 import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeGitHub, type FakeGitHub, type FakeGitHubOptions } from './support/fake-github.js';
-import { naclAvailable, naclOpenSealed } from './support/nacl.js';
+import { openSealedBox } from './support/sealed-box.js';
 import { assertNoValuesInUrlsOrHeaders } from './support/recording-server.js';
 
 const TOKEN = 'ghp_testtoken0123456789';
@@ -23,11 +23,10 @@ function storeFor(f: FakeGitHub, path = 'acme/infra', env: NodeJS.ProcessEnv = {
   return openGitHubStore(`github://${path}`, { env: { GITHUB_API_URL: f.url, ...env } });
 }
 
-/** Every sealed box the fake received, opened by PyNaCl, by secret name (last write wins). */
-function openedByNacl(f: FakeGitHub, scope = 'repo'): Map<string, string> {
+/** Every sealed box the fake received, opened independently, by secret name (last write wins). */
+function openedIndependently(f: FakeGitHub, scope = 'repo'): Map<string, string> {
   const bucket = [...(f.secrets.get(scope)?.values() ?? [])];
-  const plain = naclOpenSealed(bucket.map((s) => ({ sk: f.privateKeys.get(s.key_id)!, ct: s.encrypted_value })));
-  return new Map(bucket.map((s, i) => [s.name, plain[i]!]));
+  return new Map(bucket.map((s) => [s.name, openSealedBox(f.privateKeys.get(s.key_id)!, s.encrypted_value)]));
 }
 
 afterEach(async () => {
@@ -51,17 +50,8 @@ defineStoreContract({
   },
 });
 
-describe('github: sealed-box interop with C libsodium (python3-nacl)', () => {
-  const available = naclAvailable();
-  // Required in CI (.ci/run installs it); on a developer's fresh machine the interop skips, loudly.
-  const ci = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
-  const skip = !available && (!ci || process.env.SKIP_NACL === '1');
-  if (skip) process.stderr.write('SKIPPED: sealed-box interop with C libsodium: python3-nacl is not installed (apt-get install -y python3-nacl); CI requires it\n');
-  it.skipIf(skip)('python3-nacl is installed (CI installs it; SKIP_NACL=1 to run without)', () => {
-    expect(available, 'python3-nacl is missing: apt-get install -y python3-nacl (or SKIP_NACL=1)').toBe(true);
-  });
-
-  it.skipIf(skip)('what we PUT is a sealed box PyNaCl opens to the raw key', async () => {
+describe('github: sealed-box interop with an independent implementation (noble)', () => {
+  it('what we PUT is a sealed box that opens to the raw key, and a tampered box does not open', async () => {
     const f = await fake();
     const store = await storeFor(f);
     const a = keys.next();
@@ -70,7 +60,7 @@ describe('github: sealed-box interop with C libsodium (python3-nacl)', () => {
       { name: store.secretName('acme-production/globex/primary'), value: a, meta: meta('acme-production/globex/primary') },
       { name: store.secretName('acme-production/globex/secondary'), value: b, meta: meta('acme-production/globex/secondary') },
     ]);
-    const opened = openedByNacl(f);
+    const opened = openedIndependently(f);
     expect(opened.get('ACME_PRODUCTION__GLOBEX__PRIMARY')).toBe(a);
     expect(opened.get('ACME_PRODUCTION__GLOBEX__SECONDARY')).toBe(b);
     // Sealed boxes are randomised: the same value never encrypts the same way twice.
@@ -78,10 +68,18 @@ describe('github: sealed-box interop with C libsodium (python3-nacl)', () => {
     await pk.ready;
     const kp = pk.crypto_box_keypair();
     const pub = pk.to_base64(kp.publicKey, pk.base64_variants.ORIGINAL);
+    const sk = pk.to_base64(kp.privateKey, pk.base64_variants.ORIGINAL);
     const c1 = await sealForGitHub(a, pub);
     const c2 = await sealForGitHub(a, pub);
     expect(c1).not.toBe(c2);
-    expect(naclOpenSealed([{ sk: pk.to_base64(kp.privateKey, pk.base64_variants.ORIGINAL), ct: c1 }])).toEqual([a]);
+    expect(openSealedBox(sk, c1)).toBe(a);
+    const tampered = Buffer.from(c1, 'base64');
+    tampered[tampered.length - 1]! ^= 1;
+    expect(() => openSealedBox(sk, tampered.toString('base64'))).toThrow();
+    // Sealed for another recipient: does not open with this key.
+    const other = pk.crypto_box_keypair();
+    const forOther = await sealForGitHub(a, pk.to_base64(other.publicKey, pk.base64_variants.ORIGINAL));
+    expect(() => openSealedBox(sk, forOther)).toThrow();
   });
 });
 
@@ -146,7 +144,7 @@ describe('github: wire protocol', () => {
     ]);
     expect(await store.exists('ACME_PROD__WEB__PRIMARY')).toBe(true);
     expect(f.secrets.get('repo')?.size ?? 0).toBe(0);
-    if (naclAvailable()) expect(openedByNacl(f, 'env:production').get('ACME_PROD__WEB__PRIMARY')).toBe(v);
+    expect(openedIndependently(f, 'env:production').get('ACME_PROD__WEB__PRIMARY')).toBe(v);
     const missingEnv = await storeFor(f, 'acme/infra/environments/staging');
     const e = await rejectionOf(missingEnv.checkWritable(), keys.values);
     expect(e.message).toMatch(/HTTP 404.*Environments: read/);
@@ -167,7 +165,7 @@ describe('github: wire protocol', () => {
       'PUT /A__B__C',
     ]);
     expect(f.secrets.get('repo')!.get('A__B__C')!.key_id).toBe(f.keyId);
-    if (naclAvailable()) expect(openedByNacl(f).get('A__B__C')).toBe(v);
+    expect(openedIndependently(f).get('A__B__C')).toBe(v);
   });
 
   it('existsMany and list use the paged list API (150 secrets: two pages), no per-name lookups', async () => {

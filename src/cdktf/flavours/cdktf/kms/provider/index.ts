@@ -28,7 +28,7 @@ export interface KmsProviderConfig {
   */
   readonly owner?: string;
   /**
-  * Folder that relative store URIs (file:, sops:) and the key journal resolve against. Default: the working directory of the run (kms-sync --cdktf: the folder of cdktf.json).
+  * Folder that relative store URIs (file:, sops:) and the key journal resolve against. Default: the working directory of the run; under cdktf deploy (a stack of cdktf.out beside cdktf.json) the folder of cdktf.json, as with kms-sync --cdktf, never the generated cdktf.out.
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/latest/docs#base_dir KmsProvider#base_dir}
   */

@@ -1,0 +1,46 @@
+// While a plan reads the live state: "Reading live state… 37/112 pages" on one terminal line, so a
+// read of 100,000 clients does not look like a hang. Only on a terminal (logs and CI get nothing:
+// a line per page would drown them). The total grows as each list's first page tells its count.
+import type { KmsClient } from '../api/client.js';
+import { err } from './output.js';
+
+/** Whether progress lines are drawn: stderr is a terminal and this is not a CI job. */
+export function interactiveStderr(env: NodeJS.ProcessEnv = process.env): boolean {
+  const ci = Boolean(env.CI) && env.CI !== 'false' && env.CI !== '0';
+  return Boolean(process.stderr.isTTY) && !ci;
+}
+
+/** Draws page progress while `read` runs, then clears the line. */
+export async function withReadProgress<T>(api: KmsClient, read: () => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+  if (!interactiveStderr(env)) return read();
+  const lists = new Map<string, number>();
+  let done = 0;
+  let drawnAt = 0;
+  let drawn = false;
+  const draw = () => {
+    let total = 0;
+    for (const pages of lists.values()) total += pages;
+    err(`\r\x1b[2KReading live state… ${done}/${total} pages`);
+    drawn = true;
+  };
+  let list = 0;
+  const previous = api.onPageRead;
+  api.onPageRead = (e) => {
+    previous?.(e);
+    // Page 1 of a list announces the list; its page count joins the total.
+    if (e.page === 1) lists.set(`${e.kind}#${list++}`, e.pages);
+    done++;
+    // At most ten redraws a second: a fast read must not spend its time on the terminal.
+    const now = Date.now();
+    if (now - drawnAt >= 100) {
+      drawnAt = now;
+      draw();
+    }
+  };
+  try {
+    return await read();
+  } finally {
+    api.onPageRead = previous;
+    if (drawn) err('\r\x1b[2K');
+  }
+}
