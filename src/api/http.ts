@@ -245,7 +245,8 @@ export class HttpTransport {
     const { agent, request } = await this.pool();
     return new Promise<Answer>((resolve, reject) => {
       const req = request({
-        protocol: this.url.protocol, hostname: this.url.hostname, port: this.url.port, path, method, agent,
+        // An IPv6 literal is written in brackets in a URL, without them for a connection.
+        protocol: this.url.protocol, hostname: this.url.hostname.replace(/^\[(.*)\]$/, '$1'), port: this.url.port, path, method, agent,
         headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         timeout: this.opts.timeoutMs,
         ...(this.lookup ? { lookup: this.lookup } : {}),

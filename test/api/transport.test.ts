@@ -21,6 +21,26 @@ beforeAll(async () => {
 afterAll(async () => emu?.close());
 
 describe('HTTP transport', () => {
+  it('reaches a service at an IPv6 literal address (http://[::1]:port)', async (ctx) => {
+    let v6: RunningEmulator;
+    try {
+      v6 = await startEmulator({ port: 0, host: '::1', apiKeys: [API_KEY] });
+    } catch (e) {
+      process.stderr.write(`SKIPPED: no IPv6 loopback on this machine (${(e as Error).message})\n`);
+      ctx.skip();
+      return;
+    }
+    try {
+      expect(v6.url).toMatch(/^http:\/\/\[::1\]:\d+\//);
+      v6.service.seed({ project: 'six', type: 'production', templates: 1, clients: 1, keysPerClient: 1, endpoints: 0 });
+      const api = new KmsClient({ baseUrl: v6.url, apiKey: API_KEY, baseDelayMs: 5 });
+      expect((await api.listProjects()).map((p) => p.slug)).toEqual(['six']);
+      await api.close();
+    } finally {
+      await v6.close();
+    }
+  });
+
   it('retries a GET on 503 and succeeds, counting each attempt', async () => {
     const api = client();
     emu.addFault({ method: 'GET', route: '/project', mode: 'error', status: 503, times: 2 });
