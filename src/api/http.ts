@@ -1,7 +1,10 @@
-// Transport of the service client: one undici pool, bounded concurrency, client-side rate limit,
-// retries with exponential backoff and jitter where a retry is safe, typed errors, redaction.
+// Transport of the service client: one keep-alive connection pool, bounded concurrency,
+// client-side rate limit, retries with exponential backoff and jitter where a retry is safe, typed
+// errors, redaction. The pool is Node's own HTTP client (node:http/node:https Agent): the undici
+// package took ~0.1 s to load before the first request of every command (issue 16), for the one
+// pool and one request call this transport uses.
+import type { Agent, IncomingHttpHeaders } from 'node:http';
 import type { LookupFunction } from 'node:net';
-import type { Pool } from 'undici';
 
 export class ApiError extends Error {
   readonly status: number;
@@ -105,8 +108,11 @@ export interface RequestSpec {
 }
 
 const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
+/** Codes of our own timeouts: no connection within the time limit (never sent), or no answer on one. */
+const CONNECT_TIMEOUT = 'CONNECT_TIMEOUT';
+const ANSWER_TIMEOUT = 'ANSWER_TIMEOUT';
 /** Failures before the request was sent: even a create may be retried. */
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', CONNECT_TIMEOUT]);
 /**
  * Failures a retry cannot fix: the name does not exist (NXDOMAIN). `EAI_AGAIN` (the resolver did
  * not answer in time) is transient and retried like a refused connection (a restarting service).
@@ -172,10 +178,18 @@ function retryAfterMs(header: string | string[] | undefined): number | undefined
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+interface Answer {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
 export class HttpTransport {
-  /** The undici pool, made on the first request: commands that never call the service never load undici. */
-  private poolPromise: Promise<Pool> | undefined;
-  private readonly poolOptions: Pool.Options;
+  /** The connection pool and its module, made on the first request (commands that never call the service load neither). */
+  private poolPromise: Promise<{ agent: Agent; request: typeof import('node:http').request }> | undefined;
+  private readonly maxSockets: number;
+  private readonly lookup: LookupFunction | undefined;
+  private readonly url: URL;
   private readonly basePath: string;
   private readonly origin: string;
   /** Every request holds it: sized for the reads. */
@@ -189,6 +203,7 @@ export class HttpTransport {
 
   constructor(options: HttpOptions) {
     const url = new URL(options.baseUrl);
+    this.url = url;
     this.basePath = url.pathname.replace(/\/+$/, '');
     this.origin = url.origin;
     const parallelism = options.parallelism ?? 8;
@@ -197,14 +212,8 @@ export class HttpTransport {
       parallelism, readParallelism: options.readParallelism ?? 4 * parallelism,
     };
     const inFlight = Math.max(this.opts.parallelism, this.opts.readParallelism);
-    this.poolOptions = {
-      connections: inFlight,
-      pipelining: 1,
-      headersTimeout: this.opts.timeoutMs,
-      bodyTimeout: this.opts.timeoutMs,
-      keepAliveTimeout: 10_000,
-      ...(options.lookup ? { connect: { lookup: options.lookup } } : {}),
-    };
+    this.maxSockets = inFlight;
+    this.lookup = options.lookup;
     this.sem = new Semaphore(inFlight);
     this.writeSem = new Semaphore(this.opts.parallelism);
     if (options.maxRps) this.limiter = new RateLimiter(options.maxRps);
@@ -214,13 +223,46 @@ export class HttpTransport {
     return Object.values(this.requestCounts).reduce((a, b) => a + b, 0);
   }
 
-  private pool(): Promise<Pool> {
-    this.poolPromise ??= import('undici').then(({ Pool: P }) => new P(this.origin, this.poolOptions));
+  private pool(): Promise<{ agent: Agent; request: typeof import('node:http').request }> {
+    this.poolPromise ??= (this.url.protocol === 'https:' ? import('node:https') : import('node:http')).then((m) => ({
+      // Idle connections are kept 10 s for the next request, and never keep the process alive.
+      agent: new m.Agent({ keepAlive: true, maxSockets: this.maxSockets, timeout: 10_000 }),
+      request: m.request as typeof import('node:http').request,
+    }));
     return this.poolPromise;
   }
 
   async close(): Promise<void> {
-    if (this.poolPromise) await (await this.poolPromise).close();
+    if (this.poolPromise) (await this.poolPromise).agent.destroy();
+  }
+
+  /**
+   * One exchange on a pooled connection: the answer's status, headers and body text. A connection
+   * or an answer that stays silent for `timeoutMs` fails with CONNECT_TIMEOUT (nothing was sent) or
+   * ANSWER_TIMEOUT; other failures carry Node's system error codes (ECONNREFUSED, ECONNRESET, …).
+   */
+  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
+    const { agent, request } = await this.pool();
+    return new Promise<Answer>((resolve, reject) => {
+      const req = request({
+        // An IPv6 literal is written in brackets in a URL, without them for a connection.
+        protocol: this.url.protocol, hostname: this.url.hostname.replace(/^\[(.*)\]$/, '$1'), port: this.url.port, path, method, agent,
+        headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        timeout: this.opts.timeoutMs,
+        ...(this.lookup ? { lookup: this.lookup } : {}),
+      }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      });
+      req.on('timeout', () => {
+        const connected = req.socket !== null && !req.socket.connecting;
+        req.destroy(Object.assign(new Error(connected ? `no answer within ${this.opts.timeoutMs} ms` : `no connection within ${this.opts.timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
   }
 
   /** Sends one request; returns the parsed JSON body of a 2xx answer. */
@@ -241,20 +283,15 @@ export class HttpTransport {
       try {
         if (this.limiter) await this.limiter.take();
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
-        const res = await (await this.pool()).request({
-          method: spec.method,
-          path,
-          headers: {
-            'x-api-key': this.opts.apiKey,
-            accept: 'application/json',
-            'user-agent': this.opts.userAgent ?? 'kms-sync',
-            ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-          },
-          body,
-        });
+        const res = await this.exchange(spec.method, path, {
+          'x-api-key': this.opts.apiKey,
+          accept: 'application/json',
+          'user-agent': this.opts.userAgent ?? 'kms-sync',
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        }, body);
         status = res.statusCode;
         headers = res.headers;
-        text = await res.body.text();
+        text = res.text;
       } catch (err) {
         const code = connectErrorCode(err);
         const neverSent = CONNECT_ERRORS.has(code);
@@ -307,7 +344,7 @@ export class HttpTransport {
   }
 }
 
-/** The system error code of a failed connection (undici passes Node's through; happy eyeballs may aggregate them). */
+/** The system error code of a failed connection (happy eyeballs may aggregate several). */
 function connectErrorCode(err: unknown): string {
   const e = err as { code?: string; message?: string; errors?: { code?: string }[] };
   if (e.code && e.code !== 'ERR_AGGREGATE') return e.code;

@@ -34,7 +34,7 @@ describe('start-up', () => {
   it.each([['--version'], ['--help'], ['help']])('kms-sync %s loads no command module and nothing heavy', async (arg) => {
     const r = await importsOf([arg]);
     expect(r.code).toBe(0);
-    expect(heavyIn(r.modules)).toEqual([]); // undici too: it loads on the first request
+    expect(heavyIn(r.modules)).toEqual([]);
     expect(r.modules.filter((m) => /dist\/cli\/(sync-commands|drift-command|secrets-command|emulator-command|demo-command)\.js$/.test(m))).toEqual([]);
     expect(r.modules.filter((m) => /node_modules\/(yaml|ajv)\//.test(m))).toEqual([]);
   });
@@ -44,7 +44,7 @@ describe('start-up', () => {
     const r = await importsOf(['validate', '-f', 'kms.yaml'], dir);
     expect(r.code, r.stdout).toBe(0);
     expect(r.stdout).toContain('Configuration valid');
-    expect(heavyIn(r.modules)).toEqual([]); // undici too: it loads on the first request
+    expect(heavyIn(r.modules)).toEqual([]);
     expect(r.modules.filter((m) => /node_modules\/yaml\//.test(m))).toEqual([]);
     // The schema was compiled by the build (dist/config/schema-validator.generated.cjs): no ajv compiler at run time.
     expect(r.modules.filter((m) => /dist\/config\/schema-validator\.generated\.cjs$/.test(m))).toHaveLength(1);
