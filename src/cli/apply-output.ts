@@ -7,7 +7,7 @@ import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
 import type { Operation, Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
-import { err, out } from './output.js';
+import { err, isCi, out } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
 
@@ -118,7 +118,7 @@ export function formatDuration(ms: number): string {
 export function textReporter(total: () => number, opts: { compact?: boolean; env?: NodeJS.ProcessEnv; clock?: () => number } = {}): ApplyReporter {
   const env = opts.env ?? process.env;
   const clock = opts.clock ?? Date.now;
-  const ci = Boolean(env.CI) && env.CI !== 'false' && env.CI !== '0';
+  const ci = isCi(env);
   const tty = interactiveStderr(env);
   // The clock starts with the first operation, not while the plan waits for its confirmation.
   let startedAt: number | undefined;

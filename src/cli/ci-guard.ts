@@ -6,11 +6,7 @@ import type { Plan } from '../plan/types.js';
 import { opStores } from '../apply/execute.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import { UsageError } from './errors.js';
-
-export function isCi(env: NodeJS.ProcessEnv): boolean {
-  const v = (env.CI ?? '').toLowerCase();
-  return v !== '' && v !== '0' && v !== 'false';
-}
+import { isCi } from './output.js';
 
 function gitTracks(file: string): Promise<boolean> {
   return new Promise((resolve) => {

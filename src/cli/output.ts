@@ -8,5 +8,11 @@ export function redact(text: string): string {
   return redactSecrets(text).replace(PROJECT_KEY, (m) => `${m.slice(0, 8)}…[redacted]`);
 }
 
+/** A CI job (CI set, and not to 0 or false): no terminal drawing, timestamps on log lines. */
+export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
+  const v = (env.CI ?? '').toLowerCase();
+  return v !== '' && v !== '0' && v !== 'false';
+}
+
 export const out = (text: string) => process.stdout.write(redact(text));
 export const err = (text: string) => process.stderr.write(redact(text));

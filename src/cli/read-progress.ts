@@ -2,12 +2,11 @@
 // read of 100,000 clients does not look like a hang. Only on a terminal (logs and CI get nothing:
 // a line per page would drown them). The total grows as each list's first page tells its count.
 import type { KmsClient } from '../api/client.js';
-import { err } from './output.js';
+import { err, isCi } from './output.js';
 
 /** Whether progress lines are drawn: stderr is a terminal and this is not a CI job. */
 export function interactiveStderr(env: NodeJS.ProcessEnv = process.env): boolean {
-  const ci = Boolean(env.CI) && env.CI !== 'false' && env.CI !== '0';
-  return Boolean(process.stderr.isTTY) && !ci;
+  return Boolean(process.stderr.isTTY) && !isCi(env);
 }
 
 /** Draws page progress while `read` runs, then clears the line. */
