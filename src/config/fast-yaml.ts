@@ -10,7 +10,7 @@
 // differ on input this reader accepts, and there they must give the same values as the `yaml`
 // package's core schema (test/config/fast-yaml.test.ts compares them, as does the config fuzz test).
 import type { PathSegment } from './diagnostics.js';
-import { PositionIndex } from './positions.js';
+import { PositionIndex, type ContainerOffsets } from './positions.js';
 
 /** A string value that contains `${`: interpolated after parsing (values only, never keys). */
 export interface InterpolationSite {
@@ -25,6 +25,7 @@ export interface InterpolationSite {
 export interface FastParse {
   /** The document (null for an empty one). */
   value: unknown;
+  /** Offsets of every key and item when asked for (`positions`); line starts in any case. */
   index: PositionIndex;
   sites: InterpolationSite[];
 }
@@ -72,11 +73,16 @@ export function plainScalar(s: string): unknown {
   return s;
 }
 
-/** Parses `text`, or returns undefined when it is not in the subset this reader handles. */
-export function fastParseYaml(text: string): FastParse | undefined {
+/**
+ * Parses `text`, or returns undefined when it is not in the subset this reader handles. Without
+ * `positions` the offsets of keys and items are not recorded: a clean load never places a field, so
+ * the caller parses again with them only when a problem has to be placed (a quarter of the parse,
+ * and most of its garbage, is that index).
+ */
+export function fastParseYaml(text: string, positions = true): FastParse | undefined {
   if (UNUSUAL.test(text)) return undefined;
   try {
-    return new Reader(text).document();
+    return new Reader(text, positions).document();
   } catch (err) {
     if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;
     throw err;
@@ -97,6 +103,7 @@ class Reader {
   /** Index of the current content line (blank and comment-only lines are skipped). */
   private li = 0;
   private readonly index: PositionIndex;
+  private readonly positions: boolean;
   private readonly sites: InterpolationSite[] = [];
   private readonly path: PathSegment[] = [];
   private depth = 0;
@@ -107,8 +114,9 @@ class Reader {
   private keyText = '';
   private keyAfter = 0;
 
-  constructor(text: string) {
+  constructor(text: string, positions: boolean) {
     this.text = text;
+    this.positions = positions;
     this.index = new PositionIndex(text);
     const n = text.length;
     let lines = 1;
@@ -193,6 +201,14 @@ class Reader {
     this.skipBlank(this.li + 1);
   }
 
+  /** The offsets list of a new container, registered in the index; none without positions. */
+  private offsetsOf(container: object): ContainerOffsets | undefined {
+    if (!this.positions) return undefined;
+    const offsets: ContainerOffsets = [];
+    this.index.set(container, offsets);
+    return offsets;
+  }
+
   // ------------------------------------------------------------------------------------ blocks
 
   /** The block node whose content starts at column `col` of the current line. */
@@ -207,8 +223,7 @@ class Reader {
 
   private seq(col: number): unknown[] {
     const items: unknown[] = [];
-    const offsets: number[] = [];
-    this.index.set(items, offsets);
+    const offsets = this.offsetsOf(items);
     for (;;) {
       const s = this.starts[this.li]!;
       const dash = s + col;
@@ -235,7 +250,7 @@ class Reader {
       }
       this.path.pop();
       items.push(value);
-      offsets.push(offset);
+      offsets?.push(offset);
       const next = this.currentIndent();
       if (next < col) break;
       if (next > col) bail();
@@ -246,8 +261,7 @@ class Reader {
 
   private map(col: number): Record<string, unknown> {
     const obj: Record<string, unknown> = {};
-    const offsets: (string | number)[] = [];
-    this.index.set(obj, offsets);
+    const offsets = this.offsetsOf(obj);
     let first = true;
     for (;;) {
       const s = this.starts[this.li]!;
@@ -285,7 +299,7 @@ class Reader {
       }
       this.path.pop();
       obj[key] = value;
-      offsets.push(key, keyStart, valueOffset);
+      offsets?.push(key, keyStart, valueOffset);
       const next = this.currentIndent();
       if (next < col) break;
       if (next > col || this.isDashAt(this.li, col)) bail();
@@ -448,15 +462,14 @@ class Reader {
     let q = skipSpaces(t, p + 1, e);
     if (isSeq) {
       const items: unknown[] = [];
-      const offsets: number[] = [];
-      this.index.set(items, offsets);
+      const offsets = this.offsetsOf(items);
       if (t.charCodeAt(q) === close) return { value: items, end: q + 1 };
       for (;;) {
         this.path.push(items.length);
         const r = this.flowNode(q, e, depth, items, items.length);
         this.path.pop();
         items.push(r.value);
-        offsets.push(q);
+        offsets?.push(q);
         q = skipSpaces(t, r.end, e);
         const ch = t.charCodeAt(q);
         if (ch === close) break;
@@ -467,8 +480,7 @@ class Reader {
       return { value: items, end: q + 1 };
     }
     const obj: Record<string, unknown> = {};
-    const offsets: (string | number)[] = [];
-    this.index.set(obj, offsets);
+    const offsets = this.offsetsOf(obj);
     if (t.charCodeAt(q) === close) return { value: obj, end: q + 1 };
     for (;;) {
       const keyStart = q;
@@ -499,7 +511,7 @@ class Reader {
       const r = this.flowNode(q, e, depth, obj, key);
       this.path.pop();
       obj[key] = r.value;
-      offsets.push(key, keyStart, q);
+      offsets?.push(key, keyStart, q);
       q = skipSpaces(t, r.end, e);
       const ch = t.charCodeAt(q);
       if (ch === close) break;

@@ -21,7 +21,7 @@ import {
   type StoreDeclaration,
 } from '../model/index.js';
 import { decodeConfig } from './decode.js';
-import { ConfigError, appendPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
+import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
 import type { EnvMap } from './interpolate.js';
 import { collectFiles, displayPath } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
@@ -205,7 +205,7 @@ class Builder {
     const error = (segs: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
       const loc = at(segs, opts.atKey);
       if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
-      this.report({ ...loc, message }, sd.index);
+      this.report({ ...fields(loc), message }, sd.index);
     };
 
     if (typeof root.owner === 'string') this.addOwner(root.owner, at(['owner']));
@@ -217,7 +217,7 @@ class Builder {
   private addOwner(value: string, loc: SourceLocation): void {
     if (!this.owner) this.owner = { value, at: loc };
     else if (this.owner.value !== value) {
-      this.report({ ...loc, message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner` });
+      this.report({ ...fields(loc), message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner` });
     }
   }
 
@@ -230,7 +230,7 @@ class Builder {
     if (s.default === true) decl.default = true;
     const first = this.stores.get(name);
     if (first?.source && decl.source) {
-      this.report({ ...decl.source, message: `store "${name}" is defined twice: ${twoPlaces(first.source, decl.source)}` });
+      this.report({ ...fields(decl.source), message: `store "${name}" is defined twice: ${twoPlaces(first.source, decl.source)}` });
       return;
     }
     this.stores.set(name, decl);
@@ -238,7 +238,7 @@ class Builder {
       const other = this.defaultStore;
       if (other?.source && decl.source) {
         this.report({
-          ...decl.source,
+          ...fields(decl.source),
           message:
             `only one store can be the default: "${other.name}" at ${formatPlace(other.source)} and ` +
             `"${name}" at ${formatPlace(decl.source)} both set default: true`,
@@ -268,7 +268,7 @@ class Builder {
       if (p.protected === true) project.protected = true;
       if (entry.def?.source) {
         this.report({
-          ...here,
+          ...fields(here),
           message:
             `project "${slug}" is defined twice (with "name"): ${twoPlaces(entry.def.source, here)}; ` +
             'other occurrences must only reference it (slug and environments)',
@@ -301,7 +301,7 @@ class Builder {
       if (e.protected === true) env.protected = true;
       if (entry.def?.source) {
         this.report({
-          ...here,
+          ...fields(here),
           message:
             `environment ${projectEnv} is defined twice (with "url"): ${twoPlaces(entry.def.source, here)}; ` +
             'other occurrences must only reference it (type, templates, clients, endpoints)',
@@ -326,7 +326,7 @@ class Builder {
       const first = this.templates.get(id);
       if (first?.source && template.source) {
         this.report({
-          ...template.source,
+          ...fields(template.source),
           message: `template "${name}" in environment ${projectEnv} is defined twice: ${twoPlaces(first.source, template.source)}`,
         });
         return;
@@ -359,7 +359,7 @@ class Builder {
       const first = this.endpoints.get(id);
       if (first?.source && endpoint.source) {
         this.report({
-          ...endpoint.source,
+          ...fields(endpoint.source),
           message: `endpoint ${mp} in environment ${projectEnv} is defined twice: ${twoPlaces(first.source, endpoint.source)}`,
         });
         return;
@@ -455,7 +455,7 @@ class Builder {
       const first = keys.get(keyName);
       if (first?.source && key.source) {
         this.report({
-          ...key.source,
+          ...fields(key.source),
           message:
             `key "${keyName}" of client "${name}" in environment ${projectEnv} is defined twice: ` +
             twoPlaces(first.source, key.source),
@@ -470,7 +470,7 @@ class Builder {
     const first = this.clients.get(id);
     if (first?.source && client.source) {
       this.report({
-        ...client.source,
+        ...fields(client.source),
         message: `client "${name}" in environment ${projectEnv} is defined twice: ${twoPlaces(first.source, client.source)}`,
       });
       return;
@@ -486,7 +486,7 @@ class Builder {
         if (entry.def) continue;
         for (const ref of entry.refs) {
           this.report({
-            ...ref,
+            ...fields(ref),
             message: `project "${slug}" is referenced here but not defined in any file (exactly one occurrence must set "name")`,
           });
         }
@@ -495,7 +495,7 @@ class Builder {
         if (entry.def || !this.projects.get(entry.project)?.def) continue;
         for (const ref of entry.refs) {
           this.report({
-            ...ref,
+            ...fields(ref),
             message: `environment ${projectEnv} is referenced here but not defined in any file (exactly one occurrence must set "url")`,
           });
         }
@@ -507,7 +507,7 @@ class Builder {
         const guess = closest(ref.name, names);
         const known = names.length > 0 ? `defined: ${names.join(', ')}` : 'no templates are defined in it';
         this.report({
-          ...ref.at(),
+          ...fields(ref.at()),
           message:
             `template "${ref.name}" is not defined in environment ${ref.projectEnv} ` +
             `(${known}${guess ? `; did you mean "${guess}"?` : ''})`,
@@ -525,7 +525,7 @@ class Builder {
         if (t.maxClients === undefined || t.maxClients < 1 || count <= t.maxClients || !t.source) continue;
         // A warning: the interface leaves what the service does at the maximum unspecified.
         this.warnings.push({
-          ...t.source,
+          ...fields(t.source),
           message: `template "${t.name}" in environment ${t.projectEnv} allows ${t.maxClients} client(s) (maxClients), but ${count} clients name it: ` +
             'the service may refuse the clients beyond it; raise maxClients or move clients to another template',
         });
@@ -538,7 +538,7 @@ class Builder {
           storeNames.length > 0
             ? `declared: ${storeNames.join(', ')}${guess ? `; did you mean "${guess}"?` : ''}`
             : `no stores are declared; leave secret.store out, or use "${DEFAULT_STORE_NAME}", for the default store`;
-        this.report({ ...ref.at(), message: `store "${ref.name}" is not declared under stores (${known})` });
+        this.report({ ...fields(ref.at()), message: `store "${ref.name}" is not declared under stores (${known})` });
       }
     }
 
@@ -573,54 +573,61 @@ function normalizeMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** Places field paths of one document: line, column and shown path. */
+interface Locator {
+  locate(segments: readonly PathSegment[], atKey: boolean): { line: number; column: number; path: string };
+}
+
+/**
+ * A source location placed when first read (a problem is reported, a duplicate is named): a clean
+ * load of 10,000 clients places none of its 30,000 resources, so the file's offsets are not even
+ * recorded (source.ts), and a CDKTF place costs a scan of a large cdk.tf.json. A class, not an
+ * object with getters: 30,000 of those cost more than the whole builder. Its fields live on the
+ * prototype, so a spread copies only `file`: copy one with `fields()`.
+ */
+class PlaceOnUse implements SourceLocation {
+  readonly file: string;
+  private readonly locator: Locator;
+  private readonly segments: readonly PathSegment[];
+  private readonly atKey: boolean;
+  private found: { line: number; column: number; path: string } | undefined;
+
+  constructor(file: string, locator: Locator, segments: readonly PathSegment[], atKey: boolean) {
+    this.file = file;
+    this.locator = locator;
+    this.segments = segments;
+    this.atKey = atKey;
+  }
+
+  private place(): { line: number; column: number; path: string } {
+    return (this.found ??= this.locator.locate(this.segments, this.atKey));
+  }
+
+  get line(): number {
+    return this.place().line;
+  }
+
+  get column(): number {
+    return this.place().column;
+  }
+
+  get path(): string {
+    return this.place().path;
+  }
+
+  toJSON(): SourceLocation {
+    return fields(this);
+  }
+}
+
+/** A location's plain fields (to spread into a diagnostic). */
+function fields(loc: SourceLocation): SourceLocation {
+  return { file: loc.file, line: loc.line, column: loc.column, path: loc.path };
+}
+
 function placed(sd: SourceDocument): PlacedDocument {
-  const shown = pathFormatter();
-  return {
-    file: sd.file, index: sd.index, value: sd.value,
-    at: (segs, atKey = false) => {
-      const pos = sd.locate(segs, atKey);
-      return { file: sd.file, line: pos.line, column: pos.column, path: shown(segs) };
-    },
-  };
-}
-
-/**
- * A source location found only when it is read (a problem is reported): another front end's
- * places (CDKTF: a construct path and a place in a large cdk.tf.json) cost a scan of the file, and
- * a clean run reads none of them. Plain fields to whoever reads them (spread, JSON, comparisons).
- */
-function placeOnUse(file: string, find: () => { line: number; column: number; path: string }): SourceLocation {
-  let found: { line: number; column: number; path: string } | undefined;
-  const get = () => (found ??= find());
-  return {
-    file,
-    get line() { return get().line; },
-    get column() { return get().column; },
-    get path() { return get().path; },
-  };
-}
-
-/**
- * formatPath for the builder's lookups, which come in document order with long shared prefixes:
- * the shown path of the previous lookup's prefixes is kept and extended (same text as formatPath).
- */
-function pathFormatter(): (segs: readonly PathSegment[]) => string {
-  const segsBefore: PathSegment[] = [];
-  const shownBefore: string[] = [];
-  return (segs) => {
-    let i = 0;
-    const n = Math.min(segs.length, segsBefore.length);
-    while (i < n && segsBefore[i] === segs[i]) i++;
-    segsBefore.length = i;
-    shownBefore.length = i;
-    let out = i > 0 ? shownBefore[i - 1]! : '';
-    for (; i < segs.length; i++) {
-      out = appendPath(out, segs[i]!);
-      segsBefore.push(segs[i]!);
-      shownBefore.push(out);
-    }
-    return out;
-  };
+  const locator: Locator = { locate: (segs, atKey) => ({ ...sd.locate(segs, atKey), path: formatPath(segs) }) };
+  return { file: sd.file, index: sd.index, value: sd.value, at: (segs, atKey = false) => new PlaceOnUse(sd.file, locator, segs, atKey) };
 }
 
 function buildDesiredState(
@@ -646,7 +653,7 @@ function buildDesiredState(
       if (sd.value === null || sd.value === undefined) continue; // empty document (comments only, a lone ---)
       const doc = placed(sd);
       for (const issue of validateAgainstSchema(sd.value)) {
-        const d = { ...doc.at(issue.segments, issue.atKey), message: issue.message };
+        const d = { ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message };
         if (builder.isFlagged(sd.file, sd.index, d.path, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
         builder.report(d, sd.index, 'schema');
       }
@@ -654,11 +661,8 @@ function buildDesiredState(
     }
   }
   foreign.forEach((fd, i) => {
-    const doc: PlacedDocument = {
-      file: fd.file, index: i, value: fd.value,
-      at: (segs, atKey = false) => placeOnUse(fd.file, () => fd.locate(segs, atKey)),
-    };
-    for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...doc.at(issue.segments, issue.atKey), message: issue.message }, i, 'schema');
+    const doc: PlacedDocument = { file: fd.file, index: i, value: fd.value, at: (segs, atKey = false) => new PlaceOnUse(fd.file, fd, segs, atKey) };
+    for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message }, i, 'schema');
     documents.push(doc);
   });
   for (const sd of documents) builder.addDocument(sd);

@@ -7,7 +7,7 @@ import type { Diagnostic, PathSegment } from './diagnostics.js';
 import { formatPath } from './diagnostics.js';
 import { fastParseYaml, type InterpolationSite } from './fast-yaml.js';
 import { interpolateString, typedScalar, type EnvMap } from './interpolate.js';
-import { parseJson } from './json-source.js';
+import { fastParseJson, parseJson } from './json-source.js';
 import type { Position, PositionIndex } from './positions.js';
 import { yamlLib } from './yaml-lib.js';
 
@@ -47,18 +47,34 @@ const MAX_ALIAS_COUNT = 1000;
 /** Parses one file into documents, interpolates string values, reports syntax errors. */
 export function parseFile(file: string, text: string, env: EnvMap): ParsedFile {
   if (/\.json$/i.test(file)) return parseJsonFile(file, text, env);
-  const fast = fastParseYaml(text);
+  // Without offsets first: they are found (by parsing again) only when a field has to be placed.
+  const fast = fastParseYaml(text, false);
   if (fast) {
     const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
     if (fast.value === null) {
       out.warnings.push(emptyWarning(file));
       return out;
     }
-    interpolateSites(file, fast.sites, fast.index, env, out.diagnostics);
-    out.documents.push(indexed(file, fast.value, fast.index));
+    interpolateSites(file, fast.sites, (site) => fast.index.position(site.offset), env, out.diagnostics);
+    out.documents.push(placedOnDemand(file, fast.value, () => fastParseYaml(text, true)!));
     return out;
   }
   return parseYamlFile(file, text, env);
+}
+
+/**
+ * A document whose offsets are found on the first placement: `withPositions` parses the same text
+ * again, recording them, into a tree of the same shape (interpolation changes only scalars).
+ */
+function placedOnDemand(file: string, value: unknown, withPositions: () => { value: unknown; index: PositionIndex }): SourceDocument {
+  let positioned: { value: unknown; index: PositionIndex } | undefined;
+  return {
+    file, index: 0, value, usable: true,
+    locate: (segs, atKey = false) => {
+      positioned ??= withPositions();
+      return positioned.index.locate(positioned.value, segs, atKey);
+    },
+  };
 }
 
 function emptyWarning(file: string): Diagnostic {
@@ -69,13 +85,15 @@ function indexed(file: string, value: unknown, index: PositionIndex, usable = tr
   return { file, index: 0, value, usable, locate: (segs, atKey = false) => index.locate(value, segs, atKey) };
 }
 
-function interpolateSites(file: string, sites: InterpolationSite[], index: PositionIndex, env: EnvMap, diagnostics: ParsedFile['diagnostics']): void {
+function interpolateSites(
+  file: string, sites: InterpolationSite[], place: (site: InterpolationSite) => Position, env: EnvMap, diagnostics: ParsedFile['diagnostics'],
+): void {
   for (const s of sites) {
     const current = (s.container as Record<string | number, unknown>)[s.key];
     if (typeof current !== 'string') continue;
     const result = interpolateString(current, env);
     if (result.errors.length > 0) {
-      const pos = index.position(s.offset);
+      const pos = place(s);
       for (const message of result.errors) diagnostics.push({ file, line: pos.line, column: pos.column, path: formatPath(s.segments), message, doc: 0 });
     }
     if (!result.changed) continue;
@@ -86,6 +104,13 @@ function interpolateSites(file: string, sites: InterpolationSite[], index: Posit
 
 function parseJsonFile(file: string, text: string, env: EnvMap): ParsedFile {
   const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
+  const fast = fastParseJson(text);
+  if (fast) {
+    const doc = placedOnDemand(file, fast.value, () => parseJson(text));
+    interpolateSites(file, fast.sites, (site) => doc.locate(site.segments), env, out.diagnostics);
+    out.documents.push(doc);
+    return out;
+  }
   const parsed = parseJson(text);
   if (parsed.error) {
     const pos = parsed.index.position(parsed.error.offset);
@@ -93,7 +118,7 @@ function parseJsonFile(file: string, text: string, env: EnvMap): ParsedFile {
     out.documents.push(indexed(file, undefined, parsed.index, false));
     return out;
   }
-  interpolateSites(file, parsed.sites, parsed.index, env, out.diagnostics);
+  interpolateSites(file, parsed.sites, (site) => parsed.index.position(site.offset), env, out.diagnostics);
   out.documents.push(indexed(file, parsed.value, parsed.index));
   return out;
 }

@@ -39,6 +39,14 @@ export async function stateOf(
   return { ...result, dir };
 }
 
+/**
+ * The state as data: locations are placed when read (config/load.ts), so they are compared as the
+ * fields a reader gets, through their JSON form.
+ */
+export function asData<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
 /** Drops `source` fields, for comparisons that ignore where things were declared. */
 export function withoutSources(state: DesiredState): unknown {
   return JSON.parse(JSON.stringify(state, (k, v: unknown) => (k === 'source' ? undefined : v)));

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../../src/config/index.js';
 import { runCli } from '../support/cli.js';
-import { PROJECT, errorsOf, stateOf, writeTree } from './helpers.js';
+import { PROJECT, asData, errorsOf, stateOf, writeTree } from './helpers.js';
 
 async function bytesErrors(name: string, bytes: Uint8Array): Promise<string[]> {
   const dir = await writeTree({});
@@ -178,6 +178,14 @@ projects:
   });
 });
 
+/** `line:column` (1-based) of the first occurrence of `needle` in `text`. */
+function placeOf(text: string, needle: string): string {
+  const at = text.indexOf(needle);
+  if (at < 0) throw new Error(`${needle} not in the text`);
+  const before = text.slice(0, at).split('\n');
+  return `${before.length}:${before.at(-1)!.length + 1}`;
+}
+
 describe('JSON configurations', () => {
   const yaml = PROJECT;
   const json = JSON.stringify({
@@ -193,7 +201,7 @@ describe('JSON configurations', () => {
     const b = await stateOf({ 'a.json': json });
     const strip = (s: unknown) => JSON.parse(JSON.stringify(s, (k, v: unknown) => (k === 'source' ? undefined : v)));
     expect(strip(b.state)).toEqual(strip(a.state));
-    expect(b.state.templates[0]!.source).toEqual({ file: 'a.json', line: 17, column: 13, path: 'projects[0].environments[0].templates[1]' });
+    expect(asData(b.state.templates[0]!.source)).toEqual({ file: 'a.json', line: 17, column: 13, path: 'projects[0].environments[0].templates[1]' });
   });
 
   it('reports schema errors, syntax errors and duplicate keys with line, column and field path', async () => {
@@ -206,6 +214,37 @@ describe('JSON configurations', () => {
     expect(await errorsOf({ 'a.json': '{"apiVersion": "kms-sync/v1",\n "apiVersion": "kms-sync/v1"}' })).toEqual([
       'a.json:2:2: apiVersion: duplicate key "apiVersion" in this object (first at line 1, column 2)',
     ]);
+  });
+
+  it('finds duplicate keys that JSON.parse would merge, whatever the strings around them hold', async () => {
+    // Colons, quotes and backslashes inside strings must not hide the second key from the count.
+    const tricky = '{"apiVersion": "kms-sync/v1", "owner": "a:\\"b\\":\\\\",\n "owner": "c\\\\"}';
+    expect(await errorsOf({ 'a.json': tricky })).toEqual([
+      'a.json:2:2: owner: duplicate key "owner" in this object (first at line 1, column 31)',
+    ]);
+    const nested = json.replace('"name": "bronze"', '"name": "bronze", "name": "br:onze"');
+    const first = placeOf(nested, '"name": "bronze"');
+    expect(await errorsOf({ 'a.json': nested })).toEqual([
+      `a.json:${placeOf(nested, '"name": "br:onze"')}: projects[0].environments[0].templates[1].name: duplicate key "name" in this object ` +
+        `(first at line ${first.split(':')[0]}, column ${first.split(':')[1]})`,
+    ]);
+  });
+
+  it('places interpolation and later errors of a clean JSON file at their line and column', async () => {
+    const withRef = json.replace('"url": "https://staging.acme.example"', '"url": "${env:STAGING_URL}"');
+    expect(await errorsOf({ 'a.json': withRef })).toEqual([
+      `a.json:${placeOf(withRef, '"${env:STAGING_URL}"')}: projects[0].environments[1].url: environment variable STAGING_URL is not set ` +
+        '(set it, or give a default: ${env:STAGING_URL:-default})',
+    ]);
+    const { state } = await stateOf({ 'a.json': withRef }, { env: { STAGING_URL: 'https://s.acme.example' } });
+    expect(state.envs.find((e) => e.type === 'staging')?.url).toBe('https://s.acme.example');
+    const badSlug = json.replace('"slug": "acme"', '"slug": "Acme!"');
+    expect(await errorsOf({ 'a.json': badSlug })).toEqual([expect.stringMatching(new RegExp(`^a\\.json:${placeOf(badSlug, '"Acme!"')}: projects\\[0\\]\\.slug: `))]);
+  });
+
+  it('refuses nesting deeper than 100 levels as the YAML path does, with a place', async () => {
+    const deep = `{"apiVersion": "kms-sync/v1", "x": ${'['.repeat(120)}${']'.repeat(120)}}`;
+    expect(await errorsOf({ 'a.json': deep })).toEqual([expect.stringMatching(/^a\.json:1:\d+: .*JSON: nesting deeper than 100 levels/)]);
   });
 
   it('in a folder, reads the JSON files of the format and leaves package.json, tsconfig.json and saved plans alone', async () => {

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { expandPaths, loadDesiredState } from '../../src/config/index.js';
-import { PROJECT, TEAM_HEAD, stateOf, withoutSources, writeTree } from './helpers.js';
+import { PROJECT, asData, TEAM_HEAD, stateOf, withoutSources, writeTree } from './helpers.js';
 
 const PAYMENTS = `${TEAM_HEAD}        clients:
           - name: globex
@@ -63,7 +63,7 @@ describe('multi-file merge', () => {
       { args: ['conf'] },
     );
     expect(files).toEqual(['conf/project.yaml', 'conf/teams/partners.yml', 'conf/teams/payments.yaml']);
-    expect(state.projects).toEqual([
+    expect(asData(state.projects)).toEqual([
       { slug: 'acme', name: 'Acme', source: { file: 'conf/project.yaml', line: 3, column: 5, path: 'projects[0]' } },
     ]);
     expect(state.envs.map((e) => [e.projectEnv, e.project, e.type, e.url])).toEqual([
@@ -72,7 +72,7 @@ describe('multi-file merge', () => {
     ]);
     expect(state.clients.map((c) => `${c.projectEnv}/${c.name}`)).toEqual(['acme-production/globex', 'acme-staging/hooli']);
     const globex = state.clients[0];
-    expect(globex).toEqual({
+    expect(asData(globex)).toEqual({
       projectEnv: 'acme-production',
       name: 'globex',
       type: 'company',
@@ -109,7 +109,7 @@ describe('multi-file merge', () => {
       ['acme-production', 'gold', 100, 5],
       ['acme-staging', 'sandbox', 10, undefined],
     ]);
-    expect(state.stores).toEqual([]);
+    expect(asData(state.stores)).toEqual([]);
   });
 
   it('gives the same state whatever the argument order or file names', async () => {
@@ -152,7 +152,7 @@ projects:
     }
     expect(state.projects[0]?.description).toBe('d');
     expect(state.clients[0]?.keys[0]?.secret).toEqual({ store: 'team-vault', name: 'acme/globex' });
-    expect(state.stores).toEqual([
+    expect(asData(state.stores)).toEqual([
       {
         name: 'team-vault',
         uri: 'vault://vault.example:8200/secret/kms',
