@@ -224,11 +224,15 @@ export class HttpTransport {
   }
 
   private pool(): Promise<{ agent: Agent; request: typeof import('node:http').request }> {
-    this.poolPromise ??= (this.url.protocol === 'https:' ? import('node:https') : import('node:http')).then((m) => ({
+    // The module itself, not import(): an ESM import of node:http builds a facade of all its
+    // exports, and reading its WebSocket export loads Node's bundled undici (30 ms per run).
+    if (this.poolPromise) return this.poolPromise;
+    const m = this.url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
+    this.poolPromise = Promise.resolve({
       // Idle connections are kept 10 s for the next request, and never keep the process alive.
       agent: new m.Agent({ keepAlive: true, maxSockets: this.maxSockets, timeout: 10_000 }),
       request: m.request as typeof import('node:http').request,
-    }));
+    });
     return this.poolPromise;
   }
 

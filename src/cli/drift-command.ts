@@ -6,7 +6,7 @@ import { collectUsage } from '../live/usage.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
-import { connect, loadConfig, planFor, type GlobalOptions } from './context.js';
+import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from './context.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
@@ -63,12 +63,19 @@ async function attachUsage(report: DriftReport, run: () => ReturnType<typeof col
 export async function runDrift(o: DriftFlags): Promise<void> {
   o.format = reportFormat(o);
   maskForActions();
-  const cfg = await loadConfig(o);
-  const ignore = await loadIgnoreRules(o.ignoreFile);
-  const conn = connect(o, process.env, (line) => err(`${line}\n`));
+  const ahead = readAheadFor(o, false, (line) => err(`${line}\n`));
+  const cfg = await loadConfigReadingAhead(o, ahead);
+  let ignore;
+  try {
+    ignore = await loadIgnoreRules(o.ignoreFile);
+  } catch (e) {
+    await ahead?.conn.api.close();
+    throw e;
+  }
+  const conn = ahead?.conn ?? connect(o, process.env, (line) => err(`${line}\n`));
   let report: DriftReport;
   try {
-    const { plan, live } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
+    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

@@ -9,21 +9,43 @@ export function interactiveStderr(env: NodeJS.ProcessEnv = process.env): boolean
   return Boolean(process.stderr.isTTY) && !isCi(env);
 }
 
+/** The progress line on the terminal now, if any: cleared before other output (clearReadProgress). */
+let shown: { clear: () => void } | undefined;
+
+/**
+ * Clears the progress line before something else is written to stderr (a read started ahead of
+ * the configuration's warnings); the next page read draws it again.
+ */
+export function clearReadProgress(): void {
+  shown?.clear();
+}
+
 /** Draws page progress while `read` runs, then clears the line. */
-export async function withReadProgress<T>(api: KmsClient, read: () => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+export async function withReadProgress<T>(api: KmsClient, read: () => Promise<T>, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<T> {
   if (!interactiveStderr(env)) return read();
   const lists = new Map<string, number>();
   let done = 0;
   let drawnAt = 0;
   let drawn = false;
+  const clear = () => {
+    if (drawn) err('\r\x1b[2K');
+    drawn = false;
+  };
   const draw = () => {
     let total = 0;
     for (const pages of lists.values()) total += pages;
     err(`\r\x1b[2KReading live state… ${done}/${total} pages`);
     drawn = true;
+    shown = { clear };
   };
   let list = 0;
   const previous = api.onPageRead;
+  // A read started ahead of a configuration that turns out invalid: the line goes before the errors.
+  const stop = () => {
+    api.onPageRead = previous;
+    clear();
+  };
+  signal?.addEventListener('abort', stop, { once: true });
   api.onPageRead = (e) => {
     previous?.(e);
     // Page 1 of a list announces the list; its page count joins the total.
@@ -39,7 +61,9 @@ export async function withReadProgress<T>(api: KmsClient, read: () => Promise<T>
   try {
     return await read();
   } finally {
+    signal?.removeEventListener('abort', stop);
     api.onPageRead = previous;
-    if (drawn) err('\r\x1b[2K');
+    clear();
+    shown = undefined;
   }
 }

@@ -15,7 +15,7 @@ import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from
 import { classifyDrift } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
-import { checkSecretNames, connect, destroyPlanFor, loadConfig, planFor, type Connection, type GlobalOptions } from './context.js';
+import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadingAhead, planFor, readAheadFor, type Connection, type GlobalOptions } from './context.js';
 import { guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
@@ -316,10 +316,11 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
     .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
       reportFormat(o);
-      const cfg = await loadConfig(o);
-      const conn = connect(o, process.env, retryLogger());
+      const ahead = readAheadFor(o, Boolean(o.out), retryLogger());
+      const cfg = await loadConfigReadingAhead(o, ahead);
+      const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
+        const { plan } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, {

@@ -37,6 +37,12 @@ export interface LoadOptions {
   documents?: ForeignDocument[];
   /** Problems that front end found already (reported with the others). */
   diagnostics?: Diagnostic[];
+  /**
+   * Called with every document's plain value once all are parsed, before they are checked: a
+   * caller may start work that needs only the environments (a plan's live read), and loading then
+   * pauses now and then so that work proceeds beside it.
+   */
+  onParsed?: (documents: unknown[]) => void;
 }
 
 /**
@@ -95,7 +101,10 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
   }
   pre.push(...(opts.diagnostics ?? []));
   const foreign = opts.documents ?? [];
-  const state = buildDesiredState(sources, opts.env ?? process.env, pre, foreign, warnings);
+  const env = opts.env ?? process.env;
+  const state = opts.onParsed
+    ? await buildDesiredStatePaced(sources, env, pre, foreign, warnings, opts.onParsed)
+    : buildDesiredState(sources, env, pre, foreign, warnings);
   return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
 }
 
@@ -198,7 +207,11 @@ class Builder {
 
   // -------------------------------------------------------------------------------- documents
 
-  addDocument(sd: PlacedDocument): void {
+  /**
+   * A generator that pauses every CLIENTS_PER_PAUSE clients: a plan reads the live state while
+   * the configuration loads, and that read needs the event loop now and then (buildDesiredState).
+   */
+  *addDocument(sd: PlacedDocument): Generator<void, void, void> {
     const root = sd.value;
     if (!isObj(root)) return; // schema already reported non-mapping documents
     const at = (segs: PathSegment[], atKey = false): SourceLocation => sd.at(segs, atKey);
@@ -210,7 +223,8 @@ class Builder {
 
     if (typeof root.owner === 'string') this.addOwner(root.owner, at(['owner']));
     list(root.stores).forEach((s, i) => this.addStore(s, ['stores', i], at));
-    list(root.projects).forEach((p, i) => this.addProject(p, ['projects', i], at, error));
+    const projects = list(root.projects);
+    for (let i = 0; i < projects.length; i++) yield* this.addProject(projects[i], ['projects', i], at, error);
   }
 
   /** One configuration has one owner: files that declare it must agree. */
@@ -249,12 +263,12 @@ class Builder {
     }
   }
 
-  private addProject(
+  private *addProject(
     p: unknown,
     segs: PathSegment[],
     at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
     error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
-  ): void {
+  ): Generator<void, void, void> {
     if (!isObj(p)) return;
     const slug = str(p.slug);
     if (slug === undefined) return;
@@ -279,16 +293,17 @@ class Builder {
     } else {
       entry.refs.push(here);
     }
-    list(p.environments).forEach((e, j) => this.addEnv(slug, e, [...segs, 'environments', j], at, error));
+    const envs = list(p.environments);
+    for (let j = 0; j < envs.length; j++) yield* this.addEnv(slug, envs[j], [...segs, 'environments', j], at, error);
   }
 
-  private addEnv(
+  private *addEnv(
     project: string,
     e: unknown,
     segs: PathSegment[],
     at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
     error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
-  ): void {
+  ): Generator<void, void, void> {
     if (!isObj(e)) return;
     const type = str(e.type);
     if (type === undefined) return;
@@ -337,7 +352,11 @@ class Builder {
       this.templateNames.set(projectEnv, names);
     });
 
-    list(e.clients).forEach((c, k) => this.addClient(projectEnv, c, [...segs, 'clients', k], at, error));
+    const clients = list(e.clients);
+    for (let k = 0; k < clients.length; k++) {
+      this.addClient(projectEnv, clients[k], [...segs, 'clients', k], at, error);
+      if (k % CLIENTS_PER_PAUSE === CLIENTS_PER_PAUSE - 1) yield;
+    }
 
     list(e.endpoints).forEach((ep, k) => {
       if (!isObj(ep)) return;
@@ -630,14 +649,45 @@ function placed(sd: SourceDocument): PlacedDocument {
   return { file: sd.file, index: sd.index, value: sd.value, at: (segs, atKey = false) => new PlaceOnUse(sd.file, locator, segs, atKey) };
 }
 
+/** Clients the builder handles between two pauses (a few milliseconds of work). */
+const CLIENTS_PER_PAUSE = 500;
+
 function buildDesiredState(
   sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
 ): DesiredState {
+  const steps = building(sources, env, pre, foreign, warnings);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * buildDesiredState, giving the event loop a turn at each pause: `onParsed` (a plan's read of the
+ * live state, started as soon as the environments are known) then runs beside the schema checks
+ * and the builder instead of after them.
+ */
+async function buildDesiredStatePaced(
+  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  onParsed: (documents: unknown[]) => void,
+): Promise<DesiredState> {
+  const steps = building(sources, env, pre, foreign, warnings, onParsed);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}
+
+function* building(
+  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  onParsed?: (documents: unknown[]) => void,
+): Generator<void, DesiredState, void> {
   const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
   for (const d of pre) builder.report(d);
   if (pre.length > 0) builder.incomplete = true;
 
-  const documents: PlacedDocument[] = [];
+  const parsedDocs: SourceDocument[] = [];
   for (const source of sources) {
     const parsed = parseFile(source.file, source.text, env);
     warnings.push(...parsed.warnings);
@@ -651,21 +701,31 @@ function buildDesiredState(
         continue;
       }
       if (sd.value === null || sd.value === undefined) continue; // empty document (comments only, a lone ---)
-      const doc = placed(sd);
-      for (const issue of validateAgainstSchema(sd.value)) {
-        const d = { ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message };
-        if (builder.isFlagged(sd.file, sd.index, d.path, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
-        builder.report(d, sd.index, 'schema');
-      }
-      documents.push(doc);
+      parsedDocs.push(sd);
     }
   }
-  foreign.forEach((fd, i) => {
+  if (onParsed) {
+    onParsed([...parsedDocs.map((d) => d.value), ...foreign.map((d) => d.value)]);
+    yield;
+  }
+  const documents: PlacedDocument[] = [];
+  for (const sd of parsedDocs) {
+    const doc = placed(sd);
+    for (const issue of validateAgainstSchema(sd.value)) {
+      const d = { ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message };
+      if (builder.isFlagged(sd.file, sd.index, d.path, ['parse'])) continue; // e.g. an unset ${env:...} left it empty
+      builder.report(d, sd.index, 'schema');
+    }
+    documents.push(doc);
+    yield;
+  }
+  for (const [i, fd] of foreign.entries()) {
     const doc: PlacedDocument = { file: fd.file, index: i, value: fd.value, at: (segs, atKey = false) => new PlaceOnUse(fd.file, fd, segs, atKey) };
     for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message }, i, 'schema');
     documents.push(doc);
-  });
-  for (const sd of documents) builder.addDocument(sd);
+    yield;
+  }
+  for (const sd of documents) yield* builder.addDocument(sd);
   const state = builder.finish();
   warnings.push(...builder.warnings);
   const diagnostics = builder.sortedDiagnostics();
