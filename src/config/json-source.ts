@@ -1,7 +1,9 @@
 // JSON configurations (`.json`, e.g. generated ones): the same schema and the same diagnostics as
-// YAML. A small parser of our own rather than JSON.parse, because every error needs line:column
-// and a field path, duplicate keys must be errors (JSON.parse keeps the last one silently), and
-// the offsets of every key and value are kept for the later checks' messages.
+// YAML. A clean file goes through JSON.parse (fastParseJson), checked so that it cannot differ
+// from the small reader of our own below; that reader runs for every other file and whenever a
+// field has to be placed, because every error needs line:column and a field path, duplicate keys
+// must be errors (JSON.parse keeps the last one silently), and it keeps the offsets of every key
+// and value for the later checks' messages.
 import type { PathSegment } from './diagnostics.js';
 import type { InterpolationSite } from './fast-yaml.js';
 import { PositionIndex } from './positions.js';
