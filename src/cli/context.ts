@@ -6,8 +6,9 @@ import { KmsClient } from '../api/client.js';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
 import { acquireLock } from '../secrets/fsutil.js';
+import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
-import { readLiveState, type LiveReadResult } from '../live/read.js';
+import { readLiveState, type LiveReadResult, type LiveScope } from '../live/read.js';
 import { clearReadProgress, withReadProgress } from './read-progress.js';
 import { projectEnvOf, type DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
@@ -139,8 +140,8 @@ const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 /**
  * A plan's live read, started as soon as the configuration is parsed: the environments it defines
  * are known then, and the read (mostly waiting on the service) runs while the rest of the
- * configuration is checked and built (loadDesiredState's onParsed), instead of after it. At
- * 10,000 clients that is a third of a no-op plan. Used only when it cannot differ from the read
+ * configuration is checked and built (loadDesiredState's onParsed), instead of after it (the
+ * waiting overlaps; the read's own CPU shares the thread with the load). Used only when it cannot differ from the read
  * planFor would make: its scope must equal the loaded configuration's (any doubt, such as an
  * invalid document, and planFor reads again), and no journal may wait for recovery, which comes
  * before any read (DESIGN.md "Keys"). Only for commands that take no run lock (plan, drift): a
@@ -158,7 +159,7 @@ export class ReadAhead {
 
   /** Starts the read for the environments the parsed documents define (narrowed by --env). */
   start(documents: unknown[], baseDir: string, patterns: readonly string[]): void {
-    if (existsSync(path.join(baseDir, '.kms-sync', 'journal'))) return;
+    if (existsSync(defaultJournalPath(baseDir))) return;
     // The same selection as the builder and scopeDesired make: a project with "name", an environment with "url".
     const projects = new Set<string>();
     const configured = new Map<string, string>();
@@ -182,15 +183,7 @@ export class ReadAhead {
     if (envs.length === 0 && inScope.length === 0) return;
     const leaving = (pe: string) => !configured.has(pe) && (patterns.length === 0 || matchesAny(pe, patterns));
     const stop = new AbortController();
-    performance.mark('kms:read-start');
-    const read = withReadProgress(
-      this.conn.api,
-      () => readLiveState(this.conn.api, { projects: inScope, envs, alsoRead: leaving }, { fingerprints: this.fingerprints }),
-      process.env, stop.signal,
-    ).then((r) => {
-      performance.mark('kms:read-end');
-      return r;
-    });
+    const read = readScope(this.conn, { projects: inScope, envs, alsoRead: leaving }, this.fingerprints, stop.signal);
     read.catch(() => undefined); // awaited by take(); an unused read's failure is nobody's error
     this.started = { key: readScopeKey(inScope, envs, configured.keys()), read, stop };
   }
@@ -236,10 +229,14 @@ export async function loadConfigReadingAhead(o: GlobalOptions, ahead: ReadAhead 
   }
 }
 
-export async function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
+export function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
+  return readScope(conn, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, fingerprints);
+}
+
+/** The live read of a scope, with the terminal's progress line and the profile's read phase. */
+async function readScope(conn: Connection, scope: LiveScope, fingerprints: boolean, signal?: AbortSignal): Promise<LiveReadResult> {
   performance.mark('kms:read-start');
-  const live = await withReadProgress(conn.api, () =>
-    readLiveState(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints }));
+  const live = await withReadProgress(conn.api, () => readLiveState(conn.api, scope, { fingerprints }), process.env, signal);
   performance.mark('kms:read-end');
   return live;
 }

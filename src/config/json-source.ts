@@ -60,33 +60,27 @@ export function fastParseJson(text: string): { value: unknown; sites: Interpolat
   const path: PathSegment[] = [];
   let keys = 0;
   let tooDeep = false;
-  const walk = (node: Record<string, unknown> | unknown[], depth: number): void => {
+  type Container = Record<string, unknown> | unknown[];
+  const walk = (node: Container, depth: number): void => {
     if (depth >= MAX_DEPTH) {
       tooDeep = true;
       return;
     }
-    if (Array.isArray(node)) {
-      for (let i = 0; i < node.length; i++) {
-        const v = node[i];
-        if (typeof v === 'string') {
-          if (v.includes('${')) sites.push({ container: node, key: i, segments: [...path, i], offset: -1, plain: false });
-        } else if (v !== null && typeof v === 'object') {
-          path.push(i);
-          walk(v as Record<string, unknown> | unknown[], depth + 1);
-          path.pop();
-        }
-      }
-      return;
-    }
-    for (const key in node) {
-      keys++;
-      const v = node[key];
+    const visit = (v: unknown, key: string | number): void => {
       if (typeof v === 'string') {
         if (v.includes('${')) sites.push({ container: node, key, segments: [...path, key], offset: -1, plain: false });
       } else if (v !== null && typeof v === 'object') {
         path.push(key);
-        walk(v as Record<string, unknown> | unknown[], depth + 1);
+        walk(v as Container, depth + 1);
         path.pop();
+      }
+    };
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) visit(node[i], i);
+    } else {
+      for (const key in node) {
+        keys++;
+        visit(node[key], key);
       }
     }
   };

@@ -37,20 +37,24 @@ afterAll(async () => {
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);
 });
 
+/** loadConfig as the CLI runs it, in the workspace (file paths are relative to the working folder). */
+async function loadIn(dir: string, env: string[], ahead: ReadAhead) {
+  const cwd = process.cwd();
+  process.chdir(dir);
+  try {
+    return await loadConfig({ file: ['kms-sync.yaml'], env }, ahead);
+  } finally {
+    process.chdir(cwd);
+  }
+}
+
 const connection = () => connect({ url: s.emu.url, parallelism: 4 }, { KMS_API_URL: s.emu.url, KMS_API_KEY: s.env.KMS_API_KEY });
 
 describe('ReadAhead', () => {
   it('hands over a read of exactly the loaded scope, equal to the read planFor makes', async () => {
     const conn = connection();
     try {
-      const cwd = process.cwd();
-      process.chdir(s.dir);
-      let cfg;
-      try {
-        cfg = await loadConfig({ file: ['kms-sync.yaml'], env: [] }, new ReadAhead(conn, false));
-      } finally {
-        process.chdir(cwd);
-      }
+      const cfg = await loadIn(s.dir, [], new ReadAhead(conn, false));
       expect(cfg.live, 'a read was started and handed over').toBeDefined();
       const ahead = await cfg.live!;
       const direct = await readLiveState(conn.api, { projects: ['shop'], envs: ['shop-production', 'shop-staging'], alsoRead: cfg.leaving }, { fingerprints: false });
@@ -64,15 +68,7 @@ describe('ReadAhead', () => {
   it('narrows to --env like the plan does, and hands nothing over for another scope', async () => {
     const conn = connection();
     try {
-      const narrowed = new ReadAhead(conn, false);
-      const cwd = process.cwd();
-      process.chdir(s.dir);
-      let cfg;
-      try {
-        cfg = await loadConfig({ file: ['kms-sync.yaml'], env: ['*-staging'] }, narrowed);
-      } finally {
-        process.chdir(cwd);
-      }
+      const cfg = await loadIn(s.dir, ['*-staging'], new ReadAhead(conn, false));
       expect(cfg.desired.envs.map((e) => e.projectEnv)).toEqual(['shop-staging']);
       const read = await cfg.live!;
       expect(read.state.envs.map((e) => e.projectEnv)).toEqual(['shop-staging']);
