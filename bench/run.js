@@ -1,5 +1,5 @@
 // `npm run bench`: kms-sync timed as its users see it (issue 16). Every scenario runs the real
-// command line as a fresh process (`node dist/cli/main.js …`) on a real configuration file, against
+// command line as a fresh process (`node dist/bin/kms-sync.js …`) on a real configuration file, against
 // the emulator in its own process with 20 ms added to every request, and is timed from spawn to
 // exit. Beside that whole-process wall time, the process reports its own phases (start-up, command
 // import, config load, secret-name check, live read, plan, the rest: apply and output) through
@@ -26,7 +26,7 @@ import { OWNED, SEED_URL, desiredState, seedRequest as fixtureSeed, templateName
 const seedRequest = (env) => ({ ...fixtureSeed(env), metadata: { ...OWNED, 'kms-sync/owner': BENCH_OWNER } });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cliPath = path.join(here, '..', 'dist', 'cli', 'main.js');
+const cliPath = path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
 const API_KEY = 'sk_test_bench0123456789';
 
 // ------------------------------------------------------------------ options
@@ -487,5 +487,5 @@ for (const r of results) {
 if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 else {
   process.stdout.write(`\n${table(rows)}\n\n`);
-  process.stdout.write(`Whole process = spawn to exit of \`node dist/cli/main.js …\`; phases from the process itself (KMS_SYNC_PROFILE). latency ${latencyMs} ms per request, --parallelism ${parallelism}, ${report.machine.cores} cores (${report.machine.cpu}), load average at start ${os.loadavg()[0].toFixed(1)}, node ${process.version}; medians of ${quick ? 1 : 'several'} runs after ${warmups} warm-up; ≈ = baseline scaled from a sample; ✓/✗ = target met. Total ${report.totalSeconds} s. Results: ${path.relative(process.cwd(), out)}\n`);
+  process.stdout.write(`Whole process = spawn to exit of \`node dist/bin/kms-sync.js …\`; phases from the process itself (KMS_SYNC_PROFILE). latency ${latencyMs} ms per request, --parallelism ${parallelism}, ${report.machine.cores} cores (${report.machine.cpu}), load average at start ${os.loadavg()[0].toFixed(1)}, node ${process.version}; medians of ${quick ? 1 : 'several'} runs after ${warmups} warm-up; ≈ = baseline scaled from a sample; ✓/✗ = target met. Total ${report.totalSeconds} s. Results: ${path.relative(process.cwd(), out)}\n`);
 }

@@ -5,8 +5,8 @@
 // values, other providers' resources, cross-stack outputs, count/for_each) is a problem naming the
 // construct path and attribute.
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type { JsonValue } from '../model/index.js';
+import { packageFile } from '../model/package-files.js';
 import { evaluateJson, ExpressionError } from './expressions.js';
 import { KMS_RESOURCE_TYPES, PROVIDER_NAME, PROVIDER_SOURCE, RESOURCE_MAPPINGS, splitProjectEnv, type KmsResourceType } from './mapping.js';
 import { convertVariable, type VariableValues } from './variables.js';
@@ -64,7 +64,7 @@ interface ProviderSchema {
 
 /** Absolute path of `schemas/terraform-provider-kms.json` in the installed package (src/ and dist/ alike). */
 export function providerSchemaPath(): string {
-  return fileURLToPath(new URL('../../schemas/terraform-provider-kms.json', import.meta.url));
+  return packageFile('schemas', 'terraform-provider-kms.json');
 }
 
 let schemaCache: ProviderSchema | undefined;

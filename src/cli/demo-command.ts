@@ -2,9 +2,9 @@
 // examples/, shows where every key went, then plans again to show there is nothing left to do.
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { startEmulator } from '../emulator/index.js';
+import { packageFile } from '../model/package-files.js';
 import { renderPlanText, colorEnabled } from '../report/index.js';
 import { connect, loadConfig, planFor } from './context.js';
 import { ExitWith } from './errors.js';
@@ -12,13 +12,11 @@ import { EXIT } from './exit-codes.js';
 import { out } from './output.js';
 import { runApply } from './sync-commands.js';
 
-const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-
 export function registerDemo(program: Command) {
   program
     .command('demo')
     .description('start an in-process emulator and apply examples/ to it (the quick start); --cdktf: the same setup as a CDKTF stack')
-    .option('-f, --file <path>', 'configuration to apply', path.join(packageRoot, 'examples'))
+    .option('-f, --file <path>', 'configuration to apply', packageFile('examples'))
     .option('--cdktf [dir]', 'apply a CDKTF app instead (default: examples/cdktf; needs cdktf and constructs installed)')
     .option('--state-dir <dir>', 'where the default secret store and journal go', path.join(process.cwd(), '.kms-sync-demo'))
     .action(async (o: { file: string; stateDir: string; cdktf?: string | boolean }) => {
@@ -34,7 +32,7 @@ export function registerDemo(program: Command) {
       const conn = connect({ parallelism: 8 }, env);
       try {
         const cfg = o.cdktf
-          ? await loadConfig({ file: [], env: [], cdktf: o.cdktf === true ? path.join(packageRoot, 'examples', 'cdktf') : o.cdktf })
+          ? await loadConfig({ file: [], env: [], cdktf: o.cdktf === true ? packageFile('examples', 'cdktf') : o.cdktf })
           : await loadConfig({ file: [o.file], env: [] });
         const planOptions = { prune: false, baseDir: path.resolve(o.stateDir) };
         const { plan } = await planFor(conn, cfg.desired, planOptions);

@@ -6,14 +6,14 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv';
+import { packageFile } from '../model/package-files.js';
 import type { PathSegment } from './diagnostics.js';
 import { closest } from './suggest.js';
 
 /** Absolute path of `schemas/kms-sync.schema.json` in the installed package (src/ and dist/ alike). */
 export function schemaFilePath(): string {
-  return fileURLToPath(new URL('../../schemas/kms-sync.schema.json', import.meta.url));
+  return packageFile('schemas', 'kms-sync.schema.json');
 }
 
 let schemaText: string | undefined;
@@ -59,7 +59,10 @@ export function createAjv(opts: { validateSchema?: boolean; standalone?: boolean
   return ajv;
 }
 
-/** The generated validator's file (dist/config/, beside this module once built). */
+/**
+ * The generated validator's file: dist/config/, beside this module once built. It is required as
+ * `../config/…` so that the path holds from the bundled CLI's chunks in dist/bin/ too.
+ */
 export const GENERATED_VALIDATOR = 'schema-validator.generated.cjs';
 
 /** The CommonJS source of the schema's validator (ajv standalone code), headed by the schema's digest. */
@@ -76,7 +79,7 @@ let validatorCache: ValidateFunction | undefined;
 function generatedValidator(): ValidateFunction | undefined {
   let mod: ValidateFunction & { schemaSha256?: string; default?: ValidateFunction };
   try {
-    mod = requireHere(`./${GENERATED_VALIDATOR}`) as typeof mod;
+    mod = requireHere(`../config/${GENERATED_VALIDATOR}`) as typeof mod;
   } catch {
     return undefined; // not built (tests run the sources)
   }

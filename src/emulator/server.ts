@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
+import { packageFile } from '../model/package-files.js';
 import { CONTROL_BASE, findControlRoute, type FaultRule } from './control.js';
 import { loadDataFile, saveDataFile } from './data-file.js';
 import { ServerKeyPair } from './encryption.js';
@@ -78,7 +78,7 @@ interface Ctx {
   started: number;
 }
 
-const schemaDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'schemas');
+const schemaDir = packageFile('schemas');
 
 function route(method: string, template: string, handle: Route['handle']): Route {
   const pattern = new RegExp(

@@ -2,10 +2,10 @@
 // schema the CDKTF bindings are generated from too, in the format of `terraform providers schema
 // -json`. From it come the GetProviderSchema answer and the value type of every resource.
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { packageFile } from '../model/package-files.js';
 import { attributeType, blockType, type CtyType, type JsonAttribute, type JsonBlock, type JsonSchema } from './values/types.js';
 
-export const SCHEMA_FILE = fileURLToPath(new URL('../../schemas/terraform-provider-kms.json', import.meta.url));
+export const SCHEMA_FILE = packageFile('schemas', 'terraform-provider-kms.json');
 
 export interface ProviderSchemas {
   /** Registry address, e.g. registry.terraform.io/kms-sync/kms. */

@@ -1,24 +1,41 @@
 // Start-up stays light: `kms-sync --version` / `--help` and the commands that do not need them never
 // import the cloud SDKs, the HTTP stack, the emulator, the report publishers or the YAML/schema
-// machinery. Checked on real processes by recording every module they resolve.
+// machinery. Checked on real processes by recording every module they resolve; a chunk of the
+// bundled CLI (dist/bin/) stands for the modules it holds (dist/bin/modules.json, from the build).
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { buildFullProgram, buildProgram } from '../../src/cli/commands.js';
 import { STORE_BACKENDS } from '../../src/secrets/store.js';
 import { cliPath, repoRoot, workspace } from '../support/cli.js';
 
 const tracer = path.join(repoRoot, 'test', 'bench', 'fixtures', 'trace-imports.mjs');
+const binDir = path.join(repoRoot, 'dist', 'bin');
+const chunkModules = JSON.parse(readFileSync(path.join(binDir, 'modules.json'), 'utf8')) as Record<string, string[]>;
 
-function importsOf(args: string[], cwd = repoRoot): Promise<{ code: number; stdout: string; modules: string[] }> {
+/** The URLs a process resolved, with each chunk of the bundle replaced by the files of the modules it holds. */
+function unbundled(urls: string[]): string[] {
+  return urls.flatMap((url) => {
+    if (!url.startsWith('file:')) return [url];
+    const file = fileURLToPath(url);
+    if (path.dirname(file) !== binDir) return [url];
+    const held = chunkModules[path.basename(file)];
+    if (!held) throw new Error(`${file} is not in dist/bin/modules.json: rebuild (npm run build)`);
+    return held.map((m) => pathToFileURL(path.join(repoRoot, m)).href);
+  });
+}
+
+function importsOf(args: string[], cwd = repoRoot): Promise<{ code: number; stdout: string; modules: string[]; resolved: string[] }> {
   const file = path.join(mkdtempSync(path.join(tmpdir(), 'kms-sync-imports-')), 'modules.txt');
   return new Promise((resolve) => {
     execFile(process.execPath, ['--import', tracer, cliPath, ...args], {
       cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, KMS_SYNC_TRACE_IMPORTS: file },
     }, (error, stdout) => {
-      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, modules: readFileSync(file, 'utf8').split('\n') });
+      const resolved = readFileSync(file, 'utf8').split('\n');
+      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, modules: unbundled(resolved), resolved });
     });
   });
 }
@@ -49,6 +66,10 @@ describe('start-up', () => {
     // The schema was compiled by the build (dist/config/schema-validator.generated.cjs): no ajv compiler at run time.
     expect(r.modules.filter((m) => /dist\/config\/schema-validator\.generated\.cjs$/.test(m))).toHaveLength(1);
     expect(r.modules.filter((m) => /node_modules\/ajv\/dist\/(ajv|core|compile\/)/.test(m))).toEqual([]);
+    // Our code came from the bundle's chunks alone: the one file of dist/ outside it is that validator.
+    const ours = r.resolved.filter((u) => u.startsWith(pathToFileURL(path.join(repoRoot, 'dist')).href));
+    expect(ours.filter((u) => !u.startsWith(pathToFileURL(binDir).href)).map((u) => path.relative(repoRoot, fileURLToPath(u))))
+      .toEqual(['dist/config/schema-validator.generated.cjs']);
   });
 
   it('the placeholder commands of the top-level help match the registered commands exactly', async () => {

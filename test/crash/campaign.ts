@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { decryptSops } from 'sops-age';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cli = path.join(repoRoot, 'dist', 'cli', 'main.js');
+const cli = path.join(repoRoot, 'dist', 'bin', 'kms-sync.js');
 const PROJECT_KEY = 'sk_test_crashcampaign0000000000';
 const ENV = 'crash-production';
 const RAW_KEY = /kmsc_[A-Za-z0-9_-]{20,}/;

@@ -172,7 +172,7 @@ describe('a provider started like Terraform starts it', () => {
   });
 
   it('is also served by `kms-sync provider`', async () => {
-    const q = await startProvider({ command: [process.execPath, path.join(repoRoot, 'dist', 'cli', 'main.js'), 'provider'] });
+    const q = await startProvider({ command: [process.execPath, path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'provider'] });
     expect(q.handshake.version).toBe(6);
     expect((await q.call('GetMetadata')).resources.length).toBe(Object.keys(jsonSchema.resource_schemas).length);
     expect(await q.shutdown()).toBe(0);

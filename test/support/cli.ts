@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const cliPath = path.join(repoRoot, 'dist', 'cli', 'main.js');
+export const cliPath = path.join(repoRoot, 'dist', 'bin', 'kms-sync.js');
 
 export interface CliResult {
   code: number;

@@ -4,10 +4,11 @@
 // on every provider start, before the handshake.
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import path from 'node:path';
 import protobuf from 'protobufjs/light.js';
+import { packageFile } from '../../model/package-files.js';
 
-export const PROTOCOL_DIR = fileURLToPath(new URL('../../../schemas/plugin-protocol/', import.meta.url));
+export const PROTOCOL_DIR = packageFile('schemas', 'plugin-protocol') + path.sep;
 export const PROTOCOL_FILES = ['tfplugin6.proto', 'go-plugin.proto', 'health.proto'];
 export const DESCRIPTOR_FILE = `${PROTOCOL_DIR}descriptor.json`;
 
