@@ -1,0 +1,33 @@
+// kms-sync command line: thin wiring of the layers (DESIGN.md "Layers"), loaded by main.ts once the
+// Node.js version is checked and the compile cache is on. Only the module of the command being
+// run is imported (src/cli/commands.ts), so start-up stays fast.
+import { CommanderError } from 'commander';
+import { buildProgram } from './commands.js';
+import { EXIT } from './exit-codes.js';
+import { describeFsError } from './fs-errors.js';
+import { applyHabits } from './habits.js';
+import { redact } from './output.js';
+import { recordProfileOnExit } from './profile.js';
+
+async function main(argv: string[]) {
+  recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
+  try {
+    const habits = applyHabits(argv.slice(2));
+    if (habits.error) throw Object.assign(new Error(`${habits.error}\nRun kms-sync --help for the commands and options.`), { exitCode: EXIT.error });
+    const program = await buildProgram(habits.args);
+    performance.mark('kms:command-loaded');
+    await program.parseAsync([...argv.slice(0, 2), ...habits.args]);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode === 0 ? 0 : EXIT.error;
+      return;
+    }
+    const code = (err as { exitCode?: number }).exitCode ?? EXIT.error;
+    // An OS error names a syscall and maybe a temp file: say what it means for the user's path.
+    const message = describeFsError(err) ?? (err as Error).message;
+    if (message) process.stderr.write(redact(`Error: ${message}\n`));
+    process.exitCode = code;
+  }
+}
+
+export const finished = main(process.argv);

@@ -1,0 +1,48 @@
+// The CLI keeps V8's compiled code in the user's cache folder (src/cli/compile-cache.ts), never in
+// the shared temporary folder, and Node's own switches turn it off or move it.
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { compileCacheDir } from '../../src/cli/compile-cache.js';
+import { runCli, workspace } from '../support/cli.js';
+
+/** Every file under `dir`, relative to it. */
+const filesUnder = (dir: string): string[] => (existsSync(dir) ? readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))) : []);
+
+describe('compileCacheDir', () => {
+  it('is the per-user cache folder of each platform, under kms-sync/', () => {
+    expect(compileCacheDir({}, 'linux', '/home/ann')).toBe('/home/ann/.cache/kms-sync/node-compile-cache');
+    expect(compileCacheDir({ XDG_CACHE_HOME: '/xdg' }, 'linux', '/home/ann')).toBe('/xdg/kms-sync/node-compile-cache');
+    expect(compileCacheDir({}, 'darwin', '/Users/ann')).toBe('/Users/ann/Library/Caches/kms-sync/node-compile-cache');
+    expect(compileCacheDir({ LOCALAPPDATA: 'C:/Users/ann/AppData/Local' }, 'win32', 'C:/Users/ann')).toBe(path.join('C:/Users/ann/AppData/Local', 'kms-sync', 'node-compile-cache'));
+  });
+
+  it('is NODE_COMPILE_CACHE when set, and none without a home or a cache folder', () => {
+    expect(compileCacheDir({ NODE_COMPILE_CACHE: '/elsewhere' }, 'linux', '/home/ann')).toBe('/elsewhere');
+    expect(compileCacheDir({}, 'linux', '')).toBeUndefined();
+    expect(compileCacheDir({}, 'win32', 'C:/Users/ann')).toBeUndefined();
+  });
+});
+
+describe('the CLI process', () => {
+  it('writes its compiled code under the home cache folder, nothing in the temporary folder', async () => {
+    const home = workspace();
+    const tmp = path.join(home, 'tmp');
+    mkdirSync(tmp);
+    const r = await runCli(['--version'], { env: { HOME: home, TMPDIR: tmp } });
+    expect(r.code).toBe(0);
+    const cached = filesUnder(path.join(home, '.cache', 'kms-sync', 'node-compile-cache'));
+    expect(cached.length).toBeGreaterThan(0);
+    expect(filesUnder(tmp)).toEqual([]);
+    // A second run reads it and answers the same.
+    const again = await runCli(['--version'], { env: { HOME: home, TMPDIR: tmp } });
+    expect(again).toEqual(r);
+  });
+
+  it('writes none with NODE_DISABLE_COMPILE_CACHE=1', async () => {
+    const home = workspace();
+    const r = await runCli(['--version'], { env: { HOME: home, NODE_DISABLE_COMPILE_CACHE: '1' } });
+    expect(r.code).toBe(0);
+    expect(filesUnder(path.join(home, '.cache'))).toEqual([]);
+  });
+});
