@@ -1,10 +1,11 @@
 // The CLI keeps V8's compiled code in the user's cache folder (src/cli/compile-cache.ts), never in
 // the shared temporary folder, and Node's own switches turn it off or move it.
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compileCacheDir } from '../../src/cli/compile-cache.js';
-import { runCli, workspace } from '../support/cli.js';
+import { cliPath, runCli, workspace } from '../support/cli.js';
 
 /** Every file under `dir`, relative to it. */
 const filesUnder = (dir: string): string[] => (existsSync(dir) ? readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))) : []);
@@ -38,6 +39,19 @@ describe('the CLI process', () => {
     const again = await runCli(['--version'], { env: { HOME: home, TMPDIR: tmp } });
     expect(again).toEqual(r);
   });
+
+  // Node's recursive mkdir never returns under /proc (mkdir answers ENOENT there): the CLI must not
+  // hand it such a folder. Killed after 10 s instead of spinning on if it does.
+  it.skipIf(!existsSync('/proc/self'))('starts and answers with a home where no folder can be made (HOME=/proc)', async () => {
+    const r = await new Promise<{ code: number | null; stdout: string; killed: boolean }>((resolve) => {
+      execFile(process.execPath, [cliPath, '--version'], { env: { PATH: process.env.PATH, HOME: '/proc' }, timeout: 10_000, killSignal: 'SIGKILL' }, (error, stdout) => {
+        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, killed: Boolean(error?.killed) });
+      });
+    });
+    expect(r.killed).toBe(false);
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe('0.1.0');
+  }, 15_000);
 
   it('writes none with NODE_DISABLE_COMPILE_CACHE=1', async () => {
     const home = workspace();
