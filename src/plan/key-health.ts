@@ -60,8 +60,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const findings: KeyFinding[] = [];
   const warnings = [...plan.warnings];
   const force = (input.force ?? []).map(globToRegExp);
-  const liveClients = new Map<string, LiveClient>();
-  for (const c of input.live.clients) liveClients.set(address.client(c.projectEnv, c.name), c);
+  const liveClients = byIdentity(input.live.clients);
   const orphanIds = new Set((input.orphans ?? []).map((o) => o.keyId));
   const checkSecrets = input.secrets.size > 0;
   const revoked = new Set<string>();
@@ -82,10 +81,12 @@ export function assessKeys(input: KeyHealthInput): Plan {
   };
 
   for (const c of input.desired.clients) {
-    const lc = liveClients.get(address.client(c.projectEnv, c.name));
+    const lc = liveClients.get(c.projectEnv)?.get(c.name);
     if (!lc) continue;
-    const owned = isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
-    const clientProtected = c.protected || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
+    // Worked out for the first key that needs them: most clients of a large plan have none.
+    let ownedAnswer: boolean | undefined;
+    const isOwned = () => (ownedAnswer ??= isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other'));
+    const isProtected = () => c.protected === true || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
     for (const k of c.keys) {
       // Generations of the key, oldest first (reader order): the current one and those before it.
       let current: LiveKey | undefined;
@@ -99,7 +100,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
       const expiresAt = current.expiresAt ? Date.parse(current.expiresAt) : undefined;
       // Most keys of a large configuration have nothing to report: one generation, no expiry, no
       // secret status, no rotation asked for. They cost no more than this check.
-      if (!older && expiresAt === undefined && !checkSecrets && force.length === 0 && !orphanIds.has(current.id)) continue;
+      if (!older && expiresAt === undefined && !checkSecrets && force.length === 0 && (orphanIds.size === 0 || !orphanIds.has(current.id))) continue;
       const addr = address.key(c.projectEnv, c.name, k.name);
       const overlap = durationMs(k.rotation?.overlap);
       const currentSince = current.createdAt ? Date.parse(current.createdAt) : undefined;
@@ -112,7 +113,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
         }
         const expired = old.expiresAt ? Date.parse(old.expiresAt) <= t : false;
         const overlapDone = overlap !== undefined && currentSince !== undefined && currentSince + overlap <= t;
-        if (!owned || clientProtected || !(expired || overlapDone)) continue;
+        if (!isOwned() || isProtected() || !(expired || overlapDone)) continue;
         revoked.add(old.id);
         ops.push({
           address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
@@ -139,7 +140,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
           why = expired ? `expired on ${current.expiresAt}` : `expires in ${days(expiresAt - t)}, inside the ${days(window)} rotation window`;
         }
       }
-      const secret = owned ? input.secrets.get(addr) : undefined;
+      const secret = isOwned() ? input.secrets.get(addr) : undefined;
       const orphan = orphanIds.has(current.id);
       if (orphan) {
         rotateReason = 'reissue_lost_key';
@@ -185,7 +186,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
       }
       const revokeNow = overlap === 0 || (rotateReason === 'rotate_forced' && input.revokeOld);
       if (revokeNow) {
-        if (clientProtected) {
+        if (isProtected()) {
           warnings.push(`${addr}: the old key is kept after rotation because its client is protected`);
         } else {
           ops.push({
@@ -210,12 +211,23 @@ export function assessKeys(input: KeyHealthInput): Plan {
   return { ...plan, operations: ops, keyFindings: findings, warnings, summary: summarize(ops, plan.unmanaged) };
 }
 
+/** Live clients by environment, then name: no address string per client (100,000 in a big plan). */
+function byIdentity(clients: readonly LiveClient[]): Map<string, Map<string, LiveClient>> {
+  const out = new Map<string, Map<string, LiveClient>>();
+  for (const c of clients) {
+    let names = out.get(c.projectEnv);
+    if (names === undefined) out.set(c.projectEnv, (names = new Map()));
+    names.set(c.name, c);
+  }
+  return out;
+}
+
 /** The key addresses whose secrets the plan should check: current keys of clients kms-sync owns. */
 export function keysToCheck(desired: DesiredState, live: LiveState, owner: string): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
-  const liveClients = new Map(live.clients.map((c) => [address.client(c.projectEnv, c.name), c]));
+  const liveClients = byIdentity(live.clients);
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
   for (const c of desired.clients) {
-    const lc = liveClients.get(address.client(c.projectEnv, c.name));
+    const lc = liveClients.get(c.projectEnv)?.get(c.name);
     if (!lc || !isManagedBy(lc.metadata, owner)) continue;
     for (const k of c.keys) {
       const current = lc.keys.filter((x) => x.name === k.name).at(-1);
