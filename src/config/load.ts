@@ -179,7 +179,8 @@ class Builder {
   private readonly envs = new Map<string, EnvEntry>();
   private readonly templates = new Map<string, DesiredTemplate>();
   private readonly templateNames = new Map<string, string[]>();
-  private readonly clients = new Map<string, DesiredClient>();
+  /** By environment, then name: no joined key string per client (100,000 in a large configuration). */
+  private readonly clients = new Map<string, Map<string, DesiredClient>>();
   private readonly endpoints = new Map<string, DesiredEndpoint>();
   private readonly templateRefs: PendingRef[] = [];
   private readonly storeRefs: PendingRef[] = [];
@@ -417,11 +418,14 @@ class Builder {
     if (isObj(c.metadata)) client.metadata = c.metadata as JsonObject;
     if (c.protected === true) client.protected = true;
 
-    const keys = new Map<string, DesiredKey>();
-    list(c.keys).forEach((k, m) => {
-      if (!isObj(k)) return;
+    // An array, not a map: a client has a few keys (a duplicate is found by a scan).
+    const keys: DesiredKey[] = [];
+    const keyItems = list(c.keys);
+    for (let m = 0; m < keyItems.length; m++) {
+      const k = keyItems[m];
+      if (!isObj(k)) continue;
       const keyName = str(k.name);
-      if (keyName === undefined) return;
+      if (keyName === undefined) continue;
       const ksegs = [...segs, 'keys', m];
       const key: DesiredKey = { projectEnv, client: name, name: keyName, source: at(ksegs) };
       const ttl = str(k.ttl);
@@ -471,22 +475,24 @@ class Builder {
         key.secret = secret;
       }
       if (k.protected === true) key.protected = true;
-      const first = keys.get(keyName);
-      if (first?.source && key.source) {
+      const first = keys.findIndex((x) => x.name === keyName);
+      if (first >= 0 && keys[first]!.source && key.source) {
         this.report({
           ...fields(key.source),
           message:
             `key "${keyName}" of client "${name}" in environment ${projectEnv} is defined twice: ` +
-            twoPlaces(first.source, key.source),
+            twoPlaces(keys[first]!.source, key.source),
         });
-        return;
+        continue;
       }
-      keys.set(keyName, key);
-    });
-    client.keys = [...keys.values()].sort((a, b) => cmp(a.name, b.name));
+      if (first >= 0) keys[first] = key;
+      else keys.push(key);
+    }
+    client.keys = keys.length < 2 ? keys : keys.sort((a, b) => cmp(a.name, b.name));
 
-    const id = `${projectEnv}\u0000${name}`;
-    const first = this.clients.get(id);
+    let inEnv = this.clients.get(projectEnv);
+    if (inEnv === undefined) this.clients.set(projectEnv, (inEnv = new Map()));
+    const first = inEnv.get(name);
     if (first?.source && client.source) {
       this.report({
         ...fields(client.source),
@@ -494,7 +500,7 @@ class Builder {
       });
       return;
     }
-    this.clients.set(id, client);
+    inEnv.set(name, client);
   }
 
   // -------------------------------------------------------------------------------- cross-checks
@@ -534,13 +540,14 @@ class Builder {
       }
       // A declared client maximum should hold for the clients this configuration names: said here,
       // not learnt from a 409 halfway through an apply.
-      const named = new Map<string, number>();
-      for (const c of this.clients.values()) {
-        const id = `${c.projectEnv}\u0000${c.template}`;
-        named.set(id, (named.get(id) ?? 0) + 1);
+      const named = new Map<string, Map<string, number>>();
+      for (const [projectEnv, inEnv] of this.clients) {
+        const counts = new Map<string, number>();
+        for (const c of inEnv.values()) counts.set(c.template, (counts.get(c.template) ?? 0) + 1);
+        named.set(projectEnv, counts);
       }
-      for (const [id, t] of this.templates) {
-        const count = named.get(id) ?? 0;
+      for (const t of this.templates.values()) {
+        const count = named.get(t.projectEnv)?.get(t.name) ?? 0;
         if (t.maxClients === undefined || t.maxClients < 1 || count <= t.maxClients || !t.source) continue;
         // A warning: the interface leaves what the service does at the maximum unspecified.
         this.warnings.push({
@@ -567,7 +574,7 @@ class Builder {
       projects: projects.sort((a, b) => cmp(a.slug, b.slug)),
       envs: envs.sort((a, b) => cmp(a.projectEnv, b.projectEnv)),
       templates: [...this.templates.values()].sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
-      clients: [...this.clients.values()].sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
+      clients: [...this.clients.values()].flatMap((inEnv) => [...inEnv.values()]).sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
       endpoints: [...this.endpoints.values()].sort(
         (a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.path, b.path) || cmp(a.method, b.method),
       ),
