@@ -401,11 +401,12 @@ export function buildPlan(input: PlanInput): Plan {
     const addr = address.endpoint(e.projectEnv, e.method, e.path);
     desiredEndpointAddrs.add(addr);
     const le = liveEndpoints.get(addr);
-    const after = endpointAfter(e, owner);
+    // Built (with the digest it hashes) only for an endpoint the plan changes: most are unchanged.
+    const after = () => endpointAfter(e, owner);
     if (!le) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'create', projectEnv: e.projectEnv, reason: 'endpoint is not registered',
-        actionReason: 'create_missing', before: null, after, changes: [], ...(e.protected ? { protected: true } : {}),
+        actionReason: 'create_missing', before: null, after: after(), changes: [], ...(e.protected ? { protected: true } : {}),
       });
       continue;
     }
@@ -443,7 +444,7 @@ export function buildPlan(input: PlanInput): Plan {
           address: addr, kind: 'endpoint', action: 'replace', projectEnv: e.projectEnv,
           // The replacement is a new resource created by kms-sync: it carries the marker.
           reason: `${immutable.map((c) => c.path).join(' and ')} cannot be updated in place (replacing resets the endpoint's usage stats)`,
-          actionReason: 'replace_immutable_field', before, after, changes: [...immutable, ...mutable], ...(origin ? { drift: origin } : {}),
+          actionReason: 'replace_immutable_field', before, after: after(), changes: [...immutable, ...mutable], ...(origin ? { drift: origin } : {}),
         });
         continue;
       }
@@ -452,7 +453,7 @@ export function buildPlan(input: PlanInput): Plan {
       ops.push({
         address: addr, kind: 'endpoint', action: 'update', projectEnv: e.projectEnv,
         reason: eOwnership.kind === 'legacy' ? claimReason(mutable) : `${[...new Set(mutable.map((x) => x.path.split('.')[0]))].join(', ')} changed`,
-        actionReason: 'update_changed', before, after: { ...after, metadata: target }, changes: mutable, ...(origin ? { drift: origin } : {}),
+        actionReason: 'update_changed', before, after: { ...after(), metadata: target }, changes: mutable, ...(origin ? { drift: origin } : {}),
         ...(e.protected ? { protected: true } : {}),
       });
     }
