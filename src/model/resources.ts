@@ -97,6 +97,11 @@ export interface StoreDeclaration {
   source?: SourceLocation;
 }
 
+/**
+ * What a configuration asks for. Each identity appears once: the builder (config/load.ts) refuses a
+ * second template, client or endpoint of one name in an environment and a second key of one name
+ * in a client (the secret-name check relies on it: secrets/collisions.ts).
+ */
 export interface DesiredState {
   projects: DesiredProject[];
   envs: DesiredEnv[];

@@ -40,6 +40,13 @@ export interface SecretStore {
   readonly displayUri: string;
   /** Backend name rules: logical name `<project_env>/<client>/<key>` → backend-legal name (deterministic). */
   secretName(logical: string): string;
+  /**
+   * Optional: whether `secretName` keeps this segment of a name as it is, so that a default name
+   * (`<project_env>/<client>/<key>`) of three such segments is its own name in the store. Answered
+   * per segment, without building names: the collision check asks it for every client and key of
+   * a configuration (secrets/collisions.ts).
+   */
+  keepsSegment?(segment: string): boolean;
   /** Throws SecretStoreError when the store is not reachable or not writable. */
   checkWritable(): Promise<void>;
   put(name: string, value: string, meta: SecretMetadata): Promise<void>;

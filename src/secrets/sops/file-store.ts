@@ -119,6 +119,7 @@ export function openSopsFileStore(uri: string, opts: OpenStoreOptions = {}): Sop
 const SEGMENT_SAFE = /[A-Za-z0-9._~%-]/;
 /** Segments of safe characters only, none empty: the name maps to itself. */
 const SAFE_NAME = /^[A-Za-z0-9._~%-]+(?:\/[A-Za-z0-9._~%-]+)*$/;
+const SAFE_SEGMENT = /^[A-Za-z0-9._~%-]+$/;
 
 interface LoadedRaw {
   data: SMap;
@@ -163,7 +164,8 @@ export class SopsFileStore implements SecretStore {
 
   /**
    * `<project_env>/<client>/<key>` → the key under `secrets:`. Segments keep [A-Za-z0-9._~%-];
-   * anything else is percent-encoded (UTF-8), so the mapping is deterministic and injective.
+   * anything else is percent-encoded (UTF-8). Deterministic, but a name that holds a `%XX` of its
+   * own can meet an encoded one: the collision check compares names after this mapping.
    */
   secretName(logical: string): string {
     // Most names need no encoding: checked in one pass (plan and validate call this per key).
@@ -185,6 +187,10 @@ export class SopsFileStore implements SecretStore {
           .join(''),
       )
       .join('/');
+  }
+
+  keepsSegment(segment: string): boolean {
+    return SAFE_SEGMENT.test(segment);
   }
 
   async checkWritable(): Promise<void> {
