@@ -90,6 +90,8 @@ export function fastParseYaml(text: string, positions = true): FastParse | undef
 }
 
 const SPACE = 0x20;
+/** Slots of Reader.knownKeys (a power of two). */
+const KNOWN_KEY_SLOTS = 256;
 const HASH = 0x23;
 const COLON = 0x3a;
 const DASH = 0x2d;
@@ -113,6 +115,13 @@ class Reader {
   /** The key just read by key(): its text and the offset after its ':' (fields, not an object per key). */
   private keyText = '';
   private keyAfter = 0;
+  /**
+   * Plain keys already read, by first character and length: a configuration repeats a handful of
+   * keys (`name`, `template`, `keys`…) hundreds of thousands of times. A key whose text matches one
+   * is that string again: no slice, no checks, and the same (internalized) property name for the
+   * objects built, instead of a new string to hash into one each time.
+   */
+  private readonly knownKeys: (string | undefined)[] = new Array(KNOWN_KEY_SLOTS);
 
   constructor(text: string, positions: boolean) {
     this.text = text;
@@ -327,12 +336,20 @@ class Reader {
       if (q + 1 >= e || t.charCodeAt(q + 1) === SPACE) break;
       q++;
     }
+    const slot = (c * 31 + (q - p)) & (KNOWN_KEY_SLOTS - 1);
+    const known = this.knownKeys[slot];
+    if (known !== undefined && known.length === q - p && t.startsWith(known, p)) {
+      this.keyText = known;
+      this.keyAfter = q + 1;
+      return;
+    }
     if (q - p > 1024) bail(); // YAML limits implicit keys to 1024 characters
     const raw = t.slice(p, q);
     if (raw.includes(' #')) bail();
     const key = raw.trimEnd();
     // Keys the core schema reads as another type (null, true, 1.0, 0x1F) would be renamed: full parser.
     if (plainScalar(key) !== key && !/^(0|[1-9][0-9]*)$/.test(key)) bail();
+    if (key === raw && key.length <= 64) this.knownKeys[slot] = key;
     this.keyText = key;
     this.keyAfter = q + 1;
   }
@@ -378,8 +395,7 @@ class Reader {
         return this.compactMap(p, col);
       }
       while (stop > p && t.charCodeAt(stop - 1) === SPACE) stop--;
-      const raw = t.slice(p, stop);
-      value = plainScalar(raw);
+      value = plainScalar(t.slice(p, stop));
       if (typeof value === 'string' && value.includes('${')) this.site(container, key, p, true);
       end = stop;
     }

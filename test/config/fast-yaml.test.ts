@@ -1,0 +1,48 @@
+// The fast YAML reader (config/fast-yaml.ts) against the `yaml` package on documents that repeat
+// keys the way configurations do: the reader reuses a key string it has read when the same text
+// comes again (Reader.knownKeys), and must still give exactly the values `yaml` gives.
+import { isDeepStrictEqual } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { fastParseYaml } from '../../src/config/fast-yaml.js';
+
+const sameAsYaml = (text: string) => {
+  const fast = fastParseYaml(text, false);
+  expect(fast, `the fast reader gave up on:\n${text}`).toBeDefined();
+  expect(isDeepStrictEqual(fast!.value, parse(text)), `differs from yaml:\n${text}`).toBe(true);
+  return fast!.value;
+};
+
+describe('fast YAML reader, repeated keys', () => {
+  it('keys alike in first character and length, prefixes of each other, and with spaces before the colon', () => {
+    const value = sameAsYaml(`clients:
+  - name: a
+    nbme: b
+    name2: c
+    nam: d
+  - name  : e
+    nbme: f
+    "name2": g
+    'nam': h
+  - nbme: i
+    name: j
+    n: k
+    names: l
+`) as { clients: Record<string, string>[] };
+    expect(value.clients.map((c) => Object.keys(c))).toEqual([['name', 'nbme', 'name2', 'nam'], ['name', 'nbme', 'name2', 'nam'], ['nbme', 'name', 'n', 'names']]);
+    expect(value.clients[1]).toEqual({ name: 'e', nbme: 'f', name2: 'g', nam: 'h' });
+  });
+
+  it('a key read before is still refused where it repeats in one mapping, and keys the core schema retypes still go to the full parser', () => {
+    expect(fastParseYaml('a:\n  name: x\nb:\n  name: y\n  name: z\n', false)).toBeUndefined();
+    expect(fastParseYaml('a:\n  tru: 1\nb:\n  true: 2\n', false)).toBeUndefined();
+    sameAsYaml('a:\n  tru: 1\nb:\n  tru: 2\n  truE: 3\n');
+  });
+
+  it('many distinct keys sharing slots', () => {
+    const keys = Array.from({ length: 600 }, (_, i) => `k${i.toString(36)}`);
+    const text = `${[0, 1, 2].map((n) => `m${n}:\n${keys.map((k, i) => `  ${k}: ${i * (n + 1)}`).join('\n')}`).join('\n')}\n`;
+    const value = sameAsYaml(text) as Record<string, Record<string, number>>;
+    expect(value.m2!.k10).toBe(36 * 3);
+  });
+});
