@@ -154,15 +154,19 @@ interface PlacedDocument {
   file: string;
   index: number;
   value: unknown;
-  at(segments: PathSegment[], atKey?: boolean): SourceLocation;
+  at(segments: readonly PathSegment[], atKey?: boolean): PlaceOnUse;
 }
 
 interface PendingRef {
   projectEnv: string;
   name: string;
-  /** Where the reference is; placed only when it is reported (most references resolve). */
-  at: () => SourceLocation;
+  /** The resource that holds the reference, and the field's path in it: placed only when reported (most references resolve). */
+  within: PlaceOnUse;
+  field: readonly PathSegment[];
 }
+
+const TEMPLATE_FIELD: readonly PathSegment[] = ['template'];
+const STORE_FIELD: readonly PathSegment[] = ['secret', 'store'];
 
 class Builder {
   readonly diagnostics: Collected[] = [];
@@ -215,7 +219,7 @@ class Builder {
   *addDocument(sd: PlacedDocument): Generator<void, void, void> {
     const root = sd.value;
     if (!isObj(root)) return; // schema already reported non-mapping documents
-    const at = (segs: PathSegment[], atKey = false): SourceLocation => sd.at(segs, atKey);
+    const at = (segs: readonly PathSegment[], atKey = false): PlaceOnUse => sd.at(segs, atKey);
     const error = (segs: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
       const loc = at(segs, opts.atKey);
       if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
@@ -267,7 +271,7 @@ class Builder {
   private *addProject(
     p: unknown,
     segs: PathSegment[],
-    at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
+    at: (s: readonly PathSegment[], atKey?: boolean) => PlaceOnUse,
     error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
   ): Generator<void, void, void> {
     if (!isObj(p)) return;
@@ -302,7 +306,7 @@ class Builder {
     project: string,
     e: unknown,
     segs: PathSegment[],
-    at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
+    at: (s: readonly PathSegment[], atKey?: boolean) => PlaceOnUse,
     error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
   ): Generator<void, void, void> {
     if (!isObj(e)) return;
@@ -333,8 +337,7 @@ class Builder {
       if (!isObj(t)) return;
       const name = str(t.name);
       if (name === undefined) return;
-      const tsegs = [...segs, 'templates', k];
-      const template: DesiredTemplate = { projectEnv, name, rateLimitDay: int(t.rateLimitDay) ?? 0, source: at(tsegs) };
+      const template: DesiredTemplate = { projectEnv, name, rateLimitDay: int(t.rateLimitDay) ?? 0, source: here.child('templates', k) };
       const maxClients = int(t.maxClients);
       if (maxClients !== undefined) template.maxClients = maxClients;
       if (t.protected === true) template.protected = true;
@@ -355,7 +358,7 @@ class Builder {
 
     const clients = list(e.clients);
     for (let k = 0; k < clients.length; k++) {
-      this.addClient(projectEnv, clients[k], [...segs, 'clients', k], at, error);
+      this.addClient(projectEnv, clients[k], here.child('clients', k), error);
       if (k % CLIENTS_PER_PAUSE === CLIENTS_PER_PAUSE - 1) yield;
     }
 
@@ -364,8 +367,7 @@ class Builder {
       const method = str(ep.method);
       const route = str(ep.path);
       if (method === undefined || route === undefined) return;
-      const esegs = [...segs, 'endpoints', k];
-      const endpoint: DesiredEndpoint = { projectEnv, method: method.toUpperCase(), path: route, source: at(esegs) };
+      const endpoint: DesiredEndpoint = { projectEnv, method: method.toUpperCase(), path: route, source: here.child('endpoints', k) };
       for (const f of ['name', 'description'] as const) {
         const v = str(ep[f]);
         if (v !== undefined) endpoint[f] = v;
@@ -388,19 +390,19 @@ class Builder {
     });
   }
 
+  /** One client; `here` is its place (its field paths are built only for a problem to report). */
   private addClient(
     projectEnv: string,
     c: unknown,
-    segs: PathSegment[],
-    at: (s: PathSegment[], atKey?: boolean) => SourceLocation,
+    here: PlaceOnUse,
     error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
   ): void {
     if (!isObj(c)) return;
     const name = str(c.name);
     if (name === undefined) return;
     const template = str(c.template);
-    const client: DesiredClient = { projectEnv, name, template: template ?? '', keys: [], source: at(segs) };
-    if (template !== undefined) this.templateRefs.push({ projectEnv, name: template, at: () => at([...segs, 'template']) });
+    const client: DesiredClient = { projectEnv, name, template: template ?? '', keys: [], source: here };
+    if (template !== undefined) this.templateRefs.push({ projectEnv, name: template, within: here, field: TEMPLATE_FIELD });
     const type = str(c.type);
     if (type !== undefined) client.type = type;
     if (Array.isArray(c.ipWhitelist)) {
@@ -410,7 +412,7 @@ class Builder {
         try {
           ranges.push(canonicalCidr(ip));
         } catch (err) {
-          error([...segs, 'ipWhitelist', m], normalizeMessage(err), { value: true });
+          error([...here.segments(), 'ipWhitelist', m], normalizeMessage(err), { value: true });
         }
       });
       client.ipWhitelist = ranges.length < 2 ? ranges : [...new Set(ranges)].sort(cmp);
@@ -426,8 +428,8 @@ class Builder {
       if (!isObj(k)) continue;
       const keyName = str(k.name);
       if (keyName === undefined) continue;
-      const ksegs = [...segs, 'keys', m];
-      const key: DesiredKey = { projectEnv, client: name, name: keyName, source: at(ksegs) };
+      const keyAt = here.child('keys', m);
+      const key: DesiredKey = { projectEnv, client: name, name: keyName, source: keyAt };
       const ttl = str(k.ttl);
       const expiresAt = str(k.expiresAt);
       if (ttl !== undefined) {
@@ -435,18 +437,18 @@ class Builder {
           parseTtl(ttl);
           key.ttl = ttl.trim();
         } catch (err) {
-          error([...ksegs, 'ttl'], normalizeMessage(err), { value: true });
+          error([...keyAt.segments(), 'ttl'], normalizeMessage(err), { value: true });
         }
       }
       if (expiresAt !== undefined) {
         try {
           key.expiresAt = canonicalTimestamp(expiresAt);
         } catch (err) {
-          error([...ksegs, 'expiresAt'], normalizeMessage(err), { value: true });
+          error([...keyAt.segments(), 'expiresAt'], normalizeMessage(err), { value: true });
         }
       }
       if (ttl !== undefined && expiresAt !== undefined) {
-        error([...ksegs, 'expiresAt'], '"expiresAt" cannot be combined with "ttl": set only one of them', { atKey: true });
+        error([...keyAt.segments(), 'expiresAt'], '"expiresAt" cannot be combined with "ttl": set only one of them', { atKey: true });
       }
       if (typeof k.autoRotate === 'boolean') key.autoRotate = k.autoRotate;
       if (isObj(k.rotation)) {
@@ -458,7 +460,7 @@ class Builder {
             if (!(field === 'overlap' && /^\s*0+[smhdw]\s*$/.test(v))) parseTtl(v);
             rotation[field] = v.trim();
           } catch (err) {
-            error([...ksegs, 'rotation', field], normalizeMessage(err), { value: true });
+            error([...keyAt.segments(), 'rotation', field], normalizeMessage(err), { value: true });
           }
         }
         key.rotation = rotation;
@@ -469,7 +471,7 @@ class Builder {
         const secretName = str(k.secret.name);
         if (store !== undefined) {
           secret.store = store;
-          this.storeRefs.push({ projectEnv, name: store, at: () => at([...ksegs, 'secret', 'store']) });
+          this.storeRefs.push({ projectEnv, name: store, within: keyAt, field: STORE_FIELD });
         }
         if (secretName !== undefined) secret.name = secretName;
         key.secret = secret;
@@ -532,7 +534,7 @@ class Builder {
         const guess = closest(ref.name, names);
         const known = names.length > 0 ? `defined: ${names.join(', ')}` : 'no templates are defined in it';
         this.report({
-          ...fields(ref.at()),
+          ...fields(ref.within.child(ref.field[0]!, ref.field[1])),
           message:
             `template "${ref.name}" is not defined in environment ${ref.projectEnv} ` +
             `(${known}${guess ? `; did you mean "${guess}"?` : ''})`,
@@ -564,7 +566,7 @@ class Builder {
           storeNames.length > 0
             ? `declared: ${storeNames.join(', ')}${guess ? `; did you mean "${guess}"?` : ''}`
             : `no stores are declared; leave secret.store out, or use "${DEFAULT_STORE_NAME}", for the default store`;
-        this.report({ ...fields(ref.at()), message: `store "${ref.name}" is not declared under stores (${known})` });
+        this.report({ ...fields(ref.within.child(ref.field[0]!, ref.field[1])), message: `store "${ref.name}" is not declared under stores (${known})` });
       }
     }
 
@@ -614,19 +616,39 @@ interface Locator {
 class PlaceOnUse implements SourceLocation {
   readonly file: string;
   private readonly locator: Locator;
-  private readonly segments: readonly PathSegment[];
+  /** The field path, or the place this one is under (a client's key: its client), then up to two more segments. */
+  private readonly base: readonly PathSegment[] | PlaceOnUse;
+  private readonly a: PathSegment | undefined;
+  private readonly b: PathSegment | undefined;
   private readonly atKey: boolean;
   private found: { line: number; column: number; path: string } | undefined;
 
-  constructor(file: string, locator: Locator, segments: readonly PathSegment[], atKey: boolean) {
+  constructor(file: string, locator: Locator, base: readonly PathSegment[] | PlaceOnUse, atKey: boolean, a?: PathSegment, b?: PathSegment) {
     this.file = file;
     this.locator = locator;
-    this.segments = segments;
+    this.base = base;
+    this.a = a;
+    this.b = b;
     this.atKey = atKey;
   }
 
+  /**
+   * A place under this one: `a` then `b`. A client and its keys are placed under their
+   * environment this way, without a path array each (200,000 of them for 100,000 clients).
+   */
+  child(a: PathSegment, b?: PathSegment): PlaceOnUse {
+    return new PlaceOnUse(this.file, this.locator, this, false, a, b);
+  }
+
+  /** The field path from the document's root. */
+  segments(): readonly PathSegment[] {
+    const base = this.base instanceof PlaceOnUse ? this.base.segments() : this.base;
+    if (this.a === undefined) return base;
+    return this.b === undefined ? [...base, this.a] : [...base, this.a, this.b];
+  }
+
   private place(): { line: number; column: number; path: string } {
-    return (this.found ??= this.locator.locate(this.segments, this.atKey));
+    return (this.found ??= this.locator.locate(this.segments(), this.atKey));
   }
 
   get line(): number {
