@@ -63,6 +63,8 @@ export function plainScalar(s: string): unknown {
       default: return s;
     }
   }
+  // Any other core-schema value starts with a digit, a sign, a dot or `~` (or is empty).
+  if (s.length > 0 && !((c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2d || c === 0x2e || c === 0x7e)) return s;
   if (NULL_RE.test(s)) return null;
   if (BOOL_RE.test(s)) return s[0] === 't' || s[0] === 'T';
   if (OCT_RE.test(s)) return parseInt(s.slice(2), 8);

@@ -45,4 +45,12 @@ describe('fast YAML reader, repeated keys', () => {
     const value = sameAsYaml(text) as Record<string, Record<string, number>>;
     expect(value.m2!.k10).toBe(36 * 3);
   });
+
+  it('plain scalars of every core-schema type, in blocks and in flows', () => {
+    const scalars = ['/r/1', '~', '', '-1', '+1', '.5', '-.5', '5.', '.inf', '-.Inf', '.NaN', 'null', 'Null', 'NULL', 'true', 'False', '0x1F', '0o17', '017', '1e3', '-1E-3', '10.0.0.0/8', '1.2.3', '+', '-x', '.x', '~x', '_x', '=x', '$x', 'x y'];
+    const text = `block:\n${scalars.map((v, i) => `  k${i}: ${v}`).join('\n')}\nflow: [${scalars.filter((v) => v !== '').join(', ')}]\n`;
+    const value = sameAsYaml(text) as { block: Record<string, unknown> };
+    expect(value.block.k0).toBe('/r/1');
+    expect(value.block.k3).toBe(-1);
+  });
 });
