@@ -22,12 +22,15 @@ export function describeJson(v: unknown): string {
 
 /** Any object having string fields `fields` (the first present of each alternative `a|b`). */
 export function objectWith(what: string, ...fields: string[]): Shape {
+  // Split once: a list page checks 100 items, a plan of 100,000 clients 100,000.
+  const alternatives = fields.map((f) => f.split('|'));
   return (v) => {
     if (!isObject(v)) return `expected ${what}, got ${describeJson(v)}`;
-    for (const f of fields) {
-      const names = f.split('|');
-      if (!names.some((n) => typeof v[n] === 'string' && v[n] !== ''))
-        return `expected ${what} with a string '${names.join("' or '")}', got ${describeJson(v)}`;
+    for (let i = 0; i < alternatives.length; i++) {
+      const names = alternatives[i]!;
+      let found = false;
+      for (let j = 0; j < names.length && !found; j++) found = typeof v[names[j]!] === 'string' && v[names[j]!] !== '';
+      if (!found) return `expected ${what} with a string '${names.join("' or '")}', got ${describeJson(v)}`;
     }
     return undefined;
   };
@@ -70,8 +73,8 @@ export function pageOf(item: Shape): Shape {
     if (!isCount(p.pages) && !isCount(p.total)) return `expected ${envelope} whose pagination has 'pages' or 'total', got pagination ${describeJson(p)}`;
     if ((isCount(p.pages) && (p.pages as number) > MAX_PAGES) || (isCount(p.total) && (p.total as number) > MAX_PAGES * 100))
       return `pagination ${JSON.stringify({ pages: p.pages, total: p.total })} is more than the ${MAX_PAGES} pages kms-sync reads of one list`;
-    for (const [i, x] of v.data.entries()) {
-      const problem = item(x);
+    for (let i = 0; i < v.data.length; i++) {
+      const problem = item(v.data[i]);
       if (problem) return `data[${i}]: ${problem}`;
     }
     return undefined;

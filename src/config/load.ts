@@ -19,6 +19,7 @@ import {
   type SecretTarget,
   type SourceLocation,
   type StoreDeclaration,
+  sortInPlace,
 } from '../model/index.js';
 import { decodeConfig } from './decode.js';
 import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
@@ -130,6 +131,7 @@ const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const int = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const byName = (a: { name: string }, b: { name: string }): number => cmp(a.name, b.name);
 
 interface Collected extends Diagnostic {
   fileIndex: number;
@@ -415,7 +417,7 @@ class Builder {
           error([...here.segments(), 'ipWhitelist', m], normalizeMessage(err), { value: true });
         }
       });
-      client.ipWhitelist = ranges.length < 2 ? ranges : [...new Set(ranges)].sort(cmp);
+      client.ipWhitelist = ranges.length < 2 ? ranges : sortInPlace([...new Set(ranges)], cmp);
     }
     if (isObj(c.metadata)) client.metadata = c.metadata as JsonObject;
     if (c.protected === true) client.protected = true;
@@ -490,7 +492,7 @@ class Builder {
       if (first >= 0) keys[first] = key;
       else keys.push(key);
     }
-    client.keys = keys.length < 2 ? keys : keys.sort((a, b) => cmp(a.name, b.name));
+    client.keys = keys.length < 2 ? keys : sortInPlace(keys, byName);
 
     let inEnv = this.clients.get(projectEnv);
     if (inEnv === undefined) this.clients.set(projectEnv, (inEnv = new Map()));
@@ -527,7 +529,10 @@ class Builder {
           });
         }
       }
-      for (const ref of this.templateRefs) {
+      // Indexed loop and Map#forEach below: one pass per client, mostly before V8 optimizes it,
+      // where a for-of allocates an iterator result per item.
+      for (let i = 0; i < this.templateRefs.length; i++) {
+        const ref = this.templateRefs[i]!;
         if (!this.envs.get(ref.projectEnv)?.def) continue;
         const names = this.templateNames.get(ref.projectEnv) ?? [];
         if (names.includes(ref.name)) continue;
@@ -545,7 +550,7 @@ class Builder {
       const named = new Map<string, Map<string, number>>();
       for (const [projectEnv, inEnv] of this.clients) {
         const counts = new Map<string, number>();
-        for (const c of inEnv.values()) counts.set(c.template, (counts.get(c.template) ?? 0) + 1);
+        inEnv.forEach((c) => counts.set(c.template, (counts.get(c.template) ?? 0) + 1));
         named.set(projectEnv, counts);
       }
       for (const t of this.templates.values()) {

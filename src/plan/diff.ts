@@ -90,12 +90,11 @@ function change(path: string, before: unknown, after: unknown): FieldChange[] {
  * the union of both key sets, sorted, without building the union for an unchanged object.
  */
 function addObjectChanges(out: FieldChange[], prefix: string, before: JsonObject, after: JsonObject): void {
-  const beforeKeys = Object.keys(before);
+  // for-in, not Object.keys: no key array per object (JSON objects have no inherited keys).
   let changed: string[] | undefined;
-  for (const k of beforeKeys) if (!sameJson(before[k], after[k])) (changed ??= []).push(k);
-  const known = beforeKeys.length > 16 ? new Set(beforeKeys) : beforeKeys;
-  for (const k of Object.keys(after)) {
-    if (Array.isArray(known) ? known.includes(k) : known.has(k)) continue;
+  for (const k in before) if (!sameJson(before[k], after[k])) (changed ??= []).push(k);
+  for (const k in after) {
+    if (Object.hasOwn(before, k)) continue;
     if (!sameJson(before[k], after[k])) (changed ??= []).push(k);
   }
   if (changed) for (const k of changed.sort()) out.push({ path: `${prefix}.${k}`, before: before[k] ?? null, after: after[k] ?? null });
@@ -332,10 +331,14 @@ export function buildPlan(input: PlanInput): Plan {
   // Live clients by identity, looked up without building an address per client: the addresses
   // are built only for what the plan reports (a no-op plan of 100,000 clients builds none).
   const liveClients = new IdentityIndex<LiveClient>();
-  for (const c of state.clients) {
+  // Indexed loops here and below: this code runs once per plan, mostly before V8 optimizes it,
+  // and there a for-of allocates an iterator result per item.
+  for (let i = 0; i < state.clients.length; i++) {
+    const c = state.clients[i]!;
     if (duplicates.size === 0 || !duplicates.has(address.client(c.projectEnv, c.name))) liveClients.set(c.projectEnv, c.name, c);
   }
-  for (const c of desired.clients) {
+  for (let i = 0; i < desired.clients.length; i++) {
+    const c = desired.clients[i]!;
     const found = liveClients.get(c.projectEnv, c.name);
     if (found) found.wanted = true;
     if (duplicates.size > 0 && duplicates.has(address.client(c.projectEnv, c.name))) continue;
@@ -376,7 +379,8 @@ export function buildPlan(input: PlanInput): Plan {
     }
     diffKeys(c, lc, ops, warnings, ownership.kind !== 'none');
   }
-  for (const { value: lc, wanted } of liveClients.entries) {
+  for (let i = 0; i < liveClients.entries.length; i++) {
+    const { value: lc, wanted } = liveClients.entries[i]!;
     if (wanted) continue;
     const addr = address.client(lc.projectEnv, lc.name);
     const before = clientBefore(lc);
@@ -510,12 +514,13 @@ export function buildPlan(input: PlanInput): Plan {
 
 /** Keys of a managed client: create missing, update changed, delete the ones the config dropped. */
 function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: string[], managed: boolean) {
-  for (const k of c.keys) {
+  for (let i = 0; i < c.keys.length; i++) {
+    const k = c.keys[i]!;
     // Live keys of this name, found without building a map per client. Several keys under one
     // name are rotation generations: the newest (last) is the current key (key-health.ts retires
     // the older ones).
     let lk: LiveClient['keys'][number] | undefined;
-    for (const x of lc.keys) if (x.name === k.name) lk = x;
+    for (let j = 0; j < lc.keys.length; j++) if (lc.keys[j]!.name === k.name) lk = lc.keys[j];
     if (!lk) {
       ops.push({
         address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'create', projectEnv: c.projectEnv, reason: 'key does not exist',
@@ -540,7 +545,7 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
     }
   }
   if (!managed) return; // keys of an adopted client (made by hand) are never revoked by kms-sync
-  if (lc.keys.every((x) => c.keys.some((k) => k.name === x.name))) return; // every live key is still configured
+  if (everyLiveKeyConfigured(c, lc)) return;
   const byName = groupBy(lc.keys, (k) => k.name);
   const wanted = new Set(c.keys.map((k) => k.name));
   for (const [name, found] of byName) {
@@ -560,6 +565,15 @@ function diffKeys(c: DesiredClient, lc: LiveClient, ops: Operation[], warnings: 
   }
 }
 
+
+/** Every live key's name is configured (nested loops over a few keys: no closure per client). */
+function everyLiveKeyConfigured(c: DesiredClient, lc: LiveClient): boolean {
+  outer: for (let i = 0; i < lc.keys.length; i++) {
+    for (let j = 0; j < c.keys.length; j++) if (c.keys[j]!.name === lc.keys[i]!.name) continue outer;
+    return false;
+  }
+  return true;
+}
 
 /** The reason of an update that claims a resource kms-sync created before owners were recorded. */
 function claimReason(changes: FieldChange[]): string {

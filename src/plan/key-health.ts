@@ -80,18 +80,23 @@ export function assessKeys(input: KeyHealthInput): Plan {
     ops.push(next);
   };
 
-  for (const c of input.desired.clients) {
+  // Indexed loops: this runs once per plan, mostly before V8 optimizes it, and there a for-of
+  // allocates an iterator result per item (and a closure per client would be made for nothing).
+  const desiredClients = input.desired.clients;
+  for (let ci = 0; ci < desiredClients.length; ci++) {
+    const c = desiredClients[ci]!;
     const lc = liveClients.get(c.projectEnv)?.get(c.name);
     if (!lc) continue;
-    // Worked out for the first key that needs them: most clients of a large plan have none.
+    // Worked out for the first key that needs it: most clients of a large plan have none.
     let ownedAnswer: boolean | undefined;
-    const isOwned = () => (ownedAnswer ??= isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other'));
-    const isProtected = () => c.protected === true || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
-    for (const k of c.keys) {
+    const isProtected = c.protected === true || lc.metadata[PROTECTED_MARKER_KEY] === 'true';
+    for (let ki = 0; ki < c.keys.length; ki++) {
+      const k = c.keys[ki]!;
       // Generations of the key, oldest first (reader order): the current one and those before it.
       let current: LiveKey | undefined;
       let older: LiveKey[] | undefined;
-      for (const x of lc.keys) {
+      for (let xi = 0; xi < lc.keys.length; xi++) {
+        const x = lc.keys[xi]!;
         if (x.name !== k.name) continue;
         if (current) (older ??= []).push(current);
         current = x;
@@ -113,7 +118,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
         }
         const expired = old.expiresAt ? Date.parse(old.expiresAt) <= t : false;
         const overlapDone = overlap !== undefined && currentSince !== undefined && currentSince + overlap <= t;
-        if (!isOwned() || isProtected() || !(expired || overlapDone)) continue;
+        if (!(ownedAnswer ??= isOwned(lc, plan)) || isProtected || !(expired || overlapDone)) continue;
         revoked.add(old.id);
         ops.push({
           address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
@@ -140,7 +145,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
           why = expired ? `expired on ${current.expiresAt}` : `expires in ${days(expiresAt - t)}, inside the ${days(window)} rotation window`;
         }
       }
-      const secret = isOwned() ? input.secrets.get(addr) : undefined;
+      const secret = (ownedAnswer ??= isOwned(lc, plan)) ? input.secrets.get(addr) : undefined;
       const orphan = orphanIds.has(current.id);
       if (orphan) {
         rotateReason = 'reissue_lost_key';
@@ -186,7 +191,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
       }
       const revokeNow = overlap === 0 || (rotateReason === 'rotate_forced' && input.revokeOld);
       if (revokeNow) {
-        if (isProtected()) {
+        if (isProtected) {
           warnings.push(`${addr}: the old key is kept after rotation because its client is protected`);
         } else {
           ops.push({
@@ -211,10 +216,16 @@ export function assessKeys(input: KeyHealthInput): Plan {
   return { ...plan, operations: ops, keyFindings: findings, warnings, summary: summarize(ops, plan.unmanaged) };
 }
 
+/** The plan's configuration manages this client (or claims it with --take-ownership). */
+function isOwned(lc: LiveClient, plan: Plan): boolean {
+  return isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
+}
+
 /** Live clients by environment, then name: no address string per client (100,000 in a big plan). */
 function byIdentity(clients: readonly LiveClient[]): Map<string, Map<string, LiveClient>> {
   const out = new Map<string, Map<string, LiveClient>>();
-  for (const c of clients) {
+  for (let i = 0; i < clients.length; i++) {
+    const c = clients[i]!;
     let names = out.get(c.projectEnv);
     if (names === undefined) out.set(c.projectEnv, (names = new Map()));
     names.set(c.name, c);

@@ -41,8 +41,12 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
   // Each store opened once, not awaited once per key (tens of thousands of keys).
   const opened = new Map<string, SecretStore>();
   let last: string | undefined;
-  for (const c of desired.clients) {
-    for (const k of c.keys) {
+  // Indexed loops here and in eachKey: they run once per plan, mostly before V8 optimizes them,
+  // and there a for-of allocates an iterator result per item.
+  for (let ci = 0; ci < desired.clients.length; ci++) {
+    const keys = desired.clients[ci]!.keys;
+    for (let ki = 0; ki < keys.length; ki++) {
+      const k = keys[ki]!;
       const storeName = k.secret?.store ?? 'default';
       if (storeName === last || brokenStores.has(storeName) || opened.has(storeName)) continue;
       last = storeName;
@@ -69,12 +73,14 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
    */
   const eachKey = (report: boolean, visit: (k: DesiredKey, store: string, name: string, order: number) => void, self: (c: DesiredClient, k: DesiredKey, store: string, order: number) => void) => {
     let order = 0;
-    for (const c of desired.clients) {
+    for (let ci = 0; ci < desired.clients.length; ci++) {
+      const c = desired.clients[ci]!;
       const plainClient = !c.projectEnv.includes('/') && !c.name.includes('/');
       // Whether the store last asked keeps this client's environment and name segments.
       let asked: SecretStore | undefined;
       let kept = false;
-      for (const k of c.keys) {
+      for (let ki = 0; ki < c.keys.length; ki++) {
+        const k = c.keys[ki]!;
         order++;
         const store = opened.get(k.secret?.store ?? 'default');
         if (store === undefined) continue;
