@@ -4,6 +4,7 @@
 // package took ~0.1 s to load before the first request of every command (issue 16), for the one
 // pool and one request call this transport uses.
 import type { Agent, IncomingHttpHeaders } from 'node:http';
+import { isAscii } from 'node:buffer';
 import type { LookupFunction } from 'node:net';
 
 export class ApiError extends Error {
@@ -257,7 +258,7 @@ export class HttpTransport {
       }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: bodyText(chunks) }));
         res.on('error', reject);
       });
       req.on('timeout', () => {
@@ -346,6 +347,15 @@ export class HttpTransport {
     this.opts.onRetry?.({ method: spec.method, path: spec.path, attempt, delayMs, reason });
     await sleep(delayMs);
   }
+}
+
+/**
+ * A body's text. JSON answers are nearly always ASCII, which decodes as Latin-1 to the same string
+ * with a copy instead of UTF-8 validation (a plan of 100,000 clients reads ~75 MB of them).
+ */
+function bodyText(chunks: Buffer[]): string {
+  const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  return isAscii(body) ? body.toString('latin1') : body.toString('utf8');
 }
 
 /** The system error code of a failed connection (happy eyeballs may aggregate several). */

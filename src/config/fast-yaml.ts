@@ -35,8 +35,12 @@ const bail = (): never => {
   throw new OutsideSubset();
 };
 
-/** Characters the reader leaves to the full parser wherever they appear. */
-const UNUSUAL = /[\t\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff]|\r(?!\n)/;
+/**
+ * Characters the reader leaves to the full parser wherever they appear, and a CR that does not
+ * end a line. Two tests, not one alternation: a single character class scans the text much faster.
+ */
+const UNUSUAL = /[\t\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u2028\u2029\ufeff\ufffe\uffff]/;
+const LONE_CR = /\r(?!\n)/;
 const MAX_DEPTH = 64;
 
 const NULL_RE = /^(?:~|[Nn]ull|NULL)?$/;
@@ -82,7 +86,7 @@ export function plainScalar(s: string): unknown {
  * and most of its garbage, is that index).
  */
 export function fastParseYaml(text: string, positions = true): FastParse | undefined {
-  if (UNUSUAL.test(text)) return undefined;
+  if (UNUSUAL.test(text) || (text.includes('\r') && LONE_CR.test(text))) return undefined;
   try {
     return new Reader(text, positions).document();
   } catch (err) {

@@ -404,19 +404,26 @@ class Builder {
     if (name === undefined) return;
     const template = str(c.template);
     const client: DesiredClient = { projectEnv, name, template: template ?? '', keys: [], source: here };
-    if (template !== undefined) this.templateRefs.push({ projectEnv, name: template, within: here, field: TEMPLATE_FIELD });
+    // A template already defined in this environment needs no check in finish(): that check passes
+    // for any name in templateNames, which only grows. Usually the templates come first.
+    if (template !== undefined && !this.templateNames.get(projectEnv)?.includes(template)) {
+      this.templateRefs.push({ projectEnv, name: template, within: here, field: TEMPLATE_FIELD });
+    }
     const type = str(c.type);
     if (type !== undefined) client.type = type;
     if (Array.isArray(c.ipWhitelist)) {
       const ranges: string[] = [];
-      c.ipWhitelist.forEach((ip, m) => {
-        if (typeof ip !== 'string') return;
+      // Indexed loops in this method: it runs once per client, mostly before V8 optimizes it,
+      // where a callback is a closure per client and a for-of an iterator result per item.
+      for (let m = 0; m < c.ipWhitelist.length; m++) {
+        const ip: unknown = c.ipWhitelist[m];
+        if (typeof ip !== 'string') continue;
         try {
           ranges.push(canonicalCidr(ip));
         } catch (err) {
           error([...here.segments(), 'ipWhitelist', m], normalizeMessage(err), { value: true });
         }
-      });
+      }
       client.ipWhitelist = ranges.length < 2 ? ranges : sortInPlace([...new Set(ranges)], cmp);
     }
     if (isObj(c.metadata)) client.metadata = c.metadata as JsonObject;
@@ -479,7 +486,7 @@ class Builder {
         key.secret = secret;
       }
       if (k.protected === true) key.protected = true;
-      const first = keys.findIndex((x) => x.name === keyName);
+      const first = indexOfName(keys, keyName);
       if (first >= 0 && keys[first]!.source && key.source) {
         this.report({
           ...fields(key.source),
@@ -595,6 +602,12 @@ class Builder {
       .sort((a, b) => a.fileIndex - b.fileIndex || a.line - b.line || a.column - b.column || a.order - b.order)
       .map(({ file, line, column, path: p, message }) => ({ file, line, column, path: p, message }));
   }
+}
+
+/** `items.findIndex((x) => x.name === name)` without a closure per call (once per key). */
+function indexOfName(items: readonly { name: string }[], name: string): number {
+  for (let i = 0; i < items.length; i++) if (items[i]!.name === name) return i;
+  return -1;
 }
 
 function twoPlaces(first: SourceLocation, second: SourceLocation): string {

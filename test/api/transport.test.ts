@@ -100,6 +100,29 @@ describe('HTTP transport', () => {
     await api.close();
   });
 
+  it('decodes answers as UTF-8: non-ASCII text, split across socket reads, arrives whole', async () => {
+    // ~300 KB, so the body comes in several chunks and multi-byte characters straddle some of them.
+    const names = Array.from({ length: 100 }, (_, i) => `café-✓-🔑-${i}-${'é'.repeat(1000)}`);
+    const body = JSON.stringify({
+      data: names.map((name, i) => ({ id: `id-${i}`, name, keys: [], metadata: { note: name }, ipWhitelist: [], templateId: null })),
+      pagination: { total: 100, page: 1, limit: 100, pages: 1 },
+    });
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+      res.end(body);
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    try {
+      const api = new KmsClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`, apiKey: API_KEY });
+      const clients = await api.listClients('any-production');
+      expect(clients.map((c) => c.name)).toEqual(names);
+      expect(clients.map((c) => (c.metadata as { note: string }).note)).toEqual(names);
+      await api.close();
+    } finally {
+      await new Promise<void>((ok) => server.close(() => ok()));
+    }
+  });
+
   it('keeps to --max-rps', async () => {
     const api = client({ maxRps: 20 });
     const started = performance.now();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../../src/config/index.js';
-import { PROJECT, TEAM_HEAD, errorsOf, writeTree } from './helpers.js';
+import { PROJECT, TEAM_HEAD, errorsOf, stateOf, writeTree } from './helpers.js';
 
 // Every error names file:line:column, the field path and a precise message.
 
@@ -125,6 +125,19 @@ describe('reference errors', () => {
       'team.yaml:8:40: projects[0].environments[0].clients[1].template: template "golden" is not defined in environment acme-production (defined: gold, bronze; did you mean "gold"?)',
       'team.yaml:11:38: projects[0].environments[1].clients[0].template: template "gold" is not defined in environment acme-staging (defined: sandbox)',
     ]);
+  });
+
+  it('a template may be defined after the clients that name it (a team file read before the project file)', async () => {
+    const team = `${TEAM_HEAD}        clients:
+          - { name: globex, template: gold }
+          - { name: initech, template: golde }
+`;
+    // "a-team.yaml" is read before "z-project.yaml": its references wait for the templates.
+    expect(await errorsOf({ 'a-team.yaml': team, 'z-project.yaml': PROJECT })).toEqual([
+      'a-team.yaml:8:40: projects[0].environments[0].clients[1].template: template "golde" is not defined in environment acme-production (defined: gold, bronze; did you mean "gold"?)',
+    ]);
+    const { state } = await stateOf({ 'a-team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n`, 'z-project.yaml': PROJECT });
+    expect(state.clients.map((c) => [c.name, c.template])).toEqual([['globex', 'gold']]);
   });
 
   it('warns when a template\'s declared client maximum is below the clients that name it, across files', async () => {

@@ -54,3 +54,12 @@ describe('fast YAML reader, repeated keys', () => {
     expect(value.block.k3).toBe(-1);
   });
 });
+
+describe('fast YAML reader, characters it leaves to the full parser', () => {
+  it('CRLF line ends are read; a CR inside a line, a tab, a control or a line-separator character are refused', () => {
+    sameAsYaml('a: 1\r\nb:\r\n  - x\r\n  - y\r\n');
+    for (const odd of ['a: 1\rb: 2\n', 'a: x\ry\n', 'a: 1\r', 'a:\t1\n', 'a: b\u0007c\n', 'a: b\u2028c\n', '\ufeffa: 1\n', 'a: b\u0085c\n']) {
+      expect(fastParseYaml(odd, false), JSON.stringify(odd)).toBeUndefined();
+    }
+  });
+});
