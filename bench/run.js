@@ -246,6 +246,18 @@ async function userEnv() {
   return env;
 }
 
+/**
+ * Untimed: the seeded environment read whole a few times, so the emulator's own code is compiled
+ * before the timed runs. It stands in for a service that has been running: a freshly started one
+ * answered the first plans of 10,000 clients 250-350 ms later than the later plans.
+ */
+async function warmService(emu, env, rounds = 3) {
+  const pe = `${env.project}-${env.type}`;
+  const api = new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, parallelism });
+  for (let i = 0; i < rounds; i++) await Promise.all([api.getProject(pe), api.listClients(pe), api.listEndpoints(pe)]);
+  await api.close();
+}
+
 async function repeat(s, fn) {
   const runs = [];
   for (let i = 0; i < warmups + s.runs; i++) {
@@ -273,6 +285,7 @@ const modes = {
 
   async noop(s, emu) {
     await control(emu, 'POST', '/seed', seedRequest(s.env));
+    await warmService(emu, s.env);
     const dir = scratch();
     const bytes = writeConfig(path.join(dir, 'kms.yaml'), desiredState(s.env));
     // --no-secret-check: the seeded keys have no secrets in any store (their check is scenario 8's store work).
@@ -282,6 +295,7 @@ const modes = {
 
   async update(s, emu) {
     await control(emu, 'POST', '/seed', seedRequest(s.env));
+    await warmService(emu, s.env);
     const dir = scratch();
     const env = await userEnv();
     const changed = (i) => i % s.env.changeEvery === 0;
