@@ -167,11 +167,16 @@ export interface ReadOptions {
 export async function readLiveState(api: KmsClient, scope: LiveScope, opts: ReadOptions = {}): Promise<LiveReadResult> {
   const state = emptyLiveState();
   const inScope = new Set(scope.envs);
+  const wanted = (pe: string) => inScope.has(pe) || scope.alsoRead?.(pe) === true;
   const projectsWanted = new Set([...scope.projects, ...scope.envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, ''))]);
   const summaries = await api.listProjects();
   const owners = summaries.filter(
     (p) => projectsWanted.has(p.slug) || (p.envs?.list ?? []).some((e) => inScope.has(e.project_env)),
   );
+  // The client and endpoint lists of the environments the project list shows start now, beside
+  // the project reads (one round trip sooner): they need only the environment's slug.
+  const lists = new Map<string, EnvLists>();
+  for (const p of owners) for (const e of p.envs?.list ?? []) if (wanted(e.project_env) && !lists.has(e.project_env)) lists.set(e.project_env, startEnvLists(api, e.project_env));
   const fulls = await Promise.all(owners.map(async (p) => {
     const first = p.envs?.list?.[0]?.project_env;
     return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
@@ -182,56 +187,89 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
     state.projects.push({ slug: summary.slug, name: full.name ?? summary.name ?? '', ...(full.description !== undefined ? { description: full.description } : {}) });
     const envList: WireEnv[] = full.envs?.list ?? summary.envs?.list ?? [];
     for (const e of envList) {
-      if (!inScope.has(e.project_env) && !scope.alsoRead?.(e.project_env)) continue;
+      if (!wanted(e.project_env)) continue;
       const env: LiveEnv = {
         id: e.id ?? e.project_env, project: summary.slug, projectEnv: e.project_env,
         type: e.type ?? e.project_env.slice(summary.slug.length + 1), ...(e.url !== undefined ? { url: e.url } : {}),
       };
       state.envs.push(env);
-      envReads.push(readEnv(api, env, e.templates, state));
+      const started = lists.get(e.project_env);
+      lists.delete(e.project_env);
+      envReads.push(readEnv(api, env, e.templates, state, started ?? startEnvLists(api, e.project_env)));
     }
   }
+  // An environment the project list showed and the project read did not (deleted in between)
+  // is not read: its lists' answers are dropped.
   await Promise.all(envReads);
   sortLive(state);
   return { state, duplicates: findDuplicates(state), fingerprints: opts.fingerprints === false ? {} : fingerprints(state) };
 }
 
-async function readEnv(api: KmsClient, env: LiveEnv, embedded: WireTemplate[] | undefined, state: LiveState) {
-  const pe = env.projectEnv;
-  const cidrs = cidrMemo();
-  // Client pages are converted as they arrive (a 100,000-client environment is never held twice);
-  // a page that arrives before the template names are known waits for them.
+/**
+ * The paged lists of one environment, started before its templates are known: client pages are
+ * kept as they arrive until `convertWith` is given the template names, then converted on arrival
+ * (a 100,000-client environment is never held twice).
+ */
+interface EnvLists {
+  clients: Promise<void>;
+  endpoints: Promise<WireEndpoint[]>;
+  /** Converts the pages read so far and those still to come; the result is in page order. */
+  convertWith(names: Map<string, string>): void;
+  /** Client pages in page order (after `clients` resolved), and the items lacking fields the diff compares. */
+  pages: LiveClient[][];
+  incomplete: WireClient[];
+  cidrs: (list: string[] | undefined) => string[];
+}
+
+function startEnvLists(api: KmsClient, pe: string): EnvLists {
   let names: Map<string, string> | undefined;
   const waiting: [WireClient[], number][] = [];
-  const incomplete: WireClient[] = [];
-  // Kept in page order: a service that lists in name order hands the sort a sorted list.
-  const pages: LiveClient[][] = [];
+  const lists: EnvLists = {
+    pages: [], incomplete: [], cidrs: cidrMemo(),
+    clients: Promise.resolve(),
+    endpoints: api.listEndpoints(pe),
+    convertWith(known) {
+      names = known;
+      for (const [page, n] of waiting.splice(0)) convert(page, n);
+    },
+  };
+  // Indexed loops in this file's per-client code: it runs mostly before V8 optimizes it, and
+  // there a for-of allocates an iterator result per item.
   const convert = (page: WireClient[], n: number) => {
-    const out: LiveClient[] = (pages[n - 1] = []);
+    // Kept in page order: a service that lists in name order hands the sort a sorted list.
+    const out: LiveClient[] = (lists.pages[n - 1] = []);
     for (let i = 0; i < page.length; i++) {
       const c = page[i]!;
-      if (clientComplete(c)) out.push(toClient(pe, c, names!, cidrs));
-      else incomplete.push(c);
+      if (clientComplete(c)) out.push(toClient(pe, c, names!, lists.cidrs));
+      else lists.incomplete.push(c);
     }
   };
+  lists.clients = api.forEachClientPage(pe, (page, n) => (names ? convert(page, n) : waiting.push([page, n])));
+  // A list may fail before readEnv awaits it (while the project is read) or never be awaited
+  // (its environment was deleted meanwhile): handled here, so that is not an unhandled rejection;
+  // readEnv still awaits the lists themselves and gets their errors.
+  lists.clients.catch(() => undefined);
+  lists.endpoints.catch(() => undefined);
+  return lists;
+}
+
+async function readEnv(api: KmsClient, env: LiveEnv, embedded: WireTemplate[] | undefined, state: LiveState, lists: EnvLists) {
+  const pe = env.projectEnv;
   const readTemplates = async () => {
     const templates = embedded && embedded.every((t) => t.id && t.rateLimitDay !== undefined) ? embedded : await api.listTemplates(pe);
-    names = new Map();
+    const names = new Map<string, string>();
     for (const t of templates) {
       state.templates.push(toTemplate(pe, t));
       names.set(t.id, t.name);
     }
-    for (const [page, n] of waiting.splice(0)) convert(page, n);
+    lists.convertWith(names);
+    return names;
   };
-  const [, , endpoints] = await Promise.all([
-    readTemplates(),
-    api.forEachClientPage(pe, (page, n) => (names ? convert(page, n) : waiting.push([page, n]))),
-    api.listEndpoints(pe),
-  ]);
+  const [names, , endpoints] = await Promise.all([readTemplates(), lists.clients, lists.endpoints]);
   // List items lacking a field the diff compares are read one by one (the contract says they are complete).
-  const completed = await Promise.all(incomplete.map((c) => api.getClient(clientId(c), pe)));
-  for (const page of pages) if (page) for (let i = 0; i < page.length; i++) state.clients.push(page[i]!);
-  for (const c of completed) state.clients.push(toClient(pe, c, names!, cidrs));
+  const completed = await Promise.all(lists.incomplete.map((c) => api.getClient(clientId(c), pe)));
+  for (const page of lists.pages) if (page) for (let i = 0; i < page.length; i++) state.clients.push(page[i]!);
+  for (const c of completed) state.clients.push(toClient(pe, c, names, lists.cidrs));
   // Run-lock records (apply/run-lock.ts) belong to kms-sync's own runs, not to any configuration.
   for (const e of endpoints) if (!e.path.startsWith('/__kms-sync/')) state.endpoints.push(toEndpoint(pe, e));
 }

@@ -123,6 +123,31 @@ describe('HTTP transport', () => {
     }
   });
 
+  it('starts an environment\'s lists beside its project read, and a list failing meanwhile fails the read (no unhandled rejection)', async () => {
+    // The project read answers 1 s late: the lists, started from the project list, are done before it.
+    emu.addFault({ method: 'GET', route: '/project/{project_env}', mode: 'delay', delayMs: 1000, times: 1 });
+    const api = client();
+    const firstPageAt: number[] = [];
+    api.onPageRead = (p) => {
+      if (p.page === 1 && p.kind !== 'list projects') firstPageAt.push(performance.now());
+    };
+    const started = performance.now();
+    const live = await readLiveState(api, { projects: ['big'], envs: ['big-production'] });
+    expect(live.state.clients).toHaveLength(450);
+    expect(live.state.endpoints.length).toBeGreaterThanOrEqual(3);
+    // Both first pages (clients, endpoints) arrived while the project read was still delayed.
+    expect(firstPageAt).toHaveLength(2);
+    for (const at of firstPageAt) expect(at - started).toBeLessThan(800);
+    await api.close();
+
+    // A client list refused while the project read is delayed: the read fails with that error.
+    emu.addFault({ method: 'GET', route: '/project/{project_env}', mode: 'delay', delayMs: 300, times: 1 });
+    emu.addFault({ method: 'GET', route: '/client', mode: 'error', status: 400, times: 1 });
+    const failing = client();
+    await expect(readLiveState(failing, { projects: ['big'], envs: ['big-production'] })).rejects.toThrow(ApiError);
+    await failing.close();
+  });
+
   it('keeps to --max-rps', async () => {
     const api = client({ maxRps: 20 });
     const started = performance.now();
