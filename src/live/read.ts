@@ -1,6 +1,7 @@
 // Reads the live state of the environments in scope, and nothing else (DESIGN.md "Ownership").
-// Cost: one project list, one project get per project in scope, then per environment the paged
-// lists of templates (when the project view lacks them), clients and endpoints, all in parallel.
+// Cost: one project list, then one project get per project in scope and, beside it, per
+// environment the paged lists of clients and endpoints (and of templates when the project view
+// lacks them), all in parallel.
 import { hash } from 'node:crypto';
 import { clientId, type KmsClient, type WireClient, type WireEndpoint, type WireEnv, type WireProject, type WireTemplate } from '../api/client.js';
 import {
