@@ -225,33 +225,34 @@ interface EnvLists {
 function startEnvLists(api: KmsClient, pe: string): EnvLists {
   let names: Map<string, string> | undefined;
   const waiting: [WireClient[], number][] = [];
-  const lists: EnvLists = {
-    pages: [], incomplete: [], cidrs: cidrMemo(),
-    clients: Promise.resolve(),
-    endpoints: api.listEndpoints(pe),
+  const pages: LiveClient[][] = [];
+  const incomplete: WireClient[] = [];
+  const cidrs = cidrMemo();
+  // Indexed loops in this file's per-client code: it runs mostly before V8 optimizes it, and
+  // there a for-of allocates an iterator result per item.
+  const convert = (page: WireClient[], n: number) => {
+    // Kept in page order: a service that lists in name order hands the sort a sorted list.
+    const out: LiveClient[] = (pages[n - 1] = []);
+    for (let i = 0; i < page.length; i++) {
+      const c = page[i]!;
+      if (clientComplete(c)) out.push(toClient(pe, c, names!, cidrs));
+      else incomplete.push(c);
+    }
+  };
+  const clients = api.forEachClientPage(pe, (page, n) => (names ? convert(page, n) : waiting.push([page, n])));
+  const endpoints = api.listEndpoints(pe);
+  // A list may fail before readEnv awaits it (while the project is read) or never be awaited
+  // (its environment was deleted meanwhile): handled here, so that is not an unhandled rejection;
+  // readEnv still awaits the lists themselves and gets their errors.
+  clients.catch(() => undefined);
+  endpoints.catch(() => undefined);
+  return {
+    clients, endpoints, pages, incomplete, cidrs,
     convertWith(known) {
       names = known;
       for (const [page, n] of waiting.splice(0)) convert(page, n);
     },
   };
-  // Indexed loops in this file's per-client code: it runs mostly before V8 optimizes it, and
-  // there a for-of allocates an iterator result per item.
-  const convert = (page: WireClient[], n: number) => {
-    // Kept in page order: a service that lists in name order hands the sort a sorted list.
-    const out: LiveClient[] = (lists.pages[n - 1] = []);
-    for (let i = 0; i < page.length; i++) {
-      const c = page[i]!;
-      if (clientComplete(c)) out.push(toClient(pe, c, names!, lists.cidrs));
-      else lists.incomplete.push(c);
-    }
-  };
-  lists.clients = api.forEachClientPage(pe, (page, n) => (names ? convert(page, n) : waiting.push([page, n])));
-  // A list may fail before readEnv awaits it (while the project is read) or never be awaited
-  // (its environment was deleted meanwhile): handled here, so that is not an unhandled rejection;
-  // readEnv still awaits the lists themselves and gets their errors.
-  lists.clients.catch(() => undefined);
-  lists.endpoints.catch(() => undefined);
-  return lists;
 }
 
 async function readEnv(api: KmsClient, env: LiveEnv, embedded: WireTemplate[] | undefined, state: LiveState, lists: EnvLists) {
