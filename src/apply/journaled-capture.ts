@@ -2,6 +2,7 @@
 import { groupBy } from '../model/index.js';
 import { Journal, type AppendOptions, type IssueIntent, type JournalRecord } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
+import { testPoint } from './test-hooks.js';
 import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
 
 export class JournaledKeyCapture implements KeyCapture {
@@ -92,7 +93,7 @@ export class JournaledKeyCapture implements KeyCapture {
       }
     }
     // 2. + 3. Store them, batched per store, then clear the journal entries that landed.
-    await testPause('after-journal');
+    await testPoint('after-journal');
     const stored = this.store(keys, records, ids);
     stored.catch(() => undefined); // the caller observes it; never an unhandled rejection
     return { stored };
@@ -106,8 +107,11 @@ export class JournaledKeyCapture implements KeyCapture {
       const store = await this.stores.get(uri);
       try {
         await store.putMany(idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })));
-        await testPause('after-store');
-        if (ids) await this.journal.clear(idx.map((i) => ids[i]!));
+        await testPoint('after-store');
+        if (ids) {
+          await this.journal.clear(idx.map((i) => ids[i]!));
+          await testPoint('cleared');
+        }
         for (const i of idx) {
           const k = keys[i]!;
           receipts.push({ address: `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`, store: store.displayUri, secret: records[i]!.name });
@@ -127,23 +131,3 @@ export class JournaledKeyCapture implements KeyCapture {
   }
 }
 
-/**
- * The crash campaign (test/crash/) aims SIGKILLs at the windows between journal and store:
- * `KMS_SYNC_TEST_PAUSE=after-journal:300` holds every capture 300 ms at that point. Inert unless
- * the variable is set.
- */
-const pauses = parsePauses(process.env.KMS_SYNC_TEST_PAUSE);
-
-function parsePauses(spec: string | undefined): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const part of (spec ?? '').split(',')) {
-    const [at, ms] = part.split(':');
-    if (at && ms && /^\d+$/.test(ms)) m.set(at, Number(ms));
-  }
-  return m;
-}
-
-async function testPause(at: 'after-journal' | 'after-store'): Promise<void> {
-  const ms = pauses.get(at);
-  if (ms) await new Promise((ok) => setTimeout(ok, ms));
-}

@@ -10,7 +10,7 @@ import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult, type LiveScope } from '../live/read.js';
 import { clearReadProgress, withReadProgress } from './read-progress.js';
-import { projectEnvOf, type DesiredState } from '../model/index.js';
+import { credentialKind, projectEnvOf, serviceTarget, type DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { planDestroy } from '../plan/removal.js';
 import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
@@ -96,14 +96,14 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfF
   return { desired, leaving, files: loaded.files, baseDir, ...(live ? { live } : {}) };
 }
 
-export function credentialKind(apiKey: string): Plan['target']['credential'] {
-  return apiKey.startsWith('sk_live_') ? 'live' : apiKey.startsWith('sk_test_') ? 'test' : 'unknown';
-}
+export { credentialKind };
 
 export interface Connection {
   api: KmsClient;
   url: string;
   credential: Plan['target']['credential'];
+  /** Which service this is (model/target.ts): secrets record it, and no target replaces another's. */
+  target: string;
 }
 
 /** The API client from KMS_API_URL / --url and KMS_API_KEY (never a command-line flag). */
@@ -126,7 +126,8 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
     baseUrl: url, apiKey, parallelism: o.parallelism, ...(o.maxRps ? { maxRps: o.maxRps } : {}), userAgent: 'kms-sync/0.1.0',
     ...(onRetry ? { onRetry: (r) => onRetry(`retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`) } : {}),
   });
-  return { api, url, credential: credentialKind(apiKey) };
+  const credential = credentialKind(apiKey);
+  return { api, url, credential, target: serviceTarget(url, credential, env) };
 }
 
 /** What a live read is scoped by (readLive's arguments), as one comparable string. */

@@ -4,3 +4,4 @@ export * from './normalize.js';
 export * from './collections.js';
 export * from './ownership.js';
 export * from './owner.js';
+export * from './target.js';

@@ -19,6 +19,11 @@ export interface SecretMetadata {
   keyId: string;
   expiresAt?: string | null;
   issuedAt: string;
+  /**
+   * The service target that issued the key (model/target.ts). Absent on secrets written before
+   * targets were recorded: those are taken as the current target's when their key id is live there.
+   */
+  target?: string;
 }
 
 export interface SecretEntry {

@@ -9,6 +9,7 @@ import { clientId, type ClientUpdate, type KeyInput, type WireClient, type WireK
 import { parseTtl } from '../../model/index.js';
 import type { KeyAfter } from '../../plan/types.js';
 import { newOrphanId, type OrphanRecord } from '../../secrets/journal.js';
+import { testPoint } from '../test-hooks.js';
 import { deleteIdempotent, type ApplyContext } from '../context.js';
 import { KeyStoreFailure, type CapturedKey } from '../key-capture.js';
 
@@ -107,6 +108,7 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
   }
   let updated: WireClient;
   try {
+    if (intent) await testPoint('issue-sent');
     updated = await ctx.api.updateClient(client.id, client.projectEnv, body);
   } catch (e) {
     if (!(e instanceof AmbiguousWriteError) || !intent) {
