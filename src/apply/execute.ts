@@ -100,7 +100,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     beforeIssue: async () => {
       if (keyStoreBroken) throw new StopApply('an earlier secret-store write failed; no further key is issued');
       if (!keysPrepared) {
-        await opts.keys.prepare([...new Set(plan.operations.flatMap(opStores))]);
+        await opts.keys.prepare([...new Set(plan.operations.flatMap(opStores))], plan.operations.flatMap(opWrites));
         keysPrepared = true;
       }
     },
@@ -210,6 +210,9 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     // 4. Keys of existing clients: one PUT per client (new keys captured from its response).
     async () => {
       const keyOps = byKind('key', 'create', 'update', 'rotate');
+      // Rotations whose old key the plan revokes once the new one is stored (--revoke-old, overlap 0):
+      // that revoke is journaled with the new raw key, so an interrupted run cannot strand it.
+      const revokedAfter = new Set(plan.operations.filter((o) => o.kind === 'key' && o.action === 'delete' && o.actionReason === 'delete_rotated_out').map((o) => o.live?.keyId));
       await forEachLimited([...groupBy(keyOps, (o) => o.live!.clientId!)], parallelism, stopped, async ([id, ops]) => {
         if (keyStoreBroken && ops.some((o) => o.action !== 'update')) return; // no key issued after a store failure
         const first = ops[0]!;
@@ -222,7 +225,9 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
           ops.filter((o) => o.action === 'update').map((o) => {
             const k = o.after as unknown as KeyAfter;
             return { id: o.live!.keyId!, name: k.name, ...(k.expiresAt !== undefined ? { expiresAt: k.expiresAt } : {}), ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}) };
-          })));
+          }),
+          ops.filter((o) => o.action === 'rotate' && o.live?.keyId !== undefined && revokedAfter.has(o.live.keyId))
+            .map((o) => ({ keyId: o.live!.keyId!, name: (o.after as unknown as KeyAfter).name }))));
       });
     },
     // 5. Endpoints: bulk creates per environment, then updates and replaces.
@@ -256,6 +261,16 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     },
   ];
 
+  // A plan that issues keys checks its stores before its first write of any kind, so that a run
+  // that cannot keep its keys (a store not writable, another service's secrets in it) changes nothing.
+  if (plan.operations.some((o) => opWrites(o).length > 0)) {
+    try {
+      await ctx.beforeIssue();
+    } catch (e) {
+      result.stopReason = errorText(e);
+      phases.length = 0;
+    }
+  }
   for (const phase of phases) {
     try {
       await phase();
@@ -285,6 +300,16 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
   }
   result.notAttempted = plan.operations.filter((o) => !finished.has(o));
   return result;
+}
+
+/** The secrets an operation writes (keys it issues). */
+export function opWrites(op: Operation): { store?: string; secretName: string }[] {
+  if (op.kind === 'client' && op.action === 'create') return keysOf(op).map((k) => ({ ...(k.secret.store ? { store: k.secret.store } : {}), secretName: k.secret.name }));
+  if (op.kind === 'key' && (op.action === 'create' || op.action === 'rotate')) {
+    const k = op.after as unknown as KeyAfter;
+    return [{ ...(k.secret.store ? { store: k.secret.store } : {}), secretName: k.secret.name }];
+  }
+  return [];
 }
 
 /** Stores an operation writes keys to (undefined = the default store). */

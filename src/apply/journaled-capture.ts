@@ -2,21 +2,37 @@
 import { groupBy } from '../model/index.js';
 import { Journal, type AppendOptions, type IssueIntent, type JournalRecord } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
+import type { SecretStore } from '../secrets/store.js';
+import { describeConflicts, TargetGuard } from '../secrets/target-guard.js';
 import { testPoint } from './test-hooks.js';
 import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
+
+/** A secret the run is about to write: its store (undefined = the default) and logical name. */
+export interface PlannedWrite {
+  store?: string;
+  secretName: string;
+}
 
 export class JournaledKeyCapture implements KeyCapture {
   readonly journal: Journal;
   private readonly stores: StoreRegistry;
+  private readonly guard: TargetGuard;
 
-  constructor(stores: StoreRegistry, journal?: Journal) {
+  /** `target`: the service this run issues keys at (model/target.ts); its secrets record it. */
+  constructor(stores: StoreRegistry, journal?: Journal, opts: { target?: string } = {}) {
     this.stores = stores;
     this.journal = journal ?? new Journal(stores.journalPath(), { ageKeys: stores.ageKeys });
+    this.guard = new TargetGuard(opts.target);
+  }
+
+  /** A store by name or URI, with the writes every key takes: stamped with its target, never over another target's secret. */
+  async storeFor(nameOrUri: string | undefined): Promise<SecretStore> {
+    return this.guard.wrap(await this.stores.get(nameOrUri));
   }
 
   /** Flushes what an earlier run left in the journal; returns how many keys were flushed. */
   async flushPending(): Promise<number> {
-    const result = await this.journal.flush((uri) => this.stores.get(uri));
+    const result = await this.journal.flush((uri) => this.storeFor(uri));
     if (result.failed.length > 0) {
       const names = result.failed.flatMap((f) => f.names).length;
       throw new KeyStoreFailure(
@@ -26,11 +42,23 @@ export class JournaledKeyCapture implements KeyCapture {
     return result.flushed.length;
   }
 
-  async prepare(stores: (string | undefined)[]): Promise<void> {
+  /**
+   * Before the first key is issued: the journal is flushed, every store is writable, and none of
+   * the secrets the run will write holds another service target's key (refused here, before any
+   * key exists, rather than at the store write after it was issued).
+   */
+  async prepare(stores: (string | undefined)[], writes: PlannedWrite[] = []): Promise<void> {
     await this.flushPending();
     for (const name of new Set(stores.length ? stores : [undefined])) {
       const store = await this.stores.get(name);
       await store.checkWritable();
+    }
+    if (!this.guard.target) return;
+    const byStore = groupBy(writes, (w) => w.store);
+    for (const [name, ws] of byStore) {
+      const store = await this.stores.get(name);
+      const clashes = await this.guard.conflicts(store, ws.map((w) => store.secretName(w.secretName)));
+      if (clashes.length) throw new KeyStoreFailure(`refusing to issue keys: ${describeConflicts(store, clashes, this.guard.target)}. Nothing was issued`);
     }
   }
 
@@ -71,7 +99,7 @@ export class JournaledKeyCapture implements KeyCapture {
     const records: JournalRecord[] = [];
     for (const k of keys) {
       const store = await this.stores.get(k.store);
-      records.push({ storeUri: this.stores.uriOf(k.store), name: store.secretName(k.secretName), value: k.value, meta: k.meta });
+      records.push({ storeUri: this.stores.uriOf(k.store), name: store.secretName(k.secretName), value: k.value, meta: this.guard.stamp(k.meta) });
     }
     // 1. Journal every raw key of the response (durable) before anything else can fail.
     let ids: string[] | undefined;
@@ -104,7 +132,7 @@ export class JournaledKeyCapture implements KeyCapture {
     const byStore = groupBy(records.keys(), (i) => records[i]!.storeUri);
     const failures: string[] = [];
     for (const [uri, idx] of byStore) {
-      const store = await this.stores.get(uri);
+      const store = await this.storeFor(uri);
       try {
         await store.putMany(idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })));
         await testPoint('after-store');

@@ -27,7 +27,7 @@ export interface KeyCapture {
    * Called once before the first key-issuing request: flushes any pending journal entries and
    * checks that every store the plan writes to is reachable and writable.
    */
-  prepare(stores: (string | undefined)[]): Promise<void>;
+  prepare(stores: (string | undefined)[], writes?: { store?: string; secretName: string }[]): Promise<void>;
   /**
    * Makes a batch of raw keys from one response durable (journal, fsync) and resolves then; the
    * write to their stores follows in the background and `stored` settles when it is done, so

@@ -16,6 +16,8 @@ export interface OrphanKey {
   client: string;
   keyId: string;
   keyName: string;
+  /** A superseded generation (an interrupted `rotate --revoke-old`) is revoked, never re-issued. */
+  reason?: 'lost-response' | 'superseded';
 }
 
 export interface Recovery {
@@ -29,9 +31,10 @@ export interface Recovery {
 /** Human lines for the top of a plan: what the recovery did. */
 export function describeRecovery(r: Recovery): string[] {
   const lines = r.flushed.map((f) => `Flushed ${f.count} key(s) from the journal into ${f.store}.`);
-  if (r.orphans.length) {
-    lines.push(`Found ${r.orphans.length} key(s) issued by an interrupted run whose raw value never reached us: they are re-issued and revoked.`);
-  }
+  const lost = r.orphans.filter((o) => o.reason !== 'superseded').length;
+  const superseded = r.orphans.length - lost;
+  if (lost) lines.push(`Found ${lost} key(s) issued by an interrupted run whose raw value never reached us: they are re-issued and revoked.`);
+  if (superseded) lines.push(`Found ${superseded} old key(s) that an interrupted rotate --revoke-old replaced but had not revoked yet: they are revoked now.`);
   return lines;
 }
 
@@ -71,7 +74,7 @@ export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCap
   const journal = capture.journal;
 
   // 1. Keys journaled by an earlier run go to their stores before anything is compared.
-  const flush = await journal.flush((uri) => registry.get(uri));
+  const flush = await journal.flush((uri) => capture.storeFor(uri));
   const counts = new Map<string, number>();
   for (const f of flush.flushed) {
     const store = (await registry.get(f.storeUri)).displayUri;
@@ -111,7 +114,7 @@ export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCap
       const live = new Set((c?.keys ?? []).map((k) => k.id));
       const still = r.keyIds.map((id, i) => ({ id, name: r.keyNames[i]! })).filter((k) => live.has(k.id));
       if (still.length === 0) done.push(r.id);
-      for (const k of still) out.orphans.push({ projectEnv: r.projectEnv, clientId: r.clientId, client: r.client, keyId: k.id, keyName: k.name });
+      for (const k of still) out.orphans.push({ projectEnv: r.projectEnv, clientId: r.clientId, client: r.client, keyId: k.id, keyName: k.name, ...(r.reason ? { reason: r.reason } : {}) });
     } catch (e) {
       out.warnings.push(`could not check orphan key(s) of ${r.projectEnv}/${r.client} (${errorText(e)}); the record is kept`);
     }

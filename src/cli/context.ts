@@ -275,9 +275,9 @@ export interface PlanOptions {
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
-export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, notice?: (m: string) => void) {
+export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, notice?: (m: string) => void, target?: string) {
   const registry = new StoreRegistry({ declarations: stores, baseDir, ...(notice ? { onNotice: notice } : {}) });
-  return { registry, capture: new JournaledKeyCapture(registry) };
+  return { registry, capture: new JournaledKeyCapture(registry, undefined, target ? { target } : {}) };
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
@@ -318,7 +318,7 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   await checkSecretNames(desired, o.baseDir);
   const notice = o.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice);
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice, conn.target);
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)
   // means recovery may change the live state, so the read comes after it as usual.
   const journaled = await stat(capture.journal.path).then(() => true, () => false);

@@ -56,7 +56,7 @@ export function registerSecrets(program: Command) {
       }
       out(`${store.displayUri}: ${items.length} secret(s)\n`);
       for (const i of items.sort((a, b) => (a.name < b.name ? -1 : 1))) {
-        out(`  ${i.name}  updated ${i.updatedAt}${i.meta?.expiresAt ? `  expires ${i.meta.expiresAt}` : ''}${i.meta?.keyId ? `  key ${i.meta.keyId}` : ''}\n`);
+        out(`  ${i.name}  updated ${i.updatedAt}${i.meta?.expiresAt ? `  expires ${i.meta.expiresAt}` : ''}${i.meta?.keyId ? `  key ${i.meta.keyId}` : ''}${i.meta?.target ? `  service ${i.meta.target}` : ''}\n`);
       }
       if (pending.length) out(`Journal: ${pending.length} key(s) waiting for their store (run kms-sync secrets flush)\n`);
     });

@@ -166,7 +166,7 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   const reporter = o.reporter ?? textReporter(() => plan.operations.length);
   const registry = new StoreRegistry({ declarations: plan.stores, baseDir, onNotice: (m) => err(`${m}\n`) });
   await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi) || process.env.KMS_SYNC_ALLOW_LOCAL_STORE === '1', env: process.env });
-  const capture = new JournaledKeyCapture(registry);
+  const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
   const interrupt = interruptHandler(capture, reporter);
   let result: ApplyResult;
   try {
@@ -175,7 +175,8 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
     interrupt.dispose();
   }
   // Orphan records whose keys this run revoked are done; then the journal goes if nothing is live.
-  await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.actionReason === 'revoke_orphan').map((op) => op.live!.keyId!)));
+  // (orphans of lost responses, and generations a rotation superseded and revoked).
+  await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.kind === 'key' && op.action === 'delete').map((op) => op.live!.keyId!)));
   await capture.compact();
   if (result.failed.length === 0 && !result.stopReason) {
     reporter.finish(result, 'complete', EXIT.ok);

@@ -31,7 +31,7 @@ export interface KeyHealthInput {
    * Live keys whose raw value never reached us (a run died between the service creating them and
    * the journal write): the current one is re-issued, and every one is revoked after that.
    */
-  orphans?: readonly { clientId: string; keyId: string; keyName: string; projectEnv: string; client: string }[];
+  orphans?: readonly { clientId: string; keyId: string; keyName: string; projectEnv: string; client: string; reason?: 'lost-response' | 'superseded' }[];
   /** Rotate keys whose secret kms-sync does not hold (default: report them only). */
   rotateMissingSecrets?: boolean;
 }
@@ -62,6 +62,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const force = (input.force ?? []).map(globToRegExp);
   const liveClients = byIdentity(input.live.clients);
   const orphanIds = new Set((input.orphans ?? []).map((o) => o.keyId));
+  const supersededIds = new Set((input.orphans ?? []).filter((o) => o.reason === 'superseded').map((o) => o.keyId));
   const checkSecrets = input.secrets.size > 0;
   const revoked = new Set<string>();
   const revokeOrphan = (addr: string, projectEnv: string, clientIdOf: string, k: LiveKey) => {
@@ -69,7 +70,9 @@ export function assessKeys(input: KeyHealthInput): Plan {
     revoked.add(k.id);
     ops.push({
       address: addr, kind: 'key', action: 'delete', projectEnv,
-      reason: 'orphan: issued by a run that was interrupted before its raw value was saved; nobody holds it, so it is revoked (after its replacement is stored)',
+      reason: supersededIds.has(k.id)
+        ? 'pending revoke: replaced by rotate --revoke-old, whose run was interrupted before this old key was revoked; its raw value is no longer held'
+        : 'orphan: issued by a run that was interrupted before its raw value was saved; nobody holds it, so it is revoked (after its replacement is stored)',
       actionReason: 'revoke_orphan', before: { name: k.name, expiresAt: k.expiresAt ?? null, autoRotate: k.autoRotate ?? false },
       after: null, changes: [], live: { clientId: clientIdOf, keyId: k.id },
     });
@@ -146,6 +149,11 @@ export function assessKeys(input: KeyHealthInput): Plan {
         }
       }
       const secret = (ownedAnswer ??= isOwned(lc, plan)) ? input.secrets.get(addr) : undefined;
+      if (supersededIds.has(current.id)) {
+        // Its successor is gone too (revoked by hand?): revoke it as recorded; the next plan issues the name anew.
+        revokeOrphan(addr, c.projectEnv, lc.id, current);
+        continue;
+      }
       const orphan = orphanIds.has(current.id);
       if (orphan) {
         rotateReason = 'reissue_lost_key';

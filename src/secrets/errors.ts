@@ -16,7 +16,8 @@ export type SecretStoreErrorCode =
   | 'NO_IDENTITY'
   | 'DECRYPT'
   | 'UNSUPPORTED'
-  | 'VERIFY_FAILED';
+  | 'VERIFY_FAILED'
+  | 'CONFLICT';
 
 /** Anything shaped like a customer key (`kmsc_` + base64url) is replaced before it can be shown. */
 const CUSTOMER_KEY_RE = /kmsc_[A-Za-z0-9_-]{8,}/g;

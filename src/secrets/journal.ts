@@ -72,6 +72,12 @@ export interface OrphanRecord {
   client: string;
   keyIds: string[];
   keyNames: string[];
+  /**
+   * Why nobody holds them: a request whose response was lost (the default), or a generation that a
+   * rotation with `--revoke-old` superseded — recorded in the write that journals its successor, so
+   * that a run killed before the revoke leaves the revoke pending for the next one.
+   */
+  reason?: 'lost-response' | 'superseded';
 }
 
 export type JournalIntent = (IssueIntent | OrphanRecord) & { id: string; createdAt: string };

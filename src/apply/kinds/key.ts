@@ -56,14 +56,14 @@ export function capturedFrom(projectEnv: string, client: WireClient, wanted: Key
  * Hands the raw keys of a response to the capture path (journal, then store in the background),
  * clearing `resolve` in the same journal write. Keys that could be saved nowhere are revoked.
  */
-export async function captureKeys(ctx: ApplyContext, captured: CapturedKey[], resolve: string[]): Promise<void> {
+export async function captureKeys(ctx: ApplyContext, captured: CapturedKey[], resolve: string[], orphans: (OrphanRecord & { id: string })[] = []): Promise<void> {
   if (captured.length === 0) {
     if (resolve.length) await ctx.keys.resolve({ resolve });
     return;
   }
   let handle;
   try {
-    handle = await ctx.keys.capture(captured, { resolve });
+    handle = await ctx.keys.capture(captured, { resolve, ...(orphans.length ? { orphans } : {}) });
   } catch (e) {
     // Neither the journal nor a store took these raw keys: revoke them, so that no issued key is
     // lost (the intent stays pending; the next run finds them gone and issues them again).
@@ -83,15 +83,25 @@ export async function captureKeys(ctx: ApplyContext, captured: CapturedKey[], re
 }
 
 /** Revokes one key; a key already gone counts as revoked. */
-export function revokeKey(ctx: ApplyContext, client: string, projectEnv: string, keyId: string) {
-  return deleteIdempotent(() => ctx.api.deleteClient(client, projectEnv, keyId));
+export async function revokeKey(ctx: ApplyContext, client: string, projectEnv: string, keyId: string) {
+  await testPoint('before-revoke');
+  return deleteIdempotent(async () => {
+    await testPoint('revoke-sent');
+    return ctx.api.deleteClient(client, projectEnv, keyId);
+  });
+}
+
+/** A live key this write supersedes and revokes once its successor is stored (`rotate --revoke-old`). */
+export interface SupersededKey {
+  keyId: string;
+  name: string;
 }
 
 /**
  * Issues `issue` and updates `updates` on one client in one PUT. Returns a note when a lost
  * response had to be recovered.
  */
-export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[]): Promise<string | undefined> {
+export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], supersedes: SupersededKey[] = []): Promise<string | undefined> {
   const now = ctx.now();
   const body: ClientUpdate = {
     keys: [
@@ -116,21 +126,28 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
       if (intent) await ctx.keys.resolve({ resolve: [intent] });
       throw e;
     }
-    return recoverLostKeyResponse(ctx, client, issue, updates, intent);
+    return recoverLostKeyResponse(ctx, client, issue, updates, intent, supersedes);
   }
   const fresh = (updated.keys ?? []).filter((k) => k.key);
-  await captureKeys(ctx, capturedFrom(client.projectEnv, updated, issue, fresh, now), intent ? [intent] : []);
+  // The generations this write supersedes stop being held the moment their successors reach the
+  // store: their pending revoke is journaled in the same write as the successors' raw keys, so a
+  // run killed before the revoke leaves it to the next one (recover.ts), never a stranded key.
+  const superseded = supersedes.filter((s) => fresh.some((k) => k.name === s.name));
+  const record = superseded.length
+    ? { ...orphanRecord(client, superseded.map((s) => ({ id: s.keyId, name: s.name }) as WireKey))!, reason: 'superseded' as const }
+    : undefined;
+  await captureKeys(ctx, capturedFrom(client.projectEnv, updated, issue, fresh, now), intent ? [intent] : [], record ? [record] : []);
   return undefined;
 }
 
-async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], intent: string): Promise<string> {
+async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], intent: string, supersedes: SupersededKey[]): Promise<string> {
   const live = await ctx.api.getClient(client.id, client.projectEnv);
   const known = new Set(client.knownKeyIds);
   const names = new Set(issue.map((k) => k.name));
   const orphans = (live.keys ?? []).filter((k) => !known.has(k.id) && names.has(k.name));
   const record = orphanRecord(client, orphans);
   await ctx.keys.resolve({ resolve: [intent], ...(record ? { orphans: [record] } : {}) });
-  await reissueAndRevoke(ctx, { ...client, knownKeyIds: (live.keys ?? []).map((k) => k.id) }, record, issue, updates);
+  await reissueAndRevoke(ctx, { ...client, knownKeyIds: (live.keys ?? []).map((k) => k.id) }, record, issue, updates, supersedes);
   return `the response was lost; ${orphans.length ? `${orphans.length} key(s) it had created without their raw value reaching us were replaced and revoked` : 'the request had not taken effect and was sent again'}`;
 }
 
@@ -150,8 +167,9 @@ export function orphanRecord(client: KeyClientRef, orphans: WireKey[]): (OrphanR
  */
 export async function reissueAndRevoke(
   ctx: ApplyContext, client: KeyClientRef, record: (OrphanRecord & { id: string }) | undefined, issue: KeyAfter[], updates: KeyUpdate[],
+  supersedes: SupersededKey[] = [],
 ): Promise<void> {
-  await writeKeys(ctx, client, issue, updates);
+  await writeKeys(ctx, client, issue, updates, supersedes);
   if (!record) return;
   for (const id of record.keyIds) await revokeKey(ctx, client.id, client.projectEnv, id);
   await ctx.keys.resolve({ resolve: [record.id] });
