@@ -346,7 +346,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   if (o.secretCheck !== false) {
     const queries = keysToCheck(desired, live.state, owner);
     if (queries.length) {
-      const checked = await checkSecretPresence(registry, queries);
+      const checked = await checkSecretPresence(registry, queries, conn.target);
       secrets = checked.results;
       warnings.push(...checked.warnings);
     }

@@ -28,7 +28,9 @@ export function registerDemo(program: Command) {
       process.env.SOPS_AGE_KEY_FILE = ageKeyFile;
       const emu = await startEmulator({ port: 0, apiKeys: [apiKey] });
       out(`Emulator running at ${emu.url}\n\n`);
-      const env = { ...process.env, KMS_API_KEY: apiKey, KMS_API_URL: emu.url };
+      // Every demo starts a new throw-away service on a new port: they are one target, so that a
+      // demo run again in the same folder replaces the keys of the last one (whose service is gone).
+      const env = { ...process.env, KMS_API_KEY: apiKey, KMS_API_URL: emu.url, KMS_SYNC_TARGET: 'kms-sync-demo' };
       const conn = connect({ parallelism: 8 }, env);
       try {
         const cfg = o.cdktf

@@ -1,5 +1,5 @@
 // Does every managed key have its secret in its store? Checked in batches per store; where the
-// backend lists metadata, a secret that holds another key id counts as stale.
+// backend lists metadata, a secret that holds another key id, or another service target's key, counts as stale.
 import { groupBy } from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
 
@@ -15,7 +15,7 @@ export interface PresenceResult {
   detail?: string;
 }
 
-export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[]): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
+export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[], target?: string): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
   const results = new Map<string, PresenceResult>();
   const warnings: string[] = [];
   const byStore = groupBy(queries, (q) => q.store);
@@ -24,13 +24,16 @@ export async function checkSecretPresence(registry: StoreRegistry, queries: Pres
       const store = await registry.get(storeName);
       const names = qs.map((q) => store.secretName(q.secretName));
       const present = await store.existsMany(names);
-      const listed = store.list ? new Map((await store.list()).map((l) => [l.name, l.meta?.keyId])) : undefined;
+      const metas = store.list ? new Map((await store.list()).map((l) => [l.name, l.meta])) : undefined;
       qs.forEach((q, i) => {
         const name = names[i]!;
+        const holder = metas?.get(name)?.target;
         if (!present.has(name)) {
           results.set(q.address, { status: 'missing', detail: `secret ${name} is not in ${store.displayUri}` });
-        } else if (listed && listed.get(name) !== undefined && listed.get(name) !== q.keyId) {
-          results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds key ${listed.get(name)}, not the live key ${q.keyId}` });
+        } else if (target && holder !== undefined && holder !== target) {
+          results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds a key of another service (${holder}), not this service's live key ${q.keyId}` });
+        } else if (metas && metas.get(name)?.keyId !== undefined && metas.get(name)?.keyId !== q.keyId) {
+          results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds key ${metas.get(name)?.keyId}, not the live key ${q.keyId}` });
         } else results.set(q.address, { status: 'present' });
       });
     } catch (e) {
