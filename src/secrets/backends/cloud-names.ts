@@ -242,6 +242,9 @@ export function validateEntries(entries: SecretEntry[], store: string): void {
         throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata '${f}' must be a string`, { code: 'INVALID_ARGUMENT', store });
       }
     }
+    if (m.target !== undefined && (typeof m.target !== 'string' || m.target === '')) {
+      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata 'target', when given, must be a non-empty string`, { code: 'INVALID_ARGUMENT', store });
+    }
   }
   const seen = new Set<string>();
   for (const e of entries) {
