@@ -7,8 +7,8 @@
  * `@azure/identity` (env service principal, workload identity in CI, managed identity, az CLI),
  * both loaded on first use. Each write is one setSecret (a new version) carrying the key's
  * metadata (the service target included, when known) and a write token (from name, key id and
- * value hash) as tags, and a content type; a
- * retried write whose token is already on the latest version is skipped. A soft-deleted secret of the same name blocks the name:
+ * value hash) as tags, and a content type; a retried write whose token is already on the latest
+ * version is skipped. A soft-deleted secret of the same name blocks the name:
  * by default it is recovered (then the new version is set on top), with onDeleted=fail the write
  * stops with a message saying how to recover or purge it.
  */

@@ -17,7 +17,8 @@
  * `list` returns names and dates only. So the key id and the service target (`meta.target`) are not
  * recorded either: every GitHub secret lists without a target, which the pipeline takes as
  * "unknown / written before targets". Two targets writing one repository's secrets cannot be told
- * apart here; give each target its own environment (`/environments/<env>`) or `prefix`. Auth: GITHUB_TOKEN (or GH_TOKEN); GITHUB_API_URL for GHES.
+ * apart here; give each target its own environment (`/environments/<env>`) or `prefix`.
+ * Auth: GITHUB_TOKEN (or GH_TOKEN); GITHUB_API_URL for GHES.
  */
 import sodium from 'libsodium-wrappers';
 import { randomBytes } from 'node:crypto';

@@ -14,8 +14,9 @@
  * Every variable is masked (GitLab's rule: ≥ 8 characters from the base64 alphabet plus @ : . ~ -
  * and _; raw keys `kmsc_…` qualify: anything else is refused before a request), raw (no `$`
  * expansion) and, by default, protected. The description carries the key id, the logical name and
- * the service target (when known), so `list` can report stale keys and whose they are. Auth: GITLAB_TOKEN (a project/group/personal access token with
- * the `api` scope and the Maintainer role); CI_JOB_TOKEN cannot manage variables.
+ * the service target (when known), so `list` can report stale keys and whose they are.
+ * Auth: GITLAB_TOKEN (a project/group/personal access token with the `api` scope and the
+ * Maintainer role); CI_JOB_TOKEN cannot manage variables.
  * CI_API_V4_URL (default https://gitlab.com/api/v4) selects the instance.
  */
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
@@ -123,6 +124,8 @@ interface GitLabVariable {
   description: string | null;
 }
 
+const DESCRIPTION_MAX = 255;
+
 /**
  * `kms-sync key=<keyId> issued=<date> expires=<date|never> name=<env>/<client>/<key> target=<target>`,
  * under GitLab's 255 characters. The target (only when known) comes last, with `%` and white space
@@ -138,8 +141,6 @@ export function describeMeta(meta: SecretMetadata): string {
   }
   return base.slice(0, DESCRIPTION_MAX);
 }
-
-const DESCRIPTION_MAX = 255;
 
 /** `%`, white space and control characters percent-encoded (UTF-8): the text is one word. */
 function encodeWord(s: string): string {
