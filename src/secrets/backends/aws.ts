@@ -348,7 +348,8 @@ export class AwsSecretsManagerStore implements SecretStore {
   /**
    * The metadata as tags. `target` is escaped reversibly (`encodeTagText`), or `targetTag` when
    * even that is over 256 characters; `clear` (a write to an existing secret) sends an empty
-   * target tag when the entry has none, since TagResource keeps tags it is not given.
+   * target (expiresAt) tag when the entry has none, since TagResource keeps tags it is not given:
+   * an earlier key's target or expiry must not stay on the new one.
    */
   private tags(meta: SecretMetadata, clear: boolean): Tag[] {
     const tags = Object.entries(metadataPairs(meta)).map(([Key, v]) => ({
@@ -356,6 +357,7 @@ export class AwsSecretsManagerStore implements SecretStore {
       Value: Key === 'target' ? targetValue(v, TAG_VALUE_MAX, encodeTagText) : v.replace(TAG_VALUE_BAD, '_').slice(0, TAG_VALUE_MAX),
     }));
     if (clear && meta.target === undefined) tags.push({ Key: 'target', Value: '' });
+    if (clear && (meta.expiresAt === null || meta.expiresAt === undefined)) tags.push({ Key: 'expiresAt', Value: '' });
     return tags;
   }
 

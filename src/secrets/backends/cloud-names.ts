@@ -201,7 +201,10 @@ export function metadataFromPairs(pairs: Record<string, string | undefined> | un
   if (!pairs) return out;
   for (const k of META_KEYS) {
     const v = pairs[keyOf(k)];
-    if (typeof v === 'string' && !(k === 'target' && v === '')) out[k] = v; // an empty target tag: cleared, unknown
+    if (typeof v !== 'string') continue;
+    if (k === 'target' && v === '') continue; // an empty target tag: cleared, unknown
+    if (k === 'expiresAt' && v === '') out.expiresAt = null; // an empty expiry tag: cleared, never expires
+    else out[k] = v;
   }
   if (out.expiresAt === undefined && pairs[keyOf('keyId')] !== undefined) out.expiresAt = null;
   return out;

@@ -98,6 +98,15 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect((await store.list())[0]!.meta).not.toHaveProperty('target');
   });
 
+  it('a rotation to a key that never expires empties the expiresAt tag of the earlier key (TagResource merges)', async () => {
+    const name = store.secretName('acme-prod/web/primary');
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary', { expiresAt: '2030-01-01T00:00:00.000Z' }));
+    expect((await store.list())[0]!.meta!.expiresAt).toBe('2030-01-01T00:00:00.000Z');
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary', { expiresAt: null }));
+    expect(fake.secrets.get(name)!.tags.get('expiresAt')).toBe('');
+    expect((await store.list())[0]!.meta!.expiresAt).toBeNull();
+  });
+
   it('putMany that fails midway names exactly the entries that were not stored, never a value', async () => {
     const entries = ['a', 'b', 'c', 'd'].map((c) => ({ name: store.secretName(`acme-prod/${c}/k`), value: fakeKey(), meta: meta(`acme-prod/${c}/k`) }));
     fake.fault = (target, body) =>
