@@ -7,6 +7,7 @@
  * anything shaped like a customer key as a last line of defence.
  */
 
+import { createHash } from 'node:crypto';
 export { SecretStoreError, redactSecrets, describeIoError } from './errors.js';
 export type { SecretStoreErrorCode, SecretStoreErrorOptions } from './errors.js';
 import { SecretStoreError, redactSecrets } from './errors.js';
@@ -24,6 +25,27 @@ export interface SecretMetadata {
    * targets were recorded: those are taken as the current target's when their key id is live there.
    */
   target?: string;
+}
+
+/**
+ * A short stand-in for a service target, for backends whose metadata cannot hold the full value
+ * (GCP labels: lowercase `[a-z0-9_-]`, 63 characters; an AWS tag or a GitLab description too short
+ * for a long target): `t-` and the first 40 hex digits of the target's SHA-256. It is a valid
+ * value everywhere (GCP and Kubernetes labels, AWS and Azure tags). Backends return the full
+ * target from `list()` wherever they can; where they cannot, `meta.target` is this tag, and
+ * `targetMatches` compares either form.
+ */
+export function targetTag(target: string): string {
+  return `t-${createHash('sha256').update(target, 'utf8').digest('hex').slice(0, 40)}`;
+}
+
+/**
+ * Whether a listed `meta.target` names `target`: the same string, or its `targetTag`. False when
+ * the listing carries no target (a secret written before targets were recorded: unknown).
+ */
+export function targetMatches(listed: string | undefined, target: string): boolean {
+  if (typeof listed !== 'string') return false;
+  return listed === target || listed === targetTag(target);
 }
 
 export interface SecretEntry {

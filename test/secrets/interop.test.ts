@@ -44,6 +44,8 @@ interface SopsDoc {
   sops: { age: { recipient: string; enc: string }[]; lastmodified: string; mac: string; encrypted_regex: string };
 }
 
+const TARGET = 'https://kms.example.com/api/v1#live';
+
 async function writeSample(): Promise<{ store: SopsFileStore; values: Record<string, string> }> {
   const store = (await openStore('sops:secrets.yaml', { baseDir: sb.dir, env: sb.env })) as SopsFileStore;
   const values = { 'acme-prod/web/primary': fakeKey(), 'acme-prod/api/primary': fakeKey(), 'acme-dev/web/primary': fakeKey() };
@@ -51,7 +53,8 @@ async function writeSample(): Promise<{ store: SopsFileStore; values: Record<str
     Object.entries(values).map(([name, value]) => ({
       name,
       value,
-      meta: meta(name, name.startsWith('acme-dev') ? { expiresAt: '2027-06-30T00:00:00.000Z' } : {}),
+      // Production entries record their service target (a plaintext field the MAC covers); the dev one has none.
+      meta: meta(name, name.startsWith('acme-dev') ? { expiresAt: '2027-06-30T00:00:00.000Z' } : { target: TARGET }),
     })),
   );
   return { store, values };
@@ -132,6 +135,9 @@ describe('independent SOPS decoder (npm sops-age)', () => {
     }
     expect(decoded.secrets['acme-dev/web/primary']?.expiresAt).toBe('2027-06-30T00:00:00.000Z');
     expect(decoded.secrets['acme-prod/web/primary']?.expiresAt).toBeNull();
+    expect(decoded.secrets['acme-prod/web/primary']?.target).toBe(TARGET);
+    expect(decoded.secrets['acme-prod/api/primary']?.target).toBe(TARGET);
+    expect(decoded.secrets['acme-dev/web/primary']).not.toHaveProperty('target');
   });
 });
 

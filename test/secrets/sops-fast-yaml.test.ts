@@ -30,7 +30,9 @@ const sopsOf = (extra: [string, SNode][] = []): SMap => map([
 const NAMES = ['a/b/c', 'p-prod/web/primary', 'yes', 'no', 'true', 'null', '~', '123', '1.5', 'x: y', '#hash', 'a #b', 'needs "quotes"', 'back\\slash',
   'ünï/cödé', '', ' lead', 'trail ', 'tab\there', '-dash', '?q', 'a,b', '[x]', '{y}', '&a', '*b', '!t', '%p', '@at', '`bt', "it's", 'x'.repeat(1100)];
 const VALUES: ScalarValue[] = ['plain', '', 'yes', 'null', '123', '0x1F', '1e3', '.inf', 'two\nlines', 'end\n', ' lead', 'trail ', 'q"uote', 'b\\s', 'ü', 'a: b', 'a #b',
-  '#x', '-', '- x', '[x]', 'tab\t', 'ENC[AES256_GCM,data:,iv:x,tag:y,type:str]', 'ENC[odd value]', 0, 42, -1, 1.5, true, false, null];
+  '#x', '-', '- x', '[x]', 'tab\t', 'ENC[AES256_GCM,data:,iv:x,tag:y,type:str]', 'ENC[odd value]', 0, 42, -1, 1.5, true, false, null,
+  // service targets (the entry field `target`): a URL with a fragment, a declared free-form one
+  'https://kms.example.com/api/v1#live', 'http://127.0.0.1:8080/api#test', 'Prod EU (blue) #2 – ü=1?&'];
 
 describe('fast emitter', () => {
   it('writes every entry it takes byte for byte as the yaml package does, and declines the rest', () => {

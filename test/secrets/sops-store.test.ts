@@ -137,6 +137,96 @@ describe('SOPS file store: round trip', () => {
   });
 });
 
+describe('SOPS file store: service target', () => {
+  const LIVE = 'https://kms.example.com/api/v1#live';
+  const TEST = 'https://kms.example.com/api/v1#test';
+
+  /** The text of one entry of the file (its key line to the next entry or `sops:`). */
+  const entryText = (text: string, name: string): string => {
+    const start = text.indexOf(`    ${name}:\n`);
+    expect(start).toBeGreaterThanOrEqual(0);
+    const rest = text.slice(start + 1);
+    const end = rest.search(/\n(?: {4}\S|\S)/);
+    return text.slice(start, start + 1 + end + 1);
+  };
+
+  it('writes target as a plaintext field after keyId only when given; list returns it', async () => {
+    const store = await newStore();
+    const m = meta('acme-prod/web/primary', { keyId: 'key_live1', target: LIVE });
+    await store.putMany([
+      { name: 'acme-prod/web/primary', value: key(), meta: m },
+      { name: 'acme-prod/api/primary', value: key(), meta: meta('acme-prod/api/primary', { keyId: 'key_legacy' }) },
+    ]);
+    const text = await fs.readFile(store.path, 'utf8');
+    expect(entryText(text, 'acme-prod/web/primary')).toMatch(
+      /^ {4}acme-prod\/web\/primary:\n {8}value: ENC\[[^\n]+\n {8}projectEnv: "acme-prod"\n {8}client: "web"\n {8}key: "primary"\n {8}keyId: "key_live1"\n {8}target: "https:\/\/kms\.example\.com\/api\/v1#live"\n {8}issuedAt: "[^"]+"\n {8}expiresAt: null\n {8}updatedAt: "[^"]+"\n$/,
+    );
+    // Without a target the entry is exactly the layout written before targets existed.
+    expect(entryText(text, 'acme-prod/api/primary')).toMatch(
+      /^ {4}acme-prod\/api\/primary:\n {8}value: ENC\[[^\n]+\n {8}projectEnv: "acme-prod"\n {8}client: "api"\n {8}key: "primary"\n {8}keyId: "key_legacy"\n {8}issuedAt: "[^"]+"\n {8}expiresAt: null\n {8}updatedAt: "[^"]+"\n$/,
+    );
+    const listing = await (await newStore()).list();
+    expect(listing.find((l) => l.name === 'acme-prod/web/primary')?.meta).toEqual({
+      projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: 'key_live1', target: LIVE, issuedAt: m.issuedAt, expiresAt: null,
+    });
+    const legacy = listing.find((l) => l.name === 'acme-prod/api/primary')?.meta;
+    expect(legacy?.keyId).toBe('key_legacy');
+    expect(legacy).not.toHaveProperty('target');
+  });
+
+  it('a file written without targets still reads, and adding a target entry leaves its entries byte for byte', async () => {
+    const old = await newStore();
+    const v = key();
+    await old.put('acme-prod/web/primary', v, meta('acme-prod/web/primary'));
+    const before = await fs.readFile(old.path, 'utf8');
+    expect(before).not.toContain('target');
+    const store = await newStore(); // another process, no cached state
+    expect(await store.read('acme-prod/web/primary')).toBe(v);
+    expect((await store.list())[0]?.meta).not.toHaveProperty('target');
+    await store.put('acme-prod/api/primary', key(), meta('acme-prod/api/primary', { target: TEST }));
+    const after = await fs.readFile(store.path, 'utf8');
+    expect(entryText(after, 'acme-prod/web/primary')).toBe(entryText(before, 'acme-prod/web/primary'));
+    const listing = await (await newStore()).list();
+    expect(listing.map((l) => [l.name, l.meta?.target])).toEqual([
+      ['acme-prod/api/primary', TEST],
+      ['acme-prod/web/primary', undefined],
+    ]);
+    expect(await (await newStore()).read('acme-prod/web/primary')).toBe(v);
+  });
+
+  it('a rewrite replaces or drops the target with the entry; any text round-trips', async () => {
+    const store = await newStore();
+    const odd = 'prod – eu "blue": #1';
+    await store.put('e/c/k', key(), meta('e/c/k', { target: LIVE }));
+    await store.put('e/c/k', key(), meta('e/c/k', { target: odd }));
+    expect((await (await newStore()).list())[0]?.meta?.target).toBe(odd);
+    await store.put('e/c/k', key(), meta('e/c/k'));
+    expect((await (await newStore()).list())[0]?.meta).not.toHaveProperty('target');
+    expect(await fs.readFile(store.path, 'utf8')).not.toContain('target');
+  });
+
+  it('the MAC covers the target: a changed target is rejected as tampering', async () => {
+    const store = await newStore();
+    await store.put('acme-prod/web/primary', key(), meta('acme-prod/web/primary', { target: LIVE }));
+    const text = await fs.readFile(store.path, 'utf8');
+    expect(text).toContain(`target: "${LIVE}"`);
+    await fs.writeFile(store.path, text.replace(`target: "${LIVE}"`, `target: "${TEST}"`));
+    const fresh = await newStore();
+    expect((await rejection(fresh.read('acme-prod/web/primary'))).code).toBe('INTEGRITY');
+    expect((await rejection(fresh.put('acme-prod/x/primary', key(), meta('acme-prod/x/primary')))).code).toBe('INTEGRITY');
+  });
+
+  it('refuses a target that is not a non-empty string', async () => {
+    const store = await newStore();
+    for (const target of [42, '', null] as unknown as string[]) {
+      const err = await rejection(store.put('e/c/k', key(), meta('e/c/k', { target })));
+      expect(err.code).toBe('INVALID_ARGUMENT');
+      expect(err.message).toContain("'target'");
+    }
+    expect(await store.exists('e/c/k')).toBe(false);
+  });
+});
+
 describe('SOPS file store: integrity', () => {
   async function written(): Promise<{ store: SopsFileStore; text: string; a: string; b: string }> {
     const store = await newStore();

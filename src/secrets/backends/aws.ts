@@ -6,6 +6,8 @@
  * write carries a ClientRequestToken derived from (secret name, key id, value hash), so a retried
  * write never creates a second version: CreateSecret, or on ResourceExistsException PutSecretValue
  * (a repeated token with the same value is a no-op) followed by TagResource for the metadata.
+ * The metadata tags: projectEnv, client, key, keyId, issuedAt, expiresAt (when set), managed-by,
+ * and target (the service target, escaped to the tag alphabet by `encodeTagText`; `list` decodes it).
  */
 import { randomUUID } from 'node:crypto';
 import type {
@@ -28,6 +30,7 @@ import {
   parseEndpoint,
   parseOnDeleted,
   putSequentially,
+  targetValue,
   type OnDeleted,
 } from './cloud-names.js';
 
@@ -41,6 +44,31 @@ export const AWS_NAME_RE = /^[A-Za-z0-9/_+=.@-]{1,512}$/;
 const AWS_NAME_RULES = { literal: /^[A-Za-z0-9_+.@-]$/, escape: '=', separator: '/', maxLength: 512 } as const;
 /** Tag values: letters, digits, spaces and + - = . _ : / @ (max 256). */
 const TAG_VALUE_BAD = /[^\p{L}\p{N} +\-=._:/@]/gu;
+const TAG_VALUE_MAX = 256;
+/** Characters a target tag keeps as they are; every other one (`=` included) is `=XX` per UTF-8 byte. */
+const TAG_TEXT_SAFE = /^[A-Za-z0-9 +\-._:/@]$/;
+
+/**
+ * A target as a legal tag value, reversibly: `https://kms.example.com/api/v1#live` →
+ * `https://kms.example.com/api/v1=23live` (the other tags are sanitised one way; the target must
+ * compare exactly, so it is escaped instead).
+ */
+export function encodeTagText(s: string): string {
+  let out = '';
+  for (const ch of s) {
+    out += TAG_TEXT_SAFE.test(ch) ? ch : Array.from(Buffer.from(ch, 'utf8'), (b) => `=${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
+  }
+  return out;
+}
+
+export function decodeTagText(s: string): string {
+  if (!s.includes('=')) return s;
+  const parts: Buffer[] = [];
+  for (const m of s.matchAll(/=([0-9A-F]{2})|[^=]+|=/g)) {
+    parts.push(m[1] !== undefined ? Buffer.from([parseInt(m[1], 16)]) : Buffer.from(m[0], 'utf8'));
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
 
 export interface AwsStoreOverrides {
   /** Extra SDK client configuration (tests: retries, credentials); merged over what the URI says. */
@@ -228,7 +256,9 @@ export class AwsSecretsManagerStore implements SecretStore {
       if (!s.Name || s.DeletedDate !== undefined || !s.Name.startsWith(base)) continue;
       const tags = Object.fromEntries((s.Tags ?? []).map((t) => [t.Key ?? '', t.Value ?? '']));
       const when = s.LastChangedDate ?? s.CreatedDate;
-      out.push({ name: s.Name, updatedAt: when ? when.toISOString() : '', meta: metadataFromPairs(tags) });
+      const meta = metadataFromPairs(tags);
+      if (meta.target !== undefined) meta.target = decodeTagText(meta.target);
+      out.push({ name: s.Name, updatedAt: when ? when.toISOString() : '', meta });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -238,7 +268,7 @@ export class AwsSecretsManagerStore implements SecretStore {
   private async putOne(e: SecretEntry): Promise<void> {
     this.checkName(e.name);
     const token = idempotencyToken(e.name, e.meta.keyId, e.value);
-    const tags = this.tags(e.meta);
+    const tags = this.tags(e.meta, false);
     try {
       await this.client.send(
         new this.sdk.CreateSecretCommand({
@@ -261,7 +291,8 @@ export class AwsSecretsManagerStore implements SecretStore {
     }
     // The secret exists: a new version (same token + same value = no-op), then the metadata.
     await this.client.send(new this.sdk.PutSecretValueCommand({ SecretId: e.name, SecretString: e.value, ClientRequestToken: token }));
-    await this.client.send(new this.sdk.TagResourceCommand({ SecretId: e.name, Tags: tags }));
+    // TagResource merges: an entry without a target empties the tag an earlier key may have left.
+    await this.client.send(new this.sdk.TagResourceCommand({ SecretId: e.name, Tags: this.tags(e.meta, true) }));
   }
 
   private async restoreDeleted(name: string): Promise<void> {
@@ -314,8 +345,20 @@ export class AwsSecretsManagerStore implements SecretStore {
     return out;
   }
 
-  private tags(meta: SecretMetadata): Tag[] {
-    return Object.entries(metadataPairs(meta)).map(([Key, v]) => ({ Key, Value: v.replace(TAG_VALUE_BAD, '_').slice(0, 256) }));
+  /**
+   * The metadata as tags. `target` is escaped reversibly (`encodeTagText`), or `targetTag` when
+   * even that is over 256 characters; `clear` (a write to an existing secret) sends an empty
+   * target (expiresAt) tag when the entry has none, since TagResource keeps tags it is not given:
+   * an earlier key's target or expiry must not stay on the new one.
+   */
+  private tags(meta: SecretMetadata, clear: boolean): Tag[] {
+    const tags = Object.entries(metadataPairs(meta)).map(([Key, v]) => ({
+      Key,
+      Value: Key === 'target' ? targetValue(v, TAG_VALUE_MAX, encodeTagText) : v.replace(TAG_VALUE_BAD, '_').slice(0, TAG_VALUE_MAX),
+    }));
+    if (clear && meta.target === undefined) tags.push({ Key: 'target', Value: '' });
+    if (clear && (meta.expiresAt === null || meta.expiresAt === undefined)) tags.push({ Key: 'expiresAt', Value: '' });
+    return tags;
   }
 
   private checkName(name: string): void {

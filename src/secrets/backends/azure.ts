@@ -6,8 +6,9 @@
  * Uses the official `@azure/keyvault-secrets` client with `DefaultAzureCredential` from
  * `@azure/identity` (env service principal, workload identity in CI, managed identity, az CLI),
  * both loaded on first use. Each write is one setSecret (a new version) carrying the key's
- * metadata and a write token (from name, key id and value hash) as tags, and a content type; a
- * retried write whose token is already on the latest version is skipped. A soft-deleted secret of the same name blocks the name:
+ * metadata (the service target included, when known) and a write token (from name, key id and
+ * value hash) as tags, and a content type; a retried write whose token is already on the latest
+ * version is skipped. A soft-deleted secret of the same name blocks the name:
  * by default it is recovered (then the new version is set on top), with onDeleted=fail the write
  * stops with a message saying how to recover or purge it.
  */
@@ -23,6 +24,7 @@ import {
   idempotencyToken,
   metadataFromPairs,
   metadataPairs,
+  targetValue,
   parseCloudUri,
   parseOnDeleted,
   putSequentially,
@@ -121,6 +123,9 @@ export function classifyAzureError(err: unknown): SecretStoreErrorCode {
   if (err && typeof err === 'object' && (err as { name?: unknown }).name === 'CredentialUnavailableError') return 'NOT_WRITABLE';
   return 'IO';
 }
+
+/** Key Vault tag values: at most 256 characters (each version's tags replace the previous ones). */
+const TAG_VALUE_MAX = 256;
 
 export class AzureKeyVaultStore implements SecretStore {
   readonly kind = 'azure-kv';
@@ -231,7 +236,9 @@ export class AzureKeyVaultStore implements SecretStore {
     this.checkName(e.name);
     const token = idempotencyToken(e.name, e.meta.keyId, e.value);
     if (await this.alreadyWritten(e.name, token)) return;
-    const tags = { ...metadataPairs(e.meta), writeToken: token };
+    const tags: Record<string, string> = { ...metadataPairs(e.meta), writeToken: token };
+    // Tag values are at most 256 characters: a longer target is stored as its targetTag.
+    if (tags.target !== undefined) tags.target = targetValue(tags.target, TAG_VALUE_MAX);
     const set = (): Promise<unknown> => this.client.setSecret(e.name, e.value, { tags, contentType: AZURE_CONTENT_TYPE });
     try {
       await set();

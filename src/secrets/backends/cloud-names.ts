@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { SecretStoreError, redactSecrets, type SecretStoreErrorCode } from '../errors.js';
-import type { SecretEntry, SecretMetadata } from '../store.js';
+import { targetTag, type SecretEntry, type SecretMetadata } from '../store.js';
 
 // ---------------------------------------------------------------------------------------------
 // URIs
@@ -182,9 +182,9 @@ export function hashMapName(logical: string, prefix: string, rules: HashNameRule
 
 export const MANAGED_BY_KEY = 'managed-by';
 export const MANAGED_BY_VALUE = 'kms-sync';
-export const META_KEYS = ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const;
+export const META_KEYS = ['projectEnv', 'client', 'key', 'keyId', 'target', 'issuedAt', 'expiresAt'] as const;
 
-/** Metadata as string pairs (expiresAt omitted when null), plus managed-by. */
+/** Metadata as string pairs (expiresAt omitted when null, target when absent), plus managed-by. */
 export function metadataPairs(meta: SecretMetadata): Record<string, string> {
   const out: Record<string, string> = {};
   for (const k of META_KEYS) {
@@ -201,10 +201,23 @@ export function metadataFromPairs(pairs: Record<string, string | undefined> | un
   if (!pairs) return out;
   for (const k of META_KEYS) {
     const v = pairs[keyOf(k)];
-    if (typeof v === 'string') out[k] = v;
+    if (typeof v !== 'string') continue;
+    if (k === 'target' && v === '') continue; // an empty target tag: cleared, unknown
+    if (k === 'expiresAt' && v === '') out.expiresAt = null; // an empty expiry tag: cleared, never expires
+    else out[k] = v;
   }
   if (out.expiresAt === undefined && pairs[keyOf('keyId')] !== undefined) out.expiresAt = null;
   return out;
+}
+
+/**
+ * A target as a metadata value of at most `max` characters: `encode(target)` when that fits, else
+ * `targetTag(target)` (which `targetMatches` in store.ts compares). Targets are short URLs in
+ * practice; only a declared KMS_SYNC_TARGET longer than the backend allows ends up as a tag.
+ */
+export function targetValue(target: string, max: number, encode: (s: string) => string = (s) => s): string {
+  const v = encode(target);
+  return v.length <= max ? v : targetTag(target);
 }
 
 export function sha256Hex(value: string): string {
@@ -241,6 +254,9 @@ export function validateEntries(entries: SecretEntry[], store: string): void {
       if (typeof m[f] !== 'string') {
         throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata '${f}' must be a string`, { code: 'INVALID_ARGUMENT', store });
       }
+    }
+    if (m.target !== undefined && (typeof m.target !== 'string' || m.target === '')) {
+      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata 'target', when given, must be a non-empty string`, { code: 'INVALID_ARGUMENT', store });
     }
   }
   const seen = new Set<string>();

@@ -62,6 +62,9 @@ export function validateEntry(e: SecretEntry, fail: (message: string) => Error):
   if (m.expiresAt !== undefined && m.expiresAt !== null && typeof m.expiresAt !== 'string') {
     throw fail(`secret '${e.name}': metadata 'expiresAt' must be a string or null`);
   }
+  if (m.target !== undefined && (typeof m.target !== 'string' || m.target === '')) {
+    throw fail(`secret '${e.name}': metadata 'target', when given, must be a non-empty string`);
+  }
 }
 
 /** The last entry per name wins (a later key supersedes an earlier one in the same batch). */

@@ -9,11 +9,13 @@
  * one gets a new version per rotation. After the version landed, the secret's annotations are set to
  * the key's metadata and a write token derived from (name, key id, value hash): a retried write whose
  * token is already recorded is skipped, so a retry after success adds no second version.
+ * The service target is the annotation `kms-sync.target` (exact, what `list` returns) and the label
+ * `target` (its `targetTag`, for filters); a key without a target leaves neither.
  */
 import { randomUUID } from 'node:crypto';
 import type { SecretManagerServiceClient } from '@google-cloud/secret-manager';
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
-import type { OpenStoreOptions, SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
+import { targetTag, type OpenStoreOptions, type SecretEntry, type SecretListing, type SecretMetadata, type SecretStore, type StoreBackend } from '../store.js';
 import {
   checkQueryKeys,
   crc32c,
@@ -21,6 +23,7 @@ import {
   escapeMapName,
   idempotencyToken,
   mapLimit,
+  META_KEYS,
   metadataPairs,
   parseCloudUri,
   parseEndpoint,
@@ -44,6 +47,7 @@ const ANN = {
   keyId: 'kms-sync.keyId',
   issuedAt: 'kms-sync.issuedAt',
   expiresAt: 'kms-sync.expiresAt',
+  target: 'kms-sync.target',
   writeToken: 'kms-sync.writeToken',
   updatedAt: 'kms-sync.updatedAt',
 } as const;
@@ -110,6 +114,8 @@ export function classifyGcpError(err: unknown): SecretStoreErrorCode {
   if (c === 3 /* INVALID_ARGUMENT */) return 'INVALID_ARGUMENT';
   return 'IO';
 }
+
+const TARGET_LABEL = 'target';
 
 function labelValue(v: string): string {
   return v.toLowerCase().replace(/[^a-z0-9_-]/g, '_').slice(0, 63);
@@ -218,7 +224,7 @@ export class GcpSecretManagerStore implements SecretStore {
     for (const s of await this.listRaw()) {
       const a = s.annotations ?? {};
       const meta: Partial<SecretMetadata> = {};
-      for (const k of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const) {
+      for (const k of META_KEYS) {
         const v = a[ANN[k]];
         if (typeof v === 'string') meta[k] = v;
       }
@@ -252,26 +258,34 @@ export class GcpSecretManagerStore implements SecretStore {
     const data = Buffer.from(e.value, 'utf8');
     await this.client.addSecretVersion({ parent: this.path(e.name), payload: { data, dataCrc32c: String(crc32c(data)) } });
     const annotations: Record<string, string> = { ...(secret.annotations ?? {}) };
-    for (const k of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const) delete annotations[ANN[k]];
+    for (const k of META_KEYS) delete annotations[ANN[k]];
     const pairs = metadataPairs(e.meta);
-    for (const k of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const) {
+    for (const k of META_KEYS) {
       const v = pairs[k];
       if (v !== undefined) annotations[ANN[k]] = v;
     }
     annotations[ANN.writeToken] = token;
     annotations[ANN.updatedAt] = new Date().toISOString();
+    const merged: Record<string, string> = { ...(secret.labels ?? {}), ...labels };
+    if (labels[TARGET_LABEL] === undefined) delete merged[TARGET_LABEL]; // a key without a target: no earlier key's label
     await this.client.updateSecret({
-      secret: { name: this.path(e.name), annotations, labels: { ...(secret.labels ?? {}), ...labels } },
+      secret: { name: this.path(e.name), annotations, labels: merged },
       updateMask: { paths: ['annotations', 'labels'] },
     });
   }
 
+  /**
+   * Labels (for filtering in the console and `gcloud --filter`): names lower-cased and cut to the
+   * label alphabet, the target as its `targetTag` (a URL is no label value). The exact metadata,
+   * the full target included, is in the annotations, which is what `list` reads.
+   */
   private labels(meta: SecretMetadata): Record<string, string> {
     return {
       'managed-by': 'kms-sync',
       'project-env': labelValue(meta.projectEnv),
       client: labelValue(meta.client),
       key: labelValue(meta.key),
+      ...(typeof meta.target === 'string' ? { [TARGET_LABEL]: targetTag(meta.target) } : {}),
     };
   }
 

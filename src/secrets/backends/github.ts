@@ -14,7 +14,11 @@
  *
  * Values are encrypted with a libsodium sealed box for the repository's (environment's) public key.
  * GitHub never returns a secret value, and secrets carry no metadata: there is no `read`, and
- * `list` returns names and dates only. Auth: GITHUB_TOKEN (or GH_TOKEN); GITHUB_API_URL for GHES.
+ * `list` returns names and dates only. So the key id and the service target (`meta.target`) are not
+ * recorded either: every GitHub secret lists without a target, which the pipeline takes as
+ * "unknown / written before targets". Two targets writing one repository's secrets cannot be told
+ * apart here; give each target its own environment (`/environments/<env>`) or `prefix`.
+ * Auth: GITHUB_TOKEN (or GH_TOKEN); GITHUB_API_URL for GHES.
  */
 import sodium from 'libsodium-wrappers';
 import { randomBytes } from 'node:crypto';
@@ -193,7 +197,7 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
     return new Set(names.filter((n) => listed.has(n.toUpperCase())));
   }
 
-  /** Names and dates: GitHub keeps no metadata and never returns values. */
+  /** Names and dates: GitHub keeps no metadata (no key id, no target) and never returns values. */
   async list(): Promise<SecretListing[]> {
     return this.guard(async () => {
       const out: SecretListing[] = [];

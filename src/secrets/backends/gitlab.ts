@@ -13,13 +13,14 @@
  *
  * Every variable is masked (GitLab's rule: ≥ 8 characters from the base64 alphabet plus @ : . ~ -
  * and _; raw keys `kmsc_…` qualify: anything else is refused before a request), raw (no `$`
- * expansion) and, by default, protected. The description carries the key id and the logical name,
- * so `list` can report stale keys. Auth: GITLAB_TOKEN (a project/group/personal access token with
- * the `api` scope and the Maintainer role); CI_JOB_TOKEN cannot manage variables.
+ * expansion) and, by default, protected. The description carries the key id, the logical name and
+ * the service target (when known), so `list` can report stale keys and whose they are.
+ * Auth: GITLAB_TOKEN (a project/group/personal access token with the `api` scope and the
+ * Maintainer role); CI_JOB_TOKEN cannot manage variables.
  * CI_API_V4_URL (default https://gitlab.com/api/v4) selects the instance.
  */
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
-import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
+import { targetTag, type SecretEntry, type SecretListing, type SecretMetadata, type SecretStore, type StoreBackend } from '../store.js';
 import {
   HttpClient,
   checkKnownParams,
@@ -123,15 +124,45 @@ interface GitLabVariable {
   description: string | null;
 }
 
-/** `kms-sync key=<keyId> name=<env>/<client>/<key> expires=<date|never>`: under GitLab's 255 chars. */
+const DESCRIPTION_MAX = 255;
+
+/**
+ * `kms-sync key=<keyId> issued=<date> expires=<date|never> name=<env>/<client>/<key> target=<target>`,
+ * under GitLab's 255 characters. The target (only when known) comes last, with `%` and white space
+ * percent-encoded so it stays one word; when the whole does not fit, the name goes first, then the
+ * target becomes its `targetTag` (store.ts).
+ */
 export function describeMeta(meta: SecretMetadata): string {
-  const d = `kms-sync key=${meta.keyId} issued=${meta.issuedAt} expires=${meta.expiresAt ?? 'never'} name=${meta.projectEnv}/${meta.client}/${meta.key}`;
-  return d.length <= 255 ? d : `kms-sync key=${meta.keyId} issued=${meta.issuedAt} expires=${meta.expiresAt ?? 'never'}`.slice(0, 255);
+  const base = `kms-sync key=${meta.keyId} issued=${meta.issuedAt} expires=${meta.expiresAt ?? 'never'}`;
+  const name = ` name=${meta.projectEnv}/${meta.client}/${meta.key}`;
+  const targets = typeof meta.target === 'string' ? [` target=${encodeWord(meta.target)}`, ` target=${targetTag(meta.target)}`] : [''];
+  for (const t of targets) {
+    for (const d of [base + name + t, base + t]) if (d.length <= DESCRIPTION_MAX) return d;
+  }
+  return base.slice(0, DESCRIPTION_MAX);
 }
 
-export function parseMetaDescription(d: string | null | undefined): Partial<SecretMetadata> | undefined {
-  if (typeof d !== 'string' || !d.startsWith('kms-sync ')) return undefined;
+/** `%`, white space and control characters percent-encoded (UTF-8): the text is one word. */
+function encodeWord(s: string): string {
+  return s.replace(/[%\s\u0000-\u001f\u007f]/gu, (ch) => encodeURIComponent(ch));
+}
+
+function decodeWord(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+export function parseMetaDescription(description: string | null | undefined): Partial<SecretMetadata> | undefined {
+  if (typeof description !== 'string' || !description.startsWith('kms-sync ')) return undefined;
   const meta: Partial<SecretMetadata> = {};
+  // Last, and anchored there; cut off before the other fields are read, so a target's text
+  // (`?name=…`) is never taken for one of them.
+  const t = / target=(\S+)$/.exec(description);
+  const target = t?.[1];
+  const d = t ? description.slice(0, t.index) : description;
   const key = /\bkey=(\S+)/.exec(d)?.[1];
   const issued = /\bissued=(\S+)/.exec(d)?.[1];
   const expires = /\bexpires=(\S+)/.exec(d)?.[1];
@@ -139,6 +170,7 @@ export function parseMetaDescription(d: string | null | undefined): Partial<Secr
   if (key) meta.keyId = key;
   if (issued) meta.issuedAt = issued;
   if (expires) meta.expiresAt = expires === 'never' ? null : expires;
+  if (target) meta.target = decodeWord(target);
   const parts = name?.split('/');
   if (parts && parts.length === 3) {
     meta.projectEnv = parts[0];

@@ -17,8 +17,9 @@
  * cannot wipe each other's keys.
  *
  * Metadata: label `app.kubernetes.io/managed-by: kms-sync`; per-Secret annotations
- * `kms-sync/key-id`, `kms-sync/project-env`, ... (one Secret per key) or one JSON annotation per
- * data key `kms-sync/k.<data key>` (one Secret, many keys).
+ * `kms-sync/key-id`, `kms-sync/project-env`, ..., `kms-sync/target` (the service target, when
+ * known) (one Secret per key) or one JSON annotation per data key `kms-sync/k.<data key>` with the
+ * same fields (one Secret, many keys).
  *
  * Auth: KUBECONFIG (colon-separated list), in-cluster service account (KUBERNETES_SERVICE_HOST),
  * else ~/.kube/config; `context=` picks a context.
@@ -313,6 +314,7 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
             keyId: ann[`${ANNOTATION_PREFIX}key-id`],
             issuedAt: ann[`${ANNOTATION_PREFIX}issued-at`],
             expiresAt: ann[`${ANNOTATION_PREFIX}expires-at`] === undefined ? undefined : ann[`${ANNOTATION_PREFIX}expires-at`] || null,
+            target: ann[`${ANNOTATION_PREFIX}target`],
           });
           out.push({ name, updatedAt: ann[`${ANNOTATION_PREFIX}updated-at`] ?? timestamp(s.metadata?.creationTimestamp), ...(meta ? { meta } : {}) });
         }
@@ -341,6 +343,8 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
           [`${ANNOTATION_PREFIX}key-id`]: e.meta.keyId,
           [`${ANNOTATION_PREFIX}issued-at`]: e.meta.issuedAt,
           [`${ANNOTATION_PREFIX}expires-at`]: e.meta.expiresAt ?? '',
+          // Only when known; an apply without it removes an earlier key's (the field is ours).
+          ...(typeof e.meta.target === 'string' ? { [`${ANNOTATION_PREFIX}target`]: e.meta.target } : {}),
           [`${ANNOTATION_PREFIX}updated-at`]: now,
         },
       },
@@ -512,7 +516,7 @@ function parseKeyAnnotation(v: string | undefined): KeyAnnotation | undefined {
 
 function metaOf(a: Partial<Record<keyof SecretMetadata, unknown>>): Partial<SecretMetadata> | undefined {
   const meta: Partial<SecretMetadata> = {};
-  for (const k of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt'] as const) {
+  for (const k of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'target'] as const) {
     const v = a[k];
     if (typeof v === 'string') meta[k] = v;
   }

@@ -5,9 +5,11 @@
  *   openbao://...  (same)
  *
  * Secret `<name>` lives at `<mount>/data/<prefix>/<name>`, with data
- *   { value, projectEnv, client, key, keyId, issuedAt, expiresAt }
+ *   { value, projectEnv, client, key, keyId, issuedAt, expiresAt[, target] }
  * (the metadata rides in the same atomic version as the value) and the same fields, as strings, in
- * the secret's `custom_metadata` (readable with metadata access only; used by `list`).
+ * the secret's `custom_metadata` (readable with metadata access only; used by `list`). `target` is
+ * the service target, only when known; in custom_metadata a target over 512 characters is its
+ * `targetTag` (store.ts).
  *
  * Writes use check-and-set: read the metadata for the current version, POST the data with
  * `options.cas` (0 for a new secret); on a CAS conflict re-read and try once more; a second conflict
@@ -21,6 +23,7 @@ import * as path from 'node:path';
 import type { Dispatcher } from 'undici';
 import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '../errors.js';
 import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
+import { targetValue } from './cloud-names.js';
 import {
   HttpClient,
   caDispatcher,
@@ -135,7 +138,9 @@ interface VaultMetadata {
   updatedTime: string;
 }
 
-const META_KEYS = ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const;
+const META_KEYS = ['projectEnv', 'client', 'key', 'keyId', 'target', 'issuedAt', 'expiresAt'] as const;
+/** custom_metadata values are at most 512 characters: a longer target is kept there as its targetTag. */
+const CUSTOM_METADATA_VALUE_MAX = 512;
 
 export class VaultKvStore extends RemoteStoreBase implements SecretStore {
   readonly kind = 'vault';
@@ -260,6 +265,7 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
       keyId: e.meta.keyId,
       issuedAt: e.meta.issuedAt,
       expiresAt: e.meta.expiresAt ?? null,
+      ...(typeof e.meta.target === 'string' ? { target: e.meta.target } : {}),
     };
     const url = `/v1/${this.apiPath('data', segs)}`;
     let version: number | undefined;
@@ -303,8 +309,10 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
       keyId: meta.keyId,
       issuedAt: meta.issuedAt,
       expiresAt: meta.expiresAt ?? '',
+      ...(typeof meta.target === 'string' ? { target: targetValue(meta.target, CUSTOM_METADATA_VALUE_MAX) } : {}),
       managedBy: 'kms-sync',
     };
+    // The POST replaces the whole map: a key without a target leaves no earlier key's target.
     const res = await this.call('POST', `/v1/${this.apiPath('metadata', segs)}`, { custom_metadata }, true);
     if (res.status !== 200 && res.status !== 204) throw this.httpFailure('could not write custom_metadata', res);
   }
@@ -325,6 +333,7 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
       keyId: d.keyId,
       issuedAt: d.issuedAt,
       expiresAt: typeof d.expiresAt === 'string' ? d.expiresAt : null,
+      ...(typeof d.target === 'string' ? { target: d.target } : {}),
     });
   }
 

@@ -8,6 +8,7 @@
  *           client: "..."
  *           key: "..."
  *           keyId: "..."
+ *           target: "..."                # the service target (model/target.ts), when known
  *           issuedAt: "..."
  *           expiresAt: null
  *           updatedAt: "..."
@@ -82,7 +83,8 @@ const GROUP_COMMIT_WAIT_MS = 15;
 
 const SECRETS_KEY = 'secrets';
 const VALUE_KEY = 'value';
-const META_FIELDS = ['projectEnv', 'client', 'key', 'keyId', 'issuedAt', 'expiresAt'] as const;
+/** Plaintext metadata fields of an entry (`target` only in entries written with one). */
+const META_FIELDS = ['projectEnv', 'client', 'key', 'keyId', 'target', 'issuedAt', 'expiresAt'] as const;
 
 /** Resolves a `sops:` / `file:` URI to an absolute path. */
 export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): string {
@@ -337,6 +339,9 @@ export class SopsFileStore implements SecretStore {
     if (m.expiresAt !== undefined && m.expiresAt !== null && typeof m.expiresAt !== 'string') {
       throw this.error(`secret '${e.name}': metadata 'expiresAt' must be a string or null`, 'INVALID_ARGUMENT');
     }
+    if (m.target !== undefined && (typeof m.target !== 'string' || m.target === '')) {
+      throw this.error(`secret '${e.name}': metadata 'target', when given, must be a non-empty string`, 'INVALID_ARGUMENT');
+    }
   }
 
   private async writeLocked(entries: SecretEntry[]): Promise<void> {
@@ -566,6 +571,7 @@ function cloneLoaded(l: LoadedVerified): LoadedVerified {
   return { data, meta, secrets, dataKey: l.dataKey, dec: l.dec, ...(l.sorted ? { sorted: true } : {}) };
 }
 
+/** An entry's node: `target` only when the metadata has one (entries without it read as before). */
 function entryNode(e: SecretEntry, updatedAt: string): SMap {
   return map([
     [VALUE_KEY, scalar(e.value)],
@@ -573,6 +579,7 @@ function entryNode(e: SecretEntry, updatedAt: string): SMap {
     ['client', scalar(e.meta.client)],
     ['key', scalar(e.meta.key)],
     ['keyId', scalar(e.meta.keyId)],
+    ...(typeof e.meta.target === 'string' ? [['target', scalar(e.meta.target)] as [string, SNode]] : []),
     ['issuedAt', scalar(e.meta.issuedAt)],
     ['expiresAt', scalar(e.meta.expiresAt ?? null)],
     ['updatedAt', scalar(updatedAt)],

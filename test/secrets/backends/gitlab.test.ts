@@ -67,6 +67,26 @@ describe('gitlab: URI, names and masking rule', () => {
     expect(parseMetaDescription(describeMeta({ ...m, expiresAt: null }))!.expiresAt).toBeNull();
     expect(parseMetaDescription('someone else')).toBeUndefined();
   });
+
+  it('the target goes last in the description, one word, and reads back exactly; without one the description is as before', () => {
+    const m = meta('acme-prod/web/primary', { keyId: 'key_1', target: 'https://kms.example.com/api/v1?name=x/y/z&key=k#live' });
+    const d = describeMeta(m);
+    expect(d).toBe(`kms-sync key=key_1 issued=${m.issuedAt} expires=never name=acme-prod/web/primary target=https://kms.example.com/api/v1?name=x/y/z&key=k#live`);
+    expect(parseMetaDescription(d)).toEqual(m);
+    const spaced = { ...m, target: 'Prod EU 100% – blue' };
+    expect(describeMeta(spaced)).toMatch(/ target=Prod%20EU%20100%25%20–%20blue$/);
+    expect(parseMetaDescription(describeMeta(spaced))).toEqual(spaced);
+    // Too long with the name: the name goes first (the target is what the pipeline compares).
+    const longer = { ...m, projectEnv: 'p'.repeat(60), target: `https://kms.example.com/${'a'.repeat(80)}#live` };
+    const dl = describeMeta(longer);
+    expect(dl.length).toBeLessThanOrEqual(255);
+    expect(dl).not.toContain(' name=');
+    expect(parseMetaDescription(dl)).toMatchObject({ keyId: 'key_1', target: longer.target });
+    expect(parseMetaDescription(dl)).not.toHaveProperty('projectEnv');
+    const { target: _t, ...legacy } = m;
+    expect(describeMeta(legacy)).toBe(`kms-sync key=key_1 issued=${m.issuedAt} expires=never name=acme-prod/web/primary`);
+    expect(parseMetaDescription(describeMeta(legacy))).not.toHaveProperty('target');
+  });
 });
 
 describe('gitlab: wire protocol', () => {

@@ -124,6 +124,30 @@ describe('kubernetes: URI and names', () => {
 });
 
 describe('kubernetes: server-side apply on the wire', () => {
+  it('the target: annotation kms-sync/target per Secret (dropped by a later apply without one), a field of the JSON annotation in one Secret', async () => {
+    const f = await fake();
+    const target = 'https://kms.example.com/api/v1#live';
+    const per = await storeFor(f, `${NS}?prefix=kms-`);
+    const name = per.secretName('acme-prod/web/primary');
+    await per.put(name, keys.next(), meta('acme-prod/web/primary', { target }));
+    expect(f.secrets.get(name)!.annotations['kms-sync/target']).toBe(target);
+    expect((await per.list()).find((l) => l.name === name)?.meta?.target).toBe(target);
+    await per.put(name, keys.next(), meta('acme-prod/web/primary'));
+    expect(f.secrets.get(name)!.annotations).not.toHaveProperty('kms-sync/target');
+
+    const one = await storeFor(f);
+    await one.putMany([
+      { name: 'acme-prod.web.primary', value: keys.next(), meta: meta('acme-prod/web/primary', { target }) },
+      { name: 'acme-prod.api.primary', value: keys.next(), meta: meta('acme-prod/api/primary') },
+    ]);
+    const ann = f.secrets.get('app-keys')!.annotations;
+    expect(JSON.parse(ann['kms-sync/k.acme-prod.web.primary']!)).toMatchObject({ name: 'acme-prod.web.primary', target });
+    expect(JSON.parse(ann['kms-sync/k.acme-prod.api.primary']!)).not.toHaveProperty('target');
+    const listed = await one.list();
+    expect(listed.find((l) => l.name === 'acme-prod.web.primary')?.meta?.target).toBe(target);
+    expect(listed.find((l) => l.name === 'acme-prod.api.primary')?.meta).not.toHaveProperty('target');
+  });
+
   it('one Secret: creates it empty, then applies with the apply content type, field manager, force=false and resourceVersion', async () => {
     const f = await fake();
     const store = await storeFor(f);

@@ -209,6 +209,31 @@ describe('vault: check-and-set with concurrent writers', () => {
     expect(entry.custom_metadata!.keyId).toBe(last.keyId);
   });
 
+  it('the target rides in the version data and custom_metadata; when another target writes in between, custom_metadata is repaired to the current version', async () => {
+    const name = 'acme-prod/web/primary';
+    const ma = meta(name, { target: 'https://kms.example.com/api/v1#live' });
+    const mb = meta(name, { target: 'https://staging.example.com/api/v1#test' });
+    let b: Awaited<ReturnType<typeof storeFor>> | undefined;
+    let interleaved = false;
+    // Right after A's version 1 is stored, B stores version 2 completely (data and custom_metadata);
+    // A then writes its custom_metadata over B's and must notice and repair it.
+    const f = await fake({
+      afterDataWrite: async (_path, version) => {
+        if (version !== 1 || interleaved) return;
+        interleaved = true;
+        await b!.put(name, keys.next(), mb);
+      },
+    });
+    const a = await storeFor(f);
+    b = await storeFor(f);
+    await a.put(name, keys.next(), ma);
+    expect(interleaved).toBe(true);
+    const entry = f.entries.get(`kms/${name}`)!;
+    expect(entry.versions.map((v) => v.data.target)).toEqual([ma.target, mb.target]);
+    expect(entry.custom_metadata).toMatchObject({ target: mb.target, keyId: mb.keyId });
+    expect((await a.list()).find((l) => l.name === name)?.meta).toMatchObject({ target: mb.target, keyId: mb.keyId });
+  });
+
   it('three writers: a write that loses CAS twice is rejected and never reported as stored', async () => {
     const f = await fake({ beforeDataWrite: barrier([3, 2]) });
     const stores = await Promise.all([storeFor(f), storeFor(f), storeFor(f)]);

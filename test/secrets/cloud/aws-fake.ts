@@ -36,6 +36,21 @@ export interface AwsFake extends FakeServer {
   listPageSize: number;
 }
 
+/**
+ * AWS's documented tag rules (Tag.Key / Tag.Value in the Secrets Manager API reference): keys of
+ * 1-128, values of 0-256 characters, both of letters, separators, digits and _ . : / = + - @.
+ */
+const TAG_TEXT = /^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$/u;
+function badTags(tags: unknown): string | undefined {
+  if (tags === undefined) return undefined;
+  if (!Array.isArray(tags)) return 'Tags must be a list';
+  for (const t of tags as { Key?: unknown; Value?: unknown }[]) {
+    if (typeof t.Key !== 'string' || t.Key.length < 1 || t.Key.length > 128 || !TAG_TEXT.test(t.Key)) return 'invalid tag key';
+    if (typeof t.Value !== 'string' || t.Value.length > 256 || !TAG_TEXT.test(t.Value)) return `invalid value for tag '${t.Key}'`;
+  }
+  return undefined;
+}
+
 const err = (type: string, message: string, status = 400): Reply => ({
   status,
   headers: { 'x-amzn-errortype': type, 'content-type': 'application/x-amz-json-1.1' },
@@ -91,6 +106,8 @@ export async function startAwsFake(): Promise<AwsFake> {
         const token = body.ClientRequestToken as string;
         if (!/^[A-Za-z0-9/_+=.@-]{1,512}$/.test(name)) return err('ValidationException', 'invalid name');
         if (typeof token !== 'string' || token.length < 32 || token.length > 64) return err('ValidationException', 'invalid ClientRequestToken');
+        const badCreateTags = badTags(body.Tags);
+        if (badCreateTags) return err('ValidationException', badCreateTags);
         const existing = secrets.get(name);
         if (existing?.deletedDate) return err('InvalidRequestException', "You can't create this secret because a secret with this name is already scheduled for deletion.");
         if (existing) {
@@ -129,6 +146,8 @@ export async function startAwsFake(): Promise<AwsFake> {
       case 'TagResource': {
         const s = find(body.SecretId);
         if (!s) return err('ResourceNotFoundException', "Secrets Manager can't find the specified secret.");
+        const bad = badTags(body.Tags);
+        if (bad) return err('ValidationException', bad);
         for (const t of body.Tags as { Key: string; Value: string }[]) s.tags.set(t.Key, t.Value);
         return ok({});
       }

@@ -1,7 +1,7 @@
 // AWS Secrets Manager backend through the official SDK, against a local server that speaks the
 // AWS JSON 1.1 protocol (Debian has no moto package; see docs/secret-stores-cloud.md).
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AWS_NAME_RE, openAwsSecretsManagerStore, type AwsSecretsManagerStore } from '../../../src/secrets/backends/aws.js';
+import { AWS_NAME_RE, decodeTagText, encodeTagText, openAwsSecretsManagerStore, type AwsSecretsManagerStore } from '../../../src/secrets/backends/aws.js';
 import { PartialWriteError } from '../../../src/secrets/backends/cloud-names.js';
 import { SecretStoreError } from '../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
@@ -80,6 +80,31 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect(tag!.Tags).toContainEqual({ Key: 'keyId', Value: m2.keyId });
     expect(fake.secrets.get(name)!.versions.map((v) => v.stages)).toEqual([['AWSPREVIOUS'], ['AWSCURRENT']]);
     expectNoSecretInUrlOrHeaders(fake.requests, [v2]);
+  });
+
+  it('the target goes into a tag escaped to the tag alphabet (=XX), and list decodes it; a rewrite without one empties the tag', async () => {
+    const name = store.secretName('acme-prod/web/primary');
+    const target = 'https://kms.example.com/api/v1#live';
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary', { target }));
+    const [create] = fake.bodies('CreateSecret');
+    expect(create!.Tags).toContainEqual({ Key: 'target', Value: 'https://kms.example.com/api/v1=23live' });
+    expect(fake.secrets.get(name)!.tags.get('target')).toBe('https://kms.example.com/api/v1=23live');
+    expect((await store.list())[0]!.meta!.target).toBe(target);
+    for (const t of ['a=b', '=23', 'ü € 😀 #%', 'plain text 1.2/3:4@x+y-z_']) expect(decodeTagText(encodeTagText(t))).toBe(t);
+    expect(encodeTagText('a=b')).toBe('a=3Db');
+
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary'));
+    expect(fake.bodies('TagResource')[0]!.Tags).toContainEqual({ Key: 'target', Value: '' });
+    expect((await store.list())[0]!.meta).not.toHaveProperty('target');
+  });
+
+  it('a rotation to a key that never expires empties the expiresAt tag of the earlier key (TagResource merges)', async () => {
+    const name = store.secretName('acme-prod/web/primary');
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary', { expiresAt: '2030-01-01T00:00:00.000Z' }));
+    expect((await store.list())[0]!.meta!.expiresAt).toBe('2030-01-01T00:00:00.000Z');
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary', { expiresAt: null }));
+    expect(fake.secrets.get(name)!.tags.get('expiresAt')).toBe('');
+    expect((await store.list())[0]!.meta!.expiresAt).toBeNull();
   });
 
   it('putMany that fails midway names exactly the entries that were not stored, never a value', async () => {

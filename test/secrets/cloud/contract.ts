@@ -2,7 +2,7 @@
 // so the same assertions run unchanged against the local wire fakes and (opt-in) a real account.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SecretStoreError, type SecretStore } from '../../../src/secrets/store.js';
+import { SecretStoreError, targetMatches, type SecretStore } from '../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
 
 export interface ContractTarget {
@@ -80,6 +80,46 @@ export function storeContract(label: string, open: () => Promise<ContractTarget>
       expect(await t.store.existsMany([])).toEqual(new Set());
       expect(await t.store.read!(names[1]!)).toBe(values[1]);
       expect(await t.store.read!(absent)).toBeUndefined();
+    });
+
+    it('records the service target: list returns it; an entry without one (written before targets) lists without; a rewrite replaces or clears it', async () => {
+      const live = 'https://kms.example.com/api/v1#live';
+      const odd = 'Prod EU (blue) #2 – ü=1?&';
+      const long = `https://kms.example.com/${'a'.repeat(600)}#live`;
+      const tgt = t.store.secretName(logical('tgt'));
+      const legacy = t.store.secretName(logical('legacy'));
+      const big = t.store.secretName(logical('big'));
+      await t.store.put(tgt, fakeKey(), meta(logical('tgt'), { target: live }));
+      written.add(tgt);
+      await t.store.put(legacy, fakeKey(), meta(logical('legacy')));
+      written.add(legacy);
+      await t.store.put(big, fakeKey(), meta(logical('big'), { target: long }));
+      written.add(big);
+      const find = async (n: string) => (await t.store.list!()).find((l) => l.name === n);
+      expect((await find(tgt))?.meta?.target).toBe(live);
+      const old = await find(legacy);
+      expect(old?.meta?.keyId).toBeDefined();
+      expect(old?.meta).not.toHaveProperty('target');
+      // Too long for the backend's metadata: its targetTag, which targetMatches compares.
+      const bigTarget = (await find(big))?.meta?.target;
+      expect(targetMatches(bigTarget, long)).toBe(true);
+      expect(targetMatches(bigTarget, live)).toBe(false);
+
+      await t.store.put(tgt, fakeKey(), meta(logical('tgt'), { target: odd }));
+      expect((await find(tgt))?.meta?.target).toBe(odd);
+      const m = meta(logical('tgt'));
+      await t.store.put(tgt, fakeKey(), m);
+      const cleared = await find(tgt);
+      expect(cleared?.meta?.keyId).toBe(m.keyId);
+      expect(cleared?.meta).not.toHaveProperty('target');
+    });
+
+    it('refuses a target that is not a non-empty string', async () => {
+      const name = t.store.secretName(logical('badtarget'));
+      for (const target of [7, ''] as unknown as string[]) {
+        await expect(t.store.put(name, fakeKey(), meta(logical('badtarget'), { target }))).rejects.toThrow(/'target'/);
+      }
+      expect(await t.store.exists(name)).toBe(false);
     });
 
     it('errors carry names, never values', async () => {

@@ -122,6 +122,9 @@ export async function startGcpFake(project: string, publicKey?: KeyObject): Prom
           else return gerr(400, `the fake cannot update ${f}`);
         }
         for (const k of Object.keys(s.annotations)) if (!/^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/.test(k)) return gerr(400, `invalid annotation key ${k}`);
+        for (const [k, v] of Object.entries(s.labels)) if (!/^[a-z][a-z0-9_-]{0,62}$/.test(k) || !/^[a-z0-9_-]{0,63}$/.test(v)) return gerr(400, `invalid label ${k}`);
+        // Documented limit: annotation keys and values together under 16 KiB.
+        if (Object.entries(s.annotations).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v), 0) > 16 * 1024) return gerr(400, 'annotations too large');
         return { status: 200, body: view(s) };
       }
     }

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PartialWriteError } from '../../../src/secrets/backends/cloud-names.js';
 import { GCP_NAME_RE, openGcpSecretManagerStore, type GcpSecretManagerStore } from '../../../src/secrets/backends/gcp.js';
-import { SecretStoreError } from '../../../src/secrets/store.js';
+import { SecretStoreError, targetTag } from '../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
 import { storeContract } from './contract.js';
 import { expectNoSecretInUrlOrHeaders } from './fake-http.js';
@@ -58,6 +58,22 @@ describe('gcp-sm: wire format through the official client', () => {
     fake.secrets.clear();
   });
   const calls = (): string[] => fake.requests.map((r) => `${r.method} ${decodeURIComponent(r.path).replace(`/v1/projects/${PROJECT}/secrets`, '…')}`);
+
+  it('the target: exact in an annotation (what list returns), its targetTag in a label; a key without one removes both', async () => {
+    const name = store.secretName('acme-prod/web/primary');
+    const target = 'https://kms.example.com/api/v1#live';
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary', { target }));
+    const s = fake.secrets.get(name)!;
+    expect(s.annotations['kms-sync.target']).toBe(target);
+    expect(s.labels.target).toBe(targetTag(target));
+    expect(targetTag(target)).toMatch(/^t-[0-9a-f]{40}$/);
+    expect((await store.list())[0]!.meta!.target).toBe(target);
+    await store.put(name, fakeKey(), meta('acme-prod/web/primary'));
+    const after = fake.secrets.get(name)!;
+    expect(after.annotations).not.toHaveProperty('kms-sync.target');
+    expect(after.labels).not.toHaveProperty('target');
+    expect(after.labels['managed-by']).toBe('kms-sync');
+  });
 
   it('a new secret: get (404), create with automatic replication and labels, addVersion with CRC32C, then annotations', async () => {
     const name = store.secretName('acme-prod/web/primary');

@@ -2,7 +2,7 @@
 // servers here and, when the environment names one, against a real server.
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SecretStoreError, type SecretStore } from '../../../../src/secrets/store.js';
+import { SecretStoreError, targetMatches, type SecretStore } from '../../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../../helpers.js';
 
 export interface ContractTarget {
@@ -117,6 +117,56 @@ export function defineStoreContract(t: ContractTarget): void {
       if (t.canRead) for (const e of entries) expect(await store.read!(e.name)).toBe(e.value);
       const names = new Set((await store.list!()).map((l) => l.name));
       for (const e of entries) expect(names.has(e.name)).toBe(true);
+    });
+
+    it('records the service target where the backend keeps metadata; an entry without one lists without; a rewrite replaces or clears it', async () => {
+      const store = await t.open();
+      const live = 'https://kms.example.com/api/v1#live';
+      const odd = 'Prod EU (blue) #2 – ü=1?&';
+      const long = `https://kms.example.com/${'a'.repeat(600)}#live`;
+      const [tgt, legacy, big] = ['tgt', 'legacy', 'big'].map((c) => {
+        const logical = `${run}-prod/${c}/primary`;
+        const name = store.secretName(logical);
+        written.add(name);
+        return { logical, name };
+      }) as [{ logical: string; name: string }, { logical: string; name: string }, { logical: string; name: string }];
+      await store.put(tgt.name, keys.next(), meta(tgt.logical, { target: live }));
+      await store.put(legacy.name, keys.next(), meta(legacy.logical));
+      await store.put(big.name, keys.next(), meta(big.logical, { target: long }));
+      const find = async (n: string) => (await store.list!()).find((l) => l.name === n);
+      if (!t.listsMeta) {
+        // No metadata at all (GitHub): every secret lists as unknown / legacy.
+        for (const x of [tgt, legacy, big]) expect((await find(x.name))?.meta?.target).toBeUndefined();
+        return;
+      }
+      expect((await find(tgt.name))?.meta?.target).toBe(live);
+      const old = await find(legacy.name);
+      expect(old?.meta?.keyId).toBeDefined();
+      expect(old?.meta).not.toHaveProperty('target');
+      // Too long for the backend's metadata: its targetTag, which targetMatches compares.
+      const bigTarget = (await find(big.name))?.meta?.target;
+      expect(targetMatches(bigTarget, long)).toBe(true);
+      expect(targetMatches(bigTarget, live)).toBe(false);
+
+      await store.put(tgt.name, keys.next(), meta(tgt.logical, { target: odd }));
+      expect((await find(tgt.name))?.meta?.target).toBe(odd);
+      const m = meta(tgt.logical);
+      await store.put(tgt.name, keys.next(), m);
+      const cleared = await find(tgt.name);
+      expect(cleared?.meta?.keyId).toBe(m.keyId);
+      expect(cleared?.meta).not.toHaveProperty('target');
+    });
+
+    it('refuses a target that is not a non-empty string', async () => {
+      const store = await t.open();
+      const logical = `${run}-prod/badtarget/primary`;
+      const name = store.secretName(logical);
+      for (const target of [7, ''] as unknown as string[]) {
+        const e = await rejectionOf(store.put(name, keys.next(), meta(logical, { target })), keys.values);
+        expect(e.code).toBe('INVALID_ARGUMENT');
+        expect(e.message).toContain("'target'");
+      }
+      expect(await store.exists(name)).toBe(false);
     });
 
     it('refuses a name that is not backend-legal, without quoting the value', async () => {

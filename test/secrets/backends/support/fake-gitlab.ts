@@ -131,6 +131,7 @@ export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab>
         const masked = body.masked === undefined ? v.masked : body.masked === true;
         if (masked && !MASKABLE.test(value)) return { status: 400, body: { message: { value: ['is invalid'] } } };
         if (v.hidden && body.masked === false) return { status: 400, body: { message: { masked: ['cannot be unset for hidden variables'] } } };
+        if (typeof body.description === 'string' && body.description.length > 255) return { status: 400, body: { message: { description: ['is too long (maximum is 255 characters)'] } } };
         v.value = value;
         v.masked = masked;
         if (typeof body.protected === 'boolean') v.protected = body.protected;

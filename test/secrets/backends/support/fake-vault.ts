@@ -29,6 +29,8 @@ export interface FakeVaultOptions {
   kvVersion?: 1 | 2;
   /** Runs before a data write is decided (after the body is read): lets tests interleave writers. */
   beforeDataWrite?: (path: string, cas: number | undefined) => Promise<void> | void;
+  /** Runs after a data write is stored, before it is answered: lets a test land another write in between. */
+  afterDataWrite?: (path: string, version: number) => Promise<void> | void;
   /** Serve HTTPS with a self-signed certificate (its PEM file is `caFile`). */
   tls?: boolean;
 }
@@ -179,9 +181,11 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
         entry.versions.push(v);
         entry.updated_time = v.created_time;
         entries.set(path, entry);
+        const written = entry.versions.length;
+        await o.afterDataWrite?.(path, written);
         return {
           status: 200,
-          body: { data: { created_time: v.created_time, custom_metadata: entry.custom_metadata, deletion_time: '', destroyed: false, version: entry.versions.length } },
+          body: { data: { created_time: v.created_time, custom_metadata: entry.custom_metadata, deletion_time: '', destroyed: false, version: written } },
         };
       }
       if (r.method === 'DELETE') {
