@@ -2,6 +2,7 @@
 // backend lists metadata, a secret that holds another key id, or another service target's key, counts as stale.
 import { groupBy } from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
+import { targetMatches } from './store.js';
 
 export interface PresenceQuery {
   address: string;
@@ -30,7 +31,7 @@ export async function checkSecretPresence(registry: StoreRegistry, queries: Pres
         const holder = metas?.get(name)?.target;
         if (!present.has(name)) {
           results.set(q.address, { status: 'missing', detail: `secret ${name} is not in ${store.displayUri}` });
-        } else if (target && holder !== undefined && holder !== target) {
+        } else if (target && holder !== undefined && !targetMatches(holder, target)) {
           results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds a key of another service (${holder}), not this service's live key ${q.keyId}` });
         } else if (metas && metas.get(name)?.keyId !== undefined && metas.get(name)?.keyId !== q.keyId) {
           results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds key ${metas.get(name)?.keyId}, not the live key ${q.keyId}` });

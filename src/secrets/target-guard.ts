@@ -4,7 +4,7 @@
 // with one store would otherwise overwrite the first service's raw keys with the second's, leaving
 // live keys nobody holds. Secrets written before targets were recorded carry none: they are
 // taken as this target's (the behaviour before), and carry it from their next write on.
-import { SecretStoreError, type SecretEntry, type SecretMetadata, type SecretStore } from './store.js';
+import { SecretStoreError, targetMatches, type SecretEntry, type SecretMetadata, type SecretStore } from './store.js';
 
 export interface TargetConflict {
   name: string;
@@ -39,7 +39,8 @@ export class TargetGuard {
     const out: TargetConflict[] = [];
     for (const name of names) {
       const holder = owners.get(name);
-      if (holder !== undefined && holder !== target) out.push({ name, holder });
+      // A backend that keeps a long target as its tag (targetTag) matches it too.
+      if (holder !== undefined && !targetMatches(holder, target)) out.push({ name, holder });
     }
     return out;
   }
