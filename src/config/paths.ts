@@ -13,8 +13,9 @@ export function displayPath(file: string, cwd: string): string {
 
 /**
  * A JSON file found in a folder is configuration when its beginning names a field of the format
- * (`apiVersion`, `projects`, `stores`): a package.json, tsconfig.json, cdktf.json or saved plan
- * beside the configuration is not read, nor a JSON Schema (the `kms-sync.schema.json` copy that
+ * (`apiVersion`, `projects`, `stores`) and it is none of kms-sync's own outputs (a saved plan, a
+ * JSON plan or report, recognised by their first field): a package.json, tsconfig.json,
+ * cdktf.json or saved plan beside the configuration is not read, nor a JSON Schema (the `kms-sync.schema.json` copy that
  * `init` writes names those fields too). A file named with -f is always read.
  */
 async function isConfigJson(file: string): Promise<boolean> {
@@ -24,6 +25,9 @@ async function isConfigJson(file: string): Promise<boolean> {
     const { bytesRead, buffer } = await fh.read(Buffer.alloc(4096), 0, 4096, 0);
     const head = buffer.subarray(0, bytesRead).toString('utf8');
     if (/"\$schema"\s*:\s*"https?:\/\/json-schema\.org\//.test(head)) return false;
+    // kms-sync's own outputs name what they are: a saved plan (`kind`, first), a JSON plan or
+    // drift report (`format_version`, first). Their `"projects":` inside `target` is no configuration.
+    if (/^\s*\{\s*"(kind"\s*:\s*"kms-sync\/|format_version")/.test(head)) return false;
     return /"(apiVersion|projects|stores)"\s*:/.test(head);
   } finally {
     await fh.close();
