@@ -15,7 +15,7 @@ export class AcmeStack extends TerraformStack {
     super(scope, id);
     // Service URL and key come from KMS_API_URL / KMS_API_KEY; keys go to the default store
     // (add secretStore blocks here to send them elsewhere, as YAML's stores:).
-    new KmsProvider(this, 'kms', {});
+    new KmsProvider(this, 'kms', { owner: 'acme-platform' });
 
     // The URLs of your API: TF_VAR_acme_production_url / TF_VAR_acme_staging_url, or terraform.tfvars.
     const productionUrl = new TerraformVariable(this, 'acme_production_url', { type: 'string', default: 'https://api.acme.example' });

@@ -39,6 +39,8 @@ it.skipIf(!enabled)('npm ci && npm run demo, then npm test, in a fresh clone wit
   expect(demo.code, demo.stderr.slice(-2000)).toBe(0);
   expect(demo.stdout).toContain('Apply complete!');
   expect(demo.stdout).toContain('No changes.');
+  // One owner from the first plan to the last, inside a git checkout too (issue 25).
+  expect(demo.stdout).not.toContain('owned by configuration');
   expect(demo.stdout + demo.stderr).not.toMatch(RAW_KEY_PATTERN);
   // Everything the demo wrote is in one folder of the current directory; nothing in HOME.
   expect(existsSync(path.join(clone, '.kms-sync-demo', 'age-keys.txt'))).toBe(true);
