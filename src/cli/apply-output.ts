@@ -95,8 +95,14 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
   };
 }
 
-/** The commit-and-push lines, set apart so a job log shows them. */
-function banner(commit: CommitRequired): string {
+/**
+ * The commit-and-push lines, set apart so a job log shows them; in GitHub Actions also as warning
+ * annotations (on stderr), which the run's summary page shows.
+ */
+function banner(commit: CommitRequired, env: NodeJS.ProcessEnv = process.env): string {
+  if (env.GITHUB_ACTIONS === 'true') {
+    for (const l of commit.lines) err(`::warning title=kms-sync: commit and push::${l.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}\n`);
+  }
   const rule = '!'.repeat(72);
   return `\n${rule}\n${commit.lines.map((l) => `!! ${l}`).join('\n')}\n${rule}\n`;
 }

@@ -65,7 +65,8 @@ describe('CI and a local store file', () => {
     expect(r.stderr).toContain('--allow-local-store');
     expect(r.stderr).toContain('KMS_SYNC_ALLOW_LOCAL_STORE=1');
     expect(r.stderr).toContain('settings: { allowLocalStoreInCi: true }');
-    // Nothing issued: no client or key was created, the store and journal are untouched.
+    // Nothing issued: no client or key was created, the store and journal are untouched. (The run
+    // lock's record, an endpoint created and deleted around the plan, is the only write.)
     expect(await clientNamed('billing')).toBeUndefined();
     expect(writes()).toEqual([]);
     expect(readFileSync(path.join(s.dir, STORE)).equals(storeBefore)).toBe(true);
@@ -91,10 +92,12 @@ describe('CI and a local store file', () => {
 
   it('--allow-local-store: issues, and the last lines name the file to commit and push', async () => {
     writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing') });
-    const r = await runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci() });
+    const r = await runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci({ GITHUB_ACTIONS: 'true' }) });
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(await clientNamed('billing')).toBeDefined();
     expect(lastLines(r.stdout, 2)).toContain(`kms-sync wrote 1 new key(s) into ${STORE} on this CI runner: commit and push it, nothing else keeps them; the runner is discarded when the job ends.`);
+    // In GitHub Actions also a warning annotation, shown on the run's page.
+    expect(r.stderr).toContain(`::warning title=kms-sync: commit and push::kms-sync wrote 1 new key(s) into ${STORE} on this CI runner`);
     expect(git('status', '--porcelain', '--', STORE).trim()).toBe(`M ${STORE}`);
   });
 
