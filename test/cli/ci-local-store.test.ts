@@ -4,7 +4,7 @@
 // the user opts in (--allow-local-store, KMS_SYNC_ALLOW_LOCAL_STORE=1 or settings.allowLocalStoreInCi);
 // an opted-in run ends by naming the file to commit and push. Real processes: the CLI, the emulator, git.
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -112,6 +112,22 @@ describe('CI and a local store file', () => {
     for (const e of events) expect(validateEvent(e), JSON.stringify(validateEvent.errors)).toBe(true);
     expect(last.commit_required).toEqual({ files: [{ file: STORE, keys: 1 }], message: expect.stringContaining(`into ${STORE} on this CI runner: commit and push it`) });
     expect(lastLines(r.stderr, 3)).toContain(`kms-sync wrote 1 new key(s) into ${STORE}`);
+  });
+
+  it('a store write that fails after the key was journaled: the last lines name the journal to commit and push', async () => {
+    writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing') });
+    const trace = path.join(s.dir, 'trace.txt');
+    const storeFile = path.join(s.dir, STORE);
+    // Held just after the raw key is journaled; meanwhile the store file becomes a folder, so the store write fails.
+    const running = runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci({ KMS_SYNC_TEST_PAUSE: 'after-journal:1500', KMS_SYNC_TEST_TRACE: trace }) });
+    for (let i = 0; i < 200 && !(existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal')); i++) await new Promise((ok) => setTimeout(ok, 20));
+    rmSync(storeFile);
+    mkdirSync(storeFile);
+    const r = await running;
+    expect(r.code, r.stdout + r.stderr).toBe(3);
+    expect(existsSync(path.join(s.dir, '.kms-sync', 'journal'))).toBe(true);
+    expect(lastLines(r.stdout, 2)).toContain('kms-sync left its key journal .kms-sync/journal on this CI runner (keys not yet in their store; age-encrypted): commit and push it too');
+    expect(r.stdout).not.toContain(`new key(s) into ${STORE}`);
   });
 
   it('settings.allowLocalStoreInCi in the configuration opts in, also for a saved plan', async () => {
