@@ -240,6 +240,30 @@ describe('the example CI workflows keep the keys', () => {
     expect(script).toMatch(/git add -A -- "\$f"/);
   });
 
+  it('the push scripts of both examples pass shellcheck (when the Debian package is installed)', (ctx) => {
+    try {
+      execFileSync('shellcheck', ['--version'], { stdio: 'ignore' });
+    } catch {
+      return ctx.skip();
+    }
+    const wf = read('examples/ci/github/.github/workflows/kms-sync.yml');
+    const gl = read('examples/ci/gitlab/.gitlab-ci.yml');
+    const scripts = [
+      ['bash', wf.jobs.apply.steps.find((st: any) => /git push/.test(st.run ?? '')).run],
+      ['sh', (gl.apply.script as string[]).join('\n')],
+    ];
+    for (const [shell, text] of scripts) {
+      const r = (() => {
+        try {
+          return execFileSync('shellcheck', ['-s', shell!, '-f', 'gcc', '-'], { input: text, encoding: 'utf8' });
+        } catch (e) {
+          return (e as { stdout?: string }).stdout ?? String(e);
+        }
+      })();
+      expect(r, shell).toBe('');
+    }
+  });
+
   it('action.yml passes allow-local-store as the flag, to apply only', () => {
     const action = read('action.yml');
     expect(action.inputs['allow-local-store'].default).toBe('false');
