@@ -7,6 +7,7 @@ import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
 import type { Operation, Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
+import type { CommitRequired } from './ci-guard.js';
 import { err, isCi, out } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
@@ -21,8 +22,11 @@ export interface ApplyReporter {
   say(text: string): void;
   onEvent(e: ApplyEvent): void;
   inFlight(): number;
-  /** The run ended: summary, exit code. */
-  finish(result: ApplyResult | undefined, outcome: ApplyOutcome, exitCode: number): void;
+  /**
+   * The run ended: summary, exit code; then, loudly and last, the files a CI run must commit and
+   * push (an opted-in run that wrote keys into a local store file: ci-guard.ts).
+   */
+  finish(result: ApplyResult | undefined, outcome: ApplyOutcome, exitCode: number, commit?: CommitRequired): void;
 }
 
 const now = () => new Date().toISOString();
@@ -76,16 +80,31 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
       }
     },
     inFlight: () => started.size - ended,
-    finish(r, outcome, exitCode) {
+    finish(r, outcome, exitCode, commit) {
+      // The people's version on stderr first, so the summary stays the stream's last line.
+      if (commit) err(banner(commit));
       emit('apply_summary', `Apply ${outcome.replace(/_/g, ' ')}`, {
         outcome, exit_code: exitCode, changes: counts(r), keys_stored: r?.keysStored.length ?? 0,
         failed: (r?.failed ?? []).map((f) => ({ address: f.op?.address ?? null, error: f.error })),
         not_attempted: (r?.notAttempted ?? []).map((o) => o.address),
         recoveries: r?.recoveries ?? [],
         ...(r?.stopReason ? { stop_reason: r.stopReason } : {}),
+        ...(commit ? { commit_required: { files: commit.files, ...(commit.journal ? { journal: commit.journal } : {}), message: commit.lines.join(' ') } } : {}),
       });
     },
   };
+}
+
+/**
+ * The commit-and-push lines, set apart so a job log shows them; in GitHub Actions also as warning
+ * annotations (on stderr), which the run's summary page shows.
+ */
+function banner(commit: CommitRequired, env: NodeJS.ProcessEnv = process.env): string {
+  if (env.GITHUB_ACTIONS === 'true') {
+    for (const l of commit.lines) err(`::warning title=kms-sync: commit and push::${l.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}\n`);
+  }
+  const rule = '!'.repeat(72);
+  return `\n${rule}\n${commit.lines.map((l) => `!! ${l}`).join('\n')}\n${rule}\n`;
 }
 
 function summaryText(r: ApplyResult, compact = false): string {
@@ -166,12 +185,13 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         line(`recovered: ${e.note}`);
       }
     },
-    finish: (r, outcome) => {
+    finish: (r, outcome, _code, commit) => {
       if (ticker) clearInterval(ticker);
       if (tty) err('\r\x1b[2K');
       if (!r) return;
       if (outcome === 'complete') {
         out(`\nApply complete! ${summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
+        if (commit) out(banner(commit));
         return;
       }
       out(`\n${r.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summaryText(r, opts.compact)}`);
@@ -181,6 +201,7 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
       }
       out(`${stamp()}Took ${formatDuration(since())}. Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n`);
+      if (commit) out(banner(commit));
     },
   };
 }

@@ -16,7 +16,7 @@ import { classifyDrift } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadingAhead, planFor, readAheadFor, type Connection, type GlobalOptions } from './context.js';
-import { guardLocalStoreInCi } from './ci-guard.js';
+import { commitRequired, guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
@@ -40,6 +40,8 @@ interface SavedPlan {
   configDir?: string;
   /** Local store files (relative to the configuration folder) and whether each existed at plan time. */
   localStores?: { file: string; existed: boolean }[];
+  /** The configuration's `settings:` the apply needs (allowLocalStoreInCi: ci-guard.ts). */
+  settings?: DesiredState['settings'];
   files: string[];
   plan: Plan;
 }
@@ -165,7 +167,8 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean; yes?: boolean; js
 export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter }): Promise<number> {
   const reporter = o.reporter ?? textReporter(() => plan.operations.length);
   const registry = new StoreRegistry({ declarations: plan.stores, baseDir, onNotice: (m) => err(`${m}\n`) });
-  await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi) || process.env.KMS_SYNC_ALLOW_LOCAL_STORE === '1', env: process.env });
+  // Before the journal, the store checks and any key-issuing request (ci-guard.ts).
+  const localInCi = await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi), env: process.env });
   const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
   const interrupt = interruptHandler(capture, reporter);
   let result: ApplyResult;
@@ -178,12 +181,14 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   // (orphans of lost responses, and generations a rotation superseded and revoked).
   await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.kind === 'key' && op.action === 'delete').map((op) => op.live!.keyId!)));
   await capture.compact();
+  // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
+  const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
   if (result.failed.length === 0 && !result.stopReason) {
-    reporter.finish(result, 'complete', EXIT.ok);
+    reporter.finish(result, 'complete', EXIT.ok, commit);
     return EXIT.ok;
   }
   const code = result.done.length > 0 || result.recoveries.length > 0 ? EXIT.partial : EXIT.error;
-  reporter.finish(result, result.interrupted ? 'interrupted' : 'partial', code);
+  reporter.finish(result, result.interrupted ? 'interrupted' : 'partial', code, commit);
   return code;
 }
 
@@ -326,7 +331,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         if (o.out) {
           await writeSavedPlan(o.out, {
             kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, configDir: path.relative(process.cwd(), cfg.baseDir).split(path.sep).join('/') || '.',
-            localStores: await localStoreFiles(plan, cfg.baseDir), files: cfg.files, plan,
+            localStores: await localStoreFiles(plan, cfg.baseDir), ...(cfg.desired.settings ? { settings: cfg.desired.settings } : {}), files: cfg.files, plan,
           });
           if (!o.json && (o.format ?? 'text') === 'text') out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
         }
@@ -342,7 +347,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('-y, --yes', 'same as --auto-approve')
-    .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
+    .option('--allow-local-store', 'in CI, allow issuing keys into a local store file (commit and push it after the run; also KMS_SYNC_ALLOW_LOCAL_STORE=1 or settings.allowLocalStoreInCi)')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json); human text goes to stderr')
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
@@ -352,7 +357,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
-      const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean) => {
+      const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings']) => {
         if (plan.operations.length === 0) {
           if (saved) reporter.say('Nothing to do.\n');
           if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
@@ -363,7 +368,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
           throw new ExitWith(EXIT.error);
         }
-        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
+        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
         if (code !== EXIT.ok) throw new ExitWith(code);
       };
       if (planfile) {
@@ -391,7 +396,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
                 moved.slice(0, 20).map((m) => `  - ${m}`).join('\n') + (moved.length > 20 ? '\n  - …' : '') + '\nRun kms-sync plan again.');
             }
             reporter.plan(saved.plan, `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`);
-            await applyIt(conn, saved.plan, baseDir, true);
+            await applyIt(conn, saved.plan, baseDir, true, saved.settings);
           });
         } finally {
           await conn.api.close();
@@ -408,7 +413,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
             takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
           });
           reporter.plan(plan);
-          await applyIt(conn, plan, cfg.baseDir, false);
+          await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings);
         });
       } finally {
         await conn.api.close();
@@ -421,7 +426,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
     .option('--auto-approve', 'skip the confirmation (CI)')
     .option('-y, --yes', 'same as --auto-approve')
-    .option('--allow-local-store', 'in CI, allow issuing keys into a local store file that git does not track')
+    .option('--allow-local-store', 'in CI, allow issuing keys into a local store file (commit and push it after the run; also KMS_SYNC_ALLOW_LOCAL_STORE=1 or settings.allowLocalStoreInCi)')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
     .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
       const cfg = await loadConfig(o);
@@ -444,7 +449,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
             if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
             throw new ExitWith(EXIT.error);
           }
-          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore), reporter });
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi), reporter });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {

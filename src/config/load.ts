@@ -6,6 +6,7 @@ import {
   canonicalCidr,
   canonicalTimestamp,
   methodPath,
+  type ConfigSettings,
   parseTtl,
   projectEnvOf,
   type DesiredClient,
@@ -180,6 +181,7 @@ class Builder {
   private readonly fileIndex = new Map<string, number>();
   private readonly stores = new Map<string, StoreDeclaration>();
   private owner: { value: string; at: SourceLocation } | undefined;
+  private readonly settings = new Map<keyof ConfigSettings, { value: boolean; at: SourceLocation }>();
   private defaultStore: StoreDeclaration | undefined;
   private readonly projects = new Map<string, ProjectEntry>();
   private readonly envs = new Map<string, EnvEntry>();
@@ -229,6 +231,9 @@ class Builder {
     };
 
     if (typeof root.owner === 'string') this.addOwner(root.owner, at(['owner']));
+    if (isObj(root.settings) && typeof root.settings.allowLocalStoreInCi === 'boolean') {
+      this.addSetting('allowLocalStoreInCi', root.settings.allowLocalStoreInCi, at(['settings', 'allowLocalStoreInCi']));
+    }
     list(root.stores).forEach((s, i) => this.addStore(s, ['stores', i], at));
     const projects = list(root.projects);
     for (let i = 0; i < projects.length; i++) yield* this.addProject(projects[i], ['projects', i], at, error);
@@ -239,6 +244,15 @@ class Builder {
     if (!this.owner) this.owner = { value, at: loc };
     else if (this.owner.value !== value) {
       this.report({ ...fields(loc), message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner` });
+    }
+  }
+
+  /** One configuration, one value per setting: files that set it must agree. */
+  private addSetting(name: keyof ConfigSettings, value: boolean, loc: SourceLocation): void {
+    const first = this.settings.get(name);
+    if (!first) this.settings.set(name, { value, at: loc });
+    else if (first.value !== value) {
+      this.report({ ...fields(loc), message: `settings.${name} is ${value} here but ${first.value} at ${first.at.file}:${first.at.line}; a configuration has one value per setting` });
     }
   }
 
@@ -594,6 +608,7 @@ class Builder {
       ),
       stores: [...this.stores.values()].sort((a, b) => cmp(a.name, b.name)),
       ...(this.owner ? { owner: this.owner.value } : {}),
+      ...(this.settings.size ? { settings: Object.fromEntries([...this.settings].map(([k, v]) => [k, v.value])) as ConfigSettings } : {}),
     };
   }
 

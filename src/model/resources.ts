@@ -112,6 +112,13 @@ export interface DesiredState {
   stores: StoreDeclaration[];
   /** Owner id of this configuration (issue 11): what it creates carries it; derived when absent. */
   owner?: string;
+  /** `settings:`: how kms-sync runs with this configuration (not resources of the service). */
+  settings?: ConfigSettings;
+}
+
+export interface ConfigSettings {
+  /** In CI, allow issuing keys into a local store file (the workflow commits and pushes it): cli/ci-guard.ts. */
+  allowLocalStoreInCi?: boolean;
 }
 
 export function emptyDesiredState(): DesiredState {
