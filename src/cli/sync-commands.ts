@@ -9,7 +9,7 @@ import { applyPlan, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schemaReferenceFor, starterFor, writeSchemaCopy, type SchemaReference } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { withReadProgress } from './read-progress.js';
-import { emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
+import { deriveOwner, emptyDesiredState, parseTtl, writeOwnerRecord, type DesiredState } from '../model/index.js';
 import { summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
@@ -181,6 +181,8 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   // (orphans of lost responses, and generations a rotation superseded and revoked).
   await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.kind === 'key' && op.action === 'delete').map((op) => op.live!.keyId!)));
   await capture.compact();
+  // What this run wrote carries its owner id: recorded, so that a later run notices if it moves.
+  if (result.done.length > 0) await writeOwnerRecord(baseDir, plan.target.owner).catch((e: unknown) => err(`warning: could not record the owner id in ${baseDir}: ${(e as Error).message}\n`));
   // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
   const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
   if (result.failed.length === 0 && !result.stopReason) {
@@ -290,7 +292,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .action(async (file: string) => {
       if (file === '-') {
         // The same text the file form would write in this folder, $schema line included.
-        const { reference, content } = starterFor('kms-sync.yaml');
+        const { reference, content } = starterFor('kms-sync.yaml', { owner: await deriveOwner(process.cwd()) });
         out(content);
         schemaCopyHint(reference);
         return;

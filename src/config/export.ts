@@ -157,6 +157,7 @@ export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}
   }
 
   const root: Out = { apiVersion: 'kms-sync/v1' };
+  if (state.owner) put(root, 'owner', state.owner);
   if (state.stores.length > 0) {
     root.stores = [...state.stores]
       .sort((a, b) => cmp(a.name, b.name))

@@ -1,6 +1,7 @@
 // `kms-sync init`: a commented starter file that references the schema and loads as is.
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { deriveOwner } from '../model/index.js';
 import { modeline, schemaReferenceFor, writeSchemaCopy } from './modeline.js';
 
 export interface InitOptions {
@@ -10,6 +11,8 @@ export interface InitOptions {
   project?: string;
   /** Project display name (default: derived from the slug). */
   name?: string;
+  /** The `owner:` to declare (initConfig: derived from where the file goes, as a run would derive it, and written down so it never moves). */
+  owner?: string;
 }
 
 export interface InitResult {
@@ -34,7 +37,7 @@ export class FileExistsError extends Error {
 const SLUG = /^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$/;
 
 /** The starter file's text. */
-export function renderStarterConfig(opts: { schema: string; project?: string; name?: string }): string {
+export function renderStarterConfig(opts: { schema: string; project?: string; name?: string; owner?: string }): string {
   const slug = opts.project ?? 'my-project';
   if (!SLUG.test(slug)) {
     throw new Error(
@@ -53,6 +56,10 @@ export function renderStarterConfig(opts: { schema: string; project?: string; na
 # referenced (slug + environments) in others, e.g. one file per team.
 # Strings may use \${env:NAME} or \${env:NAME:-default}; write $\${env:NAME} for a literal.
 apiVersion: kms-sync/v1
+
+# Which configuration owns what it creates: it changes and deletes only resources marked with this
+# id, so another configuration can share the environments. Declared here so that it never moves.
+owner: ${JSON.stringify(opts.owner ?? `${slug}-config`)}
 
 # Optional secret stores for the raw client keys (shown once, at creation). Keys that do not
 # name a store go to the default store.
@@ -97,7 +104,8 @@ export function starterFor(targetFile: string, opts: InitOptions = {}) {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const file = path.resolve(cwd, targetFile);
   const reference = schemaReferenceFor(file);
-  const starterOpts: { schema: string; project?: string; name?: string } = { schema: reference.ref };
+  const starterOpts: { schema: string; project?: string; name?: string; owner?: string } = { schema: reference.ref };
+  if (opts.owner !== undefined) starterOpts.owner = opts.owner;
   if (opts.project !== undefined) starterOpts.project = opts.project;
   if (opts.name !== undefined) starterOpts.name = opts.name;
   return { file, reference, content: renderStarterConfig(starterOpts) };
@@ -108,10 +116,12 @@ export function starterFor(targetFile: string, opts: InitOptions = {}) {
  * its node_modules, the schema copy its `$schema` line points at.
  */
 export async function initConfig(targetFile: string, opts: InitOptions = {}): Promise<InitResult> {
-  const { file, reference, content } = starterFor(targetFile, opts);
+  const target = path.resolve(path.resolve(opts.cwd ?? process.cwd()), targetFile);
   // Refused before anything is written: no schema copy without the file that needs it.
-  if (await access(file).then(() => true, () => false)) throw new FileExistsError(targetFile);
-  await mkdir(path.dirname(file), { recursive: true });
+  if (await access(target).then(() => true, () => false)) throw new FileExistsError(targetFile);
+  await mkdir(path.dirname(target), { recursive: true });
+  const owner = opts.owner ?? (await deriveOwner(path.dirname(target)));
+  const { file, reference, content } = starterFor(targetFile, { ...opts, owner });
   const outcome = await writeSchemaCopy(reference);
   try {
     await writeFile(file, content, { encoding: 'utf8', flag: 'wx' });
