@@ -120,7 +120,8 @@ export function desiredStateToCdktf(state: DesiredState, o: CdktfExportOptions =
     'const app = new App();',
     `const stack = new TerraformStack(app, ${JSON.stringify(stack)});`,
     '// Service URL and key: KMS_API_URL / KMS_API_KEY. New keys go to the default store (add secretStore blocks to change it).',
-    `new KmsProvider(stack, 'kms', {});`,
+    // Which configuration owns what it creates (it changes and deletes only what carries this id).
+    `new KmsProvider(stack, 'kms', ${state.owner ? `{ owner: ${JSON.stringify(state.owner)} }` : '{}'});`,
   ];
   for (const p of [...state.projects].sort((a, b) => cmp(a.slug, b.slug))) {
     const pv = identifier(p.slug, taken);

@@ -45,3 +45,4 @@ export function liveToDesired(live: LiveState, into: DesiredState, notes: Export
   }
   return into;
 }
+

@@ -524,6 +524,9 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           throw new UsageError(`environment(s) not found in the live service: ${missing.join(', ')}. Known environments: ${shown}`);
         }
         const desired: DesiredState = liveToDesired(live.state, emptyDesiredState());
+        // An explicit owner, derived where the export goes (as a run there would derive it): a new
+        // configuration, which claims what it names only with --take-ownership.
+        desired.owner = await deriveOwner(o.output && (o.format === 'cdktf' || o.format === 'cdktn') ? path.resolve(o.output) : path.dirname(path.resolve(o.output ?? 'kms-sync.yaml')));
         if (o.format === 'cdktf' || o.format === 'cdktn') {
           const written = await writeCdktfExport(o.output!, desired, o.format, [`Exported by kms-sync export --format ${o.format} from ${o.env.join(', ')}. Raw keys are never exported.`]);
           err(`Wrote ${written.join(', ')} in ${o.output}: ${desired.clients.length} client(s), ${desired.endpoints.length} endpoint(s), ${desired.templates.length} template(s). ` +
