@@ -4,7 +4,7 @@
 // stored (address, store, secret name: never a value), recoveries, and a closing summary. In JSON
 // mode nothing else is written to stdout; prompts, retries and notices go to stderr.
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
-import type { Operation, Plan } from '../plan/types.js';
+import { blockedChanges, type Operation, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
 import type { CommitRequired } from './ci-guard.js';
@@ -12,7 +12,7 @@ import { err, isCi, out } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
 
-export type ApplyOutcome = 'complete' | 'partial' | 'interrupted' | 'cancelled' | 'nothing_to_do';
+export type ApplyOutcome = 'complete' | 'partial' | 'interrupted' | 'cancelled' | 'nothing_to_do' | 'blocked';
 
 export interface ApplyReporter {
   readonly json: boolean;
@@ -212,7 +212,7 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
  */
 export function renderPlanCompact(plan: Plan): string {
   const lines = [renderHeader(plan), ''];
-  if (plan.operations.length === 0) return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
+  if (plan.operations.length === 0 && blockedChanges(plan).length === 0) return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
   const table = new Map<string, Map<string, number>>();
   for (const op of plan.operations) {
     const row = `${op.action} ${op.kind}`;

@@ -10,7 +10,7 @@ import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schem
 import { readLiveState } from '../live/read.js';
 import { withReadProgress } from './read-progress.js';
 import { deriveOwner, emptyDesiredState, parseTtl, writeOwnerRecord, type DesiredState } from '../model/index.js';
-import { summarize, type Plan } from '../plan/types.js';
+import { describeBlocked, summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
@@ -162,6 +162,17 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean; yes?: boolean; js
   } finally {
     rl.close();
   }
+}
+
+/**
+ * A plan whose desired changes another configuration's ownership blocks is never "No changes":
+ * after the report, the run stops with exit 1 naming what is blocked and the two ways out.
+ */
+function stopOnBlocked(plan: Plan): void {
+  const why = describeBlocked(plan);
+  if (!why) return;
+  err(`\nError: ${why}\n`);
+  throw new ExitWith(EXIT.error);
 }
 
 export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter }): Promise<number> {
@@ -337,6 +348,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           });
           if (!o.json && (o.format ?? 'text') === 'text') out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
         }
+        stopOnBlocked(plan);
         if (o.detailedExitcode && plan.operations.length > 0) throw new ExitWith(EXIT.changes);
       } finally {
         await conn.api.close();
@@ -360,6 +372,8 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
       const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings']) => {
+        if (reporter.json && describeBlocked(plan)) reporter.finish(undefined, 'blocked', EXIT.error);
+        stopOnBlocked(plan);
         if (plan.operations.length === 0) {
           if (saved) reporter.say('Nothing to do.\n');
           if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);

@@ -134,6 +134,20 @@ function endpointRecord(e: DesiredEndpoint, le?: LiveEndpoint): Record<string, J
   };
 }
 
+/** The fields whose desired value differs from the live one (in the records above). */
+function differingFields(desired: Record<string, JsonValue | undefined>, live: Record<string, JsonValue | undefined>): string[] {
+  const out: string[] = [];
+  for (const k in desired) if (desired[k] !== undefined && !deepEqualJson(desired[k], live[k] ?? null)) out.push(k);
+  return out;
+}
+
+/** What a configuration wants of a client another one owns: its differing fields and missing keys. */
+function blockedOfClient(c: DesiredClient, lc: LiveClient): string[] {
+  const fields = differingFields(clientRecord(c), clientRecord(c, lc));
+  for (const k of c.keys) if (!lc.keys.some((x) => x.name === k.name)) fields.push(`keys.${k.name}`);
+  return fields;
+}
+
 function clientAfter(c: DesiredClient, owner: string): Record<string, unknown> {
   return {
     name: c.name,
@@ -353,9 +367,13 @@ export function buildPlan(input: PlanInput): Plan {
     }
     const ownership = own(lc.metadata);
     if (ownership.kind === 'other') {
+      const blocked = blockedOfClient(c, lc);
       unmanaged.push({
         address: address.client(c.projectEnv, c.name), kind: 'client', projectEnv: c.projectEnv, owner: ownership.owner,
-        note: `owned by configuration '${ownership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+        note: blocked.length
+          ? `owned by configuration '${ownership.owner}'; this configuration's changes (${blocked.join(', ')}) are blocked (--take-ownership to manage it from this configuration)`
+          : `owned by configuration '${ownership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+        ...(blocked.length ? { blocked } : {}),
       });
       continue;
     }
@@ -424,9 +442,13 @@ export function buildPlan(input: PlanInput): Plan {
     }
     const eOwnership = own(le.metadata);
     if (eOwnership.kind === 'other') {
+      const blocked = differingFields(endpointRecord(e), endpointRecord(e, le));
       unmanaged.push({
         address: addr, kind: 'endpoint', projectEnv: e.projectEnv, owner: eOwnership.owner,
-        note: `owned by configuration '${eOwnership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+        note: blocked.length
+          ? `owned by configuration '${eOwnership.owner}'; this configuration's changes (${blocked.join(', ')}) are blocked (--take-ownership to manage it from this configuration)`
+          : `owned by configuration '${eOwnership.owner}'; not changed here (--take-ownership to manage it from this configuration)`,
+        ...(blocked.length ? { blocked } : {}),
       });
       continue;
     }

@@ -74,6 +74,27 @@ export interface UnmanagedResource {
   owner?: string;
   /** Why it is kept, or why it will be deleted (with --prune). */
   note: string;
+  /**
+   * Fields this configuration wants changed on a resource another configuration owns: the plan
+   * cannot make them, so it is never "No changes" (plans and applies stop with exit 1).
+   */
+  blocked?: string[];
+}
+
+/** The resources whose desired changes another owner blocks. */
+export function blockedChanges(plan: Pick<Plan, 'unmanaged'>): UnmanagedResource[] {
+  return plan.unmanaged.filter((u) => u.blocked !== undefined && u.blocked.length > 0);
+}
+
+/** The error for a plan with blocked changes: what is blocked, by whom, and the two ways out. */
+export function describeBlocked(plan: Pick<Plan, 'unmanaged' | 'target'>): string | undefined {
+  const blocked = blockedChanges(plan);
+  if (blocked.length === 0) return undefined;
+  const owners = [...new Set(blocked.map((b) => b.owner ?? '?'))];
+  const shown = blocked.slice(0, 5).map((b) => `${b.address} (${b.blocked!.join(', ')}) is owned by configuration '${b.owner}'`).join('; ');
+  return `${blocked.length} resource(s) this configuration wants to change belong to another configuration: ${shown}${blocked.length > 5 ? ` and ${blocked.length - 5} more` : ''}. ` +
+    `If ${owners.length === 1 ? `'${owners[0]}' is` : 'one of those is'} this configuration's earlier owner id, declare it (owner: ...); ` +
+    `to manage them from '${plan.target.owner}' instead, plan with --take-ownership`;
 }
 
 /** Health of a managed key, found while planning (drift reports list these). */

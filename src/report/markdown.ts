@@ -5,7 +5,7 @@
 // summary. Everything that comes from configuration or the live service is HTML-escaped and shown
 // as code, so a resource name can neither inject markup nor mention anyone.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
-import type { Action, Operation, Plan } from '../plan/types.js';
+import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
 
@@ -208,8 +208,10 @@ function planHead(plan: Plan, o: MarkdownOptions, compact: boolean): string {
     ].join('\n'));
   }
   parts.push('#### Summary', planSummaryTable(plan, compact));
+  const blocked = blockedChanges(plan).length;
   parts.push(plan.operations.length
     ? `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`
+    : blocked ? `**No changes can be made**, but ${blocked} resource(s) differ from the configuration: another configuration owns them.`
     : '**No changes.** The live service matches the configuration.');
   if (plan.warnings.length) {
     parts.push(['**Warnings**', '', ...capList(plan.warnings.map((w) => `- ${escapeText(short(w))}`), '- ', 10)].join('\n'));

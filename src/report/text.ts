@@ -1,5 +1,5 @@
 // Terminal rendering of a plan, in the shape people know from `terraform plan`.
-import type { Action, Operation, Plan } from '../plan/types.js';
+import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
 
 export interface TextOptions {
   color: boolean;
@@ -85,7 +85,10 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
   const out: string[] = [];
   out.push(renderHeader(plan, paint));
   out.push('');
-  if (plan.operations.length === 0) {
+  const blocked = blockedChanges(plan).length;
+  if (plan.operations.length === 0 && blocked > 0) {
+    out.push(paint('red', `No changes can be made, but ${blocked} resource(s) differ from the configuration: another configuration owns them (see below).`));
+  } else if (plan.operations.length === 0) {
     out.push(paint('green', 'No changes.') + ' The live service matches the configuration.');
   } else {
     out.push('kms-sync will perform the following actions:');

@@ -14,7 +14,7 @@ afterEach(async () => {
   await s?.emu.close();
 });
 
-describe('owner id', () => {
+describe('owner id and blocked changes', () => {
   it('a folder that becomes a git checkout stops the plan, naming both ids, until the recorded id is declared', async () => {
     s = await setup({ 'cfg/kms-sync.yaml': smallConfig });
     const cfg = path.join(s.dir, 'cfg');
@@ -39,5 +39,27 @@ describe('owner id', () => {
     expect(declared.code, declared.stdout + declared.stderr).toBe(2);
     expect(declared.stdout).toContain('metadata.team');
     expect(declared.stdout).not.toContain('owned by configuration');
+  });
+
+  it('changes another configuration owns are blocked: never "No changes", plan and apply exit 1 naming the owner', async () => {
+    s = await setup({ 'a/kms-sync.yaml': `owner: team-a\n${smallConfig}`, 'b/kms-sync.yaml': `owner: team-b\n${smallConfig}` });
+    const cli = (args: string[]) => runCli(args, { env: { ...s!.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1' }, cwd: s!.dir });
+    expect((await cli(['apply', '-f', 'a', '--auto-approve'])).code).toBe(0);
+    // The same desired state under another owner: nothing to change, nothing blocked.
+    const same = await cli(['plan', '-f', 'b', '--detailed-exitcode']);
+    expect(same.code, same.stdout + same.stderr).toBe(0);
+    expect(same.stdout).toContain('No changes.');
+    writeFileSync(path.join(s.dir, 'b', 'kms-sync.yaml'), `owner: team-b\n${smallConfig.replace('{ name: web, template: std,', '{ name: web, template: std, metadata: { team: b },')}`);
+    for (const args of [['plan', '-f', 'b', '--detailed-exitcode'], ['plan', '-f', 'b', '--json'], ['apply', '-f', 'b', '--auto-approve']]) {
+      const r = await cli(args);
+      expect(r.code, `${args.join(' ')}: ${r.stdout}${r.stderr}`).toBe(1);
+      expect(r.stderr).toContain("client.shop-staging/web (metadata) is owned by configuration 'team-a'");
+      expect(r.stderr).toContain('--take-ownership');
+      expect(r.stdout).not.toContain('No changes.');
+    }
+    const plan = JSON.parse((await cli(['plan', '-f', 'b', '--json'])).stdout);
+    expect(plan.unmanaged.find((u: any) => u.address === 'client.shop-staging/web').blocked).toEqual(['metadata']);
+    const taken = await cli(['plan', '-f', 'b', '--take-ownership', '--detailed-exitcode']);
+    expect(taken.code, taken.stdout + taken.stderr).toBe(2);
   });
 });
