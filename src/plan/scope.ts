@@ -17,13 +17,15 @@ export function scopeDesired(state: DesiredState, patterns: readonly string[]): 
   const envs = state.envs.filter((e) => matchesAny(e.projectEnv, patterns));
   const envSet = new Set(envs.map((e) => e.projectEnv));
   const projects = new Set(envs.map((e) => e.project));
+  // Everything but the resources stays: the owner id above all (a scoped plan under a derived
+  // owner would see its own resources as another configuration's).
   return {
+    ...state,
     projects: state.projects.filter((p) => projects.has(p.slug)),
     envs,
     templates: state.templates.filter((t) => envSet.has(t.projectEnv)),
     clients: state.clients.filter((c) => envSet.has(c.projectEnv)),
     endpoints: state.endpoints.filter((e) => envSet.has(e.projectEnv)),
-    stores: state.stores,
   };
 }
 

@@ -208,7 +208,7 @@ describe('the example CI workflows keep the keys', () => {
       writeFiles(other, { 'README.md': 'someone else\n' });
       execFileSync('git', ['-C', other, '-c', 'user.name=o', '-c', 'user.email=o@example.invalid', 'commit', '-q', '--allow-empty', '-m', 'meanwhile']);
       execFileSync('git', ['-C', other, 'push', '-q', 'origin', 'HEAD:main']);
-      writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing') });
+      writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing', 'owner: shop-ci\n') }); // declared, as init writes it: the folder gained a remote since its first apply
       const r = await runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci() });
       expect(r.code, r.stdout + r.stderr).toBe(0);
       const run = await new Promise<{ code: number; out: string }>((resolve) => {

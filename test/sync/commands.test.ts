@@ -110,9 +110,11 @@ projects:
     // `init -` prints exactly what the file form writes here, and says how to get the schema copy.
     const printed = await runCli(['init', '-'], { cwd: w, env: {} });
     expect(printed.stdout).toBe(text);
+    // It declares an owner id, derived where the file goes and written down so that it never moves.
+    expect(text).toContain(`\nowner: "local:${path.basename(w)}"\n`);
     const fresh = workspace();
     const elsewhere = await runCli(['init', '-'], { cwd: fresh, env: {} });
-    expect(elsewhere.stdout).toBe(text);
+    expect(elsewhere.stdout).toBe(text.replace(`owner: "local:${path.basename(w)}"`, `owner: "local:${path.basename(fresh)}"`));
     expect(elsewhere.stderr).toContain('kms-sync schema > kms-sync.schema.json');
   });
 
