@@ -19,6 +19,36 @@ block in your CLI configuration) and declare the provider in your configuration:
 See the README section "Terraform provider".
 `;
 
+/** How long changes in flight may take once the host is gone. */
+const HOST_GONE_GRACE_MS = 10_000;
+
+/**
+ * Calls `onGone` once the process that started us has died: our parent changes (we are
+ * re-parented) or no longer exists. go-plugin hands the plugin the host's own stdin, so its end
+ * says nothing about the host: the parent pid is the signal. Polled every second, unref'ed.
+ */
+export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): void {
+  const parent = process.ppid;
+  if (parent <= 1) return;
+  let fired = false;
+  const timer = setInterval(() => {
+    let alive = process.ppid === parent;
+    if (alive) {
+      try {
+        process.kill(parent, 0);
+      } catch (e) {
+        alive = (e as NodeJS.ErrnoException).code === 'EPERM';
+      }
+    }
+    if (alive || fired) return;
+    fired = true;
+    clearInterval(timer);
+    process.stderr.write('terraform-provider-kms: the Terraform process that started this provider is gone; finishing the changes in flight, then exiting\n');
+    void onGone().catch(() => undefined);
+  }, everyMs);
+  timer.unref();
+}
+
 /** Runs the provider until the host shuts it down; resolves with the exit code. */
 export async function runProvider(env: NodeJS.ProcessEnv = process.env): Promise<number> {
   if (env[MAGIC_COOKIE_KEY] !== MAGIC_COOKIE_VALUE) {
@@ -32,13 +62,24 @@ export async function runProvider(env: NodeJS.ProcessEnv = process.env): Promise
   // in flight (a key on its way to the store) must finish rather than die mid-write.
   process.on('SIGINT', () => undefined);
   const { servePlugin, HandshakeError } = await import('./plugin/serve.js');
+  let provider: Awaited<ReturnType<typeof import('./provider.js')['createProvider']>> | undefined;
   const stopped = new Promise<void>((resolve) => {
     servePlugin({
       env,
-      loadProvider: async () => (await import('./provider.js')).createProvider({ env }),
+      loadProvider: async () => (provider = (await import('./provider.js')).createProvider({ env })),
       onStopped: resolve,
     }).then((running) => {
       process.once('SIGTERM', () => void running.shutdown());
+      // Terraform killed (SIGKILL, OOM): nobody will call Shutdown. Stop starting changes, let the
+      // ones in flight finish and journal what they issued (bounded), then exit.
+      watchHost(async () => {
+        await provider?.StopProvider?.({});
+        await running.idle(HOST_GONE_GRACE_MS);
+        await provider?.drain?.(2_000);
+        const forced = setTimeout(() => resolve(), 2_000);
+        forced.unref();
+        await running.shutdown();
+      });
     }, (e: unknown) => {
       process.stderr.write(`terraform-provider-kms: ${e instanceof HandshakeError ? '' : 'failed to start: '}${(e as Error).message}\n`);
       process.exitCode = 1;
