@@ -158,6 +158,30 @@ async function applyAndKill(dir: string, slug: string, liveAtLeast: number, vict
   return { providers, output };
 }
 
+/** Ids of the live keys whose raw value the store holds now. */
+async function heldKeyIds(dir: string, slug: string): Promise<string[]> {
+  const file = path.join(dir, '.kms-sync', 'secrets.sops.yaml');
+  if (!existsSync(file)) return [];
+  const stored = await decryptStore(file, terraform.env.SOPS_AGE_KEY_FILE!);
+  return liveClients(slug).flatMap((c) => c.keys.filter((k) => stored[`${slug}-production/${c.name}/${k.name}`]?.startsWith(k.keyPrefix)).map((k) => k.id));
+}
+
+/**
+ * After a kill: the keys the killed apply issued and stored, whose state Terraform never saved,
+ * are adopted by the re-apply (still live, nothing issued for them), and no key is left over.
+ */
+async function expectAdoptedAfterReapply(dir: string, slug: string) {
+  const live = liveKeyCount(slug);
+  const held = await heldKeyIds(dir, slug);
+  const state = existsSync(path.join(dir, 'terraform.tfstate')) ? readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8') : '';
+  const untracked = held.filter((id) => !state.includes(id));
+  const attempts = await applyUntilDone(dir);
+  const still = new Set(liveClients(slug).flatMap((c) => c.keys.map((k) => k.id)));
+  console.log(`${slug}: ${live} live keys at the kill, ${held.length} of them stored, ${untracked.length} not in the Terraform state; ` +
+    `re-applied in ${attempts} run(s); ${untracked.filter((id) => still.has(id)).length} of those adopted`);
+  expect(untracked.filter((id) => !still.has(id)), 'stored keys unknown to Terraform were replaced instead of adopted').toEqual([]);
+}
+
 /** Applies until an apply succeeds (a killed Terraform may leave a lock or a partial state behind). */
 async function applyUntilDone(dir: string): Promise<number> {
   for (let i = 1; i <= 3; i++) {
@@ -188,10 +212,8 @@ describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an ap
     const gone = Date.now() + 15_000;
     while (providers.some(alive) && Date.now() < gone) await sleep(100);
     expect(providers.filter(alive), 'provider processes still running after Terraform was killed').toEqual([]);
-    const killedAt = liveKeyCount('killtf');
-    await applyUntilDone(dir);
+    await expectAdoptedAfterReapply(dir, 'killtf');
     await expectOneHeldKeyEach(dir, 'killtf', 10, 5);
-    expect(killedAt).toBeLessThanOrEqual(50);
     // The next plan confirms the keys the last apply issued: nothing is left to adopt or change.
     const plan = await tf(dir, 'plan', '-input=false', '-no-color', '-detailed-exitcode', '-lock=false');
     expect(plan.code, plan.stdout + plan.stderr).toBe(0);
@@ -200,7 +222,7 @@ describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an ap
   it('SIGKILL of the provider process: the re-apply leaves one held key per resource', async () => {
     const dir = await project('kill-provider', manyKeys('killprov', 10, 5));
     await applyAndKill(dir, 'killprov', 15, 'provider');
-    await applyUntilDone(dir);
+    await expectAdoptedAfterReapply(dir, 'killprov');
     await expectOneHeldKeyEach(dir, 'killprov', 10, 5);
   }, 90_000);
 
@@ -210,6 +232,7 @@ resource "kms_key" "one" {
   project_env = kms_client.c[0].project_env
   client      = kms_client.c[0].name
   name        = "one"
+  ttl         = "90d"
   lifecycle {
     create_before_destroy = true
   }
