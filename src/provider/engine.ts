@@ -196,6 +196,8 @@ export class Engine {
     for (const [id, r] of [...m]) if (records.includes(r)) m.delete(id);
     const { capture } = await this.keyPath();
     await capture.resolve({ resolve: records });
+    // The last record gone: the journal file goes too when nothing else in it is live.
+    if (m.size === 0) await capture.compact();
   }
 
   /** The key id the secret `secretName` of a store holds (its listed metadata), when the backend lists it. */
