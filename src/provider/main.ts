@@ -27,10 +27,15 @@ const HOST_GONE_GRACE_MS = 10_000;
  * re-parented) or no longer exists. go-plugin hands the plugin the host's own stdin, so its end
  * says nothing about the host: the parent pid is the signal. Polled every second, unref'ed.
  */
-export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): void {
+export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): () => void {
   const parent = process.ppid;
-  if (parent <= 1) return;
   let fired = false;
+  const fire = () => {
+    if (fired) return;
+    fired = true;
+    clearInterval(timer);
+    void onGone().catch(() => undefined);
+  };
   const timer = setInterval(() => {
     let alive = process.ppid === parent;
     if (alive) {
@@ -40,13 +45,11 @@ export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): void {
         alive = (e as NodeJS.ErrnoException).code === 'EPERM';
       }
     }
-    if (alive || fired) return;
-    fired = true;
-    clearInterval(timer);
-    process.stderr.write('terraform-provider-kms: the Terraform process that started this provider is gone; finishing the changes in flight, then exiting\n');
-    void onGone().catch(() => undefined);
+    if (!alive) fire();
   }, everyMs);
   timer.unref();
+  if (parent <= 1) clearInterval(timer);
+  return fire;
 }
 
 /** Runs the provider until the host shuts it down; resolves with the exit code. */
@@ -58,6 +61,18 @@ export async function runProvider(env: NodeJS.ProcessEnv = process.env): Promise
   // stdout carries the handshake line and nothing else: everything we print goes to stderr.
   console.log = console.error;
   console.info = console.error;
+  // A killed Terraform closes the read ends of our stdout and stderr: a write then fails with
+  // EPIPE, which must not crash the process while a key is on its way to its store.
+  let hostGone: (() => void) | undefined;
+  let pipesClosed = false;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', () => {
+      if (pipesClosed) return;
+      pipesClosed = true;
+      console.error = () => undefined;
+      hostGone?.();
+    });
+  }
   // Ctrl-C reaches the whole process group; the host answers it with StopProvider, and an apply
   // in flight (a key on its way to the store) must finish rather than die mid-write.
   process.on('SIGINT', () => undefined);
@@ -72,7 +87,7 @@ export async function runProvider(env: NodeJS.ProcessEnv = process.env): Promise
       process.once('SIGTERM', () => void running.shutdown());
       // Terraform killed (SIGKILL, OOM): nobody will call Shutdown. Stop starting changes, let the
       // ones in flight finish and journal what they issued (bounded), then exit.
-      watchHost(async () => {
+      hostGone = watchHost(async () => {
         await provider?.StopProvider?.({});
         await running.idle(HOST_GONE_GRACE_MS);
         await provider?.drain?.(2_000);

@@ -134,13 +134,13 @@ function providerPids(dir: string): number[] {
 const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
 
 /**
- * Starts `terraform apply` in `dir` with the provider pausing after each store write (so that keys
- * sit issued and stored but unreported to Terraform), waits until `liveAtLeast` keys are live,
+ * Starts `terraform apply` in `dir` with the provider pausing `pauseMs` after each store write (so
+ * that keys sit issued and stored but unreported to Terraform), waits until `liveAtLeast` keys are live,
  * then SIGKILLs `victim`. Resolves once terraform has exited.
  */
-async function applyAndKill(dir: string, slug: string, liveAtLeast: number, victim: 'terraform' | 'provider') {
+async function applyAndKill(dir: string, slug: string, liveAtLeast: number, victim: 'terraform' | 'provider', pauseMs: number) {
   const child = spawn(TERRAFORM!, ['apply', '-input=false', '-no-color', '-auto-approve', '-parallelism=10'], {
-    cwd: dir, env: { ...terraform.env, KMS_SYNC_TEST_PAUSE: 'after-store:250' }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: dir, env: { ...terraform.env, KMS_SYNC_TEST_PAUSE: `after-store:${pauseMs}`, KMS_SYNC_TEST_TRACE: path.join(dir, 'trace.txt') }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   child.stdout.on('data', (b: Buffer) => { output += b.toString(); });
@@ -207,11 +207,17 @@ describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an ap
 
   it('SIGKILL of terraform: the provider exits within seconds, and the re-apply leaves one held key per resource', async () => {
     const dir = await project('kill-tf', manyKeys('killtf', 10, 5));
-    const { providers } = await applyAndKill(dir, 'killtf', 15, 'terraform');
+    const { providers } = await applyAndKill(dir, 'killtf', 15, 'terraform', 1_500);
     // The provider notices its Terraform is gone, lets the keys in flight reach the store, exits.
-    const gone = Date.now() + 15_000;
-    while (providers.some(alive) && Date.now() < gone) await sleep(100);
+    const killed = Date.now();
+    while (providers.some(alive) && Date.now() < killed + 15_000) await sleep(100);
     expect(providers.filter(alive), 'provider processes still running after Terraform was killed').toEqual([]);
+    console.log(`killtf: the provider exited ${Date.now() - killed} ms after Terraform was killed`);
+    // It exited gracefully: every key it journaled reached its store and left the journal.
+    const points = readFileSync(path.join(dir, 'trace.txt'), 'utf8').split('\n').map((l) => l.split(' ')[0]);
+    const count = (p: string) => points.filter((x) => x === p).length;
+    expect(count('after-journal')).toBeGreaterThan(0);
+    expect(count('cleared'), 'keys journaled but never stored: the provider died mid-way').toBe(count('after-journal'));
     await expectAdoptedAfterReapply(dir, 'killtf');
     await expectOneHeldKeyEach(dir, 'killtf', 10, 5);
     // The next plan confirms the keys the last apply issued: nothing is left to adopt or change.
@@ -221,7 +227,7 @@ describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an ap
 
   it('SIGKILL of the provider process: the re-apply leaves one held key per resource', async () => {
     const dir = await project('kill-provider', manyKeys('killprov', 10, 5));
-    await applyAndKill(dir, 'killprov', 15, 'provider');
+    await applyAndKill(dir, 'killprov', 15, 'provider', 250);
     await expectAdoptedAfterReapply(dir, 'killprov');
     await expectOneHeldKeyEach(dir, 'killprov', 10, 5);
   }, 90_000);
@@ -296,6 +302,7 @@ resource "kms_key" "two" {
     const issued = liveKeyCount('brk');
     rmSync(storeFile, { recursive: true, force: true });
     renameSync(`${storeFile}.aside`, storeFile);
+    console.log(`brk: ${brokeAt} keys live when the store broke, ${issued} when the apply ended (of 20)`);
     expect(code).not.toBe(0);
     expect(output).toMatch(/No key issued: the secret store failed earlier in this apply/);
     // Only the requests already in flight when the store broke (parallelism 2) issued keys.
