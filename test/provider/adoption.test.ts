@@ -145,19 +145,57 @@ describe('a create whose key name already has live generations', () => {
   }, 60_000);
 });
 
+describe('generations of a rotated key (create_before_destroy with rotation_overlap)', () => {
+  /**
+   * One rotation as core runs create_before_destroy: the plan (with the prior state: Terraform
+   * knows the old key), the new key created, then the old one destroyed.
+   */
+  async function rotate(core: Core, prior: Record<string, unknown>) {
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s' });
+    expect(errors((await core.plan('kms_key', prior, config)).diagnostics)).toEqual([]);
+    const plan = await core.plan('kms_key', null, config);
+    const created = await core.apply('kms_key', null, plan.planned, config);
+    expect(errors(created.diagnostics)).toEqual([]);
+    seen.push(text(created));
+    const destroyed = await core.apply('kms_key', prior, null, null);
+    expect(errors(destroyed.diagnostics)).toEqual([]);
+    return created.state!;
+  }
+
+  it('keeps overlap generations while they last, and revokes them on the next write of the key once expired', async () => {
+    const core = await provider();
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s' });
+    const first = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
+    const second = await rotate(core, first);
+    const third = await rotate(core, second);
+    // Within the overlap: the two older generations stay valid beside the current one.
+    expect(liveKeys('globex', 'rot').map((k) => k.id).sort()).toEqual([first.key_id, second.key_id, third.key_id].sort());
+    await sleep(4_500);
+    // Expired since: the next write of the key revokes them (the service would keep listing them).
+    const fourth = await rotate(core, third);
+    expect(liveKeys('globex', 'rot').map((k) => k.id).sort()).toEqual([third.key_id, fourth.key_id].sort());
+    // destroy: every generation the resource owns goes.
+    const gone = await core.apply('kms_key', fourth, null, null);
+    expect(errors(gone.diagnostics)).toEqual([]);
+    expect(liveKeys('globex', 'rot')).toEqual([]);
+  }, 60_000);
+});
+
 describe('no key issued', () => {
   it('after a store write failed in the same process: no request at all', async () => {
     const core = await provider();
     // The store breaks while a key is on its way (the service holds the response a little).
     emu.addFault({ method: 'PUT', route: '/client/{client_uuid}', mode: 'delay-after-commit', delayMs: 300, times: 1 });
+    const sent = issues();
     const first = createKey(core, 'globex', 'broken-1');
     const start = Date.now();
-    while (issues() === 0 && Date.now() - start < 10_000) await sleep(5);
+    while (issues() === sent && Date.now() - start < 10_000) await sleep(5);
     await sleep(50);
     renameSync(storeFile, `${storeFile}.aside`);
     mkdirSync(storeFile);
     try {
-      expect(errors((await first).diagnostics)[0]!.summary).toBe('Key issued, secret store write failed');
+      const firstErr = errors((await first).diagnostics)[0]!;
+      expect(firstErr.summary, firstErr.detail).toBe('Key issued, secret store write failed');
       const before = issues();
       const second = await createKey(core, 'globex', 'broken-2');
       const [error] = errors(second.diagnostics);
