@@ -2,7 +2,11 @@
 // create response to the journal and the secret store named here (the handlers of apply/ do
 // that); the state holds its id, prefix, expiry and a fingerprint of where it was written, never
 // the key. Rotation is a replacement: with create_before_destroy the new key is issued and stored
-// first, and the old one then follows kms-sync's overlap rule instead of being revoked at once.
+// first, and the old one is then revoked, or kept valid for rotation_overlap when that is set.
+// One live key per resource (DESIGN.md "Keys"), even when Terraform is killed mid-apply: a key a
+// create issues is journaled as *unconfirmed* until Terraform sends a state holding it, and a
+// create finding such a key of its name, stored, adopts it instead of issuing another; live keys
+// of the name that nobody holds are revoked once the resource's key is stored.
 import type { WireClient, WireKey } from '../../api/client.js';
 import { canonicalTimestamp, defaultSecretName, ownershipOf, parseTtl, type JsonObject } from '../../model/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
