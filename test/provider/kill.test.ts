@@ -155,6 +155,9 @@ async function applyAndKill(dir: string, slug: string, liveAtLeast: number, vict
   else for (const pid of providers) process.kill(pid, 'SIGKILL');
   await exited;
   printed.push(output);
+  const trace = readFileSync(path.join(dir, 'trace.txt'), 'utf8').split('\n').map((l) => l.split(' ')[0]);
+  const at = (p: string) => trace.filter((x) => x === p).length;
+  console.log(`${slug}: pipeline points reached by the killed apply: issue-sent ${at('issue-sent')}, after-journal ${at('after-journal')}, after-store ${at('after-store')}, cleared ${at('cleared')}`);
   return { providers, output };
 }
 
@@ -171,14 +174,16 @@ async function heldKeyIds(dir: string, slug: string): Promise<string[]> {
  * are adopted by the re-apply (still live, nothing issued for them), and no key is left over.
  */
 async function expectAdoptedAfterReapply(dir: string, slug: string) {
-  const live = liveKeyCount(slug);
+  const liveIds = liveClients(slug).flatMap((c) => c.keys.map((k) => k.id));
+  const live = liveIds.length;
   const held = await heldKeyIds(dir, slug);
   const state = existsSync(path.join(dir, 'terraform.tfstate')) ? readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8') : '';
   const untracked = held.filter((id) => !state.includes(id));
   const attempts = await applyUntilDone(dir);
   const still = new Set(liveClients(slug).flatMap((c) => c.keys.map((k) => k.id)));
   console.log(`${slug}: ${live} live keys at the kill, ${held.length} of them stored, ${untracked.length} not in the Terraform state; ` +
-    `re-applied in ${attempts} run(s); ${untracked.filter((id) => still.has(id)).length} of those adopted`);
+    `re-applied in ${attempts} run(s); ${untracked.filter((id) => still.has(id)).length} of those adopted; ` +
+    `${liveIds.filter((id) => still.has(id)).length} of the ${live} still live after (the rest had no raw value anywhere and were revoked)`);
   expect(untracked.filter((id) => !still.has(id)), 'stored keys unknown to Terraform were replaced instead of adopted').toEqual([]);
 }
 
