@@ -123,6 +123,28 @@ describe('a create whose key name already has live generations', () => {
     expect(existsSync(journalFile)).toBe(false);
   }, 60_000);
 
+  it('a refresh completes a replacement cut short: the stored new key becomes the state, the old one is revoked', async () => {
+    const core = await provider();
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'cut' });
+    const old = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
+    await core.read('kms_key', old); // Terraform saved it: confirmed
+    // -replace with create_before_destroy: the new key is created and stored, then Terraform is
+    // killed before it records it (and before it destroys the old one).
+    expect(errors((await core.plan('kms_key', old, config)).diagnostics)).toEqual([]);
+    const created = await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config);
+    expect(errors(created.diagnostics)).toEqual([]);
+    providers.at(-1)!.kill();
+    expect(liveKeys('globex', 'cut')).toHaveLength(2);
+
+    // The next plan refreshes the saved state, which still names the old key.
+    const refreshed = await (await provider()).read('kms_key', old);
+    seen.push(text(refreshed));
+    expect(refreshed).toMatchObject({ key_id: created.state!.key_id, key_prefix: created.state!.key_prefix });
+    expect(liveKeys('globex', 'cut').map((k) => k.id)).toEqual([created.state!.key_id]);
+    const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/cut`]!;
+    expect(await validates('globex', 'cut', raw)).toBe(true);
+  }, 60_000);
+
   it('revokes a stray key of the same name on a client it owns, once the new key is stored, and says so', async () => {
     const stray = await strayKey('globex', 'stray');
     const applied = await createKey(await provider(), 'globex', 'stray');

@@ -80,6 +80,21 @@ async function generationsOf(e: Engine, live: WireClient, name: string, after: R
   return out;
 }
 
+/**
+ * A newer generation of the key that this provider issued (unconfirmed) and that the store holds
+ * in place of `current`: the new key of a replacement Terraform never recorded. Costs nothing
+ * (no store read) unless such an unconfirmed key exists.
+ */
+async function cutShortSuccessor(e: Engine, s: TfObject, generations: WireKey[], current: WireKey): Promise<WireKey | undefined> {
+  const unconfirmed = await e.unconfirmedKeys();
+  const newer = generations.filter((k) => k.id !== current.id && unconfirmed.has(k.id) && String(k.createdAt ?? '') >= String(current.createdAt ?? ''));
+  if (newer.length === 0) return undefined;
+  const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
+  const secret = keyAfter(s, projectEnv!, clientName!, name!).secret;
+  const held = await e.heldKeyId(secret.store, str(s.secret_name) ?? secret.name);
+  return newer.find((k) => k.id === held);
+}
+
 const newest = (keys: WireKey[]) => [...keys].sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')))[0];
 
 /** What kms-sync's YAML calls the key (KeyAfter of the handlers). */
@@ -219,8 +234,21 @@ export const key: ResourceType = {
     const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
     const live = (await e.clientsOf(projectEnv!)).get(clientName!);
     const generations = (live?.keys ?? []).filter((k) => k.name === name);
-    const current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
+    let current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
     if (!current) return null;
+    const successor = importing ? undefined : await cutShortSuccessor(e, s, generations, current);
+    if (successor) {
+      // A replacement (create_before_destroy) cut short: its new key was issued and stored, and
+      // Terraform was killed before it saved it. The store holds that key: it is this resource's
+      // key now, and the old one ends as the replacement would have ended it (revoked, or kept
+      // for rotation_overlap), since its raw value is no longer held.
+      await key.delete(e, s);
+      await e.forgetUnconfirmed([successor.id]);
+      current = successor;
+      const store = await (await e.keyPath()).stores.get(keyAfter(s, projectEnv!, clientName!, name!).secret.store);
+      const raw = store.read ? await store.read(store.secretName(str(s.secret_name) ?? defaultSecretName(projectEnv!, clientName!, name!))) : undefined;
+      s = { ...s, key_prefix: raw?.slice(0, KEY_PREFIX_LENGTH) ?? (successor as { keyPrefix?: string }).keyPrefix ?? s.key_prefix ?? null };
+    }
     return {
       ...s, id: `${projectEnv}/${clientName}/${name}`, key_id: current.id,
       expires_at: keepTimestamp(s.expires_at, current.expiresAt ?? null),
