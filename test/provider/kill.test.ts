@@ -35,7 +35,7 @@ provider "kms" {}
 `;
 
 /** A project, an environment, a template, `clients` clients with `keys` keys each. */
-function manyKeys(slug: string, clients: number, keys: number): string {
+function manyKeys(slug: string, clients: number, keys: number, keyExtra = ''): string {
   return `${header}
 resource "kms_project" "p" {
   slug = "${slug}"
@@ -67,7 +67,7 @@ resource "kms_key" "k" {
   client      = kms_client.c[each.value.client].name
   name        = "k\${each.value.key}"
   ttl         = "90d"
-}
+${keyExtra}}
 `;
 }
 
@@ -138,8 +138,8 @@ const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readF
  * that keys sit issued and stored but unreported to Terraform), waits until `liveAtLeast` keys are live,
  * then SIGKILLs `victim`. Resolves once terraform has exited.
  */
-async function applyAndKill(dir: string, slug: string, liveAtLeast: number, victim: 'terraform' | 'provider', pauseMs: number) {
-  const child = spawn(TERRAFORM!, ['apply', '-input=false', '-no-color', '-auto-approve', '-parallelism=10'], {
+async function applyAndKill(dir: string, slug: string, liveAtLeast: number, victim: 'terraform' | 'provider', pauseMs: number, args: string[] = []) {
+  const child = spawn(TERRAFORM!, ['apply', '-input=false', '-no-color', '-auto-approve', '-parallelism=10', ...args], {
     cwd: dir, env: { ...terraform.env, KMS_SYNC_TEST_PAUSE: `after-store:${pauseMs}`, KMS_SYNC_TEST_TRACE: path.join(dir, 'trace.txt') }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -235,6 +235,17 @@ describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an ap
     await applyAndKill(dir, 'killprov', 15, 'provider', 250);
     await expectAdoptedAfterReapply(dir, 'killprov');
     await expectOneHeldKeyEach(dir, 'killprov', 10, 5);
+  }, 90_000);
+
+  it('SIGKILL of terraform during -replace of create_before_destroy keys: the re-apply without -replace leaves one held key per resource', async () => {
+    const dir = await project('kill-replace', manyKeys('killrep', 4, 5, '  lifecycle {\n    create_before_destroy = true\n  }\n'));
+    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
+    const all = Array.from({ length: 4 }, (_, c) => Array.from({ length: 5 }, (_, k) => `-replace=kms_key.k["c${c}-k${k}"]`)).flat();
+    await applyAndKill(dir, 'killrep', 20 + 8, 'terraform', 1_000, all);
+    await sleep(1_500); // the provider finishes what it had in flight
+    console.log(`killrep: ${liveKeyCount('killrep')} live keys for 20 resources after the kill`);
+    await applyUntilDone(dir);
+    await expectOneHeldKeyEach(dir, 'killrep', 4, 5);
   }, 90_000);
 
   it('-replace revokes the replaced key once its successor is stored; destroy -target revokes every generation', async () => {
