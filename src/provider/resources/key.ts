@@ -271,6 +271,11 @@ export const key: ResourceType = {
         ...(expiresChanged ? { expiresAt: canonicalTimestamp(str(planned.expires_at)!) } : {}),
         ...(rotateChanged ? { autoRotate: bool(planned.auto_rotate)! } : {}),
       }]));
+      // Older generations of the key that have expired go with this write of the key.
+      const now = Date.now();
+      for (const k of (live.keys ?? []).filter((x) => x.name === name && x.id !== keyId && x.expiresAt && Date.parse(x.expiresAt) <= now)) {
+        await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, k.id));
+      }
       e.forget('client', projectEnv!);
     }
     // ttl, rotation settings and the rest live in the state only (a ttl counts from issuance).
