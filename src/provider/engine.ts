@@ -49,6 +49,8 @@ export class Engine {
   private unconfirmedIds?: Promise<Map<string, string>>;
   /** Key ids Terraform showed it knows (a prior state held them), in this process. */
   readonly knownKeyIds = new Set<string>();
+  /** Key ids a create of this process adopted: the current key of a resource, whatever older state still names them. */
+  readonly adoptedKeyIds = new Set<string>();
 
   /** Orphans found by the recovery of each environment, revoked once a replacement of their name is stored. */
   orphansOf(projectEnv: string): Promise<OrphanKey[]> {

@@ -189,6 +189,7 @@ export const key: ResourceType = {
       // A key an earlier create issued and stored, whose state Terraform never saved (killed
       // mid-apply): it is this resource's key. Nothing is issued.
       const k = gens.adopt;
+      e.adoptedKeyIds.add(k.id);
       const store = await stores.get(after.secret.store);
       const secret = store.secretName(after.secret.name);
       const raw = store.read ? await store.read(secret) : undefined;
@@ -287,6 +288,9 @@ export const key: ResourceType = {
     const live = await clientOf(e, projectEnv!, clientName!);
     const old = live?.keys?.find((k) => k.id === keyId);
     if (!live || !old) return; // gone already (with its client, or behind Terraform's back)
+    // A key this process adopted as a resource's current key is never revoked as an old object
+    // (a replaced object whose key was adopted by its successor: the key stays, held and tracked).
+    if (e.adoptedKeyIds.has(keyId!)) return;
     const { keys: keyKind } = await handlers();
     const sameName = (live.keys ?? []).filter((k) => k.name === name && k.id !== keyId);
     const successor = sameName.find((k) => String(k.createdAt ?? '') >= String(old.createdAt ?? ''));
