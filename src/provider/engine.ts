@@ -173,9 +173,10 @@ export class Engine {
     })());
   }
 
-  /** Key ids issued by a provider create that Terraform has not shown it knows yet. */
-  async unconfirmedKeys(): Promise<ReadonlySet<string>> {
-    return new Set((await this.unconfirmedMap()).keys());
+  /** Key ids issued by a provider create that Terraform has not shown it knows yet (a live view, not a copy). */
+  async unconfirmedKeys(): Promise<{ has(keyId: string): boolean }> {
+    const m = await this.unconfirmedMap();
+    return { has: (keyId) => m.has(keyId) };
   }
 
   /**
