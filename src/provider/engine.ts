@@ -166,6 +166,7 @@ export class Engine {
   private unconfirmedMap(): Promise<Map<string, string>> {
     return (this.unconfirmedIds ??= (async () => {
       const m = new Map<string, string>();
+      // StoreRegistry.journalPath(), without loading the store code when there is no journal.
       if (!existsSync(path.join(this.config.baseDir, '.kms-sync', 'journal'))) return m;
       const { capture } = await this.keyPath();
       for (const r of await capture.journal.unconfirmed()) for (const id of r.keyIds) m.set(id, r.id);
