@@ -184,7 +184,7 @@ describe('generations of a rotated key (create_before_destroy with rotation_over
     return created.state!;
   }
 
-  it('keeps overlap generations while they last, and revokes them on the next write of the key once expired', async () => {
+  it('keeps overlap generations while they last, and revokes them on the next write of the key (create, update) once expired', async () => {
     const core = await provider();
     const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s' });
     const first = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
@@ -196,8 +196,15 @@ describe('generations of a rotated key (create_before_destroy with rotation_over
     // Expired since: the next write of the key revokes them (the service would keep listing them).
     const fourth = await rotate(core, third);
     expect(liveKeys('globex', 'rot').map((k) => k.id).sort()).toEqual([third.key_id, fourth.key_id].sort());
+    // An update of the key (another write) revokes the overlap generation once it has expired too.
+    await sleep(4_500);
+    const config2 = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s', auto_rotate: true });
+    const plan = await core.plan('kms_key', fourth, config2);
+    const updated = await core.apply('kms_key', fourth, plan.planned, config2);
+    expect(errors(updated.diagnostics)).toEqual([]);
+    expect(liveKeys('globex', 'rot').map((k) => k.id)).toEqual([fourth.key_id]);
     // destroy: every generation the resource owns goes.
-    const gone = await core.apply('kms_key', fourth, null, null);
+    const gone = await core.apply('kms_key', updated.state!, null, null);
     expect(errors(gone.diagnostics)).toEqual([]);
     expect(liveKeys('globex', 'rot')).toEqual([]);
   }, 60_000);
