@@ -1,6 +1,9 @@
 // Start-up of terraform-provider-kms (and `kms-sync provider`): check that a plugin host started
 // us, then serve. Only the cookie check runs before gRPC is imported, so a person running the
 // binary by hand gets a human answer at once.
+import { readFileSync, readlinkSync } from 'node:fs';
+import path from 'node:path';
+
 export const MAGIC_COOKIE_KEY = 'TF_PLUGIN_MAGIC_COOKIE';
 export const MAGIC_COOKIE_VALUE = 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2';
 
@@ -29,6 +32,11 @@ const HOST_GONE_GRACE_MS = 10_000;
  */
 export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): () => void {
   const parent = process.ppid;
+  // Installed behind a shell wrapper that does not `exec` (the README's does), our parent is that
+  // shell, which outlives a killed Terraform: then Terraform is the shell's parent, and the
+  // shell's re-parenting is the signal (Linux /proc; elsewhere only our own parent is watched).
+  const shellParent = /^(sh|bash|dash|zsh|ash|busybox)$/.test(path.basename(procExe(parent) ?? ''));
+  const host = shellParent ? Number(procStatPpid(parent)) : undefined;
   let fired = false;
   const fire = () => {
     if (fired) return;
@@ -45,11 +53,31 @@ export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): () => v
         alive = (e as NodeJS.ErrnoException).code === 'EPERM';
       }
     }
+    if (alive && host !== undefined && host > 1) alive = Number(procStatPpid(parent)) === host;
     if (!alive) fire();
   }, everyMs);
   timer.unref();
   if (parent <= 1) clearInterval(timer);
   return fire;
+}
+
+/** The executable of a process (a script's interpreter, not the script). */
+function procExe(pid: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The parent pid of `pid` from /proc/<pid>/stat (after the parenthesised command name). */
+function procStatPpid(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1];
+  } catch {
+    return undefined;
+  }
 }
 
 /** Runs the provider until the host shuts it down; resolves with the exit code. */

@@ -230,6 +230,26 @@ describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an ap
     expect(plan.code, plan.stdout + plan.stderr).toBe(0);
   }, 90_000);
 
+  it('SIGKILL of terraform with the provider behind a shell wrapper that does not exec: the provider still exits', async () => {
+    const saved = terraform;
+    terraform = offlineTerraform(TERRAFORM!, path.join(root, 'noexec'), { url: emu.url, apiKey: API_KEY });
+    const mirror = path.join(root, 'noexec', 'mirror', 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
+    writeFileSync(mirror, `#!/bin/sh\n"${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
+    try {
+      const dir = await project(path.join('noexec', 'work'), manyKeys('noexec', 4, 5));
+      const { providers } = await applyAndKill(dir, 'noexec', 8, 'terraform', 1_000);
+      const killed = Date.now();
+      while (providers.some(alive) && Date.now() < killed + 15_000) await sleep(100);
+      expect(providers.filter(alive), 'provider processes still running after Terraform was killed').toEqual([]);
+      console.log(`noexec: the provider exited ${Date.now() - killed} ms after Terraform was killed`);
+      await applyUntilDone(dir);
+      await expectOneHeldKeyEach(dir, 'noexec', 4, 5);
+    } finally {
+      terraform.outputs.forEach((o) => printed.push(o));
+      terraform = saved;
+    }
+  }, 90_000);
+
   it('SIGKILL of the provider process: the re-apply leaves one held key per resource', async () => {
     const dir = await project('kill-provider', manyKeys('killprov', 10, 5));
     await applyAndKill(dir, 'killprov', 15, 'provider', 250);
