@@ -9,7 +9,12 @@ import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
 import { managedMetadata, type JsonObject, type StoreDeclaration } from '../model/index.js';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '../secrets/ci-local-store.js';
+import type { AppendOptions } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
+import { DiagnosticError } from './diagnostics.js';
 import { KEY_PREFIX_LENGTH } from './resources/state.js';
 
 export interface ProviderConfig {
@@ -38,6 +43,15 @@ export class Engine {
   private readonly listings = new Map<string, Promise<unknown>>();
   private readonly prepared = new Map<string, Promise<void>>();
   private readonly recovered = new Map<string, Promise<OrphanKey[]>>();
+  /** Why no key may be issued any more in this process: the first secret-store write that failed. */
+  private storeBroken: string | undefined;
+  /** Unconfirmed keys (issued by a create, not yet seen in a Terraform state): key id → record id. */
+  private unconfirmedIds?: Promise<Map<string, string>>;
+  /** Key ids Terraform showed it knows (a prior state held them), in this process. */
+  readonly knownKeyIds = new Set<string>();
+  /** Key ids a create of this process adopted: the current key of a resource, whatever older state still names them. */
+  readonly adoptedKeyIds = new Set<string>();
+
   /** Orphans found by the recovery of each environment, revoked once a replacement of their name is stored. */
   orphansOf(projectEnv: string): Promise<OrphanKey[]> {
     return this.recovered.get(projectEnv) ?? Promise.resolve([]);
@@ -92,7 +106,9 @@ export class Engine {
    * stored), and check the key's store is writable. Once per process each.
    */
   async prepareIssue(projectEnv: string, store: string | undefined): Promise<OrphanKey[]> {
+    this.assertCanIssue();
     const { stores, capture } = await this.keyPath();
+    await this.refuseLocalStoreInCi(stores, store);
     let recovery = this.recovered.get(projectEnv);
     if (!recovery) {
       // A journal that cannot be flushed is reported by `prepare` below, which then refuses to issue.
@@ -114,13 +130,98 @@ export class Engine {
   }
 
   /**
+   * Once a store write has failed in this process, no key is issued any more (as `kms-sync apply`
+   * stops issuing): the keys already issued are safe in the journal, and each further key would
+   * only join them there.
+   */
+  assertCanIssue(): void {
+    if (this.storeBroken === undefined) return;
+    throw new DiagnosticError('No key issued: the secret store failed earlier in this apply',
+      `an earlier secret-store write of this apply failed (${this.storeBroken}), so terraform-provider-kms issues no further key. ` +
+      'The keys already issued are safe in the journal; `kms-sync secrets flush` or the next apply writes them to the store once it is writable again.');
+  }
+
+  /** Marks the store broken for the rest of the process (the first failure is the one reported). */
+  storeFailed(why: string): void {
+    this.storeBroken ??= why;
+  }
+
+  /**
+   * In CI a local store file goes away with the runner unless the workflow commits it: refuse to
+   * issue into one unless KMS_SYNC_ALLOW_LOCAL_STORE=1 says the workflow keeps it.
+   */
+  private async refuseLocalStoreInCi(stores: StoreRegistry, name: string | undefined): Promise<void> {
+    if (!isCi(this.env) || localStoreOptedIn(this.env)) return;
+    const store = await stores.get(name);
+    const file = localStoreFile(store);
+    if (file === undefined) return;
+    throw new DiagnosticError('Refusing to issue keys into a local store file in CI',
+      `CI is set and the keys would go to the local file ${file}, which this runner takes with it when the job ends. ` +
+      'Either declare a remote secret_store in the provider block (vault://, aws-sm://, ...), or add a workflow step that commits and pushes ' +
+      `the store file after the apply and set ${ALLOW_LOCAL_STORE_ENV}=1.`, ['secret_store']);
+  }
+
+  // ---------------------------------------------------------------- unconfirmed keys
+  /** The key id → record id map of unconfirmed keys, read from the journal once per process. */
+  private unconfirmedMap(): Promise<Map<string, string>> {
+    return (this.unconfirmedIds ??= (async () => {
+      const m = new Map<string, string>();
+      // StoreRegistry.journalPath(), without loading the store code when there is no journal.
+      if (!existsSync(path.join(this.config.baseDir, '.kms-sync', 'journal'))) return m;
+      const { capture } = await this.keyPath();
+      for (const r of await capture.journal.unconfirmed()) for (const id of r.keyIds) m.set(id, r.id);
+      return m;
+    })());
+  }
+
+  /** Key ids issued by a provider create that Terraform has not shown it knows yet (a live view, not a copy). */
+  async unconfirmedKeys(): Promise<{ has(keyId: string): boolean }> {
+    const m = await this.unconfirmedMap();
+    return { has: (keyId) => m.has(keyId) };
+  }
+
+  /**
+   * Terraform sent a state holding `keyId`: it knows that key, so its unconfirmed record (if any)
+   * is cleared. Cheap when there is nothing to clear (no journal file: no read at all).
+   */
+  async confirm(keyId: string): Promise<void> {
+    this.knownKeyIds.add(keyId);
+    const m = await this.unconfirmedMap();
+    const record = m.get(keyId);
+    if (record === undefined) return;
+    await this.forgetUnconfirmed([keyId]);
+  }
+
+  /** Clears the records of these keys (confirmed by Terraform, or revoked). */
+  async forgetUnconfirmed(keyIds: string[]): Promise<void> {
+    const m = await this.unconfirmedMap();
+    const records = [...new Set(keyIds.map((id) => m.get(id)).filter((r): r is string => r !== undefined))];
+    if (records.length === 0) return;
+    for (const [id, r] of [...m]) if (records.includes(r)) m.delete(id);
+    const { capture } = await this.keyPath();
+    await capture.resolve({ resolve: records });
+    // The last record gone: the journal file goes too when nothing else in it is live.
+    if (m.size === 0) await capture.compact();
+  }
+
+  /** The key id the secret `secretName` of a store holds (its listed metadata), when the backend lists it. */
+  async heldKeyId(store: string | undefined, secretName: string): Promise<string | undefined> {
+    const { stores } = await this.keyPath();
+    const s = await stores.get(store);
+    if (!s.list) return undefined;
+    const name = s.secretName(secretName);
+    return (await s.list()).find((l) => l.name === name)?.meta?.keyId;
+  }
+
+  /**
    * Runs one change through the apply handlers with a context of its own; resolves once every
    * raw key it issued has settled in its store. `storeError`: a store write failed after the key
    * was journaled (the key is safe there). A key that could be saved nowhere was revoked by the
    * handler, which then rejects with a KeyStoreFailure saying so.
    */
-  async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>): Promise<{ value: T; log: KeyLog; storeError?: string }> {
+  async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>, opts: { unconfirmed?: boolean } = {}): Promise<{ value: T; log: KeyLog; storeError?: string }> {
     const log: KeyLog = { issued: [], stored: [], notes: [] };
+    const unconfirmed = opts.unconfirmed === true;
     let innerCapture: JournaledKeyCapture | undefined;
     const capture = async () => (innerCapture ??= (await this.keyPath()).capture);
     const tracked: Promise<StoredKeyReceipt[]>[] = [];
@@ -133,7 +234,22 @@ export class Engine {
         for (const k of captured) {
           log.issued.push({ keyId: k.meta.keyId, prefix: k.value.slice(0, KEY_PREFIX_LENGTH), expiresAt: k.meta.expiresAt ?? null, clientId: k.clientId });
         }
-        return (await capture()).capture(captured, opts);
+        let append: AppendOptions | undefined = opts;
+        if (unconfirmed && captured.length) {
+          // Recorded as unconfirmed in the same durable write as the raw keys: a Terraform killed
+          // before it saved the state leaves a key the next create adopts instead of re-issuing.
+          const { newUnconfirmedId } = await import('../secrets/journal.js');
+          const records = [...groupClients(captured)].map(([clientId, ks]) => ({
+            id: newUnconfirmedId(), type: 'unconfirmed' as const, projectEnv: ks[0]!.meta.projectEnv, clientId, client: ks[0]!.meta.client,
+            keyIds: ks.map((k) => k.meta.keyId), keyNames: ks.map((k) => k.meta.key),
+          }));
+          append = { ...(opts ?? {}), unconfirmed: [...(opts?.unconfirmed ?? []), ...records] };
+          const m = await this.unconfirmedMap();
+          const handle = await (await capture()).capture(captured, append);
+          for (const r of records) for (const id of r.keyIds) m.set(id, r.id);
+          return handle;
+        }
+        return (await capture()).capture(captured, append);
       },
     };
     const ctx: ApplyContext = {
@@ -149,10 +265,18 @@ export class Engine {
       },
       recovered: (note) => log.notes.push(note),
     };
-    const value = await fn(ctx, log);
+    let value: T;
+    try {
+      value = await fn(ctx, log);
+    } catch (e) {
+      const { KeyStoreFailure } = await import('../apply/key-capture.js');
+      if (e instanceof KeyStoreFailure) this.storeFailed(errorText(e));
+      throw e;
+    }
     const settled = await Promise.allSettled(tracked);
     for (const s of settled) if (s.status === 'fulfilled') log.stored.push(...s.value);
     const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) this.storeFailed(errorText((failed as PromiseRejectedResult).reason));
     return { value, log, ...(failed ? { storeError: errorText((failed as PromiseRejectedResult).reason) } : {}) };
   }
 
@@ -217,7 +341,19 @@ export class Engine {
     }
   }
 
+  /** Journal writes in progress (raw keys on their way): waited for, briefly, before the process exits. */
+  async drain(ms = 5000): Promise<void> {
+    if (!this.secrets) return;
+    await (await this.secrets).capture.drain(ms);
+  }
+
   async close(): Promise<void> {
     await this.api.close();
   }
+}
+
+function groupClients(keys: CapturedKey[]): Map<string, CapturedKey[]> {
+  const m = new Map<string, CapturedKey[]>();
+  for (const k of keys) m.set(k.clientId, [...(m.get(k.clientId) ?? []), k]);
+  return m;
 }

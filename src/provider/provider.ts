@@ -75,6 +75,13 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     if (stopping) throw new DiagnosticError('Stopping', 'Terraform asked the provider to stop; no further change is started');
     return engine;
   };
+  /**
+   * Terraform showed a state (the prior state of a read, plan or apply): it knows that object.
+   * Only configured processes care (the key journal lives where the configuration says).
+   */
+  const seen = async (rt: ResourceType, state: TfObject | null) => {
+    if (state && engine && rt.seen) await rt.seen(engine, state);
+  };
   /** Runs an RPC body; any failure becomes a diagnostic of the response. */
   const guarded = <R extends object>(body: (d: Diagnostics) => Promise<R>) => async (): Promise<R | { diagnostics: unknown[] }> => {
     const d = new Diagnostics();
@@ -156,6 +163,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
       const config = fromDynamic(req.config, type) as TfObject | null;
+      await seen(rt, prior);
       if (proposed === null) {
         if (prior?.protected === true) {
           d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
@@ -194,12 +202,13 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const planned = fromDynamic(req.planned_state, type) as TfObject | null;
       const e = needEngine();
+      await seen(rt, prior);
       if (planned === null) {
         await rt.delete(e, prior!);
         return { new_state: toDynamic(null, type) };
       }
       try {
-        const after = prior === null ? await rt.create(e, planned) : await rt.update(e, prior, planned);
+        const after = prior === null ? await rt.create(e, planned, d) : await rt.update(e, prior, planned);
         return { new_state: toDynamic(consistentWith(planned, after), type) };
       } catch (err) {
         // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
@@ -213,6 +222,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const { rt, type } = resource(req.type_name);
       const current = fromDynamic(req.current_state, type) as TfObject | null;
       if (current === null) return { new_state: toDynamic(null, type), private: req.private };
+      await seen(rt, current);
       const live = await rt.read(needEngine(), current, false);
       return { new_state: toDynamic(live, type), private: req.private };
     })(),
@@ -239,6 +249,12 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const type = valueType(schema);
       return { state: toDynamic(await ds.read(needEngine(), fromDynamic(req.config, type) as TfObject), type) };
     })(),
+
+    /** Not an RPC (serve.ts registers only the service's methods): the journal writes in flight, awaited before exiting. */
+    drain: async (ms: number) => {
+      await engine?.drain(ms);
+      return {};
+    },
 
     StopProvider: async () => {
       // Graceful: no new change starts; a change in flight (a key on its way to its store) finishes.

@@ -82,11 +82,34 @@ export interface OrphanRecord {
 
 export type JournalIntent = (IssueIntent | OrphanRecord) & { id: string; createdAt: string };
 
+/**
+ * Keys a Terraform provider create issued that Terraform has not yet shown it knows (frame id
+ * `u-<uuid>`, plaintext, ids and names only), written in the same durable write as their raw
+ * keys. Cleared once Terraform sends a state holding the key id; while pending, a create of the
+ * same key name adopts the key (its raw value is in the store) instead of issuing a second one.
+ * Not among `intents()`: they name no request to recover.
+ */
+export interface UnconfirmedRecord {
+  type: 'unconfirmed';
+  projectEnv: string;
+  clientId: string;
+  client: string;
+  keyIds: string[];
+  keyNames: string[];
+}
+
 export interface AppendOptions {
   /** Intent/orphan ids this write resolves (cleared in the same fsync'ed write). */
   resolve?: string[];
   /** Orphan records to add in the same write (ids from `newOrphanId`, so the caller can clear them). */
   orphans?: (OrphanRecord & { id: string })[];
+  /** Unconfirmed-key records to add in the same write (ids from `newUnconfirmedId`). */
+  unconfirmed?: (UnconfirmedRecord & { id: string })[];
+}
+
+/** Id of a new unconfirmed-key record. */
+export function newUnconfirmedId(): string {
+  return `${UNCONFIRMED_MARK}${randomUUID()}`;
 }
 
 /** Id of a new orphan record. */
@@ -197,7 +220,7 @@ export class Journal {
    */
   async appendMany(records: JournalRecord[], opts: AppendOptions = {}): Promise<string[]> {
     if (records.length === 0) {
-      if (opts.resolve?.length || opts.orphans?.length) await this.writeFrames(this.intentFrames(opts));
+      if (opts.resolve?.length || opts.orphans?.length || opts.unconfirmed?.length) await this.writeFrames(this.intentFrames(opts));
       return [];
     }
     for (const r of records) validateRecord(r);
@@ -237,7 +260,7 @@ export class Journal {
 
   /** Clears intents/orphan records and adds orphan records, in one fsync'ed append. */
   async resolve(opts: AppendOptions): Promise<void> {
-    if (!opts.resolve?.length && !opts.orphans?.length) return;
+    if (!opts.resolve?.length && !opts.orphans?.length && !opts.unconfirmed?.length) return;
     await this.writeFrames(this.intentFrames(opts));
   }
 
@@ -264,10 +287,26 @@ export class Journal {
     return out;
   }
 
+  /** Pending unconfirmed-key records, oldest first (plaintext). */
+  async unconfirmed(): Promise<(UnconfirmedRecord & { id: string; createdAt: string })[]> {
+    const { intents, cleared } = await this.readFrames();
+    const out: (UnconfirmedRecord & { id: string; createdAt: string })[] = [];
+    for (const f of intents) {
+      if (cleared.has(f.id) || !f.id.startsWith(UNCONFIRMED_MARK)) continue;
+      try {
+        const v = JSON.parse(Buffer.from(f.body).toString('utf8')) as UnconfirmedRecord & { id: string; createdAt: string };
+        if (v && v.id === f.id && v.type === 'unconfirmed' && Array.isArray(v.keyIds)) out.push(v);
+      } catch {
+        // unreadable: names nothing
+      }
+    }
+    return out;
+  }
+
   private intentFrames(opts: AppendOptions): Buffer[] {
     const frames: Buffer[] = [];
     const createdAt = new Date().toISOString();
-    for (const o of opts.orphans ?? []) {
+    for (const o of [...(opts.orphans ?? []), ...(opts.unconfirmed ?? [])]) {
       frames.push(encodeFrame(o.id, Buffer.from(JSON.stringify({ ...o, createdAt }), 'utf8')));
     }
     if (opts.resolve?.length) frames.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(opts.resolve), 'utf8')));
@@ -509,7 +548,8 @@ const CLEARED_FRAME_ID = 'cleared';
 /** Plaintext intent and orphan frames (see the file comment). */
 const INTENT_MARK = 'i-';
 const ORPHAN_MARK = 'o-';
-const isIntentFrame = (id: string) => id.startsWith(INTENT_MARK) || id.startsWith(ORPHAN_MARK);
+const UNCONFIRMED_MARK = 'u-';
+const isIntentFrame = (id: string) => id.startsWith(INTENT_MARK) || id.startsWith(ORPHAN_MARK) || id.startsWith(UNCONFIRMED_MARK);
 
 function entryIdsOf(frameId: string): string[] {
   const at = frameId.lastIndexOf(BATCH_MARK);

@@ -29,6 +29,8 @@ export interface RunningPlugin {
   handshake: string;
   port: number;
   shutdown(): Promise<void>;
+  /** Resolves once no provider RPC is running (or after `ms`): what is in flight finishes first. */
+  idle(ms: number): Promise<void>;
 }
 
 export class HandshakeError extends Error {}
@@ -87,9 +89,11 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   // tfplugin6.Provider: every declared RPC goes to the implementation; a missing one answers UNIMPLEMENTED.
   const service = proto.provider;
   const handlers: grpc.UntypedServiceImplementation = {};
+  // RPCs in flight, so that a host that went away (killed) still lets them finish.
+  const inFlight = new Set<Promise<unknown>>();
   for (const name of Object.keys(service)) {
     handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      getProvider().then(async (impl) => {
+      const running = getProvider().then(async (impl) => {
         const fn = impl[name];
         if (!fn) return callback({ code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented by terraform-provider-kms` });
         try {
@@ -99,6 +103,8 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
           callback({ code: grpc.status.INTERNAL, details: errorText(e) });
         }
       }, (e: unknown) => callback({ code: grpc.status.INTERNAL, details: `the provider failed to load: ${errorText(e)}` }));
+      inFlight.add(running);
+      void running.finally(() => inFlight.delete(running));
     };
   }
   server.addService(service, handlers);
@@ -142,5 +148,11 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   (opts.writeHandshake ?? ((line) => process.stdout.write(`${line}\n`)))(handshake);
   // Start loading the implementation while the host connects.
   setImmediate(() => void getProvider().catch(() => undefined));
-  return { handshake, port, shutdown };
+  const idle = async (ms: number) => {
+    const end = Date.now() + ms;
+    while (inFlight.size > 0 && Date.now() < end) {
+      await Promise.race([Promise.allSettled([...inFlight]), new Promise((ok) => setTimeout(ok, Math.max(0, end - Date.now())).unref())]);
+    }
+  };
+  return { handshake, port, shutdown, idle };
 }

@@ -2,13 +2,17 @@
 // create response to the journal and the secret store named here (the handlers of apply/ do
 // that); the state holds its id, prefix, expiry and a fingerprint of where it was written, never
 // the key. Rotation is a replacement: with create_before_destroy the new key is issued and stored
-// first, and the old one then follows kms-sync's overlap rule instead of being revoked at once.
+// first, and the old one is then revoked, or kept valid for rotation_overlap when that is set.
+// One live key per resource (DESIGN.md "Keys"), even when Terraform is killed mid-apply: a key a
+// create issues is journaled as *unconfirmed* until Terraform sends a state holding it, and a
+// create finding such a key of its name, stored, adopts it instead of issuing another; live keys
+// of the name that nobody holds are revoked once the resource's key is stored.
 import type { WireClient, WireKey } from '../../api/client.js';
-import { canonicalTimestamp, defaultSecretName, parseTtl } from '../../model/index.js';
+import { canonicalTimestamp, defaultSecretName, ownershipOf, parseTtl, type JsonObject } from '../../model/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
-import { handlers, keepOptional, keepTimestamp, secretFingerprint, uuidOf as clientId } from './state.js';
+import { handlers, KEY_PREFIX_LENGTH, keepOptional, keepTimestamp, secretFingerprint, uuidOf as clientId } from './state.js';
 import { bool, check, ids, known, matches, PartialApplyError, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 
 const DURATION = /^\s*(\d+[smhdw])+\s*$/;
@@ -27,6 +31,68 @@ const validTtl = (v: unknown) => {
 async function clientOf(e: Engine, projectEnv: string, name: string): Promise<WireClient | undefined> {
   const found = await e.api.listAll<WireClient>('/client', { project_env: projectEnv, name }, 'list clients');
   return found.find((c) => c.name === name);
+}
+
+/**
+ * The live generations of a key name before a create issues one, sorted by who holds them:
+ * - `adopt`: a key an earlier create of this provider issued (unconfirmed: Terraform never saved
+ *   its state) whose raw value the store holds: it becomes this resource's key.
+ * - `revoke`: keys nobody holds: other unconfirmed keys of this provider, expired generations, and
+ *   `strays` (tracked by nothing, on a client this configuration owns); revoked once the key of
+ *   the resource is stored.
+ * - kept: the generation the store holds (the key Terraform is replacing, create_before_destroy),
+ *   keys Terraform showed in a state, overlap generations the configuration asks for.
+ * A stray on a client this configuration does not own fails the create: import it instead.
+ */
+async function generationsOf(e: Engine, live: WireClient, name: string, after: ReturnType<typeof keyAfter>, p: TfObject, orphanIds: string[]) {
+  const gens = (live.keys ?? []).filter((k) => k.name === name && !orphanIds.includes(k.id));
+  const out = { adopt: undefined as WireKey | undefined, revoke: [] as WireKey[], strays: [] as WireKey[] };
+  if (gens.length === 0) return out;
+  const unconfirmed = await e.unconfirmedKeys();
+  const held = await e.heldKeyId(after.secret.store, after.secret.name);
+  const now = Date.now();
+  const overlap = duration(p.rotation_overlap) ?? 0;
+  const ours = gens.filter((k) => unconfirmed.has(k.id));
+  out.adopt = ours.find((k) => k.id === held && !(k.expiresAt && Date.parse(k.expiresAt) <= now));
+  for (const k of gens) {
+    if (k === out.adopt) continue;
+    if (unconfirmed.has(k.id) || (k.expiresAt && Date.parse(k.expiresAt) <= now)) {
+      out.revoke.push(k);
+      continue;
+    }
+    if (k.id === held || e.knownKeyIds.has(k.id)) continue;
+    // An overlap generation: it ends within the configured overlap after a newer generation began.
+    const ends = k.expiresAt ? Date.parse(k.expiresAt) : Infinity;
+    const overlapOf = gens.some((n) => n !== k && n.createdAt && Date.parse(n.createdAt) <= ends && ends <= Date.parse(n.createdAt) + overlap + 120_000);
+    if (overlap > 0 && overlapOf) continue;
+    out.strays.push(k);
+  }
+  if (out.strays.length) {
+    const owned = ownershipOf(live.metadata as JsonObject | undefined, e.config.owner).kind === 'ours';
+    if (!owned) {
+      throw new DiagnosticError('Untracked key of the same name',
+        `${live.name} in ${String(p.project_env)} already has ${out.strays.length} live key(s) named ${name} (${out.strays.map((k) => k.id).join(', ')}) that ` +
+        'neither Terraform nor this provider tracks, and the client is not owned by this configuration, so terraform-provider-kms does not revoke them. ' +
+        `Import the key instead: terraform import <address> ${String(p.project_env)}/${live.name}/${name} (or revoke it yourself), then apply again.`, ['name']);
+    }
+    out.revoke.push(...out.strays);
+  }
+  return out;
+}
+
+/**
+ * A newer generation of the key that this provider issued (unconfirmed) and that the store holds
+ * in place of `current`: the new key of a replacement Terraform never recorded. Costs nothing
+ * (no store read) unless such an unconfirmed key exists.
+ */
+async function cutShortSuccessor(e: Engine, s: TfObject, generations: WireKey[], current: WireKey): Promise<WireKey | undefined> {
+  const unconfirmed = await e.unconfirmedKeys();
+  const newer = generations.filter((k) => k.id !== current.id && unconfirmed.has(k.id) && String(k.createdAt ?? '') >= String(current.createdAt ?? ''));
+  if (newer.length === 0) return undefined;
+  const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
+  const secret = keyAfter(s, projectEnv!, clientName!, name!).secret;
+  const held = await e.heldKeyId(secret.store, str(s.secret_name) ?? secret.name);
+  return newer.find((k) => k.id === held);
 }
 
 const newest = (keys: WireKey[]) => [...keys].sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')))[0];
@@ -88,7 +154,9 @@ export const key: ResourceType = {
     return { id, project_env: projectEnv!, client: clientName!, name: name! };
   },
 
-  async create(e, p) {
+  async create(e, p, d) {
+    // After a store failure in this process no key is issued: fail before any request.
+    e.assertCanIssue();
     const [projectEnv, clientName, name] = ids(p, 'project_env', 'client', 'name');
     const live = await clientOf(e, projectEnv!, clientName!);
     if (!live) throw new DiagnosticError('Client not found', `client ${clientName} does not exist in ${projectEnv}: create it (kms_client) before its keys`, ['client']);
@@ -102,8 +170,40 @@ export const key: ResourceType = {
         throw new DiagnosticError('Unknown secret store', `no secret_store block named "${after.secret.store}" in the provider configuration`, ['secret_store']);
       }
     }
+    // Recovery first (journal flushed into the store, interrupted requests turned into orphans),
+    // then the generations of this name already live are sorted out before anything is issued.
+    const orphans = (await e.prepareIssue(projectEnv!, after.secret.store)).filter((x) => x.client === clientName && x.keyName === name);
+    const gens = await generationsOf(e, live, name!, after, p, orphans.map((o) => o.keyId));
+    const revokeLater = async () => {
+      for (const o of orphans) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, o.clientId, projectEnv!, o.keyId));
+      for (const k of gens.revoke) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, k.id));
+      await e.forgetUnconfirmed(gens.revoke.map((k) => k.id));
+      if (gens.strays.length) {
+        d?.warning('Untracked keys revoked',
+          `${gens.strays.length} live key(s) named ${name} on ${projectEnv}/${clientName} (${gens.strays.map((k) => k.id).join(', ')}) were tracked by nothing ` +
+          '(no Terraform state, no record of this provider) and their raw value is not in the store: revoked now that the key of this resource is stored.');
+      }
+      e.forget('client', projectEnv!);
+    };
+    if (gens.adopt) {
+      // A key an earlier create issued and stored, whose state Terraform never saved (killed
+      // mid-apply): it is this resource's key. Nothing is issued.
+      const k = gens.adopt;
+      e.adoptedKeyIds.add(k.id);
+      const store = await stores.get(after.secret.store);
+      const secret = store.secretName(after.secret.name);
+      const raw = store.read ? await store.read(secret) : undefined;
+      const prefix = raw?.slice(0, KEY_PREFIX_LENGTH) ?? (k as { keyPrefix?: string }).keyPrefix ?? null;
+      await revokeLater();
+      return {
+        ...p, id: `${projectEnv}/${clientName}/${name}`, key_id: k.id, key_prefix: prefix,
+        expires_at: keepTimestamp(p.expires_at, k.expiresAt ?? null), secret_name: after.secret.name,
+        created_at: k.createdAt ?? new Date().toISOString(),
+        secret_fingerprint: secretFingerprint({ store: store.displayUri, secret }),
+      };
+    }
     const ref = { id: clientId(live), name: clientName!, projectEnv: projectEnv!, knownKeyIds: (live.keys ?? []).map((k) => k.id) };
-    const { log, storeError } = await e.change(after.secret.store, projectEnv!, (ctx) => keyKind.writeKeys(ctx, ref, [after], []));
+    const { log, storeError } = await e.change(after.secret.store, projectEnv!, (ctx) => keyKind.writeKeys(ctx, ref, [after], []), { unconfirmed: true });
     const issued = log.issued[0];
     if (!issued) throw new Error(`the service issued no key named ${name} on ${projectEnv}/${clientName}`);
     e.forget('client', projectEnv!);
@@ -116,21 +216,40 @@ export const key: ResourceType = {
     if (storeError) {
       throw new PartialApplyError('Key issued, secret store write failed',
         `${projectEnv}/${clientName}/${name} (key ${issued.keyId}) was issued but its store write failed: ${storeError}. The raw key is safe in the journal ` +
-        `${capture.journal.path}; \`kms-sync secrets flush\` or the next apply writes it to the store. Terraform keeps the key tainted, so the next apply replaces it.`, state);
+        `${capture.journal.path}; \`kms-sync secrets flush\` or the next apply writes it to the store. No further key is issued by this apply. ` +
+        'Terraform keeps the key tainted, so the next apply replaces it.', state);
     }
-    // Keys an interrupted earlier run issued under this name without their raw value: revoked now that a replacement is stored.
-    for (const o of (await e.orphansOf(projectEnv!)).filter((x) => x.client === clientName && x.keyName === name)) {
-      await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, o.clientId, projectEnv!, o.keyId));
-    }
+    // Keys without a holder under this name (orphans of interrupted requests, unconfirmed keys of
+    // a killed apply that the store does not hold, untracked or expired generations): revoked now
+    // that a replacement is stored.
+    await revokeLater();
     return state;
+  },
+
+  /** A state Terraform sent holds this key: it is tracked, so its unconfirmed record (if any) goes. */
+  async seen(e, s) {
+    if (typeof s.key_id === 'string') await e.confirm(s.key_id);
   },
 
   async read(e, s, importing) {
     const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
     const live = (await e.clientsOf(projectEnv!)).get(clientName!);
     const generations = (live?.keys ?? []).filter((k) => k.name === name);
-    const current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
+    let current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
     if (!current) return null;
+    const successor = importing ? undefined : await cutShortSuccessor(e, s, generations, current);
+    if (successor) {
+      // A replacement (create_before_destroy) cut short: its new key was issued and stored, and
+      // Terraform was killed before it saved it. The store holds that key: it is this resource's
+      // key now, and the old one ends as the replacement would have ended it (revoked, or kept
+      // for rotation_overlap), since its raw value is no longer held.
+      await key.delete(e, s);
+      await e.forgetUnconfirmed([successor.id]);
+      current = successor;
+      const store = await (await e.keyPath()).stores.get(keyAfter(s, projectEnv!, clientName!, name!).secret.store);
+      const raw = store.read ? await store.read(store.secretName(str(s.secret_name) ?? defaultSecretName(projectEnv!, clientName!, name!))) : undefined;
+      s = { ...s, key_prefix: raw?.slice(0, KEY_PREFIX_LENGTH) ?? (successor as { keyPrefix?: string }).keyPrefix ?? s.key_prefix ?? null };
+    }
     return {
       ...s, id: `${projectEnv}/${clientName}/${name}`, key_id: current.id,
       expires_at: keepTimestamp(s.expires_at, current.expiresAt ?? null),
@@ -153,6 +272,11 @@ export const key: ResourceType = {
         ...(expiresChanged ? { expiresAt: canonicalTimestamp(str(planned.expires_at)!) } : {}),
         ...(rotateChanged ? { autoRotate: bool(planned.auto_rotate)! } : {}),
       }]));
+      // Older generations of the key that have expired go with this write of the key.
+      const now = Date.now();
+      for (const k of (live.keys ?? []).filter((x) => x.name === name && x.id !== keyId && x.expiresAt && Date.parse(x.expiresAt) <= now)) {
+        await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, k.id));
+      }
       e.forget('client', projectEnv!);
     }
     // ttl, rotation settings and the rest live in the state only (a ttl counts from issuance).
@@ -164,25 +288,42 @@ export const key: ResourceType = {
     const live = await clientOf(e, projectEnv!, clientName!);
     const old = live?.keys?.find((k) => k.id === keyId);
     if (!live || !old) return; // gone already (with its client, or behind Terraform's back)
+    // A key this process adopted as a resource's current key is never revoked as an old object
+    // (a replaced object whose key was adopted by its successor: the key stays, held and tracked).
+    if (e.adoptedKeyIds.has(keyId!)) return;
     const { keys: keyKind } = await handlers();
-    const successor = (live.keys ?? []).find((k) => k.name === name && k.id !== keyId && String(k.createdAt ?? '') >= String(old.createdAt ?? ''));
+    const sameName = (live.keys ?? []).filter((k) => k.name === name && k.id !== keyId);
+    const successor = sameName.find((k) => String(k.createdAt ?? '') >= String(old.createdAt ?? ''));
+    const older = sameName.filter((k) => String(k.createdAt ?? '') < String(old.createdAt ?? ''));
+    const revoke = async (id: string) => {
+      // Idempotent: a key already gone counts as revoked.
+      await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, id));
+    };
+    const now = Date.now();
     const overlap = duration(prior.rotation_overlap);
-    if (successor && overlap !== 0) {
-      // A rotation (create_before_destroy): the old key stays valid for the overlap, or until it
-      // expires by itself, as kms-sync's rotation does; the service ends it, nobody has to come back.
-      const now = Date.now();
-      const until = overlap === undefined ? undefined : new Date(now + overlap).toISOString();
-      const expires = old.expiresAt ? Date.parse(old.expiresAt) : Infinity;
-      if (until === undefined && expires !== Infinity) return;
-      if (until !== undefined && Date.parse(until) < expires) {
-        await e.change(undefined, projectEnv!, (ctx) => keyKind.writeKeys(ctx, { id: clientId(live), name: clientName!, projectEnv: projectEnv!, knownKeyIds: [] }, [], [{ id: keyId!, name: name!, expiresAt: until }]));
+    if (successor) {
+      // A replacement whose successor is already issued and stored (create_before_destroy, or a
+      // -replace/taint of one): the old key is revoked now, or, with rotation_overlap, stays valid
+      // for that long (the service ends it; nobody has to come back). Older generations that have
+      // expired are revoked on the way.
+      for (const k of older) if (k.expiresAt && Date.parse(k.expiresAt) <= now) await revoke(k.id);
+      if (overlap !== undefined && overlap > 0) {
+        const until = new Date(now + overlap).toISOString();
+        const expires = old.expiresAt ? Date.parse(old.expiresAt) : Infinity;
+        if (Date.parse(until) < expires) {
+          await e.change(undefined, projectEnv!, (ctx) => keyKind.writeKeys(ctx, { id: clientId(live), name: clientName!, projectEnv: projectEnv!, knownKeyIds: [] }, [], [{ id: keyId!, name: name!, expiresAt: until }]));
+        }
         e.forget('client', projectEnv!);
         return;
       }
-      if (until !== undefined) return; // expires before the overlap ends anyway
+      await revoke(keyId!);
+      e.forget('client', projectEnv!);
+      return;
     }
-    // Idempotent: a key already gone counts as revoked.
-    await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, keyId!));
+    // A destroy (or the destroy half of a replace that destroys first): every generation of this
+    // key the resource owns goes, the current one and the overlap generations older than it.
+    await revoke(keyId!);
+    for (const k of older) await revoke(k.id);
     e.forget('client', projectEnv!);
   },
 };

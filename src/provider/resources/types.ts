@@ -19,7 +19,10 @@ export interface ResourceType {
   planExtra?(prior: TfObject, planned: TfObject, config: TfObject, now: Date): { replace: string[]; planned: TfObject };
   /** `terraform import` id → the identity attributes of the state to read. */
   parseImportId(id: string): TfObject;
-  create(engine: Engine, planned: TfObject): Promise<TfObject>;
+  /** `d`: warnings the create reports beside its state. */
+  create(engine: Engine, planned: TfObject, d?: Diagnostics): Promise<TfObject>;
+  /** Terraform sent a state of this type (prior state of a read, plan or apply): it knows that object. */
+  seen?(engine: Engine, state: TfObject): Promise<void>;
   /**
    * The live object as state, or null when it is gone. `importing`: the state holds only the
    * identity, and every attribute the service knows is taken from it.
