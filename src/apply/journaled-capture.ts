@@ -53,7 +53,12 @@ export class JournaledKeyCapture implements KeyCapture {
       const store = await this.stores.get(name);
       await store.checkWritable();
     }
-    if (!this.guard.target) return;
+    await this.checkTargets(writes);
+  }
+
+  /** Refuses (before any key is issued) writes whose secrets hold another service target's key. */
+  async checkTargets(writes: PlannedWrite[]): Promise<void> {
+    if (!this.guard.target || writes.length === 0) return;
     const byStore = groupBy(writes, (w) => w.store);
     for (const [name, ws] of byStore) {
       const store = await this.stores.get(name);

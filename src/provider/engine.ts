@@ -8,7 +8,7 @@ import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
 import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
-import { managedMetadata, type JsonObject, type StoreDeclaration } from '../model/index.js';
+import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type StoreDeclaration } from '../model/index.js';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '../secrets/ci-local-store.js';
@@ -58,6 +58,7 @@ export class Engine {
   }
 
   private readonly queues = new Map<string, Promise<void>>();
+  private ownerRecorded: Promise<unknown> | undefined;
   /**
    * Runs `fn` once every earlier call with the same key has settled. Terraform applies
    * independent resources in parallel; the environments of one project must not be, because the
@@ -91,7 +92,8 @@ export class Engine {
     return (this.secrets ??= (async () => {
       const [{ StoreRegistry }, { JournaledKeyCapture }] = await Promise.all([import('../secrets/registry.js'), import('../apply/journaled-capture.js')]);
       const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, env: this.env });
-      return { stores, capture: new JournaledKeyCapture(stores) };
+      // Secrets record the service target their key belongs to; no target replaces another's.
+      return { stores, capture: new JournaledKeyCapture(stores, undefined, { target: serviceTarget(this.config.url, credentialKind(this.config.apiKey), this.env) }) };
     })());
   }
 
@@ -105,7 +107,7 @@ export class Engine {
    * journal, turn its interrupted requests into orphans (revoked once their replacement is
    * stored), and check the key's store is writable. Once per process each.
    */
-  async prepareIssue(projectEnv: string, store: string | undefined): Promise<OrphanKey[]> {
+  async prepareIssue(projectEnv: string, store: string | undefined, secretName?: string): Promise<OrphanKey[]> {
     this.assertCanIssue();
     const { stores, capture } = await this.keyPath();
     await this.refuseLocalStoreInCi(stores, store);
@@ -126,6 +128,8 @@ export class Engine {
       check.catch(() => this.prepared.delete(name));
     }
     await check;
+    // The secret it writes must not hold another service target's key (checked before issuing).
+    if (secretName !== undefined) await capture.checkTargets([{ ...(store !== undefined ? { store } : {}), secretName }]);
     return orphans;
   }
 
@@ -219,7 +223,7 @@ export class Engine {
    * was journaled (the key is safe there). A key that could be saved nowhere was revoked by the
    * handler, which then rejects with a KeyStoreFailure saying so.
    */
-  async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>, opts: { unconfirmed?: boolean } = {}): Promise<{ value: T; log: KeyLog; storeError?: string }> {
+  async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>, opts: { unconfirmed?: boolean; secretName?: string } = {}): Promise<{ value: T; log: KeyLog; storeError?: string }> {
     const log: KeyLog = { issued: [], stored: [], notes: [] };
     const unconfirmed = opts.unconfirmed === true;
     let innerCapture: JournaledKeyCapture | undefined;
@@ -258,7 +262,7 @@ export class Engine {
       now: () => new Date(),
       templates: this.templates,
       beforeIssue: async () => {
-        await this.prepareIssue(projectEnv, store);
+        await this.prepareIssue(projectEnv, store, opts.secretName);
       },
       track: (stored) => {
         tracked.push(stored);
@@ -273,6 +277,8 @@ export class Engine {
       if (e instanceof KeyStoreFailure) this.storeFailed(errorText(e));
       throw e;
     }
+    // What this process wrote carries its owner id: recorded once, so that a later run notices if it moves.
+    this.ownerRecorded ??= writeOwnerRecord(this.config.baseDir, this.config.owner).catch(() => undefined);
     const settled = await Promise.allSettled(tracked);
     for (const s of settled) if (s.status === 'fulfilled') log.stored.push(...s.value);
     const failed = settled.find((s) => s.status === 'rejected');

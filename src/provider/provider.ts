@@ -341,6 +341,15 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
     ...(s.options && typeof s.options === 'object' ? { options: s.options as never } : {}),
   }));
   const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : defaultBaseDir(cwd);
-  const owner = typeof config.owner === 'string' ? config.owner : await (await import('../model/owner.js')).deriveOwner(baseDir);
-  return { url, apiKey, baseDir, stores, owner };
+  // The same rule as the CLI's: declared, else derived — and a derived id that moved since this
+  // configuration last applied stops the run (model/owner.ts).
+  const { resolveOwnerId, OwnerMovedError } = await import('../model/owner.js');
+  try {
+    const { owner } = await resolveOwnerId(typeof config.owner === 'string' ? config.owner : undefined, baseDir);
+    return { url, apiKey, baseDir, stores, owner };
+  } catch (e) {
+    if (!(e instanceof OwnerMovedError)) throw e;
+    d.error('Owner id moved', e.message, ['owner']);
+    return undefined;
+  }
 }

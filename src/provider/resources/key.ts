@@ -172,7 +172,7 @@ export const key: ResourceType = {
     }
     // Recovery first (journal flushed into the store, interrupted requests turned into orphans),
     // then the generations of this name already live are sorted out before anything is issued.
-    const orphans = (await e.prepareIssue(projectEnv!, after.secret.store)).filter((x) => x.client === clientName && x.keyName === name);
+    const orphans = (await e.prepareIssue(projectEnv!, after.secret.store, after.secret.name)).filter((x) => x.client === clientName && x.keyName === name);
     const gens = await generationsOf(e, live, name!, after, p, orphans.map((o) => o.keyId));
     const revokeLater = async () => {
       for (const o of orphans) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, o.clientId, projectEnv!, o.keyId));
@@ -203,7 +203,7 @@ export const key: ResourceType = {
       };
     }
     const ref = { id: clientId(live), name: clientName!, projectEnv: projectEnv!, knownKeyIds: (live.keys ?? []).map((k) => k.id) };
-    const { log, storeError } = await e.change(after.secret.store, projectEnv!, (ctx) => keyKind.writeKeys(ctx, ref, [after], []), { unconfirmed: true });
+    const { log, storeError } = await e.change(after.secret.store, projectEnv!, (ctx) => keyKind.writeKeys(ctx, ref, [after], []), { unconfirmed: true, secretName: after.secret.name });
     const issued = log.issued[0];
     if (!issued) throw new Error(`the service issued no key named ${name} on ${projectEnv}/${clientName}`);
     e.forget('client', projectEnv!);

@@ -52,7 +52,7 @@ export interface KeyConfig extends cdktf.TerraformMetaArguments {
   */
   readonly rotationWindow?: string;
   /**
-  * How long the old key stays valid after its replacement was issued (default: until it expires); 0s revokes it as soon as the new key is stored (YAML: rotation.overlap).
+  * How long the old key stays valid after its replacement (a rotation, -replace or taint) is stored; unset or 0s revokes it as soon as the new key is stored (YAML: rotation.overlap).
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/latest/docs/resources/key#rotation_overlap Key#rotation_overlap}
   */
