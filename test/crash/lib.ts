@@ -258,7 +258,14 @@ export function formatFigures(f: Figures): string {
 }
 
 // ------------------------------------------------------------------------------- the invariant
-export interface WantedKey { client: string; key: string; overlap: boolean; secret: string }
+export interface WantedKey {
+  client: string;
+  key: string;
+  overlap: boolean;
+  secret: string;
+  /** The generation that is wanted (Terraform: the key id in the state); default: the newest live one. */
+  id?: string;
+}
 
 export interface InvariantInput {
   emu: Emulator;
@@ -298,26 +305,28 @@ export async function checkInvariant(i: InvariantInput): Promise<InvariantResult
     gens.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
     const w = i.wanted.find((x) => `${x.client}/${x.key}` === addr);
     for (const [n, k] of gens.entries()) {
-      const newest = n === gens.length - 1;
-      if (w && newest) {
+      const current = w?.id ? k.id === w.id : n === gens.length - 1;
+      if (w && current) {
         let raw = i.stored[w.secret];
         if (i.anySecret && !raw?.startsWith(k.keyPrefix)) raw = Object.values(i.stored).find((v) => v.startsWith(k.keyPrefix)) ?? raw;
         if (raw && raw.startsWith(k.keyPrefix) && (await i.emu.validates(i.projectEnv, k.clientId, k.name, raw))) continue;
         if (isReported(k)) continue;
         lostIds.push(k.id);
         problems.push(`LOST: live key ${addr} (${k.id}) is wanted but the store ${raw ? 'holds another value' : 'holds nothing'} under ${w.secret}, and plan does not report it`);
-      } else if (w && w.overlap && n === gens.length - 2 && (!i.everHeld || i.everHeld.has(k.keyPrefix) || isReported(k))) {
+      } else if (w && !w.id && w.overlap && n === gens.length - 2 && (!i.everHeld || i.everHeld.has(k.keyPrefix) || isReported(k))) {
         continue; // the overlap generation the configuration asked for
-      } else if (w && w.overlap && n === gens.length - 2) {
+      } else if (w && !w.id && w.overlap && n === gens.length - 2) {
         lostIds.push(k.id);
         problems.push(`LOST: overlap generation ${addr} (${k.id}) was never held by any store, and plan does not report it`);
       } else if (!isReported(k)) {
         strayIds.push(k.id);
-        problems.push(`STRAY: live key ${addr} (${k.id}) is ${w ? `an old generation (no overlap asked for${w.overlap ? ' beyond one' : ''}), its raw value no longer held` : 'not in the configuration'}, and plan does not report it`);
+        const why = !w ? 'not in the configuration' : w.id ? `not the generation the state tracks (${w.id})` : `an old generation (no overlap asked for${w.overlap ? ' beyond one' : ''}), its raw value no longer held`;
+        problems.push(`STRAY: live key ${addr} (${k.id}) is ${why}, and plan does not report it`);
       }
     }
   }
-  for (const w of i.wanted) if (!groups.has(`${w.client}/${w.key}`) && !i.reported.includes(`${w.client}/${w.key}`)) problems.push(`MISSING: wanted key ${w.client}/${w.key} is not live and plan does not say so`);
+  for (const w of i.wanted) if (w.id && !live.some((k) => k.id === w.id)) problems.push(`MISSING: the tracked key ${w.client}/${w.key} (${w.id}) is not live`);
+  for (const w of i.wanted) if (!w.id && !groups.has(`${w.client}/${w.key}`) && !i.reported.includes(`${w.client}/${w.key}`)) problems.push(`MISSING: wanted key ${w.client}/${w.key} is not live and plan does not say so`);
   return { problems, lost: lostIds.length, strays: strayIds.length, lostIds, strayIds, live };
 }
 
