@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  checkInvariant, configYaml, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor, windowOf,
+  checkInvariant, configYaml, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor,
   type DesiredClient, type Figures, type KillWindow, type Proc,
 } from './lib.js';
 
@@ -24,6 +24,7 @@ export type Disturbance =
   | 'random-kill' | 'aim-issued-not-journaled' | 'aim-journaled-not-stored' | 'aim-stored-not-cleared' | 'aim-revoke-sent'
   | 'sigint' | 'double-sigint' | 'dropped-responses' | 'store-fails';
 const DISTURBANCES: Disturbance[] = ['random-kill', 'random-kill', 'aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent', 'sigint', 'double-sigint', 'dropped-responses', 'store-fails'];
+const AIM_FIRST: Disturbance[] = ['aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent'];
 const AIMED: Partial<Record<Disturbance, KillWindow>> = {
   'aim-issued-not-journaled': 'issued-not-journaled', 'aim-journaled-not-stored': 'journaled-not-stored', 'aim-stored-not-cleared': 'stored-not-cleared', 'aim-revoke-sent': 'revoke-sent',
 };
@@ -105,10 +106,13 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
     writeFileSync(path.join(cfgDir, 'kms-sync.yaml'), configYaml(clients));
   };
 
+  let runMs = 1000; // how long an apply takes here (moving average), so that random kills land inside runs
   const converge = async (): Promise<boolean> => {
     for (let attempt = 1; attempt <= 5; attempt++) {
+      const started = Date.now();
       const p = run(['apply', '-f', 'config', '--auto-approve']);
       const code = await p.exit;
+      runMs = Math.round(runMs * 0.7 + (Date.now() - started) * 0.3);
       if (code === 0) return true;
       log(`  converge attempt ${attempt} exited ${code}: ${p.output().split('\n').filter((l) => /FAILED|Error|Reason/.test(l)).slice(0, 3).join(' | ')}`);
     }
@@ -120,10 +124,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
     if (!(await converge())) report.failures.push('initial apply did not converge');
     await readStore();
     for (let it = 1; it <= o.iterations; it++) {
-      const how = r.pick(DISTURBANCES);
+      // The aimed windows come first, one each, so that even a short run reaches all of them.
+      const how = it <= AIM_FIRST.length ? AIM_FIRST[it - 1]! : r.pick(DISTURBANCES);
       report.byDisturbance[how] = (report.byDisturbance[how] ?? 0) + 1;
       // A revoke needs a key to revoke: rotate one with --revoke-old (or remove one from the config).
-      const rotate = clients.length > 0 && (how === 'aim-revoke-sent' ? r.next() < 0.7 : r.next() < 0.25);
+      const rotate = clients.length > 0 && (how === 'aim-revoke-sent' || r.next() < 0.25);
       if (!rotate) mutate();
       const target = rotate ? r.pick(clients) : undefined;
       const args = rotate
@@ -159,14 +164,14 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       const kill = async (sig: NodeJS.Signals) => {
         if (exited()) return;
         if (sig === 'SIGKILL') {
-          landed = windowOf(trace.last(p.child.pid));
+          landed = trace.classify(AIMED[how]);
           if (how === 'aim-revoke-sent' && landed !== 'revoke-sent' && (await emu.count('DELETE /client/{client_uuid}')) > deletesBefore) landed = 'revoke-sent'; // the service saw the DELETE (trace points not wired)
         }
         p.child.kill(sig);
         if (sig === 'SIGKILL') killed = true;
       };
       if (how === 'random-kill') {
-        await Promise.race([sleep(r.int(50, 2500)), p.exit]);
+        await Promise.race([sleep(r.int(20, Math.max(200, runMs))), p.exit]);
         await kill('SIGKILL');
       } else if (how === 'aim-issued-not-journaled') {
         if (await waitFor(async () => (trace.seen(['issue-sent']) !== undefined && (await issueCount()) > issuedBefore) || exited(), 15_000)) {
@@ -185,7 +190,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
           await kill('SIGKILL');
         }
       } else if (how === 'sigint' || how === 'double-sigint') {
-        await Promise.race([sleep(r.int(50, 2000)), p.exit]);
+        await Promise.race([sleep(r.int(20, Math.max(200, runMs))), p.exit]);
         await kill('SIGINT');
         if (how === 'double-sigint') { await Promise.race([sleep(r.int(5, 300)), p.exit]); await kill('SIGINT'); }
         const finished = await Promise.race([p.exit.then(() => true), sleep(30_000).then(() => false)]);

@@ -185,20 +185,9 @@ export async function readSopsStore(storeFile: string, ageKeyFile: string): Prom
 }
 
 // ------------------------------------------------------------------------------ kills and windows
-/** The windows a kill can land in, from the last pipeline point the killed process reached. */
+/** The windows a kill can land in (Trace.classify: from the pipeline points the processes passed). */
 export const KILL_WINDOWS = ['issued-not-journaled', 'journaled-not-stored', 'stored-not-cleared', 'revoke-sent', 'other'] as const;
 export type KillWindow = (typeof KILL_WINDOWS)[number];
-
-export function windowOf(point: string | undefined): KillWindow {
-  switch (point) {
-    case 'issue-sent': return 'issued-not-journaled';
-    case 'after-journal': return 'journaled-not-stored';
-    case 'after-store': return 'stored-not-cleared';
-    case 'before-revoke':
-    case 'revoke-sent': return 'revoke-sent';
-    default: return 'other'; // nothing reached yet (run lock, planning), or after `cleared`
-  }
-}
 
 /** The KMS_SYNC_TEST_TRACE file: `<point> <pid>` lines, appended synchronously by every process. */
 export class Trace {
@@ -222,6 +211,32 @@ export class Trace {
   last(pid?: number): string | undefined {
     const ls = this.since().filter((l) => pid === undefined || l.pid === pid);
     return ls[ls.length - 1]?.point;
+  }
+  /**
+   * The windows open at this moment in the processes traced since `mark`: a process that passed
+   * issue-sent more often than after-journal has a key issued but not journaled, and so on (a
+   * process runs several key writes at once, so its last point alone would say little); a
+   * process whose last point is before-revoke or revoke-sent has a revoke on the wire.
+   */
+  openWindows(): Set<KillWindow> {
+    const open = new Set<KillWindow>();
+    const byPid = new Map<number, string[]>();
+    for (const l of this.since()) byPid.set(l.pid, [...(byPid.get(l.pid) ?? []), l.point]);
+    for (const points of byPid.values()) {
+      const n = (p: string) => points.filter((x) => x === p).length;
+      if (n('issue-sent') > n('after-journal')) open.add('issued-not-journaled');
+      if (n('after-journal') > n('after-store')) open.add('journaled-not-stored');
+      if (n('after-store') > n('cleared')) open.add('stored-not-cleared');
+      if (['before-revoke', 'revoke-sent'].includes(points[points.length - 1]!)) open.add('revoke-sent');
+    }
+    return open;
+  }
+  /** The window a kill now lands in: the aimed one when it is open, else the latest open one, else other. */
+  classify(aimed?: KillWindow): KillWindow {
+    const open = this.openWindows();
+    if (aimed && open.has(aimed)) return aimed;
+    for (const w of ['revoke-sent', 'stored-not-cleared', 'journaled-not-stored', 'issued-not-journaled'] as const) if (open.has(w)) return w;
+    return 'other';
   }
   /** The first of `points` reached since `mark`, if any. */
   seen(points: string[]): string | undefined {
@@ -407,7 +422,7 @@ export async function aimAndKill(o: AimedKill): Promise<KillWindow | undefined> 
   }
   const pid = ready ? o.victim() : undefined;
   if (pid === undefined || o.exited()) return undefined;
-  let landed = windowOf(o.trace.last());
+  let landed = o.trace.classify(o.aim === 'random' ? undefined : o.aim);
   // The revoke points may not be traced (yet): the service seeing the DELETE is the evidence.
   if (o.aim === 'revoke-sent' && landed !== 'revoke-sent' && (await routeTotals(o.emus)).revokes > before.revokes) landed = 'revoke-sent';
   try {

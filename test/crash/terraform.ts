@@ -167,8 +167,9 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       }
       writeFileSync(path.join(work, 'main.tf'), mainTf(keys));
       const replace = Array.from({ length: r.int(1, 4) }, () => r.pick([...keys])).filter((k, i, all) => all.indexOf(k) === i);
-      const aim: Aim = r.pick(AIMS);
-      const victimKind = r.next() < 0.5 ? 'terraform' : 'provider';
+      // Every aim once first (the victim alternating), so that even a short run reaches each window.
+      const aim: Aim = it <= AIMS.length ? AIMS[it - 1]! : r.pick(AIMS);
+      const victimKind = it <= AIMS.length ? (it % 2 ? 'provider' : 'terraform') : r.next() < 0.5 ? 'terraform' : 'provider';
       await aimFaults([emu], aim);
       ws.trace.mark();
       const p = tf(['apply', '-auto-approve', ...replace.map((k) => `-replace=kms_key.${k}`)], aimEnv(aim));
