@@ -261,6 +261,8 @@ export interface Figures {
   strays: number;
   failures: string[];
   notes: string[];
+  /** Why the scenario did not run (terraform absent). */
+  skipped?: string;
 }
 
 export function newFigures(scenario: string, seed: number): Figures {
