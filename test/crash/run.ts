@@ -35,6 +35,7 @@ const scenario = async (name: string, go: () => Promise<Figures & { skipped?: st
 await scenario('campaign', async () => {
   const report = await runCampaign({ seed, iterations, log: out });
   out(`disturbances: ${Object.entries(report.byDisturbance).map(([w, n]) => `${w} ${n}`).join(', ')}; aimed kills in their window: ${report.aimedHits}/${report.aimedKills}`);
+  out(`strays: ${report.strays}, of which ${report.keptByRotate} old generations kept by a rotate without --revoke-old (no overlap configured)`);
   return report;
 });
 await scenario('two-services', () => runTwoServices({ seed, rounds, log: out }));
@@ -42,7 +43,7 @@ await scenario('ci', () => runCiStore({ seed, log: out }));
 await scenario('rotate', () => runRotateRevoke({ seed, rounds, log: out }));
 await scenario('terraform', async () => {
   const f = await runTerraform({ seed, iterations: tfIterations, log: out });
-  if (!f.skipped) out(`terraform killed ${f.killedTerraform}, provider killed ${f.killedProvider}, -replace checks ${f.replaceChecks}`);
+  if (!f.skipped) out(`terraform killed ${f.killedTerraform}, provider killed ${f.killedProvider}, -replace checks ${f.replaceChecks}, state files cut by a kill (put back) ${f.notes.filter((n) => n.includes('tfstate was cut')).length}`);
   return f;
 });
 

@@ -126,10 +126,13 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
         for (const pid of left) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
       }
     };
+    let applyMs = 4000; // how long an apply takes here (moving average), so that random kills land inside runs
     const converge = async (what: string): Promise<boolean> => {
       for (let attempt = 1; attempt <= 5; attempt++) {
+        const t = Date.now();
         const p = tf(['apply', '-auto-approve']);
         const code = await p.exit;
+        applyMs = Math.round(applyMs * 0.7 + (Date.now() - t) * 0.3);
         await noProviderOutlives(`${what}, re-apply ${attempt}`);
         if (code === 0) return true;
         log(`  re-apply ${attempt} exited ${code}: ${p.output().split('\n').filter((l) => /Error/.test(l)).slice(0, 2).join(' | ')}`);
@@ -171,11 +174,13 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       const aim: Aim = it <= AIMS.length ? AIMS[it - 1]! : r.pick(AIMS);
       const victimKind = it <= AIMS.length ? (it % 2 ? 'provider' : 'terraform') : r.next() < 0.5 ? 'terraform' : 'provider';
       await aimFaults([emu], aim);
+      const stateFile = path.join(work, 'terraform.tfstate');
+      const stateBefore = readFileSync(stateFile, 'utf8');
       ws.trace.mark();
       const p = tf(['apply', '-auto-approve', ...replace.map((k) => `-replace=kms_key.${k}`)], aimEnv(aim));
       const exited = () => p.child.exitCode !== null || p.child.signalCode !== null;
       const victim = () => (victimKind === 'terraform' ? p.child.pid : providerPids().at(-1));
-      const landed: KillWindow | undefined = await aimAndKill({ aim, trace: ws.trace, emus: [emu], r, exited, victim, randomMs: [300, 6000], waitMs: 60_000 });
+      const landed: KillWindow | undefined = await aimAndKill({ aim, trace: ws.trace, emus: [emu], r, exited, victim, randomMs: [300, Math.max(1000, applyMs)], waitMs: 60_000 });
       const code = await p.exit;
       await emu.faults(null);
       if (landed) {
@@ -184,6 +189,15 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
         if (victimKind === 'terraform') f.killedTerraform++; else f.killedProvider++;
       }
       const what = `iteration ${it} (${aim}, ${landed ? `${victimKind} killed in ${landed}` : `not killed, exit ${code}`})`;
+      // Terraform's local backend rewrites terraform.tfstate in place: a SIGKILL during that write
+      // leaves it empty or cut. That is Terraform's, not the provider's; a remote backend would keep
+      // the last state, so put the one from before this apply back (the keys the killed apply made
+      // are then tracked by nothing, which the provider must handle) and note it.
+      if (!stateReadable(stateFile)) {
+        writeFileSync(stateFile, stateBefore);
+        f.notes.push(`${what}: terraform.tfstate was cut by the kill; the state from before this apply was put back`);
+        log(`  ${what}: terraform.tfstate cut by the kill, previous state put back`);
+      }
       await noProviderOutlives(what);
       await sleep(50);
       await observe();
@@ -226,6 +240,15 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
     ws.cleanup();
   }
   return f;
+}
+
+function stateReadable(file: string): boolean {
+  try {
+    const state = JSON.parse(readFileSync(file, 'utf8'));
+    return (state.resources ?? []).some((r: { type: string }) => r.type === 'kms_project');
+  } catch {
+    return false;
+  }
 }
 
 async function validatesAnywhere(emu: Emulator, client: string, name: string, raw: string): Promise<boolean> {
