@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  checkInvariant, configYaml, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor,
+  checkInvariant, configYaml, problemKey, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor,
   type DesiredClient, type Figures, type KillWindow, type Proc,
 } from './lib.js';
 
@@ -231,10 +231,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       await readStore();
       if (!(await converge())) report.failures.push(`iteration ${it} (${how}): apply did not converge`);
       const problems = await verify();
-      report.failures.push(...problems.filter((x) => !problemsSeen.has(x)).map((x) => `iteration ${it} (${how}, ${args[0]}${killed ? `, killed in ${landed}` : ''}): ${x}`));
-      const fresh = problems.filter((x) => !problemsSeen.has(x));
+      const fresh = problems.filter((x) => !problemsSeen.has(problemKey(x)));
+      report.failures.push(...fresh.map((x) => `iteration ${it} (${how}, ${args[0]}${killed ? `, killed in ${landed}` : ''}): ${x}`));
       log(`iteration ${it}/${o.iterations} ${how} ${args[0]}${killed ? ` killed in ${landed}` : ` exit ${code}`}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
-      for (const x of problems) problemsSeen.add(x);
+      for (const x of problems) problemsSeen.add(problemKey(x));
     }
   } finally {
     emu.stop();

@@ -274,6 +274,16 @@ export function formatFigures(f: Figures): string {
   return `${f.scenario} (seed ${f.seed}): ${f.runs} runs, ${f.kills} SIGKILLs [${w}]; keys issued ${f.keysIssued}, lost ${f.keysLost}, strays ${f.strays}; ${f.failures.length ? `FAIL (${f.failures.length})` : 'ok'}`;
 }
 
+/**
+ * What a problem is about, so that a key that stays wrong is reported once (where it was first
+ * seen): its kind and the first key id it names; else the whole text.
+ */
+export function problemKey(problem: string): string {
+  const kind = /^(LOST|STRAY|MISSING)/.exec(problem)?.[1];
+  const id = /\(([0-9a-f]{8}-[0-9a-f-]{27})\)/.exec(problem)?.[1];
+  return kind && id ? `${kind} ${id}` : problem;
+}
+
 // ------------------------------------------------------------------------------- the invariant
 export interface WantedKey {
   client: string;

@@ -11,13 +11,14 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
-  AIMS, aimAndKill, aimEnv, aimFaults, checkInvariant, newFigures, printedSecrets, processesUnder, PROVIDER_BIN, readSopsStore, rng, sleep, spawnProc, waitFor, workspace,
+  AIMS, aimAndKill, aimEnv, aimFaults, checkInvariant, newFigures, problemKey, printedSecrets, processesUnder, PROVIDER_BIN, readSopsStore, rng, sleep, spawnProc, waitFor, workspace,
   type Aim, type Emulator, type Figures, type KillWindow,
 } from './lib.js';
 
 const API_KEY = 'sk_test_crashterraform000000000';
 const ENV = 'tfcrash-production';
 const VERSION = '0.1.0';
+const GRACE_MS = 8000;
 const CLIENTS = 5;
 const KEYS = 4;
 
@@ -115,14 +116,15 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
     if ((await init.exit) !== 0) throw new Error(`terraform init failed: ${init.output().slice(-500)}`);
     const issued = new Set<string>();
     const observe = async () => { for (const k of await emu.liveKeys(ENV).catch(() => [])) issued.add(k.id); };
-    const problemsSeen = new Set<string>();
+    const problemsSeen = new Set<string>(); // a key that stays wrong is reported once, where it was first seen
+    const countedIds = new Set<string>();
 
     const noProviderOutlives = async (what: string) => {
-      // Terraform is gone: its provider must follow (go-plugin's contract), within a few seconds.
-      const gone = await waitFor(() => providerPids().length === 0, 5000);
+      // Terraform is gone: its provider must follow, within a few seconds (a paused one included).
+      const gone = await waitFor(() => providerPids().length === 0, GRACE_MS);
       if (!gone) {
         const left = providerPids();
-        f.failures.push(`${what}: ${left.length} provider process(es) outlived terraform by 5 s (${left.join(', ')})`);
+        f.failures.push(`${what}: ${left.length} provider process(es) outlived terraform by ${GRACE_MS / 1000} s (${left.join(', ')})`);
         for (const pid of left) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
       }
     };
@@ -149,9 +151,9 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       // Live keys == kms_key resources: the tracked generation holds its raw value, nothing else is live.
       const wanted = [...keys].map((k) => { const [c, n] = k.split('_') as [string, string]; return { client: c, key: n, overlap: false, secret: `${ENV}/${c}/${n}`, ...(inState.has(k) ? { id: inState.get(k)! } : {}) }; });
       const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, reported: '' });
-      f.keysLost += inv.lostIds.filter((id) => !problemsSeen.has(id)).length;
-      f.strays += inv.strayIds.filter((id) => !problemsSeen.has(id)).length;
-      for (const id of [...inv.lostIds, ...inv.strayIds]) problemsSeen.add(id);
+      f.keysLost += inv.lostIds.filter((id) => !countedIds.has(id)).length;
+      f.strays += inv.strayIds.filter((id) => !countedIds.has(id)).length;
+      for (const id of [...inv.lostIds, ...inv.strayIds]) countedIds.add(id);
       problems.push(...inv.problems);
       const plan = tf(['plan', '-detailed-exitcode']);
       const code = await plan.exit;
@@ -205,8 +207,8 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       if (!(await converge(what))) problems.push('terraform apply did not succeed again within 5 attempts');
       await observe();
       problems.push(...(await verify(what)));
-      const fresh = problems.filter((x) => !problemsSeen.has(x));
-      for (const x of problems) problemsSeen.add(x);
+      const fresh = problems.filter((x) => !problemsSeen.has(problemKey(x)));
+      for (const x of problems) problemsSeen.add(problemKey(x));
       f.failures.push(...fresh.map((x) => `${what}: ${x}`));
       log(`${what}: ${problems.length ? `${problems.length} problems, first: ${problems[0]}` : 'ok'}`);
     }
@@ -214,7 +216,7 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
     // (d) -replace: the old key no longer validates, the new one does.
     for (const k of [r.pick([...keys]), r.pick([...keys])]) {
       const [c, n] = k.split('_') as [string, string];
-      const before = (await emu.liveKeys(ENV)).filter((x) => x.client === c && x.name === n);
+      const tracked = trackedKeyId(path.join(work, 'terraform.tfstate'), k);
       const oldRaw = (await readSopsStore(storeFile, ws.ageKeyFile))[`${ENV}/${c}/${n}`];
       const p = tf(['apply', '-auto-approve', `-replace=kms_key.${k}`]);
       const code = await p.exit;
@@ -225,7 +227,8 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       if (code !== 0) problems.push(`exited ${code}`);
       const after = (await emu.liveKeys(ENV)).filter((x) => x.client === c && x.name === n);
       const newRaw = (await readSopsStore(storeFile, ws.ageKeyFile))[`${ENV}/${c}/${n}`];
-      for (const old of before) if (after.some((x) => x.id === old.id)) problems.push(`the old key ${old.id} is still live`);
+      if (tracked && after.some((x) => x.id === tracked)) problems.push(`the old key ${tracked} (the one the state tracked) is still live`);
+      if (tracked && trackedKeyId(path.join(work, 'terraform.tfstate'), k) === tracked) problems.push('the state still tracks the old key');
       if (oldRaw && (await validatesAnywhere(emu, c, n, oldRaw))) problems.push('the old raw value still validates');
       if (!newRaw || newRaw === oldRaw || !(await validatesAnywhere(emu, c, n, newRaw))) problems.push('the store holds no new raw value that validates');
       f.failures.push(...problems.map((x) => `terraform apply -replace=kms_key.${k}: ${x}`));
@@ -240,6 +243,11 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
     ws.cleanup();
   }
   return f;
+}
+
+function trackedKeyId(stateFile: string, resource: string): string | undefined {
+  const state = JSON.parse(readFileSync(stateFile, 'utf8'));
+  return state.resources?.find((r: { type: string; name: string }) => r.type === 'kms_key' && r.name === resource)?.instances?.[0]?.attributes?.key_id;
 }
 
 function stateReadable(file: string): boolean {
