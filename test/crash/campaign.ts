@@ -39,6 +39,8 @@ export interface CampaignReport extends Figures {
   iterations: number;
   /** Iterations per disturbance. */
   byDisturbance: Record<string, number>;
+  /** Where the SIGKILLs of each disturbance landed: disturbance → window → kills. */
+  landed: Record<string, Partial<Record<KillWindow, number>>>;
   /** Aimed kills that landed in the window they aimed at / all aimed kills. */
   aimedHits: number;
   aimedKills: number;
@@ -64,7 +66,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
     KMS_SYNC_ALLOW_LOCAL_STORE: '1', KMS_SYNC_TEST_TRACE: trace.file,
   };
   const report: CampaignReport = {
-    ...newFigures('apply/rotate campaign', o.seed), iterations: o.iterations, byDisturbance: {}, aimedHits: 0, aimedKills: 0, orphansLive: 0, keptByRotate: 0,
+    ...newFigures('apply/rotate campaign', o.seed), iterations: o.iterations, byDisturbance: {}, landed: {}, aimedHits: 0, aimedKills: 0, orphansLive: 0, keptByRotate: 0,
   };
   const outputs: string[] = [];
   const everHeld = new Set<string>(); // key prefixes of every raw value the store ever held
@@ -218,6 +220,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       if (killed && landed) {
         report.kills++;
         report.killsByWindow[landed]++;
+        const l = (report.landed[how] ??= {});
+        l[landed] = (l[landed] ?? 0) + 1;
         const aimed = AIMED[how];
         if (aimed) { report.aimedKills++; if (aimed === landed) report.aimedHits++; }
       }

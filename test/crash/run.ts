@@ -35,6 +35,7 @@ const scenario = async (name: string, go: () => Promise<Figures & { skipped?: st
 await scenario('campaign', async () => {
   const report = await runCampaign({ seed, iterations, log: out });
   out(`disturbances: ${Object.entries(report.byDisturbance).map(([w, n]) => `${w} ${n}`).join(', ')}; aimed kills in their window: ${report.aimedHits}/${report.aimedKills}`);
+  out(`SIGKILLs landed, per disturbance: ${Object.entries(report.landed).map(([d, w]) => `${d}: ${Object.entries(w).map(([x, n]) => `${x} ${n}`).join(' ')}`).join('; ')}`);
   out(`strays: ${report.strays}, of which ${report.keptByRotate} old generations kept by a rotate without --revoke-old (no overlap configured)`);
   return report;
 });

@@ -164,6 +164,27 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
 
     if (!(await converge('initial apply'))) f.failures.push('the initial terraform apply did not succeed');
     await observe();
+    // (d) -replace, on the clean state of the first apply: the old key no longer validates, the new one does.
+    for (const k of [r.pick([...keys]), r.pick([...keys])]) {
+      const [c, n] = k.split('_') as [string, string];
+      const tracked = trackedKeyId(path.join(work, 'terraform.tfstate'), k);
+      const oldRaw = (await readSopsStore(storeFile, ws.ageKeyFile))[`${ENV}/${c}/${n}`];
+      const p = tf(['apply', '-auto-approve', `-replace=kms_key.${k}`]);
+      const code = await p.exit;
+      await noProviderOutlives(`-replace=kms_key.${k}`);
+      await observe();
+      f.replaceChecks++;
+      const problems: string[] = [];
+      if (code !== 0) problems.push(`exited ${code}`);
+      const after = (await emu.liveKeys(ENV)).filter((x) => x.client === c && x.name === n);
+      const newRaw = (await readSopsStore(storeFile, ws.ageKeyFile))[`${ENV}/${c}/${n}`];
+      if (tracked && after.some((x) => x.id === tracked)) problems.push(`the old key ${tracked} (the one the state tracked) is still live`);
+      if (tracked && trackedKeyId(path.join(work, 'terraform.tfstate'), k) === tracked) problems.push('the state still tracks the old key');
+      if (oldRaw && (await validatesAnywhere(emu, c, n, oldRaw))) problems.push('the old raw value still validates');
+      if (!newRaw || newRaw === oldRaw || !(await validatesAnywhere(emu, c, n, newRaw))) problems.push('the store holds no new raw value that validates');
+      f.failures.push(...problems.map((x) => `terraform apply -replace=kms_key.${k}: ${x}`));
+      log(`-replace=kms_key.${k}: ${problems.length ? problems.join('; ') : 'ok'}`);
+    }
     for (let it = 1; it <= o.iterations; it++) {
       // Churn: remove or add back some keys, replace some others.
       for (let i = r.int(0, 2); i > 0; i--) {
@@ -213,27 +234,6 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       log(`${what}: ${problems.length ? `${problems.length} problems, first: ${problems[0]}` : 'ok'}`);
     }
 
-    // (d) -replace: the old key no longer validates, the new one does.
-    for (const k of [r.pick([...keys]), r.pick([...keys])]) {
-      const [c, n] = k.split('_') as [string, string];
-      const tracked = trackedKeyId(path.join(work, 'terraform.tfstate'), k);
-      const oldRaw = (await readSopsStore(storeFile, ws.ageKeyFile))[`${ENV}/${c}/${n}`];
-      const p = tf(['apply', '-auto-approve', `-replace=kms_key.${k}`]);
-      const code = await p.exit;
-      await noProviderOutlives(`-replace=kms_key.${k}`);
-      await observe();
-      f.replaceChecks++;
-      const problems: string[] = [];
-      if (code !== 0) problems.push(`exited ${code}`);
-      const after = (await emu.liveKeys(ENV)).filter((x) => x.client === c && x.name === n);
-      const newRaw = (await readSopsStore(storeFile, ws.ageKeyFile))[`${ENV}/${c}/${n}`];
-      if (tracked && after.some((x) => x.id === tracked)) problems.push(`the old key ${tracked} (the one the state tracked) is still live`);
-      if (tracked && trackedKeyId(path.join(work, 'terraform.tfstate'), k) === tracked) problems.push('the state still tracks the old key');
-      if (oldRaw && (await validatesAnywhere(emu, c, n, oldRaw))) problems.push('the old raw value still validates');
-      if (!newRaw || newRaw === oldRaw || !(await validatesAnywhere(emu, c, n, newRaw))) problems.push('the store holds no new raw value that validates');
-      f.failures.push(...problems.map((x) => `terraform apply -replace=kms_key.${k}: ${x}`));
-      log(`-replace=kms_key.${k}: ${problems.length ? problems.join('; ') : 'ok'}`);
-    }
     f.keysIssued = issued.size;
     f.failures.push(...printedSecrets(ws.outputs));
     const state = readFileSync(path.join(work, 'terraform.tfstate'), 'utf8');
