@@ -1,12 +1,12 @@
 // `npm run crash`: the long crash campaign and every scenario, on demand. Options: --seed N,
 // --iterations N (the apply/rotate campaign), --rounds N (two services, rotate --revoke-old),
-// --tf-iterations N (terraform), --only campaign,two-services,ci,rotate,terraform.
+// --tf-iterations N (terraform), --only campaign,two-services,ci,terraform-ci,rotate,terraform.
 // Prints one line per iteration, then the figures per scenario and in total; exits 1 on any failure.
 import { runCampaign } from './campaign.js';
 import { runCiStore } from './ci-store.js';
 import { formatFigures, KILL_WINDOWS, type Figures } from './lib.js';
 import { runRotateRevoke } from './rotate-revoke.js';
-import { runTerraform } from './terraform.js';
+import { runTerraform, runTerraformCi } from './terraform.js';
 import { runTwoServices } from './two-services.js';
 
 const arg = (name: string, dflt: number) => {
@@ -41,6 +41,7 @@ await scenario('campaign', async () => {
 });
 await scenario('two-services', () => runTwoServices({ seed, rounds, log: out }));
 await scenario('ci', () => runCiStore({ seed, log: out }));
+await scenario('terraform-ci', () => runTerraformCi({ seed, log: out }));
 await scenario('rotate', () => runRotateRevoke({ seed, rounds, log: out }));
 await scenario('terraform', async () => {
   const f = await runTerraform({ seed, iterations: tfIterations, log: out });

@@ -4,7 +4,7 @@
 // left behind; and -replace revokes the old key. Skipped, saying so, without terraform on PATH.
 import { describe, expect, it } from 'vitest';
 import { formatFigures } from './lib.js';
-import { findTerraform, runTerraform, SKIP_MESSAGE } from './terraform.js';
+import { findTerraform, runTerraform, runTerraformCi, SKIP_MESSAGE } from './terraform.js';
 
 const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261125);
 const TERRAFORM = findTerraform();
@@ -21,4 +21,11 @@ describe.skipIf(!TERRAFORM)('crash scenarios: terraform apply killed (issue 24 c
     expect(f.killedTerraform).toBeGreaterThan(0);
     expect(f.killedProvider).toBeGreaterThan(0);
   }, 600_000);
+
+  it(`seed ${SEED}: CI=true with a committed store: terraform apply issues nothing unless KMS_SYNC_ALLOW_LOCAL_STORE=1`, async () => {
+    const lines: string[] = [];
+    const f = await runTerraformCi({ seed: SEED, log: (l) => lines.push(l) });
+    console.log(formatFigures(f));
+    expect(f.failures, lines.join('\n')).toEqual([]);
+  }, 300_000);
 });

@@ -90,20 +90,7 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
   const providerPids = () => processesUnder(ws.dir, PROVIDER_BIN);
   try {
     const emu = await ws.emulator(API_KEY);
-    // The provider in a filesystem mirror, installed offline (as test/provider/terraform-support.ts).
-    const mirror = path.join(ws.dir, 'mirror');
-    const wrapper = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
-    mkdirSync(path.dirname(wrapper), { recursive: true });
-    writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
-    chmodSync(wrapper, 0o755);
-    const cliConfig = path.join(ws.dir, 'terraform.rc');
-    writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
-    const work = path.join(ws.dir, 'work');
-    mkdirSync(work);
-    const env = {
-      PATH: process.env.PATH, HOME: ws.dir, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-      KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: ws.ageKeyFile, KMS_SYNC_TEST_TRACE: ws.trace.file,
-    };
+    const { work, env } = offlineSetup(ws.dir, emu, ws.ageKeyFile, ws.trace.file);
     const tf = (args: string[], extra: Record<string, string> = {}) => {
       f.runs++;
       return spawnProc(bin, [...args, '-no-color', '-input=false'], { cwd: work, env: { ...env, ...extra }, sink: ws.outputs });
@@ -240,6 +227,94 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
     if (/kmsc_[A-Za-z0-9_-]{20,}/.test(state)) f.failures.push('a raw key is in terraform.tfstate');
   } finally {
     for (const pid of providerPids()) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    ws.cleanup();
+  }
+  return f;
+}
+
+/** The provider in a filesystem mirror, installed offline (as test/provider/terraform-support.ts), and a working directory. */
+function offlineSetup(root: string, emu: Emulator, ageKeyFile: string, traceFile: string) {
+  const mirror = path.join(root, 'mirror');
+  const wrapper = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
+  mkdirSync(path.dirname(wrapper), { recursive: true });
+  writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  const cliConfig = path.join(root, 'terraform.rc');
+  writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
+  const work = path.join(root, 'work');
+  mkdirSync(work);
+  const env: Record<string, string | undefined> = {
+    PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
+    KMS_API_URL: emu.url, KMS_API_KEY: emu.apiKey, SOPS_AGE_KEY_FILE: ageKeyFile, KMS_SYNC_TEST_TRACE: traceFile,
+  };
+  return { work, env };
+}
+
+/**
+ * Scenario (issue 24 b) through the provider: a git repository holds main.tf and the committed
+ * store; with CI=true, `terraform apply` of more keys must issue nothing unless
+ * KMS_SYNC_ALLOW_LOCAL_STORE=1; opted in, the keys issue and are held.
+ */
+export async function runTerraformCi(o: { seed: number; log?: (l: string) => void }): Promise<Figures> {
+  const f = newFigures('terraform, CI, committed store', o.seed);
+  const bin = findTerraform();
+  if (!bin) {
+    f.skipped = SKIP_MESSAGE;
+    return f;
+  }
+  const log = o.log ?? (() => {});
+  const ws = workspace('tf-ci');
+  try {
+    const emu = await ws.emulator(API_KEY);
+    const { work, env } = offlineSetup(ws.dir, emu, ws.ageKeyFile, ws.trace.file);
+    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=crash', '-c', 'user.email=crash@example.invalid', '-c', 'commit.gpgsign=false', ...args], { cwd: work, env: { PATH: process.env.PATH, HOME: ws.dir }, stdio: 'pipe' });
+    const tf = async (args: string[], extra: Record<string, string> = {}) => {
+      f.runs++;
+      const p = spawnProc(bin, [...args, '-no-color', '-input=false'], { cwd: work, env: { ...env, ...extra }, sink: ws.outputs });
+      return { code: await p.exit, out: p.output() };
+    };
+    const keys = new Set(['c1_k1', 'c2_k1']);
+    writeFileSync(path.join(work, 'main.tf'), mainTf(keys));
+    git('init', '-q', '-b', 'main');
+    if ((await tf(['init'])).code !== 0) throw new Error('terraform init failed');
+    const first = await tf(['apply', '-auto-approve']);
+    if (first.code !== 0) f.failures.push(`the first terraform apply (not CI) failed: ${first.out.slice(-300)}`);
+    git('add', 'main.tf', '.kms-sync/secrets.sops.yaml', 'terraform.tfstate', '.terraform.lock.hcl');
+    git('commit', '-q', '-m', 'keys');
+    const ids = async () => new Set((await emu.liveKeys(ENV)).map((k) => k.id));
+    keys.add('c3_k1');
+    keys.add('c4_k2');
+    writeFileSync(path.join(work, 'main.tf'), mainTf(keys));
+    git('commit', '-q', '-am', 'more keys');
+    for (const [what, extra, mustIssue] of [
+      ['CI=true, no opt-in', { CI: 'true', GITHUB_ACTIONS: 'true' }, false],
+      ['CI=true, KMS_SYNC_ALLOW_LOCAL_STORE=1', { CI: 'true', GITHUB_ACTIONS: 'true', KMS_SYNC_ALLOW_LOCAL_STORE: '1' }, true],
+    ] as const) {
+      if (mustIssue) {
+        keys.add('c5_k3'); // something to issue, whatever the refusal did
+        writeFileSync(path.join(work, 'main.tf'), mainTf(keys));
+        git('commit', '-q', '-am', 'one more key');
+      }
+      const before = await ids();
+      const res = await tf(['apply', '-auto-approve'], extra);
+      const issued = [...(await ids())].filter((id) => !before.has(id));
+      f.keysIssued += issued.length;
+      if (!mustIssue && issued.length) f.failures.push(`${what}: terraform apply issued ${issued.length} key(s) (exit ${res.code}) into a working copy CI throws away`);
+      if (mustIssue && (res.code !== 0 || issued.length === 0)) f.failures.push(`${what}: terraform apply exit ${res.code}, ${issued.length} keys issued (expected success with new keys)`);
+      log(`terraform, ${what}: exit ${res.code}, ${issued.length} keys issued`);
+    }
+    const stored = await readSopsStore(path.join(work, '.kms-sync', 'secrets.sops.yaml'), ws.ageKeyFile);
+    const state = JSON.parse(readFileSync(path.join(work, 'terraform.tfstate'), 'utf8'));
+    const tracked = new Map<string, string>();
+    for (const res of state.resources ?? []) if (res.type === 'kms_key') tracked.set(res.name, res.instances?.[0]?.attributes?.key_id);
+    const wanted = [...keys].map((k) => { const [c, n] = k.split('_') as [string, string]; return { client: c, key: n, overlap: false, secret: `${ENV}/${c}/${n}`, ...(tracked.get(k) ? { id: tracked.get(k)! } : {}) }; });
+    const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, reported: '' });
+    f.keysLost += inv.lost;
+    f.strays += inv.strays;
+    f.failures.push(...inv.problems.map((p) => `after the CI runs: ${p}`));
+    f.failures.push(...printedSecrets(ws.outputs));
+  } finally {
+    for (const pid of processesUnder(ws.dir, PROVIDER_BIN)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
     ws.cleanup();
   }
   return f;
