@@ -1,0 +1,36 @@
+// The crash scenarios of issue 24, short and seeded, with every `npm test` (the long ones:
+// `npm run crash`): one folder applied to two services sharing a store, CI with a committed store,
+// and `rotate --revoke-old` whose revoke is lost. Each checks the invariant independently of
+// kms-sync's code (lib.ts checkInvariant); a failure lists every live key that breaks it.
+import { describe, expect, it } from 'vitest';
+import { runCiStore } from './ci-store.js';
+import { formatFigures } from './lib.js';
+import { runRotateRevoke } from './rotate-revoke.js';
+import { runTwoServices } from './two-services.js';
+
+const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261124);
+
+describe('crash scenarios (issue 24)', () => {
+  it(`one folder, two services (sk_test_ then sk_live_), one store: every live key of both held, or the second apply refused (seed ${SEED})`, async () => {
+    const lines: string[] = [];
+    const f = await runTwoServices({ seed: SEED, rounds: 2, log: (l) => lines.push(l) });
+    console.log(formatFigures(f));
+    expect(f.failures, lines.join('\n')).toEqual([]);
+    expect(f.keysLost).toBe(0);
+  }, 300_000);
+
+  it(`CI=true with a committed store: apply and rotate issue nothing unless opted in (seed ${SEED})`, async () => {
+    const lines: string[] = [];
+    const f = await runCiStore({ seed: SEED, log: (l) => lines.push(l) });
+    console.log(formatFigures(f));
+    expect(f.failures, lines.join('\n')).toEqual([]);
+  }, 300_000);
+
+  it(`rotate --revoke-old killed as its revoke goes out: reported until finished, then gone (seed ${SEED})`, async () => {
+    const lines: string[] = [];
+    const f = await runRotateRevoke({ seed: SEED, rounds: 3, log: (l) => lines.push(l) });
+    console.log(formatFigures(f));
+    expect(f.failures, lines.join('\n')).toEqual([]);
+    expect(f.killsByWindow['revoke-sent']).toBeGreaterThan(0);
+  }, 300_000);
+});

@@ -1,0 +1,31 @@
+// The Terraform crash scenarios (issue 24 c, d), short and seeded, with every `npm test`: the real
+// terraform binary, killed (itself or its provider) at random and inside the windows, re-applied
+// until it succeeds; then live keys == kms_key resources, raw values held and valid, no provider
+// left behind; and -replace revokes the old key. Skipped, saying so, without terraform on PATH.
+import { describe, expect, it } from 'vitest';
+import { formatFigures } from './lib.js';
+import { findTerraform, runTerraform, runTerraformCi, SKIP_MESSAGE } from './terraform.js';
+
+const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261125);
+const TERRAFORM = findTerraform();
+if (!TERRAFORM) console.warn(`${SKIP_MESSAGE} (test/crash/terraform.test.ts)`);
+
+describe.skipIf(!TERRAFORM)('crash scenarios: terraform apply killed (issue 24 c, d)', () => {
+  it(`seed ${SEED}: 5 iterations, each window once, terraform and provider killed; -replace revokes the old key`, async () => {
+    const lines: string[] = [];
+    const f = await runTerraform({ seed: SEED, iterations: 5, log: (l) => lines.push(l) });
+    console.log(formatFigures(f));
+    expect(f.failures, lines.join('\n')).toEqual([]);
+    expect(f.keysLost).toBe(0);
+    expect(f.strays).toBe(0);
+    expect(f.killedTerraform).toBeGreaterThan(0);
+    expect(f.killedProvider).toBeGreaterThan(0);
+  }, 600_000);
+
+  it(`seed ${SEED}: CI=true with a committed store: terraform apply issues nothing unless KMS_SYNC_ALLOW_LOCAL_STORE=1`, async () => {
+    const lines: string[] = [];
+    const f = await runTerraformCi({ seed: SEED, log: (l) => lines.push(l) });
+    console.log(formatFigures(f));
+    expect(f.failures, lines.join('\n')).toEqual([]);
+  }, 300_000);
+});
