@@ -10,6 +10,12 @@ import { globToRegExp } from './scope.js';
 import { summarize, type KeyFinding, type Operation, type Plan } from './types.js';
 
 export const DEFAULT_ROTATION_WINDOW_MS = 14 * 86_400_000;
+/**
+ * With no overlap configured, the old generation stays valid until it expires, but at most this
+ * long after its replacement: its raw value is no longer held (the secret holds the new key), so a
+ * key without an expiry must not stay live forever.
+ */
+export const DEFAULT_ROTATION_OVERLAP_MS = 7 * 86_400_000;
 
 export interface SecretStatus {
   status: 'present' | 'missing' | 'stale' | 'unknown';
@@ -207,6 +213,21 @@ export function assessKeys(input: KeyHealthInput): Plan {
             reason: 'old key revoked once its replacement is stored (overlap 0)', actionReason: 'delete_rotated_out',
             before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
             after: null, changes: [], live: { clientId: lc.id, keyId: current.id },
+          });
+        }
+      } else if (overlap === undefined && !isProtected) {
+        // The default overlap: the old key's expiry is brought forward (in the same request that
+        // issues its successor) when it would outlive it by more than DEFAULT_ROTATION_OVERLAP_MS.
+        const limit = t + DEFAULT_ROTATION_OVERLAP_MS;
+        if (expiresAt === undefined || expiresAt > limit) {
+          const until = new Date(limit).toISOString();
+          ops.push({
+            address: addr, kind: 'key', action: 'update', projectEnv: c.projectEnv,
+            reason: `the old key stays valid for ${days(DEFAULT_ROTATION_OVERLAP_MS)} after its replacement, then expires (the default overlap; set rotation.overlap to change it)`,
+            actionReason: 'update_changed',
+            before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
+            after: { name: current.name, expiresAt: until, ...(current.autoRotate !== undefined ? { autoRotate: current.autoRotate } : {}), secret: after.secret } as unknown as Record<string, unknown>,
+            changes: [{ path: 'expiresAt', before: current.expiresAt ?? null, after: until }], live: { clientId: lc.id, keyId: current.id },
           });
         }
       }
