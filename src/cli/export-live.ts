@@ -46,7 +46,6 @@ export function liveToDesired(live: LiveState, into: DesiredState, notes: Export
   return into;
 }
 
-
 /**
  * A project some of whose live environments are not exported is referenced, not defined
  * (`external: true`): planned under the owner of what it names, the export then touches only the
