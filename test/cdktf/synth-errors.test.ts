@@ -1,5 +1,6 @@
 // Everything kms-sync cannot evaluate in a stack is an error naming the construct path, the
 // attribute and why, and all of them come at once (one synth of a real app).
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCdktf } from '../../src/cdktf/index.js';
@@ -149,6 +150,7 @@ projects:
     expect(state.projects).toEqual([]);
     expect(state.externalProjects?.map((p) => p.slug)).toEqual(['acme']);
     expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-qa']);
+    rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
   it('a failing app, a missing cdktf.json and an unknown --stack are usage errors', async () => {

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../../src/config/index.js';
 import { PROJECT, TEAM_HEAD, errorsOf, stateOf, writeTree } from './helpers.js';
@@ -228,7 +229,8 @@ projects:
 `;
 
   it('a project marked external is referenced without being defined: only its named environments are in scope', async () => {
-    const { state } = await stateOf({ 'one.yaml': EXTERNAL, 'team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n` });
+    const { state, dir } = await stateOf({ 'one.yaml': EXTERNAL, 'team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n` });
+    rmSync(dir, { recursive: true, force: true });
     expect(state.projects).toEqual([]);
     expect(state.externalProjects?.map((p) => [p.slug, `${p.source?.file}:${p.source?.line}`])).toEqual([['acme', 'one.yaml:3']]);
     expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-production']);
