@@ -190,6 +190,16 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
       diagnostics.push({ file: stack.file, line: 0, column: 0, path: 'provider "kms".base_dir', message: `providers name different base_dir values (${[...baseDirs].join(', ')}): set one` });
     }
 
+    // A kms_project data source names a project defined elsewhere: YAML's `external: true`.
+    for (const x of read.externalProjects ?? []) {
+      const idx = projects.length;
+      const root: Target = { path: x.constructPath, jsonPath: ['data', 'kms_project', x.name] };
+      projects.push({ slug: x.slug, external: true });
+      register(['projects', idx], root);
+      register(['projects', idx, 'slug'], { path: `${x.constructPath}.slug`, jsonPath: [...root.jsonPath, 'slug'] });
+      register(['projects', idx, 'external'], root);
+    }
+
     const clients = new Map<string, { item: Obj; base: PathSegment[] }>();
     const keys: typeof read.resources = [];
     for (const r of read.resources) {

@@ -115,7 +115,7 @@ export function desiredStateToCdktf(state: DesiredState, o: CdktfExportOptions =
     ...(o.header ?? []).map((h) => `// ${h}`),
     ...(o.header?.length ? [''] : []),
     `import { App, TerraformStack } from '${flavour}';`,
-    `import { KmsProject, KmsProvider } from 'kms-sync/${flavour}';`,
+    `import { ${[...(state.externalProjects?.length ? ['KmsExternalProject'] : []), ...(state.projects.length ? ['KmsProject'] : []), 'KmsProvider'].join(', ')} } from 'kms-sync/${flavour}';`,
     '',
     'const app = new App();',
     `const stack = new TerraformStack(app, ${JSON.stringify(stack)});`,
@@ -123,12 +123,23 @@ export function desiredStateToCdktf(state: DesiredState, o: CdktfExportOptions =
     // Which configuration owns what it creates (it changes and deletes only what carries this id).
     `new KmsProvider(stack, 'kms', ${state.owner ? `{ owner: ${JSON.stringify(state.owner)} }` : '{}'});`,
   ];
-  for (const p of [...state.projects].sort((a, b) => cmp(a.slug, b.slug))) {
-    const pv = identifier(p.slug, taken);
-    lines.push('', `const ${pv} = new KmsProject(stack, ${JSON.stringify(p.slug)}, ${props([
-      ['slug', lit(p.slug)], ['name', lit(p.name)], ['description', opt(p.description)], ['protected', p.protected ? 'true' : undefined],
-    ], '')});`);
-    for (const e of state.envs.filter((x) => x.project === p.slug).sort((a, b) => cmp(a.projectEnv, b.projectEnv))) {
+  // Projects defined here, and projects defined elsewhere (a kms_project data source: an export of
+  // some of a project's environments), each with the environments of it the state holds.
+  const projects = [
+    ...state.projects.map((p) => ({ slug: p.slug, def: p })),
+    ...(state.externalProjects ?? []).map((p) => ({ slug: p.slug, def: undefined })),
+  ].sort((a, b) => cmp(a.slug, b.slug));
+  for (const { slug, def: p } of projects) {
+    const pv = identifier(slug, taken);
+    if (p) {
+      lines.push('', `const ${pv} = new KmsProject(stack, ${JSON.stringify(p.slug)}, ${props([
+        ['slug', lit(p.slug)], ['name', lit(p.name)], ['description', opt(p.description)], ['protected', p.protected ? 'true' : undefined],
+      ], '')});`);
+    } else {
+      lines.push('', '// Defined elsewhere: read, never created, renamed or deleted; only the environments below are in scope.',
+        `const ${pv} = new KmsExternalProject(stack, ${JSON.stringify(slug)}, { slug: ${lit(slug)} });`);
+    }
+    for (const e of state.envs.filter((x) => x.project === slug).sort((a, b) => cmp(a.projectEnv, b.projectEnv))) {
       const ev = identifier(e.projectEnv, taken);
       lines.push('', `// ${e.projectEnv}`, `const ${ev} = ${pv}.addEnvironment(${JSON.stringify(e.type)}, ${props([
         ['url', lit(e.url)], ['protected', e.protected ? 'true' : undefined],

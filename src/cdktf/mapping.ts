@@ -30,6 +30,11 @@ export interface ResourceMapping {
   definedBy: readonly string[];
   /** Natural identity attributes (import id order). */
   identity: readonly string[];
+  /**
+   * The YAML field that marks an occurrence as defined elsewhere (`external`): in Terraform, a
+   * data source of the same type (`data "kms_project"`), not an attribute of the resource.
+   */
+  elsewhere?: string;
 }
 
 export const RESOURCE_MAPPINGS: Readonly<Record<KmsResourceType, ResourceMapping>> = {
@@ -40,6 +45,7 @@ export const RESOURCE_MAPPINGS: Readonly<Record<KmsResourceType, ResourceMapping
     children: ['environments'],
     definedBy: ['name'],
     identity: ['slug'],
+    elsewhere: 'external',
   },
   kms_environment: {
     yaml: 'environment',

@@ -46,8 +46,18 @@ export interface ReadProvider {
   stores: Array<Record<string, JsonValue>>;
 }
 
+/** A `data.kms_project`: a project the stack references without defining it (YAML's `external: true`). */
+export interface ReadExternalProject {
+  /** Logical id in cdk.tf.json. */
+  name: string;
+  constructPath: string;
+  slug: string;
+}
+
 export interface ReadStack {
   resources: ReadResource[];
+  /** Projects looked up with a kms_project data source: defined elsewhere. */
+  externalProjects?: ReadExternalProject[];
   providers: ReadProvider[];
   problems: StackProblem[];
 }
@@ -354,7 +364,31 @@ class StackReader {
         }
       }
     }
-    return { resources, providers: this.readProviders(), problems: this.problems };
+    return { resources, externalProjects: this.readExternalProjects(), providers: this.readProviders(), problems: this.problems };
+  }
+
+  /**
+   * `data "kms_project"` (DataKmsProject, KmsExternalProject): the Terraform way to name a project
+   * that exists and is managed elsewhere. kms-sync reads it as YAML's `external: true`: never
+   * created, renamed or deleted, and only the environments the stack names are in scope.
+   */
+  private readExternalProjects(): ReadExternalProject[] {
+    const out: ReadExternalProject[] = [];
+    const type = `${PROVIDER_NAME}_project`;
+    const byType = this.section('data')[type];
+    if (!isRecord(byType)) return out;
+    for (const name of Object.keys(byType).sort()) {
+      const n = this.node('data', type, name);
+      if (!n) continue;
+      try {
+        const slug = this.attribute(n, 'slug');
+        if (typeof slug === 'string') out.push({ name, constructPath: n.constructPath, slug });
+        else this.problem(['data', type, name, 'slug'], `${n.constructPath}.slug`, 'slug is required');
+      } catch {
+        // reported where it failed
+      }
+    }
+    return out;
   }
 
   private readResource(n: Node): ReadResource | undefined {

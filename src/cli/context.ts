@@ -13,6 +13,7 @@ import { clearReadProgress, withReadProgress } from './read-progress.js';
 import { credentialKind, projectEnvOf, serviceTarget, type DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { planDestroy } from '../plan/removal.js';
+import { missingExternalProjects } from '../plan/external.js';
 import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
 import { summarize } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
@@ -338,6 +339,8 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
     throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
   }
   const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
+  const missing = missingExternalProjects(desired, live.state);
+  if (missing.length) throw new UsageError(missing.join('\n'));
   performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
   const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });

@@ -46,3 +46,16 @@ export function liveToDesired(live: LiveState, into: DesiredState, notes: Export
   return into;
 }
 
+/**
+ * A project some of whose live environments are not exported is referenced, not defined
+ * (`external: true`): planned under the owner of what it names, the export then touches only the
+ * environments it holds, never "removes" the project's others (they are not in it).
+ * `projectEnvs`: every live environment of each project (LiveReadResult.projectEnvs).
+ */
+export function referencePartialProjects(desired: DesiredState, projectEnvs: Record<string, string[]>, exported: readonly string[]): DesiredState {
+  const partial = new Set(desired.projects.filter((p) => (projectEnvs[p.slug] ?? []).some((pe) => !exported.includes(pe))).map((p) => p.slug));
+  if (partial.size === 0) return desired;
+  desired.projects = desired.projects.filter((p) => !partial.has(p.slug));
+  desired.externalProjects = [...desired.externalProjects ?? [], ...[...partial].sort().map((slug) => ({ slug }))];
+  return desired;
+}

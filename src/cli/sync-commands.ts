@@ -22,7 +22,7 @@ import { EXIT } from './exit-codes.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
 import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
-import { liveToDesired } from './export-live.js';
+import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
 import { addCdktfOptions, usesCdktf, writeCdktfExport } from './cdktf-input.js';
 import { jsonReporter, renderPlanCompact, textReporter, type ApplyReporter } from './apply-output.js';
@@ -537,7 +537,9 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           const shown = known.length > 30 ? `${known.slice(0, 30).join(', ')}, … (${known.length} in all)` : known.join(', ') || 'none';
           throw new UsageError(`environment(s) not found in the live service: ${missing.join(', ')}. Known environments: ${shown}`);
         }
-        const desired: DesiredState = liveToDesired(live.state, emptyDesiredState());
+        // Some of a project's environments: the export references the project (external), so that
+        // planning it never deletes the others (they are not in it) nor renames the project.
+        const desired: DesiredState = referencePartialProjects(liveToDesired(live.state, emptyDesiredState()), live.projectEnvs ?? {}, o.env);
         // An explicit owner, derived where the export goes (as a run there would derive it): a new
         // configuration, which claims what it names only with --take-ownership.
         desired.owner = await deriveOwner(o.output && (o.format === 'cdktf' || o.format === 'cdktn') ? path.resolve(o.output) : path.dirname(path.resolve(o.output ?? 'kms-sync.yaml')));

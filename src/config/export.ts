@@ -131,6 +131,7 @@ export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}
   for (const slug of [...projectSlugs].sort(cmp)) {
     const p = state.projects.find((x) => x.slug === slug);
     const o: Out = { slug };
+    if (!p && state.externalProjects?.some((x) => x.slug === slug)) o.external = true;
     if (p) {
       put(o, 'name', p.name);
       put(o, 'description', p.description);

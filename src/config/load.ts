@@ -144,6 +144,8 @@ type Stage = 'parse' | 'schema';
 interface ProjectEntry {
   def?: DesiredProject;
   refs: SourceLocation[];
+  /** Occurrences marked `external: true` (defined elsewhere). */
+  external?: SourceLocation[];
 }
 
 interface EnvEntry {
@@ -296,7 +298,15 @@ class Builder {
     const entry = this.projects.get(slug) ?? { refs: [] };
     this.projects.set(slug, entry);
     const here = at(segs);
-    if ('name' in p) {
+    // `external: yes` is reported by the schema; read as meant, it adds no "not defined" error.
+    const external = p.external === true || ('external' in p && typeof p.external !== 'boolean');
+    if (p.external === true && 'name' in p) {
+      error([...segs, 'external'], `project "${slug}" is marked external (defined elsewhere) and defined here (with "name") at once: ` +
+        'remove "external: true" to define it in this configuration, or remove name, description and protected to only reference it', { atKey: true });
+    }
+    if (external && !('name' in p)) {
+      (entry.external ??= []).push(here);
+    } else if ('name' in p) {
       const project: DesiredProject = { slug, name: str(p.name) ?? '', source: here };
       const description = str(p.description);
       if (description !== undefined) project.description = description;
@@ -533,7 +543,20 @@ class Builder {
   finish(): DesiredState {
     if (!this.incomplete) {
       for (const [slug, entry] of this.projects) {
-        if (entry.def) continue;
+        if (entry.def && entry.external) {
+          // A project is this configuration's (it may create, rename and delete it) or another's.
+          for (const ext of entry.external) {
+            this.report({
+              ...fields(ext),
+              message:
+                `project "${slug}" is marked external here (defined elsewhere) but this configuration defines it (with "name"): ` +
+                `defined at ${formatPlace(entry.def.source!)}, external at ${formatPlace(ext)}; ` +
+                'remove "external: true", or the definition (name, description, protected) to only reference it',
+            });
+          }
+          continue;
+        }
+        if (entry.def || entry.external) continue;
         for (const ref of entry.refs) {
           this.report({
             ...fields(ref),
@@ -542,7 +565,8 @@ class Builder {
         }
       }
       for (const [projectEnv, entry] of this.envs) {
-        if (entry.def || !this.projects.get(entry.project)?.def) continue;
+        const project = this.projects.get(entry.project);
+        if (entry.def || !(project?.def || project?.external)) continue;
         for (const ref of entry.refs) {
           this.report({
             ...fields(ref),
@@ -597,9 +621,11 @@ class Builder {
     }
 
     const projects = [...this.projects.values()].flatMap((e) => (e.def ? [e.def] : []));
+    const externalProjects = [...this.projects].flatMap(([slug, e]) => (e.external && !e.def ? [{ slug, source: e.external[0]! }] : []));
     const envs = [...this.envs.values()].flatMap((e) => (e.def ? [e.def] : []));
     return {
       projects: projects.sort((a, b) => cmp(a.slug, b.slug)),
+      ...(externalProjects.length ? { externalProjects: externalProjects.sort((a, b) => cmp(a.slug, b.slug)) } : {}),
       envs: envs.sort((a, b) => cmp(a.projectEnv, b.projectEnv)),
       templates: [...this.templates.values()].sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
       clients: [...this.clients.values()].flatMap((inEnv) => [...inEnv.values()]).sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),

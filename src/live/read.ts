@@ -15,8 +15,10 @@ export interface LiveScope {
   /** Environment slugs (`project_env`) in scope. */
   envs: string[];
   /**
-   * Other environments of the projects read that are read too: environments that left the
-   * configuration, which the plan removes or keeps by ownership.
+   * Other environments of the projects in `projects` that are read too: environments that left
+   * the configuration, which the plan removes or keeps by ownership. Never asked for the other
+   * environments of a project the configuration only references (`external`): those are not its
+   * own, and cannot leave it.
    */
   alsoRead?: (projectEnv: string) => boolean;
 }
@@ -32,6 +34,8 @@ export interface LiveReadResult {
   duplicates: DuplicateLive[];
   /** Address → hash of what was read; a saved plan compares these before applying (empty when not asked for). */
   fingerprints: Record<string, string>;
+  /** Every live environment (`project_env`) of each project read, in scope or not (export: is a project exported whole?). */
+  projectEnvs?: Record<string, string[]>;
 }
 
 const asObject = (v: unknown): JsonObject => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : {});
@@ -168,8 +172,10 @@ export interface ReadOptions {
 export async function readLiveState(api: KmsClient, scope: LiveScope, opts: ReadOptions = {}): Promise<LiveReadResult> {
   const state = emptyLiveState();
   const inScope = new Set(scope.envs);
-  const wanted = (pe: string) => inScope.has(pe) || scope.alsoRead?.(pe) === true;
+  const defined = new Set(scope.projects);
+  const wanted = (pe: string, project: string) => inScope.has(pe) || (defined.has(project) && scope.alsoRead?.(pe) === true);
   const projectsWanted = new Set([...scope.projects, ...scope.envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, ''))]);
+  const projectEnvs: Record<string, string[]> = {};
   const summaries = await api.listProjects();
   const owners = summaries.filter(
     (p) => projectsWanted.has(p.slug) || (p.envs?.list ?? []).some((e) => inScope.has(e.project_env)),
@@ -177,7 +183,7 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   // The client and endpoint lists of the environments the project list shows start now, beside
   // the project reads (one round trip sooner): they need only the environment's slug.
   const lists = new Map<string, EnvLists>();
-  for (const p of owners) for (const e of p.envs?.list ?? []) if (wanted(e.project_env) && !lists.has(e.project_env)) lists.set(e.project_env, startEnvLists(api, e.project_env));
+  for (const p of owners) for (const e of p.envs?.list ?? []) if (wanted(e.project_env, p.slug) && !lists.has(e.project_env)) lists.set(e.project_env, startEnvLists(api, e.project_env));
   const fulls = await Promise.all(owners.map(async (p) => {
     const first = p.envs?.list?.[0]?.project_env;
     return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
@@ -187,8 +193,9 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   for (const { summary, full } of fulls) {
     state.projects.push({ slug: summary.slug, name: full.name ?? summary.name ?? '', ...(full.description !== undefined ? { description: full.description } : {}) });
     const envList: WireEnv[] = full.envs?.list ?? summary.envs?.list ?? [];
+    projectEnvs[summary.slug] = envList.map((e) => e.project_env).sort();
     for (const e of envList) {
-      if (!wanted(e.project_env)) continue;
+      if (!wanted(e.project_env, summary.slug)) continue;
       const env: LiveEnv = {
         id: e.id ?? e.project_env, project: summary.slug, projectEnv: e.project_env,
         type: e.type ?? e.project_env.slice(summary.slug.length + 1), ...(e.url !== undefined ? { url: e.url } : {}),
@@ -203,7 +210,7 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   // is not read: its lists' answers are dropped.
   await Promise.all(envReads);
   sortLive(state);
-  return { state, duplicates: findDuplicates(state), fingerprints: opts.fingerprints === false ? {} : fingerprints(state) };
+  return { state, duplicates: findDuplicates(state), fingerprints: opts.fingerprints === false ? {} : fingerprints(state), projectEnvs };
 }
 
 /**

@@ -37,6 +37,17 @@ export interface DesiredProject extends DesiredBase {
   description?: string;
 }
 
+/**
+ * A project this configuration names but does not define (`external: true`): defined elsewhere
+ * (another configuration, the dashboard). kms-sync never creates, renames or deletes it, and only
+ * the environments the configuration names are in scope (none of its others "left").
+ */
+export interface ExternalProject {
+  slug: string;
+  /** The first occurrence marked external. */
+  source?: SourceLocation;
+}
+
 export interface DesiredEnv extends DesiredBase {
   project: string;
   type: string;
@@ -104,6 +115,8 @@ export interface StoreDeclaration {
  */
 export interface DesiredState {
   projects: DesiredProject[];
+  /** Projects referenced with `external: true` (never in `projects`): only their named environments are in scope. */
+  externalProjects?: ExternalProject[];
   envs: DesiredEnv[];
   templates: DesiredTemplate[];
   clients: DesiredClient[];

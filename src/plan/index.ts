@@ -5,3 +5,4 @@ export * from './drift.js';
 export * from './ignore.js';
 export * from '../model/ownership.js';
 export * from './removal.js';
+export * from './external.js';

@@ -22,6 +22,7 @@ export function scopeDesired(state: DesiredState, patterns: readonly string[]): 
   return {
     ...state,
     projects: state.projects.filter((p) => projects.has(p.slug)),
+    ...(state.externalProjects ? { externalProjects: state.externalProjects.filter((p) => projects.has(p.slug)) } : {}),
     envs,
     templates: state.templates.filter((t) => envSet.has(t.projectEnv)),
     clients: state.clients.filter((c) => envSet.has(c.projectEnv)),

@@ -2,7 +2,7 @@
 // example stack and the YAML example plan the same, apply from one and the other plans nothing
 // (both ways, and with the cdktn flavour), drift, and export --format cdktf/cdktn that re-plans
 // to no changes. Raw keys land in the store and nowhere in the synth output or any CLI output.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
@@ -122,6 +122,18 @@ describe('CDKTF front end against the emulator', () => {
     const plan = await runCli(['plan', '--detailed-exitcode', '--no-secret-check', '--cdktf', out], { env, cwd: dir });
     expect(plan.code, plan.stdout + plan.stderr).toBe(0);
     expect(plan.stdout).toContain('No changes.');
+    // One of acme's two environments: the project is looked up (a data source), not defined, so
+    // planned under the owner of what it names it changes nothing and acme-staging is not in scope.
+    expect(main).toContain('new KmsExternalProject(stack, "acme", { slug: "acme" });');
+    expect(main).not.toContain('new KmsProject(');
+    const liveOwner = (JSON.parse((await runCli(['plan', '--json', '--cdktf', '.'], { env, cwd: dir })).stdout) as { target: { owner: string } }).target.owner;
+    writeFileSync(path.join(out, 'main.ts'), main.replace(/new KmsProvider\(stack, 'kms', \{ owner: "[^"]*" \}\)/, `new KmsProvider(stack, 'kms', { owner: ${JSON.stringify(liveOwner)} })`));
+    const owned = await runCli(['plan', '--json', '--detailed-exitcode', '--no-secret-check', '--cdktf', out], { env, cwd: dir });
+    expect(owned.code, owned.stdout + owned.stderr).toBe(0);
+    const ownedPlan = JSON.parse(owned.stdout) as { target: { owner: string; environments: string[]; projects: string[] }; resource_changes: unknown[]; unmanaged: unknown[] };
+    expect(ownedPlan.target).toMatchObject({ owner: liveOwner, environments: ['acme-production'], projects: [] });
+    expect(ownedPlan.resource_changes).toEqual([]);
+    expect(ownedPlan.unmanaged).toEqual([]);
     const again = await runCli(['export', '--format', flavour, '--env', 'acme-production', '-o', out], { env, cwd: dir });
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('refusing to overwrite');

@@ -85,7 +85,13 @@ describe('provider schema ↔ YAML schema', () => {
     const m = RESOURCE_MAPPINGS[type];
     const block = tf.resource_schemas[type]?.block;
     expect(block, `${type} is in the provider schema`).toBeDefined();
-    checkBlock(type, block.attributes, yaml.definitions[m.yaml], m.fields, { parents: Object.keys(m.parents), children: m.children, definedBy: m.definedBy });
+    const skip = [...m.children, ...(m.elsewhere ? [m.elsewhere] : [])];
+    checkBlock(type, block.attributes, yaml.definitions[m.yaml], m.fields, { parents: Object.keys(m.parents), children: skip, definedBy: m.definedBy });
+    // "Defined elsewhere" is a YAML flag and, in Terraform, the data source of the same type.
+    if (m.elsewhere) {
+      expect(yaml.definitions[m.yaml].properties[m.elsewhere].type).toBe('boolean');
+      expect(tf.data_source_schemas[type], `data.${type} names a ${type} defined elsewhere`).toBeDefined();
+    }
     // Children of the YAML definition are the resources whose parents point here.
     for (const child of m.children) expect(deref(yaml.definitions[m.yaml].properties[child]).type).toBe('array');
     for (const id of m.identity) expect(block.attributes[id].required, `${type}.${id} (identity) is required`).toBe(true);

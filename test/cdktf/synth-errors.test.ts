@@ -1,5 +1,6 @@
 // Everything kms-sync cannot evaluate in a stack is an error naming the construct path, the
 // attribute and why, and all of them come at once (one synth of a real app).
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCdktf } from '../../src/cdktf/index.js';
@@ -119,6 +120,37 @@ projects:
     const r = await runCli(['validate', '-f', 'acme.yaml', '--cdktf', '.'], { cwd: dir });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('stack "team": team/globex: client "globex" in environment acme-production is defined twice: at acme.yaml:9:19 and at stack "team"');
+  }, 60_000);
+
+  it('a project defined in YAML and looked up in a stack (KmsExternalProject) is an error naming both places', async () => {
+    const dir = cdktfProject({
+      'main.ts': `import { App, TerraformStack } from 'cdktf';
+import { KmsExternalProject, KmsProvider } from 'kms-sync/cdktf';
+const app = new App();
+const s = new TerraformStack(app, 'team');
+new KmsProvider(s, 'kms', {});
+new KmsExternalProject(s, 'acme', { slug: 'acme' }).addEnvironment('qa', { url: 'https://qa.example' }).addTemplate('t', { rateLimitDay: 1 });
+app.synth();
+`,
+      'cdktf.json': cdktfJson(),
+      'acme.yaml': `apiVersion: kms-sync/v1
+projects:
+  - slug: acme
+    name: Acme
+`,
+    });
+    const both = await runCli(['validate', '-f', 'acme.yaml', '--cdktf', '.'], { cwd: dir });
+    expect(both.code).toBe(1);
+    expect(both.stderr).toMatch(/stack "team": team\/acme: project "acme" is marked external here \(defined elsewhere\) but this configuration defines it \(with "name"\): defined at acme\.yaml:3:5, external at stack "team"/);
+    // The stack alone references acme: valid, and its environment is the only one in scope.
+    const alone = await runCli(['validate', '--cdktf', '.'], { cwd: dir });
+    expect(alone.code, alone.stderr).toBe(0);
+    const cdktf = await loadCdktf({ dir, cwd: dir });
+    const { state } = await loadDesiredState([], { cwd: dir, documents: cdktf.documents });
+    expect(state.projects).toEqual([]);
+    expect(state.externalProjects?.map((p) => p.slug)).toEqual(['acme']);
+    expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-qa']);
+    rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
   it('a failing app, a missing cdktf.json and an unknown --stack are usage errors', async () => {

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, formatDiagnostics, loadDesiredState } from '../../src/config/index.js';
 import { PROJECT, TEAM_HEAD, errorsOf, stateOf, writeTree } from './helpers.js';
@@ -211,6 +212,52 @@ projects:
     expect(await errorsOf({ 'project.yaml': PROJECT, 'team.yaml': team })).toEqual([
       'team.yaml:5:9: projects[0].environments[0]: environment acme-qa is referenced here but not defined in any file (exactly one occurrence must set "url")',
       'team.yaml:8:5: projects[1]: project "globex" is referenced here but not defined in any file (exactly one occurrence must set "name")',
+    ]);
+  });
+});
+
+describe('external projects', () => {
+  const EXTERNAL = `apiVersion: kms-sync/v1
+projects:
+  - slug: acme
+    external: true
+    environments:
+      - type: production
+        url: https://api.acme.example
+        templates:
+          - { name: gold, rateLimitDay: 100 }
+`;
+
+  it('a project marked external is referenced without being defined: only its named environments are in scope', async () => {
+    const { state, dir } = await stateOf({ 'one.yaml': EXTERNAL, 'team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n` });
+    rmSync(dir, { recursive: true, force: true });
+    expect(state.projects).toEqual([]);
+    expect(state.externalProjects?.map((p) => [p.slug, `${p.source?.file}:${p.source?.line}`])).toEqual([['acme', 'one.yaml:3']]);
+    expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-production']);
+    expect(state.clients.map((c) => c.name)).toEqual(['globex']);
+  });
+
+  it('defined in one file and marked external in another is an error naming both places', async () => {
+    expect(await errorsOf({ 'project.yaml': PROJECT, 'zz-export.yaml': EXTERNAL })).toEqual([
+      'zz-export.yaml:3:5: projects[0]: project "acme" is marked external here (defined elsewhere) but this configuration defines it (with "name"): ' +
+        'defined at project.yaml:3:5, external at zz-export.yaml:3:5; remove "external: true", or the definition (name, description, protected) to only reference it',
+      'zz-export.yaml:6:9: projects[0].environments[0]: environment acme-production is defined twice (with "url"): at project.yaml:6:9 and at zz-export.yaml:6:9; other occurrences must only reference it (type, templates, clients, endpoints)',
+      'zz-export.yaml:9:13: projects[0].environments[0].templates[0]: template "gold" in environment acme-production is defined twice: at project.yaml:9:13 and at zz-export.yaml:9:13',
+    ]);
+  });
+
+  it('external together with name in one occurrence, and an environment of an external project that no file defines', async () => {
+    const both = EXTERNAL.replace('    external: true\n', '    name: Acme\n    external: true\n');
+    expect(await errorsOf({ 'both.yaml': both })).toEqual([
+      'both.yaml:5:5: projects[0].external: project "acme" is marked external (defined elsewhere) and defined here (with "name") at once: ' +
+        'remove "external: true" to define it in this configuration, or remove name, description and protected to only reference it',
+    ]);
+    const noUrl = EXTERNAL.replace('        url: https://api.acme.example\n', '');
+    expect(await errorsOf({ 'one.yaml': noUrl })).toEqual([
+      'one.yaml:6:9: projects[0].environments[0]: environment acme-production is referenced here but not defined in any file (exactly one occurrence must set "url")',
+    ]);
+    expect(await errorsOf({ 'one.yaml': EXTERNAL.replace('external: true', 'external: yes') })).toEqual([
+      'one.yaml:4:15: projects[0].external: must be true or false (got "yes")',
     ]);
   });
 });

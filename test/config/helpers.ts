@@ -1,4 +1,4 @@
-import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, formatDiagnostic, loadDesiredState } from '../../src/config/index.js';
@@ -26,6 +26,8 @@ export async function errorsOf(
   } catch (err) {
     if (err instanceof ConfigError) return err.diagnostics.map(formatDiagnostic);
     throw err;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
   throw new Error('expected a ConfigError, but the configuration loaded');
 }

@@ -125,6 +125,24 @@ describe('desiredStateToYaml', () => {
     expect(withoutSources(back)).toEqual(withoutSources(state));
   });
 
+  it('writes an external project as a reference (external: true), and loads it back as one', () => {
+    const state: DesiredState = {
+      stores: [],
+      projects: [],
+      externalProjects: [{ slug: 'acme' }],
+      envs: [{ project: 'acme', type: 'production', projectEnv: 'acme-production', url: 'https://api.acme.example' }],
+      templates: [{ projectEnv: 'acme-production', name: 'gold', rateLimitDay: 10 }],
+      clients: [],
+      endpoints: [],
+    };
+    const yaml = desiredStateToYaml(state);
+    expect(yaml).toContain('projects:\n  - slug: acme\n    external: true\n    environments:\n');
+    const back = loadDesiredStateFromSources([{ file: 'x.yaml', text: yaml }]);
+    expect(back.projects).toEqual([]);
+    expect(back.externalProjects?.map((p) => p.slug)).toEqual(['acme']);
+    expect(withoutSources({ ...back, externalProjects: [] })).toEqual(withoutSources({ ...state, externalProjects: [] }));
+  });
+
   it('writes only known fields: nothing secret slips through', () => {
     const state: DesiredState = {
       stores: [],

@@ -5,6 +5,7 @@
 // Hand-written for cdktf; `npm run generate` derives the cdktn copy from this file.
 import type { Construct } from 'constructs';
 import { Client, type ClientConfig } from './kms/client/index.js';
+import { DataKmsProject } from './kms/data-kms-project/index.js';
 import { Endpoint, type EndpointConfig } from './kms/endpoint/index.js';
 import { Environment, type EnvironmentConfig } from './kms/environment/index.js';
 import { Key, type KeyConfig } from './kms/key/index.js';
@@ -51,8 +52,8 @@ export class KmsClient extends Client {
 }
 
 export interface KmsEnvironmentConfig extends Omit<EnvironmentConfig, 'project'> {
-  /** The project construct, or the slug of a project defined elsewhere. */
-  project: Project | string;
+  /** The project construct (KmsProject, or KmsExternalProject for one defined elsewhere), or its slug. */
+  project: Project | DataKmsProject | string;
 }
 
 /** A kms_environment that adds its templates, clients and endpoints. */
@@ -101,6 +102,19 @@ export class KmsEnvironment extends Environment {
 
 /** A kms_project that adds its environments. */
 export class KmsProject extends Project {
+  addEnvironment(type: string, props: Omit<KmsEnvironmentConfig, 'project' | 'type'>): KmsEnvironment {
+    return new KmsEnvironment(this, type, { ...props, project: this.slug, type });
+  }
+}
+
+/**
+ * A project defined elsewhere (another configuration, the dashboard): a `kms_project` data
+ * source, so no kms_project resource is synthesized. kms-sync reads it as YAML's `external: true`
+ * and Terraform as a lookup: neither creates, renames nor deletes the project, and only the
+ * environments added here are in scope. The project must exist (Terraform's read, and kms-sync's
+ * plan, stop when it does not).
+ */
+export class KmsExternalProject extends DataKmsProject {
   addEnvironment(type: string, props: Omit<KmsEnvironmentConfig, 'project' | 'type'>): KmsEnvironment {
     return new KmsEnvironment(this, type, { ...props, project: this.slug, type });
   }
