@@ -455,7 +455,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
           if (rotated.size === 0) throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key`);
           // Orphans found by the recovery are re-issued and revoked here too: never left live.
-          const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out'))
+          const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out' || op.actionReason === 'expire_rotated_out'))
             || op.actionReason === 'reissue_lost_key' || op.actionReason === 'revoke_orphan');
           const plan: Plan = { ...full, operations, unmanaged: [], keyFindings: [], warnings: [], summary: summarize(operations, []) };
           const reporter = o.json ? jsonReporter('rotate') : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) });

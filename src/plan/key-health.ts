@@ -117,16 +117,19 @@ export function assessKeys(input: KeyHealthInput): Plan {
       if (!older && expiresAt === undefined && !checkSecrets && force.length === 0 && (orphanIds.size === 0 || !orphanIds.has(current.id))) continue;
       const addr = address.key(c.projectEnv, c.name, k.name);
       const overlap = durationMs(k.rotation?.overlap);
-      const currentSince = current.createdAt ? Date.parse(current.createdAt) : undefined;
 
-      // Older generations left by an earlier rotation: revoke once expired or past the overlap.
-      for (const old of older ?? []) {
+      // Older generations left by an earlier rotation: revoke once expired or past the overlap,
+      // which runs from the creation of the generation that replaced each one.
+      for (let oi = 0; oi < (older?.length ?? 0); oi++) {
+        const old = older![oi]!;
+        const successor = older![oi + 1] ?? current;
+        const replacedAt = successor.createdAt ? Date.parse(successor.createdAt) : undefined;
         if (orphanIds.has(old.id)) {
           revokeOrphan(addr, c.projectEnv, lc.id, old);
           continue;
         }
         const expired = old.expiresAt ? Date.parse(old.expiresAt) <= t : false;
-        const overlapDone = overlap !== undefined && currentSince !== undefined && currentSince + overlap <= t;
+        const overlapDone = overlap !== undefined && replacedAt !== undefined && replacedAt + overlap <= t;
         if (!(ownedAnswer ??= isOwned(lc, plan)) || isProtected || !(expired || overlapDone)) continue;
         revoked.add(old.id);
         ops.push({
@@ -224,7 +227,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
           ops.push({
             address: addr, kind: 'key', action: 'update', projectEnv: c.projectEnv,
             reason: `the old key stays valid for ${days(DEFAULT_ROTATION_OVERLAP_MS)} after its replacement, then expires (the default overlap; set rotation.overlap to change it)`,
-            actionReason: 'update_changed',
+            actionReason: 'expire_rotated_out',
             before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
             after: { name: current.name, expiresAt: until, ...(current.autoRotate !== undefined ? { autoRotate: current.autoRotate } : {}), secret: after.secret } as unknown as Record<string, unknown>,
             changes: [{ path: 'expiresAt', before: current.expiresAt ?? null, after: until }], live: { clientId: lc.id, keyId: current.id },

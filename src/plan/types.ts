@@ -11,6 +11,7 @@ export type ActionReason =
   | 'delete_removed_from_config'
   | 'delete_unmanaged_prune'
   | 'delete_rotated_out'
+  | 'expire_rotated_out'
   | 'replace_immutable_field'
   | 'rotate_expiring'
   | 'rotate_forced'

@@ -171,8 +171,15 @@ export class Emulator {
   }
 }
 
-export interface LiveClient { id: string; name: string; keys?: { id: string; name: string; keyPrefix: string; createdAt: string }[] }
-export interface LiveKey { id: string; name: string; keyPrefix: string; createdAt: string; client: string; clientId: string }
+export interface LiveClient { id: string; name: string; keys?: { id: string; name: string; keyPrefix: string; createdAt: string; expiresAt?: string | null }[] }
+export interface LiveKey { id: string; name: string; keyPrefix: string; createdAt: string; expiresAt?: string | null; client: string; clientId: string }
+
+/**
+ * kms-sync's default overlap (plan/key-health.ts): with no overlap configured, a rotated-out key
+ * expires at most this long after its replacement. Written here, not imported: the check stays
+ * independent of kms-sync's code.
+ */
+const DEFAULT_OVERLAP_MS = 7 * 86_400_000;
 
 // ------------------------------------------------------------------------------------- the store
 /** The secrets of a SOPS store file, decrypted with sops-age (not kms-sync's code): name → raw value. */
@@ -317,7 +324,8 @@ export interface InvariantResult { problems: string[]; lost: number; strays: num
  * The invariant, from the service's live keys and the store, independently of kms-sync's code.
  * A live key is fine when it is the newest generation of a wanted key and its raw value is in the
  * store under the key's secret and validates; or an older generation of a key with an overlap
- * (one, newest-but-one); or `plan` reports it. Otherwise it is lost (wanted, no raw value held)
+ * (one, newest-but-one), or without one when it expires within the default overlap of 7 days
+ * after its replacement (and a store once held it); or `plan` reports it. Otherwise it is lost (wanted, no raw value held)
  * or a stray (not wanted, not reported).
  */
 export async function checkInvariant(i: InvariantInput): Promise<InvariantResult> {
@@ -342,6 +350,9 @@ export async function checkInvariant(i: InvariantInput): Promise<InvariantResult
         problems.push(`LOST: live key ${addr} (${k.id}) is wanted but the store ${raw ? 'holds another value' : 'holds nothing'} under ${w.secret}, and plan does not report it`);
       } else if (w && !w.id && w.overlap && n === gens.length - 2 && (!i.everHeld || i.everHeld.has(k.keyPrefix) || isReported(k))) {
         continue; // the overlap generation the configuration asked for
+      } else if (w && !w.id && !w.overlap && n < gens.length - 1 && k.expiresAt && Date.parse(k.expiresAt) <= Date.parse(gens[n + 1]!.createdAt) + DEFAULT_OVERLAP_MS + 60_000
+        && (!i.everHeld || i.everHeld.has(k.keyPrefix))) {
+        continue; // the default overlap: held until its replacement, expiring within 7 days of that
       } else if (w && !w.id && w.overlap && n === gens.length - 2) {
         lostIds.push(k.id);
         problems.push(`LOST: overlap generation ${addr} (${k.id}) was never held by any store, and plan does not report it`);
