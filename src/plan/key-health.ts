@@ -158,11 +158,6 @@ export function assessKeys(input: KeyHealthInput): Plan {
         }
       }
       const secret = (ownedAnswer ??= isOwned(lc, plan)) ? input.secrets.get(addr) : undefined;
-      if (supersededIds.has(current.id)) {
-        // Its successor is gone too (revoked by hand?): revoke it as recorded; the next plan issues the name anew.
-        revokeOrphan(addr, c.projectEnv, lc.id, current);
-        continue;
-      }
       const orphan = orphanIds.has(current.id);
       if (orphan) {
         rotateReason = 'reissue_lost_key';

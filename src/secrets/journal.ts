@@ -62,6 +62,11 @@ export interface IssueIntent {
   keyNames: string[];
   /** Every key id the client had before the request (empty for a client being created). */
   knownKeyIds: string[];
+  /**
+   * Live keys the request supersedes and the run revokes once their successors are stored
+   * (`rotate --revoke-old`): if the response is lost, recovery records them as pending revokes.
+   */
+  supersedes?: { keyId: string; name: string }[];
 }
 
 /** Live keys whose raw value never reached us, to revoke once their replacement is stored. */

@@ -358,7 +358,8 @@ export async function checkInvariant(i: InvariantInput): Promise<InvariantResult
         problems.push(`LOST: overlap generation ${addr} (${k.id}) was never held by any store, and plan does not report it`);
       } else if (!isReported(k)) {
         strayIds.push(k.id);
-        const why = !w ? 'not in the configuration' : w.id ? `not the generation the state tracks (${w.id})` : `an old generation (no overlap asked for${w.overlap ? ' beyond one' : ''}), its raw value no longer held`;
+        const why = !w ? 'not in the configuration' : w.id ? `not the generation the state tracks (${w.id})`
+          : `an old generation (no overlap asked for${w.overlap ? ' beyond one' : ''}; expires ${k.expiresAt ?? 'never'}, replaced ${gens[n + 1]?.createdAt ?? '-'}${i.everHeld && !i.everHeld.has(k.keyPrefix) ? ', never held' : ''}), its raw value no longer held`;
         problems.push(`STRAY: live key ${addr} (${k.id}) is ${why}, and plan does not report it`);
       }
     }

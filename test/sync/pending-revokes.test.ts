@@ -90,6 +90,34 @@ describe('pending revokes', () => {
     expect(again.code, again.stdout).toBe(0);
   }, 60_000);
 
+  it('rotate --revoke-old killed before its response arrived: the next apply re-issues the lost key and revokes both older ones', async () => {
+    const emu = emus[0]!;
+    write(config(['a']));
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    const old = (await clientsOf(emu, TEST_KEY))[0].keys[0];
+    const oldRaw = await store().read('pr-production/a/main');
+    emu.addFault({ method: 'PUT', route: '/client/{client_uuid}', mode: 'delay-after-commit', delayMs: 5000 });
+    const child = spawn(process.execPath, [cliPath, 'rotate', '-f', 'config', '--key', 'key.pr-production/a/main', '--revoke-old', '--auto-approve'], {
+      cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env }, stdio: 'ignore',
+    });
+    // The service committed the new key; its response never reaches the process.
+    for (let i = 0; i < 300 && (await clientsOf(emu, TEST_KEY))[0].keys.length < 2; i++) await new Promise((ok) => setTimeout(ok, 20));
+    child.kill('SIGKILL');
+    await new Promise((ok) => child.on('exit', ok));
+    const lost = (await clientsOf(emu, TEST_KEY))[0].keys.find((k: any) => k.id !== old.id);
+    expect(lost).toBeDefined();
+
+    const apply = await cli(['apply', '-f', 'config', '--auto-approve']);
+    expect(apply.code, apply.stdout + apply.stderr).toBe(0);
+    const [a] = await clientsOf(emu, TEST_KEY);
+    expect(a.keys.map((k: any) => k.id)).not.toContain(old.id);
+    expect(a.keys.map((k: any) => k.id)).not.toContain(lost.id);
+    expect(a.keys).toHaveLength(1);
+    expect(await validates(emu, TEST_KEY, a, oldRaw)).toBe(false);
+    expect(await validates(emu, TEST_KEY, a, await store().read('pr-production/a/main'))).toBe(true);
+    expect((await cli(['plan', '-f', 'config', '--detailed-exitcode'])).code).toBe(0);
+  }, 60_000);
+
   it('one folder applied to two services: the second refuses before writing anything, and the first keeps its raw keys', async () => {
     const staging = emus[0]!;
     const production = await startEmulator({ port: 0, apiKeys: [LIVE_KEY] });

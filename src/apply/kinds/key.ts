@@ -114,6 +114,7 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
     await ctx.beforeIssue();
     intent = await ctx.keys.intend({
       type: 'issue', projectEnv: client.projectEnv, clientId: client.id, keyNames: issue.map((k) => k.name), knownKeyIds: client.knownKeyIds,
+      ...(supersedes.length ? { supersedes } : {}),
     });
   }
   let updated: WireClient;
