@@ -131,6 +131,12 @@ export class Engine {
    */
   checkChange(what: { type: string; address: string; of?: string }, metadata: JsonObject | undefined, action: ChangeAction): Ownership {
     const o = this.ownership(metadata);
+    if (!mayChange(o) && action === 'create' && !what.of) {
+      throw new DiagnosticError('Owned by another configuration',
+        `${what.type} ${what.address} already exists and is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'), ` +
+        'so terraform-provider-kms does not create a second one of that identity. To manage it from this configuration, import it ' +
+        `(an import block, or terraform import <address> ${what.address}) and set take_ownership = true in the provider "kms" block; or remove it from this configuration.`);
+    }
     if (!mayChange(o)) {
       const verb = what.of ? `${action === 'create' ? 'issue' : action === 'delete' ? 'revoke' : action} ${what.type} ${what.address} of ${what.of}` : `${action} ${what.type} ${what.address}`;
       const owned = what.of ?? `${what.type} ${what.address}`;

@@ -87,6 +87,10 @@ variable "extra_key" {
   type    = bool
   default = false
 }
+variable "dup" {
+  type    = bool
+  default = false
+}
 provider "kms" {
   owner          = "team-b"
   take_ownership = var.take
@@ -111,6 +115,12 @@ resource "kms_endpoint" "o" {
   method      = "GET"
   path        = "/v1/orders"
   name        = "List orders"
+}
+resource "kms_client" "dup" {
+  count       = var.dup ? 1 : 0
+  project_env = "acme-production"
+  name        = "globex"
+  template    = "gold"
 }
 resource "kms_key" "extra" {
   count       = var.extra_key ? 1 : 0
@@ -216,12 +226,16 @@ describe.skipIf(!TERRAFORM)('two Terraform configurations on one service: owners
     expect(applied.code, JSON.stringify(applied.report.items)).toBe(0);
   }, 180_000);
 
-  it('B may import A\'s objects, but not change them, issue keys on them or destroy them', async () => {
+  it('B may import A\'s objects, but not change them, issue keys on them, create a second one or destroy them', async () => {
     ok(await tf(b, 'apply', '-auto-approve', '-var', 'meta=billing'), 'apply B (import only)');
     const before = JSON.stringify([liveClient(), liveEndpoint()]);
 
     refused(await tf(b, 'apply', '-auto-approve', '-var', 'meta=team-b'), 'team-a');
     refused(await tf(b, 'plan', '-var', 'meta=billing', '-var', 'extra_key=true'), 'team-a');
+    // A second client of the same identity (the service would hold two 'globex'): refused too.
+    const dup = await tf(b, 'plan', '-var', 'meta=billing', '-var', 'dup=true');
+    refused(dup, 'team-a');
+    expect(dup.stderr.replace(/\s*│\s*/g, ' ')).toMatch(/does not create a second one/);
     refused(await tf(b, 'destroy', '-auto-approve', '-var', 'meta=billing'), 'team-a');
 
     expect(JSON.stringify([liveClient(), liveEndpoint()])).toBe(before);

@@ -85,10 +85,12 @@ export const client: ResourceType = {
   },
 
   /** A change Terraform plans of a client another configuration owns is refused (the listing of the refresh: no extra read). */
-  async guard(e: Engine, prior: TfObject | null, _planned: TfObject | null, action: ChangeAction) {
-    if (!prior || typeof prior.project_env !== 'string' || typeof prior.name !== 'string') return;
-    const live = (await e.clientsOf(prior.project_env)).get(prior.name);
-    if (live) e.checkChange(what(prior), live.metadata as JsonObject | undefined, action);
+  async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
+    // A create whose identity exists already: refused when another configuration owns that client.
+    const s = prior ?? planned;
+    if (!s || typeof s.project_env !== 'string' || typeof s.name !== 'string') return;
+    const live = (await e.clientsOf(s.project_env)).get(s.name);
+    if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
   },
 
   async create(e, p, _d, config) {

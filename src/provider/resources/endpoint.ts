@@ -107,10 +107,12 @@ export const endpoint: ResourceType = {
   },
 
   /** A change Terraform plans of an endpoint another configuration owns is refused (the listing of the refresh: no extra read). */
-  async guard(e: Engine, prior: TfObject | null, _planned: TfObject | null, action: ChangeAction) {
-    if (!prior || typeof prior.project_env !== 'string' || typeof prior.method !== 'string' || typeof prior.path !== 'string') return;
-    const live = (await e.endpointsOf(prior.project_env)).get(methodPath(prior.method, prior.path));
-    if (live) e.checkChange(what(prior), live.metadata as JsonObject | undefined, action);
+  async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
+    // A create whose identity exists already: refused when another configuration owns that endpoint.
+    const s = prior ?? planned;
+    if (!s || typeof s.project_env !== 'string' || typeof s.method !== 'string' || typeof s.path !== 'string') return;
+    const live = (await e.endpointsOf(s.project_env)).get(methodPath(s.method, s.path));
+    if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
   },
 
   async create(e, p, _d, config) {
