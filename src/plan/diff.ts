@@ -8,7 +8,7 @@ import {
   type LiveClient, type LiveEndpoint, type ResourceKind,
 } from '../model/index.js';
 import {
-  actingOwnership, APPLIED_KEY, appliedDigest, clientRecord, driftOrigin, endpointRecord, isProtectedLive, managedMetadata, PROTECTED_MARKER_KEY, targetMetadata,
+  actingOwnership, APPLIED_KEY, appliedDigest, clientRecord, driftOrigin, endpointRecord, isProtectedLive, managedMetadata, mayChange, PROTECTED_MARKER_KEY, targetMetadata,
   type Ownership,
 } from '../model/ownership.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
@@ -325,7 +325,7 @@ export function buildPlan(input: PlanInput): Plan {
       continue;
     }
     const ownership = own(lc.metadata);
-    if (ownership.kind === 'other') {
+    if (!mayChange(ownership)) {
       const blocked = blockedOfClient(c, lc);
       unmanaged.push({
         address: address.client(c.projectEnv, c.name), kind: 'client', projectEnv: c.projectEnv, owner: ownership.owner,
@@ -400,7 +400,7 @@ export function buildPlan(input: PlanInput): Plan {
       continue;
     }
     const eOwnership = own(le.metadata);
-    if (eOwnership.kind === 'other') {
+    if (!mayChange(eOwnership)) {
       const blocked = differingFields(endpointRecord(e), endpointRecord(e, le));
       unmanaged.push({
         address: addr, kind: 'endpoint', projectEnv: e.projectEnv, owner: eOwnership.owner,
