@@ -387,6 +387,20 @@ export class Engine {
       new Map((await this.missingEnvIsEmpty(() => this.api.listEndpoints(projectEnv))).map((e) => [`${e.method.toUpperCase()}:${e.path}`, e])));
   }
 
+  /**
+   * Clients (endpoints) of an environment as this process first listed them, for the ownership
+   * rule when planning: kept across this process's own writes, which never make another
+   * configuration's object (Terraform plans each resource again during an apply, and re-listing
+   * after every write would cost a listing per resource). Apply checks again on fresh reads.
+   */
+  clientOwners(projectEnv: string): Promise<Map<string, WireClient>> {
+    return this.listing('client-owners', projectEnv, () => this.clientsOf(projectEnv));
+  }
+
+  endpointOwners(projectEnv: string): Promise<Map<string, WireEndpoint>> {
+    return this.listing('endpoint-owners', projectEnv, () => this.endpointsOf(projectEnv));
+  }
+
   /** An environment that no longer exists has nothing in it (its resources are gone, not an error). */
   private async missingEnvIsEmpty<T>(list: () => Promise<T[]>): Promise<T[]> {
     try {

@@ -89,7 +89,7 @@ export const client: ResourceType = {
     // A create whose identity exists already: refused when another configuration owns that client.
     const s = prior ?? planned;
     if (!s || typeof s.project_env !== 'string' || typeof s.name !== 'string') return;
-    const live = (await e.clientsOf(s.project_env)).get(s.name);
+    const live = (await e.clientOwners(s.project_env)).get(s.name);
     if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
   },
 

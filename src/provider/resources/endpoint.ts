@@ -111,7 +111,7 @@ export const endpoint: ResourceType = {
     // A create whose identity exists already: refused when another configuration owns that endpoint.
     const s = prior ?? planned;
     if (!s || typeof s.project_env !== 'string' || typeof s.method !== 'string' || typeof s.path !== 'string') return;
-    const live = (await e.endpointsOf(s.project_env)).get(methodPath(s.method, s.path));
+    const live = (await e.endpointOwners(s.project_env)).get(methodPath(s.method, s.path));
     if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
   },
 

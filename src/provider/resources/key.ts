@@ -164,7 +164,7 @@ export const key: ResourceType = {
   async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
     const s = prior ?? planned;
     if (!s || typeof s.project_env !== 'string' || typeof s.client !== 'string') return;
-    checkClient(e, s, (await e.clientsOf(s.project_env)).get(s.client), action);
+    checkClient(e, s, (await e.clientOwners(s.project_env)).get(s.client), action);
   },
 
   async create(e, p, d) {
