@@ -114,6 +114,8 @@ export const PROVIDER_FIELDS: Readonly<Record<string, string | undefined>> = {
   api_key: undefined,
   owner: 'owner',
   base_dir: undefined,
+  /** The CLI's --take-ownership flag: a run's choice, not part of the configuration. */
+  take_ownership: undefined,
 };
 
 /** `acme-production` → `{ project: 'acme', type: 'production' }` (types have no hyphen). */

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { OWNER_MARKER_KEY, OWNER_MARKER_VALUE } from './identity.js';
 import { canonicalJson } from './normalize.js';
-import type { JsonObject, JsonValue } from './resources.js';
+import type { DesiredClient, DesiredEndpoint, JsonObject, JsonValue, LiveClient, LiveEndpoint } from './resources.js';
 
 /**
  * Metadata key holding a digest of what kms-sync last applied to a resource (the fields its
@@ -63,6 +63,62 @@ export function managedMetadata(metadata: JsonObject | undefined, isProtected: b
 export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
   const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, [APPLIED_KEY]: _a, ...rest } = metadata ?? {};
   return rest;
+}
+
+/**
+ * The ownership a configuration acts on: with take-ownership (`--take-ownership`, the provider's
+ * `take_ownership`), another configuration's resource is claimed like a legacy one.
+ */
+export function actingOwnership(metadata: JsonObject | undefined, owner: string, takeOwnership?: boolean): Ownership {
+  const o = ownershipOf(metadata, owner);
+  return o.kind === 'other' && takeOwnership ? { kind: 'legacy' } : o;
+}
+
+/** Only another configuration's resource is off limits: ours, legacy (claimed) and unmarked (adopted) ones change. */
+export const mayChange = (o: Ownership): o is Exclude<Ownership, { kind: 'other' }> => o.kind !== 'other';
+
+export const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[PROTECTED_MARKER_KEY] === 'true';
+
+/**
+ * Metadata an existing resource should have. The ownership markers are kept as found on a
+ * resource someone else made (adopting it does not stamp it); a resource kms-sync created is (or
+ * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
+ * protection marker always follows `protected`.
+ */
+export function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string): JsonObject {
+  const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
+  if (ownershipOf(live, owner).kind !== 'none') {
+    out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
+    out[OWNER_ID_KEY] = owner;
+    // The digest of what is applied: computed only for a resource that changes (`applied`).
+    const record = applied ?? live[APPLIED_KEY];
+    if (record !== undefined) out[APPLIED_KEY] = record;
+  }
+  if (isProtected) out[PROTECTED_MARKER_KEY] = 'true';
+  return out;
+}
+
+// ---------------------------------------------------------------- per kind: what the digest covers
+// The fields of a resource its configuration manages, desired (no live object) or live: what the
+// applied digest covers. Both engines compute the digest with these, so drift reads either's.
+
+/** The managed fields of a client. */
+export function clientRecord(c: Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'>, lc?: LiveClient): Record<string, JsonValue | undefined> {
+  if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata };
+  return {
+    type: c.type !== undefined ? (lc.type ?? null) : undefined, template: lc.templateName ?? lc.templateId ?? null,
+    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined, metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
+  };
+}
+
+/** The managed fields of an endpoint. */
+export function endpointRecord(e: Pick<DesiredEndpoint, 'name' | 'description' | 'request' | 'response' | 'metadata'>, le?: LiveEndpoint): Record<string, JsonValue | undefined> {
+  if (!le) return { name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
+  const pick = <T extends JsonValue | undefined>(declared: unknown, v: T) => (declared !== undefined ? (v ?? null) : undefined);
+  return {
+    name: pick(e.name, le.name), description: pick(e.description, le.description), request: pick(e.request, le.request),
+    response: pick(e.response, le.response), metadata: e.metadata !== undefined ? withoutMarkers(le.metadata) : undefined,
+  };
 }
 
 /** Keys of a client are managed (created, rotated, revoked) when the client is ours or being claimed. */

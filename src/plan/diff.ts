@@ -3,12 +3,13 @@
 // of the desired state is not managed (Terraform's optional+computed), except the ownership marker.
 import type { LiveReadResult } from '../live/read.js';
 import {
-  address, defaultSecretName, deepEqualJson, groupBy, KIND_ORDER, OWNER_MARKER_KEY, OWNER_MARKER_VALUE,
+  address, defaultSecretName, deepEqualJson, groupBy, KIND_ORDER,
   type DesiredClient, type DesiredEndpoint, type DesiredKey, type DesiredState, type JsonObject, type JsonValue,
   type LiveClient, type LiveEndpoint, type ResourceKind,
 } from '../model/index.js';
 import {
-  APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, OWNER_ID_KEY, ownershipOf, PROTECTED_MARKER_KEY, withoutMarkers, type Ownership,
+  actingOwnership, APPLIED_KEY, appliedDigest, clientRecord, driftOrigin, endpointRecord, isProtectedLive, managedMetadata, mayChange, PROTECTED_MARKER_KEY, targetMetadata,
+  type Ownership,
 } from '../model/ownership.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type FieldChange, type KeyAfter, type Operation, type Plan, type UnmanagedResource } from './types.js';
@@ -23,27 +24,6 @@ export interface PlanInput {
   /** Claim resources another configuration owns when this one names them (`--take-ownership`). */
   takeOwnership?: boolean;
 }
-
-/**
- * Metadata an existing resource should have. The ownership markers are kept as found on a
- * resource someone else made (adopting it does not stamp it); a resource kms-sync created is (or
- * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
- * protection marker always follows `protected`.
- */
-function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string): JsonObject {
-  const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
-  if (ownershipOf(live, owner).kind !== 'none') {
-    out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
-    out[OWNER_ID_KEY] = owner;
-    // The digest of what is applied: computed only for a resource that changes (`applied`).
-    const record = applied ?? live[APPLIED_KEY];
-    if (record !== undefined) out[APPLIED_KEY] = record;
-  }
-  if (isProtected) out[PROTECTED_MARKER_KEY] = 'true';
-  return out;
-}
-
-const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[PROTECTED_MARKER_KEY] === 'true';
 
 /**
  * `deepEqualJson` with shortcuts for what a diff mostly compares (one value with itself, two
@@ -113,24 +93,6 @@ export function keyAfter(k: DesiredKey): KeyAfter {
     ...(k.ttl !== undefined ? { ttl: k.ttl } : {}),
     ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}),
     secret: { ...(k.secret?.store ? { store: k.secret.store } : {}), name: k.secret?.name ?? defaultSecretName(k.projectEnv, k.client, k.name) },
-  };
-}
-
-/** The fields of a client its configuration manages, desired and live: what the applied digest covers. */
-function clientRecord(c: DesiredClient, lc?: LiveClient): Record<string, JsonValue | undefined> {
-  if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata };
-  return {
-    type: c.type !== undefined ? (lc.type ?? null) : undefined, template: lc.templateName ?? lc.templateId ?? null,
-    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined, metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
-  };
-}
-
-function endpointRecord(e: DesiredEndpoint, le?: LiveEndpoint): Record<string, JsonValue | undefined> {
-  if (!le) return { name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
-  const pick = <T extends JsonValue | undefined>(declared: unknown, v: T) => (declared !== undefined ? (v ?? null) : undefined);
-  return {
-    name: pick(e.name, le.name), description: pick(e.description, le.description), request: pick(e.request, le.request),
-    response: pick(e.response, le.response), metadata: e.metadata !== undefined ? withoutMarkers(le.metadata) : undefined,
   };
 }
 
@@ -227,10 +189,7 @@ export function sortOperations(ops: Operation[]): Operation[] {
 export function buildPlan(input: PlanInput): Plan {
   const { desired, live, prune } = input;
   const owner = input.target.owner;
-  const own = (metadata: JsonObject | undefined): Ownership => {
-    const o = ownershipOf(metadata, owner);
-    return o.kind === 'other' && input.takeOwnership ? { kind: 'legacy' } : o;
-  };
+  const own = (metadata: JsonObject | undefined): Ownership => actingOwnership(metadata, owner, input.takeOwnership);
   const ops: Operation[] = [];
   const unmanaged: UnmanagedResource[] = [];
   const warnings: string[] = [];
@@ -366,7 +325,7 @@ export function buildPlan(input: PlanInput): Plan {
       continue;
     }
     const ownership = own(lc.metadata);
-    if (ownership.kind === 'other') {
+    if (!mayChange(ownership)) {
       const blocked = blockedOfClient(c, lc);
       unmanaged.push({
         address: address.client(c.projectEnv, c.name), kind: 'client', projectEnv: c.projectEnv, owner: ownership.owner,
@@ -441,7 +400,7 @@ export function buildPlan(input: PlanInput): Plan {
       continue;
     }
     const eOwnership = own(le.metadata);
-    if (eOwnership.kind === 'other') {
+    if (!mayChange(eOwnership)) {
       const blocked = differingFields(endpointRecord(e), endpointRecord(e, le));
       unmanaged.push({
         address: addr, kind: 'endpoint', projectEnv: e.projectEnv, owner: eOwnership.owner,

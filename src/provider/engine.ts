@@ -9,6 +9,7 @@ import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
 import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type StoreDeclaration } from '../model/index.js';
+import { actingOwnership, isProtectedLive, mayChange, targetMetadata, type Ownership } from '../model/ownership.js';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '../secrets/ci-local-store.js';
@@ -25,7 +26,12 @@ export interface ProviderConfig {
   /** Where relative store URIs and the key journal resolve. */
   baseDir: string;
   stores: StoreDeclaration[];
+  /** Claim (and then change) what another configuration owns: the CLI's --take-ownership. */
+  takeOwnership?: boolean;
 }
+
+/** What Terraform is about to do to an existing object (a key's create changes its client). */
+export type ChangeAction = 'create' | 'update' | 'replace' | 'delete';
 
 /** What one change did with raw keys: never the key, only where it went and its public prefix. */
 export interface KeyLog {
@@ -97,9 +103,53 @@ export class Engine {
     })());
   }
 
-  /** Metadata written on create: the configured map plus the ownership and protection markers. */
-  managedMetadata(metadata: JsonObject | undefined, isProtected: boolean): JsonObject {
-    return managedMetadata(metadata, isProtected, this.config.owner);
+  // ---------------------------------------------------------------- ownership (model/ownership.ts, as `plan`)
+  /** Metadata written on create: the configured map, the ownership and protection markers, the applied digest. */
+  managedMetadata(metadata: JsonObject | undefined, isProtected: boolean, applied: string): JsonObject {
+    return managedMetadata(metadata, isProtected, this.config.owner, applied);
+  }
+
+  /** How this configuration sees a live object's ownership (take_ownership claims another's, as --take-ownership). */
+  ownership(metadata: JsonObject | undefined): Ownership {
+    return actingOwnership(metadata, this.config.owner, this.config.takeOwnership);
+  }
+
+  /**
+   * Metadata of an update, as `plan` computes it: the markers as found on an object someone else
+   * made, this configuration's owner and the digest of what it applies on one kms-sync made (a
+   * legacy one is claimed), the protection marker following `protected`.
+   */
+  updatedMetadata(user: JsonObject, isProtected: boolean, live: JsonObject | undefined, applied: string): JsonObject {
+    return targetMetadata(user, isProtected, live ?? {}, this.config.owner, applied);
+  }
+
+  /**
+   * The rule both engines follow (DESIGN.md "Ownership and deletes"): another configuration's
+   * object is never updated, replaced or deleted (unless take_ownership), nor are keys issued,
+   * changed or revoked on its clients; a live object marked protected is never deleted or
+   * replaced. Throws the diagnostic; returns the ownership the change acts on.
+   */
+  checkChange(what: { type: string; address: string; of?: string }, metadata: JsonObject | undefined, action: ChangeAction): Ownership {
+    const o = this.ownership(metadata);
+    if (!mayChange(o) && action === 'create' && !what.of) {
+      throw new DiagnosticError('Owned by another configuration',
+        `${what.type} ${what.address} already exists and is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'), ` +
+        'so terraform-provider-kms does not create a second one of that identity. To manage it from this configuration, import it ' +
+        `(an import block, or terraform import <address> ${what.address}) and set take_ownership = true in the provider "kms" block; or remove it from this configuration.`);
+    }
+    if (!mayChange(o)) {
+      const verb = what.of ? `${action === 'create' ? 'issue' : action === 'delete' ? 'revoke' : action} ${what.type} ${what.address} of ${what.of}` : `${action} ${what.type} ${what.address}`;
+      const owned = what.of ?? `${what.type} ${what.address}`;
+      throw new DiagnosticError('Owned by another configuration',
+        `${owned} is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'), so terraform-provider-kms does not ${verb}. ` +
+        'To manage it from this configuration, set take_ownership = true in the provider "kms" block (the apply then marks it with this configuration\'s owner id, ' +
+        'as kms-sync --take-ownership does); or declare the same owner as that configuration; or stop tracking it here without changing it: terraform state rm <address>.');
+    }
+    if ((action === 'delete' || action === 'replace') && !what.of && isProtectedLive(metadata)) {
+      throw new DiagnosticError('Protected resource',
+        `${what.type} ${what.address} is marked protected in the service (metadata kms-sync/protected): kms-sync never deletes or replaces it. Set protected = false and apply first.`);
+    }
+    return o;
   }
 
   /**
@@ -335,6 +385,20 @@ export class Engine {
   endpointsOf(projectEnv: string): Promise<Map<string, WireEndpoint>> {
     return this.listing('endpoint', projectEnv, async () =>
       new Map((await this.missingEnvIsEmpty(() => this.api.listEndpoints(projectEnv))).map((e) => [`${e.method.toUpperCase()}:${e.path}`, e])));
+  }
+
+  /**
+   * Clients (endpoints) of an environment as this process first listed them, for the ownership
+   * rule when planning: kept across this process's own writes, which never make another
+   * configuration's object (Terraform plans each resource again during an apply, and re-listing
+   * after every write would cost a listing per resource). Apply checks again on fresh reads.
+   */
+  clientOwners(projectEnv: string): Promise<Map<string, WireClient>> {
+    return this.listing('client-owners', projectEnv, () => this.clientsOf(projectEnv));
+  }
+
+  endpointOwners(projectEnv: string): Promise<Map<string, WireEndpoint>> {
+    return this.listing('endpoint-owners', projectEnv, () => this.endpointsOf(projectEnv));
   }
 
   /** An environment that no longer exists has nothing in it (its resources are gone, not an error). */

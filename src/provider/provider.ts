@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './diagnostics.js';
-import type { Engine, ProviderConfig } from './engine.js';
+import type { ChangeAction, Engine, ProviderConfig } from './engine.js';
 import type { ProviderImplementation } from './plugin/serve.js';
 import { dataSourceTypes, resourceTypes } from './resources/index.js';
 import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
@@ -81,6 +81,13 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
    */
   const seen = async (rt: ResourceType, state: TfObject | null) => {
     if (state && engine && rt.seen) await rt.seen(engine, state);
+  };
+  /**
+   * The ownership rule for a planned change (model/ownership.ts, as `plan`): refused now, at plan
+   * time, when the provider is configured (an apply checks again on fresh reads).
+   */
+  const guard = async (rt: ResourceType, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) => {
+    if (engine && !stopping && rt.guard) await rt.guard(engine, prior, planned, action);
   };
   /** Runs an RPC body; any failure becomes a diagnostic of the response. */
   const guarded = <R extends object>(body: (d: Diagnostics) => Promise<R>) => async (): Promise<R | { diagnostics: unknown[] }> => {
@@ -168,6 +175,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         if (prior?.protected === true) {
           d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
         }
+        if (prior) await guard(rt, prior, null, 'delete');
         return { planned_state: toDynamic(null, type), requires_replace: [] };
       }
       const attrs = (type as ['object', Record<string, CtyType>])[1];
@@ -178,6 +186,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       };
       if (prior === null) {
         unknownComputed();
+        await guard(rt, null, planned, 'create');
         return { planned_state: toDynamic(planned, type), requires_replace: [] };
       }
       const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!));
@@ -191,16 +200,19 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
           d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected and this change (${replace.join(', ')}) would replace it. Set protected = false first.`, [replace[0]!]);
         }
         unknownComputed();
+        await guard(rt, prior, planned, 'replace');
       } else if (Object.keys(attrs).some((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!))) {
         for (const a of rt.changeOnUpdate ?? []) planned[a] = UNKNOWN;
+        await guard(rt, prior, planned, 'update');
       }
       return { planned_state: toDynamic(planned, type), requires_replace: replace.map((a) => attributePath([a])) };
     })(),
 
-    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue }) => guarded(async (d) => {
+    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue; config?: DynamicValue }) => guarded(async (d) => {
       const { rt, type } = resource(req.type_name);
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const planned = fromDynamic(req.planned_state, type) as TfObject | null;
+      const config = (req.config ? fromDynamic(req.config, type) : null) as TfObject | null;
       const e = needEngine();
       await seen(rt, prior);
       if (planned === null) {
@@ -208,7 +220,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         return { new_state: toDynamic(null, type) };
       }
       try {
-        const after = prior === null ? await rt.create(e, planned, d) : await rt.update(e, prior, planned);
+        const after = prior === null ? await rt.create(e, planned, d, config ?? undefined) : await rt.update(e, prior, planned, config ?? undefined);
         return { new_state: toDynamic(consistentWith(planned, after), type) };
       } catch (err) {
         // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
@@ -318,8 +330,8 @@ export function defaultBaseDir(cwd: string): string {
 }
 
 async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: string, d: Diagnostics): Promise<ProviderConfig | undefined> {
-  if ([config.url, config.api_key, config.owner, config.base_dir].some(isUnknown) || containsUnknown(config.secret_store ?? null)) {
-    d.warning('Provider configuration not known yet', 'url, api_key, owner, base_dir or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known');
+  if ([config.url, config.api_key, config.owner, config.base_dir, config.take_ownership].some(isUnknown) || containsUnknown(config.secret_store ?? null)) {
+    d.warning('Provider configuration not known yet', 'url, api_key, owner, base_dir, take_ownership or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known');
     return undefined;
   }
   const url = (config.url as string | null) ?? env.KMS_API_URL;
@@ -346,7 +358,7 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
   const { resolveOwnerId, OwnerMovedError } = await import('../model/owner.js');
   try {
     const { owner } = await resolveOwnerId(typeof config.owner === 'string' ? config.owner : undefined, baseDir);
-    return { url, apiKey, baseDir, stores, owner };
+    return { url, apiKey, baseDir, stores, owner, ...(config.take_ownership === true ? { takeOwnership: true } : {}) };
   } catch (e) {
     if (!(e instanceof OwnerMovedError)) throw e;
     d.error('Owner id moved', e.message, ['owner']);

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readCdktfJson, runApp } from '../../src/cdktf/synth.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
+import { RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js';
 import { decryptStore, filesUnder, offlineTerraform, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
 
 const TERRAFORM = terraformOrSkip('test/provider/cdktf-terraform.test.ts');
@@ -26,6 +26,8 @@ let appDir: string;
 let stackDir: string;
 let stateFile: string;
 let exampleStateBefore: boolean;
+/** What the kms-sync CLI printed here. */
+const printedByCli: string[] = [];
 /** Raw values read from the store, to look for anywhere they must not be. */
 const rawValues = new Set<string>();
 
@@ -57,7 +59,7 @@ describe.skipIf(!TERRAFORM)('a CDKTF stack synthesized and applied by terraform 
 
   afterAll(async () => {
     await emu?.close();
-    const printed = terraform?.outputs ?? [];
+    const printed = [...(terraform?.outputs ?? []), ...printedByCli];
     for (const o of printed) {
       expect(o).not.toMatch(RAW_KEY_PATTERN);
       for (const raw of rawValues) expect(o.includes(raw)).toBe(false);
@@ -114,6 +116,33 @@ describe.skipIf(!TERRAFORM)('a CDKTF stack synthesized and applied by terraform 
       for (const raw of rawValues) expect(text.includes(raw), f).toBe(false);
     }
     expect(existsSync(EXAMPLE_STATE)).toBe(exampleStateBefore);
+  }, 120_000);
+
+  it('kms-sync drift --cdktf-out of the deployed stack reads the digests the provider wrote: no drift, then an undeployed edit is pending', async () => {
+    const drift = async () => {
+      const r = await runCli(['drift', '--cdktf-out', outDir, '--format', 'json'], { cwd: appDir, env: { ...terraform.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1' } });
+      printedByCli.push(r.stdout, r.stderr);
+      expect([0, 2], `drift:\n${r.stdout}\n${r.stderr}`).toContain(r.code);
+      return { code: r.code, items: (JSON.parse(r.stdout) as { items: { category: string; address: string }[] }).items };
+    };
+    const clean = await drift();
+    expect(clean.items.filter((i) => i.category === 'changed_outside' || i.category === 'pending')).toEqual([]);
+
+    // An edit of one client's metadata in the synthesized stack, not deployed: pending.
+    const stackFile = path.join(stackDir, 'cdk.tf.json');
+    const original = readFileSync(stackFile, 'utf8');
+    const stack = JSON.parse(original);
+    const [logicalId, edited] = Object.entries(stack.resource.kms_client as Record<string, any>).find(([, c]) => c.metadata && typeof c.metadata === 'object')!;
+    stack.resource.kms_client[logicalId] = { ...edited, metadata: { ...edited.metadata, edited: 'not deployed' } };
+    writeFileSync(stackFile, JSON.stringify(stack, null, 2));
+    try {
+      const pending = await drift();
+      const item = pending.items.find((i) => i.address.startsWith('client.') && i.address.endsWith(`/${edited.name}`));
+      expect(item, JSON.stringify(pending.items)).toMatchObject({ category: 'pending' });
+      expect(pending.items.filter((i) => i.category === 'changed_outside')).toEqual([]);
+    } finally {
+      writeFileSync(stackFile, original);
+    }
   }, 120_000);
 
   it('refuses to destroy protected resources, and destroys the stack once they are unprotected', async () => {

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { appliedDigest, clientRecord } from '../../src/model/ownership.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { Core, dyn, errors, isUnknownWire, mp, startProvider, stepsOf, type ProviderProcess } from './harness.js';
@@ -104,8 +105,12 @@ describe('resources through the provider, against the emulator', () => {
     states.client = keep(await core.converge('kms_client', states.client, config));
     const live = () => (emu.service.toJSON().projects[0] as any).envs[0].clients[0];
     expect(live().ipWhitelist.sort()).toEqual(['10.0.0.0/8', '192.168.1.1/32']);
-    // The reconciler's ownership markers: kms-sync made it, and which configuration owns it.
-    expect(live().metadata).toEqual({ team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': `local:${path.basename(dir)}` });
+    // The reconciler's ownership markers: kms-sync made it, which configuration owns it, and the
+    // digest of what it applied, computed as `plan` computes it for the same YAML client (CIDRs canonical).
+    const applied = appliedDigest(clientRecord({ template: 'gold', ipWhitelist: ['10.0.0.0/8', '192.168.1.1/32'], metadata: { team: 'payments' } }));
+    expect(live().metadata).toEqual({ team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': `local:${path.basename(dir)}`, 'kms-sync/applied': applied });
+    // The digest is the provider's own bookkeeping: Terraform's state never shows it.
+    expect(value(states.client.metadata)).toEqual({ team: 'payments' });
     // Drift: someone edits the metadata through the API.
     await fetch(`${emu.url}/client/${states.client.client_uuid}?project_env=acme-production`, {
       method: 'PUT', headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ metadata: { team: 'billing' } }),

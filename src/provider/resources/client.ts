@@ -1,10 +1,12 @@
 // kms_client: an end user of an environment, identified by (env, name). Its keys are kms_key.
 import type { WireClient } from '../../api/client.js';
-import { canonicalCidr, OWNER_MARKER_KEY, type JsonObject } from '../../model/index.js';
+import { ApiError } from '../../api/http.js';
+import { canonicalCidr, canonicalCidrSet, type DesiredClient, type JsonObject } from '../../model/index.js';
+import { appliedDigest, clientRecord } from '../../model/ownership.js';
 import type { Diagnostics } from '../diagnostics.js';
-import type { Engine } from '../engine.js';
+import type { ChangeAction, Engine } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
-import { handlers, keepCidrs, keepObject, OWNER_ID_KEY, PROTECTED_MARKER_KEY, userMetadata, uuidOf } from './state.js';
+import { handlers, keepCidrs, keepObject, userMetadata, uuidOf } from './state.js';
 import { check, ids, isObject, known, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 import { idOf2 } from './template.js';
 
@@ -25,6 +27,35 @@ async function toState(e: Engine, s: TfObject, live: WireClient, projectEnv: str
 
 const stringList = (v: TfValue | undefined) => (Array.isArray(v) ? v.map(String) : undefined);
 const objectOf = (v: TfValue | undefined) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined);
+
+/**
+ * The client a configuration declares, as the YAML and CDKTF front ends load it (an attribute
+ * left out is not managed; CIDRs canonical): what the applied digest (model/ownership.ts) covers,
+ * so `kms-sync drift` of the same desired state reads the provider's digest as its own.
+ */
+export function declaredClient(config: TfObject): Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'> {
+  const ips = stringList(config.ip_whitelist);
+  return {
+    template: str(config.template)!,
+    ...(str(config.type) !== undefined ? { type: str(config.type)! } : {}),
+    ...(ips ? { ipWhitelist: canonicalCidrSet(ips) } : {}),
+    ...(objectOf(config.metadata) ? { metadata: objectOf(config.metadata)! } : {}),
+  };
+}
+
+const digestOf = (config: TfObject) => appliedDigest(clientRecord(declaredClient(config)));
+
+/** The live client of a state, fresh; undefined when it is gone. */
+async function liveOf(e: Engine, projectEnv: string, uuid: string): Promise<WireClient | undefined> {
+  try {
+    return await e.api.getClient(uuid, projectEnv);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  }
+}
+
+const what = (s: TfObject) => ({ type: 'kms_client', address: `${String(s.project_env)}/${String(s.name)}` });
 
 export const client: ResourceType = {
   typeName: 'kms_client',
@@ -53,13 +84,22 @@ export const client: ResourceType = {
     return { id, project_env: projectEnv!, name: name! };
   },
 
-  async create(e, p) {
+  /** A change Terraform plans of a client another configuration owns is refused (the listing of the refresh: no extra read). */
+  async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
+    // A create whose identity exists already: refused when another configuration owns that client.
+    const s = prior ?? planned;
+    if (!s || typeof s.project_env !== 'string' || typeof s.name !== 'string') return;
+    const live = (await e.clientOwners(s.project_env)).get(s.name);
+    if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
+  },
+
+  async create(e, p, _d, config) {
     const [projectEnv, name, templateName] = ids(p, 'project_env', 'name', 'template');
     const ipWhitelist = stringList(p.ip_whitelist);
     const { clients } = await handlers();
     const { value: [outcome] } = await e.change(undefined, projectEnv!, (ctx) => clients.createClients(ctx, projectEnv!, [{
       name: name!, ...(str(p.type) !== undefined ? { type: str(p.type)! } : {}), template: templateName!,
-      ...(ipWhitelist ? { ipWhitelist } : {}), metadata: e.managedMetadata(objectOf(p.metadata), p.protected === true), keys: [],
+      ...(ipWhitelist ? { ipWhitelist } : {}), metadata: e.managedMetadata(objectOf(p.metadata), p.protected === true, digestOf(config ?? p)), keys: [],
     }]));
     if (!outcome!.ok) throw new Error(outcome!.error);
     e.forget('client', projectEnv!);
@@ -72,27 +112,22 @@ export const client: ResourceType = {
     return live ? toState(e, s, live, projectEnv!) : null;
   },
 
-  async update(e, prior, planned) {
+  async update(e, prior, planned, config) {
     const [projectEnv, uuid] = ids(prior, 'project_env', 'client_uuid');
     const changed = (a: string) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a]);
-    let metadata: JsonObject | undefined;
-    if (changed('metadata') || changed('protected')) {
-      // The ownership markers stay as found (a client someone else created stays theirs).
-      const live = await e.api.getClient(uuid!, projectEnv!);
-      const owned = Object.fromEntries([OWNER_MARKER_KEY, OWNER_ID_KEY].filter((k) => live.metadata?.[k] !== undefined).map((k) => [k, live.metadata![k] as string]));
-      metadata = {
-        ...(objectOf(planned.metadata) ?? {}),
-        ...owned,
-        ...(planned.protected === true ? { [PROTECTED_MARKER_KEY]: 'true' } : {}),
-      };
-    }
+    const live = await liveOf(e, projectEnv!, uuid!);
+    if (!live) throw new Error(`client ${String(prior.name)} no longer exists in ${projectEnv}`);
+    e.checkChange(what(prior), live.metadata as JsonObject | undefined, 'update');
+    // Markers as `plan` writes them: this configuration's owner and the digest of what it applies
+    // (a legacy client is claimed), kept as found on a client someone else made.
+    const metadata = e.updatedMetadata(objectOf(planned.metadata) ?? {}, planned.protected === true, live.metadata as JsonObject | undefined, digestOf(config ?? planned));
     const ipWhitelist = stringList(planned.ip_whitelist);
     const { clients } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => clients.updateClient(ctx, uuid!, projectEnv!, {
       ...(changed('type') && str(planned.type) !== undefined ? { type: str(planned.type)! } : {}),
       ...(changed('template') ? { template: str(planned.template)! } : {}),
       ...(changed('ip_whitelist') ? { ipWhitelist: ipWhitelist ?? [] } : {}),
-      ...(metadata ? { metadata } : {}),
+      metadata,
     }));
     e.forget('client', projectEnv!);
     return toState(e, planned, await e.api.getClient(uuid!, projectEnv!), projectEnv!);
@@ -100,6 +135,9 @@ export const client: ResourceType = {
 
   async delete(e, prior) {
     const [projectEnv, uuid] = ids(prior, 'project_env', 'client_uuid');
+    const live = await liveOf(e, projectEnv!, uuid!);
+    if (!live) return; // gone already
+    e.checkChange(what(prior), live.metadata as JsonObject | undefined, 'delete');
     const { clients } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => clients.deleteClient(ctx, uuid!, projectEnv!));
     e.forget('client', projectEnv!);

@@ -1,9 +1,11 @@
 // kms_endpoint: a route of an environment's API, identified by (env, METHOD:/path). The service
 // cannot change an endpoint's request or response description in place: those replace it.
 import type { WireEndpoint } from '../../api/client.js';
-import { methodPath, type JsonObject } from '../../model/index.js';
+import { ApiError } from '../../api/http.js';
+import { methodPath, type DesiredEndpoint, type JsonObject } from '../../model/index.js';
+import { appliedDigest, endpointRecord } from '../../model/ownership.js';
 import type { Diagnostics } from '../diagnostics.js';
-import type { Engine } from '../engine.js';
+import type { ChangeAction, Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject, type TfValue } from '../values/types.js';
 import { handlers, keepObject, keepOptional, userMetadata } from './state.js';
 import { check, ids, ImportIdError, isObject, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
@@ -48,6 +50,34 @@ function fields(p: TfObject, metadata: JsonObject) {
   };
 }
 
+/**
+ * The endpoint a configuration declares, as the YAML and CDKTF front ends load it (an attribute
+ * left out is not managed): what the applied digest (model/ownership.ts) covers.
+ */
+export function declaredEndpoint(config: TfObject): Pick<DesiredEndpoint, 'name' | 'description' | 'request' | 'response' | 'metadata'> {
+  return {
+    ...(str(config.name) !== undefined ? { name: str(config.name)! } : {}),
+    ...(str(config.description) !== undefined ? { description: str(config.description)! } : {}),
+    ...(objectOf(config.request) ? { request: objectOf(config.request)! } : {}),
+    ...(objectOf(config.response) ? { response: objectOf(config.response)! } : {}),
+    ...(objectOf(config.metadata) ? { metadata: objectOf(config.metadata)! } : {}),
+  };
+}
+
+const digestOf = (config: TfObject) => appliedDigest(endpointRecord(declaredEndpoint(config)));
+
+const what = (s: TfObject) => ({ type: 'kms_endpoint', address: `${String(s.project_env)}/${String(s.method).toUpperCase()}:${String(s.path)}` });
+
+/** One endpoint, fresh; undefined when it is gone. */
+async function liveOf(e: Engine, projectEnv: string, mp: string): Promise<WireEndpoint | undefined> {
+  try {
+    return await fetchEndpoint(e, projectEnv, mp);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return undefined;
+    throw err;
+  }
+}
+
 /** One endpoint, fresh (after a write): GET /endpoint/{method_path}. */
 async function fetchEndpoint(e: Engine, projectEnv: string, mp: string): Promise<WireEndpoint> {
   return e.api.http.request<WireEndpoint>({ method: 'GET', path: `/endpoint/${encodeURIComponent(mp)}`, query: { project_env: projectEnv }, kind: 'get endpoint' });
@@ -76,9 +106,18 @@ export const endpoint: ResourceType = {
     return { id: `${projectEnv}/${method}:${mp!.slice(at + 1)}`, project_env: projectEnv!, method, path: mp!.slice(at + 1) };
   },
 
-  async create(e, p) {
+  /** A change Terraform plans of an endpoint another configuration owns is refused (the listing of the refresh: no extra read). */
+  async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
+    // A create whose identity exists already: refused when another configuration owns that endpoint.
+    const s = prior ?? planned;
+    if (!s || typeof s.project_env !== 'string' || typeof s.method !== 'string' || typeof s.path !== 'string') return;
+    const live = (await e.endpointOwners(s.project_env)).get(methodPath(s.method, s.path));
+    if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
+  },
+
+  async create(e, p, _d, config) {
     const [projectEnv] = ids(p, 'project_env');
-    const f = fields(p, e.managedMetadata(objectOf(p.metadata), p.protected === true));
+    const f = fields(p, e.managedMetadata(objectOf(p.metadata), p.protected === true, digestOf(config ?? p)));
     const { endpoints } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => endpoints.createEndpoints(ctx, projectEnv!, [f]));
     e.forget('endpoint', projectEnv!);
@@ -91,14 +130,17 @@ export const endpoint: ResourceType = {
     return live ? toState(s, live, projectEnv!) : null;
   },
 
-  async update(e, prior, planned) {
+  async update(e, prior, planned, config) {
     const [projectEnv, method, path] = ids(planned, 'project_env', 'method', 'path');
     const mp = methodPath(method!, path!);
     const live = await fetchEndpoint(e, projectEnv!, mp);
-    const marks = Object.fromEntries(Object.entries(live.metadata ?? {}).filter(([k]) => !(k in userMetadata(live.metadata)))) as JsonObject;
-    const f = fields(planned, { ...(objectOf(planned.metadata) ?? {}), ...marks });
+    e.checkChange(what(prior), live.metadata as JsonObject | undefined, 'update');
+    // Markers as `plan` writes them: this configuration's owner and the digest of what it applies
+    // (a legacy endpoint is claimed), kept as found on an endpoint someone else registered.
+    const f = fields(planned, e.updatedMetadata(objectOf(planned.metadata) ?? {}, planned.protected === true, live.metadata as JsonObject | undefined, digestOf(config ?? planned)));
     const { endpoints } = await handlers();
-    const changed = new Set(['name', 'description', 'metadata'].filter((a) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a])));
+    const changed = new Set(['name', 'description'].filter((a) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a])));
+    changed.add('metadata');
     await e.change(undefined, projectEnv!, (ctx) => endpoints.updateEndpoint(ctx, projectEnv!, f, changed));
     e.forget('endpoint', projectEnv!);
     return toState(planned, await fetchEndpoint(e, projectEnv!, mp), projectEnv!);
@@ -106,6 +148,9 @@ export const endpoint: ResourceType = {
 
   async delete(e, prior) {
     const [projectEnv, method, path] = ids(prior, 'project_env', 'method', 'path');
+    const live = await liveOf(e, projectEnv!, methodPath(method!, path!));
+    if (!live) return; // gone already
+    e.checkChange(what(prior), live.metadata as JsonObject | undefined, 'delete');
     const { endpoints } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => endpoints.deleteEndpoint(ctx, projectEnv!, method!, path!));
     e.forget('endpoint', projectEnv!);

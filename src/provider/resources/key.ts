@@ -10,7 +10,7 @@
 import type { WireClient, WireKey } from '../../api/client.js';
 import { canonicalTimestamp, defaultSecretName, ownershipOf, parseTtl, type JsonObject } from '../../model/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
-import type { Engine } from '../engine.js';
+import type { ChangeAction, Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
 import { handlers, KEY_PREFIX_LENGTH, keepOptional, keepTimestamp, secretFingerprint, uuidOf as clientId } from './state.js';
 import { bool, check, ids, known, matches, PartialApplyError, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
@@ -95,6 +95,12 @@ async function cutShortSuccessor(e: Engine, s: TfObject, generations: WireKey[],
   return newer.find((k) => k.id === held);
 }
 
+/** Keys of another configuration's client are neither issued, changed nor revoked (its owner's, as in `plan`). */
+function checkClient(e: Engine, s: TfObject, client: WireClient | undefined, action: ChangeAction): void {
+  if (!client) return;
+  e.checkChange({ type: 'kms_key', address: String(s.name), of: `kms_client ${String(s.project_env)}/${client.name}` }, client.metadata as JsonObject | undefined, action);
+}
+
 const newest = (keys: WireKey[]) => [...keys].sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')))[0];
 
 /** What kms-sync's YAML calls the key (KeyAfter of the handlers). */
@@ -154,12 +160,20 @@ export const key: ResourceType = {
     return { id, project_env: projectEnv!, client: clientName!, name: name! };
   },
 
+  /** A key change Terraform plans on another configuration's client is refused (the listing of the refresh). */
+  async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
+    const s = prior ?? planned;
+    if (!s || typeof s.project_env !== 'string' || typeof s.client !== 'string') return;
+    checkClient(e, s, (await e.clientOwners(s.project_env)).get(s.client), action);
+  },
+
   async create(e, p, d) {
     // After a store failure in this process no key is issued: fail before any request.
     e.assertCanIssue();
     const [projectEnv, clientName, name] = ids(p, 'project_env', 'client', 'name');
     const live = await clientOf(e, projectEnv!, clientName!);
     if (!live) throw new DiagnosticError('Client not found', `client ${clientName} does not exist in ${projectEnv}: create it (kms_client) before its keys`, ['client']);
+    checkClient(e, p, live, 'create');
     const after = keyAfter(p, projectEnv!, clientName!, name!);
     const { stores, capture } = await e.keyPath();
     const { keys: keyKind } = await handlers();
@@ -266,6 +280,7 @@ export const key: ResourceType = {
       const { keys: keyKind } = await handlers();
       const live = await clientOf(e, projectEnv!, clientName!);
       if (!live) throw new DiagnosticError('Client not found', `client ${clientName} no longer exists in ${projectEnv}`, ['client']);
+      checkClient(e, prior, live, 'update');
       const ref = { id: clientId(live), name: clientName!, projectEnv: projectEnv!, knownKeyIds: (live.keys ?? []).map((k) => k.id) };
       await e.change(undefined, projectEnv!, (ctx) => keyKind.writeKeys(ctx, ref, [], [{
         id: keyId!, name: name!,
@@ -288,6 +303,7 @@ export const key: ResourceType = {
     const live = await clientOf(e, projectEnv!, clientName!);
     const old = live?.keys?.find((k) => k.id === keyId);
     if (!live || !old) return; // gone already (with its client, or behind Terraform's back)
+    checkClient(e, prior, live, 'delete');
     // A key this process adopted as a resource's current key is never revoked as an old object
     // (a replaced object whose key was adopted by its successor: the key stays, held and tracked).
     if (e.adoptedKeyIds.has(keyId!)) return;

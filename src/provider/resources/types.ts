@@ -3,7 +3,7 @@
 // per-kind handlers of apply/. The generic engine (provider.ts) does the protocol around it.
 import type { Diagnostics } from '../diagnostics.js';
 import { isUnknown, type TfObject, type TfValue } from '../values/types.js';
-import type { Engine } from '../engine.js';
+import type { ChangeAction, Engine } from '../engine.js';
 
 export interface ResourceType {
   typeName: string;
@@ -19,8 +19,15 @@ export interface ResourceType {
   planExtra?(prior: TfObject, planned: TfObject, config: TfObject, now: Date): { replace: string[]; planned: TfObject };
   /** `terraform import` id → the identity attributes of the state to read. */
   parseImportId(id: string): TfObject;
-  /** `d`: warnings the create reports beside its state. */
-  create(engine: Engine, planned: TfObject, d?: Diagnostics): Promise<TfObject>;
+  /**
+   * The ownership rule (model/ownership.ts, the one `plan` follows) for a change Terraform plans:
+   * throws the diagnostic when this configuration may not make it (another configuration's
+   * object, or a key of its client). Read from the shared listings; create, update and delete
+   * check again on a fresh read.
+   */
+  guard?(engine: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction): Promise<void>;
+  /** `d`: warnings the create reports beside its state. `config`: the configuration (what it declares, for the applied digest). */
+  create(engine: Engine, planned: TfObject, d?: Diagnostics, config?: TfObject): Promise<TfObject>;
   /** Terraform sent a state of this type (prior state of a read, plan or apply): it knows that object. */
   seen?(engine: Engine, state: TfObject): Promise<void>;
   /**
@@ -28,7 +35,7 @@ export interface ResourceType {
    * identity, and every attribute the service knows is taken from it.
    */
   read(engine: Engine, state: TfObject, importing: boolean): Promise<TfObject | null>;
-  update(engine: Engine, prior: TfObject, planned: TfObject): Promise<TfObject>;
+  update(engine: Engine, prior: TfObject, planned: TfObject, config?: TfObject): Promise<TfObject>;
   delete(engine: Engine, prior: TfObject): Promise<void>;
 }
 

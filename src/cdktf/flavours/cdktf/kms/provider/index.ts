@@ -34,6 +34,12 @@ export interface KmsProviderConfig {
   */
   readonly baseDir?: string;
   /**
+  * Manage clients and endpoints that another configuration owns (another owner id in their metadata): without it they are read (data sources, import) but never updated, replaced or deleted, and no key of such a client is issued or revoked; with it, the next change marks them with this configuration's owner id. The CLI's --take-ownership. Default: false.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/latest/docs#take_ownership KmsProvider#take_ownership}
+  */
+  readonly takeOwnership?: boolean | cdktf.IResolvable;
+  /**
   * Alias name
   *
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/latest/docs#alias KmsProvider#alias}
@@ -171,6 +177,7 @@ export class KmsProvider extends cdktf.TerraformProvider {
     this._apiKey = config.apiKey;
     this._owner = config.owner;
     this._baseDir = config.baseDir;
+    this._takeOwnership = config.takeOwnership;
     this._alias = config.alias;
     this._secretStore = config.secretStore;
   }
@@ -243,6 +250,22 @@ export class KmsProvider extends cdktf.TerraformProvider {
     return this._baseDir;
   }
 
+  // take_ownership - computed: false, optional: true, required: false
+  private _takeOwnership?: boolean | cdktf.IResolvable; 
+  public get takeOwnership() {
+    return this._takeOwnership;
+  }
+  public set takeOwnership(value: boolean | cdktf.IResolvable | undefined) {
+    this._takeOwnership = value;
+  }
+  public resetTakeOwnership() {
+    this._takeOwnership = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get takeOwnershipInput() {
+    return this._takeOwnership;
+  }
+
   // alias - computed: false, optional: true, required: false
   private _alias?: string; 
   public get alias() {
@@ -285,6 +308,7 @@ export class KmsProvider extends cdktf.TerraformProvider {
       api_key: cdktf.stringToTerraform(this._apiKey),
       owner: cdktf.stringToTerraform(this._owner),
       base_dir: cdktf.stringToTerraform(this._baseDir),
+      take_ownership: cdktf.booleanToTerraform(this._takeOwnership),
       alias: cdktf.stringToTerraform(this._alias),
       secret_store: cdktf.listMapper(kmsProviderSecretStoreToTerraform, true)(this._secretStore),
     };
@@ -315,6 +339,12 @@ export class KmsProvider extends cdktf.TerraformProvider {
         isBlock: false,
         type: "simple",
         storageClassType: "string",
+      },
+      take_ownership: {
+        value: cdktf.booleanToHclTerraform(this._takeOwnership),
+        isBlock: false,
+        type: "simple",
+        storageClassType: "boolean",
       },
       alias: {
         value: cdktf.stringToHclTerraform(this._alias),
