@@ -1,6 +1,6 @@
 // The import graph of src/ (DESIGN.md "Layers"): no module imports, through any chain, a module
 // that imports it back (the backends of secrets/ once imported store.ts, which held the table that
-// imports every backend). Imports are read with regexes over
+// imports every backend), and plan/ reads nothing but the model (DESIGN.md's table). Imports are read with regexes over
 // the text of each file: static imports and re-exports (type-only ones too) and dynamic imports.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
@@ -96,4 +96,9 @@ describe('imports of src/', () => {
     expect(cycles(g)).toEqual([['a.ts', 'b.ts', 'c.ts']]);
   });
 
+  it('plan/ imports nothing but plan/ and model/', () => {
+    const outside = [...graph].flatMap(([from, deps]) =>
+      from.startsWith('plan/') ? deps.filter((d) => !d.startsWith('plan/') && !d.startsWith('model/')).map((d) => `${from} → ${d}`) : []);
+    expect(outside).toEqual([]);
+  });
 });
