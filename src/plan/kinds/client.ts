@@ -8,7 +8,7 @@
 import { address, type DesiredClient, type JsonValue, type LiveClient } from '../../model/index.js';
 import { APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, PROTECTED_MARKER_KEY, withoutMarkers } from '../../model/ownership.js';
 import { addChange, addObjectChanges, differingFields } from '../compare.js';
-import type { FieldChange } from '../types.js';
+import type { ActionReason, FieldChange, Operation } from '../types.js';
 import { changedReason, claimReason, isProtectedLive, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
 import { IdentityIndex } from './identity-index.js';
 import { keyAfter, planKeys } from './key.js';
@@ -42,6 +42,13 @@ export function clientAfter(c: DesiredClient, owner: string): Record<string, unk
 export function clientBefore(c: LiveClient): Record<string, unknown> {
   return {
     name: c.name, type: c.type ?? null, template: c.templateName ?? c.templateId ?? null, ipWhitelist: c.ipWhitelist, metadata: c.metadata,
+  };
+}
+
+/** The delete of a live client (it revokes its keys with it), with its reason. */
+export function clientDelete(lc: LiveClient, reason: string, actionReason: ActionReason, addr = address.client(lc.projectEnv, lc.name)): Operation {
+  return {
+    address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason, actionReason, before: clientBefore(lc), after: null, changes: [], live: { id: lc.id },
   };
 }
 
@@ -99,26 +106,19 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
     const { value: lc, wanted } = liveClients.entries[i]!;
     if (wanted) continue;
     const addr = address.client(lc.projectEnv, lc.name);
-    const before = clientBefore(lc);
     if (isProtectedLive(lc.metadata)) {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`);
       continue;
     }
     const ownership = ctx.own(lc.metadata);
     if (ownership.kind === 'ours') {
-      ops.push({
-        address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'removed from the configuration (owned by this configuration)',
-        actionReason: 'delete_removed_from_config', before, after: null, changes: [], live: { id: lc.id },
-      });
+      ops.push(clientDelete(lc, 'removed from the configuration (owned by this configuration)', 'delete_removed_from_config', addr));
     } else if (ownership.kind === 'other') {
       unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
     } else if (ownership.kind === 'legacy') {
       unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
     } else if (ctx.options.prune) {
-      ops.push({
-        address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason: 'unmanaged, not in the configuration (--prune)',
-        actionReason: 'delete_unmanaged_prune', before, after: null, changes: [], live: { id: lc.id },
-      });
+      ops.push(clientDelete(lc, 'unmanaged, not in the configuration (--prune)', 'delete_unmanaged_prune', addr));
     } else unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, note: 'not created by kms-sync and not in the configuration; kept (use --prune to delete)' });
   }
 }

@@ -8,7 +8,7 @@
 import { address, type DesiredEndpoint, type JsonValue, type LiveEndpoint } from '../../model/index.js';
 import { APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, withoutMarkers } from '../../model/ownership.js';
 import { change, differingFields, objectChanges } from '../compare.js';
-import type { Operation } from '../types.js';
+import type { ActionReason, Operation } from '../types.js';
 import { changedReason, claimReason, isProtectedLive, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
 
 /** The fields of an endpoint its configuration manages, desired and live: what the applied digest covers. */
@@ -34,6 +34,11 @@ export function endpointAfter(e: DesiredEndpoint, owner: string): Record<string,
 
 export function endpointBefore(e: LiveEndpoint): Record<string, unknown> {
   return { method: e.method, path: e.path, name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
+}
+
+/** The delete of a live endpoint, with its reason. */
+export function endpointDelete(le: LiveEndpoint, reason: string, actionReason: ActionReason, addr = address.endpoint(le.projectEnv, le.method, le.path)): Operation {
+  return { address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason, actionReason, before: endpointBefore(le), after: null, changes: [] };
 }
 
 export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonly LiveEndpoint[], ctx: PlanContext): void {
@@ -100,26 +105,19 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
   }
   for (const [addr, le] of liveEndpoints) {
     if (desiredEndpointAddrs.has(addr)) continue;
-    const before = endpointBefore(le);
     if (isProtectedLive(le.metadata)) {
       warnings.push(`${addr}: removed from the configuration but marked protected; kept`);
       continue;
     }
     const ownership = ctx.own(le.metadata);
     if (ownership.kind === 'ours') {
-      ops.push({
-        address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'removed from the configuration (owned by this configuration)',
-        actionReason: 'delete_removed_from_config', before, after: null, changes: [],
-      });
+      ops.push(endpointDelete(le, 'removed from the configuration (owned by this configuration)', 'delete_removed_from_config', addr));
     } else if (ownership.kind === 'other') {
       unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
     } else if (ownership.kind === 'legacy') {
       unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
     } else if (ctx.options.prune) {
-      ops.push({
-        address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason: 'unmanaged (e.g. registered by the SDK), not in the configuration (--prune)',
-        actionReason: 'delete_unmanaged_prune', before, after: null, changes: [],
-      });
+      ops.push(endpointDelete(le, 'unmanaged (e.g. registered by the SDK), not in the configuration (--prune)', 'delete_unmanaged_prune', addr));
     } else unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, note: 'not in the configuration (the SDK may have registered it); kept (use --prune to delete)' });
   }
 }

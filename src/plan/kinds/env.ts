@@ -3,7 +3,16 @@
 // what it holds, or kept, by ownership: ../removal.ts, which the engine runs before the kinds.
 import { address, type DesiredEnv, type LiveEnv } from '../../model/index.js';
 import { change } from '../compare.js';
+import type { Operation } from '../types.js';
 import type { KindPlanner, PlanContext } from './contract.js';
+
+/** The delete of a live environment (its templates go with it; its clients and endpoints go first, as their own operations). */
+export function envDelete(le: LiveEnv, reason: string): Operation {
+  return {
+    address: address.env(le.projectEnv), kind: 'env', action: 'delete', projectEnv: le.projectEnv, project: le.project,
+    reason, actionReason: 'delete_removed_from_config', before: { project: le.project, type: le.type, url: le.url ?? null }, after: null, changes: [], live: { envId: le.id },
+  };
+}
 
 export function planEnvs(desired: readonly DesiredEnv[], live: readonly LiveEnv[], ctx: PlanContext): void {
   const liveEnvs = new Map(live.map((e) => [e.projectEnv, e]));

@@ -1,9 +1,18 @@
 // How a project is planned: created when missing, renamed in place. The service cannot change a
 // project's description after creation (a warning says so), and a project is never deleted by a
-// plan (`kms-sync destroy` removes one with its environments: ../removal.ts).
+// plan (`kms-sync destroy` removes one with its environments: ../removal.ts, with `projectDelete`).
 import { address, type DesiredProject, type LiveProject } from '../../model/index.js';
 import { change } from '../compare.js';
+import type { Operation } from '../types.js';
 import type { KindPlanner, PlanContext } from './contract.js';
+
+/** The delete of a project with all its environments (the API addresses it through one of them: `projectEnv`). */
+export function projectDelete(slug: string, name: string, projectEnv: string, reason: string): Operation {
+  return {
+    address: address.project(slug), kind: 'project', action: 'delete', projectEnv, project: slug,
+    reason, actionReason: 'delete_removed_from_config', before: { slug, name }, after: null, changes: [],
+  };
+}
 
 export function planProjects(desired: readonly DesiredProject[], live: readonly LiveProject[], ctx: PlanContext): void {
   const liveProjects = new Map(live.map((p) => [p.slug, p]));
