@@ -4,7 +4,8 @@
 import {
   address, parseTtl, type DesiredKey, type DesiredState, type LiveClient, type LiveKey, type LiveState,
 } from '../model/index.js';
-import { keyAfter, sortOperations } from './diff.js';
+import { sortOperations } from './diff.js';
+import { keyAfter } from './kinds/key.js';
 import { isManagedBy, ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
 import { globToRegExp } from './scope.js';
 import { summarize, type KeyFinding, type Operation, type Plan } from './types.js';

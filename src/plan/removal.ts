@@ -4,10 +4,15 @@
 // protected ones, keep it (and are never touched); resources nobody owns (made by hand, registered
 // by the SDK) keep it unless pruning. Children are deleted first, as their own operations, so the
 // environment goes without `forceDelete`: if the service still finds something in it, it refuses.
+// The operations are each kind's own (kinds/); what is decided here is whether the environment goes.
 import {
   address, type DesiredState, type LiveClient, type LiveEndpoint, type LiveEnv, type LiveState, type LiveTemplate,
 } from '../model/index.js';
 import { ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
+import { clientDelete } from './kinds/client.js';
+import { endpointDelete } from './kinds/endpoint.js';
+import { envDelete } from './kinds/env.js';
+import { projectDelete } from './kinds/project.js';
 import type { Operation, UnmanagedResource } from './types.js';
 
 export interface EnvContents {
@@ -64,19 +69,11 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
   };
   for (const lc of c.clients) {
     const addr = address.client(pe, lc.name);
-    consider('client', addr, lc.metadata, () => ({
-      address: addr, kind: 'client', action: 'delete', projectEnv: pe, reason: `its environment ${o.why}`, actionReason: 'delete_removed_from_config',
-      before: { name: lc.name, type: lc.type ?? null, template: lc.templateName ?? lc.templateId ?? null, ipWhitelist: lc.ipWhitelist, metadata: lc.metadata },
-      after: null, changes: [], live: { id: lc.id },
-    }));
+    consider('client', addr, lc.metadata, () => clientDelete(lc, `its environment ${o.why}`, 'delete_removed_from_config', addr));
   }
   for (const le of c.endpoints) {
     const addr = address.endpoint(pe, le.method, le.path);
-    consider('endpoint', addr, le.metadata, () => ({
-      address: addr, kind: 'endpoint', action: 'delete', projectEnv: pe, reason: `its environment ${o.why}`, actionReason: 'delete_removed_from_config',
-      before: { method: le.method, path: le.path, name: le.name, description: le.description, request: le.request, response: le.response, metadata: le.metadata },
-      after: null, changes: [],
-    }));
+    consider('endpoint', addr, le.metadata, () => endpointDelete(le, `its environment ${o.why}`, 'delete_removed_from_config', addr));
   }
   r.ops.push(...childOps);
   if (o.declaredProtected) blockers.push(`${envAddr} is protected in the configuration`);
@@ -86,11 +83,7 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
     return r;
   }
   // Templates go with their environment; the environment goes last.
-  r.ops.push({
-    address: envAddr, kind: 'env', action: 'delete', projectEnv: pe, project: c.env.project,
-    reason: `${o.why}; deleted with its ${c.templates.length} template(s)`, actionReason: 'delete_removed_from_config',
-    before: { project: c.env.project, type: c.env.type, url: c.env.url ?? null }, after: null, changes: [], live: { envId: c.env.id },
-  });
+  r.ops.push(envDelete(c.env, `${o.why}; deleted with its ${c.templates.length} template(s)`));
   r.envDeleted = true;
   return r;
 }
@@ -127,11 +120,8 @@ export function planDestroy(desired: DesiredState, live: LiveState, owner: strin
     if (envs.length === 0 || !envs.every((e) => deletedEnvs.has(e.projectEnv)) || p.protected) continue;
     const keep = ops.filter((op) => !(op.kind === 'env' && envs.some((e) => e.projectEnv === op.projectEnv)));
     ops.length = 0;
-    ops.push(...keep, {
-      address: address.project(p.slug), kind: 'project', action: 'delete', projectEnv: envs[0]!.projectEnv, project: p.slug,
-      reason: `is destroyed with its ${envs.length} environment(s)`, actionReason: 'delete_removed_from_config',
-      before: { slug: p.slug, name: live.projects.find((x) => x.slug === p.slug)?.name ?? p.name }, after: null, changes: [],
-    });
+    const name = live.projects.find((x) => x.slug === p.slug)?.name ?? p.name;
+    ops.push(...keep, projectDelete(p.slug, name, envs[0]!.projectEnv, `is destroyed with its ${envs.length} environment(s)`));
   }
   return { ops, warnings, unmanaged };
 }

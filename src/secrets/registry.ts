@@ -1,9 +1,115 @@
-// Resolves the stores a configuration names (`stores:` plus the embedded default) to opened
-// SecretStore instances, once each, sharing one age identity set.
+// The table of store backends (`openStore`: a URI's scheme picks the backend, loaded on first
+// use) and the stores a configuration names (`stores:` plus the embedded default), resolved to
+// opened SecretStore instances, once each, sharing one age identity set. The backends import
+// store.ts (the interface) and never this file: the imports of secrets/ run one way.
 import path from 'node:path';
 import type { StoreDeclaration } from '../model/index.js';
 import { AgeKeys } from './age-keys.js';
-import { openStore, SecretStoreError, type OpenStoreOptions, type SecretStore } from './store.js';
+import { safeUriForMessage, SecretStoreError, type OpenStoreOptions, type SecretStore, type StoreBackend } from './store.js';
+
+/**
+ * The backends, by scheme. Each backend module (and the SDK or HTTP stack behind it) is imported
+ * only when a URI of its scheme is opened: `kms-sync --help`, `validate` and a run that only uses
+ * the default store never load the cloud SDKs, undici or libsodium. The schemes and URI forms are
+ * written here so that dispatch and error messages need no import; a test checks them against
+ * each module's own `schemes` / `forms`.
+ */
+export interface LazyStoreBackend {
+  schemes: readonly string[];
+  forms: readonly string[];
+  load: () => Promise<StoreBackend>;
+}
+
+export const STORE_BACKENDS: readonly LazyStoreBackend[] = [
+  {
+    schemes: ['sops', 'file'],
+    forms: ['sops:///abs/path.yaml', 'sops:relative/path.yaml', 'file:///abs/path.yaml or file:relative/path.yaml (alias of sops:)'],
+    load: async () => {
+      const m = await import('./sops/file-store.js');
+      return { schemes: m.SOPS_SCHEMES, forms: m.SOPS_URI_FORMS, open: (uri, opts) => Promise.resolve(m.openSopsFileStore(uri, opts)) };
+    },
+  },
+  {
+    schemes: ['aws-sm'],
+    forms: ['aws-sm://<region>/<prefix>[?kmsKeyId=<key>][&endpoint=<url>][&onDeleted=recover|fail]'],
+    load: async () => (await import('./backends/aws.js')).awsSecretsManagerBackend,
+  },
+  {
+    schemes: ['gcp-sm'],
+    forms: ['gcp-sm://projects/<project>[/<prefix>][?endpoint=<url>]'],
+    load: async () => (await import('./backends/gcp.js')).gcpSecretManagerBackend,
+  },
+  {
+    schemes: ['azure-kv'],
+    forms: [
+      'azure-kv://<vault-name>[/<prefix>][?onDeleted=recover|fail]',
+      'azure-kv://<vault host>[:port][/<prefix>] (e.g. myvault.vault.azure.cn)',
+    ],
+    load: async () => (await import('./backends/azure.js')).azureKeyVaultBackend,
+  },
+  {
+    schemes: ['vault', 'openbao'],
+    forms: [
+      'vault://host:8200/<kv-v2 mount>/<prefix>[?tls=false&namespace=ns&mount=a/b]',
+      'openbao://host:8200/<kv-v2 mount>/<prefix> (same options)',
+    ],
+    load: async () => (await import('./backends/vault.js')).vaultBackend,
+  },
+  {
+    schemes: ['github'],
+    forms: [
+      'github://<owner>/<repo>[?prefix=KMS_] (repository secrets)',
+      'github://<owner>/<repo>/environments/<environment> (environment secrets)',
+    ],
+    load: async () => (await import('./backends/github.js')).githubBackend,
+  },
+  {
+    schemes: ['gitlab'],
+    forms: [
+      'gitlab://<project id>[?environment_scope=production&protected=true&hidden=false&prefix=KMS_]',
+      'gitlab://<group%2Fproject> (URL-encoded project path)',
+    ],
+    load: async () => (await import('./backends/gitlab.js')).gitlabBackend,
+  },
+  {
+    schemes: ['kubernetes', 'k8s'],
+    forms: [
+      'kubernetes://<namespace>/<secret-name> (one Secret, one data key per secret)',
+      'kubernetes://<namespace>[?prefix=kms-] (one Secret per secret)',
+    ],
+    load: async () => (await import('./backends/kubernetes.js')).kubernetesBackend,
+  },
+];
+
+export function supportedStoreSchemes(): string[] {
+  return STORE_BACKENDS.flatMap((b) => b.schemes.map((s) => `${s}:`));
+}
+
+const SCHEME_RE = /^([A-Za-z][A-Za-z0-9+.-]*):/;
+
+/**
+ * Opens the store a URI names: `sops:///abs/secrets.yaml`, `sops:relative/secrets.yaml`
+ * (relative to `opts.baseDir`), `file:` as an alias of `sops:`. Opening touches nothing on disk.
+ */
+export async function openStore(uri: string, opts: OpenStoreOptions = {}): Promise<SecretStore> {
+  const forms = STORE_BACKENDS.flatMap((b) => b.forms).join(', ');
+  const m = SCHEME_RE.exec(uri);
+  if (!m) {
+    throw new SecretStoreError(
+      `secret store URI '${safeUriForMessage(uri)}' has no scheme; supported: ${forms}`,
+      { code: 'UNKNOWN_SCHEME' },
+    );
+  }
+  const scheme = (m[1] as string).toLowerCase();
+  const backend = STORE_BACKENDS.find((b) => b.schemes.includes(scheme));
+  if (!backend) {
+    throw new SecretStoreError(
+      `unknown store scheme '${scheme}:' in '${safeUriForMessage(uri)}'; supported schemes: ${supportedStoreSchemes().join(', ')} (forms: ${forms})`,
+      { code: 'UNKNOWN_SCHEME' },
+    );
+  }
+  return (await backend.load()).open(uri, opts);
+}
 
 export const DEFAULT_STORE_NAME = 'default';
 /** Beside the configuration, in a hidden folder the config loader never reads. */

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { buildFullProgram, buildProgram } from '../../src/cli/commands.js';
-import { STORE_BACKENDS } from '../../src/secrets/store.js';
+import { STORE_BACKENDS } from '../../src/secrets/registry.js';
 import { cliPath, repoRoot, workspace } from '../support/cli.js';
 
 const tracer = path.join(repoRoot, 'test', 'bench', 'fixtures', 'trace-imports.mjs');

@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decryptSops } from 'sops-age';
 import { parse as parseYaml } from 'yaml';
-import { openStore } from '../../src/secrets/store.js';
+import { openStore } from '../../src/secrets/registry.js';
 import type { SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
 

@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { AgeKeys, defaultAgeKeyFile } from '../../src/secrets/age-keys.js';
 import { SopsFileStore, sopsUriToPath } from '../../src/secrets/sops/file-store.js';
-import { SecretStoreError, openStore, redactSecrets, supportedStoreSchemes } from '../../src/secrets/store.js';
+import { SecretStoreError, redactSecrets } from '../../src/secrets/store.js';
+import { openStore, supportedStoreSchemes } from '../../src/secrets/registry.js';
 import { expectNoSecrets, fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
 
 let sb: Sandbox;

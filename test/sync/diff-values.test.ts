@@ -1,4 +1,4 @@
-// The diff's comparison of JSON values (plan/diff.ts sameJson): objects are compared by their keys
+// The diff's comparison of JSON values (plan/compare.ts sameJson): objects are compared by their keys
 // and values, not by how they are written. Two equal objects must plan nothing; any difference at
 // any depth must plan an update of that field.
 import { describe, expect, it } from 'vitest';

@@ -19,6 +19,7 @@ import {
   type SopsPlain,
 } from './cipher.js';
 import { emitPair, readStoreYaml, type EntrySlices } from './fast-yaml.js';
+import { map, scalar, type SMap, type SNode, type SScalar, type SSeq } from './tree.js';
 
 /**
  * The `yaml` package, loaded when a store file is first read or written (naming secrets, as
@@ -31,23 +32,7 @@ const isMap = (n: unknown) => Y().isMap(n);
 const isScalar = (n: unknown) => Y().isScalar(n);
 const isSeq = (n: unknown) => Y().isSeq(n);
 
-export type ScalarValue = string | number | boolean | null;
-export type SNode = SMap | SSeq | SScalar;
-export interface SMap {
-  kind: 'map';
-  entries: [string, SNode][];
-}
-export interface SSeq {
-  kind: 'seq';
-  items: SNode[];
-}
-export interface SScalar {
-  kind: 'scalar';
-  value: ScalarValue;
-}
-
-export const scalar = (value: ScalarValue): SScalar => ({ kind: 'scalar', value });
-export const map = (entries: [string, SNode][] = []): SMap => ({ kind: 'map', entries });
+export { map, scalar, type ScalarValue, type SMap, type SNode, type SScalar, type SSeq } from './tree.js';
 
 /**
  * Position of each key of a large map, built on first lookup. `entries` stays the source of

@@ -13,7 +13,7 @@
  * trees and bytes), and the files stay SOPS files (test/secrets/interop.test.ts decrypts them with
  * independent tools).
  */
-import type { SMap, SNode, SSeq, ScalarValue } from './document.js';
+import type { SMap, SNode, SSeq, ScalarValue } from './tree.js';
 
 /** A key written plain (the `yaml` package's rule for our keys: anything else is double-quoted). */
 const SAFE_PLAIN_KEY = /^[A-Za-z_][A-Za-z0-9_.~%/-]*$/;

@@ -3,7 +3,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkSecretPresence } from '../../../src/secrets/presence.js';
 import { StoreRegistry } from '../../../src/secrets/registry.js';
-import { openStore, SecretStoreError, supportedStoreSchemes } from '../../../src/secrets/store.js';
+import { SecretStoreError } from '../../../src/secrets/store.js';
+import { openStore, supportedStoreSchemes } from '../../../src/secrets/registry.js';
 import { fakeKey, meta } from '../helpers.js';
 import { startFakeVault, type FakeVault } from './support/fake-vault.js';
 

@@ -6,7 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openVaultStore, parseVaultUri, VaultKvStore } from '../../../src/secrets/backends/vault.js';
-import { openStore } from '../../../src/secrets/store.js';
+import { openStore } from '../../../src/secrets/registry.js';
 import { vaultBackend } from '../../../src/secrets/backends/vault.js';
 import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';

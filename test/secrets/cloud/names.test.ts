@@ -7,7 +7,8 @@ import { AWS_NAME_RE, openAwsSecretsManagerStore } from '../../../src/secrets/ba
 import { AZURE_NAME_RE, openAzureKeyVaultStore } from '../../../src/secrets/backends/azure.js';
 import { idempotencyToken } from '../../../src/secrets/backends/cloud-names.js';
 import { GCP_NAME_RE, openGcpSecretManagerStore } from '../../../src/secrets/backends/gcp.js';
-import { openStore, supportedStoreSchemes, type SecretStore } from '../../../src/secrets/store.js';
+import type { SecretStore } from '../../../src/secrets/store.js';
+import { openStore, supportedStoreSchemes } from '../../../src/secrets/registry.js';
 
 const credential: TokenCredential = { getToken: () => Promise.resolve({ token: 't', expiresOnTimestamp: Date.now() + 60_000 }) };
 const aws = await openAwsSecretsManagerStore('aws-sm://eu-west-1/kms-sync/prod');
