@@ -63,6 +63,45 @@ export class Engine {
     return this.recovered.get(projectEnv) ?? Promise.resolve([]);
   }
 
+  /** Does the key journal exist? (StoreRegistry.journalPath(), without loading the store code.) */
+  private journalExists(): boolean {
+    return existsSync(path.join(this.config.baseDir, '.kms-sync', 'journal'));
+  }
+
+  /**
+   * The recovery of an environment (DESIGN.md "Keys" 0 and 5): what an earlier run left in the
+   * journal is flushed into its stores (a journaled key is a stored key) and its interrupted
+   * requests become orphans. Once per environment and process, shared by creates and refreshes.
+   */
+  private recover(projectEnv: string): Promise<OrphanKey[]> {
+    let recovery = this.recovered.get(projectEnv);
+    if (!recovery) {
+      recovery = (async () => {
+        const { stores, capture } = await this.keyPath();
+        const { recoverBeforePlan } = await import('../apply/recover.js');
+        return (await recoverBeforePlan(this.api, capture, stores, new Set([projectEnv]))).orphans;
+      })();
+      this.recovered.set(projectEnv, recovery);
+      recovery.catch(() => this.recovered.delete(projectEnv));
+    }
+    return recovery;
+  }
+
+  /**
+   * Before a refresh decides anything about a key: the recovery of its environment, so that a key
+   * a killed provider journaled but never stored is held when the read looks at the store. Free
+   * (no store code loaded) when there is no journal. `journalClean`: no raw key is left in the
+   * journal (a store that could not be written keeps them there), so a key the store does not
+   * hold is held nowhere.
+   */
+  async recoverForRead(projectEnv: string): Promise<{ orphans: OrphanKey[]; journalClean: boolean }> {
+    if (!this.recovered.has(projectEnv) && !this.journalExists()) return { orphans: [], journalClean: true };
+    const orphans = await this.recover(projectEnv);
+    if (!this.journalExists()) return { orphans, journalClean: true };
+    const { capture } = await this.keyPath();
+    return { orphans, journalClean: (await capture.journal.pendingIds()).length === 0 };
+  }
+
   private readonly queues = new Map<string, Promise<void>>();
   private ownerRecorded: Promise<unknown> | undefined;
   /**
@@ -161,15 +200,8 @@ export class Engine {
     this.assertCanIssue();
     const { stores, capture } = await this.keyPath();
     await this.refuseLocalStoreInCi(stores, store);
-    let recovery = this.recovered.get(projectEnv);
-    if (!recovery) {
-      // A journal that cannot be flushed is reported by `prepare` below, which then refuses to issue.
-      const { recoverBeforePlan } = await import('../apply/recover.js');
-      recovery = recoverBeforePlan(this.api, capture, stores, new Set([projectEnv])).then((r) => r.orphans);
-      this.recovered.set(projectEnv, recovery);
-      recovery.catch(() => this.recovered.delete(projectEnv));
-    }
-    const orphans = await recovery;
+    // A journal that cannot be flushed is reported by `prepare` below, which then refuses to issue.
+    const orphans = await this.recover(projectEnv);
     const name = store ?? '';
     let check = this.prepared.get(name);
     if (!check) {
@@ -220,8 +252,7 @@ export class Engine {
   private unconfirmedMap(): Promise<Map<string, string>> {
     return (this.unconfirmedIds ??= (async () => {
       const m = new Map<string, string>();
-      // StoreRegistry.journalPath(), without loading the store code when there is no journal.
-      if (!existsSync(path.join(this.config.baseDir, '.kms-sync', 'journal'))) return m;
+      if (!this.journalExists()) return m;
       const { capture } = await this.keyPath();
       for (const r of await capture.journal.unconfirmed()) for (const id of r.keyIds) m.set(id, r.id);
       return m;

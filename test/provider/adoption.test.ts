@@ -123,7 +123,7 @@ describe('a create whose key name already has live generations', () => {
     expect(existsSync(journalFile)).toBe(false);
   }, 60_000);
 
-  it('a refresh completes a replacement cut short: the stored new key becomes the state, the old one is revoked', async () => {
+  it('a refresh completes a replacement cut short: the old key is revoked and reported gone, and the create Terraform then plans adopts the stored new key', async () => {
     const core = await provider();
     const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'cut' });
     const old = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
@@ -136,14 +136,91 @@ describe('a create whose key name already has live generations', () => {
     providers.at(-1)!.kill();
     expect(liveKeys('globex', 'cut')).toHaveLength(2);
 
-    // The next plan refreshes the saved state, which still names the old key.
+    // The next plan refreshes the saved state, which still names the old key: the store holds
+    // the new one, so the old key is revoked and the object reported gone.
     const refreshed = await (await provider()).read('kms_key', old);
-    seen.push(text(refreshed));
-    expect(refreshed).toMatchObject({ key_id: created.state!.key_id, key_prefix: created.state!.key_prefix });
+    expect(refreshed).toBeNull();
+    expect(liveKeys('globex', 'cut').map((k) => k.id)).toEqual([created.state!.key_id]);
+    // Terraform plans a create: it adopts the stored key, issuing nothing.
+    const before = issues();
+    const again = await createKey(await provider(), 'globex', 'cut');
+    expect(errors(again.diagnostics)).toEqual([]);
+    expect(issues()).toBe(before);
+    expect(again.state).toMatchObject({ key_id: created.state!.key_id, key_prefix: created.state!.key_prefix });
     expect(liveKeys('globex', 'cut').map((k) => k.id)).toEqual([created.state!.key_id]);
     const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/cut`]!;
     expect(await validates('globex', 'cut', raw)).toBe(true);
   }, 60_000);
+
+  it('a replacement killed with its new key journaled but not stored: the refresh flushes the journal first, then completes it', async () => {
+    const core = await provider();
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'journaled' });
+    const old = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
+    await core.read('kms_key', old);
+    // -replace with create_before_destroy: the provider is killed once the new key is journaled,
+    // before its store write. Terraform keeps the old object as the resource's current one.
+    const trace = path.join(dir, 'trace-journaled');
+    const slow = await provider({ KMS_SYNC_TEST_PAUSE: 'after-journal:10000', KMS_SYNC_TEST_TRACE: trace });
+    const planned = (await slow.plan('kms_key', null, config)).planned;
+    void slow.apply('kms_key', null, planned, config).catch(() => undefined);
+    const end = Date.now() + 20_000;
+    while (!(existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal')) && Date.now() < end) await sleep(10);
+    providers.at(-1)!.kill();
+    rmSync(trace, { force: true });
+    const gens = liveKeys('globex', 'journaled');
+    expect(gens).toHaveLength(2);
+    const fresh = gens.find((k) => k.id !== old.key_id)!;
+    const held = async () => (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/journaled`]!;
+    expect((await held()).startsWith(fresh.keyPrefix)).toBe(false); // only in the journal
+
+    // The refresh flushes the journal: the store holds the new key, the old one is revoked and
+    // its object reported gone; the create Terraform plans adopts the new key.
+    expect(await (await provider()).read('kms_key', old)).toBeNull();
+    expect((await held()).startsWith(fresh.keyPrefix)).toBe(true);
+    const before = issues();
+    const again = await createKey(await provider(), 'globex', 'journaled');
+    expect(errors(again.diagnostics)).toEqual([]);
+    expect(issues()).toBe(before);
+    expect(again.state).toMatchObject({ key_id: fresh.id });
+    expect(liveKeys('globex', 'journaled').map((k) => k.id)).toEqual([fresh.id]);
+    expect(await validates('globex', 'journaled', await held())).toBe(true);
+  }, 60_000);
+
+  for (const order of ['deposed first', 'current first'] as const) {
+    it(`a replacement whose old key's revoke was cut short (${order}): the refresh and the destroy of the deposed object never revoke the key the state tracks`, async () => {
+      const name = `dep${order === 'deposed first' ? 1 : 2}`;
+      const core = await provider();
+      const config = core.config('kms_key', { project_env: ENV, client: 'globex', name });
+      const old = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
+      await core.read('kms_key', old);
+      // create_before_destroy: the new key is created, stored and saved by Terraform (current),
+      // the old object deposed; the provider is killed before the old key's revoke lands.
+      const created = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
+      providers.at(-1)!.kill();
+      // The re-apply refreshes both objects of the resource, in either order, then destroys the
+      // deposed one if it is still there.
+      const plan = await provider();
+      let deposed: Record<string, unknown> | null;
+      let current: Record<string, unknown> | null;
+      if (order === 'deposed first') {
+        deposed = await plan.read('kms_key', old);
+        current = await plan.read('kms_key', created);
+      } else {
+        current = await plan.read('kms_key', created);
+        deposed = await plan.read('kms_key', old);
+      }
+      expect(current).toMatchObject({ key_id: created.key_id });
+      if (deposed) {
+        expect(deposed).toMatchObject({ key_id: old.key_id });
+        const apply = await provider();
+        const gone = await apply.apply('kms_key', deposed, null, null);
+        expect(errors(gone.diagnostics)).toEqual([]);
+      }
+      expect(liveKeys('globex', name).map((k) => k.id)).toEqual([created.key_id]);
+      const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/${name}`]!;
+      expect(await validates('globex', name, raw)).toBe(true);
+    }, 60_000);
+  }
 
   it('revokes a stray key of the same name on a client it owns, once the new key is stored, and says so', async () => {
     const stray = await strayKey('globex', 'stray');

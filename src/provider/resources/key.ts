@@ -6,10 +6,14 @@
 // One live key per resource (DESIGN.md "Keys"), even when Terraform is killed mid-apply: a key a
 // create issues is journaled as *unconfirmed* until Terraform sends a state holding it, and a
 // create finding such a key of its name, stored, adopts it instead of issuing another; live keys
-// of the name that nobody holds are revoked once the resource's key is stored.
+// of the name that nobody holds are revoked once the resource's key is stored. A refresh first
+// flushes the journal (a key journaled by a killed provider is a stored key), and reports a
+// tracked key gone — after revoking it — when the store holds the key of its cut-short
+// replacement: Terraform then plans a create, which adopts that key.
 import type { WireClient, WireKey } from '../../api/client.js';
 import { canonicalTimestamp, defaultSecretName, ownershipOf, parseTtl, type JsonObject } from '../../model/index.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
+import type { OrphanKey } from '../../apply/recover.js';
 import type { ChangeAction, Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
 import { handlers, KEY_PREFIX_LENGTH, keepOptional, keepTimestamp, secretFingerprint, uuidOf as clientId } from './state.js';
@@ -99,6 +103,27 @@ async function cutShortSuccessor(e: Engine, s: TfObject, generations: WireKey[],
 function checkClient(e: Engine, s: TfObject, client: WireClient | undefined, action: ChangeAction): void {
   if (!client) return;
   e.checkChange({ type: 'kms_key', address: String(s.name), of: `kms_client ${String(s.project_env)}/${client.name}` }, client.metadata as JsonObject | undefined, action);
+}
+
+/**
+ * A refresh of a tracked key whose raw value the store holds: other generations of its name that
+ * nobody holds are revoked — keys of requests whose response was lost (orphans), and keys an
+ * earlier create of this provider issued that Terraform never recorded and the store no longer
+ * holds (unconfirmed). Nothing else would: no create of this name follows while the state tracks
+ * a key. Only when no raw key waits in the journal (a key there is held, not yet stored).
+ */
+async function revokeUnheld(e: Engine, live: WireClient, s: TfObject, generations: WireKey[], current: WireKey, orphans: OrphanKey[], journalClean: boolean) {
+  const unconfirmed = await e.unconfirmedKeys();
+  const orphanIds = new Set(orphans.filter((o) => o.client === live.name && o.keyName === current.name).map((o) => o.keyId));
+  const unheld = generations.filter((k) => k.id !== current.id && (orphanIds.has(k.id) || (journalClean && unconfirmed.has(k.id))));
+  if (unheld.length === 0) return;
+  const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
+  const secret = keyAfter(s, projectEnv!, clientName!, name!).secret;
+  if ((await e.heldKeyId(secret.store, str(s.secret_name) ?? secret.name)) !== current.id) return;
+  const { keys: keyKind } = await handlers();
+  for (const k of unheld) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, k.id));
+  await e.forgetUnconfirmed(unheld.map((k) => k.id));
+  e.forget('client', projectEnv!);
 }
 
 const newest = (keys: WireKey[]) => [...keys].sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')))[0];
@@ -247,23 +272,29 @@ export const key: ResourceType = {
 
   async read(e, s, importing) {
     const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
+    // Decided with the journal flushed into the store (DESIGN.md "Keys" 0): a key a killed
+    // provider journaled but never stored is held, not a stray, when the generations are sorted.
+    const { orphans, journalClean } = await e.recoverForRead(projectEnv!);
     const live = (await e.clientsOf(projectEnv!)).get(clientName!);
     const generations = (live?.keys ?? []).filter((k) => k.name === name);
-    let current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
+    const current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
+    // The tracked key is gone: Terraform sees the object gone and plans a create (which adopts
+    // a stored key of this name Terraform never recorded, if there is one), never a revoked key.
     if (!current) return null;
     const successor = importing ? undefined : await cutShortSuccessor(e, s, generations, current);
     if (successor) {
       // A replacement (create_before_destroy) cut short: its new key was issued and stored, and
-      // Terraform was killed before it saved it. The store holds that key: it is this resource's
-      // key now, and the old one ends as the replacement would have ended it (revoked, or kept
-      // for rotation_overlap), since its raw value is no longer held.
+      // the store holds it in place of the tracked key, whose raw value is therefore no longer
+      // held. The old key ends as the replacement would have ended it (revoked, or kept for
+      // rotation_overlap), and the object is reported gone. Terraform cannot say whether this
+      // object is the resource's current one (Terraform killed before it saved the new key: the
+      // create it now plans adopts that key, issuing nothing) or a deposed one whose successor
+      // it does track (the provider killed while it revoked the old key): returning the new key
+      // here would make the destroy of that deposed object revoke the key the state tracks.
       await key.delete(e, s);
-      await e.forgetUnconfirmed([successor.id]);
-      current = successor;
-      const store = await (await e.keyPath()).stores.get(keyAfter(s, projectEnv!, clientName!, name!).secret.store);
-      const raw = store.read ? await store.read(store.secretName(str(s.secret_name) ?? defaultSecretName(projectEnv!, clientName!, name!))) : undefined;
-      s = { ...s, key_prefix: raw?.slice(0, KEY_PREFIX_LENGTH) ?? (successor as { keyPrefix?: string }).keyPrefix ?? s.key_prefix ?? null };
+      return null;
     }
+    if (!importing && live) await revokeUnheld(e, live, s, generations, current, orphans, journalClean);
     return {
       ...s, id: `${projectEnv}/${clientName}/${name}`, key_id: current.id,
       expires_at: keepTimestamp(s.expires_at, current.expiresAt ?? null),
