@@ -63,9 +63,15 @@ async function orphansOfIntent(api: KmsClient, intent: IssueIntent): Promise<(Or
   }
   return clients.flatMap((c) => {
     const keys = (c.keys ?? []).filter((k) => names.has(k.name) && !known.has(k.id));
-    return keys.length
-      ? [{ id: newOrphanId(), type: 'orphan' as const, projectEnv: intent.projectEnv, clientId: clientId(c), client: c.name, keyIds: keys.map((k) => k.id), keyNames: keys.map((k) => k.name) }]
-      : [];
+    if (keys.length === 0) return [];
+    const lost = { id: newOrphanId(), type: 'orphan' as const, projectEnv: intent.projectEnv, clientId: clientId(c), client: c.name, keyIds: keys.map((k) => k.id), keyNames: keys.map((k) => k.name) };
+    // The request took effect: the generations it superseded are to be revoked once the
+    // replacement the plan issues for the lost keys is stored (their secret then holds it).
+    const live = new Set((c.keys ?? []).map((k) => k.id));
+    const superseded = (intent.supersedes ?? []).filter((s) => live.has(s.keyId) && keys.some((k) => k.name === s.name));
+    return superseded.length
+      ? [lost, { id: newOrphanId(), type: 'orphan' as const, reason: 'superseded' as const, projectEnv: intent.projectEnv, clientId: clientId(c), client: c.name, keyIds: superseded.map((s) => s.keyId), keyNames: superseded.map((s) => s.name) }]
+      : [lost];
   });
 }
 
