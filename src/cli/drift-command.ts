@@ -3,7 +3,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { collectUsage } from '../live/usage.js';
-import { printable } from '../model/printable.js';
+import { quoted } from '../model/printable.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
@@ -93,7 +93,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     });
     const refused: string[] = [];
     const next = generateIgnore(report, existing, refused);
-    for (const a of refused) err(`Not written to ${file}: ${printable(a)} cannot be written as an ignore rule that means only that resource (its name holds whitespace, #, * or ?, a control character, or reads as a field); accept its drift by hand, or rename it.\n`);
+    for (const a of refused) err(`Not written to ${file}: ${quoted(a)} cannot be written as an ignore rule that means only that resource (its name holds whitespace, #, * or ?, a control character, or reads as a field); accept its drift by hand, or rename it.\n`);
     const written = report.items.length - refused.length;
     if (next === existing) err(`No ${refused.length ? 'other ' : ''}drift to ignore; ${file} left as it was.\n`);
     else {

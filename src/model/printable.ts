@@ -34,6 +34,22 @@ export function cut(text: string, max = 200): string {
   return `${text.slice(0, max)}… (${text.length - max} more)`;
 }
 
+/** Quoted strings (JSON spelling) and unbroken runs longer than this are cut in error lines. */
+export const ERROR_VALUE_MAX = 200;
+
+/**
+ * Error text with every long value cut (`"xxxx…" (69800 more)`): JSON-quoted strings and unbroken
+ * runs of more than ERROR_VALUE_MAX characters, so a 70,000-character value is not echoed whole on
+ * every line that names it; the rest of each line (where, what is wrong) is kept.
+ */
+export function cutLongValues(text: string, max = ERROR_VALUE_MAX): string {
+  const quotedRe = new RegExp(`"((?:[^"\\\\\\n]|\\\\.){${max + 1},})"`, 'g');
+  const runRe = new RegExp(`[^\\s"…]{${max + 1},}`, 'g');
+  return text
+    .replace(quotedRe, (_m, body: string) => `"${body.slice(0, max)}…" (${body.length - max} more)`)
+    .replace(runRe, (m) => `${m.slice(0, max)}… (${m.length - max} more)`);
+}
+
 /**
  * The last guard of every line written to stdout/stderr (cli/output.ts): a line whose first
  * non-blank characters are `::` would be a GitHub workflow command, so it is prefixed with a

@@ -57,7 +57,8 @@ function code(raw: string, max = 200): string {
   const s = redactReport(raw); // before shortening, so a cut can never leave part of a key
   const text = s.length > max ? `${s.slice(0, max - 1)}…` : s;
   const shown = printable(text.replace(/\r?\n/g, '⏎'));
-  return `<code>${noLinks(shown.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\|/g, '&#124;').replace(/@/g, '&#64;'))}</code>`;
+  // Backslashes as entities: Markdown would read `\\` (how printable shows one) as an escaped backslash.
+  return `<code>${noLinks(shown.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\|/g, '&#124;').replace(/@/g, '&#64;').replace(/\\/g, '&#92;'))}</code>`;
 }
 
 const short = (raw: string, max = 400) => {
