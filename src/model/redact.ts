@@ -42,6 +42,8 @@ const SHAPES: [RegExp, (m: string) => string][] = [
   [/\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/g, () => '[REDACTED GitHub token]'],
   [/\bglpat-[A-Za-z0-9_-]{20,}/g, () => '[REDACTED GitLab token]'],
   [/\bhv[sbr]\.[A-Za-z0-9_-]{20,}/g, () => '[REDACTED Vault token]'],
+  // A PEM private key (a GCP service-account file's private_key, a client certificate's key), also JSON-escaped.
+  [/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g, () => '[REDACTED private key]'],
 ];
 
 /** The shortest value redacted by value: shorter ones ("1", "true") would mask ordinary text. */
