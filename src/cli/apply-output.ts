@@ -4,7 +4,7 @@
 // stored (address, store, secret name: never a value), recoveries, and a closing summary. In JSON
 // mode nothing else is written to stdout; prompts, retries and notices go to stderr.
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
-import { cut, printable as p } from '../model/printable.js';
+import { cut, escapeUnsafe, printable as p } from '../model/printable.js';
 import { blockedChanges, type Operation, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
@@ -229,6 +229,6 @@ export function renderPlanCompact(plan: Plan): string {
   }
   const s = plan.summary;
   lines.push('', `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`);
-  for (const w of plan.warnings) lines.push(`Warning: ${w}`);
+  for (const w of plan.warnings) lines.push(`Warning: ${w.split('\n').map(escapeUnsafe).join('\n')}`);
   return `${lines.join('\n')}\n`;
 }

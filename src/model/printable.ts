@@ -17,10 +17,15 @@ const hex = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`
  * never be faked; `##[` (the old workflow-command form, recognised anywhere in a line) broken.
  */
 export function printable(text: string): string {
-  return text
-    .replace(/\\/g, '\\\\')
-    .replace(UNSAFE, (c) => SHORT[c] ?? hex(c))
-    .replace(/##\[/g, '#\\u0023[');
+  return escapeUnsafe(text.replace(/\\/g, '\\\\'));
+}
+
+/**
+ * printable without doubling backslashes: for text that already spells its values escaped (a
+ * diagnostic quoting a JSON string), so `"a\"b"` stays readable. Everything else is the same.
+ */
+export function escapeUnsafe(text: string): string {
+  return text.replace(UNSAFE, (c) => SHORT[c] ?? hex(c)).replace(/##\[/g, '#\\u0023[');
 }
 
 /** A string value in double quotes, escaped like printable (and `"`): JSON's spelling for ordinary text. */

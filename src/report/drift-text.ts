@@ -1,6 +1,6 @@
 // Terminal rendering of a drift report, grouped by category the way driftctl prints it.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftItem, type DriftReport, type DriftUsage } from '../plan/drift.js';
-import { printable as p } from '../model/printable.js';
+import { escapeUnsafe, printable as p } from '../model/printable.js';
 import type { Plan } from '../plan/types.js';
 import { safeUrl } from './redact.js';
 import { formatValue, renderHeader } from './text.js';
@@ -76,7 +76,7 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
     }
     out.push('');
   }
-  for (const w of report.warnings) out.push(`${paint('yellow', 'Warning:')} ${w}`);
+  for (const w of report.warnings) out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
   if (report.warnings.length) out.push('');
   const s = report.summary;
   out.push(`${paint('bold', 'Drift:')} ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ` +

@@ -5,7 +5,7 @@
 // summary. Everything that comes from configuration or the live service is HTML-escaped and shown
 // as code, so a resource name can neither inject markup nor mention anyone.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
-import { printable } from '../model/printable.js';
+import { escapeUnsafe, printable } from '../model/printable.js';
 import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
@@ -45,7 +45,7 @@ const noLinks = (s: string) => s
 
 /** Text for HTML and Markdown contexts: no tags, no table breaks, no @mentions, no emphasis, no links. */
 export function escapeText(s: string): string {
-  return noLinks(s
+  return noLinks(escapeUnsafe(s.replace(/\r?\n/g, ' '))
     .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
     .replace(/\|/g, '&#124;').replace(/@/g, '&#64;').replace(/`/g, '&#96;')
     .replace(/[\\*_[\]~]/g, (c) => `&#${c.charCodeAt(0)};`)

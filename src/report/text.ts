@@ -1,5 +1,5 @@
 // Terminal rendering of a plan, in the shape people know from `terraform plan`.
-import { printable as p, quoted } from '../model/printable.js';
+import { escapeUnsafe, printable as p, quoted } from '../model/printable.js';
 import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
 
 export interface TextOptions {
@@ -117,7 +117,7 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
     out.push('');
   }
   if (plan.warnings.length) {
-    for (const w of plan.warnings) out.push(`${paint('yellow', 'Warning:')} ${w}`);
+    for (const w of plan.warnings) out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
     out.push('');
   }
   const s = plan.summary;
