@@ -10,6 +10,7 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
 import { startGitHubFake, type GitHubFake } from '../support/github-fake.js';
 import { setup, smallConfig, TEST_KEY, type Setup } from './helpers.js';
@@ -170,6 +171,15 @@ describe('hostile names from the service (issue 26, item 6)', () => {
         expect(r.stdout).toContain('bidi\\u202egnp.exe');
       }
     }
+  });
+
+  it('export writes them double-quoted: safe to print, and they read back the same', async () => {
+    const r = await runCli(['export', '--env', 'shop-staging'], { cwd: s.dir, env: s.env });
+    expect(r.code, r.stderr).toBe(0);
+    clean(r.stdout + r.stderr, 'export');
+    const back = parseYaml(r.stdout) as { projects: { environments: { clients?: { name: string }[] }[] }[] };
+    const exported = back.projects.flatMap((p) => p.environments.flatMap((e) => (e.clients ?? []).map((c) => c.name)));
+    for (const n of names) expect(exported).toContain(n);
   });
 
   it('escapes them in apply --prune output', async () => {
