@@ -38,6 +38,8 @@ export function isCredentialEnvName(name: string): boolean {
 const SHAPES: [RegExp, (m: string) => string][] = [
   [/kmsc_[A-Za-z0-9_-]{8,}/g, () => 'kmsc_[REDACTED]'],
   [/\bsk_(?:live|test)_[A-Za-z0-9._-]{4,}/g, (m) => `${m.slice(0, 8)}…[redacted]`],
+  // Embedded in a longer word (`xsk_live_…`), a project key kms-sync does not hold is still one when long.
+  [/sk_(?:live|test)_[A-Za-z0-9]{12,}/g, (m) => `${m.slice(0, 8)}…[redacted]`],
   [/AGE-SECRET-KEY-(?:PQ-)?1[0-9A-Z]+/g, () => 'AGE-SECRET-KEY-[REDACTED]'],
   [/\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/g, () => '[REDACTED GitHub token]'],
   [/\bglpat-[A-Za-z0-9_-]{20,}/g, () => '[REDACTED GitLab token]'],

@@ -23,6 +23,7 @@ describe('redaction by value', () => {
 
   it('masks by shape what it does not know by value', () => {
     expect(redactCredentials(`a glpat-${'x'.repeat(20)} b ghp_${'y'.repeat(36)} c kmsc_${'z'.repeat(43)}`, {})).toBe('a [REDACTED GitLab token] b [REDACTED GitHub token] c kmsc_[REDACTED]');
+    expect(redactCredentials(`id-xsk_live_${'Q1'.repeat(8)}-end risk_test_suite`, {})).toBe('id-xsk_live_…[redacted]-end risk_test_suite');
     expect(redactCredentials('{"private_key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}', {})).toBe('{"private_key":"[REDACTED private key]\\n"}');
   });
 
