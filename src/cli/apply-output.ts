@@ -4,11 +4,12 @@
 // stored (address, store, secret name: never a value), recoveries, and a closing summary. In JSON
 // mode nothing else is written to stdout; prompts, retries and notices go to stderr.
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
+import { cut, escapeUnsafe, printable as p } from '../model/printable.js';
 import { blockedChanges, type Operation, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
 import type { CommitRequired } from './ci-guard.js';
-import { err, isCi, out } from './output.js';
+import { err, isCi, out, workflowCommand } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
 
@@ -101,7 +102,7 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
  */
 function banner(commit: CommitRequired, env: NodeJS.ProcessEnv = process.env): string {
   if (env.GITHUB_ACTIONS === 'true') {
-    for (const l of commit.lines) err(`::warning title=kms-sync: commit and push::${l.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}\n`);
+    for (const l of commit.lines) workflowCommand('warning', l, { title: 'kms-sync: commit and push' });
   }
   const rule = '!'.repeat(72);
   return `\n${rule}\n${commit.lines.map((l) => `!! ${l}`).join('\n')}\n${rule}\n`;
@@ -115,7 +116,7 @@ function summaryText(r: ApplyResult, compact = false): string {
     lines.push(`Keys issued and stored: ${r.keysStored.length}, in ${stores.join(', ')} (kms-sync secrets list shows them).`);
   } else if (r.keysStored.length) {
     lines.push(`Keys issued and stored (${r.keysStored.length}):`);
-    for (const k of r.keysStored) lines.push(`  ${k.address} → ${k.store} (${k.secret})`);
+    for (const k of r.keysStored) lines.push(`  ${p(k.address)} → ${p(k.store)} (${p(k.secret)})`);
   }
   for (const n of r.recoveries) lines.push(`Recovered: ${n}`);
   return lines.join('\n') + '\n';
@@ -174,15 +175,15 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       else if (e.type === 'done') {
         done++;
         if (tty) draw();
-        else line(`${e.op.address}: ${e.op.action} complete${e.note ? ` (${e.note})` : ''}`);
+        else line(`${p(e.op.address)}: ${e.op.action} complete${e.note ? ` (${p(e.note)})` : ''}`);
       } else if (e.type === 'failed') {
         failed++;
         if (tty) err('\r\x1b[2K');
-        line(`${e.op.address}: ${e.op.action} FAILED: ${e.error}`);
+        line(`${p(e.op.address)}: ${e.op.action} FAILED: ${cut(p(e.error), 500)}`);
         if (tty) draw();
       } else if (e.type === 'recovered') {
         if (tty) err('\r\x1b[2K');
-        line(`recovered: ${e.note}`);
+        line(`recovered: ${p(e.note)}`);
       }
     },
     finish: (r, outcome, _code, commit) => {
@@ -196,9 +197,9 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       }
       out(`\n${r.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summaryText(r, opts.compact)}`);
       if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
-      for (const f of r.failed) out(`  failed: ${f.op?.address ?? '(before any operation)'}: ${f.error}\n`);
+      for (const f of r.failed) out(`  failed: ${f.op ? p(f.op.address) : '(before any operation)'}: ${cut(p(f.error), 500)}\n`);
       if (r.notAttempted.length) {
-        out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => o.address).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
+        out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => p(o.address)).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
       }
       out(`${stamp()}Took ${formatDuration(since())}. Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n`);
       if (commit) out(banner(commit));
@@ -228,6 +229,6 @@ export function renderPlanCompact(plan: Plan): string {
   }
   const s = plan.summary;
   lines.push('', `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`);
-  for (const w of plan.warnings) lines.push(`Warning: ${w}`);
+  for (const w of plan.warnings) lines.push(`Warning: ${w.split('\n').map(escapeUnsafe).join('\n')}`);
   return `${lines.join('\n')}\n`;
 }

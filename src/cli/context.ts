@@ -67,7 +67,7 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfF
     const found = await findDefaultConfig();
     if (!found) throw new UsageError(`no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`);
     const shown = path.relative(process.cwd(), found) || found;
-    if (path.dirname(found) !== process.cwd()) process.stderr.write(`Using the configuration ${shown} (no -f given)\n`);
+    if (path.dirname(found) !== process.cwd()) err(`Using the configuration ${shown} (no -f given)\n`);
     o = { ...o, file: [shown] };
   }
   const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
@@ -317,7 +317,7 @@ async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, 
 /** What every planning command does first: check names, recover the journal, read the live state. */
 async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
   await checkSecretNames(desired, o.baseDir);
-  const notice = o.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const notice = o.notice ?? ((line: string) => err(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
   const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice, conn.target);
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)

@@ -3,6 +3,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { collectUsage } from '../live/usage.js';
+import { quoted } from '../model/printable.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
@@ -90,13 +91,17 @@ export async function runDrift(o: DriftFlags): Promise<void> {
       if (e.code === 'ENOENT') return '';
       throw new UsageError(`cannot read ${file}: ${e.code ?? e.message}`);
     });
-    const next = generateIgnore(report, existing);
-    if (next === existing) {
-      err(`No drift to ignore; ${file} left as it was.\n`);
-      return;
+    const refused: string[] = [];
+    const next = generateIgnore(report, existing, refused);
+    for (const a of refused) err(`Not written to ${file}: ${quoted(a)} cannot be written as an ignore rule that means only that resource (its name holds whitespace, #, * or ?, a control character, or reads as a field); accept its drift by hand, or rename it.\n`);
+    const written = report.items.length - refused.length;
+    if (next === existing) err(`No ${refused.length ? 'other ' : ''}drift to ignore; ${file} left as it was.\n`);
+    else {
+      await writeFile(file, next);
+      err(`Wrote ignore rules for ${written} drifted resource(s) to ${file}. Review it, then commit it.\n`);
     }
-    await writeFile(file, next);
-    err(`Wrote ignore rules for ${report.items.length} drifted resource(s) to ${file}. Review it, then commit it.\n`);
+    // A resource left out is drift nobody accepted: the run says so with its exit code.
+    if (refused.length) throw new ExitWith(EXIT.error);
     return;
   }
 

@@ -1,12 +1,13 @@
-// Where commands write: results to stdout, progress and diagnostics to stderr. Every line passes a
-// last redaction of anything shaped like a raw customer key or a project key.
+// Where commands write: results to stdout, progress and diagnostics to stderr. Every write passes
+// the one redaction (model/redact.ts: every credential kms-sync knows, by value and by shape) and
+// the line guard (model/printable.ts: no line starts a GitHub workflow command, no stray escape
+// sequence). Workflow commands kms-sync means to give are written with workflowCommand.
+import { guardOutput } from '../model/printable.js';
+import { redactCredentials } from '../model/redact.js';
 import { isCi as isCiEnv } from '../secrets/ci-local-store.js';
-import { redactSecrets } from '../secrets/errors.js';
-
-const PROJECT_KEY = /\bsk_(live|test)_[A-Za-z0-9._-]{4,}/g;
 
 export function redact(text: string): string {
-  return redactSecrets(text).replace(PROJECT_KEY, (m) => `${m.slice(0, 8)}…[redacted]`);
+  return guardOutput(redactCredentials(text));
 }
 
 /** A CI job (CI set, and not to 0 or false): no terminal drawing, timestamps on log lines. One rule with the local-store guard. */
@@ -16,3 +17,14 @@ export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
 
 export const out = (text: string) => process.stdout.write(redact(text));
 export const err = (text: string) => process.stderr.write(redact(text));
+
+/**
+ * A GitHub workflow command kms-sync gives on purpose (`::warning title=…::message`), on stderr:
+ * the message is redacted and escaped the way the runner expects (%, CR, LF), properties too.
+ */
+export function workflowCommand(command: string, message: string, properties: Record<string, string> = {}): void {
+  const data = (s: string) => s.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+  const prop = (s: string) => data(s).replace(/::/g, '%3A%3A').replace(/,/g, '%2C');
+  const props = Object.entries(properties).map(([k, v]) => `${k}=${prop(redactCredentials(v))}`).join(',');
+  process.stderr.write(`::${command}${props ? ` ${props}` : ''}::${data(redactCredentials(message))}\n`);
+}

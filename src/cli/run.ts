@@ -6,6 +6,8 @@ import { buildProgram } from './commands.js';
 import { EXIT } from './exit-codes.js';
 import { describeFsError } from './fs-errors.js';
 import { applyHabits } from './habits.js';
+import { cutLongValues } from '../model/printable.js';
+import { redactCredentials } from '../model/redact.js';
 import { redact } from './output.js';
 import { recordProfileOnExit } from './profile.js';
 
@@ -25,7 +27,8 @@ async function main(argv: string[]) {
     const code = (err as { exitCode?: number }).exitCode ?? EXIT.error;
     // An OS error names a syscall and maybe a temp file: say what it means for the user's path.
     const message = describeFsError(err) ?? (err as Error).message;
-    if (message) process.stderr.write(redact(`Error: ${message}\n`));
+    // Redacted before cutting, so a cut never leaves part of a credential; long values cut (printable.ts).
+    if (message) process.stderr.write(redact(`Error: ${cutLongValues(redactCredentials(message))}\n`));
     process.exitCode = code;
   }
 }

@@ -8,6 +8,7 @@ import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { applyPlan, type ApplyResult } from '../apply/execute.js';
 import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schemaReferenceFor, starterFor, writeSchemaCopy, type SchemaReference } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
+import { redactCredentials } from '../model/redact.js';
 import { withReadProgress } from './read-progress.js';
 import { deriveOwner, emptyDesiredState, parseTtl, writeOwnerRecord, type DesiredState } from '../model/index.js';
 import { describeBlocked, summarize, type Plan } from '../plan/types.js';
@@ -74,7 +75,8 @@ async function writeSavedPlan(file: string, saved: SavedPlan) {
   // Like Terraform's -out, into a folder that may not exist yet.
   await mkdir(path.dirname(path.resolve(file)), { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;
-  await writeFile(tmp, JSON.stringify(saved, null, 1) + '\n', { mode: 0o600 });
+  // No credential kms-sync knows is written into a plan file (model/redact.ts), whatever carried it in.
+  await writeFile(tmp, redactCredentials(JSON.stringify(saved, null, 1)) + '\n', { mode: 0o600 });
   await rename(tmp, file);
 }
 

@@ -1,4 +1,5 @@
 // Diagnostics of the YAML front end: every problem carries file:line:column and a field path.
+import { escapeUnsafe } from '../model/printable.js';
 
 /** One problem in the configuration. `line`/`column` are 1-based; 0 means "the file as a whole". */
 export interface Diagnostic {
@@ -45,14 +46,11 @@ export const TOP_LEVEL = '(top level)';
 
 /**
  * Control characters, ANSI escapes and bidirectional overrides from a configuration are shown
- * escaped, never sent to the terminal (a template named `gold\e[2J` must not clear the screen).
+ * escaped, never sent to the terminal (a template named `gold\e[2J` must not clear the screen):
+ * the one escaping of hostile text (model/printable.ts); messages already quote values, so
+ * backslashes are kept as they are.
  */
-export function escapeControls(text: string): string {
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g, (ch) => {
-    const c = ch.charCodeAt(0);
-    return c < 0x100 ? `\\x${c.toString(16).padStart(2, '0')}` : `\\u${c.toString(16).padStart(4, '0')}`;
-  });
-}
+export const escapeControls = escapeUnsafe;
 
 /** `file:line:column: path: message`; a whole-file problem has no position and no path. */
 export function formatDiagnostic(d: Diagnostic): string {

@@ -12,6 +12,7 @@ import {
   type JsonObject,
   type JsonValue,
 } from '../model/index.js';
+import { escapeUnsafe } from '../model/printable.js';
 import { escapeInterpolation } from './interpolate.js';
 import { SCHEMA_ID, modeline } from './modeline.js';
 
@@ -179,6 +180,11 @@ export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}
   visit(doc, {
     Pair(_, pair) {
       if (isSeq(pair.value) && String((pair.key as { value?: unknown }).value) === 'ipWhitelist') pair.value.flow = true;
+    },
+    // Text a terminal would act on (controls, bidi, line breaks: model/printable.ts) is written
+    // double-quoted, where it is spelled as escapes: the output is safe to print and reads back the same.
+    Scalar(_, node) {
+      if (typeof node.value === 'string' && node.value !== escapeUnsafe(node.value)) node.type = 'QUOTE_DOUBLE';
     },
   });
   const header = [modeline(opts.schema ?? SCHEMA_ID), ...(opts.header ?? []).map((h) => (h ? `# ${h}` : '#'))];

@@ -1,5 +1,8 @@
 // `${env:NAME}` / `${env:NAME:-default}` interpolation, applied to parsed scalar values (never to
 // raw text, so a variable can never inject YAML structure). `$${` is a literal `${`.
+// Variables that hold credentials are refused (refusal below): a configuration is written by
+// whoever opens a pull request, and what it interpolates lands in plans and PR comments.
+import { holdsCredential, isCredentialEnvName } from '../model/redact.js';
 
 export type EnvMap = Record<string, string | undefined>;
 
@@ -34,6 +37,20 @@ function closingBrace(text: string, from: number): number {
 }
 
 /**
+ * Why `${env:NAME}` may not be read, or undefined: a variable that holds a credential, by its name
+ * (isCredentialEnvName: KMS_API_KEY, GITHUB_TOKEN, VAULT_TOKEN, *_TOKEN, *_SECRET*, *_PASSWORD,
+ * *_KEY, …) or by its value (a known credential's value, or text shaped like a key or token).
+ */
+function refusal(name: string, env: EnvMap): string | undefined {
+  const why = isCredentialEnvName(name)
+    ? 'its name marks a credential'
+    : env[name] && holdsCredential(env[name]!, env as NodeJS.ProcessEnv) ? 'its value holds a credential' : undefined;
+  if (!why) return undefined;
+  return `environment variable ${name} holds a credential (${why}): a configuration may not read credentials, ` +
+    'because what it interpolates is shown in plans, reports and pull-request comments (README "Security")';
+}
+
+/**
  * Replaces `${env:NAME}` and `${env:NAME:-default}` (the default may hold references itself);
  * `$${` is a literal `${`. Any other `${…}` is an error, never passed through as a value.
  */
@@ -60,6 +77,15 @@ export function interpolateString(text: string, env: EnvMap, nesting = 0): Inter
       errors.push(`malformed reference ${JSON.stringify(whole.length > 60 ? `${whole.slice(0, 57)}...` : whole)}: ${HINT}`);
       out += text.slice(pos, close < 0 ? text.length : close + 1);
       pos = close < 0 ? text.length : close + 1;
+      continue;
+    }
+    const refused = refusal(name, env);
+    if (refused) {
+      errors.push(refused);
+      references++;
+      out += text.slice(pos, at);
+      pos = close + 1;
+      changed = true;
       continue;
     }
     const set = env[name];

@@ -2,7 +2,8 @@
 // categories people know from driftctl and Terraform. A pure function of the plan (and the ignore
 // rules): no I/O, deterministic order.
 import type { ResourceKind } from '../model/index.js';
-import { describeRule, matchAddress, matchField, noIgnoreRules, type IgnoreRules } from './ignore.js';
+import { printable } from '../model/printable.js';
+import { describeRule, matchAddress, matchField, noIgnoreRules, parseIgnore, type IgnoreRules } from './ignore.js';
 import type { Action, FieldChange, Operation, Plan } from './types.js';
 
 export const DRIFT_CATEGORIES = ['changed_outside', 'pending', 'missing', 'unmanaged', 'secret_missing', 'expiring'] as const;
@@ -210,17 +211,41 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
 export const hasDrift = (report: DriftReport) => report.items.length > 0;
 
 /**
+ * Whether `rule` can be written as a line of `.kmsignore` that means exactly that one address (and
+ * field): no whitespace, `#`, wildcard or control character in it, and it reads back as the same
+ * address and field. Names from the service can hold anything; a rule is never guessed at.
+ */
+export function isSafeIgnoreRule(rule: string, address: string, field?: string): boolean {
+  if (/[\s#*?\\\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/.test(rule)) return false;
+  try {
+    const parsed = parseIgnore(rule, 'generated').rules;
+    return parsed.length === 1 && parsed[0]!.address === address && parsed[0]!.field === field;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Ignore rules accepting every item of the report: one line per changed field (so a new field
  * drifting later is still reported), one per resource otherwise. Lines already present are kept out.
+ * An item whose address (or field) cannot be written as a safe rule (isSafeIgnoreRule) is left
+ * out and its address pushed to `refused`, so the caller can say so.
  */
-export function generateIgnore(report: DriftReport, existing = ''): string {
+export function generateIgnore(report: DriftReport, existing = '', refused: string[] = []): string {
   const have = new Set(existing.split(/\r?\n/).map((l) => l.replace(/(^|\s)#.*$/, '').trim()).filter(Boolean));
   const lines: string[] = [];
   for (const item of report.items) {
-    const rules = item.category === 'changed_outside' && item.fields.length ? item.fields.map((f) => `${item.address}:${f.path}`) : [item.address];
+    const wanted = item.category === 'changed_outside' && item.fields.length
+      ? item.fields.map((f) => ({ rule: `${item.address}:${f.path}`, field: f.path as string | undefined }))
+      : [{ rule: item.address, field: undefined as string | undefined }];
+    if (wanted.some((w) => !isSafeIgnoreRule(w.rule, item.address, w.field))) {
+      refused.push(item.address);
+      continue;
+    }
+    const rules = wanted.map((w) => w.rule);
     const fresh = rules.filter((r) => !have.has(r));
     if (!fresh.length) continue;
-    lines.push(`# ${CATEGORY_TITLE[item.category].toLowerCase()}: ${item.detail.replace(/\s+/g, ' ')}`);
+    lines.push(`# ${CATEGORY_TITLE[item.category].toLowerCase()}: ${printable(item.detail.replace(/\s+/g, ' '))}`);
     for (const r of fresh) {
       lines.push(r);
       have.add(r);

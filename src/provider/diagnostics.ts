@@ -1,5 +1,10 @@
 // Diagnostics as the protocol carries them: severity, summary, detail and the attribute path
-// Terraform underlines in the configuration.
+// Terraform underlines in the configuration. Summary and detail pass the one redaction
+// (model/redact.ts) and escaping (model/printable.ts) and long values are cut, as in the CLI.
+import { cutLongValues, escapeUnsafe } from '../model/printable.js';
+import { redactCredentials } from '../model/redact.js';
+
+const shown = (text: string) => cutLongValues(redactCredentials(text)).split('\n').map(escapeUnsafe).join('\n');
 
 /** A step of an attribute path: attribute name, list index, or `{ key }` of a map element. */
 export type PathStep = string | number | { key: string };
@@ -22,12 +27,12 @@ export class Diagnostics {
   readonly list: ProtoDiagnostic[] = [];
 
   error(summary: string, detail = '', path?: readonly PathStep[]): this {
-    this.list.push({ severity: 'ERROR', summary, detail, ...(path ? { attribute: attributePath(path) } : {}) });
+    this.list.push({ severity: 'ERROR', summary: shown(summary), detail: shown(detail), ...(path ? { attribute: attributePath(path) } : {}) });
     return this;
   }
 
   warning(summary: string, detail = '', path?: readonly PathStep[]): this {
-    this.list.push({ severity: 'WARNING', summary, detail, ...(path ? { attribute: attributePath(path) } : {}) });
+    this.list.push({ severity: 'WARNING', summary: shown(summary), detail: shown(detail), ...(path ? { attribute: attributePath(path) } : {}) });
     return this;
   }
 

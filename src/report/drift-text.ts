@@ -1,5 +1,6 @@
 // Terminal rendering of a drift report, grouped by category the way driftctl prints it.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftItem, type DriftReport, type DriftUsage } from '../plan/drift.js';
+import { escapeUnsafe, printable as p } from '../model/printable.js';
 import type { Plan } from '../plan/types.js';
 import { safeUrl } from './redact.js';
 import { formatValue, renderHeader } from './text.js';
@@ -52,10 +53,10 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
     out.push(paint('bold', `${CATEGORY_TITLE[cat]} (${items.length}):`));
     const [sym, style] = MARK[cat];
     for (const i of items) {
-      out.push(`  ${paint(style, sym)} ${i.address}${paint('dim', ` (${i.detail})`)}`);
+      out.push(`  ${paint(style, sym)} ${p(i.address)}${paint('dim', ` (${p(i.detail)})`)}`);
       const w = Math.max(0, ...i.fields.map((f) => f.path.length));
-      for (const f of i.fields) out.push(`      ${f.path.padEnd(w)}  live ${formatValue(f.before)}  →  desired ${formatValue(f.after)}`);
-      if (i.ignoredFields.length) out.push(paint('dim', `      ignored: ${i.ignoredFields.map((f) => f.path).join(', ')}`));
+      for (const f of i.fields) out.push(`      ${p(f.path).padEnd(w)}  live ${formatValue(f.before)}  →  desired ${formatValue(f.after)}`);
+      if (i.ignoredFields.length) out.push(paint('dim', `      ignored: ${i.ignoredFields.map((f) => p(f.path)).join(', ')}`));
       const usage = describeUsage(i.usage);
       if (usage) out.push(paint('dim', `      usage: ${usage}`));
     }
@@ -63,11 +64,11 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
   }
   if (report.ignored.length) {
     out.push(paint('dim', `Ignored (${report.ignored.length}, by ${report.ignore.source ?? 'ignore rules'}):`));
-    for (const i of report.ignored) out.push(paint('dim', `  - ${i.address} [${i.category}] ← ${i.rule}`));
+    for (const i of report.ignored) out.push(paint('dim', `  - ${p(i.address)} [${i.category}] ← ${p(i.rule)}`));
     out.push('');
   }
   if (report.ignore.unused.length) {
-    out.push(paint('dim', `Ignore rules that matched nothing: ${report.ignore.unused.join('; ')}`), '');
+    out.push(paint('dim', `Ignore rules that matched nothing: ${report.ignore.unused.map(p).join('; ')}`), '');
   }
   if (report.usageWindows?.length) {
     for (const w of report.usageWindows) {
@@ -75,7 +76,7 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
     }
     out.push('');
   }
-  for (const w of report.warnings) out.push(`${paint('yellow', 'Warning:')} ${w}`);
+  for (const w of report.warnings) out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
   if (report.warnings.length) out.push('');
   const s = report.summary;
   out.push(`${paint('bold', 'Drift:')} ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ` +

@@ -5,6 +5,7 @@
 // summary. Everything that comes from configuration or the live service is HTML-escaped and shown
 // as code, so a resource name can neither inject markup nor mention anyone.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
+import { escapeUnsafe, printable } from '../model/printable.js';
 import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
@@ -33,20 +34,31 @@ const DRIFT_SYMBOL: Record<DriftCategory, string> = { changed_outside: '~', pend
 
 // ------------------------------------------------------------------ escaping
 
-/** Text for HTML and Markdown contexts: no tags, no table breaks, no @mentions, no emphasis. */
+/**
+ * Links, images and autolinks cannot form: `](` and `][` (a link's text meeting its target), `![`
+ * (an image), the `:` of `scheme://` and the `.` of `www.`. Inside `<code>` GitHub still renders
+ * Markdown, so a name like `[x](https://evil)` or `![](https://tracker)` would otherwise render.
+ */
+const noLinks = (s: string) => s
+  .replace(/\](?=[([])/g, '&#93;').replace(/!(?=\[|&#91;)/g, '&#33;')
+  .replace(/:(?=\/\/)/g, '&#58;').replace(/\b(www)\./gi, '$1&#46;');
+
+/** Text for HTML and Markdown contexts: no tags, no table breaks, no @mentions, no emphasis, no links. */
 export function escapeText(s: string): string {
-  return s
+  return noLinks(escapeUnsafe(s.replace(/\r?\n/g, ' '))
     .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
     .replace(/\|/g, '&#124;').replace(/@/g, '&#64;').replace(/`/g, '&#96;')
     .replace(/[\\*_[\]~]/g, (c) => `&#${c.charCodeAt(0)};`)
-    .replace(/\r?\n/g, ' ');
+    .replace(/\r?\n/g, ' '));
 }
 
-/** A value as inline code (HTML), shortened when long. */
+/** A value as inline code (HTML), shortened when long; controls and bidi characters shown escaped (model/printable.ts). */
 function code(raw: string, max = 200): string {
   const s = redactReport(raw); // before shortening, so a cut can never leave part of a key
   const text = s.length > max ? `${s.slice(0, max - 1)}…` : s;
-  return `<code>${text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\|/g, '&#124;').replace(/@/g, '&#64;').replace(/\r?\n/g, '⏎')}</code>`;
+  const shown = printable(text.replace(/\r?\n/g, '⏎'));
+  // Backslashes as entities: Markdown would read `\\` (how printable shows one) as an escaped backslash.
+  return `<code>${noLinks(shown.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\|/g, '&#124;').replace(/@/g, '&#64;').replace(/\\/g, '&#92;'))}</code>`;
 }
 
 const short = (raw: string, max = 400) => {

@@ -1,4 +1,5 @@
 // Terminal rendering of a plan, in the shape people know from `terraform plan`.
+import { escapeUnsafe, printable as p, quoted } from '../model/printable.js';
 import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
 
 export interface TextOptions {
@@ -32,12 +33,12 @@ const VERB: Record<Action, string> = {
 
 export function formatValue(v: unknown): string {
   if (v === null || v === undefined) return 'null';
-  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'string') return quoted(v);
   if (Array.isArray(v)) return `[${v.map(formatValue).join(', ')}]`;
   if (typeof v === 'object') {
     const entries = Object.entries(v as Record<string, unknown>);
     if (entries.length === 0) return '{}';
-    return `{ ${entries.map(([k, x]) => `${/^[A-Za-z_][\w-]*$/.test(k) ? k : JSON.stringify(k)} = ${formatValue(x)}`).join(', ')} }`;
+    return `{ ${entries.map(([k, x]) => `${/^[A-Za-z_][\w-]*$/.test(k) ? k : quoted(k)} = ${formatValue(x)}`).join(', ')} }`;
   }
   return String(v);
 }
@@ -50,13 +51,13 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
     delete after.keys;
     const names = Object.keys(after).concat(keys ? ['keys'] : []);
     const w = pad(names);
-    const lines = Object.entries(after).map(([k, v]) => `${paint('green', '+')} ${k.padEnd(w)} = ${formatValue(v)}`);
+    const lines = Object.entries(after).map(([k, v]) => `${paint('green', '+')} ${p(k).padEnd(w)} = ${formatValue(v)}`);
     if (keys) {
-      lines.push(`${paint('green', '+')} ${'keys'.padEnd(w)} = [${keys.map((k) => `${k.name} → ${k.secret.store ?? 'default store'}:${k.secret.name}`).join(', ')}]`);
+      lines.push(`${paint('green', '+')} ${'keys'.padEnd(w)} = [${keys.map((k) => `${p(k.name)} → ${p(k.secret.store ?? 'default store')}:${p(k.secret.name)}`).join(', ')}]`);
     }
     if (op.kind === 'key' && op.after) {
       const secret = (op.after as { secret?: { store?: string; name: string } }).secret;
-      if (secret) lines.push(`  (raw value goes to ${secret.store ?? 'the default store'} as ${secret.name})`);
+      if (secret) lines.push(`  (raw value goes to ${p(secret.store ?? 'the default store')} as ${p(secret.name)})`);
     }
     return lines;
   }
@@ -64,19 +65,19 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
     const before = op.before as { expiresAt?: string | null } | null;
     const after = op.after as { ttl?: string; expiresAt?: string; secret?: { store?: string; name: string } } | null;
     return [
-      `${paint('red', '-')} current key  = ${op.live?.keyId ?? '?'} (expires ${before?.expiresAt ?? 'never'}; kept until it expires or the overlap passes)`,
-      `${paint('green', '+')} new key      = ${after?.ttl ? `lives ${after.ttl}` : after?.expiresAt ? `expires ${after.expiresAt}` : 'no expiry'}, raw value → ${after?.secret?.store ?? 'default store'}:${after?.secret?.name ?? '?'}`,
+      `${paint('red', '-')} current key  = ${p(op.live?.keyId ?? '?')} (expires ${p(before?.expiresAt ?? 'never')}; kept until it expires or the overlap passes)`,
+      `${paint('green', '+')} new key      = ${after?.ttl ? `lives ${after.ttl}` : after?.expiresAt ? `expires ${after.expiresAt}` : 'no expiry'}, raw value → ${p(after?.secret?.store ?? 'default store')}:${p(after?.secret?.name ?? '?')}`,
     ];
   }
   if (op.action === 'delete') {
     const w = pad(Object.keys(op.before ?? {}));
-    return Object.entries(op.before ?? {}).map(([k, v]) => `${paint('red', '-')} ${k.padEnd(w)} = ${formatValue(v)}`);
+    return Object.entries(op.before ?? {}).map(([k, v]) => `${paint('red', '-')} ${p(k).padEnd(w)} = ${formatValue(v)}`);
   }
   const w = pad(op.changes.map((c) => c.path));
   return op.changes.map((c) => {
-    if (c.before === null) return `${paint('green', '+')} ${c.path.padEnd(w)} = ${formatValue(c.after)}`;
-    if (c.after === null) return `${paint('red', '-')} ${c.path.padEnd(w)} = ${formatValue(c.before)}`;
-    return `${paint('yellow', '~')} ${c.path.padEnd(w)} = ${formatValue(c.before)} -> ${formatValue(c.after)}`;
+    if (c.before === null) return `${paint('green', '+')} ${p(c.path).padEnd(w)} = ${formatValue(c.after)}`;
+    if (c.after === null) return `${paint('red', '-')} ${p(c.path).padEnd(w)} = ${formatValue(c.before)}`;
+    return `${paint('yellow', '~')} ${p(c.path).padEnd(w)} = ${formatValue(c.before)} -> ${formatValue(c.after)}`;
   });
 }
 
@@ -95,8 +96,8 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
     out.push('');
     for (const op of plan.operations) {
       const [sym, style] = SYMBOL[op.action];
-      out.push(paint('bold', `  # ${op.address} ${VERB[op.action]}`) + paint('dim', ` (${op.reason})`));
-      out.push(`  ${paint(style, sym)} ${op.kind} "${op.address.slice(op.kind.length + 1)}" {`);
+      out.push(paint('bold', `  # ${p(op.address)} ${VERB[op.action]}`) + paint('dim', ` (${p(op.reason)})`));
+      out.push(`  ${paint(style, sym)} ${op.kind} "${p(op.address.slice(op.kind.length + 1))}" {`);
       for (const line of attributeLines(op, paint)) out.push(`      ${line}`);
       out.push('    }');
       out.push('');
@@ -107,16 +108,16 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
   const unplanned = plan.keyFindings.filter((f) => !f.rotationPlanned);
   if (unplanned.length) {
     out.push(paint('bold', `Key findings (${unplanned.length}, no action planned):`));
-    for (const f of unplanned) out.push(`  ${paint('yellow', '!')} ${f.address}: ${f.detail}`);
+    for (const f of unplanned) out.push(`  ${paint('yellow', '!')} ${p(f.address)}: ${p(f.detail)}`);
     out.push('');
   }
   if (plan.unmanaged.length) {
     out.push(paint('bold', `Unmanaged resources in scope (${plan.unmanaged.length}, kept):`));
-    for (const u of plan.unmanaged) out.push(`  ${paint('dim', '?')} ${u.address}: ${u.note}`);
+    for (const u of plan.unmanaged) out.push(`  ${paint('dim', '?')} ${p(u.address)}: ${p(u.note)}`);
     out.push('');
   }
   if (plan.warnings.length) {
-    for (const w of plan.warnings) out.push(`${paint('yellow', 'Warning:')} ${w}`);
+    for (const w of plan.warnings) out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
     out.push('');
   }
   const s = plan.summary;
@@ -131,5 +132,5 @@ export function renderHeader(plan: Plan, paint: (s: Style, t: string) => string 
     plan.target.credential === 'live'
       ? paint('red', paint('bold', 'LIVE credential (sk_live_): changes affect production traffic'))
       : plan.target.credential === 'test' ? 'test credential (sk_test_)' : 'credential of unknown kind';
-  return `Target: ${plan.target.url}\nEnvironments: ${plan.target.envs.join(', ') || '(none)'}\nCredential: ${cred}\nOwner: ${plan.target.owner}`;
+  return `Target: ${p(plan.target.url)}\nEnvironments: ${plan.target.envs.map(p).join(', ') || '(none)'}\nCredential: ${cred}\nOwner: ${p(plan.target.owner)}`;
 }

@@ -10,6 +10,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { registerSecret } from '../model/redact.js';
 import { SecretStoreError, describeIoError } from './errors.js';
 import { FILE_MODE, ensureDir, fsyncDir } from './fsutil.js';
 
@@ -104,6 +105,7 @@ export async function parseIdentities(text: string, source: string): Promise<str
       throw new SecretStoreError(`${source}, line ${i + 1}: malformed age identity`, { code: 'NO_IDENTITY' });
     }
     out.push(line);
+    registerSecret(line, 'age identity'); // redacted by value from here on (model/redact.ts)
   });
   return out;
 }

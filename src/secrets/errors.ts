@@ -3,6 +3,7 @@
  * value: messages are built from names, paths and codes only, and anything shaped like a customer
  * key or an age secret key is redacted as a last line of defence.
  */
+import { redactCredentials } from '../model/redact.js';
 
 export type SecretStoreErrorCode =
   | 'UNKNOWN_SCHEME'
@@ -19,13 +20,12 @@ export type SecretStoreErrorCode =
   | 'VERIFY_FAILED'
   | 'CONFLICT';
 
-/** Anything shaped like a customer key (`kmsc_` + base64url) is replaced before it can be shown. */
-const CUSTOMER_KEY_RE = /kmsc_[A-Za-z0-9_-]{8,}/g;
-/** age secret keys never belong in a message either. */
-const AGE_SECRET_RE = /AGE-SECRET-KEY-(?:PQ-)?1[0-9A-Z]+/g;
-
+/**
+ * Anything shaped like a customer key (`kmsc_` + base64url), an age secret key or a token, and
+ * every credential value kms-sync knows (model/redact.ts), is replaced before it can be shown.
+ */
 export function redactSecrets(text: string): string {
-  return text.replace(CUSTOMER_KEY_RE, 'kmsc_[REDACTED]').replace(AGE_SECRET_RE, 'AGE-SECRET-KEY-[REDACTED]');
+  return redactCredentials(text);
 }
 
 export interface SecretStoreErrorOptions {

@@ -130,7 +130,7 @@ projects:
     const errors = await errorsOf({ 'a.yaml': file });
     const text = errors.join('\n');
     expect(text).not.toMatch(/[\u001b\u202e]/);
-    expect(text).toContain('gold\\x1b[2J\\u202e');
+    expect(text).toContain('gold\\u001b[2J\\u202e');
   });
 
   it('lists at most 50 problems, then counts the rest', async () => {

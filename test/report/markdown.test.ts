@@ -31,7 +31,7 @@ describe('plan Markdown', () => {
 
   it('starts with the hidden marker and names the target, environments and credential kind', () => {
     expect(md.startsWith('<!-- kms-sync:abc123 -->\n')).toBe(true);
-    expect(md).toContain('**Target:** <code>https://kms.example/api/v1</code> · **Credential:** <code>sk_test_</code> (test) · **Environments:** <code>shop-production</code>, <code>shop-staging</code>');
+    expect(md).toContain('**Target:** <code>https&#58;//kms.example/api/v1</code> · **Credential:** <code>sk_test_</code> (test) · **Environments:** <code>shop-production</code>, <code>shop-staging</code>');
     expect(md).not.toContain('[!CAUTION]');
     const live = renderPlanMarkdown(mixedPlan('live'));
     expect(live).toContain('<code>sk_live_</code> (live)');

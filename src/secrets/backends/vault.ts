@@ -20,6 +20,7 @@
  */
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { registerSecret } from '../../model/redact.js';
 import type { Dispatcher } from 'undici';
 import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '../errors.js';
 import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
@@ -389,6 +390,7 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
           throw this.error(`no Vault token: set VAULT_TOKEN or write ${this.config.tokenFile} (${describeIoError(err)})`, 'NOT_WRITABLE');
         }
         if (!token) throw this.error(`no Vault token: ${this.config.tokenFile} is empty and VAULT_TOKEN is not set`, 'NOT_WRITABLE');
+        registerSecret(token, 'Vault token'); // read from a file: redacted by value like VAULT_TOKEN (model/redact.ts)
       }
       this.token = token;
     }

@@ -1,0 +1,70 @@
+// The one escaping of text that comes from the service or a configuration (names, addresses,
+// values, reasons that quote them) before it is printed to a terminal or a CI log. Hostile text
+// must not move the cursor, retitle the window, recolour or erase lines, reorder what follows
+// (bidi overrides), start a new line (and with it a GitHub workflow command such as `::error` or
+// `::add-mask::`), or hide characters. Escapes use JSON's spelling (`\n`, `\u001b`), so a value
+// printed in quotes reads as the JSON string it is.
+
+/** C0 and C1 controls, DEL, bidi marks/overrides/isolates, line/paragraph separators, zero-width characters, BOM, lone surrogates. */
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const SHORT: Record<string, string> = { '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+const hex = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * Text safe to print on one line of a terminal or CI log: controls, escape sequences, bidi and
+ * invisible characters escaped (`\u001b`, `\n`, `\u202e`); backslashes doubled so an escape can
+ * never be faked; `##[` (the old workflow-command form, recognised anywhere in a line) broken.
+ */
+export function printable(text: string): string {
+  return escapeUnsafe(text.replace(/\\/g, '\\\\'));
+}
+
+/**
+ * printable without doubling backslashes: for text that already spells its values escaped (a
+ * diagnostic quoting a JSON string), so `"a\"b"` stays readable. Everything else is the same.
+ */
+export function escapeUnsafe(text: string): string {
+  return text.replace(UNSAFE, (c) => SHORT[c] ?? hex(c)).replace(/##\[/g, '#\\u0023[');
+}
+
+/** A string value in double quotes, escaped like printable (and `"`): JSON's spelling for ordinary text. */
+export function quoted(text: string): string {
+  return `"${printable(text).replace(/"/g, '\\"')}"`;
+}
+
+/** Cuts long text (error lines): the first `max` characters and how many more there were. */
+export function cut(text: string, max = 200): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, max)}… (${text.length - max} more)`;
+}
+
+/** Quoted strings (JSON spelling) and unbroken runs longer than this are cut in error lines. */
+export const ERROR_VALUE_MAX = 200;
+
+/**
+ * Error text with every long value cut (`"xxxx…" (69800 more)`): JSON-quoted strings and unbroken
+ * runs of more than ERROR_VALUE_MAX characters, so a 70,000-character value is not echoed whole on
+ * every line that names it; the rest of each line (where, what is wrong) is kept.
+ */
+export function cutLongValues(text: string, max = ERROR_VALUE_MAX): string {
+  const quotedRe = new RegExp(`"((?:[^"\\\\\\n]|\\\\.){${max + 1},})"`, 'g');
+  const runRe = new RegExp(`[^\\s"…]{${max + 1},}`, 'g');
+  return text
+    .replace(quotedRe, (_m, body: string) => `"${body.slice(0, max)}…" (${body.length - max} more)`)
+    .replace(runRe, (m) => `${m.slice(0, max)}… (${m.length - max} more)`);
+}
+
+/**
+ * The last guard of every line written to stdout/stderr (cli/output.ts): a line whose first
+ * non-blank characters are `::` would be a GitHub workflow command, so it is prefixed with a
+ * backslash; `##[` is broken wherever it appears. Escape sequences other than colour (SGR) and the
+ * progress line's `\r` + erase-line are escaped, as are the other controls and bidi characters.
+ * Our own text never needs more; whatever hostile text a renderer forgot is defused here.
+ */
+export function guardOutput(text: string): string {
+  return text
+    .replace(/\r\x1b\[2K|\x1b\[[0-9;]{0,12}m|[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069]/g, (m) => (m.length > 1 ? m : hex(m)))
+    .replace(/##\[/g, '#\\u0023[')
+    .replace(/^([ \t]*)::/gm, '$1\\::');
+}

@@ -1,0 +1,63 @@
+// The one redaction (model/redact.ts) and the one escaping of hostile text (model/printable.ts).
+import { describe, expect, it } from 'vitest';
+import { cutLongValues, guardOutput, printable, quoted } from '../../src/model/printable.js';
+import { credentialValues, holdsCredential, isCredentialEnvName, redactCredentials } from '../../src/model/redact.js';
+
+const KEY = 'sk_live_' + 'Abc123'.repeat(4);
+const TOKEN = 'ghs_' + 'T0k'.repeat(10);
+
+describe('redaction by value', () => {
+  const env = { KMS_API_KEY: KEY, GITHUB_TOKEN: TOKEN, MY_SERVICE_PASSWORD: 'hunter2hunter2', VAULT_ADDR: 'https://u:p4ss%40w0rd@vault.example', HOME: '/home/someone', CI: 'true' };
+
+  it('masks every known credential, also embedded in longer strings and in JSON or URL spelling', () => {
+    const text = `x${KEY}y ${TOKEN.slice(0, 4)}-${TOKEN}z "hunter2hunter2" p4ss%40w0rd p4ss@w0rd ${JSON.stringify('hunter2hunter2')}`;
+    const out = redactCredentials(text, env);
+    expect(out).not.toContain(KEY);
+    expect(out).not.toContain(TOKEN);
+    expect(out).not.toContain('hunter2');
+    expect(out).not.toContain('w0rd');
+    expect(out).toContain('x[REDACTED KMS_API_KEY]y');
+    expect(out).toContain('[REDACTED MY_SERVICE_PASSWORD]');
+    expect(redactCredentials('/home/someone is true', env)).toBe('/home/someone is true');
+  });
+
+  it('masks by shape what it does not know by value', () => {
+    expect(redactCredentials(`a glpat-${'x'.repeat(20)} b ghp_${'y'.repeat(36)} c kmsc_${'z'.repeat(43)}`, {})).toBe('a [REDACTED GitLab token] b [REDACTED GitHub token] c kmsc_[REDACTED]');
+    expect(redactCredentials(`id-xsk_live_${'Q1'.repeat(8)}-end risk_test_suite`, {})).toBe('id-xsk_live_…[redacted]-end risk_test_suite');
+    expect(redactCredentials('{"private_key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}', {})).toBe('{"private_key":"[REDACTED private key]\\n"}');
+  });
+
+  it('knows credential variables by name, with a safe list of suffixes', () => {
+    for (const n of ['KMS_API_KEY', 'GITHUB_TOKEN', 'CI_JOB_TOKEN', 'VAULT_TOKEN', 'AWS_SECRET_ACCESS_KEY', 'AZURE_CLIENT_SECRET', 'SOPS_AGE_KEY', 'DB_PASSWORD', 'STRIPE_SECRET', 'X_API_KEY', 'SENTRY_DSN', 'VAULT_SECRET_ID']) {
+      expect(isCredentialEnvName(n), n).toBe(true);
+    }
+    for (const n of ['HOME', 'PATH', 'PWD', 'KMS_API_URL', 'AWS_ACCESS_KEY_ID', 'SOPS_AGE_KEY_FILE', 'GOOGLE_APPLICATION_CREDENTIALS_FILE', 'MONKEY', 'TOKENIZER_MODE', 'OWNER']) {
+      expect(isCredentialEnvName(n), n).toBe(false);
+    }
+    expect(credentialValues({ A_TOKEN: 'short' })).toEqual([]); // too short to mask ordinary text
+    expect(holdsCredential(`copy ${KEY}`, {})).toBe(true);
+    expect(holdsCredential('plain text', env)).toBe(false);
+  });
+});
+
+describe('printable', () => {
+  it('escapes controls, escape sequences, bidi and invisible characters, and doubles backslashes', () => {
+    expect(printable('a\x1b]0;t\x07b\r\n\u202e\u200bc\\n\u009b')).toBe('a\\u001b]0;t\\u0007b\\r\\n\\u202e\\u200bc\\\\n\\u009b');
+    expect(printable('old ##[error]x')).toBe('old #\\u0023[error]x');
+    expect(quoted('say "hi"\n')).toBe('"say \\"hi\\"\\n"');
+    expect(quoted('plain')).toBe(JSON.stringify('plain'));
+  });
+
+  it('guards output lines: no workflow command starts a line, only colour and the progress line erase pass', () => {
+    expect(guardOutput('ok\n::error::x\n  ::add-mask::y\n')).toBe('ok\n\\::error::x\n  \\::add-mask::y\n');
+    expect(guardOutput('\x1b[31mred\x1b[0m\r\x1b[2Kline')).toBe('\x1b[31mred\x1b[0m\r\x1b[2Kline');
+    expect(guardOutput('a\x1b[2Jb\rc\u202ed')).toBe('a\\u001b[2Jb\\u000dc\\u202ed');
+  });
+
+  it('cuts long values in error lines and says how many more', () => {
+    const v = 'y'.repeat(1000);
+    expect(cutLongValues(`bad value "${v}" at x`)).toBe(`bad value "${'y'.repeat(200)}…" (800 more) at x`);
+    expect(cutLongValues(`bad ${v}`)).toBe(`bad ${'y'.repeat(200)}… (800 more)`);
+    expect(cutLongValues('short "v"')).toBe('short "v"');
+  });
+});
