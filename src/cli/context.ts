@@ -24,6 +24,7 @@ import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
+import { safeUrl } from '../report/redact.js';
 import { err } from './output.js';
 import { resolveOwner } from './owner.js';
 
@@ -328,7 +329,8 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   const live = o.readAhead && !journaled ? await o.readAhead : await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
   const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
   const target: Plan['target'] = {
-    url: conn.url, credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    // Shown and saved: without user info, query or fragment (they may carry credentials).
+    url: safeUrl(conn.url), credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
     envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.state.envs.map((e) => e.projectEnv)])].sort(),
   };
   return { registry, capture, recovery, live, owner, target };
