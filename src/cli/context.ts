@@ -349,7 +349,11 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
-    const queries = keysToCheck(desired, live.state, owner);
+    const queries = keysToCheck(desired, live.state, owner).filter((q) => {
+      const refused = storeContactRefused(registry, q.store, process.env);
+      if (refused && !warnings.includes(refused)) warnings.push(refused);
+      return !refused;
+    });
     if (queries.length) {
       const checked = await checkSecretPresence(registry, queries, conn.target);
       secrets = checked.results;
@@ -363,6 +367,28 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   plan.warnings.push(...recovery.warnings, ...warnings);
   performance.mark('kms:plan-end');
   return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
+}
+
+/**
+ * KMS_SYNC_PLAN_STORES: which secret stores a plan (or drift) may contact to check that keys have
+ * their secrets, for plans of configurations nobody trusted yet (a pull request's). `all` (the
+ * default), `local` (only store files in the checkout: no store credential leaves the runner), or
+ * `none` (like --no-secret-check). The store's declaration comes from the configuration being
+ * planned, so a name cannot be trusted: the pull request can change what it points at.
+ * Returns why the store is not contacted, or undefined when it may be.
+ */
+export function storeContactRefused(registry: StoreRegistry, store: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  const mode = (env.KMS_SYNC_PLAN_STORES ?? '').trim().toLowerCase() || 'all';
+  if (mode === 'all') return undefined;
+  if (mode !== 'none' && mode !== 'local') throw new UsageError(`KMS_SYNC_PLAN_STORES must be all, local or none (got ${JSON.stringify(env.KMS_SYNC_PLAN_STORES)})`);
+  let uri: string;
+  try {
+    uri = registry.uriOf(store);
+  } catch {
+    return undefined; // reported by the check itself
+  }
+  if (mode === 'local' && /^(sops|file):/i.test(uri)) return undefined;
+  return `secrets in store ${store ?? 'default'} not checked: KMS_SYNC_PLAN_STORES=${mode} allows ${mode === 'none' ? 'no store' : 'only local store files'}`;
 }
 
 /** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */
