@@ -1,12 +1,13 @@
 // Issue 26 item 9, mounted against the built CLI: a run-lock record that does not parse, an answer
 // too large to hold, URL credentials in what is shown, the emulator's key off the command line.
-import { rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KmsClient } from '../../src/api/client.js';
 import { lockPathFor } from '../../src/apply/run-lock.js';
-import { runCli } from '../support/cli.js';
+import { cliPath, runCli, workspace } from '../support/cli.js';
 import { setup, TEST_KEY, type Setup } from './helpers.js';
 
 const cleanup: (() => unknown)[] = [];
@@ -72,5 +73,34 @@ describe('answer sizes are bounded', () => {
       expect(r.stderr).not.toMatch(/\n\s+at /);
       expect(huge.sent()).toBeLessThan(200 * 1024 * 1024);
     }, 30_000);
+  }
+});
+
+/** Starts `kms-sync emulator` with `args`/`env`; resolves with its URL and pid once it listens. */
+function startEmulatorCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number }> {
+  const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  cleanup.push(() => new Promise((r) => { child.once('exit', r); child.kill('SIGTERM'); }));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (\S+)/.exec(out);
+      if (m) resolve({ url: m[1]!, pid: child.pid! });
+    });
+    child.once('exit', (code) => reject(new Error(`emulator exited ${code}`)));
+  });
+}
+
+describe('the emulator key stays out of ps', () => {
+  const KEY = 'sk_test_' + 'Emul4torK3y'.repeat(2);
+  for (const how of ['file', 'env'] as const) {
+    it(`reads its key from ${how === 'file' ? '--api-key-file' : 'KMS_EMULATOR_API_KEY'}: the command line holds no key, and the key works`, async () => {
+      const dir = workspace({ 'key.txt': `# the emulator's key\n${KEY}\n` });
+      cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+      const emu = await startEmulatorCli(how === 'file' ? ['--api-key-file', `${dir}/key.txt`] : [], how === 'env' ? { KMS_EMULATOR_API_KEY: KEY } : {});
+      if (process.platform === 'linux') expect(readFileSync(`/proc/${emu.pid}/cmdline`, 'utf8')).not.toContain('sk_test_');
+      expect((await fetch(`${emu.url}/project`, { headers: { 'x-api-key': KEY } })).status).toBe(200);
+      expect((await fetch(`${emu.url}/project`, { headers: { 'x-api-key': 'sk_test_wrongwrongwrong' } })).status).toBe(401);
+    });
   }
 });
