@@ -250,12 +250,14 @@ export class HttpTransport {
    * or an answer that stays silent for `timeoutMs` fails with CONNECT_TIMEOUT (nothing was sent) or
    * ANSWER_TIMEOUT; other failures carry Node's system error codes (ECONNREFUSED, ECONNRESET, …).
    */
-  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
+  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined, secretHeaders: Record<string, string> = {}): Promise<Answer> {
     const { agent, request } = await this.pool();
     return new Promise<Answer>((resolve, reject) => {
       const req = request({
         // An IPv6 literal is written in brackets in a URL, without them for a connection.
         protocol: this.url.protocol, hostname: this.url.hostname.replace(/^\[(.*)\]$/, '$1'), port: this.url.port, path, method, agent,
+        // The key is set on the request below, not passed in these options: NODE_DEBUG=http prints
+        // the options (headers included) a connection is made with, and would show it in clear.
         headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         timeout: this.opts.timeoutMs,
         ...(this.lookup ? { lookup: this.lookup } : {}),
@@ -281,6 +283,7 @@ export class HttpTransport {
         res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: bodyText(chunks) }));
         res.on('error', reject);
       });
+      for (const [k, v] of Object.entries(secretHeaders)) req.setHeader(k, v);
       req.on('timeout', () => {
         const connected = req.socket !== null && !req.socket.connecting;
         req.destroy(Object.assign(new Error(connected ? `no answer within ${this.opts.timeoutMs} ms` : `no connection within ${this.opts.timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
@@ -309,11 +312,10 @@ export class HttpTransport {
         if (this.limiter) await this.limiter.take();
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
         const res = await this.exchange(spec.method, path, {
-          'x-api-key': this.opts.apiKey,
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'kms-sync',
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        }, body);
+        }, body, { 'x-api-key': this.opts.apiKey });
         status = res.statusCode;
         headers = res.headers;
         text = res.text;

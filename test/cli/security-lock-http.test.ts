@@ -104,3 +104,13 @@ describe('the emulator key stays out of ps', () => {
     });
   }
 });
+
+describe('NODE_DEBUG=http', () => {
+  it('prints no x-api-key: the key is set on the request, not in the options Node logs', async () => {
+    const s = await world();
+    const r = await runCli(['plan', '-f', '.'], { env: { ...s.env, NODE_DEBUG: 'http,net' }, cwd: s.dir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/^HTTP \d+: /m); // Node's debug output is there
+    expect(r.stdout + r.stderr).not.toContain(TEST_KEY);
+  });
+});
