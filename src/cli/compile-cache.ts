@@ -11,7 +11,7 @@
 // its entries, or a folder above it up to the cache base) that another user owns or may write is
 // not used; one line on stderr says so (Node checks only an entry's length and CRC, so an entry
 // planted there would run as us, with KMS_API_KEY in the environment).
-import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, type Stats } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, statSync, type Stats } from 'node:fs';
 import module from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -80,8 +80,10 @@ export function unsafeCacheReason(dir: string, base: string, uid = process.getui
     if (lstatSync(entry).isDirectory()) for (const sub of readdirSync(entry)) { const r = check(path.join(entry, sub)); if (r) return r; }
   }
   const stop = path.dirname(path.resolve(base));
+  // Followed through symbolic links (a ~/.cache linked elsewhere): what matters is who may replace
+  // the folder it leads to; the link itself lives in the folder checked next.
   for (let d = path.dirname(path.resolve(dir)); d !== stop && path.dirname(d) !== d; d = path.dirname(d)) {
-    const st = lstatSync(d);
+    const st = statSync(d);
     if (st.uid !== uid && st.uid !== 0) return `${d} is owned by another user (uid ${st.uid})`;
     if (st.mode & 0o022 && !(st.mode & 0o1000)) return `${d} is writable by other users (mode ${mode(st)})`;
   }

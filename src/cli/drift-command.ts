@@ -95,7 +95,8 @@ export async function runDrift(o: DriftFlags): Promise<void> {
       err(`No drift to ignore; ${file} left as it was.\n`);
       return;
     }
-    await writeFile(file, next);
+    // A rule file others could write would let them hide deletes: never group/other-writable, whatever the umask.
+    await writeFile(file, next, { mode: 0o644 });
     err(`Wrote ignore rules for ${report.items.length} drifted resource(s) to ${file}. Review it, then commit it.\n`);
     return;
   }

@@ -562,8 +562,8 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         const reference = schemaReferenceFor(path.resolve(o.output ?? 'kms-sync.yaml'));
         const yaml = desiredStateToYaml(desired, { schema: reference.ref });
         if (o.output) {
-          await mkdir(path.dirname(path.resolve(o.output)), { recursive: true, mode: 0o700 });
-          await writeFile(path.resolve(o.output), yaml, { flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
+          await mkdir(path.dirname(path.resolve(o.output)), { recursive: true, mode: 0o755 });
+          await writeFile(path.resolve(o.output), yaml, { flag: 'wx', mode: 0o644 }).catch((e: NodeJS.ErrnoException) => {
             if (e.code === 'EEXIST') throw new UsageError(`${o.output} exists; refusing to overwrite it`);
             throw e;
           });

@@ -3,7 +3,7 @@
 // (item 4). "Another user" is modelled by what they could do: a folder others may write, names
 // pre-created in a shared folder, a plan file edited to name another service.
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -36,6 +36,17 @@ const modesUnder = (dir: string) => readdirSync(dir, { recursive: true, withFile
   .map((e) => path.join(e.parentPath, e.name)).map((p) => [path.relative(dir, p), modeOf(p)] as const);
 
 describe('the compile cache (issue 26 item 2)', () => {
+  it('a ~/.cache that is a symbolic link to a private folder is followed, not refused', async () => {
+    const home = scratch();
+    const real = path.join(home, 'elsewhere');
+    mkdirSync(real, { mode: 0o700 });
+    symlinkSync(real, path.join(home, '.cache'));
+    const r = await runCli(['--version'], { env: { HOME: home } });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(readdirSync(path.join(real, 'kms-sync', 'node-compile-cache')).length).toBe(1);
+  });
+
   it('is created private under umask 000: every folder 0700, no file others may read', async () => {
     const home = scratch();
     const r = await runUmask000(['--version'], { env: { HOME: home } });
@@ -160,5 +171,15 @@ describe('saved plans (issue 26 item 4)', () => {
     const planted = readdirSync(s.dir).filter((n) => n.endsWith('.tmp'));
     expect(planted).toHaveLength(1);
     expect(readFileSync(path.join(s.dir, planted[0]!), 'utf8')).toBe('planted');
+  });
+});
+
+describe('configuration files kms-sync writes (issue 26 item 4)', () => {
+  it('init under umask 000: the folder and the file are never writable by others', async () => {
+    const dir = scratch();
+    const r = await runUmask000(['init', 'conf/kms-sync.yaml'], { cwd: dir, env: { HOME: dir } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(modeOf(path.join(dir, 'conf')) & 0o022).toBe(0);
+    expect(modeOf(path.join(dir, 'conf', 'kms-sync.yaml')) & 0o022).toBe(0);
   });
 });
