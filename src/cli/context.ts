@@ -349,6 +349,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
+    storeContactRefused(registry, undefined, process.env); // a KMS_SYNC_PLAN_STORES typo fails every plan, not only those with keys
     const queries = keysToCheck(desired, live.state, owner).filter((q) => {
       const refused = storeContactRefused(registry, q.store, process.env);
       if (refused && !warnings.includes(refused)) warnings.push(refused);
