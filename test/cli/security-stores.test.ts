@@ -78,3 +78,29 @@ describe('store credentials stay home', () => {
     expect(bad.stderr).toContain('KMS_SYNC_PLAN_STORES must be all, local or none');
   });
 });
+
+describe('store answers are bounded', () => {
+  it('a store server the configuration names that answers without end: the plan says so and goes on, no out-of-memory crash', async () => {
+    let sent = 0;
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      const pump = () => {
+        while (!res.destroyed && sent < 300 * 1024 * 1024) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      res.on('error', () => undefined);
+      pump();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanup.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+    const cli = await prWithStore(`vault://127.0.0.1:${(server.address() as AddressInfo).port}/secret/kms?tls=false`);
+    const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN });
+    expect(r.stdout + r.stderr).toMatch(/the answer is larger than 64 MB; stopped reading it/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(sent).toBeLessThan(200 * 1024 * 1024);
+  }, 60_000);
+});
