@@ -107,3 +107,24 @@ describe('--comment gitlab edits only its own note', () => {
     expect(gl.problems).toEqual([]);
   });
 });
+
+describe('--comment gitlab with CI_JOB_TOKEN', () => {
+  it('edits the note of GITLAB_USER_LOGIN (the user the job token acts as); without it, never edits, posts anew', async () => {
+    const JOB = 'job-' + 'T0ken'.repeat(4);
+    const gl = await startGitLabFake({ projectId: '42', token: JOB, tokenHeader: 'job-token', tokenUser: 'alice' });
+    cleanup.push(() => gl.close());
+    const s = await world();
+    const base = { ...s.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1', GITLAB_CI: 'true', CI_API_V4_URL: gl.url, CI_PROJECT_ID: '42', CI_MERGE_REQUEST_IID: '3', CI_JOB_TOKEN: JOB };
+    const plan = (env: NodeJS.ProcessEnv) => runCli(['plan', '-f', '.', '--comment', 'gitlab'], { env: { ...base, ...env }, cwd: s.dir });
+    expect((await plan({ GITLAB_USER_LOGIN: 'alice' })).code).toBe(0);
+    const marker = markerOf(gl.notes[0]!.body);
+    gl.notes.unshift({ id: 1, mr: 3, system: false, username: 'mallory', body: `${marker}\nApprove!` });
+    const again = await plan({ GITLAB_USER_LOGIN: 'alice' });
+    expect(again.stderr).toContain(`Updated the merge-request note ${gl.notes[1]!.id}`);
+    const unknown = await plan({});
+    expect(unknown.stderr).toContain('Posted the merge-request note');
+    expect(gl.notes.find((n) => n.username === 'mallory')!.body).toContain('Approve!');
+    expect(gl.requests.some((r) => r.path.endsWith('/user'))).toBe(false);
+    expect(gl.problems).toEqual([]);
+  });
+});
