@@ -79,7 +79,11 @@ describe('answer sizes are bounded', () => {
 /** Starts `kms-sync emulator` with `args`/`env`; resolves with its URL and pid once it listens. */
 function startEmulatorCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number }> {
   const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  cleanup.push(() => new Promise((r) => { child.once('exit', r); child.kill('SIGTERM'); }));
+  cleanup.push(() => new Promise((r) => {
+    if (child.exitCode !== null || child.signalCode !== null) return r(undefined);
+    child.once('exit', r);
+    child.kill('SIGTERM');
+  }));
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
