@@ -82,6 +82,8 @@ export interface HttpOptions {
   maxDelayMs?: number;
   /** Headers + body timeout per attempt (default 30 s). */
   timeoutMs?: number;
+  /** Largest answer body read, in bytes (default 64 MiB): a larger one fails with BODY_TOO_LARGE, not an out-of-memory crash. */
+  maxBodyBytes?: number;
   userAgent?: string;
   /** Called before each retry: the CLI prints a plain line. */
   onRetry?: (info: { method: string; path: string; attempt: number; delayMs: number; reason: string }) => void;
@@ -118,7 +120,9 @@ const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', CONNEC
  * Failures a retry cannot fix: the name does not exist (NXDOMAIN). `EAI_AGAIN` (the resolver did
  * not answer in time) is transient and retried like a refused connection (a restarting service).
  */
-const PERMANENT_ERRORS = new Set(['ENOTFOUND']);
+const PERMANENT_ERRORS = new Set(['ENOTFOUND', 'BODY_TOO_LARGE']);
+/** The default bound of one answer's body (a page of 1,000 clients is well under 2 MB). */
+export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 /** `application/json`, `application/problem+json`, … */
 const isJsonType = (contentType: string) => /^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(contentType.trim());
@@ -209,7 +213,7 @@ export class HttpTransport {
     this.origin = url.origin;
     const parallelism = options.parallelism ?? 8;
     this.opts = {
-      maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: 30_000, ...options,
+      maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: 30_000, maxBodyBytes: MAX_BODY_BYTES, ...options,
       parallelism, readParallelism: options.readParallelism ?? 4 * parallelism,
     };
     const inFlight = Math.max(this.opts.parallelism, this.opts.readParallelism);
@@ -246,21 +250,40 @@ export class HttpTransport {
    * or an answer that stays silent for `timeoutMs` fails with CONNECT_TIMEOUT (nothing was sent) or
    * ANSWER_TIMEOUT; other failures carry Node's system error codes (ECONNREFUSED, ECONNRESET, …).
    */
-  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined): Promise<Answer> {
+  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined, secretHeaders: Record<string, string> = {}): Promise<Answer> {
     const { agent, request } = await this.pool();
     return new Promise<Answer>((resolve, reject) => {
       const req = request({
         // An IPv6 literal is written in brackets in a URL, without them for a connection.
         protocol: this.url.protocol, hostname: this.url.hostname.replace(/^\[(.*)\]$/, '$1'), port: this.url.port, path, method, agent,
+        // The key is set on the request below, not passed in these options: NODE_DEBUG=http prints
+        // the options (headers included) a connection is made with, and would show it in clear.
         headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         timeout: this.opts.timeoutMs,
         ...(this.lookup ? { lookup: this.lookup } : {}),
       }, (res) => {
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
+        const max = this.opts.maxBodyBytes;
+        const tooLarge = () => {
+          const e = Object.assign(new Error(`the answer is larger than ${Math.round(max / 1024 / 1024)} MB`), { code: 'BODY_TOO_LARGE' });
+          res.destroy();
+          req.destroy();
+          reject(e);
+        };
+        if (Number(res.headers['content-length']) > max) return tooLarge();
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > max) {
+            chunks.length = 0;
+            return tooLarge();
+          }
+          chunks.push(c);
+        });
         res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: bodyText(chunks) }));
         res.on('error', reject);
       });
+      for (const [k, v] of Object.entries(secretHeaders)) req.setHeader(k, v);
       req.on('timeout', () => {
         const connected = req.socket !== null && !req.socket.connecting;
         req.destroy(Object.assign(new Error(connected ? `no answer within ${this.opts.timeoutMs} ms` : `no connection within ${this.opts.timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
@@ -289,11 +312,10 @@ export class HttpTransport {
         if (this.limiter) await this.limiter.take();
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
         const res = await this.exchange(spec.method, path, {
-          'x-api-key': this.opts.apiKey,
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'kms-sync',
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        }, body);
+        }, body, { 'x-api-key': this.opts.apiKey });
         status = res.statusCode;
         headers = res.headers;
         text = res.text;
@@ -336,6 +358,8 @@ export class HttpTransport {
       return new NetworkError(`${method} ${path}: the service host '${host}' does not resolve (DNS: no such name; not retried): check the service URL ${this.origin}${this.basePath}`, code);
     if (code === 'EAI_AGAIN')
       return new NetworkError(`${method} ${path}: the name server did not answer for '${host}'${tries} (DNS EAI_AGAIN): check the network, or the service URL ${this.origin}${this.basePath}`, code);
+    if (code === 'BODY_TOO_LARGE')
+      return new NetworkError(`${method} ${path}: the answer is larger than ${Math.round(this.opts.maxBodyBytes / 1024 / 1024)} MB, the most kms-sync reads of one answer; stopped reading it (not retried): is ${this.origin}${this.basePath} the service's API?`, code);
     if (code === 'ECONNREFUSED')
       return new NetworkError(`${method} ${path}: connection refused by ${this.origin}${tries}: is the service running at ${this.origin}${this.basePath}?`, code);
     return new NetworkError(`${method} ${path}: ${reason}${tries} (service at ${this.origin})`, code);

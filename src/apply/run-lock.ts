@@ -91,7 +91,14 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
         // Stale: its time ran out, or it was taken on this machine by a process that is gone (a
         // killed run; this one holds the local lock, so no live run of this folder has it).
         const dead = info.host === os.hostname() && typeof info.pid === 'number' && info.pid !== process.pid && !pidAlive(info.pid);
-        if (!current || dead || (info.expiresAt && Date.parse(info.expiresAt) < Date.now())) {
+        // A record whose expiry is not a timestamp (`expiresAt: "soon"`, none at all) or lies further
+        // ahead than any holder sets it would block every apply forever: treated as expired, and said.
+        const expires = typeof info.expiresAt === 'string' ? Date.parse(info.expiresAt) : NaN;
+        const unreadable = current !== undefined && (!Number.isFinite(expires) || expires > Date.now() + 2 * LOCK_TTL_MS);
+        if (unreadable) {
+          o.onWait?.(`Breaking the run lock of ${env}: its record does not parse (expiresAt ${JSON.stringify(String(info.expiresAt ?? 'missing')).slice(0, 60)} is not a time within ${LOCK_TTL_MS / 60_000 * 2} minutes), so it is treated as expired`);
+        }
+        if (!current || dead || unreadable || expires < Date.now()) {
           // Gone meanwhile, or its run died without releasing it: break it and try again.
           if (current) await o.api.deleteEndpoint(env, mp).catch(() => undefined);
           continue;

@@ -38,13 +38,47 @@ export async function readCdktfJson(dir: string): Promise<CdktfProject> {
   return { dir, app: json.app, context };
 }
 
-/** Runs the app with CDKTF_OUTDIR=outDir (and the project's context, as the CLI passes it). */
+/**
+ * The credentials kms-sync holds (the project key, CI and store tokens, cloud secrets), by name:
+ * the app needs none of them to synthesize (issue 26: the app is code from the configuration's
+ * repository, a pull request's included), so they are removed from its environment.
+ */
+const CREDENTIAL_NAMES = new Set([
+  'KMS_API_KEY', 'KMS_EMULATOR_API_KEY', 'VAULT_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN', 'CI_JOB_TOKEN', 'CI_JOB_JWT', 'CI_JOB_JWT_V2',
+  'ACTIONS_ID_TOKEN_REQUEST_TOKEN', 'ACTIONS_ID_TOKEN_REQUEST_URL', 'ACTIONS_RUNTIME_TOKEN', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN',
+  'AWS_WEB_IDENTITY_TOKEN_FILE', 'AZURE_CLIENT_SECRET', 'AZURE_CLIENT_CERTIFICATE_PATH', 'AZURE_CLIENT_CERTIFICATE_PASSWORD', 'AZURE_FEDERATED_TOKEN_FILE',
+  'GOOGLE_APPLICATION_CREDENTIALS', 'SOPS_AGE_KEY', 'SOPS_AGE_KEY_FILE', 'SOPS_AGE_KEY_CMD', 'NPM_TOKEN', 'NODE_AUTH_TOKEN', 'SSH_AUTH_SOCK', 'DOCKER_AUTH_CONFIG',
+]);
+const CREDENTIAL_SHAPE = /TOKEN|SECRET|PASSW(OR)?D|API_?KEY|PRIVATE_?KEY|CREDENTIAL|_AUTH$/i;
+const KEY_VALUE = /^\s*(sk_(live|test)_|kmsc_|AGE-SECRET-KEY-)|:\/\/[^/@\s]*:[^/@\s]+@/;
+
+/** The app's environment: `env` without the credentials (by name, by shape of name, or by value). */
+export function appEnvironment(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; removed: Map<string, string> } {
+  const kept: NodeJS.ProcessEnv = {};
+  const removed = new Map<string, string>();
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) continue;
+    if (CREDENTIAL_NAMES.has(k.toUpperCase()) || CREDENTIAL_SHAPE.test(k) || KEY_VALUE.test(v)) removed.set(k, v);
+    else kept[k] = v;
+  }
+  return { env: kept, removed };
+}
+
+/** `text` with every value in `values` (4+ characters) and anything shaped like a key replaced. */
+function redactValues(text: string, values: Map<string, string>): string {
+  let out = text;
+  for (const [k, v] of [...values].sort((a, b) => b[1].length - a[1].length)) if (v.length >= 4) out = out.split(v).join(`[REDACTED ${k}]`);
+  return out.replace(/\b(sk_(live|test)_)[A-Za-z0-9._-]{4,}/g, '$1[REDACTED]').replace(/kmsc_[A-Za-z0-9_-]{8,}/g, '[REDACTED customer key]');
+}
+
+/** Runs the app with CDKTF_OUTDIR=outDir (and the project's context, as the CLI passes it), without kms-sync's credentials. */
 export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const app = appEnvironment(env);
   const child = spawn(project.app, {
     cwd: project.dir,
     shell: true,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...env, CDKTF_OUTDIR: outDir, CDKTF_CONTEXT_JSON: JSON.stringify(project.context), CHECKPOINT_DISABLE: '1' },
+    env: { ...app.env, CDKTF_OUTDIR: outDir, CDKTF_CONTEXT_JSON: JSON.stringify(project.context), CHECKPOINT_DISABLE: '1' },
   });
   let output = '';
   const keep = (b: Buffer) => {
@@ -57,7 +91,7 @@ export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.
     child.on('close', (c) => resolve(c));
   });
   if (code !== 0) {
-    throw new CdktfError(`the app of ${path.join(project.dir, 'cdktf.json')} (${project.app}) failed with exit code ${code}:\n${output.trimEnd()}`);
+    throw new CdktfError(`the app of ${path.join(project.dir, 'cdktf.json')} (${project.app}) failed with exit code ${code}:\n${redactValues(output, app.removed).trimEnd()}`);
   }
 }
 

@@ -55,7 +55,7 @@ export async function writeCdktfExport(dir: string, desired: DesiredState, flavo
   const target = path.resolve(dir);
   const existing = [...files.keys()].filter((f) => existsSync(path.join(target, f)));
   if (existing.length) throw new UsageError(`${dir} already has ${existing.join(', ')}; refusing to overwrite`);
-  await mkdir(target, { recursive: true });
-  for (const [name, text] of files) await writeFile(path.join(target, name), text, { flag: 'wx' });
+  await mkdir(target, { recursive: true, mode: 0o755 });
+  for (const [name, text] of files) await writeFile(path.join(target, name), text, { flag: 'wx', mode: 0o644 });
   return [...files.keys()];
 }

@@ -7,7 +7,11 @@
 // written costs nothing but the speed-up. The folder is made here, one level at a time: Node's
 // recursive mkdir (which enableCompileCache uses) never returns where mkdir answers ENOENT under a
 // folder that exists, as under /proc (HOME=/proc spun a CPU until killed).
-import { existsSync, mkdirSync } from 'node:fs';
+// Bytecode is code: the folders made here are 0700 whatever the umask, and a cache folder (or one of
+// its entries, or a folder above it up to the cache base) that another user owns or may write is
+// not used; one line on stderr says so (Node checks only an entry's length and CRC, so an entry
+// planted there would run as us, with KMS_API_KEY in the environment).
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, statSync, type Stats } from 'node:fs';
 import module from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,19 +32,85 @@ function madeFolder(dir: string): boolean {
     missing.unshift(d);
   }
   try {
-    for (const d of missing) mkdirSync(d);
+    for (const d of missing) mkdirSync(d, { mode: 0o700 });
     return true;
   } catch {
     return false;
   }
 }
 
-export function enableCliCompileCache(env: NodeJS.ProcessEnv = process.env): void {
+const mode = (st: Stats) => `0${(st.mode & 0o777).toString(8)}`;
+
+/**
+ * Why `dir` must not hold our bytecode, or undefined when it may: it and its entries must be
+ * directories or files we own that no one else may write; each folder above it, up to and with
+ * `base`, must be owned by us or root and not writable by others unless sticky (as /tmp), so no
+ * one else can swap it. Not checked where there are no uids (Windows).
+ */
+export function unsafeCacheReason(dir: string, base: string, uid = process.getuid?.()): string | undefined {
+  if (uid === undefined) return undefined;
+  const own = (p: string, st: Stats): string | undefined => {
+    if (st.isSymbolicLink()) return `${p} is a symbolic link`;
+    if (st.uid !== uid) return `${p} is owned by another user (uid ${st.uid})`;
+    if (st.mode & 0o022) return `${p} is writable by other users (mode ${mode(st)})`;
+    return undefined;
+  };
+  const top = lstatSync(dir);
+  if (!top.isDirectory() && !top.isSymbolicLink()) return `${dir} is not a folder`;
+  const bad = own(dir, top);
+  if (bad) return bad;
+  // Node makes its per-version folder with the umask's mode (0777 under umask 000). Inside a folder
+  // only we can enter that is harmless, and tightened here; where others may enter ours (an older
+  // 0755 one), an entry others may write may hold their bytecode.
+  const closed = (top.mode & 0o077) === 0;
+  const check = (entry: string): string | undefined => {
+    const st = lstatSync(entry);
+    if (st.isSymbolicLink()) return `${entry} is a symbolic link`;
+    if (st.uid !== uid) return `${entry} is owned by another user (uid ${st.uid})`;
+    if (st.mode & 0o022) {
+      if (!closed) return `${entry} is writable by other users (mode ${mode(st)})`;
+      chmodSync(entry, st.mode & 0o700);
+    }
+    return undefined;
+  };
+  for (const name of readdirSync(dir)) {
+    const entry = path.join(dir, name);
+    const b = check(entry);
+    if (b) return b;
+    if (lstatSync(entry).isDirectory()) for (const sub of readdirSync(entry)) { const r = check(path.join(entry, sub)); if (r) return r; }
+  }
+  const stop = path.dirname(path.resolve(base));
+  // Followed through symbolic links (a ~/.cache linked elsewhere): what matters is who may replace
+  // the folder it leads to; the link itself lives in the folder checked next.
+  for (let d = path.dirname(path.resolve(dir)); d !== stop && path.dirname(d) !== d; d = path.dirname(d)) {
+    const st = statSync(d);
+    if (st.uid !== uid && st.uid !== 0) return `${d} is owned by another user (uid ${st.uid})`;
+    if (st.mode & 0o022 && !(st.mode & 0o1000)) return `${d} is writable by other users (mode ${mode(st)})`;
+  }
+  return undefined;
+}
+
+export function enableCliCompileCache(env: NodeJS.ProcessEnv = process.env, notice: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): void {
   if (env.NODE_DISABLE_COMPILE_CACHE) return;
   const dir = compileCacheDir(env);
   if (dir === undefined || !madeFolder(dir)) return;
+  // NODE_COMPILE_CACHE was chosen by the user, and Node enabled it before this code ran.
+  if (!env.NODE_COMPILE_CACHE) {
+    let reason: string | undefined;
+    try {
+      reason = unsafeCacheReason(dir, path.dirname(path.dirname(dir)));
+    } catch (e) {
+      reason = `it cannot be checked (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+    }
+    if (reason) {
+      notice(`kms-sync: not using the compile cache: ${reason}; remove ${dir} (kms-sync recreates it private) or set NODE_DISABLE_COMPILE_CACHE=1`);
+      return;
+    }
+  }
   try {
     module.enableCompileCache(dir);
+    // Its per-version folder, made just now with the umask's mode: private like ours.
+    if (!env.NODE_COMPILE_CACHE && process.platform !== 'win32') for (const name of readdirSync(dir)) chmodSync(path.join(dir, name), 0o700);
   } catch {
     // An optimisation only.
   }

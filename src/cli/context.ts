@@ -24,6 +24,7 @@ import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
+import { safeUrl } from '../report/redact.js';
 import { err } from './output.js';
 import { resolveOwner } from './owner.js';
 
@@ -328,7 +329,8 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   const live = o.readAhead && !journaled ? await o.readAhead : await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
   const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
   const target: Plan['target'] = {
-    url: conn.url, credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    // Shown and saved: without user info, query or fragment (they may carry credentials).
+    url: safeUrl(conn.url), credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
     envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.state.envs.map((e) => e.projectEnv)])].sort(),
   };
   return { registry, capture, recovery, live, owner, target };
@@ -347,7 +349,12 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
-    const queries = keysToCheck(desired, live.state, owner);
+    storeContactRefused(registry, undefined, process.env); // a KMS_SYNC_PLAN_STORES typo fails every plan, not only those with keys
+    const queries = keysToCheck(desired, live.state, owner).filter((q) => {
+      const refused = storeContactRefused(registry, q.store, process.env);
+      if (refused && !warnings.includes(refused)) warnings.push(refused);
+      return !refused;
+    });
     if (queries.length) {
       const checked = await checkSecretPresence(registry, queries, conn.target);
       secrets = checked.results;
@@ -361,6 +368,28 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   plan.warnings.push(...recovery.warnings, ...warnings);
   performance.mark('kms:plan-end');
   return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
+}
+
+/**
+ * KMS_SYNC_PLAN_STORES: which secret stores a plan (or drift) may contact to check that keys have
+ * their secrets, for plans of configurations nobody trusted yet (a pull request's). `all` (the
+ * default), `local` (only store files in the checkout: no store credential leaves the runner), or
+ * `none` (like --no-secret-check). The store's declaration comes from the configuration being
+ * planned, so a name cannot be trusted: the pull request can change what it points at.
+ * Returns why the store is not contacted, or undefined when it may be.
+ */
+export function storeContactRefused(registry: StoreRegistry, store: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  const mode = (env.KMS_SYNC_PLAN_STORES ?? '').trim().toLowerCase() || 'all';
+  if (mode === 'all') return undefined;
+  if (mode !== 'none' && mode !== 'local') throw new UsageError(`KMS_SYNC_PLAN_STORES must be all, local or none (got ${JSON.stringify(env.KMS_SYNC_PLAN_STORES)})`);
+  let uri: string;
+  try {
+    uri = registry.uriOf(store);
+  } catch {
+    return undefined; // reported by the check itself
+  }
+  if (mode === 'local' && /^(sops|file):/i.test(uri)) return undefined;
+  return `secrets in store ${store ?? 'default'} not checked: KMS_SYNC_PLAN_STORES=${mode} allows ${mode === 'none' ? 'no store' : 'only local store files'}`;
 }
 
 /** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */

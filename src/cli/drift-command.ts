@@ -97,7 +97,8 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     const written = report.items.length - refused.length;
     if (next === existing) err(`No ${refused.length ? 'other ' : ''}drift to ignore; ${file} left as it was.\n`);
     else {
-      await writeFile(file, next);
+      // A rule file others could write would let them hide deletes: never group/other-writable, whatever the umask.
+      await writeFile(file, next, { mode: 0o644 });
       err(`Wrote ignore rules for ${written} drifted resource(s) to ${file}. Review it, then commit it.\n`);
     }
     // A resource left out is drift nobody accepted: the run says so with its exit code.

@@ -1,10 +1,24 @@
 // `kms-sync emulator`: the local service for demos, CI and offline work.
+import { readFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
 import { startEmulator } from '../emulator/index.js';
 
+// The key can come from the environment or a file as well as --api-key: a command-line argument
+// is visible to every local user in `ps` (issue 26).
 function keysFromEnv(): string[] {
-  const list = process.env.KMS_EMULATOR_API_KEYS ?? process.env.KMS_API_KEY ?? '';
+  const list = process.env.KMS_EMULATOR_API_KEYS ?? process.env.KMS_EMULATOR_API_KEY ?? process.env.KMS_API_KEY ?? '';
   return list.split(',').map((k) => k.trim()).filter(Boolean);
+}
+
+/** Keys from a file: one per line (or comma-separated); blank lines and # comments are skipped. */
+function keysFromFile(file: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Error(`--api-key-file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  return text.split('\n').filter((l) => !l.trim().startsWith('#')).flatMap((l) => l.split(',')).map((k) => k.trim()).filter(Boolean);
 }
 
 const fraction = (v: string) => {
@@ -27,7 +41,8 @@ export function registerEmulator(program: Command) {
     .description('run a local emulator of the key-management service (real HTTP on 127.0.0.1)')
     .option('--port <n>', 'port to listen on (0 picks a free one)', port, 8080)
     .option('--host <addr>', 'address to bind', '127.0.0.1')
-    .option('--api-key <key...>', 'accepted project key(s); default: $KMS_EMULATOR_API_KEYS (comma-separated) or $KMS_API_KEY')
+    .option('--api-key <key...>', 'accepted project key(s) (visible in ps: prefer --api-key-file or the environment); default: $KMS_EMULATOR_API_KEYS (comma-separated), $KMS_EMULATOR_API_KEY or $KMS_API_KEY')
+    .option('--api-key-file <file>', 'read the accepted project key(s) from this file, one per line')
     .option('--data <file>', 'keep state in this JSON file across restarts (atomic writes)')
     .option('--latency-ms <n>', 'added latency per API request', integer, 0)
     .option('--error-rate <f>', 'fraction of API requests answered 503', fraction, 0)
@@ -36,9 +51,10 @@ export function registerEmulator(program: Command) {
     .option('--drop-rate <f>', 'fraction of writes that commit, then drop the connection unanswered', fraction, 0)
     .option('--control', 'serve the /__emulator control routes (counts, faults, seed; they need a project key)', false)
     .action(async (o) => {
-      const apiKeys: string[] = o.apiKey ?? keysFromEnv();
+      const apiKeys: string[] = [...(o.apiKey ?? []), ...(o.apiKeyFile ? keysFromFile(o.apiKeyFile) : [])];
+      if (apiKeys.length === 0) apiKeys.push(...keysFromEnv());
       if (apiKeys.length === 0) {
-        throw new Error('no project key: pass --api-key sk_test_… or set KMS_EMULATOR_API_KEYS (the emulator never invents and prints one)');
+        throw new Error('no project key: set KMS_EMULATOR_API_KEY, pass --api-key-file FILE or --api-key sk_test_… (the emulator never invents and prints one)');
       }
       const emu = await startEmulator({
         port: o.port, host: o.host, apiKeys, dataFile: o.data, latencyMs: o.latencyMs, errorRate: o.errorRate,

@@ -25,7 +25,7 @@ function isFsError(e: unknown): e is FsError {
 export function userPath(p: string): string {
   const dir = path.dirname(p);
   const base = path.basename(p);
-  const pidTmp = /^(.+)\.\d+\.tmp$/.exec(base);
+  const pidTmp = /^(.+)\.\d+(?:-[0-9a-f]+)?\.tmp$/.exec(base);
   if (pidTmp) return path.join(dir, pidTmp[1]!);
   const hiddenTmp = /^\.(.+?)\.tmp-[\w-]*$/.exec(base);
   if (hiddenTmp) return path.join(dir, hiddenTmp[1]!);

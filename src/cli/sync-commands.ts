@@ -1,6 +1,6 @@
 // validate, init, plan, apply, export: parse flags, call the layers, pick a renderer, set the exit code.
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
@@ -16,6 +16,8 @@ import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from
 import { classifyDrift } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
+import { atomicWriteFile, ensureDir } from '../secrets/fsutil.js';
+import { safeUrl } from '../report/redact.js';
 import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadingAhead, planFor, readAheadFor, type Connection, type GlobalOptions } from './context.js';
 import { commitRequired, guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
@@ -72,12 +74,12 @@ function retryLogger(): (line: string) => void {
 }
 
 async function writeSavedPlan(file: string, saved: SavedPlan) {
-  // Like Terraform's -out, into a folder that may not exist yet.
-  await mkdir(path.dirname(path.resolve(file)), { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
+  // Like Terraform's -out, into a folder that may not exist yet. Folders made here are 0700 and the
+  // plan 0600 whatever the umask; it is written to a temp file with a random name opened with
+  // O_EXCL (never one another user pre-created in a shared folder), then renamed over the target.
   // No credential kms-sync knows is written into a plan file (model/redact.ts), whatever carried it in.
-  await writeFile(tmp, redactCredentials(JSON.stringify(saved, null, 1)) + '\n', { mode: 0o600 });
-  await rename(tmp, file);
+  await ensureDir(path.dirname(path.resolve(file)));
+  await atomicWriteFile(path.resolve(file), redactCredentials(JSON.stringify(saved, null, 1)) + '\n');
 }
 
 async function readSavedPlan(file: string): Promise<SavedPlan> {
@@ -400,9 +402,16 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           throw new UsageError(`${shaping.join(', ')} cannot be used with a saved plan (${planfile}): it is applied exactly as planned. Pass them to kms-sync plan --out instead, or drop the plan file to plan afresh`);
         }
         const saved = await readSavedPlan(planfile);
-        const conn = connect({ ...o, url: o.url ?? saved.plan.target.url }, process.env, retryLogger());
+        // The service comes from KMS_API_URL / --url, never from the file: an edited plan must not
+        // choose where the project key goes. A plan made for another service is refused.
+        if (!(o.url ?? process.env.KMS_API_URL)) {
+          throw new UsageError(`no service URL: set KMS_API_URL or pass --url to the service ${planfile} was made for (${safeUrl(saved.plan.target.url)}); the URL in a saved plan is only checked, never used`);
+        }
+        const conn = connect(o, process.env, retryLogger());
         try {
-          if (conn.url !== saved.plan.target.url) throw new UsageError(`${planfile} was made for ${saved.plan.target.url}, not ${conn.url}`);
+          if (safeUrl(conn.url) !== safeUrl(saved.plan.target.url)) {
+            throw new UsageError(`${planfile} was made for ${safeUrl(saved.plan.target.url)}, but KMS_API_URL / --url names ${safeUrl(conn.url)}; nothing was sent. Apply it against the service it was planned for, or plan again`);
+          }
           const baseDir = await savedPlanBaseDir(planfile, saved);
           const owner = saved.plan.target.owner ?? (await resolveOwner(emptyDesiredState(), baseDir)).owner;
           await withRunLock(conn, { owner, envs: saved.plan.target.envs, baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
@@ -517,7 +526,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       else if (format === 'markdown') out(renderPlanMarkdown(saved.plan, { drift: classifyDrift(saved.plan, noIgnoreRules()) }));
       else {
         out(o.compact ? renderPlanCompact(saved.plan) : renderPlanText(saved.plan, { color: colorEnabled(process.stdout) }));
-        out(`\nPlanned ${saved.plan.generatedAt} for ${saved.plan.target.url}. Apply exactly this plan with: kms-sync apply ${planfile}\n`);
+        out(`\nPlanned ${saved.plan.generatedAt} for ${safeUrl(saved.plan.target.url)}. Apply exactly this plan with: kms-sync apply ${planfile}\n`);
       }
     });
 
@@ -555,8 +564,8 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         const reference = schemaReferenceFor(path.resolve(o.output ?? 'kms-sync.yaml'));
         const yaml = desiredStateToYaml(desired, { schema: reference.ref });
         if (o.output) {
-          await mkdir(path.dirname(path.resolve(o.output)), { recursive: true });
-          await writeFile(path.resolve(o.output), yaml, { flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
+          await mkdir(path.dirname(path.resolve(o.output)), { recursive: true, mode: 0o755 });
+          await writeFile(path.resolve(o.output), yaml, { flag: 'wx', mode: 0o644 }).catch((e: NodeJS.ErrnoException) => {
             if (e.code === 'EEXIST') throw new UsageError(`${o.output} exists; refusing to overwrite it`);
             throw e;
           });

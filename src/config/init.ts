@@ -119,12 +119,13 @@ export async function initConfig(targetFile: string, opts: InitOptions = {}): Pr
   const target = path.resolve(path.resolve(opts.cwd ?? process.cwd()), targetFile);
   // Refused before anything is written: no schema copy without the file that needs it.
   if (await access(target).then(() => true, () => false)) throw new FileExistsError(targetFile);
-  await mkdir(path.dirname(target), { recursive: true });
+  // Configuration is meant to be committed: readable, never writable by others whatever the umask.
+  await mkdir(path.dirname(target), { recursive: true, mode: 0o755 });
   const owner = opts.owner ?? (await deriveOwner(path.dirname(target)));
   const { file, reference, content } = starterFor(targetFile, { ...opts, owner });
   const outcome = await writeSchemaCopy(reference);
   try {
-    await writeFile(file, content, { encoding: 'utf8', flag: 'wx' });
+    await writeFile(file, content, { encoding: 'utf8', flag: 'wx', mode: 0o644 });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new FileExistsError(targetFile);
     throw err;

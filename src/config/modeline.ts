@@ -82,7 +82,7 @@ export async function writeSchemaCopy(reference: SchemaReference): Promise<'writ
       throw new Error(`${reference.copyTo} exists and is not kms-sync's schema: refusing to overwrite it (move it, or point the $schema line elsewhere)`);
     }
   }
-  await writeFile(reference.copyTo, schema, 'utf8');
+  await writeFile(reference.copyTo, schema, { encoding: 'utf8', mode: 0o644 });
   return existing === undefined ? 'written' : 'updated';
 }
 

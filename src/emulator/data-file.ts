@@ -1,6 +1,7 @@
 // The `--data` file: the emulator's state across restarts. Read whole and checked (shape, then the
 // cross-references the service relies on) before the emulator starts, so it never serves a
 // half-read state; written atomically (temp file, fsync, rename, fsync of the folder).
+import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ServerKeyPair } from './encryption.js';
@@ -159,8 +160,9 @@ export function saveDataFile(file: string, service: KmsService, keys: ServerKeyP
 }
 
 function writeAtomic(file: string, text: string) {
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
+  // A random name opened exclusively: never a file another user pre-created in a shared folder.
+  const tmp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
+  const fd = openSync(tmp, 'wx', 0o600);
   try {
     writeSync(fd, text);
     fsyncSync(fd);

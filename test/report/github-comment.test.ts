@@ -66,7 +66,7 @@ const mine = () => gh.comments.filter((c) => c.login === 'github-actions[bot]');
 describe('plan --comment github', () => {
   it('uses the trimmed GitHub description of exactly the routes it calls', () => {
     const doc = githubDescription();
-    expect(Object.keys(doc.paths).sort()).toEqual(['/repos/{owner}/{repo}/issues/comments/{comment_id}', '/repos/{owner}/{repo}/issues/{issue_number}/comments']);
+    expect(Object.keys(doc.paths).sort()).toEqual(['/repos/{owner}/{repo}/issues/comments/{comment_id}', '/repos/{owner}/{repo}/issues/{issue_number}/comments', '/user']);
     expect(doc.components.schemas['issue-comment']).toBeDefined();
   });
 

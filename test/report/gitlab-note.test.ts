@@ -76,6 +76,7 @@ describe('--comment gitlab', () => {
     expect(gl.requests.map((r) => `${r.method} ${r.path.split('?')[0]}`)).toEqual([
       'GET /api/v4/projects/42/merge_requests/3/notes',
       'GET /api/v4/projects/42/merge_requests/3/notes',
+      'GET /api/v4/user',
       'PUT /api/v4/projects/42/merge_requests/3/notes/500',
     ]);
     expect(mine()).toHaveLength(1);

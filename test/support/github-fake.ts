@@ -12,6 +12,7 @@ export const GITHUB_ROUTES = [
   { path: '/repos/{owner}/{repo}/issues/{issue_number}/comments', method: 'get' },
   { path: '/repos/{owner}/{repo}/issues/{issue_number}/comments', method: 'post' },
   { path: '/repos/{owner}/{repo}/issues/comments/{comment_id}', method: 'patch' },
+  { path: '/user', method: 'get' },
 ];
 
 let trimmed: unknown;
@@ -49,7 +50,12 @@ export interface GitHubFake {
   close(): Promise<void>;
 }
 
-export async function startGitHubFake(o: { owner: string; repo: string; token: string; comments?: FakeComment[] }): Promise<GitHubFake> {
+/**
+ * `tokenUser`: the login of the token's user (a personal access token: GET /user answers it, and
+ * comments are posted as it); without it the token is an installation token (GITHUB_TOKEN): GET
+ * /user answers 403 and comments are posted as github-actions[bot].
+ */
+export async function startGitHubFake(o: { owner: string; repo: string; token: string; comments?: FakeComment[]; tokenUser?: string }): Promise<GitHubFake> {
   const checker = new OpenApiChecker(githubDescription());
   const comments = [...(o.comments ?? [])];
   const requests: LoggedRequest[] = [];
@@ -94,6 +100,11 @@ export async function startGitHubFake(o: { owner: string; repo: string; token: s
         const [f] = failures.splice(fail, 1);
         return send(f!.status, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest', status: String(f!.status) });
       }
+      if (url.pathname === '/user') {
+        if (!o.tokenUser) return send(403, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest', status: '403' });
+        const u = view({ id: 0, issue: 0, body: '', login: o.tokenUser }).user;
+        return send(200, { ...u, name: null, company: null, blog: '', location: null, email: null, hireable: null, bio: null, public_repos: 0, public_gists: 0, followers: 0, following: 0, created_at: '2020-01-01T00:00:00Z', updated_at: '2020-01-01T00:00:00Z' }, {}, op);
+      }
       if (request.params.owner !== o.owner || request.params.repo !== o.repo) return send(404, { message: 'Not Found' });
       if (request.method === 'GET') {
         const issue = Number(request.params.issue_number);
@@ -110,7 +121,7 @@ export async function startGitHubFake(o: { owner: string; repo: string; token: s
       }
       const body = (request.body as { body: string }).body;
       if (request.method === 'POST') {
-        const c = { id: nextId++, issue: Number(request.params.issue_number), body, login: 'github-actions[bot]' };
+        const c = { id: nextId++, issue: Number(request.params.issue_number), body, login: o.tokenUser ?? 'github-actions[bot]' };
         comments.push(c);
         return send(201, view(c), { location: `${base}/repos/${o.owner}/${o.repo}/issues/comments/${c.id}` }, op);
       }

@@ -17,6 +17,7 @@ interface Route {
 
 const int = (v: string) => /^\d+$/.test(v);
 const ROUTES: Route[] = [
+  { method: 'GET', pattern: /^\/api\/v4\/user$/, query: {} },
   {
     method: 'GET', pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes$/,
     query: { sort: (v) => v === 'asc' || v === 'desc', order_by: (v) => v === 'created_at' || v === 'updated_at', page: int, per_page: (v) => int(v) && Number(v) <= 100 },
@@ -47,7 +48,8 @@ export interface GitLabFake {
   close(): Promise<void>;
 }
 
-export async function startGitLabFake(o: { projectId: string; token: string; tokenHeader: 'private-token' | 'job-token'; notes?: FakeNote[] }): Promise<GitLabFake> {
+/** `tokenUser`: the username GET /user answers for an access token and notes are posted as (default project_42_bot). */
+export async function startGitLabFake(o: { projectId: string; token: string; tokenHeader: 'private-token' | 'job-token'; notes?: FakeNote[]; tokenUser?: string }): Promise<GitLabFake> {
   const notes = [...(o.notes ?? [])];
   const requests: GitLabFake['requests'] = [];
   const problems: string[] = [];
@@ -98,6 +100,12 @@ export async function startGitLabFake(o: { projectId: string; token: string; tok
           else if (typeof v !== t) problems.push(`${where}: ${k} must be a ${t}`);
         }
       } else if (raw) problems.push(`${where}: GET takes no body`);
+      if (url.pathname === '/api/v4/user') {
+        // Users API: a job token cannot read /user.
+        if (o.tokenHeader === 'job-token') return send(401, { message: '401 Unauthorized' });
+        const username = o.tokenUser ?? 'project_42_bot';
+        return send(200, { id: 7, username, name: username, state: 'active', avatar_url: 'https://gitlab.example/a.png', web_url: `https://gitlab.example/${username}`, bot: username.endsWith('_bot') });
+      }
       const [, id, iid, noteId] = route.pattern.exec(url.pathname)!;
       if (decodeURIComponent(id!) !== o.projectId) return send(404, { message: '404 Project Not Found' });
       const mr = Number(iid);
@@ -113,7 +121,7 @@ export async function startGitLabFake(o: { projectId: string; token: string; tok
         return send(200, sorted.slice((page - 1) * perPage, page * perPage).map(view), headers);
       }
       if (req.method === 'POST') {
-        const n = { id: nextId++, mr, body: String(body.body), system: false, username: 'project_42_bot' };
+        const n = { id: nextId++, mr, body: String(body.body), system: false, username: o.tokenUser ?? 'project_42_bot' };
         notes.push(n);
         return send(201, view(n));
       }

@@ -1,5 +1,12 @@
 // Posts a report on the current pull request and updates that same comment on the next run. The
-// comment is found by its hidden marker (`<!-- kms-sync:… -->`), across every page of comments.
+// comment is found by its hidden marker (`<!-- kms-sync:… -->`), across every page of comments,
+// and only among the comments written by the identity of the token: anyone can write the marker
+// into a comment of their own, and the comment kms-sync edits must be one only it could have
+// written (issue 26). The identity is the token's user (GET /user, for a personal access token), or
+// the Actions bot `github-actions[bot]` for an installation token (GITHUB_TOKEN, `ghs_…`, which
+// GET /user refuses); KMS_SYNC_COMMENT_AUTHOR names it for another GitHub App's token. When it
+// cannot be known, no comment is edited: a new one is posted.
+//   GET   /user                                                  (the token's user; 403 for installation tokens)
 // REST routes (GitHub's published description, @octokit/openapi):
 //   GET   /repos/{owner}/{repo}/issues/{issue_number}/comments   per_page, page; Link: rel="next"
 //   POST  /repos/{owner}/{repo}/issues/{issue_number}/comments   {body}
@@ -14,7 +21,14 @@ export interface GitHubTarget {
   repo: string;
   /** Pull-request (issue) number. */
   issueNumber: number;
+  /** The login the token writes as, when known without asking (see above). */
+  author?: string;
+  /** Running in GitHub Actions: an installation token there is the Actions bot's. */
+  actions?: boolean;
 }
+
+/** The login of the Actions bot that GITHUB_TOKEN writes as. */
+export const ACTIONS_BOT = 'github-actions[bot]';
 
 /** At most this many pages of 100 comments are searched for the marker. */
 export const MAX_COMMENT_PAGES = 50;
@@ -42,13 +56,17 @@ export function githubTargetFromEnv(env: NodeJS.ProcessEnv = process.env, read: 
   if (!Number.isInteger(issueNumber) || issueNumber <= 0) {
     throw new PublishError('--comment github runs on pull_request events (no pull request in GITHUB_EVENT_PATH; set KMS_SYNC_PR_NUMBER to name one)');
   }
-  return { apiUrl: (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''), token, owner, repo, issueNumber };
+  return {
+    apiUrl: (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''), token, owner, repo, issueNumber,
+    ...(env.KMS_SYNC_COMMENT_AUTHOR ? { author: env.KMS_SYNC_COMMENT_AUTHOR } : {}), ...(env.GITHUB_ACTIONS === 'true' ? { actions: true } : {}),
+  };
 }
 
 interface IssueComment {
   id: number;
   body?: string | null;
   html_url?: string;
+  user?: { login?: string } | null;
 }
 
 function headers(t: GitHubTarget): Record<string, string> {
@@ -62,13 +80,36 @@ function headers(t: GitHubTarget): Record<string, string> {
 
 const repoPath = (t: GitHubTarget) => `${t.apiUrl}/repos/${encodeURIComponent(t.owner)}/${encodeURIComponent(t.repo)}`;
 
-/** The first comment of the pull request whose body carries the marker. */
+/** The login the token writes comments as, or undefined when it cannot be known. */
+export async function githubTokenLogin(t: GitHubTarget): Promise<string | undefined> {
+  if (t.author) return t.author;
+  // An installation token (GITHUB_TOKEN): GET /user answers 403 "Resource not accessible by integration".
+  if (t.token.startsWith('ghs_')) return t.actions ? ACTIONS_BOT : undefined;
+  try {
+    const res = await callJson<{ login?: unknown }>({ service: 'GitHub API', method: 'GET', url: `${t.apiUrl}/user`, headers: headers(t) });
+    return typeof res.body?.login === 'string' && res.body.login ? res.body.login : undefined;
+  } catch (e) {
+    if (e instanceof PublishError && (e.status === 401 || e.status === 403 || e.status === 404)) return t.actions ? ACTIONS_BOT : undefined;
+    throw e;
+  }
+}
+
+/**
+ * The first comment of the pull request whose body carries the marker and that the token's own
+ * identity wrote (asked only once a marked comment is found). A marked comment by anyone else is
+ * passed over.
+ */
 export async function findGitHubComment(t: GitHubTarget, marker: string): Promise<IssueComment | undefined> {
   let url: string | undefined = `${repoPath(t)}/issues/${t.issueNumber}/comments?per_page=100&page=1`;
+  let login: Promise<string | undefined> | undefined;
   for (let page = 0; url && page < MAX_COMMENT_PAGES; page++) {
     const res = await callJson<IssueComment[]>({ service: 'GitHub API', method: 'GET', url, headers: headers(t) });
-    const found = (Array.isArray(res.body) ? res.body : []).find((c) => typeof c.body === 'string' && c.body.includes(marker));
-    if (found) return found;
+    for (const c of Array.isArray(res.body) ? res.body : []) {
+      if (typeof c.body !== 'string' || !c.body.includes(marker)) continue;
+      const me = await (login ??= githubTokenLogin(t));
+      if (me === undefined) return undefined;
+      if (c.user?.login === me) return c;
+    }
     const next = nextLink(header(res.headers, 'link'));
     // Only follow links to the same API (a Link header must not send the token elsewhere).
     url = next && new URL(next).origin === new URL(t.apiUrl).origin ? next : undefined;

@@ -1,5 +1,9 @@
 // Posts a report as a merge-request note and updates that same note on the next run, found by its
-// hidden marker across every page of notes. GitLab REST API v4 (Notes API):
+// hidden marker across every page of notes, among the notes the token's own user wrote (anyone can
+// write the marker into a note of their own; issue 26): GET /user for an access token; a job token
+// (CI_JOB_TOKEN) writes as the user who started the pipeline, GITLAB_USER_LOGIN. When the user
+// cannot be known, no note is edited: a new one is posted. GitLab REST API v4 (Notes API, Users API):
+//   GET  /user                                                         (the token's user)
 //   GET  /projects/:id/merge_requests/:merge_request_iid/notes          sort, order_by, per_page, page; x-next-page
 //   POST /projects/:id/merge_requests/:merge_request_iid/notes          {body}
 //   PUT  /projects/:id/merge_requests/:merge_request_iid/notes/:note_id {body}
@@ -12,6 +16,8 @@ export interface GitLabTarget {
   token: string;
   /** PRIVATE-TOKEN for personal/project/group access tokens, JOB-TOKEN for CI_JOB_TOKEN. */
   tokenHeader: 'PRIVATE-TOKEN' | 'JOB-TOKEN';
+  /** The username the token writes as, when known without asking (a job token: GITLAB_USER_LOGIN). */
+  author?: string;
 }
 
 export const MAX_NOTE_PAGES = 50;
@@ -28,26 +34,46 @@ export function gitlabTargetFromEnv(env: NodeJS.ProcessEnv = process.env): GitLa
   }
   const token = env.GITLAB_TOKEN || env.CI_JOB_TOKEN;
   if (!token) throw new PublishError('--comment gitlab needs GITLAB_TOKEN (a project access token with the api scope) or CI_JOB_TOKEN');
-  return { apiUrl: apiUrl.replace(/\/+$/, ''), projectId, mergeRequestIid: iid, token, tokenHeader: env.GITLAB_TOKEN ? 'PRIVATE-TOKEN' : 'JOB-TOKEN' };
+  const author = env.KMS_SYNC_COMMENT_AUTHOR || (env.GITLAB_TOKEN ? undefined : env.GITLAB_USER_LOGIN);
+  return { apiUrl: apiUrl.replace(/\/+$/, ''), projectId, mergeRequestIid: iid, token, tokenHeader: env.GITLAB_TOKEN ? 'PRIVATE-TOKEN' : 'JOB-TOKEN', ...(author ? { author } : {}) };
 }
 
 interface Note {
   id: number;
   body?: string | null;
   system?: boolean;
+  author?: { username?: string } | null;
 }
 
 const notesUrl = (t: GitLabTarget) => `${t.apiUrl}/projects/${encodeURIComponent(t.projectId)}/merge_requests/${t.mergeRequestIid}/notes`;
 const headers = (t: GitLabTarget) => ({ [t.tokenHeader]: t.token, accept: 'application/json', 'user-agent': 'kms-sync' });
 
+/** The username the token writes notes as, or undefined when it cannot be known. */
+export async function gitlabTokenUser(t: GitLabTarget): Promise<string | undefined> {
+  if (t.author) return t.author;
+  if (t.tokenHeader === 'JOB-TOKEN') return undefined;
+  try {
+    const res = await callJson<{ username?: unknown }>({ service: 'GitLab API', method: 'GET', url: `${t.apiUrl}/user`, headers: headers(t) });
+    return typeof res.body?.username === 'string' && res.body.username ? res.body.username : undefined;
+  } catch (e) {
+    if (e instanceof PublishError && (e.status === 401 || e.status === 403 || e.status === 404)) return undefined;
+    throw e;
+  }
+}
+
 export async function findGitLabNote(t: GitLabTarget, marker: string): Promise<Note | undefined> {
   let page: number | undefined = 1;
+  let user: Promise<string | undefined> | undefined;
   for (let n = 0; page && n < MAX_NOTE_PAGES; n++) {
     const res: JsonResponse<Note[]> = await callJson<Note[]>({
       service: 'GitLab API', method: 'GET', url: `${notesUrl(t)}?sort=asc&order_by=created_at&per_page=100&page=${page}`, headers: headers(t),
     });
-    const found = (Array.isArray(res.body) ? res.body : []).find((x) => !x.system && typeof x.body === 'string' && x.body.includes(marker));
-    if (found) return found;
+    for (const x of Array.isArray(res.body) ? res.body : []) {
+      if (x.system || typeof x.body !== 'string' || !x.body.includes(marker)) continue;
+      const me = await (user ??= gitlabTokenUser(t));
+      if (me === undefined) return undefined;
+      if (x.author?.username === me) return x;
+    }
     const next: number = Number(header(res.headers, 'x-next-page'));
     page = Number.isInteger(next) && next > page ? next : undefined;
   }

@@ -27,6 +27,8 @@ export interface CallOptions {
   retries?: number;
 }
 
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function messageOf(body: unknown): string {
@@ -59,7 +61,18 @@ export async function callJson<T>(o: CallOptions): Promise<JsonResponse<T>> {
       }
       throw new PublishError(`${o.service} ${o.method} ${route}: ${(e as Error).message}`);
     }
-    const text = await res.body.text();
+    // Bounded: a comment API answer is small; a huge one fails cleanly instead of exhausting memory.
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const c of res.body as AsyncIterable<Buffer>) {
+      size += c.length;
+      if (size > MAX_ANSWER_BYTES) {
+        res.body.destroy();
+        throw new PublishError(`${o.service} ${o.method} ${route}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB; stopped reading it`, res.statusCode);
+      }
+      chunks.push(c);
+    }
+    const text = Buffer.concat(chunks).toString('utf8');
     let body: unknown = text;
     try {
       body = text ? JSON.parse(text) : null;

@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { SecretStoreError, redactSecrets, type SecretStoreErrorCode } from '../errors.js';
 import { targetTag, type SecretEntry, type SecretMetadata } from '../store.js';
+import { refusePlainHttp } from './plain-http.js';
 
 // ---------------------------------------------------------------------------------------------
 // URIs
@@ -83,6 +84,7 @@ export function parseEndpoint(u: CloudUri, uri: string, forms: readonly string[]
       code: 'INVALID_URI',
     });
   }
+  refusePlainHttp(url, 'endpoint=', safeUri(uri));
   return url;
 }
 

@@ -174,6 +174,24 @@ export class HttpError extends Error {
   }
 }
 
+/** The most of one answer a store backend reads (a store server the configuration names must not exhaust memory). */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+/** An undici body as text, or undefined (the body destroyed) once it passes `max` bytes. */
+export async function boundedText(body: Dispatcher.ResponseData['body'], max = MAX_ANSWER_BYTES): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of body as AsyncIterable<Buffer>) {
+    size += c.length;
+    if (size > max) {
+      body.destroy();
+      return undefined;
+    }
+    chunks.push(c);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 export class HttpClient {
   readonly service: string;
   private readonly dispatcher: Dispatcher | undefined;
@@ -212,7 +230,10 @@ export class HttpClient {
         }
         throw new HttpError(`${this.service} ${req.method} ${routeOf(req.url)}: no answer (${describeIoError(err)})`, undefined, true);
       }
-      const text = await res.body.text();
+      const text = await boundedText(res.body);
+      if (text === undefined) {
+        throw new HttpError(`${this.service} ${req.method} ${routeOf(req.url)}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB; stopped reading it`, undefined, true);
+      }
       let parsed: unknown;
       if (text !== '') {
         try {

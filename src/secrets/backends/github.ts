@@ -40,6 +40,7 @@ import {
   RemoteStoreBase,
 } from './common.js';
 import { envStyleName } from './names.js';
+import { refusePlainHttp } from './plain-http.js';
 
 export const GITHUB_SCHEMES: readonly string[] = ['github'];
 export const GITHUB_URI_FORMS: readonly string[] = [
@@ -93,6 +94,7 @@ export function parseGitHubUri(uri: string, opts: BackendOpenOptions = {}): GitH
   } catch {
     throw bad(`GITHUB_API_URL is not a URL`);
   }
+  refusePlainHttp(apiUrl, 'GITHUB_API_URL', 'github-secrets');
   const qs = new URLSearchParams();
   if (prefix) qs.set('prefix', prefix);
   const shownQs = qs.toString();

@@ -39,6 +39,7 @@ import {
   RemoteStoreBase,
 } from './common.js';
 import { envStyleName } from './names.js';
+import { refusePlainHttp } from './plain-http.js';
 
 export const GITLAB_SCHEMES: readonly string[] = ['gitlab'];
 export const GITLAB_URI_FORMS: readonly string[] = [
@@ -91,6 +92,7 @@ export function parseGitLabUri(uri: string, opts: BackendOpenOptions = {}): GitL
   } catch {
     throw bad('CI_API_V4_URL is not a URL');
   }
+  refusePlainHttp(apiUrl, 'CI_API_V4_URL', 'gitlab-variables');
   const token = env.GITLAB_TOKEN || undefined;
   const qs = new URLSearchParams({ environment_scope: environmentScope });
   if (prefix) qs.set('prefix', prefix);

@@ -43,6 +43,7 @@ import {
   RemoteStoreBase,
 } from './common.js';
 import { vaultPathName } from './names.js';
+import { refusePlainHttp } from './plain-http.js';
 
 export const VAULT_SCHEMES: readonly string[] = ['vault', 'openbao'];
 export const VAULT_URI_FORMS: readonly string[] = [
@@ -105,6 +106,7 @@ export function parseVaultUri(uri: string, opts: BackendOpenOptions = {}): Vault
   const env = envOf(opts);
   const port = u.port || '8200';
   const baseUrl = new URL(`${tls ? 'https' : 'http'}://${u.hostname.includes(':') && !u.hostname.startsWith('[') ? `[${u.hostname}]` : u.hostname}:${port}`);
+  refusePlainHttp(baseUrl, 'tls=false', `vault://${baseUrl.host}`);
   const namespace = optString(u.searchParams, opts, 'namespace') || env.VAULT_NAMESPACE || undefined;
   const home = env.HOME ?? process.env.HOME ?? '';
   const shownPath = [mount, ...prefix].map(encodeURIComponent).join('/');

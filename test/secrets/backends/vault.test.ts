@@ -59,7 +59,8 @@ describe('vault: URI and options', () => {
     expect(c.prefix).toEqual(['team', 'kms']);
     expect(c.namespace).toBe('ops');
     expect(parseVaultUri('openbao://bao:8200/secret', { env: {} }).prefix).toEqual([]);
-    expect(parseVaultUri('vault://h/secret?tls=false', { env: {} }).baseUrl.href).toBe('http://h:8200/');
+    expect(parseVaultUri('vault://127.0.0.1/secret?tls=false', { env: {} }).baseUrl.href).toBe('http://127.0.0.1:8200/');
+    expect(() => parseVaultUri('vault://h/secret?tls=false', { env: {} })).toThrow(/refusing to send credentials over plain HTTP to h:8200/);
     expect(parseVaultUri('vault://h/a/b/c?mount=a/b', { env: {} })).toMatchObject({ mount: 'a/b', prefix: ['c'] });
     expect(parseVaultUri('vault://h/s', { env: { VAULT_NAMESPACE: 'envns' } }).namespace).toBe('envns');
     expect(() => parseVaultUri('vault://user:hvs.x@h/secret', { env: {} })).toThrow(/credentials do not belong/);
