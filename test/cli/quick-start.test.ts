@@ -31,7 +31,8 @@ it.skipIf(!enabled)('npm ci && npm run demo, then npm test, in a fresh clone wit
   expect(git.code, git.stderr).toBe(0);
   // The npm cache of this machine is reused (read-only use, --prefer-offline): no network beyond npm's.
   const npmCache = process.env.npm_config_cache ?? path.join(process.env.HOME ?? home, '.npm');
-  const env = { PATH: process.env.PATH, HOME: home, npm_config_cache: npmCache, KMS_SYNC_QUICKSTART_CLONE: '1', NO_COLOR: '1' };
+  // npm's own compile cache and every temporary file stay in this run's temporary folder.
+  const env = { PATH: process.env.PATH, HOME: home, TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1', npm_config_cache: npmCache, KMS_SYNC_QUICKSTART_CLONE: '1', NO_COLOR: '1' };
 
   const install = await sh('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], clone, env);
   expect(install.code, install.stderr.slice(-2000)).toBe(0);
