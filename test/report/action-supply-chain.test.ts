@@ -62,6 +62,8 @@ chmod +x node_modules/.bin/kms-sync
     const script = action.runs.steps.find((s: { id?: string }) => s.id === 'run').run as string;
     const env = {
       PATH: `${bin}:${path.dirname(process.execPath)}:${path.dirname(realNpm)}:/usr/bin:/bin`, HOME: root, LOG: log, REAL_NPM: realNpm, RUNNER_TEMP: runnerTemp,
+      // The real npm keeps its compile cache (and any temporary file) in this run's temporary folder.
+      TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1',
       GITHUB_OUTPUT: path.join(log, 'output'), GITHUB_EVENT_NAME: 'push', INPUT_COMMAND: 'plan', INPUT_CONFIG: 'kms-sync.yaml',
       INPUT_ENVIRONMENTS: '', INPUT_COMMENT: 'github', INPUT_API_URL: '', INPUT_API_KEY: '', INPUT_VERSION: action.inputs.version.default,
       INPUT_FAIL_ON_DRIFT: 'false', INPUT_ALLOW_LOCAL_STORE: 'false', INPUT_ARGS: '', GITHUB_TOKEN: 'x',
