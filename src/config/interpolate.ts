@@ -47,7 +47,7 @@ function refusal(name: string, env: EnvMap): string | undefined {
     : env[name] && holdsCredential(env[name]!, env as NodeJS.ProcessEnv) ? 'its value holds a credential' : undefined;
   if (!why) return undefined;
   return `environment variable ${name} holds a credential (${why}): a configuration may not read credentials, ` +
-    'because what it interpolates is shown in plans, reports and pull-request comments (README "Security")';
+    'because what it interpolates is shown in plans, reports and pull-request comments (see docs/security.md#credentials-and-hostile-text)';
 }
 
 /**

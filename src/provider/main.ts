@@ -19,7 +19,7 @@ block in your CLI configuration) and declare the provider in your configuration:
     }
   }
 
-See the README section "Terraform provider".
+See docs/terraform-provider.md.
 `;
 
 /** How long changes in flight may take once the host is gone. */
@@ -32,7 +32,7 @@ const HOST_GONE_GRACE_MS = 10_000;
  */
 export function watchHost(onGone: () => Promise<void>, everyMs = 1_000): () => void {
   const parent = process.ppid;
-  // Installed behind a shell wrapper that does not `exec` (the README's does), our parent is that
+  // Installed behind a shell wrapper that does not `exec` (the one in docs/terraform-provider.md does), our parent is that
   // shell, which outlives a killed Terraform: then Terraform is the shell's parent, and the
   // shell's re-parenting is the signal (Linux /proc; elsewhere only our own parent is watched).
   const shellParent = /^(sh|bash|dash|zsh|ash|busybox)$/.test(path.basename(procExe(parent) ?? ''));

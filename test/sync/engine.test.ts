@@ -102,7 +102,7 @@ describe('sync engine against the emulator', () => {
     expect(apply.stdout).toContain('Apply complete!');
     const prod = await clients('shop-production');
     expect(prod.map((c) => c.name).sort()).toEqual(['globex', 'initech']);
-    // Owner id derived from the folder outside git (README "Ownership"): local:<folder>.
+    // Owner id derived from the folder outside git (docs/ownership.md): local:<folder>.
     expect(prod.find((c) => c.name === 'globex').metadata).toEqual({
       team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'local:config', 'kms-sync/applied': expect.stringMatching(/^[0-9a-f]{16}$/),
     });
