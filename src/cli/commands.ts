@@ -51,11 +51,11 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
   {
-    commands: [{ name: 'provider', term: 'provider', description: 'serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself' }],
-    load: async () => (program: Command) => {
-      program.command('provider').description('serve the Terraform/OpenTofu provider (plugin protocol 6): Terraform starts this itself')
-        .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
-    },
+    commands: [{
+      name: 'provider', term: 'provider',
+      description: 'serve the Terraform/OpenTofu provider (plugin protocol 6; Terraform starts this itself); provider install: install it for Terraform and OpenTofu',
+    }],
+    load: async () => (await import('./provider-command.js')).registerProvider,
   },
   {
     commands: [{ name: 'version', term: 'version', description: 'print the version of kms-sync' }],

@@ -34,7 +34,11 @@ const ENTRIES: Record<string, HelpEntry> = {
   list: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json'] },
   flush: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
   emulator: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
-  provider: { service: false, exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['terraform init && terraform plan   # Terraform starts the provider itself'] },
+  provider: { service: false, exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },
+  install: {
+    service: false, exit: EXIT_SIMPLE,
+    examples: ['kms-sync provider install --print', 'kms-sync provider install --from dist/provider-release/   # the packaged executable: no Node.js needed', 'kms-sync provider install --dev    # dev_overrides, for working on the provider'],
+  },
   demo: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
   completion: { service: false, exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
 };

@@ -10,16 +10,16 @@ export const MAGIC_COOKIE_VALUE = 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a
 export const NOT_A_COMMAND = `terraform-provider-kms is a Terraform / OpenTofu provider plugin: Terraform starts it itself
 and talks to it over plugin protocol 6. It is not meant to be run by hand.
 
-To use it, install it where Terraform finds providers (a filesystem mirror or a dev_overrides
-block in your CLI configuration) and declare the provider in your configuration:
+To use it, install it where Terraform and OpenTofu find providers (kms-sync provider install)
+and declare the provider in your configuration:
 
   terraform {
     required_providers {
-      kms = { source = "registry.terraform.io/kms-sync/kms" }
+      kms = { source = "kms-sync/kms" }
     }
   }
 
-See docs/terraform-provider.md.
+See the Terraform provider guide, docs/terraform-provider.md.
 `;
 
 /** How long changes in flight may take once the host is gone. */

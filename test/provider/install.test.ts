@@ -1,0 +1,199 @@
+// `kms-sync provider install` as a user runs it, with HOME (and TF_CLI_CONFIG_FILE) in a temporary
+// folder: the real terraform then installs the provider from where it put it (init, apply, an
+// empty re-plan against the emulator); a second run changes nothing; --print writes nothing; an
+// existing ~/.terraformrc keeps its other settings (and gets a backup); a provider_installation
+// block of the user's is refused, not edited; --dev writes dev_overrides. Without terraform on
+// PATH the terraform parts skip and say so; the file parts still run.
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { BEGIN_MARKER, END_MARKER, InstallError, withBlock } from '../../src/provider/install.js';
+import { RAW_KEY_PATTERN, repoRoot, runCli, workspace, type CliResult } from '../support/cli.js';
+import { terraformOrSkip, type Run } from './terraform-support.js';
+
+const TERRAFORM = terraformOrSkip('test/provider/install.test.ts');
+const API_KEY = 'sk_test_install0123456789';
+const SOURCES = '["registry.terraform.io/kms-sync/kms", "registry.opentofu.org/kms-sync/kms"]';
+
+let emu: RunningEmulator;
+const roots: string[] = [];
+const outputs: string[] = [];
+
+/** A fresh HOME; `tfrc` set: TF_CLI_CONFIG_FILE points there (else Terraform reads ~/.terraformrc). */
+function home(tfrc?: string): { home: string; env: NodeJS.ProcessEnv } {
+  const h = workspace();
+  roots.push(h);
+  return { home: h, env: { HOME: h, NODE_DISABLE_COMPILE_CACHE: '1', ...(tfrc ? { TF_CLI_CONFIG_FILE: path.join(h, tfrc) } : {}) } };
+}
+
+async function install(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
+  const r = await runCli(['provider', 'install', ...args], { env });
+  outputs.push(r.stdout, r.stderr);
+  return r;
+}
+
+function terraform(cwd: string, env: NodeJS.ProcessEnv, ...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(TERRAFORM!, args, {
+      cwd, maxBuffer: 64 * 1024 * 1024,
+      env: { PATH: process.env.PATH, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(env.HOME!, 'age.txt'), ...env },
+    }, (e, stdout, stderr) => {
+      outputs.push(stdout, stderr);
+      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const ok = (r: { code: number; stdout: string; stderr: string }, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
+
+/** Every file under dir with its content (the compile cache of runs aside). */
+function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else out[path.relative(dir, p)] = readFileSync(p, 'utf8');
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+/** examples/terraform in a new folder of `root`. */
+function example(root: string, name = 'project'): string {
+  const dir = path.join(root, name);
+  mkdirSync(dir);
+  cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(dir, 'main.tf'));
+  return dir;
+}
+
+// A service of its own per test: each applies the same example, which its first owner then keeps.
+beforeEach(async () => {
+  emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+});
+
+afterEach(async () => {
+  await emu?.close();
+});
+
+afterAll(() => {
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+  for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
+});
+
+describe('kms-sync provider install (files)', () => {
+  it('--print shows the launcher and the CLI block and writes nothing', async () => {
+    const { home: h, env } = home();
+    writeFileSync(path.join(h, '.terraformrc'), 'disable_checkpoint = true\n');
+    const before = tree(h);
+    const r = await install(env, '--print');
+    ok(r, 'install --print');
+    expect(r.stdout).toContain('nothing is written (--print)');
+    expect(r.stdout).toContain(`would write ${path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64', 'terraform-provider-kms_v0.1.0')}`);
+    expect(r.stdout).toContain(`would update CLI configuration ${path.join(h, '.terraformrc')}`);
+    expect(r.stdout).toContain(`exclude = ${SOURCES}`);
+    expect(r.stdout).toMatch(/needs Node\.js >= 22\.19/);
+    expect(tree(h)).toEqual(before);
+  });
+
+  it('keeps the other settings of ~/.terraformrc, backs it up, and a second run changes nothing', async () => {
+    const { home: h, env } = home();
+    const rc = path.join(h, '.terraformrc');
+    const theirs = 'disable_checkpoint = true\nplugin_cache_dir = "/var/cache/tf"\n\nhost "example.com" {\n  services = { "modules.v1" = "https://example.com/modules/" }\n}\n';
+    writeFileSync(rc, theirs);
+    const first = await install(env);
+    ok(first, 'install');
+    const text = readFileSync(rc, 'utf8');
+    expect(text.startsWith(theirs)).toBe(true);
+    expect(text).toContain(`${BEGIN_MARKER}\nprovider_installation {`);
+    expect(text).toContain(`path    = "${path.join(h, '.terraform.d', 'plugins')}"`);
+    expect(readFileSync(`${rc}.kms-sync.bak`, 'utf8')).toBe(theirs);
+    const launcher = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64', 'terraform-provider-kms_v0.1.0');
+    expect(statSync(launcher).mode & 0o777).toBe(0o755);
+    expect(existsSync(launcher.replace('registry.terraform.io', 'registry.opentofu.org'))).toBe(true);
+
+    const before = tree(h);
+    const mtimes = [rc, launcher].map((f) => statSync(f).mtimeMs);
+    const second = await install(env);
+    ok(second, 'second install');
+    expect(second.stdout).toContain('Already installed: nothing to do.');
+    expect(second.stdout).toContain(`CLI configuration already up to date: ${rc}`);
+    expect(tree(h)).toEqual(before);
+    expect([rc, launcher].map((f) => statSync(f).mtimeMs)).toEqual(mtimes);
+  });
+
+  it('edits the file TF_CLI_CONFIG_FILE names, not ~/.terraformrc', async () => {
+    const { home: h, env } = home('custom.tfrc');
+    ok(await install(env, '--dir', path.join(h, 'mirror')), 'install');
+    expect(readFileSync(path.join(h, 'custom.tfrc'), 'utf8')).toContain(`path    = "${path.join(h, 'mirror')}"`);
+    expect(existsSync(path.join(h, '.terraformrc'))).toBe(false);
+    expect(existsSync(path.join(h, 'mirror', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64'))).toBe(true);
+  });
+
+  it('refuses a provider_installation block of the user\'s, shows what to add, and writes nothing', async () => {
+    const { home: h, env } = home();
+    const rc = path.join(h, '.terraformrc');
+    const theirs = '# mine\nprovider_installation {\n  network_mirror {\n    url = "https://mirror.example/"\n  }\n}\n';
+    writeFileSync(rc, theirs);
+    const r = await install(env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${rc} line 2 already has a provider_installation block`);
+    expect(r.stderr).toContain(`include = ${SOURCES}`);
+    expect(r.stderr).toContain('--no-cli-config');
+    expect(readFileSync(rc, 'utf8')).toBe(theirs);
+    expect(existsSync(path.join(h, '.terraform.d'))).toBe(false);
+    // --no-cli-config installs the files and leaves the file alone.
+    ok(await install(env, '--no-cli-config'), 'install --no-cli-config');
+    expect(readFileSync(rc, 'utf8')).toBe(theirs);
+    expect(existsSync(path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0'))).toBe(true);
+  });
+
+  it('replaces only the lines between its markers, and refuses a marker without its partner', () => {
+    const block = 'provider_installation {\n  direct {}\n}';
+    const once = withBlock('rc', 'a = 1\n', block);
+    const edited = once.replace('direct {}', 'direct { exclude = ["x/y/z"] }') + 'b = 2\n';
+    const again = withBlock('rc', edited, block);
+    expect(again).toBe(`${once}b = 2\n`);
+    expect(() => withBlock('rc', `a = 1\n${BEGIN_MARKER}\n`, block)).toThrow(/rc line 2: a kms-sync marker without its partner/);
+    expect(() => withBlock('rc', `${END_MARKER}\n`, block)).toThrow(InstallError);
+    // A provider_installation inside another block is not the top-level one.
+    expect(() => withBlock('rc', 'x {\n  provider_installation = 1\n}\n', block)).not.toThrow();
+  });
+});
+
+describe.skipIf(!TERRAFORM)('terraform installs the provider kms-sync provider install put in place', () => {
+  it('init, apply and an empty re-plan with ~/.terraformrc (no TF_CLI_CONFIG_FILE)', async () => {
+    const { home: h, env } = home();
+    ok(await install(env), 'install');
+    const dir = example(h);
+    ok(await terraform(dir, env, 'init', '-input=false', '-no-color'), 'init');
+    expect(readFileSync(path.join(dir, '.terraform.lock.hcl'), 'utf8')).toMatch(/provider "registry\.terraform\.io\/kms-sync\/kms" \{\n\s+version\s+= "0\.1\.0"/);
+    ok(await terraform(dir, env, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
+    const again = await terraform(dir, env, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
+    expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
+  }, 180_000);
+
+  it('init from --dir through TF_CLI_CONFIG_FILE; --dev then runs plan without init; install switches back', async () => {
+    const { home: h, env } = home('terraform.rc');
+    ok(await install(env, '--dir', path.join(h, 'mirror')), 'install');
+    const dir = example(h);
+    ok(await terraform(dir, env, 'init', '-input=false', '-no-color'), 'init');
+
+    const dev = await install(env, '--dev');
+    ok(dev, 'install --dev');
+    const rc = readFileSync(path.join(h, 'terraform.rc'), 'utf8');
+    expect(rc).toContain('dev_overrides {');
+    expect(rc).not.toContain('filesystem_mirror');
+    const devDir = example(h, 'dev');
+    const plan = await terraform(devDir, env, 'plan', '-input=false', '-no-color');
+    ok(plan, 'plan with dev_overrides');
+    expect(plan.stderr + plan.stdout).toMatch(/Provider development overrides are in effect/);
+    expect(plan.stdout).toMatch(/Plan: 6 to add/);
+
+    ok(await install(env, '--dir', path.join(h, 'mirror')), 'install again');
+    expect(readFileSync(path.join(h, 'terraform.rc'), 'utf8')).not.toContain('dev_overrides');
+  }, 180_000);
+});
