@@ -78,7 +78,6 @@ function baseProgram(): Command {
     .description('Manage API access as code: plan and apply projects, environments, templates, clients, keys and endpoints.')
     .version('0.1.0')
     .option('--no-color', 'no colours in the output, anywhere on the line (also NO_COLOR=1)')
-    .showHelpAfterError()
     .exitOverride();
 }
 

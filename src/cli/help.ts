@@ -47,10 +47,21 @@ export function optionDescription(this: Help, option: Parameters<Help['optionDes
   return Help.prototype.optionDescription.call(this, option).replace(/ \(default: \[\]\)/, '');
 }
 
+/**
+ * What follows a usage error: the command's usage line and where its help is, nothing more (the
+ * whole help would push the error off the screen).
+ */
+export function usageHint(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
+  return `Usage: ${cmd.createHelp().commandUsage(cmd)}\nSee '${names.join(' ')} --help'.`;
+}
+
 /** Applies to every command registered so far (call after registering them). */
 export function finishHelp(program: Command): void {
   const visit = (cmd: Command) => {
     cmd.configureHelp({ optionDescription });
+    cmd.showHelpAfterError(usageHint(cmd));
     const entry = ENTRIES[cmd.name()];
     if (entry && cmd !== program) {
       const parts = [entry.service ? SERVICE_ENV : 'Environment:\n  NO_COLOR      no colours (same as --no-color)', entry.exit, `Examples:\n${entry.examples.map((e) => `  ${e}`).join('\n')}`];

@@ -14,9 +14,9 @@ import { recordProfileOnExit } from './profile.js';
 async function main(argv: string[]) {
   recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
   try {
-    const habits = applyHabits(argv.slice(2));
-    if (habits.error) throw Object.assign(new Error(`${habits.error}\nRun kms-sync --help for the commands and options.`), { exitCode: EXIT.error });
-    const program = await buildProgram(habits.args);
+    const program = await buildProgram(argv.slice(2));
+    const habits = applyHabits(argv.slice(2), program);
+    if (habits.error) throw Object.assign(new Error(habits.error), { exitCode: EXIT.error });
     performance.mark('kms:command-loaded');
     await program.parseAsync([...argv.slice(0, 2), ...habits.args]);
   } catch (err) {

@@ -7,6 +7,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
 import { setup, smallConfig, type Setup } from './helpers.js';
+import { buildFullProgram } from '../../src/cli/commands.js';
+import { COMMAND_HINTS, FLAG_HINTS } from '../../src/cli/habits.js';
 
 let s: Setup;
 beforeAll(async () => {
@@ -21,8 +23,8 @@ const cli = (args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {
 
 describe('spellings and command words', () => {
   it('single-dash Terraform spellings get the double-dash one', async () => {
-    for (const [arg, hint] of [['-auto-approve', '--auto-approve'], ['-json', '--json'], ['-out=plan.json', '--out']] as const) {
-      const r = await cli(['apply', arg]);
+    for (const [cmd, arg, hint] of [['apply', '-auto-approve', '--auto-approve'], ['apply', '-json', '--json'], ['plan', '-out=plan.json', '--out']] as const) {
+      const r = await cli([cmd, arg]);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`unknown option ${arg}: did you mean ${hint}?`);
     }
@@ -46,6 +48,76 @@ describe('spellings and command words', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('Apply complete!');
     expect(r.stdout).not.toContain('\x1b[');
+  });
+});
+
+describe('hints point only at what exists', () => {
+  it('every command and flag a hint suggests exists in the program, and the text names nothing else', async () => {
+    const program = await buildFullProgram();
+    const hints = [...Object.entries(COMMAND_HINTS), ...Object.entries(FLAG_HINTS)];
+    expect(hints.length).toBeGreaterThan(30);
+    for (const [name, hint] of hints) {
+      for (const suggestion of hint.suggests) {
+        let cmd = program;
+        const words = suggestion.split(' ');
+        for (const w of words.filter((x) => !x.startsWith('-'))) {
+          const sub = cmd.commands.find((c) => c.name() === w);
+          expect(sub, `${name}: kms-sync ${suggestion}`).toBeDefined();
+          cmd = sub!;
+        }
+        for (const flag of words.filter((x) => x.startsWith('--'))) expect(cmd.options.map((o) => o.long), `${name}: kms-sync ${suggestion}`).toContain(flag);
+      }
+      // Every "kms-sync WORD" and "--flag" in the text is one of the suggestions checked above.
+      // (A word after "kms-sync" that is no command is prose: "kms-sync has no …", never a command word we hint about.)
+      for (const m of hint.text.matchAll(/kms-sync ([a-z-]+)/g)) {
+        expect(Object.hasOwn(COMMAND_HINTS, m[1]!) && !program.commands.some((c) => c.name() === m[1]), `${name}: ${m[0]}`).toBe(false);
+        if (program.commands.some((c) => c.name() === m[1])) expect(hint.suggests.some((x) => x === m[1] || x.startsWith(`${m[1]} `)), `${name}: ${m[0]}`).toBe(true);
+      }
+      for (const m of hint.text.matchAll(/--[a-z-]+/g)) {
+        if (m[0] === '--env' || m[0] === '--help') continue; // shared by every command that reads a configuration
+        expect(hint.suggests.some((x) => x.split(' ').includes(m[0])), `${name}: ${m[0]}`).toBe(true);
+      }
+    }
+  });
+
+  it("Terraform's flags and commands get one line on how kms-sync differs, never a flag that does not exist", async () => {
+    const cases: [string[], string][] = [
+      [['plan', '-var-file=prod.tfvars'], 'reads ${env:NAME}'],
+      [['plan', '--var-file', 'prod.tfvars'], 'reads ${env:NAME}'],
+      [['apply', '-input=false'], 'never asks for values'],
+      [['plan', '-target=client.x'], '--env SLUG'],
+      [['init', '-upgrade'], 'no providers or modules'],
+      [['validate', '-json'], 'this command prints no JSON'],
+      [['plan', '-auto-approve'], 'kms-sync apply --auto-approve'],
+      [['state', 'list'], 'keeps no state file'],
+      [['workspace', 'list'], 'no workspaces'],
+    ];
+    for (const [args, hint] of cases) {
+      const r = await cli(args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toContain(hint);
+      expect(r.stderr, args.join(' ')).not.toMatch(/did you mean --(var-file|input|target|upgrade|json)\b|Did you mean rotate/);
+    }
+    const lock = await cli(['apply', '-lock=false']);
+    expect(lock.stderr).toContain('did you mean --no-lock?');
+  });
+
+  it('a usage error prints the error, the usage line and where the help is: nothing more', async () => {
+    for (const [args, usage] of [
+      [['plan', '--format', 'yaml'], 'Usage: kms-sync plan [options]'],
+      [['plan', '--parallelism', '0'], 'Usage: kms-sync plan [options]'],
+      [['apply', '--bogus'], 'Usage: kms-sync apply [options] [planfile]'],
+      [['completion'], 'Usage: kms-sync completion [options] <shell>'],
+      [['secrets', 'list', '-json'], 'Usage: kms-sync secrets list [options]'],
+      [['plan', '-var-file=x'], 'Usage: kms-sync plan [options]'],
+    ] as const) {
+      const r = await cli([...args]);
+      expect(r.code, args.join(' ')).toBe(1);
+      const lines = r.stderr.trimEnd().split('\n');
+      expect(lines, args.join(' ')).toHaveLength(3);
+      expect(lines[1]).toBe(usage);
+      expect(lines[2]).toBe(`See '${usage.replace(/^Usage: /, '').replace(/ \[options\].*$/, '')} --help'.`);
+    }
   });
 });
 
