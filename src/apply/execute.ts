@@ -144,7 +144,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     currentOp = ops[0];
     try {
       const note = await fn();
-      for (const o of ops) ok(o, note || undefined);
+      for (const o of ops) if (!finished.has(o)) ok(o, note || undefined);
     } catch (e) {
       if (e instanceof StopApply) throw e;
       for (const o of ops) fail(o, e);
@@ -169,6 +169,8 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
           templates: tplOps.filter((t) => t.projectEnv === e.projectEnv).map((t) => t.after as never),
         })),
       });
+      // Completion lines in dependency order: the project before the environments it holds.
+      ok(op);
       for (const o of [...envOps, ...tplOps]) ok(o);
     }),
     // 2. Project renames, then environment creates/updates with their template writes: one PUT per env.

@@ -122,6 +122,10 @@ function summaryText(r: ApplyResult, compact = false): string {
   return lines.join('\n') + '\n';
 }
 
+function destroySummary(r: ApplyResult): string {
+  return `Resources: ${counts(r).delete} destroyed.\n${r.recoveries.map((n) => `Recovered: ${n}\n`).join('')}`;
+}
+
 /** "1m 05s" / "42s": elapsed time and ETA in the progress line. */
 export function formatDuration(ms: number): string {
   const total = Math.max(0, Math.round(ms / 1000));
@@ -135,7 +139,9 @@ export function formatDuration(ms: number): string {
  * pace so far). Elsewhere (logs, CI): one line per finished operation, with a UTC timestamp when
  * CI is set, so slow steps show in the job log.
  */
-export function textReporter(total: () => number, opts: { compact?: boolean; env?: NodeJS.ProcessEnv; clock?: () => number } = {}): ApplyReporter {
+export function textReporter(total: () => number, opts: { compact?: boolean; env?: NodeJS.ProcessEnv; clock?: () => number; command?: 'apply' | 'destroy' } = {}): ApplyReporter {
+  // Terraform's words: "Destroy complete! Resources: N destroyed." ends a destroy.
+  const verb = opts.command === 'destroy' ? 'Destroy' : 'Apply';
   const env = opts.env ?? process.env;
   const clock = opts.clock ?? Date.now;
   const ci = isCi(env);
@@ -191,17 +197,17 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       if (tty) err('\r\x1b[2K');
       if (!r) return;
       if (outcome === 'complete') {
-        out(`\nApply complete! ${summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
+        out(`\n${verb} complete! ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
         if (commit) out(banner(commit));
         return;
       }
-      out(`\n${r.interrupted ? 'Apply interrupted.' : 'Apply stopped part-way.'} ${summaryText(r, opts.compact)}`);
+      out(`\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`);
       if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
       for (const f of r.failed) out(`  failed: ${f.op ? p(f.op.address) : '(before any operation)'}: ${cut(p(f.error), 500)}\n`);
       if (r.notAttempted.length) {
         out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => p(o.address)).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
       }
-      out(`${stamp()}Took ${formatDuration(since())}. Run kms-sync apply again to converge: it re-reads the live state and continues from there.\n`);
+      out(`${stamp()}Took ${formatDuration(since())}. Run kms-sync ${verb.toLowerCase()} again to converge: it re-reads the live state and continues from there.\n`);
       if (commit) out(banner(commit));
     },
   };

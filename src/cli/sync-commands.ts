@@ -504,7 +504,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
             out('Destroy cancelled.\n');
             throw new ExitWith(EXIT.error);
           }
-          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }) });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {

@@ -53,8 +53,10 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
   const envAddr = address.env(pe);
   const blockers: string[] = [];
   let ours = 0;
-  const childOps: Operation[] = [];
-  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: Record<string, unknown> | undefined, op: () => Operation) => {
+  // Built once it is known whether the environment goes: a reason never says "its environment is
+  // destroyed" about an environment that is kept.
+  const childOps: ((reason: string) => Operation)[] = [];
+  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: Record<string, unknown> | undefined, op: (reason: string) => Operation) => {
     const who = ownershipOf(metadata as never, owner);
     if (isProtected(metadata)) blockers.push(`${addr} is protected`);
     else if (who.kind === 'other') blockers.push(`${addr} is owned by configuration '${who.owner}'`);
@@ -62,26 +64,28 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
     else if (who.kind === 'none' && !o.prune) blockers.push(`${addr} was not created by kms-sync`);
     else {
       if (who.kind === 'ours') ours++;
-      childOps.push(op());
+      childOps.push(op);
       return;
     }
     r.unmanaged.push({ address: addr, kind, projectEnv: pe, ...(who.kind === 'other' ? { owner: who.owner } : {}), note: `in an environment that ${o.why}; kept` });
   };
   for (const lc of c.clients) {
     const addr = address.client(pe, lc.name);
-    consider('client', addr, lc.metadata, () => clientDelete(lc, `its environment ${o.why}`, 'delete_removed_from_config', addr));
+    consider('client', addr, lc.metadata, (reason) => clientDelete(lc, reason, 'delete_removed_from_config', addr));
   }
   for (const le of c.endpoints) {
     const addr = address.endpoint(pe, le.method, le.path);
-    consider('endpoint', addr, le.metadata, () => endpointDelete(le, `its environment ${o.why}`, 'delete_removed_from_config', addr));
+    consider('endpoint', addr, le.metadata, (reason) => endpointDelete(le, reason, 'delete_removed_from_config', addr));
   }
-  r.ops.push(...childOps);
   if (o.declaredProtected) blockers.push(`${envAddr} is protected in the configuration`);
   if (blockers.length === 0 && ours === 0 && !o.prune) blockers.push('nothing in it shows it belongs to this configuration (use --prune to delete it anyway)');
   if (blockers.length) {
-    r.warnings.push(`${envAddr}: ${o.why}, but it is kept: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}`);
+    const destroying = o.why === 'is destroyed';
+    r.ops.push(...childOps.map((op) => op(destroying ? `this configuration is destroyed; its environment is kept (${envAddr} holds more)` : `its environment left the configuration; the environment is kept (${envAddr} holds more)`)));
+    r.warnings.push(`${envAddr}: ${destroying ? 'kept, not destroyed' : `${o.why}, but it is kept`}: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}`);
     return r;
   }
+  r.ops.push(...childOps.map((op) => op(`its environment ${o.why}`)));
   // Templates go with their environment; the environment goes last.
   r.ops.push(envDelete(c.env, `${o.why}; deleted with its ${c.templates.length} template(s)`));
   r.envDeleted = true;
@@ -121,7 +125,7 @@ export function planDestroy(desired: DesiredState, live: LiveState, owner: strin
     const keep = ops.filter((op) => !(op.kind === 'env' && envs.some((e) => e.projectEnv === op.projectEnv)));
     ops.length = 0;
     const name = live.projects.find((x) => x.slug === p.slug)?.name ?? p.name;
-    ops.push(...keep, projectDelete(p.slug, name, envs[0]!.projectEnv, `is destroyed with its ${envs.length} environment(s)`));
+    ops.push(...keep, projectDelete(p.slug, name, envs[0]!.projectEnv, `destroyed with its ${envs.length} environment(s)`));
   }
   return { ops, warnings, unmanaged };
 }

@@ -210,15 +210,36 @@ describe('environments that leave the configuration, and destroy', () => {
 
   it('destroy deletes what the configuration owns, and the project once nothing else is in it', async () => {
     write('config/kms.yaml', config({ owner: 'team-a', clients: ['alpha', 'beta'], staging: ['s1'] }));
-    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    const created = await cli(['apply', '-f', 'config', '--auto-approve']);
+    expect(created.code).toBe(0);
+    // Completion lines in dependency order: the project before its environments and templates.
+    const done = created.stderr.split('\n').filter((l) => l.endsWith('create complete')).map((l) => l.split(':')[0]);
+    expect(done.slice(0, 3)).toEqual(['project.own', 'env.own-production', 'env.own-staging']);
     const refused = await cli(['destroy', '-f', 'config']);
     expect(refused.code).toBe(1); // no terminal to confirm on
     expect((await clients()).length).toBe(2);
     const r = await cli(['destroy', '-f', 'config', '--auto-approve']);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toContain('project.own');
+    // Terraform's closing words for a destroy.
+    expect(r.stdout).toContain('Destroy complete! Resources: 4 destroyed.');
+    expect(r.stdout).not.toContain('Apply complete!');
     const list = (await api('GET', '/project')).data.map((p: any) => p.slug);
     expect(list).not.toContain('own');
+  });
+
+  it("destroy's reasons do not contradict each other when an environment is kept", async () => {
+    write('config/kms.yaml', config({ owner: 'team-a', clients: ['alpha'], staging: ['s1'] }));
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    const tpl = (await api('GET', '/client/templates?project_env=own-staging')).data[0];
+    await api('POST', '/client?project_env=own-staging', [{ name: 'theirs', templateId: tpl.id, metadata: { 'managed-by': 'kms-sync', 'kms-sync/owner': 'team-b' }, keys: [] }]);
+    const r = await cli(['destroy', '-f', 'config']);
+    expect(r.code).toBe(1); // no terminal to confirm on: the plan only
+    expect(r.stdout).toContain('# client.own-staging/s1 will be destroyed (this configuration is destroyed; its environment is kept');
+    expect(r.stdout).not.toMatch(/client\.own-staging\/s1 will be destroyed \(its environment is destroyed\)/);
+    expect(r.stdout).toContain('# client.own-production/alpha will be destroyed (its environment is destroyed)');
+    expect(r.stdout).toContain("env.own-staging: kept, not destroyed: client.own-staging/theirs is owned by configuration 'team-b'");
+    expect(r.stdout).not.toContain('is destroyed, but it is kept');
   });
 });
 
