@@ -6,6 +6,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { SynthesizedStack } from './stack-reader.js';
+import { REDACTED } from '../model/redact.js';
 
 /** A CDKTF project or synth output that cannot be read at all (not a problem inside a stack). */
 export class CdktfError extends Error {
@@ -68,7 +69,7 @@ export function appEnvironment(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv
 function redactValues(text: string, values: Map<string, string>): string {
   let out = text;
   for (const [k, v] of [...values].sort((a, b) => b[1].length - a[1].length)) if (v.length >= 4) out = out.split(v).join(`[REDACTED ${k}]`);
-  return out.replace(/\b(sk_(live|test)_)[A-Za-z0-9._-]{4,}/g, '$1[REDACTED]').replace(/kmsc_[A-Za-z0-9_-]{8,}/g, '[REDACTED customer key]');
+  return out.replace(/\b(sk_(live|test)_)[A-Za-z0-9._-]{4,}/g, `$1${REDACTED}`).replace(/kmsc_[A-Za-z0-9_-]{8,}/g, `kmsc_${REDACTED}`);
 }
 
 /** Runs the app with CDKTF_OUTDIR=outDir (and the project's context, as the CLI passes it), without kms-sync's credentials. */

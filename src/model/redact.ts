@@ -5,6 +5,18 @@
 // (isCredentialEnvName), the passwords of URLs in the environment, and values registered at run
 // time (registerSecret: an age identity read from a file, a token read from a file).
 
+/**
+ * The one redaction marker, in every output: `[REDACTED]`, or `[REDACTED what]` naming where the
+ * value came from (`[REDACTED KMS_API_KEY]`); a prefix that is no secret and says what kind of
+ * value it was may stay in front (`kmsc_[REDACTED]`, `sk_live_[REDACTED]`, `https://[REDACTED]@host`).
+ */
+export const REDACTED = '[REDACTED]';
+
+/** A URI with its `user:password@` part replaced by the marker, so it can be quoted in a message. */
+export function redactUserinfo(uri: string): string {
+  return uri.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/@]*@/, `$1${REDACTED}@`);
+}
+
 /** Credential variables named exactly (their names do not all follow the patterns below). */
 const CREDENTIAL_NAMES = new Set([
   'KMS_API_KEY', 'KMS_EMULATOR_API_KEY', 'KMS_EMULATOR_API_KEYS',
@@ -36,11 +48,11 @@ export function isCredentialEnvName(name: string): boolean {
 
 /** Shapes of credentials, whatever variable (or service answer) they come from. */
 const SHAPES: [RegExp, (m: string) => string][] = [
-  [/kmsc_[A-Za-z0-9_-]{8,}/g, () => 'kmsc_[REDACTED]'],
-  [/\bsk_(?:live|test)_[A-Za-z0-9._-]{4,}/g, (m) => `${m.slice(0, 8)}…[redacted]`],
+  [/kmsc_[A-Za-z0-9_-]{8,}/g, () => `kmsc_${REDACTED}`],
+  [/\bsk_(?:live|test)_[A-Za-z0-9._-]{4,}/g, (m) => `${m.slice(0, 8)}${REDACTED}`],
   // Embedded in a longer word (`xsk_live_…`), a project key kms-sync does not hold is still one when long.
-  [/sk_(?:live|test)_[A-Za-z0-9]{12,}/g, (m) => `${m.slice(0, 8)}…[redacted]`],
-  [/AGE-SECRET-KEY-(?:PQ-)?1[0-9A-Z]+/g, () => 'AGE-SECRET-KEY-[REDACTED]'],
+  [/sk_(?:live|test)_[A-Za-z0-9]{12,}/g, (m) => `${m.slice(0, 8)}${REDACTED}`],
+  [/AGE-SECRET-KEY-(?:PQ-)?1[0-9A-Z]+/g, () => `AGE-SECRET-KEY-${REDACTED}`],
   [/\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/g, () => '[REDACTED GitHub token]'],
   [/\bglpat-[A-Za-z0-9_-]{20,}/g, () => '[REDACTED GitLab token]'],
   [/\bhv[sbr]\.[A-Za-z0-9_-]{20,}/g, () => '[REDACTED Vault token]'],

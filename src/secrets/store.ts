@@ -13,6 +13,7 @@ export { SecretStoreError, redactSecrets, describeIoError } from './errors.js';
 export type { SecretStoreErrorCode, SecretStoreErrorOptions } from './errors.js';
 import { SecretStoreError, redactSecrets } from './errors.js';
 import type { AgeKeys } from './age-keys.js';
+import { redactUserinfo } from '../model/redact.js';
 
 export interface SecretMetadata {
   projectEnv: string;
@@ -140,5 +141,5 @@ export interface StoreBackend {
 
 /** Drops any `user:password@` part so a URI can be quoted in a message. */
 export function safeUriForMessage(uri: string): string {
-  return redactSecrets(uri.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/@]*@/, '$1***@'));
+  return redactSecrets(redactUserinfo(uri));
 }

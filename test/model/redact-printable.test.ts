@@ -1,7 +1,12 @@
 // The one redaction (model/redact.ts) and the one escaping of hostile text (model/printable.ts).
 import { describe, expect, it } from 'vitest';
 import { cutLongValues, guardOutput, printable, quoted } from '../../src/model/printable.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { credentialValues, holdsCredential, isCredentialEnvName, redactCredentials } from '../../src/model/redact.js';
+import { redactReport } from '../../src/report/redact.js';
+import { safeUriForMessage } from '../../src/secrets/store.js';
+import { repoRoot } from '../support/cli.js';
 
 const KEY = 'sk_live_' + 'Abc123'.repeat(4);
 const TOKEN = 'ghs_' + 'T0k'.repeat(10);
@@ -23,8 +28,24 @@ describe('redaction by value', () => {
 
   it('masks by shape what it does not know by value', () => {
     expect(redactCredentials(`a glpat-${'x'.repeat(20)} b ghp_${'y'.repeat(36)} c kmsc_${'z'.repeat(43)}`, {})).toBe('a [REDACTED GitLab token] b [REDACTED GitHub token] c kmsc_[REDACTED]');
-    expect(redactCredentials(`id-xsk_live_${'Q1'.repeat(8)}-end risk_test_suite`, {})).toBe('id-xsk_live_…[redacted]-end risk_test_suite');
+    expect(redactCredentials(`id-xsk_live_${'Q1'.repeat(8)}-end risk_test_suite`, {})).toBe('id-xsk_live_[REDACTED]-end risk_test_suite');
     expect(redactCredentials('{"private_key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}', {})).toBe('{"private_key":"[REDACTED private key]\\n"}');
+  });
+
+  it('writes every redacted value one way: [REDACTED] or [REDACTED what], after a prefix that is no secret', () => {
+    const text = `${KEY} sk_test_abcdEFGH1234 kmsc_${'z'.repeat(43)} AGE-SECRET-KEY-1QQQQQQQQQQ glpat-${'x'.repeat(20)}`;
+    const marker = /\[REDACTED(?: [A-Za-z_ ]+)?\]/g;
+    for (const out of [redactCredentials(text, env), redactReport(text), safeUriForMessage('vault://user:hunter2hunter2@vault.example/kv')]) {
+      expect(out.match(marker)?.length, out).toBeGreaterThan(0);
+      expect(out.replace(marker, ''), out).not.toMatch(/redacted|\*\*\*|hunter2|…/i);
+    }
+    expect(redactReport(`kmsc_${'z'.repeat(43)}`)).toBe('kmsc_[REDACTED]');
+    expect(safeUriForMessage('vault://user:pw@vault.example/kv')).toBe('vault://[REDACTED]@vault.example/kv');
+    // No other spelling anywhere in the sources (model/redact.ts holds the one marker).
+    const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? files(path.join(dir, d.name)) : d.name.endsWith('.ts') ? [path.join(dir, d.name)] : []));
+    for (const f of files(path.join(repoRoot, 'src'))) {
+      expect(readFileSync(f, 'utf8'), f).not.toMatch(/\[redacted\]|\*\*\*@|\[REDACTED customer key\]|<redacted>|\(sensitive\)/);
+    }
   });
 
   it('knows credential variables by name, with a safe list of suffixes', () => {

@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { SecretStoreError, redactSecrets, type SecretStoreErrorCode } from '../errors.js';
 import { targetTag, type SecretEntry, type SecretMetadata } from '../store.js';
 import { refusePlainHttp } from './plain-http.js';
+import { redactUserinfo } from '../../model/redact.js';
 
 // ---------------------------------------------------------------------------------------------
 // URIs
@@ -89,7 +90,7 @@ export function parseEndpoint(u: CloudUri, uri: string, forms: readonly string[]
 }
 
 export function safeUri(uri: string): string {
-  return redactSecrets(uri.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/@]*@/, '$1***@'));
+  return redactSecrets(redactUserinfo(uri));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import {
 } from './common.js';
 import { envStyleName } from './names.js';
 import { refusePlainHttp } from './plain-http.js';
+import { redactUserinfo } from '../../model/redact.js';
 
 export const GITHUB_SCHEMES: readonly string[] = ['github'];
 export const GITHUB_URI_FORMS: readonly string[] = [
@@ -68,7 +69,7 @@ export interface GitHubConfig {
 
 export function parseGitHubUri(uri: string, opts: BackendOpenOptions = {}): GitHubConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri.replace(/\/\/[^/@]*@/, '//***@')}': ${why}; use ${GITHUB_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${GITHUB_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
   const m = /^github:\/\/([^?#]*)(\?[^#]*)?$/i.exec(uri);
   if (!m) throw bad('expected github://owner/repo');
   const rawPath = m[1] ?? '';

@@ -40,6 +40,7 @@ import {
 } from './common.js';
 import { envStyleName } from './names.js';
 import { refusePlainHttp } from './plain-http.js';
+import { redactUserinfo } from '../../model/redact.js';
 
 export const GITLAB_SCHEMES: readonly string[] = ['gitlab'];
 export const GITLAB_URI_FORMS: readonly string[] = [
@@ -70,7 +71,7 @@ export interface GitLabConfig {
 
 export function parseGitLabUri(uri: string, opts: BackendOpenOptions = {}): GitLabConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri.replace(/\/\/[^/@]*@/, '//***@')}': ${why}; use ${GITLAB_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${GITLAB_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
   const m = /^gitlab:\/\/([^?#]*)(\?[^#]*)?$/i.exec(uri);
   if (!m) throw bad('expected gitlab://<project>');
   const rawPath = (m[1] ?? '').replace(/^\/+|\/+$/g, '');

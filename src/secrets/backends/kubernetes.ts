@@ -47,6 +47,7 @@ import {
   RemoteStoreBase,
 } from './common.js';
 import { DNS1123_SUBDOMAIN, dataKeyName, dnsSubdomainName, isLegalDataKey, shortHash } from './names.js';
+import { redactUserinfo } from '../../model/redact.js';
 
 export const KUBERNETES_SCHEMES: readonly string[] = ['kubernetes', 'k8s'];
 export const KUBERNETES_URI_FORMS: readonly string[] = [
@@ -76,7 +77,7 @@ export interface KubernetesConfig {
 
 export function parseKubernetesUri(uri: string, opts: BackendOpenOptions = {}): KubernetesConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri.replace(/\/\/[^/@]*@/, '//***@')}': ${why}; use ${KUBERNETES_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${KUBERNETES_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
   const m = /^(kubernetes|k8s):\/\/([^?#]*)(\?[^#]*)?$/i.exec(uri);
   if (!m) throw bad('expected kubernetes://<namespace>[/<secret>]');
   const parts = (m[2] ?? '').split('/').filter((p) => p !== '').map((p) => decodeComponent(p, bad));

@@ -20,7 +20,7 @@
  */
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { registerSecret } from '../../model/redact.js';
+import { redactUserinfo, registerSecret } from '../../model/redact.js';
 import type { Dispatcher } from 'undici';
 import { SecretStoreError, describeIoError, type SecretStoreErrorCode } from '../errors.js';
 import type { SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
@@ -69,7 +69,7 @@ export interface VaultConfig {
 
 export function parseVaultUri(uri: string, opts: BackendOpenOptions = {}): VaultConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri.replace(/\/\/[^/@]*@/, '//***@')}': ${why}; use ${VAULT_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${VAULT_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
   let u: URL;
   try {
     u = new URL(uri);

@@ -60,6 +60,7 @@ import {
   type SNode,
   type SopsMetadata,
 } from './document.js';
+import { REDACTED } from '../../model/redact.js';
 
 export const SOPS_SCHEMES: readonly string[] = ['sops', 'file'];
 export const SOPS_URI_FORMS: readonly string[] = [
@@ -105,7 +106,7 @@ export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): str
     const after = rest.slice(2);
     const slash = after.indexOf('/');
     const host = slash < 0 ? after : after.slice(0, slash);
-    if (host !== '' && host.toLowerCase() !== 'localhost') throw bad(`remote host '${host.replace(/^.*@/, '***@')}' is not supported`);
+    if (host !== '' && host.toLowerCase() !== 'localhost') throw bad(`remote host '${host.replace(/^.*@/, `${REDACTED}@`)}' is not supported`);
     const p = slash < 0 ? '' : after.slice(slash);
     if (p === '' || p === '/') throw bad('no file path');
     return path.resolve(decode(p));
