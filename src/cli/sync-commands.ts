@@ -29,25 +29,7 @@ import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
 import { addCdktfOptions, usesCdktf, writeCdktfExport } from './cdktf-input.js';
 import { jsonReporter, renderPlanCompact, textReporter, type ApplyReporter } from './apply-output.js';
-
-const SAVED_PLAN_KIND = 'kms-sync/saved-plan';
-
-interface SavedPlan {
-  kind: typeof SAVED_PLAN_KIND;
-  /** Absolute configuration folder where the plan was made (used only when configDir is not found). */
-  baseDir: string;
-  /**
-   * The configuration folder relative to the working directory of `plan`: `apply` resolves it
-   * against its own working directory, so a plan made in one CI workspace path applies in another.
-   */
-  configDir?: string;
-  /** Local store files (relative to the configuration folder) and whether each existed at plan time. */
-  localStores?: { file: string; existed: boolean }[];
-  /** The configuration's `settings:` the apply needs (allowLocalStoreInCi: ci-guard.ts). */
-  settings?: DesiredState['settings'];
-  files: string[];
-  plan: Plan;
-}
+import { SAVED_PLAN_KIND, savedPlanFromFile, savedPlanToFile, type SavedPlan } from './saved-plan.js';
 
 // InvalidArgumentError: commander names the flag in the message (option '--parallelism <n>' argument …).
 const positiveInt = (v: string) => {
@@ -79,20 +61,17 @@ async function writeSavedPlan(file: string, saved: SavedPlan) {
   // O_EXCL (never one another user pre-created in a shared folder), then renamed over the target.
   // No credential kms-sync knows is written into a plan file (model/redact.ts), whatever carried it in.
   await ensureDir(path.dirname(path.resolve(file)));
-  await atomicWriteFile(path.resolve(file), redactCredentials(JSON.stringify(saved, null, 1)) + '\n');
+  await atomicWriteFile(path.resolve(file), redactCredentials(JSON.stringify(savedPlanToFile(saved), null, 1)) + '\n');
 }
 
 async function readSavedPlan(file: string): Promise<SavedPlan> {
-  let parsed: SavedPlan;
+  let parsed: unknown;
   try {
-    parsed = JSON.parse(await readFile(file, 'utf8')) as SavedPlan;
+    parsed = JSON.parse(await readFile(file, 'utf8'));
   } catch (e) {
     throw new UsageError(`${file}: not a readable saved plan (${(e as Error).message})`);
   }
-  if (parsed?.kind !== SAVED_PLAN_KIND || parsed.plan?.formatVersion !== 1) {
-    throw new UsageError(`${file}: not a kms-sync saved plan (expected kind ${SAVED_PLAN_KIND}, format 1); create one with kms-sync plan --out FILE`);
-  }
-  return parsed;
+  return savedPlanFromFile(parsed, file);
 }
 
 /** The local store files a plan's keys go to (relative to the configuration folder), and whether each exists now. */

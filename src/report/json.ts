@@ -1,7 +1,8 @@
 // Machine-readable plan, shaped like Terraform's `resource_changes` (schemas/kms-sync-plan.schema.json).
 import type { Action, Plan } from '../plan/types.js';
 
-export const PLAN_JSON_FORMAT_VERSION = '1.0';
+// 1.1: snake_case names beside the camelCase ones 1.0 had (options.take_ownership, unmanaged[].project_env).
+export const PLAN_JSON_FORMAT_VERSION = '1.1';
 
 const ACTIONS: Record<Action, string[]> = {
   create: ['create'],
@@ -16,7 +17,7 @@ export function planToJson(plan: Plan) {
     format_version: PLAN_JSON_FORMAT_VERSION,
     generated_at: plan.generatedAt,
     target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs, projects: plan.target.projects, owner: plan.target.owner },
-    options: plan.options,
+    options: { ...plan.options, ...(plan.options.takeOwnership !== undefined ? { take_ownership: plan.options.takeOwnership } : {}) },
     resource_changes: plan.operations.map((op) => ({
       address: op.address,
       type: `kms_${op.kind}`,
@@ -31,7 +32,7 @@ export function planToJson(plan: Plan) {
         fields: op.changes,
       },
     })),
-    unmanaged: plan.unmanaged,
+    unmanaged: plan.unmanaged.map((u) => ({ ...u, project_env: u.projectEnv })),
     key_findings: plan.keyFindings.map((f) => ({
       address: f.address, project_env: f.projectEnv, finding: f.finding, expires_at: f.expiresAt ?? null,
       detail: f.detail, rotation_planned: f.rotationPlanned,

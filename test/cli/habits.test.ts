@@ -1,7 +1,7 @@
 // Habits from Terraform and decK, each through the CLI as a process: spellings, command words,
 // the default configuration file, saved plans, flag errors that name the flag, help text.
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { lookup } from 'node:dns/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
 import { setup, smallConfig, type Setup } from './helpers.js';
 import { buildFullProgram } from '../../src/cli/commands.js';
 import { COMMAND_HINTS, FLAG_HINTS } from '../../src/cli/habits.js';
+import { savedPlanFromFile } from '../../src/cli/saved-plan.js';
 
 let s: Setup;
 beforeAll(async () => {
@@ -169,6 +170,33 @@ describe('saved plans', () => {
     const r = await cli(['apply', 'plan.json']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('template.shop-staging/std');
+  });
+
+  it('a saved plan names its fields in snake_case like plan --json; a format-1 (camelCase) plan still shows and applies', async () => {
+    writeFileSync(path.join(s.dir, 'kms-sync.yaml'), smallConfig.replace('rateLimitDay: 10', 'rateLimitDay: 30'));
+    expect((await cli(['plan', '--out', 'snake.json'])).code).toBe(0);
+    const file = JSON.parse(readFileSync(path.join(s.dir, 'snake.json'), 'utf8'));
+    expect(file).toMatchObject({ kind: 'kms-sync/saved-plan', format_version: 2, config_dir: '.', local_stores: expect.any(Array) });
+    expect(file.plan).toMatchObject({ format_version: 1, generated_at: expect.any(String), key_findings: [] });
+    const op = file.plan.operations.find((o: { address: string }) => o.address === 'template.shop-staging/std');
+    expect(op).toMatchObject({ action_reason: expect.any(String), project_env: 'shop-staging' });
+    // No camelCase name of the format anywhere, except inside the values (before/after: the configuration's own names).
+    const names = (v: unknown, data = false): string[] => (Array.isArray(v) ? v.flatMap((x) => names(x, data)) : v && typeof v === 'object'
+      ? Object.entries(v).flatMap(([k, x]) => [...(data ? [] : [k]), ...names(x, data || ['before', 'after', 'changes', 'fingerprints', 'stores', 'settings'].includes(k))]) : []);
+    expect(names(file).filter((k) => /[A-Z]/.test(k))).toEqual([]);
+    // The same plan written the 1.0 way (camelCase, no format_version) is read as before.
+    const old = savedPlanFromFile(file, 'snake.json');
+    expect(old.plan.operations.find((o) => o.address === op.address)!.actionReason).toBe(op.action_reason);
+    writeFileSync(path.join(s.dir, 'camel.json'), JSON.stringify(old));
+    expect(JSON.parse(readFileSync(path.join(s.dir, 'camel.json'), 'utf8')).baseDir).toBe(s.dir);
+    const shown = await cli(['show', 'camel.json']);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain('template.shop-staging/std');
+    const applied = await cli(['apply', 'camel.json']);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain('Apply complete!');
+    writeFileSync(path.join(s.dir, 'future.json'), JSON.stringify({ ...file, format_version: 3 }));
+    expect((await cli(['show', 'future.json'])).stderr).toContain('saved by a newer kms-sync (saved-plan format 3)');
   });
 });
 

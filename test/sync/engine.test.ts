@@ -75,7 +75,7 @@ const write = (files: Record<string, string>) => {
 const planJson = async (...extra: string[]) => {
   const r = await runCli(['plan', '-f', 'config', '--json', ...extra], { env, cwd: dir });
   expect(r.code, r.stderr).toBe(0);
-  return JSON.parse(r.stdout) as { resource_changes: { address: string; change: { actions: string[]; action: string; fields: { path: string; before: unknown; after: unknown }[]; action_reason: string } }[]; unmanaged: { address: string }[]; warnings: string[] };
+  return JSON.parse(r.stdout) as { resource_changes: { address: string; change: { actions: string[]; action: string; fields: { path: string; before: unknown; after: unknown }[]; action_reason: string } }[]; unmanaged: { address: string; project_env?: string }[]; warnings: string[] };
 };
 const store = () => new SopsFileStore(path.join(dir, 'config', '.kms-sync', 'secrets.sops.yaml'), { env });
 const clients = async (pe: string) => (await api('GET', `/client?project_env=${pe}&limit=100`)).data as any[];
@@ -169,6 +169,8 @@ describe('sync engine against the emulator', () => {
     const kept = await planJson();
     expect(kept.resource_changes).toEqual([]);
     expect(kept.unmanaged.map((u) => u.address)).toEqual(['client.shop-production/by-hand', 'endpoint.shop-production/GET:/sdk/registered']);
+    // 1.1: the snake_case name beside the 1.0 camelCase one.
+    expect(kept.unmanaged[0]).toMatchObject({ project_env: 'shop-production', projectEnv: 'shop-production' });
     const pruned = await planJson('--prune');
     expect(pruned.resource_changes.map((c) => [c.address, c.change.action, c.change.action_reason])).toEqual([
       ['endpoint.shop-production/GET:/sdk/registered', 'delete', 'delete_unmanaged_prune'],
