@@ -31,6 +31,8 @@ export interface KeyAfter {
   expiresAt?: string;
   ttl?: string;
   autoRotate?: boolean;
+  /** Rotation window and overlap, as configured (shown in plans; apply does not send them). */
+  rotation?: { window?: string; overlap?: string };
   /** Where the raw value goes: a named store (or the default) and the secret's logical name. */
   secret: { store?: string; name: string };
 }

@@ -6,7 +6,8 @@
 // as code, so a resource name can neither inject markup nor mention anyone.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
 import { escapeUnsafe, printable } from '../model/printable.js';
-import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
+import { blockedChanges, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
+import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges } from './present.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
 
@@ -138,18 +139,23 @@ function details(summary: string, body: string[]): string {
 
 function opBody(op: Operation): string[] {
   if (op.action === 'create') {
-    const after = { ...(op.after ?? {}) };
-    const keys = after.keys as { name: string; secret?: { store?: string; name: string } }[] | undefined;
+    const after = shownAttributes(op.after);
+    const keys = after.keys as (KeyAfter & { secret?: KeyAfter['secret'] })[] | undefined;
     delete after.keys;
     const secret = op.kind === 'key' ? (after.secret as { store?: string; name: string } | undefined) : undefined;
     if (secret) delete after.secret;
     const rows = Object.entries(after).map(([k, v]) => [code(k), code(json(v))]);
-    if (keys) rows.push([code('keys'), keys.map((k) => `${code(k.name)} → ${k.secret ? `${escapeText(k.secret.store ?? 'default store')} as ${code(k.secret.name)}` : 'secret store'}`).join('<br>')]);
+    if (keys) rows.push([code('keys'), keys.map((k) => `${code(k.name)}: ${escapeText(keyTerms(k))} → ${k.secret ? `${escapeText(k.secret.store ?? 'default store')} as ${code(k.secret.name)}` : 'secret store'}`).join('<br>')]);
     if (secret) rows.push([code('secret'), `raw value goes to ${escapeText(secret.store ?? 'the default store')} as ${code(secret.name)}`]);
     return [fieldTable(['Field', 'Value'], rows)];
   }
   if (op.action === 'delete') {
-    return [fieldTable(['Field', 'Current value'], Object.entries(op.before ?? {}).map(([k, v]) => [code(k), code(json(v))]))];
+    const before = shownAttributes(op.before);
+    const revoked = revokedKeys(op);
+    if (revoked) delete before.keys;
+    const rows = Object.entries(before).map(([k, v]) => [code(k), code(json(v))]);
+    if (revoked) rows.push([code('keys'), revoked.length ? `revoked: ${revoked.map((n) => code(n)).join(', ')}` : 'none']);
+    return [fieldTable(['Field', 'Current value'], rows)];
   }
   if (op.action === 'rotate' && op.changes.length === 0) {
     // The current key and its successor: same name, a new expiry, the raw value to the store.
@@ -162,7 +168,9 @@ function opBody(op: Operation): string[] {
     if (secret) rows.push([code('secret'), '', `new raw value goes to ${escapeText(secret.store ?? 'the default store')} as ${code(secret.name)}`]);
     return [fieldTable(['Field', 'Current key', 'New key'], rows)];
   }
-  return [fieldTable(['Field', 'Before', 'After'], op.changes.map((c) => [code(c.path), code(json(c.before)), code(json(c.after))]))];
+  const { changes, markersOnly } = shownChanges(op);
+  if (markersOnly) return [escapeText(`(${MARKERS_ONLY_NOTE})`)];
+  return [fieldTable(['Field', 'Before', 'After'], changes.map((c) => [code(c.path), code(json(c.before)), code(json(c.after))]))];
 }
 
 function opBlock(op: Operation): Block {

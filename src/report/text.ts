@@ -1,6 +1,7 @@
 // Terminal rendering of a plan, in the shape people know from `terraform plan`.
 import { escapeUnsafe, printable as p, quoted } from '../model/printable.js';
-import { blockedChanges, type Action, type Operation, type Plan } from '../plan/types.js';
+import { blockedChanges, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
+import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges } from './present.js';
 
 export interface TextOptions {
   color: boolean;
@@ -46,14 +47,17 @@ export function formatValue(v: unknown): string {
 function attributeLines(op: Operation, paint: (s: Style, t: string) => string): string[] {
   const pad = (names: string[]) => Math.max(0, ...names.map((n) => n.length));
   if (op.action === 'create') {
-    const after = { ...(op.after ?? {}) };
-    const keys = (after.keys as { name: string; secret: { store?: string; name: string } }[] | undefined) ?? undefined;
+    const after = shownAttributes(op.after);
+    const keys = (after.keys as KeyAfter[] | undefined) ?? undefined;
     delete after.keys;
     const names = Object.keys(after).concat(keys ? ['keys'] : []);
     const w = pad(names);
     const lines = Object.entries(after).map(([k, v]) => `${paint('green', '+')} ${p(k).padEnd(w)} = ${formatValue(v)}`);
     if (keys) {
-      lines.push(`${paint('green', '+')} ${'keys'.padEnd(w)} = [${keys.map((k) => `${p(k.name)} → ${p(k.secret.store ?? 'default store')}:${p(k.secret.name)}`).join(', ')}]`);
+      // One line per key: its lifetime and rotation, and where its raw value goes.
+      lines.push(`${paint('green', '+')} ${'keys'.padEnd(w)} = [`);
+      for (const k of keys) lines.push(`    ${p(k.name)}: ${p(keyTerms(k))}; raw value → ${p(k.secret.store ?? 'default store')}:${p(k.secret.name)}`);
+      lines.push(']');
     }
     if (op.kind === 'key' && op.after) {
       const secret = (op.after as { secret?: { store?: string; name: string } }).secret;
@@ -70,11 +74,18 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
     ];
   }
   if (op.action === 'delete') {
-    const w = pad(Object.keys(op.before ?? {}));
-    return Object.entries(op.before ?? {}).map(([k, v]) => `${paint('red', '-')} ${p(k).padEnd(w)} = ${formatValue(v)}`);
+    const before = shownAttributes(op.before);
+    const revoked = revokedKeys(op);
+    if (revoked) delete before.keys;
+    const w = pad(Object.keys(before));
+    const lines = Object.entries(before).map(([k, v]) => `${paint('red', '-')} ${p(k).padEnd(w)} = ${formatValue(v)}`);
+    if (revoked) lines.push(revoked.length ? `  (revokes its ${revoked.length} key(s): ${revoked.map(p).join(', ')})` : '  (it has no keys)');
+    return lines;
   }
-  const w = pad(op.changes.map((c) => c.path));
-  return op.changes.map((c) => {
+  const { changes, markersOnly } = shownChanges(op);
+  if (markersOnly) return [`  (${MARKERS_ONLY_NOTE})`];
+  const w = pad(changes.map((c) => c.path));
+  return changes.map((c) => {
     if (c.before === null) return `${paint('green', '+')} ${p(c.path).padEnd(w)} = ${formatValue(c.after)}`;
     if (c.after === null) return `${paint('red', '-')} ${p(c.path).padEnd(w)} = ${formatValue(c.before)}`;
     return `${paint('yellow', '~')} ${p(c.path).padEnd(w)} = ${formatValue(c.before)} -> ${formatValue(c.after)}`;

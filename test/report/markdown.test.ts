@@ -68,7 +68,7 @@ describe('plan Markdown', () => {
     expect(table(update, '| Field | Before | After |').slice(2, 3)).toEqual([
       ['<code>ipWhitelist</code>', '<code>["0.0.0.0/0"]</code>', '<code>["10.0.0.0/8"]</code>'],
     ]);
-    expect(changes).toContain('<code>keys</code> | <code>main</code> → default store as <code>shop-production/hooli/main</code>');
+    expect(changes).toContain('<code>keys</code> | <code>main</code>: no expiry, autoRotate false → default store as <code>shop-production/hooli/main</code>');
   });
 
   it('shows drift that the operations do not already show in its own section', () => {

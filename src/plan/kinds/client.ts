@@ -40,10 +40,11 @@ export function clientBefore(c: LiveClient): Record<string, unknown> {
   };
 }
 
-/** The delete of a live client (it revokes its keys with it), with its reason. */
+/** The delete of a live client (it revokes its keys with it), with its reason; `before.keys` names the keys it revokes. */
 export function clientDelete(lc: LiveClient, reason: string, actionReason: ActionReason, addr = address.client(lc.projectEnv, lc.name)): Operation {
   return {
-    address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason, actionReason, before: clientBefore(lc), after: null, changes: [], live: { id: lc.id },
+    address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason, actionReason,
+    before: { ...clientBefore(lc), keys: lc.keys.map((k) => k.name) }, after: null, changes: [], live: { id: lc.id },
   };
 }
 

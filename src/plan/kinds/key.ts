@@ -13,6 +13,7 @@ export function keyAfter(k: DesiredKey): KeyAfter {
     ...(k.expiresAt !== undefined ? { expiresAt: k.expiresAt } : {}),
     ...(k.ttl !== undefined ? { ttl: k.ttl } : {}),
     ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}),
+    ...(k.rotation !== undefined ? { rotation: k.rotation } : {}),
     secret: { ...(k.secret?.store ? { store: k.secret.store } : {}), name: k.secret?.name ?? defaultSecretName(k.projectEnv, k.client, k.name) },
   };
 }
