@@ -5,12 +5,13 @@ import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
-import { applyPlan, type ApplyResult } from '../apply/execute.js';
+import type { ApplyResult } from '../apply/execute.js';
+import { applyJournaled } from '../apply/journaled-run.js';
 import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schemaReferenceFor, starterFor, writeSchemaCopy, type SchemaReference } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { redactCredentials } from '../model/redact.js';
 import { withReadProgress } from './read-progress.js';
-import { deriveOwner, emptyDesiredState, parseTtl, writeOwnerRecord, type DesiredState } from '../model/index.js';
+import { deriveOwner, emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
 import { describeBlocked, summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
@@ -167,16 +168,13 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   const interrupt = interruptHandler(capture, reporter);
   let result: ApplyResult;
   try {
-    result = await applyPlan({ api: conn.api, plan, keys: capture, parallelism: o.parallelism, onEvent: (e) => reporter.onEvent(e), signal: interrupt.signal });
+    result = await applyJournaled({
+      api: conn.api, plan, capture, ownerDir: baseDir, parallelism: o.parallelism, onEvent: (e) => reporter.onEvent(e), signal: interrupt.signal,
+      onWarning: (line) => err(`warning: ${line}\n`),
+    });
   } finally {
     interrupt.dispose();
   }
-  // Orphan records whose keys this run revoked are done; then the journal goes if nothing is live.
-  // (orphans of lost responses, and generations a rotation superseded and revoked).
-  await capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.kind === 'key' && op.action === 'delete').map((op) => op.live!.keyId!)));
-  await capture.compact();
-  // What this run wrote carries its owner id: recorded, so that a later run notices if it moves.
-  if (result.done.length > 0) await writeOwnerRecord(baseDir, plan.target.owner).catch((e: unknown) => err(`warning: could not record the owner id in ${baseDir}: ${(e as Error).message}\n`));
   // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
   const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
   if (result.failed.length === 0 && !result.stopReason) {
