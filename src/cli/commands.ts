@@ -39,6 +39,13 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./drift-command.js')).registerDrift,
   },
   {
+    commands: [{
+      name: 'agent', term: 'agent [options]',
+      description: 'run continuously: pull the configuration from git, reconcile it on an interval and on webhooks, serve metrics, status and a status page',
+    }],
+    load: async () => (await import('./agent-command.js')).registerAgent,
+  },
+  {
     commands: [{ name: 'secrets', term: 'secrets', description: 'inspect the secret stores and the key journal' }],
     load: async () => (await import('./secrets-command.js')).registerSecrets,
   },

@@ -1,0 +1,163 @@
+// The agent: a scheduler that runs the reconciler on an interval and on signed webhooks, can be
+// suspended and resumed (Flux's `suspend`, kept across restarts in the state folder), serves its
+// metrics, status and page, and stops the way an interrupted apply does: the reconcile in flight
+// starts no new request, the ones in flight finish and journal their keys, the lock is released.
+import { existsSync } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Connection } from '../cli/context.js';
+import type { Logger } from './log.js';
+import { AgentMetrics } from './metrics.js';
+import { Reconciler } from './reconciler.js';
+import { startServer } from './server.js';
+import { GitSource, shownRepo } from './source.js';
+import type { AgentStatus, Mode, ReconcileRecord, Trigger } from './status.js';
+import type { Notifier } from './notify.js';
+
+export interface AgentOptions {
+  repo: string;
+  ref?: string;
+  path: string;
+  cdktf: boolean;
+  intervalMs: number;
+  mode: Mode;
+  prune: boolean;
+  suspend: boolean;
+  listen: { host: string; port: number };
+  stateDir: string;
+  conn: Connection;
+  parallelism: number;
+  lockTimeoutMs?: number;
+  log: Logger;
+  uiToken?: string;
+  metricsAuth?: boolean;
+  githubSecret?: string;
+  gitlabToken?: string;
+  /** Built with the agent's metrics (it counts what it sends). */
+  notifier?: (metrics: AgentMetrics) => Notifier;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface RunningAgent {
+  url: string;
+  /** Finishes the reconcile in flight as an interrupted apply does, then closes the server. */
+  stop(): Promise<void>;
+  /** Resolves when the agent stopped. */
+  done: Promise<void>;
+}
+
+/** Where the agent keeps what must survive a restart and never sits in the checkout. */
+export function stateLayout(stateDir: string) {
+  return {
+    checkout: path.join(stateDir, 'source'),
+    /** Relative store paths of the configuration, the default store, the journal, the run lock and the owner record. */
+    store: path.join(stateDir, 'store'),
+    ageKeyFile: path.join(stateDir, 'age', 'keys.txt'),
+    suspended: path.join(stateDir, 'suspended'),
+  };
+}
+
+export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
+  const layout = stateLayout(o.stateDir);
+  await mkdir(layout.store, { recursive: true, mode: 0o700 });
+  const metrics = new AgentMetrics();
+  metrics.watch(o.conn.api);
+  const suspended = o.suspend || existsSync(layout.suspended);
+  if (o.suspend) await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
+  const status: AgentStatus = {
+    agent: {
+      version: '0.1.0', mode: o.mode, prune: o.prune, repo: shownRepo(o.repo), ref: o.ref ?? '(default branch)', path: o.path || '.',
+      intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(), stateDir: o.stateDir,
+    },
+    revision: {}, ready: false, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
+  };
+  metrics.suspended.set(suspended ? 1 : 0);
+  const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}) });
+  const notifier = o.notifier?.(metrics);
+  const reconciler = new Reconciler({
+    source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
+    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), log: o.log, metrics, status,
+  });
+
+  const stopping = new AbortController();
+  let wake: (() => void) | undefined;
+  let pending: Trigger | undefined;
+  let lastSuccessAt: number | undefined;
+  const sleep = () => new Promise<Trigger>((resolve) => {
+    const timer = setTimeout(() => { wake = undefined; resolve('interval'); }, o.intervalMs);
+    wake = () => { clearTimeout(timer); wake = undefined; resolve(pending ?? 'manual'); };
+  });
+  const trigger = (t: Trigger) => {
+    pending ??= t;
+    wake?.();
+  };
+
+  const readiness = () => {
+    if (status.agent.suspended) return { ok: true, why: 'suspended' };
+    if (lastSuccessAt === undefined) return { ok: false, why: 'no successful reconcile yet' };
+    const age = Date.now() - lastSuccessAt;
+    const limit = 3 * o.intervalMs + (status.lastReconcile?.durationMs ?? 0);
+    return age <= limit ? { ok: true, why: 'ok' } : { ok: false, why: `last successful reconcile ${Math.round(age / 1000)} s ago (more than 3 intervals)` };
+  };
+
+  const server = await startServer({
+    host: o.listen.host, port: o.listen.port, metrics, log: o.log,
+    ...(o.uiToken !== undefined ? { uiToken: o.uiToken } : {}), ...(o.metricsAuth ? { metricsAuth: true } : {}),
+    ...(o.githubSecret !== undefined ? { githubSecret: o.githubSecret } : {}), ...(o.gitlabToken !== undefined ? { gitlabToken: o.gitlabToken } : {}),
+    hooks: {
+      status: () => status,
+      ready: readiness,
+      suspend: async () => {
+        status.agent.suspended = true;
+        metrics.suspended.set(1);
+        await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
+      },
+      resume: async () => {
+        const was = status.agent.suspended;
+        status.agent.suspended = false;
+        metrics.suspended.set(0);
+        await rm(layout.suspended, { force: true });
+        if (was) trigger('resume');
+      },
+      trigger: (provider) => {
+        if (status.agent.suspended) return 'suspended';
+        o.log.info('reconcile requested', { provider });
+        trigger('webhook');
+        return 'accepted';
+      },
+    },
+  });
+  const loop = (async () => {
+    let next: Trigger = 'start';
+    while (!stopping.signal.aborted) {
+      if (!status.agent.suspended) {
+        let record: ReconcileRecord | undefined;
+        try {
+          record = await reconciler.run(next, stopping.signal);
+        } catch (e) {
+          o.log.error(`reconcile crashed: ${(e as Error).message}`);
+        }
+        if (record?.result === 'success') lastSuccessAt = Date.now();
+        status.ready = readiness().ok;
+        if (record && notifier) await notifier.afterReconcile(record, status).catch((e: unknown) => o.log.warn(`notification failed: ${(e as Error).message}`));
+      }
+      if (stopping.signal.aborted) break;
+      next = pending ?? (await sleep());
+      pending = undefined;
+    }
+  })();
+
+  o.log.info(`listening on ${server.url}`, { mode: o.mode, repo: status.agent.repo, ref: status.agent.ref, path: status.agent.path, interval_s: o.intervalMs / 1000, suspended });
+
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= (async () => {
+      stopping.abort();
+      wake?.();
+      await loop;
+      await server.close();
+    })();
+    return stopped;
+  };
+  return { url: server.url, stop, done: loop.then(() => stopped) };
+}

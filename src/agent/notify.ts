@@ -1,0 +1,97 @@
+// Notifications: a commit status on each reconciled revision (GitHub's statuses API, GitLab's
+// commit status API) and a Slack-compatible JSON webhook on failures, new drift and keys expiring
+// soon. Each is sent once per change (not on every interval). They carry addresses, revisions,
+// results and counts, never a key or a credential (and pass the redaction before they leave).
+import { redactCredentials } from '../model/redact.js';
+import type { Logger } from './log.js';
+import type { AgentMetrics } from './metrics.js';
+import type { AgentStatus, ReconcileRecord } from './status.js';
+
+export interface NotifierOptions {
+  log: Logger;
+  metrics: AgentMetrics;
+  /** Slack-compatible incoming webhook URL (from KMS_SYNC_NOTIFY_WEBHOOK). */
+  webhookUrl?: string;
+  commitStatus?:
+    | { kind: 'github'; apiUrl: string; repo: string; token: string }
+    | { kind: 'gitlab'; apiUrl: string; project: string; token: string };
+  /** Link shown in notifications (the status page). */
+  pageUrl?: string;
+  fetchImpl?: typeof fetch;
+}
+
+const short = (rev: string | undefined) => rev?.slice(0, 12) ?? '?';
+
+export class Notifier {
+  private readonly o: NotifierOptions;
+  private lastProblem = '';
+  private knownDrift = new Set<string>();
+  private warnedExpiring = new Set<string>();
+  private statusSent = new Map<string, string>();
+
+  constructor(o: NotifierOptions) {
+    this.o = o;
+  }
+
+  async afterReconcile(r: ReconcileRecord, s: AgentStatus): Promise<void> {
+    await this.commitStatus(r, s).catch((e: unknown) => this.failed('commit_status', e));
+    if (!this.o.webhookUrl) return;
+    const lines: string[] = [];
+    // Failures: once per distinct problem, and once when it clears.
+    const problem = r.result === 'success' ? '' : `${r.result}: ${r.errors.slice(0, 5).join('; ')}`;
+    if (problem && problem !== this.lastProblem) lines.push(`:x: kms-sync agent: reconcile of ${short(r.revision)} ${problem}`);
+    if (!problem && this.lastProblem) lines.push(`:white_check_mark: kms-sync agent: reconcile of ${short(r.revision)} succeeded again`);
+    this.lastProblem = problem;
+    // New drift: items not reported before.
+    const now = new Set(s.drift.map((d) => `${d.category} ${d.address}`));
+    const fresh = [...now].filter((d) => !this.knownDrift.has(d));
+    if (fresh.length) lines.push(`:warning: kms-sync agent: new drift (${fresh.length}): ${fresh.slice(0, 10).join(', ')}${fresh.length > 10 ? ', …' : ''}`);
+    this.knownDrift = now;
+    // Keys entering the 7-day window.
+    const soon = s.keys.expiries.filter((k) => { const t = Date.parse(k.expiresAt) - Date.now(); return t >= 0 && t <= 7 * 86_400_000; });
+    const newlySoon = soon.filter((k) => !this.warnedExpiring.has(`${k.address} ${k.expiresAt}`));
+    for (const k of newlySoon) this.warnedExpiring.add(`${k.address} ${k.expiresAt}`);
+    if (newlySoon.length) lines.push(`:hourglass: kms-sync agent: ${newlySoon.length} key(s) expire within 7 days: ${newlySoon.slice(0, 10).map((k) => `${k.address} (${k.expiresAt.slice(0, 10)}${k.autoRotate ? ', auto-rotates' : ''})`).join(', ')}`);
+    if (lines.length === 0) return;
+    const text = `${lines.join('\n')}${this.o.pageUrl ? `\n${this.o.pageUrl}` : ''}`;
+    await this.post(this.o.webhookUrl, { text }, {}).then(() => this.o.metrics.notifications.inc({ kind: 'webhook', result: 'sent' }), (e: unknown) => this.failed('webhook', e));
+  }
+
+  private async commitStatus(r: ReconcileRecord, s: AgentStatus): Promise<void> {
+    const cs = this.o.commitStatus;
+    if (!cs || !r.revision) return;
+    // The revision the result is about: an invalid one gets its failure, a good one its outcome.
+    const revision = r.result === 'invalid' && s.revision.invalid ? s.revision.invalid.revision : r.revision;
+    const ok = r.result === 'success';
+    const pendingDrift = ok && s.drift.length > 0 && s.revision.synced !== revision;
+    const description = (ok ? (pendingDrift ? `detected ${s.drift.length} difference(s) (${s.agent.mode})` : `applied by the kms-sync agent (${s.agent.mode})`) : `${r.result}: ${r.errors[0] ?? ''}`).slice(0, 138);
+    const key = `${ok}:${description}`;
+    if (this.statusSent.get(revision) === key) return;
+    if (cs.kind === 'github') {
+      await this.post(`${cs.apiUrl.replace(/\/+$/, '')}/repos/${cs.repo}/statuses/${revision}`, {
+        state: ok ? 'success' : r.result === 'invalid' || r.result === 'failed' ? 'failure' : 'error',
+        context: 'kms-sync/agent', description, ...(this.o.pageUrl ? { target_url: this.o.pageUrl } : {}),
+      }, { authorization: `Bearer ${cs.token}`, accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' });
+    } else {
+      const q = new URLSearchParams({ state: ok ? 'success' : 'failed', name: 'kms-sync/agent', description, ...(this.o.pageUrl ? { target_url: this.o.pageUrl } : {}) });
+      await this.post(`${cs.apiUrl.replace(/\/+$/, '')}/projects/${encodeURIComponent(cs.project)}/statuses/${revision}?${q}`, undefined, { 'private-token': cs.token });
+    }
+    this.statusSent.set(revision, key);
+    if (this.statusSent.size > 100) this.statusSent.delete(this.statusSent.keys().next().value!);
+    this.o.metrics.notifications.inc({ kind: 'commit_status', result: 'sent' });
+  }
+
+  private async post(url: string, body: unknown, headers: Record<string, string>): Promise<void> {
+    const res = await (this.o.fetchImpl ?? fetch)(url, {
+      method: 'POST', headers: { 'user-agent': 'kms-sync-agent/0.1.0', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      ...(body !== undefined ? { body: redactCredentials(JSON.stringify(body)) } : {}), signal: AbortSignal.timeout(10_000),
+    });
+    await res.arrayBuffer().catch(() => undefined);
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  }
+
+  private failed(kind: string, e: unknown) {
+    this.o.metrics.notifications.inc({ kind, result: 'failed' });
+    this.o.log.warn(`notification (${kind}) failed: ${(e as Error).message}`);
+  }
+}

@@ -1,0 +1,161 @@
+// The status page at `/`: one server-rendered HTML document with inline CSS and SVG (no script, no
+// build step, no request to anywhere else). Every piece of text in it comes from the status and is
+// escaped (names come from the service and from configurations); the server also sends a
+// Content-Security-Policy that forbids scripts, so an escaping slip could not run one.
+import type { AgentStatus, EnvStatus, KeyExpiry, ReconcileRecord, TimelineEvent } from './status.js';
+
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
+
+/** Text for HTML content and quoted attribute values. */
+export function esc(value: unknown): string {
+  return String(value ?? '').replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
+}
+
+const DAY = 86_400_000;
+const short = (rev: string | undefined) => (rev ? rev.slice(0, 12) : '—');
+const value = (v: unknown) => {
+  const text = v === undefined ? '(none)' : JSON.stringify(v);
+  return text.length > 300 ? `${text.slice(0, 300)}… (${text.length - 300} more)` : text;
+};
+const ago = (iso: string | undefined, now: number) => {
+  if (!iso) return '—';
+  const s = Math.round((now - Date.parse(iso)) / 1000);
+  if (s < 90) return `${s}s ago`;
+  if (s < 5400) return `${Math.round(s / 60)}m ago`;
+  if (s < 172800) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+};
+
+const CSS = `
+:root{--bg:#f6f7f9;--card:#fff;--ink:#1d2330;--muted:#5d6575;--line:#e1e4ea;--ok:#1f8a4c;--warn:#b76e00;--bad:#c62828;--info:#2f5fb3}
+*{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--ink)}
+header{background:#1d2330;color:#fff;padding:14px 24px;display:flex;gap:24px;align-items:baseline;flex-wrap:wrap}
+header h1{font-size:18px;margin:0}header .meta{color:#c5cad6;font-size:13px}
+main{padding:16px 24px;display:grid;gap:16px;max-width:1280px}
+section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:14px 16px}
+h2{font-size:15px;margin:0 0 10px}table{border-collapse:collapse;width:100%}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--muted);font-weight:600;font-size:12px;text-transform:uppercase;letter-spacing:.03em}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px;word-break:break-all}
+.badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
+.ok{background:var(--ok)}.warn{background:var(--warn)}.bad{background:var(--bad)}.info{background:var(--info)}.muted{color:var(--muted)}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));gap:12px}
+.card{border:1px solid var(--line);border-radius:8px;padding:10px 12px}.card .n{font-size:22px;font-weight:700}
+.before{color:var(--bad)}.after{color:var(--ok)}.err{color:var(--bad);white-space:pre-wrap}
+svg text{font:11px system-ui,sans-serif;fill:var(--muted)}
+`;
+
+function badge(text: string, cls: string): string {
+  return `<span class="badge ${cls}">${esc(text)}</span>`;
+}
+
+function resultBadge(r: ReconcileRecord['result']): string {
+  return badge(r, r === 'success' ? 'ok' : r === 'locked' || r === 'interrupted' ? 'warn' : 'bad');
+}
+
+function envRows(envs: EnvStatus[]): string {
+  if (envs.length === 0) return '<p class="muted">No environment reconciled yet.</p>';
+  const rows = envs.map((e) => {
+    const cats = Object.entries(e.byCategory).map(([c, n]) => `${esc(c)} ${n}`).join(', ');
+    return `<tr data-env="${esc(e.projectEnv)}"><td><code>${esc(e.projectEnv)}</code></td><td>${e.synced ? badge('Synced', 'ok') : badge('OutOfSync', 'warn')}</td>` +
+      `<td>${e.drift}${cats ? ` <span class="muted">(${cats})</span>` : ''}</td><td>${e.expiring7d ? badge(String(e.expiring7d), 'bad') : '0'}</td><td>${e.expiring30d ? badge(String(e.expiring30d), 'warn') : '0'}</td></tr>`;
+  });
+  return `<table id="environments"><thead><tr><th>Environment</th><th>State</th><th>Drift items</th><th>Keys expiring ≤ 7 d</th><th>≤ 30 d</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+function historyRows(history: ReconcileRecord[], now: number): string {
+  if (history.length === 0) return '<p class="muted">No reconcile yet.</p>';
+  const rows = history.map((h) => `<tr><td title="${esc(h.finishedAt)}">${esc(ago(h.finishedAt, now))}</td><td><code>${esc(short(h.revision))}</code> <span class="muted">${esc(h.subject ?? '')}</span></td>` +
+    `<td>${esc(h.trigger)}</td><td>${resultBadge(h.result)}</td><td>${h.applied}/${h.planned}</td><td>${esc(h.durationMs)} ms</td>` +
+    `<td>${h.errors.length ? `<div class="err">${h.errors.slice(0, 5).map(esc).join('\n')}</div>` : `<span class="muted">${esc(h.note ?? '')}</span>`}</td></tr>`);
+  return `<table id="history"><thead><tr><th>When</th><th>Revision</th><th>Trigger</th><th>Outcome</th><th>Applied / planned</th><th>Took</th><th>Errors / note</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+function driftRows(s: AgentStatus): string {
+  if (s.drift.length === 0) return '<p class="muted">No drift: the live service matches the configuration.</p>';
+  const rows = s.drift.slice(0, 200).map((d) => {
+    const fields = d.fields.length
+      ? `<table class="fields"><tbody>${d.fields.map((f) => `<tr><td><code>${esc(f.path)}</code></td><td class="before mono">${esc(value(f.before))}</td><td>→</td><td class="after mono">${esc(value(f.after))}</td></tr>`).join('')}</tbody></table>`
+      : '';
+    return `<tr class="drift-item"><td>${badge(d.category, d.category === 'unmanaged' ? 'info' : d.category === 'expiring' ? 'warn' : 'bad')}</td><td><code>${esc(d.address)}</code><div class="muted">${esc(d.detail)}</div>${fields}</td>` +
+      `<td>${esc(d.action ?? 'none')}</td></tr>`;
+  });
+  const more = s.drift.length > 200 ? `<p class="muted">…and ${s.drift.length - 200} more (see /api/status).</p>` : '';
+  return `<table id="drift"><thead><tr><th>Category</th><th>Resource (live → desired)</th><th>Apply would</th></tr></thead><tbody>${rows.join('')}</tbody></table>${more}`;
+}
+
+/** The timeline: one row per environment, past rotations and issues left of "now", key expiries right of it. */
+export function timelineSvg(expiries: KeyExpiry[], events: TimelineEvent[], now: number): string {
+  const from = now - 30 * DAY;
+  const lastExpiry = expiries.reduce((m, e) => Math.max(m, Date.parse(e.expiresAt) || 0), 0);
+  const to = Math.max(now + 90 * DAY, Math.min(lastExpiry + 7 * DAY, now + 400 * DAY));
+  const envs = [...new Set([...expiries.map((e) => e.projectEnv), ...events.map((e) => e.projectEnv)])].sort();
+  const left = 170;
+  const width = 960;
+  const right = width - 20;
+  const rowH = 26;
+  const top = 34;
+  const height = top + Math.max(1, envs.length) * rowH + 34;
+  const x = (t: number) => left + ((Math.min(Math.max(t, from), to) - from) / (to - from)) * (right - left);
+  const parts: string[] = [];
+  // Month ticks.
+  const d = new Date(from);
+  d.setUTCDate(1);
+  d.setUTCHours(0, 0, 0, 0);
+  for (let t = d.getTime(); t <= to; d.setUTCMonth(d.getUTCMonth() + 1), t = d.getTime()) {
+    if (t < from) continue;
+    parts.push(`<line x1="${x(t).toFixed(1)}" y1="${top - 8}" x2="${x(t).toFixed(1)}" y2="${height - 26}" stroke="#e1e4ea"/>`,
+      `<text x="${(x(t) + 3).toFixed(1)}" y="${top - 12}">${esc(d.toISOString().slice(0, 7))}</text>`);
+  }
+  envs.forEach((env, i) => {
+    const y = top + i * rowH + rowH / 2;
+    parts.push(`<text x="8" y="${y + 4}">${esc(env.length > 26 ? `${env.slice(0, 25)}…` : env)}</text>`, `<line x1="${left}" y1="${y}" x2="${right}" y2="${y}" stroke="#eef0f4"/>`);
+    for (const e of expiries.filter((k) => k.projectEnv === env)) {
+      const t = Date.parse(e.expiresAt);
+      const days = (t - now) / DAY;
+      const color = days < 0 ? '#7a1010' : days <= 7 ? '#c62828' : days <= 30 ? '#b76e00' : '#1f8a4c';
+      const cx = x(t);
+      parts.push(`<path class="expiry" d="M${cx.toFixed(1)} ${y - 7} l7 7 l-7 7 l-7 -7 z" fill="${color}"><title>${esc(`${e.address} expires ${e.expiresAt}${e.autoRotate ? ' (auto-rotates)' : ''}`)}</title></path>`);
+    }
+    for (const ev of events.filter((k) => k.projectEnv === env)) {
+      const color = ev.kind === 'rotated' ? '#2f5fb3' : ev.kind === 'revoked' ? '#5d6575' : '#6a3fb3';
+      parts.push(`<circle class="event" cx="${x(Date.parse(ev.at)).toFixed(1)}" cy="${y}" r="5" fill="${color}"><title>${esc(`${ev.address} ${ev.kind} ${ev.at}${ev.revision ? ` (revision ${ev.revision.slice(0, 12)})` : ''}`)}</title></circle>`);
+    }
+  });
+  if (envs.length === 0) parts.push(`<text x="${left}" y="${top + rowH / 2 + 4}">No key with an expiry, no rotation yet.</text>`);
+  const nx = x(now).toFixed(1);
+  parts.push(`<line x1="${nx}" y1="${top - 8}" x2="${nx}" y2="${height - 26}" stroke="#1d2330" stroke-dasharray="4 3"/>`, `<text x="${(Number(nx) + 4).toFixed(1)}" y="${height - 28}" style="fill:#1d2330">now</text>`);
+  const legend = [['#2f5fb3', 'rotated'], ['#6a3fb3', 'issued'], ['#c62828', 'expires ≤ 7 d'], ['#b76e00', '≤ 30 d'], ['#1f8a4c', 'later']];
+  legend.forEach(([c, label], i) => parts.push(`<rect x="${left + i * 120}" y="${height - 16}" width="10" height="10" fill="${c}"/><text x="${left + i * 120 + 14}" y="${height - 7}">${esc(label)}</text>`));
+  return `<svg id="timeline" role="img" aria-label="Key expiries and rotations" viewBox="0 0 ${width} ${height}" width="100%" xmlns="http://www.w3.org/2000/svg">${parts.join('')}</svg>`;
+}
+
+export function renderPage(s: AgentStatus, now: number = Date.now()): string {
+  const last = s.lastReconcile;
+  const cards = [
+    ['Mode', `${s.agent.mode}${s.agent.prune ? ' + prune' : ''}`],
+    ['Synced revision', short(s.revision.synced)],
+    ['Last reconcile', last ? `${last.result}, ${ago(last.finishedAt, now)}` : '—'],
+    ['Drift items', String(s.drift.length)],
+    ['Keys expiring ≤ 7 d / 30 d', `${s.keys.expiring7d} / ${s.keys.expiring30d}`],
+  ].map(([k, v]) => `<div class="card"><div class="muted">${esc(k)}</div><div class="n">${esc(v)}</div></div>`).join('');
+  const alerts: string[] = [];
+  if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused (POST /api/resume to resume).</p>`);
+  if (s.sourceError) alerts.push(`<p>${badge('Source unreachable', 'bad')} <span class="err">${esc(s.sourceError)}</span> <span class="muted">Keeping revision ${esc(short(s.revision.lastGood))}.</span></p>`);
+  if (s.revision.invalid) {
+    alerts.push(`<div id="invalid">${badge('Invalid revision', 'bad')} <code>${esc(short(s.revision.invalid.revision))}</code> is not applied; keeping <code>${esc(short(s.revision.lastGood))}</code>.` +
+      `<div class="err mono">${s.revision.invalid.errors.slice(0, 20).map(esc).join('\n')}</div></div>`);
+  }
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta http-equiv="refresh" content="15">
+<title>kms-sync agent</title><style>${CSS}</style></head>
+<body><header><h1>kms-sync agent</h1><span class="meta">${esc(s.agent.repo)} @ ${esc(s.agent.ref)} — ${esc(s.agent.path || '.')}</span>
+<span class="meta">every ${esc(s.agent.intervalSeconds)} s · up since ${esc(s.agent.startedAt)}</span></header>
+<main>
+<section><div class="cards">${cards}</div>${alerts.length ? `<div style="margin-top:10px">${alerts.join('')}</div>` : ''}</section>
+<section><h2>Environments</h2>${envRows(s.environments)}</section>
+<section><h2>Key expiries and rotations</h2>${timelineSvg(s.keys.expiries, s.timeline, now)}</section>
+<section><h2>Current drift</h2>${driftRows(s)}</section>
+<section><h2>Last revisions</h2>${historyRows(s.history, now)}</section>
+</main></body></html>
+`;
+}

@@ -1,0 +1,281 @@
+// One reconcile: fetch the source, load the configuration of its newest commit (an invalid one is
+// never applied: the last good one stays, and the errors are reported with file:line), then, under
+// the run lock, the same recovery → live read → plan → journaled apply as `kms-sync apply`
+// (cli/context.ts planFor, apply/journaled-run.ts), with the mode deciding what is applied:
+// detect nothing, sync each new revision in full and only what is due (rotations, recovered keys)
+// between revisions, self-heal everything the plan has. Stores and journal live under the state
+// folder: relative store paths of the configuration resolve there, never in the checkout.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { applyJournaled } from '../apply/journaled-run.js';
+import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
+import type { ApplyResult } from '../apply/execute.js';
+import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState } from '../model/index.js';
+import { classifyDrift, type DriftReport } from '../plan/drift.js';
+import { noIgnoreRules } from '../plan/ignore.js';
+import { describeBlocked, summarize, type ActionReason, type Operation, type Plan } from '../plan/types.js';
+import type { LiveState } from '../model/index.js';
+import { loadConfig, planFor, type Connection, type LoadedConfig } from '../cli/context.js';
+import { loadIgnoreRules } from '../cli/report-output.js';
+import type { Logger } from './log.js';
+import type { AgentMetrics } from './metrics.js';
+import type { GitSource } from './source.js';
+import { HISTORY_MAX, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReconcileRecord, type Trigger } from './status.js';
+
+/** What sync applies between revisions: what is due on schedule and what recovery found. */
+const DUE: ReadonlySet<ActionReason> = new Set(['rotate_expiring', 'rotate_secret_missing', 'reissue_lost_key', 'revoke_orphan', 'delete_rotated_out', 'expire_rotated_out']);
+
+export interface ReconcilerOptions {
+  source: GitSource;
+  /** Folder of the configuration inside the repository ('' or '.': its root). */
+  path: string;
+  cdktf: boolean;
+  mode: Mode;
+  prune: boolean;
+  /** Where the journal, the default store, the run lock and the owner record live. */
+  storeDir: string;
+  conn: Connection;
+  parallelism: number;
+  /** How long to wait for another run's lock before reporting `locked` (default 30 s). */
+  lockTimeoutMs?: number;
+  log: Logger;
+  metrics: AgentMetrics;
+  status: AgentStatus;
+  now?: () => Date;
+}
+
+const DAY = 86_400_000;
+const short = (rev: string | undefined) => rev?.slice(0, 12);
+
+export class Reconciler {
+  private readonly o: ReconcilerOptions;
+  /** The configuration of the last good revision: reconciled against while a newer one is invalid. */
+  private lastGood: { revision: string; cfg: LoadedConfig; configDir: string } | undefined;
+  private readonly subjects = new Map<string, string>();
+
+  constructor(o: ReconcilerOptions) {
+    this.o = o;
+  }
+
+  get status(): AgentStatus {
+    return this.o.status;
+  }
+
+  async run(trigger: Trigger, signal: AbortSignal): Promise<ReconcileRecord> {
+    const started = new Date();
+    const record: ReconcileRecord = { startedAt: started.toISOString(), finishedAt: '', durationMs: 0, trigger, result: 'success', planned: 0, applied: 0, errors: [] };
+    const { log, metrics, status } = this.o;
+    try {
+      await this.cycle(record, signal);
+    } catch (e) {
+      record.result = signal.aborted ? 'interrupted' : 'failed';
+      record.errors.push(this.clean((e as Error).message));
+    }
+    if (signal.aborted && record.result === 'success' && record.note !== 'nothing to apply') record.result = 'interrupted';
+    const ended = new Date();
+    record.finishedAt = ended.toISOString();
+    record.durationMs = ended.getTime() - started.getTime();
+    metrics.reconciles.inc({ result: record.result });
+    metrics.reconcileSeconds.observe({ result: record.result }, record.durationMs / 1000);
+    metrics.lastReconcile.set(ended.getTime() / 1000);
+    if (record.result === 'success') metrics.lastSuccess.set(ended.getTime() / 1000);
+    status.lastReconcile = record;
+    status.history.unshift(record);
+    status.history.length = Math.min(status.history.length, HISTORY_MAX);
+    const fields = { trigger, revision: short(record.revision), result: record.result, planned: record.planned, applied: record.applied, ms: record.durationMs };
+    if (record.result === 'success') log.info(`reconciled${record.note ? `: ${record.note}` : ''}`, fields);
+    else log.warn(`reconcile ${record.result}: ${record.errors.join(' | ') || record.note || ''}`, fields);
+    return record;
+  }
+
+  /** Error text with the checkout's absolute path cut to the path inside the repository. */
+  private clean(text: string): string {
+    const dir = this.o.source.dir.replace(/\/+$/, '');
+    return text.split(`${dir}/`).join('').split(dir).join('.');
+  }
+
+  private async cycle(record: ReconcileRecord, signal: AbortSignal): Promise<void> {
+    const { source, status, metrics, log } = this.o;
+    // 1. The source: a repository it cannot reach keeps the last good revision.
+    let revision: string;
+    try {
+      revision = await source.fetch(signal);
+      delete status.sourceError;
+    } catch (e) {
+      status.sourceError = this.clean((e as Error).message);
+      record.errors.push(status.sourceError);
+      record.result = 'source_error';
+      if (!this.lastGood) return;
+      revision = this.lastGood.revision; // drift is still watched against the last good one
+    }
+    record.revision = revision;
+    if (status.revision.fetched !== revision && record.result !== 'source_error') {
+      status.revision.fetched = revision;
+      metrics.setRevision(metrics.fetchedRevision, revision);
+    }
+
+    // 2. Its configuration: an invalid one is reported and never applied.
+    let good = this.lastGood;
+    if (!good || good.revision !== revision) {
+      try {
+        await source.checkout(revision, signal);
+        if (!this.subjects.has(revision)) this.subjects.set(revision, await source.subject(revision));
+        const configDir = path.join(source.dir, this.o.path || '.');
+        if (!existsSync(configDir)) throw new Error(`${this.o.path}: no such folder in revision ${short(revision)}`);
+        const cfg = await loadConfig(this.o.cdktf ? { file: [], env: [], cdktf: configDir } : { file: [configDir], env: [] });
+        good = { revision, cfg, configDir };
+        this.lastGood = good;
+        status.revision.lastGood = revision;
+        if (status.revision.invalid?.revision !== revision) delete status.revision.invalid;
+      } catch (e) {
+        if (signal.aborted) throw e;
+        const errors = this.clean((e as Error).message).split('\n').filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
+        status.revision.invalid = { revision, errors };
+        record.result = 'invalid';
+        record.errors.push(...errors);
+        if (!good) return;
+        record.note = `revision ${short(revision)} is not valid; reconciling against the last good one, ${short(good.revision)}`;
+      }
+    }
+    record.subject = this.subjects.get(good.revision) ?? '';
+    if (record.result === 'success') record.revision = good.revision;
+    if (signal.aborted) return;
+
+    // 3. Under the run lock: recovery, live read, plan, and what the mode applies.
+    const owner = await this.owner(good.cfg.desired, good.configDir);
+    const lockStart = Date.now();
+    let lock;
+    try {
+      lock = await acquireRunLock({
+        api: this.o.conn.api, owner, envs: good.cfg.desired.envs.map((e) => e.projectEnv), baseDir: this.o.storeDir, timeoutMs: this.o.lockTimeoutMs ?? 30_000,
+        onWait: (m) => { metrics.lockContended.inc(); log.info(m); },
+      });
+    } catch (e) {
+      if (e instanceof RunLockedError) {
+        record.result = 'locked';
+        record.errors.push(e.message);
+        return;
+      }
+      throw e;
+    } finally {
+      metrics.lockWaitSeconds.observe((Date.now() - lockStart) / 1000);
+    }
+    try {
+      await this.underLock(record, good, owner, signal);
+    } finally {
+      await lock.release();
+    }
+  }
+
+  private async underLock(record: ReconcileRecord, good: { revision: string; cfg: LoadedConfig; configDir: string }, owner: string, signal: AbortSignal): Promise<void> {
+    const { mode, status, metrics, log } = this.o;
+    const ignoreFile = path.join(good.configDir, '.kmsignore');
+    const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
+    const plan = async () => planFor(this.o.conn, good.cfg.desired, {
+      prune: this.o.prune, baseDir: this.o.storeDir, runLocked: true, owner, leaving: good.cfg.leaving, ignore,
+      notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
+    });
+    let planned = await plan();
+    record.planned = planned.plan.operations.length;
+    const blocked = describeBlocked(planned.plan);
+    const newRevision = status.revision.synced !== good.revision;
+    const fresh = record.result === 'success'; // not an invalid revision or an unreachable source
+    let ops: Operation[] = [];
+    if (mode === 'self-heal' || (mode === 'sync' && newRevision && fresh)) ops = planned.plan.operations;
+    else if (mode === 'sync') ops = planned.plan.operations.filter((op) => DUE.has(op.actionReason));
+    if (blocked) {
+      record.result = 'failed';
+      record.errors.push(blocked);
+      ops = [];
+    }
+    let result: ApplyResult | undefined;
+    if (ops.length > 0 && !signal.aborted) {
+      const subset: Plan = ops === planned.plan.operations ? planned.plan : { ...planned.plan, operations: ops, summary: summarize(ops, planned.plan.unmanaged) };
+      log.info(`applying ${ops.length} operation(s) of revision ${short(good.revision)}`, { mode });
+      result = await applyJournaled({
+        api: this.o.conn.api, plan: subset, capture: planned.capture, ownerDir: this.o.storeDir, parallelism: this.o.parallelism, signal,
+        onWarning: (line) => log.warn(line),
+      });
+      this.recordApply(record, result, good.revision);
+      if (result.interrupted) record.result = 'interrupted';
+      else if (result.failed.length > 0 || result.stopReason) {
+        record.result = 'failed';
+        record.errors.push(...result.failed.slice(0, 20).map((f) => `${f.op.address}: ${f.error}`), ...(result.stopReason ? [result.stopReason] : []));
+      }
+      // What is left after the apply is the drift to report.
+      if (!signal.aborted) planned = await plan();
+    } else if (ops.length === 0 && mode !== 'detect' && record.result === 'success') {
+      record.note = planned.plan.operations.length ? `${planned.plan.operations.length} difference(s) reported, not applied (${mode})` : 'nothing to apply';
+    }
+    // The revision is synced once everything its plan had is applied (or, in detect, nothing differs).
+    if (fresh && record.result === 'success' && newRevision && (mode !== 'detect' || planned.plan.operations.length === 0)) {
+      status.revision.synced = good.revision;
+      metrics.setRevision(metrics.syncedRevision, good.revision);
+    }
+    this.report(classifyDrift(planned.plan, ignore), planned.live.state, good.cfg.desired);
+  }
+
+  /** Counts and timeline entries of what an apply did. */
+  private recordApply(record: ReconcileRecord, result: ApplyResult, revision: string): void {
+    const { metrics, status } = this.o;
+    record.applied = result.done.length;
+    for (const op of result.done) metrics.operations.inc({ action: op.action });
+    metrics.keysIssued.inc(result.keysStored.length);
+    const at = new Date().toISOString();
+    for (const op of result.done) {
+      if (op.kind !== 'key' && !(op.kind === 'client' && op.action === 'create')) continue;
+      const kind = op.action === 'rotate' ? 'rotated' : op.action === 'delete' ? 'revoked' : op.action === 'create' ? 'issued' : undefined;
+      if (!kind) continue;
+      status.timeline.unshift({ at, kind, address: op.address, projectEnv: op.projectEnv ?? '', revision });
+    }
+    status.timeline.length = Math.min(status.timeline.length, TIMELINE_MAX);
+  }
+
+  /** Drift, environments and key expiries of the last reconcile into the status and the metrics. */
+  private report(drift: DriftReport, live: LiveState, desired: DesiredState): void {
+    const { status, metrics } = this.o;
+    const now = (this.o.now?.() ?? new Date()).getTime();
+    status.drift = drift.items.map((i): DriftEntry => ({
+      category: i.category, address: i.address, kind: i.kind, projectEnv: i.projectEnv, detail: i.detail, action: i.action,
+      fields: i.fields.map((f) => ({ path: f.path, before: f.before, after: f.after })),
+    }));
+    const expiries: KeyExpiry[] = [];
+    for (const c of live.clients) {
+      for (const k of c.keys) {
+        if (!k.expiresAt) continue;
+        expiries.push({ address: `key.${c.projectEnv}/${c.name}/${k.name}`, projectEnv: c.projectEnv, expiresAt: k.expiresAt, autoRotate: Boolean(k.autoRotate) });
+      }
+    }
+    expiries.sort((a, b) => a.expiresAt.localeCompare(b.expiresAt));
+    const within = (e: KeyExpiry, days: number) => { const t = Date.parse(e.expiresAt); return t >= now && t <= now + days * DAY; };
+    const envNames = [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.envs.map((e) => e.projectEnv)])].sort();
+    metrics.drift.reset();
+    metrics.expiring.reset();
+    metrics.envSynced.reset();
+    status.environments = envNames.map((projectEnv): EnvStatus => {
+      const items = drift.items.filter((i) => i.projectEnv === projectEnv || (i.projectEnv === null && projectEnv.startsWith(`${i.address.split('.')[1] ?? ''}-`)));
+      const byCategory: EnvStatus['byCategory'] = {};
+      for (const i of items) byCategory[i.category] = (byCategory[i.category] ?? 0) + 1;
+      const env: EnvStatus = {
+        projectEnv, synced: items.length === 0, drift: items.length, byCategory,
+        expiring7d: expiries.filter((e) => e.projectEnv === projectEnv && within(e, 7)).length,
+        expiring30d: expiries.filter((e) => e.projectEnv === projectEnv && within(e, 30)).length,
+      };
+      for (const [category, n] of Object.entries(byCategory)) metrics.drift.set({ environment: projectEnv, category }, n);
+      metrics.expiring.set({ environment: projectEnv, within: '7d' }, env.expiring7d);
+      metrics.expiring.set({ environment: projectEnv, within: '30d' }, env.expiring30d);
+      metrics.envSynced.set({ environment: projectEnv }, env.synced ? 1 : 0);
+      return env;
+    });
+    status.keys = { expiring7d: expiries.filter((e) => within(e, 7)).length, expiring30d: expiries.filter((e) => within(e, 30)).length, expiries: expiries.slice(0, 500) };
+  }
+
+  /** The owner id: declared, else derived from the checkout (the repository's URL and the path), checked against the one recorded in the state folder. */
+  private async owner(desired: DesiredState, configDir: string): Promise<string> {
+    if (desired.owner) return desired.owner;
+    const derived = await deriveOwner(configDir);
+    const recorded = await readOwnerRecord(this.o.storeDir);
+    if (recorded !== undefined && recorded !== derived) throw new OwnerMovedError(recorded, derived);
+    return derived;
+  }
+}

@@ -1,0 +1,96 @@
+// The agent's source: a git repository fetched shallowly into a cache folder under --state-dir and
+// checked out (detached, forced, cleaned) at the revision of --ref. The checkout holds nothing of
+// the agent's own: the journal and the default store live elsewhere under --state-dir, so a fetch
+// or a reset never touches a raw key. Credentials for https come from the environment
+// (KMS_SYNC_GIT_TOKEN) and reach git through GIT_CONFIG_* variables: never in a command line, a URL
+// or the cache's .git/config.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { safeUrl } from '../report/redact.js';
+
+export class SourceError extends Error {}
+
+export interface SourceOptions {
+  repo: string;
+  /** Branch or tag; undefined: the remote's default branch (its HEAD). */
+  ref?: string;
+  /** Folder of the checkout (created on first use). */
+  dir: string;
+  env?: NodeJS.ProcessEnv;
+  /** Longest a fetch may take (default 2 minutes). */
+  timeoutMs?: number;
+}
+
+/** The URL as shown in logs, the page and notifications: no user info, query or fragment. */
+export function shownRepo(repo: string): string {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(repo) ? safeUrl(repo) : repo.replace(/^[^@/]+@/, '');
+}
+
+export class GitSource {
+  readonly opts: SourceOptions;
+  private initialized = false;
+
+  constructor(opts: SourceOptions) {
+    this.opts = opts;
+  }
+
+  get dir(): string {
+    return this.opts.dir;
+  }
+
+  private gitEnv(): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = { ...(this.opts.env ?? process.env), GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C' };
+    const token = env.KMS_SYNC_GIT_TOKEN;
+    delete env.KMS_SYNC_GIT_TOKEN;
+    if (token && /^https:\/\//i.test(this.opts.repo)) {
+      const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
+      const n = Number(env.GIT_CONFIG_COUNT ?? 0) || 0;
+      env[`GIT_CONFIG_KEY_${n}`] = 'http.extraHeader';
+      env[`GIT_CONFIG_VALUE_${n}`] = `Authorization: Basic ${basic}`;
+      env.GIT_CONFIG_COUNT = String(n + 1);
+    }
+    return env;
+  }
+
+  private git(args: string[], signal?: AbortSignal): Promise<string> {
+    return new Promise((resolve, reject) => {
+      execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: this.opts.timeoutMs ?? 120_000, maxBuffer: 4 << 20, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
+        if (!error) return resolve(stdout.trim());
+        // git's own message, without the URL's credentials (none are in it; a user may have put some there).
+        const text = String(stderr || error.message).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('hint:')).slice(-3).join('; ');
+        reject(new SourceError(`git ${args[0]} failed: ${text.split(this.opts.repo).join(shownRepo(this.opts.repo))}`));
+      });
+    });
+  }
+
+  private async init(signal?: AbortSignal): Promise<void> {
+    if (this.initialized) return;
+    await mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
+    if (!existsSync(path.join(this.opts.dir, '.git'))) await this.git(['init', '-q'], signal);
+    // The remote's URL is set on every start: --repo may have changed.
+    await this.git(['remote', 'remove', 'origin'], signal).catch(() => undefined);
+    await this.git(['remote', 'add', 'origin', this.opts.repo], signal);
+    this.initialized = true;
+  }
+
+  /** Fetches --ref (one commit deep) and returns its commit id, without touching the checkout. */
+  async fetch(signal?: AbortSignal): Promise<string> {
+    await this.init(signal);
+    const ref = this.opts.ref ?? 'HEAD';
+    await this.git(['fetch', '-q', '--depth', '1', '--no-tags', '--no-recurse-submodules', 'origin', `+${ref}:refs/kms-sync/target`], signal);
+    return this.git(['rev-parse', '--verify', 'refs/kms-sync/target^{commit}'], signal);
+  }
+
+  /** Makes the checkout exactly the given commit: tracked files reset, untracked ones removed. */
+  async checkout(revision: string, signal?: AbortSignal): Promise<void> {
+    await this.git(['checkout', '-q', '--force', '--detach', revision], signal);
+    await this.git(['clean', '-q', '-ffdx'], signal);
+  }
+
+  /** The commit's subject line (shown on the page; never a secret, but escaped like all text). */
+  async subject(revision: string): Promise<string> {
+    return this.git(['log', '-1', '--format=%s', revision]).catch(() => '');
+  }
+}

@@ -1,0 +1,90 @@
+// What the agent knows about its last reconciles: served as JSON (/api/status), rendered as the
+// status page (/) and read by the notifications. Plain data; no key, secret or credential is ever
+// put in it (the plan carries none, and the JSON is redacted once more before it leaves).
+import type { DriftCategory } from '../plan/drift.js';
+import type { ReconcileResult } from './metrics.js';
+
+export type Mode = 'detect' | 'sync' | 'self-heal';
+export type Trigger = 'start' | 'interval' | 'webhook' | 'resume' | 'manual';
+
+export interface DriftEntry {
+  category: DriftCategory;
+  address: string;
+  kind: string;
+  projectEnv: string | null;
+  detail: string;
+  /** What applying would do (null: nothing). */
+  action: string | null;
+  fields: { path: string; before: unknown; after: unknown }[];
+}
+
+export interface EnvStatus {
+  projectEnv: string;
+  /** The live environment matched the configuration at the last reconcile. */
+  synced: boolean;
+  drift: number;
+  byCategory: Partial<Record<DriftCategory, number>>;
+  expiring7d: number;
+  expiring30d: number;
+}
+
+export interface KeyExpiry {
+  address: string;
+  projectEnv: string;
+  expiresAt: string;
+  autoRotate: boolean;
+}
+
+export interface TimelineEvent {
+  at: string;
+  kind: 'rotated' | 'issued' | 'revoked';
+  address: string;
+  projectEnv: string;
+  revision?: string;
+}
+
+export interface ReconcileRecord {
+  startedAt: string;
+  finishedAt: string;
+  durationMs: number;
+  trigger: Trigger;
+  revision?: string;
+  subject?: string;
+  result: ReconcileResult;
+  /** Operations the plan had, and those applied. */
+  planned: number;
+  applied: number;
+  /** Errors with file:line for an invalid configuration; service or store errors otherwise. */
+  errors: string[];
+  note?: string;
+}
+
+export interface AgentStatus {
+  agent: {
+    version: string; mode: Mode; prune: boolean; repo: string; ref: string; path: string; intervalSeconds: number;
+    suspended: boolean; startedAt: string; stateDir: string;
+  };
+  revision: {
+    /** Last commit fetched from the source. */
+    fetched?: string;
+    /** Last commit whose configuration loaded (what the agent reconciles against). */
+    lastGood?: string;
+    /** Last commit applied in full (sync, self-heal). */
+    synced?: string;
+    /** The newest commit, when its configuration is invalid (never applied). */
+    invalid?: { revision: string; errors: string[] };
+  };
+  sourceError?: string;
+  ready: boolean;
+  lastReconcile?: ReconcileRecord;
+  /** Newest first. */
+  history: ReconcileRecord[];
+  environments: EnvStatus[];
+  drift: DriftEntry[];
+  keys: { expiring7d: number; expiring30d: number; expiries: KeyExpiry[] };
+  /** Rotations and issues the agent made, newest first (bounded). */
+  timeline: TimelineEvent[];
+}
+
+export const HISTORY_MAX = 20;
+export const TIMELINE_MAX = 200;

@@ -1,0 +1,173 @@
+// kms-sync agent: the long-running, pull-based reconciler (src/agent/). Flags say what to watch and
+// how to act; every secret (the service's key, webhook secrets, the UI token, git and notification
+// tokens) comes from the environment or a file, never from a flag that `ps` would show.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { startAgent, stateLayout } from '../agent/agent.js';
+import { createLogger } from '../agent/log.js';
+import { Notifier, type NotifierOptions } from '../agent/notify.js';
+import { parseTtl } from '../model/index.js';
+import { registerSecret } from '../model/redact.js';
+import { connect } from './context.js';
+import { UsageError } from './errors.js';
+
+interface AgentFlags {
+  repo: string;
+  ref?: string;
+  path: string;
+  cdktf?: boolean;
+  interval: string;
+  mode: 'detect' | 'sync' | 'self-heal';
+  prune?: boolean;
+  suspend?: boolean;
+  listen: string;
+  stateDir: string;
+  logFormat: 'text' | 'json';
+  uiToken?: string;
+  metricsAuth?: boolean;
+  url?: string;
+  parallelism: number;
+  maxRps?: number;
+  lockTimeout: string;
+  commitStatus?: 'github' | 'gitlab';
+  statusRepo?: string;
+  pageUrl?: string;
+}
+
+const positiveInt = (v: string) => {
+  if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError(`expected a positive integer, got ${JSON.stringify(v)}`);
+  return Number(v);
+};
+
+function duration(flag: string, v: string): number {
+  try {
+    return parseTtl(v);
+  } catch {
+    throw new UsageError(`${flag}: expected a duration such as 30s, 5m or 1h, got ${JSON.stringify(v)}`);
+  }
+}
+
+/** `host:port`, `:port` (all interfaces) or `[v6]:port`. */
+export function parseListen(v: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(v.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new UsageError(`--listen: expected HOST:PORT such as 127.0.0.1:8080 or :8080, got ${JSON.stringify(v)}`);
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+/** `env:NAME` or `file:PATH`: a token is never given on the command line itself. */
+function readToken(flag: string, spec: string, env: NodeJS.ProcessEnv): string {
+  let token: string | undefined;
+  if (spec.startsWith('env:')) token = env[spec.slice(4)];
+  else if (spec.startsWith('file:')) {
+    try {
+      token = readFileSync(spec.slice(5), 'utf8').trim();
+    } catch (e) {
+      throw new UsageError(`${flag} ${spec}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+  } else throw new UsageError(`${flag}: give env:NAME or file:PATH; a token on the command line would be visible to every user of the machine (ps)`);
+  if (!token) throw new UsageError(`${flag} ${spec}: empty or not set`);
+  registerSecret(token, flag);
+  return token;
+}
+
+/** The GitHub owner/name or GitLab project path of a repository URL, when it names one. */
+function repoPath(repo: string): string | undefined {
+  const m = /^(?:[a-z+]+:\/\/(?:[^@/]+@)?[^/]+\/|[^@/]+@[^:]+:)(.+?)(?:\.git)?\/?$/i.exec(repo);
+  return m?.[1];
+}
+
+export function registerAgent(program: Command) {
+  program
+    .command('agent')
+    .description('run continuously: pull the configuration from git, reconcile it on an interval and on webhooks, serve metrics, status and a status page')
+    .requiredOption('--repo <url>', 'git repository of the configuration (https, ssh, file://); an https token goes in KMS_SYNC_GIT_TOKEN, never in the URL')
+    .option('--ref <ref>', 'branch or tag to follow (default: the remote\'s default branch)')
+    .option('--path <dir>', 'folder of the configuration inside the repository', '.')
+    .option('--cdktf', 'the folder is a CDKTF app (its cdktf.json is run, as plan --cdktf DIR does)')
+    .option('--interval <duration>', 'time between reconciles (Flux\'s interval)', '5m')
+    .addOption(new Option('--mode <mode>', 'detect: plan and report drift, never write; sync: apply each new revision; self-heal: also undo drift').choices(['detect', 'sync', 'self-heal']).default('sync'))
+    .option('--prune', 'delete what the configuration no longer defines and unmanaged resources in scope, as apply --prune (never protected ones)')
+    .option('--suspend', 'start suspended (POST /api/resume resumes; kept across restarts until resumed)')
+    .option('--listen <host:port>', 'address of the HTTP server (metrics, health, status, webhooks)', '127.0.0.1:8080')
+    .requiredOption('--state-dir <dir>', 'folder for the checkout, the journal, the default store and the age key (a persistent volume in a container)')
+    .addOption(new Option('--log-format <format>', 'text or json lines on stdout').choices(['text', 'json']).default('text'))
+    .option('--ui-token <source>', 'require this token (Bearer, or as the basic-auth password) for the page and /api/*: env:NAME or file:PATH')
+    .option('--metrics-auth', '/metrics takes the --ui-token too (default: open, like /healthz and /readyz)')
+    .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
+    .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
+    .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
+    .option('--lock-timeout <duration>', 'how long a reconcile waits for another run of the configuration', '30s')
+    .addOption(new Option('--commit-status <provider>', 'set a commit status on each reconciled revision (GITHUB_TOKEN / GITLAB_TOKEN)').choices(['github', 'gitlab']))
+    .option('--status-repo <path>', 'the GitHub owner/name or GitLab project of --commit-status (default: from --repo)')
+    .option('--page-url <url>', 'link to the status page in notifications')
+    .addHelpText('after', `
+Environment: KMS_API_URL, KMS_API_KEY (the service); KMS_SYNC_GITHUB_WEBHOOK_SECRET (POST /hooks/github,
+X-Hub-Signature-256); KMS_SYNC_GITLAB_WEBHOOK_TOKEN (POST /hooks/gitlab, X-Gitlab-Token); KMS_SYNC_GIT_TOKEN
+(https fetches); KMS_SYNC_NOTIFY_WEBHOOK (Slack-compatible URL for failures, new drift, keys expiring);
+GITHUB_TOKEN / GITHUB_API_URL, GITLAB_TOKEN / GITLAB_API_URL (--commit-status); SOPS_AGE_KEY_FILE (default:
+STATE_DIR/age/keys.txt).`)
+    .action(async (o: AgentFlags) => runAgentCommand(o));
+}
+
+async function runAgentCommand(o: AgentFlags): Promise<void> {
+  const env = process.env;
+  const intervalMs = duration('--interval', o.interval);
+  const lockTimeoutMs = /^0+[smhdw]?$/.test(o.lockTimeout.trim()) ? 0 : duration('--lock-timeout', o.lockTimeout);
+  const listen = parseListen(o.listen);
+  if (/^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(o.repo)) {
+    throw new UsageError('--repo holds a password or token: put it in KMS_SYNC_GIT_TOKEN instead (a URL on the command line is visible to every user of the machine)');
+  }
+  const stateDir = path.resolve(o.stateDir);
+  const checkoutDir = stateLayout(stateDir).checkout;
+  if (path.resolve(o.path).startsWith(`${checkoutDir}${path.sep}`)) throw new UsageError('--path is a folder inside the repository, not on this machine');
+  if (o.path.split(/[\\/]/).includes('..') || path.isAbsolute(o.path)) throw new UsageError(`--path ${o.path}: a folder inside the repository (relative, without ..)`);
+  const log = createLogger(o.logFormat);
+  // The age identity of the default store lives with the store, under the state folder, unless one is given.
+  if (!env.SOPS_AGE_KEY && !env.SOPS_AGE_KEY_FILE) env.SOPS_AGE_KEY_FILE = stateLayout(stateDir).ageKeyFile;
+  const uiToken = o.uiToken ? readToken('--ui-token', o.uiToken, env) : undefined;
+  const conn = connect(o, env, (line) => log.warn(line));
+  const notifierOpts: Omit<NotifierOptions, 'metrics'> = { log, ...(env.KMS_SYNC_NOTIFY_WEBHOOK ? { webhookUrl: env.KMS_SYNC_NOTIFY_WEBHOOK } : {}), ...(o.pageUrl ? { pageUrl: o.pageUrl } : {}) };
+  if (o.commitStatus === 'github') {
+    const repo = o.statusRepo ?? repoPath(o.repo);
+    if (!env.GITHUB_TOKEN || !repo) throw new UsageError('--commit-status github needs GITHUB_TOKEN and the repository (--status-repo OWNER/NAME when --repo does not name it)');
+    notifierOpts.commitStatus = { kind: 'github', apiUrl: env.GITHUB_API_URL ?? 'https://api.github.com', repo, token: env.GITHUB_TOKEN };
+  } else if (o.commitStatus === 'gitlab') {
+    const project = o.statusRepo ?? repoPath(o.repo);
+    if (!env.GITLAB_TOKEN || !project) throw new UsageError('--commit-status gitlab needs GITLAB_TOKEN and the project (--status-repo GROUP/NAME or its id when --repo does not name it)');
+    notifierOpts.commitStatus = { kind: 'gitlab', apiUrl: env.GITLAB_API_URL ?? 'https://gitlab.com/api/v4', project, token: env.GITLAB_TOKEN };
+  }
+  log.info(`state folder ${stateDir}: the journal, the default store and the age key live here, never in the checkout; in a container it must be a persistent volume, or keys issued before a restart are lost with it`);
+  const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
+  const agent = await startAgent({
+    repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
+    suspend: Boolean(o.suspend), listen, stateDir, conn, parallelism: o.parallelism, lockTimeoutMs, log,
+    ...(uiToken ? { uiToken } : {}), ...(o.metricsAuth ? { metricsAuth: true } : {}),
+    ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
+    ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),
+    ...(notify ? { notifier: (metrics) => new Notifier({ ...notifierOpts, metrics }) } : {}),
+  });
+  // SIGTERM (Kubernetes, systemd, docker stop) and SIGINT: finish the reconcile in flight as an
+  // interrupted apply does, release the lock, exit 0. A second signal exits at once.
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      log.warn(`${signal} again: exiting now; requests cut off in flight are recovered by the next start`);
+      process.exit(1);
+    }
+    log.info(`${signal} received: finishing the reconcile in flight (no new request), then stopping`);
+    // Within 10 s whatever happens (Kubernetes' default grace period is 30 s): a request stuck in retries is
+    // cut off (its intent is journaled; the next start recovers it).
+    setTimeout(() => { log.warn('still busy after 9 s: exiting; the next start recovers what was cut off'); process.exit(1); }, 9_000).unref();
+    void agent.stop().then(async () => {
+      await conn.api.close();
+      log.info('stopped');
+      process.exit(0);
+    });
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  await agent.done;
+}
