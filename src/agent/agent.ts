@@ -54,6 +54,8 @@ export function stateLayout(stateDir: string) {
     store: path.join(stateDir, 'store'),
     ageKeyFile: path.join(stateDir, 'age', 'keys.txt'),
     suspended: path.join(stateDir, 'suspended'),
+    lastGood: path.join(stateDir, 'last-good-revision'),
+    synced: path.join(stateDir, 'synced-revision'),
   };
 }
 
@@ -76,7 +78,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const notifier = o.notifier?.(metrics);
   const reconciler = new Reconciler({
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
-    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), log: o.log, metrics, status,
+    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
   });
 
   const stopping = new AbortController();

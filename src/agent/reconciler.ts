@@ -6,6 +6,7 @@
 // between revisions, self-heal everything the plan has. Stores and journal live under the state
 // folder: relative store paths of the configuration resolve there, never in the checkout.
 import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { applyJournaled } from '../apply/journaled-run.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
@@ -38,6 +39,10 @@ export interface ReconcilerOptions {
   parallelism: number;
   /** How long to wait for another run's lock before reporting `locked` (default 30 s). */
   lockTimeoutMs?: number;
+  /** Where the last good revision is recorded (restored after a restart on an invalid head). */
+  lastGoodFile?: string;
+  /** Where the last revision applied in full is recorded (a restart in sync mode does not re-apply it over drift). */
+  syncedFile?: string;
   log: Logger;
   metrics: AgentMetrics;
   status: AgentStatus;
@@ -52,6 +57,7 @@ export class Reconciler {
   /** The configuration of the last good revision: reconciled against while a newer one is invalid. */
   private lastGood: { revision: string; cfg: LoadedConfig; configDir: string } | undefined;
   private readonly subjects = new Map<string, string>();
+  private started = false;
 
   constructor(o: ReconcilerOptions) {
     this.o = o;
@@ -88,6 +94,33 @@ export class Reconciler {
     return record;
   }
 
+  /** Checks the revision out and loads its configuration; on success it is the last good one (kept across restarts). */
+  private async load(revision: string, signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string }> {
+    const { source, status } = this.o;
+    await source.checkout(revision, signal);
+    if (!this.subjects.has(revision)) this.subjects.set(revision, await source.subject(revision));
+    const configDir = path.join(source.dir, this.o.path || '.');
+    if (!existsSync(configDir)) throw new Error(`${this.o.path}: no such folder in revision ${short(revision)}`);
+    const cfg = await loadConfig(this.o.cdktf ? { file: [], env: [], cdktf: configDir } : { file: [configDir], env: [] });
+    this.lastGood = { revision, cfg, configDir };
+    status.revision.lastGood = revision;
+    if (this.o.lastGoodFile) await writeFile(this.o.lastGoodFile, `${revision}\n`, { mode: 0o600 });
+    return this.lastGood;
+  }
+
+  /** After a restart on an invalid or unreachable head: the last good revision recorded in the state folder. */
+  private async restoreLastGood(signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string } | undefined> {
+    if (!this.o.lastGoodFile) return undefined;
+    const revision = (await readFile(this.o.lastGoodFile, 'utf8').catch(() => '')).trim();
+    if (!/^[0-9a-f]{40,64}$/.test(revision)) return undefined;
+    try {
+      return await this.load(revision, signal);
+    } catch (e) {
+      this.o.log.warn(`the last good revision ${short(revision)} could not be restored: ${this.clean((e as Error).message)}`);
+      return undefined;
+    }
+  }
+
   /** Error text with the checkout's absolute path cut to the path inside the repository. */
   private clean(text: string): string {
     const dir = this.o.source.dir.replace(/\/+$/, '');
@@ -96,6 +129,14 @@ export class Reconciler {
 
   private async cycle(record: ReconcileRecord, signal: AbortSignal): Promise<void> {
     const { source, status, metrics, log } = this.o;
+    if (!this.started && this.o.syncedFile) {
+      const synced = (await readFile(this.o.syncedFile, 'utf8').catch(() => '')).trim();
+      if (/^[0-9a-f]{40,64}$/.test(synced)) {
+        status.revision.synced = synced;
+        metrics.setRevision(metrics.syncedRevision, synced);
+      }
+    }
+    this.started = true;
     // 1. The source: a repository it cannot reach keeps the last good revision.
     let revision: string;
     try {
@@ -105,8 +146,10 @@ export class Reconciler {
       status.sourceError = this.clean((e as Error).message);
       record.errors.push(status.sourceError);
       record.result = 'source_error';
-      if (!this.lastGood) return;
-      revision = this.lastGood.revision; // drift is still watched against the last good one
+      // Drift is still watched against the last good revision.
+      const good = this.lastGood ?? (await this.restoreLastGood(signal));
+      if (!good) return;
+      revision = good.revision;
     }
     record.revision = revision;
     if (status.revision.fetched !== revision && record.result !== 'source_error') {
@@ -116,27 +159,25 @@ export class Reconciler {
 
     // 2. Its configuration: an invalid one is reported and never applied.
     let good = this.lastGood;
-    if (!good || good.revision !== revision) {
+    if (status.revision.invalid?.revision === revision) {
+      // Known to be invalid: reported again, not loaded again.
+      record.result = 'invalid';
+      record.errors.push(...status.revision.invalid.errors);
+    } else if (!good || good.revision !== revision) {
       try {
-        await source.checkout(revision, signal);
-        if (!this.subjects.has(revision)) this.subjects.set(revision, await source.subject(revision));
-        const configDir = path.join(source.dir, this.o.path || '.');
-        if (!existsSync(configDir)) throw new Error(`${this.o.path}: no such folder in revision ${short(revision)}`);
-        const cfg = await loadConfig(this.o.cdktf ? { file: [], env: [], cdktf: configDir } : { file: [configDir], env: [] });
-        good = { revision, cfg, configDir };
-        this.lastGood = good;
-        status.revision.lastGood = revision;
-        if (status.revision.invalid?.revision !== revision) delete status.revision.invalid;
+        good = await this.load(revision, signal);
+        delete status.revision.invalid;
       } catch (e) {
         if (signal.aborted) throw e;
         const errors = this.clean((e as Error).message).split('\n').filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
         status.revision.invalid = { revision, errors };
         record.result = 'invalid';
         record.errors.push(...errors);
-        if (!good) return;
-        record.note = `revision ${short(revision)} is not valid; reconciling against the last good one, ${short(good.revision)}`;
       }
     }
+    if (record.result !== 'success' && !good) good = await this.restoreLastGood(signal);
+    if (!good) return;
+    if (record.result === 'invalid') record.note = `revision ${short(revision)} is not valid; reconciling against the last good one, ${short(good.revision)}`;
     record.subject = this.subjects.get(good.revision) ?? '';
     if (record.result === 'success') record.revision = good.revision;
     if (signal.aborted) return;
@@ -211,6 +252,7 @@ export class Reconciler {
     if (fresh && record.result === 'success' && newRevision && (mode !== 'detect' || planned.plan.operations.length === 0)) {
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
+      if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
     }
     this.report(classifyDrift(planned.plan, ignore), planned.live.state, good.cfg.desired);
   }

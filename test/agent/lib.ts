@@ -1,0 +1,135 @@
+// Shared pieces of the agent's tests (issue 29): a bare git repository on disk that the test
+// pushes commits to, the emulator as its own process (test/crash/lib.ts), and `kms-sync agent`
+// as a real process whose HTTP server the test talks to.
+import { execFileSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Emulator, kmsSync, waitFor, type Proc } from '../crash/lib.js';
+
+export const API_KEY = 'sk_test_agentsuite0000000001';
+export const GITHUB_SECRET = 'gh-webhook-secret-for-the-agent-test';
+export const GITLAB_TOKEN = 'gl-webhook-token-for-the-agent-test';
+
+export interface ClientSpec { name: string; keys: string[]; ip?: string }
+
+/** A configuration of one environment (`<slug>-production`) with these clients. */
+export function agentConfig(clients: ClientSpec[], slug = 'agent'): string {
+  const lines = [
+    'apiVersion: kms-sync/v1', `owner: agent-test-${slug}`, 'projects:', `  - slug: ${slug}`, '    name: Agent', '    environments:', '      - type: production',
+    `        url: https://api.${slug}.example`, '        templates:', '          - { name: std, rateLimitDay: 100000, maxClients: 1000 }',
+    '        endpoints:', '          - { method: GET, path: /v1/orders, name: Orders }', '        clients:',
+  ];
+  if (clients.length === 0) lines[lines.length - 1] = '        clients: []';
+  for (const c of clients) {
+    lines.push(`          - name: ${c.name}`, '            template: std', ...(c.ip !== undefined ? [`            ipWhitelist: [${c.ip}]`] : []), '            keys:');
+    for (const k of c.keys) lines.push(`              - { name: ${k} }`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** A bare repository (default branch main) and a working clone the test commits in. */
+export class Repo {
+  readonly root: string;
+  readonly origin: string;
+  readonly work: string;
+  constructor(root: string) {
+    this.root = root;
+    this.origin = path.join(root, 'origin.git');
+    this.work = path.join(root, 'work');
+    this.git(root, ['init', '-q', '--bare', '-b', 'main', this.origin]);
+    this.git(root, ['init', '-q', '-b', 'main', this.work]);
+    this.git(this.work, ['remote', 'add', 'origin', this.origin]);
+  }
+  get url(): string {
+    return `file://${this.origin}`;
+  }
+  private git(cwd: string, args: string[]): string {
+    return execFileSync('git', args, { cwd, env: { PATH: process.env.PATH, HOME: this.root, GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' }, encoding: 'utf8' }).trim();
+  }
+  /** Writes files (path inside the repository → text), commits and pushes; returns the commit id. */
+  push(files: Record<string, string>, message: string): string {
+    for (const [file, text] of Object.entries(files)) {
+      mkdirSync(path.dirname(path.join(this.work, file)), { recursive: true });
+      writeFileSync(path.join(this.work, file), text);
+      this.git(this.work, ['add', file]);
+    }
+    this.git(this.work, ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', 'commit', '-q', '-m', message]);
+    this.git(this.work, ['push', '-q', 'origin', 'HEAD:main']);
+    return this.git(this.work, ['rev-parse', 'HEAD']);
+  }
+}
+
+export interface Fixture {
+  root: string;
+  repo: Repo;
+  emu: Emulator;
+  stateDir: string;
+  outputs: string[];
+  procs: Proc[];
+  cleanup(): Promise<void>;
+}
+
+export async function fixture(): Promise<Fixture> {
+  const root = mkdtempSync(path.join(tmpdir(), 'kms-sync-agent-'));
+  const repo = new Repo(root);
+  const emu = await new Emulator(path.join(root, 'emulator.json'), API_KEY).start();
+  const procs: Proc[] = [];
+  const outputs: string[] = [];
+  return {
+    root, repo, emu, stateDir: path.join(root, 'state'), outputs, procs,
+    cleanup: async () => {
+      for (const p of procs) p.child.kill('SIGKILL');
+      emu.stop();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface AgentProc extends Proc {
+  url: string;
+  get(p: string, headers?: Record<string, string>): Promise<{ status: number; text: string }>;
+  post(p: string, body?: string, headers?: Record<string, string>): Promise<{ status: number; text: string }>;
+  status(): Promise<any>;
+  metrics(): Promise<string>;
+}
+
+/** Starts `kms-sync agent` as a real process; resolves once its server listens. */
+export async function startAgent(f: Fixture, args: string[], extraEnv: Record<string, string> = {}): Promise<AgentProc> {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH, HOME: f.root, TMPDIR: process.env.TMPDIR, KMS_API_URL: f.emu.url, KMS_API_KEY: API_KEY,
+    KMS_SYNC_GITHUB_WEBHOOK_SECRET: GITHUB_SECRET, KMS_SYNC_GITLAB_WEBHOOK_TOKEN: GITLAB_TOKEN, ...extraEnv,
+  };
+  const proc = kmsSync(['agent', '--repo', f.repo.url, '--listen', '127.0.0.1:0', '--state-dir', f.stateDir, ...args], { cwd: f.root, env, sink: f.outputs });
+  f.procs.push(proc);
+  let exited = false;
+  void proc.exit.then(() => { exited = true; });
+  if (!(await waitFor(() => exited || /listening on http:\/\/\S+/.test(proc.output()), 20_000)) || exited) {
+    throw new Error(`the agent did not start:\n${proc.output()}`);
+  }
+  const url = /listening on (http:\/\/\S+)/.exec(proc.output())![1]!;
+  const call = async (method: string, p: string, body?: string, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${url}${p}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+    return { status: res.status, text: await res.text() };
+  };
+  return {
+    ...proc, url,
+    get: (p, h) => call('GET', p, undefined, h),
+    post: (p, b, h) => call('POST', p, b, h),
+    status: async () => JSON.parse((await call('GET', '/api/status')).text),
+    metrics: async () => (await call('GET', '/metrics')).text,
+  };
+}
+
+export function githubSignature(body: string, secret = GITHUB_SECRET): string {
+  return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+/** Waits for a condition on the agent's status; fails with the last status and the agent's log. */
+export async function until(agent: AgentProc, what: string, cond: (s: any) => boolean, ms = 20_000): Promise<any> {
+  let last: any;
+  const ok = await waitFor(async () => cond((last = await agent.status())), ms);
+  if (!ok) throw new Error(`timed out waiting for ${what}; last status: ${JSON.stringify({ revision: last?.revision, last: last?.lastReconcile }, null, 1)}\n--- agent output ---\n${agent.output().slice(-4000)}`);
+  return last;
+}
