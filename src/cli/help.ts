@@ -40,6 +40,10 @@ const ENTRIES: Record<string, HelpEntry> = {
     examples: ['kms-sync provider install --print', 'kms-sync provider install --from dist/provider-release/   # the packaged executable: no Node.js needed', 'kms-sync provider install --dev    # dev_overrides, for working on the provider'],
   },
   demo: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
+  agent: {
+    service: true, exit: 'Exit codes: 0 stopped by SIGTERM or SIGINT once the reconcile in flight finished, 1 error at start-up or a second signal.',
+    examples: ['kms-sync agent --repo https://github.com/acme/platform.git --path kms --state-dir /var/lib/kms-sync --listen :8080', 'kms-sync agent --repo file:///srv/git/kms.git --mode self-heal --interval 1m --state-dir ./state'],
+  },
   completion: { service: false, exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
 };
 
