@@ -2,7 +2,7 @@
 // (one zip per platform holding one executable, a SHA256SUMS file, the registry manifest), and the
 // small zip writer and reader they need: `npm run package:provider` writes them
 // (scripts/package-provider.js) and `kms-sync provider install --from` reads them.
-import { crc32, deflateRawSync } from 'node:zlib';
+import { crc32, deflateRawSync, inflateRawSync } from 'node:zlib';
 import { PROVIDER_SOURCE } from '../cdktf/mapping.js';
 
 /** `registry.terraform.io/kms-sync/kms` → its parts. */
@@ -57,7 +57,7 @@ export function writeZip(entries: ZipEntry[]): Buffer {
   let offset = 0;
   for (const e of entries) {
     const name = Buffer.from(e.name, 'utf8');
-    const data = deflateRawSync(e.data, { level: 9 });
+    const data = deflateRawSync(e.data);
     const crc = crc32(e.data);
     if (data.length >= 0xffffffff || e.data.length >= 0xffffffff) throw new Error(`${e.name}: too large for a zip without zip64`);
     const local = Buffer.alloc(30);
@@ -102,6 +102,23 @@ export function writeZip(entries: ZipEntry[]): Buffer {
 
 /** The names and Unix modes of a zip's entries, read from its central directory. */
 export function zipEntries(zip: Buffer): { name: string; mode: number }[] {
+  return centralDirectory(zip).map(({ name, mode }) => ({ name, mode }));
+}
+
+/** The content of one entry of a zip (stored or deflated), checked against its CRC-32. */
+export function zipEntryData(zip: Buffer, name: string): Buffer {
+  const e = centralDirectory(zip).find((x) => x.name === name);
+  if (!e) throw new Error(`no ${name} in the zip`);
+  if (zip.readUInt32LE(e.offset) !== 0x04034b50) throw new Error(`${name}: bad local header`);
+  const start = e.offset + 30 + zip.readUInt16LE(e.offset + 26) + zip.readUInt16LE(e.offset + 28);
+  const raw = zip.subarray(start, start + e.compressedSize);
+  const data = e.method === 0 ? Buffer.from(raw) : e.method === 8 ? inflateRawSync(raw) : undefined;
+  if (!data) throw new Error(`${name}: compression method ${e.method} is not supported`);
+  if (crc32(data) !== e.crc) throw new Error(`${name}: CRC-32 mismatch (a damaged zip)`);
+  return data;
+}
+
+function centralDirectory(zip: Buffer): { name: string; mode: number; method: number; crc: number; compressedSize: number; offset: number }[] {
   const min = Math.max(0, zip.length - 22 - 0xffff);
   let end = -1;
   for (let i = zip.length - 22; i >= min; i--) {
@@ -110,13 +127,16 @@ export function zipEntries(zip: Buffer): { name: string; mode: number }[] {
   if (end < 0) throw new Error('not a zip archive (no end of central directory)');
   const count = zip.readUInt16LE(end + 10);
   let p = zip.readUInt32LE(end + 16);
-  const out: { name: string; mode: number }[] = [];
+  const out: ReturnType<typeof centralDirectory> = [];
   for (let i = 0; i < count; i++) {
     if (p + 46 > zip.length || zip.readUInt32LE(p) !== 0x02014b50) throw new Error('not a zip archive (bad central directory)');
     const nameLength = zip.readUInt16LE(p + 28);
     const extra = zip.readUInt16LE(p + 30);
     const comment = zip.readUInt16LE(p + 32);
-    out.push({ name: zip.toString('utf8', p + 46, p + 46 + nameLength), mode: (zip.readUInt32LE(p + 38) >>> 16) & 0o7777 });
+    out.push({
+      name: zip.toString('utf8', p + 46, p + 46 + nameLength), mode: (zip.readUInt32LE(p + 38) >>> 16) & 0o7777,
+      method: zip.readUInt16LE(p + 10), crc: zip.readUInt32LE(p + 16), compressedSize: zip.readUInt32LE(p + 20), offset: zip.readUInt32LE(p + 42),
+    });
     p += 46 + nameLength + extra + comment;
   }
   return out;

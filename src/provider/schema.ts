@@ -1,8 +1,7 @@
 // The provider's schema, read at run time from schemas/terraform-provider-kms.json: the one
 // schema the CDKTF bindings are generated from too, in the format of `terraform providers schema
 // -json`. From it come the GetProviderSchema answer and the value type of every resource.
-import { readFileSync } from 'node:fs';
-import { packageFile } from '../model/package-files.js';
+import { packageFile, readPackageText } from '../model/package-files.js';
 import { attributeType, blockType, type CtyType, type JsonAttribute, type JsonBlock, type JsonSchema } from './values/types.js';
 
 export const SCHEMA_FILE = packageFile('schemas', 'terraform-provider-kms.json');
@@ -16,7 +15,7 @@ export interface ProviderSchemas {
 }
 
 export function loadSchemas(file = SCHEMA_FILE): ProviderSchemas {
-  const doc = JSON.parse(readFileSync(file, 'utf8')) as {
+  const doc = JSON.parse(readPackageText(file)) as {
     provider_schemas?: Record<string, { provider: JsonSchema; resource_schemas?: Record<string, JsonSchema>; data_source_schemas?: Record<string, JsonSchema> }>;
   };
   const entries = Object.entries(doc.provider_schemas ?? {});

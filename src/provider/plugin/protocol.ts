@@ -3,10 +3,9 @@
 // in step and rewrites the JSON). protobufjs/light reads it without the .proto parser: this runs
 // on every provider start, before the handshake.
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import protobuf from 'protobufjs/light.js';
-import { packageFile } from '../../model/package-files.js';
+import { packageFile, readPackageText } from '../../model/package-files.js';
 
 export const PROTOCOL_DIR = packageFile('schemas', 'plugin-protocol') + path.sep;
 export const PROTOCOL_FILES = ['tfplugin6.proto', 'go-plugin.proto', 'health.proto'];
@@ -46,7 +45,7 @@ export interface Protocol {
 }
 
 export function loadProtocol(): Protocol {
-  const root = protobuf.Root.fromJSON(JSON.parse(readFileSync(DESCRIPTOR_FILE, 'utf8')) as protobuf.INamespace);
+  const root = protobuf.Root.fromJSON(JSON.parse(readPackageText(DESCRIPTOR_FILE)) as protobuf.INamespace);
   return {
     provider: service(root, 'tfplugin6.Provider'),
     controller: service(root, 'plugin.GRPCController'),

