@@ -24,7 +24,8 @@ export function agentConfig(clients: ClientSpec[], slug = 'agent'): string {
   if (clients.length === 0) lines[lines.length - 1] = '        clients: []';
   for (const c of clients) {
     lines.push(`          - name: ${c.name}`, '            template: std', ...(c.ip !== undefined ? [`            ipWhitelist: [${c.ip}]`] : []), '            keys:');
-    for (const k of c.keys) lines.push(`              - { name: ${k} }`);
+    // A key is a name, or a flow mapping written out (`{ name: primary, ttl: 20d }`).
+    for (const k of c.keys) lines.push(`              - ${k.startsWith('{') ? k : `{ name: ${k} }`}`);
   }
   return `${lines.join('\n')}\n`;
 }

@@ -1,0 +1,103 @@
+// The agent's status page in a real browser (Debian's chromium driven by playwright-core): it
+// renders the environments, the drift with its field-level before/after and the timeline of key
+// expiries, shows a client whose name is an HTML payload (created in the emulator) as text, runs no
+// script, and keeps a screenshot in test-artifacts/ (gitignored). Skipped loudly without chromium.
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { printedSecrets, repoRoot } from '../crash/lib.js';
+import { agentConfig, fixture, startAgent, type AgentProc, type Fixture } from './lib.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ENV = 'agent-production';
+const HOSTILE = '<img src=x onerror="document.title=\'pwned\'">';
+const UI_TOKEN = 'ui-token-for-the-page-test-0123456789';
+const present = existsSync(CHROMIUM);
+if (!present) console.log(`SKIPPED: the status page browser test needs ${CHROMIUM} (apt-get install chromium)`);
+
+describe.skipIf(!present)('the status page in chromium', () => {
+  let f: Fixture;
+  let agent: AgentProc;
+  beforeAll(async () => {
+    f = await fixture();
+    f.repo.push({
+      'kms/kms-sync.yaml': agentConfig([
+        { name: 'alpha', keys: ['{ name: primary, ttl: 20d }'], ip: '' },
+        { name: 'billing', keys: ['{ name: primary, ttl: 90d }', '{ name: batch, ttl: 5d }'] },
+      ]),
+    }, 'first');
+    agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
+  }, 60_000);
+  afterAll(async () => {
+    agent?.child.kill('SIGTERM');
+    await agent?.exit;
+    expect(printedSecrets(f.outputs)).toEqual([]);
+    expect(f.outputs.join('\n')).not.toContain(UI_TOKEN);
+    await f.cleanup();
+  });
+
+  it('renders environments, drift and the expiry timeline, escapes a hostile name, and writes a screenshot', async () => {
+    const auth = { authorization: `Bearer ${UI_TOKEN}` };
+    const status = async () => JSON.parse((await agent.get('/api/status', auth)).text);
+    await waitStatus(async () => (await status()).revision.synced !== undefined);
+    // The page and the API need the token; health and metrics do not.
+    expect((await agent.get('/')).status).toBe(401);
+    expect((await agent.get('/api/status')).status).toBe(401);
+    expect((await agent.get('/', { authorization: `Basic ${Buffer.from(`anyone:${UI_TOKEN}`).toString('base64')}` })).status).toBe(200);
+    expect((await agent.get('/healthz')).status).toBe(200);
+    expect((await agent.get('/metrics')).status).toBe(200);
+
+    // Drift by hand: alpha's allow-list changed, and a client with a hostile name created outside.
+    const alpha = (await f.emu.clients(ENV)).find((c) => c.name === 'alpha')!;
+    await f.emu.call('PUT', `/client/${alpha.id}?project_env=${ENV}`, { ipWhitelist: ['192.0.2.1/32'] });
+    const templates = await f.emu.call('GET', `/client/templates?project_env=${ENV}`);
+    const created = await f.emu.call('POST', `/client?project_env=${ENV}`, { name: HOSTILE, type: 'server', templateId: (templates.data ?? templates)[0].id, keys: [] });
+    expect(created?.name ?? created?.[0]?.name, JSON.stringify(created)).toBe(HOSTILE);
+    await waitStatus(async () => { const s = await status(); return s.drift.some((d: any) => d.category === 'unmanaged') && s.drift.some((d: any) => d.category === 'changed_outside'); });
+
+    const { chromium } = await import('playwright-core');
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 1000 }, extraHTTPHeaders: auth });
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      const res = await page.goto(agent.url, { waitUntil: 'load' });
+      expect(res?.status()).toBe(200);
+      expect(res?.headers()['content-security-policy']).toContain("default-src 'none'");
+      // Environments with their sync state.
+      const envRow = page.locator(`#environments tr[data-env="${ENV}"]`);
+      await expect.poll(() => envRow.count()).toBe(1);
+      expect(await envRow.innerText()).toMatch(/OutOfSync/);
+      // Drift, with the field-level before/after of the hand-made change.
+      const drift = page.locator('#drift');
+      expect(await drift.innerText()).toContain('ipWhitelist');
+      expect(await drift.locator('.before').first().innerText()).toContain('192.0.2.1/32');
+      // The hostile name is shown as text: no element made of it, no handler ran.
+      expect(await drift.innerText()).toContain(HOSTILE);
+      expect(await page.locator('img').count()).toBe(0);
+      expect(await page.title()).toBe('kms-sync agent');
+      // The timeline: one marker per key with an expiry (three keys with a ttl), issued keys as events.
+      expect(await page.locator('#timeline .expiry').count()).toBe(3);
+      expect(await page.locator('#timeline .event').count()).toBeGreaterThanOrEqual(2);
+      expect(await page.locator('#timeline title').allTextContents()).toEqual(expect.arrayContaining([expect.stringContaining(`key.${ENV}/billing/batch expires`)]));
+      // Last revisions with their outcomes.
+      expect(await page.locator('#history').innerText()).toMatch(/success/);
+      expect(errors).toEqual([]);
+      const dir = path.join(repoRoot, 'test-artifacts');
+      mkdirSync(dir, { recursive: true });
+      await page.screenshot({ path: path.join(dir, 'agent-status-page.png'), fullPage: true });
+      expect(existsSync(path.join(dir, 'agent-status-page.png'))).toBe(true);
+    } finally {
+      await browser.close();
+    }
+  }, 90_000);
+
+  async function waitStatus(cond: () => Promise<boolean>) {
+    const end = Date.now() + 30_000;
+    while (Date.now() < end) {
+      if (await cond()) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`timed out; agent output:\n${agent.output().slice(-3000)}`);
+  }
+});
