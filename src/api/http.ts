@@ -13,7 +13,8 @@ export class ApiError extends Error {
   readonly method: string;
   readonly path: string;
   constructor(method: string, path: string, status: number, code: string, message: string) {
-    super(`${method} ${path} → ${status} ${code}: ${message}`);
+    // A refused credential is the error new users meet first: it names its troubleshooting entry.
+    super(`${method} ${path} → ${status} ${code}: ${message}${status === 401 ? ' (see docs/troubleshooting.md#authentication-failed)' : ''}`);
     this.method = method;
     this.path = path;
     this.status = status;
@@ -355,13 +356,13 @@ export class HttpTransport {
     const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
     const host = new URL(this.origin).hostname;
     if (code === 'ENOTFOUND')
-      return new NetworkError(`${method} ${path}: the service host '${host}' does not resolve (DNS: no such name; not retried): check the service URL ${this.origin}${this.basePath}`, code);
+      return new NetworkError(`${method} ${path}: the service host '${host}' does not resolve (DNS: no such name; not retried): check the service URL ${this.origin}${this.basePath} (see docs/troubleshooting.md#connection-refused)`, code);
     if (code === 'EAI_AGAIN')
       return new NetworkError(`${method} ${path}: the name server did not answer for '${host}'${tries} (DNS EAI_AGAIN): check the network, or the service URL ${this.origin}${this.basePath}`, code);
     if (code === 'BODY_TOO_LARGE')
       return new NetworkError(`${method} ${path}: the answer is larger than ${Math.round(this.opts.maxBodyBytes / 1024 / 1024)} MB, the most kms-sync reads of one answer; stopped reading it (not retried): is ${this.origin}${this.basePath} the service's API?`, code);
     if (code === 'ECONNREFUSED')
-      return new NetworkError(`${method} ${path}: connection refused by ${this.origin}${tries}: is the service running at ${this.origin}${this.basePath}?`, code);
+      return new NetworkError(`${method} ${path}: connection refused by ${this.origin}${tries}: is the service running at ${this.origin}${this.basePath}? (see docs/troubleshooting.md#connection-refused)`, code);
     return new NetworkError(`${method} ${path}: ${reason}${tries} (service at ${this.origin})`, code);
   }
 

@@ -36,7 +36,7 @@ export class JournaledKeyCapture implements KeyCapture {
     if (result.failed.length > 0) {
       const names = result.failed.flatMap((f) => f.names).length;
       throw new KeyStoreFailure(
-        `${names} key(s) from an earlier run are still in the journal and their store is not writable (${result.failed.map((f) => f.error.message).join('; ')}); no new key will be issued until they are flushed`,
+        `${names} key(s) from an earlier run are still in the journal and their store is not writable (${result.failed.map((f) => f.error.message).join('; ')}); no new key will be issued until they are flushed (see docs/troubleshooting.md#keys-left-in-the-journal)`,
       );
     }
     return result.flushed.length;

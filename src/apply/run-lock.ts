@@ -52,7 +52,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
     local = await acquireLock(path.join(dir, 'run.lock'), { timeoutMs: o.timeoutMs });
   } catch (e) {
     if (e instanceof LockTimeoutError) {
-      throw new RunLockedError(`another kms-sync run of this configuration holds ${e.lockPath}${e.holder ? ` (pid ${e.holder.pid} on ${e.holder.host} since ${e.holder.createdAt})` : ''}; wait for it, or pass --lock-timeout DURATION to wait`);
+      throw new RunLockedError(`another kms-sync run of this configuration holds ${e.lockPath}${e.holder ? ` (pid ${e.holder.pid} on ${e.holder.host} since ${e.holder.createdAt})` : ''}; wait for it, or pass --lock-timeout DURATION to wait (see docs/troubleshooting.md#run-lock-held)`);
     }
     throw e;
   }

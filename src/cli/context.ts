@@ -117,7 +117,7 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   // Refused here, before it is sent anywhere: a value of another kind (a raw customer key, another
   // service's token, a pasted placeholder) must not travel to the service URL.
   if (!/^sk_(live|test)_\S+$/.test(apiKey.trim())) {
-    throw new UsageError('KMS_API_KEY is not a project key: project keys start with sk_live_ or sk_test_. Nothing was sent; check the variable');
+    throw new UsageError('KMS_API_KEY is not a project key: project keys start with sk_live_ or sk_test_. Nothing was sent; check the variable (see docs/troubleshooting.md#authentication-failed)');
   }
   try {
     new URL(url);

@@ -1,5 +1,8 @@
 // What every command's --help ends with: the environment it reads, its exit codes and examples; and
 // option lists without commander's "(default: [])" for repeatable flags.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Help, type Command } from 'commander';
 
 const SERVICE_ENV = `Environment:
@@ -16,36 +19,49 @@ interface HelpEntry {
   service: boolean;
   exit: string;
   examples: string[];
+  /** Its page in docs/ (and heading): the last line of its help points there. */
+  docs: string;
 }
 
 const ENTRIES: Record<string, HelpEntry> = {
-  validate: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync validate                 # kms-sync.yaml here or in a parent folder', 'kms-sync validate -f config/'] },
-  init: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync init', 'kms-sync init config/kms-sync.yaml', 'kms-sync init - > team.yaml'] },
-  plan: { service: true, exit: EXIT_PLAN, examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'] },
-  apply: { service: true, exit: EXIT_APPLY, examples: ['kms-sync apply -f config/', 'kms-sync apply plan.json          # a plan saved with plan --out', 'kms-sync apply --json --yes | jq -c \'select(.type == "key_stored")\''] },
-  rotate: { service: true, exit: EXIT_APPLY, examples: ['kms-sync rotate --key key.acme-production/globex/primary', 'kms-sync rotate --key "key.acme-*/globex/*" --revoke-old --yes'] },
-  destroy: { service: true, exit: EXIT_APPLY, examples: ['kms-sync destroy -f config/ --env acme-staging'] },
-  show: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync show plan.json', 'kms-sync show plan.json --format markdown > plan.md'] },
-  export: { service: true, exit: EXIT_SIMPLE, examples: ['kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
-  drift: { service: true, exit: EXIT_DRIFT, examples: ['kms-sync drift -f config/', 'kms-sync drift --format markdown --comment github'] },
-  secrets: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets flush -f config/   # after an interrupted run'] },
-  schema: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync schema > kms-sync.schema.json'] },
-  version: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync version'] },
-  list: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json'] },
-  flush: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
-  emulator: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
-  provider: { service: false, exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },
+  validate: { service: false, docs: 'cli.md#validate', exit: EXIT_SIMPLE, examples: ['kms-sync validate                 # kms-sync.yaml here or in a parent folder', 'kms-sync validate -f config/'] },
+  init: { service: false, docs: 'cli.md#init', exit: EXIT_SIMPLE, examples: ['kms-sync init', 'kms-sync init config/kms-sync.yaml', 'kms-sync init - > team.yaml'] },
+  plan: { service: true, docs: 'cli.md#plan', exit: EXIT_PLAN, examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'] },
+  apply: { service: true, docs: 'cli.md#apply', exit: EXIT_APPLY, examples: ['kms-sync apply -f config/', 'kms-sync apply plan.json          # a plan saved with plan --out', 'kms-sync apply --json --yes | jq -c \'select(.type == "key_stored")\''] },
+  rotate: { service: true, docs: 'cli.md#rotate', exit: EXIT_APPLY, examples: ['kms-sync rotate --key key.acme-production/globex/primary', 'kms-sync rotate --key "key.acme-*/globex/*" --revoke-old --yes'] },
+  destroy: { service: true, docs: 'cli.md#destroy', exit: EXIT_APPLY, examples: ['kms-sync destroy -f config/ --env acme-staging'] },
+  show: { service: false, docs: 'cli.md#show', exit: EXIT_SIMPLE, examples: ['kms-sync show plan.json', 'kms-sync show plan.json --format markdown > plan.md'] },
+  export: { service: true, docs: 'cli.md#export', exit: EXIT_SIMPLE, examples: ['kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
+  drift: { service: true, docs: 'drift-and-reports.md#drift', exit: EXIT_DRIFT, examples: ['kms-sync drift -f config/', 'kms-sync drift --format markdown --comment github'] },
+  secrets: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets flush -f config/   # after an interrupted run'] },
+  schema: { service: false, docs: 'cli.md#schema', exit: EXIT_SIMPLE, examples: ['kms-sync schema > kms-sync.schema.json'] },
+  version: { service: false, docs: 'cli.md#version', exit: EXIT_SIMPLE, examples: ['kms-sync version'] },
+  list: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json'] },
+  flush: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
+  emulator: { service: false, docs: 'getting-started.md#the-emulator', exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
+  provider: { service: false, docs: 'terraform-provider.md', exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },
   install: {
-    service: false, exit: EXIT_SIMPLE,
+    service: false, docs: 'terraform-provider.md#install', exit: EXIT_SIMPLE,
     examples: ['kms-sync provider install --print', 'kms-sync provider install --from dist/provider-release/   # the packaged executable: no Node.js needed', 'kms-sync provider install --dev    # dev_overrides, for working on the provider'],
   },
-  demo: { service: false, exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
+  demo: { service: false, docs: 'getting-started.md#quick-start', exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
   agent: {
-    service: true, exit: 'Exit codes: 0 stopped by SIGTERM or SIGINT once the reconcile in flight finished, 1 error at start-up or a second signal.',
+    service: true, docs: 'agent.md', exit: 'Exit codes: 0 stopped by SIGTERM or SIGINT once the reconcile in flight finished, 1 error at start-up or a second signal.',
     examples: ['kms-sync agent --repo https://github.com/acme/platform.git --path kms --state-dir /var/lib/kms-sync --listen :8080', 'kms-sync agent --repo file:///srv/git/kms.git --mode self-heal --interval 1m --state-dir ./state'],
   },
-  completion: { service: false, exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
+  completion: { service: false, docs: 'cli.md#completion', exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
 };
+
+/** A page of the documentation (docs/PAGE#anchor, or README.md) as an absolute path into the package. */
+export function docsLink(page: string): string {
+  const [file, anchor] = page.split('#', 2) as [string, string | undefined];
+  // The package root, found as model/package-files.ts does; importing that module here would pull
+  // the bundle chunk it shares with the command modules into every start-up.
+  let root = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(root, 'package.json')) && path.dirname(root) !== root) root = path.dirname(root);
+  const abs = file === 'README.md' ? path.join(root, 'README.md') : path.join(root, 'docs', file);
+  return anchor ? `${abs}#${anchor}` : abs;
+}
 
 export function optionDescription(this: Help, option: Parameters<Help['optionDescription']>[0]): string {
   return Help.prototype.optionDescription.call(this, option).replace(/ \(default: \[\]\)/, '');
@@ -69,10 +85,11 @@ export function finishHelp(program: Command): void {
     const entry = ENTRIES[cmd.name()];
     if (entry && cmd !== program) {
       const parts = [entry.service ? SERVICE_ENV : 'Environment:\n  NO_COLOR      no colours (same as --no-color)', entry.exit, `Examples:\n${entry.examples.map((e) => `  ${e}`).join('\n')}`];
-      cmd.addHelpText('after', `\n${parts.join('\n\n')}`);
+      // The docs ship in the package: the path is one a user can open wherever kms-sync is installed.
+      cmd.addHelpText('after', () => `\n${[...parts, `Docs: ${docsLink(entry.docs)}`].join('\n\n')}`);
     }
     for (const sub of cmd.commands) visit(sub);
   };
   visit(program);
-  program.addHelpText('after', `\n${SERVICE_ENV}\n\nRun kms-sync COMMAND --help for a command's options, exit codes and examples.`);
+  program.addHelpText('after', () => `\n${SERVICE_ENV}\n\nRun kms-sync COMMAND --help for a command's options, exit codes and examples.\n\nDocs: ${docsLink('README.md')}`);
 }

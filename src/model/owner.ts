@@ -69,7 +69,7 @@ export class OwnerMovedError extends Error {
         '(the folder became a git checkout, its remote changed, or it was copied). What it created carries the old id, so planning under the new one ' +
         `would leave all of it alone. Declare the id in the configuration to keep managing it: owner: ${JSON.stringify(recorded)} ` +
         `(a Terraform provider block: owner = ${JSON.stringify(recorded)}); or, if this is a new configuration, declare owner: ${JSON.stringify(derived)} ` +
-        '(or another) and claim what it names with --take-ownership',
+        '(or another) and claim what it names with --take-ownership (see docs/troubleshooting.md#owner-id-moved)',
     );
     this.recorded = recorded;
     this.derived = derived;

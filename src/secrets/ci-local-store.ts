@@ -41,7 +41,7 @@ export function localStoreRefusal(files: readonly { file: string; keys: number }
     '  1. declare a remote secret store under stores: (vault://, aws-sm://, gcp-sm://, azure-kv://, github://, gitlab://, kubernetes://) ' +
     'with default: true, or name it in the keys\' secret.store;\n' +
     '  2. or keep the file and add a workflow step after apply that commits and pushes it (examples/ci/github, examples/ci/gitlab), ' +
-    `then opt in with ${OPT_IN_HINT}.`
+    `then opt in with ${OPT_IN_HINT}.\nSee docs/troubleshooting.md#local-store-refused-in-ci.`
   );
 }
 

@@ -91,5 +91,5 @@ export function describeConflicts(store: SecretStore, clashes: TargetConflict[],
   return `store ${store.displayUri} holds the secrets of another service: ${shown}${more}; this run's service is ${target}. ` +
     'Writing would replace raw keys that are still live there. Give each service its own store ' +
     '(e.g. stores: [{ name: main, default: true, uri: "sops:.kms-sync/secrets.${env:KMS_STAGE}.sops.yaml" }]), ' +
-    'or set KMS_SYNC_TARGET to one name if both URLs reach the same service';
+    'or set KMS_SYNC_TARGET to one name if both URLs reach the same service (see docs/troubleshooting.md#store-holds-another-services-secrets)';
 }

@@ -268,7 +268,7 @@ describe('network failures', () => {
     const api = new KmsClient({ baseUrl: `http://127.0.0.1:${port}/api/v1`, apiKey: API_KEY, baseDelayMs: 1, maxAttempts: 2 });
     const e = await failure(api.listProjects());
     expect(e).toBeInstanceOf(NetworkError);
-    expect(e.message).toBe(`GET /api/v1/project?page=1&limit=100: connection refused by http://127.0.0.1:${port} after 2 attempts: is the service running at http://127.0.0.1:${port}/api/v1?`);
+    expect(e.message).toBe(`GET /api/v1/project?page=1&limit=100: connection refused by http://127.0.0.1:${port} after 2 attempts: is the service running at http://127.0.0.1:${port}/api/v1? (see docs/troubleshooting.md#connection-refused)`);
     await api.close();
   });
 });

@@ -1,0 +1,99 @@
+// From the terminal into the docs: every command's --help ends with its page (a file of the package
+// and a heading that exists), and the errors users meet most name their troubleshooting entry;
+// every docs/ page and #anchor that src/ names exists.
+import { readdirSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { repoRoot, runCli, workspace } from '../support/cli.js';
+import { anchors } from './markdown.js';
+
+const anchorCache = new Map<string, Set<string>>();
+function anchorExists(file: string, anchor: string): boolean {
+  if (!anchorCache.has(file)) anchorCache.set(file, anchors(readFileSync(file, 'utf8')));
+  return anchorCache.get(file)!.has(anchor);
+}
+
+/** The entries of docs/troubleshooting.md the common errors must keep naming. */
+const COMMON = ['connection-refused', 'authentication-failed', 'run-lock-held', 'store-holds-another-services-secrets', 'local-store-refused-in-ci', 'owner-id-moved'];
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'flavours' ? [] : sourceFiles(p); // generated bindings link the registry
+    return e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+describe('--help ends with its docs page', () => {
+  it('for every command and subcommand, a file of the package and a heading of it', async () => {
+    const top = await runCli(['--help']);
+    const names = [...top.stdout.slice(top.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help');
+    expect(names).toEqual(expect.arrayContaining(['plan', 'apply', 'drift', 'secrets', 'emulator', 'provider']));
+    const problems: string[] = [];
+    for (const cmd of [[], ...names.map((n) => [n]), ['secrets', 'list'], ['secrets', 'flush'], ['provider', 'install']]) {
+      const r = await runCli([...cmd, '--help']);
+      const last = r.stdout.trimEnd().split('\n').at(-1)!;
+      const m = /^Docs: (\/\S+?)(?:#([a-z0-9-]+))?$/.exec(last);
+      const what = `kms-sync ${[...cmd, '--help'].join(' ')}`;
+      if (!m) { problems.push(`${what}: last line is ${JSON.stringify(last)}`); continue; }
+      const [, file, anchor] = m;
+      if (!file!.startsWith(repoRoot + path.sep) || !existsSync(file!)) problems.push(`${what}: ${file} is not a file of the package`);
+      else if (anchor && !anchorExists(file!, anchor)) problems.push(`${what}: no heading #${anchor} in ${path.relative(repoRoot, file!)}`);
+    }
+    expect(problems).toEqual([]);
+  }, 120_000);
+});
+
+describe('error messages name their docs', () => {
+  it('every docs/ page and #anchor named in src/ exists, and the common errors name their entry', () => {
+    const named: string[] = [];
+    const broken: string[] = [];
+    for (const file of sourceFiles(path.join(repoRoot, 'src'))) {
+      const text = readFileSync(file, 'utf8');
+      for (const m of text.matchAll(/\bdocs\/([a-z0-9-]+\.md)(?:#([a-z0-9-]+))?/g)) {
+        const page = path.join(repoRoot, 'docs', m[1]!);
+        const where = `${path.relative(repoRoot, file)}: docs/${m[1]}${m[2] ? `#${m[2]}` : ''}`;
+        if (!existsSync(page)) broken.push(`${where} (no such page)`);
+        else if (m[2] && !anchorExists(page, m[2])) broken.push(`${where} (no such heading)`);
+        if (m[1] === 'troubleshooting.md' && m[2]) named.push(m[2]);
+      }
+    }
+    expect(broken).toEqual([]);
+    expect(COMMON.filter((a) => !named.includes(a)), 'entries no error message names any more').toEqual([]);
+  });
+
+  describe('as the built CLI prints them', () => {
+    const KEY = 'sk_test_docshelp01234567';
+    let emu: RunningEmulator;
+    let dir: string;
+    beforeAll(async () => {
+      emu = await startEmulator({ port: 0, apiKeys: [KEY] });
+      dir = workspace({ 'kms-sync.yaml': 'apiVersion: kms-sync/v1\nprojects:\n  - slug: shop\n    name: Shop\n    environments:\n      - type: staging\n        url: https://s.example\n' });
+    });
+    afterAll(async () => {
+      await emu?.close();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('connection refused, and a refused credential', async () => {
+      // A port that was free a moment ago: nothing listens there.
+      const port = await new Promise<number>((resolve) => {
+        const s = createServer().listen(0, '127.0.0.1', () => {
+          const p = (s.address() as { port: number }).port;
+          s.close(() => resolve(p));
+        });
+      });
+      const refused = await runCli(['plan'], { cwd: dir, env: { KMS_API_URL: `http://127.0.0.1:${port}/api/v1`, KMS_API_KEY: KEY } });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('connection refused');
+      expect(refused.stderr).toContain('docs/troubleshooting.md#connection-refused');
+
+      const auth = await runCli(['plan'], { cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: 'sk_test_notthisservice99' } });
+      expect(auth.code).toBe(1);
+      expect(auth.stderr).toContain('401');
+      expect(auth.stderr).toContain('docs/troubleshooting.md#authentication-failed');
+    }, 60_000);
+  });
+});
