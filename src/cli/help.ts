@@ -31,7 +31,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   rotate: { service: true, docs: 'cli.md#rotate', exit: EXIT_APPLY, examples: ['kms-sync rotate --key key.acme-production/globex/primary', 'kms-sync rotate --key "key.acme-*/globex/*" --revoke-old --yes'] },
   destroy: { service: true, docs: 'cli.md#destroy', exit: EXIT_APPLY, examples: ['kms-sync destroy -f config/ --env acme-staging'] },
   show: { service: false, docs: 'cli.md#show', exit: EXIT_SIMPLE, examples: ['kms-sync show plan.json', 'kms-sync show plan.json --format markdown > plan.md'] },
-  export: { service: true, docs: 'cli.md#export', exit: EXIT_SIMPLE, examples: ['kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
+  export: { service: true, docs: 'cli.md#export', exit: EXIT_SIMPLE, examples: ['kms-sync export > live.yaml                     # every environment the credential can see', 'kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
   drift: { service: true, docs: 'drift-and-reports.md#drift', exit: EXIT_DRIFT, examples: ['kms-sync drift -f config/', 'kms-sync drift --format markdown --comment github'] },
   secrets: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets flush -f config/   # after an interrupted run'] },
   schema: { service: false, docs: 'cli.md#schema', exit: EXIT_SIMPLE, examples: ['kms-sync schema > kms-sync.schema.json'] },

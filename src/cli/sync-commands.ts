@@ -216,6 +216,21 @@ function interruptHandler(capture: JournaledKeyCapture, progress: Pick<ApplyRepo
   };
 }
 
+/**
+ * `--key` takes key addresses (`key.ENV/CLIENT/KEY`, globs allowed): one without its kind prefix,
+ * or the address of another kind, is refused with the address meant.
+ */
+export function checkKeyAddress(k: string): void {
+  if (k.startsWith('key.')) return;
+  const kind = /^(project|env|template|client|endpoint)\.(.*)$/.exec(k);
+  if (kind?.[1] === 'client') {
+    throw new UsageError(`--key ${k}: that is a client's address; --key takes key addresses. Did you mean --key "key.${kind[2]}/*" (every key of that client)?`);
+  }
+  if (kind) throw new UsageError(`--key ${k}: that is the address of a${kind[1] === 'env' || kind[1] === 'endpoint' ? 'n' : ''} ${kind[1]}; --key takes key addresses such as key.ENV/CLIENT/KEY`);
+  if (k.split('/').length === 3) throw new UsageError(`--key ${k}: key addresses start with "key.": did you mean --key ${k.includes('*') || k.includes('?') ? `"key.${k}"` : `key.${k}`}?`);
+  throw new UsageError(`--key ${k}: expected a key address such as key.ENV/CLIENT/KEY (globs allowed: "key.ENV/*/primary")`);
+}
+
 /** `--lock-timeout`: a duration like 30s or 5m (0s: fail at once when another run holds the lock). */
 function lockTimeoutMs(v: string | undefined): number {
   if (v === undefined || /^0+[smhdw]?$/.test(v.trim())) return 0;
@@ -433,6 +448,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file (commit and push it after the run; also KMS_SYNC_ALLOW_LOCAL_STORE=1 or settings.allowLocalStoreInCi)')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
     .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
+      for (const k of o.key) checkKeyAddress(k);
       const cfg = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
@@ -508,18 +524,25 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     });
 
   withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)'), { config: false, service: true, readOnly: true })
+    .addHelpText('after', '\nWithout --env, every environment the credential can see is exported.')
     .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite); with --format cdktf|cdktn: a folder')
     .option('--format <format>', 'yaml, or cdktf / cdktn: a TypeScript stack using kms-sync/cdktf or kms-sync/cdktn', 'yaml')
     .action(async (o: GlobalOptions & { output?: string; format: string }) => {
-      if (o.env.length === 0) throw new UsageError('export needs --env SLUG (repeatable) to know which environments to read');
       if (!['yaml', 'cdktf', 'cdktn'].includes(o.format)) throw new UsageError(`--format ${o.format}: expected yaml, cdktf or cdktn`);
       if (o.format !== 'yaml' && !o.output) throw new UsageError(`--format ${o.format} writes a project folder: give it with -o DIR`);
       if (o.env.some((e) => /[*?]/.test(e))) throw new UsageError('export takes exact environment slugs, not globs');
       const conn = connect(o, process.env, retryLogger());
       try {
-        const projects = [...new Set(o.env.map((e) => e.replace(/-[a-z][a-z0-9]*$/, '')))];
-        const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects, envs: o.env }));
-        const missing = o.env.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
+        // No --env: every environment the credential can see, like decK's dump.
+        let envs = o.env;
+        if (envs.length === 0) {
+          envs = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
+          if (envs.length === 0) throw new UsageError('the credential sees no environment to export');
+          err(`Exporting every environment the credential can see (${envs.length}): ${envs.join(', ')}\n`);
+        }
+        const projects = [...new Set(envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, '')))];
+        const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects, envs }));
+        const missing = envs.filter((e) => !live.state.envs.some((x) => x.projectEnv === e));
         if (missing.length) {
           const known = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
           const shown = known.length > 30 ? `${known.slice(0, 30).join(', ')}, … (${known.length} in all)` : known.join(', ') || 'none';
@@ -527,12 +550,12 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         }
         // Some of a project's environments: the export references the project (external), so that
         // planning it never deletes the others (they are not in it) nor renames the project.
-        const desired: DesiredState = referencePartialProjects(liveToDesired(live.state, emptyDesiredState()), live.projectEnvs ?? {}, o.env);
+        const desired: DesiredState = referencePartialProjects(liveToDesired(live.state, emptyDesiredState()), live.projectEnvs ?? {}, envs);
         // An explicit owner, derived where the export goes (as a run there would derive it): a new
         // configuration, which claims what it names only with --take-ownership.
         desired.owner = await deriveOwner(o.output && (o.format === 'cdktf' || o.format === 'cdktn') ? path.resolve(o.output) : path.dirname(path.resolve(o.output ?? 'kms-sync.yaml')));
         if (o.format === 'cdktf' || o.format === 'cdktn') {
-          const written = await writeCdktfExport(o.output!, desired, o.format, [`Exported by kms-sync export --format ${o.format} from ${o.env.join(', ')}. Raw keys are never exported.`]);
+          const written = await writeCdktfExport(o.output!, desired, o.format, [`Exported by kms-sync export --format ${o.format} from ${envs.join(', ')}. Raw keys are never exported.`]);
           err(`Wrote ${written.join(', ')} in ${o.output}: ${desired.clients.length} client(s), ${desired.endpoints.length} endpoint(s), ${desired.templates.length} template(s). ` +
             `Install kms-sync, ${o.format} and constructs there (npm install), then: kms-sync plan --cdktf ${o.output}\n`);
           return;

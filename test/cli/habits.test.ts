@@ -213,6 +213,26 @@ describe('flag errors name the flag', () => {
     expect(r.stderr).toContain("option '--parallelism <n>' argument '0' is invalid");
   });
 
+  it('an address without its kind prefix, or of another kind, gets the address meant', async () => {
+    const bare = await cli(['rotate', '--key', 'shop-staging/web/main']);
+    expect(bare.code).toBe(1);
+    expect(bare.stderr).toContain('did you mean --key key.shop-staging/web/main?');
+    const client = await cli(['rotate', '--key', 'client.shop-staging/web']);
+    expect(client.stderr).toContain('Did you mean --key "key.shop-staging/web/*"');
+    // The suggestion works.
+    const meant = await cli(['rotate', '--key', 'key.shop-staging/web/main', '--yes']);
+    expect(meant.code, meant.stderr).toBe(0);
+    expect(meant.stdout).toContain('key.shop-staging/web/main');
+  });
+
+  it('export without --env exports every environment the credential can see (like decK dump)', async () => {
+    const r = await cli(['export']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('Exporting every environment the credential can see (1): shop-staging');
+    expect(r.stdout).toContain('slug: shop');
+    expect(r.stdout).toContain('name: web');
+  });
+
   it('export of an unknown environment lists the known ones', async () => {
     const r = await cli(['export', '--env', 'shop-prod']);
     expect(r.code).toBe(1);
