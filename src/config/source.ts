@@ -6,6 +6,7 @@ import type { CST, Document, LineCounter, Node } from 'yaml';
 import type { Diagnostic, PathSegment } from './diagnostics.js';
 import { formatPath } from './diagnostics.js';
 import { fastParseYaml, type InterpolationSite } from './fast-yaml.js';
+import { findMisindentedLine } from './indentation.js';
 import { interpolateString, typedScalar, type EnvMap } from './interpolate.js';
 import { fastParseJson, parseJson } from './json-source.js';
 import type { Position, PositionIndex } from './positions.js';
@@ -255,8 +256,17 @@ function parseYamlFile(file: string, text: string, env: EnvMap): ParsedFile {
       file, index, value: undefined, usable: doc.errors.length === 0,
       locate: (segs, atKey = false) => locateInDoc(doc, lineCounter, segs, atKey),
     };
-    for (const e of [...doc.errors, ...doc.warnings]) {
-      out.diagnostics.push({ ...at(e.pos[0], index, pathAt(doc, e.pos[0])), message: `YAML: ${e.message}` });
+    // An indentation mistake is reported at its line, not where the library's parse broke down.
+    // Only when it is where the library's errors are (from their first line to one past their last):
+    // a guess elsewhere would hide the real problem.
+    const errorLines = doc.errors.map((e) => lineCounter.linePos(e.pos[0]).line);
+    const found = doc.errors.length > 0 && docs.length === 1 ? findMisindentedLine(text) : undefined;
+    const misindented = found && found.line >= Math.min(...errorLines) && found.line <= Math.max(...errorLines) + 1 ? found : undefined;
+    if (misindented) out.diagnostics.push({ file, line: misindented.line, column: misindented.column, path: misindented.field, message: misindented.message, doc: index });
+    else {
+      for (const e of [...doc.errors, ...doc.warnings]) {
+        out.diagnostics.push({ ...at(e.pos[0], index, pathAt(doc, e.pos[0])), message: `YAML: ${e.message}` });
+      }
     }
     // Keys: scalars only, each once per mapping (checked here, with field paths, in linear time).
     visit(doc, {
