@@ -7,7 +7,7 @@
 // `kms-sync agent` is one it has; the Dockerfile runs as a non-root user with the state dir a volume.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import Ajv from 'ajv';
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { buildFullProgram } from '../../src/cli/commands.js';
