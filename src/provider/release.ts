@@ -31,6 +31,9 @@ export function terraformPlatform(platform: string = process.platform, arch: str
   return os && cpu ? `${os}_${cpu}` : undefined;
 }
 
+/** The platforms a release is built for (scripts/package-provider.js). */
+export const RELEASE_PLATFORMS = ['linux_amd64', 'linux_arm64', 'darwin_amd64', 'darwin_arm64', 'windows_amd64'];
+
 const TYPE = providerAddress().type;
 export const releaseZipName = (version: string, platform: string) => `terraform-provider-${TYPE}_${version}_${platform}.zip`;
 export const executableName = (version: string, platform: string) => `terraform-provider-${TYPE}_v${version}${platform.startsWith('windows_') ? '.exe' : ''}`;

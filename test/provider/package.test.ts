@@ -4,7 +4,8 @@
 // executable runs without Node.js (no node on its PATH: handshake, then the schema over gRPC from
 // its embedded files), and the real terraform installs the zip as built from a packed filesystem
 // mirror, with no node on PATH, pins its hash in .terraform.lock.hcl, applies examples/terraform
-// against the emulator and re-plans to no change. The Node.js binary comes from the npm registry
+// against the emulator and re-plans to no change; a store whose SDK is not bundled (aws-sm://)
+// fails with a message that says so. The Node.js binary comes from the npm registry
 // (cached in node_modules/.cache): unreachable, the file skips and says so.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -20,7 +21,7 @@ import { terraformOrSkip, type Run } from './terraform-support.js';
 const VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 const PLATFORM = 'linux_amd64';
 const HERE = process.platform === 'linux' && process.arch === 'x64';
-if (!HERE) console.warn(`SKIPPED test/provider/package.test.ts: the packaged executable for ${PLATFORM} runs only on linux x64`);
+if (!HERE) console.warn(`SKIPPED: test/provider/package.test.ts: the packaged executable for ${PLATFORM} runs only on linux x64`);
 const TERRAFORM = HERE ? terraformOrSkip('test/provider/package.test.ts (terraform part)') : undefined;
 const API_KEY = 'sk_test_package0123456789';
 
@@ -51,7 +52,7 @@ beforeAll(async () => {
   const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'package-provider.js'), '--out', release, '--platforms', PLATFORM]);
   if (r.code !== 0 && /cannot ask the npm registry|npm (ERR|error)/.test(r.stderr)) {
     skipped = r.stderr.trim().split('\n')[0];
-    console.warn(`SKIPPED test/provider/package.test.ts: the npm registry is unreachable for the Node.js binary: ${skipped}`);
+    console.warn(`SKIPPED: test/provider/package.test.ts: the npm registry is unreachable for the Node.js binary: ${skipped}`);
     return;
   }
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -146,6 +147,17 @@ describe.skipIf(!TERRAFORM)('terraform installs the packaged provider from a pac
       const again = await run(path.join(noNodeBin, 'terraform'), ['plan', '-input=false', '-no-color', '-detailed-exitcode'], { cwd: dir, env });
       expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
       expect(again.stdout).toMatch(/No changes/);
+
+      // A store whose SDK is not bundled: a clear message, not a stack trace.
+      const aws = path.join(root, 'aws');
+      mkdirSync(aws);
+      writeFileSync(path.join(aws, 'main.tf'), readFileSync(path.join(dir, 'main.tf'), 'utf8')
+        .replace('uri     = "sops:.kms-sync/secrets.sops.yaml"', 'uri = "aws-sm://eu-west-1/kms-sync/prod"').replace('slug        = "acme"', 'slug        = "acme2"'));
+      cpSync(path.join(dir, '.terraform.lock.hcl'), path.join(aws, '.terraform.lock.hcl'));
+      expect((await run(path.join(noNodeBin, 'terraform'), ['init', '-input=false', '-no-color'], { cwd: aws, env })).code).toBe(0);
+      const noSdk = await run(path.join(noNodeBin, 'terraform'), ['apply', '-input=false', '-no-color', '-auto-approve'], { cwd: aws, env });
+      expect(noSdk.code).toBe(1);
+      expect(noSdk.stderr.replace(/\s+/g, ' ')).toContain('the packaged terraform-provider-kms does not include @aws-sdk/client-secrets-manager, which aws-sm:// stores need');
     } finally {
       await emu.close();
     }
