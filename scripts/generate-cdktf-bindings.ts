@@ -58,6 +58,22 @@ async function generate(flavour: Flavour, schema: unknown, outDir: string): Prom
   await code.save(outDir);
 }
 
+/** The version of this package: the provider version the bindings pin (one source of truth). */
+export async function packageVersion(): Promise<string> {
+  return (JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+interface ProviderSchemaJson { provider_schemas: Record<string, unknown>; provider_versions?: Record<string, string> }
+
+/**
+ * `cdktn deploy` / `cdktf deploy` require a version for every entry of required_providers; the
+ * generators take it from `provider_versions` (what `terraform version -json` reports), so each
+ * provider in the schema gets this package's version: bindings and provider ship together.
+ */
+function withProviderVersion(schema: ProviderSchemaJson, version: string): ProviderSchemaJson {
+  return { ...schema, provider_versions: Object.fromEntries(Object.keys(schema.provider_schemas).map((fqpn) => [fqpn, version])) };
+}
+
 function generatorVersion(flavour: Flavour): string {
   const pkg = flavour === 'cdktf' ? '@cdktf/provider-generator' : '@cdktn/provider-generator';
   return `${pkg} ${(require(`${pkg}/package.json`) as { version: string }).version}`;
@@ -88,7 +104,7 @@ async function listFiles(dir: string, base = dir): Promise<string[]> {
  * Pure with respect to the repository: generation happens in a temporary folder.
  */
 export async function renderFlavour(flavour: Flavour): Promise<Map<string, string>> {
-  const schema = JSON.parse(await readFile(SCHEMA_FILE, 'utf8')) as unknown;
+  const schema = withProviderVersion(JSON.parse(await readFile(SCHEMA_FILE, 'utf8')) as ProviderSchemaJson, await packageVersion());
   const tmp = await mkdtemp(path.join(tmpdir(), `kms-sync-gen-${flavour}-`));
   try {
     await runGenerator(flavour, schema, tmp);

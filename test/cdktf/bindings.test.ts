@@ -10,6 +10,7 @@ import { repoRoot } from '../support/cli.js';
 import { cdktfProject, type Flavour } from './helpers.js';
 
 const run = promisify(execFile);
+const packageJson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
 const tsc = path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc');
 
 const userStack = (flavour: Flavour) => `
@@ -82,7 +83,8 @@ describe.each(FLAVOURS)('user-style stack with kms-sync/%s', (flavour) => {
     await run(process.execPath, ['main.ts'], { cwd: dir, env: { ...process.env, CDKTF_OUTDIR: path.join(dir, 'out') } });
     const manifest = JSON.parse(readFileSync(path.join(dir, 'out', 'manifest.json'), 'utf8'));
     const stack = JSON.parse(readFileSync(path.join(dir, 'out', manifest.stacks.acme.synthesizedStackPath), 'utf8'));
-    expect(stack.terraform.required_providers.kms.source).toBe('registry.terraform.io/kms-sync/kms');
+    // deploy validates required_providers: a version is required, and it is this package's.
+    expect(stack.terraform.required_providers.kms).toEqual({ source: 'registry.terraform.io/kms-sync/kms', version: packageJson.version });
     expect(stack.provider.kms[0].secret_store[0]).toEqual({ name: 'vault', uri: 'file:./secrets', default: true });
     const [clientId, client] = Object.entries(stack.resource.kms_client).find(([, c]) => (c as { name: string }).name === 'globex')!;
     expect(client).toMatchObject({ ip_whitelist: ['10.0.0.0/8'], metadata: { team: 'payments', trial: true }, template: 'gold' });
