@@ -19,7 +19,7 @@ function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) return sourceFiles(p);
-    return /\.(ts|mts)$/.test(e.name) && !e.name.endsWith('.d.ts') ? [p] : [];
+    return /\.(ts|mts|cjs)$/.test(e.name) && !e.name.endsWith('.d.ts') ? [p] : []; // .cjs: the flavours' CDK loaders (leaves)
   });
 }
 

@@ -1,12 +1,12 @@
 // The generated bindings: reproducible from the schema, and usable from a user-style stack for both
 // CDK lines (compiled by plain tsc, synthesized by plain node).
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { checkedInFlavour, FLAVOURS, renderFlavour } from '../../scripts/generate-cdktf-bindings.js';
-import { repoRoot } from '../support/cli.js';
+import { repoRoot, workspace, writeFiles } from '../support/cli.js';
 import { cdktfProject, type Flavour } from './helpers.js';
 
 const run = promisify(execFile);
@@ -53,8 +53,9 @@ describe('binding generation', () => {
     const checkedIn = await checkedInFlavour(flavour);
     expect([...checkedIn.keys()].sort(), 'same files (run npm run generate)').toEqual([...fresh.keys()].sort());
     for (const [rel, text] of fresh) expect(checkedIn.get(rel), `${flavour}/${rel} differs from a fresh generation: run npm run generate`).toBe(text);
-    // The two lines differ only in the CDK package the code imports.
-    expect([...fresh.values()].join('\n')).toContain(`from '${flavour}'`);
+    // The two lines differ only in the CDK package the code loads.
+    expect(fresh.get('cdk.cjs')).toContain(`require(resolve('${flavour}'))`);
+    expect(fresh.get('cdk.d.cts')).toContain(`require('${flavour}')`);
   }, 60_000);
 });
 
@@ -92,5 +93,31 @@ describe.each(FLAVOURS)('user-style stack with kms-sync/%s', (flavour) => {
     const key = Object.values(stack.resource.kms_key)[0] as Record<string, unknown>;
     expect(key).toMatchObject({ client: `\${kms_client.${clientId}.name}`, ttl: '90d', auto_rotate: true, secret_store: 'vault' });
     expect(Object.values(stack.resource.kms_environment)[0]).toMatchObject({ lifecycle: { prevent_destroy: true }, url: '${var.url}' });
+  }, 60_000);
+});
+
+describe.each(FLAVOURS)('kms-sync/%s installed from a folder (npm i ../kms-sync: a symbolic link)', (flavour) => {
+  it("extends the app's own copy of the CDK library, not the one in the checkout's node_modules", async () => {
+    // The app has its own copy of the library (a real folder, as npm installs it); kms-sync is
+    // the link npm makes for a path install, to this checkout, whose node_modules has another.
+    const dir = workspace();
+    const nm = path.join(dir, 'node_modules');
+    mkdirSync(nm);
+    cpSync(path.join(repoRoot, 'node_modules', flavour), path.join(nm, flavour), { recursive: true });
+    symlinkSync(path.join(repoRoot, 'node_modules', 'constructs'), path.join(nm, 'constructs'), 'dir');
+    symlinkSync(repoRoot, path.join(nm, 'kms-sync'), 'dir');
+    writeFiles(dir, {
+      'package.json': JSON.stringify({ type: 'module', private: true }) + '\n',
+      'main.ts': `import { App, TerraformStack, TerraformProvider, TerraformResource } from '${flavour}';\n` +
+        `import { KmsProvider, KmsProject } from 'kms-sync/${flavour}';\n` +
+        `const app = new App();\nconst stack = new TerraformStack(app, 'acme');\n` +
+        `const provider = new KmsProvider(stack, 'kms', {});\nconst project = new KmsProject(stack, 'acme', { slug: 'acme', name: 'Acme' });\n` +
+        `console.log(JSON.stringify({ provider: provider instanceof TerraformProvider, project: project instanceof TerraformResource }));\napp.synth();\n`,
+    });
+    const { stdout } = await run(process.execPath, ['main.ts'], { cwd: dir, env: { ...process.env, CDKTF_OUTDIR: path.join(dir, 'out') } });
+    expect(JSON.parse(stdout)).toEqual({ provider: true, project: true });
+    const stack = JSON.parse(readFileSync(path.join(dir, 'out', 'stacks', 'acme', 'cdk.tf.json'), 'utf8'));
+    expect(stack.terraform.required_providers.kms.version).toBe(packageJson.version);
+    expect(Object.keys(stack.resource.kms_project)).toHaveLength(1);
   }, 60_000);
 });

@@ -3,8 +3,8 @@
 // https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint
 // generated from terraform resource schema
 
-import { Construct } from 'constructs';
-import * as cdktf from 'cdktf';
+import type { Construct } from 'constructs';
+import cdktf from '../../cdk.cjs';
 
 // Configuration
 

@@ -3,8 +3,8 @@
 // https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/data-sources/project
 // generated from terraform resource schema
 
-import { Construct } from 'constructs';
-import * as cdktn from 'cdktn';
+import type { Construct } from 'constructs';
+import cdktn from '../../cdk.cjs';
 
 // Configuration
 
