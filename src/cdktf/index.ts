@@ -37,6 +37,8 @@ export interface CdktfInput {
   synthMs: number;
   /** Milliseconds spent turning the synth output into documents. */
   readMs: number;
+  /** What the app wrote to stderr while synthesizing (redacted, unescaped; '' when not run). */
+  appStderr: string;
 }
 
 /** Synthesizes (or reads) a CDKTF project's stacks and turns their kms_* resources into documents. */
@@ -48,12 +50,13 @@ export async function loadCdktf(o: CdktfOptions): Promise<CdktfInput> {
   const names = o.stacks?.length ? o.stacks : undefined;
   let stacks: SynthesizedStack[];
   let synthMs = 0;
+  let appStderr = '';
   if (o.outDir) {
     stacks = await readSynthOutput(path.resolve(cwd, o.outDir), { ...(names ? { names } : {}), persistent: true, cwd });
   } else {
     const project = await readCdktfJson(projectDir);
     const t0 = performance.now();
-    stacks = await synthesize(project, { ...(names ? { names } : {}), env, cwd });
+    ({ stacks, stderr: appStderr } = await synthesize(project, { ...(names ? { names } : {}), env, cwd }));
     synthMs = performance.now() - t0;
   }
   const t1 = performance.now();
@@ -63,5 +66,5 @@ export async function loadCdktf(o: CdktfOptions): Promise<CdktfInput> {
   const docs = stacksToDocuments(read);
   diagnostics.push(...docs.diagnostics);
   const baseDir = docs.baseDirs[0] !== undefined ? path.resolve(projectDir, docs.baseDirs[0]) : projectDir;
-  return { documents: docs.documents, diagnostics, files: stacks.map((s) => s.file), baseDir, synthMs, readMs: performance.now() - t1 };
+  return { documents: docs.documents, diagnostics, files: stacks.map((s) => s.file), baseDir, synthMs, readMs: performance.now() - t1, appStderr };
 }

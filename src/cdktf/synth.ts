@@ -72,8 +72,15 @@ function redactValues(text: string, values: Map<string, string>): string {
   return out.replace(/\b(sk_(live|test)_)[A-Za-z0-9._-]{4,}/g, `$1${REDACTED}`).replace(/kmsc_[A-Za-z0-9_-]{8,}/g, `kmsc_${REDACTED}`);
 }
 
-/** Runs the app with CDKTF_OUTDIR=outDir (and the project's context, as the CLI passes it), without kms-sync's credentials. */
-export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.ProcessEnv): Promise<void> {
+/** The app's standard error, at most this many characters (the end is kept). */
+const STDERR_MAX = 8000;
+
+/**
+ * Runs the app with CDKTF_OUTDIR=outDir (and the project's context, as the CLI passes it), without
+ * kms-sync's credentials. Returns what the app wrote to stderr (its warnings, e.g. a deprecation
+ * or a validation note), redacted like a failure's output, for the caller to show.
+ */
+export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.ProcessEnv): Promise<{ stderr: string }> {
   const app = appEnvironment(env);
   const child = spawn(project.app, {
     cwd: project.dir,
@@ -82,11 +89,15 @@ export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.
     env: { ...app.env, CDKTF_OUTDIR: outDir, CDKTF_CONTEXT_JSON: JSON.stringify(project.context), CHECKPOINT_DISABLE: '1' },
   });
   let output = '';
+  let stderr = '';
   const keep = (b: Buffer) => {
     output = (output + b.toString('utf8')).slice(-8000);
   };
   child.stdout.on('data', keep);
-  child.stderr.on('data', keep);
+  child.stderr.on('data', (b: Buffer) => {
+    keep(b);
+    stderr = (stderr + b.toString('utf8')).slice(-STDERR_MAX);
+  });
   const code = await new Promise<number | null>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (c) => resolve(c));
@@ -94,6 +105,7 @@ export async function runApp(project: CdktfProject, outDir: string, env: NodeJS.
   if (code !== 0) {
     throw new CdktfError(`the app of ${path.join(project.dir, 'cdktf.json')} (${project.app}) failed with exit code ${code}:\n${redactValues(output, app.removed).trimEnd()}`);
   }
+  return { stderr: redactValues(stderr, app.removed) };
 }
 
 interface Manifest {
@@ -142,12 +154,12 @@ export async function readSynthOutput(outDir: string, o: { names?: readonly stri
   return stacks;
 }
 
-/** Synthesizes the project into a temporary folder, reads it, removes the folder. */
-export async function synthesize(project: CdktfProject, o: { names?: readonly string[]; env: NodeJS.ProcessEnv; cwd: string }): Promise<SynthesizedStack[]> {
+/** Synthesizes the project into a temporary folder, reads it, removes the folder; the app's stderr with the stacks. */
+export async function synthesize(project: CdktfProject, o: { names?: readonly string[]; env: NodeJS.ProcessEnv; cwd: string }): Promise<{ stacks: SynthesizedStack[]; stderr: string }> {
   const out = await mkdtemp(path.join(tmpdir(), 'kms-sync-cdktf-'));
   try {
-    await runApp(project, out, o.env);
-    return await readSynthOutput(out, { ...(o.names ? { names: o.names } : {}), persistent: false, cwd: o.cwd });
+    const { stderr } = await runApp(project, out, o.env);
+    return { stacks: await readSynthOutput(out, { ...(o.names ? { names: o.names } : {}), persistent: false, cwd: o.cwd }), stderr };
   } finally {
     await rm(out, { recursive: true, force: true });
   }

@@ -6,7 +6,10 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { CdktfError, desiredStateToCdktf, loadCdktf, type CdktfFlavour, type CdktfInput } from '../cdktf/index.js';
 import type { DesiredState } from '../model/index.js';
+import { printable } from '../model/printable.js';
 import { UsageError } from './errors.js';
+import { err } from './output.js';
+import { clearReadProgress } from './read-progress.js';
 
 export interface CdktfFlags {
   /** `--cdktf` alone is true: the current folder holds cdktf.json. */
@@ -34,8 +37,9 @@ export async function readCdktfFlags(o: CdktfFlags): Promise<CdktfInput | undefi
     if (o.stack?.length) throw new UsageError('--stack needs --cdktf [DIR] or --cdktf-out DIR');
     return undefined;
   }
+  let input: CdktfInput;
   try {
-    return await loadCdktf({
+    input = await loadCdktf({
       ...(typeof o.cdktf === 'string' ? { dir: o.cdktf } : o.cdktf === true ? { dir: '.' } : {}),
       ...(o.cdktfOut !== undefined ? { outDir: o.cdktfOut } : {}),
       stacks: o.stack ?? [],
@@ -44,6 +48,20 @@ export async function readCdktfFlags(o: CdktfFlags): Promise<CdktfInput | undefi
     if (e instanceof CdktfError) throw new UsageError(e.message);
     throw e;
   }
+  showAppStderr(input.appStderr);
+  return input;
+}
+
+/**
+ * The app's warnings reach the user as cdktf synth shows them, also when the synth succeeds: each
+ * line prefixed (so it is not taken for kms-sync's own) and escaped (the app is code from the
+ * configuration's repository: no escape sequences or workflow commands reach the terminal or log).
+ */
+function showAppStderr(text: string): void {
+  const lines = text.split(/\r?\n/).filter((l) => l.trim() !== '');
+  if (!lines.length) return;
+  clearReadProgress();
+  for (const line of lines) err(`cdktf app: ${printable(line.replace(/\x1b\[[0-9;]*m/g, ''))}\n`); // colours dropped, the rest escaped
 }
 
 /**

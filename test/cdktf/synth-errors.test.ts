@@ -167,4 +167,24 @@ projects:
     const noFlag = await runCli(['validate', '--stack', 'acme']);
     expect(noFlag.stderr).toContain('--stack needs --cdktf');
   }, 60_000);
+
+  it("shows the app's stderr when the synth succeeds, each line prefixed and escaped", async () => {
+    const app = `import { App, TerraformStack } from 'cdktf';\nimport { KmsProvider, Project } from 'kms-sync/cdktf';\n` +
+      `const app = new App();\nconst s = new TerraformStack(app, 'base');\nnew KmsProvider(s, 'kms', {});\n` +
+      `new Project(s, 'acme', { slug: 'acme', name: 'Acme' });\n` +
+      `console.error('\\x1b[33mWARNING: construct acme is deprecated\\x1b[0m');\n` +
+      `console.error('::add-mask::x \\x1b]0;retitled\\x07 and a token ' + process.env.KMS_API_KEY);\n` +
+      `console.log('plain stdout line');\napp.synth();\n`;
+    const dir = cdktfProject({ 'main.ts': app, 'cdktf.json': cdktfJson() });
+    const r = await runCli(['validate', '--cdktf', dir], { env: { KMS_API_KEY: 'sk_test_stderrshown0123456789' } });
+    expect(r.code, r.stderr).toBe(0);
+    const shown = r.stderr.split('\n').filter((l) => l.startsWith('cdktf app: '));
+    expect(shown).toEqual([
+      'cdktf app: WARNING: construct acme is deprecated',
+      'cdktf app: ::add-mask::x \\u001b]0;retitled\\u0007 and a token undefined',
+    ]);
+    expect(r.stderr).not.toContain('\x1b');
+    expect(r.stderr).not.toContain('plain stdout line');
+    rmSync(dir, { recursive: true, force: true });
+  }, 60_000);
 });
