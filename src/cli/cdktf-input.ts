@@ -1,4 +1,4 @@
-// The CDKTF flags of validate, plan, apply, drift and rotate (--cdktf [DIR], --cdktf-out DIR,
+// The CDKTF flags of validate, plan, apply, drift, rotate and secrets list/flush (--cdktf [DIR], --cdktf-out DIR,
 // --stack NAME), and the CDKTF form of export (--format cdktf|cdktn -o DIR).
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';

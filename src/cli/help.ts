@@ -36,7 +36,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   secrets: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets flush -f config/   # after an interrupted run'] },
   schema: { service: false, docs: 'cli.md#schema', exit: EXIT_SIMPLE, examples: ['kms-sync schema > kms-sync.schema.json'] },
   version: { service: false, docs: 'cli.md#version', exit: EXIT_SIMPLE, examples: ['kms-sync version'] },
-  list: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json'] },
+  list: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json', 'kms-sync secrets list --cdktf infra/   # the stores of a CDKTF app'] },
   flush: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
   emulator: { service: false, docs: 'getting-started.md#the-emulator', exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
   provider: { service: false, docs: 'terraform-provider.md', exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },

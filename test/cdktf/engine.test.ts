@@ -71,6 +71,12 @@ describe('CDKTF front end against the emulator', () => {
     const apply = await runCli(['apply', '--cdktf', '.', '--auto-approve'], { env, cwd: dir });
     expect(apply.code, apply.stdout + apply.stderr).toBe(0);
     expect(apply.stdout).toContain('Keys issued and stored (12)');
+    // secrets list --cdktf DIR reads the app's stores (its folder's), from anywhere.
+    const listed = await runCli(['secrets', 'list', '--json', '--cdktf', dir], { env, cwd: repoRoot });
+    expect(listed.code, listed.stderr).toBe(0);
+    const inStore = JSON.parse(listed.stdout) as { store: string; secrets: { name: string }[] };
+    expect(inStore.store).toContain(dir);
+    expect(inStore.secrets).toHaveLength(12);
     const yaml = await runCli(['plan', '--detailed-exitcode', ...YAML_FILES], { env, cwd: dir });
     expect(yaml.code, yaml.stdout).toBe(0);
     expect(yaml.stdout).toContain('No changes.');
