@@ -95,10 +95,10 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
   }, 120_000);
 
   it('imports by natural id and generates the configuration', async () => {
-    const adopt = await project('adopt', {
-      'main.tf': `terraform {\n  required_providers {\n    kms = { source = "kms-sync/kms", version = "${VERSION}" }\n  }\n}\nprovider "kms" {}\n`,
-      'import.tf': readFileSync(path.join(repoRoot, 'examples', 'terraform', 'import.tf.example'), 'utf8'),
-    });
+    // The example alone in an empty folder: it names the provider's source (else init looks for hashicorp/kms).
+    const example = readFileSync(path.join(repoRoot, 'examples', 'terraform', 'import.tf.example'), 'utf8');
+    expect(example).toContain(`version = "${VERSION}"`);
+    const adopt = await project('adopt', { 'import.tf': example });
     const plan = await tf(adopt, 'plan', '-input=false', '-no-color', '-generate-config-out=generated.tf');
     ok(plan, 'plan -generate-config-out');
     expect(plan.stdout).toMatch(/3 to import/);
@@ -109,6 +109,30 @@ describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, f
     expect(generated).not.toMatch(RAW_KEY_PATTERN);
     ok(await tf(adopt, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (import)');
     expect(readFileSync(path.join(adopt, 'terraform.tfstate'), 'utf8')).toMatch(/"client_uuid"/);
+    // The first plan after the import is empty: the generated configuration spells expiry and
+    // unset flags as the provider reads them back.
+    const after = await tf(adopt, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
+    expect(after.code, after.stdout + after.stderr).toBe(0);
+    expect(after.stdout).toContain('No changes.');
+  }, 120_000);
+
+  it('an import of a key configured by hand plans no change: its expiry spelled as configurations do, auto_rotate off as unset', async () => {
+    // A key with an absolute expiry in whole seconds and no auto_rotate, written as people write
+    // them; Terraform forgets it, and an import block takes it back with the same configuration.
+    const legacy = `resource "kms_key" "legacy" {\n  project_env  = kms_client.globex.project_env\n  client       = kms_client.globex.name\n  name         = "legacy"\n  expires_at   = "2030-01-01T00:00:00Z"\n}\n`;
+    writeFileSync(path.join(main, 'legacy.tf'), legacy);
+    ok(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply legacy key');
+    ok(await tf(main, 'state', 'rm', '-no-color', 'kms_key.legacy'), 'state rm');
+    writeFileSync(path.join(main, 'legacy.tf'), `${legacy}\nimport {\n  to = kms_key.legacy\n  id = "acme-production/globex/legacy"\n}\n`);
+    const plan = await tf(main, 'plan', '-input=false', '-no-color');
+    ok(plan, 'plan import');
+    expect(plan.stdout).toContain('Plan: 1 to import, 0 to add, 0 to change, 0 to destroy.');
+    ok(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply import');
+    const state = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8'));
+    const attrs = state.resources.find((r: { name: string }) => r.name === 'legacy').instances[0].attributes;
+    expect(attrs).toMatchObject({ expires_at: '2030-01-01T00:00:00Z', auto_rotate: null });
+    const again = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
+    expect(again.code, again.stdout + again.stderr).toBe(0);
   }, 120_000);
 
   it('destroys everything it created', async () => {

@@ -16,7 +16,7 @@ import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { OrphanKey } from '../../apply/recover.js';
 import type { ChangeAction, Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
-import { handlers, KEY_PREFIX_LENGTH, keepOptional, keepTimestamp, secretFingerprint, uuidOf as clientId } from './state.js';
+import { handlers, KEY_PREFIX_LENGTH, keepOptional, keepTimestamp, sameInstant, secretFingerprint, uuidOf as clientId } from './state.js';
 import { bool, check, ids, known, matches, PartialApplyError, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
 
 const DURATION = /^\s*(\d+[smhdw])+\s*$/;
@@ -298,14 +298,16 @@ export const key: ResourceType = {
     return {
       ...s, id: `${projectEnv}/${clientName}/${name}`, key_id: current.id,
       expires_at: keepTimestamp(s.expires_at, current.expiresAt ?? null),
-      auto_rotate: importing ? (current.autoRotate ?? null) : keepOptional(s.auto_rotate, current.autoRotate, false),
+      // An import reads "off" (the service default) as unset, as a refresh does: a configuration that leaves it out plans no change.
+      auto_rotate: keepOptional(importing ? null : s.auto_rotate, current.autoRotate, false),
       created_at: current.createdAt ?? s.created_at ?? null,
     };
   },
 
   async update(e, prior, planned) {
     const [projectEnv, clientName, name, keyId] = ids(prior, 'project_env', 'client', 'name', 'key_id');
-    const expiresChanged = str(planned.ttl) === undefined && str(planned.expires_at) !== undefined && planned.expires_at !== prior.expires_at;
+    // Another spelling of the same instant changes the state only (the plan cannot hide it: a configured value is planned as written).
+    const expiresChanged = str(planned.ttl) === undefined && str(planned.expires_at) !== undefined && !sameInstant(planned.expires_at, prior.expires_at);
     const rotateChanged = planned.auto_rotate !== prior.auto_rotate && bool(planned.auto_rotate) !== undefined;
     if (expiresChanged || rotateChanged) {
       const { keys: keyKind } = await handlers();

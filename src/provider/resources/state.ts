@@ -58,6 +58,29 @@ export function keepCidrs(prior: TfValue | undefined, live: string[] | undefined
   return value;
 }
 
+/**
+ * A timestamp as Terraform configurations spell it (RFC 3339, `2027-01-01T00:00:00Z`, what
+ * timestamp() returns): whole seconds without the `.000` the service writes, so the state of an
+ * import matches a configuration written by hand or generated from it.
+ */
+export function configTimestamp(live: string): string {
+  const ms = Date.parse(live);
+  if (Number.isNaN(ms)) return live;
+  const iso = new Date(ms).toISOString();
+  return ms % 1000 === 0 ? iso.replace('.000Z', 'Z') : iso;
+}
+
+/** Both sides the same instant, however spelled (`…00Z`, `…00.000Z`, `+00:00`). */
+export function sameInstant(a: TfValue | undefined, b: TfValue | undefined): boolean {
+  if (typeof a !== 'string' || typeof b !== 'string') return a === b;
+  try {
+    return canonicalTimestamp(a) === canonicalTimestamp(b);
+  } catch {
+    return a === b;
+  }
+}
+
+/** The prior spelling when it is the same instant as the live value, else the live value spelled as configurations do. */
 export function keepTimestamp(prior: TfValue | undefined, live: string | null | undefined): TfValue {
   if (live === undefined || live === null) return null;
   if (typeof prior === 'string') {
@@ -67,7 +90,7 @@ export function keepTimestamp(prior: TfValue | undefined, live: string | null | 
       // not a timestamp: take the live value
     }
   }
-  return live;
+  return configTimestamp(live);
 }
 
 /** An optional attribute the user may leave out: unset stays unset while the live value is the service default. */
