@@ -33,6 +33,16 @@ export class AmbiguousWriteError extends Error {
   }
 }
 
+/**
+ * The transport was stopped (an interrupt while nothing is written, or the command is done with
+ * it): requests in flight are cut and new ones refused, without retries and without retry lines.
+ */
+export class RequestsStoppedError extends Error {
+  constructor(method: string, path: string) {
+    super(`${method} ${path}: not sent, the run is stopping`);
+  }
+}
+
 /** The service could not be reached at all. */
 export class NetworkError extends Error {
   /** The system error code (`ENOTFOUND`, `ECONNREFUSED`, …) when there is one. */
@@ -112,6 +122,13 @@ export interface RequestSpec {
 }
 
 const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
+/**
+ * Answers that say the request was not processed, so that even a create (or a key-issuing write)
+ * is retried like a read: 429 (throttled) and 503 (the service's front door turned it away; the
+ * contract documents that a 503 changes nothing: schemas/kms-api.openapi.yaml, ServerError).
+ * 502 and 504 come from a gateway that may have passed the request on: their outcome is unknown.
+ */
+const NOT_PROCESSED_STATUS = new Set([429, 503]);
 /** Codes of our own timeouts: no connection within the time limit (never sent), or no answer on one. */
 const CONNECT_TIMEOUT = 'CONNECT_TIMEOUT';
 const ANSWER_TIMEOUT = 'ANSWER_TIMEOUT';
@@ -206,8 +223,14 @@ export class HttpTransport {
   private readonly opts: Required<Omit<HttpOptions, 'maxRps' | 'onRetry' | 'userAgent' | 'lookup'>> & Pick<HttpOptions, 'onRetry' | 'userAgent'>;
   /** Requests sent, by kind (benchmarks and tests read this). */
   readonly requestCounts: Record<string, number> = {};
+  /** Set by stop()/close(): nothing more is sent, nothing is retried. */
+  private stopped = false;
+  /** Exchanges on the wire, cut by stop(). */
+  private readonly live = new Set<import('node:http').ClientRequest>();
+  private readonly options: HttpOptions;
 
   constructor(options: HttpOptions) {
+    this.options = options;
     const url = new URL(options.baseUrl);
     this.url = url;
     this.basePath = url.pathname.replace(/\/+$/, '');
@@ -244,6 +267,23 @@ export class HttpTransport {
 
   async close(): Promise<void> {
     if (this.poolPromise) (await this.poolPromise).agent.destroy();
+  }
+
+  /**
+   * Stops this transport for good: requests in flight are cut, later ones refused, each failing
+   * with RequestsStoppedError (no retry, no retry line). For reads being abandoned (an interrupt
+   * while planning, a configuration that did not load), never for writes whose outcome matters.
+   */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const req of this.live) req.destroy(Object.assign(new Error('stopped'), { code: 'STOPPED' }));
+    this.live.clear();
+  }
+
+  /** A new transport with the same settings and its own connections (the run lock's, which an interrupt does not stop). */
+  fork(): HttpTransport {
+    return new HttpTransport(this.options);
   }
 
   /**
@@ -285,6 +325,8 @@ export class HttpTransport {
         res.on('error', reject);
       });
       for (const [k, v] of Object.entries(secretHeaders)) req.setHeader(k, v);
+      this.live.add(req);
+      req.on('close', () => this.live.delete(req));
       req.on('timeout', () => {
         const connected = req.socket !== null && !req.socket.connecting;
         req.destroy(Object.assign(new Error(connected ? `no answer within ${this.opts.timeoutMs} ms` : `no connection within ${this.opts.timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
@@ -304,6 +346,7 @@ export class HttpTransport {
     const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
     const kind = spec.kind ?? `${spec.method} ${spec.path}`;
     for (let attempt = 1; ; attempt++) {
+      if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
       if (write) await this.writeSem.acquire();
       await this.sem.acquire();
       let status: number;
@@ -311,6 +354,7 @@ export class HttpTransport {
       let headers: Record<string, string | string[] | undefined>;
       try {
         if (this.limiter) await this.limiter.take();
+        if (this.stopped) throw Object.assign(new Error('stopped'), { code: 'STOPPED' });
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
         const res = await this.exchange(spec.method, path, {
           accept: 'application/json',
@@ -321,6 +365,8 @@ export class HttpTransport {
         headers = res.headers;
         text = res.text;
       } catch (err) {
+        // Cut or refused by stop(): said once by whoever stopped it, never as a network failure.
+        if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
         const code = connectErrorCode(err);
         const neverSent = CONNECT_ERRORS.has(code);
         const reason = code || (err as Error).message;
@@ -340,8 +386,8 @@ export class HttpTransport {
         throw new UnexpectedResponseError(spec.method, path, status, `${problem} (is ${this.origin}${this.basePath} the service's API?)`);
       }
       const err = parseError(spec.method, spec.path, status, text, firstHeader(headers['content-type']));
-      // A 429 says the request was not processed: safe to retry even a create.
-      const retryable = RETRYABLE_STATUS.has(status) && (idempotent || status === 429);
+      // A 429 or 503 says the request was not processed: safe to retry even a create.
+      const retryable = RETRYABLE_STATUS.has(status) && (idempotent || NOT_PROCESSED_STATUS.has(status));
       if (!retryable) {
         if (!idempotent && status >= 500) throw new AmbiguousWriteError(spec.method, spec.path, `${status} ${err.code}`);
         throw err;
@@ -369,6 +415,7 @@ export class HttpTransport {
   private async backoff(spec: RequestSpec, attempt: number, retryAfter: number | undefined, reason: string) {
     const exp = Math.min(this.opts.maxDelayMs, this.opts.baseDelayMs * 2 ** (attempt - 1));
     const delayMs = Math.min(this.opts.maxDelayMs, retryAfter ?? Math.random() * exp);
+    if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
     this.opts.onRetry?.({ method: spec.method, path: spec.path, attempt, delayMs, reason });
     await sleep(delayMs);
   }

@@ -3,6 +3,7 @@
 // rules (a failure stops the run after its phase; a store failure stops key issuing; an interrupt
 // stops new requests while the ones in flight finish) — never how a kind is written.
 import { BULK_LIMIT } from '../api/client.js';
+import { AmbiguousWriteError, ApiError, NetworkError, RequestsStoppedError } from '../api/http.js';
 import { deepEqualJson, groupBy, type JsonObject } from '../model/index.js';
 import type { KeyAfter, Operation, Plan } from '../plan/types.js';
 import { errorText, TemplateIds, type ApplyContext } from './context.js';
@@ -31,9 +32,28 @@ export interface ApplyOptions {
   signal?: AbortSignal;
 }
 
+/** An operation that failed, and what that means for the next run. */
+export interface FailedOperation {
+  op: Operation;
+  error: string;
+  /** The write may have taken effect (no answer, or an unreadable one): the next run re-reads it. */
+  unknown?: boolean;
+  /** Running apply again can help (the failure was transient: network, throttling, 5xx, unknown outcome). */
+  transient?: boolean;
+}
+
+/** Whether a failure is transient, and whether its write's outcome is unknown. */
+export function classifyFailure(e: unknown, unknown = false): { unknown: boolean; transient: boolean } {
+  if (e instanceof AmbiguousWriteError || unknown) return { unknown: true, transient: true };
+  if (e instanceof RequestsStoppedError) return { unknown: false, transient: true };
+  if (e instanceof NetworkError) return { unknown: false, transient: !['ENOTFOUND', 'BODY_TOO_LARGE'].includes(e.code) };
+  if (e instanceof ApiError) return { unknown: false, transient: e.status === 408 || e.status === 429 || e.status >= 500 };
+  return { unknown: false, transient: false };
+}
+
 export interface ApplyResult {
   done: Operation[];
-  failed: { op: Operation; error: string }[];
+  failed: FailedOperation[];
   /** Not attempted because an earlier step failed or the run was interrupted. */
   notAttempted: Operation[];
   keysStored: StoredKeyReceipt[];
@@ -129,11 +149,12 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     result.done.push(op);
     emit({ type: 'done', op, ...(note ? { note } : {}) });
   };
-  const fail = (op: Operation, e: unknown) => {
+  const fail = (op: Operation, e: unknown, unknown = false) => {
     if (e instanceof KeyStoreFailure) keyStoreBroken = true;
     finished.add(op);
     const error = errorText(e);
-    result.failed.push({ op, error });
+    const c = classifyFailure(e, unknown);
+    result.failed.push({ op, error, ...(c.unknown ? { unknown: true } : {}), ...(c.transient ? { transient: true } : {}) });
     emit({ type: 'failed', op, error });
   };
   const byKind = (kind: Operation['kind'], ...actions: Operation['action'][]) =>
@@ -161,7 +182,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       const envSet = new Set(envOps.map((e) => e.projectEnv));
       const tplOps = byKind('template', 'create').filter((t) => envSet.has(t.projectEnv!));
       const after = op.after as { slug: string; name: string; description?: string };
-      await projects.createProject(ctx, {
+      const note = await projects.createProject(ctx, {
         slug: after.slug, name: after.name, ...(after.description !== undefined ? { description: after.description } : {}),
         envs: envOps.map((e) => ({
           type: (e.after as { type: string }).type,
@@ -172,6 +193,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       // Completion lines in dependency order: the project before the environments it holds.
       ok(op);
       for (const o of [...envOps, ...tplOps]) ok(o);
+      return note;
     }),
     // 2. Project renames, then environment creates/updates with their template writes: one PUT per env.
     async () => {
@@ -196,7 +218,7 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         for (const o of ops) emit({ type: 'start', op: o });
         currentOp = ops[0];
         const outcomes = await clients.createClients(ctx, projectEnv, ops.map((o) => o.after as unknown as ClientCreate));
-        outcomes.forEach((r, i) => (r.ok ? ok(ops[i]!, r.note) : fail(ops[i]!, new Error(r.error))));
+        outcomes.forEach((r, i) => (r.ok ? ok(ops[i]!, r.note) : fail(ops[i]!, r.cause ?? new Error(r.error), r.unknown)));
       });
       await each(byKind('client', 'update'), (op) => {
         const a = op.after as { type?: string; template: string; ipWhitelist?: string[]; metadata: JsonObject };
@@ -287,7 +309,8 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       result.stopReason = `a secret-store write failed (${storeFailures.join('; ')}): the keys already issued are safe in the journal (run \`kms-sync secrets flush\` or apply again); no further key was issued`;
       break;
     }
-    if (stopped()) {
+    // Interrupted with nothing left to do: the run is complete all the same.
+    if (stopped() && plan.operations.some((o) => !finished.has(o))) {
       result.interrupted = true;
       result.stopReason = 'interrupted: the requests in flight finished and their keys were journaled; no new request was started';
       break;

@@ -11,7 +11,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { ApiError } from '../api/http.js';
+import { AmbiguousWriteError, ApiError } from '../api/http.js';
 import type { KmsClient, WireEndpoint } from '../api/client.js';
 import { acquireLock, ensureDir, LockTimeoutError, pidAlive } from '../secrets/fsutil.js';
 
@@ -21,7 +21,11 @@ const LOCK_METHOD = 'POST';
 const LOCK_TTL_MS = 10 * 60_000;
 const HEARTBEAT_MS = 2 * 60_000;
 
+/** Another run of this configuration holds the lock. */
 export class RunLockedError extends Error {}
+
+/** The lock could not be taken for another reason (the service unreachable, an odd answer): nothing was changed. */
+export class RunLockError extends Error {}
 
 export interface RunLockOptions {
   api: KmsClient;
@@ -32,6 +36,8 @@ export interface RunLockOptions {
   /** How long to wait for a lock held by another run (0: fail at once, like Terraform's default). */
   timeoutMs: number;
   onWait?: (message: string) => void;
+  /** Aborted (an interrupt): stop waiting for another run's lock. */
+  signal?: AbortSignal;
 }
 
 export interface RunLock {
@@ -54,7 +60,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
     if (e instanceof LockTimeoutError) {
       throw new RunLockedError(`another kms-sync run of this configuration holds ${e.lockPath}${e.holder ? ` (pid ${e.holder.pid} on ${e.holder.host} since ${e.holder.createdAt})` : ''}; wait for it, or pass --lock-timeout DURATION to wait (see docs/troubleshooting.md#run-lock-held)`);
     }
-    throw e;
+    throw new RunLockError(`could not take the run lock ${path.join(dir, 'run.lock')}: ${(e as Error).message}`);
   }
   const held: string[] = [];
   const mp = `${LOCK_METHOD}:${lockPathFor(o.owner)}`;
@@ -63,6 +69,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   const metadata = () => ({
     owner: o.owner, holder, host: os.hostname(), pid: process.pid, acquiredAt, expiresAt: new Date(Date.now() + LOCK_TTL_MS).toISOString(),
   });
+  const mine = (e: WireEndpoint | undefined) => (e?.metadata as { holder?: string } | undefined)?.holder === holder;
   const releaseAll = async () => {
     for (const env of held.splice(0)) {
       await o.api.deleteEndpoint(env, mp).catch(() => undefined); // an expired lock may be gone already
@@ -73,6 +80,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
     const deadline = Date.now() + o.timeoutMs;
     for (const env of [...o.envs].sort()) {
       for (let announced = false; ;) {
+        let unknown = false;
         try {
           await o.api.createEndpoints(env, [{
             method: LOCK_METHOD, path: lockPathFor(o.owner), name: 'kms-sync run lock',
@@ -84,9 +92,16 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
           // An environment that does not exist yet cannot hold a record: this run creates it, and
           // a concurrent one fails on the project create (409) before it issues any key.
           if (e instanceof ApiError && e.status === 404) break;
-          if (!(e instanceof ApiError) || e.status !== 409) throw e;
+          // No answer: the record may be ours now. The re-read below tells (it names its holder).
+          if (e instanceof AmbiguousWriteError) unknown = true;
+          else if (!(e instanceof ApiError) || e.status !== 409) throw e;
         }
         const current = await o.api.listEndpoints(env).then((list) => list.find((x) => `${x.method.toUpperCase()}:${x.path}` === mp));
+        if (mine(current)) {
+          held.push(env);
+          break;
+        }
+        if (unknown && !current) continue; // the create had not taken effect: send it again
         const info = (current?.metadata ?? {}) as { holder?: string; host?: string; pid?: number; acquiredAt?: string; expiresAt?: string };
         // Stale: its time ran out, or it was taken on this machine by a process that is gone (a
         // killed run; this one holds the local lock, so no live run of this folder has it).
@@ -108,12 +123,15 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
         }
         if (!announced) o.onWait?.(`Waiting for the run lock of ${env} (${describe(current)})…`);
         announced = true;
+        if (o.signal?.aborted) throw new RunLockedError(`stopped waiting for the run lock of ${env}: interrupted`);
         await sleep(Math.min(1000, Math.max(50, deadline - Date.now())));
       }
     }
   } catch (e) {
     await releaseAll();
-    throw e;
+    if (e instanceof RunLockedError) throw e;
+    // Not another run's lock: the service could not be asked (or answered oddly). Said as what it is about.
+    throw new RunLockError(`could not take the run lock in the service (${(e as Error).message}); nothing was changed`);
   }
   const heartbeat = setInterval(() => {
     for (const env of held) void o.api.updateEndpoint(env, mp, { metadata: metadata() }).catch(() => undefined);

@@ -126,6 +126,41 @@ function destroySummary(r: ApplyResult): string {
   return `Resources: ${counts(r).delete} destroyed.\n${r.recoveries.map((n) => `Recovered: ${n}\n`).join('')}`;
 }
 
+/** Not-attempted operations listed one a line up to this many (then counted). */
+const UNRESOLVED_LINES = 100;
+
+/**
+ * What a run that stopped part-way leaves unresolved, one line per item: its address and why
+ * (failed, with the error; outcome unknown, re-read by the next run; not attempted).
+ */
+export function unresolvedText(r: ApplyResult, compact = false): string {
+  const lines: string[] = [];
+  const total = r.failed.length + r.notAttempted.length;
+  if (total === 0) return '';
+  lines.push(`Unresolved (${total}):`);
+  for (const f of r.failed) {
+    const why = f.unknown ? `outcome unknown: ${cut(p(f.error), 400)} (the next run re-reads it)` : `failed: ${cut(p(f.error), 400)}`;
+    lines.push(`  ${f.op ? p(f.op.address) : '(before any operation)'}: ${why}`);
+  }
+  const why = r.interrupted ? 'not attempted: the run was interrupted' : r.failed.length ? 'not attempted: an earlier step failed' : 'not attempted';
+  const limit = compact ? 0 : UNRESOLVED_LINES;
+  for (const o of r.notAttempted.slice(0, limit)) lines.push(`  ${p(o.address)}: ${why}`);
+  if (r.notAttempted.length > limit) lines.push(`  … ${r.notAttempted.length - limit}${limit ? ' more' : ''} operation(s) ${why}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The last advice of a run that stopped part-way: "run again" only when running again can help
+ * (an interrupt, a transient failure, an unknown outcome); otherwise what is reported has to be
+ * fixed first (a missing age identity, a store not writable, a refused request).
+ */
+export function adviceAfter(r: ApplyResult, command = 'apply'): string {
+  const retryHelps = r.interrupted || (r.failed.length > 0 ? r.failed.every((f) => f.transient) : !r.stopReason || /interrupted/.test(r.stopReason));
+  return retryHelps
+    ? `Run kms-sync ${command} again to converge: it re-reads the live state and continues from there.`
+    : `Fix what is reported above first; then run kms-sync ${command} again, which re-reads the live state and continues from there.`;
+}
+
 /** "1m 05s" / "42s": elapsed time and ETA in the progress line. */
 export function formatDuration(ms: number): string {
   const total = Math.max(0, Math.round(ms / 1000));
@@ -152,7 +187,9 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
   const since = () => clock() - (startedAt ?? clock());
   let done = 0;
   let failed = 0;
-  let started = 0;
+  // Operations under way: some end without a start of their own (done with their parent), so
+  // they are counted by identity, never as starts minus ends (which went negative).
+  const active = new Set<Operation>();
   const stamp = () => (ci ? `[${new Date(clock()).toISOString()}] ` : '');
   const line = (s: string) => err(`${stamp()}${s}\n`);
   const draw = () => {
@@ -168,7 +205,7 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       if (note) out(note);
     },
     say: (text) => out(text),
-    inFlight: () => started - done - failed,
+    inFlight: () => active.size,
     onEvent: (e) => {
       if (startedAt === undefined) {
         startedAt = clock();
@@ -177,12 +214,14 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
           ticker.unref();
         }
       }
-      if (e.type === 'start') started++;
+      if (e.type === 'start') active.add(e.op);
       else if (e.type === 'done') {
+        active.delete(e.op);
         done++;
         if (tty) draw();
         else line(`${p(e.op.address)}: ${e.op.action} complete${e.note ? ` (${p(e.note)})` : ''}`);
       } else if (e.type === 'failed') {
+        active.delete(e.op);
         failed++;
         if (tty) err('\r\x1b[2K');
         line(`${p(e.op.address)}: ${e.op.action} FAILED: ${cut(p(e.error), 500)}`);
@@ -203,11 +242,8 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       }
       out(`\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`);
       if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
-      for (const f of r.failed) out(`  failed: ${f.op ? p(f.op.address) : '(before any operation)'}: ${cut(p(f.error), 500)}\n`);
-      if (r.notAttempted.length) {
-        out(`Not attempted (${r.notAttempted.length}): ${r.notAttempted.slice(0, 20).map((o) => p(o.address)).join(', ')}${r.notAttempted.length > 20 ? ', …' : ''}\n`);
-      }
-      out(`${stamp()}Took ${formatDuration(since())}. Run kms-sync ${verb.toLowerCase()} again to converge: it re-reads the live state and continues from there.\n`);
+      out(unresolvedText(r, opts.compact));
+      out(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
       if (commit) out(banner(commit));
     },
   };

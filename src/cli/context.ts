@@ -26,6 +26,7 @@ import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
 import { safeUrl } from '../report/redact.js';
 import { err } from './output.js';
+import { onInterruptStop } from './interrupts.js';
 import { resolveOwner } from './owner.js';
 
 export interface GlobalOptions extends CdktfFlags {
@@ -128,6 +129,8 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
     baseUrl: url, apiKey, parallelism: o.parallelism, ...(o.maxRps ? { maxRps: o.maxRps } : {}), userAgent: 'kms-sync/0.1.0',
     ...(onRetry ? { onRetry: (r) => onRetry(`retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`) } : {}),
   });
+  // An interrupt before anything is written cuts this connection's reads (interrupts.ts).
+  onInterruptStop(() => api.http.stop());
   const credential = credentialKind(apiKey);
   return { api, url, credential, target: serviceTarget(url, credential, env) };
 }
@@ -227,6 +230,8 @@ export async function loadConfigReadingAhead(o: GlobalOptions, ahead: ReadAhead 
   try {
     return await loadConfig(o, ahead);
   } catch (e) {
+    // The read started ahead is abandoned silently: cut, not retried, no "retrying GET …" lines.
+    ahead?.conn.api.http.stop();
     await ahead?.conn.api.close();
     throw e;
   }

@@ -70,6 +70,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   try {
     ignore = await loadIgnoreRules(o.ignoreFile);
   } catch (e) {
+    ahead?.conn.api.http.stop();
     await ahead?.conn.api.close();
     throw e;
   }

@@ -15,8 +15,36 @@ export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
   return isCiEnv(env);
 }
 
-export const out = (text: string) => process.stdout.write(redact(text));
-export const err = (text: string) => process.stderr.write(redact(text));
+/**
+ * Streams whose reader is gone (EPIPE: `apply | tee log` after tee died, `| head`; EIO: a closed
+ * terminal): never written again. Without an 'error' listener such a write crashes the process
+ * with "Unhandled 'error' event", whatever it was doing (a key on its way to its store included).
+ */
+const dead = { stdout: false, stderr: false };
+let onClosed: ((stream: 'stdout' | 'stderr', code: string) => void) | undefined;
+
+/** Installs the 'error' listeners on stdout and stderr (once, first thing); `closed` hears of a stream that died. */
+export function guardStreams(closed: (stream: 'stdout' | 'stderr', code: string) => void): void {
+  if (onClosed) return;
+  onClosed = closed;
+  for (const name of ['stdout', 'stderr'] as const) {
+    process[name].on('error', (e: NodeJS.ErrnoException) => {
+      if (dead[name]) return;
+      dead[name] = true;
+      onClosed?.(name, e.code ?? 'error');
+    });
+  }
+}
+
+/** Whether a stream can still be written (its reader has not gone). */
+export const alive = (stream: 'stdout' | 'stderr') => !dead[stream];
+
+export const out = (text: string) => {
+  if (!dead.stdout) process.stdout.write(redact(text));
+};
+export const err = (text: string) => {
+  if (!dead.stderr) process.stderr.write(redact(text));
+};
 
 /**
  * A GitHub workflow command kms-sync gives on purpose (`::warning title=…::message`), on stderr:

@@ -4,14 +4,18 @@
 import { CommanderError } from 'commander';
 import { buildProgram } from './commands.js';
 import { EXIT } from './exit-codes.js';
+import { ExitWith } from './errors.js';
 import { describeFsError } from './fs-errors.js';
 import { applyHabits } from './habits.js';
+import { interruptCause, interruptExitCode, installInterrupts } from './interrupts.js';
 import { cutLongValues } from '../model/printable.js';
 import { redactCredentials } from '../model/redact.js';
 import { redact } from './output.js';
 import { recordProfileOnExit } from './profile.js';
 
 async function main(argv: string[]) {
+  // Before anything can be interrupted or write: Ctrl-C while planning, and a closed output, are handled.
+  installInterrupts();
   recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
   try {
     const program = await buildProgram(argv.slice(2));
@@ -22,6 +26,12 @@ async function main(argv: string[]) {
   } catch (err) {
     if (err instanceof CommanderError) {
       process.exitCode = err.exitCode === 0 ? 0 : EXIT.error;
+      return;
+    }
+    // After an interrupt, the requests it cut fail: the interrupt was said when it came, and its
+    // exit code says the rest (an apply that wrote something ends with ExitWith(3) instead).
+    if (interruptCause() && !(err instanceof ExitWith)) {
+      process.exitCode = interruptExitCode();
       return;
     }
     const code = (err as { exitCode?: number }).exitCode ?? EXIT.error;

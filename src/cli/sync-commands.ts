@@ -23,7 +23,9 @@ import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadin
 import { commitRequired, guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
-import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
+import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.js';
+import { KmsClient } from '../api/client.js';
+import { enterApply, interruptCause, interruptExitCode, interruptSignal, triggerInterrupt } from './interrupts.js';
 import { resolveOwner } from './owner.js';
 import { err, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
@@ -133,15 +135,18 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean; yes?: boolean; js
     throw new UsageError('refusing to apply without confirmation: stdin is not a terminal to ask on. Review the plan and pass --auto-approve (or --yes) in CI, or apply a saved plan');
   }
   const rl = createInterface({ input: process.stdin, output: process.stdout.isTTY && !o.json ? process.stdout : process.stderr });
+  // The terminal is in raw mode while it asks: Ctrl-C reaches readline, not the process.
+  rl.on('SIGINT', () => triggerInterrupt({ kind: 'signal', signal: 'SIGINT' }));
+  const ask = { signal: interruptSignal };
   try {
     if (plan.target.credential === 'live') {
       const expected = plan.target.envs.join(',');
-      const answer = await rl.question(`\nThis applies to PRODUCTION credentials (sk_live_). Type the environment slug(s) to confirm (${expected}): `);
+      const answer = await rl.question(`\nThis applies to PRODUCTION credentials (sk_live_). Type the environment slug(s) to confirm (${expected}): `, ask);
       return answer.trim() === expected;
     }
     const answer = await rl.question(what === 'destroy'
       ? `\nThis deletes everything listed above (owner ${plan.target.owner}). Do you really want to destroy? Only "yes" will be accepted: `
-      : '\nDo you want to perform these actions? Only "yes" will be accepted: ');
+      : '\nDo you want to perform these actions? Only "yes" will be accepted: ', ask);
     return answer.trim() === 'yes';
   } finally {
     rl.close();
@@ -165,15 +170,18 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   // Before the journal, the store checks and any key-issuing request (ci-guard.ts).
   const localInCi = await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi), env: process.env });
   const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
-  const interrupt = interruptHandler(capture, reporter);
+  // From here an interrupt (Ctrl-C, SIGTERM, a closed output) lets the requests in flight finish
+  // and journal their keys, and starts no new one (interrupts.ts); a second one exits at once,
+  // after the journal writes under way. Requests cut off in flight are found by the next run (intents).
+  const leaveApply = enterApply({ inFlight: () => reporter.inFlight(), drain: () => capture.drain(3000) });
   let result: ApplyResult;
   try {
     result = await applyJournaled({
-      api: conn.api, plan, capture, ownerDir: baseDir, parallelism: o.parallelism, onEvent: (e) => reporter.onEvent(e), signal: interrupt.signal,
+      api: conn.api, plan, capture, ownerDir: baseDir, parallelism: o.parallelism, onEvent: (e) => reporter.onEvent(e), signal: interruptSignal,
       onWarning: (line) => err(`warning: ${line}\n`),
     });
   } finally {
-    interrupt.dispose();
+    leaveApply();
   }
   // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
   const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
@@ -181,39 +189,12 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
     reporter.finish(result, 'complete', EXIT.ok, commit);
     return EXIT.ok;
   }
-  const code = result.done.length > 0 || result.recoveries.length > 0 ? EXIT.partial : EXIT.error;
+  // Exit 3 whenever the service may have changed: something done or recovered, or a write whose
+  // outcome is unknown. Interrupted before any write: the interrupt's own code (130 for Ctrl-C).
+  const wrote = result.done.length > 0 || result.recoveries.length > 0 || result.failed.some((f) => f.unknown);
+  const code = wrote ? EXIT.partial : result.interrupted && interruptCause() ? interruptExitCode() : EXIT.error;
   reporter.finish(result, result.interrupted ? 'interrupted' : 'partial', code, commit);
   return code;
-}
-
-/**
- * SIGINT/SIGTERM (Ctrl-C, a CI runner's cancel) during an apply: the first stops new requests
- * and lets the ones in flight finish and journal their keys; a second exits at once, after
- * giving the journal writes already under way a moment (a raw key in memory is never dropped
- * without trying the journal). Requests cut off in flight are found by the next run (intents).
- */
-function interruptHandler(capture: JournaledKeyCapture, progress: Pick<ApplyReporter, 'inFlight'>) {
-  const controller = new AbortController();
-  let count = 0;
-  const onSignal = (signal: NodeJS.Signals) => {
-    count++;
-    if (count === 1) {
-      err(`\nInterrupt received (${signal}): finishing ${progress.inFlight()} request(s) in flight, starting no new one. Interrupt again to exit at once.\n`);
-      controller.abort();
-      return;
-    }
-    err('\nSecond interrupt: exiting now. Keys already received are journaled first; the next run recovers the rest.\n');
-    void capture.drain(3000).finally(() => process.exit(EXIT.partial));
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  return {
-    signal: controller.signal,
-    dispose: () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    },
-  };
 }
 
 /**
@@ -244,17 +225,21 @@ function lockTimeoutMs(v: string | undefined): number {
 /** Runs `fn` holding the run lock of a configuration's environments (apply/run-lock.ts). */
 async function withRunLock<T>(conn: Connection, o: { owner: string; envs: readonly string[]; baseDir: string; lockTimeout?: string; lock?: boolean }, fn: () => Promise<T>): Promise<T> {
   if (o.lock === false) return fn();
+  // The lock has its own connection: an interrupt cuts the run's reads, never the lock's release.
+  const lockApi = new KmsClient(conn.api.http.fork());
   let lock;
   try {
-    lock = await acquireRunLock({ api: conn.api, owner: o.owner, envs: o.envs, baseDir: o.baseDir, timeoutMs: lockTimeoutMs(o.lockTimeout), onWait: (m) => err(`${m}\n`) });
+    lock = await acquireRunLock({ api: lockApi, owner: o.owner, envs: o.envs, baseDir: o.baseDir, timeoutMs: lockTimeoutMs(o.lockTimeout), onWait: (m) => err(`${m}\n`), signal: interruptSignal });
   } catch (e) {
-    if (e instanceof RunLockedError) throw new UsageError(e.message);
+    await lockApi.close();
+    if (e instanceof RunLockedError || e instanceof RunLockError) throw new UsageError(e.message);
     throw e;
   }
   try {
     return await fn();
   } finally {
     await lock.release();
+    await lockApi.close();
   }
 }
 

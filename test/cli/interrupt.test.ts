@@ -50,7 +50,7 @@ it('SIGINT mid-apply: message, in-flight requests finish, exit 3, keys stored, l
   allOutput.push(stdout, stderr);
   expect(interrupted).toBe(true);
   expect(code, stderr).toBe(3);
-  expect(stderr).toMatch(/Interrupt received \(SIGINT\): finishing \d+ request\(s\) in flight/);
+  expect(stderr).toMatch(/Interrupt received \(SIGINT\): finishing \d+ operation\(s\) in flight/);
   const events = stdout.trim().split('\n').map((l) => JSON.parse(l));
   const summary = events.at(-1);
   expect(summary).toMatchObject({ type: 'apply_summary', outcome: 'interrupted', exit_code: 3 });

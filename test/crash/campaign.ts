@@ -230,7 +230,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
         renameSync(`${storeFile}.aside`, storeFile);
       }
       await emu.faults(null);
-      if (!killed && code !== null && ![0, 1, 3].includes(code)) report.failures.push(`iteration ${it} (${how}): exit code ${code}`);
+      // 130: a SIGINT that came before anything was written (the interrupt's own exit code).
+      if (!killed && code !== null && ![0, 1, 3, 130].includes(code)) report.failures.push(`iteration ${it} (${how}): exit code ${code}`);
       await observe();
       await readStore();
       if (!(await converge())) report.failures.push(`iteration ${it} (${how}): apply did not converge`);

@@ -19,7 +19,8 @@ export interface ClientCreate {
   keys: KeyAfter[];
 }
 
-export type CreateOutcome = { ok: true; id: string; note?: string } | { ok: false; error: string };
+/** A failed create carries its error (`cause`) and whether the client may exist now (`unknown`). */
+export type CreateOutcome = { ok: true; id: string; note?: string } | { ok: false; error: string; cause?: unknown; unknown?: boolean };
 
 /** The fields of a client update; only those present are sent. */
 export interface ClientChange {
@@ -43,7 +44,7 @@ export async function createClients(ctx: ApplyContext, projectEnv: string, items
   try {
     bodies = await Promise.all(items.map((c) => inputOf(ctx, projectEnv, c)));
   } catch (e) {
-    return items.map(() => ({ ok: false, error: errorText(e) }));
+    return items.map(() => ({ ok: false, error: errorText(e), cause: e }));
   }
   const keyNames = [...new Set(items.flatMap((c) => c.keys.map((k) => k.name)))];
   let intent: string | undefined;
@@ -58,7 +59,7 @@ export async function createClients(ctx: ApplyContext, projectEnv: string, items
   } catch (e) {
     if (!(e instanceof AmbiguousWriteError)) {
       if (intent) await ctx.keys.resolve({ resolve: [intent] });
-      return items.map(() => ({ ok: false, error: errorText(e) }));
+      return items.map(() => ({ ok: false, error: errorText(e), cause: e }));
     }
     return recoverLostCreate(ctx, projectEnv, items, intent);
   }
@@ -67,7 +68,7 @@ export async function createClients(ctx: ApplyContext, projectEnv: string, items
   try {
     await captureKeys(ctx, created.flatMap((c, i) => capturedFrom(projectEnv, c, items[i]!.keys, c.keys ?? [], now)), intent ? [intent] : []);
   } catch (e) {
-    return items.map(() => ({ ok: false, error: errorText(e) }));
+    return items.map(() => ({ ok: false, error: errorText(e), cause: e }));
   }
   return created.map((c) => ({ ok: true, id: clientId(c) }));
 }
@@ -87,7 +88,10 @@ async function recoverLostCreate(ctx: ApplyContext, projectEnv: string, items: C
   const failedRead = found.find((f) => f instanceof Error);
   if (failedRead) {
     // The intent stays: the next run re-reads and revokes whatever this request created.
-    return items.map((_, i) => ({ ok: false, error: found[i] instanceof Error ? (found[i] as Error).message : `re-reading after a lost response failed: ${failedRead.message}` }));
+    return items.map((_, i) => ({
+      ok: false, unknown: true,
+      error: `outcome unknown: the response was lost and re-reading it failed (${found[i] instanceof Error ? (found[i] as Error).message : failedRead.message}); the next run re-reads it`,
+    }));
   }
   const refs = items.map((c, i): KeyClientRef | undefined => {
     const live = found[i] as WireClient | undefined;
@@ -112,7 +116,7 @@ async function recoverLostCreate(ctx: ApplyContext, projectEnv: string, items: C
       await reissueAndRevoke(ctx, ref, records[i], c.keys, []);
       out.push({ ok: true, id: ref.id, note: 'created; the response was lost: its keys were re-issued and the ones whose raw value never reached us revoked' });
     } catch (e) {
-      out.push({ ok: false, error: errorText(e) });
+      out.push({ ok: false, error: errorText(e), cause: e });
     }
   }
   return out;

@@ -1,0 +1,177 @@
+// Interrupts as a user meets them (issue 28): Ctrl-C on a real terminal while `kms-sync apply |
+// tee apply.log` runs (the terminal sends SIGINT to kms-sync and tee alike; tee dies, and kms-sync
+// then writes to a pipe nobody reads), an output whose reader goes away without any signal
+// (EPIPE), Ctrl-C while the plan is still being read, and a configuration that fails to load while
+// its live read runs ahead. Each must end cleanly: no stack trace, the documented exit code, the
+// run lock released in the folder and in the service, every key issued held by the store.
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { checkInvariant, configYaml, Emulator, printedSecrets, readSopsStore, workspace, type DesiredClient } from '../crash/lib.js';
+import { cliPath } from '../support/cli.js';
+
+const API_KEY = 'sk_test_interruptpty000000';
+const PROJECTS = ['alpha', 'beta', 'gamma'];
+const CLIENTS: DesiredClient[] = Array.from({ length: 6 }, (_, i) => ({ name: `c${i}`, keys: [{ name: 'main', overlap: false }] }));
+const PTY_HELPER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'pty-interrupt.py');
+/** A Node.js stack frame, or the crash that the issue saw. */
+const CRASH = /Unhandled 'error'|\n\s+at .+:\d+:\d+|Error: write EPIPE/;
+
+let ws: ReturnType<typeof workspace>;
+let emu: RunningEmulator;
+let check: Emulator; // the campaign's view of the service (liveKeys, validates), on the same emulator
+let cfgDir: string;
+let env: NodeJS.ProcessEnv;
+
+const python = await new Promise<boolean>((ok) => execFile('python3', ['-c', 'import pty'], (e) => ok(!e)));
+
+beforeAll(() => {
+  ws = workspace('interrupt');
+  cfgDir = path.join(ws.dir, 'config');
+});
+afterAll(async () => {
+  await emu?.close();
+  ws.cleanup();
+  expect(printedSecrets(ws.outputs)).toEqual([]);
+});
+beforeEach(async () => {
+  // A fresh service and configuration folder for each case.
+  await emu?.close();
+  emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+  check = new Emulator(path.join(ws.dir, 'unused.json'), API_KEY);
+  check.url = emu.url;
+  writeFileSync(path.join(ws.dir, 'unused.json'), '');
+  const n = Math.random().toString(36).slice(2, 8);
+  cfgDir = path.join(ws.dir, `config-${n}`);
+  mkdirSync(cfgDir, { recursive: true });
+  for (const slug of PROJECTS) writeFileSync(path.join(cfgDir, `${slug}.yaml`), configYaml(CLIENTS, slug));
+  env = {
+    PATH: process.env.PATH, HOME: ws.dir, NO_COLOR: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY,
+    SOPS_AGE_KEY_FILE: path.join(cfgDir, 'age.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+  };
+});
+
+const storeFile = () => path.join(cfgDir, '.kms-sync', 'secrets.sops.yaml');
+const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+
+function cli(args: string[]): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [cliPath, ...args], { cwd: ws.dir, env }, (e, stdout, stderr) => {
+      ws.outputs.push(stdout, stderr);
+      resolve({ code: e ? (typeof (e as { code?: unknown }).code === 'number' ? (e as { code: number }).code : 1) : 0, out: stdout + stderr });
+    });
+  });
+}
+
+/** No run lock left: not the local file, not a record in the service. */
+async function expectLockReleased() {
+  expect(existsSync(path.join(cfgDir, '.kms-sync', 'run.lock'))).toBe(false);
+  for (const slug of PROJECTS) {
+    const list = await check.call('GET', `/endpoint?project_env=${slug}-production&limit=100`);
+    expect((list?.data ?? []).filter((e: { path: string }) => e.path.startsWith('/__kms-sync/lock/'))).toEqual([]);
+  }
+}
+
+/** Every live key is held by the store with a value the service accepts (none lost, none stray). */
+async function expectNoKeyLost(converged: boolean) {
+  const stored = await readSopsStore(storeFile(), env.SOPS_AGE_KEY_FILE!);
+  for (const slug of PROJECTS) {
+    const projectEnv = `${slug}-production`;
+    const wanted = CLIENTS.map((c) => ({ client: c.name, key: 'main', overlap: false, secret: `${projectEnv}/${c.name}/main` }));
+    const inv = await checkInvariant({ emu: check, projectEnv, wanted, stored, reported: '' });
+    // Before converging, keys not issued yet are missing; none may be lost or stray.
+    expect(converged ? inv.problems : inv.problems.filter((p) => !p.startsWith('MISSING')), projectEnv).toEqual([]);
+  }
+}
+
+/** After the interrupted run: the next apply takes the lock at once and converges; plan is empty. */
+async function expectConverges() {
+  const again = await cli(['apply', '-f', cfgDir, '--auto-approve']);
+  expect(again.code, again.out).toBe(0);
+  const plan = await cli(['plan', '-f', cfgDir, '--detailed-exitcode']);
+  expect(plan.code, plan.out).toBe(0);
+  await expectNoKeyLost(true);
+}
+
+it.skipIf(!python)('Ctrl-C on a terminal during `kms-sync apply | tee apply.log`: exit 3, no stack trace, lock released, every key stored', async () => {
+  // Slow creates, one at a time: the run is mid-apply when the first key reaches the store.
+  emu.addFault({ method: 'POST', route: '/client', mode: 'delay', delayMs: 400, times: 10 });
+  emu.addFault({ method: 'POST', route: '/project', mode: 'delay', delayMs: 150, times: 10 });
+  const codeFile = path.join(ws.dir, `code-${path.basename(cfgDir)}`);
+  // The shell and the group around kms-sync outlive the Ctrl-C (a trap, not an ignore: kms-sync
+  // and tee get the default SIGINT), so that kms-sync's own exit code can be recorded.
+  const line = `trap 'true' INT; { trap 'true' INT; ${[process.execPath, cliPath, 'apply', '-f', cfgDir, '--auto-approve', '--parallelism', '1'].map(quote).join(' ')}; echo $? > ${quote(codeFile)}; } | tee ${quote(path.join(cfgDir, 'apply.log'))}`;
+  const r = await new Promise<{ status: number; interrupted: boolean; output: string }>((resolve, reject) => {
+    execFile('python3', [PTY_HELPER, '^$', '90', line, storeFile()], { cwd: ws.dir, env: { ...env, TERM: 'dumb' }, maxBuffer: 16 * 1024 * 1024 }, (e, stdout) => {
+      if (e) reject(e);
+      else resolve(JSON.parse(stdout));
+    });
+  });
+  ws.outputs.push(r.output);
+  expect(r.interrupted).toBe(true);
+  expect(readFileSync(codeFile, 'utf8').trim(), r.output).toBe('3');
+  expect(r.output).toMatch(/Interrupt received \(SIGINT\): finishing \d+ operation\(s\) in flight/);
+  expect(r.output).not.toMatch(CRASH);
+  expect(r.output).not.toMatch(/finishing -/);
+  await expectLockReleased();
+  await expectNoKeyLost(false);
+  await expectConverges();
+}, 120_000);
+
+it('stdout closed by its reader mid-apply (EPIPE, no signal): an interrupt, exit 3, lock released, every key stored', async () => {
+  emu.addFault({ method: 'POST', route: '/client', mode: 'delay', delayMs: 300, times: 10 });
+  const child = spawn(process.execPath, [cliPath, 'apply', '-f', cfgDir, '--auto-approve', '--json', '--parallelism', '1'], { cwd: ws.dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+  // Like `| head`: the reader takes what it wants (up to the first key stored) and goes.
+  child.stdout!.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    if (stdout.includes('"type":"key_stored"')) child.stdout!.destroy();
+  });
+  const code = await new Promise<number | null>((ok) => child.on('close', ok));
+  ws.outputs.push(stdout, stderr);
+  expect(stdout).toContain('"type":"key_stored"');
+  expect(code, stderr).toBe(3);
+  expect(stderr).toMatch(/Output closed \(stdout: EPIPE\): finishing \d+ operation\(s\) in flight/);
+  expect(stderr).not.toMatch(CRASH);
+  await expectLockReleased();
+  await expectNoKeyLost(false);
+  await expectConverges();
+}, 120_000);
+
+it('Ctrl-C while the plan is read: exit 130, no stack trace, nothing changed, lock released', async () => {
+  emu.addFault({ method: 'GET', route: '/project', mode: 'delay', delayMs: 5000, times: 10 });
+  const child = spawn(process.execPath, [cliPath, 'apply', '-f', cfgDir, '--auto-approve'], { cwd: ws.dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  child.stdout!.on('data', (d: Buffer) => { text += d.toString(); });
+  child.stderr!.on('data', (d: Buffer) => { text += d.toString(); });
+  const exited = new Promise<number | null>((ok) => child.on('close', ok));
+  // The run holds its lock and reads the projects (held back by the service) when Ctrl-C comes.
+  for (let i = 0; i < 500 && !(emu.counts()['GET /project'] ?? 0); i++) await new Promise((ok) => setTimeout(ok, 20));
+  expect(emu.counts()['GET /project']).toBeGreaterThan(0);
+  child.kill('SIGINT');
+  const code = await exited;
+  ws.outputs.push(text);
+  expect(code, text).toBe(130);
+  expect(text).toContain('Interrupt received (SIGINT): stopping; nothing was changed in the service.');
+  expect(text).not.toMatch(CRASH);
+  expect(text).not.toMatch(/^Error:/m);
+  expect(text).not.toMatch(/retrying/);
+  expect(emu.counts()['POST /client'] ?? 0).toBe(0);
+  await expectLockReleased();
+}, 60_000);
+
+it('a configuration that does not load while its live read runs ahead: the read is dropped silently (no false retry lines)', async () => {
+  await cli(['apply', '-f', cfgDir, '--auto-approve']);
+  writeFileSync(path.join(cfgDir, 'alpha.yaml'), configYaml(CLIENTS, 'alpha').replace('template: std', 'template: nope'));
+  emu.addFault({ method: 'GET', route: '/project', mode: 'delay', delayMs: 1500, times: 10 });
+  emu.addFault({ method: 'GET', route: '/project/{project_env}', mode: 'delay', delayMs: 1500, times: 10 });
+  const r = await cli(['plan', '-f', cfgDir]);
+  expect(r.code).toBe(1);
+  expect(r.out).toMatch(/configuration is not valid/);
+  expect(r.out).not.toMatch(/retrying|ECONNRESET/);
+}, 60_000);
