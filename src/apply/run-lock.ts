@@ -79,7 +79,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   try {
     const deadline = Date.now() + o.timeoutMs;
     for (const env of [...o.envs].sort()) {
-      for (let announced = false; ;) {
+      for (let announced = false, lost = 0; ;) {
         let unknown = false;
         try {
           await o.api.createEndpoints(env, [{
@@ -101,7 +101,11 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
           held.push(env);
           break;
         }
-        if (unknown && !current) continue; // the create had not taken effect: send it again
+        if (unknown && !current) {
+          // The create had not taken effect: send it again, a few times.
+          if (++lost >= 5) throw new RunLockError(`could not take the run lock of ${env}: ${lost} attempts to create its record went unanswered; nothing was changed`);
+          continue;
+        }
         const info = (current?.metadata ?? {}) as { holder?: string; host?: string; pid?: number; acquiredAt?: string; expiresAt?: string };
         // Stale: its time ran out, or it was taken on this machine by a process that is gone (a
         // killed run; this one holds the local lock, so no live run of this folder has it).
@@ -129,7 +133,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
     }
   } catch (e) {
     await releaseAll();
-    if (e instanceof RunLockedError) throw e;
+    if (e instanceof RunLockedError || e instanceof RunLockError) throw e;
     // Not another run's lock: the service could not be asked (or answered oddly). Said as what it is about.
     throw new RunLockError(`could not take the run lock in the service (${(e as Error).message}); nothing was changed`);
   }

@@ -142,7 +142,7 @@ export function unresolvedText(r: ApplyResult, compact = false): string {
     const why = f.unknown ? `outcome unknown: ${cut(p(f.error), 400)} (the next run re-reads it)` : `failed: ${cut(p(f.error), 400)}`;
     lines.push(`  ${f.op ? p(f.op.address) : '(before any operation)'}: ${why}`);
   }
-  const why = r.interrupted ? 'not attempted: the run was interrupted' : r.failed.length ? 'not attempted: an earlier step failed' : 'not attempted';
+  const why = r.interrupted ? 'not attempted: the run was interrupted' : r.failed.length ? 'not attempted: an earlier step failed' : 'not attempted: the run stopped before it (see the reason above)';
   const limit = compact ? 0 : UNRESOLVED_LINES;
   for (const o of r.notAttempted.slice(0, limit)) lines.push(`  ${p(o.address)}: ${why}`);
   if (r.notAttempted.length > limit) lines.push(`  … ${r.notAttempted.length - limit}${limit ? ' more' : ''} operation(s) ${why}`);

@@ -60,17 +60,20 @@ describe('HTTP transport', () => {
     await api.close();
   });
 
-  it('never retries a create blindly: a 503 or a dropped connection is an ambiguous write', async () => {
+  it('retries a create answered 503 (not processed, like 429); never one whose outcome is unknown (500, a dropped connection)', async () => {
     const api = client();
     emu.addFault({ method: 'POST', route: '/endpoint', mode: 'error', status: 503 });
-    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/x503' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
+    await api.createEndpoints('big-production', [{ method: 'GET', path: '/x503' }]);
+    emu.addFault({ method: 'POST', route: '/endpoint', mode: 'error', status: 500 });
+    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/x500' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
     emu.addFault({ method: 'POST', route: '/endpoint', mode: 'drop-after-commit' });
     await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/dropped' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
-    // The dropped create did take effect; the 503 one did not: only re-reading tells.
+    // The dropped create did take effect; the 500 one did not: only re-reading tells.
     const paths = (await api.listEndpoints('big-production')).map((e) => e.path);
+    expect(paths).toContain('/x503');
     expect(paths).toContain('/dropped');
-    expect(paths).not.toContain('/x503');
-    expect(api.http.requestCounts['create endpoints']).toBe(2);
+    expect(paths).not.toContain('/x500');
+    expect(api.http.requestCounts['create endpoints']).toBe(4);
     await api.close();
   });
 

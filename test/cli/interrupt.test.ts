@@ -15,6 +15,7 @@ projects:
       - type: staging
         url: https://s.example
         templates: [{ name: std, rateLimitDay: 10 }]
+        endpoints: [{ method: GET, path: /v1/a, name: A }]
         clients:
 ${Array.from({ length: CLIENTS }, (_, i) => `          - { name: c${i}, template: std, keys: [{ name: main }] }`).join('\n')}
 `;
