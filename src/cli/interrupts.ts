@@ -106,6 +106,9 @@ export function triggerInterrupt(c: InterruptCause): void {
 export function installInterrupts(): void {
   if (installed) return;
   installed = true;
+  for (const name of ['SIGINT', 'SIGTERM'] as const) {
+    for (const l of process.listeners(name)) if ((l as { kmsSyncEarly?: boolean }).kmsSyncEarly) process.off(name, l);
+  }
   guardStreams((stream, code) => triggerInterrupt({ kind: 'closed', stream, code }));
   process.on('SIGINT', () => triggerInterrupt({ kind: 'signal', signal: 'SIGINT' }));
   process.on('SIGTERM', () => triggerInterrupt({ kind: 'signal', signal: 'SIGTERM' }));
