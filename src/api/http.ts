@@ -354,7 +354,7 @@ export class HttpTransport {
       let headers: Record<string, string | string[] | undefined>;
       try {
         if (this.limiter) await this.limiter.take();
-        if (this.stopped) throw Object.assign(new Error('stopped'), { code: 'STOPPED' });
+        if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
         const res = await this.exchange(spec.method, path, {
           accept: 'application/json',
@@ -365,8 +365,10 @@ export class HttpTransport {
         headers = res.headers;
         text = res.text;
       } catch (err) {
-        // Cut or refused by stop(): said once by whoever stopped it, never as a network failure.
-        if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
+        // Refused or cut by stop(): said once by whoever stopped it, never as a network failure. A
+        // write cut on the wire may have taken effect: that is an unknown outcome, never "not sent".
+        if (err instanceof RequestsStoppedError) throw err;
+        if (this.stopped) throw write && !idempotent ? new AmbiguousWriteError(spec.method, spec.path, 'cut off by an interrupt') : new RequestsStoppedError(spec.method, spec.path);
         const code = connectErrorCode(err);
         const neverSent = CONNECT_ERRORS.has(code);
         const reason = code || (err as Error).message;

@@ -191,9 +191,8 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         })),
       });
       // Completion lines in dependency order: the project before the environments it holds.
-      ok(op);
+      ok(op, note);
       for (const o of [...envOps, ...tplOps]) ok(o);
-      return note;
     }),
     // 2. Project renames, then environment creates/updates with their template writes: one PUT per env.
     async () => {

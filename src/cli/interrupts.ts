@@ -68,14 +68,18 @@ export function enterApply(hooks: ApplyHooks): () => void {
   };
 }
 
+/** A command that listens for signals itself (the agent, the emulator) keeps them, and a closed output is only muted for it. */
+const commandHandlesSignals = () => process.listenerCount('SIGTERM') > 1 || process.listenerCount('SIGINT') > 1;
+
 export function triggerInterrupt(c: InterruptCause): void {
   const signal = c.kind === 'signal';
+  if (cause === undefined && commandHandlesSignals()) return;
   if (signal) signalsSeen++;
   if (cause === undefined) {
     // Nothing to wind down: a signal keeps its default (exit at once) unless another listener
     // (the emulator's own shutdown) takes care of it; a closed output is simply not written again.
     if (!applying && stoppers.size === 0) {
-      if (signal && process.listenerCount(c.signal) <= 1) process.exit(interruptExitCode(c));
+      if (signal) process.exit(interruptExitCode(c));
       return;
     }
     cause = c;
