@@ -76,8 +76,8 @@ export function triggerInterrupt(c: InterruptCause): void {
   if (cause === undefined && commandHandlesSignals()) return;
   if (signal) signalsSeen++;
   if (cause === undefined) {
-    // Nothing to wind down: a signal keeps its default (exit at once) unless another listener
-    // (the emulator's own shutdown) takes care of it; a closed output is simply not written again.
+    // Nothing to wind down (no service connection, no apply): a signal exits at once, as by
+    // default, and a closed output is simply not written again.
     if (!applying && stoppers.size === 0) {
       if (signal) process.exit(interruptExitCode(c));
       return;
