@@ -38,6 +38,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   version: { service: false, docs: 'cli.md#version', exit: EXIT_SIMPLE, examples: ['kms-sync version'] },
   list: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json', 'kms-sync secrets list --cdktf infra/   # the stores of a CDKTF app'] },
   flush: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
+  prune: { service: true, docs: 'cli.md#secrets', exit: 'Exit codes: 0 removed (or nothing to remove), 1 error or cancelled.', examples: ['kms-sync secrets prune -f config/', 'kms-sync secrets prune -f config/ --yes   # in a script: no question'] },
   emulator: { service: false, docs: 'getting-started.md#the-emulator', exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
   provider: { service: false, docs: 'terraform-provider.md', exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },
   install: {

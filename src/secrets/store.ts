@@ -86,6 +86,11 @@ export interface SecretStore {
   /** Where the backend allows reading values back. */
   read?(name: string): Promise<string | undefined>;
   list?(): Promise<SecretListing[]>;
+  /**
+   * Where the backend allows it: removes secrets, each only if it still holds the key given
+   * (`keyId`, checked atomically with the removal). Returns the names removed.
+   */
+  deleteMany?(targets: { name: string; keyId?: string }[]): Promise<string[]>;
 }
 
 

@@ -78,6 +78,7 @@ export class TargetGuard {
       ...(store.keepsSegment ? { keepsSegment: (s: string) => store.keepsSegment!(s) } : {}),
       ...(store.read ? { read: (name: string) => store.read!(name) } : {}),
       ...(store.list ? { list: () => store.list!() } : {}),
+      ...(store.deleteMany ? { deleteMany: (t: { name: string; keyId?: string }[]) => store.deleteMany!(t) } : {}),
       ...('path' in store ? { path: (store as { path?: unknown }).path } : {}),
     };
     return wrapped;

@@ -270,6 +270,26 @@ export class SopsFileStore implements SecretStore {
     return (await this.existsMany([name])).has(name);
   }
 
+  /**
+   * Removes secrets, each only if it still holds the key it was judged by (`keyId`, checked under
+   * the store's lock: a run that stored a new key under that name meanwhile keeps it). One atomic
+   * write; returns the names removed.
+   */
+  async deleteMany(targets: { name: string; keyId?: string }[]): Promise<string[]> {
+    if (targets.length === 0) return [];
+    let removed: string[] = [];
+    try {
+      await ensureDir(path.dirname(this.path));
+      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        await removeStaleTemps(this.path);
+        removed = await this.writeLocked([], new Map(targets.map((t) => [t.name, t.keyId])));
+      });
+    } catch (err) {
+      throw this.wrap(err, `could not remove ${targets.length} secret(s)`, 'IO');
+    }
+    return removed;
+  }
+
   /** Reads names only: needs no identity and does not check the MAC. */
   async existsMany(names: string[]): Promise<Set<string>> {
     const loaded = await this.guard(() => this.loadRaw(), 'cannot be read');
@@ -345,8 +365,9 @@ export class SopsFileStore implements SecretStore {
     }
   }
 
-  private async writeLocked(entries: SecretEntry[]): Promise<void> {
+  private async writeLocked(entries: SecretEntry[], remove?: Map<string, string | undefined>): Promise<string[]> {
     const loaded = await this.loadVerified();
+    if (remove && !loaded) return [];
     const recipients = await this.ageKeys.recipients();
     let dataKey: Uint8Array;
     let data: SMap;
@@ -375,6 +396,20 @@ export class SopsFileStore implements SecretStore {
       setEntry(data, SECRETS_KEY, secrets);
     }
     if (secrets.kind !== 'map') throw new SopsFormatError('parse', `'${SECRETS_KEY}' must be a mapping`);
+    const removed: string[] = [];
+    if (remove) {
+      const kept = secrets.entries.filter(([name, node]) => {
+        if (!remove.has(name)) return true;
+        const expected = remove.get(name);
+        const keyId = node.kind === 'map' ? getEntry(node, 'keyId') : undefined;
+        const current = keyId?.kind === 'scalar' && typeof keyId.value === 'string' ? keyId.value : undefined;
+        if (expected !== undefined && current !== expected) return true;
+        removed.push(name);
+        return false;
+      });
+      if (removed.length === 0) return [];
+      secrets.entries.splice(0, secrets.entries.length, ...kept);
+    }
     const shouldEncrypt = makeShouldEncrypt(rules);
     const updatedAt = new Date().toISOString();
     const entriesBefore = secrets.entries.length;
@@ -406,7 +441,8 @@ export class SopsFileStore implements SecretStore {
     // every new value decrypts. The usual file is emitted entry by entry and only the entries
     // emitted now are parsed back; other shapes are emitted and parsed whole.
     const fresh: [string, SNode, string][] = [];
-    let text = emitSopsYamlIncremental(data, sops, this.fragments, fresh);
+    // A removal is emitted and verified whole (the incremental emitter follows additions only).
+    let text = remove ? undefined : emitSopsYamlIncremental(data, sops, this.fragments, fresh);
     let verified: LoadedVerified;
     if (text === undefined) {
       text = emitSopsYaml(data, sops);
@@ -423,6 +459,7 @@ export class SopsFileStore implements SecretStore {
       throw this.error('read-back check failed: the file on disk differs from what was written', 'VERIFY_FAILED');
     }
     this.cache = { bytes, loaded: { ...verified, sorted: true } };
+    return removed;
   }
 
   /** Each fragment emitted now parses back to its node; the MAC and the new values check out. */
