@@ -43,7 +43,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   provider: { service: false, docs: 'terraform-provider.md', exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },
   install: {
     service: false, docs: 'terraform-provider.md#install', exit: EXIT_SIMPLE,
-    examples: ['kms-sync provider install --print', 'kms-sync provider install --from dist/provider-release/   # the packaged executable: no Node.js needed', 'kms-sync provider install --dev    # dev_overrides, for working on the provider'],
+    examples: ['kms-sync provider install --print', 'kms-sync provider install --from release/   # a packaged release (npm run package:provider): no Node.js needed', 'kms-sync provider install --dev    # dev_overrides, for working on the provider'],
   },
   demo: { service: false, docs: 'getting-started.md#quick-start', exit: EXIT_SIMPLE, examples: ['kms-sync demo'] },
   agent: {

@@ -242,6 +242,7 @@ export function planInstall(o: InstallOptions): InstallPlan {
         want(packed(host), release?.data ?? installedZip!, 0o644, `release zip (${release ? path.basename(release.file) : 'installed earlier'})`);
         if (existsSync(unpacked(host))) plan.removals.push(unpacked(host));
       }
+      if (plan.removals.length > 0) plan.notes.push('This replaces the Node.js launcher installed before. In working directories initialised with it, delete the kms-sync/kms entry of .terraform.lock.hcl and the folder .terraform/providers, then run terraform init (the package\'s hash changed).');
       if (release && version !== o.version) plan.notes.push(`This release is provider version ${version} (this kms-sync is ${o.version}): require version = "${version}" in required_providers.`);
     } else {
       if (o.platform === 'win32') throw noLauncher();

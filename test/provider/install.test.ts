@@ -9,7 +9,9 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statS
 import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
+import { createHash } from 'node:crypto';
 import { BEGIN_MARKER, END_MARKER, InstallError, withBlock } from '../../src/provider/install.js';
+import { executableName, releaseZipName, sumsName, writeZip } from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace, type CliResult } from '../support/cli.js';
 import { terraformOrSkip, type Run } from './terraform-support.js';
 
@@ -149,6 +151,44 @@ describe('kms-sync provider install (files)', () => {
     ok(await install(env, '--no-cli-config'), 'install --no-cli-config');
     expect(readFileSync(rc, 'utf8')).toBe(theirs);
     expect(existsSync(path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0'))).toBe(true);
+  });
+
+  it('--from: checks the release zip, puts it as it is in the packed layout, replaces the launcher, and keeps it on later runs', async () => {
+    const { home: h, env } = home();
+    const rel = path.join(h, 'release');
+    mkdirSync(rel);
+    const zipName = releaseZipName('0.1.0', 'linux_amd64');
+    const zip = writeZip([{ name: executableName('0.1.0', 'linux_amd64'), data: Buffer.from('#!/bin/sh\nexit 1\n'), mode: 0o755 }]);
+    writeFileSync(path.join(rel, zipName), zip);
+    writeFileSync(path.join(rel, sumsName('0.1.0')), `${'0'.repeat(64)}  ${zipName}\n`);
+    const damaged = await install(env, '--from', rel);
+    expect(damaged.code).toBe(1);
+    expect(damaged.stderr).toContain(`its SHA-256 does not match ${sumsName('0.1.0')}`);
+    expect(existsSync(path.join(h, '.terraform.d'))).toBe(false);
+    expect(existsSync(path.join(h, '.terraformrc'))).toBe(false);
+
+    writeFileSync(path.join(rel, sumsName('0.1.0')), `${createHash('sha256').update(zip).digest('hex')}  ${zipName}\n`);
+    ok(await install(env), 'install the launcher first');
+    const r = await install(env, '--from', rel);
+    ok(r, 'install --from');
+    expect(r.stdout).toContain('(packaged executable)');
+    expect(r.stdout).toMatch(/removed .*0\.1\.0\/linux_amd64\/terraform-provider-kms_v0\.1\.0 \(replaced by the packaged executable\)/);
+    expect(r.stdout).toContain('delete the kms-sync/kms entry of .terraform.lock.hcl');
+    expect(r.stdout).not.toMatch(/needs Node\.js/);
+    const kms = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms');
+    expect(readFileSync(path.join(kms, zipName)).equals(zip)).toBe(true);
+    expect(existsSync(path.join(kms, '0.1.0'))).toBe(false);
+    const again = await install(env);
+    ok(again, 'install without --from');
+    expect(again.stdout).toContain('Already installed: nothing to do.');
+    expect(again.stdout).toContain('(packaged executable)');
+
+    const wrong = path.join(h, 'wrong', zipName);
+    mkdirSync(path.dirname(wrong));
+    writeFileSync(wrong, writeZip([{ name: 'terraform-provider-other', data: Buffer.from('x'), mode: 0o755 }]));
+    const bad = await install(env, '--from', wrong);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('expected exactly one file, terraform-provider-kms_v0.1.0, in the zip; found terraform-provider-other');
   });
 
   it('replaces only the lines between its markers, and refuses a marker without its partner', () => {
