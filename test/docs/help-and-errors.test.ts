@@ -32,8 +32,14 @@ describe('--help ends with its docs page', () => {
     const names = [...top.stdout.slice(top.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help');
     expect(names).toEqual(expect.arrayContaining(['plan', 'apply', 'drift', 'secrets', 'emulator', 'provider']));
     const problems: string[] = [];
-    for (const cmd of [[], ...names.map((n) => [n]), ['secrets', 'list'], ['secrets', 'flush'], ['provider', 'install']]) {
+    const subcommands = (help: string) =>
+      help.includes('Commands:') ? [...help.slice(help.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help') : [];
+    const queue: string[][] = [[], ...names.map((n) => [n])];
+    const seen: string[] = [];
+    for (let cmd = queue.shift(); cmd; cmd = queue.shift()) {
       const r = await runCli([...cmd, '--help']);
+      seen.push(cmd.join(' '));
+      if (cmd.length === 1) queue.push(...subcommands(r.stdout).map((sub) => [...cmd!, sub]));
       const last = r.stdout.trimEnd().split('\n').at(-1)!;
       const m = /^Docs: (\/\S+?)(?:#([a-z0-9-]+))?$/.exec(last);
       const what = `kms-sync ${[...cmd, '--help'].join(' ')}`;
@@ -42,6 +48,7 @@ describe('--help ends with its docs page', () => {
       if (!file!.startsWith(repoRoot + path.sep) || !existsSync(file!)) problems.push(`${what}: ${file} is not a file of the package`);
       else if (anchor && !anchorExists(file!, anchor)) problems.push(`${what}: no heading #${anchor} in ${path.relative(repoRoot, file!)}`);
     }
+    expect(seen).toEqual(expect.arrayContaining(['secrets list', 'secrets flush', 'provider install']));
     expect(problems).toEqual([]);
   }, 120_000);
 });
