@@ -90,19 +90,44 @@ export function impliedMirror(env: NodeJS.ProcessEnv, home: string, platform: st
 /** An HCL string literal: JSON's escapes, plus template sequences doubled. */
 export const hclString = (s: string) => JSON.stringify(s).replace(/\$\{/g, '$${').replace(/%\{/g, '%%{');
 
-export function installBlock(mirror: string): string {
-  const sources = mirrorSources().map(hclString).join(', ');
+/**
+ * The block for a mirror. With a provider_installation block, Terraform no longer does what it does
+ * without one: take each provider found in its implied mirror from there and never from its
+ * registry. So direct excludes kms-sync's provider and every other provider in the mirror now
+ * (`others`), which keeps an offline mirror of other providers working; the mirror has no include.
+ */
+export function installBlock(mirror: string, others: string[] = []): string {
+  const excluded = [...mirrorSources(), ...others.filter((o) => !mirrorSources().includes(o))];
   return [
     'provider_installation {',
     '  filesystem_mirror {',
-    `    path    = ${hclString(mirror)}`,
-    `    include = [${sources}]`,
+    `    path = ${hclString(mirror)}`,
     '  }',
     '  direct {',
-    `    exclude = [${sources}]`,
+    `    exclude = [${excluded.map(hclString).join(', ')}]`,
     '  }',
     '}',
   ].join('\n');
+}
+
+/** The providers a filesystem mirror holds (host/namespace/type folders with something inside). */
+export function mirroredProviders(mirror: string): string[] {
+  const dirs = (p: string) => {
+    try {
+      return readdirSync(p, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    } catch {
+      return [];
+    }
+  };
+  const found: string[] = [];
+  for (const host of dirs(mirror).filter((h) => h.includes('.'))) {
+    for (const ns of dirs(path.join(mirror, host))) {
+      for (const type of dirs(path.join(mirror, host, ns))) {
+        if (readdirSync(path.join(mirror, host, ns, type)).length > 0) found.push(`${host}/${ns}/${type}`);
+      }
+    }
+  }
+  return found.sort();
 }
 
 export function devBlock(dir: string): string {
@@ -249,7 +274,9 @@ export function planInstall(o: InstallOptions): InstallPlan {
       for (const host of MIRROR_HOSTS) want(unpacked(host), launcherScript(o.node, o.providerScript), 0o755, 'launcher');
       plan.notes.push(`The provider installed is a launcher: it runs this kms-sync's provider with Node.js ${process.version} (${o.node}). Every machine where Terraform runs it needs Node.js >= ${NODE_MINIMUM} and this kms-sync installation; where Node.js is missing, install a packaged release instead: kms-sync provider install --from <release folder> (npm run package:provider builds one).`);
     }
-    block = installBlock(plan.dir);
+    const others = mirroredProviders(plan.dir).filter((p) => !mirrorSources().includes(p));
+    block = installBlock(plan.dir, others);
+    if (others.length > 0 && o.cliConfig) plan.notes.push(`The mirror also holds ${others.join(', ')}: excluded from registry installation as Terraform does without a CLI block. Providers added to ${plan.dir} later: run kms-sync provider install again.`);
   }
 
   if (o.cliConfig) {

@@ -111,7 +111,7 @@ describe('kms-sync provider install (files)', () => {
     const text = readFileSync(rc, 'utf8');
     expect(text.startsWith(theirs)).toBe(true);
     expect(text).toContain(`${BEGIN_MARKER}\nprovider_installation {`);
-    expect(text).toContain(`path    = "${path.join(h, '.terraform.d', 'plugins')}"`);
+    expect(text).toContain(`path = "${path.join(h, '.terraform.d', 'plugins')}"`);
     expect(readFileSync(`${rc}.kms-sync.bak`, 'utf8')).toBe(theirs);
     const launcher = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64', 'terraform-provider-kms_v0.1.0');
     expect(statSync(launcher).mode & 0o777).toBe(0o755);
@@ -130,7 +130,7 @@ describe('kms-sync provider install (files)', () => {
   it('edits the file TF_CLI_CONFIG_FILE names, not ~/.terraformrc', async () => {
     const { home: h, env } = home('custom.tfrc');
     ok(await install(env, '--dir', path.join(h, 'mirror')), 'install');
-    expect(readFileSync(path.join(h, 'custom.tfrc'), 'utf8')).toContain(`path    = "${path.join(h, 'mirror')}"`);
+    expect(readFileSync(path.join(h, 'custom.tfrc'), 'utf8')).toContain(`path = "${path.join(h, 'mirror')}"`);
     expect(existsSync(path.join(h, '.terraformrc'))).toBe(false);
     expect(existsSync(path.join(h, 'mirror', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64'))).toBe(true);
   });
@@ -143,7 +143,7 @@ describe('kms-sync provider install (files)', () => {
     const r = await install(env);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${rc} line 2 already has a provider_installation block`);
-    expect(r.stderr).toContain(`include = ${SOURCES}`);
+    expect(r.stderr).toContain(`exclude = ${SOURCES}`);
     expect(r.stderr).toContain('--no-cli-config');
     expect(readFileSync(rc, 'utf8')).toBe(theirs);
     expect(existsSync(path.join(h, '.terraform.d'))).toBe(false);
@@ -214,6 +214,22 @@ describe.skipIf(!TERRAFORM)('terraform installs the provider kms-sync provider i
     ok(await terraform(dir, env, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
     const again = await terraform(dir, env, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
     expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
+
+    // Another provider kept in the implied mirror: without a CLI block Terraform takes it from there
+    // alone; with the block, install excludes it from registry installation too, so init stays offline.
+    const other = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'acme', 'other', '1.0.0', 'linux_amd64', 'terraform-provider-other_v1.0.0');
+    mkdirSync(path.dirname(other), { recursive: true });
+    writeFileSync(other, '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+    const rerun = await install(env);
+    ok(rerun, 'install again');
+    expect(rerun.stdout).toContain('The mirror also holds registry.terraform.io/acme/other');
+    expect(readFileSync(path.join(h, '.terraformrc'), 'utf8')).toContain(`exclude = ${SOURCES.replace(/\]$/, ', "registry.terraform.io/acme/other"]')}`);
+    const otherDir = path.join(h, 'other');
+    mkdirSync(otherDir);
+    writeFileSync(path.join(otherDir, 'main.tf'), 'terraform {\n  required_providers {\n    other = { source = "acme/other", version = "1.0.0" }\n  }\n}\n');
+    const init = await terraform(otherDir, env, 'init', '-input=false', '-no-color');
+    expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
+    expect(init.stdout).toMatch(/Installed acme\/other v1\.0\.0/);
   }, 180_000);
 
   it('init from --dir through TF_CLI_CONFIG_FILE; --dev then runs plan without init; install switches back', async () => {
