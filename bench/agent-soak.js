@@ -53,10 +53,13 @@ function start(args, env, re) {
   });
 }
 
-function sample(pid) {
+/** RSS and open fds from /proc; the V8 heap in use from the agent's own metrics (Node's process metrics). */
+async function sample(pid, url) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
-  return { rssMiB: +(kb('VmRSS') / 1024).toFixed(1), fds: readdirSync(`/proc/${pid}/fd`).length };
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const heap = Number(/^kms_sync_nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN);
+  return { rssMiB: +(kb('VmRSS') / 1024).toFixed(1), heapMiB: +(heap / 1048576).toFixed(1), fds: readdirSync(`/proc/${pid}/fd`).length };
 }
 
 const reconciles = async (url) => {
@@ -96,7 +99,7 @@ async function cycle() {
 const WARMUP = 20;
 for (let i = 0; i < WARMUP; i++) await cycle();
 const t0 = Date.now();
-const first = sample(pid);
+const first = await sample(pid, agent.url);
 const samples = [{ cycle: 0, ...first }];
 let drifts = 0;
 for (let i = 1; i <= CYCLES; i++) {
@@ -107,9 +110,9 @@ for (let i = 1; i <= CYCLES; i++) {
     drifts++;
   }
   await cycle();
-  if (i % 100 === 0) samples.push({ cycle: i, ...sample(pid) });
+  if (i % 100 === 0) samples.push({ cycle: i, ...(await sample(pid, agent.url)) });
 }
-const last = sample(pid);
+const last = await sample(pid, agent.url);
 const results = await reconciles(agent.url);
 const ms = Date.now() - t0;
 const metricsText = await (await fetch(`${agent.url}/metrics`)).text();
@@ -118,13 +121,13 @@ agent.child.kill('SIGTERM');
 await new Promise((r) => agent.child.once('exit', r));
 const report = {
   cycles: CYCLES, clients: CLIENTS, warmup: WARMUP, seconds: +(ms / 1000).toFixed(1), msPerCycle: +(ms / CYCLES).toFixed(1),
-  start: first, end: last, rssGrowthMiB: +(last.rssMiB - first.rssMiB).toFixed(1), fdGrowth: last.fds - first.fds,
+  start: first, end: last, rssGrowthMiB: +(last.rssMiB - first.rssMiB).toFixed(1), heapGrowthMiB: +(last.heapMiB - first.heapMiB).toFixed(1), fdGrowth: last.fds - first.fds,
   results, handMadeDrifts: drifts, applied, samples, node: process.version,
 };
 if (process.argv.includes('--json')) console.log(JSON.stringify(report, null, 1));
 else {
   console.log(`agent soak: ${CYCLES} reconciles (${CLIENTS} clients, self-heal, ${drifts} hand-made drifts healed) in ${report.seconds} s (${report.msPerCycle} ms each); results ${JSON.stringify(results)}; applied ${applied}`);
-  console.log(`RSS ${first.rssMiB} MiB → ${last.rssMiB} MiB (${report.rssGrowthMiB >= 0 ? '+' : ''}${report.rssGrowthMiB}), open fds ${first.fds} → ${last.fds} (${report.fdGrowth >= 0 ? '+' : ''}${report.fdGrowth})`);
-  console.log(`every 100 cycles: ${samples.map((s) => `${s.cycle}: ${s.rssMiB} MiB/${s.fds} fds`).join(', ')}`);
+  console.log(`RSS ${first.rssMiB} MiB → ${last.rssMiB} MiB (${report.rssGrowthMiB >= 0 ? '+' : ''}${report.rssGrowthMiB}; peak ${Math.max(...samples.map((x) => x.rssMiB))}), V8 heap in use ${first.heapMiB} → ${last.heapMiB} MiB, open fds ${first.fds} → ${last.fds} (${report.fdGrowth >= 0 ? '+' : ''}${report.fdGrowth})`);
+  console.log(`every 100 cycles: ${samples.map((s) => `${s.cycle}: ${s.rssMiB} MiB RSS/${s.heapMiB} MiB heap/${s.fds} fds`).join(', ')}`);
 }
 process.exit(0);
