@@ -36,6 +36,8 @@ export interface AgentOptions {
   /** Built with the agent's metrics (it counts what it sends). */
   notifier?: (metrics: AgentMetrics) => Notifier;
   env?: NodeJS.ProcessEnv;
+  /** The metrics (default: new ones); the caller makes them when it must count before the agent starts (API retries). */
+  metrics?: AgentMetrics;
 }
 
 export interface RunningAgent {
@@ -62,7 +64,7 @@ export function stateLayout(stateDir: string) {
 export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const layout = stateLayout(o.stateDir);
   await mkdir(layout.store, { recursive: true, mode: 0o700 });
-  const metrics = new AgentMetrics();
+  const metrics = o.metrics ?? new AgentMetrics();
   metrics.watch(o.conn.api);
   const suspended = o.suspend || existsSync(layout.suspended);
   if (o.suspend) await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });

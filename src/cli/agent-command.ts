@@ -6,6 +6,7 @@ import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { startAgent, stateLayout } from '../agent/agent.js';
 import { createLogger } from '../agent/log.js';
+import { AgentMetrics } from '../agent/metrics.js';
 import { Notifier, type NotifierOptions } from '../agent/notify.js';
 import { parseTtl } from '../model/index.js';
 import { registerSecret } from '../model/redact.js';
@@ -127,7 +128,8 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   // The age identity of the default store lives with the store, under the state folder, unless one is given.
   if (!env.SOPS_AGE_KEY && !env.SOPS_AGE_KEY_FILE) env.SOPS_AGE_KEY_FILE = stateLayout(stateDir).ageKeyFile;
   const uiToken = o.uiToken ? readToken('--ui-token', o.uiToken, env) : undefined;
-  const conn = connect(o, env, (line) => log.warn(line));
+  const metrics = new AgentMetrics();
+  const conn = connect(o, env, (line) => { metrics.apiRetries.inc(); log.warn(line); });
   const notifierOpts: Omit<NotifierOptions, 'metrics'> = { log, ...(env.KMS_SYNC_NOTIFY_WEBHOOK ? { webhookUrl: env.KMS_SYNC_NOTIFY_WEBHOOK } : {}), ...(o.pageUrl ? { pageUrl: o.pageUrl } : {}) };
   if (o.commitStatus === 'github') {
     const repo = o.statusRepo ?? repoPath(o.repo);
@@ -142,7 +144,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
-    suspend: Boolean(o.suspend), listen, stateDir, conn, parallelism: o.parallelism, lockTimeoutMs, log,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, parallelism: o.parallelism, lockTimeoutMs, log, metrics,
     ...(uiToken ? { uiToken } : {}), ...(o.metricsAuth ? { metricsAuth: true } : {}),
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

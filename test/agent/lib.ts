@@ -106,10 +106,10 @@ export async function startAgent(f: Fixture, args: string[], extraEnv: Record<st
   f.procs.push(proc);
   let exited = false;
   void proc.exit.then(() => { exited = true; });
-  if (!(await waitFor(() => exited || /listening on http:\/\/\S+/.test(proc.output()), 20_000)) || exited) {
+  if (!(await waitFor(() => exited || /listening on http:\/\/[^\s"]+/.test(proc.output()), 20_000)) || exited) {
     throw new Error(`the agent did not start:\n${proc.output()}`);
   }
-  const url = /listening on (http:\/\/\S+)/.exec(proc.output())![1]!;
+  const url = /listening on (http:\/\/[^\s"]+)/.exec(proc.output())![1]!;
   const call = async (method: string, p: string, body?: string, headers: Record<string, string> = {}) => {
     const res = await fetch(`${url}${p}`, { method, headers, ...(body !== undefined ? { body } : {}) });
     return { status: res.status, text: await res.text() };

@@ -26,7 +26,7 @@ describe.skipIf(!present)('the status page in chromium', () => {
         { name: 'billing', keys: ['{ name: primary, ttl: 90d }', '{ name: batch, ttl: 5d }'] },
       ]),
     }, 'first');
-    agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
+    agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--ui-token', 'env:KMS_SYNC_UI_TOKEN', '--log-format', 'json'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
   }, 60_000);
   afterAll(async () => {
     agent?.child.kill('SIGTERM');
@@ -87,6 +87,8 @@ describe.skipIf(!present)('the status page in chromium', () => {
       mkdirSync(dir, { recursive: true });
       await page.screenshot({ path: path.join(dir, 'agent-status-page.png'), fullPage: true });
       expect(existsSync(path.join(dir, 'agent-status-page.png'))).toBe(true);
+      // --log-format json: every line of the agent's output is one JSON object with time, level, msg.
+      for (const line of agent.output().trim().split('\n')) expect(Object.keys(JSON.parse(line)).slice(0, 3), line).toEqual(['time', 'level', 'msg']);
     } finally {
       await browser.close();
     }
