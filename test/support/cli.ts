@@ -1,9 +1,9 @@
 // Runs the built CLI as a real process, the way users and CI do.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { scratchDir } from './scratch.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const cliPath = path.join(repoRoot, 'dist', 'bin', 'kms-sync.js');
@@ -21,7 +21,8 @@ export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: st
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [cliPath, ...args], {
       cwd: opts.cwd ?? repoRoot,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...opts.env },
+      // TMPDIR: the run's temporary folder, as a user's environment would have it.
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', ...opts.env },
       maxBuffer: 64 * 1024 * 1024,
     }, (error, stdout, stderr) => {
       allOutput.push(stdout, stderr);
@@ -40,9 +41,9 @@ export function writeFiles(dir: string, files: Record<string, string>): void {
   }
 }
 
-/** A scratch folder with files written from a map of relative path → content. */
+/** A scratch folder with files written from a map of relative path → content, removed after the test file. */
 export function workspace(files: Record<string, string> = {}): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-test-'));
+  const dir = scratchDir('kms-sync-test-');
   writeFiles(dir, files);
   return dir;
 }
