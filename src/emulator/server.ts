@@ -10,8 +10,8 @@ import { CONTROL_BASE, findControlRoute, type FaultRule } from './control.js';
 import { loadDataFile, saveDataFile } from './data-file.js';
 import { ServerKeyPair } from './encryption.js';
 import { ApiError } from './errors.js';
-import { answerClientError, answerConnect, MAX_HEADER_BYTES } from './protocol-errors.js';
-import { decodeComponent, parseRequestTarget } from './request-target.js';
+import { answerConnect, clientErrorHandler, MAX_HEADER_BYTES } from './protocol-errors.js';
+import { decodeComponent, excerpt, parseRequestTarget } from './request-target.js';
 import { CUSTOMER_KEY_PREFIX, KmsService, type SeedRequest } from './service.js';
 import { checkDepth, queryBool, queryInt } from './validate.js';
 
@@ -133,23 +133,35 @@ function sendError(res: ServerResponse, err: ApiError) {
   send(res, err.status, { code: err.code, status: err.status, error: err.message }, err.headers);
 }
 
+/**
+ * After a 413 the rest of the body is read and thrown away, up to this much more, so that a client
+ * still sending it reads the answer instead of a write error (EPIPE, or a reset that loses the
+ * answer); past it, or after DRAIN_MS, the connection is cut.
+ */
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+const DRAIN_MS = 10_000;
+
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > MAX_BODY_BYTES) {
-      reject(new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body is ${declared} bytes; the limit is ${MAX_BODY_BYTES}`));
-      return;
-    }
     const chunks: Buffer[] = [];
     let size = 0;
+    let discarded = 0;
+    let over = false;
+    const tooLarge = (err: ApiError) => {
+      over = true;
+      chunks.length = 0;
+      reject(err);
+    };
+    if (declared > MAX_BODY_BYTES) tooLarge(new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body is ${declared} bytes; the limit is ${MAX_BODY_BYTES}`));
     req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${MAX_BODY_BYTES} bytes`));
-        req.removeAllListeners('data');
-        req.resume();
+      if (over) {
+        discarded += c.length;
+        if (discarded > DRAIN_MAX_BYTES) req.socket.destroy();
         return;
       }
+      size += c.length;
+      if (size > MAX_BODY_BYTES) return tooLarge(new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${MAX_BODY_BYTES} bytes`));
       chunks.push(c);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
@@ -157,6 +169,18 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
     // The connection ended mid-body (or the parser refused the rest and answered on the socket).
     req.on('close', () => { if (!req.complete) reject(CLIENT_GONE); });
   });
+}
+
+/**
+ * Closes the connection of an answered 413 once the client has sent the rest of its body (which
+ * readBody throws away), rather than right after the answer: Node would destroy the socket as soon
+ * as the answer is written (`destroySoon`), and a client still writing gets EPIPE and may never read it.
+ */
+function closeAfterDrain(socket: Socket): void {
+  const cut = setTimeout(() => socket.destroy(), DRAIN_MS).unref();
+  socket.once('close', () => clearTimeout(cut));
+  // Our side is finished (FIN after the answer); the client's FIN, or the limits, close the rest.
+  (socket as Socket & { destroySoon?: () => void }).destroySoon = () => socket.end();
 }
 
 /** The client is gone (or was already answered at the connection level): nothing left to send. */
@@ -273,6 +297,46 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     return send(res, 200, route.handle(control, body));
   }
 
+  /** The route of `method path` (path below API_BASE), or the 404/405 to answer. */
+  function findRoute(method: string, path: string): Route {
+    const matching = routes.filter((r) => r.pattern.test(path));
+    // A literal path (/client/templates) wins over a parameter (/client/{client_uuid}).
+    const literal = matching.filter((r) => !r.template.includes('{'));
+    const candidates = literal.length ? literal : matching;
+    if (candidates.length === 0) throw new ApiError(404, 'NOT_FOUND', `no route ${excerpt(method, 20)} ${API_BASE}${path.slice(0, 200)}`);
+    const r = candidates.find((c) => c.method === method);
+    if (!r) {
+      const allow = candidates.map((c) => c.method).join(', ');
+      throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${excerpt(method, 20)} is not allowed on ${API_BASE}${path} (allowed: ${allow})`, { allow });
+    }
+    return r;
+  }
+
+  /**
+   * What a method Node's parser does not know (FROB, a lower-case get) gets on `rawTarget`: the
+   * same 404 or 405 (with Allow) as a known method that is not listed there, or a 400 for a bad target.
+   */
+  function refuseUnknownMethod(method: string, rawTarget: string): ApiError {
+    try {
+      const { path: target } = parseRequestTarget(rawTarget);
+      if (target === CONTROL_BASE || target.startsWith(`${CONTROL_BASE}/`)) {
+        if (!options.control) return new ApiError(404, 'NOT_FOUND', `no route ${target.slice(0, 200)}`);
+        findControlRoute(method, target.slice(CONTROL_BASE.length));
+      } else if (!target.startsWith(`${API_BASE}/`)) {
+        return new ApiError(404, 'NOT_FOUND', `no route ${target.slice(0, 200)}; the API lives under ${API_BASE}`);
+      } else {
+        const path = target.slice(API_BASE.length);
+        if (path === '/openapi.yaml' || path === '/openapi.json')
+          return new ApiError(405, 'METHOD_NOT_ALLOWED', `${excerpt(method, 20)} is not allowed on ${target} (allowed: GET)`, { allow: 'GET' });
+        findRoute(method, path);
+      }
+      return new ApiError(400, 'BAD_REQUEST', `unknown method ${excerpt(method, 20)}`);
+    } catch (e) {
+      if (e instanceof ApiError) return e;
+      throw e;
+    }
+  }
+
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const started = performance.now();
     const method = req.method ?? 'GET';
@@ -296,16 +360,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
       return res.end(openapiJson);
     }
-    const matching = routes.filter((r) => r.pattern.test(path));
-    // A literal path (/client/templates) wins over a parameter (/client/{client_uuid}).
-    const literal = matching.filter((r) => !r.template.includes('{'));
-    const candidates = literal.length ? literal : matching;
-    if (candidates.length === 0) throw new ApiError(404, 'NOT_FOUND', `no route ${method} ${API_BASE}${path.slice(0, 200)}`);
-    const r = candidates.find((c) => c.method === method);
-    if (!r) {
-      throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${API_BASE}${path} (allowed: ${candidates.map((c) => c.method).join(', ')})`,
-        { allow: candidates.map((c) => c.method).join(', ') });
-    }
+    const r = findRoute(method, path);
     const key = `${method} ${r.template}`;
     counts[key] = (counts[key] ?? 0) + 1;
 
@@ -340,8 +395,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     handle(req, res).catch((err: unknown) => {
       if (err === CLIENT_GONE || res.headersSent || res.destroyed) return;
       if (err instanceof ApiError) {
-        // Stop reading an oversized body: answer, then close the connection.
-        if (err.status === 413) res.setHeader('connection', 'close');
+        // An oversized body: answer now, read and drop the rest of it, then close the connection.
+        if (err.status === 413) {
+          res.setHeader('connection', 'close');
+          closeAfterDrain(req.socket);
+        }
         sendError(res, err);
       } else if (err instanceof SyntaxError) {
         sendError(res, new ApiError(400, 'INVALID_JSON', `request body is not valid JSON: ${err.message}`));
@@ -351,7 +409,7 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       }
     });
   });
-  server.on('clientError', answerClientError);
+  server.on('clientError', clientErrorHandler(refuseUnknownMethod));
   server.on('connect', answerConnect);
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((ok, fail) => {

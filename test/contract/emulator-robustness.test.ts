@@ -2,14 +2,14 @@
 // shape: bad percent-encoding, requests Node's HTTP parser rejects (seen over a raw socket),
 // CONNECT, bad control-route bodies. Never a 500, never a warning (stack) from the emulator,
 // never a state that stops answering.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { assertMatchesContract, matchPathTemplate } from '../support/contract.js';
 import { isErrorShape, rawExchange, requestBytes, type RawResponse } from './raw-http.js';
+import { scratchDir } from '../support/scratch.js';
 
 const API_KEY = 'sk_test_robustness';
 const PE = 'rb-production';
@@ -22,7 +22,7 @@ const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
 
 beforeAll(async () => {
   process.on('warning', onWarning);
-  dir = mkdtempSync(join(tmpdir(), 'kms-robust-'));
+  dir = scratchDir('kms-robust-');
   dataFile = join(dir, 'state.json');
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY], dataFile, control: true });
   const res = await api('POST', '/project', {
@@ -145,8 +145,9 @@ describe('request targets', () => {
 describe('requests the HTTP parser rejects, over a raw socket', () => {
   const cases: [string, string | Buffer, number, string][] = [
     ['a malformed request line', 'GARBAGE\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['a lower-case method', 'get /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['an unknown method', 'FROB /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['a lower-case method (methods are case-sensitive)', 'get /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'METHOD_NOT_ALLOWED'],
+    ['an unknown method', 'FROB /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'METHOD_NOT_ALLOWED'],
+    ['an unknown method on an unknown path', 'FROB /api/v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n', 404, 'NOT_FOUND'],
     ['a space in the target', 'GET /api/v1/pro ject HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
     ['a raw non-ASCII target', Buffer.from('GET /api/v1/projé HTTP/1.1\r\nHost: x\r\n\r\n'), 400, 'BAD_REQUEST'],
     ['no HTTP version (HTTP/0.9)', 'GET /api/v1/project\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
