@@ -54,8 +54,9 @@ describe('the temporary-folder check of a test run', () => {
 describe('which names count', () => {
   it('in the shared folder: new names with our prefixes, except other runs\' own folders', () => {
     const before = new Set(['kms-sync-old', 'node-compile-cache']);
-    const after = ['kms-sync-old', 'node-compile-cache', 'kms-sync-vitest-mine', 'kms-sync-vitest-other', 'kms-robust-1', 'tmp-123-abc', 'tmp.XYZ', 'systemd-private-1', 'jsii-kernel-1', 'plugin123'];
-    expect(newSharedEntries(before, after, 'kms-sync-vitest-mine')).toEqual(['jsii-kernel-1', 'kms-robust-1', 'plugin123', 'tmp-123-abc']);
+    const after = ['kms-sync-old', 'node-compile-cache', 'kms-sync-vitest-mine', 'kms-sync-vitest-other', 'kms-robust-1', 'tmp-123-abc', 'tmp.XYZ',
+      'systemd-private-1', 'jsii-kernel-1', 'plugin123', 'cdktf-probe4', 'npm-77-x'];
+    expect(newSharedEntries(before, after, 'kms-sync-vitest-mine')).toEqual(['jsii-kernel-1', 'kms-robust-1', 'npm-77-x', 'plugin123', 'tmp-123-abc']);
     expect(newSharedEntries(new Set(), ['node-compile-cache'], 'x')).toEqual(['node-compile-cache']);
   });
 

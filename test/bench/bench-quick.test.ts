@@ -3,11 +3,11 @@
 // file, the baselines, the results file. The figures themselves are never asserted (they depend
 // on the machine); only that each scenario ran, did what it claims and reported them.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 interface ScenarioResult {
   key: string;
@@ -21,7 +21,7 @@ interface ScenarioResult {
 
 describe('npm run bench -- --quick', () => {
   it('runs every scenario as a whole process and writes a results file', async () => {
-    const out = path.join(mkdtempSync(path.join(tmpdir(), 'kms-sync-bench-')), 'results.json');
+    const out = path.join(scratchDir('kms-sync-bench-'), 'results.json');
     const { code, stdout, stderr } = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       execFile(process.execPath, [path.join(repoRoot, 'bench', 'run.js'), '--quick', '--out', out], { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024 },
         (error, so, se) => resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout: so, stderr: se }));

@@ -3,14 +3,14 @@
 // machinery. Checked on real processes by recording every module they resolve; a chunk of the
 // bundled CLI (dist/bin/) stands for the modules it holds (dist/bin/modules.json, from the build).
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { buildFullProgram, buildProgram } from '../../src/cli/commands.js';
 import { STORE_BACKENDS } from '../../src/secrets/registry.js';
 import { cliPath, repoRoot, workspace } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 const tracer = path.join(repoRoot, 'test', 'bench', 'fixtures', 'trace-imports.mjs');
 const binDir = path.join(repoRoot, 'dist', 'bin');
@@ -29,7 +29,7 @@ function unbundled(urls: string[]): string[] {
 }
 
 function importsOf(args: string[], cwd = repoRoot): Promise<{ code: number; stdout: string; modules: string[]; resolved: string[] }> {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'kms-sync-imports-')), 'modules.txt');
+  const file = path.join(scratchDir('kms-sync-imports-'), 'modules.txt');
   return new Promise((resolve) => {
     execFile(process.execPath, ['--import', tracer, cliPath, ...args], {
       cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, KMS_SYNC_TRACE_IMPORTS: file },

@@ -2,11 +2,11 @@
 // `npm ci` in the project refuses (engines + engine-strict in .npmrc). Runs against a real older
 // node binary when the machine has one (Debian's is 20); skips loudly otherwise.
 import { execFile, execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliPath, repoRoot } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 function findOldNode(): { bin: string; version: string } | undefined {
   for (const bin of ['/usr/bin/node', '/usr/local/bin/node', '/bin/node']) {
@@ -48,7 +48,7 @@ describe.skipIf(!old)('on a Node.js older than 22.19', () => {
   it('npm ci in the project refuses with the engines requirement (engine-strict)', async () => {
     const npm = ['/usr/bin/npm', '/usr/local/bin/npm'].find((p) => existsSync(p));
     if (!npm) return console.warn('SKIPPED npm ci check: no npm next to the old node');
-    const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-engines-'));
+    const dir = scratchDir('kms-sync-engines-');
     for (const f of ['package.json', 'package-lock.json', '.npmrc']) copyFileSync(path.join(repoRoot, f), path.join(dir, f));
     const r = await run(old!.bin, [npm, 'ci', '--ignore-scripts', '--dry-run', '--offline'], dir);
     expect(r.code).not.toBe(0);

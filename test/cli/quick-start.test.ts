@@ -4,11 +4,12 @@
 // main run). Slow (an npm ci): runs only when CI is set or KMS_SYNC_QUICKSTART_TEST=1, and never
 // inside its own clone.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, it } from 'vitest';
 import { RAW_KEY_PATTERN, repoRoot } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 const ci = Boolean(process.env.CI) && process.env.CI !== 'false' && process.env.CI !== '0';
 const enabled = (ci || process.env.KMS_SYNC_QUICKSTART_TEST === '1') && process.env.KMS_SYNC_QUICKSTART_CLONE !== '1';
@@ -23,7 +24,7 @@ function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): P
 }
 
 it.skipIf(!enabled)('npm ci && npm run demo, then npm test, in a fresh clone with a fresh HOME', async () => {
-  const root = mkdtempSync(path.join(tmpdir(), 'kms-sync-quickstart-'));
+  const root = scratchDir('kms-sync-quickstart-');
   const home = path.join(root, 'home');
   mkdirSync(home);
   const clone = path.join(root, 'kms-sync');

@@ -1,12 +1,12 @@
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, formatDiagnostic, loadDesiredState } from '../../src/config/index.js';
 import type { DesiredState } from '../../src/model/index.js';
+import { scratchDir } from '../support/scratch.js';
 
 /** Writes `files` (relative path → text) into a fresh temporary folder; returns the folder. */
 export async function writeTree(files: Record<string, string>): Promise<string> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'kms-sync-config-'));
+  const dir = scratchDir('kms-sync-config-');
   for (const [rel, text] of Object.entries(files)) {
     const full = path.join(dir, rel);
     await mkdir(path.dirname(full), { recursive: true });

@@ -1,12 +1,12 @@
 // Starting the emulator on a bad `--data` file or a bad port: a message naming the file (or port)
 // and what is wrong, a refusal to start, and the file left exactly as it was. Never a half-read state.
 import { createServer, type Server } from 'node:net';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataFileError, EmulatorStartError, startEmulator } from '../../src/emulator/index.js';
 import { runCli } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 const API_KEY = 'sk_test_startup';
 let dir: string;
@@ -14,7 +14,7 @@ let dir: string;
 let good: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kms-startup-'));
+  dir = scratchDir('kms-startup-');
   const file = join(dir, 'good.json');
   const emu = await startEmulator({ port: 0, apiKeys: [API_KEY], dataFile: file });
   const call = (method: string, path: string, body?: unknown) => fetch(`${emu.url}${path}`, {

@@ -3,13 +3,13 @@
 import {
   createCipheriv, createHash, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, randomBytes,
 } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { assertMatchesContract, CONTRACT_FILE, listOperations, loadContract, matchPathTemplate } from '../support/contract.js';
+import { scratchDir } from '../support/scratch.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type J = any;
@@ -148,7 +148,7 @@ let fxClient: J;
 let fxRawKey: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kms-contract-'));
+  dir = scratchDir('kms-contract-');
   dataFile = join(dir, 'state.json');
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY], dataFile });
   await createProject(FX.slug, [{ name: 'basic', rateLimitDay: 1000, maxClients: 50 }, { name: 'tiny', rateLimitDay: 2, maxClients: 2 }]);

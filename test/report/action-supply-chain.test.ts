@@ -4,7 +4,7 @@
 // checkout whose .npmrc points at a logging server, with an `npm` on PATH that records where and
 // how it ran and asks the real npm which registry those settings resolve to.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { repoRoot } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const action = parse(readFileSync(path.join(repoRoot, 'action.yml'), 'utf8')) as any;
@@ -36,7 +37,7 @@ describe('the GitHub Action', () => {
     cleanup.push(() => new Promise((r) => server.close(r)));
     const evil = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
 
-    const root = mkdtempSync(path.join(tmpdir(), 'kms-sync-action-'));
+    const root = scratchDir('kms-sync-action-');
     cleanup.push(() => rmSync(root, { recursive: true, force: true }));
     const checkout = path.join(root, 'checkout');
     const bin = path.join(root, 'bin');

@@ -4,13 +4,13 @@
 // gitlab-ci-local dev dependency) for the GitLab example, and shellcheck for the action's script
 // when the Debian package is installed.
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { repoRoot } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 
 type LintResult = { line: number; column: number; message: string; kind: string };
 
@@ -71,7 +71,7 @@ describe('GitHub Action and workflows', () => {
       has = false;
     }
     if (!has) return ctx.skip();
-    const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-shellcheck-'));
+    const dir = scratchDir('kms-sync-shellcheck-');
     for (const [i, s] of action.runs.steps.entries()) {
       if (!s.run) continue;
       const file = path.join(dir, `step${i}.sh`);
@@ -88,7 +88,7 @@ describe('GitHub Action and workflows', () => {
   });
 
   it('the GitLab example validates against GitLab CI JSON Schema', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-gitlab-ci-'));
+    const dir = scratchDir('kms-sync-gitlab-ci-');
     cpSync(path.join(repoRoot, 'examples', 'ci', 'gitlab', '.gitlab-ci.yml'), path.join(dir, '.gitlab-ci.yml'));
     const cli = path.join(repoRoot, 'node_modules', 'gitlab-ci-local', 'dist', 'index.js');
     const r = await new Promise<{ code: number; out: string }>((resolve) => {

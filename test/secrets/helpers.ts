@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { SecretMetadata } from '../../src/secrets/store.js';
+import { scratchDir } from '../support/scratch.js';
 
 /** A fake customer key in the service's format: `kmsc_` + 43 base64url chars. */
 export function fakeKey(): string {
@@ -31,7 +31,7 @@ export interface Sandbox {
 }
 
 export async function sandbox(): Promise<Sandbox> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kms-sync-secrets-'));
+  const dir = scratchDir('kms-sync-secrets-');
   const keyFile = path.join(dir, 'age', 'keys.txt');
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: dir, SOPS_AGE_KEY_FILE: keyFile };
   return { dir, env, keyFile, cleanup: () => fs.rm(dir, { recursive: true, force: true }) };

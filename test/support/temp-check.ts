@@ -7,12 +7,14 @@
 export const RUN_FOLDER_CACHES = new Set(['node-compile-cache']);
 
 /**
- * Names in the shared temporary folder that are ours: our own prefixes (kms-*, which covers every
- * kms-sync-* folder of the tests, the bench and the CLI), Node's compile cache, the `tmp` package's
- * and npm's folders (tmp-*, npm-*), vitest's and CDKTF/jsii's working folders, and the Go plugin
- * sockets terraform and its providers make (plugin<digits>).
+ * Names in the shared temporary folder that are ours: our own prefix (kms-*: every kms-sync-*
+ * folder of the tests, the bench and the CLI), and what the tools our tests start make there when
+ * a child is started without the run's TMPDIR: Node's compile cache, the `tmp` package's and npm's
+ * folders (tmp-<pid>-…, npm-<pid>-…), jsii's kernel folders (CDKTF), the Go plugin sockets of
+ * terraform and its providers (plugin<digits>). Other names (cdktf-probe, tmp.XXXX of mktemp…)
+ * are too common on a shared machine to be told apart from other people's and are not counted.
  */
-export const OURS = /^(kms-|node-compile-cache$|tmp-\d|npm-|vitest-|jsii-|cdktf|plugin\d)/;
+export const OURS = /^(kms-|node-compile-cache$|tmp-\d+-|npm-\d+-|jsii-kernel-|plugin\d+$)/;
 
 /** Other runs' own folders: each run checks its own. */
 const OTHER_RUNS = /^kms-sync-vitest-/;

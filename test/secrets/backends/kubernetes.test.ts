@@ -2,7 +2,6 @@
 // server with SSA field ownership, resourceVersion preconditions and RBAC (no kube-apiserver
 // package exists in Debian).
 import * as fs from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { keyAnnotationName, loadKubeConfig, openKubernetesStore, parseKubernetesUri, type KubernetesSecretStore } from '../../../src/secrets/backends/kubernetes.js';
@@ -10,6 +9,7 @@ import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeKube, type FakeKube, type FakeKubeOptions } from './support/fake-kube.js';
 import { assertNoValuesInUrlsOrHeaders } from './support/recording-server.js';
+import { scratchDir } from '../../support/scratch.js';
 
 const TOKEN = 'kube-test-token-0123456789';
 const NS = 'kms';
@@ -18,7 +18,7 @@ const keys = valueTracker();
 let dir: string;
 
 beforeAll(async () => {
-  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'kms-kube-'));
+  dir = scratchDir('kms-kube-');
 });
 afterAll(async () => {
   await fs.rm(dir, { recursive: true, force: true });

@@ -2,7 +2,6 @@
 // OpenBao package exists in Debian); the same contract runs against a real server when VAULT_ADDR
 // and VAULT_TOKEN are set (see real-servers.test.ts).
 import * as fs from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openVaultStore, parseVaultUri, VaultKvStore } from '../../../src/secrets/backends/vault.js';
@@ -12,6 +11,7 @@ import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeVault, type FakeVault, type FakeVaultOptions } from './support/fake-vault.js';
 import { assertNoValuesInUrlsOrHeaders } from './support/recording-server.js';
+import { scratchDir } from '../../support/scratch.js';
 
 const TOKEN = 'hvs.test-token-0123456789';
 const fakes: FakeVault[] = [];
@@ -281,7 +281,7 @@ describe('vault: write check, auth and errors', () => {
   });
 
   it('reads the token from ~/.vault-token when VAULT_TOKEN is unset; no token at all is NOT_WRITABLE', async () => {
-    const home = await fs.mkdtemp(path.join(os.tmpdir(), 'kms-vault-home-'));
+    const home = scratchDir('kms-vault-home-');
     try {
       const f = await fake();
       await fs.writeFile(path.join(home, '.vault-token'), `${TOKEN}\n`);

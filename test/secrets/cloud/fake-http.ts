@@ -5,9 +5,9 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { scratchDir } from '../../support/scratch.js';
 
 export interface RecordedRequest {
   method: string;
@@ -78,7 +78,7 @@ export async function startFake(handler: Handler, tls?: { key: string; cert: str
 
 /** A self-signed certificate for 127.0.0.1 / localhost, made with the openssl CLI. */
 export function selfSignedCert(): { key: string; cert: string } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kms-sync-tls-'));
+  const dir = scratchDir('kms-sync-tls-');
   try {
     execFileSync(
       'openssl',

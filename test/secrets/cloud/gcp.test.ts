@@ -3,7 +3,6 @@
 // made here, which the Google auth library turns into a self-signed JWT the fake verifies.
 import { generateKeyPairSync } from 'node:crypto';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PartialWriteError } from '../../../src/secrets/backends/cloud-names.js';
@@ -13,10 +12,11 @@ import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
 import { storeContract } from './contract.js';
 import { expectNoSecretInUrlOrHeaders } from './fake-http.js';
 import { gerr, startGcpFake, type GcpFake } from './gcp-fake.js';
+import { scratchDir } from '../../support/scratch.js';
 
 const PROJECT = 'kms-sync-test';
 const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const credDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kms-sync-gcp-'));
+const credDir = scratchDir('kms-sync-gcp-');
 const credFile = path.join(credDir, 'sa.json');
 fs.writeFileSync(
   credFile,

@@ -6,8 +6,8 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
+import { scratchDir } from '../../../support/scratch.js';
 
 export interface Recorded {
   method: string;
@@ -49,7 +49,7 @@ let tlsCache: TlsMaterial | undefined;
 /** A self-signed certificate for 127.0.0.1 (openssl), generated once per test file. */
 export function selfSignedTls(): TlsMaterial {
   if (tlsCache) return tlsCache;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kms-tls-'));
+  const dir = scratchDir('kms-tls-');
   const keyFile = path.join(dir, 'key.pem');
   const caFile = path.join(dir, 'cert.pem');
   execFileSync('openssl', [
