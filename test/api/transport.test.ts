@@ -7,6 +7,7 @@ import { KmsClient } from '../../src/api/client.js';
 import { AmbiguousWriteError, ApiError, NetworkError } from '../../src/api/http.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { readLiveState } from '../../src/live/read.js';
+import { skipTest } from '../support/skip.js';
 
 const API_KEY = 'sk_test_transport01234';
 let emu: RunningEmulator;
@@ -26,9 +27,7 @@ describe('HTTP transport', () => {
     try {
       v6 = await startEmulator({ port: 0, host: '::1', apiKeys: [API_KEY] });
     } catch (e) {
-      process.stderr.write(`SKIPPED: no IPv6 loopback on this machine (${(e as Error).message})\n`);
-      ctx.skip();
-      return;
+      return skipTest(ctx, `no IPv6 loopback on this machine (${(e as Error).message})`);
     }
     try {
       expect(v6.url).toMatch(/^http:\/\/\[::1\]:\d+\//);

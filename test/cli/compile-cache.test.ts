@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compileCacheDir } from '../../src/cli/compile-cache.js';
 import { cliPath, runCli, workspace } from '../support/cli.js';
+import { skipWhen } from '../support/skip.js';
 
 /** Every file under `dir`, relative to it. */
 const filesUnder = (dir: string): string[] => (existsSync(dir) ? readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))) : []);
@@ -42,7 +43,7 @@ describe('the CLI process', () => {
 
   // Node's recursive mkdir never returns under /proc (mkdir answers ENOENT there): the CLI must not
   // hand it such a folder. Killed after 10 s instead of spinning on if it does.
-  it.skipIf(!existsSync('/proc/self'))('starts and answers with a home where no folder can be made (HOME=/proc)', async () => {
+  it.skipIf(skipWhen(!existsSync('/proc/self'), 'no /proc on this system: the unwritable-HOME start is not tried'))('starts and answers with a home where no folder can be made (HOME=/proc)', async () => {
     const r = await new Promise<{ code: number | null; stdout: string; killed: boolean }>((resolve) => {
       execFile(process.execPath, [cliPath, '--version'], { env: { PATH: process.env.PATH, HOME: '/proc' }, timeout: 10_000, killSignal: 'SIGKILL' }, (error, stdout) => {
         resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, killed: Boolean(error?.killed) });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cliPath, repoRoot } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
+import { skipWhen, skipTest } from '../support/skip.js';
 
 function findOldNode(): { bin: string; version: string } | undefined {
   for (const bin of ['/usr/bin/node', '/usr/local/bin/node', '/bin/node']) {
@@ -23,7 +24,6 @@ function findOldNode(): { bin: string; version: string } | undefined {
 }
 
 const old = findOldNode();
-if (!old) console.warn('SKIPPED test/cli/node-version.test.ts: no Node.js older than 22.19 on this machine to run the CLI with');
 
 function run(bin: string, args: string[], cwd = repoRoot): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -33,7 +33,7 @@ function run(bin: string, args: string[], cwd = repoRoot): Promise<{ code: numbe
   });
 }
 
-describe.skipIf(!old)('on a Node.js older than 22.19', () => {
+describe.skipIf(skipWhen(!old, 'test/cli/node-version.test.ts: no Node.js older than 22.19 on this machine to run the CLI with'))('on a Node.js older than 22.19', () => {
   it('the CLI names the version it needs, the one it found and how to get it, exit 1, no stack trace', async () => {
     for (const args of [['--version'], ['plan', '-f', 'examples'], ['demo']]) {
       const r = await run(old!.bin, [cliPath, ...args]);
@@ -45,9 +45,9 @@ describe.skipIf(!old)('on a Node.js older than 22.19', () => {
     }
   });
 
-  it('npm ci in the project refuses with the engines requirement (engine-strict)', async () => {
+  it('npm ci in the project refuses with the engines requirement (engine-strict)', async (ctx) => {
     const npm = ['/usr/bin/npm', '/usr/local/bin/npm'].find((p) => existsSync(p));
-    if (!npm) return console.warn('SKIPPED npm ci check: no npm next to the old node');
+    if (!npm) return skipTest(ctx, 'npm ci check: no npm next to the old node');
     const dir = scratchDir('kms-sync-engines-');
     for (const f of ['package.json', 'package-lock.json', '.npmrc']) copyFileSync(path.join(repoRoot, f), path.join(dir, f));
     const r = await run(old!.bin, [npm, 'ci', '--ignore-scripts', '--dry-run', '--offline'], dir);

@@ -10,10 +10,10 @@ import path from 'node:path';
 import { expect, it } from 'vitest';
 import { RAW_KEY_PATTERN, repoRoot } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
+import { skipWhen } from '../support/skip.js';
 
 const ci = Boolean(process.env.CI) && process.env.CI !== 'false' && process.env.CI !== '0';
 const enabled = (ci || process.env.KMS_SYNC_QUICKSTART_TEST === '1') && process.env.KMS_SYNC_QUICKSTART_CLONE !== '1';
-if (!enabled) console.warn('SKIPPED test/cli/quick-start.test.ts: slow (fresh clone + npm ci); runs when CI is set or KMS_SYNC_QUICKSTART_TEST=1');
 
 function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -23,7 +23,7 @@ function sh(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): P
   });
 }
 
-it.skipIf(!enabled)('npm ci && npm run demo, then npm test, in a fresh clone with a fresh HOME', async () => {
+it.skipIf(skipWhen(!enabled, 'test/cli/quick-start.test.ts: slow (fresh clone + npm ci); runs when CI is set or KMS_SYNC_QUICKSTART_TEST=1'))('npm ci && npm run demo, then npm test, in a fresh clone with a fresh HOME', async () => {
   const root = scratchDir('kms-sync-quickstart-');
   const home = path.join(root, 'home');
   mkdirSync(home);

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
 import { setup, smallConfig } from './helpers.js';
+import { skipWhen } from '../support/skip.js';
 
 const VAULT_TOKEN = 'hvs.' + 'V4ultT0ken'.repeat(3);
 const AWS_SECRET = 'aws' + 'S3cretAcc3ss'.repeat(3);
@@ -44,7 +45,7 @@ async function prWithStore(uri: string) {
 }
 
 describe('store credentials stay home', () => {
-  it.skipIf(!external)('vault ?tls=false to a host that is not this machine: refused before any request, VAULT_TOKEN never sent', async () => {
+  it.skipIf(skipWhen(!external, 'no external IPv4 address on this machine: the plain-HTTP vault refusal is not tried'))('vault ?tls=false to a host that is not this machine: refused before any request, VAULT_TOKEN never sent', async () => {
     const other = await loggingServer(external!);
     const cli = await prWithStore(`vault://${other.hostPort}/secret/kms?tls=false`);
     const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN });
@@ -53,7 +54,7 @@ describe('store credentials stay home', () => {
     expect(r.stdout + r.stderr).not.toContain(VAULT_TOKEN);
   });
 
-  it.skipIf(!external)('an aws-sm endpoint= override over plain HTTP to another host: refused, nothing signed or sent', async () => {
+  it.skipIf(skipWhen(!external, 'no external IPv4 address on this machine: the plain-HTTP aws-sm refusal is not tried'))('an aws-sm endpoint= override over plain HTTP to another host: refused, nothing signed or sent', async () => {
     const other = await loggingServer(external!);
     const cli = await prWithStore(`aws-sm://us-east-1/kms?endpoint=http://${other.hostPort}`);
     const r = await cli(['plan', '-f', '.'], { AWS_ACCESS_KEY_ID: 'AKIAEXAMPLEEXAMPLE12', AWS_SECRET_ACCESS_KEY: AWS_SECRET, AWS_REGION: 'us-east-1' });

@@ -52,7 +52,7 @@ await scenario('terraform', async () => {
 out(`\n== figures (seed ${seed}, ${Math.round((Date.now() - started) / 1000)} s) ==`);
 const total = { runs: 0, kills: 0, issued: 0, lost: 0, strays: 0, failures: 0, byWindow: Object.fromEntries(KILL_WINDOWS.map((w) => [w, 0])) as Record<string, number> };
 for (const { figures: f, seconds, skipped } of results) {
-  out(`${skipped ? `SKIPPED ${f.scenario}` : formatFigures(f)} [${seconds} s]`);
+  out(`${skipped ? `SKIPPED: ${f.scenario}` : formatFigures(f)} [${seconds} s]`);
   total.runs += f.runs; total.kills += f.kills; total.issued += f.keysIssued; total.lost += f.keysLost; total.strays += f.strays; total.failures += f.failures.length;
   for (const w of KILL_WINDOWS) total.byWindow[w]! += f.killsByWindow[w];
 }

@@ -5,12 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { formatFigures } from './lib.js';
 import { findTerraform, runTerraform, runTerraformCi, SKIP_MESSAGE } from './terraform.js';
+import { skipWhen } from '../support/skip.js';
 
 const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261125);
 const TERRAFORM = findTerraform();
-if (!TERRAFORM) console.warn(`${SKIP_MESSAGE} (test/crash/terraform.test.ts)`);
 
-describe.skipIf(!TERRAFORM)('crash scenarios: terraform apply killed (issue 24 c, d)', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `${SKIP_MESSAGE.replace(/^SKIPPED: /, '')} (test/crash/terraform.test.ts)`))('crash scenarios: terraform apply killed (issue 24 c, d)', () => {
   it(`seed ${SEED}: 5 iterations, each window once, terraform and provider killed; -replace revokes the old key`, async () => {
     const lines: string[] = [];
     const f = await runTerraform({ seed: SEED, iterations: 5, log: (l) => lines.push(l) });

@@ -34,7 +34,7 @@ export function findTerraform(): string | undefined {
   return undefined;
 }
 
-export const SKIP_MESSAGE = 'SKIPPED the Terraform crash scenarios: neither terraform nor tofu is on PATH (the apply/rotate campaign and the other scenarios still ran)';
+export const SKIP_MESSAGE = 'SKIPPED: the Terraform crash scenarios: neither terraform nor tofu is on PATH (the apply/rotate campaign and the other scenarios still ran)';
 
 function mainTf(keys: Set<string>): string {
   const out = [`terraform {

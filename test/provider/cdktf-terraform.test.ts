@@ -10,9 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readCdktfJson, runApp } from '../../src/cdktf/synth.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js';
-import { decryptStore, filesUnder, offlineTerraform, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, filesUnder, offlineTerraform, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { skipWhen } from '../support/skip.js';
 
-const TERRAFORM = terraformOrSkip('test/provider/cdktf-terraform.test.ts');
+const TERRAFORM = terraformOrSkip();
 
 const API_KEY = 'sk_test_cdktfdeploy0123456789';
 const EXAMPLE = path.join(repoRoot, 'examples', 'cdktf');
@@ -38,7 +39,7 @@ interface StateResource { type: string; name: string; instances: { attributes: R
 const resources = (): StateResource[] => JSON.parse(readFileSync(stateFile, 'utf8')).resources;
 const ofType = (type: string) => resources().filter((r) => r.type === type).map((r) => r.instances[0]!.attributes);
 
-describe.skipIf(!TERRAFORM)('a CDKTF stack synthesized and applied by terraform through terraform-provider-kms', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${NO_TERRAFORM}`))('a CDKTF stack synthesized and applied by terraform through terraform-provider-kms', () => {
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     const root = workspace();

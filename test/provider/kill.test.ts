@@ -12,9 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { RAW_KEY_PATTERN, workspace } from '../support/cli.js';
 import { PROVIDER_BIN } from './harness.js';
-import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { skipWhen } from '../support/skip.js';
 
-const TERRAFORM = terraformOrSkip('test/provider/kill.test.ts');
+const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_killapply0123456789';
 
 let emu: RunningEmulator;
@@ -197,7 +198,7 @@ async function applyUntilDone(dir: string): Promise<number> {
   return 3;
 }
 
-describe.skipIf(!TERRAFORM)('terraform killed mid-apply, and other ends of an apply (issue 24)', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `test/provider/kill.test.ts: ${NO_TERRAFORM}`))('terraform killed mid-apply, and other ends of an apply (issue 24)', () => {
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY], latencyMs: 5 });
     root = workspace();

@@ -22,12 +22,13 @@ function findTerraform(): string | undefined {
   return undefined;
 }
 
-/** The terraform (or tofu) binary on PATH; undefined after printing why the file's tests skip. */
-export function terraformOrSkip(file: string): string | undefined {
-  const bin = findTerraform();
-  if (!bin) console.warn(`SKIPPED ${file}: neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider`);
-  return bin;
+/** The terraform (or tofu) binary on PATH, or undefined: `describe.skipIf(skipWhen(!bin, `${file}: ${NO_TERRAFORM}`))`. */
+export function terraformOrSkip(): string | undefined {
+  return findTerraform();
 }
+
+/** Why the terraform-driven tests skip. */
+export const NO_TERRAFORM = 'neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider';
 
 export interface Run { code: number; stdout: string; stderr: string }
 

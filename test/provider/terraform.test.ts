@@ -10,9 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
-import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { skipWhen } from '../support/skip.js';
 
-const TERRAFORM = terraformOrSkip('test/provider/terraform.test.ts');
+const TERRAFORM = terraformOrSkip();
 
 const API_KEY = 'sk_test_terraform0123456789';
 let emu: RunningEmulator;
@@ -36,7 +37,7 @@ async function project(name: string, files: Record<string, string>): Promise<str
 const api = (method: string, route: string, body?: unknown) =>
   fetch(`${emu.url}${route}`, { method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
 
-describe.skipIf(!TERRAFORM)('terraform drives terraform-provider-kms (offline, filesystem mirror)', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERRAFORM}`))('terraform drives terraform-provider-kms (offline, filesystem mirror)', () => {
   let main: string;
 
   beforeAll(async () => {

@@ -12,9 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { APPLIED_KEY, OWNER_ID_KEY } from '../../src/model/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
-import { offlineTerraform, PROVIDER_VERSION as VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
 
-const TERRAFORM = terraformOrSkip('test/provider/two-owners.test.ts');
+const TERRAFORM = terraformOrSkip();
 
 const API_KEY = 'sk_test_twoowners0123456789';
 let emu: RunningEmulator;
@@ -129,6 +129,7 @@ resource "kms_key" "extra" {
   name        = "from-b"
 }
 `;
+import { skipWhen } from '../support/skip.js';
 
 /** A's desired state as YAML, with the same owner: what `kms-sync drift` compares against. */
 const yamlOf = (team: string) => `apiVersion: kms-sync/v1
@@ -176,7 +177,7 @@ const refused = (r: Run, owner: string) => {
   expect(text).toMatch(/take_ownership = true/);
 };
 
-describe.skipIf(!TERRAFORM)('two Terraform configurations on one service: ownership, and drift after a provider apply', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `test/provider/two-owners.test.ts: ${NO_TERRAFORM}`))('two Terraform configurations on one service: ownership, and drift after a provider apply', () => {
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     root = workspace();

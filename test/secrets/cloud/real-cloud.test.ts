@@ -9,6 +9,7 @@ import { AWS_NAME_RE, openAwsSecretsManagerStore } from '../../../src/secrets/ba
 import { AZURE_NAME_RE, openAzureKeyVaultStore } from '../../../src/secrets/backends/azure.js';
 import { GCP_NAME_RE, openGcpSecretManagerStore } from '../../../src/secrets/backends/gcp.js';
 import { storeContract } from './contract.js';
+import { skipWhen } from '../../support/skip.js';
 
 const env = process.env;
 
@@ -28,7 +29,7 @@ if (env.KMS_SYNC_TEST_AWS_REGION) {
     };
   });
 } else {
-  describe.skip('aws-sm real account (set KMS_SYNC_TEST_AWS_REGION)', () => it('contract', () => undefined));
+  describe.skipIf(skipWhen(true, 'aws-sm real account: set KMS_SYNC_TEST_AWS_REGION (and AWS credentials) to run it'))('aws-sm real account', () => it('contract', () => undefined));
 }
 
 if (env.KMS_SYNC_TEST_GCP_PROJECT) {
@@ -44,7 +45,7 @@ if (env.KMS_SYNC_TEST_GCP_PROJECT) {
     };
   });
 } else {
-  describe.skip('gcp-sm real project (set KMS_SYNC_TEST_GCP_PROJECT)', () => it('contract', () => undefined));
+  describe.skipIf(skipWhen(true, 'gcp-sm real project: set KMS_SYNC_TEST_GCP_PROJECT (and Google credentials) to run it'))('gcp-sm real project', () => it('contract', () => undefined));
 }
 
 if (env.KMS_SYNC_TEST_AZURE_VAULT) {
@@ -67,5 +68,5 @@ if (env.KMS_SYNC_TEST_AZURE_VAULT) {
     };
   });
 } else {
-  describe.skip('azure-kv real vault (set KMS_SYNC_TEST_AZURE_VAULT)', () => it('contract', () => undefined));
+  describe.skipIf(skipWhen(true, 'azure-kv real vault: set KMS_SYNC_TEST_AZURE_VAULT (and Azure credentials) to run it'))('azure-kv real vault', () => it('contract', () => undefined));
 }
