@@ -8,7 +8,9 @@
 //     still there at the end, and matches OURS (our own prefixes and what the tools we start make
 //     when a child process is given an environment without our TMPDIR). Other processes on the
 //     machine write there too; names outside OURS are never counted, and other runs' own folders
-//     (kms-sync-vitest-*) are theirs to check.
+//     (kms-sync-vitest-*) are theirs to check. Someone's `npm run crash` beside the run makes names
+//     of ours too, so this part fails the run only in CI (or with KMS_SYNC_TEMP_CHECK=strict) and
+//     is a warning elsewhere.
 // A globalSetup teardown that throws makes `vitest run` exit 1 (test/architecture/temp-check.test.ts).
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,11 +31,19 @@ export default function setup(): () => void {
     const gained = newSharedEntries(before, safeList(shared), path.basename(root));
     const problems: string[] = [];
     if (left.length > 0) problems.push(`the tests left ${left.length} entr${left.length === 1 ? 'y' : 'ies'} in the run's temporary folder ${root} (now removed):\n${show(left)}`);
-    if (gained.length > 0) problems.push(`the shared temporary folder ${shared} gained ${gained.length} entr${gained.length === 1 ? 'y' : 'ies'} of ours during the run (left in place; a process started without the run's TMPDIR, or another process on this machine, made them):\n${show(gained)}`);
-    if (problems.length > 0 && process.env.KMS_SYNC_TEMP_CHECK !== 'off') {
-      throw new Error(`temporary-folder check failed (test/support/temp-root.ts): ${problems.join('\n')}`);
+    if (gained.length > 0) {
+      const what = `the shared temporary folder ${shared} gained ${gained.length} entr${gained.length === 1 ? 'y' : 'ies'} of ours during the run (left in place; a process started without the run's TMPDIR made them, or another process on this machine):\n${show(gained)}`;
+      // Only CI's machine runs nothing else; on a shared machine it is a warning (KMS_SYNC_TEMP_CHECK=strict fails there too).
+      if (strictShared()) problems.push(what);
+      else process.stderr.write(`warning: ${what}\n`);
     }
+    if (problems.length > 0) throw new Error(`temporary-folder check failed (test/support/temp-root.ts): ${problems.join('\n')}`);
   };
+}
+
+function strictShared(): boolean {
+  const ci = (process.env.CI ?? '').toLowerCase();
+  return process.env.KMS_SYNC_TEMP_CHECK === 'strict' || (ci !== '' && ci !== '0' && ci !== 'false');
 }
 
 function safeList(dir: string): string[] {
