@@ -7,15 +7,15 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, repoRoot } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, type AgentProc, type Fixture } from './lib.js';
+import { skipWhen } from '../support/skip.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ENV = 'agent-production';
 const HOSTILE = '<img src=x onerror="document.title=\'pwned\'">';
 const UI_TOKEN = 'ui-token-for-the-page-test-0123456789';
 const present = existsSync(CHROMIUM);
-if (!present) console.log(`SKIPPED: the status page browser test needs ${CHROMIUM} (apt-get install chromium)`);
 
-describe.skipIf(!present)('the status page in chromium', () => {
+describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIUM} (apt-get install chromium)`))('the status page in chromium', () => {
   let f: Fixture;
   let agent: AgentProc;
   beforeAll(async () => {

@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { cdktfProject } from '../cdktf/helpers.js';
-import { offlineTerraform, terraformOrSkip } from '../provider/terraform-support.js';
+import { offlineTerraform, NO_TERRAFORM, terraformOrSkip } from '../provider/terraform-support.js';
+import { skipWhen } from '../support/skip.js';
 import { cliPath, RAW_KEY_PATTERN, repoRoot } from '../support/cli.js';
 import { anchors, CHECKED_LANGUAGES, docFiles, fencedBlocks, readDoc, relativeLinks, type Block } from './markdown.js';
 
@@ -111,8 +112,8 @@ describe('documentation examples', () => {
     }
   }, 120_000);
 
-  const terraform = terraformOrSkip('test/docs/examples.test.ts (runnable HCL blocks)');
-  it.skipIf(!terraform)('runnable HCL blocks pass terraform validate with the built provider', async () => {
+  const terraform = terraformOrSkip();
+  it.skipIf(skipWhen(!terraform, `test/docs/examples.test.ts (runnable HCL blocks): ${NO_TERRAFORM}`))('runnable HCL blocks pass terraform validate with the built provider', async () => {
     const root = mkdtempSync(path.join(tmpdir(), 'kms-sync-docs-hcl-'));
     try {
       const tf = offlineTerraform(terraform!, root, { url: 'http://127.0.0.1:9/api/v1', apiKey: 'sk_test_docs0000000000' });

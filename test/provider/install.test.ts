@@ -13,9 +13,10 @@ import { createHash } from 'node:crypto';
 import { BEGIN_MARKER, END_MARKER, InstallError, withBlock } from '../../src/provider/install.js';
 import { executableName, releaseZipName, sumsName, writeZip } from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace, type CliResult } from '../support/cli.js';
-import { terraformOrSkip, type Run } from './terraform-support.js';
+import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
+import { skipWhen } from '../support/skip.js';
 
-const TERRAFORM = terraformOrSkip('test/provider/install.test.ts');
+const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_install0123456789';
 const SOURCES = '["registry.terraform.io/kms-sync/kms", "registry.opentofu.org/kms-sync/kms"]';
 
@@ -204,7 +205,7 @@ describe('kms-sync provider install (files)', () => {
   });
 });
 
-describe.skipIf(!TERRAFORM)('terraform installs the provider kms-sync provider install put in place', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `test/provider/install.test.ts: ${NO_TERRAFORM}`))('terraform installs the provider kms-sync provider install put in place', () => {
   it('init, apply and an empty re-plan with ~/.terraformrc (no TF_CLI_CONFIG_FILE)', async () => {
     const { home: h, env } = home();
     ok(await install(env), 'install');

@@ -16,13 +16,13 @@ import { startEmulator } from '../../src/emulator/index.js';
 import { executableName, releaseZipName, sumsName, manifestName, zipEntries, zipEntryData } from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js';
 import { COOKIE, startProvider } from './harness.js';
-import { terraformOrSkip, type Run } from './terraform-support.js';
+import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
+import { skipTest, skipWhen } from '../support/skip.js';
 
 const VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 const PLATFORM = 'linux_amd64';
 const HERE = process.platform === 'linux' && process.arch === 'x64';
-if (!HERE) console.warn(`SKIPPED: test/provider/package.test.ts: the packaged executable for ${PLATFORM} runs only on linux x64`);
-const TERRAFORM = HERE ? terraformOrSkip('test/provider/package.test.ts (terraform part)') : undefined;
+const TERRAFORM = HERE ? terraformOrSkip() : undefined;
 const API_KEY = 'sk_test_package0123456789';
 
 let root: string;
@@ -66,9 +66,9 @@ afterAll(() => {
   for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
 });
 
-describe.skipIf(!HERE)('the release files of npm run package:provider', () => {
+describe.skipIf(skipWhen(!HERE, `test/provider/package.test.ts: the packaged executable for ${PLATFORM} runs only on linux x64`))('the release files of npm run package:provider', () => {
   it('SHA256SUMS matches the zip and the manifest; the manifest says protocol 6.0', (ctx) => {
-    if (skipped) return ctx.skip();
+    if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
     const files = readdirSync(release).sort();
     expect(files).toEqual([sumsName(VERSION), releaseZipName(VERSION, PLATFORM), manifestName(VERSION), 'terraform-registry-manifest.json'].sort());
     const lines = readFileSync(path.join(release, sumsName(VERSION)), 'utf8').trimEnd().split('\n');
@@ -84,7 +84,7 @@ describe.skipIf(!HERE)('the release files of npm run package:provider', () => {
   });
 
   it('the executable runs without Node.js: a human answer by hand, the handshake and the schema for a host', async (ctx) => {
-    if (skipped) return ctx.skip();
+    if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
     const exe = path.join(root, executableName(VERSION, PLATFORM));
     writeFileSync(exe, zipEntryData(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))), executableName(VERSION, PLATFORM)));
     chmodSync(exe, 0o755);
@@ -105,9 +105,9 @@ describe.skipIf(!HERE)('the release files of npm run package:provider', () => {
   });
 });
 
-describe.skipIf(!TERRAFORM)('terraform installs the packaged provider from a packed mirror, with no node on PATH', () => {
+describe.skipIf(skipWhen(HERE && !TERRAFORM, `test/provider/package.test.ts (terraform part): ${NO_TERRAFORM}`) || !TERRAFORM)('terraform installs the packaged provider from a packed mirror, with no node on PATH', () => {
   it('init pins the hash of the zip as built, apply, then an empty re-plan', async (ctx) => {
-    if (skipped) return ctx.skip();
+    if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
     const emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     try {
       const home = path.join(root, 'home');
