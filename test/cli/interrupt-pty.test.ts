@@ -12,6 +12,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { checkInvariant, configYaml, Emulator, printedSecrets, readSopsStore, workspace, type DesiredClient } from '../crash/lib.js';
 import { cliPath } from '../support/cli.js';
+import { skipWhen } from '../support/skip.js';
 
 const API_KEY = 'sk_test_interruptpty000000';
 const PROJECTS = ['alpha', 'beta', 'gamma'];
@@ -96,7 +97,7 @@ async function expectConverges() {
   await expectNoKeyLost(true);
 }
 
-it.skipIf(!python)('Ctrl-C on a terminal during `kms-sync apply | tee apply.log`: exit 3, no stack trace, lock released, every key stored', async () => {
+it.skipIf(skipWhen(!python, 'test/cli/interrupt-pty.test.ts: no python3 with its pty module to drive a pseudo-terminal'))('Ctrl-C on a terminal during `kms-sync apply | tee apply.log`: exit 3, no stack trace, lock released, every key stored', async () => {
   // Slow creates, one at a time: the run is mid-apply when the first key reaches the store.
   emu.addFault({ method: 'POST', route: '/client', mode: 'delay', delayMs: 400, times: 10 });
   emu.addFault({ method: 'POST', route: '/project', mode: 'delay', delayMs: 150, times: 10 });
