@@ -10,8 +10,8 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { createHash } from 'node:crypto';
-import { BEGIN_MARKER, END_MARKER, InstallError, withBlock } from '../../src/provider/install.js';
-import { executableName, releaseZipName, sumsName, writeZip } from '../../src/provider/release.js';
+import { BEGIN_MARKER, END_MARKER, InstallError, planInstall, withBlock } from '../../src/provider/install.js';
+import { executableName, releaseZipName, sumsName, terraformPlatform, writeZip } from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace, type CliResult } from '../support/cli.js';
 import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
 import { skipWhen } from '../support/skip.js';
@@ -190,6 +190,16 @@ describe('kms-sync provider install (files)', () => {
     const bad = await install(env, '--from', wrong);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('expected exactly one file, terraform-provider-kms_v0.1.0, in the zip; found terraform-provider-other');
+  });
+
+  it('names platforms as Terraform does; on Windows, where a launcher script cannot run, asks for --from', () => {
+    expect([terraformPlatform('linux', 'x64'), terraformPlatform('darwin', 'arm64'), terraformPlatform('win32', 'x64'), terraformPlatform('aix', 'ppc64')])
+      .toEqual(['linux_amd64', 'darwin_arm64', 'windows_amd64', undefined]);
+    const h = workspace();
+    roots.push(h);
+    const options = { version: '0.1.0', env: { APPDATA: path.join(h, 'AppData') }, home: h, platform: 'win32', arch: 'x64', cliConfig: true, dev: false, node: 'node.exe', providerScript: 'bin.js' };
+    expect(() => planInstall(options)).toThrow(/no packaged provider for windows_amd64 here, and on Windows Terraform cannot run a launcher script: pass --from/);
+    expect(() => planInstall({ ...options, dev: true })).toThrow(InstallError);
   });
 
   it('replaces only the lines between its markers, and refuses a marker without its partner', () => {
