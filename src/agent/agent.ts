@@ -13,6 +13,7 @@ import { startServer } from './server.js';
 import { GitSource, shownRepo } from './source.js';
 import type { AgentStatus, Mode, ReconcileRecord, Trigger } from './status.js';
 import type { Notifier } from './notify.js';
+import type { SyncWindow } from './windows.js';
 
 export interface AgentOptions {
   repo: string;
@@ -35,6 +36,7 @@ export interface AgentOptions {
   gitlabToken?: string;
   /** Built with the agent's metrics (it counts what it sends). */
   notifier?: (metrics: AgentMetrics) => Notifier;
+  windows?: SyncWindow[];
   env?: NodeJS.ProcessEnv;
   /** The metrics (default: new ones); the caller makes them when it must count before the agent starts (API retries). */
   metrics?: AgentMetrics;
@@ -72,6 +74,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     agent: {
       version: '0.1.0', mode: o.mode, prune: o.prune, repo: shownRepo(o.repo), ref: o.ref ?? '(default branch)', path: o.path || '.',
       intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(), stateDir: o.stateDir,
+      syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true,
     },
     revision: {}, ready: false, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
   };
@@ -80,7 +83,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const notifier = o.notifier?.(metrics);
   const reconciler = new Reconciler({
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
-    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
+    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
   });
 
   const stopping = new AbortController();

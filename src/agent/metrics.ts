@@ -24,6 +24,7 @@ export class AgentMetrics {
   readonly webhooks: Counter<'provider' | 'result'>;
   readonly notifications: Counter<'kind' | 'result'>;
   readonly suspended: Gauge;
+  readonly syncWindowOpen: Gauge;
   readonly lastReconcile: Gauge;
   readonly lastSuccess: Gauge;
   private api: KmsClient | undefined;
@@ -59,6 +60,7 @@ export class AgentMetrics {
     this.webhooks = new Counter({ name: 'kms_sync_webhook_requests_total', help: 'Webhook requests by provider and result', labelNames: ['provider', 'result'], registers: r });
     this.notifications = new Counter({ name: 'kms_sync_notifications_total', help: 'Notifications sent, by kind and result', labelNames: ['kind', 'result'], registers: r });
     this.suspended = new Gauge({ name: 'kms_sync_suspended', help: '1 while reconciliation is suspended', registers: r });
+    this.syncWindowOpen = new Gauge({ name: 'kms_sync_sync_window_open', help: '1 when writes were allowed at the last reconcile (inside a sync window, or none configured)', registers: r });
     this.lastReconcile = new Gauge({ name: 'kms_sync_last_reconcile_timestamp_seconds', help: 'When the last reconcile ended', registers: r });
     this.lastSuccess = new Gauge({ name: 'kms_sync_last_success_timestamp_seconds', help: 'When the last successful reconcile ended', registers: r });
   }

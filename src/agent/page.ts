@@ -139,6 +139,7 @@ export function renderPage(s: AgentStatus, now: number = Date.now()): string {
     ['Keys expiring ≤ 7 d / 30 d', `${s.keys.expiring7d} / ${s.keys.expiring30d}`],
   ].map(([k, v]) => `<div class="card"><div class="muted">${esc(k)}</div><div class="n">${esc(v)}</div></div>`).join('');
   const alerts: string[] = [];
+  if (!s.agent.syncWindowOpen) alerts.push(`<p>${badge('Outside the sync window', 'warn')} Changes are reported, not applied, until one opens (${esc(s.agent.syncWindows.join('; '))}, UTC).</p>`);
   if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused (POST /api/resume to resume).</p>`);
   if (s.sourceError) alerts.push(`<p>${badge('Source unreachable', 'bad')} <span class="err">${esc(s.sourceError)}</span> <span class="muted">Keeping revision ${esc(short(s.revision.lastGood))}.</span></p>`);
   if (s.revision.invalid) {

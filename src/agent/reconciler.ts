@@ -21,6 +21,7 @@ import { loadIgnoreRules } from '../cli/report-output.js';
 import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';
 import type { GitSource } from './source.js';
+import { windowOpen, type SyncWindow } from './windows.js';
 import { HISTORY_MAX, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReconcileRecord, type Trigger } from './status.js';
 
 /** What sync applies between revisions: what is due on schedule and what recovery found. */
@@ -43,6 +44,8 @@ export interface ReconcilerOptions {
   lastGoodFile?: string;
   /** Where the last revision applied in full is recorded (a restart in sync mode does not re-apply it over drift). */
   syncedFile?: string;
+  /** When writes are allowed (none: always). */
+  windows?: SyncWindow[];
   log: Logger;
   metrics: AgentMetrics;
   status: AgentStatus;
@@ -224,6 +227,13 @@ export class Reconciler {
     let ops: Operation[] = [];
     if (mode === 'self-heal' || (mode === 'sync' && newRevision && fresh)) ops = planned.plan.operations;
     else if (mode === 'sync') ops = planned.plan.operations.filter((op) => DUE.has(op.actionReason));
+    const open = windowOpen(this.o.windows ?? [], this.o.now?.() ?? new Date());
+    status.agent.syncWindowOpen = open;
+    metrics.syncWindowOpen.set(open ? 1 : 0);
+    if (!open && ops.length > 0) {
+      record.note = `outside the sync window(s): ${ops.length} operation(s) planned, not applied`;
+      ops = [];
+    }
     if (blocked) {
       record.result = 'failed';
       record.errors.push(blocked);
@@ -245,11 +255,11 @@ export class Reconciler {
       }
       // What is left after the apply is the drift to report.
       if (!signal.aborted) planned = await plan();
-    } else if (ops.length === 0 && mode !== 'detect' && record.result === 'success') {
+    } else if (ops.length === 0 && mode !== 'detect' && record.result === 'success' && open) {
       record.note = planned.plan.operations.length ? `${planned.plan.operations.length} difference(s) reported, not applied (${mode})` : 'nothing to apply';
     }
     // The revision is synced once everything its plan had is applied (or, in detect, nothing differs).
-    if (fresh && record.result === 'success' && newRevision && (mode !== 'detect' || planned.plan.operations.length === 0)) {
+    if (fresh && record.result === 'success' && newRevision && ((mode !== 'detect' && open) || planned.plan.operations.length === 0)) {
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
       if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });

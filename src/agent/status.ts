@@ -63,6 +63,8 @@ export interface AgentStatus {
   agent: {
     version: string; mode: Mode; prune: boolean; repo: string; ref: string; path: string; intervalSeconds: number;
     suspended: boolean; startedAt: string; stateDir: string;
+    /** --sync-window specs (UTC), and whether one was open at the last reconcile. */
+    syncWindows: string[]; syncWindowOpen: boolean;
   };
   revision: {
     /** Last commit fetched from the source. */

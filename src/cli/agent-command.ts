@@ -8,6 +8,7 @@ import { startAgent, stateLayout } from '../agent/agent.js';
 import { createLogger } from '../agent/log.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { Notifier, type NotifierOptions } from '../agent/notify.js';
+import { parseSyncWindow, SyncWindowError } from '../agent/windows.js';
 import { parseTtl } from '../model/index.js';
 import { registerSecret } from '../model/redact.js';
 import { connect } from './context.js';
@@ -34,6 +35,7 @@ interface AgentFlags {
   commitStatus?: 'github' | 'gitlab';
   statusRepo?: string;
   pageUrl?: string;
+  syncWindow: string[];
 }
 
 const positiveInt = (v: string) => {
@@ -103,6 +105,7 @@ export function registerAgent(program: Command) {
     .addOption(new Option('--commit-status <provider>', 'set a commit status on each reconciled revision (GITHUB_TOKEN / GITLAB_TOKEN)').choices(['github', 'gitlab']))
     .option('--status-repo <path>', 'the GitHub owner/name or GitLab project of --commit-status (default: from --repo)')
     .option('--page-url <url>', 'link to the status page in notifications')
+    .option('--sync-window <window>', 'write only inside this window, DAYS HH:MM-HH:MM in UTC ("Mon-Fri 08:00-18:00", "* 22:00-02:00"; repeatable); outside it the agent reports as in detect mode', (v: string, prev: string[]) => [...prev, v], [])
     .addHelpText('after', `
 Environment: KMS_API_URL, KMS_API_KEY (the service); KMS_SYNC_GITHUB_WEBHOOK_SECRET (POST /hooks/github,
 X-Hub-Signature-256); KMS_SYNC_GITLAB_WEBHOOK_TOKEN (POST /hooks/gitlab, X-Gitlab-Token); KMS_SYNC_GIT_TOKEN
@@ -117,6 +120,13 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const intervalMs = duration('--interval', o.interval);
   const lockTimeoutMs = /^0+[smhdw]?$/.test(o.lockTimeout.trim()) ? 0 : duration('--lock-timeout', o.lockTimeout);
   const listen = parseListen(o.listen);
+  let windows;
+  try {
+    windows = o.syncWindow.map(parseSyncWindow);
+  } catch (e) {
+    if (e instanceof SyncWindowError) throw new UsageError(e.message);
+    throw e;
+  }
   if (/^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(o.repo)) {
     throw new UsageError('--repo holds a password or token: put it in KMS_SYNC_GIT_TOKEN instead (a URL on the command line is visible to every user of the machine)');
   }
@@ -144,7 +154,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
-    suspend: Boolean(o.suspend), listen, stateDir, conn, parallelism: o.parallelism, lockTimeoutMs, log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, log, metrics,
     ...(uiToken ? { uiToken } : {}), ...(o.metricsAuth ? { metricsAuth: true } : {}),
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

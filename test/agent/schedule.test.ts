@@ -1,7 +1,7 @@
 // What the agent does between commits, as a real process: a key whose expiry entered its rotation
 // window is rotated on schedule in sync mode (no new commit), its new raw key stored and the
 // rotation on the timeline; a repository that cannot be reached keeps the last good revision and
-// reports the error; /readyz follows the last successful reconcile.
+// reports the error; /readyz follows the last successful reconcile; sync windows hold writes back.
 import { renameSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -51,5 +51,27 @@ describe('the agent between commits', () => {
 
     agent.child.kill('SIGTERM');
     expect(await agent.exit).toBe(0);
+  }, 90_000);
+
+  it('outside its sync window a new commit is planned and reported, not applied; inside one it is', async () => {
+    const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['{ name: primary, ttl: 90d }'] }, { name: 'beta', keys: ['primary'] }]) }, 'add beta');
+    // A window on another day of the week than today (UTC): closed now, whatever the time.
+    const other = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][(new Date().getUTCDay() + 3) % 7]!;
+    const closed = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--sync-window', `${other} 00:00-24:00`]);
+    const s = await until(closed, 'a reconcile outside the window', (x) => x.lastReconcile?.revision === rev && /outside the sync window/.test(x.lastReconcile.note ?? ''));
+    expect(s.agent.syncWindowOpen).toBe(false);
+    expect(s.revision.synced).not.toBe(rev);
+    expect(s.drift.some((d: any) => d.category === 'missing' && d.address.includes('beta'))).toBe(true);
+    expect((await f.emu.clients(ENV)).some((c) => c.name === 'beta')).toBe(false);
+    expect((await closed.get('/')).text).toContain('Outside the sync window');
+    closed.child.kill('SIGTERM');
+    expect(await closed.exit).toBe(0);
+    expect((await startAgent(f, ['--path', 'kms', '--sync-window', 'Funday 00:00-01:00']).catch((e: Error) => e.message))).toMatch(/unknown day "Funday"/);
+
+    const open = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--sync-window', '* 00:00-24:00']);
+    await until(open, 'the commit applied inside the window', (x) => x.revision.synced === rev);
+    expect((await f.emu.clients(ENV)).some((c) => c.name === 'beta')).toBe(true);
+    open.child.kill('SIGTERM');
+    expect(await open.exit).toBe(0);
   }, 90_000);
 });
