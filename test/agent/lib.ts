@@ -3,7 +3,7 @@
 // as a real process whose HTTP server the test talks to.
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Emulator, kmsSync, waitFor, type Proc } from '../crash/lib.js';
@@ -48,6 +48,12 @@ export class Repo {
   }
   private git(cwd: string, args: string[]): string {
     return execFileSync('git', args, { cwd, env: { PATH: process.env.PATH, HOME: this.root, GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' }, encoding: 'utf8' }).trim();
+  }
+  /** Adds a symbolic link to the next commit (git keeps links as links). */
+  link(file: string, target: string): void {
+    mkdirSync(path.dirname(path.join(this.work, file)), { recursive: true });
+    symlinkSync(target, path.join(this.work, file));
+    this.git(this.work, ['add', file]);
   }
   /** Writes files (path inside the repository → text), commits and pushes; returns the commit id. */
   push(files: Record<string, string>, message: string): string {
