@@ -11,7 +11,8 @@ import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schem
 import { readLiveState } from '../live/read.js';
 import { redactCredentials } from '../model/redact.js';
 import { withReadProgress } from './read-progress.js';
-import { deriveOwner, emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
+import { address, deriveOwner, emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
+import { closest } from '../config/suggest.js';
 import { describeBlocked, summarize, type Plan } from '../plan/types.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
@@ -442,7 +443,12 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           const { plan: full } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, runLocked: true, owner, ...(o.revokeOld ? { revokeOld: true } : {}) });
           // Only the rotations asked for (and the revocations that go with them), nothing else.
           const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
-          if (rotated.size === 0) throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key`);
+          if (rotated.size === 0) {
+            // An exact address with a typo: the configured key address closest to it.
+            const known = cfg.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)));
+            const meant = o.key.filter((k) => !/[*?]/.test(k)).map((k) => closest(k, known)).find((x) => x !== undefined && !o.key.includes(x));
+            throw new UsageError(`--key ${o.key.join(', ')} matches no existing managed key${meant ? `: did you mean --key ${meant}?` : ''}`);
+          }
           // Orphans found by the recovery are re-issued and revoked here too: never left live.
           const operations = full.operations.filter((op) => (rotated.has(op.address) && (op.action === 'rotate' || op.actionReason === 'delete_rotated_out' || op.actionReason === 'expire_rotated_out'))
             || op.actionReason === 'reissue_lost_key' || op.actionReason === 'revoke_orphan');

@@ -220,6 +220,9 @@ describe('flag errors name the flag', () => {
     expect(bare.stderr).toContain('did you mean --key key.shop-staging/web/main?');
     const client = await cli(['rotate', '--key', 'client.shop-staging/web']);
     expect(client.stderr).toContain('Did you mean --key "key.shop-staging/web/*"');
+    const typo = await cli(['rotate', '--key', 'key.shop-staging/wbe/main']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain('matches no existing managed key: did you mean --key key.shop-staging/web/main?');
     // The suggestion works.
     const meant = await cli(['rotate', '--key', 'key.shop-staging/web/main', '--yes']);
     expect(meant.code, meant.stderr).toBe(0);
