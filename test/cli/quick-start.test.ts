@@ -33,7 +33,11 @@ it.skipIf(skipWhen(!enabled, 'test/cli/quick-start.test.ts: slow (fresh clone + 
   // The npm cache of this machine is reused (read-only use, --prefer-offline): no network beyond npm's.
   const npmCache = process.env.npm_config_cache ?? path.join(process.env.HOME ?? home, '.npm');
   // npm's own compile cache and every temporary file stay in this run's temporary folder.
-  const env = { PATH: process.env.PATH, HOME: home, TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1', npm_config_cache: npmCache, KMS_SYNC_QUICKSTART_CLONE: '1', NO_COLOR: '1' };
+  // The machine's network settings stay (a fresh HOME, not a fresh network): its CA certificates
+  // and proxy, without which npm cannot reach the registry behind an intercepting proxy.
+  const network = Object.fromEntries(['NODE_EXTRA_CA_CERTS', 'SSL_CERT_FILE', 'SSL_CERT_DIR', 'HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy', 'NO_PROXY', 'no_proxy']
+    .filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]]));
+  const env = { ...network, PATH: process.env.PATH, HOME: home, TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1', npm_config_cache: npmCache, KMS_SYNC_QUICKSTART_CLONE: '1', NO_COLOR: '1' };
 
   const install = await sh('npm', ['ci', '--prefer-offline', '--no-audit', '--no-fund'], clone, env);
   expect(install.code, install.stderr.slice(-2000)).toBe(0);
