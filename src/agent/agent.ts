@@ -146,7 +146,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         }
         if (record?.result === 'success') lastSuccessAt = Date.now();
         status.ready = readiness().ok;
-        if (record && notifier) await notifier.afterReconcile(record, status).catch((e: unknown) => o.log.warn(`notification failed: ${(e as Error).message}`));
+        if (record && notifier && !stopping.signal.aborted) await notifier.afterReconcile(record, status, stopping.signal).catch((e: unknown) => o.log.warn(`notification failed: ${(e as Error).message}`));
       }
       if (stopping.signal.aborted) break;
       next = pending ?? (await sleep());

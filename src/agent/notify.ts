@@ -28,12 +28,15 @@ export class Notifier {
   private knownDrift = new Set<string>();
   private warnedExpiring = new Set<string>();
   private statusSent = new Map<string, string>();
+  private signal: AbortSignal | undefined;
 
   constructor(o: NotifierOptions) {
     this.o = o;
   }
 
-  async afterReconcile(r: ReconcileRecord, s: AgentStatus): Promise<void> {
+  /** `signal`: the agent is stopping; a notification in flight is cut off rather than delay the exit. */
+  async afterReconcile(r: ReconcileRecord, s: AgentStatus, signal?: AbortSignal): Promise<void> {
+    this.signal = signal;
     await this.commitStatus(r, s).catch((e: unknown) => this.failed('commit_status', e));
     if (!this.o.webhookUrl) return;
     const lines: string[] = [];
@@ -84,7 +87,7 @@ export class Notifier {
   private async post(url: string, body: unknown, headers: Record<string, string>): Promise<void> {
     const res = await (this.o.fetchImpl ?? fetch)(url, {
       method: 'POST', headers: { 'user-agent': 'kms-sync-agent/0.1.0', ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      ...(body !== undefined ? { body: redactCredentials(JSON.stringify(body)) } : {}), signal: AbortSignal.timeout(10_000),
+      ...(body !== undefined ? { body: redactCredentials(JSON.stringify(body)) } : {}), signal: this.signal ? AbortSignal.any([AbortSignal.timeout(10_000), this.signal]) : AbortSignal.timeout(10_000),
     });
     await res.arrayBuffer().catch(() => undefined);
     if (!res.ok) throw new Error(`HTTP ${res.status}`);

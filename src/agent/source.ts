@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { isCredentialEnvName } from '../model/redact.js';
 import { safeUrl } from '../report/redact.js';
 
 export class SourceError extends Error {}
@@ -41,9 +42,12 @@ export class GitSource {
   }
 
   private gitEnv(): NodeJS.ProcessEnv {
-    const env: NodeJS.ProcessEnv = { ...(this.opts.env ?? process.env), GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C' };
-    const token = env.KMS_SYNC_GIT_TOKEN;
-    delete env.KMS_SYNC_GIT_TOKEN;
+    const from = this.opts.env ?? process.env;
+    // git gets no credential of the agent's (the service's key, webhook secrets): only its own token,
+    // below, and the ssh agent's socket (a path, kept for ssh:// repositories).
+    const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(from).filter(([name]) => name === 'SSH_AUTH_SOCK' || !isCredentialEnvName(name)));
+    Object.assign(env, { GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C' });
+    const token = from.KMS_SYNC_GIT_TOKEN;
     if (token && /^https:\/\//i.test(this.opts.repo)) {
       const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
       const n = Number(env.GIT_CONFIG_COUNT ?? 0) || 0;
