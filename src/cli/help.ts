@@ -83,6 +83,8 @@ export function finishHelp(program: Command): void {
   const visit = (cmd: Command) => {
     cmd.configureHelp({ optionDescription });
     cmd.showHelpAfterError(usageHint(cmd));
+    // "Error: …" like every other error of kms-sync (commander writes "error: …").
+    cmd.configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, 'Error: ')) });
     const entry = ENTRIES[cmd.name()];
     if (entry && cmd !== program) {
       const parts = [entry.service ? SERVICE_ENV : 'Environment:\n  NO_COLOR      no colours (same as --no-color)', entry.exit, `Examples:\n${entry.examples.map((e) => `  ${e}`).join('\n')}`];

@@ -117,6 +117,7 @@ describe('hints point only at what exists', () => {
       expect(r.code, args.join(' ')).toBe(1);
       const lines = r.stderr.trimEnd().split('\n');
       expect(lines, args.join(' ')).toHaveLength(3);
+      expect(lines[0]).toMatch(/^Error: /);
       expect(lines[1]).toBe(usage);
       expect(lines[2]).toBe(`See '${usage.replace(/^Usage: /, '').replace(/ \[options\].*$/, '')} --help'.`);
     }
