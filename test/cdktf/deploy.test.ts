@@ -13,10 +13,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { cliPath, RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
-import { terraformOrSkip } from '../provider/terraform-support.js';
+import { NO_TERRAFORM, terraformOrSkip } from '../provider/terraform-support.js';
+import { skipTest, skipWhen } from '../support/skip.js';
 import { assertBuilt, cdktfJson, type Flavour } from './helpers.js';
 
-const TERRAFORM = terraformOrSkip('test/cdktf/deploy.test.ts');
+const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_cdktfdeployapp0123456789';
 const FLAVOURS: Flavour[] = ['cdktn', 'cdktf'];
 const KMS_SYNC_VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
@@ -59,7 +60,7 @@ const resolved = new Map<Flavour, string>();
 const resolveRuns = new Map<Flavour, Run>();
 const printed: string[] = [];
 
-describe.skipIf(!TERRAFORM)('a fresh CDKTF app deploys with cdktn/cdktf deploy, and kms-sync plan --cdktf agrees', () => {
+describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}`))('a fresh CDKTF app deploys with cdktn/cdktf deploy, and kms-sync plan --cdktf agrees', () => {
   beforeAll(async () => {
     assertBuilt();
     root = workspace();
@@ -88,8 +89,7 @@ describe.skipIf(!TERRAFORM)('a fresh CDKTF app deploys with cdktn/cdktf deploy, 
     FLAVOURS.forEach((f, i) => resolveRuns.set(f, resolutions[i]!));
     const failed = installs.find((r) => r.code !== 0);
     if (failed && NETWORK.test(failed.stderr)) {
-      skipped = 'the npm registry cannot be reached (cdktn-cli / cdktf-cli are installed from it)';
-      console.warn(`SKIPPED: test/cdktf/deploy.test.ts: ${skipped}`);
+      skipped = 'test/cdktf/deploy.test.ts: the npm registry cannot be reached (cdktn-cli / cdktf-cli are installed from it)';
       return;
     }
     for (const r of installs) ok(r, 'npm install');
@@ -109,8 +109,8 @@ describe.skipIf(!TERRAFORM)('a fresh CDKTF app deploys with cdktn/cdktf deploy, 
     for (const o of printed) expect(o).not.toMatch(RAW_KEY_PATTERN);
   });
 
-  it.each(FLAVOURS)('%s deploy --auto-approve --skip-provider-lock, then kms-sync plan --cdktf . plans no change', async (f) => {
-    if (skipped) return;
+  it.for(FLAVOURS)('%s deploy --auto-approve --skip-provider-lock, then kms-sync plan --cdktf . plans no change', { timeout: 240_000 }, async (f, ctx) => {
+    if (skipped) skipTest(ctx, skipped);
     const tool = tools.get(f)!;
     // A fresh app: its own CDK library and constructs (the registry's copies), kms-sync by path.
     const dir = path.join(root, `app-${f}`);
@@ -141,10 +141,10 @@ describe.skipIf(!TERRAFORM)('a fresh CDKTF app deploys with cdktn/cdktf deploy, 
     expect(plan.stdout).toContain('No changes.');
     // The key went to the app's store, beside cdktf.json, not into the generated cdktf.out.
     expect(readdirSync(path.join(dir, '.kms-sync'))).toEqual(expect.arrayContaining([expect.stringMatching(/sops/)]));
-  }, 240_000);
+  });
 
-  it.each(FLAVOURS)('the documented install of the %s line with kms-sync resolves (no ERESOLVE)', async (f) => {
-    if (skipped) return;
+  it.for(FLAVOURS)('the documented install of the %s line with kms-sync resolves (no ERESOLVE)', async (f, ctx) => {
+    if (skipped) skipTest(ctx, skipped);
     const dir = resolved.get(f)!;
     ok(resolveRuns.get(f)!, `npm install ${INSTALL(f).join(' ')} kms-sync`);
     const lock = JSON.parse(readFileSync(path.join(dir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version: string }> };
