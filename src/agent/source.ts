@@ -48,7 +48,8 @@ export class GitSource {
     const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(from).filter(([name]) => name === 'SSH_AUTH_SOCK' || !isCredentialEnvName(name)));
     Object.assign(env, { GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C' });
     const token = from.KMS_SYNC_GIT_TOKEN;
-    if (token && /^https:\/\//i.test(this.opts.repo)) {
+    // Over https only (or plain http to this machine: a local mirror or proxy), never in clear over a network.
+    if (token && (/^https:\/\//i.test(this.opts.repo) || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?\//i.test(this.opts.repo))) {
       const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
       const n = Number(env.GIT_CONFIG_COUNT ?? 0) || 0;
       env[`GIT_CONFIG_KEY_${n}`] = 'http.extraHeader';

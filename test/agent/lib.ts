@@ -108,7 +108,8 @@ export async function startAgent(f: Fixture, args: string[], extraEnv: Record<st
     PATH: process.env.PATH, HOME: f.root, TMPDIR: process.env.TMPDIR, KMS_API_URL: f.emu.url, KMS_API_KEY: API_KEY,
     KMS_SYNC_GITHUB_WEBHOOK_SECRET: GITHUB_SECRET, KMS_SYNC_GITLAB_WEBHOOK_TOKEN: GITLAB_TOKEN, ...extraEnv,
   };
-  const proc = kmsSync(['agent', '--repo', f.repo.url, '--listen', '127.0.0.1:0', '--state-dir', f.stateDir, ...args], { cwd: f.root, env, sink: f.outputs });
+  const repo = args.includes('--repo') ? [] : ['--repo', f.repo.url];
+  const proc = kmsSync(['agent', ...repo, '--listen', '127.0.0.1:0', '--state-dir', f.stateDir, ...args], { cwd: f.root, env, sink: f.outputs });
   f.procs.push(proc);
   let exited = false;
   void proc.exit.then(() => { exited = true; });
