@@ -189,7 +189,8 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         await guard(rt, null, planned, 'create');
         return { planned_state: toDynamic(planned, type), requires_replace: [] };
       }
-      const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!));
+      const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!) &&
+        !(engine && rt.sameTarget?.(a, prior[a] ?? null, planned[a] ?? null, engine.config)));
       if (rt.planExtra) {
         const extra = rt.planExtra(prior, planned, config ?? {}, new Date());
         planned = extra.planned;

@@ -134,6 +134,15 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     expect(attrs).toMatchObject({ expires_at: '2030-01-01T00:00:00Z', auto_rotate: null });
     const again = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
     expect(again.code, again.stdout + again.stderr).toBe(0);
+    // Naming the default store ("local") where the import left it unset is the same store: an
+    // update of the state, not a replacement that would revoke the imported key and issue another.
+    const keyId = attrs.key_id;
+    writeFileSync(path.join(main, 'legacy.tf'), legacy.replace('  expires_at', '  secret_store = "local"\n  expires_at'));
+    const named = await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve');
+    ok(named, 'apply secret_store = "local"');
+    expect(named.stdout).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
+    const after = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8')).resources.find((r: { name: string }) => r.name === 'legacy').instances[0].attributes;
+    expect(after).toMatchObject({ key_id: keyId, secret_store: 'local' });
   }, 120_000);
 
   it('destroys everything it created', async () => {

@@ -146,6 +146,17 @@ export const key: ResourceType = {
   typeName: 'kms_key',
   // A raw key cannot be read back: moving it to another store or name means issuing a new one.
   replaceOn: ['project_env', 'client', 'name', 'secret_store', 'secret_name'],
+  /**
+   * secret_store left out (or "default") and the name of the declared default store are one store:
+   * an import reads the store as unset, and a configuration that names the default store must not
+   * replace (revoke and reissue) the key it just imported.
+   */
+  sameTarget(attr, prior, planned, config) {
+    if (attr !== 'secret_store' || isUnknown(prior) || isUnknown(planned)) return false;
+    const uri = (name: unknown) => (name === null || name === 'default' ? config.stores.find((s) => s.default)?.uri : config.stores.find((s) => s.name === name)?.uri);
+    const a = uri(prior);
+    return a !== undefined && a === uri(planned);
+  },
   validate(config: TfObject, d: Diagnostics) {
     check(d, config, 'project_env', 'Invalid project_env', matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'));
     check(d, config, 'name', 'Invalid key name', (v) => (String(v).trim() ? undefined : 'must not be empty'));

@@ -3,12 +3,14 @@
 // per-kind handlers of apply/. The generic engine (provider.ts) does the protocol around it.
 import type { Diagnostics } from '../diagnostics.js';
 import { isUnknown, type TfObject, type TfValue } from '../values/types.js';
-import type { ChangeAction, Engine } from '../engine.js';
+import type { ChangeAction, Engine, ProviderConfig } from '../engine.js';
 
 export interface ResourceType {
   typeName: string;
   /** Attributes the service cannot change in place: a change plans a replacement. */
   replaceOn: readonly string[];
+  /** Two values of a replaceOn attribute that name the same thing (no replacement), given the provider's configuration. */
+  sameTarget?(attr: string, prior: TfValue, planned: TfValue, config: ProviderConfig): boolean;
   /** Computed attributes whose value is only known after an update (unknown in its plan). */
   changeOnUpdate?: readonly string[];
   /** Checks beyond the schema's types, on a configuration that may hold unknowns. */
