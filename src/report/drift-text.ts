@@ -4,6 +4,7 @@ import { escapeUnsafe, printable as p } from '../model/printable.js';
 import type { Plan } from '../plan/types.js';
 import { safeUrl } from './redact.js';
 import { formatValue, renderHeader } from './text.js';
+import { withoutMarkerFields } from './present.js';
 
 export interface DriftTextOptions {
   color: boolean;
@@ -54,8 +55,9 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
     const [sym, style] = MARK[cat];
     for (const i of items) {
       out.push(`  ${paint(style, sym)} ${p(i.address)}${paint('dim', ` (${p(i.detail)})`)}`);
-      const w = Math.max(0, ...i.fields.map((f) => f.path.length));
-      for (const f of i.fields) out.push(`      ${p(f.path).padEnd(w)}  live ${formatValue(f.before)}  →  desired ${formatValue(f.after)}`);
+      const fields = withoutMarkerFields(i.fields);
+      const w = Math.max(0, ...fields.map((f) => f.path.length));
+      for (const f of fields) out.push(`      ${p(f.path).padEnd(w)}  live ${formatValue(f.before)}  →  desired ${formatValue(f.after)}`);
       if (i.ignoredFields.length) out.push(paint('dim', `      ignored: ${i.ignoredFields.map((f) => p(f.path)).join(', ')}`));
       const usage = describeUsage(i.usage);
       if (usage) out.push(paint('dim', `      usage: ${usage}`));

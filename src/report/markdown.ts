@@ -7,7 +7,7 @@
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
 import { escapeUnsafe, printable } from '../model/printable.js';
 import { blockedChanges, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
-import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges } from './present.js';
+import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges, withoutMarkerFields } from './present.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
 
@@ -262,7 +262,7 @@ function driftItemBlock(i: DriftItem): string {
   const planned = i.action ? ` · apply would ${i.action} it` : '';
   const summary = `<code>${DRIFT_SYMBOL[i.category]}</code> ${code(i.address)}: ${escapeText(i.detail)}${planned}`;
   return details(summary, [
-    fieldTable(['Field', 'Live', 'Desired'], i.fields.map((f) => [code(f.path), code(json(f.before)), code(json(f.after))])),
+    fieldTable(['Field', 'Live', 'Desired'], withoutMarkerFields(i.fields).map((f) => [code(f.path), code(json(f.before)), code(json(f.after))])),
     i.ignoredFields.length ? `Ignored fields: ${i.ignoredFields.map((f) => code(f.path)).join(', ')}` : '',
     usage ? `**Usage:** ${escapeText(usage)}` : '',
   ]);

@@ -19,9 +19,14 @@ export function shownAttributes(attrs: Record<string, unknown> | null): Record<s
   return out;
 }
 
+/** Field changes without those of a marker (`metadata.kms-sync/owner`, …). */
+export function withoutMarkerFields<T extends { path: string }>(fields: readonly T[]): T[] {
+  return fields.filter((c) => !(c.path.startsWith('metadata.') && MARKERS.has(c.path.slice('metadata.'.length))));
+}
+
 /** The changes people review: a change of a marker alone is not one. */
 export function shownChanges(op: Operation): { changes: FieldChange[]; markersOnly: boolean } {
-  const changes = op.changes.filter((c) => !(c.path.startsWith('metadata.') && MARKERS.has(c.path.slice('metadata.'.length))));
+  const changes = withoutMarkerFields(op.changes);
   return { changes, markersOnly: changes.length === 0 && op.changes.length > 0 };
 }
 

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { classifyDrift } from '../../src/plan/drift.js';
 import type { Operation } from '../../src/plan/types.js';
 import { commentMarker, GITHUB_COMMENT_LIMIT, renderDriftMarkdown, renderPlanMarkdown } from '../../src/report/markdown.js';
+import { renderDriftText, renderPlanJson, renderPlanText } from '../../src/report/index.js';
 import { makePlan, mixedPlan, op } from '../support/plans.js';
 
 const RAW = 'kmsc_' + 'A'.repeat(43);
@@ -191,5 +192,27 @@ describe('safety', () => {
       expect(md).not.toContain('@octocat');
       expect(count(md, '<details>')).toBe(count(md, '</details>'));
     }
+  });
+});
+
+describe("kms-sync's own markers", () => {
+  // A claimed client: its owner marker changes with a real field; another op changes the marker only.
+  const plan = makePlan({
+    operations: [
+      op({ address: 'client.shop-production/globex', action: 'update', changes: [
+        { path: 'metadata.kms-sync/owner', before: null, after: 'github.com/acme/shop:kms' },
+        { path: 'metadata.team', before: 'a', after: 'b' },
+      ] }),
+      op({ address: 'client.shop-production/initech', action: 'update', changes: [{ path: 'metadata.kms-sync/applied', before: '1', after: '2' }] }),
+    ],
+  });
+  it('are left out of text, Markdown and drift views, and kept in JSON', () => {
+    const views = [renderPlanText(plan, { color: false }), renderPlanMarkdown(plan, { drift: classifyDrift(plan) }), renderDriftMarkdown(classifyDrift(plan)), renderDriftText(classifyDrift(plan), { color: false })];
+    for (const v of views) {
+      expect(v).not.toMatch(/kms-sync\/owner|kms-sync\/applied/);
+      expect(v).toContain('metadata.team');
+    }
+    expect(views[0]).toContain("(only kms-sync's own markers change (owner and last-applied record))");
+    expect(renderPlanJson(plan)).toContain('metadata.kms-sync/owner');
   });
 });
