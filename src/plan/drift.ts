@@ -130,7 +130,11 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
       case 'update':
       case 'replace':
         // The old key of a rotation given its default overlap goes with the rotation reported above.
-        if (op.actionReason === 'expire_rotated_out') break;
+        // An older generation brought within the default overlap on its own is pending work.
+        if (op.actionReason === 'expire_rotated_out') {
+          if (!rotations.has(op.address)) push(itemFromOp(op, 'pending'));
+          break;
+        }
         // Told apart by the digest of what was last applied (plan/ownership.ts): the live object
         // moved (changed outside), the configuration moved (pending), or both.
         if (op.drift !== 'pending') push(itemFromOp(op, 'changed_outside'));

@@ -85,7 +85,8 @@ export function assessKeys(input: KeyHealthInput): Plan {
     });
   };
   const replaceOp = (addr: string, next: Operation) => {
-    const i = ops.findIndex((o) => o.address === addr && o.kind === 'key' && o.action === 'update');
+    // Only the update of the same generation (an older one may have its own expiry update).
+    const i = ops.findIndex((o) => o.address === addr && o.kind === 'key' && o.action === 'update' && o.live?.keyId === next.live?.keyId);
     if (i >= 0) ops.splice(i, 1);
     ops.push(next);
   };
@@ -130,12 +131,31 @@ export function assessKeys(input: KeyHealthInput): Plan {
           continue;
         }
         const expired = old.expiresAt ? Date.parse(old.expiresAt) <= t : false;
-        const overlapDone = overlap !== undefined && replacedAt !== undefined && replacedAt + overlap <= t;
-        if (!(ownedAnswer ??= isOwned(lc, plan)) || isProtected || !(expired || overlapDone)) continue;
+        // No overlap configured (any more: it may have been removed since the rotation): the
+        // default overlap holds, so an old generation never outlives its successor by more than it.
+        const effectiveOverlap = overlap ?? DEFAULT_ROTATION_OVERLAP_MS;
+        const overlapDone = replacedAt !== undefined && replacedAt + effectiveOverlap <= t;
+        if (!(ownedAnswer ??= isOwned(lc, plan)) || isProtected) continue;
+        if (!(expired || overlapDone)) {
+          const limit = overlap === undefined && replacedAt !== undefined ? replacedAt + DEFAULT_ROTATION_OVERLAP_MS : undefined;
+          if (limit !== undefined && (!old.expiresAt || Date.parse(old.expiresAt) > limit)) {
+            const until = new Date(limit).toISOString();
+            ops.push({
+              address: addr, kind: 'key', action: 'update', projectEnv: c.projectEnv,
+              reason: `previous generation after a rotation: it expires ${days(DEFAULT_ROTATION_OVERLAP_MS)} after its replacement (the default overlap; set rotation.overlap to change it)`,
+              actionReason: 'expire_rotated_out',
+              before: { name: old.name, expiresAt: old.expiresAt ?? null, autoRotate: old.autoRotate ?? false },
+              after: { name: old.name, expiresAt: until, ...(old.autoRotate !== undefined ? { autoRotate: old.autoRotate } : {}) },
+              changes: [{ path: 'expiresAt', before: old.expiresAt ?? null, after: until }], live: { clientId: lc.id, keyId: old.id },
+            });
+          }
+          continue;
+        }
         revoked.add(old.id);
         ops.push({
           address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
-          reason: expired ? 'previous generation after a rotation, now expired' : 'previous generation after a rotation, overlap has passed',
+          reason: expired ? 'previous generation after a rotation, now expired'
+            : overlap === undefined ? `previous generation after a rotation, the default overlap of ${days(DEFAULT_ROTATION_OVERLAP_MS)} has passed` : 'previous generation after a rotation, overlap has passed',
           actionReason: 'delete_rotated_out', before: { name: old.name, expiresAt: old.expiresAt ?? null, autoRotate: old.autoRotate ?? false },
           after: null, changes: [], live: { clientId: lc.id, keyId: old.id },
         });
