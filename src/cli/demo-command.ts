@@ -1,5 +1,5 @@
 // `kms-sync demo`: the quick start on embedded defaults. Starts the emulator in-process, applies
-// examples/, shows where every key went, then plans again to show there is nothing left to do.
+// examples/acme, shows where every key went, then plans again to show there is nothing left to do.
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -15,8 +15,8 @@ import { runApply } from './sync-commands.js';
 export function registerDemo(program: Command) {
   program
     .command('demo')
-    .description('start an in-process emulator and apply examples/ to it (the quick start); --cdktf: the same setup as a CDKTF stack')
-    .option('-f, --file <path>', 'configuration to apply', packageFile('examples'))
+    .description('start an in-process emulator and apply examples/acme to it (the quick start); --cdktf: the same setup as a CDKTF stack')
+    .option('-f, --file <path>', 'configuration to apply', packageFile('examples', 'acme'))
     .option('--cdktf [dir]', 'apply a CDKTF app instead (default: examples/cdktf; needs cdktf and constructs installed)')
     .option('--state-dir <dir>', 'where the default secret store and journal go', path.join(process.cwd(), '.kms-sync-demo'))
     .action(async (o: { file: string; stateDir: string; cdktf?: string | boolean }) => {
