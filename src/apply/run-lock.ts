@@ -55,8 +55,9 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   await ensureDir(dir);
   let local;
   try {
-    local = await acquireLock(path.join(dir, 'run.lock'), { timeoutMs: o.timeoutMs });
+    local = await acquireLock(path.join(dir, 'run.lock'), { timeoutMs: o.timeoutMs, ...(o.signal ? { signal: o.signal } : {}) });
   } catch (e) {
+    if (o.signal?.aborted) throw new RunLockedError(`stopped waiting for the run lock ${path.join(dir, 'run.lock')}: interrupted`);
     if (e instanceof LockTimeoutError) {
       throw new RunLockedError(`another kms-sync run of this configuration holds ${e.lockPath}${e.holder ? ` (pid ${e.holder.pid} on ${e.holder.host} since ${e.holder.createdAt})` : ''}; wait for it, or pass --lock-timeout DURATION to wait (see docs/troubleshooting.md#run-lock-held)`);
     }

@@ -136,6 +136,8 @@ export class LockTimeoutError extends Error {
 
 export interface LockOptions {
   timeoutMs?: number;
+  /** Stop waiting for another process's lock (an interrupt); the error is the signal's reason. */
+  signal?: AbortSignal;
 }
 
 export interface FileLock {
@@ -171,7 +173,7 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
     // timeout there would report our own queue as "held by another process". The time limit
     // applies to the file lock alone, from the moment this caller is first in line.
     await prev;
-    await acquireFileLock(lockPath, timeoutMs);
+    await acquireFileLock(lockPath, timeoutMs, opts.signal);
   } catch (err) {
     cleanupLocal();
     throw err;
@@ -194,7 +196,7 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function acquireFileLock(lockPath: string, timeoutMs: number): Promise<void> {
+async function acquireFileLock(lockPath: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const info: LockInfo = { pid: process.pid, host: os.hostname(), createdAt: new Date().toISOString() };
   let delay = 5;
@@ -206,6 +208,7 @@ async function acquireFileLock(lockPath: string, timeoutMs: number): Promise<voi
     const holder = await readLockInfo(lockPath);
     if (await breakIfStale(lockPath, holder)) continue;
     if (Date.now() >= deadline) throw new LockTimeoutError(lockPath, holder ?? undefined);
+    signal?.throwIfAborted();
     await sleep(delay);
     delay = Math.min(delay * 2, 100);
   }

@@ -72,3 +72,30 @@ it('SIGINT mid-apply: message, in-flight requests finish, exit 3, keys stored, l
   const after = JSON.parse((await runCli(['secrets', 'list', '--json', '-f', 'kms-sync.yaml'], { cwd: s.dir, env: s.env })).stdout);
   expect(after.secrets.length).toBe(CLIENTS);
 });
+
+it('one SIGINT stops a wait for the local run lock held by another process (--lock-timeout)', async () => {
+  const { writeFileSync, mkdirSync, rmSync } = await import('node:fs');
+  const { hostname } = await import('node:os');
+  const path = await import('node:path');
+  const lock = path.join(s.dir, '.kms-sync', 'run.lock');
+  mkdirSync(path.dirname(lock), { recursive: true });
+  // Held by a live process on this host (this test's): not stale, so the run waits for it.
+  writeFileSync(lock, JSON.stringify({ pid: process.pid, host: hostname(), createdAt: new Date().toISOString() }));
+  try {
+    const child = execFile(process.execPath, [cliPath, 'apply', '-f', 'kms-sync.yaml', '--auto-approve', '--lock-timeout', '10m'], { cwd: s.dir, env: { ...process.env, ...s.env } });
+    let stderr = '';
+    child.stderr!.on('data', (d) => { stderr += d; });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(child.exitCode).toBeNull(); // still waiting for the lock
+    child.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => {
+      const t = setTimeout(() => { child.kill('SIGKILL'); resolve(-1); }, 15_000);
+      child.on('exit', (c) => { clearTimeout(t); resolve(c); });
+    });
+    allOutput.push(stderr);
+    expect(code, stderr).toBe(130);
+    expect(stderr).toContain('nothing was changed in the service');
+  } finally {
+    rmSync(lock, { force: true });
+  }
+});
