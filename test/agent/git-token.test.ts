@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, until, type Fixture } from './lib.js';
+import { skipWhen } from '../support/skip.js';
 
 const TOKEN = 'git-token-for-the-agent-test-0123456789';
 const GIT_HTTP_BACKEND = '/usr/lib/git-core/git-http-backend';
@@ -56,9 +57,8 @@ async function gitServer(root: string): Promise<{ url: string; refused: () => nu
 }
 
 const present = existsSync(GIT_HTTP_BACKEND);
-if (!present) console.log(`SKIPPED: the agent's git token test needs ${GIT_HTTP_BACKEND} (Debian's git package)`);
 
-describe.skipIf(!present)('the agent fetching over HTTP with a token', () => {
+describe.skipIf(skipWhen(!present, `the agent's git token test needs ${GIT_HTTP_BACKEND} (Debian's git package)`))('the agent fetching over HTTP with a token', () => {
   let f: Fixture;
   let git: Awaited<ReturnType<typeof gitServer>>;
   beforeAll(async () => {
