@@ -54,7 +54,7 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./emulator-command.js')).registerEmulator,
   },
   {
-    commands: [{ name: 'demo', term: 'demo [options]', description: 'start an in-process emulator and apply examples/ to it (the quick start); --cdktf: the same setup as a CDKTF stack' }],
+    commands: [{ name: 'demo', term: 'demo [options]', description: 'start an in-process emulator and apply examples/acme to it (the quick start); --cdktf: the same setup as a CDKTF stack' }],
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
   {

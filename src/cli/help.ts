@@ -10,7 +10,7 @@ const SERVICE_ENV = `Environment:
   KMS_API_KEY   project key, sk_live_… or sk_test_… (never a flag: it would land in shell history)
   NO_COLOR      no colours (same as --no-color)`;
 
-const EXIT_APPLY = 'Exit codes: 0 done (or nothing to do), 1 error or cancelled, 3 stopped part-way (run it again to converge).';
+const EXIT_APPLY = 'Exit codes: 0 done (or nothing to do), 1 error or cancelled, 3 stopped part-way or outcome unknown (see its Unresolved list), 130/143/141 interrupted (SIGINT, SIGTERM, closed output) before anything was written.';
 const EXIT_PLAN = 'Exit codes: 0 success, 1 error; with --detailed-exitcode 2 when there are changes.';
 const EXIT_DRIFT = 'Exit codes: 0 no drift, 2 drift found, 1 error.';
 const EXIT_SIMPLE = 'Exit codes: 0 success, 1 error.';
