@@ -104,7 +104,8 @@ export class Reconciler {
     if (!this.subjects.has(revision)) this.subjects.set(revision, await source.subject(revision));
     const configDir = path.join(source.dir, this.o.path || '.');
     if (!existsSync(configDir)) throw new Error(`${this.o.path}: no such folder in revision ${short(revision)}`);
-    const cfg = await loadConfig(this.o.cdktf ? { file: [], env: [], cdktf: configDir } : { file: [configDir], env: [] });
+    const warn = (line: string) => this.o.log.warn(`configuration: ${line}`, { revision: short(revision) });
+    const cfg = await loadConfig(this.o.cdktf ? { file: [], env: [], cdktf: configDir } : { file: [configDir], env: [] }, undefined, warn);
     this.lastGood = { revision, cfg, configDir };
     status.revision.lastGood = revision;
     if (this.o.lastGoodFile) await writeFile(this.o.lastGoodFile, `${revision}\n`, { mode: 0o600 });

@@ -62,7 +62,8 @@ export async function findDefaultConfig(from: string = process.cwd()): Promise<s
   }
 }
 
-export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags, readAhead?: ReadAhead): Promise<LoadedConfig> {
+/** `warn` takes the configuration's warnings (the agent logs them in its own format); default: stderr. */
+export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags, readAhead?: ReadAhead, warn?: (line: string) => void): Promise<LoadedConfig> {
   performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const cdktf = await readCdktfFlags(o);
   if (o.file.length === 0 && !cdktf) {
@@ -86,8 +87,11 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfF
     throw e;
   }
   performance.mark('kms:config-end');
-  if (loaded.warnings.length) clearReadProgress();
-  for (const w of loaded.warnings) err(`warning: ${formatDiagnostic(w)}\n`);
+  if (warn) for (const w of loaded.warnings) warn(formatDiagnostic(w));
+  else {
+    if (loaded.warnings.length) clearReadProgress();
+    for (const w of loaded.warnings) err(`warning: ${formatDiagnostic(w)}\n`);
+  }
   const unmatched = unmatchedPatterns(loaded.state, o.env);
   if (unmatched.length) {
     throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);

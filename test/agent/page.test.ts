@@ -25,6 +25,8 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
         { name: 'alpha', keys: ['{ name: primary, ttl: 20d }'], ip: '' },
         { name: 'billing', keys: ['{ name: primary, ttl: 90d }', '{ name: batch, ttl: 5d }'] },
       ]),
+      // An empty file: the configuration's warning must reach the log as JSON too.
+      'kms/empty.yaml': '',
     }, 'first');
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--ui-token', 'env:KMS_SYNC_UI_TOKEN', '--log-format', 'json'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
   }, 60_000);
@@ -88,7 +90,9 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
       await page.screenshot({ path: path.join(dir, 'agent-status-page.png'), fullPage: true });
       expect(existsSync(path.join(dir, 'agent-status-page.png'))).toBe(true);
       // --log-format json: every line of the agent's output is one JSON object with time, level, msg.
-      for (const line of agent.output().trim().split('\n')) expect(Object.keys(JSON.parse(line)).slice(0, 3), line).toEqual(['time', 'level', 'msg']);
+      const lines = agent.output().trim().split('\n');
+      for (const line of lines) expect(Object.keys(JSON.parse(line)).slice(0, 3), line).toEqual(['time', 'level', 'msg']);
+      expect(lines.map((l) => JSON.parse(l)).some((e) => e.level === 'warn' && /^configuration: .*empty\.yaml/.test(e.msg))).toBe(true);
     } finally {
       await browser.close();
     }
