@@ -214,12 +214,13 @@ export class KmsClient {
     // The raw keys exist only in this answer: one that is not a client per item sent is ambiguous.
     return this.http.request<WireClient[]>({
       method: 'POST', path: '/client', query: { project_env: projectEnv }, body: clients, kind: 'create clients', expect: arrayOf(clientWithKeysShape, clients.length),
+      issuesKeys: clients.some((c) => (c.keys ?? []).length > 0),
     });
   }
   updateClient(id: string, projectEnv: string, body: ClientUpdate) {
     const issuesKeys = (body.keys ?? []).some((k) => k.id === undefined);
     return this.http.request<WireClient>({
-      method: 'PUT', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, body, kind: 'update client', retrySafe: !issuesKeys,
+      method: 'PUT', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, body, kind: 'update client', retrySafe: !issuesKeys, issuesKeys,
       expect: clientWithKeysShape,
     });
   }

@@ -115,6 +115,13 @@ export interface RequestSpec {
    */
   retrySafe?: boolean;
   /**
+   * The request issues raw keys. A 503 on it is not taken at its word ("not processed"): a
+   * gateway that answers 503 after the service committed would make a blind retry issue a second
+   * key and strand the first, so its outcome is settled by re-reading (the journal's recovery).
+   * A 429 is still retried: throttling turns a request away before it is processed.
+   */
+  issuesKeys?: boolean;
+  /**
    * Checks the parsed body of a 2xx answer; returns what is wrong with it, or undefined. A read
    * whose answer fails the check is an UnexpectedResponseError, a write's an AmbiguousWriteError.
    */
@@ -389,7 +396,8 @@ export class HttpTransport {
       }
       const err = parseError(spec.method, spec.path, status, text, firstHeader(headers['content-type']));
       // A 429 or 503 says the request was not processed: safe to retry even a create.
-      const retryable = RETRYABLE_STATUS.has(status) && (idempotent || NOT_PROCESSED_STATUS.has(status));
+      const notProcessed = NOT_PROCESSED_STATUS.has(status) && !(spec.issuesKeys && status === 503);
+      const retryable = RETRYABLE_STATUS.has(status) && (idempotent || notProcessed);
       if (!retryable) {
         if (!idempotent && status >= 500) throw new AmbiguousWriteError(spec.method, spec.path, `${status} ${err.code}`);
         throw err;

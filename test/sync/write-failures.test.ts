@@ -68,11 +68,22 @@ async function expectConvergedNoKeyLost() {
   }
 }
 
-it('a 503 on a key-issuing create is retried like a read (not processed), and the run completes in one go', async () => {
+it('a 503 on a key-issuing create is settled by re-reading, never a blind retry, and the run completes in one go', async () => {
+  // A gateway may answer 503 after the service committed: re-sending at once could issue a second
+  // raw key and strand the first. The re-read finds nothing created and creates again.
   emu.addFault({ method: 'POST', route: '/client', mode: 'error', status: 503, times: 2 });
   const r = await cli(['apply', '-f', cfgDir, '--auto-approve']);
   expect(r.code, r.out).toBe(0);
-  expect(r.out).toMatch(/retrying POST \/client in \d+ ms \(attempt 1: 503 SERVICE_UNAVAILABLE\)/);
+  expect(r.out).not.toMatch(/retrying POST \/client/);
+  expect(r.out).toContain('created again after a lost response (the first attempt had not taken effect)');
+  await expectConvergedNoKeyLost();
+}, 60_000);
+
+it('a 429 on a key-issuing create is retried like a read (throttled: not processed)', async () => {
+  emu.addFault({ method: 'POST', route: '/client', mode: '429', times: 1, retryAfterSeconds: 0 });
+  const r = await cli(['apply', '-f', cfgDir, '--auto-approve']);
+  expect(r.code, r.out).toBe(0);
+  expect(r.out).toMatch(/retrying POST \/client in \d+ ms \(attempt 1: 429/);
   expect(r.out).not.toMatch(/response was lost|outcome unknown/);
   await expectConvergedNoKeyLost();
 }, 60_000);
