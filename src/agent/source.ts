@@ -6,7 +6,7 @@
 // or the cache's .git/config.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { isCredentialEnvName } from '../model/redact.js';
 import { safeUrl } from '../report/redact.js';
@@ -46,7 +46,9 @@ export class GitSource {
     // git gets no credential of the agent's (the service's key, webhook secrets): only its own token,
     // below, and the ssh agent's socket (a path, kept for ssh:// repositories).
     const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(from).filter(([name]) => name === 'SSH_AUTH_SOCK' || !isCredentialEnvName(name)));
-    Object.assign(env, { GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C' });
+    // GIT_CEILING_DIRECTORIES: a checkout that is not (or no longer) a repository is never taken
+    // for a repository around the state folder, whose files a forced checkout and clean would touch.
+    Object.assign(env, { GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C', GIT_CEILING_DIRECTORIES: path.dirname(path.resolve(this.opts.dir)) });
     const token = from.KMS_SYNC_GIT_TOKEN;
     // Over https only (or plain http to this machine: a local mirror or proxy), never in clear over a network.
     if (token && (/^https:\/\//i.test(this.opts.repo) || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?\//i.test(this.opts.repo))) {
@@ -72,12 +74,26 @@ export class GitSource {
 
   private async init(signal?: AbortSignal): Promise<void> {
     if (this.initialized) return;
+    try {
+      await this.prepare(signal);
+    } catch {
+      signal?.throwIfAborted();
+      // A git command cut off by a stop or a kill (an init half done, a config.lock left behind)
+      // leaves a .git every later start fails on; the checkout holds nothing of the agent's, so it
+      // is made again.
+      await rm(path.join(this.opts.dir, '.git'), { recursive: true, force: true });
+      await this.prepare(signal);
+    }
+    this.initialized = true;
+  }
+
+  private async prepare(signal?: AbortSignal): Promise<void> {
     await mkdir(this.opts.dir, { recursive: true, mode: 0o700 });
     if (!existsSync(path.join(this.opts.dir, '.git'))) await this.git(['init', '-q'], signal);
+    await this.git(['rev-parse', '--git-dir'], signal);
     // The remote's URL is set on every start: --repo may have changed.
     await this.git(['remote', 'remove', 'origin'], signal).catch(() => undefined);
     await this.git(['remote', 'add', 'origin', this.opts.repo], signal);
-    this.initialized = true;
   }
 
   /** Fetches --ref (one commit deep) and returns its commit id, without touching the checkout. */
