@@ -1,7 +1,9 @@
 // `npm run crash`: the long crash campaign and every scenario, on demand. Options: --seed N,
 // --iterations N (the apply/rotate campaign), --rounds N (two services, rotate --revoke-old),
-// --tf-iterations N (terraform), --only campaign,two-services,ci,terraform-ci,rotate,terraform.
+// --tf-iterations N (terraform), --agent-iterations N (kms-sync agent),
+// --only campaign,two-services,ci,terraform-ci,rotate,terraform,agent.
 // Prints one line per iteration, then the figures per scenario and in total; exits 1 on any failure.
+import { runAgentScenario } from './agent.js';
 import { runCampaign } from './campaign.js';
 import { runCiStore } from './ci-store.js';
 import { formatFigures, KILL_WINDOWS, type Figures } from './lib.js';
@@ -19,6 +21,8 @@ const seed = arg('seed', Math.floor(Math.random() * 2 ** 31));
 const iterations = arg('iterations', 100);
 const rounds = arg('rounds', 8);
 const tfIterations = arg('tf-iterations', 25);
+// With --only agent, --iterations sets the agent's iterations too.
+const agentIterations = arg('agent-iterations', only?.has('agent') && only.size === 1 ? arg('iterations', 30) : 30);
 const out = (l: string) => process.stdout.write(`${l}\n`);
 const started = Date.now();
 const results: { figures: Figures; seconds: number; skipped?: string }[] = [];
@@ -46,6 +50,11 @@ await scenario('rotate', () => runRotateRevoke({ seed, rounds, log: out }));
 await scenario('terraform', async () => {
   const f = await runTerraform({ seed, iterations: tfIterations, log: out });
   if (!f.skipped) out(`terraform killed ${f.killedTerraform}, provider killed ${f.killedProvider}, -replace checks ${f.replaceChecks}, state files cut by a kill (put back) ${f.notes.filter((n) => n.includes('tfstate was cut')).length}`);
+  return f;
+});
+await scenario('agent', async () => {
+  const f = await runAgentScenario({ seed, iterations: agentIterations, log: out });
+  out(f.notes.join('; '));
   return f;
 });
 
