@@ -33,8 +33,9 @@ const AIM_OF: Record<AgentDisturbance, Aim | undefined> = {
 export interface AgentScenarioOptions { seed: number; iterations: number; log?: (l: string) => void }
 
 export interface AgentFigures extends Figures {
-  /** SIGTERMs sent during a reconcile, and the longest time to exit. */
+  /** SIGTERMs sent (of them, while an apply was in flight), and the longest time to exit. */
   sigterms: number;
+  sigtermsInFlight: number;
   slowestStopMs: number;
   /** Aimed kills that landed in their window / all aimed kills. */
   aimedHits: number;
@@ -43,7 +44,7 @@ export interface AgentFigures extends Figures {
 
 export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFigures> {
   const log = o.log ?? (() => {});
-  const f: AgentFigures = { ...newFigures('agent (sync/self-heal)', o.seed), sigterms: 0, slowestStopMs: 0, aimedHits: 0, aimedKills: 0 };
+  const f: AgentFigures = { ...newFigures('agent (sync/self-heal)', o.seed), sigterms: 0, sigtermsInFlight: 0, slowestStopMs: 0, aimedHits: 0, aimedKills: 0 };
   const r = rng(o.seed);
   const ws = workspace('agent');
   const procs: Proc[] = [];
@@ -140,11 +141,12 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       const what = `iteration ${it} (${how})`;
       // An aimed kill needs its pause in the agent's environment: the agent starts again with it. A
       // random kill or a SIGTERM hits the running agent (if any) as it picks the push up.
-      if (aim && aim !== 'random' && agent) { await sigterm(agent, `${what}, stopping before an aimed start`); agent = undefined; }
+      const inFlight = how === 'sigterm' && r.next() < 0.5;
+      if (((aim && aim !== 'random') || inFlight) && agent) { await sigterm(agent, `${what}, stopping before an aimed start`); agent = undefined; }
       await aimFaults([emu], aim ?? 'random');
-      rev = mutate(aim === 'revoke-sent' ? 'revoke' : aim && aim !== 'random' ? 'issue' : undefined);
+      rev = mutate(aim === 'revoke-sent' ? 'revoke' : (aim && aim !== 'random') || inFlight ? 'issue' : undefined);
       ws.trace.mark();
-      const victim = agent ?? (await start(aim ? aimEnv(aim) : {}));
+      const victim = agent ?? (await start(aim ? aimEnv(aim) : inFlight ? { KMS_SYNC_TEST_PAUSE: 'after-journal:300' } : {}));
       let landed: KillWindow | undefined;
       if (aim) {
         landed = await aimAndKill({ aim, trace: ws.trace, emus: [emu], r, exited: () => exited(victim), victim: () => victim.child.pid, randomMs: [50, 2500], waitMs: 30_000 });
@@ -156,8 +158,12 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
         if (!landed && !exited(victim)) await sigterm(victim, what); // the window never came: stop it the polite way
         await victim.exit;
       } else {
-        await sleep(r.int(50, 2500));
+        // SIGTERM: at a random moment, or (when the agent started afresh, its writes held 300 ms
+        // after each journal entry) while its apply is in flight.
+        if (inFlight) await ws.trace.waitFor(['after-journal'], 20_000, () => exited(victim));
+        else await sleep(r.int(50, 2500));
         f.sigterms++;
+        if (inFlight && !exited(victim)) f.sigtermsInFlight++;
         await sigterm(victim, what);
       }
       await emu.faults(null);
@@ -171,14 +177,16 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       const settled = await waitFor(async () => {
         last = await a.status().catch(() => undefined);
         return last?.revision?.synced === rev && last?.lastReconcile?.result === 'success' && last.drift.length === 0 && fileSize(journalFile) === 0;
-      }, 60_000);
+      }, 45_000);
       const problems: string[] = [];
-      if (!settled) problems.push(`not settled within 60 s: synced ${last?.revision?.synced?.slice(0, 12)} (pushed ${rev.slice(0, 12)}), last reconcile ${last?.lastReconcile?.result} ${JSON.stringify(last?.lastReconcile?.errors ?? [])}, drift ${JSON.stringify((last?.drift ?? []).map((d: any) => `${d.category} ${d.address}`))}`);
+      if (!settled) problems.push(`not settled within 45 s: synced ${last?.revision?.synced?.slice(0, 12)} (pushed ${rev.slice(0, 12)}), last reconcile ${last?.lastReconcile?.result} ${JSON.stringify(last?.lastReconcile?.errors ?? [])}, drift ${JSON.stringify((last?.drift ?? []).map((d: any) => `${d.category} ${d.address}`))}`);
       problems.push(...(await verify()));
       const fresh = problems.filter((x) => !problemsSeen.has(problemKey(x)));
       for (const x of problems) problemsSeen.add(problemKey(x));
       f.failures.push(...fresh.map((x) => `${what}${landed ? `, killed in ${landed}` : ''}: ${x}`));
-      log(`${what}${landed ? ` killed in ${landed}` : aim ? ' not killed (window not reached)' : ' SIGTERM'}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
+      log(`${what}${landed ? ` killed in ${landed}` : aim ? ' not killed (window not reached)' : inFlight ? ' SIGTERM during an apply' : ' SIGTERM'}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
+      // An agent that no longer settles makes every later iteration meaningless: stop here.
+      if (!settled) break;
     }
     if (agent) await sigterm(agent, 'at the end');
 
@@ -201,7 +209,7 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     f.keysIssued = seenKeyIds.size;
     f.keysLost = lostIds.size;
     f.strays = strayIds.size;
-    f.notes.push(`SIGTERMs ${f.sigterms} (slowest exit ${f.slowestStopMs} ms); aimed kills in their window ${f.aimedHits}/${f.aimedKills}`);
+    f.notes.push(`SIGTERMs ${f.sigterms}, ${f.sigtermsInFlight} of them during an apply (slowest exit ${f.slowestStopMs} ms); aimed kills in their window ${f.aimedHits}/${f.aimedKills}`);
   } finally {
     for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
     await Promise.all(procs.map((p) => p.exit));
