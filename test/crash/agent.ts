@@ -80,6 +80,7 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     // ------------------------------------------------------------------ the desired state
     let clients: DesiredClient[] = [];
     let serial = 0;
+    let commits = 0;
     type Step = 'add-client' | 'remove-client' | 'add-key' | 'remove-key' | 'rename-client' | 'toggle-overlap';
     const step = (what: Step) => {
       if (what === 'add-client') {
@@ -108,7 +109,8 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
         if (!c) { c = r.pick(clients); c.keys.push({ name: `k${c.keys.length + 7}`, overlap: false }); }
         c.keys.splice(r.int(0, c.keys.length - 1), 1);
       }
-      const yaml = configYaml(clients).replace('apiVersion: kms-sync/v1\n', 'apiVersion: kms-sync/v1\nowner: crash-agent\n');
+      // The comment makes every commit a new revision, also when the steps changed nothing.
+      const yaml = `# commit ${++commits}\n${configYaml(clients).replace('apiVersion: kms-sync/v1\n', 'apiVersion: kms-sync/v1\nowner: crash-agent\n')}`;
       writeFileSync(path.join(verifyDir, 'kms-sync.yaml'), yaml);
       return repo.push({ [CONFIG]: yaml }, `iteration: ${clients.length} clients`);
     };
