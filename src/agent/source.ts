@@ -6,7 +6,7 @@
 // or the cache's .git/config.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isCredentialEnvName } from '../model/redact.js';
 import { safeUrl } from '../report/redact.js';
@@ -96,9 +96,27 @@ export class GitSource {
     await this.git(['remote', 'add', 'origin', this.opts.repo], signal);
   }
 
+  /**
+   * Lock files a git command of an agent killed with it left in .git (index.lock after a cut-off
+   * checkout, shallow.lock after a fetch): every later command fails on them. Ones older than a
+   * git command may run are stale (a git of a killed agent may still be finishing a younger one),
+   * and the checkout is the agent's alone, so they are removed.
+   */
+  private async clearStaleLocks(): Promise<void> {
+    const gitDir = path.join(this.opts.dir, '.git');
+    const oldest = Date.now() - (this.opts.timeoutMs ?? 120_000);
+    for (const name of await readdir(gitDir).catch(() => [] as string[])) {
+      if (!name.endsWith('.lock')) continue;
+      const file = path.join(gitDir, name);
+      const st = await stat(file).catch(() => undefined);
+      if (st?.isFile() && st.mtimeMs < oldest) await rm(file, { force: true });
+    }
+  }
+
   /** Fetches --ref (one commit deep) and returns its commit id, without touching the checkout. */
   async fetch(signal?: AbortSignal): Promise<string> {
     await this.init(signal);
+    await this.clearStaleLocks();
     const ref = this.opts.ref ?? 'HEAD';
     await this.git(['fetch', '-q', '--depth', '1', '--no-tags', '--no-recurse-submodules', 'origin', `+${ref}:refs/kms-sync/target`], signal);
     return this.git(['rev-parse', '--verify', 'refs/kms-sync/target^{commit}'], signal);
@@ -106,6 +124,7 @@ export class GitSource {
 
   /** Makes the checkout exactly the given commit: tracked files reset, untracked ones removed. */
   async checkout(revision: string, signal?: AbortSignal): Promise<void> {
+    await this.clearStaleLocks();
     await this.git(['checkout', '-q', '--force', '--detach', revision], signal);
     await this.git(['clean', '-q', '-ffdx'], signal);
   }

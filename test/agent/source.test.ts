@@ -2,7 +2,7 @@
 // first fetch, found by the crash campaign's agent scenario): a half-made .git (no HEAD, a
 // HEAD.lock) or a config.lock left behind must not stop every later start; the checkout is made
 // again and the commit fetched. Real git, a bare repository on disk.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -37,5 +37,24 @@ describe('agent source after a cut-off git command', () => {
     expect(await new GitSource({ repo: repo.url, dir, env }).fetch()).toBe(rev);
     writeFileSync(path.join(dir, '.git', 'config.lock'), '');
     expect(await new GitSource({ repo: repo.url, dir, env }).fetch()).toBe(rev);
+  });
+
+  it('an index.lock left by a checkout cut off with its agent is cleared once older than a git command may run', async () => {
+    const { repo, rev, dir, env } = setup();
+    const source = new GitSource({ repo: repo.url, dir, env });
+    await source.checkout(await source.fetch());
+    const next = repo.push({ 'kms-sync.yaml': 'apiVersion: kms-sync/v1\n# second\n' }, 'second');
+    const lock = path.join(dir, '.git', 'index.lock');
+    writeFileSync(lock, '');
+    // A fresh lock may belong to a git still running: left alone, the checkout fails.
+    const restarted = new GitSource({ repo: repo.url, dir, env });
+    expect(await restarted.fetch()).toBe(next);
+    await expect(restarted.checkout(next)).rejects.toThrow(/git checkout failed/);
+    // One older than the git time limit is stale: removed, and the checkout goes on.
+    const old = new Date(Date.now() - 10 * 60_000);
+    utimesSync(lock, old, old);
+    await restarted.checkout(next);
+    expect(await restarted.subject('HEAD')).toBe('second');
+    expect(rev).not.toBe(next);
   });
 });
