@@ -14,8 +14,8 @@ import { existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'nod
 import path from 'node:path';
 import { API_KEY, Repo, startAgent, type AgentProc, type Fixture } from '../agent/lib.js';
 import {
-  aimAndKill, aimEnv, aimFaults, checkInvariant, configYaml, kmsSync, newFigures, printedSecrets, problemKey, readSopsStore, rng, sleep, waitFor, workspace,
-  type Aim, type DesiredClient, type Figures, type KillWindow, type Proc,
+  aimAndKill, aimEnv, aimFaults, checkInvariant, configYaml, kmsSync, mutationStep, newFigures, printedSecrets, problemKey, readSopsStore, rng, sleep, waitFor, workspace,
+  type Aim, type DesiredClient, type MutationStep, type Figures, type KillWindow, type Proc,
 } from './lib.js';
 
 const ENV = 'crash-production';
@@ -81,26 +81,12 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     let clients: DesiredClient[] = [];
     let serial = 0;
     let commits = 0;
-    type Step = 'add-client' | 'remove-client' | 'add-key' | 'remove-key' | 'rename-client' | 'toggle-overlap';
-    const step = (what: Step) => {
-      if (what === 'add-client') {
-        const n = r.int(1, 3);
-        for (let j = 0; j < n; j++) clients.push({ name: `c${++serial}`, keys: Array.from({ length: r.int(1, 2) }, (_, x) => ({ name: `k${x + 1}`, overlap: r.next() < 0.3 })) });
-      } else if (what === 'remove-client') clients.splice(r.int(0, clients.length - 1), 1);
-      else if (what === 'rename-client') r.pick(clients).name = `c${++serial}`;
-      else {
-        const c = r.pick(clients);
-        if (what === 'add-key') c.keys.push({ name: `k${c.keys.length + 1 + r.int(0, 5)}`, overlap: r.next() < 0.4 });
-        else if (what === 'remove-key' && c.keys.length > 1) c.keys.splice(r.int(0, c.keys.length - 1), 1);
-        else if (what === 'toggle-overlap') { const k = r.pick(c.keys); k.overlap = !k.overlap; }
-      }
-      for (const c of clients) c.keys = c.keys.filter((k, i, all) => all.findIndex((x) => x.name === k.name) === i);
-    };
+    const step = (what: MutationStep) => mutationStep(r, clients, () => `c${++serial}`, { what, newClients: 3 });
     /** One commit's worth of changes; `must` makes sure the commit issues a key, or revokes one. */
     const mutate = (must?: 'issue' | 'revoke') => {
       const steps = r.int(1, 3);
       for (let i = 0; i < steps; i++) {
-        step(clients.length < 3 ? 'add-client' : r.pick(['add-client', 'add-client', 'remove-client', 'add-key', 'add-key', 'remove-key', 'rename-client', 'toggle-overlap'] as const));
+        mutationStep(r, clients, () => `c${++serial}`, { newClients: 3 });
       }
       if (must === 'issue') step('add-client');
       if (must === 'revoke') {

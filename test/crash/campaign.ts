@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  checkInvariant, configYaml, problemKey, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor,
+  checkInvariant, configYaml, mutationStep, problemKey, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor,
   type DesiredClient, type Figures, type KillWindow, type Proc,
 } from './lib.js';
 
@@ -92,22 +92,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
   let serial = 0;
   const mutate = () => {
     const steps = r.int(1, 3);
-    for (let i = 0; i < steps; i++) {
-      const what = clients.length < 3 ? 'add-client' : r.pick(['add-client', 'add-client', 'remove-client', 'add-key', 'add-key', 'remove-key', 'rename-client', 'toggle-overlap'] as const);
-      if (what === 'add-client') {
-        const n = r.int(1, 4);
-        for (let j = 0; j < n; j++) clients.push({ name: `c${++serial}`, keys: Array.from({ length: r.int(1, 2) }, (_, x) => ({ name: `k${x + 1}`, overlap: r.next() < 0.3 })) });
-      } else if (what === 'remove-client') clients.splice(r.int(0, clients.length - 1), 1);
-      else if (what === 'rename-client') r.pick(clients).name = `c${++serial}`;
-      else {
-        const c = r.pick(clients);
-        if (what === 'add-key') c.keys.push({ name: `k${c.keys.length + 1 + r.int(0, 5)}`, overlap: r.next() < 0.4 });
-        else if (what === 'remove-key' && c.keys.length > 1) c.keys.splice(r.int(0, c.keys.length - 1), 1);
-        else if (what === 'toggle-overlap') { const k = r.pick(c.keys); k.overlap = !k.overlap; }
-      }
-      // unique key names per client
-      for (const c of clients) c.keys = c.keys.filter((k, i, all) => all.findIndex((x) => x.name === k.name) === i);
-    }
+    for (let i = 0; i < steps; i++) mutationStep(r, clients, () => `c${++serial}`);
     writeFileSync(path.join(cfgDir, 'kms-sync.yaml'), configYaml(clients));
   };
 

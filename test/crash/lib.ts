@@ -46,6 +46,31 @@ export async function waitFor(cond: () => Promise<boolean> | boolean, ms: number
 export interface DesiredKey { name: string; overlap: boolean }
 export interface DesiredClient { name: string; keys: DesiredKey[] }
 
+export type MutationStep = 'add-client' | 'remove-client' | 'add-key' | 'remove-key' | 'rename-client' | 'toggle-overlap';
+const RANDOM_STEPS: readonly MutationStep[] = ['add-client', 'add-client', 'remove-client', 'add-key', 'add-key', 'remove-key', 'rename-client', 'toggle-overlap'];
+
+/**
+ * One change of a campaign's desired state, in place: clients added (up to `newClients` at once),
+ * removed or renamed (`name()` gives a fresh client name), keys added or removed, an overlap
+ * toggled. Random unless `what` is given; below 3 clients it adds one.
+ */
+export function mutationStep(r: Rng, clients: DesiredClient[], name: () => string, o: { what?: MutationStep; newClients?: number } = {}): void {
+  const what = o.what ?? (clients.length < 3 ? 'add-client' : r.pick(RANDOM_STEPS));
+  if (what === 'add-client') {
+    const n = r.int(1, o.newClients ?? 4);
+    for (let j = 0; j < n; j++) clients.push({ name: name(), keys: Array.from({ length: r.int(1, 2) }, (_, x) => ({ name: `k${x + 1}`, overlap: r.next() < 0.3 })) });
+  } else if (what === 'remove-client') clients.splice(r.int(0, clients.length - 1), 1);
+  else if (what === 'rename-client') r.pick(clients).name = name();
+  else {
+    const c = r.pick(clients);
+    if (what === 'add-key') c.keys.push({ name: `k${c.keys.length + 1 + r.int(0, 5)}`, overlap: r.next() < 0.4 });
+    else if (what === 'remove-key' && c.keys.length > 1) c.keys.splice(r.int(0, c.keys.length - 1), 1);
+    else if (what === 'toggle-overlap') { const k = r.pick(c.keys); k.overlap = !k.overlap; }
+  }
+  // unique key names per client
+  for (const c of clients) c.keys = c.keys.filter((k, i, all) => all.findIndex((x) => x.name === k.name) === i);
+}
+
 export function configYaml(clients: DesiredClient[], slug = 'crash'): string {
   const lines = [
     'apiVersion: kms-sync/v1', 'projects:', `  - slug: ${slug}`, '    name: Crash', '    environments:', '      - type: production',
