@@ -1,37 +1,21 @@
 // The emulator keeps its own contract (schemas/kms-api.openapi.yaml) where Node's HTTP layer would
 // answer on its own: methods the parser does not know, headers over the limit, bodies over 1 MiB.
 // Over raw sockets, against a real `kms-sync emulator` process.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cliPath } from '../support/cli.js';
 import { assertMatchesContract, getOperation, listOperations } from '../support/contract.js';
-import { isErrorShape, rawExchange, requestBytes, type RawResponse } from './raw-http.js';
+import { isErrorShape, rawExchange, requestBytes, startEmulatorProcess, type EmulatorProcess, type RawResponse } from './raw-http.js';
 
 const API_KEY = 'sk_test_limits';
-let child: ChildProcess;
+let emulator: EmulatorProcess;
 let port: number;
-let stderr = '';
 
 beforeAll(async () => {
-  child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', '--api-key', API_KEY], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString('utf8'); });
-  port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString('utf8');
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/api\/v1/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`the emulator exited (${code}): ${stderr}`)));
-  });
+  emulator = await startEmulatorProcess(API_KEY, []);
+  port = emulator.port;
 });
-afterAll(() => {
-  child?.kill('SIGTERM');
-});
+afterAll(() => emulator?.stop());
 
 function expectError(res: RawResponse, status: number, code: string) {
   expect({ status: res.status, code: (res.json as { code?: string } | undefined)?.code }, res.raw.slice(0, 400)).toEqual({ status, code });

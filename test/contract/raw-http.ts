@@ -1,6 +1,8 @@
 // HTTP/1.1 over a raw node:net socket: sends exactly the bytes given (malformed ones included) and
 // parses one answer by hand, so parser-level rejects can be seen as a client sees them.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
+import { cliPath } from '../support/cli.js';
 
 export interface RawResponse {
   /** 0 when the connection closed without a complete answer. */
@@ -121,4 +123,25 @@ export function requestBytes(method: string, target: string, headers: Record<str
 export function isErrorShape(json: unknown, status: number): boolean {
   const j = json as { code?: unknown; status?: unknown; error?: unknown } | undefined;
   return !!j && typeof j === 'object' && typeof j.code === 'string' && /^[A-Z0-9_]+$/.test(j.code) && j.status === status && typeof j.error === 'string' && j.error.length > 0;
+}
+
+/** `kms-sync emulator` as its own process on a free port; its stderr is kept (tests expect it empty). */
+export interface EmulatorProcess { child: ChildProcess; port: number; stderr: () => string; stop: () => void }
+
+export async function startEmulatorProcess(apiKey: string, extraArgs: string[] = []): Promise<EmulatorProcess> {
+  const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...extraArgs, '--api-key', apiKey], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString('utf8'); });
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/api\/v1/.exec(out);
+      if (m) resolve(Number(m[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`the emulator exited (${code}): ${stderr}`)));
+  });
+  return { child, port, stderr: () => stderr, stop: () => { child.kill('SIGTERM'); } };
 }

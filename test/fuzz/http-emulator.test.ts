@@ -6,10 +6,8 @@
 // state still reads (every project, and every environment's lists).
 //
 // Reproduce a failure with the seed it prints: KMS_FUZZ_SEED=<n> [KMS_FUZZ_COUNT=<n>] npx vitest run test/fuzz/http-emulator.test.ts
-import { type ChildProcess, spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isErrorShape, rawExchange, type RawResponse } from '../contract/raw-http.js';
-import { cliPath } from '../support/cli.js';
+import { isErrorShape, rawExchange, startEmulatorProcess, type EmulatorProcess, type RawResponse } from '../contract/raw-http.js';
 
 const SEED = Number(process.env.KMS_FUZZ_SEED ?? 14);
 const COUNT = Number(process.env.KMS_FUZZ_COUNT ?? 3000);
@@ -33,28 +31,14 @@ const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
 const chance = (p: number) => rand() < p;
 
 // ------------------------------------------------------------------ the emulator process
-let child: ChildProcess;
+let emulator: EmulatorProcess;
 let port: number;
-let stderr = '';
 
 beforeAll(async () => {
-  child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', '--control', '--api-key', API_KEY], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString('utf8'); });
-  port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString('utf8');
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/api\/v1/.exec(out);
-      if (m) resolve(Number(m[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`the emulator exited (${code}): ${stderr}`)));
-  });
+  emulator = await startEmulatorProcess(API_KEY, ['--control']);
+  port = emulator.port;
 });
-afterAll(() => {
-  child?.kill('SIGTERM');
-});
+afterAll(() => emulator?.stop());
 
 // ------------------------------------------------------------------ requests
 interface Req {
@@ -285,7 +269,7 @@ describe(`HTTP fuzz of the emulator (seed ${SEED}, ${COUNT} requests)`, () => {
     // The run reached the handlers, not only the parser: real successes and real validation errors.
     expect((statuses[200] ?? 0) + (statuses[201] ?? 0)).toBeGreaterThan(COUNT / 20);
     expect(statuses[400] ?? 0).toBeGreaterThan(COUNT / 10);
-    expect(stderr).toBe('');
+    expect(emulator.stderr()).toBe('');
   });
 
   it('leaves a state that still reads: every project, and every environment\'s lists', async () => {
@@ -308,6 +292,6 @@ describe(`HTTP fuzz of the emulator (seed ${SEED}, ${COUNT} requests)`, () => {
         }
       }
     }
-    expect(stderr).toBe('');
+    expect(emulator.stderr()).toBe('');
   });
 });
