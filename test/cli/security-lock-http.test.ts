@@ -2,12 +2,11 @@
 // too large to hold, URL credentials in what is shown, the emulator's key off the command line.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KmsClient } from '../../src/api/client.js';
 import { lockPathFor } from '../../src/apply/run-lock.js';
 import { cliPath, runCli, workspace } from '../support/cli.js';
+import { startEndlessServer } from '../support/endless-server.js';
 import { setup, TEST_KEY, type Setup } from './helpers.js';
 
 const cleanup: (() => unknown)[] = [];
@@ -41,25 +40,12 @@ describe('run lock records', () => {
 
 /** A "service" whose every answer is endless JSON (chunked), or claims 700 MB in content-length. */
 async function hugeAnswers(declared: boolean) {
-  let sent = 0;
-  const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json', ...(declared ? { 'content-length': String(700 * 1024 * 1024) } : {}) });
-    const chunk = Buffer.from(`{"name":"${'x'.repeat(1000)}"},`.repeat(1000));
-    res.write('{"data":[');
-    const pump = () => {
-      // Bounded so that a client that never stops reading cannot keep the test busy forever.
-      while (!res.destroyed && sent < 300 * 1024 * 1024) {
-        sent += chunk.length;
-        if (!res.write(chunk)) return void res.once('drain', pump);
-      }
-      res.end();
-    };
-    res.on('error', () => undefined);
-    pump();
+  const server = await startEndlessServer({
+    chunk: Buffer.from(`{"name":"${'x'.repeat(1000)}"},`.repeat(1000)), prefix: '{"data":[',
+    ...(declared ? { headers: { 'content-length': String(700 * 1024 * 1024) } } : {}),
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  cleanup.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`, sent: () => sent };
+  cleanup.push(server.close);
+  return { url: `http://127.0.0.1:${server.port}/api/v1`, sent: server.sent };
 }
 
 describe('answer sizes are bounded', () => {

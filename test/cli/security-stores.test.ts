@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
 import { setup, smallConfig } from './helpers.js';
 import { skipWhen } from '../support/skip.js';
+import { startEndlessServer } from '../support/endless-server.js';
 
 const VAULT_TOKEN = 'hvs.' + 'V4ultT0ken'.repeat(3);
 const AWS_SECRET = 'aws' + 'S3cretAcc3ss'.repeat(3);
@@ -82,26 +83,12 @@ describe('store credentials stay home', () => {
 
 describe('store answers are bounded', () => {
   it('a store server the configuration names that answers without end: the plan says so and goes on, no out-of-memory crash', async () => {
-    let sent = 0;
-    const server = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      const chunk = Buffer.alloc(1024 * 1024, 0x20);
-      const pump = () => {
-        while (!res.destroyed && sent < 300 * 1024 * 1024) {
-          sent += chunk.length;
-          if (!res.write(chunk)) return void res.once('drain', pump);
-        }
-        res.end();
-      };
-      res.on('error', () => undefined);
-      pump();
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanup.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
-    const cli = await prWithStore(`vault://127.0.0.1:${(server.address() as AddressInfo).port}/secret/kms?tls=false`);
+    const server = await startEndlessServer({ chunk: Buffer.alloc(1024 * 1024, 0x20) });
+    cleanup.push(server.close);
+    const cli = await prWithStore(`vault://127.0.0.1:${server.port}/secret/kms?tls=false`);
     const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN });
     expect(r.stdout + r.stderr).toMatch(/the answer is larger than 64 MB; stopped reading it/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
-    expect(sent).toBeLessThan(200 * 1024 * 1024);
+    expect(server.sent()).toBeLessThan(200 * 1024 * 1024);
   }, 60_000);
 });
