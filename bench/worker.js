@@ -37,7 +37,7 @@ const cpuMs = (c) => (c.user + c.system) / 1000;
 const total = (counts) => Object.values(counts).reduce((a, b) => a + b, 0);
 const projectEnv = () => `${spec.project}-${spec.type}`;
 const target = () => ({ url: spec.url ?? 'memory', credential: 'test', envs: [projectEnv()], projects: [spec.project] });
-/** The client kms-sync builds (src/cli/context.ts): --parallelism for writes, the transport's default for reads. */
+/** The client kms-sync builds (src/engine/run.ts): --parallelism for writes, the transport's default for reads. */
 const api = (parallelism = spec.parallelism) =>
   new KmsClient({
     baseUrl: spec.url, apiKey: spec.apiKey, parallelism, userAgent: 'kms-sync-bench',

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Connection } from '../cli/context.js';
+import type { Connection } from '../engine/run.js';
 import type { Logger } from './log.js';
 import { AgentMetrics } from './metrics.js';
 import { Reconciler } from './reconciler.js';

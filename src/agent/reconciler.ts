@@ -1,7 +1,7 @@
 // One reconcile: fetch the source, load the configuration of its newest commit (an invalid one is
 // never applied: the last good one stays, and the errors are reported with file:line), then, under
 // the run lock, the same recovery → live read → plan → journaled apply as `kms-sync apply`
-// (cli/context.ts planFor, apply/journaled-run.ts), with the mode deciding what is applied:
+// (engine/run.ts planFor, apply/journaled-run.ts), with the mode deciding what is applied:
 // detect nothing, sync each new revision in full and only what is due (rotations, recovered keys)
 // between revisions, self-heal everything the plan has. Stores and journal live under the state
 // folder: relative store paths of the configuration resolve there, never in the checkout.
@@ -16,7 +16,7 @@ import { classifyDrift, type DriftReport } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { describeBlocked, summarize, type ActionReason, type Operation, type Plan } from '../plan/types.js';
 import type { LiveState } from '../model/index.js';
-import { loadConfig, planFor, type Connection, type LoadedConfig } from '../cli/context.js';
+import { loadConfig, planFor, type Connection, type LoadedConfig } from '../engine/run.js';
 import { loadIgnoreRules } from '../cli/report-output.js';
 import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';

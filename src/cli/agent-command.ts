@@ -11,7 +11,7 @@ import { Notifier, type NotifierOptions } from '../agent/notify.js';
 import { parseSyncWindow, SyncWindowError } from '../agent/windows.js';
 import { parseTtl } from '../model/index.js';
 import { registerSecret } from '../model/redact.js';
-import { connect } from './context.js';
+import { connect } from '../engine/run.js';
 import { UsageError } from './errors.js';
 
 interface AgentFlags {

@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { startEmulator } from '../emulator/index.js';
 import { packageFile } from '../model/package-files.js';
 import { renderPlanText, colorEnabled } from '../report/index.js';
-import { connect, loadConfig, planFor } from './context.js';
+import { connect, loadConfig, planFor } from '../engine/run.js';
 import { ExitWith } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { out } from './output.js';

@@ -7,7 +7,7 @@ import { quoted } from '../model/printable.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
-import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from './context.js';
+import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';

@@ -4,7 +4,7 @@
 // called gone, and neither is one whose project this credential cannot see.
 import { readLiveState } from '../live/read.js';
 import { targetMatches, type SecretListing } from '../secrets/store.js';
-import type { Connection } from './context.js';
+import type { Connection } from '../engine/run.js';
 
 export type KeyState = { state: 'live' } | { state: 'gone'; why: string } | { state: 'unchecked'; why: string };
 

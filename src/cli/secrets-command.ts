@@ -7,7 +7,7 @@ import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { StoreDeclaration } from '../model/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { addCdktfOptions, usesCdktf, type CdktfFlags } from './cdktf-input.js';
-import { connect, loadConfig } from './context.js';
+import { connect, loadConfig } from '../engine/run.js';
 import { UsageError } from './errors.js';
 import { err, out } from './output.js';
 import { keyStates, type KeyState } from './secret-keys.js';

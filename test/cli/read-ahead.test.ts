@@ -1,11 +1,11 @@
-// plan and drift start reading the live state once the configuration is parsed (cli/context.ts
+// plan and drift start reading the live state once the configuration is parsed (engine/run.ts
 // ReadAhead). That read is used only when it is the read planFor would make: the same scope, and
 // no journal waiting for recovery. Checked here against the emulator over HTTP, and through the
 // CLI for the user-visible parts.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ReadAhead, connect, loadConfig } from '../../src/cli/context.js';
+import { ReadAhead, connect, loadConfig } from '../../src/engine/run.js';
 import { readLiveState } from '../../src/live/read.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
 import { setup, type Setup } from './helpers.js';

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { resolveOwner } from '../../src/cli/owner.js';
+import { resolveOwner } from '../../src/engine/owner.js';
 import { APPLIED_KEY, deriveOwner, emptyDesiredState, managedMetadata } from '../../src/model/index.js';
 import * as state from '../../src/provider/resources/state.js';
 import { workspace } from '../support/cli.js';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPlan } from '../../src/apply/execute.js';
 import { JournaledKeyCapture } from '../../src/apply/journaled-capture.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { planFor, connect } from '../../src/cli/context.js';
+import { planFor, connect } from '../../src/engine/run.js';
 import { loadDesiredState } from '../../src/config/index.js';
 import { SopsFileStore, type SecretEntry } from '../../src/secrets/index.js';
 import { StoreRegistry } from '../../src/secrets/registry.js';

@@ -9,7 +9,7 @@ import { acquireLock } from '../secrets/fsutil.js';
 import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, type LiveReadResult, type LiveScope } from '../live/read.js';
-import { clearReadProgress, withReadProgress } from './read-progress.js';
+import { clearReadProgress, withReadProgress } from '../cli/read-progress.js';
 import { credentialKind, projectEnvOf, serviceTarget, type DesiredState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { planDestroy } from '../plan/removal.js';
@@ -22,11 +22,11 @@ import { checkSecretPresence } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
-import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
-import { UsageError } from './errors.js';
+import { readCdktfFlags, type CdktfFlags } from '../cli/cdktf-input.js';
+import { UsageError } from '../cli/errors.js';
 import { safeUrl } from '../report/redact.js';
-import { err } from './output.js';
-import { onInterruptStop } from './interrupts.js';
+import { err } from '../cli/output.js';
+import { onInterruptStop } from '../cli/interrupts.js';
 import { resolveOwner } from './owner.js';
 
 export interface GlobalOptions extends CdktfFlags {
