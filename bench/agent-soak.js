@@ -83,13 +83,15 @@ const agent = await start(['agent', '--repo', `file://${origin}`, '--path', 'kms
   PATH: process.env.PATH, HOME: root, KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, KMS_SYNC_GITHUB_WEBHOOK_SECRET: SECRET,
 }, /listening on (http:\/\/[^\s"]+)/);
 const pid = agent.child.pid;
-const body = '{"ref":"refs/heads/main"}';
-const signature = `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
+// Each delivery is a new one (the agent ignores a body or delivery id it has seen).
+let deliveries = 0;
 const call = (p, init) => fetch(`${emu.url}${p}`, { ...init, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' } }).then((r) => r.json());
 
 async function cycle() {
   const before = total(await reconciles(agent.url));
-  await fetch(`${agent.url}/hooks/github`, { method: 'POST', body, headers: { 'x-hub-signature-256': signature, 'x-github-event': 'push' } });
+  const body = JSON.stringify({ ref: 'refs/heads/main', delivery: ++deliveries });
+  const signature = `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
+  await fetch(`${agent.url}/hooks/github`, { method: 'POST', body, headers: { 'x-hub-signature-256': signature, 'x-github-event': 'push', 'x-github-delivery': `soak-${deliveries}` } });
   for (;;) {
     if (total(await reconciles(agent.url)) > before) return;
     await new Promise((r) => setTimeout(r, 5));

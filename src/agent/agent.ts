@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Connection } from '../engine/run.js';
+import type { AccessPolicy } from './access.js';
 import type { Logger } from './log.js';
 import { AgentMetrics } from './metrics.js';
 import { Reconciler } from './reconciler.js';
@@ -30,8 +31,8 @@ export interface AgentOptions {
   parallelism: number;
   lockTimeoutMs?: number;
   log: Logger;
-  uiToken?: string;
-  metricsAuth?: boolean;
+  /** Who may read and write over HTTP (access.ts). */
+  access: AccessPolicy;
   githubSecret?: string;
   gitlabToken?: string;
   /** Built with the agent's metrics (it counts what it sends). */
@@ -73,7 +74,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const status: AgentStatus = {
     agent: {
       version: '0.1.0', mode: o.mode, prune: o.prune, repo: shownRepo(o.repo), ref: o.ref ?? '(default branch)', path: o.path || '.',
-      intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(), stateDir: o.stateDir,
+      intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(),
       syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true,
     },
     revision: {}, ready: false, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
@@ -109,7 +110,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
 
   const server = await startServer({
     host: o.listen.host, port: o.listen.port, metrics, log: o.log,
-    ...(o.uiToken !== undefined ? { uiToken: o.uiToken } : {}), ...(o.metricsAuth ? { metricsAuth: true } : {}),
+    access: o.access,
     ...(o.githubSecret !== undefined ? { githubSecret: o.githubSecret } : {}), ...(o.gitlabToken !== undefined ? { gitlabToken: o.gitlabToken } : {}),
     hooks: {
       status: () => status,

@@ -1,14 +1,57 @@
-// The status page at `/`: one server-rendered HTML document with inline CSS and SVG (no script, no
-// build step, no request to anywhere else). Every piece of text in it comes from the status and is
-// escaped (names come from the service and from configurations); the server also sends a
-// Content-Security-Policy that forbids scripts, so an escaping slip could not run one.
+// The status page at `/`: one server-rendered HTML document with inline CSS and SVG (no build
+// step, no request to anywhere else). Every piece of text in it comes from the status and is
+// escaped (names come from the service and from configurations), bidi and invisible characters
+// shown as `\u202e`; the server also sends a Content-Security-Policy that allows one script only,
+// the page's own (by its hash), so an escaping slip could not run another.
+// That script is the suspend/resume control: a write needs `Authorization: Bearer TOKEN`, which a
+// browser never sends on its own, so the page asks for the token once, keeps it in the tab's
+// sessionStorage (gone when the tab closes, never sent anywhere else) and sends it as a header.
+import { createHash } from 'node:crypto';
+import { escapeUnsafe } from '../model/printable.js';
 import type { AgentStatus, EnvStatus, KeyExpiry, ReconcileRecord, TimelineEvent } from './status.js';
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
 
-/** Text for HTML content and quoted attribute values. */
+/** Text for HTML content and quoted attribute values; controls, bidi and invisible characters shown escaped (`\u202e`). */
 export function esc(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
+  return escapeUnsafe(String(value ?? '')).replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
+}
+
+/** The control's script: POST /api/<button value> with the token of this tab as a bearer header, then reload. */
+const CONTROL_SCRIPT = `(() => {
+  const KEY = 'kms-sync-agent-token';
+  const form = document.getElementById('control');
+  const input = document.getElementById('token');
+  const note = document.getElementById('control-note');
+  if (!form) return;
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const action = event.submitter && event.submitter.value;
+    if (!/^[a-z]+$/.test(action || '')) return;
+    if (input && input.value) { sessionStorage.setItem(KEY, input.value); input.value = ''; }
+    const token = sessionStorage.getItem(KEY);
+    const headers = { 'content-type': 'application/json' };
+    if (token) headers.authorization = 'Bearer ' + token;
+    note.textContent = '…';
+    try {
+      const res = await fetch('/api/' + action, { method: 'POST', headers, body: '{}', credentials: 'omit', cache: 'no-store' });
+      if (res.ok) { location.reload(); return; }
+      if (res.status === 401) sessionStorage.removeItem(KEY);
+      note.textContent = res.status === 401 ? 'The token was not accepted.' : 'Refused: ' + (await res.text()).slice(0, 200);
+    } catch (e) {
+      note.textContent = 'The agent did not answer.';
+    }
+  });
+  if (input && sessionStorage.getItem(KEY)) input.placeholder = 'token kept for this tab';
+})();`;
+
+/** The page's Content-Security-Policy: its own script (by hash), same-origin requests, nothing else. */
+export const PAGE_CSP = `default-src 'none'; script-src 'sha256-${createHash('sha256').update(CONTROL_SCRIPT).digest('base64')}'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
+
+function control(s: AgentStatus, tokenRequired: boolean): string {
+  const token = tokenRequired ? '<input id="token" type="password" autocomplete="off" placeholder="agent token" aria-label="agent token"> ' : '';
+  const button = s.agent.suspended ? '<button name="action" value="resume">Resume</button>' : '<button name="action" value="suspend">Suspend</button>';
+  return `<form id="control" method="post">${token}${button} <span id="control-note" class="muted"></span></form>`;
 }
 
 const DAY = 86_400_000;
@@ -129,7 +172,7 @@ export function timelineSvg(expiries: KeyExpiry[], events: TimelineEvent[], now:
   return `<svg id="timeline" role="img" aria-label="Key expiries and rotations" viewBox="0 0 ${width} ${height}" width="100%" xmlns="http://www.w3.org/2000/svg">${parts.join('')}</svg>`;
 }
 
-export function renderPage(s: AgentStatus, now: number = Date.now()): string {
+export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenRequired?: boolean } = {}): string {
   const last = s.lastReconcile;
   const cards = [
     ['Mode', `${s.agent.mode}${s.agent.prune ? ' + prune' : ''}`],
@@ -140,7 +183,7 @@ export function renderPage(s: AgentStatus, now: number = Date.now()): string {
   ].map(([k, v]) => `<div class="card"><div class="muted">${esc(k)}</div><div class="n">${esc(v)}</div></div>`).join('');
   const alerts: string[] = [];
   if (!s.agent.syncWindowOpen) alerts.push(`<p>${badge('Outside the sync window', 'warn')} Changes are reported, not applied, until one opens (${esc(s.agent.syncWindows.join('; '))}, UTC).</p>`);
-  if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused (POST /api/resume to resume).</p>`);
+  if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused until it is resumed.</p>`);
   if (s.sourceError) alerts.push(`<p>${badge('Source unreachable', 'bad')} <span class="err">${esc(s.sourceError)}</span> <span class="muted">Keeping revision ${esc(short(s.revision.lastGood))}.</span></p>`);
   if (s.revision.invalid) {
     alerts.push(`<div id="invalid">${badge('Invalid revision', 'bad')} <code>${esc(short(s.revision.invalid.revision))}</code> is not applied; keeping <code>${esc(short(s.revision.lastGood))}</code>.` +
@@ -152,11 +195,11 @@ export function renderPage(s: AgentStatus, now: number = Date.now()): string {
 <body><header><h1>kms-sync agent</h1><span class="meta">${esc(s.agent.repo)} @ ${esc(s.agent.ref)} — ${esc(s.agent.path || '.')}</span>
 <span class="meta">every ${esc(s.agent.intervalSeconds)} s · up since ${esc(s.agent.startedAt)}</span></header>
 <main>
-<section><div class="cards">${cards}</div>${alerts.length ? `<div style="margin-top:10px">${alerts.join('')}</div>` : ''}</section>
+<section><div class="cards">${cards}</div><div style="margin-top:10px">${control(s, o.tokenRequired ?? false)}</div>${alerts.length ? `<div style="margin-top:10px">${alerts.join('')}</div>` : ''}</section>
 <section><h2>Environments</h2>${envRows(s.environments)}</section>
 <section><h2>Key expiries and rotations</h2>${timelineSvg(s.keys.expiries, s.timeline, now)}</section>
 <section><h2>Current drift</h2>${driftRows(s)}</section>
 <section><h2>Last revisions</h2>${historyRows(s.history, now)}</section>
-</main></body></html>
+</main><script>${CONTROL_SCRIPT}</script></body></html>
 `;
 }

@@ -1,15 +1,18 @@
 // The agent's HTTP server: /healthz (alive), /readyz (a reconcile succeeded recently), /metrics
 // (Prometheus text), /api/status (JSON), /api/suspend and /api/resume, /hooks/github and
-// /hooks/gitlab (signed triggers) and the status page at /. The page and the API take a token
-// when one is configured; /metrics only with --metrics-auth; /healthz and /readyz never.
+// /hooks/gitlab (signed triggers) and the status page at /. Who may use which is access.ts's
+// policy, applied by `admit` below: every write route goes through `admit(req, res, 'write')`.
+// Webhook bodies are bounded before they are authenticated: the signature header is checked
+// before the body is read, and so many bodies (and bytes) are buffered at once, no more.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { redactCredentials } from '../model/redact.js';
+import { readRefusal, writeRefusal, type AccessPolicy, type Exposable } from './access.js';
 import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';
-import { renderPage } from './page.js';
+import { PAGE_CSP, renderPage } from './page.js';
 import type { AgentStatus } from './status.js';
-import { githubSignatureValid, gitlabTokenValid, tokenValid } from './webhooks.js';
+import { githubSignatureValid, githubSignatureWellFormed, gitlabTokenValid, RecentDeliveries } from './webhooks.js';
 
 export interface ServerHooks {
   status: () => AgentStatus;
@@ -26,15 +29,19 @@ export interface ServerOptions {
   metrics: AgentMetrics;
   log: Logger;
   hooks: ServerHooks;
-  /** Token for the page and /api/* (undefined: open). */
-  uiToken?: string;
-  /** Whether /metrics takes the token too. */
-  metricsAuth?: boolean;
+  /** Who may read and write (access.ts). */
+  access: AccessPolicy;
   githubSecret?: string;
   gitlabToken?: string;
 }
 
-const BODY_MAX = 1 << 20;
+/** One webhook body, at most. */
+export const BODY_MAX = 1 << 20;
+/** Webhook bodies being read at once, and the bytes they may hold together, before their signature is checked. */
+export const BODIES_MAX = 8;
+export const BUFFERED_MAX = 4 << 20;
+/** How long one webhook body may take to arrive. */
+const BODY_TIME_MAX = 10_000;
 
 function send(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8', extra: Record<string, string> = {}) {
   res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', ...extra });
@@ -43,27 +50,111 @@ function send(res: ServerResponse, status: number, body: string, type = 'text/pl
 
 const json = (res: ServerResponse, status: number, value: unknown) => send(res, status, `${redactCredentials(JSON.stringify(value, null, 1))}\n`, 'application/json');
 
-function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > BODY_MAX) {
-        resolve(undefined);
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
+/** A refusal answered before the body is read: the connection closes after the answer (never a reset before it). */
+const refuseEarly = (res: ServerResponse, status: number, message: string, extra: Record<string, string> = {}) => send(res, status, `${message}\n`, 'text/plain; charset=utf-8', { connection: 'close', ...extra });
+
+type BodyResult = { body: Buffer } | { status: number; message: string };
+
+/** Bodies in flight and the bytes they hold, across all webhook requests. */
+class BodyBudget {
+  bodies = 0;
+  bytes = 0;
+
+  /** Reads one body within the limits, or says why not; the bytes are given back when it ends. */
+  read(req: IncomingMessage, declared: number | undefined): Promise<BodyResult> {
+    if (this.bodies >= BODIES_MAX || this.bytes + (declared ?? 0) > BUFFERED_MAX) return Promise.resolve({ status: 503, message: 'too many webhook deliveries at once; try again' });
+    this.bodies++;
+    return new Promise((resolve) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let done = false;
+      const finish = (r: BodyResult) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        this.bodies--;
+        this.bytes -= size;
+        chunks.length = 0;
+        req.off('data', onData);
+        // What is left of a refused body is read and dropped, so the answer is not cut off by a reset.
+        if (!('body' in r)) req.resume();
+        resolve(r);
+      };
+      const onData = (c: Buffer) => {
+        size += c.length;
+        this.bytes += c.length;
+        if (size > BODY_MAX) return finish({ status: 413, message: `body too large (more than ${BODY_MAX} bytes)` });
+        if (this.bytes > BUFFERED_MAX) return finish({ status: 503, message: 'too many webhook deliveries at once; try again' });
+        chunks.push(c);
+      };
+      const timer = setTimeout(() => finish({ status: 408, message: 'the body took too long' }), BODY_TIME_MAX);
+      req.on('data', onData);
+      req.on('end', () => finish({ body: Buffer.concat(chunks) }));
+      req.on('error', () => finish({ status: 400, message: 'the body was cut off' }));
+      req.on('close', () => finish({ status: 400, message: 'the body was cut off' }));
     });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
+  }
 }
 
 export async function startServer(o: ServerOptions): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
-  const authorized = (req: IncomingMessage) => o.uiToken === undefined || tokenValid(o.uiToken, req.headers.authorization);
-  const deny = (res: ServerResponse) => send(res, 401, 'unauthorized\n', 'text/plain; charset=utf-8', { 'www-authenticate': 'Basic realm="kms-sync agent", charset="UTF-8"' });
+  const budget = new BodyBudget();
+  const deliveries = new RecentDeliveries();
+
+  /**
+   * The one gate of every door but the probes and the webhooks: `write` for each POST /api/…
+   * (a bearer token, JSON, same origin), a read door otherwise (access.ts). False: refused and answered.
+   */
+  const admit = (req: IncomingMessage, res: ServerResponse, door: 'write' | Exposable): boolean => {
+    const refusal = door === 'write' ? writeRefusal(o.access, req) : readRefusal(o.access, req, door);
+    if (!refusal) return true;
+    if (door === 'write') o.log.warn(`HTTP ${req.method} ${new URL(req.url ?? '/', 'http://agent').pathname} refused: ${refusal.message}`);
+    send(res, refusal.status, `${refusal.message}\n`, 'text/plain; charset=utf-8', refusal.headers);
+    return false;
+  };
+
+  const webhook = async (req: IncomingMessage, res: ServerResponse, provider: 'github' | 'gitlab') => {
+    const secret = provider === 'github' ? o.githubSecret : o.gitlabToken;
+    if (secret === undefined) {
+      o.metrics.webhooks.inc({ provider, result: 'not_configured' });
+      return refuseEarly(res, 404, `the ${provider} webhook is not configured (set ${provider === 'github' ? 'KMS_SYNC_GITHUB_WEBHOOK_SECRET' : 'KMS_SYNC_GITLAB_WEBHOOK_TOKEN'})`);
+    }
+    // Nothing of the body is read before the sender has shown it holds the secret, or could (a well-formed signature).
+    const authorized = provider === 'github' ? githubSignatureWellFormed(header(req, 'x-hub-signature-256')) : gitlabTokenValid(secret, header(req, 'x-gitlab-token'));
+    if (!authorized) {
+      o.metrics.webhooks.inc({ provider, result: 'unauthorized' });
+      return refuseEarly(res, 401, provider === 'github' ? 'missing or malformed X-Hub-Signature-256' : 'invalid token');
+    }
+    const length = header(req, 'content-length');
+    const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
+    if (declared !== undefined && declared > BODY_MAX) {
+      o.metrics.webhooks.inc({ provider, result: 'too_large' });
+      return refuseEarly(res, 413, `body too large (more than ${BODY_MAX} bytes)`);
+    }
+    const read = await budget.read(req, declared);
+    if (!('body' in read)) {
+      o.metrics.webhooks.inc({ provider, result: read.status === 413 ? 'too_large' : 'refused' });
+      return refuseEarly(res, read.status, read.message, read.status === 503 ? { 'retry-after': '5' } : {});
+    }
+    if (provider === 'github' && !githubSignatureValid(secret, read.body, header(req, 'x-hub-signature-256'))) {
+      o.metrics.webhooks.inc({ provider, result: 'unauthorized' });
+      o.log.warn('webhook refused: bad signature', { provider });
+      return send(res, 401, 'invalid signature\n');
+    }
+    const id = provider === 'github' ? header(req, 'x-github-delivery') : (header(req, 'idempotency-key') ?? header(req, 'x-gitlab-event-uuid'));
+    if (deliveries.replayed(provider, id, read.body)) {
+      o.metrics.webhooks.inc({ provider, result: 'duplicate' });
+      o.log.info('webhook ignored: delivered before', { provider, ...(id ? { delivery: id.slice(0, 64) } : {}) });
+      return json(res, 200, { reconcile: 'duplicate' });
+    }
+    if (provider === 'github' && header(req, 'x-github-event') === 'ping') {
+      o.metrics.webhooks.inc({ provider, result: 'ping' });
+      return json(res, 200, { pong: true });
+    }
+    const outcome = o.hooks.trigger(provider);
+    o.metrics.webhooks.inc({ provider, result: outcome });
+    o.log.info(`webhook ${outcome}`, { provider });
+    return json(res, 202, { reconcile: outcome });
+  };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://agent');
@@ -76,49 +167,24 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         return send(res, r.ok ? 200 : 503, `${r.why}\n`);
       }
       case 'GET /metrics':
-        if (o.metricsAuth && !authorized(req)) return deny(res);
+        if (!admit(req, res, 'metrics')) return;
         return send(res, 200, await o.metrics.registry.metrics(), o.metrics.registry.contentType);
       case 'GET /api/status':
-        if (!authorized(req)) return deny(res);
+        if (!admit(req, res, 'status')) return;
         return json(res, 200, o.hooks.status());
       case 'POST /api/suspend':
       case 'POST /api/resume':
-        if (!authorized(req)) return deny(res);
+        if (!admit(req, res, 'write')) return;
         await (url.pathname.endsWith('suspend') ? o.hooks.suspend() : o.hooks.resume());
         o.log.info(`reconciliation ${url.pathname.endsWith('suspend') ? 'suspended' : 'resumed'} through the API`);
         return json(res, 200, { suspended: o.hooks.status().agent.suspended });
       case 'POST /hooks/github':
-      case 'POST /hooks/gitlab': {
-        const provider = url.pathname.endsWith('github') ? 'github' : 'gitlab';
-        const secret = provider === 'github' ? o.githubSecret : o.gitlabToken;
-        if (secret === undefined) {
-          o.metrics.webhooks.inc({ provider, result: 'not_configured' });
-          return send(res, 404, `the ${provider} webhook is not configured (set ${provider === 'github' ? 'KMS_SYNC_GITHUB_WEBHOOK_SECRET' : 'KMS_SYNC_GITLAB_WEBHOOK_TOKEN'})\n`);
-        }
-        if (provider === 'gitlab' && !gitlabTokenValid(secret, header(req, 'x-gitlab-token'))) {
-          o.metrics.webhooks.inc({ provider, result: 'unauthorized' });
-          return send(res, 401, 'invalid token\n');
-        }
-        const body = await readBody(req);
-        if (body === undefined) return send(res, 413, 'body too large\n');
-        if (provider === 'github' && !githubSignatureValid(secret, body, header(req, 'x-hub-signature-256'))) {
-          o.metrics.webhooks.inc({ provider, result: 'unauthorized' });
-          o.log.warn('webhook refused: bad signature', { provider });
-          return send(res, 401, 'invalid signature\n');
-        }
-        if (provider === 'github' && header(req, 'x-github-event') === 'ping') {
-          o.metrics.webhooks.inc({ provider, result: 'ping' });
-          return json(res, 200, { pong: true });
-        }
-        const outcome = o.hooks.trigger(provider);
-        o.metrics.webhooks.inc({ provider, result: outcome });
-        o.log.info(`webhook ${outcome}`, { provider });
-        return json(res, 202, { reconcile: outcome });
-      }
+      case 'POST /hooks/gitlab':
+        return webhook(req, res, url.pathname.endsWith('github') ? 'github' : 'gitlab');
       case 'GET /':
-        if (!authorized(req)) return deny(res);
-        return send(res, 200, renderPage(JSON.parse(redactCredentials(JSON.stringify(o.hooks.status()))) as AgentStatus), 'text/html; charset=utf-8', {
-          'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        if (!admit(req, res, 'status')) return;
+        return send(res, 200, renderPage(JSON.parse(redactCredentials(JSON.stringify(o.hooks.status()))) as AgentStatus, Date.now(), { tokenRequired: o.access.token !== undefined }), 'text/html; charset=utf-8', {
+          'content-security-policy': PAGE_CSP,
           'referrer-policy': 'no-referrer',
         });
       default:

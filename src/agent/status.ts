@@ -62,7 +62,7 @@ export interface ReconcileRecord {
 export interface AgentStatus {
   agent: {
     version: string; mode: Mode; prune: boolean; repo: string; ref: string; path: string; intervalSeconds: number;
-    suspended: boolean; startedAt: string; stateDir: string;
+    suspended: boolean; startedAt: string;
     /** --sync-window specs (UTC), and whether one was open at the last reconcile. */
     syncWindows: string[]; syncWindowOpen: boolean;
   };

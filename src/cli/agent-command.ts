@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
+import { EXPOSABLE, loopbackHost, type AccessPolicy, type Exposable } from '../agent/access.js';
 import { startAgent, stateLayout } from '../agent/agent.js';
 import { createLogger } from '../agent/log.js';
 import { AgentMetrics } from '../agent/metrics.js';
@@ -13,6 +14,7 @@ import { parseTtl } from '../model/index.js';
 import { registerSecret } from '../model/redact.js';
 import { connect } from '../engine/run.js';
 import { UsageError } from './errors.js';
+import { unsafeStateDirReason } from './state-dir.js';
 
 interface AgentFlags {
   repo: string;
@@ -28,6 +30,8 @@ interface AgentFlags {
   logFormat: 'text' | 'json';
   uiToken?: string;
   metricsAuth?: boolean;
+  expose: string[];
+  allowedHost: string[];
   url?: string;
   parallelism: number;
   maxRps?: number;
@@ -71,8 +75,42 @@ function readToken(flag: string, spec: string, env: NodeJS.ProcessEnv): string {
     }
   } else throw new UsageError(`${flag}: give env:NAME or file:PATH; a token on the command line would be visible to every user of the machine (ps)`);
   if (!token) throw new UsageError(`${flag} ${spec}: empty or not set`);
+  if (token.length < 16) throw new UsageError(`${flag} ${spec}: the token is too short (${token.length} characters; at least 16, e.g. openssl rand -hex 32)`);
   registerSecret(token, flag);
   return token;
+}
+
+/**
+ * Why a --repo URL is refused for the user info it carries, or undefined. A token before the `@`
+ * (`https://TOKEN@host/…`, `https://user:TOKEN@…`) would be visible in `ps` and kept in the
+ * checkout's .git/config; ssh names its login user there (`ssh://git@host/…`, `git@host:…`), which is
+ * no secret, so a user name without a password is allowed for ssh only.
+ */
+export function repoUserInfoProblem(repo: string): string | undefined {
+  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)@/i.exec(repo.trim());
+  if (!m) return undefined;
+  const ssh = /^(ssh|git\+ssh|ssh\+git)$/i.test(m[1]!);
+  if (ssh && !m[2]!.includes(':')) return undefined;
+  return `--repo ${m[1]}://…@: the URL holds user info (a token or a password); put an https token in KMS_SYNC_GIT_TOKEN instead (a URL on the command line is visible to every user of the machine, and git keeps it in .git/config)${ssh ? '; for ssh, only a user name (ssh://git@host/…)' : ''}`;
+}
+
+/** --expose: which reads are open without the token. */
+function exposedDoors(values: string[]): Set<Exposable> {
+  const doors = new Set<Exposable>();
+  for (const v of values.flatMap((x) => x.split(',')).map((x) => x.trim()).filter(Boolean)) {
+    if (!(EXPOSABLE as readonly string[]).includes(v)) throw new UsageError(`--expose ${v}: expected ${EXPOSABLE.join(', ')} (comma-separated)`);
+    doors.add(v as Exposable);
+  }
+  return doors;
+}
+
+/** --allowed-host: a host name (no scheme, port or path). */
+function allowedHost(v: string): string {
+  const name = v.trim().toLowerCase().replace(/\.$/, '');
+  if (!/^[a-z0-9*]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(name) || name.includes('*')) {
+    throw new UsageError(`--allowed-host ${JSON.stringify(v)}: expected a host name such as kms-sync-agent.example.com (no scheme, port or path)`);
+  }
+  return name;
 }
 
 /** The GitHub owner/name or GitLab project path of a repository URL, when it names one. */
@@ -96,8 +134,10 @@ export function registerAgent(program: Command) {
     .option('--listen <host:port>', 'address of the HTTP server (metrics, health, status, webhooks)', '127.0.0.1:8080')
     .requiredOption('--state-dir <dir>', 'folder for the checkout, the journal, the default store and the age key (a persistent volume in a container)')
     .addOption(new Option('--log-format <format>', 'text or json lines on stdout').choices(['text', 'json']).default('text'))
-    .option('--ui-token <source>', 'require this token (Bearer, or as the basic-auth password) for the page and /api/*: env:NAME or file:PATH')
-    .option('--metrics-auth', '/metrics takes the --ui-token too (default: open, like /healthz and /readyz)')
+    .option('--ui-token <source>', 'the token of the page, /api/* and /metrics: env:NAME or file:PATH (default: $KMS_SYNC_UI_TOKEN when set); writes need it as Authorization: Bearer; required unless --listen is a loopback address')
+    .option('--expose <doors>', 'reads open without the token: metrics, status (the page and /api/status); comma-separated, repeatable (default: none)', (v: string, prev: string[]) => [...prev, v], [])
+    .option('--allowed-host <name>', 'a host name the agent answers without the token besides localhost and IP addresses (the name of its Service or ingress; repeatable); refuses DNS rebinding', (v: string, prev: string[]) => [...prev, allowedHost(v)], [])
+    .addOption(new Option('--metrics-auth', 'kept for old command lines: /metrics takes the token unless --expose metrics').hideHelp())
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
     .option('--parallelism <n>', 'write requests in flight at once (reads use 4x as many)', positiveInt, 8)
     .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
@@ -108,7 +148,7 @@ export function registerAgent(program: Command) {
     .option('--sync-window <window>', 'write only inside this window, DAYS HH:MM-HH:MM in UTC ("Mon-Fri 08:00-18:00", "* 22:00-02:00"; repeatable); outside it the agent reports as in detect mode', (v: string, prev: string[]) => [...prev, v], [])
     .addHelpText('after', `
 Environment: KMS_API_URL, KMS_API_KEY (the service); KMS_SYNC_GITHUB_WEBHOOK_SECRET (POST /hooks/github,
-X-Hub-Signature-256); KMS_SYNC_GITLAB_WEBHOOK_TOKEN (POST /hooks/gitlab, X-Gitlab-Token); KMS_SYNC_GIT_TOKEN
+X-Hub-Signature-256); KMS_SYNC_UI_TOKEN (the token, when --ui-token is not given); KMS_SYNC_GITLAB_WEBHOOK_TOKEN (POST /hooks/gitlab, X-Gitlab-Token); KMS_SYNC_GIT_TOKEN
 (https fetches); KMS_SYNC_NOTIFY_WEBHOOK (Slack-compatible URL for failures, new drift, keys expiring);
 GITHUB_TOKEN / GITHUB_API_URL, GITLAB_TOKEN / GITLAB_API_URL (--commit-status); SOPS_AGE_KEY_FILE (default:
 STATE_DIR/age/keys.txt).`)
@@ -127,9 +167,8 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
     if (e instanceof SyncWindowError) throw new UsageError(e.message);
     throw e;
   }
-  if (/^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(o.repo)) {
-    throw new UsageError('--repo holds a password or token: put it in KMS_SYNC_GIT_TOKEN instead (a URL on the command line is visible to every user of the machine)');
-  }
+  const userInfo = repoUserInfoProblem(o.repo);
+  if (userInfo) throw new UsageError(userInfo);
   const stateDir = path.resolve(o.stateDir);
   const checkoutDir = stateLayout(stateDir).checkout;
   if (path.resolve(o.path).startsWith(`${checkoutDir}${path.sep}`)) throw new UsageError('--path is a folder inside the repository, not on this machine');
@@ -137,7 +176,18 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const log = createLogger(o.logFormat);
   // The age identity of the default store lives with the store, under the state folder, unless one is given.
   if (!env.SOPS_AGE_KEY && !env.SOPS_AGE_KEY_FILE) env.SOPS_AGE_KEY_FILE = stateLayout(stateDir).ageKeyFile;
-  const uiToken = o.uiToken ? readToken('--ui-token', o.uiToken, env) : undefined;
+  const uiToken = o.uiToken ? readToken('--ui-token', o.uiToken, env) : env.KMS_SYNC_UI_TOKEN !== undefined ? readToken('KMS_SYNC_UI_TOKEN', 'env:KMS_SYNC_UI_TOKEN', env) : undefined;
+  if (uiToken === undefined && !loopbackHost(listen.host)) {
+    throw new UsageError(`--listen ${o.listen} is reachable from other machines, and without a token anyone who reaches it could suspend the agent: set --ui-token file:PATH (or KMS_SYNC_UI_TOKEN), or listen on 127.0.0.1`);
+  }
+  const expose = exposedDoors(o.expose);
+  if (o.metricsAuth) expose.delete('metrics');
+  const access: AccessPolicy = {
+    ...(uiToken !== undefined ? { token: uiToken } : {}), expose,
+    allowedHosts: new Set([...o.allowedHost, ...(/^[\d.]+$|:/.test(listen.host) ? [] : [listen.host.toLowerCase()])]),
+  };
+  const unsafeState = unsafeStateDirReason(stateDir);
+  if (unsafeState) throw new UsageError(`--state-dir ${stateDir}: ${unsafeState}; someone else could change what the agent runs and stores there (git hooks of the checkout, the journal): check its content, then make it yours and private (chown, chmod 700), or pick another folder`);
   const metrics = new AgentMetrics();
   const conn = connect(o, env, (line) => { metrics.apiRetries.inc(); log.warn(line); });
   const notifierOpts: Omit<NotifierOptions, 'metrics'> = { log, ...(env.KMS_SYNC_NOTIFY_WEBHOOK ? { webhookUrl: env.KMS_SYNC_NOTIFY_WEBHOOK } : {}), ...(o.pageUrl ? { pageUrl: o.pageUrl } : {}) };
@@ -155,7 +205,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
     suspend: Boolean(o.suspend), listen, stateDir, conn, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, log, metrics,
-    ...(uiToken ? { uiToken } : {}), ...(o.metricsAuth ? { metricsAuth: true } : {}),
+    access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),
     ...(notify ? { notifier: (metrics) => new Notifier({ ...notifierOpts, metrics }) } : {}),

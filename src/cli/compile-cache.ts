@@ -79,13 +79,21 @@ export function unsafeCacheReason(dir: string, base: string, uid = process.getui
     if (b) return b;
     if (lstatSync(entry).isDirectory()) for (const sub of readdirSync(entry)) { const r = check(path.join(entry, sub)); if (r) return r; }
   }
-  const stop = path.dirname(path.resolve(base));
-  // Followed through symbolic links (a ~/.cache linked elsewhere): what matters is who may replace
-  // the folder it leads to; the link itself lives in the folder checked next.
-  for (let d = path.dirname(path.resolve(dir)); d !== stop && path.dirname(d) !== d; d = path.dirname(d)) {
+  return unsafeParentReason(dir, path.dirname(path.resolve(base)), uid);
+}
+
+/**
+ * Why the folders above `dir` (up to, not with, `stop`; default: up to the root) let someone else
+ * replace it, or undefined: each must be owned by us or root and not writable by others unless
+ * sticky (as /tmp). Followed through symbolic links (a ~/.cache linked elsewhere): what matters is
+ * who may replace the folder it leads to; the link itself lives in the folder checked next.
+ */
+export function unsafeParentReason(dir: string, stop: string | undefined, uid: number): string | undefined {
+  for (let d = path.dirname(path.resolve(dir)); d !== stop; d = path.dirname(d)) {
     const st = statSync(d);
     if (st.uid !== uid && st.uid !== 0) return `${d} is owned by another user (uid ${st.uid})`;
     if (st.mode & 0o022 && !(st.mode & 0o1000)) return `${d} is writable by other users (mode ${mode(st)})`;
+    if (path.dirname(d) === d) break;
   }
   return undefined;
 }

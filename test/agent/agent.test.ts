@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariant, printedSecrets, readSopsStore, waitFor } from '../crash/lib.js';
-import { agentConfig, fixture, githubSignature, GITLAB_TOKEN, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { agentConfig, fixture, JSON_BODY, githubSignature, GITLAB_TOKEN, startAgent, until, type AgentProc, type Fixture } from './lib.js';
 
 const ENV = 'agent-production';
 const CONFIG = 'config/kms-sync.yaml';
@@ -123,7 +123,7 @@ describe('kms-sync agent', () => {
     expect((await agent.status()).revision.invalid).toBeUndefined();
 
     // Suspended: a webhook is accepted but nothing is reconciled until resumed.
-    expect((await agent.post('/api/suspend')).status).toBe(200);
+    expect((await agent.post('/api/suspend', '{}', JSON_BODY)).status).toBe(200);
     revs.push(f.repo.push({ [CONFIG]: agentConfig([{ name: 'alpha', keys: ['primary'], ip: '' }, { name: 'beta', keys: ['primary'] }, { name: 'gamma', keys: ['primary'] }, { name: 'delta', keys: ['primary'] }]) }, 'add delta'));
     const r2 = await agent.post('/hooks/gitlab', '{}', { 'x-gitlab-token': GITLAB_TOKEN });
     expect(JSON.parse(r2.text)).toEqual({ reconcile: 'suspended' });
@@ -132,7 +132,7 @@ describe('kms-sync agent', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect((await agent.status()).history.length).toBe(before);
     expect(await clientByName(f, 'delta')).toBeUndefined();
-    expect((await agent.post('/api/resume')).status).toBe(200);
+    expect((await agent.post('/api/resume', '{}', JSON_BODY)).status).toBe(200);
     await until(agent, 'the resumed reconcile', (x) => x.revision.synced === revs[3]);
     expect(await clientByName(f, 'delta')).toBeDefined();
     expect(await stop(agent)).toMatchObject({ code: 0 });

@@ -130,6 +130,9 @@ export async function startAgent(f: Fixture, args: string[], extraEnv: Record<st
   };
 }
 
+/** Headers of a write to the agent's API (POST /api/…): a JSON body. */
+export const JSON_BODY = { 'content-type': 'application/json' };
+
 export function githubSignature(body: string, secret = GITHUB_SECRET): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }

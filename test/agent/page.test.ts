@@ -1,7 +1,7 @@
 // The agent's status page in a real browser (Debian's chromium driven by playwright-core): it
 // renders the environments, the drift with its field-level before/after and the timeline of key
 // expiries, shows a client whose name is an HTML payload (created in the emulator) as text, runs no
-// script, and keeps a screenshot in test-artifacts/ (gitignored). Skipped loudly without chromium.
+// script but its own, and keeps a screenshot in test-artifacts/ (gitignored). Skipped loudly without chromium.
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,12 +42,13 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
     const auth = { authorization: `Bearer ${UI_TOKEN}` };
     const status = async () => JSON.parse((await agent.get('/api/status', auth)).text);
     await waitStatus(async () => (await status()).revision.synced !== undefined);
-    // The page and the API need the token; health and metrics do not.
+    // The page, the API and the metrics need the token (no --expose); health does not.
     expect((await agent.get('/')).status).toBe(401);
     expect((await agent.get('/api/status')).status).toBe(401);
     expect((await agent.get('/', { authorization: `Basic ${Buffer.from(`anyone:${UI_TOKEN}`).toString('base64')}` })).status).toBe(200);
     expect((await agent.get('/healthz')).status).toBe(200);
-    expect((await agent.get('/metrics')).status).toBe(200);
+    expect((await agent.get('/metrics')).status).toBe(401);
+    expect((await agent.get('/metrics', auth)).status).toBe(200);
 
     // Drift by hand: alpha's allow-list changed, and a client with a hostile name created outside.
     const alpha = (await f.emu.clients(ENV)).find((c) => c.name === 'alpha')!;
