@@ -47,10 +47,32 @@ async function getClient(api: KmsClient, id: string, projectEnv: string): Promis
   }
 }
 
-/** The orphans an unresolved issue intent left: keys it asked for whose ids were not there before. */
-async function orphansOfIntent(api: KmsClient, intent: IssueIntent): Promise<(OrphanRecord & { id: string })[]> {
+/**
+ * What replaces the intent of a key-issuing request whose response was lost, from its client as
+ * re-read (by the run itself, or by the next one): the keys it created whose raw value never
+ * arrived are orphans; and if it took effect, the live keys it superseded (`rotate --revoke-old`)
+ * are pending revokes. Both go in the write that clears the intent: the intent is the only record
+ * of those revokes, so clearing it without them leaves the old generation live with nobody to
+ * revoke it (issue 40).
+ */
+export function recordsOfLostResponse(intent: IssueIntent, c: WireClient): (OrphanRecord & { id: string })[] {
   const known = new Set(intent.knownKeyIds);
   const names = new Set(intent.keyNames);
+  const keys = (c.keys ?? []).filter((k) => names.has(k.name) && !known.has(k.id));
+  if (keys.length === 0) return [];
+  const of = { type: 'orphan' as const, projectEnv: intent.projectEnv, clientId: clientId(c), client: c.name };
+  const lost = { id: newOrphanId(), ...of, keyIds: keys.map((k) => k.id), keyNames: keys.map((k) => k.name) };
+  // The request took effect: the generations it superseded are revoked once the replacement of
+  // the lost keys is stored (their secret then holds it), never given an overlap.
+  const live = new Set((c.keys ?? []).map((k) => k.id));
+  const superseded = (intent.supersedes ?? []).filter((s) => live.has(s.keyId) && keys.some((k) => k.name === s.name));
+  return superseded.length
+    ? [lost, { id: newOrphanId(), ...of, reason: 'superseded' as const, keyIds: superseded.map((s) => s.keyId), keyNames: superseded.map((s) => s.name) }]
+    : [lost];
+}
+
+/** The records an unresolved issue intent turns into, once its client(s) are re-read. */
+async function orphansOfIntent(api: KmsClient, intent: IssueIntent): Promise<(OrphanRecord & { id: string })[]> {
   const clients: WireClient[] = [];
   if (intent.clientId) {
     const c = await getClient(api, intent.clientId, intent.projectEnv);
@@ -61,18 +83,7 @@ async function orphansOfIntent(api: KmsClient, intent: IssueIntent): Promise<(Or
       clients.push(...found.filter((c) => c.name === name));
     }
   }
-  return clients.flatMap((c) => {
-    const keys = (c.keys ?? []).filter((k) => names.has(k.name) && !known.has(k.id));
-    if (keys.length === 0) return [];
-    const lost = { id: newOrphanId(), type: 'orphan' as const, projectEnv: intent.projectEnv, clientId: clientId(c), client: c.name, keyIds: keys.map((k) => k.id), keyNames: keys.map((k) => k.name) };
-    // The request took effect: the generations it superseded are to be revoked once the
-    // replacement the plan issues for the lost keys is stored (their secret then holds it).
-    const live = new Set((c.keys ?? []).map((k) => k.id));
-    const superseded = (intent.supersedes ?? []).filter((s) => live.has(s.keyId) && keys.some((k) => k.name === s.name));
-    return superseded.length
-      ? [lost, { id: newOrphanId(), type: 'orphan' as const, reason: 'superseded' as const, projectEnv: intent.projectEnv, clientId: clientId(c), client: c.name, keyIds: superseded.map((s) => s.keyId), keyNames: superseded.map((s) => s.name) }]
-      : [lost];
-  });
+  return clients.flatMap((c) => recordsOfLostResponse(intent, c));
 }
 
 export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCapture, registry: StoreRegistry, envsInScope: ReadonlySet<string>): Promise<Recovery> {

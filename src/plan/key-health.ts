@@ -78,7 +78,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
     ops.push({
       address: addr, kind: 'key', action: 'delete', projectEnv,
       reason: supersededIds.has(k.id)
-        ? 'pending revoke: replaced by rotate --revoke-old, whose run was interrupted before this old key was revoked; its raw value is no longer held'
+        ? 'pending revoke: replaced by rotate --revoke-old, whose run was interrupted before this old key was revoked (its secret holds its replacement, or will once a lost one is re-issued)'
         : 'orphan: issued by a run that was interrupted before its raw value was saved; nobody holds it, so it is revoked (after its replacement is stored)',
       actionReason: 'revoke_orphan', before: { name: k.name, expiresAt: k.expiresAt ?? null, autoRotate: k.autoRotate ?? false },
       after: null, changes: [], live: { clientId: clientIdOf, keyId: k.id },

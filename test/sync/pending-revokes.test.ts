@@ -118,6 +118,57 @@ describe('pending revokes', () => {
     expect((await cli(['plan', '-f', 'config', '--detailed-exitcode'])).code).toBe(0);
   }, 60_000);
 
+  it('rotate --revoke-old whose response was lost and settled by re-reading, then killed (issue 40): the superseded generation is revoked, never given the 7-day overlap', async () => {
+    const emu = emus[0]!;
+    write(config(['a', 'b']));
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+    const before = await clientsOf(emu, TEST_KEY);
+    const [a, b] = ['a', 'b'].map((n) => before.find((c: any) => c.name === n));
+    const [oldA, oldB] = [a.keys[0], b.keys[0]];
+    const oldRawA = await store().read('pr-production/a/main');
+    // a's key-issuing PUT commits and its response is dropped: the run settles it by re-reading,
+    // records the lost key, and re-issues; that second PUT is throttled (429, retry in 30 s), so
+    // it stays unsent while b's response is journaled and the process is killed there.
+    const onA = new RegExp(`^/client/${a.id}$`);
+    emu.addFault({ method: 'PUT', route: onA, mode: 'drop-after-commit', times: 1 });
+    emu.addFault({ method: 'PUT', route: onA, mode: '429', retryAfterSeconds: 30, times: 1 });
+    const trace = path.join(dir, 'trace');
+    const child = spawn(process.execPath, [cliPath, 'rotate', '-f', 'config', '--key', 'key.pr-production/*/main', '--revoke-old', '--auto-approve'], {
+      cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env, KMS_SYNC_TEST_TRACE: trace, KMS_SYNC_TEST_PAUSE: 'after-journal:20000' }, stdio: 'ignore',
+    });
+    const points = () => { try { return readFileSync(trace, 'utf8').split('\n').map((l) => l.split(' ')[0]); } catch { return []; } };
+    // Three issue-sent (a, b, a's re-issue) and b's after-journal.
+    const ready = () => points().filter((p) => p === 'issue-sent').length >= 3 && points().includes('after-journal');
+    for (let i = 0; i < 1000 && !ready(); i++) await new Promise((ok) => setTimeout(ok, 20));
+    expect(points()).toEqual(expect.arrayContaining(['issue-sent', 'after-journal']));
+    expect(ready(), points().join(' ')).toBe(true);
+    child.kill('SIGKILL');
+    await new Promise((ok) => child.on('exit', ok));
+    const lostA = (await clientsOf(emu, TEST_KEY)).find((c: any) => c.name === 'a').keys.find((k: any) => k.id !== oldA.id);
+    expect(lostA, 'the dropped PUT committed a new generation').toBeDefined();
+
+    // Until it is revoked, the superseded generation is reported as a pending revoke.
+    const plan = await cli(['plan', '-f', 'config', '--detailed-exitcode']);
+    expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+    expect(plan.stdout).toContain('# key.pr-production/a/main will be destroyed (pending revoke');
+    expect(plan.stdout).not.toContain('previous generation after a rotation');
+
+    const apply = await cli(['apply', '-f', 'config', '--auto-approve']);
+    expect(apply.code, apply.stdout + apply.stderr).toBe(0);
+    expect(apply.stdout).not.toContain('expires 7d after');
+    const after = await clientsOf(emu, TEST_KEY);
+    for (const [name, old] of [['a', oldA], ['b', oldB]] as const) {
+      const c = after.find((x: any) => x.name === name);
+      expect(c.keys.map((k: any) => k.id), `${name}: the superseded generation is revoked`).not.toContain(old.id);
+      expect(c.keys, `${name}: one generation left`).toHaveLength(1);
+      expect(await validates(emu, TEST_KEY, c, await store().read(`pr-production/${name}/main`))).toBe(true);
+    }
+    const afterA = after.find((x: any) => x.name === 'a');
+    expect(afterA.keys.map((k: any) => k.id)).not.toContain(lostA.id);
+    expect(await validates(emu, TEST_KEY, afterA, oldRawA)).toBe(false);
+    expect((await cli(['plan', '-f', 'config', '--detailed-exitcode'])).code).toBe(0);
+  }, 90_000);
+
   it('one folder applied to two services: the second refuses before writing anything, and the first keeps its raw keys', async () => {
     const staging = emus[0]!;
     const production = await startEmulator({ port: 0, apiKeys: [LIVE_KEY] });

@@ -8,7 +8,8 @@ import { AmbiguousWriteError } from '../../api/http.js';
 import { clientId, type ClientUpdate, type KeyInput, type WireClient, type WireKey } from '../../api/client.js';
 import { parseTtl } from '../../model/index.js';
 import type { KeyAfter } from '../../plan/types.js';
-import { newOrphanId, type OrphanRecord } from '../../secrets/journal.js';
+import { newOrphanId, type IssueIntent, type OrphanRecord } from '../../secrets/journal.js';
+import { recordsOfLostResponse } from '../recover.js';
 import { testPoint } from '../test-hooks.js';
 import { deleteIdempotent, type ApplyContext } from '../context.js';
 import { KeyStoreFailure, type CapturedKey } from '../key-capture.js';
@@ -109,13 +110,14 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
       ...issue.map((k) => keyInput(k, now)),
     ],
   };
+  const asked: IssueIntent = {
+    type: 'issue', projectEnv: client.projectEnv, clientId: client.id, keyNames: issue.map((k) => k.name), knownKeyIds: client.knownKeyIds,
+    ...(supersedes.length ? { supersedes } : {}),
+  };
   let intent: string | undefined;
   if (issue.length) {
     await ctx.beforeIssue();
-    intent = await ctx.keys.intend({
-      type: 'issue', projectEnv: client.projectEnv, clientId: client.id, keyNames: issue.map((k) => k.name), knownKeyIds: client.knownKeyIds,
-      ...(supersedes.length ? { supersedes } : {}),
-    });
+    intent = await ctx.keys.intend(asked);
   }
   let updated: WireClient;
   try {
@@ -127,7 +129,7 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
       if (intent) await ctx.keys.resolve({ resolve: [intent] });
       throw e;
     }
-    return recoverLostKeyResponse(ctx, client, issue, updates, intent, supersedes);
+    return recoverLostKeyResponse(ctx, client, issue, updates, { id: intent, asked });
   }
   const fresh = (updated.keys ?? []).filter((k) => k.key);
   // The generations this write supersedes stop being held the moment their successors reach the
@@ -141,15 +143,18 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
   return undefined;
 }
 
-async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], intent: string, supersedes: SupersededKey[]): Promise<string> {
+async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], intent: { id: string; asked: IssueIntent }): Promise<string> {
   const live = await ctx.api.getClient(client.id, client.projectEnv);
-  const known = new Set(client.knownKeyIds);
-  const names = new Set(issue.map((k) => k.name));
-  const orphans = (live.keys ?? []).filter((k) => !known.has(k.id) && names.has(k.name));
-  const record = orphanRecord(client, orphans);
-  await ctx.keys.resolve({ resolve: [intent], ...(record ? { orphans: [record] } : {}) });
-  await reissueAndRevoke(ctx, { ...client, knownKeyIds: (live.keys ?? []).map((k) => k.id) }, record, issue, updates, supersedes);
-  return `the response was lost; ${orphans.length ? `${orphans.length} key(s) it had created without their raw value reaching us were replaced and revoked` : 'the request had not taken effect and was sent again'}`;
+  // The intent turns into its records (the keys it created, the generations it superseded) in
+  // one durable write, exactly as the next run's recovery would turn it (recover.ts).
+  const records = recordsOfLostResponse(intent.asked, live);
+  await ctx.keys.resolve({ resolve: [intent.id], ...(records.length ? { orphans: records } : {}) });
+  const lost = records.find((r) => r.reason !== 'superseded');
+  // Revokes already pending are not recorded a second time with the re-issued key.
+  const pending = new Set(records.filter((r) => r.reason === 'superseded').flatMap((r) => r.keyIds));
+  const supersedes = (intent.asked.supersedes ?? []).filter((s) => !pending.has(s.keyId));
+  await reissueAndRevoke(ctx, { ...client, knownKeyIds: (live.keys ?? []).map((k) => k.id) }, lost, issue, updates, supersedes);
+  return `the response was lost; ${lost ? `${lost.keyIds.length} key(s) it had created without their raw value reaching us were replaced and revoked` : 'the request had not taken effect and was sent again'}`;
 }
 
 /** The orphan record for keys a lost request created (undefined when it created none). */
