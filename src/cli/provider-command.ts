@@ -9,6 +9,21 @@ import { ExitWith } from './errors.js';
 
 export const PROVIDER_DESCRIPTION = 'serve the Terraform/OpenTofu provider (plugin protocol 6; Terraform starts this itself); provider install: install it for Terraform and OpenTofu';
 
+/** The --trusted-key files (a signature is then required), else the release keys this package ships. */
+function trustedKeys(files: string[] | undefined): { file: string; text: string; asked: boolean }[] {
+  if (files) {
+    return files.map((file) => {
+      try {
+        return { file, text: readFileSync(file, 'utf8'), asked: true };
+      } catch (e) {
+        throw new ExitWith(1, `--trusted-key ${printable(file)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+      }
+    });
+  }
+  const shipped = packageFile('release-signing-keys');
+  return existsSync(shipped) ? [{ file: shipped, text: readFileSync(shipped, 'utf8'), asked: false }] : [];
+}
+
 export function registerProvider(program: Command) {
   const provider = program.command('provider').description(PROVIDER_DESCRIPTION)
     .action(async () => process.exit(await (await import('../provider/main.js')).runProvider()));
@@ -16,19 +31,23 @@ export function registerProvider(program: Command) {
     .description('install the provider for Terraform and OpenTofu on this machine: a filesystem mirror (default: the implied local mirror ~/.terraform.d/plugins) and a provider_installation block in the CLI configuration')
     .option('--dir <dir>', 'the filesystem mirror to install into (with --dev: the folder of the dev_overrides executable)')
     .option('--from <release>', 'install the packaged executable (no Node.js needed) from a release folder or this platform\'s release zip (npm run package:provider)')
+    .option('--insecure-skip-checksum', 'with --from: install a zip that has no SHA256SUMS file beside it (nothing then shows it is the zip that was released)', false)
+    .option('--trusted-key <file>', 'with --from: an ssh-ed25519 public key (or allowed_signers file) that must have signed the release\'s SHA256SUMS (repeatable; default: the keys this kms-sync ships in release-signing-keys)', (v: string, prev: string[] = []) => [...prev, v])
     .option('--no-cli-config', 'leave the CLI configuration (TF_CLI_CONFIG_FILE or ~/.terraformrc) alone')
     .option('--dev', 'write dev_overrides instead, running this installation\'s provider code (for working on the provider itself)', false)
     .option('--print', 'show what would be written and write nothing', false)
-    .action(async (o: { dir?: string; from?: string; cliConfig: boolean; dev: boolean; print: boolean }) => {
+    .action(async (o: { dir?: string; from?: string; insecureSkipChecksum: boolean; trustedKey?: string[]; cliConfig: boolean; dev: boolean; print: boolean }) => {
       const { planInstall, applyInstall, InstallError } = await import('../provider/install.js');
       const providerScript = packageFile('dist', 'provider', 'bin.js');
       if (!o.from && !existsSync(providerScript)) throw new ExitWith(1, `${providerScript} is missing: build kms-sync first (npm run build)`);
       const version = (JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string }).version;
+      if (!o.from && (o.insecureSkipChecksum || o.trustedKey)) throw new ExitWith(1, '--insecure-skip-checksum and --trusted-key go with --from (a release zip)');
       let plan;
       try {
         plan = planInstall({
           version, env: process.env, home: homedir(), platform: process.platform, arch: process.arch,
           dir: o.dir, from: o.from, cliConfig: o.cliConfig, dev: o.dev, node: process.execPath, providerScript,
+          skipChecksum: o.insecureSkipChecksum, trustedKeys: trustedKeys(o.trustedKey),
         });
       } catch (e) {
         if (e instanceof InstallError) {

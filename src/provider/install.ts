@@ -4,9 +4,11 @@
 // run replaces only its own lines and never touches the user's other blocks. First everything is
 // planned (and a conflict refused), then written: --print shows the plan and writes nothing.
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { makeFolders, unsafeAncestorsReason, unsafeTreeReason, writeFileSafely } from '../model/safe-files.js';
 import { executableName, MIRROR_HOSTS, mirrorSources, parseReleaseZipName, providerAddress, releaseZipName, sumsName, terraformPlatform, zipEntries } from './release.js';
+import { parseTrustedKeys, verifyReleaseSignature } from './release-signature.js';
 
 const BEGIN_PREFIX = '# >>> kms-sync provider install >>>';
 export const BEGIN_MARKER = `${BEGIN_PREFIX} (written by \`kms-sync provider install\`, which replaces the lines up to the end marker)`;
@@ -26,6 +28,10 @@ export interface InstallOptions {
   dir?: string;
   /** A release folder or one release zip: install the packaged executable from it. */
   from?: string;
+  /** --from without SHA256SUMS beside the zip (the user said so: --insecure-skip-checksum). */
+  skipChecksum?: boolean;
+  /** Trusted release keys: the files given with --trusted-key (`asked`: a signature is then required), else the package's release-signing-keys file. */
+  trustedKeys?: { file: string; text: string; asked: boolean }[];
   cliConfig: boolean;
   dev: boolean;
   /** The Node.js executable and the provider script a launcher runs. */
@@ -187,25 +193,56 @@ function readIfExists(file: string): Buffer | undefined {
 
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
-/** The release zip to install from `from` (a release folder or a zip), checked against SHA256SUMS beside it. */
-function releaseZip(from: string, version: string, platform: string): { file: string; version: string; data: Buffer } {
+/** The suffix of a release checksum file's detached SSH signature (ssh-keygen -Y sign, renamed: `.sig` is GPG's, for the Terraform registry). */
+export const SIGNATURE_SUFFIX = '.sshsig';
+
+/** The SHA-256 a checksum file gives for `name` (`<hex>  <name>` lines, as sha256sum writes them), or undefined. */
+export function checksumFor(sums: string, name: string): string | undefined {
+  for (const line of sums.split('\n')) {
+    const m = /^([0-9a-fA-F]{64}) [ *](.+?)\r?$/.exec(line);
+    if (m && m[2] === name) return m[1]!.toLowerCase();
+  }
+  return undefined;
+}
+
+/**
+ * The release zip to install from `from` (a release folder or a zip): listed in the SHA256SUMS
+ * beside it (required unless skipChecksum), that file's signature checked when one is published
+ * or a trusted key is given, and its one entry a regular executable file no one else may write.
+ */
+function releaseZip(o: InstallOptions, platform: string): { file: string; version: string; data: Buffer; notes: string[] } {
+  const from = o.from!;
   let file = path.resolve(from);
   if (!existsSync(file)) throw new InstallError(`--from ${from}: no such file or folder`);
   if (statSync(file).isDirectory()) {
     const zips = readdirSync(file).map((n) => ({ n, p: parseReleaseZipName(n) })).filter((z) => z.p?.platform === platform);
-    const pick = zips.find((z) => z.p!.version === version) ?? (zips.length === 1 ? zips[0] : undefined);
+    const pick = zips.find((z) => z.p!.version === o.version) ?? (zips.length === 1 ? zips[0] : undefined);
     if (!pick) {
       throw new InstallError(zips.length === 0
         ? `--from ${from}: no ${releaseZipName('<version>', platform)} in this folder (build one with npm run package:provider, or pick this platform's zip of a release)`
-        : `--from ${from}: several versions for ${platform} (${zips.map((z) => z.p!.version).join(', ')}) and none is ${version}: pass the zip itself`);
+        : `--from ${from}: several versions for ${platform} (${zips.map((z) => z.p!.version).join(', ')}) and none is ${o.version}: pass the zip itself`);
     }
     file = path.join(file, pick.n);
   }
   const parsed = parseReleaseZipName(path.basename(file));
-  if (!parsed) throw new InstallError(`--from ${from}: not a provider release zip (expected a name like ${releaseZipName(version, platform)})`);
+  if (!parsed) throw new InstallError(`--from ${from}: not a provider release zip (expected a name like ${releaseZipName(o.version, platform)})`);
   if (parsed.platform !== platform) throw new InstallError(`--from ${from}: built for ${parsed.platform}, this machine is ${platform}`);
   const data = readFileSync(file);
-  let entries: { name: string; mode: number }[];
+  const notes: string[] = [];
+  const sumsFile = path.join(path.dirname(file), sumsName(parsed.version));
+  const sums = readIfExists(sumsFile);
+  if (!sums) {
+    if (!o.skipChecksum) {
+      throw new InstallError(`--from ${file}: no ${sumsName(parsed.version)} beside it, so nothing shows the zip is the one released: download it with the zip (or pass --insecure-skip-checksum to install it unchecked)`);
+    }
+    notes.push(`Installed without checking a checksum (--insecure-skip-checksum): nothing showed that ${path.basename(file)} is the zip that was released.`);
+  } else {
+    const want = checksumFor(sums.toString('utf8'), path.basename(file));
+    if (!want) throw new InstallError(`--from ${file}: ${sumsName(parsed.version)} beside it has no line for this zip`);
+    if (want !== sha256(data)) throw new InstallError(`--from ${file}: its SHA-256 does not match ${sumsName(parsed.version)} (a damaged or altered download)`);
+    notes.push(...checkSignature(o, sumsFile, sums));
+  }
+  let entries: ReturnType<typeof zipEntries>;
   try {
     entries = zipEntries(data);
   } catch (e) {
@@ -215,14 +252,40 @@ function releaseZip(from: string, version: string, platform: string): { file: st
   if (entries.length !== 1 || entries[0]!.name !== exe) {
     throw new InstallError(`--from ${file}: expected exactly one file, ${exe}, in the zip; found ${entries.map((e) => e.name).join(', ') || 'none'}`);
   }
-  if (!platform.startsWith('windows_') && (entries[0]!.mode & 0o111) === 0) throw new InstallError(`--from ${file}: ${exe} in the zip is not executable`);
-  const sums = readIfExists(path.join(path.dirname(file), sumsName(parsed.version)));
-  if (sums) {
-    const line = sums.toString('utf8').split('\n').find((l) => l.trim().endsWith(`  ${path.basename(file)}`) || l.trim().endsWith(` ${path.basename(file)}`));
-    if (!line) throw new InstallError(`--from ${file}: ${sumsName(parsed.version)} beside it has no line for this zip`);
-    if (line.trim().split(/\s+/)[0] !== sha256(data)) throw new InstallError(`--from ${file}: its SHA-256 does not match ${sumsName(parsed.version)} (a damaged or altered download)`);
+  const entry = entries[0]!;
+  // Terraform unpacks the zip as it is: a link would point the provider anywhere, and a mode wider
+  // than 0755 (writable by others, setuid) would be unpacked with it.
+  if (entry.type !== 'file') throw new InstallError(`--from ${file}: ${exe} in the zip is ${entry.type === 'no-unix-mode' ? 'without a Unix mode (not made on Unix)' : `a ${entry.type === 'symlink' ? 'symbolic link' : entry.type}`}, not a regular file`);
+  if (entry.mode & ~0o755) throw new InstallError(`--from ${file}: ${exe} in the zip has mode 0${entry.mode.toString(8)}, wider than 0755 (writable by others, or setuid/setgid/sticky)`);
+  if (!platform.startsWith('windows_') && (entry.mode & 0o111) === 0) throw new InstallError(`--from ${file}: ${exe} in the zip is not executable`);
+  return { file, version: parsed.version, data, notes };
+}
+
+/** The detached signature of the checksum file: checked when published or when a trusted key is given. */
+function checkSignature(o: InstallOptions, sumsFile: string, sums: Buffer): string[] {
+  const sigFile = `${sumsFile}${SIGNATURE_SUFFIX}`;
+  const sig = readIfExists(sigFile);
+  const given = o.trustedKeys ?? [];
+  const keys = given.flatMap((k) => {
+    try {
+      return parseTrustedKeys(k.text, k.file);
+    } catch (e) {
+      throw new InstallError((e as Error).message);
+    }
+  });
+  if (!sig) {
+    if (given.some((k) => k.asked)) throw new InstallError(`--from: ${path.basename(sumsFile)} is not signed (no ${path.basename(sigFile)} beside it), and --trusted-key asks for a signature`);
+    return [`${path.basename(sumsFile)} is not signed (no ${path.basename(sigFile)}): the zip matches its checksum file, which came from the same place.`];
   }
-  return { file, version: parsed.version, data };
+  if (keys.length === 0) {
+    throw new InstallError(`--from: ${path.basename(sigFile)} is published, but there is no trusted release key to check it with: pass --trusted-key FILE (the release's ssh-ed25519 public key; docs/terraform-provider.md, "Signed releases")`);
+  }
+  try {
+    const by = verifyReleaseSignature(sums, sig.toString('utf8'), keys);
+    return [`${path.basename(sumsFile)} is signed by a trusted release key${by ? ` (${by})` : ''}.`];
+  } catch (e) {
+    throw new InstallError(`--from: ${sigFile}: ${(e as Error).message}; nothing installed`);
+  }
 }
 
 function launcherScript(node: string, script: string): Buffer {
@@ -254,7 +317,8 @@ export function planInstall(o: InstallOptions): InstallPlan {
     plan.notes.push('dev_overrides: skip terraform init and run plan/apply directly; Terraform warns that the provider is overridden. Rebuild (npm run build) and the next command runs the new code.');
   } else {
     plan.dir = path.resolve(o.dir ?? impliedMirror(o.env, o.home, o.platform));
-    const release = o.from ? releaseZip(o.from, o.version, platform) : undefined;
+    const release = o.from ? releaseZip(o, platform) : undefined;
+    if (release) plan.notes.push(...release.notes);
     const version = release?.version ?? o.version;
     plan.version = version;
     const packed = (host: string) => path.join(plan.dir, host, namespace, type, releaseZipName(version, platform));
@@ -289,31 +353,63 @@ export function planInstall(o: InstallOptions): InstallPlan {
   } else if (!o.dev && plan.dir !== impliedMirror(o.env, o.home, o.platform)) {
     plan.notes.push(`--no-cli-config with --dir: Terraform only finds the provider once your CLI configuration has a filesystem_mirror for ${plan.dir}.`);
   }
+  refuseFoldersOthersCanWrite(plan);
   return plan;
 }
 
-/** Writes a file through a temporary file and a rename (a symlinked config: its target). */
-function writeAtomically(file: string, data: Buffer | string, mode: number): void {
+/**
+ * Terraform runs the installed provider with the user's credentials (KMS_API_KEY in its
+ * environment): no one else may be able to swap it, nor the CLI configuration that says where it
+ * is. So every folder of the mirror on the way to a file, and the mirror itself, must be ours (or
+ * root's) and writable by no one else, and the folders above it and above each CLI configuration
+ * must not let someone else replace them (writable by others only when sticky, as /tmp).
+ */
+function refuseFoldersOthersCanWrite(plan: InstallPlan): void {
+  const refuse = (bad: string, what: string) => new InstallError(
+    `refusing to install: ${bad}, so someone else could replace ${what}, which Terraform runs with your credentials`,
+    'Make it yours and writable by you only (chmod go-w, and check what it holds), or choose another folder (--dir).\n',
+  );
+  for (const file of [...plan.writes.map((w) => w.file), ...plan.unchanged, ...plan.removals]) {
+    const bad = unsafeTreeReason(path.dirname(file), plan.dir);
+    if (bad) throw refuse(bad, 'the provider');
+  }
+  for (const file of [...plan.configs.map((c) => c.file), ...plan.configsUnchanged]) {
+    const bad = unsafeAncestorsReason(file) ?? otherUsersFile(file);
+    if (bad) throw refuse(bad, 'the CLI configuration (where Terraform takes providers from)');
+  }
+}
+
+function otherUsersFile(file: string): string | undefined {
+  const uid = process.getuid?.();
+  if (uid === undefined) return undefined;
+  try {
+    const st = lstatSync(file);
+    if (st.uid !== uid && st.uid !== 0) return `${file} is owned by another user (uid ${st.uid})`;
+    if (!st.isSymbolicLink() && st.mode & 0o022) return `${file} is writable by other users (mode 0${(st.mode & 0o777).toString(8)})`;
+  } catch {
+    // not there yet
+  }
+  return undefined;
+}
+
+/** Writes a file (a symlinked config: its target) through a random-name O_EXCL temp file and a rename, in folders made 0755. */
+function writeInPlace(file: string, data: Buffer | string, mode: number): void {
   let target = file;
   try {
     target = realpathSync(file);
   } catch {
     // a new file
   }
-  mkdirSync(path.dirname(target), { recursive: true });
-  const tmp = `${target}.kms-sync-${process.pid}.tmp`;
-  try {
-    writeFileSync(tmp, data, { mode });
-    renameSync(tmp, target);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
+  makeFolders(path.dirname(target), 0o755);
+  writeFileSafely(target, data, mode);
 }
 
 /** Carries out a plan: provider files first, then each CLI configuration (a backup of the old one beside it). */
 export function applyInstall(plan: InstallPlan): { backups: string[] } {
-  for (const w of plan.writes) writeAtomically(w.file, w.data, w.mode);
+  for (const w of plan.writes) {
+    makeFolders(path.dirname(w.file), 0o755);
+    writeFileSafely(w.file, w.data, w.mode);
+  }
   for (const file of plan.removals) {
     rmSync(file, { force: true });
     // Leave no empty <version>/<platform> folders behind.
@@ -330,10 +426,10 @@ export function applyInstall(plan: InstallPlan): { backups: string[] } {
     const mode = c.before === undefined ? 0o644 : statSync(c.file).mode & 0o777;
     if (c.before !== undefined) {
       const backup = `${c.file}.kms-sync.bak`;
-      copyFileSync(c.file, backup);
+      writeInPlace(backup, readFileSync(c.file), mode);
       backups.push(backup);
     }
-    writeAtomically(c.file, c.after, mode);
+    writeInPlace(c.file, c.after, mode);
   }
   return { backups };
 }

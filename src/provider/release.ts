@@ -103,9 +103,17 @@ export function writeZip(entries: ZipEntry[]): Buffer {
   return Buffer.concat([...locals, cd, end]);
 }
 
-/** The names and Unix modes of a zip's entries, read from its central directory. */
-export function zipEntries(zip: Buffer): { name: string; mode: number }[] {
-  return centralDirectory(zip).map(({ name, mode }) => ({ name, mode }));
+export type ZipEntryType = 'file' | 'symlink' | 'folder' | 'other' | 'no-unix-mode';
+
+/** The names, Unix modes (permission bits with setuid/setgid/sticky) and file types of a zip's entries, read from its central directory. */
+export function zipEntries(zip: Buffer): { name: string; mode: number; type: ZipEntryType }[] {
+  return centralDirectory(zip).map(({ name, mode, type }) => ({ name, mode, type }));
+}
+
+function entryType(madeBy: number, attributes: number): ZipEntryType {
+  if (madeBy >> 8 !== 3) return 'no-unix-mode'; // not made on Unix: the external attributes hold no mode
+  const format = (attributes >>> 16) & 0o170000;
+  return format === 0o100000 ? 'file' : format === 0o120000 ? 'symlink' : format === 0o040000 ? 'folder' : 'other';
 }
 
 /** The content of one entry of a zip (stored or deflated), checked against its CRC-32. */
@@ -121,7 +129,7 @@ export function zipEntryData(zip: Buffer, name: string): Buffer {
   return data;
 }
 
-function centralDirectory(zip: Buffer): { name: string; mode: number; method: number; crc: number; compressedSize: number; offset: number }[] {
+function centralDirectory(zip: Buffer): { name: string; mode: number; type: ZipEntryType; method: number; crc: number; compressedSize: number; offset: number }[] {
   const min = Math.max(0, zip.length - 22 - 0xffff);
   let end = -1;
   for (let i = zip.length - 22; i >= min; i--) {
@@ -137,7 +145,7 @@ function centralDirectory(zip: Buffer): { name: string; mode: number; method: nu
     const extra = zip.readUInt16LE(p + 30);
     const comment = zip.readUInt16LE(p + 32);
     out.push({
-      name: zip.toString('utf8', p + 46, p + 46 + nameLength), mode: (zip.readUInt32LE(p + 38) >>> 16) & 0o7777,
+      name: zip.toString('utf8', p + 46, p + 46 + nameLength), mode: (zip.readUInt32LE(p + 38) >>> 16) & 0o7777, type: entryType(zip.readUInt16LE(p + 4), zip.readUInt32LE(p + 38)),
       method: zip.readUInt16LE(p + 10), crc: zip.readUInt32LE(p + 16), compressedSize: zip.readUInt32LE(p + 20), offset: zip.readUInt32LE(p + 42),
     });
     p += 46 + nameLength + extra + comment;

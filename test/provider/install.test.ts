@@ -187,7 +187,7 @@ describe('kms-sync provider install (files)', () => {
     const wrong = path.join(h, 'wrong', zipName);
     mkdirSync(path.dirname(wrong));
     writeFileSync(wrong, writeZip([{ name: 'terraform-provider-other', data: Buffer.from('x'), mode: 0o755 }]));
-    const bad = await install(env, '--from', wrong);
+    const bad = await install(env, '--from', wrong, '--insecure-skip-checksum');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('expected exactly one file, terraform-provider-kms_v0.1.0, in the zip; found terraform-provider-other');
   });
