@@ -68,7 +68,7 @@ const reconciles = async (url) => {
 };
 const total = (r) => Object.values(r).reduce((a, b) => a + b, 0);
 
-const emu = await start(['emulator', '--api-key', API_KEY, '--port', '0', '--data', path.join(root, 'emulator.json')], { PATH: process.env.PATH, HOME: root }, /listening on (\S+)/);
+const emu = await start(['emulator', '--port', '0', '--data', path.join(root, 'emulator.json')], { PATH: process.env.PATH, HOME: root, KMS_EMULATOR_API_KEY: API_KEY }, /listening on (\S+)/);
 const origin = path.join(root, 'origin.git');
 const work = path.join(root, 'work');
 git(root, ['init', '-q', '--bare', '-b', 'main', origin]);

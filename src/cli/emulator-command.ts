@@ -1,10 +1,10 @@
 // `kms-sync emulator`: the local service for demos, CI and offline work.
 import { readFileSync } from 'node:fs';
-import { type Command, InvalidArgumentError } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import { startEmulator } from '../emulator/index.js';
 
-// The key can come from the environment or a file as well as --api-key: a command-line argument
-// is visible to every local user in `ps` (issue 26).
+// The key comes from the environment or a file, never the command line: an argument is visible to
+// every local user in `ps` (issues 26, 35). --api-key is refused with a message saying what to use.
 function keysFromEnv(): string[] {
   const list = process.env.KMS_EMULATOR_API_KEYS ?? process.env.KMS_EMULATOR_API_KEY ?? process.env.KMS_API_KEY ?? '';
   return list.split(',').map((k) => k.trim()).filter(Boolean);
@@ -41,8 +41,8 @@ export function registerEmulator(program: Command) {
     .description('run a local emulator of the key-management service (real HTTP on 127.0.0.1)')
     .option('--port <n>', 'port to listen on (0 picks a free one)', port, 8080)
     .option('--host <addr>', 'address to bind', '127.0.0.1')
-    .option('--api-key <key...>', 'accepted project key(s) (visible in ps: prefer --api-key-file or the environment); default: $KMS_EMULATOR_API_KEYS (comma-separated), $KMS_EMULATOR_API_KEY or $KMS_API_KEY')
-    .option('--api-key-file <file>', 'read the accepted project key(s) from this file, one per line')
+    .option('--api-key-file <file>', 'read the accepted project key(s) from this file, one per line (default: $KMS_EMULATOR_API_KEYS, comma-separated, $KMS_EMULATOR_API_KEY or $KMS_API_KEY)')
+    .addOption(new Option('--api-key <key...>', 'no longer accepted: the key would show in ps').hideHelp())
     .option('--data <file>', 'keep state in this JSON file across restarts (atomic writes)')
     .option('--latency-ms <n>', 'added latency per API request', integer, 0)
     .option('--error-rate <f>', 'fraction of API requests answered 503', fraction, 0)
@@ -51,10 +51,13 @@ export function registerEmulator(program: Command) {
     .option('--drop-rate <f>', 'fraction of writes that commit, then drop the connection unanswered', fraction, 0)
     .option('--control', 'serve the /__emulator control routes (counts, faults, seed; they need a project key)', false)
     .action(async (o) => {
-      const apiKeys: string[] = [...(o.apiKey ?? []), ...(o.apiKeyFile ? keysFromFile(o.apiKeyFile) : [])];
+      if (o.apiKey) {
+        throw new Error('--api-key is no longer accepted: every local user sees a command line in ps. Put the key in KMS_EMULATOR_API_KEY (KMS_EMULATOR_API_KEYS for several, comma-separated) or in a file for --api-key-file FILE (one per line)');
+      }
+      const apiKeys: string[] = o.apiKeyFile ? keysFromFile(o.apiKeyFile) : [];
       if (apiKeys.length === 0) apiKeys.push(...keysFromEnv());
       if (apiKeys.length === 0) {
-        throw new Error('no project key: set KMS_EMULATOR_API_KEY, pass --api-key-file FILE or --api-key sk_test_… (the emulator never invents and prints one)');
+        throw new Error('no project key: set KMS_EMULATOR_API_KEY, or pass --api-key-file FILE (the emulator never invents and prints one)');
       }
       const emu = await startEmulator({
         port: o.port, host: o.host, apiKeys, dataFile: o.data, latencyMs: o.latencyMs, errorRate: o.errorRate,

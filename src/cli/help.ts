@@ -39,7 +39,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   list: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets list --json', 'kms-sync secrets list --cdktf infra/   # the stores of a CDKTF app'] },
   flush: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets flush -f config/'] },
   prune: { service: true, docs: 'cli.md#secrets', exit: 'Exit codes: 0 removed (or nothing to remove), 1 error or cancelled.', examples: ['kms-sync secrets prune -f config/', 'kms-sync secrets prune -f config/ --yes   # in a script: no question'] },
-  emulator: { service: false, docs: 'getting-started.md#the-emulator', exit: EXIT_SIMPLE, examples: ['kms-sync emulator --port 8080 --api-key sk_test_local1234'] },
+  emulator: { service: false, docs: 'getting-started.md#the-emulator', exit: EXIT_SIMPLE, examples: ['KMS_EMULATOR_API_KEY=sk_test_local1234 kms-sync emulator --port 8080', 'kms-sync emulator --api-key-file key.txt --data state.json'] },
   provider: { service: false, docs: 'terraform-provider.md', exit: 'Exit codes: 0 when Terraform stops it, 1 error.', examples: ['kms-sync provider install          # then terraform init: Terraform starts the provider itself'] },
   install: {
     service: false, docs: 'terraform-provider.md#install', exit: EXIT_SIMPLE,

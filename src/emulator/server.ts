@@ -235,7 +235,7 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number): Er
 
 export async function startEmulator(options: EmulatorOptions): Promise<RunningEmulator> {
   const apiKeys = options.apiKeys ?? [];
-  if (apiKeys.length === 0) throw new Error('the emulator needs at least one project key (--api-key or KMS_EMULATOR_API_KEYS)');
+  if (apiKeys.length === 0) throw new Error('the emulator needs at least one project key (KMS_EMULATOR_API_KEY(S) or --api-key-file)');
   for (const k of apiKeys)
     if (!/^sk_(live|test)_[A-Za-z0-9._-]{4,}$/.test(k)) throw new Error(`project keys must look like sk_live_… or sk_test_… (got one starting ${k.slice(0, 8)}…)`);
   const port = options.port ?? 0;

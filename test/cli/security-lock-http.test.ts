@@ -93,6 +93,15 @@ describe('the emulator key stays out of ps', () => {
       expect((await fetch(`${emu.url}/project`, { headers: { 'x-api-key': 'sk_test_wrongwrongwrong' } })).status).toBe(401);
     });
   }
+
+  it('refuses --api-key (the key would show in ps) and says what to use instead', async () => {
+    const r = await runCli(['emulator', '--port', '0', '--api-key', KEY], { env: { KMS_EMULATOR_API_KEY: KEY } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('--api-key is no longer accepted: every local user sees a command line in ps');
+    expect(r.stderr).toContain('KMS_EMULATOR_API_KEY');
+    expect(r.stderr).not.toContain(KEY);
+    expect(r.stdout).not.toContain('listening');
+  });
 });
 
 describe('NODE_DEBUG=http', () => {

@@ -107,7 +107,7 @@ describe('--data file', () => {
   it('the command names the file and exits 1, without a stack trace', async () => {
     const file = join(dir, 'cli-truncated.json');
     writeFileSync(file, good.slice(0, 100));
-    const res = await runCli(['emulator', '--port', '0', '--api-key', API_KEY, '--data', file]);
+    const res = await runCli(['emulator', '--port', '0', '--data', file], { env: { KMS_EMULATOR_API_KEY: API_KEY } });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain(`--data file ${file}: ends before its JSON is complete`);
     expect(res.stderr).not.toMatch(/\n\s+at |SyntaxError|Unexpected end of JSON input/);
@@ -126,7 +126,7 @@ describe('ports', () => {
   afterAll(() => new Promise<void>((ok) => busy.close(() => ok())));
 
   it('--port 99999 gets our own message, not Node\'s', async () => {
-    const res = await runCli(['emulator', '--port', '99999', '--api-key', API_KEY]);
+    const res = await runCli(['emulator', '--port', '99999'], { env: { KMS_EMULATOR_API_KEY: API_KEY } });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain('a port is an integer from 0 to 65535 (0 picks a free one), got 99999');
     expect(res.stderr).not.toMatch(/RangeError|ERR_SOCKET_BAD_PORT|should be >= 0/);
@@ -135,7 +135,7 @@ describe('ports', () => {
   });
 
   it('a port in use is named, with what to do', async () => {
-    const res = await runCli(['emulator', '--port', String(busyPort), '--api-key', API_KEY]);
+    const res = await runCli(['emulator', '--port', String(busyPort)], { env: { KMS_EMULATOR_API_KEY: API_KEY } });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain(`port ${busyPort} is already in use on 127.0.0.1: pick another --port, or --port 0 for a free one`);
     expect(res.stderr).not.toMatch(/EADDRINUSE|\n\s+at /);

@@ -129,8 +129,8 @@ export function isErrorShape(json: unknown, status: number): boolean {
 export interface EmulatorProcess { child: ChildProcess; port: number; stderr: () => string; stop: () => void }
 
 export async function startEmulatorProcess(apiKey: string, extraArgs: string[] = []): Promise<EmulatorProcess> {
-  const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...extraArgs, '--api-key', apiKey], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'],
+  const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...extraArgs], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', KMS_EMULATOR_API_KEY: apiKey }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => { stderr += d.toString('utf8'); });

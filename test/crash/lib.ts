@@ -140,7 +140,7 @@ export class Emulator {
     this.apiKey = apiKey;
   }
   async start() {
-    this.child = spawn(process.execPath, [cli, 'emulator', '--api-key', this.apiKey, '--port', '0', '--data', this.dataFile, '--control'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [cli, 'emulator', '--port', '0', '--data', this.dataFile, '--control'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KMS_EMULATOR_API_KEY: this.apiKey } });
     this.url = await new Promise<string>((resolve, reject) => {
       let buf = '';
       this.child!.stdout!.on('data', (d: Buffer) => {
