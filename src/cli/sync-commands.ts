@@ -294,6 +294,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       if (r.schemaCopy && r.schemaCopy.outcome !== 'unchanged') {
         out(`${r.schemaCopy.outcome === 'written' ? 'Wrote' : 'Updated'} ${path.relative(process.cwd(), r.schemaCopy.file) || r.schemaCopy.file} (the JSON Schema its $schema line points at; commit it with the configuration).\n`);
       }
+      if (r.gitignore.outcome !== 'unchanged') out(`${r.gitignore.outcome === 'written' ? 'Wrote' : 'Added core dumps to'} ${path.relative(process.cwd(), r.gitignore.file) || r.gitignore.file} (a core dump of a killed run can hold raw keys).\n`);
       out(`Wrote ${path.relative(process.cwd(), r.file) || r.file}. Edit it, then run: kms-sync validate -f ${file}\n`);
     });
 

@@ -1,5 +1,5 @@
 // `kms-sync init`: a commented starter file that references the schema and loads as is.
-import { access, mkdir, writeFile } from 'node:fs/promises';
+import { access, appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deriveOwner } from '../model/index.js';
 import { modeline, schemaReferenceFor, writeSchemaCopy } from './modeline.js';
@@ -22,6 +22,33 @@ export interface InitResult {
   schema: string;
   /** The schema copy written beside the file, when the project has no kms-sync in node_modules. */
   schemaCopy?: { file: string; outcome: 'written' | 'updated' | 'unchanged' };
+  /** The .gitignore beside the file, which now names core dumps. */
+  gitignore: { file: string; outcome: 'written' | 'updated' | 'unchanged' };
+}
+
+/**
+ * Lines that keep core dumps out of git: a killed kms-sync's memory can hold raw keys, and a core
+ * file lands in the folder it ran in (core, or core.<pid>). `!core/` keeps folders named core.
+ */
+export const GITIGNORE_CORE_LINES = ['# Core dumps: a killed kms-sync\'s memory can hold raw keys (written by kms-sync init)', 'core', 'core.[0-9]*', '!core/'];
+
+/** Adds GITIGNORE_CORE_LINES to `dir`/.gitignore (made 0644 if missing) unless it names `core` already. */
+export async function ignoreCoreDumps(dir: string): Promise<InitResult['gitignore']> {
+  const file = path.join(dir, '.gitignore');
+  const block = `${GITIGNORE_CORE_LINES.join('\n')}\n`;
+  let text: string | undefined;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (text === undefined) {
+    await writeFile(file, block, { encoding: 'utf8', flag: 'wx', mode: 0o644 });
+    return { file, outcome: 'written' };
+  }
+  if (text.split(/\r?\n/).some((l) => l.trim() === 'core' || l.trim() === '/core')) return { file, outcome: 'unchanged' };
+  await appendFile(file, `${text === '' || text.endsWith('\n') ? '' : '\n'}${block}`, 'utf8');
+  return { file, outcome: 'updated' };
 }
 
 export class FileExistsError extends Error {
@@ -130,5 +157,6 @@ export async function initConfig(targetFile: string, opts: InitOptions = {}): Pr
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw new FileExistsError(targetFile);
     throw err;
   }
-  return { file, schema: reference.ref, ...(reference.copyTo && outcome !== 'none' ? { schemaCopy: { file: reference.copyTo, outcome } } : {}) };
+  const gitignore = await ignoreCoreDumps(path.dirname(file));
+  return { file, schema: reference.ref, gitignore, ...(reference.copyTo && outcome !== 'none' ? { schemaCopy: { file: reference.copyTo, outcome } } : {}) };
 }

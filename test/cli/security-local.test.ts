@@ -2,7 +2,7 @@
 // built CLI: the compile cache (item 2), saved plans and the files and folders kms-sync makes
 // (item 4). "Another user" is modelled by what they could do: a folder others may write, names
 // pre-created in a shared folder, a plan file edited to name another service.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -181,5 +181,26 @@ describe('configuration files kms-sync writes (issue 26 item 4)', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(modeOf(path.join(dir, 'conf')) & 0o022).toBe(0);
     expect(modeOf(path.join(dir, 'conf', 'kms-sync.yaml')) & 0o022).toBe(0);
+    expect(modeOf(path.join(dir, 'conf', '.gitignore')) & 0o022).toBe(0);
+  });
+
+  it('init keeps core dumps out of git (a killed run\'s memory can hold raw keys), and keeps the user\'s .gitignore', async () => {
+    const dir = scratch();
+    const r = await runCli(['init', 'conf/kms-sync.yaml'], { cwd: dir, env: { HOME: dir } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('Wrote conf/.gitignore (a core dump of a killed run can hold raw keys)');
+    const conf = path.join(dir, 'conf');
+    execFileSync('git', ['init', '-q', conf]);
+    mkdirSync(path.join(conf, 'teams', 'core'), { recursive: true });
+    for (const f of ['core', 'core.4242', 'teams/core/team.yaml', 'core.yaml']) writeFileSync(path.join(conf, f), 'x');
+    const ignored = (f: string) => { try { execFileSync('git', ['-C', conf, 'check-ignore', '-q', f]); return true; } catch { return false; } };
+    expect(['core', 'core.4242', 'teams/core/team.yaml', 'kms-sync.yaml', 'core.yaml'].map((f) => [f, ignored(f)]))
+      .toEqual([['core', true], ['core.4242', true], ['teams/core/team.yaml', false], ['kms-sync.yaml', false], ['core.yaml', false]]);
+
+    const other = scratch();
+    writeFileSync(path.join(other, '.gitignore'), 'node_modules/');
+    const again = await runCli(['init'], { cwd: other, env: { HOME: other } });
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(path.join(other, '.gitignore'), 'utf8')).toMatch(/^node_modules\/\n# Core dumps: .*\ncore\ncore\.\[0-9\]\*\n!core\/\n$/);
   });
 });
