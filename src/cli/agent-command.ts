@@ -6,6 +6,7 @@ import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EXPOSABLE, loopbackHost, type AccessPolicy, type Exposable } from '../agent/access.js';
 import { startAgent, stateLayout } from '../agent/agent.js';
+import { loadSystemdCredentials } from '../agent/credentials.js';
 import { createLogger } from '../agent/log.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { Notifier, type NotifierOptions } from '../agent/notify.js';
@@ -157,6 +158,7 @@ STATE_DIR/age/keys.txt).`)
 
 async function runAgentCommand(o: AgentFlags): Promise<void> {
   const env = process.env;
+  loadSystemdCredentials(env);
   const intervalMs = duration('--interval', o.interval);
   const lockTimeoutMs = /^0+[smhdw]?$/.test(o.lockTimeout.trim()) ? 0 : duration('--lock-timeout', o.lockTimeout);
   const listen = parseListen(o.listen);
