@@ -24,7 +24,30 @@ const probe = (p: string) => ({
 });
 
 const SCHEMAS: Record<string, object> = {
-  Secret: { type: 'object', required: ['apiVersion', 'kind', 'metadata', 'stringData'], properties: { apiVersion: { const: 'v1' }, metadata: meta, stringData: { type: 'object', required: ['KMS_API_KEY', 'KMS_API_URL'], additionalProperties: { type: 'string' } } } },
+  // The credentials come from a secret manager (External Secrets Operator), never a committed stringData.
+  ExternalSecret: {
+    type: 'object', required: ['apiVersion', 'kind', 'metadata', 'spec'],
+    properties: {
+      apiVersion: { const: 'external-secrets.io/v1' }, metadata: meta,
+      spec: {
+        type: 'object', required: ['secretStoreRef', 'target', 'data'],
+        properties: {
+          secretStoreRef: { type: 'object', required: ['kind', 'name'] }, target: { type: 'object', required: ['name'] },
+          data: {
+            type: 'array', allOf: [{ contains: { properties: { secretKey: { const: 'KMS_API_KEY' } } } }, { contains: { properties: { secretKey: { const: 'KMS_API_URL' } } } }],
+            items: { type: 'object', required: ['secretKey', 'remoteRef'], properties: { remoteRef: { type: 'object', required: ['key'] } } },
+          },
+        },
+      },
+    },
+  },
+  NetworkPolicy: {
+    type: 'object', required: ['apiVersion', 'metadata', 'spec'],
+    properties: {
+      apiVersion: { const: 'networking.k8s.io/v1' }, metadata: meta,
+      spec: { type: 'object', required: ['podSelector', 'policyTypes', 'ingress', 'egress'], properties: { podSelector: { type: 'object', required: ['matchLabels'] }, policyTypes: { const: ['Ingress', 'Egress'] } } },
+    },
+  },
   PersistentVolumeClaim: {
     type: 'object', required: ['apiVersion', 'metadata', 'spec'],
     properties: { apiVersion: { const: 'v1' }, metadata: meta, spec: { type: 'object', required: ['accessModes', 'resources'], properties: { accessModes: { type: 'array', contains: { const: 'ReadWriteOnce' } } } } },
@@ -104,7 +127,7 @@ describe('examples/agent', () => {
 
   it('kubernetes.yaml: every document passes the structural check of its kind', () => {
     const ajv = new Ajv({ allErrors: true, strict: false });
-    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'PersistentVolumeClaim', 'Secret', 'Service', 'ServiceMonitor']);
+    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'ExternalSecret', 'NetworkPolicy', 'PersistentVolumeClaim', 'Service', 'ServiceMonitor']);
     for (const d of docs) {
       const validate = ajv.compile(SCHEMAS[d.kind]!);
       expect(validate(d) ? [] : validate.errors, d.kind).toEqual([]);
@@ -131,11 +154,11 @@ describe('examples/agent', () => {
     expect(volume?.persistentVolumeClaim?.claimName).toBe(byKind('PersistentVolumeClaim').metadata.name);
     expect(c.volumeMounts.some((m: any) => m.mountPath === '/tmp')).toBe(true);
     // Credentials come from the Secret, never as plain values in the Deployment.
-    expect(c.envFrom[0].secretRef.name).toBe(byKind('Secret').metadata.name);
+    expect(c.envFrom[0].secretRef.name).toBe(byKind('ExternalSecret').spec.target.name);
     expect(JSON.stringify(dep)).not.toMatch(/sk_(live|test)_/);
     // The UI token the args read is one the Secret provides.
     const tokenArg = c.args.find((a: string) => a.startsWith('--ui-token='));
-    expect(Object.keys(byKind('Secret').stringData)).toContain(tokenArg.split('env:')[1]);
+    expect(byKind('ExternalSecret').spec.data.map((d: any) => d.secretKey)).toContain(tokenArg.split('env:')[1]);
     // Every flag is one `kms-sync agent` has.
     const known = await agentFlags();
     expect(flagsIn(c.args).filter((f) => !known.has(f))).toEqual([]);
