@@ -7,12 +7,16 @@
 // until it converges and check, independently of kms-sync's code (sops-age decrypts the store,
 // the service validates every raw value), the invariant (lib.ts checkInvariant), an empty
 // journal, no raw key printed and an empty next plan. Every SIGKILL is counted in the window the
-// pipeline trace (KMS_SYNC_TEST_TRACE) says it landed in.
+// pipeline trace (KMS_SYNC_TEST_TRACE) says it landed in. Since issue 40 it also drops the
+// response of a `rotate --revoke-old`'s key-issuing request, then aims a kill at each later point in
+// turn (lib.ts LOST_AIMS), and checks after every convergence that no key a `--revoke-old` run
+// superseded is live (the invariant alone would let the default 7-day overlap pass).
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  checkInvariant, configYaml, mutationStep, problemKey, Emulator, kmsSync, newFigures, printedSecrets, readSopsStore, rng, sleep, Trace, waitFor,
+  checkInvariant, configYaml, killAfterLostResponse, LOST_AIMS, lostResponseEnv, lostResponseFaults, mutationStep, problemKey, Emulator, kmsSync, newFigures,
+  printedSecrets, readSopsStore, rng, routeTotals, sleep, supersededLive, Trace, waitFor,
   type DesiredClient, type Figures, type KillWindow, type Proc,
 } from './lib.js';
 
@@ -22,9 +26,12 @@ const ENV = 'crash-production';
 /** How an iteration disturbs its run. The `aim-*` ones SIGKILL inside one window. */
 export type Disturbance =
   | 'random-kill' | 'aim-issued-not-journaled' | 'aim-journaled-not-stored' | 'aim-stored-not-cleared' | 'aim-revoke-sent'
-  | 'sigint' | 'double-sigint' | 'dropped-responses' | 'store-fails';
-const DISTURBANCES: Disturbance[] = ['random-kill', 'random-kill', 'aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent', 'sigint', 'double-sigint', 'dropped-responses', 'store-fails'];
-const AIM_FIRST: Disturbance[] = ['aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent'];
+  | 'sigint' | 'double-sigint' | 'dropped-responses' | 'store-fails' | 'lost-response-then-kill';
+const DISTURBANCES: Disturbance[] = [
+  'random-kill', 'random-kill', 'aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent', 'sigint', 'double-sigint',
+  'dropped-responses', 'store-fails', 'lost-response-then-kill',
+];
+const AIM_FIRST: Disturbance[] = ['aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent', 'lost-response-then-kill'];
 const AIMED: Partial<Record<Disturbance, KillWindow>> = {
   'aim-issued-not-journaled': 'issued-not-journaled', 'aim-journaled-not-stored': 'journaled-not-stored', 'aim-stored-not-cleared': 'stored-not-cleared', 'aim-revoke-sent': 'revoke-sent',
 };
@@ -75,6 +82,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
   const strayIds = new Set<string>();
   const keptByRotate = new Set<string>();
   const problemsSeen = new Set<string>(); // a key that stays wrong is reported once, where it was first seen
+  // Generations a `rotate --revoke-old` of this iteration superseded: none may be live once it converged.
+  let superseded: { id: string; client: string; name: string }[] = [];
+  let lostRounds = 0;
 
   const run = (args: string[], extraEnv: Record<string, string> = {}): Proc => {
     report.runs++;
@@ -118,11 +128,18 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       const how = it <= AIM_FIRST.length ? AIM_FIRST[it - 1]! : r.pick(DISTURBANCES);
       report.byDisturbance[how] = (report.byDisturbance[how] ?? 0) + 1;
       // A revoke needs a key to revoke: rotate one with --revoke-old (or remove one from the config).
-      const rotate = clients.length > 0 && (how === 'aim-revoke-sent' || r.next() < 0.25);
+      const forcedRotate = how === 'aim-revoke-sent' || how === 'lost-response-then-kill';
+      const rotate = clients.length > 0 && (forcedRotate || r.next() < 0.25);
       if (!rotate) mutate();
       const target = rotate ? r.pick(clients) : undefined;
       const targetKey = target ? r.pick(target.keys) : undefined;
-      const revokeOld = how === 'aim-revoke-sent' || r.next() < 0.5;
+      const revokeOld = forcedRotate || r.next() < 0.5;
+      const lostAim = how === 'lost-response-then-kill' && rotate ? LOST_AIMS[lostRounds++ % LOST_AIMS.length]! : undefined;
+      if (rotate && revokeOld) {
+        const gens = (await emu.liveKeys(ENV)).filter((k) => k.client === target!.name && k.name === targetKey!.name).sort((a, b) => (a.createdAt < b.createdAt ? -1 : 1));
+        const current = gens[gens.length - 1];
+        if (current) superseded.push({ id: current.id, client: current.client, name: current.name });
+      }
       const args = rotate
         ? ['rotate', '-f', 'config', '--key', `key.${ENV}/${target!.name}/${targetKey!.name}`, '--auto-approve', ...(revokeOld ? ['--revoke-old'] : [])]
         : ['apply', '-f', 'config', '--auto-approve'];
@@ -143,6 +160,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
         await emu.faults([{ method: 'DELETE', route: '/client/{client_uuid}', mode: 'drop', times: 50 }]);
       }
       if (how === 'aim-issued-not-journaled' || how === 'store-fails') await emu.faults(issuing.map(([method, route]) => ({ method, route, mode: 'delay-after-commit', delayMs: 1500, times: 3 })));
+      if (lostAim) {
+        extraEnv = lostResponseEnv(lostAim, 1500);
+        await lostResponseFaults([emu], lostAim, 1500);
+      }
       if (how === 'dropped-responses') {
         const [method, route] = r.pick(issuing);
         await emu.faults([
@@ -153,6 +174,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       }
       const issuedBefore = await issueCount();
       const deletesBefore = await emu.count('DELETE /client/{client_uuid}');
+      const totalsBefore = await routeTotals([emu]);
       trace.mark();
       const p = run(args, extraEnv);
       const exited = () => p.child.exitCode !== null || p.child.signalCode !== null;
@@ -168,7 +190,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
         p.child.kill(sig);
         if (sig === 'SIGKILL') killed = true;
       };
-      if (how === 'random-kill') {
+      if (lostAim) {
+        // A dropped key-issuing response, then a kill at a later point (one aim in turn).
+        landed = await killAfterLostResponse({ aim: lostAim, before: totalsBefore, trace, emus: [emu], r, exited, victim: () => p.child.pid, waitMs: 30_000 });
+        killed = landed !== undefined;
+      } else if (how === 'random-kill') {
         await Promise.race([sleep(r.int(20, Math.max(200, runMs))), p.exit]);
         await kill('SIGKILL');
       } else if (how === 'aim-issued-not-journaled') {
@@ -205,9 +231,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       if (killed && landed) {
         report.kills++;
         report.killsByWindow[landed]++;
-        const l = (report.landed[how] ??= {});
+        const l = (report.landed[lostAim ? `lost-response, then ${lostAim}` : how] ??= {});
         l[landed] = (l[landed] ?? 0) + 1;
-        const aimed = AIMED[how];
+        const aimed = lostAim ? (lostAim === 'random' ? undefined : lostAim === 'reissue-unsent' ? 'issued-not-journaled' : lostAim) : AIMED[how];
         if (aimed) { report.aimedKills++; if (aimed === landed) report.aimedHits++; }
       }
       if (storeSwapped) {
@@ -223,7 +249,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       const problems = await verify();
       const fresh = problems.filter((x) => !problemsSeen.has(problemKey(x)));
       report.failures.push(...fresh.map((x) => `iteration ${it} (${how}, ${args[0]}${killed ? `, killed in ${landed}` : ''}): ${x}`));
-      log(`iteration ${it}/${o.iterations} ${how} ${args[0]}${killed ? ` killed in ${landed}` : ` exit ${code}`}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
+      log(`iteration ${it}/${o.iterations} ${how}${lostAim ? ` (${lostAim})` : ''} ${args[0]}${killed ? ` killed in ${landed}` : ` exit ${code}`}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
       for (const x of problems) problemsSeen.add(problemKey(x));
     }
   } finally {
@@ -250,6 +276,12 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
     const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, everHeld, reported: code === 2 ? plan.output() : '' });
     for (const id of inv.lostIds) lostIds.add(id);
     for (const id of inv.strayIds) strayIds.add(id);
+    // A generation a --revoke-old rotation superseded is live only while its rotation never took effect.
+    for (const k of supersededLive(inv.live, superseded)) {
+      strayIds.add(k.id);
+      problems.push(`STRAY: live key ${k.client}/${k.name} (${k.id}) was superseded by rotate --revoke-old and is still live after convergence (expires ${k.expiresAt ?? 'never'})`);
+    }
+    superseded = [];
     problems.push(...inv.problems.map((p) => (p.startsWith('STRAY') && [...keptByRotate].some((id) => p.includes(id)) ? `${p} [kept by a rotate without --revoke-old]` : p)));
     return problems;
   }

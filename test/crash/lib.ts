@@ -421,7 +421,8 @@ export async function aimFaults(emus: Emulator[], aim: Aim, holdMs = 2000) {
   }
 }
 
-async function routeTotals(emus: Emulator[]) {
+/** Key-issuing requests and revokes the services have seen so far. */
+export async function routeTotals(emus: Emulator[]) {
   let issued = 0;
   let revokes = 0;
   for (const emu of emus) {
@@ -480,6 +481,81 @@ export async function aimAndKill(o: AimedKill): Promise<KillWindow | undefined> 
     return undefined; // it ended meanwhile
   }
   return landed;
+}
+
+// ------------------------------------------------------- a lost key-issuing response, then a kill
+/**
+ * Where a kill is aimed once the service has committed a key-issuing request and dropped its
+ * answer (the run settles it by re-reading: it records the lost key, re-issues it, revokes it):
+ * while the re-issue is held before it commits (a 429 with a long Retry-After: the issue 40
+ * window, where only the journal says which old keys are owed a revoke), in each window of the
+ * re-issue, on a revoke (of the lost key or of a superseded one), or at random after the drop.
+ */
+export type LostAim = 'reissue-unsent' | Exclude<KillWindow, 'other'> | 'random';
+export const LOST_AIMS: LostAim[] = ['reissue-unsent', 'issued-not-journaled', 'journaled-not-stored', 'stored-not-cleared', 'revoke-sent', 'random'];
+
+/** The environment of a run whose first key-issuing response is dropped, aimed at `aim` after it. */
+export function lostResponseEnv(aim: LostAim, holdMs = 2000): Record<string, string> {
+  if (aim === 'revoke-sent') return { KMS_SYNC_TEST_PAUSE: `revoke-sent:${holdMs}` };
+  return aim === 'journaled-not-stored' || aim === 'stored-not-cleared' ? aimEnv(aim, holdMs) : {};
+}
+
+/**
+ * Emulator faults: the next key-issuing PUT commits and its answer is dropped; the one after it
+ * (the re-issue, when the run sends one request at a time) is throttled or held for the aim.
+ * Revokes are not dropped: the kill is aimed at the first or the second one (the lost key's, then
+ * a superseded key's), held at revoke-sent before it goes out.
+ */
+export async function lostResponseFaults(emus: Emulator[], aim: LostAim, holdMs = 2000) {
+  const [method, route] = ISSUING[0];
+  const rules: unknown[] = [{ method, route, mode: 'drop-after-commit', times: 1 }];
+  if (aim === 'reissue-unsent') rules.push({ method, route, mode: '429', retryAfterSeconds: 30, times: 1 });
+  if (aim === 'issued-not-journaled') rules.push({ method, route, mode: 'delay-after-commit', delayMs: holdMs, times: 1 });
+  for (const emu of emus) await emu.faults(rules);
+}
+
+/**
+ * Call right after starting the run (with lostResponseEnv and lostResponseFaults in place, and
+ * `before` = routeTotals taken before it started). Waits for the drop, then for the aimed point
+ * after it, SIGKILLs the victim and returns the window the trace says the kill landed in;
+ * undefined when the run ended before.
+ */
+export async function killAfterLostResponse(o: Omit<AimedKill, 'aim' | 'randomMs'> & { aim: LostAim; before: { issued: number; revokes: number } }): Promise<KillWindow | undefined> {
+  const waitMs = o.waitMs ?? 60_000;
+  const issues = () => o.trace.since().filter((l) => l.point === 'issue-sent').length;
+  const until = async (cond: () => Promise<boolean> | boolean) => (await waitFor(async () => o.exited() || (await cond()), waitMs)) && !o.exited();
+  let ready: boolean;
+  if (o.aim === 'random') ready = await until(async () => (await routeTotals(o.emus)).issued > o.before.issued);
+  else if (o.aim === 'reissue-unsent') ready = await until(() => issues() >= 2);
+  else if (o.aim === 'issued-not-journaled') ready = await until(async () => issues() >= 2 && (await routeTotals(o.emus)).issued >= o.before.issued + 2);
+  else if (o.aim === 'revoke-sent') {
+    const nth = o.r.int(1, 2);
+    ready = await until(() => o.trace.since().filter((l) => l.point === 'revoke-sent').length >= nth);
+  }
+  else ready = await until(() => issues() >= 2 && o.trace.seen([o.aim === 'journaled-not-stored' ? 'after-journal' : 'after-store']) !== undefined);
+  if (ready) await sleep(o.aim === 'random' ? o.r.int(0, 600) : o.r.int(0, 150));
+  const pid = ready ? o.victim() : undefined;
+  if (pid === undefined || o.exited()) return undefined;
+  let landed = o.trace.classify(o.aim === 'random' ? undefined : o.aim === 'reissue-unsent' ? 'issued-not-journaled' : o.aim);
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    return undefined; // it ended meanwhile
+  }
+  return landed;
+}
+
+/**
+ * Superseded keys of `rotate --revoke-old` runs still live: a key the run was asked to revoke is
+ * fine only while it is still the newest generation of its key (its rotation never took effect).
+ */
+export function supersededLive(live: LiveKey[], superseded: { id: string; client: string; name: string }[]): LiveKey[] {
+  return superseded.flatMap((s) => {
+    const k = live.find((x) => x.id === s.id);
+    if (!k) return [];
+    const newer = live.some((x) => x.client === k.client && x.name === k.name && x.id !== k.id && x.createdAt > k.createdAt);
+    return newer ? [k] : [];
+  });
 }
 
 /** A temporary folder with a trace file and an output sink, removed by `cleanup`. */

@@ -1,7 +1,8 @@
 // The crash scenarios of issue 24, short and seeded, with every `npm test` (the long ones:
 // `npm run crash`): one folder applied to two services sharing a store, CI with a committed store,
-// and `rotate --revoke-old` whose revoke is lost. Each checks the invariant independently of
-// kms-sync's code (lib.ts checkInvariant); a failure lists every live key that breaks it.
+// and `rotate --revoke-old` whose revoke is lost, or whose key-issuing response is lost before a
+// kill (issue 40). Each checks the invariant independently of kms-sync's code (lib.ts
+// checkInvariant); a failure lists every live key that breaks it.
 import { describe, expect, it } from 'vitest';
 import { runCiStore } from './ci-store.js';
 import { formatFigures } from './lib.js';
@@ -26,11 +27,16 @@ describe('crash scenarios (issue 24)', () => {
     expect(f.failures, lines.join('\n')).toEqual([]);
   }, 300_000);
 
-  it(`rotate --revoke-old killed as its revoke goes out: reported until finished, then gone (seed ${SEED})`, async () => {
+  it(`rotate --revoke-old killed as its revoke goes out, or after a lost key-issuing response (issue 40): reported until finished, then gone (seed ${SEED})`, async () => {
     const lines: string[] = [];
-    const f = await runRotateRevoke({ seed: SEED, rounds: 3, log: (l) => lines.push(l) });
+    const f = await runRotateRevoke({
+      seed: SEED, rounds: 4, log: (l) => lines.push(l),
+      modes: ['kill-as-revoke-goes-out', 'lost-response:reissue-unsent', 'lost-response:revoke-sent', 'revoke-dropped'],
+    });
     console.log(formatFigures(f));
     expect(f.failures, lines.join('\n')).toEqual([]);
-    expect(f.killsByWindow['revoke-sent']).toBeGreaterThan(0);
+    expect(f.strays).toBe(0);
+    expect(f.killsByWindow['revoke-sent']).toBeGreaterThan(1);
+    expect(f.killsByWindow['issued-not-journaled']).toBeGreaterThan(0);
   }, 300_000);
 });
