@@ -2,6 +2,7 @@
 // commit status API) and a Slack-compatible JSON webhook on failures, new drift and keys expiring
 // soon. Each is sent once per change (not on every interval). They carry addresses, revisions,
 // results and counts, never a key or a credential (and pass the redaction before they leave).
+import { escapeUnsafe } from '../model/printable.js';
 import { redactCredentials } from '../model/redact.js';
 import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';
@@ -22,6 +23,19 @@ export interface NotifierOptions {
 
 const short = (rev: string | undefined) => rev?.slice(0, 12) ?? '?';
 
+/**
+ * Text from the service or a configuration (names, addresses, errors) for Slack's mrkdwn: `&`, `<`
+ * and `>` as entities (so `<!channel>`, `<@U123>` and disguised links `<https://…|text>` are shown,
+ * never acted on), line breaks and other controls as `\n` (no fake status line), bidi characters
+ * as `\u202e`.
+ */
+export function slackText(text: string): string {
+  return escapeUnsafe(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/** An address or name as inline code: no formatting, emoji or mention inside it. */
+const slackCode = (text: string) => `\`${slackText(text).replace(/`/g, "'")}\``;
+
 export class Notifier {
   private readonly o: NotifierOptions;
   private lastProblem = '';
@@ -41,12 +55,12 @@ export class Notifier {
     if (!this.o.webhookUrl) return;
     const lines: string[] = [];
     // Failures: once per distinct problem, and once when it clears.
-    const problem = r.result === 'success' ? '' : `${r.result}: ${r.errors.slice(0, 5).join('; ')}`;
+    const problem = r.result === 'success' ? '' : `${r.result}: ${r.errors.slice(0, 5).map(slackText).join('; ')}`;
     if (problem && problem !== this.lastProblem) lines.push(`:x: kms-sync agent: reconcile of ${short(r.revision)} ${problem}`);
     if (!problem && this.lastProblem) lines.push(`:white_check_mark: kms-sync agent: reconcile of ${short(r.revision)} succeeded again`);
     this.lastProblem = problem;
     // New drift: items not reported before.
-    const now = new Set(s.drift.map((d) => `${d.category} ${d.address}`));
+    const now = new Set(s.drift.map((d) => `${d.category} ${slackCode(d.address)}`));
     const fresh = [...now].filter((d) => !this.knownDrift.has(d));
     if (fresh.length) lines.push(`:warning: kms-sync agent: new drift (${fresh.length}): ${fresh.slice(0, 10).join(', ')}${fresh.length > 10 ? ', …' : ''}`);
     this.knownDrift = now;
@@ -54,9 +68,9 @@ export class Notifier {
     const soon = s.keys.expiries.filter((k) => { const t = Date.parse(k.expiresAt) - Date.now(); return t >= 0 && t <= 7 * 86_400_000; });
     const newlySoon = soon.filter((k) => !this.warnedExpiring.has(`${k.address} ${k.expiresAt}`));
     for (const k of newlySoon) this.warnedExpiring.add(`${k.address} ${k.expiresAt}`);
-    if (newlySoon.length) lines.push(`:hourglass: kms-sync agent: ${newlySoon.length} key(s) expire within 7 days: ${newlySoon.slice(0, 10).map((k) => `${k.address} (${k.expiresAt.slice(0, 10)}${k.autoRotate ? ', auto-rotates' : ''})`).join(', ')}`);
+    if (newlySoon.length) lines.push(`:hourglass: kms-sync agent: ${newlySoon.length} key(s) expire within 7 days: ${newlySoon.slice(0, 10).map((k) => `${slackCode(k.address)} (${k.expiresAt.slice(0, 10)}${k.autoRotate ? ', auto-rotates' : ''})`).join(', ')}`);
     if (lines.length === 0) return;
-    const text = `${lines.join('\n')}${this.o.pageUrl ? `\n${this.o.pageUrl}` : ''}`;
+    const text = `${lines.join('\n')}${this.o.pageUrl ? `\n${slackText(this.o.pageUrl)}` : ''}`;
     await this.post(this.o.webhookUrl, { text }, {}).then(() => this.o.metrics.notifications.inc({ kind: 'webhook', result: 'sent' }), (e: unknown) => this.failed('webhook', e));
   }
 

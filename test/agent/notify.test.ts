@@ -77,7 +77,7 @@ describe('agent notifications', () => {
     const alpha = (await f.emu.clients(ENV)).find((c) => c.name === 'alpha')!;
     await f.emu.call('PUT', `/client/${alpha.id}?project_env=${ENV}`, { ipWhitelist: ['192.0.2.1/32'] });
     expect(await waitFor(() => slack().some((t) => t.includes('new drift')), 10_000)).toBe(true);
-    expect(slack().find((t) => t.includes('new drift'))).toContain(`changed_outside client.${ENV}/alpha`);
+    expect(slack().find((t) => t.includes('new drift'))).toContain(`changed_outside \`client.${ENV}/alpha\``);
 
     // An invalid commit: a failure status on it and one failure message.
     const bad = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['{ name: primary, ttl: 5d }'], ip: '' }]).replace('maxClients: 1000', 'maxClients: many') }, 'broken');
