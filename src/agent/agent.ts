@@ -3,7 +3,7 @@
 // metrics, status and page, and stops the way an interrupted apply does: the reconcile in flight
 // starts no new request, the ones in flight finish and journal their keys, the lock is released.
 import { existsSync } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Connection } from '../engine/run.js';
 import type { AccessPolicy } from './access.js';
@@ -11,6 +11,7 @@ import type { Logger } from './log.js';
 import { AgentMetrics } from './metrics.js';
 import { Reconciler } from './reconciler.js';
 import { startServer } from './server.js';
+import { ownStateFolder, type StateOwnership } from './state-owner.js';
 import { GitSource, shownRepo } from './source.js';
 import type { AgentStatus, Mode, ReconcileRecord, Trigger } from './status.js';
 import type { Notifier } from './notify.js';
@@ -41,6 +42,8 @@ export interface AgentOptions {
   env?: NodeJS.ProcessEnv;
   /** The metrics (default: new ones); the caller makes them when it must count before the agent starts (API retries). */
   metrics?: AgentMetrics;
+  /** A reconcile in flight longer than this means the loop is stuck: /healthz fails (default 15 minutes). */
+  stuckAfterMs?: number;
 }
 
 export interface RunningAgent {
@@ -82,7 +85,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   metrics.suspended.set(suspended ? 1 : 0);
   const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}) });
   const notifier = o.notifier?.(metrics);
+  let ownership: StateOwnership | undefined;
   const reconciler = new Reconciler({
+    incarnation: () => ownership?.incarnation,
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
   });
@@ -90,7 +95,6 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const stopping = new AbortController();
   let wake: (() => void) | undefined;
   let pending: Trigger | undefined;
-  let lastSuccessAt: number | undefined;
   const sleep = () => new Promise<Trigger>((resolve) => {
     const timer = setTimeout(() => { wake = undefined; resolve('interval'); }, o.intervalMs);
     wake = () => { clearTimeout(timer); wake = undefined; resolve(pending ?? 'manual'); };
@@ -100,12 +104,29 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     wake?.();
   };
 
-  const readiness = () => {
-    if (status.agent.suspended) return { ok: true, why: 'suspended' };
-    if (lastSuccessAt === undefined) return { ok: false, why: 'no successful reconcile yet' };
-    const age = Date.now() - lastSuccessAt;
-    const limit = 3 * o.intervalMs + (status.lastReconcile?.durationMs ?? 0);
-    return age <= limit ? { ok: true, why: 'ok' } : { ok: false, why: `last successful reconcile ${Math.round(age / 1000)} s ago (more than 3 intervals)` };
+  // Readiness: can this pod serve and reconcile (the HTTP server answers, it owns its state folder,
+  // and the folder takes a write)? Not what reconciles found: a pod taken out of its Service on an
+  // invalid commit or a service outage could not receive the webhook of the fix. Reconcile health
+  // is the Ready condition (status, metrics, page).
+  let writable: { at: number; ok: boolean; why: string } | undefined;
+  const probeFile = path.join(o.stateDir, '.ready-probe');
+  const readiness = async () => {
+    if (!ownership) return { ok: false, why: 'waiting for the state folder (another agent holds it)' };
+    if (!writable || Date.now() - writable.at > 5000) {
+      writable = await writeFile(probeFile, 'ok\n', { mode: 0o600 }).then(() => unlink(probeFile)).then(
+        () => ({ at: Date.now(), ok: true, why: 'ok' }),
+        (e: NodeJS.ErrnoException) => ({ at: Date.now(), ok: false, why: `the state folder ${o.stateDir} does not take a write (${e.code ?? e.message})` }),
+      );
+    }
+    return { ok: writable.ok, why: writable.why };
+  };
+  // Liveness: the process answers, and its loop is not stuck in one reconcile (a hung request or
+  // git); a restart then gets it going again (the next start recovers what was cut off).
+  let busySince: number | undefined;
+  const stuckAfterMs = o.stuckAfterMs ?? 15 * 60_000;
+  const liveness = () => {
+    if (busySince === undefined || Date.now() - busySince <= stuckAfterMs) return { ok: true, why: 'ok' };
+    return { ok: false, why: `one reconcile has been running for ${Math.round((Date.now() - busySince) / 1000)} s (more than ${Math.round(stuckAfterMs / 1000)} s): the loop is stuck` };
   };
 
   const server = await startServer({
@@ -115,6 +136,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     hooks: {
       status: () => status,
       ready: readiness,
+      alive: liveness,
       suspend: async () => {
         status.agent.suspended = true;
         metrics.suspended.set(1);
@@ -136,17 +158,25 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     },
   });
   const loop = (async () => {
+    try {
+      ownership = await ownStateFolder(o.stateDir, { signal: stopping.signal, onWait: (m) => o.log.warn(m) });
+    } catch (e) {
+      if (stopping.signal.aborted) return;
+      throw e;
+    }
     let next: Trigger = 'start';
     while (!stopping.signal.aborted) {
       if (!status.agent.suspended) {
         let record: ReconcileRecord | undefined;
+        busySince = Date.now();
         try {
           record = await reconciler.run(next, stopping.signal);
         } catch (e) {
           o.log.error(`reconcile crashed: ${(e as Error).message}`);
+        } finally {
+          busySince = undefined;
         }
-        if (record?.result === 'success') lastSuccessAt = Date.now();
-        status.ready = readiness().ok;
+        status.ready = record?.result === 'success';
         if (record && notifier && !stopping.signal.aborted) await notifier.afterReconcile(record, status, stopping.signal).catch((e: unknown) => o.log.warn(`notification failed: ${(e as Error).message}`));
       }
       if (stopping.signal.aborted) break;
@@ -162,7 +192,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     stopped ??= (async () => {
       stopping.abort();
       wake?.();
-      await loop;
+      await loop.catch(() => undefined);
+      ownership?.release();
       await server.close();
     })();
     return stopped;

@@ -10,6 +10,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { applyJournaled } from '../apply/journaled-run.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
+import type { StateIncarnation } from '../secrets/fsutil.js';
 import type { ApplyResult } from '../apply/execute.js';
 import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState } from '../model/index.js';
 import { classifyDrift, type DriftReport } from '../plan/drift.js';
@@ -46,6 +47,8 @@ export interface ReconcilerOptions {
   syncedFile?: string;
   /** When writes are allowed (none: always). */
   windows?: SyncWindow[];
+  /** The agent's hold on its state folder (state-owner.ts): run locks its earlier starts left are broken. */
+  incarnation?: () => StateIncarnation | undefined;
   log: Logger;
   metrics: AgentMetrics;
   status: AgentStatus;
@@ -189,10 +192,12 @@ export class Reconciler {
     // 3. Under the run lock: recovery, live read, plan, and what the mode applies.
     const owner = await this.owner(good.cfg.desired, good.configDir);
     const lockStart = Date.now();
+    const incarnation = this.o.incarnation?.();
     let lock;
     try {
       lock = await acquireRunLock({
-        api: this.o.conn.api, owner, envs: good.cfg.desired.envs.map((e) => e.projectEnv), baseDir: this.o.storeDir, timeoutMs: this.o.lockTimeoutMs ?? 30_000,
+        api: this.o.conn.api, owner, envs: good.cfg.desired.envs.map((e) => e.projectEnv), baseDir: this.o.storeDir, timeoutMs: this.o.lockTimeoutMs ?? 30_000, signal,
+        ...(incarnation ? { incarnation } : {}),
         onWait: (m) => { metrics.lockContended.inc(); log.info(m); },
       });
     } catch (e) {

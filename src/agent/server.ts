@@ -1,4 +1,4 @@
-// The agent's HTTP server: /healthz (alive), /readyz (a reconcile succeeded recently), /metrics
+// The agent's HTTP server: /healthz (alive, its loop not stuck), /readyz (can serve and reconcile), /metrics
 // (Prometheus text), /api/status (JSON), /api/suspend and /api/resume, /hooks/github and
 // /hooks/gitlab (signed triggers) and the status page at /. Who may use which is access.ts's
 // policy, applied by `admit` below: every write route goes through `admit(req, res, 'write')`.
@@ -16,7 +16,10 @@ import { githubSignatureValid, githubSignatureWellFormed, gitlabTokenValid, Rece
 
 export interface ServerHooks {
   status: () => AgentStatus;
-  ready: () => { ok: boolean; why: string };
+  /** Can serve and can reconcile (state folder owned and writable): /readyz. */
+  ready: () => Promise<{ ok: boolean; why: string }>;
+  /** The process and its loop are alive (no reconcile stuck): /healthz. */
+  alive: () => { ok: boolean; why: string };
   suspend: () => Promise<void>;
   resume: () => Promise<void>;
   /** A signed webhook arrived: reconcile at once. */
@@ -160,10 +163,12 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
     const url = new URL(req.url ?? '/', 'http://agent');
     const route = `${req.method} ${url.pathname}`;
     switch (route) {
-      case 'GET /healthz':
-        return send(res, 200, 'ok\n');
+      case 'GET /healthz': {
+        const r = o.hooks.alive();
+        return send(res, r.ok ? 200 : 503, `${r.why}\n`);
+      }
       case 'GET /readyz': {
-        const r = o.hooks.ready();
+        const r = await o.hooks.ready();
         return send(res, r.ok ? 200 : 503, `${r.why}\n`);
       }
       case 'GET /metrics':

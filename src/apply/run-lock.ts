@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AmbiguousWriteError, ApiError } from '../api/http.js';
 import type { KmsClient, WireEndpoint } from '../api/client.js';
-import { acquireLock, ensureDir, LockTimeoutError, pidAlive } from '../secrets/fsutil.js';
+import { acquireLock, earlierIncarnation, ensureDir, LockTimeoutError, pidAlive, type StateIncarnation } from '../secrets/fsutil.js';
 
 export const LOCK_PATH_PREFIX = '/__kms-sync/lock/';
 const LOCK_METHOD = 'POST';
@@ -38,6 +38,11 @@ export interface RunLockOptions {
   onWait?: (message: string) => void;
   /** Aborted (an interrupt): stop waiting for another run's lock. */
   signal?: AbortSignal;
+  /**
+   * The caller owns the state folder `baseDir` is in (the agent, agent/state-owner.ts): locks an
+   * earlier incarnation of that folder's owner left, here and in the service, are broken at once.
+   */
+  incarnation?: StateIncarnation;
 }
 
 export interface RunLock {
@@ -55,7 +60,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   await ensureDir(dir);
   let local;
   try {
-    local = await acquireLock(path.join(dir, 'run.lock'), { timeoutMs: o.timeoutMs, ...(o.signal ? { signal: o.signal } : {}) });
+    local = await acquireLock(path.join(dir, 'run.lock'), { timeoutMs: o.timeoutMs, ...(o.signal ? { signal: o.signal } : {}), ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
   } catch (e) {
     if (o.signal?.aborted) throw new RunLockedError(`stopped waiting for the run lock ${path.join(dir, 'run.lock')}: interrupted`);
     if (e instanceof LockTimeoutError) {
@@ -69,6 +74,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   const acquiredAt = new Date().toISOString();
   const metadata = () => ({
     owner: o.owner, holder, host: os.hostname(), pid: process.pid, acquiredAt, expiresAt: new Date(Date.now() + LOCK_TTL_MS).toISOString(),
+    ...(o.incarnation ? { state: o.incarnation.state, instance: o.incarnation.instance } : {}),
   });
   const mine = (e: WireEndpoint | undefined) => (e?.metadata as { holder?: string } | undefined)?.holder === holder;
   const releaseAll = async () => {
@@ -110,7 +116,11 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
         const info = (current?.metadata ?? {}) as { holder?: string; host?: string; pid?: number; acquiredAt?: string; expiresAt?: string };
         // Stale: its time ran out, or it was taken on this machine by a process that is gone (a
         // killed run; this one holds the local lock, so no live run of this folder has it).
-        const dead = info.host === os.hostname() && typeof info.pid === 'number' && info.pid !== process.pid && !pidAlive(info.pid);
+        // Or it names the state folder this run's owner holds, and another start of it: an earlier
+        // incarnation (a killed agent restarted as pid 1 again, or in a new pod), dead by construction.
+        const earlier = earlierIncarnation(info as { state?: unknown; instance?: unknown }, o.incarnation);
+        if (current && earlier) o.onWait?.(`Breaking the run lock of ${env}: it was left by an earlier start of this agent (${describe(current)})`);
+        const dead = earlier || (info.host === os.hostname() && typeof info.pid === 'number' && info.pid !== process.pid && !pidAlive(info.pid));
         // A record whose expiry is not a timestamp (`expiresAt: "soon"`, none at all) or lies further
         // ahead than any holder sets it would block every apply forever: treated as expired, and said.
         const expires = typeof info.expiresAt === 'string' ? Date.parse(info.expiresAt) : NaN;

@@ -41,6 +41,7 @@ interface AgentFlags {
   statusRepo?: string;
   pageUrl?: string;
   syncWindow: string[];
+  stuckTimeout: string;
 }
 
 const positiveInt = (v: string) => {
@@ -146,6 +147,7 @@ export function registerAgent(program: Command) {
     .addOption(new Option('--commit-status <provider>', 'set a commit status on each reconciled revision (GITHUB_TOKEN / GITLAB_TOKEN)').choices(['github', 'gitlab']))
     .option('--status-repo <path>', 'the GitHub owner/name or GitLab project of --commit-status (default: from --repo)')
     .option('--page-url <url>', 'link to the status page in notifications')
+    .option('--stuck-timeout <duration>', 'one reconcile running longer than this means the loop is stuck: /healthz fails, so the orchestrator restarts the agent', '15m')
     .option('--sync-window <window>', 'write only inside this window, DAYS HH:MM-HH:MM in UTC ("Mon-Fri 08:00-18:00", "* 22:00-02:00"; repeatable); outside it the agent reports as in detect mode', (v: string, prev: string[]) => [...prev, v], [])
     .addHelpText('after', `
 Environment: KMS_API_URL, KMS_API_KEY (the service); KMS_SYNC_GITHUB_WEBHOOK_SECRET (POST /hooks/github,
@@ -162,6 +164,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const intervalMs = duration('--interval', o.interval);
   const lockTimeoutMs = /^0+[smhdw]?$/.test(o.lockTimeout.trim()) ? 0 : duration('--lock-timeout', o.lockTimeout);
   const listen = parseListen(o.listen);
+  const stuckAfterMs = duration('--stuck-timeout', o.stuckTimeout);
   let windows;
   try {
     windows = o.syncWindow.map(parseSyncWindow);
@@ -206,7 +209,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
-    suspend: Boolean(o.suspend), listen, stateDir, conn, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

@@ -120,6 +120,24 @@ interface LockInfo {
   pid: number;
   host: string;
   createdAt: string;
+  /** Set by a holder that owns a state folder (the agent): which folder, and which start of its owner. */
+  state?: string;
+  instance?: string;
+}
+
+/**
+ * A process that owns a state folder exclusively (the agent holds a kernel lock on it for its whole
+ * life, agent/state-owner.ts): a lock recorded by another incarnation of the same folder's owner
+ * belongs to a process that is gone, whatever its pid and host say (a restarted PID 1, a new pod).
+ */
+export interface StateIncarnation {
+  state: string;
+  instance: string;
+}
+
+/** Whether `holder` was left by an earlier incarnation of the state folder `me` owns now. */
+export function earlierIncarnation(holder: { state?: unknown; instance?: unknown }, me: StateIncarnation | undefined): boolean {
+  return me !== undefined && holder.state === me.state && typeof holder.instance === 'string' && holder.instance !== me.instance;
 }
 
 export class LockTimeoutError extends Error {
@@ -138,6 +156,8 @@ export interface LockOptions {
   timeoutMs?: number;
   /** Stop waiting for another process's lock (an interrupt); the error is the signal's reason. */
   signal?: AbortSignal;
+  /** The caller owns this state folder (StateIncarnation): it records it, and breaks what earlier incarnations left. */
+  incarnation?: StateIncarnation;
 }
 
 export interface FileLock {
@@ -173,7 +193,7 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
     // timeout there would report our own queue as "held by another process". The time limit
     // applies to the file lock alone, from the moment this caller is first in line.
     await prev;
-    await acquireFileLock(lockPath, timeoutMs, opts.signal);
+    await acquireFileLock(lockPath, timeoutMs, opts.signal, opts.incarnation);
   } catch (err) {
     cleanupLocal();
     throw err;
@@ -196,9 +216,9 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function acquireFileLock(lockPath: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+async function acquireFileLock(lockPath: string, timeoutMs: number, signal?: AbortSignal, me?: StateIncarnation): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const info: LockInfo = { pid: process.pid, host: os.hostname(), createdAt: new Date().toISOString() };
+  const info: LockInfo = { pid: process.pid, host: os.hostname(), createdAt: new Date().toISOString(), ...(me ? { state: me.state, instance: me.instance } : {}) };
   let delay = 5;
   for (;;) {
     if (await tryCreateLock(lockPath, info)) {
@@ -206,7 +226,7 @@ async function acquireFileLock(lockPath: string, timeoutMs: number, signal?: Abo
       return;
     }
     const holder = await readLockInfo(lockPath);
-    if (await breakIfStale(lockPath, holder)) continue;
+    if (await breakIfStale(lockPath, holder, me)) continue;
     if (Date.now() >= deadline) throw new LockTimeoutError(lockPath, holder ?? undefined);
     signal?.throwIfAborted();
     await sleep(delay);
@@ -221,7 +241,15 @@ async function acquireFileLock(lockPath: string, timeoutMs: number, signal?: Abo
  */
 async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean> {
   const tmp = tempPathFor(lockPath);
-  await fs.writeFile(tmp, JSON.stringify(info), { mode: FILE_MODE, flag: 'wx' });
+  try {
+    await fs.writeFile(tmp, JSON.stringify(info), { mode: FILE_MODE, flag: 'wx' });
+  } catch (err) {
+    // A full disk (ENOSPC) creates the file and fails the write: no empty temp file stays behind,
+    // and the error names the lock it was for.
+    await fs.unlink(tmp).catch(() => undefined);
+    const e = err as NodeJS.ErrnoException;
+    throw Object.assign(new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')), { code: e.code });
+  }
   try {
     await fs.link(tmp, lockPath);
     return true;
@@ -237,7 +265,10 @@ async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean>
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw err;
+    // Created by this call and left empty (ENOSPC): removed, not left for every later run to trip on.
+    await fs.unlink(lockPath).catch(() => undefined);
+    const e = err as NodeJS.ErrnoException;
+    throw Object.assign(new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')), { code: e.code });
   }
 }
 
@@ -253,7 +284,7 @@ async function readLockInfo(lockPath: string): Promise<LockInfo | null | undefin
   try {
     const v = JSON.parse(text) as Partial<LockInfo>;
     if (typeof v.pid === 'number' && typeof v.host === 'string' && typeof v.createdAt === 'string') {
-      return { pid: v.pid, host: v.host, createdAt: v.createdAt };
+      return { pid: v.pid, host: v.host, createdAt: v.createdAt, ...(typeof v.state === 'string' ? { state: v.state } : {}), ...(typeof v.instance === 'string' ? { instance: v.instance } : {}) };
     }
   } catch {
     // fall through
@@ -266,7 +297,8 @@ const UNREADABLE_LOCK_STALE_MS = 2_000;
 /** Breaking takes microseconds; a `.break` file older than this was left by a killed breaker. */
 const BREAK_LOCK_STALE_MS = 2_000;
 
-async function isStale(lockPath: string, holder: LockInfo | null): Promise<boolean> {
+async function isStale(lockPath: string, holder: LockInfo | null, me?: StateIncarnation): Promise<boolean> {
+  if (holder !== null && earlierIncarnation(holder, me)) return true;
   if (holder === null) {
     try {
       const st = await fs.stat(lockPath);
@@ -280,9 +312,9 @@ async function isStale(lockPath: string, holder: LockInfo | null): Promise<boole
   return !pidAlive(holder.pid);
 }
 
-async function breakIfStale(lockPath: string, holder: LockInfo | null | undefined): Promise<boolean> {
+async function breakIfStale(lockPath: string, holder: LockInfo | null | undefined, me?: StateIncarnation): Promise<boolean> {
   if (holder === undefined) return true; // vanished meanwhile: try again at once
-  if (!(await isStale(lockPath, holder))) return false;
+  if (!(await isStale(lockPath, holder, me))) return false;
   const breakPath = `${lockPath}.break`;
   let fh: fs.FileHandle;
   try {
@@ -305,7 +337,7 @@ async function breakIfStale(lockPath: string, holder: LockInfo | null | undefine
     const same =
       (again === null && holder === null) ||
       (again !== null && holder !== null && again.pid === holder.pid && again.createdAt === holder.createdAt);
-    if (same && (await isStale(lockPath, again))) {
+    if (same && (await isStale(lockPath, again, me))) {
       await fs.unlink(lockPath).catch(() => undefined);
       return true;
     }

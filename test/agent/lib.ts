@@ -3,10 +3,10 @@
 // as a real process whose HTTP server the test talks to.
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Emulator, kmsSync, waitFor, type Proc } from '../crash/lib.js';
+import { cli, Emulator, kmsSync, spawnProc, waitFor, type Proc } from '../crash/lib.js';
 
 export const API_KEY = 'sk_test_agentsuite0000000001';
 export const GITHUB_SECRET = 'gh-webhook-secret-for-the-agent-test';
@@ -96,20 +96,48 @@ export async function fixture(): Promise<Fixture> {
 
 export interface AgentProc extends Proc {
   url: string;
+  /** The agent's own pid on this machine (as a container's PID 1: not the unshare wrapper's). */
+  pid(): number | undefined;
   get(p: string, headers?: Record<string, string>): Promise<{ status: number; text: string }>;
   post(p: string, body?: string, headers?: Record<string, string>): Promise<{ status: number; text: string }>;
   status(): Promise<any>;
   metrics(): Promise<string>;
 }
 
-/** Starts `kms-sync agent` as a real process; resolves once its server listens. */
-export async function startAgent(f: Fixture, args: string[], extraEnv: Record<string, string> = {}): Promise<AgentProc> {
+/** Whether the agent can be run as PID 1 of its own PID and UTS namespaces here (root, unshare). */
+export function canUnshare(): boolean {
+  if (process.getuid?.() !== 0 || !existsSync('/usr/bin/unshare')) return false;
+  try {
+    return execFileSync('unshare', ['--pid', '--fork', '--uts', '--mount-proc', 'sh', '-c', 'echo $$'], { encoding: 'utf8', timeout: 10_000 }).trim() === '1';
+  } catch {
+    return false;
+  }
+}
+
+/** The children of a process (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Starts `kms-sync agent` as a real process; resolves once its server listens. `asPid1`: as a
+ * container runs it, PID 1 of a new PID namespace with its own host name (UTS namespace), through
+ * `unshare --pid --fork --uts --mount-proc`; a SIGKILL of its pid() ends the namespace like an OOM kill.
+ */
+export async function startAgent(f: Fixture, args: string[], extraEnv: Record<string, string> = {}, asPid1?: { hostname: string }): Promise<AgentProc> {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH, HOME: f.root, TMPDIR: process.env.TMPDIR, KMS_API_URL: f.emu.url, KMS_API_KEY: API_KEY,
     KMS_SYNC_GITHUB_WEBHOOK_SECRET: GITHUB_SECRET, KMS_SYNC_GITLAB_WEBHOOK_TOKEN: GITLAB_TOKEN, ...extraEnv,
   };
   const repo = args.includes('--repo') ? [] : ['--repo', f.repo.url];
-  const proc = kmsSync(['agent', ...repo, '--listen', '127.0.0.1:0', '--state-dir', f.stateDir, ...args], { cwd: f.root, env, sink: f.outputs });
+  const agentArgs = ['agent', ...repo, '--listen', '127.0.0.1:0', '--state-dir', f.stateDir, ...args];
+  const proc = asPid1
+    ? spawnProc('unshare', ['--pid', '--fork', '--uts', '--mount-proc', '--kill-child=SIGTERM', 'sh', '-c', 'hostname "$0" && exec "$@"', asPid1.hostname, process.execPath, cli, ...agentArgs], { cwd: f.root, env, sink: f.outputs })
+    : kmsSync(agentArgs, { cwd: f.root, env, sink: f.outputs });
   f.procs.push(proc);
   let exited = false;
   void proc.exit.then(() => { exited = true; });
@@ -121,8 +149,9 @@ export async function startAgent(f: Fixture, args: string[], extraEnv: Record<st
     const res = await fetch(`${url}${p}`, { method, headers, ...(body !== undefined ? { body } : {}) });
     return { status: res.status, text: await res.text() };
   };
+  const pid = () => (asPid1 ? childrenOf(proc.child.pid!)[0] : proc.child.pid);
   return {
-    ...proc, url,
+    ...proc, url, pid,
     get: (p, h) => call('GET', p, undefined, h),
     post: (p, b, h) => call('POST', p, b, h),
     status: async () => JSON.parse((await call('GET', '/api/status')).text),
