@@ -164,17 +164,19 @@ describe('examples/agent', () => {
     expect(flagsIn(c.args).filter((f) => !known.has(f))).toEqual([]);
   });
 
-  it('Dockerfile: a non-root user, the state folder a volume, the same flags', async () => {
+  it('Dockerfile: a non-root user under tini, the state folder a volume, the same flags', async () => {
     const text = readFileSync(path.join(dir, 'Dockerfile'), 'utf8');
     const user = /^USER\s+(\S+)/m.exec(text)?.[1];
     expect(user).toBeDefined();
     expect(user).not.toMatch(/^(root|0)(:|$)/);
     expect(/^VOLUME\s+\[?"?([^"\]\s]+)/m.exec(text)?.[1]).toBe(STATE_DIR);
     const entry = JSON.parse(/^ENTRYPOINT\s+(\[.*\])$/m.exec(text)![1]!) as string[];
-    expect(entry.slice(0, 3)).toEqual(['node', '/app/dist/bin/kms-sync.js', 'agent']);
+    // Under an init (tini, installed from Debian): it reaps what a killed reconcile orphans and forwards SIGTERM.
+    expect(entry.slice(0, 5)).toEqual(['/usr/bin/tini', '--', 'node', '/app/dist/bin/kms-sync.js', 'agent']);
+    expect(text).toMatch(/apt-get install[^\n]*\btini\b/);
     expect(entry[entry.indexOf('--state-dir') + 1]).toBe(STATE_DIR);
     const known = await agentFlags();
-    expect(flagsIn(entry).filter((f) => !known.has(f))).toEqual([]);
+    expect(flagsIn(entry.slice(entry.indexOf('agent'))).filter((f) => !known.has(f))).toEqual([]);
     expect(text).not.toMatch(/^ENV\s.*(KMS_API_KEY|TOKEN|SECRET)/m);
   });
 
