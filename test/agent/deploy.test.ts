@@ -5,13 +5,16 @@
 // volume, credentials from the Secret; a Service selecting the pods through a named port; and
 // cross-references (selector ↔ labels, secret and claim names). Every flag the files pass to
 // `kms-sync agent` is one it has; the Dockerfile runs as a non-root user with the state dir a volume.
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { buildFullProgram } from '../../src/cli/commands.js';
 import { repoRoot } from '../crash/lib.js';
+import { scratchDir } from '../support/scratch.js';
+import { skipWhen } from '../support/skip.js';
 
 const dir = path.join(repoRoot, 'examples', 'agent');
 const STATE_DIR = '/var/lib/kms-sync';
@@ -189,4 +192,31 @@ describe('examples/agent', () => {
     const known = await agentFlags();
     expect(flagsIn(exec).filter((f) => !known.has(f))).toEqual([]);
   });
+
+  const analyze = '/usr/bin/systemd-analyze';
+  it.skipIf(skipWhen(!existsSync(analyze) || !existsSync('/usr/lib/systemd/system/sysinit.target'), 'systemd-analyze (and the system units) are not installed: the unit\'s ExecStart is not verified'))(
+    'kms-sync-agent.service: systemd-analyze verify finds its ExecStart where `npm install -g kms-sync` puts it (/usr/local/bin), and nowhere else',
+    () => {
+      // A root with the system's units, the unit, and kms-sync where npm's global prefix (/usr/local
+      // for a Node installed under /usr) puts its bin: verify must pass; without that file it must fail.
+      const root = scratchDir('kms-sync-unit-');
+      mkdirSync(path.join(root, 'usr/lib/systemd'), { recursive: true });
+      cpSync('/usr/lib/systemd/system', path.join(root, 'usr/lib/systemd/system'), { recursive: true });
+      mkdirSync(path.join(root, 'etc/systemd/system'), { recursive: true });
+      cpSync(path.join(dir, 'kms-sync-agent.service'), path.join(root, 'etc/systemd/system/kms-sync-agent.service'));
+      const verify = () => {
+        try {
+          execFileSync(analyze, ['verify', `--root=${root}`, '--man=no', '/etc/systemd/system/kms-sync-agent.service'], { encoding: 'utf8', stdio: 'pipe' });
+          return '';
+        } catch (e) {
+          return String((e as { stderr?: string }).stderr ?? e);
+        }
+      };
+      expect(verify()).toMatch(/is not executable/);
+      mkdirSync(path.join(root, 'usr/local/bin'), { recursive: true });
+      writeFileSync(path.join(root, 'usr/local/bin/kms-sync'), '#!/bin/sh\n');
+      chmodSync(path.join(root, 'usr/local/bin/kms-sync'), 0o755);
+      expect(verify()).toBe('');
+    },
+  );
 });
