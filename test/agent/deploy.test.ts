@@ -145,6 +145,8 @@ describe('examples/agent', () => {
     for (const [k, v] of Object.entries(dep.spec.selector.matchLabels)) expect(pod.metadata.labels[k]).toBe(v);
     for (const [k, v] of Object.entries(byKind('Service').spec.selector)) expect(pod.metadata.labels[k]).toBe(v);
     for (const [k, v] of Object.entries(byKind('ServiceMonitor').spec.selector.matchLabels)) expect(byKind('Service').metadata.labels[k]).toBe(v);
+    // kube-prometheus-stack's Prometheus picks ServiceMonitors by the `release` label.
+    expect(byKind('ServiceMonitor').metadata.labels.release).toBe('kube-prometheus-stack');
     // Probes and the Service target a port the container declares; the ServiceMonitor a port the Service names.
     const ports = new Set(c.ports.flatMap((p: any) => [p.name, p.containerPort]));
     expect(ports.has(c.livenessProbe.httpGet.port)).toBe(true);
