@@ -12,7 +12,7 @@
 // raw key in anything the agent or plan printed.
 import { existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { API_KEY, Repo, startAgent, type AgentProc, type Fixture } from '../agent/lib.js';
+import { API_KEY, canUnshare, Repo, startAgent, type AgentProc, type Fixture } from '../agent/lib.js';
 import {
   aimAndKill, aimEnv, aimFaults, checkInvariant, configYaml, kmsSync, mutationStep, newFigures, printedSecrets, problemKey, readSopsStore, rng, sleep, waitFor, workspace,
   type Aim, type DesiredClient, type MutationStep, type Figures, type KillWindow, type Proc,
@@ -40,11 +40,18 @@ export interface AgentFigures extends Figures {
   /** Aimed kills that landed in their window / all aimed kills. */
   aimedHits: number;
   aimedKills: number;
+  /** Starts as PID 1 of its own PID/UTS namespaces (a container), as the same pod and as a new one. */
+  pid1Starts: number;
+  newPods: number;
 }
 
 export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFigures> {
   const log = o.log ?? (() => {});
-  const f: AgentFigures = { ...newFigures('agent (sync/self-heal)', o.seed), sigterms: 0, sigtermsInFlight: 0, slowestStopMs: 0, aimedHits: 0, aimedKills: 0 };
+  const f: AgentFigures = { ...newFigures('agent (sync/self-heal)', o.seed), sigterms: 0, sigtermsInFlight: 0, slowestStopMs: 0, aimedHits: 0, aimedKills: 0, pid1Starts: 0, newPods: 0 };
+  // Half the starts as a container runs the agent: PID 1 of its own namespaces, and then as the same
+  // pod (host name) or a new one, on the same state folder (root and unshare(1) needed).
+  const asContainer = canUnshare();
+  let pods = 0;
   const r = rng(o.seed);
   const ws = workspace('agent');
   const procs: Proc[] = [];
@@ -107,16 +114,24 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     const start = async (extra: Record<string, string> = {}) => {
       f.runs++;
       const mode = r.pick(['sync', 'self-heal'] as const);
-      const a = await startAgent(fx, ['--path', 'config', '--interval', '1s', '--mode', mode, '--lock-timeout', '20s'], { KMS_SYNC_TEST_TRACE: ws.trace.file, NO_COLOR: '1', ...extra });
+      let pod: { hostname: string } | undefined;
+      if (asContainer && r.next() < 0.5) {
+        f.pid1Starts++;
+        if (pods === 0 || r.next() < 0.5) { pods++; f.newPods++; }
+        pod = { hostname: `pod-${pods}` };
+      }
+      const a = await startAgent(fx, ['--path', 'config', '--interval', '1s', '--mode', mode, '--prune', '--lock-timeout', '20s'], { KMS_SYNC_TEST_TRACE: ws.trace.file, NO_COLOR: '1', ...extra }, pod);
       return a;
     };
     const sigterm = async (a: AgentProc, what: string) => {
       const t0 = Date.now();
-      a.child.kill('SIGTERM');
+      // To the agent itself: as PID 1, unshare (its parent) ignores SIGTERM while it waits.
+      const pid = a.pid();
+      if (pid !== undefined) process.kill(pid, 'SIGTERM');
       const code = await Promise.race([a.exit, sleep(15_000).then(() => 'timeout' as const)]);
       const ms = Date.now() - t0;
       f.slowestStopMs = Math.max(f.slowestStopMs, ms);
-      if (code === 'timeout') { f.failures.push(`${what}: the agent did not exit within 15 s of SIGTERM`); a.child.kill('SIGKILL'); await a.exit; } else if (code !== 0) f.failures.push(`${what}: the agent exited ${code} after SIGTERM (${ms} ms): ${a.output().split('\n').slice(-3).join(' | ')}`);
+      if (code === 'timeout') { f.failures.push(`${what}: the agent did not exit within 15 s of SIGTERM`); try { process.kill(a.pid() ?? a.child.pid!, 'SIGKILL'); } catch { /* gone */ } await a.exit; } else if (code !== 0) f.failures.push(`${what}: the agent exited ${code} after SIGTERM (${ms} ms): ${a.output().split('\n').slice(-3).join(' | ')}`);
       else if (ms > 10_000) f.failures.push(`${what}: the agent took ${ms} ms to exit after SIGTERM (more than 10 s)`);
     };
 
@@ -137,7 +152,7 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       const victim = agent ?? (await start(aim ? aimEnv(aim) : inFlight ? { KMS_SYNC_TEST_PAUSE: 'after-journal:300' } : {}));
       let landed: KillWindow | undefined;
       if (aim) {
-        landed = await aimAndKill({ aim, trace: ws.trace, emus: [emu], r, exited: () => exited(victim), victim: () => victim.child.pid, randomMs: [50, 2500], waitMs: 30_000 });
+        landed = await aimAndKill({ aim, trace: ws.trace, emus: [emu], r, exited: () => exited(victim), victim: () => victim.pid(), randomMs: [50, 2500], waitMs: 30_000 });
         if (landed) {
           f.kills++;
           f.killsByWindow[landed]++;
@@ -197,7 +212,7 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     f.keysIssued = seenKeyIds.size;
     f.keysLost = lostIds.size;
     f.strays = strayIds.size;
-    f.notes.push(`SIGTERMs ${f.sigterms}, ${f.sigtermsInFlight} of them during an apply (slowest exit ${f.slowestStopMs} ms); aimed kills in their window ${f.aimedHits}/${f.aimedKills}`);
+    f.notes.push(`SIGTERMs ${f.sigterms}, ${f.sigtermsInFlight} of them during an apply (slowest exit ${f.slowestStopMs} ms); aimed kills in their window ${f.aimedHits}/${f.aimedKills}; starts as PID 1 of a container ${f.pid1Starts} (${f.newPods} pods)${asContainer ? '' : ' (unshare unavailable: none)'}`);
   } finally {
     for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
     await Promise.all(procs.map((p) => p.exit));
