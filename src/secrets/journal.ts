@@ -19,9 +19,11 @@
  * value), so that a run killed at any moment leaves enough behind to find every key it issued:
  * - an *issue intent* (frame id `i-<uuid>`), written and fsync'ed before every key-issuing
  *   request: the environment, the client (or the names of the clients being created), the key
- *   names asked for and every key id the client had before. It is cleared in the same write that
- *   journals the response's raw keys, so a pending intent means "no raw key of this request was
- *   kept": any key it created is an orphan.
+ *   names asked for, every key id the client had before, and the live keys it supersedes. It is
+ *   cleared in the same write that journals the response's raw keys, so a pending intent means
+ *   "no raw key of this request was kept": any key it created is an orphan. When the response is
+ *   lost, it is cleared in the write that records the orphans and, if the request took effect,
+ *   the keys it superseded as pending revokes: never without what it still owes.
  * - an *orphan record* (frame id `o-<uuid>`): keys known to be live without their raw value,
  *   waiting to be revoked once their replacement is stored.
  */
@@ -64,7 +66,8 @@ export interface IssueIntent {
   knownKeyIds: string[];
   /**
    * Live keys the request supersedes and the run revokes once their successors are stored
-   * (`rotate --revoke-old`): if the response is lost, recovery records them as pending revokes.
+   * (`rotate --revoke-old`): if the response is lost, the write that clears the intent records
+   * them as pending revokes (apply/recover.ts recordsOfLostResponse), whichever run settles it.
    */
   supersedes?: { keyId: string; name: string }[];
 }

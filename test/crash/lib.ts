@@ -529,8 +529,10 @@ export async function killAfterLostResponse(o: Omit<AimedKill, 'aim' | 'randomMs
   else if (o.aim === 'reissue-unsent') ready = await until(() => issues() >= 2);
   else if (o.aim === 'issued-not-journaled') ready = await until(async () => issues() >= 2 && (await routeTotals(o.emus)).issued >= o.before.issued + 2);
   else if (o.aim === 'revoke-sent') {
+    // The first or the second revoke; one reached while a store write is still under way counts
+    // in that window, so the kill waits for a revoke that is the last point passed.
     const nth = o.r.int(1, 2);
-    ready = await until(() => o.trace.since().filter((l) => l.point === 'revoke-sent').length >= nth);
+    ready = await until(() => o.trace.since().filter((l) => l.point === 'revoke-sent').length >= nth && o.trace.last() === 'revoke-sent');
   }
   else ready = await until(() => issues() >= 2 && o.trace.seen([o.aim === 'journaled-not-stored' ? 'after-journal' : 'after-store']) !== undefined);
   if (ready) await sleep(o.aim === 'random' ? o.r.int(0, 600) : o.r.int(0, 150));
