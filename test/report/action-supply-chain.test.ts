@@ -1,12 +1,14 @@
-// Issue 26 item 8: the GitHub Action's supply chain. setup-node is pinned by commit SHA, `version`
-// defaults to this release, and the CLI is installed so that the repository's .npmrc (which a pull
-// request can add) cannot choose the registry. Mounted by running the action's own script in a
-// checkout whose .npmrc points at a logging server, with an `npm` on PATH that records where and
-// how it ran and asks the real npm which registry those settings resolve to.
+// Issues 26 item 8, 35 item 7, 39 item 1: the GitHub Action's supply chain. setup-node is pinned by
+// commit SHA; the CLI is the action's own source at the pinned ref, built in the action's folder with
+// `npm ci --ignore-scripts` from its lock file (no registry package named kms-sync is installed);
+// the build runs with no credential in its environment, no npm_config_* variable and no .npmrc but
+// the action's own (none): not the user's, not the checkout's, not one in a folder above the
+// action's, even one that declares it a workspace; the credentials reach the kms-sync process in
+// the next step; pull_request_target is refused unless the caller opts in. Mounted by running the
+// action's own scripts with an `npm` on PATH that records where, how and with what environment it
+// ran, and asks the real npm which registries those settings resolve to.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,70 +18,140 @@ import { scratchDir } from '../support/scratch.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const action = parse(readFileSync(path.join(repoRoot, 'action.yml'), 'utf8')) as any;
+const steps = action.runs.steps as { name: string; id?: string; run?: string; uses?: string; env?: Record<string, string> }[];
+const buildStep = steps.find((s) => s.name.startsWith('Build kms-sync'))!;
+const runStep = steps.find((s) => s.id === 'run')!;
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanup.splice(0)) await c();
 });
 
+const KEY = 'sk_test_actionsupplychain0123456';
+const TOKEN = 'ghs_actionsupplychaintoken0123456789';
+const AGE = 'AGE-SECRET-KEY-1ACTIONSUPPLYCHAIN';
+
+/** A runner laid out for the action: the action's folder under a hostile parent, a hostile checkout, a stand-in npm. */
+function runner() {
+  const root = scratchDir('kms-sync-action-');
+  cleanup.push(() => rmSync(root, { recursive: true, force: true }));
+  const parent = path.join(root, '_actions');
+  const actionPath = path.join(parent, 'kms-sync', 'v1');
+  const checkout = path.join(root, 'checkout');
+  const bin = path.join(root, 'bin');
+  const log = path.join(root, 'log');
+  const evilrc = path.join(root, 'evil.npmrc');
+  for (const d of [actionPath, checkout, bin, log]) mkdirSync(d, { recursive: true });
+  const evil = 'registry=http://127.0.0.1:9/\n@acme:registry=http://127.0.0.1:9/\n//127.0.0.1:9/:_authToken=stolen\n';
+  // A .npmrc (and a workspace root that claims the action's folder) above the action, one in the checkout, one the caller's environment points at.
+  writeFileSync(path.join(parent, '.npmrc'), evil);
+  writeFileSync(path.join(parent, 'package.json'), '{"name":"evil-root","private":true,"workspaces":["kms-sync/*"]}\n');
+  writeFileSync(path.join(checkout, '.npmrc'), evil);
+  writeFileSync(evilrc, evil);
+  writeFileSync(path.join(actionPath, 'package.json'), readFileSync(path.join(repoRoot, 'package.json')));
+  writeFileSync(path.join(checkout, 'kms-sync.yaml'), 'apiVersion: kms-sync/v1\nprojects: []\n');
+  const realNpm = execFileSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).trim();
+  // The stand-in npm: records its folder, arguments and environment; for `ci`, asks the real npm
+  // which registries those arguments resolve to in that folder; `run build` makes a kms-sync that
+  // prints its arguments and which credentials it sees.
+  writeFileSync(path.join(bin, 'npm'), `#!/usr/bin/env bash
+log=${JSON.stringify(log)}
+printf '%s\\n' "$PWD" >> "$log/cwd"
+printf '%s\\n' "$*" >> "$log/args"
+env >> "$log/env"
+if [ "$1" = ci ]; then
+  shift
+  "${realNpm}" config get registry "$@" > "$log/registry" 2>&1
+  "${realNpm}" config get @acme:registry "$@" > "$log/scoped" 2>&1
+fi
+if [ "$1" = run ]; then
+  mkdir -p dist/bin
+  printf '%s\\n' 'const e = process.env; console.log("kms-sync " + process.argv.slice(2).join(" ")); console.log("sees KMS_API_KEY=" + (e.KMS_API_KEY ? "yes" : "no") + " GITHUB_TOKEN=" + (e.GITHUB_TOKEN ? "yes" : "no") + " INPUT_API_KEY=" + (e.INPUT_API_KEY ? "yes" : "no"));' > dist/bin/kms-sync.js
+fi
+`);
+  chmodSync(path.join(bin, 'npm'), 0o755);
+  const env = (event: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
+    PATH: `${bin}:${path.dirname(process.execPath)}:${path.dirname(realNpm)}:/usr/bin:/bin`, HOME: root, TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1',
+    RUNNER_TEMP: root, GITHUB_ACTION_PATH: actionPath, GITHUB_OUTPUT: path.join(log, 'output'), GITHUB_EVENT_NAME: event,
+    // What a workflow may have set on the `uses:` step: reaches every step of a composite action.
+    KMS_API_KEY: KEY, SOPS_AGE_KEY: AGE, GITHUB_TOKEN: TOKEN, npm_config_registry: 'http://127.0.0.1:9/', NPM_CONFIG_USERCONFIG: evilrc,
+    ...extra,
+  });
+  return { root, actionPath, checkout, log, env };
+}
+
+function run(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile('bash', ['-c', script], { cwd, env }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
+  });
+}
+
 describe('the GitHub Action', () => {
-  it('pins every action it uses by commit SHA and defaults version to this release', () => {
-    const uses = action.runs.steps.filter((s: { uses?: string }) => s.uses).map((s: { uses: string }) => s.uses);
+  it('pins every action it uses by commit SHA and names no registry package of kms-sync', () => {
+    const uses = steps.filter((s) => s.uses).map((s) => s.uses!);
     expect(uses.length).toBeGreaterThan(0);
     for (const u of uses) expect(u).toMatch(/^[\w.-]+\/[\w.-]+@[0-9a-f]{40}$/);
-    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
-    expect(action.inputs.version.default).toBe(pkg.version);
+    expect(action.inputs.version).toBeUndefined();
+    const scripts = steps.map((s) => s.run ?? '').join('\n');
+    expect(scripts).not.toMatch(/kms-sync@|npx |npm (install|i) /);
+    expect(scripts).toContain('npm ci --ignore-scripts');
   });
 
-  it("installs the CLI outside the checkout from registry.npmjs.org: the checkout's .npmrc is never used", async () => {
-    const hits: string[] = [];
-    const server = createServer((req, res) => { hits.push(req.url ?? ''); res.writeHead(404).end(); });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanup.push(() => new Promise((r) => server.close(r)));
-    const evil = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  it('builds in its own folder with no credential and no .npmrc but its own, then gives the credentials to kms-sync alone', async () => {
+    const r0 = runner();
+    const built = await run(buildStep.run!, r0.checkout, { ...r0.env('push'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'false' });
+    expect(built.code, built.out).toBe(0);
+    const cwds = readFileSync(path.join(r0.log, 'cwd'), 'utf8').trim().split('\n');
+    expect(new Set(cwds)).toEqual(new Set([r0.actionPath]));
+    const args = readFileSync(path.join(r0.log, 'args'), 'utf8').trim().split('\n');
+    expect(args[0]).toMatch(/^ci --ignore-scripts /);
+    expect(args[1]).toMatch(/^run build /);
+    const env = readFileSync(path.join(r0.log, 'env'), 'utf8');
+    for (const secret of [KEY, TOKEN, AGE]) expect(env).not.toContain(secret);
+    expect(env).not.toMatch(/^npm_config_/im);
+    expect(readFileSync(path.join(r0.log, 'registry'), 'utf8').trim()).toBe('https://registry.npmjs.org/');
+    expect(readFileSync(path.join(r0.log, 'scoped'), 'utf8').trim()).toBe('undefined');
 
-    const root = scratchDir('kms-sync-action-');
-    cleanup.push(() => rmSync(root, { recursive: true, force: true }));
-    const checkout = path.join(root, 'checkout');
-    const bin = path.join(root, 'bin');
-    const log = path.join(root, 'log');
-    const runnerTemp = path.join(root, 'runner-temp');
-    for (const d of [checkout, bin, log, runnerTemp]) mkdirSync(d);
-    writeFileSync(path.join(checkout, '.npmrc'), `registry=${evil}\n//127.0.0.1/:_authToken=stolen\n`);
-    writeFileSync(path.join(checkout, 'kms-sync.yaml'), 'apiVersion: kms-sync/v1\nprojects: []\n');
-    const realNpm = execFileSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).trim();
-    // The stand-in npm: records its folder and arguments, resolves the registry those arguments
-    // give in that folder (the real npm), and "installs" a kms-sync that prints its arguments.
-    writeFileSync(path.join(bin, 'npm'), `#!/usr/bin/env bash
-printf '%s\\n' "$PWD" > "$LOG/cwd"
-printf '%s\\n' "$@" > "$LOG/args"
-flags=()
-for a in "$@"; do case "$a" in --registry=*|--userconfig=*) flags+=("$a") ;; esac; done
-"$REAL_NPM" config get registry "\${flags[@]}" > "$LOG/registry" 2> "$LOG/registry.err"
-mkdir -p node_modules/.bin
-printf '#!/bin/sh\\necho "kms-sync $*"\\n' > node_modules/.bin/kms-sync
-chmod +x node_modules/.bin/kms-sync
-`);
-    chmodSync(path.join(bin, 'npm'), 0o755);
-    const script = action.runs.steps.find((s: { id?: string }) => s.id === 'run').run as string;
-    const env = {
-      PATH: `${bin}:${path.dirname(process.execPath)}:${path.dirname(realNpm)}:/usr/bin:/bin`, HOME: root, LOG: log, REAL_NPM: realNpm, RUNNER_TEMP: runnerTemp,
-      // The real npm keeps its compile cache (and any temporary file) in this run's temporary folder.
-      TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1',
-      GITHUB_OUTPUT: path.join(log, 'output'), GITHUB_EVENT_NAME: 'push', INPUT_COMMAND: 'plan', INPUT_CONFIG: 'kms-sync.yaml',
-      INPUT_ENVIRONMENTS: '', INPUT_COMMENT: 'github', INPUT_API_URL: '', INPUT_API_KEY: '', INPUT_VERSION: action.inputs.version.default,
-      INPUT_FAIL_ON_DRIFT: 'false', INPUT_ALLOW_LOCAL_STORE: 'false', INPUT_ARGS: '', GITHUB_TOKEN: 'x',
+    // The command step: the CLI from the action's folder, run in the checkout, with the credentials.
+    const inputs = {
+      INPUT_COMMAND: 'plan', INPUT_CONFIG: 'kms-sync.yaml', INPUT_ENVIRONMENTS: '', INPUT_COMMENT: 'github', INPUT_API_URL: 'https://kms.example/api/v1',
+      INPUT_API_KEY: KEY, INPUT_FAIL_ON_DRIFT: 'false', INPUT_ALLOW_LOCAL_STORE: 'false', INPUT_ARGS: '', INPUT_GITHUB_TOKEN: TOKEN,
     };
-    const r = await new Promise<{ code: number; out: string }>((resolve) => {
-      execFile('bash', ['-c', script], { cwd: checkout, env }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
-    });
+    const { KMS_API_KEY: _k, GITHUB_TOKEN: _t, ...caller } = r0.env('push');
+    const r = await run(runStep.run!, r0.checkout, { ...caller, ...inputs });
     expect(r.code, r.out).toBe(0);
-    const cwd = readFileSync(path.join(log, 'cwd'), 'utf8').trim();
-    expect(path.relative(checkout, cwd).startsWith('..')).toBe(true);
-    expect(cwd.startsWith(runnerTemp)).toBe(true);
-    expect(readFileSync(path.join(log, "registry"), "utf8").trim(), readFileSync(path.join(log, "registry.err"), "utf8")).toBe("https://registry.npmjs.org/");
-    expect(readFileSync(path.join(log, 'args'), 'utf8')).toContain(`kms-sync@${action.inputs.version.default}`);
-    // The CLI itself still runs in the checkout, with the action's arguments.
     expect(r.out).toContain('kms-sync plan -f kms-sync.yaml --detailed-exitcode --format markdown');
-    expect(hits).toEqual([]);
+    expect(r.out).toContain('sees KMS_API_KEY=yes GITHUB_TOKEN=yes INPUT_API_KEY=no');
+    // A second use of the action in the job does not build again.
+    const again = await run(buildStep.run!, r0.checkout, { ...r0.env('push'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'false' });
+    expect(again.code).toBe(0);
+    expect(readFileSync(path.join(r0.log, 'args'), 'utf8').trim().split('\n')).toHaveLength(2);
+  });
+
+  it('refuses pull_request_target unless allow-pull-request-target is true', async () => {
+    expect(action.inputs['allow-pull-request-target'].default).toBe('false');
+    const r0 = runner();
+    const refused = await run(buildStep.run!, r0.checkout, { ...r0.env('pull_request_target'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'false' });
+    expect(refused.code).toBe(1);
+    expect(refused.out).toContain('::error::kms-sync refuses pull_request_target runs');
+    const allowed = await run(buildStep.run!, r0.checkout, { ...r0.env('pull_request_target'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'true' });
+    expect(allowed.code, allowed.out).toBe(0);
+  });
+
+  it('no doc, example or action tells anyone to install kms-sync from the npm registry by name (it is not published there)', () => {
+    const files = ['README.md', 'action.yml', ...['docs', 'examples'].flatMap((d) => readdirSync(path.join(repoRoot, d), { recursive: true, encoding: 'utf8' }).map((f) => path.join(d, f)))]
+      .filter((f) => /\.(md|ya?ml|ts|tf|json)$/.test(f) || f.endsWith('.gitlab-ci.yml'));
+    const found: string[] = [];
+    for (const f of files) {
+      const text = readFileSync(path.join(repoRoot, f), 'utf8');
+      for (const m of text.matchAll(/npx kms-sync|kms-sync@(\d|\$\{?(KMS_SYNC_VERSION|INPUT_VERSION)|latest)|npm (install|i|add)( --?[\w-]+)* kms-sync\b/g)) found.push(`${f}: ${m[0]}`);
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('the package publishes npm-shrinkwrap.json (a copy of the lock file, made while npm packs)', () => {
+    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { files: string[]; scripts: Record<string, string> };
+    expect(pkg.files).toContain('npm-shrinkwrap.json');
+    expect(pkg.scripts.prepack).toBe('node scripts/shrinkwrap.js');
+    expect(pkg.scripts.postpack).toBe('node scripts/shrinkwrap.js remove');
   });
 });
