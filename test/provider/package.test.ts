@@ -5,8 +5,9 @@
 // its embedded files), and the real terraform installs the zip as built from a packed filesystem
 // mirror, with no node on PATH, pins its hash in .terraform.lock.hcl, applies examples/terraform
 // against the emulator and re-plans to no change; a store whose SDK is not bundled (aws-sm://)
-// fails with a message that says so. The Node.js binary comes from the npm registry
-// (cached in node_modules/.cache): unreachable, the file skips and says so.
+// fails with a message that says so. The Node.js binary comes from the npm registry, pinned
+// (scripts/node-pins.json; cached in node_modules/.cache): unreachable, or run by another Node.js
+// version than the pinned one, the file skips and says so.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -50,9 +51,9 @@ beforeAll(async () => {
   release = path.join(root, 'release');
   // As `npm run package:provider -- --out DIR --platforms linux_amd64` runs it, after the build.
   const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'package-provider.js'), '--out', release, '--platforms', PLATFORM]);
-  if (r.code !== 0 && /cannot ask the npm registry|npm (ERR|error)/.test(r.stderr)) {
+  if (r.code !== 0 && /cannot fetch .* from the npm registry|npm (ERR|error)|binaries are pinned at/.test(r.stderr)) {
     skipped = r.stderr.trim().split('\n')[0];
-    console.warn(`SKIPPED: test/provider/package.test.ts: the npm registry is unreachable for the Node.js binary: ${skipped}`);
+    console.warn(`SKIPPED: test/provider/package.test.ts: no pinned Node.js binary for this build (the npm registry is unreachable, or this Node.js is not the pinned version): ${skipped}`);
     return;
   }
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -80,7 +81,7 @@ describe.skipIf(skipWhen(!HERE, `test/provider/package.test.ts: the packaged exe
     const manifest = JSON.parse(readFileSync(path.join(release, manifestName(VERSION)), 'utf8'));
     expect(manifest).toEqual({ version: 1, metadata: { protocol_versions: ['6.0'] } });
     expect(JSON.parse(readFileSync(path.join(release, 'terraform-registry-manifest.json'), 'utf8'))).toEqual(manifest);
-    expect(zipEntries(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))))).toEqual([{ name: executableName(VERSION, PLATFORM), mode: 0o755 }]);
+    expect(zipEntries(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))))).toEqual([{ name: executableName(VERSION, PLATFORM), mode: 0o755, type: 'file' }]);
   });
 
   it('the executable runs without Node.js: a human answer by hand, the handshake and the schema for a host', async (ctx) => {
