@@ -250,13 +250,13 @@ export class Trace {
    * process runs several key writes at once, so its last point alone would say little); a
    * process whose last point is before-revoke or revoke-sent has a revoke on the wire.
    */
-  openWindows(): Set<KillWindow> {
+  openWindows(settledIssues = 0): Set<KillWindow> {
     const open = new Set<KillWindow>();
     const byPid = new Map<number, string[]>();
     for (const l of this.since()) byPid.set(l.pid, [...(byPid.get(l.pid) ?? []), l.point]);
     for (const points of byPid.values()) {
       const n = (p: string) => points.filter((x) => x === p).length;
-      if (n('issue-sent') > n('after-journal')) open.add('issued-not-journaled');
+      if (n('issue-sent') - settledIssues > n('after-journal')) open.add('issued-not-journaled');
       if (n('after-journal') > n('after-store')) open.add('journaled-not-stored');
       if (n('after-store') > n('cleared')) open.add('stored-not-cleared');
       if (['before-revoke', 'revoke-sent'].includes(points[points.length - 1]!)) open.add('revoke-sent');
@@ -264,8 +264,12 @@ export class Trace {
     return open;
   }
   /** The window a kill now lands in: the aimed one when it is open, else the latest open one, else other. */
-  classify(aimed?: KillWindow): KillWindow {
-    const open = this.openWindows();
+  /**
+   * `settledIssues`: key-issuing requests of the process that will never reach after-journal
+   * because the run settled them otherwise (a lost response re-read and recorded as orphans).
+   */
+  classify(aimed?: KillWindow, settledIssues = 0): KillWindow {
+    const open = this.openWindows(settledIssues);
     if (aimed && open.has(aimed)) return aimed;
     for (const w of ['revoke-sent', 'stored-not-cleared', 'journaled-not-stored', 'issued-not-journaled'] as const) if (open.has(w)) return w;
     return 'other';
@@ -538,7 +542,8 @@ export async function killAfterLostResponse(o: Omit<AimedKill, 'aim' | 'randomMs
   if (ready) await sleep(o.aim === 'random' ? o.r.int(0, 600) : o.r.int(0, 150));
   const pid = ready ? o.victim() : undefined;
   if (pid === undefined || o.exited()) return undefined;
-  let landed = o.trace.classify(o.aim === 'random' ? undefined : o.aim === 'reissue-unsent' ? 'issued-not-journaled' : o.aim);
+  // Once the re-issue is on its way, the dropped request is settled (its key recorded as an orphan).
+  let landed = o.trace.classify(o.aim === 'random' ? undefined : o.aim === 'reissue-unsent' ? 'issued-not-journaled' : o.aim, issues() >= 2 ? 1 : 0);
   try {
     process.kill(pid, 'SIGKILL');
   } catch {
