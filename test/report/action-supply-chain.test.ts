@@ -154,4 +154,14 @@ describe('the GitHub Action', () => {
     expect(pkg.scripts.prepack).toBe('node scripts/shrinkwrap.js');
     expect(pkg.scripts.postpack).toBe('node scripts/shrinkwrap.js remove');
   });
+
+  it('ships the license package.json names: LICENSE holds the Apache License 2.0 in full', () => {
+    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { license: string; files: string[] };
+    expect(pkg.license).toBe('Apache-2.0');
+    expect(pkg.files).toContain('LICENSE');
+    const text = readFileSync(path.join(repoRoot, 'LICENSE'), 'utf8');
+    expect(text).toMatch(/^\s*Apache License\n\s*Version 2\.0, January 2004\n/);
+    for (let section = 1; section <= 9; section++) expect(text).toContain(`${section}. `);
+    expect(text).toContain('END OF TERMS AND CONDITIONS');
+  });
 });
