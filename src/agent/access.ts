@@ -112,8 +112,9 @@ export function readRefusal(policy: AccessPolicy, req: IncomingMessage, door: Ex
 function sameOrigin(origin: string, host: string | undefined): boolean {
   if (host === undefined) return false;
   try {
+    // http, or https where a proxy in front of the agent ends TLS: the same host and port either way.
     const o = new URL(origin);
-    return o.protocol === 'http:' && o.host === new URL(`http://${host}`).host;
+    return (o.protocol === 'http:' || o.protocol === 'https:') && o.host === new URL(`${o.protocol}//${host}`).host;
   } catch {
     return false; // "null" (a sandboxed frame, a file: page) and anything else that is not a URL
   }

@@ -53,6 +53,7 @@ describe('the agent\'s doors', () => {
       expect((await raw(agent.url, 'POST', '/api/suspend', { ...JSON_BODY, 'sec-fetch-site': 'same-site' }, '{}')).status).toBe(403);
       expect((await raw(agent.url, 'POST', '/api/suspend', { ...JSON_BODY, origin: 'http://evil.example' }, '{}')).status).toBe(403);
       expect((await raw(agent.url, 'POST', '/api/suspend', { ...JSON_BODY, origin: 'null' }, '{}')).status).toBe(403);
+      expect((await raw(agent.url, 'POST', '/api/suspend', { ...JSON_BODY, origin: `http://localhost:${new URL(agent.url).port}` }, '{}')).status).toBe(403);
       // DNS rebinding: the attacker's name in Host, the agent's address underneath.
       const rebound = { host: `rebind.evil.example:${new URL(agent.url).port}` };
       const status = await raw(agent.url, 'GET', '/api/status', rebound);
@@ -98,6 +99,11 @@ describe('the agent\'s doors', () => {
       expect((await raw(agent.url, 'POST', '/api/suspend', { ...JSON_BODY, ...BEARER, host: `agent.internal:${port}` }, '{}')).status).toBe(200);
       expect((await status()).agent.suspended).toBe(true);
       expect((await raw(agent.url, 'POST', '/api/resume', { ...JSON_BODY, ...BEARER }, '{}')).status).toBe(200);
+      // The page behind a proxy that ends TLS: its origin is https with the agent's host, the same origin.
+      const proxied = { ...JSON_BODY, ...BEARER, host: 'kms-sync-agent.example.com', 'sec-fetch-site': 'same-origin' };
+      expect((await raw(agent.url, 'POST', '/api/suspend', { ...proxied, origin: 'https://kms-sync-agent.example.com' }, '{}')).status).toBe(200);
+      expect((await raw(agent.url, 'POST', '/api/resume', { ...proxied, origin: 'https://evil.example' }, '{}')).status).toBe(403);
+      expect((await raw(agent.url, 'POST', '/api/resume', { ...proxied, origin: 'https://kms-sync-agent.example.com' }, '{}')).status).toBe(200);
       // Reads: the page and the status need the token (bearer or the basic-auth password); /metrics is exposed.
       expect((await raw(agent.url, 'GET', '/api/status')).status).toBe(401);
       expect((await raw(agent.url, 'GET', '/')).status).toBe(401);
