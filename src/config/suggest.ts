@@ -20,6 +20,9 @@ export function closest(input: string, candidates: Iterable<string>): string | u
   let best: string | undefined;
   let bestScore = Infinity;
   for (const c of candidates) {
+    // The distance is at least the difference in length, and no more than 3 counts: a 16 MB
+    // name is not compared character by character with every field name (issue 42).
+    if (Math.abs(needle.length - c.length) > 3) continue;
     const score = editDistance(needle, c.toLowerCase());
     const limit = Math.max(1, Math.min(3, Math.floor(Math.max(needle.length, c.length) / 3)));
     if (score <= limit && score < bestScore) {

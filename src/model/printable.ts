@@ -45,14 +45,81 @@ export const ERROR_VALUE_MAX = 200;
 /**
  * Error text with every long value cut (`"xxxx…" (69800 more)`): JSON-quoted strings and unbroken
  * runs of more than ERROR_VALUE_MAX characters, so a 70,000-character value is not echoed whole on
- * every line that names it; the rest of each line (where, what is wrong) is kept.
+ * every line that names it; the rest of each line (where, what is wrong) is kept. One pass over the
+ * text, no backtracking regular expression: a quoted value of 16 MB is cut like one of 16 KB (a
+ * regex with a repeated group overflowed V8's stack from 8 MB on, issue 42).
  */
 export function cutLongValues(text: string, max = ERROR_VALUE_MAX): string {
-  const quotedRe = new RegExp(`"((?:[^"\\\\\\n]|\\\\.){${max + 1},})"`, 'g');
-  const runRe = new RegExp(`[^\\s"…]{${max + 1},}`, 'g');
-  return text
-    .replace(quotedRe, (_m, body: string) => `"${body.slice(0, max)}…" (${body.length - max} more)`)
-    .replace(runRe, (m) => `${m.slice(0, max)}… (${m.length - max} more)`);
+  return cutLongRuns(cutLongQuoted(text, max), max);
+}
+
+/** Line terminators that end a JSON escape's `.` (what a `\` may not be followed by). */
+const isLineEnd = (c: number) => c === 0x0a || c === 0x0d || c === 0x2028 || c === 0x2029;
+
+/**
+ * `"body"` with more than `max` characters or escapes in the body (no newline, `\` escapes one
+ * character) → `"first max…" (n more)`. A start whose string never closes fails at one place, and
+ * every quote before that place (each inside an escape) fails there too, so the scan resumes there.
+ */
+function cutLongQuoted(text: string, max: number): string {
+  let out = '';
+  let copied = 0;
+  let i = text.indexOf('"');
+  while (i >= 0 && i < text.length) {
+    let j = i + 1;
+    let units = 0;
+    let closed = false;
+    while (j < text.length) {
+      const c = text.charCodeAt(j);
+      if (c === 0x22) {
+        closed = true;
+        break;
+      }
+      if (c === 0x0a) break;
+      if (c === 0x5c) {
+        if (j + 1 >= text.length || isLineEnd(text.charCodeAt(j + 1))) break;
+        j += 2;
+      } else j++;
+      units++;
+    }
+    if (!closed) {
+      i = j >= text.length ? -1 : text.indexOf('"', j + 1);
+      continue;
+    }
+    if (units <= max) {
+      i = j; // the closing quote may open the next string
+      continue;
+    }
+    const body = text.slice(i + 1, j);
+    out += `${text.slice(copied, i)}"${body.slice(0, max)}…" (${body.length - max} more)`;
+    copied = j + 1;
+    i = text.indexOf('"', copied);
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** Unbroken runs (no white space, quote or `…`) longer than `max` → the first `max` and a count. */
+function cutLongRuns(text: string, max: number): string {
+  let out = '';
+  let copied = 0;
+  let start = 0;
+  // One pass by hand: even `[^\s"…]{201,}` overflows V8's regex stack on a 16 MB run.
+  for (let i = 0; i <= text.length; i++) {
+    if (i < text.length && !breaksRun(text.charCodeAt(i))) continue;
+    if (i - start > max) {
+      out += `${text.slice(copied, start + max)}… (${i - start - max} more)`;
+      copied = i;
+    }
+    start = i + 1;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** White space as `\s` means it, a double quote, or `…`. */
+function breaksRun(c: number): boolean {
+  if (c === 0x22 || c === 0x2026 || c === 0x20 || (c >= 0x09 && c <= 0x0d)) return true;
+  if (c < 0xa0) return false;
+  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
 }
 
 /**

@@ -152,4 +152,37 @@ describe(`config fuzz (seed ${SEED})`, () => {
       }
     }
   }, 60_000);
+
+  // Issue 42: values, keys and documents of 8 to 16 MB (a cut of a long value once overflowed the
+  // stack from 8 MB on). Each gets its ordinary diagnostics (or loads), never a stack trace, under
+  // a raised --max-file-size; the default limit refuses them by size before parsing.
+  it('very large scalars, keys and documents through kms-sync validate: diagnostics, no stack trace', async () => {
+    const MB = 1024 * 1024;
+    const head = 'apiVersion: kms-sync/v1\nprojects:\n  - slug: acme\n    name: Acme\n    environments:\n      - type: production\n        url: https://api.acme.example\n';
+    const big: Case[] = [
+      { file: 'scalar.yaml', text: `${head}        clients:\n          - name: c\n            template: "${'s'.repeat(16 * MB)}"\n` },
+      { file: 'escapes.yaml', text: `${head}        clients:\n          - name: "${'\\"'.repeat(4 * MB)}"\n            template: t\n` },
+      { file: 'key.yaml', text: `${head}        ${'k'.repeat(16 * MB)}: 1\n` },
+      { file: 'key.json', text: `{"apiVersion": "kms-sync/v1", "${'j'.repeat(16 * MB)}": 1}` },
+      { file: 'document.yaml', text: `${head}        clients:\n          - name: c\n            template: t\n            metadata:\n${Array.from({ length: Math.floor((6 * MB) / 32) }, (_, i) => `              k${i}: value-${i}-${'m'.repeat(6)}\n`).join('')}` },
+      { file: 'plain.yaml', text: `${'p'.repeat(12 * MB)}\n` },
+    ];
+    const dir = workspace();
+    for (const c of big) await writeFile(path.join(dir, c.file), c.text);
+    for (let i = 0; i < big.length; i += 2) {
+      await Promise.all(big.slice(i, i + 2).map(async (c) => {
+        const r = await runCli(['validate', '-f', c.file, '--max-file-size', '40MB'], { cwd: dir, env: { HOME: '/home/x' } });
+        expect([0, 1], `${c.file}: ${r.stderr.slice(0, 500)}`).toContain(r.code);
+        expect(`${r.stdout}\n${r.stderr}`, c.file).not.toMatch(ENGINE);
+        expect(r.stderr.length, c.file).toBeLessThan(20_000);
+        if (r.code === 1) for (const l of r.stderr.trim().split('\n').slice(1).filter((x) => !/^…and \d+ more/.test(x))) expect(l.slice(0, 300), c.file).toMatch(DIAGNOSTIC_OF(c.file));
+      }));
+    }
+    const limited = await runCli(['validate', '-f', 'scalar.yaml'], { cwd: dir });
+    expect(limited.code).toBe(1);
+    expect(limited.stderr).toContain('scalar.yaml: the file is larger than the limit of 5 MB per configuration file');
+  }, 180_000);
 });
+
+const DIAGNOSTIC_OF = (file: string) => new RegExp(`^${file.replace('.', '\\.')}:\\d+:\\d+: \\S`);
+
