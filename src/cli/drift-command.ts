@@ -8,6 +8,7 @@ import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../pl
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
 import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
+import { addLimitOptions } from './config-limits.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err, out } from './output.js';
@@ -31,10 +32,10 @@ export interface DriftFlags extends GlobalOptions, ReportFlags {
 }
 
 export function registerDrift(program: Command) {
-  const cmd = addCdktfOptions(program
+  const cmd = addLimitOptions(addCdktfOptions(program
     .command('drift')
     .description('compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
+    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
     .option('--parallelism <n>', 'read requests in flight at once are 4x this (drift only reads)', positiveInt, 8)

@@ -32,6 +32,7 @@ import { err, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
 import { addCdktfOptions, usesCdktf, writeCdktfExport } from './cdktf-input.js';
+import { addLimitOptions } from './config-limits.js';
 import { jsonReporter, renderPlanCompact, textReporter, type ApplyReporter } from './apply-output.js';
 import { SAVED_PLAN_KIND, savedPlanFromFile, savedPlanToFile, type SavedPlan } from './saved-plan.js';
 
@@ -44,7 +45,7 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 /** Flags shared by every command that reads configuration and/or talks to the service. */
 function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean; readOnly?: boolean } = { config: true, service: true }): Command {
-  if (opts.config !== false) addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []));
+  if (opts.config !== false) addLimitOptions(addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])));
   cmd.option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, []);
   if (opts.service !== false) {
     cmd
@@ -261,12 +262,12 @@ function schemaCopyHint(reference: SchemaReference) {
 }
 
 export function registerSyncCommands(program: Command) {
-  addCdktfOptions(program
+  addLimitOptions(addCdktfOptions(program
     .command('validate')
     .description('check configuration files offline (no credentials, no network): syntax, schema, references, duplicates')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
+    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
-    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack'>) => {
+    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack' | 'maxFileSize' | 'maxConfigSize'>) => {
       const { desired, files, baseDir } = await loadConfig(o);
       await checkSecretNames(desired, baseDir);
       const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);

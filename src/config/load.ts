@@ -1,5 +1,4 @@
 // Loading, validating and merging YAML and JSON files into the one desired-state model.
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   NormalizeError,
@@ -25,7 +24,8 @@ import {
 import { decodeConfig } from './decode.js';
 import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
 import type { EnvMap } from './interpolate.js';
-import { collectFiles, displayPath } from './paths.js';
+import { configLimits, type ConfigLimits } from './limits.js';
+import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
 import { parseFile, type SourceDocument } from './source.js';
 import { closest } from './suggest.js';
@@ -45,6 +45,10 @@ export interface LoadOptions {
    * pauses now and then so that work proceeds beside it.
    */
   onParsed?: (documents: unknown[]) => void;
+  /** Sizes per file and in all (default: configLimits(), from KMS_SYNC_MAX_FILE_SIZE / KMS_SYNC_MAX_CONFIG_SIZE). */
+  limits?: ConfigLimits;
+  /** Where files may come from (default: each inside the folder named by -f; see FileRules). */
+  files?: FileRules;
 }
 
 /**
@@ -83,13 +87,21 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
   const pre: Diagnostic[] = [];
   const warnings: Diagnostic[] = [];
   // A CDKTF-only run names no files.
-  const found = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre);
+  const rules = opts.files ?? {};
+  const found = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre, rules);
+  const limits = opts.limits ?? configLimits();
+  const budget = { left: limits.totalBytes };
   const sources: ConfigSource[] = [];
   for (const { path: f } of found) {
     const file = displayPath(f, cwd);
     let bytes: Buffer;
     try {
-      bytes = await readFile(f);
+      const read = await readBounded(f, limits, budget, rules.refuseLinks === true);
+      if ('problem' in read) {
+        pre.push({ file, line: 0, column: 0, path: '', message: read.problem });
+        continue;
+      }
+      bytes = read.bytes;
     } catch (err) {
       pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${describeReadError(err)}` });
       continue;
@@ -112,6 +124,7 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
 
 function describeReadError(err: unknown): string {
   const e = err as NodeJS.ErrnoException;
+  if (e.code === 'ELOOP') return 'is a symbolic link (not followed)';
   return e.code === 'EACCES' ? 'permission denied' : e.code === 'EISDIR' ? 'is a folder' : (e.code ?? e.message);
 }
 
@@ -737,6 +750,10 @@ function placed(sd: SourceDocument): PlacedDocument {
   return { file: sd.file, index: sd.index, value: sd.value, at: (segs, atKey = false) => new PlaceOnUse(sd.file, locator, segs, atKey) };
 }
 
+/** The one diagnostic of a file that is plain text, not YAML or JSON configuration (its content is not shown). */
+export const SHAPELESS =
+  'not a kms-sync configuration: its top level is plain text, not a mapping (the content is not shown; a configuration file starts with apiVersion: kms-sync/v1)';
+
 /** Clients the builder handles between two pauses (a few milliseconds of work). */
 const CLIENTS_PER_PAUSE = 500;
 
@@ -778,6 +795,12 @@ function* building(
   const parsedDocs: SourceDocument[] = [];
   for (const source of sources) {
     const parsed = parseFile(source.file, source.text, env);
+    if (parsed.shapeless) {
+      // Said in one line that quotes nothing of it: it may be a host file reached through a link.
+      builder.report({ file: source.file, line: 1, column: 1, path: '', message: SHAPELESS }, 0, 'parse');
+      builder.incomplete = true;
+      continue;
+    }
     warnings.push(...parsed.warnings);
     for (const d of parsed.diagnostics) {
       const { doc, ...rest } = d;

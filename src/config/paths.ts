@@ -1,7 +1,25 @@
-// `-f` arguments → the sorted list of configuration files (YAML, and JSON) to load.
-import { open, readdir, stat } from 'node:fs/promises';
+// `-f` arguments → the sorted list of configuration files (YAML, and JSON) to load, each inside its
+// root: a configuration is reviewed data written by many (a pull request, a commit on the watched
+// branch), so a link it commits must not make kms-sync read a host file (/proc/self/environ, a
+// file-mounted secret, /etc/passwd) into a CI log or the agent's page. Paths are resolved
+// (realpath) once per -f argument and per link found, never per file or per resource.
+import { constants } from 'node:fs';
+import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type Diagnostic } from './diagnostics.js';
+import { formatSize, type ConfigLimits } from './limits.js';
+
+/** Where configuration files may come from (the operator's choice, never the configuration's). */
+export interface FileRules {
+  /**
+   * The folder every file must resolve inside (the agent: its checkout). Without it, a relative
+   * -f path inside the working directory must resolve inside the working directory, and every
+   * file inside the folder named by -f (a file named directly: inside its folder).
+   */
+  root?: string;
+  /** Refuse every symbolic link, in the -f paths below `root` and among the files (the agent). */
+  refuseLinks?: boolean;
+}
 
 const CONFIG_FILE = /\.(ya?ml|json)$/i;
 
@@ -34,18 +52,67 @@ async function isConfigJson(file: string): Promise<boolean> {
   }
 }
 
-async function walk(dir: string, out: string[]): Promise<void> {
+/** Whether `inner` (a resolved path) is `outer` or below it. */
+export function isInside(inner: string, outer: string): boolean {
+  const rel = path.relative(outer, inner);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/** A file or folder that leaves its root, named without saying where the link points. */
+function outside(file: string, root: string): Diagnostic {
+  return {
+    file, line: 0, column: 0, path: '',
+    message: `resolves outside ${root} (through a symbolic link): configuration is read only inside its folder, and the file is not read`,
+  };
+}
+
+function linkRefused(file: string): Diagnostic {
+  return {
+    file, line: 0, column: 0, path: '',
+    message: 'is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read',
+  };
+}
+
+/**
+ * Configuration files under `dir` (real path `realDir`). A regular file found by the walk is
+ * inside `realDir` by construction; only links are resolved, and one that leaves it is reported.
+ */
+async function walk(dir: string, realDir: string, out: string[], shown: (f: string) => string, rules: FileRules, diagnostics: Diagnostic[]): Promise<void> {
   const entries = await readdir(dir, { withFileTypes: true });
   for (const entry of entries) {
     if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
     const full = path.join(dir, entry.name);
     if (entry.isDirectory()) {
-      await walk(full, out);
+      await walk(full, path.join(realDir, entry.name), out, shown, rules, diagnostics);
     } else if (CONFIG_FILE.test(entry.name)) {
-      const isFile = entry.isFile() || (entry.isSymbolicLink() && (await stat(full).catch(() => undefined))?.isFile());
-      if (isFile && (!/\.json$/i.test(entry.name) || (await isConfigJson(full)))) out.push(full);
+      if (entry.isSymbolicLink()) {
+        if (rules.refuseLinks) {
+          diagnostics.push(linkRefused(shown(full)));
+          continue;
+        }
+        const real = await realpath(full).catch(() => undefined);
+        if (real === undefined) continue; // a dangling link is no file (as before)
+        if (!isInside(real, realDir)) {
+          diagnostics.push(outside(shown(full), shown(dir)));
+          continue;
+        }
+        if (!(await stat(real).catch(() => undefined))?.isFile()) continue;
+      } else if (!entry.isFile()) continue;
+      if (!/\.json$/i.test(entry.name) || (await isConfigJson(full))) out.push(full);
     }
   }
+}
+
+/** The first symbolic link among the components of `full` below `root` (both absolute), if any. */
+async function linkBelow(full: string, root: string): Promise<string | undefined> {
+  const rel = path.relative(root, full);
+  if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) return undefined;
+  let at = root;
+  for (const part of rel.split(path.sep)) {
+    at = path.join(at, part);
+    if ((await lstat(at).catch(() => undefined))?.isSymbolicLink()) return at;
+  }
+  return undefined;
 }
 
 export interface FoundFile {
@@ -55,25 +122,61 @@ export interface FoundFile {
 }
 
 /** Like expandPaths, but reports problems into `diagnostics` instead of throwing. */
-export async function collectFiles(paths: readonly string[], cwd: string, diagnostics: Diagnostic[]): Promise<FoundFile[]> {
+export async function collectFiles(paths: readonly string[], cwd: string, diagnostics: Diagnostic[], rules: FileRules = {}): Promise<FoundFile[]> {
   const files = new Map<string, boolean>();
   if (paths.length === 0) {
     diagnostics.push({ file: '<arguments>', line: 0, column: 0, path: '', message: 'no configuration files or folders given' });
   }
+  const shown = (f: string) => {
+    const rel = path.relative(cwd, f);
+    return rel === '' ? '.' : rel.split(path.sep).join('/');
+  };
+  const root = rules.root !== undefined ? path.resolve(cwd, rules.root) : undefined;
+  const realRoot = root !== undefined ? await realpath(root).catch(() => root) : undefined;
+  let realCwd: string | undefined;
   for (const p of paths) {
     const full = path.resolve(cwd, p);
+    if (rules.refuseLinks && root !== undefined) {
+      const link = await linkBelow(full, root);
+      if (link !== undefined) {
+        diagnostics.push(linkRefused(shown(link)));
+        continue;
+      }
+    }
     const info = await stat(full).catch(() => undefined);
     if (!info) {
       diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'no such file or folder' });
-    } else if (info.isDirectory()) {
+      continue;
+    }
+    // The -f path itself: inside the agent's root, or (a relative path inside the working
+    // directory, as a workflow names one) inside the working directory. A path the operator
+    // names outside them (absolute, or with ..) is theirs to name.
+    const real = await realpath(full);
+    if (realRoot !== undefined) {
+      if (!isInside(real, realRoot)) {
+        diagnostics.push(outside(p, shown(root!)));
+        continue;
+      }
+    } else if (!path.isAbsolute(p) && isInside(full, cwd)) {
+      realCwd ??= await realpath(cwd).catch(() => cwd);
+      if (!isInside(real, realCwd)) {
+        diagnostics.push(outside(p, 'the working directory'));
+        continue;
+      }
+    }
+    if (info.isDirectory()) {
       const found: string[] = [];
-      await walk(full, found);
-      if (found.length === 0) {
+      const reported = diagnostics.length;
+      await walk(full, real, found, shown, rules, diagnostics);
+      if (found.length === 0 && diagnostics.length === reported) {
         diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'folder contains no *.yaml, *.yml or *.json files' });
       }
       for (const f of found) if (!files.has(f)) files.set(f, false);
     } else {
-      files.set(full, true);
+      // A file named directly: inside its own folder (a link beside it, not out of it).
+      const realDir = await realpath(path.dirname(full)).catch(() => path.dirname(full));
+      if (!isInside(real, realDir)) diagnostics.push(outside(p, shown(path.dirname(full))));
+      else files.set(full, true);
     }
   }
   // Code-unit order, independent of locale and of the order of the arguments.
@@ -84,10 +187,47 @@ export async function collectFiles(paths: readonly string[], cwd: string, diagno
  * Expands files and folders (all *.yaml / *.yml / *.json inside, recursively, hidden folders skipped) into
  * a de-duplicated, sorted list of absolute paths. Throws ConfigError for missing paths.
  */
-export async function expandPaths(paths: readonly string[], opts: { cwd?: string } = {}): Promise<string[]> {
+export async function expandPaths(paths: readonly string[], opts: { cwd?: string } & FileRules = {}): Promise<string[]> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const diagnostics: Diagnostic[] = [];
-  const files = await collectFiles(paths, cwd, diagnostics);
+  const files = await collectFiles(paths, cwd, diagnostics, opts);
   if (diagnostics.length > 0) throw new ConfigError(diagnostics);
   return files.map((f) => f.path);
+}
+
+/** What reading one configuration file gave: its bytes, or why it was not read. */
+export type ReadResult = { bytes: Buffer } | { problem: string };
+
+/**
+ * One configuration file's bytes, never more than `limits` allow: the size is checked before
+ * reading (and the read stops one byte past the limit, for files whose size the system does not
+ * say: /proc). `budget.left` is what the load may still read in all. With `noFollow` (the agent),
+ * a link swapped in after the walk is not followed either.
+ */
+export async function readBounded(file: string, limits: ConfigLimits, budget: { left: number }, noFollow = false): Promise<ReadResult> {
+  const fh = await open(file, constants.O_RDONLY | (noFollow ? constants.O_NOFOLLOW : 0));
+  try {
+    const info = await fh.stat();
+    if (!info.isFile()) return { problem: 'is not a regular file' };
+    const cap = Math.min(limits.fileBytes, budget.left);
+    const tooBig = (size: number) =>
+      size > limits.fileBytes
+        ? { problem: `the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(size)}${size === limits.fileBytes + 1 ? ' or more' : ''}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large` }
+        : { problem: `the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE); this file is not read` };
+    if (info.size > cap) return tooBig(info.size);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const want = Math.min(Math.max(info.size + 1, 64 * 1024), cap + 1 - total);
+      const { bytesRead, buffer } = await fh.read(Buffer.alloc(want), 0, want, null);
+      if (bytesRead === 0) break;
+      chunks.push(buffer.subarray(0, bytesRead));
+      total += bytesRead;
+      if (total > cap) return tooBig(total > limits.fileBytes ? limits.fileBytes + 1 : total);
+    }
+    budget.left -= total;
+    return { bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total) };
+  } finally {
+    await fh.close();
+  }
 }

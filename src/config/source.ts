@@ -38,7 +38,16 @@ export interface ParsedFile {
   documents: SourceDocument[];
   diagnostics: Array<Diagnostic & { doc: number }>;
   warnings: Diagnostic[];
+  /**
+   * The file is no YAML or JSON configuration at all: a document's top level is plain text (a
+   * token, /proc/self/environ, /etc/passwd through a link). Its content is never quoted: the
+   * loader reports it in one line that says so, instead of these diagnostics.
+   */
+  shapeless?: true;
 }
+
+/** A top-level value that is plain text (not a mapping, a list or empty). */
+const isPlainText = (v: unknown) => v !== null && v !== undefined && typeof v !== 'object';
 
 /** Deeper than this is refused before composing (the composer and toJS recurse). */
 export const MAX_DEPTH = 100;
@@ -56,6 +65,7 @@ export function parseFile(file: string, text: string, env: EnvMap): ParsedFile {
       out.warnings.push(emptyWarning(file));
       return out;
     }
+    if (isPlainText(fast.value)) return { ...out, shapeless: true };
     interpolateSites(file, fast.sites, (site) => fast.index.position(site.offset), env, out.diagnostics);
     out.documents.push(placedOnDemand(file, fast.value, () => fastParseYaml(text, true)!));
     return out;
@@ -105,6 +115,9 @@ function interpolateSites(
 
 function parseJsonFile(file: string, text: string, env: EnvMap): ParsedFile {
   const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
+  // JSON configuration is an object (or, wrongly, an array): anything else is no configuration.
+  const first = /\S/.exec(text)?.[0];
+  if (first !== undefined && first !== '{' && first !== '[') return { ...out, shapeless: true };
   const fast = fastParseJson(text);
   if (fast) {
     const doc = placedOnDemand(file, fast.value, () => parseJson(text));
@@ -250,6 +263,8 @@ function parseYamlFile(file: string, text: string, env: EnvMap): ParsedFile {
     return out;
   }
   const docs = [...new Composer({ prettyErrors: false, uniqueKeys: false, logLevel: 'silent' }).compose(tokens, true, text.length)];
+  // Plain text at the top of a document (with or without syntax errors): no configuration, not quoted.
+  if (docs.some((d) => isScalar(d.contents) && isPlainText(d.contents.value))) return { ...out, shapeless: true };
   let empty = 0;
   docs.forEach((doc, index) => {
     const sd: SourceDocument = {

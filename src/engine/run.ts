@@ -24,12 +24,14 @@ import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
 import { readCdktfFlags, type CdktfFlags } from '../cli/cdktf-input.js';
 import { UsageError } from '../cli/errors.js';
+import { limitsOf, type LimitFlags } from '../cli/config-limits.js';
+import type { FileRules } from '../config/paths.js';
 import { safeUrl } from '../report/redact.js';
 import { err } from '../cli/output.js';
 import { onInterruptStop } from '../cli/interrupts.js';
 import { resolveOwner } from './owner.js';
 
-export interface GlobalOptions extends CdktfFlags {
+export interface GlobalOptions extends CdktfFlags, LimitFlags {
   file: string[];
   env: string[];
   url?: string;
@@ -63,8 +65,11 @@ export async function findDefaultConfig(from: string = process.cwd()): Promise<s
 }
 
 /** `warn` takes the configuration's warnings (the agent logs them in its own format); default: stderr. */
-export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags, readAhead?: ReadAhead, warn?: (line: string) => void): Promise<LoadedConfig> {
+export async function loadConfig(
+  o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags & LimitFlags & { files?: FileRules }, readAhead?: ReadAhead, warn?: (line: string) => void,
+): Promise<LoadedConfig> {
   performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
+  const limits = limitsOf(o);
   const cdktf = await readCdktfFlags(o);
   if (o.file.length === 0 && !cdktf) {
     const found = await findDefaultConfig();
@@ -78,6 +83,7 @@ export async function loadConfig(o: Pick<GlobalOptions, 'file' | 'env'> & CdktfF
   let loaded;
   try {
     loaded = await loadDesiredState(o.file, {
+      limits, ...(o.files ? { files: o.files } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
       ...(readAhead ? { onParsed: (documents: unknown[]) => readAhead.start(documents, baseDir, o.env) } : {}),
     });
