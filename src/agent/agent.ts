@@ -7,6 +7,7 @@ import { mkdir, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Connection } from '../engine/run.js';
 import type { AccessPolicy } from './access.js';
+import type { ConfigLimits } from '../config/limits.js';
 import type { Logger } from './log.js';
 import { AgentMetrics } from './metrics.js';
 import { Reconciler } from './reconciler.js';
@@ -44,6 +45,8 @@ export interface AgentOptions {
   metrics?: AgentMetrics;
   /** A reconcile in flight longer than this means the loop is stuck: /healthz fails (default 15 minutes). */
   stuckAfterMs?: number;
+  /** Sizes of the configuration's files (default: config/limits.ts defaults). */
+  limits?: ConfigLimits;
 }
 
 export interface RunningAgent {
@@ -64,6 +67,8 @@ export function stateLayout(stateDir: string) {
     suspended: path.join(stateDir, 'suspended'),
     lastGood: path.join(stateDir, 'last-good-revision'),
     synced: path.join(stateDir, 'synced-revision'),
+    /** The revision being loaded, or found invalid (kept across restarts: a load killed by memory is not retried for ever). */
+    loading: path.join(stateDir, 'loading-revision'),
   };
 }
 
@@ -90,6 +95,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     incarnation: () => ownership?.incarnation,
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
+    loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}),
   });
 
   const stopping = new AbortController();

@@ -6,7 +6,7 @@
 // between revisions, self-heal everything the plan has. Stores and journal live under the state
 // folder: relative store paths of the configuration resolve there, never in the checkout.
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { lstat, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { applyJournaled } from '../apply/journaled-run.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
@@ -19,6 +19,9 @@ import { describeBlocked, summarize, type ActionReason, type Operation, type Pla
 import type { LiveState } from '../model/index.js';
 import { loadConfig, planFor, type Connection, type LoadedConfig } from '../engine/run.js';
 import { loadIgnoreRules } from '../cli/report-output.js';
+import { testPoint } from '../apply/test-hooks.js';
+import { cutLongValues } from '../model/printable.js';
+import { DEFAULT_CONFIG_LIMITS, formatSize, type ConfigLimits } from '../config/limits.js';
 import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';
 import type { GitSource } from './source.js';
@@ -45,6 +48,14 @@ export interface ReconcilerOptions {
   lastGoodFile?: string;
   /** Where the last revision applied in full is recorded (a restart in sync mode does not re-apply it over drift). */
   syncedFile?: string;
+  /**
+   * Where the revision being loaded is recorded before its load, and an invalid one with its
+   * errors: an agent killed while loading (out of memory on a huge or hostile revision) does not
+   * load it again for ever after each restart, and an invalid revision stays reported as such.
+   */
+  loadingFile?: string;
+  /** Sizes of the configuration's files (checked in git's tree before the checkout, and again when read). */
+  limits?: ConfigLimits;
   /** When writes are allowed (none: always). */
   windows?: SyncWindow[];
   /** The agent's hold on its state folder (state-owner.ts): run locks its earlier starts left are broken. */
@@ -56,6 +67,19 @@ export interface ReconcilerOptions {
 }
 
 const DAY = 86_400_000;
+/** Loads of one revision cut off by a kill before it counts as invalid: one kill may be anything (a node drained), two in a row are the revision. */
+export const LOAD_ATTEMPTS = 2;
+
+/** What the state folder says about the revision last loaded (loadingFile). */
+interface LoadingRecord {
+  revision: string;
+  /** What else decides whether it loads (--path, --cdktf, the size limits): a restart with others loads it again. */
+  settings: string;
+  /** Loads started and never finished (killed). */
+  attempts: number;
+  /** Set once it is known to be invalid. */
+  errors?: string[];
+}
 const short = (rev: string | undefined) => rev?.slice(0, 12);
 
 export class Reconciler {
@@ -103,16 +127,81 @@ export class Reconciler {
   /** Checks the revision out and loads its configuration; on success it is the last good one (kept across restarts). */
   private async load(revision: string, signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string }> {
     const { source, status } = this.o;
+    await this.checkTree(revision);
     await source.checkout(revision, signal);
     if (!this.subjects.has(revision)) this.subjects.set(revision, await source.subject(revision));
     const configDir = path.join(source.dir, this.o.path || '.');
     if (!existsSync(configDir)) throw new Error(`${this.o.path}: no such folder in revision ${short(revision)}`);
+    await this.refuseLinkedPath(configDir);
     const warn = (line: string) => this.o.log.warn(`configuration: ${line}`, { revision: short(revision) });
-    const cfg = await loadConfig(this.o.cdktf ? { file: [], env: [], cdktf: configDir } : { file: [configDir], env: [] }, undefined, warn);
+    await testPoint('config-load');
+    const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
+    // Files only inside the checkout, and no symbolic link at all (a commit on the watched branch must not make the agent read a host file).
+    const files = { root: source.dir, refuseLinks: true };
+    const cfg = await loadConfig(
+      this.o.cdktf ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits) } : { file: [configDir], env: [], files, ...sizeFlags(limits) }, undefined, warn,
+    );
     this.lastGood = { revision, cfg, configDir };
     status.revision.lastGood = revision;
     if (this.o.lastGoodFile) await writeFile(this.o.lastGoodFile, `${revision}\n`, { mode: 0o600 });
     return this.lastGood;
+  }
+
+  /**
+   * Before the checkout, from git's tree: no symbolic link under the configuration's folder (the
+   * folder itself included) and no configuration file over the size limits, so a huge or linked
+   * file is refused without being written out or read.
+   */
+  private async checkTree(revision: string): Promise<void> {
+    const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
+    const problems: string[] = [];
+    let total = 0;
+    for (const e of await this.o.source.tree(revision, this.o.path)) {
+      const hidden = e.path.split('/').some((part) => part.startsWith('.') || part === 'node_modules');
+      if (e.mode === '120000' && !(this.o.cdktf && hidden)) {
+        problems.push(`${e.path}: is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read`);
+      } else if (!this.o.cdktf && !hidden && /\.ya?ml$/i.test(e.path)) {
+        if (e.size > limits.fileBytes) problems.push(`${e.path}: the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(e.size)}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large`);
+        total += e.size;
+      }
+    }
+    if (total > limits.totalBytes) problems.push(`${this.o.path || '.'}: the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (${formatSize(total)}; --max-config-size or KMS_SYNC_MAX_CONFIG_SIZE)`);
+    if (problems.length) throw new Error(problems.slice(0, 20).join('\n'));
+  }
+
+  /** The configuration's folder (every component below the checkout) is no symbolic link. */
+  private async refuseLinkedPath(configDir: string): Promise<void> {
+    let at = this.o.source.dir;
+    for (const part of path.relative(at, configDir).split(path.sep).filter((p) => p && p !== '.')) {
+      at = path.join(at, part);
+      if ((await lstat(at).catch(() => undefined))?.isSymbolicLink()) {
+        throw new Error(`${path.relative(this.o.source.dir, at)}: is a symbolic link: the agent follows no links in its configuration path, and it is not read`);
+      }
+    }
+    const ignore = path.join(configDir, '.kmsignore');
+    if ((await lstat(ignore).catch(() => undefined))?.isSymbolicLink()) throw new Error(`${path.relative(this.o.source.dir, ignore)}: is a symbolic link, and it is not read`);
+  }
+
+  private settings(): string {
+    const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
+    return JSON.stringify([this.o.path, this.o.cdktf, limits.fileBytes, limits.totalBytes]);
+  }
+
+  private async readLoading(): Promise<LoadingRecord | undefined> {
+    if (!this.o.loadingFile) return undefined;
+    try {
+      const v = JSON.parse(await readFile(this.o.loadingFile, 'utf8')) as LoadingRecord;
+      return typeof v.revision === 'string' && typeof v.settings === 'string' && typeof v.attempts === 'number' ? v : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async writeLoading(record: LoadingRecord | undefined): Promise<void> {
+    if (!this.o.loadingFile) return;
+    if (!record) await rm(this.o.loadingFile, { force: true });
+    // Flushed before the load starts: a restart after a kill during the load finds it.
+    else await writeFile(this.o.loadingFile, `${JSON.stringify(record)}\n`, { mode: 0o600, flush: true });
   }
 
   /** After a restart on an invalid or unreachable head: the last good revision recorded in the state folder. */
@@ -131,7 +220,8 @@ export class Reconciler {
   /** Error text with the checkout's absolute path cut to the path inside the repository. */
   private clean(text: string): string {
     const dir = this.o.source.dir.replace(/\/+$/, '');
-    return text.split(`${dir}/`).join('').split(dir).join('.');
+    // Long values cut as the CLI cuts them (a 16 MB value is not kept in the status, the page and every log line).
+    return cutLongValues(text.split(`${dir}/`).join('').split(dir).join('.'));
   }
 
   private async cycle(record: ReconcileRecord, signal: AbortSignal): Promise<void> {
@@ -171,15 +261,33 @@ export class Reconciler {
       record.result = 'invalid';
       record.errors.push(...status.revision.invalid.errors);
     } else if (!good || good.revision !== revision) {
-      try {
-        good = await this.load(revision, signal);
-        delete status.revision.invalid;
-      } catch (e) {
-        if (signal.aborted) throw e;
-        const errors = this.clean((e as Error).message).split('\n').filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
+      const before = await this.readLoading();
+      const settings = this.settings();
+      const known = before?.revision === revision && before.settings === settings ? before : undefined;
+      if (known?.errors || (known && known.attempts >= LOAD_ATTEMPTS)) {
+        // Found invalid before a restart, or its loads were killed (out of memory?) every time: not loaded again.
+        const errors = known.errors ?? [`the agent was killed ${known.attempts} times while loading revision ${short(revision)} (out of memory on a huge or hostile configuration?); it is not loaded again: push a fixed revision`];
+        if (!known.errors) await this.writeLoading({ ...known, errors });
         status.revision.invalid = { revision, errors };
         record.result = 'invalid';
         record.errors.push(...errors);
+      } else {
+        await this.writeLoading({ revision, settings, attempts: (known?.attempts ?? 0) + 1 });
+        try {
+          good = await this.load(revision, signal);
+          delete status.revision.invalid;
+          await this.writeLoading(undefined);
+        } catch (e) {
+          if (signal.aborted) {
+            await this.writeLoading(known);
+            throw e;
+          }
+          const errors = this.clean((e as Error).message).split('\n').filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
+          await this.writeLoading({ revision, settings, attempts: 0, errors });
+          status.revision.invalid = { revision, errors };
+          record.result = 'invalid';
+          record.errors.push(...errors);
+        }
       }
     }
     if (record.result !== 'success' && !good) good = await this.restoreLastGood(signal);
@@ -336,4 +444,9 @@ export class Reconciler {
     if (recorded !== undefined && recorded !== derived) throw new OwnerMovedError(recorded, derived);
     return derived;
   }
+}
+
+/** The limits as the flags loadConfig reads. */
+function sizeFlags(limits: ConfigLimits): { maxFileSize: string; maxConfigSize: string } {
+  return { maxFileSize: String(limits.fileBytes), maxConfigSize: String(limits.totalBytes) };
 }

@@ -129,6 +129,20 @@ export class GitSource {
     await this.git(['clean', '-q', '-ffdx'], signal);
   }
 
+  /**
+   * The files of a revision under a folder of the repository, read from git's tree before a
+   * checkout: mode (120000 is a symbolic link), size in bytes, path inside the repository.
+   */
+  async tree(revision: string, folder: string): Promise<{ mode: string; size: number; path: string }[]> {
+    const out = await this.git(['ls-tree', '-r', '-l', '-z', '--full-tree', revision, '--', folder || '.']);
+    const entries: { mode: string; size: number; path: string }[] = [];
+    for (const line of out.split('\0')) {
+      const m = /^(\d+) \w+ [0-9a-f]+\s+(-|\d+)\t(.*)$/s.exec(line);
+      if (m) entries.push({ mode: m[1]!, size: m[2] === '-' ? 0 : Number(m[2]), path: m[3]! });
+    }
+    return entries;
+  }
+
   /** The commit's subject line (shown on the page; never a secret, but escaped like all text). */
   async subject(revision: string): Promise<string> {
     return this.git(['log', '-1', '--format=%s', revision]).catch(() => '');

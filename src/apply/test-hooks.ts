@@ -12,7 +12,8 @@ export type PipelinePoint =
   | 'after-store' // written to its store: stored but not cleared from the journal
   | 'cleared' // journal entry cleared
   | 'before-revoke' // a revoke is journaled and about to be sent
-  | 'revoke-sent'; // the revoke request is on the wire
+  | 'revoke-sent' // the revoke request is on the wire
+  | 'config-load'; // the agent is about to load a revision's configuration (a kill here stands for one by memory)
 
 const pauses = parsePauses(process.env.KMS_SYNC_TEST_PAUSE);
 const traceFile = process.env.KMS_SYNC_TEST_TRACE;

@@ -7,6 +7,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EXPOSABLE, loopbackHost, type AccessPolicy, type Exposable } from '../agent/access.js';
 import { startAgent, stateLayout } from '../agent/agent.js';
 import { loadSystemdCredentials } from '../agent/credentials.js';
+import { limitsOf } from './config-limits.js';
 import { createLogger } from '../agent/log.js';
 import { AgentMetrics } from '../agent/metrics.js';
 import { Notifier, type NotifierOptions } from '../agent/notify.js';
@@ -22,6 +23,8 @@ interface AgentFlags {
   ref?: string;
   path: string;
   cdktf?: boolean;
+  maxFileSize?: string;
+  maxConfigSize?: string;
   interval: string;
   mode: 'detect' | 'sync' | 'self-heal';
   prune?: boolean;
@@ -129,6 +132,8 @@ export function registerAgent(program: Command) {
     .option('--ref <ref>', 'branch or tag to follow (default: the remote\'s default branch)')
     .option('--path <dir>', 'folder of the configuration inside the repository', '.')
     .option('--cdktf', 'the folder is a CDKTF app (its cdktf.json is run, as plan --cdktf DIR does)')
+    .option('--max-file-size <size>', 'largest configuration file of a revision, e.g. 5MB (default: $KMS_SYNC_MAX_FILE_SIZE or 5MB)')
+    .option('--max-config-size <size>', 'largest sum of a revision\'s configuration files, e.g. 50MB (default: $KMS_SYNC_MAX_CONFIG_SIZE or 50MB)')
     .option('--interval <duration>', 'time between reconciles (Flux\'s interval)', '5m')
     .addOption(new Option('--mode <mode>', 'detect: plan and report drift, never write; sync: apply each new revision; self-heal: also undo drift').choices(['detect', 'sync', 'self-heal']).default('sync'))
     .option('--prune', 'delete what the configuration no longer defines and unmanaged resources in scope, as apply --prune (never protected ones)')
@@ -162,6 +167,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const env = process.env;
   loadSystemdCredentials(env);
   const intervalMs = duration('--interval', o.interval);
+  const limits = limitsOf(o, env);
   const lockTimeoutMs = /^0+[smhdw]?$/.test(o.lockTimeout.trim()) ? 0 : duration('--lock-timeout', o.lockTimeout);
   const listen = parseListen(o.listen);
   const stuckAfterMs = duration('--stuck-timeout', o.stuckTimeout);
@@ -209,7 +215,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
-    suspend: Boolean(o.suspend), listen, stateDir, conn, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),
