@@ -6,6 +6,7 @@
 import type { Agent, IncomingHttpHeaders } from 'node:http';
 import { isAscii } from 'node:buffer';
 import type { LookupFunction } from 'node:net';
+import { registerSecret } from '../model/redact.js';
 
 export class ApiError extends Error {
   readonly status: number;
@@ -389,6 +390,9 @@ export class HttpTransport {
       }
       if (status >= 200 && status < 300) {
         const { value, problem } = readSuccess(text, firstHeader(headers['content-type']), spec.expect);
+        // Raw keys are redacted by value from the moment they are parsed: the service's key format
+        // is not fixed (no prefix to recognise them by), and a later error may echo one.
+        if (write) registerRawKeys(value);
         if (problem === undefined) return value as T;
         // A write answered with something unreadable may still have happened: re-read to find out.
         if (write) throw new AmbiguousWriteError(spec.method, spec.path, `the ${status} answer ${problem}`);
@@ -447,6 +451,21 @@ function connectErrorCode(err: unknown): string {
   const inner = e.errors?.find((x) => x.code)?.code;
   if (inner) return inner;
   return /ECONNREFUSED/.test(e.message ?? '') ? 'ECONNREFUSED' : (e.code ?? '');
+}
+
+/** Every `keys[].key` string of a write's answer (a client, or a list of clients) is registered for redaction. */
+function registerRawKeys(value: unknown, depth = 0): void {
+  if (depth > 3 || value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const item of value) registerRawKeys(item, depth + 1);
+    return;
+  }
+  const keys = (value as { keys?: unknown }).keys;
+  if (!Array.isArray(keys)) return;
+  for (const k of keys) {
+    const raw = k !== null && typeof k === 'object' ? (k as { key?: unknown }).key : undefined;
+    if (typeof raw === 'string' && raw !== '') registerSecret(raw, 'raw key');
+  }
 }
 
 /** The JSON of a 2xx answer, or what is wrong with it. An empty body (204) is undefined. */

@@ -27,23 +27,44 @@ const CREDENTIAL_NAMES = new Set([
   'AZURE_CLIENT_SECRET', 'AZURE_CLIENT_CERTIFICATE_PASSWORD', 'AZURE_STORAGE_KEY', 'AZURE_STORAGE_CONNECTION_STRING', 'AZURE_FEDERATED_TOKEN',
   'GOOGLE_CREDENTIALS', 'GOOGLE_OAUTH_ACCESS_TOKEN', 'CLOUDSDK_AUTH_ACCESS_TOKEN',
   'SOPS_AGE_KEY', 'AGE_IDENTITY', 'NPM_TOKEN', 'NODE_AUTH_TOKEN',
+  'PGPASSWORD', 'MYSQL_PWD', 'KUBE_CONFIG_DATA', 'SLACK_WEBHOOK_URL', 'KMS_SYNC_NOTIFY_WEBHOOK', 'DOCKER_AUTH_CONFIG',
 ]);
 
 /** Name parts that mark a credential variable (`*_TOKEN`, `*_SECRET*`, `*_PASSWORD`, `*_KEY`, …). */
-const CREDENTIAL_PART = /^(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASS|PASSPHRASE|KEYS?|APIKEY|PRIVATE|CREDENTIALS?|CREDS|AUTH|SESSION|COOKIE|JWT|DSN|WEBHOOK|SAS|SIGNATURE|CONNECTION)$/;
+const CREDENTIAL_PART = /^(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASS|PWD|PW|PAT|PASSPHRASE|KEYS?|APIKEY|PRIVATE|CREDENTIALS?|CREDS|AUTH|SESSION|COOKIE|JWT|DSN|WEBHOOK|SAS|SIGNATURE|CONNECTION)$/;
+/** A part that ends in one of these is one too (`PGPASSWORD`, `GHTOKEN`). */
+const CREDENTIAL_END = /(PASSWORD|PASSWD|TOKEN|SECRET|APIKEY)$/;
 /** Name endings that make a matching name safe: it holds a path, an id, an address or a name, not the secret. */
-const SAFE_SUFFIX = /_(FILE|PATH|DIR|ID|URL|ADDR|NAME|REGION|TYPE)$/;
+const SAFE_SUFFIX = /_(FILE|PATH|DIR|ID|URL|ADDR|NAME|REGION|TYPE|CMD|SOCK)$/;
+/** Variables of the shell that are never credentials, whatever their parts say. */
+const NOT_CREDENTIALS = new Set(['PWD', 'OLDPWD']);
+/** Variables whose value is no secret but leads to one: a key file, a socket, git's extra headers. */
+const LEADS_TO_CREDENTIAL = /^(KUBECONFIG|GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_CERTIFICATE_PATH|SSH_AUTH_SOCK|GIT_ASKPASS|SSH_ASKPASS|GIT_CONFIG_(KEY|VALUE)_\d+|GIT_CONFIG_PARAMETERS|NETRC|DOCKER_CONFIG)$/;
 
 /**
- * Whether an environment variable holds a credential, by name: the known names, then any name with
- * a part such as TOKEN, SECRET, PASSWORD or KEY (split on `_`) unless it ends in a safe suffix
- * (`_FILE`, `_PATH`, `_ID`, `_URL`, …: `AWS_ACCESS_KEY_ID`, `SOPS_AGE_KEY_FILE`).
+ * The one predicate of what a credential variable is (redaction by value, git's environment, the
+ * CDKTF app's environment): the known names, then any name with a part such as TOKEN, SECRET,
+ * PASSWORD or KEY (split on `_`) unless it ends in a safe suffix (`_FILE`, `_PATH`, `_ID`, `_URL`,
+ * …: `AWS_ACCESS_KEY_ID`, `SOPS_AGE_KEY_FILE`). Its value is redacted wherever it appears.
  */
 export function isCredentialEnvName(name: string): boolean {
   const upper = name.toUpperCase();
   if (CREDENTIAL_NAMES.has(upper)) return true;
-  if (SAFE_SUFFIX.test(upper)) return false;
-  return upper.split(/_+/).some((part) => CREDENTIAL_PART.test(part));
+  if (NOT_CREDENTIALS.has(upper) || SAFE_SUFFIX.test(upper)) return false;
+  return hasCredentialPart(upper);
+}
+
+const hasCredentialPart = (upper: string) => upper.split(/_+/).some((part) => CREDENTIAL_PART.test(part) || CREDENTIAL_END.test(part));
+
+/**
+ * Whether a variable holds a credential or leads to one (`SOPS_AGE_KEY_FILE`, `AWS_ACCESS_KEY_ID`,
+ * `KUBECONFIG`, `GIT_CONFIG_VALUE_0`): what a child process that runs code kms-sync does not
+ * trust (the CDKTF app) must not get. Redaction only masks the first kind (a path is no secret).
+ */
+export function leadsToCredential(name: string): boolean {
+  const upper = name.toUpperCase();
+  if (isCredentialEnvName(upper) || LEADS_TO_CREDENTIAL.test(upper)) return true;
+  return !NOT_CREDENTIALS.has(upper) && hasCredentialPart(upper);
 }
 
 /** Shapes of credentials, whatever variable (or service answer) they come from. */
@@ -63,11 +84,27 @@ const SHAPES: [RegExp, (m: string) => string][] = [
 /** The shortest value redacted by value: shorter ones ("1", "true") would mask ordinary text. */
 const MIN_SECRET_LENGTH = 8;
 
+/**
+ * Values registered at run time (an identity or a token read from a file, every raw key the moment
+ * a response carries it), each spelled every way it can reach text, by their first
+ * MIN_SECRET_LENGTH characters: a run that issued 20,000 keys redacts a line in one pass over
+ * it, not in 20,000 searches.
+ */
 const registered = new Map<string, string>();
+const registeredByHead = new Map<string, string[]>();
 
-/** Adds a value read at run time (an identity from a file, a token from a file) to those redacted. */
+/** Adds a value read at run time (an identity from a file, a token from a file, a raw key) to those redacted, in all its spellings. */
 export function registerSecret(value: string, label = 'secret'): void {
-  for (const piece of pieces(value)) registered.set(piece, label);
+  for (const piece of spellings(value)) {
+    if (registered.has(piece)) continue;
+    registered.set(piece, label);
+    const head = piece.slice(0, MIN_SECRET_LENGTH);
+    const same = registeredByHead.get(head);
+    if (same) {
+      same.push(piece);
+      same.sort((a, b) => b.length - a.length);
+    } else registeredByHead.set(head, [piece]);
+  }
 }
 
 /** The value, and each of its lines and its escaped forms: what can appear in text. */
@@ -86,17 +123,74 @@ function pieces(value: string): string[] {
   return [...out];
 }
 
-/** Credential values found in the environment, each with the variable it came from (longest first). */
+/**
+ * pieces, plus the encodings a service or a tool may echo a secret in: upper- and lower-cased,
+ * hex (both cases), base64 and base64url, standalone (with and without padding) and inside a
+ * longer encoded text (`Basic base64(user:token)`: the three byte alignments, the characters
+ * that depend on the secret's bytes alone).
+ */
+function spellings(value: string): string[] {
+  const out = new Set<string>();
+  const add = (v: string) => {
+    if (v.length >= MIN_SECRET_LENGTH) out.add(v);
+  };
+  for (const p of pieces(value)) {
+    add(p);
+    // Other cases only for token-length values: a short one would mask ordinary words.
+    if (p.length >= 16) {
+      add(p.toUpperCase());
+      add(p.toLowerCase());
+    }
+    const bytes = Buffer.from(p, 'utf8');
+    const hex = bytes.toString('hex');
+    add(hex);
+    add(hex.toUpperCase());
+    for (const align of [0, 1, 2]) {
+      const shifted = Buffer.concat([Buffer.alloc(align), bytes]);
+      const b64 = shifted.toString('base64');
+      // Characters of whole 3-byte groups, after the ones the alignment bytes share.
+      const whole = b64.slice(0, Math.floor(shifted.length / 3) * 4).slice(align === 0 ? 0 : align + 1);
+      add(whole);
+      add(toBase64Url(whole));
+      if (align === 0) {
+        add(b64);
+        add(b64.replace(/=+$/, ''));
+        add(toBase64Url(b64).replace(/=+$/, ''));
+      }
+    }
+  }
+  return [...out];
+}
+
+const toBase64Url = (b64: string) => b64.replace(/\+/g, '-').replace(/\//g, '_');
+
+/** Spellings of the environment's credential values, by value: computed once per value. */
+const spelled = new Map<string, string[]>();
+function spellingsOf(value: string): string[] {
+  let s = spelled.get(value);
+  if (!s) {
+    s = spellings(value);
+    if (spelled.size < 1000) spelled.set(value, s);
+  }
+  return s;
+}
+
+/** Credential values found in the environment and registered, each with where it came from (longest first). */
 export function credentialValues(env: NodeJS.ProcessEnv = process.env): [value: string, label: string][] {
-  const found = new Map<string, string>(registered);
+  return [...new Map([...registered, ...environmentValues(env)])].sort((a, b) => b[0].length - a[0].length);
+}
+
+/** The environment's credential values in all their spellings (longest first); registered ones are matched by redactRegistered. */
+function environmentValues(env: NodeJS.ProcessEnv): [value: string, label: string][] {
+  const found = new Map<string, string>();
   for (const [name, value] of Object.entries(env)) {
     if (!value) continue;
-    if (isCredentialEnvName(name)) for (const p of pieces(value)) if (!found.has(p)) found.set(p, name);
+    if (isCredentialEnvName(name)) for (const p of spellingsOf(value)) if (!found.has(p)) found.set(p, name);
     // A URL with a password (KMS_API_URL, VAULT_ADDR, a proxy): the password is a credential.
     if (value.includes('@') && /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
       try {
         const u = new URL(value);
-        if (u.password) for (const p of pieces(decodeURIComponent(u.password))) if (!found.has(p)) found.set(p, name);
+        if (u.password) for (const p of spellingsOf(decodeURIComponent(u.password))) if (!found.has(p)) found.set(p, name);
       } catch {
         // not a URL
       }
@@ -108,13 +202,33 @@ export function credentialValues(env: NodeJS.ProcessEnv = process.env): [value: 
 /** Whether the text holds a known credential value or anything shaped like one. */
 export function holdsCredential(text: string, env: NodeJS.ProcessEnv = process.env): boolean {
   if (SHAPES.some(([re]) => new RegExp(re.source).test(text))) return true;
-  return credentialValues(env).some(([v]) => text.includes(v));
+  if (environmentValues(env).some(([v]) => text.includes(v))) return true;
+  return redactRegistered(text) !== text;
 }
 
 /** The text with every known credential value and every credential-shaped string replaced. */
 export function redactCredentials(text: string, env: NodeJS.ProcessEnv = process.env): string {
-  let s = text;
-  for (const [value, label] of credentialValues(env)) if (s.includes(value)) s = s.split(value).join(`[REDACTED ${label}]`);
+  let s = redactRegistered(text);
+  for (const [value, label] of environmentValues(env)) if (s.includes(value)) s = s.split(value).join(`[REDACTED ${label}]`);
   for (const [re, by] of SHAPES) s = s.replace(re, by);
   return s;
+}
+
+/** Registered values replaced: one pass, a lookup of the next MIN_SECRET_LENGTH characters at each place. */
+function redactRegistered(text: string): string {
+  if (registered.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  let out = '';
+  let copied = 0;
+  for (let i = 0; i + MIN_SECRET_LENGTH <= text.length; ) {
+    const candidates = registeredByHead.get(text.slice(i, i + MIN_SECRET_LENGTH));
+    const hit = candidates?.find((c) => text.startsWith(c, i));
+    if (hit === undefined) {
+      i++;
+      continue;
+    }
+    out += `${text.slice(copied, i)}[REDACTED ${registered.get(hit)}]`;
+    i += hit.length;
+    copied = i;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
 }

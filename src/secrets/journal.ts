@@ -33,6 +33,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import { AgeKeys, ageDecrypt, ageEncrypt } from './age-keys.js';
+import { registerSecret } from '../model/redact.js';
 import { SecretStoreError, describeIoError, redactSecrets } from './errors.js';
 import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, removeStaleTemps, withLock } from './fsutil.js';
 import type { OpenStoreOptions, SecretMetadata, SecretStore } from './store.js';
@@ -629,6 +630,8 @@ function toEntry(v: unknown, id: string): JournalEntry | undefined {
   if (o.id !== id) return undefined; // a frame's body must belong to its header's id
   if (typeof o.storeUri !== 'string' || typeof o.name !== 'string' || typeof o.value !== 'string') return undefined;
   if (!o.meta || typeof o.meta !== 'object' || typeof o.createdAt !== 'string') return undefined;
+  // A raw key read back (recovery, the journal's flush) is redacted by value from here on, as when it was issued.
+  registerSecret(o.value, 'raw key');
   return {
     id,
     storeUri: o.storeUri,

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { cutLongValues, guardOutput, printable, quoted } from '../../src/model/printable.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { credentialValues, holdsCredential, isCredentialEnvName, redactCredentials } from '../../src/model/redact.js';
+import { credentialValues, holdsCredential, isCredentialEnvName, leadsToCredential, redactCredentials, registerSecret } from '../../src/model/redact.js';
 import { redactReport } from '../../src/report/redact.js';
 import { safeUriForMessage } from '../../src/secrets/store.js';
 import { repoRoot } from '../support/cli.js';
@@ -58,6 +58,36 @@ describe('redaction by value', () => {
     expect(credentialValues({ A_TOKEN: 'short' })).toEqual([]); // too short to mask ordinary text
     expect(holdsCredential(`copy ${KEY}`, {})).toBe(true);
     expect(holdsCredential('plain text', env)).toBe(false);
+  });
+});
+
+describe('redaction of encoded spellings (issue 34)', () => {
+  it('masks base64, base64url, hex and upper-cased forms of a credential, also inside a longer encoded text', () => {
+    const token = 'T0ken-' + 'Zq9xWv3Lp'.repeat(3);
+    const env = { DEPLOY_TOKEN: token };
+    const b = Buffer.from(token);
+    for (const form of [b.toString('base64'), b.toString('base64url'), b.toString('hex'), b.toString('hex').toUpperCase(), token.toUpperCase(), Buffer.from(`user:${token}`).toString('base64'), Buffer.from(`ab${token}`).toString('base64')]) {
+      const out = redactCredentials(`Authorization: Basic ${form} end`, env);
+      expect(out, form).toContain('[REDACTED DEPLOY_TOKEN]');
+      expect(out, form).not.toContain(form);
+    }
+  });
+
+  it('a registered value (a raw key of any format) is masked in every spelling, in one pass however many are registered', () => {
+    const raws = Array.from({ length: 2000 }, (_, i) => `r${i}-` + 'Kq8ZmW1v'.repeat(4));
+    for (const r of raws) registerSecret(r, 'raw key');
+    const last = raws.at(-1)!;
+    const text = `echo ${last} ${Buffer.from(last).toString('hex')} ${Buffer.from(last).toString('base64url')} done`;
+    expect(redactCredentials(text, {})).toBe('echo [REDACTED raw key] [REDACTED raw key] [REDACTED raw key] done');
+    expect(holdsCredential(`x${raws[7]}y`, {})).toBe(true);
+  });
+
+  it('one predicate: what is a credential, and what leads to one (kept from the CDKTF app, not redacted)', () => {
+    for (const n of ['PGPASSWORD', 'MYSQL_PWD', 'DOCKERHUB_PAT', 'LDAP_BIND_PW', 'SLACK_WEBHOOK_URL', 'KUBE_CONFIG_DATA']) expect(isCredentialEnvName(n), n).toBe(true);
+    for (const n of ['SOPS_AGE_KEY_FILE', 'AWS_ACCESS_KEY_ID', 'GIT_CONFIG_VALUE_0', 'KUBECONFIG', 'SSH_AUTH_SOCK', 'ACTIONS_ID_TOKEN_REQUEST_URL', 'AZURE_CLIENT_CERTIFICATE_PATH']) {
+      expect(leadsToCredential(n), n).toBe(true);
+    }
+    for (const n of ['HOME', 'PATH', 'PWD', 'STAGE', 'NODE_OPTIONS', 'CI']) expect(leadsToCredential(n), n).toBe(false);
   });
 });
 
