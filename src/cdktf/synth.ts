@@ -6,7 +6,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { SynthesizedStack } from './stack-reader.js';
-import { REDACTED } from '../model/redact.js';
+import { REDACTED, holdsCredential, leadsToCredential } from '../model/redact.js';
 
 /** A CDKTF project or synth output that cannot be read at all (not a problem inside a stack). */
 export class CdktfError extends Error {
@@ -40,26 +40,17 @@ export async function readCdktfJson(dir: string): Promise<CdktfProject> {
 }
 
 /**
- * The credentials kms-sync holds (the project key, CI and store tokens, cloud secrets), by name:
- * the app needs none of them to synthesize (issue 26: the app is code from the configuration's
- * repository, a pull request's included), so they are removed from its environment.
+ * The app's environment: `env` without what is or leads to a credential (model/redact.ts's one
+ * predicate: by name, by the parts of a name, by value). The app is code from the configuration's
+ * repository (a pull request's included; issue 26) and needs none of them to synthesize. This is
+ * scrubbing, not isolation: the app runs as the same user (docs/security.md).
  */
-const CREDENTIAL_NAMES = new Set([
-  'KMS_API_KEY', 'KMS_EMULATOR_API_KEY', 'VAULT_TOKEN', 'GITHUB_TOKEN', 'GH_TOKEN', 'GITLAB_TOKEN', 'CI_JOB_TOKEN', 'CI_JOB_JWT', 'CI_JOB_JWT_V2',
-  'ACTIONS_ID_TOKEN_REQUEST_TOKEN', 'ACTIONS_ID_TOKEN_REQUEST_URL', 'ACTIONS_RUNTIME_TOKEN', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN',
-  'AWS_WEB_IDENTITY_TOKEN_FILE', 'AZURE_CLIENT_SECRET', 'AZURE_CLIENT_CERTIFICATE_PATH', 'AZURE_CLIENT_CERTIFICATE_PASSWORD', 'AZURE_FEDERATED_TOKEN_FILE',
-  'GOOGLE_APPLICATION_CREDENTIALS', 'SOPS_AGE_KEY', 'SOPS_AGE_KEY_FILE', 'SOPS_AGE_KEY_CMD', 'NPM_TOKEN', 'NODE_AUTH_TOKEN', 'SSH_AUTH_SOCK', 'DOCKER_AUTH_CONFIG',
-]);
-const CREDENTIAL_SHAPE = /TOKEN|SECRET|PASSW(OR)?D|API_?KEY|PRIVATE_?KEY|CREDENTIAL|_AUTH$/i;
-const KEY_VALUE = /^\s*(sk_(live|test)_|kmsc_|AGE-SECRET-KEY-)|:\/\/[^/@\s]*:[^/@\s]+@/;
-
-/** The app's environment: `env` without the credentials (by name, by shape of name, or by value). */
 export function appEnvironment(env: NodeJS.ProcessEnv): { env: NodeJS.ProcessEnv; removed: Map<string, string> } {
   const kept: NodeJS.ProcessEnv = {};
   const removed = new Map<string, string>();
   for (const [k, v] of Object.entries(env)) {
     if (v === undefined) continue;
-    if (CREDENTIAL_NAMES.has(k.toUpperCase()) || CREDENTIAL_SHAPE.test(k) || KEY_VALUE.test(v)) removed.set(k, v);
+    if (leadsToCredential(k) || holdsCredential(v, env)) removed.set(k, v);
     else kept[k] = v;
   }
   return { env: kept, removed };
