@@ -17,6 +17,8 @@ export interface CdktfOptions {
   dir?: string;
   /** An existing synth output (cdktf.out) to read instead of running the app. */
   outDir?: string;
+  /** Largest synthesized file read (manifest.json, a stack's cdk.tf.json), and their sum (default 50 MB). */
+  maxBytes?: number;
   /** Stack names to read (default: all). */
   stacks?: readonly string[];
   /** Environment of the app and source of TF_VAR_* (default: process.env). */
@@ -52,11 +54,11 @@ export async function loadCdktf(o: CdktfOptions): Promise<CdktfInput> {
   let synthMs = 0;
   let appStderr = '';
   if (o.outDir) {
-    stacks = await readSynthOutput(path.resolve(cwd, o.outDir), { ...(names ? { names } : {}), persistent: true, cwd });
+    stacks = await readSynthOutput(path.resolve(cwd, o.outDir), { ...(names ? { names } : {}), persistent: true, cwd, ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}) });
   } else {
     const project = await readCdktfJson(projectDir);
     const t0 = performance.now();
-    ({ stacks, stderr: appStderr } = await synthesize(project, { ...(names ? { names } : {}), env, cwd }));
+    ({ stacks, stderr: appStderr } = await synthesize(project, { ...(names ? { names } : {}), env, cwd, ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}) }));
     synthMs = performance.now() - t0;
   }
   const t1 = performance.now();

@@ -2,7 +2,7 @@
 // in its folder, with CDKTF_OUTDIR pointing at a temporary folder; then manifest.json and every
 // stacks/<name>/cdk.tf.json. No terraform, no network: the app is the user's own program.
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, realpath, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { SynthesizedStack } from './stack-reader.js';
@@ -107,13 +107,18 @@ interface Manifest {
  * Reads manifest.json and the selected stacks (all when `names` is empty). `persistent` output
  * keeps its file names and text for line:column in problems.
  */
-export async function readSynthOutput(outDir: string, o: { names?: readonly string[]; persistent: boolean; cwd: string }): Promise<SynthesizedStack[]> {
+export async function readSynthOutput(outDir: string, o: { names?: readonly string[]; persistent: boolean; cwd: string; maxBytes?: number }): Promise<SynthesizedStack[]> {
   const manifestFile = path.join(outDir, 'manifest.json');
+  // A synth output handed on from another job (--cdktf-out) is data written by the app: its files
+  // are read only inside the output folder, within a size, and a parse error quotes none of them.
+  const realOut = await realpath(outDir).catch(() => path.resolve(outDir));
+  const budget = { left: o.maxBytes ?? SYNTH_MAX_BYTES };
   let manifest: Manifest;
   try {
-    manifest = JSON.parse(await readFile(manifestFile, 'utf8')) as Manifest;
+    manifest = JSON.parse(await readInside(manifestFile, manifestFile, realOut, budget)) as Manifest;
   } catch (e) {
-    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : (e as Error).message;
+    if (e instanceof CdktfError) throw e;
+    const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : e instanceof SyntaxError ? 'not valid JSON' : (e as Error).message;
     throw new CdktfError(`${manifestFile}: ${why} (is ${outDir} the output of cdktf synth, and did the app call app.synth()?)`);
   }
   const all = Object.entries(manifest.stacks ?? {});
@@ -129,15 +134,18 @@ export async function readSynthOutput(outDir: string, o: { names?: readonly stri
     const shown = o.persistent ? path.relative(o.cwd, file) || file : `stack "${name}"`;
     let text: string;
     try {
-      text = await readFile(file, 'utf8');
+      text = await readInside(file, shown, realOut, budget);
     } catch (e) {
-      throw new CdktfError(`${shown}: cannot read (${(e as Error).message})`);
+      if (e instanceof CdktfError) throw e;
+      throw new CdktfError(`${shown}: cannot read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
     }
     let json: unknown;
     try {
       json = JSON.parse(text);
     } catch (e) {
-      throw new CdktfError(`${shown}: not valid JSON (${(e as Error).message})`);
+      // Only where: Node's message quotes the text around the error.
+      const at = /position (\d+)/.exec((e as Error).message)?.[1];
+      throw new CdktfError(`${shown}: not valid JSON${at ? ` (at character ${at})` : ''}`);
     }
     if (!json || typeof json !== 'object' || Array.isArray(json)) throw new CdktfError(`${shown}: not a Terraform JSON configuration`);
     stacks.push({ name, file: shown, json: json as Record<string, unknown>, ...(o.persistent ? { text } : {}) });
@@ -145,12 +153,26 @@ export async function readSynthOutput(outDir: string, o: { names?: readonly stri
   return stacks;
 }
 
+/** The most a synth output's files may hold together, by default (a stack of 10,000 clients is a few MB). */
+const SYNTH_MAX_BYTES = 50 * 1024 * 1024;
+
+/** A file of the synth output, if it resolves inside it and fits what is left of the budget. */
+async function readInside(file: string, shown: string, realOut: string, budget: { left: number }): Promise<string> {
+  const real = await realpath(file);
+  const rel = path.relative(realOut, real);
+  if (rel.startsWith('..') || path.isAbsolute(rel)) throw new CdktfError(`${shown}: resolves outside the synth output folder (a symbolic link, or a stack path with ..): it is not read`);
+  const size = (await stat(real)).size;
+  if (size > budget.left) throw new CdktfError(`${shown}: the synth output is larger than ${Math.round((budget.left + 0) / 1024 / 1024)} MB left of its limit (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE): it is not read`);
+  budget.left -= size;
+  return readFile(real, 'utf8');
+}
+
 /** Synthesizes the project into a temporary folder, reads it, removes the folder; the app's stderr with the stacks. */
-export async function synthesize(project: CdktfProject, o: { names?: readonly string[]; env: NodeJS.ProcessEnv; cwd: string }): Promise<{ stacks: SynthesizedStack[]; stderr: string }> {
+export async function synthesize(project: CdktfProject, o: { names?: readonly string[]; env: NodeJS.ProcessEnv; cwd: string; maxBytes?: number }): Promise<{ stacks: SynthesizedStack[]; stderr: string }> {
   const out = await mkdtemp(path.join(tmpdir(), 'kms-sync-cdktf-'));
   try {
     const { stderr } = await runApp(project, out, o.env);
-    return { stacks: await readSynthOutput(out, { ...(o.names ? { names: o.names } : {}), persistent: false, cwd: o.cwd }), stderr };
+    return { stacks: await readSynthOutput(out, { ...(o.names ? { names: o.names } : {}), persistent: false, cwd: o.cwd, ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}) }), stderr };
   } finally {
     await rm(out, { recursive: true, force: true });
   }

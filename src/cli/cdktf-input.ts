@@ -8,6 +8,7 @@ import { CdktfError, desiredStateToCdktf, loadCdktf, type CdktfFlavour, type Cdk
 import type { DesiredState } from '../model/index.js';
 import { printable } from '../model/printable.js';
 import { UsageError } from './errors.js';
+import { configLimits, type ConfigLimits } from '../config/limits.js';
 import { err } from './output.js';
 import { clearReadProgress } from './read-progress.js';
 
@@ -32,7 +33,7 @@ export function usesCdktf(o: CdktfFlags): boolean {
 }
 
 /** Synthesizes (or reads) the CDKTF stacks the flags name; undefined when none are named. */
-export async function readCdktfFlags(o: CdktfFlags): Promise<CdktfInput | undefined> {
+export async function readCdktfFlags(o: CdktfFlags, limits: ConfigLimits = configLimits()): Promise<CdktfInput | undefined> {
   if (!usesCdktf(o)) {
     if (o.stack?.length) throw new UsageError('--stack needs --cdktf [DIR] or --cdktf-out DIR');
     return undefined;
@@ -43,6 +44,7 @@ export async function readCdktfFlags(o: CdktfFlags): Promise<CdktfInput | undefi
       ...(typeof o.cdktf === 'string' ? { dir: o.cdktf } : o.cdktf === true ? { dir: '.' } : {}),
       ...(o.cdktfOut !== undefined ? { outDir: o.cdktfOut } : {}),
       stacks: o.stack ?? [],
+      maxBytes: limits.totalBytes,
     });
   } catch (e) {
     if (e instanceof CdktfError) throw new UsageError(e.message);

@@ -70,7 +70,7 @@ export async function loadConfig(
 ): Promise<LoadedConfig> {
   performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const limits = limitsOf(o);
-  const cdktf = await readCdktfFlags(o);
+  const cdktf = await readCdktfFlags(o, limits);
   if (o.file.length === 0 && !cdktf) {
     const found = await findDefaultConfig();
     if (!found) throw new UsageError(`no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`);

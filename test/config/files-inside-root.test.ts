@@ -101,6 +101,44 @@ describe('configuration files stay inside their folder (issue 34)', () => {
   });
 });
 
+describe('the default ignore file stays inside the working directory (issue 34)', () => {
+  it('a committed .kmsignore that links to /etc/passwd is refused, its lines never quoted', async () => {
+    const dir = scratch({ 'config/project.yaml': GOOD });
+    symlinkSync('/etc/passwd', path.join(dir, '.kmsignore'));
+    const env = { KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'sk_test_filesinsideroot0001' };
+    for (const args of [['plan', '-f', 'config'], ['drift', '-f', 'config']]) {
+      const r = await runCli(args, { cwd: dir, env });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain('.kmsignore resolves outside the working directory (through a symbolic link)');
+      expect(r.stdout + r.stderr).not.toContain('root:x:0');
+    }
+  });
+});
+
+describe('a synth output handed on from another job (--cdktf-out) is read inside its folder (issue 34)', () => {
+  it('a stack path with .. and a linked manifest.json are refused; a parse error quotes nothing', async () => {
+    const outside = scratch({ 'secret.json': `{"x": "${MOUNTED_SECRET}"}`, 'bad.json': `${MOUNTED_SECRET} not json` });
+    const escaping = scratch({ 'cdktf.out/manifest.json': JSON.stringify({ version: '0.21.0', stacks: { s: { name: 's', synthesizedStackPath: `../../${path.basename(outside)}/secret.json` } } }) });
+    const linked = scratch({ 'cdktf.out/stacks/s/cdk.tf.json': '{}' });
+    symlinkSync('/proc/self/environ', path.join(linked, 'cdktf.out', 'manifest.json'));
+    const garbled = scratch({ 'cdktf.out/manifest.json': JSON.stringify({ version: '0.21.0', stacks: { s: { name: 's', synthesizedStackPath: 'stacks/s/cdk.tf.json' } } }) });
+    mkdirSync(path.join(garbled, 'cdktf.out', 'stacks', 's'), { recursive: true });
+    writeFileSync(path.join(garbled, 'cdktf.out', 'stacks', 's', 'cdk.tf.json'), readFileSync(path.join(outside, 'bad.json')));
+    const env = { [RUNNER_VAR]: RUNNER_VALUE };
+    const e = await runCli(['validate', '--cdktf-out', 'cdktf.out'], { cwd: escaping, env });
+    expect(e.stderr).toContain('resolves outside the synth output folder');
+    const l = await runCli(['validate', '--cdktf-out', 'cdktf.out'], { cwd: linked, env });
+    expect(l.stderr).toContain('manifest.json: resolves outside the synth output folder');
+    const g = await runCli(['validate', '--cdktf-out', 'cdktf.out'], { cwd: garbled, env });
+    expect(g.stderr).toMatch(/cdk\.tf\.json: not valid JSON\s*(\(at character \d+\))?$/m);
+    for (const r of [e, l, g]) {
+      expect(r.code).toBe(1);
+      expect(r.stdout + r.stderr).not.toContain(MOUNTED_SECRET.slice(0, 8));
+      expect(r.stdout + r.stderr).not.toContain(RUNNER_VALUE.slice(0, 8));
+    }
+  });
+});
+
 describe('size limits of configuration files (issue 34)', () => {
   it('a file over the limit is refused before it is parsed, naming the file and the limit; the flag and the variable raise it', async () => {
     const big = `${GOOD}# ${'x'.repeat(6 * 1024 * 1024)}\n`;
