@@ -69,6 +69,7 @@ export interface ReconcilerOptions {
 const DAY = 86_400_000;
 /** Loads of one revision cut off by a kill before it counts as invalid: one kill may be anything (a node drained), two in a row are the revision. */
 export const LOAD_ATTEMPTS = 2;
+const CONFIG_NAME = /\.(ya?ml|json)$/i;
 
 /** What the state folder says about the revision last loaded (loadingFile). */
 interface LoadingRecord {
@@ -156,9 +157,13 @@ export class Reconciler {
     const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
     const problems: string[] = [];
     let total = 0;
+    const folder = (this.o.path || '.').replace(/\/+$/, '');
     for (const e of await this.o.source.tree(revision, this.o.path)) {
       const hidden = e.path.split('/').some((part) => part.startsWith('.') || part === 'node_modules');
-      if (e.mode === '120000' && !(this.o.cdktf && hidden)) {
+      // Links the loader would read (configuration files, the ignore file), or the folder itself;
+      // a link elsewhere in the tree (a README, a hidden folder) is nothing the agent reads.
+      const read = e.path === folder || e.path === `${folder}/.kmsignore` || (!hidden && !this.o.cdktf && CONFIG_NAME.test(e.path)) || (this.o.cdktf && !hidden);
+      if (e.mode === '120000' && read) {
         problems.push(`${e.path}: is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read`);
       } else if (!this.o.cdktf && !hidden && /\.ya?ml$/i.test(e.path)) {
         if (e.size > limits.fileBytes) problems.push(`${e.path}: the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(e.size)}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large`);

@@ -61,9 +61,9 @@ export class GitSource {
     return env;
   }
 
-  private git(args: string[], signal?: AbortSignal): Promise<string> {
+  private git(args: string[], signal?: AbortSignal, maxBuffer = 4 << 20): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: this.opts.timeoutMs ?? 120_000, maxBuffer: 4 << 20, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
+      execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: this.opts.timeoutMs ?? 120_000, maxBuffer, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
         if (!error) return resolve(stdout.trim());
         // git's own message, without the URL's credentials (none are in it; a user may have put some there).
         const text = String(stderr || error.message).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('hint:')).slice(-3).join('; ');
@@ -134,7 +134,8 @@ export class GitSource {
    * checkout: mode (120000 is a symbolic link), size in bytes, path inside the repository.
    */
   async tree(revision: string, folder: string): Promise<{ mode: string; size: number; path: string }[]> {
-    const out = await this.git(['ls-tree', '-r', '-l', '-z', '--full-tree', revision, '--', folder || '.']);
+    // A large repository's listing (its --path the root) runs to megabytes: 64 MB of it are read.
+    const out = await this.git(['ls-tree', '-r', '-l', '-z', '--full-tree', revision, '--', folder || '.'], undefined, 64 << 20);
     const entries: { mode: string; size: number; path: string }[] = [];
     for (const line of out.split('\0')) {
       const m = /^(\d+) \w+ [0-9a-f]+\s+(-|\d+)\t(.*)$/s.exec(line);

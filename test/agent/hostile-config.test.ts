@@ -5,6 +5,8 @@
 // /api/status, the page nor the log holds a byte of the host files. An agent killed while loading
 // a revision (as by memory) twice in a row does not load it a third time after its restart.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../crash/lib.js';
@@ -15,6 +17,22 @@ const MOUNTED_SECRET = 'mounted-secret-Zr8Qw2Nx5Tb7Kc';
 const RUNNER_VAR = 'RUNNER_MARKER';
 const RUNNER_VALUE = 'agent-env-value-91be44d0aa';
 const ENGINE = /RangeError|TypeError|Maximum call stack|^\s+at .+:\d+:\d+\)?$/m;
+
+/** Records every commit status and notification the agent sends. */
+async function recorder(): Promise<{ url: string; bodies: { path: string; body: string }[]; close: () => void }> {
+  const bodies: { path: string; body: string }[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      bodies.push({ path: req.url ?? '', body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, bodies, close: () => server.close() };
+}
 
 async function stop(agent: AgentProc): Promise<void> {
   agent.child.kill('SIGTERM');
@@ -45,7 +63,10 @@ describe('kms-sync agent and a hostile revision', () => {
   it('links to host files and a linked --path folder: refused before reading, nothing of them shown', async () => {
     const secretFile = path.join(f.root, 'mounted-password');
     writeFileSync(secretFile, `${MOUNTED_SECRET}\n`);
-    const agent = await startAgent(f, ['--path', 'config', '--mode', 'sync', '--interval', '1s'], { [RUNNER_VAR]: RUNNER_VALUE });
+    const sink = await recorder();
+    const agent = await startAgent(f, ['--path', 'config', '--mode', 'sync', '--interval', '1s', '--commit-status', 'github', '--status-repo', 'acme/kms'], {
+      [RUNNER_VAR]: RUNNER_VALUE, GITHUB_TOKEN: 'ghp_hostileconfigtest000000000000000000', GITHUB_API_URL: `${sink.url}/github`, KMS_SYNC_NOTIFY_WEBHOOK: `${sink.url}/slack/T0/B0/x`,
+    });
     await until(agent, 'the good revision synced', (s) => s.revision.synced === good);
     f.repo.link('config/env.yaml', '/proc/self/environ');
     f.repo.link('config/db.yaml', secretFile);
@@ -55,10 +76,13 @@ describe('kms-sync agent and a hostile revision', () => {
     expect(errors).toContain('config/env.yaml: is a symbolic link: the agent follows no links in its configuration');
     expect(errors).toContain('config/db.yaml: is a symbolic link');
     expect(s.lastReconcile.note).toContain(`reconciling against the last good one, ${good.slice(0, 12)}`);
-    const shown = await everything(agent);
+    // The failure went out as a commit status on the linked revision and a notification.
+    expect(await waitFor(() => sink.bodies.some((b) => b.path.endsWith(linked)) && sink.bodies.some((b) => b.path.startsWith('/slack/') && b.body.includes(':x:')), 15_000)).toBe(true);
+    const shown = `${await everything(agent)}\n${sink.bodies.map((b) => b.body).join('\n')}`;
     expect(shown).not.toContain(MOUNTED_SECRET);
     expect(shown).not.toContain(RUNNER_VALUE);
     await stop(agent);
+    sink.close();
 
     // The whole --path folder a link (to a folder of the checkout, or anywhere).
     f.repo.link('linked', 'config');
