@@ -3,7 +3,7 @@
 // forms to /api/suspend and /api/resume and sends a no-cors fetch, against an agent without a token
 // (loopback) and one with a token whose page the operator opened with basic auth (the browser
 // answers the agent's challenges with the cached credentials). The agent stays as it was. Then the
-// agent's own page suspends and resumes it with the token typed once (kept in sessionStorage).
+// agent's own page suspends and resumes it (with a token: typed once, kept in sessionStorage).
 // Skipped loudly without chromium.
 import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -72,7 +72,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
     return statuses;
   }
 
-  it('without a token (loopback): forms and a no-cors fetch from another site neither suspend nor resume the agent', async () => {
+  it('without a token (loopback): forms and a no-cors fetch from another site neither suspend nor resume the agent; its own page does', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
     const attacker = await serveAttacker(agent.url);
     const context = await browser.newContext();
@@ -84,6 +84,14 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
       // Suspended by the operator: the forged resumes leave it suspended.
       expect((await agent.post('/api/suspend', '{}', JSON_BODY)).status).toBe(200);
       await attack(context, attacker.url, agent, ['/resume-text', '/resume-urlencoded']);
+      expect((await agent.status()).agent.suspended).toBe(true);
+      // The agent's own page (no token to ask for on loopback): its button resumes and suspends.
+      const page = await context.newPage();
+      await page.goto(agent.url);
+      expect(await page.locator('#token').count()).toBe(0);
+      await Promise.all([page.waitForEvent('load'), page.click('button[value="resume"]')]);
+      expect((await agent.status()).agent.suspended).toBe(false);
+      await Promise.all([page.waitForEvent('load'), page.click('button[value="suspend"]')]);
       expect((await agent.status()).agent.suspended).toBe(true);
       // Suspension is kept in the state folder: resumed for the next test.
       expect((await agent.post('/api/resume', '{}', JSON_BODY)).status).toBe(200);
