@@ -1,8 +1,9 @@
 // The agent's --state-dir holds the journal, the default store, the age key and a git checkout
 // whose hooks git would run: a folder another user may write (or replace) is refused at start,
-// with the compile cache's rules (compile-cache.ts): ours, not writable by others, and every
-// folder above it ours or root's and not writable by others unless sticky. The one exception is a
-// Kubernetes volume with `fsGroup`: root's folder, writable by our own primary group.
+// with the compile cache's rules (compile-cache.ts): it and its entries ours (or root's, who may do
+// anything anyway: a volume's root, its lost+found) and not writable by others, nor by a group other
+// than our own primary one (a Kubernetes volume with `fsGroup` is group-writable by it), and every
+// folder above it ours or root's and not writable by others unless sticky.
 import { lstatSync, readdirSync, realpathSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { unsafeParentReason } from './compile-cache.js';
@@ -44,8 +45,7 @@ function nearestExisting(dir: string): string {
 }
 
 function checkOne(p: string, uid: number, gid: number | undefined, st: Stats = lstatSync(p)): string | undefined {
-  const fsGroupVolume = st.uid === 0 && st.gid === gid && (st.mode & 0o2000) !== 0;
-  if (st.uid !== uid && !fsGroupVolume) return `${p} is owned by another user (uid ${st.uid})`;
+  if (st.uid !== uid && st.uid !== 0) return `${p} is owned by another user (uid ${st.uid})`;
   if (st.mode & 0o002) return `${p} is writable by other users (mode ${mode(st)})`;
   if (st.mode & 0o020 && st.gid !== gid) return `${p} is writable by its group (gid ${st.gid}, mode ${mode(st)})`;
   return undefined;
