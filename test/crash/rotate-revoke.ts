@@ -136,7 +136,8 @@ export async function runRotateRevoke(o: RotateRevokeOptions): Promise<Figures> 
       await emu.faults(null);
       for (const k of await emu.liveKeys(ENV)) issued.add(k.id);
       const problems: string[] = [];
-      if (!landed) problems.push(`the kill aimed at ${aim} never landed (rotate exited ${code})`);
+      // A random kill may come after a short run has ended; an aimed one must land.
+      if (!landed && aim !== 'random') problems.push(`the kill aimed at ${aim} never landed (rotate exited ${code})`);
       let converged = false;
       for (let attempt = 1; attempt <= 3 && !converged; attempt++) converged = (await run(['apply', '-f', 'config', '--auto-approve'])).code === 0;
       if (!converged) problems.push('apply did not converge');
