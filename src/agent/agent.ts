@@ -11,7 +11,7 @@ import type { ConfigLimits } from '../config/limits.js';
 import type { Logger } from './log.js';
 import { AgentMetrics } from './metrics.js';
 import { Reconciler } from './reconciler.js';
-import { startServer } from './server.js';
+import { startServer, type PushEvent } from './server.js';
 import { ownStateFolder, type StateOwnership } from './state-owner.js';
 import { GitSource, shownRepo } from './source.js';
 import type { AgentStatus, Mode, ReconcileRecord, Trigger } from './status.js';
@@ -26,6 +26,10 @@ export interface AgentOptions {
   intervalMs: number;
   mode: Mode;
   prune: boolean;
+  /** Also delete unmanaged resources in scope (--prune-unmanaged). */
+  pruneUnmanaged?: boolean;
+  /** The deletion guard (--max-deletes; default 10). */
+  maxDeletes?: number;
   suspend: boolean;
   listen: { host: string; port: number };
   stateDir: string;
@@ -91,9 +95,12 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}) });
   const notifier = o.notifier?.(metrics);
   let ownership: StateOwnership | undefined;
+  /** Revisions whose held deletes an operator approved through the API (until the agent stops). */
+  const approvals = new Set<string>();
   const reconciler = new Reconciler({
     incarnation: () => ownership?.incarnation,
-    source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
+    source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, pruneUnmanaged: Boolean(o.pruneUnmanaged),
+    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvedByApi: (revision) => approvals.has(revision), storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
     loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}),
   });
@@ -135,6 +142,15 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     return { ok: false, why: `one reconcile has been running for ${Math.round((Date.now() - busySince) / 1000)} s (more than ${Math.round(stuckAfterMs / 1000)} s): the loop is stuck` };
   };
 
+  // Whether a pushed ref is the one the agent follows: --ref as a branch or a tag, else the
+  // repository's default branch (any push when the webhook does not name it); a commit id pins
+  // the agent, so no push moves it.
+  const watches = (push: PushEvent) => {
+    if (o.ref === undefined) return push.defaultBranch === undefined || push.ref === `refs/heads/${push.defaultBranch}`;
+    if (/^[0-9a-f]{40}$/.test(o.ref)) return false;
+    return push.ref === o.ref || push.ref === `refs/heads/${o.ref}` || push.ref === `refs/tags/${o.ref}`;
+  };
+
   const server = await startServer({
     host: o.listen.host, port: o.listen.port, metrics, log: o.log,
     access: o.access,
@@ -155,11 +171,26 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         await rm(layout.suspended, { force: true });
         if (was) trigger('resume');
       },
-      trigger: (provider) => {
+      trigger: (provider, push) => {
         if (status.agent.suspended) return 'suspended';
+        if (!push || !watches(push)) {
+          o.log.info(`webhook ignored: not a push of the watched ref${push ? ` (${push.ref.slice(0, 200)})` : ''}`, { provider });
+          return 'ignored';
+        }
         o.log.info('reconcile requested', { provider });
         trigger('webhook');
         return 'accepted';
+      },
+      reconcileNow: () => {
+        if (status.agent.suspended) return 'suspended';
+        trigger('manual');
+        return 'accepted';
+      },
+      approveDeletes: (revision) => {
+        if (status.heldDeletes?.revision !== revision) return false;
+        approvals.add(revision);
+        if (!status.agent.suspended) trigger('manual');
+        return true;
       },
     },
   });

@@ -24,6 +24,8 @@ export class AgentMetrics {
   readonly webhooks: Counter<'provider' | 'result'>;
   readonly notifications: Counter<'kind' | 'result'>;
   readonly suspended: Gauge;
+  readonly requiresPruning: Gauge;
+  readonly deletesHeld: Gauge;
   readonly syncWindowOpen: Gauge;
   readonly lastReconcile: Gauge;
   readonly lastSuccess: Gauge;
@@ -59,6 +61,8 @@ export class AgentMetrics {
     this.lockContended = new Counter({ name: 'kms_sync_lock_waits_total', help: 'Times the run lock was held by another run', registers: r });
     this.webhooks = new Counter({ name: 'kms_sync_webhook_requests_total', help: 'Webhook requests by provider and result', labelNames: ['provider', 'result'], registers: r });
     this.notifications = new Counter({ name: 'kms_sync_notifications_total', help: 'Notifications sent, by kind and result', labelNames: ['kind', 'result'], registers: r });
+    this.requiresPruning = new Gauge({ name: 'kms_sync_requires_pruning', help: 'Owned resources that left the configuration and are kept because the agent runs without --prune', registers: r });
+    this.deletesHeld = new Gauge({ name: 'kms_sync_deletes_held', help: 'Deletes and revokes the deletion guard holds until approved', registers: r });
     this.suspended = new Gauge({ name: 'kms_sync_suspended', help: '1 while reconciliation is suspended', registers: r });
     this.syncWindowOpen = new Gauge({ name: 'kms_sync_sync_window_open', help: '1 when writes were allowed at the last reconcile (inside a sync window, or none configured)', registers: r });
     this.lastReconcile = new Gauge({ name: 'kms_sync_last_reconcile_timestamp_seconds', help: 'When the last reconcile ended', registers: r });

@@ -39,6 +39,8 @@ const slackCode = (text: string) => `\`${slackText(text).replace(/`/g, "'")}\``;
 export class Notifier {
   private readonly o: NotifierOptions;
   private lastProblem = '';
+  private lastPruning = '';
+  private lastHeld = '';
   private knownDrift = new Set<string>();
   private warnedExpiring = new Set<string>();
   private statusSent = new Map<string, string>();
@@ -64,6 +66,13 @@ export class Notifier {
     const fresh = [...now].filter((d) => !this.knownDrift.has(d));
     if (fresh.length) lines.push(`:warning: kms-sync agent: new drift (${fresh.length}): ${fresh.slice(0, 10).join(', ')}${fresh.length > 10 ? ', …' : ''}`);
     this.knownDrift = now;
+    // What requires pruning and what the guard holds: once per change of the set.
+    const pruning = (s.requiresPruning ?? []).map((d) => d.address).sort().join(',');
+    if (pruning && pruning !== this.lastPruning) lines.push(`:broom: kms-sync agent: ${s.requiresPruning!.length} resource(s) left the configuration and require pruning (kept without --prune): ${s.requiresPruning!.slice(0, 10).map((d) => slackCode(d.address)).join(', ')}${s.requiresPruning!.length > 10 ? ', …' : ''}`);
+    this.lastPruning = pruning;
+    const held = s.heldDeletes ? `${s.heldDeletes.revision}:${s.heldDeletes.operations.length}` : '';
+    if (held && held !== this.lastHeld) lines.push(`:octagonal_sign: kms-sync agent: deletes of ${short(s.heldDeletes!.revision)} held: ${slackText(s.heldDeletes!.reason)}; approve with POST /api/approve-deletes`);
+    this.lastHeld = held;
     // Keys entering the 7-day window.
     const soon = s.keys.expiries.filter((k) => { const t = Date.parse(k.expiresAt) - Date.now(); return t >= 0 && t <= 7 * 86_400_000; });
     const newlySoon = soon.filter((k) => !this.warnedExpiring.has(`${k.address} ${k.expiresAt}`));

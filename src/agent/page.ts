@@ -185,6 +185,14 @@ export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenR
   if (!s.agent.syncWindowOpen) alerts.push(`<p>${badge('Outside the sync window', 'warn')} Changes are reported, not applied, until one opens (${esc(s.agent.syncWindows.join('; '))}, UTC).</p>`);
   if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused until it is resumed.</p>`);
   if (s.sourceError) alerts.push(`<p>${badge('Source unreachable', 'bad')} <span class="err">${esc(s.sourceError)}</span> <span class="muted">Keeping revision ${esc(short(s.revision.lastGood))}.</span></p>`);
+  if (s.heldDeletes) {
+    alerts.push(`<div id="held">${badge('Deletes held', 'bad')} ${esc(s.heldDeletes.reason)}; revision <code>${esc(short(s.heldDeletes.revision))}</code> is applied without them until approved (POST /api/approve-deletes).` +
+      `<div class="mono">${s.heldDeletes.operations.slice(0, 20).map((d) => esc(d.address)).join('\n')}${s.heldDeletes.operations.length > 20 ? '\n…' : ''}</div></div>`);
+  }
+  if (s.requiresPruning?.length) {
+    alerts.push(`<div id="requires-pruning">${badge('Requires pruning', 'warn')} ${esc(s.requiresPruning.length)} resource(s) left the configuration and are kept (the agent runs without --prune).` +
+      `<div class="mono">${s.requiresPruning.slice(0, 20).map((d) => esc(d.address)).join('\n')}${s.requiresPruning.length > 20 ? '\n…' : ''}</div></div>`);
+  }
   if (s.revision.invalid) {
     alerts.push(`<div id="invalid">${badge('Invalid revision', 'bad')} <code>${esc(short(s.revision.invalid.revision))}</code> is not applied; keeping <code>${esc(short(s.revision.lastGood))}</code>.` +
       `<div class="err mono">${s.revision.invalid.errors.slice(0, 20).map(esc).join('\n')}</div></div>`);

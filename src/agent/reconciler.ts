@@ -14,6 +14,7 @@ import type { StateIncarnation } from '../secrets/fsutil.js';
 import type { ApplyResult } from '../apply/execute.js';
 import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState } from '../model/index.js';
 import { classifyDrift, type DriftReport } from '../plan/drift.js';
+import { DEFAULT_MAX_DELETES, guardDeletes, type GuardedPlan } from '../plan/deletion-guard.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { describeBlocked, summarize, type ActionReason, type Operation, type Plan } from '../plan/types.js';
 import type { LiveState } from '../model/index.js';
@@ -28,8 +29,11 @@ import type { GitSource } from './source.js';
 import { windowOpen, type SyncWindow } from './windows.js';
 import { HISTORY_MAX, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReconcileRecord, type Trigger } from './status.js';
 
-/** What sync applies between revisions: what is due on schedule and what recovery found. */
-const DUE: ReadonlySet<ActionReason> = new Set(['rotate_expiring', 'rotate_secret_missing', 'reissue_lost_key', 'revoke_orphan', 'delete_rotated_out', 'expire_rotated_out']);
+/**
+ * What sync applies between revisions: what is due on schedule, what recovery found, and (with
+ * --prune, which Flux applies at every reconcile) what this configuration owns and no longer has.
+ */
+const DUE: ReadonlySet<ActionReason> = new Set(['rotate_expiring', 'rotate_secret_missing', 'reissue_lost_key', 'revoke_orphan', 'delete_rotated_out', 'expire_rotated_out', 'delete_removed_from_config']);
 
 export interface ReconcilerOptions {
   source: GitSource;
@@ -37,7 +41,14 @@ export interface ReconcilerOptions {
   path: string;
   cdktf: boolean;
   mode: Mode;
+  /** Flux's prune: delete what this configuration owns and that left it (without: reported as requiring pruning). */
   prune: boolean;
+  /** Also delete unmanaged resources in scope (`apply --prune`'s meaning; a separate, explicit flag). */
+  pruneUnmanaged?: boolean;
+  /** The deletion guard: more deletes or revokes than this are held until approved (default 10). */
+  maxDeletes?: number;
+  /** Whether the held deletes of a revision are approved through the API. */
+  approvedByApi?: (revision: string) => boolean;
   /** Where the journal, the default store, the run lock and the owner record live. */
   storeDir: string;
   conn: Connection;
@@ -88,6 +99,8 @@ export class Reconciler {
   /** The configuration of the last good revision: reconciled against while a newer one is invalid. */
   private lastGood: { revision: string; cfg: LoadedConfig; configDir: string } | undefined;
   private readonly subjects = new Map<string, string>();
+  /** Revisions whose commit message approves their deletes (a `kms-sync: approve-deletes` line). */
+  private readonly approvedByCommit = new Map<string, boolean>();
   private started = false;
 
   constructor(o: ReconcilerOptions) {
@@ -130,7 +143,11 @@ export class Reconciler {
     const { source, status } = this.o;
     await this.checkTree(revision);
     await source.checkout(revision, signal);
-    if (!this.subjects.has(revision)) this.subjects.set(revision, await source.subject(revision));
+    if (!this.subjects.has(revision)) {
+      const message = await source.message(revision);
+      this.subjects.set(revision, message.split('\n')[0] ?? '');
+      this.approvedByCommit.set(revision, /^kms-sync:\s*approve-deletes\s*$/im.test(message));
+    }
     const configDir = path.join(source.dir, this.o.path || '.');
     if (!existsSync(configDir)) throw new Error(`${this.o.path}: no such folder in revision ${short(revision)}`);
     await this.refuseLinkedPath(configDir);
@@ -335,17 +352,22 @@ export class Reconciler {
     const ignoreFile = path.join(good.configDir, '.kmsignore');
     const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
     const plan = async () => planFor(this.o.conn, good.cfg.desired, {
-      prune: this.o.prune, baseDir: this.o.storeDir, runLocked: true, owner, leaving: good.cfg.leaving, ignore,
+      prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked: true, owner, leaving: good.cfg.leaving, ignore,
       notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
     });
     let planned = await plan();
+    // Flux's contract and the deletion guard (plan/deletion-guard.ts): what left the configuration
+    // is deleted only with --prune; more deletes than --max-deletes wait for an approval.
+    const approved = () => Boolean(this.approvedByCommit.get(good.revision) || this.o.approvedByApi?.(good.revision));
+    const guard = (p: Plan): GuardedPlan => guardDeletes(p, { pruneRemoved: this.o.prune, maxDeletes: this.o.maxDeletes ?? DEFAULT_MAX_DELETES, approved: approved(), live: planned.live.state });
+    let guarded = guard(planned.plan);
     record.planned = planned.plan.operations.length;
     const blocked = describeBlocked(planned.plan);
     const newRevision = status.revision.synced !== good.revision;
     const fresh = record.result === 'success'; // not an invalid revision or an unreachable source
     let ops: Operation[] = [];
-    if (mode === 'self-heal' || (mode === 'sync' && newRevision && fresh)) ops = planned.plan.operations;
-    else if (mode === 'sync') ops = planned.plan.operations.filter((op) => DUE.has(op.actionReason));
+    if (mode === 'self-heal' || (mode === 'sync' && newRevision && fresh)) ops = guarded.plan.operations;
+    else if (mode === 'sync') ops = guarded.plan.operations.filter((op) => DUE.has(op.actionReason));
     const open = windowOpen(this.o.windows ?? [], this.o.now?.() ?? new Date());
     status.agent.syncWindowOpen = open;
     metrics.syncWindowOpen.set(open ? 1 : 0);
@@ -361,6 +383,7 @@ export class Reconciler {
     let result: ApplyResult | undefined;
     if (ops.length > 0 && !signal.aborted) {
       const subset: Plan = ops === planned.plan.operations ? planned.plan : { ...planned.plan, operations: ops, summary: summarize(ops, planned.plan.unmanaged) };
+      if (guarded.held.length && mode !== 'detect') log.warn(`deletes held: ${guarded.heldReason}; applying revision ${short(good.revision)} without its ${guarded.held.length} delete(s) until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in the commit message, or a higher --max-deletes)`, { revision: short(good.revision) });
       log.info(`applying ${ops.length} operation(s) of revision ${short(good.revision)}`, { mode });
       result = await applyJournaled({
         api: this.o.conn.api, plan: subset, capture: planned.capture, ownerDir: this.o.storeDir, parallelism: this.o.parallelism, signal,
@@ -373,17 +396,34 @@ export class Reconciler {
         record.errors.push(...result.failed.slice(0, 20).map((f) => `${f.op.address}: ${f.error}`), ...(result.stopReason ? [result.stopReason] : []));
       }
       // What is left after the apply is the drift to report.
-      if (!signal.aborted) planned = await plan();
+      if (!signal.aborted) {
+        planned = await plan();
+        guarded = guard(planned.plan);
+      }
     } else if (ops.length === 0 && mode !== 'detect' && record.result === 'success' && open) {
-      record.note = planned.plan.operations.length ? `${planned.plan.operations.length} difference(s) reported, not applied (${mode})` : 'nothing to apply';
+      record.note = guarded.plan.operations.length ? `${guarded.plan.operations.length} difference(s) reported, not applied (${mode})` : 'nothing to apply';
     }
-    // The revision is synced once everything its plan had is applied (or, in detect, nothing differs).
-    if (fresh && record.result === 'success' && newRevision && ((mode !== 'detect' && open) || planned.plan.operations.length === 0)) {
+    this.reportDeletes(guarded, good.revision);
+    // The revision is synced once everything its plan had is applied (or, in detect, nothing
+    // differs), but for what requires pruning (Flux: left in place, reported); not while the guard
+    // holds its deletes, so that an approval applies them.
+    if (fresh && record.result === 'success' && newRevision && guarded.held.length === 0 && ((mode !== 'detect' && open) || guarded.plan.operations.length === 0)) {
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
       if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
     }
-    this.report(classifyDrift(planned.plan, ignore), planned.live.state, good.cfg.desired);
+    this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
+  }
+
+  /** What requires pruning and what the guard holds, into the status and the metrics. */
+  private reportDeletes(g: GuardedPlan, revision: string): void {
+    const { status, metrics } = this.o;
+    const entry = (op: Operation) => ({ address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null, reason: op.reason });
+    status.requiresPruning = g.requiresPruning.map(entry);
+    if (g.held.length) status.heldDeletes = { revision, reason: g.heldReason ?? '', operations: g.held.map(entry) };
+    else delete status.heldDeletes;
+    metrics.requiresPruning.set(g.requiresPruning.length);
+    metrics.deletesHeld.set(g.held.length);
   }
 
   /** Counts and timeline entries of what an apply did. */

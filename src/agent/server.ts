@@ -22,8 +22,33 @@ export interface ServerHooks {
   alive: () => { ok: boolean; why: string };
   suspend: () => Promise<void>;
   resume: () => Promise<void>;
-  /** A signed webhook arrived: reconcile at once. */
-  trigger: (provider: 'github' | 'gitlab') => 'accepted' | 'suspended';
+  /** A signed webhook arrived: reconcile at once when it is a push of the watched ref. */
+  trigger: (provider: 'github' | 'gitlab', push: PushEvent | undefined) => 'accepted' | 'suspended' | 'ignored';
+  /** POST /api/reconcile: reconcile now (Flux's `flux reconcile`). */
+  reconcileNow: () => 'accepted' | 'suspended';
+  /** POST /api/approve-deletes: approves the deletes the guard holds for this revision. */
+  approveDeletes: (revision: string) => boolean;
+}
+
+/** What a webhook says was pushed: the ref (`refs/heads/main`) and the repository's default branch. */
+export interface PushEvent {
+  ref: string;
+  defaultBranch?: string;
+}
+
+/** The push a webhook body describes; undefined for any other event (a comment, a pipeline, a ping). */
+export function pushOf(provider: 'github' | 'gitlab', event: string | undefined, body: Buffer): PushEvent | undefined {
+  if (provider === 'github' ? event !== 'push' : event !== undefined && event !== 'Push Hook' && event !== 'Tag Push Hook') return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const o = (typeof v === 'object' && v !== null ? v : {}) as { ref?: unknown; repository?: { default_branch?: unknown }; project?: { default_branch?: unknown } };
+  if (typeof o.ref !== 'string') return undefined;
+  const def = provider === 'github' ? o.repository?.default_branch : o.project?.default_branch;
+  return { ref: o.ref, ...(typeof def === 'string' ? { defaultBranch: def } : {}) };
 }
 
 export interface ServerOptions {
@@ -153,7 +178,7 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
       o.metrics.webhooks.inc({ provider, result: 'ping' });
       return json(res, 200, { pong: true });
     }
-    const outcome = o.hooks.trigger(provider);
+    const outcome = o.hooks.trigger(provider, pushOf(provider, header(req, provider === 'github' ? 'x-github-event' : 'x-gitlab-event'), read.body));
     o.metrics.webhooks.inc({ provider, result: outcome });
     o.log.info(`webhook ${outcome}`, { provider });
     return json(res, 202, { reconcile: outcome });
@@ -183,6 +208,28 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         await (url.pathname.endsWith('suspend') ? o.hooks.suspend() : o.hooks.resume());
         o.log.info(`reconciliation ${url.pathname.endsWith('suspend') ? 'suspended' : 'resumed'} through the API`);
         return json(res, 200, { suspended: o.hooks.status().agent.suspended });
+      case 'POST /api/reconcile': {
+        if (!admit(req, res, 'write')) return;
+        const outcome = o.hooks.reconcileNow();
+        o.log.info(`reconcile requested through the API: ${outcome}`);
+        return json(res, 202, { reconcile: outcome });
+      }
+      case 'POST /api/approve-deletes': {
+        if (!admit(req, res, 'write')) return;
+        const length = header(req, 'content-length');
+        const read = await budget.read(req, length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined);
+        if (!('body' in read)) return send(res, read.status, `${read.message}\n`);
+        let revision: unknown;
+        try {
+          revision = (JSON.parse(read.body.toString('utf8')) as { revision?: unknown }).revision;
+        } catch {
+          return send(res, 400, 'expected a JSON body {"revision": "<the commit id whose deletes are held>"}\n');
+        }
+        if (typeof revision !== 'string' || !/^[0-9a-f]{40,64}$/.test(revision)) return send(res, 400, 'expected {"revision": "<the full commit id whose deletes are held>"}\n');
+        if (!o.hooks.approveDeletes(revision)) return json(res, 409, { approved: false, why: 'no deletes of this revision are held (see heldDeletes in /api/status)' });
+        o.log.warn(`deletes of revision ${revision.slice(0, 12)} approved through the API`);
+        return json(res, 202, { approved: true, reconcile: 'accepted' });
+      }
       case 'POST /hooks/github':
       case 'POST /hooks/gitlab':
         return webhook(req, res, url.pathname.endsWith('github') ? 'github' : 'gitlab');

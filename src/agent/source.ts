@@ -144,8 +144,13 @@ export class GitSource {
     return entries;
   }
 
-  /** The commit's subject line (shown on the page; never a secret, but escaped like all text). */
+  /** The commit's message: its subject is shown on the page (escaped like all text), its lines may approve deletes. */
+  async message(revision: string): Promise<string> {
+    return this.git(['log', '-1', '--format=%B', revision]).catch(() => '');
+  }
+
+  /** The commit's subject line. */
   async subject(revision: string): Promise<string> {
-    return this.git(['log', '-1', '--format=%s', revision]).catch(() => '');
+    return (await this.message(revision)).split('\n')[0] ?? '';
   }
 }

@@ -43,6 +43,13 @@ export interface TimelineEvent {
   revision?: string;
 }
 
+export interface DeleteEntry {
+  address: string;
+  kind: string;
+  projectEnv: string | null;
+  reason: string;
+}
+
 export interface ReconcileRecord {
   startedAt: string;
   finishedAt: string;
@@ -84,6 +91,10 @@ export interface AgentStatus {
   environments: EnvStatus[];
   drift: DriftEntry[];
   keys: { expiring7d: number; expiring30d: number; expiries: KeyExpiry[] };
+  /** Owned resources that left the configuration, kept because the agent runs without --prune (Flux's "requires pruning"). */
+  requiresPruning?: DeleteEntry[];
+  /** Deletes the guard holds until approved (POST /api/approve-deletes with this revision). */
+  heldDeletes?: { revision: string; reason: string; operations: DeleteEntry[] };
   /** Rotations and issues the agent made, newest first (bounded). */
   timeline: TimelineEvent[];
 }

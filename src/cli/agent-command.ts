@@ -28,6 +28,8 @@ interface AgentFlags {
   interval: string;
   mode: 'detect' | 'sync' | 'self-heal';
   prune?: boolean;
+  pruneUnmanaged?: boolean;
+  maxDeletes: number;
   suspend?: boolean;
   listen: string;
   stateDir: string;
@@ -46,6 +48,11 @@ interface AgentFlags {
   syncWindow: string[];
   stuckTimeout: string;
 }
+
+const nonNegativeInt = (v: string) => {
+  if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`expected a whole number, got ${JSON.stringify(v)}`);
+  return Number(v);
+};
 
 const positiveInt = (v: string) => {
   if (!/^[1-9]\d*$/.test(v)) throw new InvalidArgumentError(`expected a positive integer, got ${JSON.stringify(v)}`);
@@ -136,7 +143,9 @@ export function registerAgent(program: Command) {
     .option('--max-config-size <size>', 'largest sum of a revision\'s configuration files, e.g. 50MB (default: $KMS_SYNC_MAX_CONFIG_SIZE or 50MB)')
     .option('--interval <duration>', 'time between reconciles (Flux\'s interval)', '5m')
     .addOption(new Option('--mode <mode>', 'detect: plan and report drift, never write; sync: apply each new revision; self-heal: also undo drift').choices(['detect', 'sync', 'self-heal']).default('sync'))
-    .option('--prune', 'delete what the configuration no longer defines and unmanaged resources in scope, as apply --prune (never protected ones)')
+    .option('--prune', 'delete what this configuration created or claimed and no longer defines (Flux\'s prune; without it they are kept and reported as "requires pruning"); never protected ones')
+    .option('--prune-unmanaged', 'also delete unmanaged resources in scope (not created by kms-sync), as apply --prune')
+    .option('--max-deletes <n>', 'deletion guard: a revision that would delete or revoke more than this (or any key of a protected client) is applied without its deletes until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in its commit message)', nonNegativeInt, 10)
     .option('--suspend', 'start suspended (POST /api/resume resumes; kept across restarts until resumed)')
     .option('--listen <host:port>', 'address of the HTTP server (metrics, health, status, webhooks)', '127.0.0.1:8080')
     .requiredOption('--state-dir <dir>', 'folder for the checkout, the journal, the default store and the age key (a persistent volume in a container)')
@@ -214,7 +223,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   log.info(`state folder ${stateDir}: the journal, the default store and the age key live here, never in the checkout; in a container it must be a persistent volume, or keys issued before a restart are lost with it`);
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
-    repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune),
+    repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune), pruneUnmanaged: Boolean(o.pruneUnmanaged), maxDeletes: o.maxDeletes,
     suspend: Boolean(o.suspend), listen, stateDir, conn, limits, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),

@@ -11,9 +11,10 @@ import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schem
 import { readLiveState } from '../live/read.js';
 import { redactCredentials } from '../model/redact.js';
 import { withReadProgress } from './read-progress.js';
-import { address, deriveOwner, emptyDesiredState, parseTtl, type DesiredState } from '../model/index.js';
+import { address, deriveOwner, emptyDesiredState, parseTtl, type DesiredState, type LiveState } from '../model/index.js';
 import { closest } from '../config/suggest.js';
 import { describeBlocked, summarize, type Plan } from '../plan/types.js';
+import { DEFAULT_MAX_DELETES, guardDeletes } from '../plan/deletion-guard.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
@@ -42,6 +43,10 @@ const positiveInt = (v: string) => {
   return Number(v);
 };
 const collect = (v: string, prev: string[]) => [...prev, v];
+const maxDeletesArg = (v: string) => {
+  if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`expected a whole number of deletes, got ${JSON.stringify(v)}`);
+  return Number(v);
+};
 
 /** Flags shared by every command that reads configuration and/or talks to the service. */
 function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean; readOnly?: boolean } = { config: true, service: true }): Command {
@@ -317,13 +322,16 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
-    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
+    .option('--max-deletes <n>', 'the deletion guard apply will use: the plan warns when apply would hold its deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
+    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number }) => {
       reportFormat(o);
       const ahead = readAheadFor(o, Boolean(o.out), retryLogger());
       const cfg = await loadConfigReadingAhead(o, ahead);
       const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
-        const { plan } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
+        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
+        const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
+        if (guarded.held.length) plan.warnings.push(`apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`);
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, {
@@ -352,13 +360,24 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .option('--allow-empty', 'apply even when the configuration puts no environment in scope')
-    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean }) => {
+    .option('--max-deletes <n>', 'deletion guard: a plan that would delete or revoke more than this (or any key of a protected client) is applied without its deletes, which are held (exit 1) until run again with a higher --max-deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number }) => {
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
-      const applyIt = async (conn: Connection, plan: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings']) => {
-        if (reporter.json && describeBlocked(plan)) reporter.finish(undefined, 'blocked', EXIT.error);
-        stopOnBlocked(plan);
+      const applyIt = async (conn: Connection, full: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings'], live?: LiveState) => {
+        if (reporter.json && describeBlocked(full)) reporter.finish(undefined, 'blocked', EXIT.error);
+        stopOnBlocked(full);
+        // The deletion guard (plan/deletion-guard.ts): removal deletes, as Terraform, but not more than --max-deletes at once.
+        const guarded = guardDeletes(full, { pruneRemoved: true, maxDeletes: o.maxDeletes, ...(live ? { live } : {}) });
+        const plan = guarded.plan;
+        if (guarded.held.length) {
+          reporter.say(`\nDeletes held: ${guarded.heldReason}. These ${guarded.held.length} are not applied:\n${guarded.held.slice(0, 20).map((op) => `  - ${op.address}`).join('\n')}${guarded.held.length > 20 ? '\n  - …' : ''}\nThe rest of the plan is applied. To approve the deletes, run again with --max-deletes ${guarded.held.length}.\n`);
+        }
+        const heldExit = () => {
+          if (guarded.held.length) throw new ExitWith(EXIT.error);
+        };
         if (plan.operations.length === 0) {
+          heldExit();
           if (saved) reporter.say('Nothing to do.\n');
           if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
           return;
@@ -370,6 +389,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         }
         const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
         if (code !== EXIT.ok) throw new ExitWith(code);
+        heldExit();
       };
       if (planfile) {
         // A saved plan is applied exactly: flags that would shape a new plan have no effect, so they are refused.
@@ -403,7 +423,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
                 moved.slice(0, 20).map((m) => `  - ${m}`).join('\n') + (moved.length > 20 ? '\n  - …' : '') + '\nRun kms-sync plan again.');
             }
             reporter.plan(saved.plan, `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`);
-            await applyIt(conn, saved.plan, baseDir, true, saved.settings);
+            await applyIt(conn, saved.plan, baseDir, true, saved.settings, live.state);
           });
         } finally {
           await conn.api.close();
@@ -415,12 +435,12 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       try {
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
-          const { plan } = await planFor(conn, cfg.desired, {
+          const { plan, live } = await planFor(conn, cfg.desired, {
             prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
             takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
           });
           reporter.plan(plan);
-          await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings);
+          await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, live.state);
         });
       } finally {
         await conn.api.close();

@@ -126,8 +126,8 @@ describe('webhook limits', () => {
     expect((await agent.post('/hooks/github', other, { ...signed, 'x-hub-signature-256': githubSignature(other) })).status).toBe(200);
     // GitLab's delivery id.
     const gl = { 'x-gitlab-token': GITLAB_TOKEN, 'x-gitlab-event': 'Push Hook', 'idempotency-key': '908a6d9e-45fd-46c8-97e6-c4f350f219dd' };
-    expect((await agent.post('/hooks/gitlab', JSON.stringify({ after: 'gl-1' }), gl)).status).toBe(202);
-    expect((await agent.post('/hooks/gitlab', JSON.stringify({ after: 'gl-1', retry: true }), gl)).status).toBe(200);
+    expect((await agent.post('/hooks/gitlab', JSON.stringify({ ref: 'refs/heads/main', after: 'gl-1' }), gl)).status).toBe(202);
+    expect((await agent.post('/hooks/gitlab', JSON.stringify({ ref: 'refs/heads/main', after: 'gl-1', retry: true }), gl)).status).toBe(200);
     // Two reconciles were asked for, no more (the agent logs each request as it takes it).
     expect(requested() - start).toBe(2);
     expect(await agent.metrics()).toMatch(/kms_sync_webhook_requests_total\{provider="github",result="duplicate"\} 4/);
