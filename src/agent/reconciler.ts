@@ -321,6 +321,13 @@ export class Reconciler {
 
     // 3. Under the run lock: recovery, live read, plan, and what the mode applies.
     const owner = await this.owner(good.cfg.desired, good.configDir);
+    // Detect never writes: no run lock (its record in the service is a write, needs a write
+    // credential and contends with CI). Recovery then runs only under the local lock, when a
+    // journal is there, and only reads the service (planFor).
+    if (this.o.mode === 'detect') {
+      await this.underLock(record, good, owner, signal, false);
+      return;
+    }
     const lockStart = Date.now();
     const incarnation = this.o.incarnation?.();
     let lock;
@@ -347,12 +354,12 @@ export class Reconciler {
     }
   }
 
-  private async underLock(record: ReconcileRecord, good: { revision: string; cfg: LoadedConfig; configDir: string }, owner: string, signal: AbortSignal): Promise<void> {
+  private async underLock(record: ReconcileRecord, good: { revision: string; cfg: LoadedConfig; configDir: string }, owner: string, signal: AbortSignal, runLocked = true): Promise<void> {
     const { mode, status, metrics, log } = this.o;
     const ignoreFile = path.join(good.configDir, '.kmsignore');
     const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
     const plan = async () => planFor(this.o.conn, good.cfg.desired, {
-      prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked: true, owner, leaving: good.cfg.leaving, ignore,
+      prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore,
       notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
     });
     let planned = await plan();

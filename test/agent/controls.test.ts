@@ -1,6 +1,7 @@
 // Operator controls of the agent (issue 36): POST /api/reconcile reconciles now (Flux's `flux
 // reconcile`); webhooks reconcile only for a push of the watched ref (another branch, a tag, an
-// issue comment or a pipeline event is answered 202 "ignored" and reconciles nothing).
+// issue comment or a pipeline event is answered 202 "ignored" and reconciles nothing); detect mode
+// sends the service no write at all (not even the run lock's record), counted by the emulator.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentConfig, fixture, githubSignature, GITLAB_TOKEN, JSON_BODY, startAgent, until, type AgentProc, type Fixture } from './lib.js';
 
@@ -37,6 +38,15 @@ describe('the agent\'s operator controls', () => {
     await until(agent, 'the push reconciled', (x) => x.history.length === 2);
     expect(agent.output()).toMatch(/webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/);
   }, 60_000);
+
+  it('detect mode never writes: no run lock record, no write request of any kind, across its reconciles', async () => {
+    expect(await reconciles()).toBeGreaterThanOrEqual(2);
+    const counts = await f.emu.counts();
+    const reads = Object.entries(counts).filter(([route, n]) => route.startsWith('GET ') && n > 0);
+    const writes = Object.entries(counts).filter(([route, n]) => /^(POST|PUT|PATCH|DELETE) /.test(route) && n > 0);
+    expect(reads.length).toBeGreaterThan(0); // it did read the service
+    expect(writes).toEqual([]);
+  });
 
   it('POST /api/reconcile reconciles now; it is a write (JSON, same origin)', async () => {
     const before = await reconciles();
