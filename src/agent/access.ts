@@ -88,8 +88,8 @@ export function writeRefusal(policy: AccessPolicy, req: IncomingMessage): Refusa
     return {
       status: 401,
       message: /^Basic\s/i.test(authorization ?? '')
-        ? 'a write needs Authorization: Bearer TOKEN (basic auth, which a browser sends again on its own, is accepted for reads only)\n'
-        : 'a write needs Authorization: Bearer TOKEN\n',
+        ? 'a write needs Authorization: Bearer TOKEN (basic auth, which a browser sends again on its own, is accepted for reads only)'
+        : 'a write needs Authorization: Bearer TOKEN',
       headers: { 'www-authenticate': 'Bearer realm="kms-sync agent"' },
     };
   }
@@ -103,7 +103,7 @@ export function readRefusal(policy: AccessPolicy, req: IncomingMessage, door: Ex
   const authorization = header(req, 'authorization');
   if (policy.token !== undefined && (bearerValid(policy.token, authorization) || basicValid(policy.token, authorization))) return undefined;
   if (policy.token !== undefined && !policy.expose.has(door)) {
-    return { status: 401, message: 'unauthorized\n', headers: { 'www-authenticate': 'Basic realm="kms-sync agent", charset="UTF-8"' } };
+    return { status: 401, message: 'unauthorized', headers: { 'www-authenticate': 'Basic realm="kms-sync agent", charset="UTF-8"' } };
   }
   if (!hostKnown(policy, header(req, 'host'))) return unknownHost(header(req, 'host'));
   return undefined;
