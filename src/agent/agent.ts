@@ -16,6 +16,7 @@ import { ownStateFolder, type StateOwnership } from './state-owner.js';
 import { GitSource, shownRepo } from './source.js';
 import type { AgentStatus, Mode, ReconcileRecord, Trigger } from './status.js';
 import type { Notifier } from './notify.js';
+import { DEFAULT_POLICY, type OperatorPolicy } from '../model/index.js';
 import type { SyncWindow } from './windows.js';
 
 export interface AgentOptions {
@@ -34,6 +35,8 @@ export interface AgentOptions {
   listen: { host: string; port: number };
   stateDir: string;
   conn: Connection;
+  /** The operator's policy (flags, environment, a policy file outside the checkout): the default one when absent. */
+  policy?: OperatorPolicy;
   parallelism: number;
   lockTimeoutMs?: number;
   log: Logger;
@@ -100,7 +103,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const reconciler = new Reconciler({
     incarnation: () => ownership?.incarnation,
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, pruneUnmanaged: Boolean(o.pruneUnmanaged),
-    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvedByApi: (revision) => approvals.has(revision), storeDir: layout.store, conn: o.conn, parallelism: o.parallelism,
+    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvedByApi: (revision) => approvals.has(revision), storeDir: layout.store, conn: o.conn, parallelism: o.parallelism, policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
     loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}),
   });

@@ -12,11 +12,12 @@ import { applyJournaled } from '../apply/journaled-run.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
 import type { StateIncarnation } from '../secrets/fsutil.js';
 import type { ApplyResult } from '../apply/execute.js';
-import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState } from '../model/index.js';
+import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState, type OperatorPolicy } from '../model/index.js';
 import { classifyDrift, type DriftReport } from '../plan/drift.js';
 import { DEFAULT_MAX_DELETES, guardDeletes, type GuardedPlan } from '../plan/deletion-guard.js';
 import { noIgnoreRules } from '../plan/ignore.js';
-import { describeBlocked, summarize, type ActionReason, type Operation, type Plan } from '../plan/types.js';
+import { describeBlocked, describeSecurityChange, summarize, type ActionReason, type Operation, type Plan } from '../plan/types.js';
+import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
 import type { LiveState } from '../model/index.js';
 import { loadConfig, planFor, type Connection, type LoadedConfig } from '../engine/run.js';
 import { loadIgnoreRules } from '../cli/report-output.js';
@@ -51,6 +52,8 @@ export interface ReconcilerOptions {
   approvedByApi?: (revision: string) => boolean;
   /** Where the journal, the default store, the run lock and the owner record live. */
   storeDir: string;
+  /** The operator's policy (its flags, environment and policy file): never the checkout's. */
+  policy: OperatorPolicy;
   conn: Connection;
   parallelism: number;
   /** How long to wait for another run's lock before reporting `locked` (default 30 s). */
@@ -156,8 +159,10 @@ export class Reconciler {
     const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
     // Files only inside the checkout, and no symbolic link at all (a commit on the watched branch must not make the agent read a host file).
     const files = { root: source.dir, refuseLinks: true };
+    // The operator's policy (never the checkout's); store files resolve under STATE/store.
+    const policed = { operatorPolicy: this.o.policy, storeRoot: this.o.storeDir };
     const cfg = await loadConfig(
-      this.o.cdktf ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits) } : { file: [configDir], env: [], files, ...sizeFlags(limits) }, undefined, warn,
+      this.o.cdktf ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits), ...policed } : { file: [configDir], env: [], files, ...sizeFlags(limits), ...policed }, undefined, warn,
     );
     this.lastGood = { revision, cfg, configDir };
     status.revision.lastGood = revision;
@@ -359,7 +364,7 @@ export class Reconciler {
     const ignoreFile = path.join(good.configDir, '.kmsignore');
     const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
     const plan = async () => planFor(this.o.conn, good.cfg.desired, {
-      prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore,
+      policy: this.o.policy, prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore,
       notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
     });
     let planned = await plan();
@@ -387,6 +392,17 @@ export class Reconciler {
       record.errors.push(blocked);
       ops = [];
     }
+    // Security changes (stores, recipients, ${env:} reads, owner) are applied with the revision
+    // that brings them; a recipient added to a store that holds keys only when the operator allowed it.
+    const security = planned.plan.security ?? [];
+    const applying = mode !== 'detect' && open && fresh && !blocked && (mode === 'self-heal' || newRevision);
+    if (security.length) log.info(`security changes in revision ${short(good.revision)}: ${security.map(describeSecurityChange).join('; ')}`);
+    const refusal = applying ? newRecipientRefusal(planned.plan, this.o.policy) : undefined;
+    if (refusal) {
+      record.result = 'failed';
+      record.errors.push(...refusal.split('\n').filter((l) => l.trim()));
+      ops = [];
+    }
     let result: ApplyResult | undefined;
     if (ops.length > 0 && !signal.aborted) {
       const subset: Plan = ops === planned.plan.operations ? planned.plan : { ...planned.plan, operations: ops, summary: summarize(ops, planned.plan.unmanaged) };
@@ -402,11 +418,17 @@ export class Reconciler {
         record.result = 'failed';
         record.errors.push(...result.failed.slice(0, 20).map((f) => `${f.op.address}: ${f.error}`), ...(result.stopReason ? [result.stopReason] : []));
       }
+      if (applying && !refusal && record.result === 'success') await settleSecurityChanges(planned.registry, subset, this.o.storeDir);
       // What is left after the apply is the drift to report.
       if (!signal.aborted) {
         planned = await plan();
         guarded = guard(planned.plan);
       }
+    } else if (ops.length === 0 && applying && !refusal && record.result === 'success' && security.length) {
+      await settleSecurityChanges(planned.registry, planned.plan, this.o.storeDir);
+      record.note = `recorded ${security.length} security change(s)`;
+      planned = await plan();
+      guarded = guard(planned.plan);
     } else if (ops.length === 0 && mode !== 'detect' && record.result === 'success' && open) {
       record.note = guarded.plan.operations.length ? `${guarded.plan.operations.length} difference(s) reported, not applied (${mode})` : 'nothing to apply';
     }

@@ -15,6 +15,7 @@ import { parseSyncWindow, SyncWindowError } from '../agent/windows.js';
 import { parseTtl } from '../model/index.js';
 import { registerSecret } from '../model/redact.js';
 import { connect } from '../engine/run.js';
+import { PolicyError, readOperatorPolicy } from '../config/policy.js';
 import { UsageError } from './errors.js';
 import { unsafeStateDirReason } from './state-dir.js';
 
@@ -47,6 +48,9 @@ interface AgentFlags {
   pageUrl?: string;
   syncWindow: string[];
   stuckTimeout: string;
+  policy?: string;
+  allowEnv: string[];
+  allowNewRecipients?: boolean;
 }
 
 const nonNegativeInt = (v: string) => {
@@ -162,6 +166,9 @@ export function registerAgent(program: Command) {
     .option('--status-repo <path>', 'the GitHub owner/name or GitLab project of --commit-status (default: from --repo)')
     .option('--page-url <url>', 'link to the status page in notifications')
     .option('--stuck-timeout <duration>', 'one reconcile running longer than this means the loop is stuck: /healthz fails, so the orchestrator restarts the agent', '15m')
+    .option('--policy <file>', 'operator policy file (a ConfigMap mount; never in the repository): which ${env:} variables, store hosts, CA files and recipients the configuration may use (default: $KMS_SYNC_POLICY)')
+    .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', (v: string, prev: string[]) => [...prev, v], [])
+    .option('--allow-new-recipients', 'add age recipients to the state folder\'s stores that already hold keys (also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
     .option('--sync-window <window>', 'write only inside this window, DAYS HH:MM-HH:MM in UTC ("Mon-Fri 08:00-18:00", "* 22:00-02:00"; repeatable); outside it the agent reports as in detect mode', (v: string, prev: string[]) => [...prev, v], [])
     .addHelpText('after', `
 Environment: KMS_API_URL, KMS_API_KEY (the service); KMS_SYNC_GITHUB_WEBHOOK_SECRET (POST /hooks/github,
@@ -193,6 +200,13 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const checkoutDir = stateLayout(stateDir).checkout;
   if (path.resolve(o.path).startsWith(`${checkoutDir}${path.sep}`)) throw new UsageError('--path is a folder inside the repository, not on this machine');
   if (o.path.split(/[\\/]/).includes('..') || path.isAbsolute(o.path)) throw new UsageError(`--path ${o.path}: a folder inside the repository (relative, without ..)`);
+  let policy;
+  try {
+    policy = readOperatorPolicy({ flags: { ...(o.policy ? { policy: o.policy } : {}), allowEnv: o.allowEnv, ...(o.allowNewRecipients ? { allowNewRecipients: true } : {}) }, env, configRoot: stateDir });
+  } catch (e) {
+    if (e instanceof PolicyError) throw new UsageError(e.message);
+    throw e;
+  }
   const log = createLogger(o.logFormat);
   // The age identity of the default store lives with the store, under the state folder, unless one is given.
   if (!env.SOPS_AGE_KEY && !env.SOPS_AGE_KEY_FILE) env.SOPS_AGE_KEY_FILE = stateLayout(stateDir).ageKeyFile;
@@ -224,7 +238,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune), pruneUnmanaged: Boolean(o.pruneUnmanaged), maxDeletes: o.maxDeletes,
-    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

@@ -6,7 +6,7 @@
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
 import { cut, escapeUnsafe, printable as p } from '../model/printable.js';
 import { blockedChanges, type Operation, type Plan } from '../plan/types.js';
-import { colorEnabled, renderHeader, renderPlanText } from '../report/index.js';
+import { colorEnabled, renderHeader, renderPlanText, securityLines } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
 import type { CommitRequired } from './ci-guard.js';
 import { err, isCi, out, workflowCommand } from './output.js';
@@ -254,7 +254,7 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
  * resource, for plans of thousands of operations. Protected refusals and warnings stay listed.
  */
 export function renderPlanCompact(plan: Plan): string {
-  const lines = [renderHeader(plan), ''];
+  const lines = [renderHeader(plan), '', ...securityLines(plan)];
   if (plan.operations.length === 0 && blockedChanges(plan).length === 0) return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
   const table = new Map<string, Map<string, number>>();
   for (const op of plan.operations) {

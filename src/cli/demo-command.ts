@@ -36,10 +36,10 @@ export function registerDemo(program: Command) {
         const cfg = o.cdktf
           ? await loadConfig({ file: [], env: [], cdktf: o.cdktf === true ? packageFile('examples', 'cdktf') : o.cdktf })
           : await loadConfig({ file: [o.file], env: [] });
-        const planOptions = { prune: false, baseDir: path.resolve(o.stateDir) };
+        const planOptions = { prune: false, baseDir: path.resolve(o.stateDir), policy: cfg.policy };
         const { plan } = await planFor(conn, cfg.desired, planOptions);
         out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
-        const code = await runApply(conn, plan, path.resolve(o.stateDir), { parallelism: 8, allowLocalStoreInCi: true });
+        const code = await runApply(conn, plan, path.resolve(o.stateDir), { parallelism: 8, policy: cfg.policy, allowLocalStoreInCi: true });
         if (code !== EXIT.ok) throw new ExitWith(code);
         const again = await planFor(conn, cfg.desired, planOptions);
         out(`\nPlanning again against the same service:\n`);

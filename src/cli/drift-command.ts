@@ -37,6 +37,8 @@ export function registerDrift(program: Command) {
     .description('compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)')
     .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
+    .option('--policy <file>', 'operator policy file (YAML/JSON, outside the configuration folder): what the configuration may reach (default: $KMS_SYNC_POLICY)')
+    .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', collect, [])
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
     .option('--parallelism <n>', 'read requests in flight at once are 4x this (drift only reads)', positiveInt, 8)
     .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
@@ -78,7 +80,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   const conn = ahead?.conn ?? connect(o, process.env, (line) => err(`${line}\n`));
   let report: DriftReport;
   try {
-    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
+    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

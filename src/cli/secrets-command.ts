@@ -4,10 +4,10 @@ import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
-import type { StoreDeclaration } from '../model/index.js';
+import type { OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { addCdktfOptions, usesCdktf, type CdktfFlags } from './cdktf-input.js';
-import { connect, loadConfig } from '../engine/run.js';
+import { connect, loadConfig, policyFor } from '../engine/run.js';
 import { UsageError } from './errors.js';
 import { err, out } from './output.js';
 import { keyStates, type KeyState } from './secret-keys.js';
@@ -18,13 +18,15 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 async function registryFor(o: { file: string[]; stateDir?: string } & CdktfFlags): Promise<StoreRegistry> {
   let declarations: StoreDeclaration[] = [];
   let baseDir = path.resolve(o.stateDir ?? process.cwd());
+  let policy: OperatorPolicy | undefined;
   // A CDKTF app's stores are its KmsProvider's secret_store blocks, relative to its folder (or base_dir).
   if (o.file.length || usesCdktf(o)) {
     const cfg = await loadConfig({ file: o.file, env: [], cdktf: o.cdktf, cdktfOut: o.cdktfOut, stack: o.stack ?? [] });
     declarations = cfg.desired.stores;
     baseDir = o.stateDir ? path.resolve(o.stateDir) : cfg.baseDir;
+    policy = cfg.policy;
   }
-  return new StoreRegistry({ declarations, baseDir, onNotice: (m) => err(`${m}\n`) });
+  return new StoreRegistry({ declarations, baseDir, policy: policy ?? policyFor({}, baseDir), onNotice: (m) => err(`${m}\n`) });
 }
 
 export function registerSecrets(program: Command) {

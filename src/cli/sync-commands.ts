@@ -13,15 +13,17 @@ import { redactCredentials } from '../model/redact.js';
 import { withReadProgress } from './read-progress.js';
 import { address, deriveOwner, emptyDesiredState, parseTtl, type DesiredState, type LiveState } from '../model/index.js';
 import { closest } from '../config/suggest.js';
-import { describeBlocked, summarize, type Plan } from '../plan/types.js';
+import { describeBlocked, hasChanges, summarize, type Plan } from '../plan/types.js';
 import { DEFAULT_MAX_DELETES, guardDeletes } from '../plan/deletion-guard.js';
+import type { OperatorPolicy } from '../model/index.js';
+import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { atomicWriteFile, ensureDir } from '../secrets/fsutil.js';
 import { safeUrl } from '../report/redact.js';
-import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadingAhead, planFor, readAheadFor, type Connection, type GlobalOptions } from '../engine/run.js';
+import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadingAhead, planFor, policyFor, readAheadFor, storePolicyDiagnostics, type Connection, type GlobalOptions, type PolicyInput } from '../engine/run.js';
 import { commitRequired, guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
@@ -48,9 +50,16 @@ const maxDeletesArg = (v: string) => {
   return Number(v);
 };
 
+/** The operator policy's flags (model/policy.ts): what a configuration may reach. */
+export function addPolicyOptions(cmd: Command): Command {
+  return cmd
+    .option('--policy <file>', 'operator policy file (YAML/JSON, outside the configuration folder): what the configuration may reach (default: $KMS_SYNC_POLICY)')
+    .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', collect, []);
+}
+
 /** Flags shared by every command that reads configuration and/or talks to the service. */
 function withCommon(cmd: Command, opts: { config?: boolean; service?: boolean; readOnly?: boolean } = { config: true, service: true }): Command {
-  if (opts.config !== false) addLimitOptions(addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])));
+  if (opts.config !== false) addPolicyOptions(addLimitOptions(addCdktfOptions(cmd.option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))));
   cmd.option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, []);
   if (opts.service !== false) {
     cmd
@@ -85,8 +94,8 @@ async function readSavedPlan(file: string): Promise<SavedPlan> {
 }
 
 /** The local store files a plan's keys go to (relative to the configuration folder), and whether each exists now. */
-async function localStoreFiles(plan: Plan, baseDir: string): Promise<{ file: string; existed: boolean }[]> {
-  const registry = new StoreRegistry({ declarations: plan.stores, baseDir });
+async function localStoreFiles(plan: Plan, baseDir: string, policy: OperatorPolicy): Promise<{ file: string; existed: boolean }[]> {
+  const registry = new StoreRegistry({ declarations: plan.stores, baseDir, policy });
   const names = new Set<string | undefined>([undefined, ...plan.stores.map((s) => s.name)]);
   const out: { file: string; existed: boolean }[] = [];
   for (const name of names) {
@@ -171,9 +180,19 @@ function stopOnBlocked(plan: Plan): void {
   throw new ExitWith(EXIT.error);
 }
 
-export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter }): Promise<number> {
+/**
+ * Refuses a plan that adds a recipient to a store already holding secrets, unless the operator
+ * allowed it: that recipient could decrypt every key issued before (DESIGN.md "Trust boundary").
+ */
+export function refuseNewRecipients(plan: Plan, policy: OperatorPolicy): void {
+  const refusal = newRecipientRefusal(plan, policy);
+  if (refusal) throw new UsageError(refusal);
+}
+
+export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; policy: OperatorPolicy; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter }): Promise<number> {
+  refuseNewRecipients(plan, o.policy);
   const reporter = o.reporter ?? textReporter(() => plan.operations.length);
-  const registry = new StoreRegistry({ declarations: plan.stores, baseDir, onNotice: (m) => err(`${m}\n`) });
+  const registry = new StoreRegistry({ declarations: plan.stores, baseDir, policy: o.policy, onNotice: (m) => err(`${m}\n`) });
   // Before the journal, the store checks and any key-issuing request (ci-guard.ts).
   const localInCi = await guardLocalStoreInCi(plan, registry, { allow: Boolean(o.allowLocalStoreInCi), env: process.env });
   const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
@@ -193,6 +212,7 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
   const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
   if (result.failed.length === 0 && !result.stopReason) {
+    await settleSecurityChanges(registry, plan, baseDir);
     reporter.finish(result, 'complete', EXIT.ok, commit);
     return EXIT.ok;
   }
@@ -272,9 +292,11 @@ export function registerSyncCommands(program: Command) {
     .description('check configuration files offline (no credentials, no network): syntax, schema, references, duplicates')
     .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])))
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
-    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack' | 'maxFileSize' | 'maxConfigSize'>) => {
-      const { desired, files, baseDir } = await loadConfig(o);
-      await checkSecretNames(desired, baseDir);
+    .option('--policy <file>', 'operator policy file (YAML/JSON, outside the configuration folder): what the configuration may reach (default: $KMS_SYNC_POLICY)')
+    .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', collect, [])
+    .action(async (o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack' | 'maxFileSize' | 'maxConfigSize'> & PolicyInput) => {
+      const { desired, files, baseDir, policy } = await loadConfig(o);
+      await checkSecretNames(desired, baseDir, policy);
       const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);
       out(`Configuration valid: ${files.length} file(s), ${desired.projects.length} project(s), ${desired.envs.length} environment(s), ` +
         `${desired.templates.length} template(s), ${desired.clients.length} client(s), ${keys} key(s), ${desired.endpoints.length} endpoint(s).\n`);
@@ -329,19 +351,19 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       const cfg = await loadConfigReadingAhead(o, ahead);
       const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
-        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
+        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
         const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
         if (guarded.held.length) plan.warnings.push(`apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`);
         await emitPlanReport(plan, o);
         if (o.out) {
           await writeSavedPlan(o.out, {
             kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, configDir: path.relative(process.cwd(), cfg.baseDir).split(path.sep).join('/') || '.',
-            localStores: await localStoreFiles(plan, cfg.baseDir), ...(cfg.desired.settings ? { settings: cfg.desired.settings } : {}), files: cfg.files, plan,
+            localStores: await localStoreFiles(plan, cfg.baseDir, cfg.policy), ...(cfg.desired.settings ? { settings: cfg.desired.settings } : {}), files: cfg.files, plan,
           });
           if (!o.json && (o.format ?? 'text') === 'text') out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
         }
         stopOnBlocked(plan);
-        if (o.detailedExitcode && plan.operations.length > 0) throw new ExitWith(EXIT.changes);
+        if (o.detailedExitcode && hasChanges(plan)) throw new ExitWith(EXIT.changes);
       } finally {
         await conn.api.close();
       }
@@ -361,10 +383,11 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .option('--allow-empty', 'apply even when the configuration puts no environment in scope')
     .option('--max-deletes <n>', 'deletion guard: a plan that would delete or revoke more than this (or any key of a protected client) is applied without its deletes, which are held (exit 1) until run again with a higher --max-deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
+    .option('--allow-new-recipients', 'add age recipients to secret stores that already hold keys (they can decrypt those keys; also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
     .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number }) => {
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
-      const applyIt = async (conn: Connection, full: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings'], live?: LiveState) => {
+      const applyIt = async (conn: Connection, full: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings'], policy: OperatorPolicy, live?: LiveState) => {
         if (reporter.json && describeBlocked(full)) reporter.finish(undefined, 'blocked', EXIT.error);
         stopOnBlocked(full);
         // The deletion guard (plan/deletion-guard.ts): removal deletes, as Terraform, but not more than --max-deletes at once.
@@ -376,18 +399,27 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         const heldExit = () => {
           if (guarded.held.length) throw new ExitWith(EXIT.error);
         };
-        if (plan.operations.length === 0) {
+        if (!hasChanges(plan)) {
           heldExit();
           if (saved) reporter.say('Nothing to do.\n');
           if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
           return;
         }
+        refuseNewRecipients(plan, policy);
         if (!saved && !(await confirm(plan, o))) {
           reporter.say('Apply cancelled.\n');
           if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
           throw new ExitWith(EXIT.error);
         }
-        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
+        if (plan.operations.length === 0) {
+          // Only security changes (a store, a recipient, an ${env:} read): recorded, recipients added.
+          await settleSecurityChanges(new StoreRegistry({ declarations: plan.stores, baseDir, policy, onNotice: (m) => err(`${m}\n`) }), plan, baseDir);
+          reporter.say(`Recorded ${plan.security?.length ?? 0} security change(s); no resource changed.\n`);
+          heldExit();
+          if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
+          return;
+        }
+        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, policy, allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
         if (code !== EXIT.ok) throw new ExitWith(code);
         heldExit();
       };
@@ -402,6 +434,10 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           throw new UsageError(`${shaping.join(', ')} cannot be used with a saved plan (${planfile}): it is applied exactly as planned. Pass them to kms-sync plan --out instead, or drop the plan file to plan afresh`);
         }
         const saved = await readSavedPlan(planfile);
+        // The policy of this apply (flags, environment, policy file), never anything the plan file says.
+        const policy = policyFor(o, saved.configDir ? path.resolve(saved.configDir) : saved.baseDir);
+        const refusedStores = storePolicyDiagnostics(saved.plan.stores, policy, saved.configDir ? path.resolve(saved.configDir) : saved.baseDir);
+        if (refusedStores.length) throw new UsageError(`${planfile}: the operator policy refuses its stores:\n${refusedStores.join('\n')}`);
         // The service comes from KMS_API_URL / --url, never from the file: an edited plan must not
         // choose where the project key goes. A plan made for another service is refused.
         if (!(o.url ?? process.env.KMS_API_URL)) {
@@ -423,7 +459,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
                 moved.slice(0, 20).map((m) => `  - ${m}`).join('\n') + (moved.length > 20 ? '\n  - …' : '') + '\nRun kms-sync plan again.');
             }
             reporter.plan(saved.plan, `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`);
-            await applyIt(conn, saved.plan, baseDir, true, saved.settings, live.state);
+            await applyIt(conn, saved.plan, baseDir, true, saved.settings, policy, live.state);
           });
         } finally {
           await conn.api.close();
@@ -436,11 +472,11 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const { plan, live } = await planFor(conn, cfg.desired, {
-            prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
+            policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
             takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
           });
           reporter.plan(plan);
-          await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, live.state);
+          await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state);
         });
       } finally {
         await conn.api.close();
@@ -455,6 +491,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('-y, --yes', 'same as --auto-approve')
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file (commit and push it after the run; also KMS_SYNC_ALLOW_LOCAL_STORE=1 or settings.allowLocalStoreInCi)')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
+    .option('--allow-new-recipients', 'add age recipients to secret stores that already hold keys (they can decrypt those keys; also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
     .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
       for (const k of o.key) checkKeyAddress(k);
       const cfg = await loadConfig(o);
@@ -462,7 +499,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       try {
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
-          const { plan: full } = await planFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, runLocked: true, owner, ...(o.revokeOld ? { revokeOld: true } : {}) });
+          const { plan: full } = await planFor(conn, cfg.desired, { policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, runLocked: true, owner, ...(o.revokeOld ? { revokeOld: true } : {}) });
           // Only the rotations asked for (and the revocations that go with them), nothing else.
           const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
           if (rotated.size === 0) {
@@ -482,7 +519,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
             if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
             throw new ExitWith(EXIT.error);
           }
-          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi), reporter });
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, policy: cfg.policy, allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi), reporter });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {
@@ -500,7 +537,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       try {
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
-          const plan = await destroyPlanFor(conn, cfg.desired, { prune: false, baseDir: cfg.baseDir, runLocked: true, owner });
+          const plan = await destroyPlanFor(conn, cfg.desired, { policy: cfg.policy, prune: false, baseDir: cfg.baseDir, runLocked: true, owner });
           out(o.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
           if (plan.operations.length === 0) {
             out('Nothing of this configuration is left to destroy.\n');
@@ -510,7 +547,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
             out('Destroy cancelled.\n');
             throw new ExitWith(EXIT.error);
           }
-          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }) });
+          const code = await runApply(conn, plan, cfg.baseDir, { parallelism: o.parallelism, policy: cfg.policy, reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }) });
           if (code !== EXIT.ok) throw new ExitWith(code);
         });
       } finally {

@@ -6,6 +6,27 @@ import { holdsCredential, isCredentialEnvName } from '../model/redact.js';
 
 export type EnvMap = Record<string, string | undefined>;
 
+/**
+ * Variables read under the operator's allowlist (model/policy.ts): a name it does not allow is an
+ * error naming the policy setting (a default is used only while the variable is unset: its value
+ * is never read). `read` collects the names read, for the plan's security section.
+ */
+export class PolicedEnv {
+  readonly read = new Set<string>();
+  readonly vars: EnvMap;
+  readonly allowed: (name: string) => boolean;
+  /** How to allow a variable, for the error. */
+  readonly how: (name: string) => string;
+  constructor(vars: EnvMap, allowed: (name: string) => boolean, how: (name: string) => string) {
+    this.vars = vars;
+    this.allowed = allowed;
+    this.how = how;
+  }
+}
+
+/** A plain map (tests, libraries: no allowlist beyond the credential refusal) or a PolicedEnv. */
+export type EnvSource = EnvMap | PolicedEnv;
+
 export interface InterpolationResult {
   value: string;
   /** Human messages for unset variables and malformed references. */
@@ -54,7 +75,9 @@ function refusal(name: string, env: EnvMap): string | undefined {
  * Replaces `${env:NAME}` and `${env:NAME:-default}` (the default may hold references itself);
  * `$${` is a literal `${`. Any other `${…}` is an error, never passed through as a value.
  */
-export function interpolateString(text: string, env: EnvMap, nesting = 0): InterpolationResult {
+export function interpolateString(text: string, source: EnvSource, nesting = 0): InterpolationResult {
+  const policed = source instanceof PolicedEnv ? source : undefined;
+  const env = policed ? policed.vars : (source as EnvMap);
   const errors: string[] = [];
   let out = '';
   let pos = 0;
@@ -79,7 +102,10 @@ export function interpolateString(text: string, env: EnvMap, nesting = 0): Inter
       pos = close < 0 ? text.length : close + 1;
       continue;
     }
-    const refused = refusal(name, env);
+    const unlisted = policed && !policed.allowed(name) && !(rest !== '' && (env[name] === undefined || env[name] === ''));
+    const refused = unlisted
+      ? `environment variable ${name} is not allowed by the operator policy: a configuration reads only the variables the operator allows (allow it with ${policed!.how(name)}; see docs/security.md#the-operator-policy)`
+      : refusal(name, env);
     if (refused) {
       errors.push(refused);
       references++;
@@ -96,7 +122,7 @@ export function interpolateString(text: string, env: EnvMap, nesting = 0): Inter
         errors.push(`references nested more than ${MAX_NESTING} deep in ${JSON.stringify(whole.slice(0, 60))}`);
         value = '';
       } else {
-        const inner = interpolateString(rest!.slice(2), env, nesting + 1);
+        const inner = interpolateString(rest!.slice(2), source, nesting + 1);
         errors.push(...inner.errors);
         value = inner.value;
       }
@@ -106,6 +132,7 @@ export function interpolateString(text: string, env: EnvMap, nesting = 0): Inter
     } else {
       value = set;
     }
+    if (set !== undefined && set !== '') policed?.read.add(name);
     references++;
     if (at === 0 && close === text.length - 1) sole = true;
     out += text.slice(pos, at) + value;

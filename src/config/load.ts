@@ -20,10 +20,13 @@ import {
   type SourceLocation,
   type StoreDeclaration,
   sortInPlace,
+  DEFAULT_POLICY,
+  envAllowed,
+  type OperatorPolicy,
 } from '../model/index.js';
 import { decodeConfig } from './decode.js';
 import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
-import type { EnvMap } from './interpolate.js';
+import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
@@ -49,6 +52,12 @@ export interface LoadOptions {
   limits?: ConfigLimits;
   /** Where files may come from (default: each inside the folder named by -f; see FileRules). */
   files?: FileRules;
+  /**
+   * The operator's policy (model/policy.ts): which variables `${env:}` may read. Without `env`
+   * and `policy`, the default policy (none) applies to process.env; an explicit `env` map without
+   * a policy (tests, libraries) is read without an allowlist.
+   */
+  policy?: OperatorPolicy;
 }
 
 /**
@@ -115,11 +124,16 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
   }
   pre.push(...(opts.diagnostics ?? []));
   const foreign = opts.documents ?? [];
-  const env = opts.env ?? process.env;
+  const env = opts.policy || !opts.env ? policedEnv(opts.env ?? process.env, opts.policy ?? DEFAULT_POLICY) : opts.env;
   const state = opts.onParsed
     ? await buildDesiredStatePaced(sources, env, pre, foreign, warnings, opts.onParsed)
     : buildDesiredState(sources, env, pre, foreign, warnings);
   return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
+}
+
+/** `${env:}` over `vars` under the policy's allowlist. */
+export function policedEnv(vars: EnvMap, policy: OperatorPolicy): PolicedEnv {
+  return new PolicedEnv(vars, (name) => envAllowed(policy, name), (name) => `env.allow: [${name}] in the operator policy file (--policy FILE / KMS_SYNC_POLICY), KMS_SYNC_ENV_ALLOW=${name} or --allow-env ${name}`);
 }
 
 function describeReadError(err: unknown): string {
@@ -758,7 +772,7 @@ export const SHAPELESS =
 const CLIENTS_PER_PAUSE = 500;
 
 function buildDesiredState(
-  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  sources: readonly ConfigSource[], env: EnvSource, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
 ): DesiredState {
   const steps = building(sources, env, pre, foreign, warnings);
   for (;;) {
@@ -773,7 +787,7 @@ function buildDesiredState(
  * and the builder instead of after them.
  */
 async function buildDesiredStatePaced(
-  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  sources: readonly ConfigSource[], env: EnvSource, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
   onParsed: (documents: unknown[]) => void,
 ): Promise<DesiredState> {
   const steps = building(sources, env, pre, foreign, warnings, onParsed);
@@ -785,7 +799,7 @@ async function buildDesiredStatePaced(
 }
 
 function* building(
-  sources: readonly ConfigSource[], env: EnvMap, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  sources: readonly ConfigSource[], env: EnvSource, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
   onParsed?: (documents: unknown[]) => void,
 ): Generator<void, DesiredState, void> {
   const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
@@ -838,6 +852,7 @@ function* building(
   }
   for (const sd of documents) yield* builder.addDocument(sd);
   const state = builder.finish();
+  if (env instanceof PolicedEnv && env.read.size) state.envReferences = [...env.read].sort();
   warnings.push(...builder.warnings);
   const diagnostics = builder.sortedDiagnostics();
   if (diagnostics.length > 0) throw new ConfigError(diagnostics);

@@ -7,7 +7,7 @@ import type { Diagnostic, PathSegment } from './diagnostics.js';
 import { formatPath } from './diagnostics.js';
 import { fastParseYaml, type InterpolationSite } from './fast-yaml.js';
 import { findMisindentedLine } from './indentation.js';
-import { interpolateString, typedScalar, type EnvMap } from './interpolate.js';
+import { interpolateString, typedScalar, type EnvSource } from './interpolate.js';
 import { fastParseJson, parseJson } from './json-source.js';
 import type { Position, PositionIndex } from './positions.js';
 import { yamlLib } from './yaml-lib.js';
@@ -55,7 +55,7 @@ export const MAX_DEPTH = 100;
 const MAX_ALIAS_COUNT = 1000;
 
 /** Parses one file into documents, interpolates string values, reports syntax errors. */
-export function parseFile(file: string, text: string, env: EnvMap): ParsedFile {
+export function parseFile(file: string, text: string, env: EnvSource): ParsedFile {
   if (/\.json$/i.test(file)) return parseJsonFile(file, text, env);
   // Without offsets first: they are found (by parsing again) only when a field has to be placed.
   const fast = fastParseYaml(text, false);
@@ -97,7 +97,7 @@ function indexed(file: string, value: unknown, index: PositionIndex, usable = tr
 }
 
 function interpolateSites(
-  file: string, sites: InterpolationSite[], place: (site: InterpolationSite) => Position, env: EnvMap, diagnostics: ParsedFile['diagnostics'],
+  file: string, sites: InterpolationSite[], place: (site: InterpolationSite) => Position, env: EnvSource, diagnostics: ParsedFile['diagnostics'],
 ): void {
   for (const s of sites) {
     const current = (s.container as Record<string | number, unknown>)[s.key];
@@ -113,7 +113,7 @@ function interpolateSites(
   }
 }
 
-function parseJsonFile(file: string, text: string, env: EnvMap): ParsedFile {
+function parseJsonFile(file: string, text: string, env: EnvSource): ParsedFile {
   const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
   // JSON configuration is an object (or, wrongly, an array): anything else is no configuration.
   const first = /\S/.exec(text)?.[0];
@@ -247,7 +247,7 @@ function tooDeep(tokens: readonly CST.Token[]): number | undefined {
   return undefined;
 }
 
-function parseYamlFile(file: string, text: string, env: EnvMap): ParsedFile {
+function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
   const { Composer, LineCounter, Parser, visit } = yamlLib();
   const lineCounter = new LineCounter();
   const out: ParsedFile = { documents: [], diagnostics: [], warnings: [] };

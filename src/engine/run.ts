@@ -30,8 +30,12 @@ import { safeUrl } from '../report/redact.js';
 import { err } from '../cli/output.js';
 import { onInterruptStop } from '../cli/interrupts.js';
 import { resolveOwner } from './owner.js';
+import { PolicyError, readOperatorPolicy, type PolicyFlags } from '../config/policy.js';
+import type { OperatorPolicy } from '../model/index.js';
+import { storePolicyProblems } from '../secrets/store-policy.js';
+import { securityChanges } from '../apply/trust.js';
 
-export interface GlobalOptions extends CdktfFlags, LimitFlags {
+export interface GlobalOptions extends CdktfFlags, LimitFlags, PolicyInput {
   file: string[];
   env: string[];
   url?: string;
@@ -51,6 +55,39 @@ export interface LoadedConfig {
   baseDir: string;
   /** The live read started while the configuration loaded (ReadAhead), for planFor's `readAhead`. */
   live?: Promise<LiveReadResult>;
+  /** The operator's policy the configuration was checked against (model/policy.ts). */
+  policy: OperatorPolicy;
+}
+
+/** How a command reaches the operator policy: its flags (--policy, --allow-env, --allow-new-recipients), or one given (the agent's). */
+export interface PolicyInput extends PolicyFlags {
+  operatorPolicy?: OperatorPolicy;
+  /** Where store files live (default: the configuration folder; the agent's STATE/store). */
+  storeRoot?: string;
+}
+
+/** The operator policy of a command run against the configuration in `configRoot` (a UsageError when it cannot be read). */
+export function policyFor(o: PolicyInput, configRoot: string | undefined): OperatorPolicy {
+  if (o.operatorPolicy) return o.operatorPolicy;
+  try {
+    return readOperatorPolicy({ flags: o, env: process.env, ...(configRoot ? { configRoot } : {}) });
+  } catch (e) {
+    if (e instanceof PolicyError) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
+/** Store declarations the policy refuses, as `file:line:column: stores[i].field: …` lines (empty when none). */
+export function storePolicyDiagnostics(stores: DesiredState['stores'], policy: OperatorPolicy, root: string): string[] {
+  const lines: string[] = [];
+  for (const s of stores) {
+    for (const problem of storePolicyProblems(s, policy, root)) {
+      lines.push(formatDiagnostic(s.source
+        ? { file: s.source.file, line: s.source.line, column: s.source.column, path: `${s.source.path}.${problem.field}`, message: problem.message }
+        : { file: '(saved plan)', line: 0, column: 0, path: `stores.${s.name}.${problem.field}`, message: problem.message }));
+    }
+  }
+  return lines;
 }
 
 /** The file read when no -f is given (like decK's kong.yaml): in the current folder or the nearest parent. */
@@ -66,7 +103,7 @@ export async function findDefaultConfig(from: string = process.cwd()): Promise<s
 
 /** `warn` takes the configuration's warnings (the agent logs them in its own format); default: stderr. */
 export async function loadConfig(
-  o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags & LimitFlags & { files?: FileRules }, readAhead?: ReadAhead, warn?: (line: string) => void,
+  o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags & LimitFlags & PolicyInput & { files?: FileRules }, readAhead?: ReadAhead, warn?: (line: string) => void,
 ): Promise<LoadedConfig> {
   performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const limits = limitsOf(o);
@@ -80,10 +117,17 @@ export async function loadConfig(
   }
   const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
   const baseDir = first === undefined ? cdktf!.baseDir : (await stat(first).then((st) => st.isDirectory(), () => false)) ? first : path.dirname(first);
+  let policy: OperatorPolicy;
+  try {
+    policy = policyFor(o, baseDir);
+  } catch (e) {
+    readAhead?.abandon();
+    throw e;
+  }
   let loaded;
   try {
     loaded = await loadDesiredState(o.file, {
-      limits, ...(o.files ? { files: o.files } : {}),
+      limits, policy, ...(o.files ? { files: o.files } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
       ...(readAhead ? { onParsed: (documents: unknown[]) => readAhead.start(documents, baseDir, o.env) } : {}),
     });
@@ -91,6 +135,12 @@ export async function loadConfig(
     readAhead?.abandon();
     if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
+  }
+  // What the operator policy refuses of the stores: at their file:line, before anything is contacted.
+  const refused = storePolicyDiagnostics(loaded.state.stores, policy, o.storeRoot ?? baseDir);
+  if (refused.length) {
+    readAhead?.abandon();
+    throw new UsageError(`configuration is not valid:\n${refused.join('\n')}`);
   }
   performance.mark('kms:config-end');
   if (warn) for (const w of loaded.warnings) warn(formatDiagnostic(w));
@@ -106,7 +156,7 @@ export async function loadConfig(
   const leaving = (pe: string) => !configured.has(pe) && (o.env.length === 0 || matchesAny(pe, o.env));
   const desired = scopeDesired(loaded.state, o.env);
   const live = readAhead?.take(desired, configured);
-  return { desired, leaving, files: loaded.files, baseDir, ...(live ? { live } : {}) };
+  return { desired, leaving, files: loaded.files, baseDir, policy, ...(live ? { live } : {}) };
 }
 
 export { credentialKind };
@@ -261,6 +311,8 @@ async function readScope(conn: Connection, scope: LiveScope, fingerprints: boole
 
 export interface PlanOptions {
   prune: boolean;
+  /** The operator's policy (LoadedConfig.policy): stores are opened under it. */
+  policy: OperatorPolicy;
   /** Folder of the configuration: where relative store paths resolve. */
   baseDir: string;
   /** Check that every managed key's secret is in its store (default true). */
@@ -292,15 +344,15 @@ export interface PlanOptions {
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
-export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, notice?: (m: string) => void, target?: string) {
-  const registry = new StoreRegistry({ declarations: stores, baseDir, ...(notice ? { onNotice: notice } : {}) });
+export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, policy: OperatorPolicy, notice?: (m: string) => void, target?: string) {
+  const registry = new StoreRegistry({ declarations: stores, baseDir, policy, ...(notice ? { onNotice: notice } : {}) });
   return { registry, capture: new JournaledKeyCapture(registry, undefined, target ? { target } : {}) };
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
-export async function checkSecretNames(desired: DesiredState, baseDir: string): Promise<void> {
+export async function checkSecretNames(desired: DesiredState, baseDir: string, policy: OperatorPolicy): Promise<void> {
   performance.mark('kms:names-start');
-  const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir }));
+  const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir, policy }));
   performance.mark('kms:names-end');
   const invalid = problems.filter((p) => p.kind !== 'collision').map((p) => p.text);
   const collide = problems.filter((p) => p.kind === 'collision').map((p) => `  - ${p.text}`);
@@ -332,10 +384,10 @@ async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, 
 
 /** What every planning command does first: check names, recover the journal, read the live state. */
 async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
-  await checkSecretNames(desired, o.baseDir);
+  await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => err(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, notice, conn.target);
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target);
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)
   // means recovery may change the live state, so the read comes after it as usual.
   const journaled = await stat(capture.journal.path).then(() => true, () => false);
@@ -381,6 +433,9 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
     ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
   });
   plan.warnings.push(...recovery.warnings, ...warnings);
+  const security = await securityChanges(registry, desired, owner, o.baseDir);
+  if (security.length) plan.security = security;
+  if (desired.envReferences?.length) plan.envReferences = desired.envReferences;
   performance.mark('kms:plan-end');
   return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
 }

@@ -5,3 +5,4 @@ export * from './collections.js';
 export * from './ownership.js';
 export * from './owner.js';
 export * from './target.js';
+export * from './policy.js';

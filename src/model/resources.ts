@@ -123,6 +123,8 @@ export interface DesiredState {
   /** Endpoints in scope; keys live inside clients. */
   endpoints: DesiredEndpoint[];
   stores: StoreDeclaration[];
+  /** Variables the configuration read with `${env:}` (names only, sorted): shown in the plan's security section. */
+  envReferences?: string[];
   /** Owner id of this configuration (issue 11): what it creates carries it; derived when absent. */
   owner?: string;
   /** `settings:`: how kms-sync runs with this configuration (not resources of the service). */

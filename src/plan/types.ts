@@ -121,6 +121,24 @@ export interface PlanSummary {
   unmanaged: number;
 }
 
+/**
+ * A change with security weight (DESIGN.md "Trust boundary"): who can read the keys of a store,
+ * where store credentials go, what the configuration reads from the environment, whose resources
+ * it manages. Compared with what the store file holds now and what the last apply recorded
+ * (apply/trust.ts); each one is a plan change (exit 2 with --detailed-exitcode).
+ */
+export interface SecurityChange {
+  kind: 'store_added' | 'store_changed' | 'recipient_added' | 'owner_changed' | 'env_read';
+  /** The store's name (store_added, store_changed, recipient_added). */
+  store?: string;
+  /** store_*: its URI (without credentials) and options; recipient_added: the recipient; owner_changed: the owner; env_read: the variable's name. */
+  value: string;
+  /** What it was: store_changed, the URI and options before; owner_changed, the owner the last apply recorded. */
+  before?: string;
+  /** recipient_added: the secrets the store holds now, which the recipient could then decrypt (apply refuses unless allowed when > 0). */
+  holds?: number;
+}
+
 export interface Plan {
   formatVersion: 1;
   generatedAt: string;
@@ -143,6 +161,26 @@ export interface Plan {
   stores: StoreDeclaration[];
   /** Hash of every live object read; a saved plan refuses to apply when any has moved. */
   fingerprints: Record<string, string>;
+  /** Changes with security weight (stores, recipients, owner, `${env:}` reads): shown, counted, and for recipients gated by apply. */
+  security?: SecurityChange[];
+  /** The variables the configuration read with `${env:}` (recorded by apply beside the stores). */
+  envReferences?: string[];
+}
+
+/** One line per security change, for text and Markdown. */
+export function describeSecurityChange(c: SecurityChange): string {
+  switch (c.kind) {
+    case 'store_added': return `store ${c.store}: new (${c.value})`;
+    case 'store_changed': return `store ${c.store}: changed from ${c.before ?? '?'} to ${c.value}`;
+    case 'recipient_added': return `store ${c.store}: + recipient ${c.value}` + (c.holds ? ` (could decrypt the ${c.holds} secret(s) it holds now: apply needs --allow-new-recipients)` : ' (the store holds no secret yet)');
+    case 'owner_changed': return `owner: ${c.before ?? '(none recorded)'} -> ${c.value}`;
+    case 'env_read': return `reads the environment variable ${c.value} (\${env:${c.value}})`;
+  }
+}
+
+/** The recipients a plan would add to stores that already hold secrets (apply refuses them unless allowed). */
+export function recipientsAddedToHeldKeys(plan: Plan): SecurityChange[] {
+  return (plan.security ?? []).filter((c) => c.kind === 'recipient_added' && (c.holds ?? 0) > 0);
 }
 
 export function summarize(ops: readonly Operation[], unmanaged: readonly UnmanagedResource[]): PlanSummary {
@@ -152,5 +190,5 @@ export function summarize(ops: readonly Operation[], unmanaged: readonly Unmanag
 }
 
 export function hasChanges(plan: Plan): boolean {
-  return plan.operations.length > 0;
+  return plan.operations.length > 0 || (plan.security?.length ?? 0) > 0;
 }

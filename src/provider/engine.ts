@@ -8,7 +8,7 @@ import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
 import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
-import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type StoreDeclaration } from '../model/index.js';
+import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
 import { actingOwnership, isProtectedLive, mayChange, targetMetadata, type Ownership } from '../model/ownership.js';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -26,6 +26,8 @@ export interface ProviderConfig {
   /** Where relative store URIs and the key journal resolve. */
   baseDir: string;
   stores: StoreDeclaration[];
+  /** The operator's policy, from the environment (never the provider block, which the configuration holds). */
+  policy: OperatorPolicy;
   /** Claim (and then change) what another configuration owns: the CLI's --take-ownership. */
   takeOwnership?: boolean;
 }
@@ -136,7 +138,7 @@ export class Engine {
   keyPath(): Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }> {
     return (this.secrets ??= (async () => {
       const [{ StoreRegistry }, { JournaledKeyCapture }] = await Promise.all([import('../secrets/registry.js'), import('../apply/journaled-capture.js')]);
-      const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, env: this.env });
+      const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, policy: this.config.policy, env: this.env });
       // Secrets record the service target their key belongs to; no target replaces another's.
       return { stores, capture: new JournaledKeyCapture(stores, undefined, { target: serviceTarget(this.config.url, credentialKind(this.config.apiKey), this.env) }) };
     })());

@@ -356,10 +356,25 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
   const baseDir = typeof config.base_dir === 'string' ? path.resolve(cwd, config.base_dir) : defaultBaseDir(cwd);
   // The same rule as the CLI's: declared, else derived — and a derived id that moved since this
   // configuration last applied stops the run (model/owner.ts).
+  // The operator policy comes from the environment (KMS_SYNC_POLICY, KMS_SYNC_*): the provider
+  // block is part of the configuration a pull request edits, so it cannot widen what stores reach.
+  const [{ readOperatorPolicy, PolicyError }, { storePolicyProblems }] = await Promise.all([import('../config/policy.js'), import('../secrets/store-policy.js')]);
+  let policy;
+  try {
+    policy = readOperatorPolicy({ env, configRoot: baseDir, policyFlagName: 'KMS_SYNC_POLICY' });
+  } catch (e) {
+    if (!(e instanceof PolicyError)) throw e;
+    d.error('Operator policy', e.message, []);
+    return undefined;
+  }
+  stores.forEach((s, i) => {
+    for (const problem of storePolicyProblems(s, policy, baseDir)) d.error('Store refused by the operator policy', problem.message, ['secret_store', i, problem.field.split('.')[0]!]);
+  });
+  if (d.hasErrors) return undefined;
   const { resolveOwnerId, OwnerMovedError } = await import('../model/owner.js');
   try {
     const { owner } = await resolveOwnerId(typeof config.owner === 'string' ? config.owner : undefined, baseDir);
-    return { url, apiKey, baseDir, stores, owner, ...(config.take_ownership === true ? { takeOwnership: true } : {}) };
+    return { url, apiKey, baseDir, stores, owner, policy, ...(config.take_ownership === true ? { takeOwnership: true } : {}) };
   } catch (e) {
     if (!(e instanceof OwnerMovedError)) throw e;
     d.error('Owner id moved', e.message, ['owner']);

@@ -1,8 +1,9 @@
 // Machine-readable plan, shaped like Terraform's `resource_changes` (schemas/kms-sync-plan.schema.json).
-import type { Action, Plan } from '../plan/types.js';
+import { describeSecurityChange, type Action, type Plan } from '../plan/types.js';
 
 // 1.1: snake_case names beside the camelCase ones 1.0 had (options.take_ownership, unmanaged[].project_env).
-export const PLAN_JSON_FORMAT_VERSION = '1.1';
+// 1.2: security_changes (stores, recipients, owner, ${env:} reads) and summary.security_changes.
+export const PLAN_JSON_FORMAT_VERSION = '1.2';
 
 const ACTIONS: Record<Action, string[]> = {
   create: ['create'],
@@ -38,7 +39,11 @@ export function planToJson(plan: Plan) {
       detail: f.detail, rotation_planned: f.rotationPlanned,
     })),
     warnings: plan.warnings,
-    summary: { ...plan.summary, changes: plan.operations.length },
+    security_changes: (plan.security ?? []).map((c) => ({
+      kind: c.kind, ...(c.store !== undefined ? { store: c.store } : {}), value: c.value, ...(c.before !== undefined ? { before: c.before } : {}),
+      ...(c.holds !== undefined ? { holds: c.holds } : {}), description: describeSecurityChange(c),
+    })),
+    summary: { ...plan.summary, changes: plan.operations.length, security_changes: plan.security?.length ?? 0 },
   };
 }
 

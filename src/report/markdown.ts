@@ -6,7 +6,7 @@
 // as code, so a resource name can neither inject markup nor mention anyone.
 import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
 import { escapeUnsafe, printable } from '../model/printable.js';
-import { blockedChanges, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
+import { blockedChanges, describeSecurityChange, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
 import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges, withoutMarkerFields } from './present.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
@@ -227,11 +227,20 @@ function planHead(plan: Plan, o: MarkdownOptions, compact: boolean): string {
       ...capList(risky.map((op) => `> - <code>${SYMBOL[op.action]}</code> ${code(op.address)}: ${escapeText(short(op.reason, 200))}`), '> - '),
     ].join('\n'));
   }
+  const security = plan.security ?? [];
+  if (security.length) {
+    parts.push([
+      '> [!CAUTION]',
+      `> **Security changes (${security.length}):** who can read keys, where store credentials go, what the configuration reads. Review them:`,
+      ...capList(security.map((c) => `> - ${escapeText(short(describeSecurityChange(c), 300))}`), '> - ', 20),
+    ].join('\n'));
+  }
   parts.push('#### Summary', planSummaryTable(plan, compact));
   const blocked = blockedChanges(plan).length;
   parts.push(plan.operations.length
     ? `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`
     : blocked ? `**No changes can be made**, but ${blocked} resource(s) differ from the configuration: another configuration owns them.`
+    : security.length ? '**No resource changes**; only the security changes above.'
     : '**No changes.** The live service matches the configuration.');
   if (plan.warnings.length) {
     parts.push(['**Warnings**', '', ...capList(plan.warnings.map((w) => `- ${escapeText(short(w))}`), '- ', 10)].join('\n'));

@@ -1,6 +1,6 @@
 // Terminal rendering of a plan, in the shape people know from `terraform plan`.
 import { escapeUnsafe, printable as p, quoted } from '../model/printable.js';
-import { blockedChanges, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
+import { blockedChanges, describeSecurityChange, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
 import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges } from './present.js';
 
 export interface TextOptions {
@@ -98,8 +98,11 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
   out.push(renderHeader(plan, paint));
   out.push('');
   const blocked = blockedChanges(plan).length;
+  out.push(...securityLines(plan, paint));
   if (plan.operations.length === 0 && blocked > 0) {
     out.push(paint('red', `No changes can be made, but ${blocked} resource(s) differ from the configuration: another configuration owns them (see below).`));
+  } else if (plan.operations.length === 0 && plan.security?.length) {
+    out.push('No resource changes; only the security changes above.');
   } else if (plan.operations.length === 0) {
     out.push(paint('green', 'No changes.') + ' The live service matches the configuration.');
   } else {
@@ -136,6 +139,20 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
     `${paint('bold', 'Plan:')} ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`,
   );
   return out.join('\n') + '\n';
+}
+
+/**
+ * The security section (stores, recipients, owner, `${env:}` reads; plan/types.ts SecurityChange):
+ * first, before the resources, so that a reviewer of a pull request cannot miss it.
+ */
+export function securityLines(plan: Plan, paint: (s: Style, t: string) => string = (_s, t) => t): string[] {
+  const changes = plan.security ?? [];
+  if (changes.length === 0) return [];
+  return [
+    paint('bold', `Security changes (${changes.length}): who can read keys, where store credentials go, what the configuration reads`),
+    ...changes.map((c) => `  ${paint(c.kind === 'recipient_added' && c.holds ? 'red' : 'yellow', '!')} ${p(describeSecurityChange(c))}`),
+    '',
+  ];
 }
 
 export function renderHeader(plan: Plan, paint: (s: Style, t: string) => string = (_s, t) => t): string {

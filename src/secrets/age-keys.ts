@@ -169,6 +169,11 @@ export class AgeKeys {
    * projects' keys) are used for decryption only.
    */
   async recipients(): Promise<string[]> {
+    return this.recipientsWith(this.extraRecipients);
+  }
+
+  /** The local identity's recipient plus `extra` (one store's own recipients), de-duplicated. */
+  async recipientsWith(extra: readonly string[]): Promise<string[]> {
     let set = await this.identities();
     if (set.identities.length === 0) {
       await this.createIdentity();
@@ -182,7 +187,7 @@ export class AgeKeys {
     }
     // The recipient of an identity costs a scalar multiplication: computed once per identity.
     if (this.recipientOf?.identity !== primary) this.recipientOf = { identity: primary, recipient: await (await age()).identityToRecipient(primary) };
-    return [...new Set([this.recipientOf.recipient, ...this.extraRecipients])];
+    return [...new Set([this.recipientOf.recipient, ...extra])];
   }
 
   private async load(): Promise<AgeIdentitySet> {

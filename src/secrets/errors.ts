@@ -18,7 +18,9 @@ export type SecretStoreErrorCode =
   | 'DECRYPT'
   | 'UNSUPPORTED'
   | 'VERIFY_FAILED'
-  | 'CONFLICT';
+  | 'CONFLICT'
+  | 'NEW_RECIPIENT'
+  | 'POLICY';
 
 /**
  * Anything shaped like a customer key (`kmsc_` + base64url), an age secret key or a token, and

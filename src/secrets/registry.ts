@@ -3,8 +3,9 @@
 // opened SecretStore instances, once each, sharing one age identity set. The backends import
 // store.ts (the interface) and never this file: the imports of secrets/ run one way.
 import path from 'node:path';
-import type { StoreDeclaration } from '../model/index.js';
+import type { OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { AgeKeys } from './age-keys.js';
+import { declaredRecipients, storePolicyProblems } from './store-policy.js';
 import { safeUriForMessage, SecretStoreError, type OpenStoreOptions, type SecretStore, type StoreBackend } from './store.js';
 
 /**
@@ -119,6 +120,11 @@ export interface StoreRegistryOptions {
   declarations: StoreDeclaration[];
   /** Directory relative store URIs resolve against (the configuration's). */
   baseDir: string;
+  /**
+   * The operator's policy (model/policy.ts): checked for every store before it is opened, so a
+   * store it refuses is never contacted. Required: every front end says which policy it runs under.
+   */
+  policy: OperatorPolicy;
   env?: NodeJS.ProcessEnv;
   onNotice?: (message: string) => void;
 }
@@ -130,22 +136,35 @@ export class StoreRegistry {
   /** Declared `options:` by store URI. */
   private readonly declaredOptions = new Map<string, Record<string, unknown>>();
   private readonly opened = new Map<string, Promise<SecretStore>>();
+  /** The recipients of the declarations of each URI: a store is wrapped for its own, never another store's. */
+  private readonly declaredRecipients = new Map<string, string[]>();
+  private readonly namesByUri = new Map<string, string>();
   private readonly opts: OpenStoreOptions;
+  readonly policy: OperatorPolicy;
 
   constructor(o: StoreRegistryOptions) {
     this.baseDir = o.baseDir;
-    const recipients = o.declarations.flatMap((d) => {
-      const r = d.options?.recipients;
-      return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : [];
-    });
-    this.ageKeys = new AgeKeys({ ...(o.env ? { env: o.env } : {}), recipients, ...(o.onNotice ? { onNotice: o.onNotice } : {}) });
-    this.opts = { baseDir: o.baseDir, ageKeys: this.ageKeys, ...(o.env ? { env: o.env } : {}) };
+    this.policy = o.policy;
+    // The shared key provider (store files and the journal) has no extra recipients: the journal
+    // is for the local identity alone, and each store adds its own declaration's recipients.
+    this.ageKeys = new AgeKeys({ ...(o.env ? { env: o.env } : {}), ...(o.onNotice ? { onNotice: o.onNotice } : {}) });
+    this.opts = { baseDir: o.baseDir, ageKeys: this.ageKeys, ...(o.env ? { env: o.env } : {}), ...(o.policy.allowNewRecipients ? { allowNewRecipients: true } : {}) };
     const declaredDefault = o.declarations.find((d) => d.default);
     this.uris.set(DEFAULT_STORE_NAME, declaredDefault?.uri ?? DEFAULT_STORE_URI);
     for (const d of o.declarations) {
       this.uris.set(d.name, d.uri);
-      if (d.options) this.declaredOptions.set(d.uri, d.options);
+      this.namesByUri.set(d.uri, d.name);
+      if (d.options) this.declaredOptions.set(d.uri, { ...this.declaredOptions.get(d.uri), ...d.options });
+      const r = declaredRecipients(d.options);
+      if (r.length) this.declaredRecipients.set(d.uri, [...new Set([...(this.declaredRecipients.get(d.uri) ?? []), ...r])]);
     }
+  }
+
+  /** Why the operator policy refuses the store behind a URI (messages), or none. */
+  policyProblems(uri: string): string[] {
+    const name = this.namesByUri.get(uri) ?? (uri === this.uris.get(DEFAULT_STORE_NAME) ? DEFAULT_STORE_NAME : uri);
+    return storePolicyProblems({ name, uri, ...(this.declaredOptions.has(uri) ? { options: this.declaredOptions.get(uri) as StoreDeclaration['options'] } : {}) }, this.policy, this.baseDir)
+      .map((p) => p.message);
   }
 
   /** URI of a named store (undefined = the default store). */
@@ -160,8 +179,13 @@ export class StoreRegistry {
     const uri = this.uris.get(nameOrUri ?? DEFAULT_STORE_NAME) ?? nameOrUri!;
     let p = this.opened.get(uri);
     if (!p) {
+      const refused = this.policyProblems(uri);
       const options = this.declaredOptions.get(uri);
-      p = openStore(uri, options ? { ...this.opts, options } : this.opts);
+      const recipients = this.declaredRecipients.get(uri);
+      p = refused.length
+        ? Promise.reject(new SecretStoreError(refused.join('; '), { code: 'POLICY' }))
+        : openStore(uri, { ...this.opts, ...(options ? { options } : {}), ...(recipients ? { recipients } : {}) });
+      p.catch(() => undefined); // awaited by every caller; an unawaited rejection is not a crash
       this.opened.set(uri, p);
     }
     return p;

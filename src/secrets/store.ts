@@ -119,15 +119,17 @@ export function logicalName(projectEnv: string, client: string, key: string): st
 export interface OpenStoreOptions {
   /** Relative store paths (`sops:relative/path.yaml`) resolve against this directory (the config file's). Default: cwd. */
   baseDir?: string;
-  /** Extra age recipients (team / cluster keys, `age1…`) the data key is wrapped for, besides the local identity. */
+  /** This store's age recipients (team / cluster keys, `age1…`) its data key is wrapped for, besides the local identity. */
   recipients?: string[];
+  /** A recipient may be added to a store file that already holds secrets (the operator policy's allowNewRecipients). */
+  allowNewRecipients?: boolean;
   /** Environment to read SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, XDG_CONFIG_HOME, HOME from. Default: process.env. */
   env?: NodeJS.ProcessEnv;
   /** Called with human notices the CLI should print (e.g. "created a new age identity, back it up"). */
   onNotice?: (message: string) => void;
   /** How long to wait for another kms-sync holding the store's lock. Default 10 s. */
   lockTimeoutMs?: number;
-  /** Share one key provider between the store and the journal (then recipients/env/onNotice above are ignored). */
+  /** Share one key provider between the store and the journal (then env/onNotice above are ignored). */
   ageKeys?: AgeKeys;
   /**
    * The declaration's `options:` (`stores: [{name, uri, options}]`), for backends that take

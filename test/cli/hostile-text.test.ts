@@ -86,7 +86,8 @@ describe('credentials in a configuration (issue 26, item 1)', () => {
     expect(hostile).not.toBe(smallConfig);
     writeFileSync(path.join(s.dir, 'hostile.yaml'), hostile);
     // A harmless-looking name holding a copy of the project key is refused by its value.
-    const e = { ...env, LOOKS_HARMLESS: `copy-${TEST_KEY}` };
+    // Listed in the operator policy: credentials are refused even then (the credential check comes after the allowlist).
+    const e = { ...env, LOOKS_HARMLESS: `copy-${TEST_KEY}`, KMS_SYNC_ENV_ALLOW: 'KMS_API_KEY,GITHUB_TOKEN,LOOKS_HARMLESS' };
     for (const args of [['plan', '-f', 'hostile.yaml'], ['plan', '-f', 'hostile.yaml', '--format', 'markdown'], ['plan', '-f', 'hostile.yaml', '--json'],
       ['plan', '-f', 'hostile.yaml', '--comment', 'github'], ['plan', '-f', 'hostile.yaml', '--out', 'saved.json']]) {
       const r = await runCli(args, { cwd: s.dir, env: e });

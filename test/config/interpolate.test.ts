@@ -93,14 +93,17 @@ projects:
     expect(state.clients[0]?.metadata).toEqual({ '${env:K}': 'v' });
   });
 
-  it('uses process.env when no env is given', async () => {
+  it('uses process.env when no env is given, under the default policy (which allows no variable) unless another is given', async () => {
     const { writeTree } = await import('./helpers.js');
     const { loadDesiredState } = await import('../../src/config/index.js');
+    const { DEFAULT_POLICY } = await import('../../src/model/policy.js');
     const dir = await writeTree({ 'a.yaml': 'apiVersion: kms-sync/v1\nstores:\n  - { name: s, uri: "${env:KMS_SYNC_TEST_URI}" }\n' });
     process.env.KMS_SYNC_TEST_URI = 'file:./from-process-env';
     try {
-      const { state } = await loadDesiredState(['.'], { cwd: dir });
+      await expect(loadDesiredState(['.'], { cwd: dir })).rejects.toThrow(/environment variable KMS_SYNC_TEST_URI is not allowed by the operator policy/);
+      const { state } = await loadDesiredState(['.'], { cwd: dir, policy: { ...DEFAULT_POLICY, envAllow: ['KMS_SYNC_TEST_*'] } });
       expect(state.stores[0]?.uri).toBe('file:./from-process-env');
+      expect(state.envReferences).toEqual(['KMS_SYNC_TEST_URI']);
     } finally {
       delete process.env.KMS_SYNC_TEST_URI;
     }

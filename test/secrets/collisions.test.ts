@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { loadDesiredStateFromSources } from '../../src/config/load.js';
 import { secretCollisions } from '../../src/secrets/collisions.js';
 import { StoreRegistry } from '../../src/secrets/registry.js';
+import { DEFAULT_POLICY } from '../../src/model/policy.js';
 import { SopsFileStore } from '../../src/secrets/sops/file-store.js';
 
 /** A configuration of one environment: `stores` and `clients` are YAML lines, indented in place. */
@@ -26,7 +27,7 @@ ${clients}
 
 async function problems(clients: string, stores = '') {
   const desired = config(clients, stores);
-  return secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir: '/nonexistent/base', env: {} }));
+  return secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir: '/nonexistent/base', policy: { ...DEFAULT_POLICY, storeHosts: ['127.0.0.1:9'] }, env: {} }));
 }
 
 const collisions = async (clients: string, stores = '') => (await problems(clients, stores)).filter((p) => p.kind === 'collision').map((p) => p.text);

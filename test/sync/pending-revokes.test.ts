@@ -184,7 +184,7 @@ describe('pending revokes', () => {
     for (const c of await clientsOf(staging, TEST_KEY)) expect(await validates(staging, TEST_KEY, c, await store().read(`pr-production/${c.name}/main`))).toBe(true);
     // With a store per service (the way out the message names), both services keep every key.
     write(config(['web', 'api']).replace('apiVersion: kms-sync/v1\n', 'apiVersion: kms-sync/v1\nstores:\n  - { name: main, default: true, uri: "sops:.kms-sync/secrets.${env:KMS_STAGE}.sops.yaml" }\n'));
-    expect((await cli(['apply', '-f', 'config', '--auto-approve'], { KMS_STAGE: 'production', KMS_API_URL: production.url, KMS_API_KEY: LIVE_KEY, CI: 'true' })).code).toBe(0);
+    expect((await cli(['apply', '-f', 'config', '--auto-approve'], { KMS_STAGE: 'production', KMS_SYNC_ENV_ALLOW: 'KMS_STAGE', KMS_API_URL: production.url, KMS_API_KEY: LIVE_KEY, CI: 'true' })).code).toBe(0);
     const prodStore = new SopsFileStore(path.join(dir, 'config', '.kms-sync', 'secrets.production.sops.yaml'), { env });
     for (const c of await clientsOf(production, LIVE_KEY)) expect(await validates(production, LIVE_KEY, c, await prodStore.read(`pr-production/${c.name}/main`))).toBe(true);
     for (const c of await clientsOf(staging, TEST_KEY)) expect(await validates(staging, TEST_KEY, c, await store().read(`pr-production/${c.name}/main`))).toBe(true);

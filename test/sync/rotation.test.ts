@@ -10,6 +10,7 @@ import { planFor, connect } from '../../src/engine/run.js';
 import { loadDesiredState } from '../../src/config/index.js';
 import { SopsFileStore, type SecretEntry } from '../../src/secrets/index.js';
 import { StoreRegistry } from '../../src/secrets/registry.js';
+import { DEFAULT_POLICY } from '../../src/model/policy.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace, writeFiles } from '../support/cli.js';
 
 const API_KEY = 'sk_test_rotation0123456789';
@@ -125,7 +126,7 @@ describe('key rotation and secret safety', () => {
 `));
     const { state } = await loadDesiredState([path.join(dir, 'config')], { cwd: dir });
     const conn = connect({ parallelism: 4 }, env);
-    const registry = new StoreRegistry({ declarations: [], baseDir: path.join(dir, 'config'), env });
+    const registry = new StoreRegistry({ declarations: [], baseDir: path.join(dir, 'config'), policy: DEFAULT_POLICY, env });
     // The real store, failing its first batch write (the process survives, the write does not land).
     const real = await registry.get(undefined);
     let failures = 1;
@@ -135,7 +136,7 @@ describe('key rotation and secret safety', () => {
       return originalPutMany(entries);
     };
     try {
-      const { plan } = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config') });
+      const { plan } = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config'), policy: DEFAULT_POLICY });
       const capture = new JournaledKeyCapture(registry);
       const result = await applyPlan({ api: conn.api, plan, keys: capture });
       // The clients exist and their keys are safe in the journal; the run stops issuing keys.
@@ -169,7 +170,7 @@ describe('key rotation and secret safety', () => {
 `));
     const { state } = await loadDesiredState([path.join(dir, 'config')], { cwd: dir });
     const conn = connect({ parallelism: 4 }, env);
-    const registry = new StoreRegistry({ declarations: [], baseDir: path.join(dir, 'config'), env });
+    const registry = new StoreRegistry({ declarations: [], baseDir: path.join(dir, 'config'), policy: DEFAULT_POLICY, env });
     const store = await registry.get(undefined);
     const capture = new JournaledKeyCapture(registry);
     const journalAppend = capture.journal.appendMany.bind(capture.journal);
@@ -177,7 +178,7 @@ describe('key rotation and secret safety', () => {
     capture.journal.appendMany = async () => { throw new Error('injected: journal disk gone'); };
     store.putMany = async () => { throw new Error('injected: store down'); };
     try {
-      const { plan } = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config') });
+      const { plan } = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config'), policy: DEFAULT_POLICY });
       const result = await applyPlan({ api: conn.api, plan, keys: capture });
       expect(result.failed.map((f) => f.error).join('\n')).toContain('were revoked and will be issued again');
       for (const name of ['umbrella', 'hooli']) {
@@ -187,7 +188,7 @@ describe('key rotation and secret safety', () => {
       // With the journal and the store back, the next run issues the keys again and stores them.
       capture.journal.appendMany = journalAppend;
       store.putMany = storePut;
-      const again = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config') });
+      const again = await planFor(conn, state, { prune: false, baseDir: path.join(dir, 'config'), policy: DEFAULT_POLICY });
       expect(again.plan.operations.filter((o) => o.kind === 'key' && o.action === 'create').map((o) => o.address).sort())
         .toEqual(['key.rot-production/hooli/main', 'key.rot-production/umbrella/main']);
       const second = await applyPlan({ api: conn.api, plan: again.plan, keys: capture });

@@ -21,7 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { AgeKeys, ageDecrypt, ageEncryptArmored } from '../age-keys.js';
+import { AgeKeys, ageDecrypt, ageEncryptArmored, validateRecipient } from '../age-keys.js';
 import { SecretStoreError, describeIoError } from '../errors.js';
 import {
   FILE_MODE,
@@ -60,14 +60,10 @@ import {
   type SNode,
   type SopsMetadata,
 } from './document.js';
-import { REDACTED } from '../../model/redact.js';
 
-export const SOPS_SCHEMES: readonly string[] = ['sops', 'file'];
-export const SOPS_URI_FORMS: readonly string[] = [
-  'sops:///abs/path.yaml',
-  'sops:relative/path.yaml',
-  'file:///abs/path.yaml or file:relative/path.yaml (alias of sops:)',
-];
+export { SOPS_SCHEMES, SOPS_URI_FORMS, sopsUriToPath } from './uri.js';
+import { sopsUriToPath } from './uri.js';
+import { POLICY_HOW } from '../../model/policy.js';
 
 /** The rules of files we create: only `value` leaves are encrypted, so names and dates diff well. */
 export const KMS_SYNC_RULES: CryptRules = {
@@ -87,36 +83,15 @@ const VALUE_KEY = 'value';
 /** Plaintext metadata fields of an entry (`target` only in entries written with one). */
 const META_FIELDS = ['projectEnv', 'client', 'key', 'keyId', 'target', 'issuedAt', 'expiresAt'] as const;
 
-/** Resolves a `sops:` / `file:` URI to an absolute path. */
-export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): string {
-  const m = /^(sops|file):(.*)$/is.exec(uri);
-  if (!m) throw new SecretStoreError(`not a sops:/file: URI: '${uri}'`, { code: 'INVALID_URI' });
-  const rest = m[2] as string;
-  const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri}': ${why}; use ${SOPS_URI_FORMS.join(', ')}`, { code: 'INVALID_URI' });
-  if (/[?#]/.test(rest)) throw bad('query strings and fragments are not supported');
-  const decode = (s: string): string => {
-    try {
-      return decodeURIComponent(s);
-    } catch {
-      throw bad('malformed percent-encoding');
-    }
-  };
-  if (rest.startsWith('//')) {
-    const after = rest.slice(2);
-    const slash = after.indexOf('/');
-    const host = slash < 0 ? after : after.slice(0, slash);
-    if (host !== '' && host.toLowerCase() !== 'localhost') throw bad(`remote host '${host.replace(/^.*@/, `${REDACTED}@`)}' is not supported`);
-    const p = slash < 0 ? '' : after.slice(slash);
-    if (p === '' || p === '/') throw bad('no file path');
-    return path.resolve(decode(p));
-  }
-  if (rest === '') throw bad('no file path');
-  return path.resolve(baseDir, decode(rest));
-}
-
 export function openSopsFileStore(uri: string, opts: OpenStoreOptions = {}): SopsFileStore {
   return new SopsFileStore(sopsUriToPath(uri, opts.baseDir), opts);
+}
+
+/** Secrets (entries with a value) in the `secrets:` mapping. */
+function secretCount(secrets: SMap): number {
+  let n = 0;
+  for (const [, node] of secrets.entries) if (node.kind === 'map' && getEntry(node, VALUE_KEY) !== undefined) n++;
+  return n;
 }
 
 const SEGMENT_SAFE = /[A-Za-z0-9._~%-]/;
@@ -145,6 +120,10 @@ export class SopsFileStore implements SecretStore {
   readonly path: string;
   readonly lockPath: string;
   readonly ageKeys: AgeKeys;
+  /** This store's own recipients (its declaration's), besides the local identity: never another store's. */
+  readonly storeRecipients: readonly string[];
+  /** Whether a declared recipient may be added to a file that already holds secrets (operator policy). */
+  readonly allowNewRecipients: boolean;
   private readonly lockTimeoutMs: number;
   /** The bytes of the file this instance last verified, with its decrypted tree (never written anywhere). */
   private cache: { bytes: Buffer; loaded: LoadedVerified } | undefined;
@@ -160,9 +139,37 @@ export class SopsFileStore implements SecretStore {
       opts.ageKeys ??
       new AgeKeys({
         ...(opts.env ? { env: opts.env } : {}),
-        ...(opts.recipients ? { recipients: opts.recipients } : {}),
         ...(opts.onNotice ? { onNotice: opts.onNotice } : {}),
       });
+    this.allowNewRecipients = Boolean(opts.allowNewRecipients);
+    this.storeRecipients = [...new Set([...this.ageKeys.extraRecipients, ...(opts.recipients ?? []).map(validateRecipient)])];
+  }
+
+  /** Recipients the file's data key is wrapped for now (its `sops.age` stanzas); empty when there is no file. Needs no identity. */
+  async fileRecipients(): Promise<{ recipients: string[]; secrets: number }> {
+    const loaded = await this.guard(() => this.loadRaw(), 'cannot be read');
+    if (!loaded) return { recipients: [], secrets: 0 };
+    return { recipients: loaded.meta.age.map((s) => s.recipient), secrets: loaded.secrets.entries.length };
+  }
+
+  /**
+   * Wraps the data key for this store's recipients that the file lacks (after apply allowed them:
+   * --allow-new-recipients), in one verified write; nothing when none is missing or there is no file.
+   */
+  async addMissingRecipients(): Promise<string[]> {
+    let added: string[] = [];
+    try {
+      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        const loaded = await this.loadVerified();
+        if (!loaded) return;
+        const wanted = await this.ageKeys.recipientsWith(this.storeRecipients);
+        added = wanted.filter((r) => !loaded.meta.age.some((s) => s.recipient === r));
+        if (added.length) await this.writeLocked([]);
+      });
+    } catch (err) {
+      throw this.wrap(err, 'could not add its recipients', 'IO');
+    }
+    return added;
   }
 
   /**
@@ -202,7 +209,7 @@ export class SopsFileStore implements SecretStore {
       await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
         await removeStaleTemps(this.path);
         await this.loadVerified();
-        await this.ageKeys.recipients();
+        await this.ageKeys.recipientsWith(this.storeRecipients);
         const probe = path.join(path.dirname(this.path), `.${path.basename(this.path)}.tmp-${process.pid}-probe`);
         const fh = await fs.open(probe, 'wx', FILE_MODE);
         try {
@@ -368,7 +375,7 @@ export class SopsFileStore implements SecretStore {
   private async writeLocked(entries: SecretEntry[], remove?: Map<string, string | undefined>): Promise<string[]> {
     const loaded = await this.loadVerified();
     if (remove && !loaded) return [];
-    const recipients = await this.ageKeys.recipients();
+    const recipients = await this.ageKeys.recipientsWith(this.storeRecipients);
     let dataKey: Uint8Array;
     let data: SMap;
     let rules: CryptRules;
@@ -386,6 +393,16 @@ export class SopsFileStore implements SecretStore {
       rules = KMS_SYNC_RULES;
       previousSops = undefined;
       stanzas = [];
+    }
+    // A declared recipient the file lacks can read every key already in it: added only when the
+    // operator allowed it (--allow-new-recipients); the plan showed it as a change.
+    const adding = this.storeRecipients.filter((r) => !stanzas.some((s) => s.recipient === r));
+    if (adding.length && loaded && secretCount(loaded.secrets) > 0 && !this.allowNewRecipients) {
+      throw this.error(
+        `it holds ${secretCount(loaded.secrets)} secret(s) and its declaration adds the age recipient(s) ${adding.join(', ')}, which could then decrypt all of them; ` +
+          `refused: review the plan's security section and allow it with ${POLICY_HOW.allowNewRecipients}`,
+        'NEW_RECIPIENT',
+      );
     }
     for (const r of recipients) {
       if (!stanzas.some((s) => s.recipient === r)) stanzas.push({ recipient: r, enc: await ageEncryptArmored(dataKey, r) });

@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkSecretPresence } from '../../../src/secrets/presence.js';
 import { StoreRegistry } from '../../../src/secrets/registry.js';
+import { DEFAULT_POLICY } from '../../../src/model/policy.js';
 import { SecretStoreError } from '../../../src/secrets/store.js';
 import { openStore, supportedStoreSchemes } from '../../../src/secrets/registry.js';
 import { fakeKey, meta } from '../helpers.js';
@@ -50,7 +51,7 @@ describe('presence check through the registry', () => {
     const f = await startFakeVault({ token: 't0k' });
     fakes.push(f);
     const uri = `vault://127.0.0.1:${f.server.port}/secret/kms?tls=false`;
-    const registry = new StoreRegistry({ declarations: [{ name: 'vault', uri }], baseDir: '/nonexistent', env: { VAULT_TOKEN: 't0k', HOME: '/nonexistent' } });
+    const registry = new StoreRegistry({ declarations: [{ name: 'vault', uri }], baseDir: '/nonexistent', policy: { ...DEFAULT_POLICY, storeHosts: [`127.0.0.1:${f.server.port}`] }, env: { VAULT_TOKEN: 't0k', HOME: '/nonexistent' } });
     const store = await registry.get('vault');
     const mCur = meta('acme-prod/web/primary');
     const mOld = meta('acme-prod/api/primary');
