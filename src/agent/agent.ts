@@ -92,7 +92,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(),
       syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true,
     },
-    revision: {}, ready: false, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
+    revision: {}, ready: false, condition: { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no reconcile yet', lastTransitionTime: new Date().toISOString() }, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
   };
   metrics.suspended.set(suspended ? 1 : 0);
   const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}) });

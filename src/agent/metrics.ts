@@ -24,6 +24,7 @@ export class AgentMetrics {
   readonly webhooks: Counter<'provider' | 'result'>;
   readonly notifications: Counter<'kind' | 'result'>;
   readonly suspended: Gauge;
+  readonly condition: Gauge<'type' | 'status'>;
   readonly requiresPruning: Gauge;
   readonly deletesHeld: Gauge;
   readonly syncWindowOpen: Gauge;
@@ -63,6 +64,7 @@ export class AgentMetrics {
     this.notifications = new Counter({ name: 'kms_sync_notifications_total', help: 'Notifications sent, by kind and result', labelNames: ['kind', 'result'], registers: r });
     this.requiresPruning = new Gauge({ name: 'kms_sync_requires_pruning', help: 'Owned resources that left the configuration and are kept because the agent runs without --prune', registers: r });
     this.deletesHeld = new Gauge({ name: 'kms_sync_deletes_held', help: 'Deletes and revokes the deletion guard holds until approved', registers: r });
+    this.condition = new Gauge({ name: 'kms_sync_reconcile_condition', help: 'The Ready condition of the last reconcile (1 for its status: True, False or Unknown), as Flux\'s gotk_reconcile_condition', labelNames: ['type', 'status'], registers: r });
     this.suspended = new Gauge({ name: 'kms_sync_suspended', help: '1 while reconciliation is suspended', registers: r });
     this.syncWindowOpen = new Gauge({ name: 'kms_sync_sync_window_open', help: '1 when writes were allowed at the last reconcile (inside a sync window, or none configured)', registers: r });
     this.lastReconcile = new Gauge({ name: 'kms_sync_last_reconcile_timestamp_seconds', help: 'When the last reconcile ended', registers: r });

@@ -95,11 +95,11 @@ function resultBadge(r: ReconcileRecord['result']): string {
   return badge(r, r === 'success' ? 'ok' : r === 'locked' || r === 'interrupted' ? 'warn' : 'bad');
 }
 
-function envRows(envs: EnvStatus[]): string {
+function envRows(envs: EnvStatus[], unknown: boolean): string {
   if (envs.length === 0) return '<p class="muted">No environment reconciled yet.</p>';
   const rows = envs.map((e) => {
     const cats = Object.entries(e.byCategory).map(([c, n]) => `${esc(c)} ${n}`).join(', ');
-    return `<tr data-env="${esc(e.projectEnv)}"><td><code>${esc(e.projectEnv)}</code></td><td>${e.synced ? badge('Synced', 'ok') : badge('OutOfSync', 'warn')}</td>` +
+    return `<tr data-env="${esc(e.projectEnv)}"><td><code>${esc(e.projectEnv)}</code></td><td>${unknown ? badge('Unknown', 'warn') : e.synced ? badge('Synced', 'ok') : badge('OutOfSync', 'warn')}</td>` +
       `<td>${e.drift}${cats ? ` <span class="muted">(${cats})</span>` : ''}</td><td>${e.expiring7d ? badge(String(e.expiring7d), 'bad') : '0'}</td><td>${e.expiring30d ? badge(String(e.expiring30d), 'warn') : '0'}</td></tr>`;
   });
   return `<table id="environments"><thead><tr><th>Environment</th><th>State</th><th>Drift items</th><th>Keys expiring ≤ 7 d</th><th>≤ 30 d</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
@@ -114,7 +114,13 @@ function historyRows(history: ReconcileRecord[], now: number): string {
 }
 
 function driftRows(s: AgentStatus): string {
+  // What the last successful read found is stale while the service cannot be read: never shown as "no drift".
+  if (s.serviceError) return `<p>${badge('Unknown', 'warn')} The service could not be read at the last reconcile; the drift below is from the last reconcile that could.</p>${s.drift.length ? driftTable(s) : ''}`;
   if (s.drift.length === 0) return '<p class="muted">No drift: the live service matches the configuration.</p>';
+  return driftTable(s);
+}
+
+function driftTable(s: AgentStatus): string {
   const rows = s.drift.slice(0, 200).map((d) => {
     const fields = d.fields.length
       ? `<table class="fields"><tbody>${d.fields.map((f) => `<tr><td><code>${esc(f.path)}</code></td><td class="before mono">${esc(value(f.before))}</td><td>→</td><td class="after mono">${esc(value(f.after))}</td></tr>`).join('')}</tbody></table>`
@@ -178,12 +184,14 @@ export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenR
     ['Mode', `${s.agent.mode}${s.agent.prune ? ' + prune' : ''}`],
     ['Synced revision', short(s.revision.synced)],
     ['Last reconcile', last ? `${last.result}, ${ago(last.finishedAt, now)}` : '—'],
-    ['Drift items', String(s.drift.length)],
+    ['Drift items', s.serviceError ? 'Unknown' : String(s.drift.length)],
+    ['Ready', `${s.condition?.status ?? 'Unknown'}${s.condition?.reason ? ` (${s.condition.reason})` : ''}`],
     ['Keys expiring ≤ 7 d / 30 d', `${s.keys.expiring7d} / ${s.keys.expiring30d}`],
   ].map(([k, v]) => `<div class="card"><div class="muted">${esc(k)}</div><div class="n">${esc(v)}</div></div>`).join('');
   const alerts: string[] = [];
   if (!s.agent.syncWindowOpen) alerts.push(`<p>${badge('Outside the sync window', 'warn')} Changes are reported, not applied, until one opens (${esc(s.agent.syncWindows.join('; '))}, UTC).</p>`);
   if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused until it is resumed.</p>`);
+  if (s.serviceError) alerts.push(`<p id="service-unreachable">${badge('Service unreachable', 'bad')} <span class="err">${esc(s.serviceError)}</span> <span class="muted">Sync states and drift are unknown until it answers again.</span></p>`);
   if (s.sourceError) alerts.push(`<p>${badge('Source unreachable', 'bad')} <span class="err">${esc(s.sourceError)}</span> <span class="muted">Keeping revision ${esc(short(s.revision.lastGood))}.</span></p>`);
   if (s.heldDeletes) {
     alerts.push(`<div id="held">${badge('Deletes held', 'bad')} ${esc(s.heldDeletes.reason)}; revision <code>${esc(short(s.heldDeletes.revision))}</code> is applied without them until approved (POST /api/approve-deletes).` +
@@ -204,7 +212,7 @@ export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenR
 <span class="meta">every ${esc(s.agent.intervalSeconds)} s · up since ${esc(s.agent.startedAt)}</span></header>
 <main>
 <section><div class="cards">${cards}</div><div style="margin-top:10px">${control(s, o.tokenRequired ?? false)}</div>${alerts.length ? `<div style="margin-top:10px">${alerts.join('')}</div>` : ''}</section>
-<section><h2>Environments</h2>${envRows(s.environments)}</section>
+<section><h2>Environments</h2>${envRows(s.environments, s.serviceError !== undefined)}</section>
 <section><h2>Key expiries and rotations</h2>${timelineSvg(s.keys.expiries, s.timeline, now)}</section>
 <section><h2>Current drift</h2>${driftRows(s)}</section>
 <section><h2>Last revisions</h2>${historyRows(s.history, now)}</section>

@@ -10,6 +10,7 @@ import { lstat, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { applyJournaled } from '../apply/journaled-run.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
+import { NetworkError } from '../api/http.js';
 import type { StateIncarnation } from '../secrets/fsutil.js';
 import type { ApplyResult } from '../apply/execute.js';
 import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState, type OperatorPolicy } from '../model/index.js';
@@ -28,7 +29,7 @@ import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';
 import type { GitSource } from './source.js';
 import { windowOpen, type SyncWindow } from './windows.js';
-import { HISTORY_MAX, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReconcileRecord, type Trigger } from './status.js';
+import { HISTORY_MAX, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReadyCondition, type ReconcileRecord, type Trigger } from './status.js';
 
 /**
  * What sync applies between revisions: what is due on schedule, what recovery found, and (with
@@ -123,7 +124,11 @@ export class Reconciler {
     } catch (e) {
       record.result = signal.aborted ? 'interrupted' : 'failed';
       record.errors.push(this.clean((e as Error).message));
+      // The service could not be read: what the last reconcile found is stale, so unknown.
+      if (!signal.aborted && (e instanceof NetworkError || (e as Error).cause instanceof NetworkError)) status.serviceError = record.errors[record.errors.length - 1];
     }
+    if (record.result === 'success' || record.result === 'invalid' || record.result === 'locked') delete status.serviceError;
+    if (record.result !== 'interrupted') this.setCondition(record);
     if (signal.aborted && record.result === 'success' && record.note !== 'nothing to apply') record.result = 'interrupted';
     const ended = new Date();
     record.finishedAt = ended.toISOString();
@@ -442,6 +447,23 @@ export class Reconciler {
       if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
+  }
+
+  /** The Ready condition (Flux's): True after a successful reconcile, Unknown while the service cannot be read, else False. */
+  private setCondition(record: ReconcileRecord): void {
+    const { status, metrics } = this.o;
+    const [value, reason, message]: [ReadyCondition['status'], string, string] = status.serviceError
+      ? ['Unknown', 'ServiceUnreachable', status.serviceError]
+      : record.result === 'success'
+        ? ['True', 'ReconciliationSucceeded', `applied revision ${short(record.revision) ?? '?'}`]
+        : [
+          'False',
+          ({ invalid: 'InvalidRevision', source_error: 'SourceUnreachable', locked: 'Locked', failed: 'ReconciliationFailed' } as Record<string, string>)[record.result] ?? 'ReconciliationFailed',
+          record.errors[0] ?? record.result,
+        ];
+    const changed = status.condition.status !== value || status.condition.reason !== reason;
+    status.condition = { type: 'Ready', status: value, reason, message, lastTransitionTime: changed ? new Date().toISOString() : status.condition.lastTransitionTime };
+    for (const s of ['True', 'False', 'Unknown'] as const) metrics.condition.set({ type: 'Ready', status: s }, s === value ? 1 : 0);
   }
 
   /** What requires pruning and what the guard holds, into the status and the metrics. */

@@ -50,6 +50,14 @@ export interface DeleteEntry {
   reason: string;
 }
 
+export interface ReadyCondition {
+  type: 'Ready';
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+}
+
 export interface ReconcileRecord {
   startedAt: string;
   finishedAt: string;
@@ -84,6 +92,10 @@ export interface AgentStatus {
     invalid?: { revision: string; errors: string[] };
   };
   sourceError?: string;
+  /** The service could not be reached at the last reconcile: drift and sync states are unknown (stale). */
+  serviceError?: string;
+  /** Reconcile health, as Flux's Ready condition (and the kms_sync_reconcile_condition gauge). */
+  condition: ReadyCondition;
   ready: boolean;
   lastReconcile?: ReconcileRecord;
   /** Newest first. */

@@ -146,7 +146,7 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
     await releaseAll();
     if (e instanceof RunLockedError || e instanceof RunLockError) throw e;
     // Not another run's lock: the service could not be asked (or answered oddly). Said as what it is about.
-    throw new RunLockError(`could not take the run lock in the service (${(e as Error).message}); nothing was changed`);
+    throw new RunLockError(`could not take the run lock in the service (${(e as Error).message}); nothing was changed`, { cause: e });
   }
   const heartbeat = setInterval(() => {
     for (const env of held) void o.api.updateEndpoint(env, mp, { metadata: metadata() }).catch(() => undefined);
