@@ -22,7 +22,7 @@ describe('the agent\'s reconcile health', () => {
   it('Ready is True after a successful reconcile, Unknown with a banner while the service is unreachable', async () => {
     const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync']);
-    const ok = await until(agent, 'synced', (x) => x.revision.synced === rev && x.lastReconcile.result === 'success');
+    const ok = await until(agent, 'synced', (x) => x.revision.synced === rev && x.lastReconcile?.result === 'success');
     expect(ok.condition).toMatchObject({ type: 'Ready', status: 'True', reason: 'ReconciliationSucceeded' });
     let m = await agent.metrics();
     expect([condition(m, 'True'), condition(m, 'False'), condition(m, 'Unknown')]).toEqual([1, 0, 0]);
