@@ -10,6 +10,11 @@
 // terraform-provider-kms_<version>_SHA256SUMS (over every zip of the version in DIR, so jobs that
 // each built some platforms can be summed up at the end with --sums-only) and the registry
 // manifest. docs/terraform-provider.md tells the size, the start-up time and the caveats.
+// With --cli, the same machinery makes the kms-sync command itself into one file per platform,
+// kms-sync_<version>_<os>_<arch> (.exe on Windows), beside the other release files (no zip, no
+// provider SHA256SUMS: the release workflow sums them with the npm package). The package files the
+// CLI reads with fs are served from the embedded copies; the agent (a native module) and --cdktf
+// (the user's CDK packages) are not in it and say so.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -35,6 +40,12 @@ const NOT_BUNDLED = {
 };
 // The package files the provider reads at run time (src/model/package-files.ts readPackageText).
 const EMBEDDED = ['schemas/plugin-protocol/descriptor.json', 'schemas/terraform-provider-kms.json'];
+// What the CLI reads besides: its version, and the configuration schema (errors, init's copy).
+const CLI_EMBEDDED = [...EMBEDDED, 'package.json', 'schemas/kms-sync.schema.json', 'release-signing-keys'];
+const CLI_NOT_BUNDLED = {
+  'fs-native-extensions': 'the agent (kms-sync agent)',
+  cdktf: '--cdktf', cdktn: '--cdktf', constructs: '--cdktf',
+};
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 const release = await import(pathToFileURL(path.join(root, 'dist', 'provider', 'release.js')).href).catch(() => undefined);
@@ -46,6 +57,7 @@ const { values: args } = parseArgs({
     cache: { type: 'string', default: path.join(root, 'node_modules', '.cache', 'kms-sync-node') },
     pins: { type: 'string', default: '' },
     'sums-only': { type: 'boolean', default: false },
+    cli: { type: 'boolean', default: false },
   },
 });
 const fail = (message) => {
@@ -69,25 +81,43 @@ const log = (line) => process.stdout.write(`${line}\n`);
 async function bundle(work) {
   const { build } = await import('rolldown');
   const entry = path.join(work, 'entry.js');
-  const files = Object.fromEntries(EMBEDDED.map((f) => [f, readFileSync(path.join(root, f), 'utf8')]));
+  const files = Object.fromEntries((args.cli ? CLI_EMBEDDED : EMBEDDED).map((f) => [f, readFileSync(path.join(root, f), 'utf8')]));
   const packageFiles = path.join(root, 'dist', 'model', 'package-files.js');
-  writeFileSync(path.join(work, 'embed.js'), `import { EMBEDDED_FILES } from ${JSON.stringify(packageFiles)};\nglobalThis[EMBEDDED_FILES] = { root: '/kms-sync-embedded', files: ${JSON.stringify(files)} };\n`);
+  // The CLI reads package files with fs as well: those under the embedded root come from the copies.
+  const fsShim = !args.cli ? '' : `import fs from 'node:fs';
+const E = globalThis[EMBEDDED_FILES];
+const hit = (p) => (typeof p === 'string' && p.startsWith(E.root + '/') ? E.files[p.slice(E.root.length + 1)] : undefined);
+const asText = (o) => typeof o === 'string' || Boolean(o && o.encoding);
+const readFileSync = fs.readFileSync;
+fs.readFileSync = (p, o) => { const t = hit(p); return t === undefined ? readFileSync(p, o) : asText(o) ? t : Buffer.from(t); };
+const existsSync = fs.existsSync;
+fs.existsSync = (p) => hit(p) !== undefined || existsSync(p);
+const readFile = fs.promises.readFile;
+fs.promises.readFile = async (p, o) => { const t = hit(p); return t === undefined ? readFile(p, o) : asText(o) ? t : Buffer.from(t); };
+`;
+  writeFileSync(path.join(work, 'embed.js'), `import { EMBEDDED_FILES } from ${JSON.stringify(packageFiles)};\nglobalThis[EMBEDDED_FILES] = { root: '/kms-sync-embedded', files: ${JSON.stringify(files)} };\n${fsShim}`);
   // No top-level await in CommonJS: the entry waits with then().
-  writeFileSync(entry, `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'provider', 'main.js'))}).then((m) => m.runProvider()).then((code) => process.exit(code), (e) => { process.stderr.write(\`terraform-provider-kms: \${e?.stack ?? e}\\n\`); process.exit(1); });\n`);
-  const file = path.join(work, 'provider.cjs');
+  writeFileSync(entry, args.cli
+    ? `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'cli', 'run.js'))});\n`
+    : `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'provider', 'main.js'))}).then((m) => m.runProvider()).then((code) => process.exit(code), (e) => { process.stderr.write(\`terraform-provider-kms: \${e?.stack ?? e}\\n\`); process.exit(1); });\n`);
+  const file = path.join(work, args.cli ? 'cli.cjs' : 'provider.cjs');
+  const notBundled = args.cli ? { ...NOT_BUNDLED, ...CLI_NOT_BUNDLED } : NOT_BUNDLED;
+  const notBundledMessage = (pkg) => args.cli
+    ? `the single-file kms-sync does not include ${pkg}, which ${notBundled[pkg]}${Object.hasOwn(CLI_NOT_BUNDLED, pkg) ? ' needs' : ' stores need'}: use the npm package of the release for that (docs/getting-started.md, "Install from a release")`
+    : `the packaged terraform-provider-kms does not include ${pkg}, which ${NOT_BUNDLED[pkg]} stores need: install the provider that runs with Node.js for them (kms-sync provider install, without --from)`;
   await build({
     input: entry,
     platform: 'node',
     plugins: [{
       name: 'kms-sync-sea',
       resolveId(id) {
-        if (Object.hasOwn(NOT_BUNDLED, id)) return `\0not-bundled:${id}`;
+        if (Object.hasOwn(notBundled, id)) return `\0not-bundled:${id}`;
         return null;
       },
       load(id) {
         if (!id.startsWith('\0not-bundled:')) return null;
         const pkg = id.slice('\0not-bundled:'.length);
-        return `throw new Error(${JSON.stringify(`the packaged terraform-provider-kms does not include ${pkg}, which ${NOT_BUNDLED[pkg]} stores need: install the provider that runs with Node.js for them (kms-sync provider install, without --from)`)});\n`;
+        return `throw new Error(${JSON.stringify(notBundledMessage(pkg))});\n`;
       },
       // createRequire(import.meta.url)('x') is invisible to a bundler: make it a plain require.
       transform(code, id) {
@@ -178,7 +208,7 @@ try {
       const darwin = platform.startsWith('darwin_');
       const node = nodes[platform];
       if (!node) continue;
-      const exeName = release.executableName(version, platform);
+      const exeName = args.cli ? `kms-sync_${version}_${platform}${platform.startsWith('windows_') ? '.exe' : ''}` : release.executableName(version, platform);
       const exe = path.join(work, exeName);
       copyFileSync(node.file, exe);
       chmodSync(exe, 0o755);
@@ -186,11 +216,22 @@ try {
       const sameNode = platform === HOST && node.from.includes(process.versions.node);
       await inject(exe, 'NODE_SEA_BLOB', blobs[sameNode], { sentinelFuse: SEA_FUSE, ...(darwin ? { machoSegmentName: 'NODE_SEA' } : {}) });
       if (darwin) codesign('--sign', '-', exe);
+      if (args.cli) {
+        copyFileSync(exe, path.join(out, exeName));
+        chmodSync(path.join(out, exeName), 0o755);
+        log(`${platform}: ${exeName} (${(statSync(exe).size / 1e6).toFixed(1)} MB; Node.js from ${node.from})`);
+        rmSync(exe);
+        continue;
+      }
       const zip = release.writeZip([{ name: exeName, data: readFileSync(exe), mode: 0o755 }]);
       writeFileSync(path.join(out, release.releaseZipName(version, platform)), zip);
       log(`${platform}: ${release.releaseZipName(version, platform)} (executable ${(statSync(exe).size / 1e6).toFixed(1)} MB, zip ${(zip.length / 1e6).toFixed(1)} MB; Node.js from ${node.from})`);
       rmSync(exe);
     }
+  }
+  if (args.cli) {
+    rmSync(work, { recursive: true, force: true });
+    process.exit(0);
   }
   const manifest = `${JSON.stringify(release.REGISTRY_MANIFEST, null, 2)}\n`;
   writeFileSync(path.join(out, release.manifestName(version)), manifest);

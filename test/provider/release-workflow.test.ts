@@ -54,6 +54,7 @@ describe('the provider release workflow example', () => {
     const steps = (job: string) => wf.jobs[job].steps as { run?: string; uses?: string; with?: Record<string, string> }[];
     const runs = (job: string) => steps(job).map((s) => s.run ?? '').join('\n');
     expect(runs('provider')).toContain('npm run package:provider -- --out release --platforms "$PLATFORMS"');
+    expect(runs('provider')).toContain('node scripts/package-provider.js --cli --out release --platforms "$PLATFORMS"');
     expect(runs('package')).toContain('npm pack --pack-destination release');
     expect(runs('image')).toContain('docker build -f examples/agent/Dockerfile');
     for (const job of ['provider', 'package', 'publish']) {
@@ -68,11 +69,11 @@ describe('the provider release workflow example', () => {
     expect(wf.jobs.publish.permissions).toEqual({ contents: 'write' });
     const publish = runs('publish');
     expect(publish).toContain('scripts/package-provider.js --out release --sums-only');
-    expect(publish).toContain('sha256sum kms-sync-*.tgz kms-sync-agent-image.txt > SHA256SUMS');
+    expect(publish).toContain('sha256sum kms-sync-*.tgz kms-sync_* kms-sync-agent-image.txt > SHA256SUMS');
     expect(publish).toContain('ssh-keygen -Y sign -f "$key" -n kms-sync-release "$f"');
     expect(publish).toContain('a release is published signed or not at all');
     expect(publish).toContain('ssh-keygen -Y verify -f "$RUNNER_TEMP/allowed_signers" -I releases@kms-sync -n kms-sync-release');
-    expect(publish).toMatch(/gh release upload "\$GITHUB_REF_NAME" release\/kms-sync-\*\.tgz .*release\/SHA256SUMS release\/SHA256SUMS\.sshsig release\/terraform-provider-kms_\* release\/terraform-registry-manifest\.json/);
+    expect(publish).toMatch(/gh release upload "\$GITHUB_REF_NAME" release\/kms-sync-\*\.tgz release\/kms-sync_\* .*release\/SHA256SUMS release\/SHA256SUMS\.sshsig release\/terraform-provider-kms_\* release\/terraform-registry-manifest\.json/);
     expect(JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')).scripts['package:provider']).toBe('npm run build && node scripts/package-provider.js');
   });
 
