@@ -126,3 +126,43 @@ export const isManagedBy = (metadata: JsonObject | undefined, owner: string) => 
   const k = ownershipOf(metadata, owner).kind;
   return k === 'ours' || k === 'legacy';
 };
+
+// ---------------------------------------------------------------- objects without metadata
+// Environments and templates carry no metadata: whose one is follows from what holds or uses it
+// (the clients and endpoints of an environment, the clients of a template).
+
+/** A live object with metadata that holds (or uses) another: its address, for messages. */
+export interface Holding {
+  address: string;
+  metadata: JsonObject | undefined;
+}
+
+/**
+ * Whose an object without metadata is, judged by what it holds or what uses it. `shared`: another
+ * configuration's objects hold or use it, and this configuration's too (a template both use).
+ */
+export type ContentOwnership = { kind: 'ours' } | { kind: 'other'; owner: string; address: string; shared: boolean } | { kind: 'unknown' };
+
+/**
+ * Another configuration's as soon as one of that configuration's objects holds or uses it (unless
+ * take-ownership claims it); this configuration's when at least one of its own does and nothing of
+ * another's; nobody's known otherwise (nothing, or only objects made by hand or by the SDK).
+ */
+export function ownershipByContents(holdings: Iterable<Holding>, owner: string, takeOwnership = false): ContentOwnership {
+  let ours = false;
+  let other: { owner: string; address: string } | undefined;
+  for (const h of holdings) {
+    const o = actingOwnership(h.metadata, owner, takeOwnership);
+    if (o.kind === 'other') other ??= { owner: o.owner, address: h.address };
+    if (o.kind === 'ours') ours = true;
+  }
+  if (other) return { kind: 'other', ...other, shared: ours };
+  return ours ? { kind: 'ours' } : { kind: 'unknown' };
+}
+
+/**
+ * May this configuration change (update, delete) an object without metadata that it tracks? Not
+ * when it is another configuration's alone; one both use (shared) changes. A create is stricter:
+ * any other configuration's object in it refuses the create (Engine.checkContents).
+ */
+export const othersAlone = (o: ContentOwnership): o is Extract<ContentOwnership, { kind: 'other' }> => o.kind === 'other' && !o.shared;

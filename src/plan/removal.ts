@@ -6,12 +6,12 @@
 // environment goes without `forceDelete`: if the service still finds something in it, it refuses.
 // The operations are each kind's own (kinds/); what is decided here is whether the environment goes.
 import {
-  address, type DesiredState, type LiveClient, type LiveEndpoint, type LiveEnv, type LiveState, type LiveTemplate,
+  address, type DesiredState, type JsonObject, type LiveClient, type LiveEndpoint, type LiveEnv, type LiveState, type LiveTemplate,
 } from '../model/index.js';
-import { ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
+import { ownershipOf } from '../model/ownership.js';
 import { clientDelete } from './kinds/client.js';
 import { endpointDelete } from './kinds/endpoint.js';
-import { envDelete } from './kinds/env.js';
+import { envDelete, keepsEnv } from './kinds/env.js';
 import { projectDelete } from './kinds/project.js';
 import type { Operation, UnmanagedResource } from './types.js';
 
@@ -40,8 +40,6 @@ export function contentsByEnv(live: LiveState): Map<string, EnvContents> {
   return out;
 }
 
-const isProtected = (m: Record<string, unknown> | undefined) => m?.[PROTECTED_MARKER_KEY] === 'true';
-
 /**
  * The operations that remove one environment and its contents, or the reasons it is kept.
  * `why` says why it goes (left the configuration, destroy); `declaredProtected`: the
@@ -56,17 +54,15 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
   // Built once it is known whether the environment goes: a reason never says "its environment is
   // destroyed" about an environment that is kept.
   const childOps: ((reason: string) => Operation)[] = [];
-  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: Record<string, unknown> | undefined, op: (reason: string) => Operation) => {
-    const who = ownershipOf(metadata as never, owner);
-    if (isProtected(metadata)) blockers.push(`${addr} is protected`);
-    else if (who.kind === 'other') blockers.push(`${addr} is owned by configuration '${who.owner}'`);
-    else if (who.kind === 'legacy' && !o.prune) blockers.push(`${addr} was created by kms-sync before owners were recorded (owner unknown)`);
-    else if (who.kind === 'none' && !o.prune) blockers.push(`${addr} was not created by kms-sync`);
-    else {
+  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: JsonObject | undefined, op: (reason: string) => Operation) => {
+    const who = ownershipOf(metadata, owner);
+    const keeps = keepsEnv({ address: addr, metadata }, owner, o.prune);
+    if (keeps === undefined) {
       if (who.kind === 'ours') ours++;
       childOps.push(op);
       return;
     }
+    blockers.push(keeps);
     r.unmanaged.push({ address: addr, kind, projectEnv: pe, ...(who.kind === 'other' ? { owner: who.owner } : {}), note: `in an environment that ${o.why}; kept` });
   };
   for (const lc of c.clients) {

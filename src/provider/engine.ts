@@ -9,14 +9,14 @@ import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
 import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
-import { actingOwnership, isProtectedLive, mayChange, targetMetadata, type Ownership } from '../model/ownership.js';
+import { actingOwnership, isProtectedLive, mayChange, othersAlone, targetMetadata, type ContentOwnership, type Ownership } from '../model/ownership.js';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '../secrets/ci-local-store.js';
 import type { AppendOptions } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import { DiagnosticError } from './diagnostics.js';
-import { KEY_PREFIX_LENGTH } from './resources/state.js';
+import { KEY_PREFIX_LENGTH, uuidOf } from './resources/state.js';
 
 export interface ProviderConfig {
   url: string;
@@ -191,6 +191,32 @@ export class Engine {
         `${what.type} ${what.address} is marked protected in the service (metadata kms-sync/protected): kms-sync never deletes or replaces it. Set protected = false and apply first.`);
     }
     return o;
+  }
+
+  /**
+   * The same rule for what carries no metadata (environments, templates, projects), whose owner
+   * follows from what they hold or what uses them (model/ownership.ts `ownershipByContents`): a
+   * create of one that exists adopts it only when it is this configuration's, and is refused
+   * otherwise (another configuration's, or nobody's known: import it); one that only another
+   * configuration's objects hold or use is never updated, replaced or deleted (unless
+   * take_ownership); one this configuration's objects hold or use too may change.
+   */
+  checkContents(what: { type: string; address: string; importId: string }, o: ContentOwnership, action: ChangeAction): void {
+    if (o.kind === 'other' && (action === 'create' || othersAlone(o))) {
+      const verb = action === 'create' ? 'create it again (it exists)' : action;
+      throw new DiagnosticError('Owned by another configuration',
+        `${what.type} ${what.address} holds ${o.address}, which is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'): ` +
+        `it is that configuration's, so terraform-provider-kms does not ${verb}. ` +
+        (action === 'create'
+          ? 'Reference it by its id instead of declaring it here (e.g. project_env = "<project>-<type>"), or, to manage it from this configuration, import it ' +
+            `(an import block, or terraform import <address> ${what.importId}) and set take_ownership = true in the provider "kms" block.`
+          : 'To manage it from this configuration, set take_ownership = true in the provider "kms" block; or stop tracking it here without changing it: terraform state rm <address>.'));
+    }
+    if (o.kind === 'unknown' && action === 'create') {
+      throw new DiagnosticError('Already exists',
+        `${what.type} ${what.address} already exists in the service and nothing in it shows it is this configuration's ('${this.config.owner}'), ` +
+        `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${what.importId} (or an import block).`);
+    }
   }
 
   /**
@@ -412,7 +438,34 @@ export class Engine {
   }
 
   clientsOf(projectEnv: string): Promise<Map<string, WireClient>> {
-    return this.listing('client', projectEnv, async () => new Map((await this.missingEnvIsEmpty(() => this.api.listClients(projectEnv))).map((c) => [c.name, c])));
+    return this.listing('client', projectEnv, async () => {
+      const list = await this.missingEnvIsEmpty(() => this.api.listClients(projectEnv));
+      const byName = new Map<string, WireClient>();
+      const dups = new Map<string, string[]>();
+      for (const c of list) {
+        const first = byName.get(c.name);
+        if (first) dups.set(c.name, [...(dups.get(c.name) ?? [uuidOf(first)]), uuidOf(c)]);
+        byName.set(c.name, c);
+      }
+      this.clientDuplicates.set(projectEnv, dups);
+      return byName;
+    });
+  }
+
+  /** Client names two or more live clients of an environment share (from its last listing): name → their ids. */
+  private readonly clientDuplicates = new Map<string, Map<string, string[]>>();
+
+  /**
+   * DESIGN.md "Identities": two live clients with one identity are reported, never guessed at.
+   * Throws when the last listing of the environment (or `found`, a fresh read) holds more than one
+   * client named `name`.
+   */
+  refuseDuplicateClient(projectEnv: string, name: string, found?: WireClient[]): void {
+    const ids = found && found.length > 1 ? found.map(uuidOf) : found ? undefined : this.clientDuplicates.get(projectEnv)?.get(name);
+    if (!ids) return;
+    throw new DiagnosticError('Duplicate clients',
+      `${ids.length} live clients of ${projectEnv} are named ${name} (${ids.join(', ')}): terraform-provider-kms does not guess which one is this resource's, and changes none of them. ` +
+      'Delete the extra ones in the service (keeping the one whose keys are in use), then run terraform again.');
   }
 
   endpointsOf(projectEnv: string): Promise<Map<string, WireEndpoint>> {

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './diagnostics.js';
 import type { ChangeAction, Engine, ProviderConfig } from './engine.js';
 import type { ProviderImplementation } from './plugin/serve.js';
+import { providerLog } from './log.js';
 import { dataSourceTypes, resourceTypes } from './resources/index.js';
 import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
 import { loadSchemas, protoSchema, valueType, type ProviderSchemas } from './schema.js';
@@ -63,6 +64,9 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
   /** Why the provider cannot talk to the service (set by ConfigureProvider). */
   let unconfigured = 'the provider was not configured (Terraform calls ConfigureProvider first)';
   let stopping = false;
+  const log = providerLog(env);
+  /** Identity of a state or plan for the log: its `id` (the import id), never another attribute. */
+  const idOf = (o: TfObject | null | undefined) => (o && typeof o.id === 'string' ? o.id : undefined);
 
   const resource = (name: string): { rt: ResourceType; schema: JsonSchema; type: CtyType } => {
     const rt = resourceTypes[name];
@@ -121,7 +125,9 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     GetResourceIdentitySchemas: async () => ({ identity_schemas: {}, diagnostics: [] }),
 
     ValidateProviderConfig: (req: { config: DynamicValue }) => guarded(async (d) => {
-      validateProviderConfig(fromDynamic(req.config, providerType) as TfObject, d);
+      const config = fromDynamic(req.config, providerType) as TfObject;
+      validateProviderConfig(config, d);
+      await checkStoreSchemes(config, d);
       return {};
     })(),
 
@@ -153,6 +159,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     ConfigureProvider: (req: { config: DynamicValue }) => guarded(async (d) => {
       const config = fromDynamic(req.config, providerType) as TfObject;
       validateProviderConfig(config, d);
+      await checkStoreSchemes(config, d);
       if (d.hasErrors) return {};
       const resolved = await resolveProviderConfig(config, env, opts.cwd ?? process.cwd(), d);
       if (!resolved) {
@@ -162,6 +169,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const { Engine } = await import('./engine.js');
       await engine?.close();
       engine = new Engine(resolved, env);
+      log.log('debug', 'provider configured', { owner: resolved.owner, stores: resolved.stores.length, take_ownership: resolved.takeOwnership === true });
       return {};
     })(),
 
@@ -170,6 +178,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
       const config = fromDynamic(req.config, type) as TfObject | null;
+      log.log('trace', `PlanResourceChange ${req.type_name}`, { resource: req.type_name, id: idOf(prior) });
       await seen(rt, prior);
       if (proposed === null) {
         if (prior?.protected === true) {
@@ -216,12 +225,17 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const config = (req.config ? fromDynamic(req.config, type) : null) as TfObject | null;
       const e = needEngine();
       await seen(rt, prior);
+      const started = Date.now();
+      const action = planned === null ? 'delete' : prior === null ? 'create' : 'update';
+      log.log('debug', `ApplyResourceChange ${req.type_name} ${action}`, { resource: req.type_name, id: idOf(prior ?? planned), action });
       if (planned === null) {
-        await rt.delete(e, prior!);
+        await rt.delete(e, prior!, d);
+        log.log('info', `${req.type_name} deleted`, { resource: req.type_name, id: idOf(prior), ms: Date.now() - started });
         return { new_state: toDynamic(null, type) };
       }
       try {
         const after = prior === null ? await rt.create(e, planned, d, config ?? undefined) : await rt.update(e, prior, planned, config ?? undefined);
+        log.log('info', `${req.type_name} ${action === 'create' ? 'created' : 'updated'}`, { resource: req.type_name, id: idOf(after), ms: Date.now() - started });
         return { new_state: toDynamic(consistentWith(planned, after), type) };
       } catch (err) {
         // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
@@ -231,12 +245,13 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       }
     })(),
 
-    ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) => guarded(async () => {
+    ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) => guarded(async (d) => {
       const { rt, type } = resource(req.type_name);
       const current = fromDynamic(req.current_state, type) as TfObject | null;
       if (current === null) return { new_state: toDynamic(null, type), private: req.private };
       await seen(rt, current);
-      const live = await rt.read(needEngine(), current, false);
+      const live = await rt.read(needEngine(), current, false, d);
+      log.log('trace', `ReadResource ${req.type_name}${live ? '' : ': gone'}`, { resource: req.type_name, id: idOf(current) });
       return { new_state: toDynamic(live, type), private: req.private };
     })(),
 
@@ -313,6 +328,23 @@ function validateProviderConfig(config: TfObject, d: Diagnostics): void {
     if (s.default === true && ++defaults > 1) d.error('Two default stores', 'at most one secret_store block sets default = true', ['secret_store', i, 'default']);
     if (known(s.options) && (typeof s.options !== 'object' || Array.isArray(s.options))) d.error('Invalid store options', 'options must be an object', ['secret_store', i, 'options']);
   });
+}
+
+/**
+ * A store URI of a scheme no backend serves fails at validate (every plan), not at the first key
+ * of an apply. The table of backends is read only when a secret_store block is declared; no
+ * backend is loaded.
+ */
+async function checkStoreSchemes(config: TfObject, d: Diagnostics): Promise<void> {
+  const stores = Array.isArray(config.secret_store) ? (config.secret_store as TfObject[]) : [];
+  const uris = stores.map((s, i) => [s.uri, i] as const).filter((x): x is readonly [string, number] => typeof x[0] === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(x[0]));
+  if (uris.length === 0) return;
+  const { supportedStoreSchemes } = await import('../secrets/registry.js');
+  const supported = supportedStoreSchemes();
+  for (const [uri, i] of uris) {
+    const scheme = `${uri.slice(0, uri.indexOf(':')).toLowerCase()}:`;
+    if (!supported.includes(scheme)) d.error('Unknown store scheme', `secret_store ${i}: '${scheme}' is not a store kms-sync knows; supported: ${supported.join(', ')}`, ['secret_store', i, 'uri']);
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import type { WireClient } from '../../api/client.js';
 import { ApiError } from '../../api/http.js';
 import { canonicalCidr, canonicalCidrSet, type DesiredClient, type JsonObject } from '../../model/index.js';
 import { appliedDigest, clientRecord } from '../../model/ownership.js';
-import type { Diagnostics } from '../diagnostics.js';
+import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { ChangeAction, Engine } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
 import { handlers, keepCidrs, keepObject, userMetadata, uuidOf } from './state.js';
@@ -93,8 +93,28 @@ export const client: ResourceType = {
     if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
   },
 
-  async create(e, p, _d, config) {
+  async create(e, p, d, config) {
     const [projectEnv, name, templateName] = ids(p, 'project_env', 'name', 'template');
+    // A client of this identity already live (a state that lost it: terraform state rm, a lost or
+    // restored state): this configuration's own is adopted, brought to what the configuration
+    // says; another configuration's or one kms-sync did not make is refused (import it); two are
+    // reported, never chosen between.
+    const found = (await e.api.listAll<WireClient>('/client', { project_env: projectEnv!, name: name! }, 'list clients')).filter((c) => c.name === name);
+    e.refuseDuplicateClient(projectEnv!, name!, found);
+    if (found[0]) {
+      const o = e.checkChange(what(p), found[0].metadata as JsonObject | undefined, 'create');
+      if (o.kind !== 'ours') {
+        throw new DiagnosticError('Already exists',
+          `kms_client ${projectEnv}/${name} already exists in the service and ${o.kind === 'legacy' ? 'was made by kms-sync before owners were recorded' : 'was not made by kms-sync'}, ` +
+          `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${projectEnv}/${name} (or an import block).`, ['name']);
+      }
+      const prior: TfObject = { ...p, client_uuid: uuidOf(found[0]), type: found[0].type ?? null, template: null, ip_whitelist: null };
+      const state = await client.update(e, prior, p, config);
+      d?.warning('Existing client adopted',
+        `kms_client ${projectEnv}/${name} (${uuidOf(found[0])}) was already live and owned by this configuration but tracked by no state (terraform state rm, or a lost or restored state): ` +
+        'it is this resource again, updated to the configuration; no second client was created.');
+      return state;
+    }
     const ipWhitelist = stringList(p.ip_whitelist);
     const { clients } = await handlers();
     const { value: [outcome] } = await e.change(undefined, projectEnv!, (ctx) => clients.createClients(ctx, projectEnv!, [{
@@ -109,6 +129,7 @@ export const client: ResourceType = {
   async read(e, s) {
     const [projectEnv, name] = ids(s, 'project_env', 'name');
     const live = (await e.clientsOf(projectEnv!)).get(name!);
+    e.refuseDuplicateClient(projectEnv!, name!);
     return live ? toState(e, s, live, projectEnv!) : null;
   },
 

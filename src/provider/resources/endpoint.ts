@@ -4,7 +4,7 @@ import type { WireEndpoint } from '../../api/client.js';
 import { ApiError } from '../../api/http.js';
 import { methodPath, type DesiredEndpoint, type JsonObject } from '../../model/index.js';
 import { appliedDigest, endpointRecord } from '../../model/ownership.js';
-import type { Diagnostics } from '../diagnostics.js';
+import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { ChangeAction, Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject, type TfValue } from '../values/types.js';
 import { handlers, keepObject, keepOptional, userMetadata } from './state.js';
@@ -16,7 +16,13 @@ const methodPathOf = (p: TfObject) =>
   isUnknown(p.method) || isUnknown(p.path) ? UNKNOWN : typeof p.method === 'string' && typeof p.path === 'string' ? `${p.method.toUpperCase()}:${p.path}` : null;
 const objectOf = (v: TfValue | undefined) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined);
 
-function toState(s: TfObject, live: WireEndpoint, projectEnv: string): TfObject {
+/**
+ * `importing`: the state holds only the identity, and the name and description the service holds
+ * are taken; else a name or description the configuration leaves out stays unset, whatever the
+ * service fills in (it names an endpoint without a name after its METHOD:/path): not managed, and
+ * Terraform must find what it planned.
+ */
+function toState(s: TfObject, live: WireEndpoint, projectEnv: string, importing = false): TfObject {
   const mp = methodPath(live.method, live.path);
   const stats = (live as { stats?: { total?: number; success?: number; error?: number } }).stats;
   const dates = live as { createdAt?: string; updatedAt?: string };
@@ -26,8 +32,8 @@ function toState(s: TfObject, live: WireEndpoint, projectEnv: string): TfObject 
     // The service stores the method upper-case; the configuration's spelling stays.
     method: typeof s.method === 'string' && s.method.toUpperCase() === live.method.toUpperCase() ? s.method : live.method,
     path: live.path,
-    name: keepOptional(s.name, live.name, ''),
-    description: keepOptional(s.description, live.description, ''),
+    name: s.name === null && !importing ? null : keepOptional(s.name, live.name, ''),
+    description: s.description === null && !importing ? null : keepOptional(s.description, live.description, ''),
     request: keepObject(s.request, live.request as JsonObject | undefined),
     response: keepObject(s.response, live.response as JsonObject | undefined),
     metadata: keepObject(s.metadata, userMetadata(live.metadata)),
@@ -115,8 +121,23 @@ export const endpoint: ResourceType = {
     if (live) e.checkChange(what(s), live.metadata as JsonObject | undefined, action);
   },
 
-  async create(e, p, _d, config) {
-    const [projectEnv] = ids(p, 'project_env');
+  async create(e, p, d, config) {
+    const [projectEnv, method, path] = ids(p, 'project_env', 'method', 'path');
+    // An endpoint of this identity already live (a state that lost it): this configuration's own
+    // is adopted and brought to what the configuration says; another's, or one kms-sync did not
+    // register, is refused (import it).
+    const existing = await liveOf(e, projectEnv!, methodPath(method!, path!));
+    if (existing) {
+      const o = e.checkChange(what(p), existing.metadata as JsonObject | undefined, 'create');
+      if (o.kind !== 'ours') {
+        throw new DiagnosticError('Already exists',
+          `${what(p).type} ${what(p).address} already exists in the service and ${o.kind === 'legacy' ? 'was made by kms-sync before owners were recorded' : 'was not registered by kms-sync'}, ` +
+          `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${what(p).address} (or an import block).`, ['path']);
+      }
+      const state = await endpoint.update(e, toState({ ...p, name: null, description: null }, existing, projectEnv!, true), p, config);
+      d?.warning('Existing endpoint adopted', `${what(p).address} was already live and owned by this configuration but tracked by no state (terraform state rm, or a lost or restored state): it is this resource again, updated to the configuration.`);
+      return state;
+    }
     const f = fields(p, e.managedMetadata(objectOf(p.metadata), p.protected === true, digestOf(config ?? p)));
     const { endpoints } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => endpoints.createEndpoints(ctx, projectEnv!, [f]));
@@ -124,10 +145,10 @@ export const endpoint: ResourceType = {
     return toState(p, await fetchEndpoint(e, projectEnv!, methodPath(f.method, f.path)), projectEnv!);
   },
 
-  async read(e, s) {
+  async read(e, s, importing) {
     const [projectEnv, method, path] = ids(s, 'project_env', 'method', 'path');
     const live = (await e.endpointsOf(projectEnv!)).get(methodPath(method!, path!));
-    return live ? toState(s, live, projectEnv!) : null;
+    return live ? toState(s, live, projectEnv!, importing) : null;
   },
 
   async update(e, prior, planned, config) {

@@ -1,9 +1,16 @@
 // kms_environment: an environment of a project, identified by `<project>-<type>`. The first
 // environment of a recorded kms_project creates the project; deleting the last one deletes it.
+// Environments carry no metadata: whose one is follows from what it holds (plan/kinds/env.ts, the
+// rules `kms-sync plan` follows): a create of one that exists adopts it only when it holds this
+// configuration's objects and nothing of another's; a delete keeps one that holds another
+// configuration's objects (or protected ones, or ones kms-sync did not make), with a warning.
+import { address } from '../../model/index.js';
+import { envOwnership, keepsEnv } from '../../plan/kinds/env.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
-import type { Engine } from '../engine.js';
+import type { ChangeAction, Engine } from '../engine.js';
+import { envContents } from './holdings.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
-import { handlers } from './state.js';
+import { handlers, uuidOf } from './state.js';
 import { check, ENV_TYPE, ids, ImportIdError, matches, PROJECT_SLUG, splitImportId, type ResourceType } from './types.js';
 
 const projectEnvOf = (p: TfObject) => (isUnknown(p.project) || isUnknown(p.type) ? UNKNOWN : typeof p.project === 'string' && typeof p.type === 'string' ? `${p.project}-${p.type}` : null);
@@ -14,6 +21,14 @@ async function liveEnv(e: Engine, project: string, projectEnv: string) {
   // The listing has no URL: one GET of the project, shared by its environments.
   const full = await e.projectFull(project, projectEnv);
   return full?.envs?.list?.find((x) => x.project_env === projectEnv);
+}
+
+const what = (projectEnv: string) => ({ type: 'kms_environment', address: projectEnv, importId: projectEnv });
+
+/** The ownership rule for a change of an existing environment: refused unless it is this configuration's to change. */
+async function checkEnv(e: Engine, projectEnv: string, action: ChangeAction, fresh: boolean): Promise<void> {
+  const { holdings } = await envContents(e, projectEnv, fresh);
+  e.checkContents(what(projectEnv), envOwnership(holdings, e.config.owner, e.config.takeOwnership), action);
 }
 
 export const environment: ResourceType = {
@@ -40,6 +55,15 @@ export const environment: ResourceType = {
     return { id: projectEnv!, project_env: projectEnv!, project: projectEnv!.slice(0, at), type: projectEnv!.slice(at + 1) };
   },
 
+  /** A create of an environment that exists, or a change of one, is checked at plan time (the shared listings). */
+  async guard(e, prior, planned, action) {
+    const s = prior ?? planned;
+    if (!s || typeof s.project !== 'string' || typeof s.type !== 'string') return;
+    const projectEnv = `${s.project}-${s.type}`;
+    if (action === 'create' && !(await e.projects()).get(s.project)?.envs?.list?.some((x) => x.project_env === projectEnv)) return;
+    if (action !== 'delete') await checkEnv(e, projectEnv, action, false);
+  },
+
   async create(e, p) {
     const [project, type, url] = ids(p, 'project', 'type', 'url');
     const projectEnv = `${project}-${type}`;
@@ -47,6 +71,8 @@ export const environment: ResourceType = {
     return e.exclusive(`project ${project}`, async () => {
       e.forget('project');
       const exists = (await e.projects()).has(project!);
+      // It exists already: adopted when it is this configuration's, refused otherwise.
+      if (exists && (await liveEnv(e, project!, projectEnv))) await checkEnv(e, projectEnv, 'create', true);
       const { envs, projects } = await handlers();
       await e.change(undefined, projectEnv, async (ctx) => {
         if (exists) return envs.upsertEnv(ctx, projectEnv, { url: url! });
@@ -74,13 +100,14 @@ export const environment: ResourceType = {
   async update(e, _prior, planned) {
     const [project, type, url] = ids(planned, 'project', 'type', 'url');
     const projectEnv = `${project}-${type}`;
+    await checkEnv(e, projectEnv, 'update', true);
     const { envs } = await handlers();
     await e.change(undefined, projectEnv, (ctx) => envs.upsertEnv(ctx, projectEnv, { url: url! }));
     e.forget('project');
     return planned;
   },
 
-  async delete(e, prior) {
+  async delete(e, prior, d) {
     const [project, type] = ids(prior, 'project', 'type');
     const projectEnv = `${project}-${type}`;
     // One at a time per project: of two environments deleted at once, exactly one is the last.
@@ -88,12 +115,28 @@ export const environment: ResourceType = {
       e.forget('project');
       const live = await liveEnv(e, project!, projectEnv);
       if (!live?.id) return;
+      // What it still holds (this configuration's own resources went first, by their references):
+      // another configuration's objects, protected ones or ones kms-sync did not make keep it, as
+      // they keep an environment `kms-sync destroy` removes (plan/removal.ts).
+      const contents = await envContents(e, projectEnv, true);
+      const blockers = contents.holdings.map((h) => keepsEnv(h, e.config.owner, false)).filter((b): b is string => b !== undefined);
+      if (blockers.length) {
+        d?.warning('Environment kept',
+          `${address.env(projectEnv)} is removed from this configuration's state but kept in the service: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}.`);
+        return;
+      }
+      const { envs, projects, clients, endpoints } = await handlers();
+      // This configuration's own objects that no state tracks go first, so the service is never asked to force a delete.
+      for (const c of contents.clients) await e.change(undefined, projectEnv, (ctx) => clients.deleteClient(ctx, uuidOf(c), projectEnv));
+      for (const x of contents.endpoints) await e.change(undefined, projectEnv, (ctx) => endpoints.deleteEndpoint(ctx, projectEnv, x.method, x.path));
       // The API has no project without an environment: the last one goes with its project (whose
       // own delete then finds nothing left), as the first one came with it.
+      e.forget('project');
       const last = ((await e.projects()).get(project!)?.envs?.list ?? []).length <= 1;
-      const { envs, projects } = await handlers();
       await e.change(undefined, projectEnv, (ctx) => (last ? projects.deleteProject(ctx, projectEnv) : envs.deleteEnv(ctx, projectEnv, live.id!)));
       e.forget('project');
+      e.forget('client', projectEnv);
+      e.forget('endpoint', projectEnv);
     });
   },
 };

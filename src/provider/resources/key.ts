@@ -33,8 +33,9 @@ const validTtl = (v: unknown) => {
 
 /** The client of a key, read fresh (a key's apply follows its client's). */
 async function clientOf(e: Engine, projectEnv: string, name: string): Promise<WireClient | undefined> {
-  const found = await e.api.listAll<WireClient>('/client', { project_env: projectEnv, name }, 'list clients');
-  return found.find((c) => c.name === name);
+  const found = (await e.api.listAll<WireClient>('/client', { project_env: projectEnv, name }, 'list clients')).filter((c) => c.name === name);
+  e.refuseDuplicateClient(projectEnv, name, found);
+  return found[0];
 }
 
 /**
@@ -44,13 +45,16 @@ async function clientOf(e: Engine, projectEnv: string, name: string): Promise<Wi
  * - `revoke`: keys nobody holds: other unconfirmed keys of this provider, expired generations, and
  *   `strays` (tracked by nothing, on a client this configuration owns); revoked once the key of
  *   the resource is stored.
- * - kept: the generation the store holds (the key Terraform is replacing, create_before_destroy),
- *   keys Terraform showed in a state, overlap generations the configuration asks for.
+ * - `superseded`: the generation the store holds that no state of this process showed (the key a
+ *   create_before_destroy replaces, or the key of a state Terraform lost: terraform state rm, a
+ *   lost or restored state): once the new key replaces it in the store it is held nowhere, so it
+ *   ends as a replacement ends it (revoked, or kept for rotation_overlap).
+ * - kept: keys Terraform showed in a state, overlap generations the configuration asks for.
  * A stray on a client this configuration does not own fails the create: import it instead.
  */
 async function generationsOf(e: Engine, live: WireClient, name: string, after: ReturnType<typeof keyAfter>, p: TfObject, orphanIds: string[]) {
   const gens = (live.keys ?? []).filter((k) => k.name === name && !orphanIds.includes(k.id));
-  const out = { adopt: undefined as WireKey | undefined, revoke: [] as WireKey[], strays: [] as WireKey[] };
+  const out = { adopt: undefined as WireKey | undefined, revoke: [] as WireKey[], strays: [] as WireKey[], superseded: [] as WireKey[] };
   if (gens.length === 0) return out;
   const unconfirmed = await e.unconfirmedKeys();
   const held = await e.heldKeyId(after.secret.store, after.secret.name);
@@ -64,7 +68,11 @@ async function generationsOf(e: Engine, live: WireClient, name: string, after: R
       out.revoke.push(k);
       continue;
     }
-    if (k.id === held || e.knownKeyIds.has(k.id)) continue;
+    if (e.knownKeyIds.has(k.id)) continue;
+    if (k.id === held) {
+      out.superseded.push(k);
+      continue;
+    }
     // An overlap generation: it ends within the configured overlap after a newer generation began.
     const ends = k.expiresAt ? Date.parse(k.expiresAt) : Infinity;
     const overlapOf = gens.some((n) => n !== k && n.createdAt && Date.parse(n.createdAt) <= ends && ends <= Date.parse(n.createdAt) + overlap + 120_000);
@@ -85,13 +93,14 @@ async function generationsOf(e: Engine, live: WireClient, name: string, after: R
 }
 
 /**
- * A newer generation of the key that this provider issued (unconfirmed) and that the store holds
- * in place of `current`: the new key of a replacement Terraform never recorded. Costs nothing
- * (no store read) unless such an unconfirmed key exists.
+ * A newer generation of the key that the store holds in place of `current`: the new key of a
+ * replacement Terraform never recorded, or that a restored older state no longer names. Costs
+ * nothing (no store read) unless a newer generation exists.
  */
 async function cutShortSuccessor(e: Engine, s: TfObject, generations: WireKey[], current: WireKey): Promise<WireKey | undefined> {
-  const unconfirmed = await e.unconfirmedKeys();
-  const newer = generations.filter((k) => k.id !== current.id && unconfirmed.has(k.id) && String(k.createdAt ?? '') >= String(current.createdAt ?? ''));
+  // Any newer generation the store holds: issued by this provider (unconfirmed), or tracked by a
+  // state Terraform has since lost (a restored older state still names the key it replaced).
+  const newer = generations.filter((k) => k.id !== current.id && String(k.createdAt ?? '') >= String(current.createdAt ?? ''));
   if (newer.length === 0) return undefined;
   const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
   const secret = keyAfter(s, projectEnv!, clientName!, name!).secret;
@@ -124,6 +133,33 @@ async function revokeUnheld(e: Engine, live: WireClient, s: TfObject, generation
   for (const k of unheld) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, k.id));
   await e.forgetUnconfirmed(unheld.map((k) => k.id));
   e.forget('client', projectEnv!);
+}
+
+/**
+ * A revoked key's raw value leaves its store: the secret is removed when it still holds that key
+ * (checked by the backend with the removal: a successor written since stays). Backends that
+ * cannot remove keep it (`kms-sync secrets prune` lists and removes such secrets later).
+ */
+async function dropRawValue(e: Engine, s: TfObject, keyId: string): Promise<void> {
+  const [projectEnv, clientName, name] = ids(s, 'project_env', 'client', 'name');
+  const secret = keyAfter(s, projectEnv!, clientName!, name!).secret;
+  const { stores } = await e.keyPath();
+  const store = await stores.get(secret.store);
+  if (!store.deleteMany) return;
+  await store.deleteMany([{ name: store.secretName(str(s.secret_name) ?? secret.name), keyId }]);
+}
+
+/** Ends a generation a newer one replaced: revoked, or, with an overlap, valid until now + overlap (never later than it already ends). */
+async function endSuperseded(e: Engine, live: WireClient, projectEnv: string, name: string, k: WireKey, overlap: number | undefined): Promise<void> {
+  const { keys: keyKind } = await handlers();
+  if (overlap !== undefined && overlap > 0) {
+    const until = new Date(Date.now() + overlap).toISOString();
+    if (!k.expiresAt || Date.parse(until) < Date.parse(k.expiresAt)) {
+      await e.change(undefined, projectEnv, (ctx) => keyKind.writeKeys(ctx, { id: clientId(live), name: live.name, projectEnv, knownKeyIds: [] }, [], [{ id: k.id, name, expiresAt: until }]));
+    }
+    return;
+  }
+  await e.change(undefined, projectEnv, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv, k.id));
 }
 
 const newest = (keys: WireKey[]) => [...keys].sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')))[0];
@@ -184,7 +220,20 @@ export const key: ResourceType = {
   }),
   /** auto_rotate with a ttl: a key inside its rotation window is replaced (a new key, the same name). */
   planExtra(prior, planned, config, now) {
-    const expires = str(prior.expires_at);
+    // A changed ttl moves the live expiry to issuance + the new ttl (an update); one already past
+    // issues a new key with the new lifetime (a replacement).
+    const ttl = str(planned.ttl);
+    const created = str(prior.created_at);
+    if (ttl !== undefined && ttl !== str(prior.ttl) && created !== undefined && !known(config.expires_at) && Number.isFinite(Date.parse(created))) {
+      const until = Date.parse(created) + parseTtl(ttl);
+      const current = Date.parse(str(prior.expires_at) ?? '');
+      // The same lifetime as the live one (an import of a key issued with this ttl): nothing moves.
+      if (!(Number.isFinite(current) && Math.abs(current - until) < 2000)) {
+        if (until <= now.getTime()) return { replace: ['ttl'], planned: { ...planned, expires_at: UNKNOWN } };
+        planned = { ...planned, expires_at: new Date(until).toISOString().replace('.000Z', 'Z') };
+      }
+    }
+    const expires = str(planned.expires_at) ?? str(prior.expires_at);
     if (planned.auto_rotate !== true || typeof planned.ttl !== 'string' || known(config.expires_at) || !expires) return { replace: [], planned };
     const lifetime = parseTtl(planned.ttl);
     const window = duration(planned.rotation_window) ?? Math.min(DEFAULT_WINDOW_MS, lifetime / 4);
@@ -198,6 +247,12 @@ export const key: ResourceType = {
 
   /** A key change Terraform plans on another configuration's client is refused (the listing of the refresh). */
   async guard(e: Engine, prior: TfObject | null, planned: TfObject | null, action: ChangeAction) {
+    // A store the provider block does not declare fails the plan, not the apply's first key.
+    const store = planned ? str(planned.secret_store) : undefined;
+    if (store !== undefined && store !== 'default' && !e.config.stores.some((x) => x.name === store)) {
+      throw new DiagnosticError('Unknown secret store',
+        `no secret_store block named "${store}" in the provider configuration (declared: ${e.config.stores.map((x) => x.name).join(', ') || 'none; keys go to the default store'})`, ['secret_store']);
+    }
     const s = prior ?? planned;
     if (!s || typeof s.project_env !== 'string' || typeof s.client !== 'string') return;
     checkClient(e, s, (await e.clientOwners(s.project_env)).get(s.client), action);
@@ -228,6 +283,10 @@ export const key: ResourceType = {
       for (const o of orphans) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, o.clientId, projectEnv!, o.keyId));
       for (const k of gens.revoke) await e.change(undefined, projectEnv!, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv!, k.id));
       await e.forgetUnconfirmed(gens.revoke.map((k) => k.id));
+      // The generation the store held until now: its raw value is gone from the store, so it ends
+      // as a replacement ends it (what the delete of a replaced object would do, which then finds
+      // it done): revoked, or valid for rotation_overlap.
+      for (const k of gens.superseded) await endSuperseded(e, live, projectEnv!, name!, k, duration(p.rotation_overlap));
       if (gens.strays.length) {
         d?.warning('Untracked keys revoked',
           `${gens.strays.length} live key(s) named ${name} on ${projectEnv}/${clientName} (${gens.strays.map((k) => k.id).join(', ')}) were tracked by nothing ` +
@@ -287,6 +346,7 @@ export const key: ResourceType = {
     // provider journaled but never stored is held, not a stray, when the generations are sorted.
     const { orphans, journalClean } = await e.recoverForRead(projectEnv!);
     const live = (await e.clientsOf(projectEnv!)).get(clientName!);
+    e.refuseDuplicateClient(projectEnv!, clientName!);
     const generations = (live?.keys ?? []).filter((k) => k.name === name);
     const current = importing ? newest(generations) : generations.find((k) => k.id === s.key_id);
     // The tracked key is gone: Terraform sees the object gone and plans a create (which adopts
@@ -318,7 +378,8 @@ export const key: ResourceType = {
   async update(e, prior, planned) {
     const [projectEnv, clientName, name, keyId] = ids(prior, 'project_env', 'client', 'name', 'key_id');
     // Another spelling of the same instant changes the state only (the plan cannot hide it: a configured value is planned as written).
-    const expiresChanged = str(planned.ttl) === undefined && str(planned.expires_at) !== undefined && !sameInstant(planned.expires_at, prior.expires_at);
+    const ttlChanged = str(planned.ttl) !== undefined && str(planned.ttl) !== str(prior.ttl) && str(planned.expires_at) !== undefined;
+    const expiresChanged = (str(planned.ttl) === undefined || ttlChanged) && str(planned.expires_at) !== undefined && !sameInstant(planned.expires_at, prior.expires_at);
     const rotateChanged = planned.auto_rotate !== prior.auto_rotate && bool(planned.auto_rotate) !== undefined;
     if (expiresChanged || rotateChanged) {
       const { keys: keyKind } = await handlers();
@@ -385,5 +446,6 @@ export const key: ResourceType = {
     await revoke(keyId!);
     for (const k of older) await revoke(k.id);
     e.forget('client', projectEnv!);
+    await dropRawValue(e, prior, keyId!);
   },
 };

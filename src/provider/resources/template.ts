@@ -1,6 +1,12 @@
 // kms_template: a plan of an environment (rate limit, client maximum), identified by (env, name).
+// Templates carry no metadata: whose one is follows from the clients that use it
+// (plan/kinds/template.ts, the rule `kms-sync plan` follows): a create of one that exists adopts it
+// only when this configuration's clients use it and no other configuration's do; another
+// configuration's template is never changed nor deleted.
+import { templateOwnership, templateUsers } from '../../plan/kinds/template.js';
 import type { Diagnostics } from '../diagnostics.js';
-import type { Engine } from '../engine.js';
+import type { ChangeAction, Engine } from '../engine.js';
+import { envContents } from './holdings.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
 import { handlers } from './state.js';
 import { check, ids, matches, num, PROJECT_ENV, splitImportId, type ResourceType } from './types.js';
@@ -22,6 +28,16 @@ async function write(e: Engine, p: TfObject, id?: string): Promise<TfObject> {
   return { ...p, id: `${projectEnv}/${name}`, template_id: live?.id ?? null };
 }
 
+/** The ownership rule for a change of an existing template; `fresh`: on fresh listings (apply), else the plan's. */
+async function checkTemplate(e: Engine, projectEnv: string, name: string, action: ChangeAction, fresh: boolean): Promise<void> {
+  if (fresh) e.forget('template', projectEnv);
+  const live = (await e.templatesOf(projectEnv)).get(name);
+  if (!live) return;
+  const contents = await envContents(e, projectEnv, fresh);
+  const users = templateUsers(contents.clients.map((c) => ({ projectEnv, name: c.name, templateId: c.templateId ?? null, metadata: (c.metadata ?? {}) as never })), live);
+  e.checkContents({ type: 'kms_template', address: `${projectEnv}/${name}`, importId: `${projectEnv}/${name}` }, templateOwnership(users, e.config.owner, e.config.takeOwnership), action);
+}
+
 export const template: ResourceType = {
   typeName: 'kms_template',
   replaceOn: ['project_env', 'name'],
@@ -37,8 +53,23 @@ export const template: ResourceType = {
     return { id, project_env: projectEnv!, name: name! };
   },
 
-  create: (e, p) => write(e, p),
-  update: (e, prior, planned) => write(e, planned, typeof prior.template_id === 'string' ? prior.template_id : undefined),
+  /** A create of a template that exists, or a change of another configuration's, is refused at plan time (the shared listings). */
+  async guard(e, prior, planned, action) {
+    const s = prior ?? planned;
+    if (!s || typeof s.project_env !== 'string' || typeof s.name !== 'string') return;
+    await checkTemplate(e, s.project_env, s.name, action, false);
+  },
+
+  async create(e, p) {
+    const [projectEnv, name] = ids(p, 'project_env', 'name');
+    await checkTemplate(e, projectEnv!, name!, 'create', true);
+    return write(e, p);
+  },
+  async update(e, prior, planned) {
+    const [projectEnv, name] = ids(prior, 'project_env', 'name');
+    await checkTemplate(e, projectEnv!, name!, 'update', true);
+    return write(e, planned, typeof prior.template_id === 'string' ? prior.template_id : undefined);
+  },
 
   async read(e, s, importing) {
     const [projectEnv, name] = ids(s, 'project_env', 'name');
@@ -56,6 +87,7 @@ export const template: ResourceType = {
     e.forget('template', projectEnv!);
     const live = (await e.templatesOf(projectEnv!)).get(name!);
     if (!live) return;
+    await checkTemplate(e, projectEnv!, name!, 'delete', true);
     const { templates } = await handlers();
     await e.change(undefined, projectEnv!, (ctx) => templates.deleteTemplate(ctx, projectEnv!, live.id));
     e.forget('template', projectEnv!);

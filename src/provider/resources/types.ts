@@ -36,9 +36,10 @@ export interface ResourceType {
    * The live object as state, or null when it is gone. `importing`: the state holds only the
    * identity, and every attribute the service knows is taken from it.
    */
-  read(engine: Engine, state: TfObject, importing: boolean): Promise<TfObject | null>;
+  read(engine: Engine, state: TfObject, importing: boolean, d?: Diagnostics): Promise<TfObject | null>;
   update(engine: Engine, prior: TfObject, planned: TfObject, config?: TfObject): Promise<TfObject>;
-  delete(engine: Engine, prior: TfObject): Promise<void>;
+  /** `d`: warnings the delete reports (an object kept in the service because it holds another configuration's). */
+  delete(engine: Engine, prior: TfObject, d?: Diagnostics): Promise<void>;
 }
 
 export interface DataSourceType {
