@@ -1,7 +1,8 @@
 // The Terraform crash scenarios (issue 24 c, d), short and seeded, with every `npm test`: the real
 // terraform binary, killed (itself or its provider) at random and inside the windows, re-applied
-// until it succeeds; then live keys == kms_key resources, raw values held and valid, no provider
-// left behind; and -replace revokes the old key. Skipped, saying so, without terraform on PATH.
+// until it succeeds, and after each iteration Terraform loses track (state rm, a state cut to 0
+// bytes, the .backup put back) and applies again; then live keys == kms_key resources, raw values
+// held and valid, no provider left behind; and -replace revokes the old key. Skipped, saying so, without terraform on PATH.
 import { describe, expect, it } from 'vitest';
 import { formatFigures } from './lib.js';
 import { findTerraform, runTerraform, runTerraformCi, SKIP_MESSAGE } from './terraform.js';
@@ -11,7 +12,7 @@ const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261125);
 const TERRAFORM = findTerraform();
 
 describe.skipIf(skipWhen(!TERRAFORM, `${SKIP_MESSAGE.replace(/^SKIPPED: /, '')} (test/crash/terraform.test.ts)`))('crash scenarios: terraform apply killed (issue 24 c, d)', () => {
-  it(`seed ${SEED}: 5 iterations, each window once, terraform and provider killed; -replace revokes the old key`, async () => {
+  it(`seed ${SEED}: 5 iterations, each window once, terraform and provider killed, then state rm / a state cut to 0 bytes / the .backup put back; -replace revokes the old key`, async () => {
     const lines: string[] = [];
     const f = await runTerraform({ seed: SEED, iterations: 5, log: (l) => lines.push(l) });
     console.log(formatFigures(f));
@@ -20,7 +21,8 @@ describe.skipIf(skipWhen(!TERRAFORM, `${SKIP_MESSAGE.replace(/^SKIPPED: /, '')} 
     expect(f.strays).toBe(0);
     expect(f.killedTerraform).toBeGreaterThan(0);
     expect(f.killedProvider).toBeGreaterThan(0);
-  }, 600_000);
+    expect(Object.values(f.stateLosses).every((n) => n > 0), JSON.stringify(f.stateLosses)).toBe(true);
+  }, 900_000);
 
   it(`seed ${SEED}: CI=true with a committed store: terraform apply issues nothing unless KMS_SYNC_ALLOW_LOCAL_STORE=1`, async () => {
     const lines: string[] = [];

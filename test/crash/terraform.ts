@@ -8,7 +8,7 @@
 // apply -replace=kms_key.x`: the new key validates, the old key is gone and its raw value no
 // longer validates. Without terraform (or tofu) on PATH: skipped, loudly.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   AIMS, aimAndKill, aimEnv, aimFaults, checkInvariant, newFigures, problemKey, printedSecrets, processesUnder, PROVIDER_BIN, readSopsStore, rng, sleep, spawnProc, waitFor, workspace,
@@ -75,10 +75,19 @@ resource "kms_endpoint" "orders" {
 
 export interface TerraformOptions { seed: number; iterations: number; log?: (l: string) => void }
 
-export interface TerraformReport extends Figures { killedTerraform: number; killedProvider: number; replaceChecks: number }
+/** How Terraform lost track of what it applied, before an apply (issue 41). */
+export type StateLoss = 'state-rm' | 'truncated' | 'backup';
+
+export interface TerraformReport extends Figures {
+  killedTerraform: number;
+  killedProvider: number;
+  replaceChecks: number;
+  /** Applies after a lost track of objects: `terraform state rm`, a state cut to 0 bytes, the `.backup` put back. */
+  stateLosses: Record<StateLoss, number>;
+}
 
 export async function runTerraform(o: TerraformOptions): Promise<TerraformReport> {
-  const f: TerraformReport = { ...newFigures('terraform apply, killed', o.seed), killedTerraform: 0, killedProvider: 0, replaceChecks: 0 };
+  const f: TerraformReport = { ...newFigures('terraform apply, killed', o.seed), killedTerraform: 0, killedProvider: 0, replaceChecks: 0, stateLosses: { 'state-rm': 0, truncated: 0, backup: 0 } };
   const bin = findTerraform();
   if (!bin) {
     f.skipped = SKIP_MESSAGE;
@@ -219,6 +228,35 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       for (const x of problems) problemsSeen.add(problemKey(x));
       f.failures.push(...fresh.map((x) => `${what}: ${x}`));
       log(`${what}: ${problems.length ? `${problems.length} problems, first: ${problems[0]}` : 'ok'}`);
+
+      // Then Terraform loses track of what it applied, as a user's recovery paths do (issue 41):
+      // `terraform state rm` of some keys and a client, a state cut to 0 bytes (a SIGKILL during
+      // the local backend's write), or the `.backup` of the last apply put back. The next apply must
+      // converge with one live key per resource, its raw value held, and nothing else live.
+      const loss: StateLoss = (['state-rm', 'truncated', 'backup'] as const)[(it - 1) % 3]!;
+      if (loss === 'state-rm') {
+        const gone = [...new Set(Array.from({ length: r.int(1, 3) }, () => `kms_key.${r.pick([...keys])}`))];
+        if (r.next() < 0.5) gone.push(`kms_client.c${r.int(1, CLIENTS)}`);
+        f.runs++;
+        const rm = spawnProc(bin, ['state', 'rm', ...gone], { cwd: work, env, sink: ws.outputs });
+        if ((await rm.exit) !== 0) f.failures.push(`${what}: terraform state rm ${gone.join(' ')} failed: ${rm.output().slice(-300)}`);
+      } else if (loss === 'truncated') {
+        writeFileSync(stateFile, '');
+      } else {
+        const backup = `${stateFile}.backup`;
+        if (existsSync(backup) && stateReadable(backup)) copyFileSync(backup, stateFile);
+      }
+      f.stateLosses[loss]++;
+      const lossWhat = `iteration ${it}, after ${loss}`;
+      await observe();
+      const lossProblems: string[] = [];
+      if (!(await converge(lossWhat))) lossProblems.push('terraform apply did not succeed again within 5 attempts');
+      await observe();
+      lossProblems.push(...(await verify(lossWhat)));
+      const freshLoss = lossProblems.filter((x) => !problemsSeen.has(problemKey(x)));
+      for (const x of lossProblems) problemsSeen.add(problemKey(x));
+      f.failures.push(...freshLoss.map((x) => `${lossWhat}: ${x}`));
+      log(`${lossWhat}: ${lossProblems.length ? `${lossProblems.length} problems, first: ${lossProblems[0]}` : 'ok'}`);
     }
 
     f.keysIssued = issued.size;
