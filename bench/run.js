@@ -21,6 +21,7 @@ import { AgeKeys, SopsFileStore } from '../dist/secrets/index.js';
 import { seededStackSource } from '../scripts/cdktf-bench.js';
 import { BENCH_OWNER, writeConfig } from './lib/config-files.js';
 import { OWNED, SEED_URL, desiredState, seedRequest as fixtureSeed, templateName } from './lib/fixtures.js';
+import { findTerraform, terraformSideBySide } from './lib/terraform-side-by-side.js';
 
 /** The seed stamps what it creates as this configuration's own (kms-sync/owner), as an apply would. */
 const seedRequest = (env) => ({ ...fixtureSeed(env), metadata: { ...OWNED, 'kms-sync/owner': BENCH_OWNER } });
@@ -114,6 +115,12 @@ const scenarios = [
     // plan of its output (`plan --cdktf-out`), and both in one run as a user types it (`plan --cdktf`).
     id: 10, key: 'cdktf-10k', title: `CDKTF synth + no-op plan, ${env10k.clients.toLocaleString('en')} clients`, mode: 'cdktf', runs: runsFor(3),
     env: { project: 'cdk', type: 'production', templates: env10k.templates, clients: env10k.clients, keysPerClient: 2, endpoints: 0 }, targets: {},
+  },
+  {
+    // The Terraform provider next to Terraform's built-in terraform_data (bench/lib/terraform-side-by-side.js):
+    // `terraform plan` of the same number of resources, each on its applied state. Needs terraform on PATH.
+    id: 11, key: 'terraform-plan-1k', title: `terraform plan, ${size(1_000, 20).toLocaleString('en')} kms_client vs terraform_data`, mode: 'terraform', runs: runsFor(5),
+    env: { project: 'tfbench', type: 'production', clients: size(1_000, 20) }, targets: { maxRatio: 1.3 },
   },
 ].filter((s) => !opts.only || opts.only.includes(s.id));
 
@@ -268,6 +275,27 @@ async function repeat(s, fn) {
 }
 
 const modes = {
+  async terraform(s, emu) {
+    const bin = findTerraform();
+    if (!bin) return { skipped: 'neither terraform nor tofu is on PATH' };
+    const dir = scratch();
+    const side = await terraformSideBySide({ bin, dir, providerBin: path.join(here, '..', 'dist', 'provider', 'bin.js'), service: { url: emu.url, apiKey: API_KEY }, clients: s.env.clients, owner: BENCH_OWNER });
+    const kms = [];
+    const data = [];
+    // Alternating, so that a change of the machine's load weighs on both alike.
+    for (let i = 0; i < warmups + s.runs; i++) {
+      const d = await side.planData();
+      const k = await side.planKms();
+      if (i >= warmups) {
+        data.push(d.wallMs);
+        kms.push(k.wallMs);
+      }
+    }
+    const ratio = median(kms) / median(data);
+    const runs = kms.map((wallMs) => ({ wallMs, cpuMs: 0, maxRssKB: 0, phases: {}, requests: {}, totalRequests: 0 }));
+    return { runs, extra: { terraformData: { wallMs: round(median(data)), runs: data.map(round) }, ratio: { time: Math.round(ratio * 1e4) / 1e4 }, meetsRatio: ratio <= s.targets.maxRatio } };
+  },
+
   async startup(s) {
     const dir = scratch();
     const version = await repeat(s, () => runCli(['--version'], { cwd: dir }));
@@ -421,7 +449,7 @@ let emulator = null;
 try {
   for (const s of scenarios) {
     const t0 = performance.now();
-    const needsEmulator = ['noop', 'update', 'create', 'rotate', 'cdktf'].includes(s.mode);
+    const needsEmulator = ['noop', 'update', 'create', 'rotate', 'cdktf', 'terraform'].includes(s.mode);
     emulator = needsEmulator ? await startEmulatorChild() : null;
     const r = await modes[s.mode](s, emulator);
     if (r.skipped) {
@@ -485,9 +513,10 @@ for (const r of results) {
     continue;
   }
   const k = r.kmsSync;
-  const target = [r.targets.maxWallMs !== undefined ? `< ${fmtMs(r.targets.maxWallMs)}` : '', r.targets.maxRequests ? `≤ ${r.targets.maxRequests} req` : '', r.targets.maxRssMB ? `< ${r.targets.maxRssMB} MB` : ''].filter(Boolean).join(', ');
+  const target = [r.targets.maxWallMs !== undefined ? `< ${fmtMs(r.targets.maxWallMs)}` : '', r.targets.maxRequests ? `≤ ${r.targets.maxRequests} req` : '', r.targets.maxRssMB ? `< ${r.targets.maxRssMB} MB` : '', r.targets.maxRatio ? `≤ ${r.targets.maxRatio}× terraform_data` : ''].filter(Boolean).join(', ');
   const wall = r.mode === 'startup' ? `${fmtMs(r.versionMs)} / ${fmtMs(r.helpMs)}${ok(r.meetsTargets.wall)}`
     : r.mode === 'cdktf' ? `${fmtMs(k.wallMs)} (synth alone ${fmtMs(r.synthMs)}, plan of cdktf.out ${fmtMs(r.planFromOutput.wallMs)})`
+      : r.mode === 'terraform' ? `${fmtMs(k.wallMs)}, terraform_data ${fmtMs(r.terraformData.wallMs)}: ${r.ratio.time.toFixed(2)}×${ok(quick ? undefined : r.meetsRatio)}`
       : `${fmtMs(k.wallMs)}${ok(r.meetsTargets.wall)}`;
   rows.push([
     r.id, r.title, target, wall,
@@ -495,7 +524,7 @@ for (const r of results) {
     r.mode === 'diff' || r.mode === 'startup' || r.mode === 'validate' ? '0' : `${k.totalRequests}${r.limit ? ` (${r.limit.requests})` : ''}${ok(r.meetsTargets.requests)}`,
     `${k.maxRssMB} MB${ok(r.meetsTargets.rss)}`, `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`,
     r.baseline ? `${r.baseline.extrapolated ? '≈' : ''}${fmtMs(r.baseline.wallMs)} / ${r.baseline.totalRequests}` : '–',
-    r.ratio ? `${r.ratio.time.toFixed(3)}, ${r.ratio.requests.toFixed(4)}` : '–',
+    r.ratio?.requests !== undefined ? `${r.ratio.time.toFixed(3)}, ${r.ratio.requests.toFixed(4)}` : r.ratio ? `${r.ratio.time.toFixed(3)} (time)` : '–',
   ]);
 }
 if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -1,0 +1,97 @@
+// The Terraform provider next to Terraform's own built-in resource (issue 41): `terraform plan` of
+// N kms_client resources (the provider as `kms-sync provider install` installs it: a launcher that
+// runs dist/provider/bin.js with Node.js) and `terraform plan` of N terraform_data resources, each
+// on a state made by an untimed apply, timed from spawn to exit. Terraform starts the provider
+// several times per command, so its start-up and its per-resource RPC cost both show here.
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+/** The terraform (or tofu) binary on PATH, or undefined. */
+export function findTerraform() {
+  for (const bin of ['terraform', 'tofu']) {
+    try {
+      const p = execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim();
+      if (p) return p;
+    } catch {
+      // not there
+    }
+  }
+  return undefined;
+}
+
+const VERSION = '0.1.0';
+
+/**
+ * Two working directories under `dir`, initialised and applied: `kms` (N kms_client of one
+ * environment) and `data` (N terraform_data). Returns the timed plan of each.
+ */
+export async function terraformSideBySide({ bin, dir, providerBin, service, clients, owner }) {
+  const mirror = path.join(dir, 'mirror');
+  const wrapper = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
+  mkdirSync(path.dirname(wrapper), { recursive: true });
+  writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${providerBin}" "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  const cliConfig = path.join(dir, 'terraform.rc');
+  writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
+  const env = {
+    PATH: process.env.PATH, HOME: dir, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
+    KMS_API_URL: service.url, KMS_API_KEY: service.apiKey, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'),
+  };
+  const run = (cwd, args, extraEnv = {}) => new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(bin, [...args, '-input=false', '-no-color'], { cwd, env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    child.stderr.on('data', (d) => { out += d; });
+    child.on('exit', (code) => {
+      const wallMs = performance.now() - t0;
+      if (code !== 0) reject(new Error(`terraform ${args.join(' ')} exited ${code}: ${out.slice(-600)}`));
+      else resolve({ wallMs, out });
+    });
+  });
+  const kms = path.join(dir, 'kms');
+  const data = path.join(dir, 'data');
+  mkdirSync(kms);
+  mkdirSync(data);
+  const resources = [];
+  for (let i = 0; i < clients; i++) {
+    resources.push(`resource "kms_client" "c${i}" {\n  project_env = kms_environment.e.project_env\n  name        = "c${i}"\n  template    = kms_template.t.name\n}\n`);
+  }
+  writeFileSync(path.join(kms, 'main.tf'), `terraform {
+  required_providers {
+    kms = { source = "kms-sync/kms", version = "${VERSION}" }
+  }
+}
+provider "kms" {
+  owner = "${owner}"
+}
+resource "kms_project" "p" {
+  slug = "tfbench"
+  name = "TF bench"
+}
+resource "kms_environment" "e" {
+  project = kms_project.p.slug
+  type    = "production"
+  url     = "https://tfbench.example"
+}
+resource "kms_template" "t" {
+  project_env    = kms_environment.e.project_env
+  name           = "std"
+  rate_limit_day = 1000
+  max_clients    = ${clients + 1}
+}
+${resources.join('')}`);
+  const data3 = [];
+  for (let i = 0; i < 3 + clients; i++) data3.push(`resource "terraform_data" "r${i}" {\n  input = "r${i}"\n}\n`);
+  writeFileSync(path.join(data, 'main.tf'), data3.join(''));
+  for (const cwd of [kms, data]) {
+    await run(cwd, ['init']);
+    await run(cwd, ['apply', '-auto-approve', '-parallelism=10']);
+  }
+  return {
+    /** `extraEnv`: e.g. NODE_OPTIONS to profile the provider processes. */
+    planKms: (extraEnv) => run(kms, ['plan', '-detailed-exitcode'], extraEnv),
+    planData: (extraEnv) => run(data, ['plan', '-detailed-exitcode'], extraEnv),
+  };
+}
