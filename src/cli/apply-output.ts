@@ -13,7 +13,31 @@ import { err, isCi, out, workflowCommand } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
 
-export type ApplyOutcome = 'complete' | 'partial' | 'interrupted' | 'cancelled' | 'nothing_to_do' | 'blocked';
+/** `refused`: the run stopped before anything was written (a store check, failed first writes): exit 1. */
+export type ApplyOutcome = 'complete' | 'partial' | 'interrupted' | 'refused' | 'cancelled' | 'nothing_to_do' | 'blocked';
+
+/** Failures with the same error (and the same certainty), in the order they were first seen. */
+export interface FailureGroup {
+  error: string;
+  unknown: boolean;
+  addresses: (string | null)[];
+}
+
+export function groupFailures(failed: ApplyResult['failed']): FailureGroup[] {
+  const groups = new Map<string, FailureGroup>();
+  for (const f of failed) {
+    const k = `${f.unknown ? 1 : 0}\u0000${f.error}`;
+    const g = groups.get(k) ?? { error: f.error, unknown: Boolean(f.unknown), addresses: [] };
+    g.addresses.push(f.op?.address ?? null);
+    groups.set(k, g);
+  }
+  return [...groups.values()];
+}
+
+/** Addresses shown in a grouped failure line before the rest are counted. */
+const GROUP_ADDRESSES = 3;
+/** Identical failures printed one by one as they happen before the rest go to the summary's count. */
+const REPEATS_SHOWN = 3;
 
 export interface ApplyReporter {
   readonly json: boolean;
@@ -87,6 +111,8 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
       emit('apply_summary', `Apply ${outcome.replace(/_/g, ' ')}`, {
         outcome, exit_code: exitCode, changes: counts(r), keys_stored: r?.keysStored.length ?? 0,
         failed: (r?.failed ?? []).map((f) => ({ address: f.op?.address ?? null, error: f.error })),
+        // The same failures, one entry per distinct error with its count (4,500 identical refusals: one entry).
+        failed_groups: groupFailures(r?.failed ?? []).map((g) => ({ error: g.error, count: g.addresses.length, ...(g.unknown ? { outcome_unknown: true } : {}), addresses: g.addresses.slice(0, 10) })),
         not_attempted: (r?.notAttempted ?? []).map((o) => o.address),
         recoveries: r?.recoveries ?? [],
         ...(r?.stopReason ? { stop_reason: r.stopReason } : {}),
@@ -133,19 +159,23 @@ const UNRESOLVED_LINES = 100;
  * What a run that stopped part-way leaves unresolved, one line per item: its address and why
  * (failed, with the error; outcome unknown, re-read by the next run; not attempted).
  */
-export function unresolvedText(r: ApplyResult, compact = false): string {
+export function unresolvedText(r: ApplyResult, compact = false, refused = false): string {
   const lines: string[] = [];
   const total = r.failed.length + r.notAttempted.length;
   if (total === 0) return '';
-  lines.push(`Unresolved (${total}):`);
-  for (const f of r.failed) {
-    const why = f.unknown ? `outcome unknown: ${cut(p(f.error), 400)} (the next run re-reads it)` : `failed: ${cut(p(f.error), 400)}`;
-    lines.push(`  ${f.op ? p(f.op.address) : '(before any operation)'}: ${why}`);
+  lines.push(refused ? 'Not done:' : `Unresolved (${total}):`);
+  // Identical failures are one line with their count and the first few addresses.
+  for (const g of groupFailures(r.failed)) {
+    const why = g.unknown ? `outcome unknown: ${cut(p(g.error), 400)} (the next run re-reads it)` : `failed: ${cut(p(g.error), 400)}`;
+    const names = g.addresses.slice(0, GROUP_ADDRESSES).map((a) => (a === null ? '(before any operation)' : p(a)));
+    if (g.addresses.length === 1) lines.push(`  ${names[0]}: ${why}`);
+    else lines.push(`  ${g.addresses.length} operation(s) ${why} (${names.join(', ')}${g.addresses.length > GROUP_ADDRESSES ? ` and ${g.addresses.length - GROUP_ADDRESSES} more` : ''})`);
   }
   const why = r.interrupted ? 'not attempted: the run was interrupted' : r.failed.length ? 'not attempted: an earlier step failed' : 'not attempted: the run stopped before it (see the reason above)';
-  const limit = compact ? 0 : UNRESOLVED_LINES;
+  // A refused run wrote nothing: what it did not attempt is everything, counted on one line.
+  const limit = compact || refused ? 0 : UNRESOLVED_LINES;
   for (const o of r.notAttempted.slice(0, limit)) lines.push(`  ${p(o.address)}: ${why}`);
-  if (r.notAttempted.length > limit) lines.push(`  … ${r.notAttempted.length - limit}${limit ? ' more' : ''} operation(s) ${why}`);
+  if (r.notAttempted.length > limit) lines.push(`  ${limit ? '… ' : ''}${r.notAttempted.length - limit}${limit ? ' more' : ''} operation(s) ${refused ? 'not attempted' : why}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -187,6 +217,7 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
   const since = () => clock() - (startedAt ?? clock());
   let done = 0;
   let failed = 0;
+  const repeats = new Map<string, number>();
   // Operations under way: some end without a start of their own (done with their parent), so
   // they are counted by identity, never as starts minus ends (which went negative).
   const active = new Set<Operation>();
@@ -224,7 +255,10 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         active.delete(e.op);
         failed++;
         if (tty) err('\r\x1b[2K');
-        line(`${p(e.op.address)}: ${e.op.action} FAILED: ${cut(p(e.error), 500)}`);
+        const seen = (repeats.get(e.error) ?? 0) + 1;
+        repeats.set(e.error, seen);
+        if (seen <= REPEATS_SHOWN) line(`${p(e.op.address)}: ${e.op.action} FAILED: ${cut(p(e.error), 500)}`);
+        if (seen === REPEATS_SHOWN) line('  (further failures with this same error are counted in the summary, not listed)');
         if (tty) draw();
       } else if (e.type === 'recovered') {
         if (tty) err('\r\x1b[2K');
@@ -238,6 +272,14 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       if (outcome === 'complete') {
         out(`\n${verb} complete! ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
         if (commit) out(banner(commit));
+        return;
+      }
+      if (outcome === 'refused') {
+        // Nothing was written: no "part-way", no resource counts, no line per resource not attempted.
+        out(`\n${verb} ${r.failed.length ? 'failed' : 'refused'}: nothing was written.\n`);
+        if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
+        out(unresolvedText(r, opts.compact, true));
+        out(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
         return;
       }
       out(`\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`);

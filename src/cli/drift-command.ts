@@ -80,7 +80,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   const conn = ahead?.conn ?? connect(o, process.env, (line) => err(`${line}\n`));
   let report: DriftReport;
   try {
-    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving });
+    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving, checkCapacity: false });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

@@ -7,7 +7,7 @@ import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { addCdktfOptions, usesCdktf, type CdktfFlags } from './cdktf-input.js';
-import { connect, loadConfig, policyFor } from '../engine/run.js';
+import { connect, findDefaultConfig, loadConfig, policyFor } from '../engine/run.js';
 import { UsageError } from './errors.js';
 import { err, out } from './output.js';
 import { keyStates, type KeyState } from './secret-keys.js';
@@ -20,7 +20,9 @@ async function registryFor(o: { file: string[]; stateDir?: string } & CdktfFlags
   let baseDir = path.resolve(o.stateDir ?? process.cwd());
   let policy: OperatorPolicy | undefined;
   // A CDKTF app's stores are its KmsProvider's secret_store blocks, relative to its folder (or base_dir).
-  if (o.file.length || usesCdktf(o)) {
+  // Without -f, the kms-sync.yaml here or in the nearest parent folder, as every other command reads
+  // it: its default store is the one apply wrote to (a Vault default store, say), not a local file.
+  if (o.file.length || usesCdktf(o) || (await findDefaultConfig())) {
     const cfg = await loadConfig({ file: o.file, env: [], cdktf: o.cdktf, cdktfOut: o.cdktfOut, stack: o.stack ?? [] });
     declarations = cfg.desired.stores;
     baseDir = o.stateDir ? path.resolve(o.stateDir) : cfg.baseDir;
@@ -34,7 +36,7 @@ export function registerSecrets(program: Command) {
   addCdktfOptions(secrets
     .command('list')
     .description('list secret names and dates (values only with --reveal NAME, for one secret)')
-    .option('-f, --file <path>', 'configuration whose stores to use (repeatable)', collect, []))
+    .option('-f, --file <path>', 'configuration whose stores to use (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
     .option('--state-dir <dir>', 'folder holding .kms-sync/ (default: the configuration folder, else the current one)')
     .option('--store <name>', 'a store declared under stores: (default: the default store)')
     .option('--reveal <name>', 'print the raw value of this one secret (to a terminal you trust)')
@@ -82,7 +84,7 @@ export function registerSecrets(program: Command) {
   addCdktfOptions(secrets
     .command('prune')
     .description('remove secrets whose key no longer exists in the live service (this service\'s secrets only; asks first)')
-    .option('-f, --file <path>', 'configuration whose stores to use (repeatable)', collect, []))
+    .option('-f, --file <path>', 'configuration whose stores to use (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
     .option('--state-dir <dir>', 'folder holding .kms-sync/ (default: the configuration folder, else the current one)')
     .option('--store <name>', 'a store declared under stores: (default: the default store)')
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
@@ -120,7 +122,7 @@ export function registerSecrets(program: Command) {
   addCdktfOptions(secrets
     .command('flush')
     .description('write keys left in the journal by an interrupted run to their stores')
-    .option('-f, --file <path>', 'configuration whose stores to use (repeatable)', collect, []))
+    .option('-f, --file <path>', 'configuration whose stores to use (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, []))
     .option('--state-dir <dir>', 'folder holding .kms-sync/ (default: the configuration folder, else the current one)')
     .action(async (o: { file: string[]; stateDir?: string } & CdktfFlags) => {
       const capture = new JournaledKeyCapture(await registryFor(o));

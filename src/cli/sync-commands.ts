@@ -19,6 +19,7 @@ import type { OperatorPolicy } from '../model/index.js';
 import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
+import { matchesAny } from '../plan/scope.js';
 import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { atomicWriteFile, ensureDir } from '../secrets/fsutil.js';
@@ -220,7 +221,8 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   // outcome is unknown. Interrupted before any write: the interrupt's own code (130 for Ctrl-C).
   const wrote = result.done.length > 0 || result.recoveries.length > 0 || result.failed.some((f) => f.unknown);
   const code = wrote ? EXIT.partial : result.interrupted && interruptCause() ? interruptExitCode() : EXIT.error;
-  reporter.finish(result, result.interrupted ? 'interrupted' : 'partial', code, commit);
+  // Nothing written and not interrupted: refused (a store check, a failed first write), not part-way.
+  reporter.finish(result, result.interrupted ? 'interrupted' : wrote ? 'partial' : 'refused', code, commit);
   return code;
 }
 
@@ -575,20 +577,33 @@ machine that checks the project out. kms-sync schema prints the schema.`)
 
   withCommon(program.command('export').description('write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)'), { config: false, service: true, readOnly: true })
     .addHelpText('after', '\nWithout --env, every environment the credential can see is exported.')
-    .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite); with --format cdktf|cdktn: a folder')
+    .option('-o, --output <file>', 'write to this file instead of stdout (refuses to overwrite); a folder (adopted/, or one that exists): its kms-sync.yaml; with --format cdktf|cdktn: a folder')
     .option('--format <format>', 'yaml, or cdktf / cdktn: a TypeScript stack using kms-sync/cdktf or kms-sync/cdktn', 'yaml')
     .action(async (o: GlobalOptions & { output?: string; format: string }) => {
       if (!['yaml', 'cdktf', 'cdktn'].includes(o.format)) throw new UsageError(`--format ${o.format}: expected yaml, cdktf or cdktn`);
       if (o.format !== 'yaml' && !o.output) throw new UsageError(`--format ${o.format} writes a project folder: give it with -o DIR`);
-      if (o.env.some((e) => /[*?]/.test(e))) throw new UsageError('export takes exact environment slugs, not globs');
+      // -o adopted/ (a trailing slash, or a folder that exists): the folder layout, adopted/kms-sync.yaml.
+      if (o.output && o.format === 'yaml' && (/[\\/]$/.test(o.output) || (await stat(o.output).then((st) => st.isDirectory(), () => false)))) {
+        o.output = path.join(o.output, 'kms-sync.yaml');
+      }
       const conn = connect(o, process.env, retryLogger());
       try {
-        // No --env: every environment the credential can see, like decK's dump.
+        // No --env: every environment the credential can see, like decK's dump. Globs (--env 'acme-*')
+        // are matched against those, as other commands match them against the configuration's.
         let envs = o.env;
-        if (envs.length === 0) {
-          envs = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
-          if (envs.length === 0) throw new UsageError('the credential sees no environment to export');
-          err(`Exporting every environment the credential can see (${envs.length}): ${envs.join(', ')}\n`);
+        const globs = envs.filter((e) => /[*?]/.test(e));
+        if (envs.length === 0 || globs.length) {
+          const visible = (await conn.api.listProjects()).flatMap((p) => (p.envs?.list ?? []).map((e) => e.project_env)).sort();
+          if (visible.length === 0) throw new UsageError('the credential sees no environment to export');
+          if (envs.length === 0) {
+            envs = visible;
+            err(`Exporting every environment the credential can see (${envs.length}): ${envs.join(', ')}\n`);
+          } else {
+            const unmatched = globs.filter((g) => !visible.some((e) => matchesAny(e, [g])));
+            if (unmatched.length) throw new UsageError(`--env ${unmatched.join(', ')} matches no environment the credential can see (${visible.length > 30 ? `${visible.slice(0, 30).join(', ')}, …` : visible.join(', ')})`);
+            envs = [...new Set([...envs.filter((e) => !/[*?]/.test(e)), ...visible.filter((e) => matchesAny(e, globs))])].sort();
+            err(`Exporting ${envs.length} environment(s): ${envs.join(', ')}\n`);
+          }
         }
         const projects = [...new Set(envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, '')))];
         const live = await withReadProgress(conn.api, () => readLiveState(conn.api, { projects, envs }));

@@ -2,13 +2,14 @@
 // Choices for what the interface leaves open are in docs/contract-decisions.md and the contract.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { canonicalCidrSet, cidrContains, NormalizeError } from '../model/normalize.js';
+import { SERVICE_DEFAULT_MAX_CLIENTS } from '../model/resources.js';
 import { ApiError, badRequest, conflict, notFound } from './errors.js';
 import { checkDepth, checkObject, type FieldRule } from './validate.js';
 
 export const CUSTOMER_KEY_PREFIX = 'kmsc_';
 export const MAX_LIMIT = 100;
 export const MAX_BULK = 100;
-export const DEFAULT_MAX_CLIENTS = 100;
+export const DEFAULT_MAX_CLIENTS = SERVICE_DEFAULT_MAX_CLIENTS;
 const SLUG = /^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$/;
 const ENV_TYPE = /^[a-z][a-z0-9]{0,19}$/;
 const CLIENT_TYPE = /^[a-z][a-z0-9_-]{0,31}$/;

@@ -14,6 +14,7 @@ import { credentialKind, projectEnvOf, serviceTarget, type DesiredState } from '
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
+import { capacityProblems, describeCapacity } from '../plan/capacity.js';
 import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
 import { summarize } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
@@ -339,6 +340,8 @@ export interface PlanOptions {
   ignore?: IgnoreRules;
   /** Plan even when the configuration puts nothing in scope (`--allow-empty`). */
   allowEmpty?: boolean;
+  /** Refuse a plan that fills a template past its client maximum (default true; drift only reports). */
+  checkCapacity?: boolean;
   /** The live read ReadAhead started (LoadedConfig.live): used unless recovery had a journal to read. */
   readAhead?: Promise<LiveReadResult>;
 }
@@ -413,6 +416,9 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
   const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
+  // Before any write, and before the report: a plan the service would refuse part-way is refused whole.
+  const over = o.checkCapacity === false ? [] : capacityProblems(base, live.state);
+  if (over.length) throw new UsageError(over.map(describeCapacity).join('\n'));
   let secrets = new Map<string, SecretStatus>();
   const warnings: string[] = [];
   if (o.secretCheck !== false) {

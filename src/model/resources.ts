@@ -156,6 +156,12 @@ export interface LiveEnv {
   url?: string;
 }
 
+/**
+ * A template's client maximum when `maxClients` is not sent on create: the service's default
+ * (docs/contract-decisions.md). Plans count clients against it; the emulator applies it.
+ */
+export const SERVICE_DEFAULT_MAX_CLIENTS = 100;
+
 export interface LiveTemplate {
   id: string;
   projectEnv: string;

@@ -12,3 +12,4 @@ export { planOwnership, targetMetadata } from './kinds/contract.js';
 export { blockedOfClient, clientRecord } from './kinds/client.js';
 export { endpointRecord } from './kinds/endpoint.js';
 export { differingFields } from './compare.js';
+export { capacityProblems, describeCapacity, type CapacityProblem } from './capacity.js';
