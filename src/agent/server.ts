@@ -78,8 +78,15 @@ function send(res: ServerResponse, status: number, body: string, type = 'text/pl
 
 const json = (res: ServerResponse, status: number, value: unknown) => send(res, status, `${redactCredentials(JSON.stringify(value, null, 1))}\n`, 'application/json');
 
-/** A refusal answered before the body is read: the connection closes after the answer (never a reset before it). */
-const refuseEarly = (res: ServerResponse, status: number, message: string, extra: Record<string, string> = {}) => send(res, status, `${message}\n`, 'text/plain; charset=utf-8', { connection: 'close', ...extra });
+/**
+ * A refusal answered before the body is read. What the client still sends is read and dropped
+ * (Node does so once the answer is out, within the request time limit): closing the connection
+ * at once would reset it, and a reset can reach the client before it read the answer.
+ */
+const refuseEarly = (req: IncomingMessage, res: ServerResponse, status: number, message: string, extra: Record<string, string> = {}) => {
+  req.resume();
+  send(res, status, `${message}\n`, 'text/plain; charset=utf-8', extra);
+};
 
 type BodyResult = { body: Buffer } | { status: number; message: string };
 
@@ -144,24 +151,24 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
     const secret = provider === 'github' ? o.githubSecret : o.gitlabToken;
     if (secret === undefined) {
       o.metrics.webhooks.inc({ provider, result: 'not_configured' });
-      return refuseEarly(res, 404, `the ${provider} webhook is not configured (set ${provider === 'github' ? 'KMS_SYNC_GITHUB_WEBHOOK_SECRET' : 'KMS_SYNC_GITLAB_WEBHOOK_TOKEN'})`);
+      return refuseEarly(req, res, 404, `the ${provider} webhook is not configured (set ${provider === 'github' ? 'KMS_SYNC_GITHUB_WEBHOOK_SECRET' : 'KMS_SYNC_GITLAB_WEBHOOK_TOKEN'})`);
     }
     // Nothing of the body is read before the sender has shown it holds the secret, or could (a well-formed signature).
     const authorized = provider === 'github' ? githubSignatureWellFormed(header(req, 'x-hub-signature-256')) : gitlabTokenValid(secret, header(req, 'x-gitlab-token'));
     if (!authorized) {
       o.metrics.webhooks.inc({ provider, result: 'unauthorized' });
-      return refuseEarly(res, 401, provider === 'github' ? 'missing or malformed X-Hub-Signature-256' : 'invalid token');
+      return refuseEarly(req, res, 401, provider === 'github' ? 'missing or malformed X-Hub-Signature-256' : 'invalid token');
     }
     const length = header(req, 'content-length');
     const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
     if (declared !== undefined && declared > BODY_MAX) {
       o.metrics.webhooks.inc({ provider, result: 'too_large' });
-      return refuseEarly(res, 413, `body too large (more than ${BODY_MAX} bytes)`);
+      return refuseEarly(req, res, 413, `body too large (more than ${BODY_MAX} bytes)`);
     }
     const read = await budget.read(req, declared);
     if (!('body' in read)) {
       o.metrics.webhooks.inc({ provider, result: read.status === 413 ? 'too_large' : 'refused' });
-      return refuseEarly(res, read.status, read.message, read.status === 503 ? { 'retry-after': '5' } : {});
+      return refuseEarly(req, res, read.status, read.message, read.status === 503 ? { 'retry-after': '5' } : {});
     }
     if (provider === 'github' && !githubSignatureValid(secret, read.body, header(req, 'x-hub-signature-256'))) {
       o.metrics.webhooks.inc({ provider, result: 'unauthorized' });

@@ -31,7 +31,7 @@ describe('the agent\'s doors', () => {
   beforeAll(async () => {
     f = await fixture();
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     expect(printedSecrets(f.outputs)).toEqual([]);
     expect(f.outputs.join('\n')).not.toContain(TOKEN);
@@ -41,7 +41,7 @@ describe('the agent\'s doors', () => {
   it('without a token, on loopback: writes need JSON and the same origin, and a rebinding Host gets nothing', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
     try {
-      await until(agent, 'the first reconcile', (s) => s.history.length >= 1);
+      await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
       const host = new URL(agent.url).host;
       const suspended = async () => (await agent.status()).agent.suspended as boolean;
       // A form's content types, or none: refused.
@@ -80,7 +80,7 @@ describe('the agent\'s doors', () => {
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 60_000);
+  }, 120_000);
 
   it('with a token: writes need it as a bearer header, reads take it as bearer or basic, --expose and --allowed-host open what they name', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--ui-token', 'file:' + tokenFile(f), '--expose', 'metrics', '--allowed-host', 'kms-sync-agent.example.com']);
@@ -116,7 +116,7 @@ describe('the agent\'s doors', () => {
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 60_000);
+  }, 120_000);
 
   it('refuses at start: a non-loopback --listen without a token, a short token, an unknown --expose', async () => {
     const run = async (args: string[], env: Record<string, string> = {}) => {
@@ -132,7 +132,7 @@ describe('the agent\'s doors', () => {
     expect(short.code).toBe(1);
     expect(short.out).toMatch(/too short/);
     expect((await run(['--listen', '127.0.0.1:0', '--expose', 'metrics,secrets'])).out).toMatch(/--expose secrets: expected metrics, status/);
-  }, 60_000);
+  }, 120_000);
 });
 
 function tokenFile(f: Fixture): string {

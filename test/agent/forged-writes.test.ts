@@ -51,7 +51,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     const { chromium } = await import('playwright-core');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await browser?.close();
     expect(printedSecrets(f.outputs)).toEqual([]);
@@ -77,7 +77,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
     const attacker = await serveAttacker(agent.url);
     const context = await browser.newContext();
     try {
-      await until(agent, 'the first reconcile', (s) => s.history.length >= 1);
+      await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
       const statuses = await attack(context, attacker.url, agent, ['/suspend-text', '/suspend-urlencoded', '/suspend-fetch']);
       expect(statuses.every((s) => s >= 400), String(statuses)).toBe(true);
       expect((await agent.status()).agent.suspended).toBe(false);
@@ -101,7 +101,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 90_000);
+  }, 120_000);
 
   it('with a token and basic-auth credentials in the browser: the forged writes are refused; the agent\'s own page suspends and resumes with the token', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
@@ -110,7 +110,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
     const context = await browser.newContext({ httpCredentials: { username: 'operator', password: UI_TOKEN } });
     const status = async () => JSON.parse((await agent.get('/api/status', BEARER)).text);
     try {
-      await until({ ...agent, status } as AgentProc, 'the first reconcile', (s) => s.history.length >= 1);
+      await until({ ...agent, status } as AgentProc, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
       const own = await context.newPage();
       expect((await own.goto(agent.url))?.status()).toBe(200);
       await own.close();
@@ -145,5 +145,5 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 90_000);
+  }, 120_000);
 });

@@ -20,7 +20,7 @@ describe('the agent\'s smaller doors', () => {
   beforeAll(async () => {
     f = await fixture();
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     expect(printedSecrets(f.outputs)).toEqual([]);
     await f.cleanup();
@@ -53,7 +53,7 @@ describe('the agent\'s smaller doors', () => {
       const r = await run(['--repo', repo]);
       expect(r.code, r.out).toBeNull(); // it started (the fetch fails later, offline)
     }
-  }, 60_000);
+  }, 120_000);
 
   it('--state-dir that others own or may write, or under such a folder, is refused before anything is written', async () => {
     const base = path.join(f.root, 'modes');
@@ -87,7 +87,7 @@ describe('the agent\'s smaller doors', () => {
     // A private folder (and one others may only read) is used.
     expect((await run(['--repo', f.repo.url, '--path', 'kms'], made('private', 0o700))).code).toBeNull();
     expect((await run(['--repo', f.repo.url, '--path', 'kms'], made('readable', 0o755))).code).toBeNull();
-  }, 90_000);
+  }, 120_000);
 
   it('a hostile client name reaches Slack escaped and the page with its bidi controls shown, not applied', async () => {
     const texts: string[] = [];
@@ -99,7 +99,7 @@ describe('the agent\'s smaller doors', () => {
     await new Promise<void>((r) => slack.listen(0, '127.0.0.1', () => r()));
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync'], { KMS_SYNC_NOTIFY_WEBHOOK: `http://127.0.0.1:${(slack.address() as AddressInfo).port}/services/T0/B0/x` });
     try {
-      await until(agent, 'the first reconcile', (s) => s.history.length >= 1);
+      await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
       const hostile = '<!channel> <https://evil.example/login|Re-authenticate here> & \u202egnp.exe\n:white_check_mark: kms-sync agent: all clear';
       const templates = await f.emu.call('GET', `/client/templates?project_env=${ENV}`);
       await f.emu.call('POST', `/client?project_env=${ENV}`, { name: hostile, type: 'server', templateId: (templates.data ?? templates)[0].id, keys: [] });
@@ -119,5 +119,5 @@ describe('the agent\'s smaller doors', () => {
       await agent.exit;
       await new Promise((r) => slack.close(() => r(undefined)));
     }
-  }, 60_000);
+  }, 120_000);
 });

@@ -42,8 +42,8 @@ describe('webhook limits', () => {
     f = await fixture();
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
-    await until(agent, 'the first reconcile', (s) => s.history.length >= 1);
-  }, 60_000);
+    await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+  }, 120_000);
   afterAll(async () => {
     agent?.child.kill('SIGTERM');
     await agent?.exit;
@@ -77,7 +77,7 @@ describe('webhook limits', () => {
       more();
     }).catch((e: Error) => `error ${e.message}`);
     expect(chunked).toBe(413);
-  }, 60_000);
+  }, 120_000);
 
   it('~400 slow connections holding most of a 1 MiB body each: refused beyond the cap, the agent\'s memory stays bounded', async () => {
     const pid = agent.child.pid!;
@@ -95,9 +95,11 @@ describe('webhook limits', () => {
         peak = Math.max(peak, rssMiB(pid));
         await new Promise((r) => setTimeout(r, 100));
       }
-      const answers = await Promise.all(conns.map((c) => Promise.race([c.answer, Promise.resolve('pending')])));
-      const refused = answers.filter((a) => a !== undefined && / 503 /.test(a)).length;
-      console.log(`webhook flood: RSS ${before.toFixed(1)} MiB before, peak ${peak.toFixed(1)} MiB with 400 slow connections (${refused} answered 503 at once)`);
+      // Each connection beyond the cap is answered 503 (on a loaded machine some answers come later).
+      let refused = 0;
+      for (const c of conns) void c.answer.then((a) => { if (a !== undefined && / 503 /.test(a)) refused++; });
+      await waitFor(() => refused >= 380, 30_000);
+      console.log(`webhook flood: RSS ${before.toFixed(1)} MiB before, peak ${peak.toFixed(1)} MiB with 400 slow connections (${refused} answered 503)`);
       expect(refused).toBeGreaterThanOrEqual(380);
       // Before the cap: +340 MiB (each connection held its 900 kB); with it, the 4 MiB of bodies and the sockets.
       expect(peak - before).toBeLessThan(100);
@@ -131,5 +133,5 @@ describe('webhook limits', () => {
     // Two reconciles were asked for, no more (the agent logs each request as it takes it).
     expect(requested() - start).toBe(2);
     expect(await agent.metrics()).toMatch(/kms_sync_webhook_requests_total\{provider="github",result="duplicate"\} 4/);
-  }, 60_000);
+  }, 120_000);
 });
