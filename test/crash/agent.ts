@@ -69,7 +69,8 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     const verifyDir = path.join(ws.dir, 'verify');
     mkdirSync(verifyDir);
     symlinkSync(path.join(stateDir, 'store', '.kms-sync'), path.join(verifyDir, '.kms-sync'));
-    const planEnv = { PATH: process.env.PATH, HOME: ws.dir, NO_COLOR: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: ageKeyFile };
+    // Its store is the agent's, through the link: outside the folder on purpose, which the operator policy allows here.
+    const planEnv = { PATH: process.env.PATH, HOME: ws.dir, NO_COLOR: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: ageKeyFile, KMS_SYNC_STORES_OUTSIDE_ROOT: '1' };
 
     const everHeld = new Set<string>();
     const seenKeyIds = new Set<string>();
@@ -201,7 +202,7 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       f.runs++;
       const plan = kmsSync(['plan', '-f', 'verify', '--detailed-exitcode'], { cwd: ws.dir, env: planEnv, sink: ws.outputs });
       const code = await plan.exit;
-      if (code !== 0) problems.push(`plan after the agent settled exited ${code}: ${plan.output().split('\n').filter((l) => l.startsWith('  #') || /rror/.test(l)).slice(0, 4).join(' | ')}`);
+      if (code !== 0) problems.push(`plan after the agent settled exited ${code}: ${plan.output().split('\n').filter((l) => l.startsWith('  #') || /rror|:\d+:/.test(l)).slice(0, 4).join(' | ')}`);
       const wanted = clients.flatMap((c) => c.keys.map((k) => ({ client: c.name, key: k.name, overlap: k.overlap, secret: `${ENV}/${c.name}/${k.name}` })));
       const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, everHeld, reported: code === 2 ? plan.output() : '' });
       for (const id of inv.lostIds) lostIds.add(id);
