@@ -10,6 +10,7 @@ import { applyJournaled } from '../apply/journaled-run.js';
 import { desiredStateToYaml, initConfig, SCHEMA_COPY_NAME, schemaFilePath, schemaReferenceFor, starterFor, writeSchemaCopy, type SchemaReference } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { redactCredentials } from '../model/redact.js';
+import { cut, printable } from '../model/printable.js';
 import { withReadProgress } from './read-progress.js';
 import { address, deriveOwner, emptyDesiredState, parseTtl, type DesiredState, type LiveState } from '../model/index.js';
 import { closest } from '../config/suggest.js';
@@ -159,7 +160,14 @@ async function confirm(plan: Plan, o: { autoApprove?: boolean; yes?: boolean; js
     if (plan.target.credential === 'live') {
       const expected = plan.target.envs.join(',');
       const answer = await rl.question(`\nThis applies to PRODUCTION credentials (sk_live_). Type the environment slug(s) to confirm (${expected}): `, ask);
-      return answer.trim() === expected;
+      // Commas, spaces or both between the slugs (the header lists them as "a, b"); any order.
+      const typed = new Set(answer.split(/[\s,]+/).filter(Boolean));
+      const missing = plan.target.envs.filter((e) => !typed.has(e));
+      const extra = [...typed].filter((t) => !plan.target.envs.includes(t));
+      if (missing.length === 0 && extra.length === 0) return true;
+      const say = process.stdout.isTTY && !o.json ? out : err;
+      say(`The answer must name every environment slug of this run (${plan.target.envs.join(', ')})${missing.length ? `; missing: ${missing.join(', ')}` : ''}${extra.length ? `; not in this run: ${extra.map((x) => printable(cut(x, 80))).join(', ')}` : ''}.\n`);
+      return false;
     }
     const answer = await rl.question(what === 'destroy'
       ? `\nThis deletes everything listed above (owner ${plan.target.owner}). Do you really want to destroy? Only "yes" will be accepted: `

@@ -150,6 +150,18 @@ projects:
     expect(right.code).toBe(0);
   });
 
+  it('the live confirmation takes the slugs as the header lists them ("a, b"), and says why it cancels (issue 39)', async () => {
+    const liveEnv = { ...env, KMS_API_KEY: LIVE_KEY };
+    const short = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-*'], 'multi-production', liveEnv);
+    expect(short.output).toContain('Environments: multi-production, multi-staging');
+    expect(short.output).toContain('The answer must name every environment slug of this run (multi-production, multi-staging); missing: multi-staging.');
+    expect(short.output).toContain('Apply cancelled.');
+    expect(short.code).toBe(1);
+    const spaced = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-*'], 'multi-staging, multi-production', liveEnv);
+    expect(spaced.output, spaced.output).toContain('Apply complete!');
+    expect(spaced.code).toBe(0);
+  });
+
   it('the demo applies the examples to an in-process emulator and ends with no changes', async () => {
     const w = workspace();
     const r = await runCli(['demo'], { cwd: w, env: { SOPS_AGE_KEY_FILE: path.join(w, 'age.txt') } });
