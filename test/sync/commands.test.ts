@@ -1,7 +1,7 @@
 // The commands around plan/apply: offline validate, init, --env scoping, live-credential safety,
 // the interactive confirmation (through a real pseudo-terminal), and the demo.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
@@ -152,6 +152,8 @@ projects:
 
   it('the live confirmation takes the slugs as the header lists them ("a, b"), and says why it cancels (issue 39)', async () => {
     const liveEnv = { ...env, KMS_API_KEY: LIVE_KEY };
+    // A change in both environments, whatever the tests before applied.
+    writeFileSync(path.join(dir, 'cfg', 'main.yaml'), config.replace('https://p.example', 'https://p2.example').replace('https://s.example', 'https://s2.example'));
     const short = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-*'], 'multi-production', liveEnv);
     expect(short.output).toContain('Environments: multi-production, multi-staging');
     expect(short.output).toContain('The answer must name every environment slug of this run (multi-production, multi-staging); missing: multi-staging.');
