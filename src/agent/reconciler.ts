@@ -482,6 +482,14 @@ export class Reconciler {
     const { metrics, status } = this.o;
     record.applied = result.done.length;
     for (const op of result.done) metrics.operations.inc({ action: op.action });
+    // A record of every change: each applied operation with its address and the fields it changed
+    // (values as the plan shows them, which never hold a key; the logger redacts credentials once more).
+    for (const op of result.done) {
+      this.o.log.info(`applied ${op.action} ${op.address}`, {
+        revision: short(revision), reason: op.actionReason,
+        fields: op.changes.length ? op.changes.map((c) => `${c.path}: ${JSON.stringify(c.before)} -> ${JSON.stringify(c.after)}`).join('; ').slice(0, 2000) : undefined,
+      });
+    }
     metrics.keysIssued.inc(result.keysStored.length);
     const at = new Date().toISOString();
     for (const op of result.done) {

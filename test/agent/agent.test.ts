@@ -120,6 +120,8 @@ describe('kms-sync agent', () => {
     await until(agent, 'the webhook reconcile', (x) => x.revision.synced === revs[2]);
     expect(await clientByName(f, 'gamma')).toBeDefined();
     expect((await clientByName(f, 'alpha'))!).toMatchObject({ ipWhitelist: [] });
+    // The heal is on record: the operation, its address and the field it changed back.
+    expect(agent.output()).toMatch(/applied update client\.agent-production\/alpha .*ipWhitelist: .*198\.51\.100\.7/);
     expect((await agent.status()).revision.invalid).toBeUndefined();
 
     // Suspended: a webhook is accepted but nothing is reconciled until resumed.

@@ -37,6 +37,8 @@ describe('the agent follows Flux\'s prune contract, and the deletion guard holds
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync']);
     await until(agent, 'the first commit applied', (x) => x.revision.synced === first);
     expect((await names(f)).length).toBe(14);
+    // Every applied operation is logged with its address.
+    expect(agent.output()).toMatch(/applied create client\.agent-production\/c13 .*reason=create_missing/);
     const removed = f.repo.push({ [CONFIG]: agentConfig(clients(11)) }, 'remove three');
     const s = await until(agent, 'the removal reconciled', (x) => x.revision.synced === removed && x.lastReconcile.result === 'success');
     expect((await names(f)).length).toBe(14); // nothing deleted
