@@ -21,7 +21,7 @@ import { describeBlocked, describeSecurityChange, summarize, type ActionReason, 
 import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
 import type { LiveState } from '../model/index.js';
 import { loadConfig, planFor, type Connection, type LoadedConfig } from '../engine/run.js';
-import { loadIgnoreRules } from '../cli/report-output.js';
+import { loadIgnoreRules } from '../engine/ignore-file.js';
 import { testPoint } from '../apply/test-hooks.js';
 import { cutLongValues } from '../model/printable.js';
 import { DEFAULT_CONFIG_LIMITS, formatSize, type ConfigLimits } from '../config/limits.js';

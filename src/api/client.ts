@@ -144,7 +144,7 @@ export class KmsClient {
    * every item of a 100,000-item list until the last page is in.
    */
   async forEachPage<T>(
-    path: string, query: Record<string, string | undefined>, kind: string, onPage: (items: T[], page: number) => void,
+    path: string, query: Record<string, string | undefined>, kind: string, onPage: (items: T[], page: number, pages: number) => void,
   ): Promise<void> {
     // Every page must be the documented envelope: `{}` is not an empty list (a wrong URL answers like that).
     const expect = pageOf(ITEM_SHAPES[path] ?? anyObject);
@@ -152,13 +152,13 @@ export class KmsClient {
     const data = first.data;
     const limit = first.pagination?.limit || PAGE_LIMIT;
     const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
-    onPage(data, 1);
+    onPage(data, 1, Math.max(1, pages));
     this.onPageRead?.({ kind, page: 1, pages: Math.max(1, pages) });
     if (pages <= 1) return;
     await Promise.all(
       Array.from({ length: pages - 1 }, async (_, i) => {
         const page = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind, expect });
-        onPage(page.data, i + 2);
+        onPage(page.data, i + 2, pages);
         this.onPageRead?.({ kind, page: i + 2, pages });
       }),
     );
@@ -201,7 +201,7 @@ export class KmsClient {
     return this.listAll<WireClient>('/client', { project_env: projectEnv }, 'list clients');
   }
   /** The clients of an environment, page by page as the pages arrive (in no particular order; `page` counts from 1). */
-  forEachClientPage(projectEnv: string, onPage: (clients: WireClient[], page: number) => void) {
+  forEachClientPage(projectEnv: string, onPage: (clients: WireClient[], page: number, pages: number) => void) {
     return this.forEachPage<WireClient>('/client', { project_env: projectEnv }, 'list clients', onPage);
   }
   getClient(id: string, projectEnv: string) {

@@ -7,15 +7,19 @@ import { EXIT } from './exit-codes.js';
 import { ExitWith } from './errors.js';
 import { describeFsError } from './fs-errors.js';
 import { applyHabits } from './habits.js';
-import { interruptCause, interruptExitCode, installInterrupts } from './interrupts.js';
+import { interruptCause, interruptExitCode, installInterrupts, onInterruptStop } from './interrupts.js';
 import { cutLongValues } from '../model/printable.js';
 import { redactCredentials } from '../model/redact.js';
-import { redact } from './output.js';
+import { err, redact } from './output.js';
 import { recordProfileOnExit } from './profile.js';
+import { installFrontEnd } from '../engine/front-end.js';
+import { clearReadProgress, withReadProgress } from './read-progress.js';
 
 async function main(argv: string[]) {
   // Before anything can be interrupted or write: Ctrl-C while planning, and a closed output, are handled.
   installInterrupts();
+  // The engine's notes, progress line and stop, on this terminal (engine/front-end.ts).
+  installFrontEnd({ notice: err, withProgress: (api, read, signal) => withReadProgress(api, read, process.env, signal), clearProgress: clearReadProgress, onStop: onInterruptStop });
   recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
   try {
     const program = await buildProgram(argv.slice(2));

@@ -2,7 +2,7 @@
 // derived from where it lives in version control, and refused when it moved since the last apply
 // (model/owner.ts: one rule for the CLI and the provider).
 import { OwnerMovedError, resolveOwnerId, type DesiredState } from '../model/index.js';
-import { UsageError } from '../cli/errors.js';
+import { UsageError } from './errors.js';
 
 export async function resolveOwner(desired: DesiredState, baseDir: string): Promise<{ owner: string; derived: boolean }> {
   try {

@@ -8,28 +8,27 @@ import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/rec
 import { acquireLock } from '../secrets/fsutil.js';
 import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
-import { readLiveState, type LiveReadResult, type LiveScope } from '../live/read.js';
-import { clearReadProgress, withReadProgress } from '../cli/read-progress.js';
-import { credentialKind, projectEnvOf, serviceTarget, type DesiredState } from '../model/index.js';
-import { buildPlan, sortOperations } from '../plan/diff.js';
+import { readLiveState, readLiveStream, type LiveEnvRead, type LiveReadResult, type LiveScope, type LiveStream } from '../live/read.js';
+import { address, credentialKind, emptyLiveState, projectEnvOf, serviceTarget, type DesiredState, type LiveState } from '../model/index.js';
+import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
+import { mergePlans, type PlanPart } from '../plan/merge.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
 import { capacityProblems, describeCapacity } from '../plan/capacity.js';
 import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
-import { summarize } from '../plan/types.js';
+import { summarize, WARNING_PHASE, type WarningOrder } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
 import { secretCollisions } from '../secrets/collisions.js';
-import { checkSecretPresence } from '../secrets/presence.js';
+import { checkSecretPresence, newPresenceCache } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
-import { readCdktfFlags, type CdktfFlags } from '../cli/cdktf-input.js';
-import { UsageError } from '../cli/errors.js';
-import { limitsOf, type LimitFlags } from '../cli/config-limits.js';
+import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
+import { UsageError } from './errors.js';
+import { limitsOf, type LimitFlags } from './config-limits.js';
 import type { FileRules } from '../config/paths.js';
+import { frontEnd } from './front-end.js';
 import { safeUrl } from '../report/redact.js';
-import { err } from '../cli/output.js';
-import { onInterruptStop } from '../cli/interrupts.js';
 import { resolveOwner } from './owner.js';
 import { PolicyError, readOperatorPolicy, type PolicyFlags } from '../config/policy.js';
 import type { OperatorPolicy } from '../model/index.js';
@@ -55,7 +54,7 @@ export interface LoadedConfig {
   /** Folder of the first -f argument: relative store paths and the journal live here. */
   baseDir: string;
   /** The live read started while the configuration loaded (ReadAhead), for planFor's `readAhead`. */
-  live?: Promise<LiveReadResult>;
+  live?: StartedRead;
   /** The operator's policy the configuration was checked against (model/policy.ts). */
   policy: OperatorPolicy;
 }
@@ -113,7 +112,7 @@ export async function loadConfig(
     const found = await findDefaultConfig();
     if (!found) throw new UsageError(`no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`);
     const shown = path.relative(process.cwd(), found) || found;
-    if (path.dirname(found) !== process.cwd()) err(`Using the configuration ${shown} (no -f given)\n`);
+    if (path.dirname(found) !== process.cwd()) frontEnd().notice(`Using the configuration ${shown} (no -f given)\n`);
     o = { ...o, file: [shown] };
   }
   const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
@@ -146,8 +145,8 @@ export async function loadConfig(
   performance.mark('kms:config-end');
   if (warn) for (const w of loaded.warnings) warn(formatDiagnostic(w));
   else {
-    if (loaded.warnings.length) clearReadProgress();
-    for (const w of loaded.warnings) err(`warning: ${formatDiagnostic(w)}\n`);
+    if (loaded.warnings.length) frontEnd().clearProgress();
+    for (const w of loaded.warnings) frontEnd().notice(`warning: ${formatDiagnostic(w)}\n`);
   }
   const unmatched = unmatchedPatterns(loaded.state, o.env);
   if (unmatched.length) {
@@ -191,7 +190,7 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
     ...(onRetry ? { onRetry: (r) => onRetry(`retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`) } : {}),
   });
   // An interrupt before anything is written cuts this connection's reads (interrupts.ts).
-  onInterruptStop(() => api.http.stop());
+  frontEnd().onStop(() => api.http.stop());
   const credential = credentialKind(apiKey);
   return { api, url, credential, target: serviceTarget(url, credential, env) };
 }
@@ -201,6 +200,7 @@ function readScopeKey(projects: Iterable<string>, envs: Iterable<string>, config
   return JSON.stringify([[...projects].sort(), [...envs].sort(), [...configured].sort()]);
 }
 
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
@@ -217,7 +217,7 @@ const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 export class ReadAhead {
   readonly conn: Connection;
   private readonly fingerprints: boolean;
-  private started: { key: string; read: Promise<LiveReadResult>; stop: AbortController } | undefined;
+  private started: { key: string; stream: LiveStream } | undefined;
 
   constructor(conn: Connection, fingerprints: boolean) {
     this.conn = conn;
@@ -249,28 +249,27 @@ export class ReadAhead {
     }
     if (envs.length === 0 && inScope.length === 0) return;
     const leaving = (pe: string) => !configured.has(pe) && (patterns.length === 0 || matchesAny(pe, patterns));
-    const stop = new AbortController();
-    const read = readScope(this.conn, { projects: inScope, envs, alsoRead: leaving }, this.fingerprints, stop.signal);
-    read.catch(() => undefined); // awaited by take(); an unused read's failure is nobody's error
-    this.started = { key: readScopeKey(inScope, envs, configured.keys()), read, stop };
+    performance.mark('kms:read-start');
+    const stream = readLiveStream(this.conn.api, { projects: inScope, envs, alsoRead: leaving }, { fingerprints: this.fingerprints });
+    this.started = { key: readScopeKey(inScope, envs, configured.keys()), stream };
   }
 
   /** The configuration did not load: the read is not wanted, and its progress line goes. */
   abandon(): void {
-    this.started?.stop.abort();
+    this.started?.stream.close();
     this.started = undefined;
   }
 
   /** The read started, when its scope is exactly the one planFor would read. */
-  take(desired: DesiredState, configured: Iterable<string>): Promise<LiveReadResult> | undefined {
+  take(desired: DesiredState, configured: Iterable<string>): StartedRead | undefined {
     const started = this.started;
     this.started = undefined;
     if (!started) return undefined;
     if (started.key !== readScopeKey(desired.projects.map((p) => p.slug), desired.envs.map((e) => e.projectEnv), configured)) {
-      started.stop.abort();
+      started.stream.close();
       return undefined;
     }
-    return started.read;
+    return { stream: started.stream };
   }
 }
 
@@ -302,10 +301,20 @@ export function readLive(conn: Connection, desired: DesiredState, fingerprints: 
   return readScope(conn, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, fingerprints);
 }
 
+/** A live read started ahead of planFor (ReadAhead). */
+export interface StartedRead {
+  stream: LiveStream;
+}
+
+/** The streamed live read of a configuration's scope (planFor). */
+function openScope(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): LiveStream {
+  return readLiveStream(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
+}
+
 /** The live read of a scope, with the terminal's progress line and the profile's read phase. */
 async function readScope(conn: Connection, scope: LiveScope, fingerprints: boolean, signal?: AbortSignal): Promise<LiveReadResult> {
   performance.mark('kms:read-start');
-  const live = await withReadProgress(conn.api, () => readLiveState(conn.api, scope, { fingerprints }), process.env, signal);
+  const live = await frontEnd().withProgress(conn.api, () => readLiveState(conn.api, scope, { fingerprints }), signal);
   performance.mark('kms:read-end');
   return live;
 }
@@ -343,7 +352,9 @@ export interface PlanOptions {
   /** Refuse a plan that fills a template past its client maximum (default true; drift only reports). */
   checkCapacity?: boolean;
   /** The live read ReadAhead started (LoadedConfig.live): used unless recovery had a journal to read. */
-  readAhead?: Promise<LiveReadResult>;
+  readAhead?: StartedRead;
+  /** `--shard`: the shard this run is (the configuration is already narrowed to it: engine/shard.ts), and which projects' own operations are its. */
+  shard?: { index: number; count: number; files: readonly string[]; ownsProject: (slug: string) => boolean };
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -388,15 +399,12 @@ async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, 
 /** What every planning command does first: check names, recover the journal, read the live state. */
 async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
   await checkSecretNames(desired, o.baseDir, o.policy);
-  const notice = o.notice ?? ((line: string) => err(`${line}\n`));
+  const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
   const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target);
-  // A read started ahead was started with no journal; one that appeared since (a concurrent run)
-  // means recovery may change the live state, so the read comes after it as usual.
-  const journaled = await stat(capture.journal.path).then(() => true, () => false);
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
-  const live = o.readAhead && !journaled ? await o.readAhead : await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
+  const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
   const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
   const target: Plan['target'] = {
     // Shown and saved: without user info, query or fragment (they may carry credentials).
@@ -406,7 +414,163 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   return { registry, capture, recovery, live, owner, target };
 }
 
+/**
+ * The plan of a configuration, environment by environment (DESIGN.md "engine/"): the projects
+ * first, then each environment read, planned and let go before the next ones are read (the live
+ * read streams, live/read.ts readLiveStream), and the environments' plans merged into the plan of
+ * the whole (plan/merge.ts), the one planForWhole makes. The live state returned keeps the
+ * projects, environments and templates, and of the clients and endpoints only those the plan
+ * names or whose keys expire (what drift's usage context and the agent's status need).
+ */
 export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+  // A shard may hold nothing of a small fleet: its plan is empty, not an error.
+  if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty && !o.shard) {
+    throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+  }
+  await checkSecretNames(desired, o.baseDir, o.policy);
+  const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
+  // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target);
+  // A read started ahead was started with no journal; one that appeared since (a concurrent run)
+  // means recovery may change the live state, so the read comes after it as usual.
+  const journaled = await stat(capture.journal.path).then(() => true, () => false);
+  const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
+  for (const line of describeRecovery(recovery)) notice(line);
+  if (o.readAhead && journaled) o.readAhead.stream.close();
+  const ahead = o.readAhead && !journaled ? o.readAhead : undefined;
+  if (!ahead) performance.mark('kms:read-start');
+  const stream = ahead?.stream ?? openScope(conn, desired, Boolean(o.forSaving), o.leaving);
+  try {
+    const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
+    const planned = await frontEnd().withProgress(conn.api, () => planStreamed(conn, desired, o, { stream, owner, registry, recovery }));
+    return { ...planned, capture, registry };
+  } finally {
+    stream.close();
+  }
+}
+
+async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOptions, run: { stream: LiveStream; owner: string; registry: StoreRegistry; recovery: Recovery }): Promise<{ plan: Plan; live: LiveReadResult }> {
+  const { stream, owner, registry, recovery } = run;
+  const head = await stream.head;
+  const missing = missingExternalProjects(desired, head);
+  if (missing.length) throw new UsageError(missing.join('\n'));
+  const now = o.now ?? new Date();
+  const target: Plan['target'] = {
+    // Shown and saved: without user info, query or fragment (they may carry credentials).
+    url: safeUrl(conn.url), credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...head.envs.map((e) => e.projectEnv)])].sort(),
+  };
+  const secretCheck = o.secretCheck !== false;
+  if (secretCheck) storeContactRefused(registry, undefined, process.env); // a KMS_SYNC_PLAN_STORES typo fails every plan, not only those with keys
+  const presence = newPresenceCache();
+  const refusedWarnings: string[] = [];
+  const presenceWarnings: string[] = [];
+  const parts: PlanPart[] = [];
+  const kept = emptyLiveState();
+  kept.projects = head.projects;
+  kept.envs = head.envs;
+  const duplicates: LiveReadResult['duplicates'][] = [];
+
+  const planPart = async (d: DesiredState, l: LiveState, live: PlanLive, orphans: Recovery['orphans'], keyOf: (warning: string) => string) => {
+    const { plan: base, phases } = buildPlanPhased({ desired: d, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
+    let secrets = new Map<string, SecretStatus>();
+    if (secretCheck) {
+      const queries = keysToCheck(d, l, owner).filter((q) => {
+        const refused = storeContactRefused(registry, q.store, process.env);
+        if (refused && !refusedWarnings.includes(refused)) refusedWarnings.push(refused);
+        return !refused;
+      });
+      if (queries.length) {
+        const checked = await checkSecretPresence(registry, queries, conn.target, presence);
+        secrets = checked.results;
+        presenceWarnings.push(...checked.warnings);
+      }
+    }
+    const plan = assessKeys({
+      plan: base, desired: d, live: l, secrets, now, orphans,
+      ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+    });
+    parts.push({ plan, warningOrder: plan.warnings.map((w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, keyOf(w)]) });
+    return plan;
+  };
+
+  // The environments: the configuration's and those read (environments that left it), in order.
+  const byEnv = new Map<string, { templates: DesiredState['templates']; clients: DesiredState['clients']; endpoints: DesiredState['endpoints'] }>();
+  const slot = (pe: string) => {
+    let x = byEnv.get(pe);
+    if (!x) byEnv.set(pe, (x = { templates: [], clients: [], endpoints: [] }));
+    return x;
+  };
+  for (const t of desired.templates) slot(t.projectEnv).templates.push(t);
+  for (const c of desired.clients) slot(c.projectEnv).clients.push(c);
+  for (const e of desired.endpoints) slot(e.projectEnv).endpoints.push(e);
+  const desiredEnvs = new Map(desired.envs.map((e) => [e.projectEnv, e]));
+  const envOrder = [...new Set([...desiredEnvs.keys(), ...head.envs.map((e) => e.projectEnv)])].sort(cmp);
+  const envPes = new Set(envOrder);
+
+  // The projects: their own operations and warnings (the environments are planned below).
+  const projectOnly: DesiredState = { ...desired, projects: o.shard ? desired.projects.filter((p) => o.shard!.ownsProject(p.slug)) : desired.projects, envs: [], templates: [], clients: [], endpoints: [] };
+  const projectLive: LiveState = { ...emptyLiveState(), projects: head.projects };
+  await planPart(projectOnly, projectLive, { state: projectLive, duplicates: [], fingerprints: head.fingerprints },
+    recovery.orphans.filter((x) => !envPes.has(x.projectEnv)), (w) => /^project\.([^:]+):/.exec(w)?.[1] ?? '');
+
+  const reads = stream.envs();
+  for (const pe of envOrder) {
+    let live: LiveEnvRead | undefined;
+    if (head.envs.some((e) => e.projectEnv === pe)) {
+      const r = await reads.next();
+      if (r.done || r.value.env.projectEnv !== pe) throw new Error(`the live read yielded ${r.done ? 'nothing' : r.value.env.projectEnv} where ${pe} was expected`);
+      live = r.value;
+    }
+    const mine = byEnv.get(pe) ?? { templates: [], clients: [], endpoints: [] };
+    const env = desiredEnvs.get(pe);
+    const d: DesiredState = { ...desired, projects: [], envs: env ? [env] : [], ...mine };
+    delete d.externalProjects;
+    const l: LiveState = live ? live.state : emptyLiveState();
+    const plan = await planPart(d, l, { state: l, duplicates: live?.duplicates ?? [], fingerprints: live?.fingerprints ?? {} }, recovery.orphans.filter((x) => x.projectEnv === pe), () => pe);
+    if (live) {
+      duplicates.push(live.duplicates);
+      keepNamed(kept, live.state, plan);
+    }
+  }
+  performance.mark('kms:read-end');
+  performance.mark('kms:plan-start');
+  const { plan: merged, warningOrder } = mergePlans(parts);
+  merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings);
+  warningOrder.push(...recovery.warnings.map((): WarningOrder => [WARNING_PHASE.recovery, '']));
+  warningOrder.push(...[...refusedWarnings, ...presenceWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']));
+  const security = await securityChanges(registry, desired, owner, o.baseDir);
+  if (security.length) merged.security = security;
+  if (desired.envReferences?.length) merged.envReferences = desired.envReferences;
+  const plan = o.ignore ? applyIgnoreRules(merged, o.ignore) : merged;
+  // The ignore rules' notes, one per operation, in operation order.
+  for (const w of plan.warnings.slice(warningOrder.length)) warningOrder.push([WARNING_PHASE.ignore, w.slice(0, w.indexOf(':'))]);
+  if (o.shard) plan.shard = { index: o.shard.index, count: o.shard.count, files: [...o.shard.files], warningOrder };
+  const mergedDuplicates = duplicates.flat();
+  mergedDuplicates.sort((a, b) => Number(b.address.startsWith('template.')) - Number(a.address.startsWith('template.')));
+  performance.mark('kms:plan-end');
+  return {
+    plan,
+    live: { state: kept, duplicates: mergedDuplicates, fingerprints: plan.fingerprints, projectEnvs: head.projectEnvs },
+  };
+}
+
+/** Of one environment's live state, what the caller still needs after its plan: see planFor. */
+function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
+  const named = new Set<string>();
+  for (const x of [...plan.operations, ...plan.unmanaged]) {
+    named.add(x.address);
+    if (x.address.startsWith('key.')) named.add(`client.${x.address.slice(4, x.address.lastIndexOf('/'))}`);
+  }
+  kept.templates.push(...state.templates);
+  for (const c of state.clients) {
+    if (named.has(address.client(c.projectEnv, c.name)) || c.keys.some((k) => k.expiresAt)) kept.clients.push(c);
+  }
+  for (const e of state.endpoints) if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
+}
+
+/** The configuration's plan as one live read of everything in scope, then one diff: planFor's result, with the fleet in memory (tests compare the two). */
+export async function planForWhole(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
   if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty) {
     throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
   }

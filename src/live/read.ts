@@ -213,6 +213,172 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   return { state, duplicates: findDuplicates(state), fingerprints: opts.fingerprints === false ? {} : fingerprints(state), projectEnvs };
 }
 
+
+/** One environment's live state, read on its own (readLiveStream): sorted as readLiveState sorts the whole. */
+export interface LiveEnvRead {
+  env: LiveEnv;
+  state: LiveState;
+  duplicates: DuplicateLive[];
+  fingerprints: Record<string, string>;
+}
+
+/** What readLiveStream knows once the project list and the projects are read. */
+export interface LiveHead {
+  /** The live projects in scope (sorted), and their environments in scope (sorted): the ones `envs()` yields. */
+  projects: LiveState['projects'];
+  envs: LiveEnv[];
+  /** Fingerprints of the projects and environments (empty when not asked for). */
+  fingerprints: Record<string, string>;
+  projectEnvs: Record<string, string[]>;
+}
+
+export interface LiveStream {
+  head: Promise<LiveHead>;
+  /** The environments of the head, one at a time in sorted order; each read is released once the next is asked for. */
+  envs(): AsyncGenerator<LiveEnvRead>;
+  /** Stops reading (the remaining environments are not wanted). */
+  close(): void;
+}
+
+/** A whole stream in one state: readLiveState's result, read environment by environment (tests compare the two). */
+export async function collectLiveStream(stream: LiveStream): Promise<LiveReadResult> {
+  const head = await stream.head;
+  const state = emptyLiveState();
+  state.projects.push(...head.projects);
+  state.envs.push(...head.envs);
+  const prints: Record<string, string>[] = [head.fingerprints];
+  const duplicates: DuplicateLive[] = [];
+  for await (const r of stream.envs()) {
+    state.templates.push(...r.state.templates);
+    state.clients.push(...r.state.clients);
+    state.endpoints.push(...r.state.endpoints);
+    prints.push(r.fingerprints);
+    duplicates.push(...r.duplicates);
+  }
+  duplicates.sort((a, b) => Number(b.address.startsWith('template.')) - Number(a.address.startsWith('template.')));
+  const fingerprints: Record<string, string> = {};
+  for (const prefix of ['project.', 'env.', 'template.', 'client.', 'endpoint.']) {
+    for (const p of prints) for (const [k, v] of Object.entries(p)) if (k.startsWith(prefix)) fingerprints[k] = v;
+  }
+  return { state, duplicates, fingerprints, projectEnvs: head.projectEnvs };
+}
+
+/**
+ * How many environments are read ahead of the one being planned: a few while their sizes are
+ * unknown (each first page tells its total), and more only while the clients they hold stay
+ * under CLIENTS_AHEAD. The working set of a fleet's plan is then its largest environments, not
+ * the fleet, and the reads in flight stay near the transport's limit.
+ */
+const ENVS_AHEAD_UNKNOWN = 8;
+const CLIENTS_AHEAD = 25_000;
+
+/**
+ * The live state of a scope, environment by environment (DESIGN.md "engine/"): the same requests
+ * as readLiveState (one project list, one project read per project, each environment's pages),
+ * but an environment's clients are held only from its first page until the caller moves past it.
+ * Concatenated, the environments' states are readLiveState's state.
+ */
+export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptions & { listed?: Promise<WireProject[]> } = {}): LiveStream {
+  const inScope = new Set(scope.envs);
+  const defined = new Set(scope.projects);
+  const wanted = (pe: string, project: string) => inScope.has(pe) || (defined.has(project) && scope.alsoRead?.(pe) === true);
+  const projectsWanted = new Set([...scope.projects, ...scope.envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, ''))]);
+  const withPrints = opts.fingerprints !== false;
+  let closed = false;
+  // Environment reads, started in order as the window allows (see ENVS_AHEAD_*).
+  const order: { pe: string; lists?: EnvLists; total?: number }[] = [];
+  let next = 0;
+  let consumed = 0;
+  const pump = () => {
+    while (!closed && next < order.length) {
+      const slot = order[next]!;
+      if (!slot.lists) {
+        let unknown = 0;
+        let held = 0;
+        for (let i = consumed; i < next; i++) {
+          const o = order[i]!;
+          if (!o.lists) continue;
+          if (o.total === undefined) unknown++;
+          else held += o.total;
+        }
+        if (next > consumed && (unknown >= ENVS_AHEAD_UNKNOWN || held >= CLIENTS_AHEAD)) return;
+        slot.lists = startEnvLists(api, slot.pe, (total) => {
+          slot.total = total;
+          pump();
+        });
+      }
+      next++;
+    }
+  };
+  const head = (async (): Promise<LiveHead & { embedded: Map<string, WireTemplate[] | undefined> }> => {
+    const summaries = await (opts.listed ?? api.listProjects());
+    const owners = summaries.filter((p) => projectsWanted.has(p.slug) || (p.envs?.list ?? []).some((e) => inScope.has(e.project_env)));
+    // The first environments' lists start beside the project reads, as readLiveState's do.
+    const early = owners.flatMap((p) => (p.envs?.list ?? []).filter((e) => wanted(e.project_env, p.slug)).map((e) => e.project_env)).sort(cmp);
+    for (const pe of early) order.push({ pe });
+    pump();
+    const fulls = await Promise.all(owners.map(async (p) => {
+      const first = p.envs?.list?.[0]?.project_env;
+      return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
+    }));
+    const state = emptyLiveState();
+    const projectEnvs: Record<string, string[]> = {};
+    const embedded = new Map<string, WireTemplate[] | undefined>();
+    for (const { summary, full } of fulls) {
+      state.projects.push({ slug: summary.slug, name: full.name ?? summary.name ?? '', ...(full.description !== undefined ? { description: full.description } : {}) });
+      const envList: WireEnv[] = full.envs?.list ?? summary.envs?.list ?? [];
+      projectEnvs[summary.slug] = envList.map((e) => e.project_env).sort();
+      for (const e of envList) {
+        if (!wanted(e.project_env, summary.slug) || embedded.has(e.project_env)) continue;
+        state.envs.push({
+          id: e.id ?? e.project_env, project: summary.slug, projectEnv: e.project_env,
+          type: e.type ?? e.project_env.slice(summary.slug.length + 1), ...(e.url !== undefined ? { url: e.url } : {}),
+        });
+        embedded.set(e.project_env, e.templates);
+      }
+    }
+    sortLive(state);
+    // The order of the reads follows the environments the projects show (an environment the
+    // project list showed and the project read did not is not read: its lists' answers are dropped).
+    const known = new Map(order.map((o) => [o.pe, o]));
+    order.length = 0;
+    next = 0;
+    for (const e of state.envs) order.push(known.get(e.projectEnv) ?? { pe: e.projectEnv });
+    pump();
+    const fingerprints: Record<string, string> = {};
+    if (withPrints) {
+      for (const p of state.projects) fingerprints[address.project(p.slug)] = fingerprint(p);
+      for (const e of state.envs) fingerprints[address.env(e.projectEnv)] = fingerprint(e);
+    }
+    return { projects: state.projects, envs: state.envs, fingerprints, projectEnvs, embedded };
+  })();
+  head.catch(() => undefined); // awaited by the caller
+  return {
+    head,
+    close() {
+      closed = true;
+    },
+    async *envs() {
+      const h = await head;
+      for (let i = 0; i < h.envs.length; i++) {
+        const env = h.envs[i]!;
+        const slot = order[i]!;
+        consumed = i;
+        slot.lists ??= startEnvLists(api, env.projectEnv);
+        const state = emptyLiveState();
+        state.envs.push(env);
+        await readEnv(api, env, h.embedded.get(env.projectEnv), state, slot.lists!);
+        delete slot.lists;
+        slot.total = 0;
+        consumed = i + 1;
+        pump();
+        sortLive(state);
+        yield { env, state, duplicates: findDuplicates(state), fingerprints: withPrints ? envFingerprints(state) : {} };
+      }
+    },
+  };
+}
+
 /**
  * The paged lists of one environment, started before its templates are known: client pages are
  * kept as they arrive until `convertWith` is given the template names, then converted on arrival
@@ -229,7 +395,7 @@ interface EnvLists {
   cidrs: (list: string[] | undefined) => string[];
 }
 
-function startEnvLists(api: KmsClient, pe: string): EnvLists {
+function startEnvLists(api: KmsClient, pe: string, onTotal?: (total: number) => void): EnvLists {
   let names: Map<string, string> | undefined;
   const waiting: [WireClient[], number][] = [];
   const pages: LiveClient[][] = [];
@@ -246,7 +412,11 @@ function startEnvLists(api: KmsClient, pe: string): EnvLists {
       else incomplete.push(c);
     }
   };
-  const clients = api.forEachClientPage(pe, (page, n) => (names ? convert(page, n) : waiting.push([page, n])));
+  const clients = api.forEachClientPage(pe, (page, n, pages) => {
+    if (n === 1) onTotal?.(pages * Math.max(page.length, 1));
+    if (names) convert(page, n);
+    else waiting.push([page, n]);
+  });
   const endpoints = api.listEndpoints(pe);
   // A list may fail before readEnv awaits it (while the project is read) or never be awaited
   // (its environment was deleted meanwhile): handled here, so that is not an unhandled rejection;
@@ -351,6 +521,11 @@ function fingerprints(s: LiveState): Record<string, string> {
   const out: Record<string, string> = {};
   for (const p of s.projects) out[address.project(p.slug)] = fingerprint(p);
   for (const e of s.envs) out[address.env(e.projectEnv)] = fingerprint(e);
+  return envFingerprints(s, out);
+}
+
+/** The fingerprints of what the environments hold (templates, clients, endpoints), in readLiveState's order. */
+function envFingerprints(s: LiveState, out: Record<string, string> = {}): Record<string, string> {
   for (const t of s.templates) out[`${address.template(t.projectEnv, t.name)}#${t.id}`] = fingerprint(t);
   for (const c of s.clients) out[`${address.client(c.projectEnv, c.name)}#${c.id}`] = clientFingerprint(c);
   for (const e of s.endpoints) out[address.endpoint(e.projectEnv, e.method, e.path)] = fingerprint(e);

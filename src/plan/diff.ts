@@ -9,6 +9,7 @@ import { planOwnership, type PlanContext } from './kinds/contract.js';
 import { PLAN_KINDS } from './kinds/index.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type Operation, type Plan } from './types.js';
+import { WARNING_PHASE } from './types.js';
 
 export { keyAfter } from './kinds/key.js';
 
@@ -48,6 +49,19 @@ export function sortOperations(ops: Operation[]): Operation[] {
 }
 
 export function buildPlan(input: PlanInput): Plan {
+  return buildPlanPhased(input).plan;
+}
+
+/**
+ * buildPlan, with the phase each warning was made in (plan/merge.ts WARNING_PHASE): plans of
+ * parts of a configuration (an environment, a shard) are merged into the plan of the whole in
+ * the order the whole would have put them.
+ */
+export function buildPlanPhased(input: PlanInput): { plan: Plan; phases: number[] } {
+  const phases: number[] = [];
+  const mark = (phase: number) => {
+    while (phases.length < ctx.warnings.length) phases.push(phase);
+  };
   const { desired, live, prune } = input;
   const owner = input.target.owner;
   const takeOwnership = input.takeOwnership === true;
@@ -63,6 +77,7 @@ export function buildPlan(input: PlanInput): Plan {
   const { ops, unmanaged, warnings } = ctx;
   for (const d of live.duplicates) {
     warnings.push(`${d.address}: ${d.ids.length} live resources share this identity (${d.ids.join(', ')}); kms-sync leaves them alone until only one remains`);
+    mark(d.address.startsWith('template.') ? WARNING_PHASE.duplicateTemplate : WARNING_PHASE.duplicateClient);
   }
   // Environments that left the configuration (read because their project is still in it) are
   // removed as a whole or kept, by ownership (removal.ts); the kinds see only the others.
@@ -81,12 +96,16 @@ export function buildPlan(input: PlanInput): Plan {
       unmanaged.push(...r.unmanaged);
     }
   }
+  mark(WARNING_PHASE.leaving);
 
-  for (const kind of PLAN_KINDS) kind.plan(desired, state, ctx);
+  for (let i = 0; i < PLAN_KINDS.length; i++) {
+    PLAN_KINDS[i]!.plan(desired, state, ctx);
+    mark(WARNING_PHASE.kinds + i);
+  }
 
   sortOperations(ops);
   unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
-  return {
+  const plan: Plan = {
     formatVersion: 1,
     generatedAt: (input.now ?? new Date()).toISOString(),
     target: input.target,
@@ -99,4 +118,5 @@ export function buildPlan(input: PlanInput): Plan {
     stores: desired.stores.map(({ source: _s, ...s }) => s),
     fingerprints: live.fingerprints,
   };
+  return { plan, phases };
 }

@@ -165,6 +165,8 @@ export interface Plan {
   security?: SecurityChange[];
   /** The variables the configuration read with `${env:}` (recorded by apply beside the stores). */
   envReferences?: string[];
+  /** A shard's plan (`--shard`): what `kms-sync report merge` needs to join the shards into the plan of the whole. */
+  shard?: PlanShard;
 }
 
 /** One line per security change, for text and Markdown. */
@@ -183,6 +185,16 @@ export function recipientsAddedToHeldKeys(plan: Plan): SecurityChange[] {
   return (plan.security ?? []).filter((c) => c.kind === 'recipient_added' && (c.holds ?? 0) > 0);
 }
 
+export interface PlanShard {
+  /** 0-based. */
+  index: number;
+  count: number;
+  /** The configuration paths as given with -f (the Markdown report's comment marker names them). */
+  files: string[];
+  /** The place of each warning in the whole plan's order (merge.ts). */
+  warningOrder: WarningOrder[];
+}
+
 export function summarize(ops: readonly Operation[], unmanaged: readonly UnmanagedResource[]): PlanSummary {
   const s: PlanSummary = { create: 0, update: 0, delete: 0, replace: 0, rotate: 0, unmanaged: unmanaged.length };
   for (const op of ops) s[op.action]++;
@@ -192,3 +204,14 @@ export function summarize(ops: readonly Operation[], unmanaged: readonly Unmanag
 export function hasChanges(plan: Plan): boolean {
   return plan.operations.length > 0 || (plan.security?.length ?? 0) > 0;
 }
+
+/**
+ * When a plan's warnings are made, in the order a plan of the whole configuration lists them:
+ * live duplicates (templates, then clients), environments that left the configuration, each kind
+ * in dependency order, key health, recovery, secret checks. Plans of parts (one environment, one
+ * shard) are merged back in this order (merge.ts).
+ */
+export const WARNING_PHASE = { duplicateTemplate: 0, duplicateClient: 1, leaving: 2, kinds: 3, keys: 20, recovery: 21, secrets: 22, ignore: 23 } as const;
+
+/** A warning's place in the whole plan's order: its phase, then the environment (or project) it is about. */
+export type WarningOrder = [phase: number, key: string];

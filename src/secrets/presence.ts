@@ -16,16 +16,34 @@ export interface PresenceResult {
   detail?: string;
 }
 
-export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[], target?: string): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
+/**
+ * What a run learnt of each store: a plan made environment by environment (engine/) opens and
+ * lists each store once, and says once that a store could not be checked.
+ */
+export interface PresenceCache {
+  opened: Map<string | undefined, Promise<{ store: Awaited<ReturnType<StoreRegistry['get']>>; metas: Map<string, { keyId?: string; target?: string } | undefined> | undefined }>>;
+  warned: Set<string>;
+}
+
+export const newPresenceCache = (): PresenceCache => ({ opened: new Map(), warned: new Set() });
+
+export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[], target?: string, cache?: PresenceCache): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
   const results = new Map<string, PresenceResult>();
   const warnings: string[] = [];
   const byStore = groupBy(queries, (q) => q.store);
   for (const [storeName, qs] of byStore) {
     try {
-      const store = await registry.get(storeName);
+      let opened = cache?.opened.get(storeName);
+      if (!opened) {
+        opened = (async () => {
+          const store = await registry.get(storeName);
+          return { store, metas: store.list ? new Map((await store.list()).map((l) => [l.name, l.meta])) : undefined };
+        })();
+        cache?.opened.set(storeName, opened);
+      }
+      const { store, metas } = await opened;
       const names = qs.map((q) => store.secretName(q.secretName));
       const present = await store.existsMany(names);
-      const metas = store.list ? new Map((await store.list()).map((l) => [l.name, l.meta])) : undefined;
       qs.forEach((q, i) => {
         const name = names[i]!;
         const holder = metas?.get(name)?.target;
@@ -38,7 +56,10 @@ export async function checkSecretPresence(registry: StoreRegistry, queries: Pres
         } else results.set(q.address, { status: 'present' });
       });
     } catch (e) {
-      warnings.push(`could not check the secrets in store ${storeName ?? 'default'}: ${(e as Error).message}`);
+      // Said once per run, by the part of it that first met it.
+      const warning = `could not check the secrets in store ${storeName ?? 'default'}: ${(e as Error).message}`;
+      if (!cache?.warned.has(warning)) warnings.push(warning);
+      cache?.warned.add(warning);
       for (const q of qs) results.set(q.address, { status: 'unknown' });
     }
   }

@@ -96,6 +96,27 @@ describe('imports of src/', () => {
     expect(cycles(g)).toEqual([['a.ts', 'b.ts', 'c.ts']]);
   });
 
+  // DESIGN.md "Layers": the engine (one run of a configuration) is below every front end, and the
+  // front ends do not reach into each other: cli/ parses flags and prints, agent/ schedules,
+  // provider/ maps Terraform's RPCs, all over engine/ and the layers below it.
+  const FORBIDDEN: [string, string[]][] = [
+    ['engine/', ['cli/', 'agent/', 'provider/']],
+    ['agent/', ['cli/', 'provider/']],
+    ['provider/', ['cli/', 'agent/']],
+  ];
+  for (const [layer, above] of FORBIDDEN) {
+    it(`${layer} imports nothing from ${above.join(', ')}`, () => {
+      const upward = [...graph].flatMap(([from, deps]) =>
+        from.startsWith(layer) ? deps.filter((d) => above.some((a) => d.startsWith(a))).map((d) => `${from} → ${d}`) : []);
+      expect(upward).toEqual([]);
+    });
+  }
+
+  it('the CLI and the agent plan through engine/', () => {
+    const uses = (file: string) => (graph.get(file) ?? []).includes('engine/run.ts');
+    expect(['cli/sync-commands.ts', 'cli/drift-command.ts', 'agent/reconciler.ts'].filter((f) => !uses(f))).toEqual([]);
+  });
+
   it('plan/ imports nothing but plan/ and model/', () => {
     const outside = [...graph].flatMap(([from, deps]) =>
       from.startsWith('plan/') ? deps.filter((d) => !d.startsWith('plan/') && !d.startsWith('model/')).map((d) => `${from} → ${d}`) : []);

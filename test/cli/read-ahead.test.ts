@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ReadAhead, connect, loadConfig } from '../../src/engine/run.js';
-import { readLiveState } from '../../src/live/read.js';
+import { collectLiveStream, readLiveState } from '../../src/live/read.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
 import { setup, type Setup } from './helpers.js';
 
@@ -56,7 +56,7 @@ describe('ReadAhead', () => {
     try {
       const cfg = await loadIn(s.dir, [], new ReadAhead(conn, false));
       expect(cfg.live, 'a read was started and handed over').toBeDefined();
-      const ahead = await cfg.live!;
+      const ahead = await collectLiveStream(cfg.live!.stream);
       const direct = await readLiveState(conn.api, { projects: ['shop'], envs: ['shop-production', 'shop-staging'], alsoRead: cfg.leaving }, { fingerprints: false });
       expect(ahead.state).toEqual(direct.state);
       expect(ahead.state.clients.map((c) => `${c.projectEnv}/${c.name}`).sort()).toEqual(['shop-production/app', 'shop-staging/web']);
@@ -70,7 +70,7 @@ describe('ReadAhead', () => {
     try {
       const cfg = await loadIn(s.dir, ['*-staging'], new ReadAhead(conn, false));
       expect(cfg.desired.envs.map((e) => e.projectEnv)).toEqual(['shop-staging']);
-      const read = await cfg.live!;
+      const read = await collectLiveStream(cfg.live!.stream);
       expect(read.state.envs.map((e) => e.projectEnv)).toEqual(['shop-staging']);
 
       // Started for one scope, asked for another (the documents said more than the loaded state keeps).
