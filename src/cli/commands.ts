@@ -46,6 +46,10 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./agent-command.js')).registerAgent,
   },
   {
+    commands: [{ name: 'report', term: 'report', description: 'work with reports: merge the plans of a sharded run' }],
+    load: async () => (await import('./report-command.js')).registerReport,
+  },
+  {
     commands: [{ name: 'secrets', term: 'secrets', description: 'inspect the secret stores and the key journal' }],
     load: async () => (await import('./secrets-command.js')).registerSecrets,
   },

@@ -7,6 +7,7 @@ import { quoted } from '../model/printable.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
+import { shardConfig } from '../engine/shard.js';
 import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
 import { addLimitOptions } from './config-limits.js';
 import { ExitWith, UsageError } from './errors.js';
@@ -29,6 +30,7 @@ export interface DriftFlags extends GlobalOptions, ReportFlags {
   secretCheck: boolean;
   logPages: number;
   json?: boolean;
+  shard?: string;
 }
 
 export function registerDrift(program: Command) {
@@ -47,7 +49,8 @@ export function registerDrift(program: Command) {
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--no-usage', 'skip the usage context (endpoint stats and recent error rates from the logs)')
     .option('--log-pages <n>', 'pages of 100 recent logs read per environment for the usage context', positiveInt, 2)
-    .option('--json', 'same as --format json (schemas/kms-sync-drift.schema.json)');
+    .option('--json', 'same as --format json (schemas/kms-sync-drift.schema.json)')
+    .option('--shard <K/N>', 'compare only the K-th of N shards of the environments (a stable hash); N alone takes K from JOB_COMPLETION_INDEX');
   addReportOptions(cmd).action(runDrift);
 }
 
@@ -67,8 +70,8 @@ async function attachUsage(report: DriftReport, run: () => ReturnType<typeof col
 export async function runDrift(o: DriftFlags): Promise<void> {
   o.format = reportFormat(o);
   maskForActions();
-  const ahead = readAheadFor(o, false, (line) => err(`${line}\n`));
-  const cfg = await loadConfigReadingAhead(o, ahead);
+  const ahead = o.shard === undefined ? readAheadFor(o, false, (line) => err(`${line}\n`)) : undefined;
+  const loaded = await loadConfigReadingAhead(o, ahead);
   let ignore;
   try {
     ignore = await loadIgnoreRules(o.ignoreFile);
@@ -80,7 +83,8 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   const conn = ahead?.conn ?? connect(o, process.env, (line) => err(`${line}\n`));
   let report: DriftReport;
   try {
-    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving, checkCapacity: false });
+    const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
+    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving, checkCapacity: false });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

@@ -25,6 +25,7 @@ import { noIgnoreRules } from '../plan/ignore.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { atomicWriteFile, ensureDir } from '../secrets/fsutil.js';
 import { safeUrl } from '../report/redact.js';
+import { shardConfig } from '../engine/shard.js';
 import { checkSecretNames, connect, destroyPlanFor, loadConfig, loadConfigReadingAhead, planFor, policyFor, readAheadFor, storePolicyDiagnostics, type Connection, type GlobalOptions, type PolicyInput } from '../engine/run.js';
 import { commitRequired, guardLocalStoreInCi } from './ci-guard.js';
 import { ExitWith, UsageError } from './errors.js';
@@ -285,6 +286,10 @@ interface LockFlags {
   lock?: boolean;
 }
 
+/** `--shard K/N` (engine/shard.ts): plan, apply, rotate and drift. */
+export const addShardOption = (cmd: Command) => cmd
+  .option('--shard <K/N>', 'run only the K-th of N shards of the environments (a stable hash; a project the configuration defines stays whole with its environments); N alone takes K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs). Join the shards\' plans with kms-sync report merge');
+
 const addLockOptions = (cmd: Command) => cmd
   .option('--lock-timeout <duration>', 'wait this long for another run of this configuration to finish (default 0s: fail at once)')
   .option('--no-lock', 'do not take the run lock (only when nothing else can run this configuration)');
@@ -343,7 +348,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       out(await readFile(schemaFilePath(), 'utf8'));
     });
 
-  addReportOptions(withCommon(program.command('plan').description('show what apply would change in the live service')))
+  addShardOption(addReportOptions(withCommon(program.command('plan').description('show what apply would change in the live service'))))
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--json', 'print the plan as JSON (schemas/kms-sync-plan.schema.json)')
     .option('--out <file>', 'save the plan, to apply exactly with kms-sync apply FILE')
@@ -355,13 +360,15 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
     .option('--max-deletes <n>', 'the deletion guard apply will use: the plan warns when apply would hold its deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
-    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number }) => {
+    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number; shard?: string }) => {
       reportFormat(o);
-      const ahead = readAheadFor(o, Boolean(o.out), retryLogger());
-      const cfg = await loadConfigReadingAhead(o, ahead);
+      // A shard's scope needs the project list first: no read ahead of the whole configuration.
+      const ahead = o.shard === undefined ? readAheadFor(o, Boolean(o.out), retryLogger()) : undefined;
+      const loaded = await loadConfigReadingAhead(o, ahead);
       const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
-        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
+        const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
+        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
         const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
         if (guarded.held.length) plan.warnings.push(`apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`);
         await emitPlanReport(plan, o);
@@ -379,7 +386,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       }
     });
 
-  addLockOptions(withCommon(program.command('apply').description('plan, confirm, then make the live service match the configuration')))
+  addShardOption(addLockOptions(withCommon(program.command('apply').description('plan, confirm, then make the live service match the configuration'))))
     .argument('[planfile]', 'a plan saved with kms-sync plan --out; applied exactly, refused when the live state moved')
     .option('--prune', 'also delete unmanaged resources in scope (never protected ones)')
     .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
@@ -394,7 +401,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--allow-empty', 'apply even when the configuration puts no environment in scope')
     .option('--max-deletes <n>', 'deletion guard: a plan that would delete or revoke more than this (or any key of a protected client) is applied without its deletes, which are held (exit 1) until run again with a higher --max-deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
     .option('--allow-new-recipients', 'add age recipients to secret stores that already hold keys (they can decrypt those keys; also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
-    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number }) => {
+    .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number ; shard?: string }) => {
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
       const applyIt = async (conn: Connection, full: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings'], policy: OperatorPolicy, live?: LiveState) => {
@@ -438,7 +445,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         const shaping = [
           o.file.length ? '-f/--file' : '', o.env.length ? '--env' : '', o.prune ? '--prune' : '', o.takeOwnership ? '--take-ownership' : '',
           o.rotateMissingSecrets ? '--rotate-missing-secrets' : '', o.ignoreFile ? '--ignore-file' : '', o.secretCheck === false ? '--no-secret-check' : '',
-          usesCdktf(o) || o.stack?.length ? '--cdktf/--cdktf-out/--stack' : '', o.allowEmpty ? '--allow-empty' : '',
+          usesCdktf(o) || o.stack?.length ? '--cdktf/--cdktf-out/--stack' : '', o.allowEmpty ? '--allow-empty' : '', o.shard !== undefined ? '--shard' : '',
         ].filter(Boolean);
         if (shaping.length) {
           throw new UsageError(`${shaping.join(', ')} cannot be used with a saved plan (${planfile}): it is applied exactly as planned. Pass them to kms-sync plan --out instead, or drop the plan file to plan afresh`);
@@ -476,13 +483,14 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         }
         return;
       }
-      const cfg = await loadConfig(o);
+      const loaded = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
+        const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const { plan, live } = await planFor(conn, cfg.desired, {
-            policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
+            ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
             takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
           });
           reporter.plan(plan);
@@ -493,7 +501,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       }
     });
 
-  addLockOptions(withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one')))
+  addShardOption(addLockOptions(withCommon(program.command('rotate').description('rotate selected keys now: issue and store a new key, then retire the old one'))))
     .requiredOption('--key <address>', 'key address or glob, e.g. key.acme-production/globex/primary or "key.acme-*/globex/*" (repeatable, required)', (v: string, prev: string[] | undefined) => [...(prev ?? []), v])
     .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .option('--revoke-old', 'revoke each old key as soon as its replacement is stored (default: keep it for the rotation overlap, or until it expires)')
@@ -502,16 +510,22 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--allow-local-store', 'in CI, allow issuing keys into a local store file (commit and push it after the run; also KMS_SYNC_ALLOW_LOCAL_STORE=1 or settings.allowLocalStoreInCi)')
     .option('--json', 'machine-readable output: a JSON-lines event stream on stdout (schemas/kms-sync-apply-events.schema.json)')
     .option('--allow-new-recipients', 'add age recipients to secret stores that already hold keys (they can decrypt those keys; also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
-    .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean }) => {
+    .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; key: string[]; revokeOld?: boolean; autoApprove?: boolean; yes?: boolean; allowLocalStore?: boolean; json?: boolean ; shard?: string }) => {
       for (const k of o.key) checkKeyAddress(k);
-      const cfg = await loadConfig(o);
+      const loaded = await loadConfig(o);
       const conn = connect(o, process.env, retryLogger());
       try {
+        const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
-          const { plan: full } = await planFor(conn, cfg.desired, { policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, runLocked: true, owner, ...(o.revokeOld ? { revokeOld: true } : {}) });
+          const { plan: full } = await planFor(conn, cfg.desired, { ...(shard ? { shard } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: false, force: o.key, runLocked: true, owner, ...(o.revokeOld ? { revokeOld: true } : {}) });
           // Only the rotations asked for (and the revocations that go with them), nothing else.
           const rotated = new Set(full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address));
+          if (rotated.size === 0 && shard) {
+            // The keys asked for are in other shards: this one has nothing to do.
+            out(`No key of --key ${o.key.join(', ')} is in shard ${shard.index + 1}/${shard.count}; nothing to rotate here.\n`);
+            return;
+          }
           if (rotated.size === 0) {
             // An exact address with a typo: the configured key address closest to it.
             const known = cfg.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)));

@@ -470,9 +470,12 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   kept.projects = head.projects;
   kept.envs = head.envs;
   const duplicates: LiveReadResult['duplicates'][] = [];
+  const overCapacity: ReturnType<typeof capacityProblems> = [];
 
   const planPart = async (d: DesiredState, l: LiveState, live: PlanLive, orphans: Recovery['orphans'], keyOf: (warning: string) => string) => {
     const { plan: base, phases } = buildPlanPhased({ desired: d, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
+    // Template capacity is per environment: checked on each, said for all at the end (before any write or report).
+    if (o.checkCapacity !== false) overCapacity.push(...capacityProblems(base, l));
     let secrets = new Map<string, SecretStatus>();
     if (secretCheck) {
       const queries = keysToCheck(d, l, owner).filter((q) => {
@@ -534,6 +537,7 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
     }
   }
   performance.mark('kms:read-end');
+  if (overCapacity.length) throw new UsageError(overCapacity.map(describeCapacity).join('\n'));
   performance.mark('kms:plan-start');
   const { plan: merged, warningOrder } = mergePlans(parts);
   merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings);

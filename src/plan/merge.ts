@@ -14,6 +14,17 @@ export interface PlanPart {
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** The items once each, in the order first met. */
+function unique<T>(items: readonly T[]): T[] {
+  const seen = new Set<string>();
+  return items.filter((x) => {
+    const k = JSON.stringify(x);
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
 /** The environment (or project) a fingerprint's address is about, and its kind's rank in readLiveState's order. */
 const FINGERPRINT_KINDS = ['project.', 'env.', 'template.', 'client.', 'endpoint.'];
 function fingerprintPlace(addr: string): [number, string] {
@@ -96,5 +107,10 @@ export function mergePlans(parts: readonly PlanPart[]): PlanPart {
     stores: first.stores,
     fingerprints: mergeFingerprints(parts.map((p) => p.plan.fingerprints)),
   };
+  // Changes of the configuration as a whole (stores, owner, ${env:} reads): each shard sees them; said once.
+  const security = unique(parts.flatMap((p) => p.plan.security ?? []));
+  if (security.length) plan.security = security;
+  const envReferences = [...new Set(parts.flatMap((p) => p.plan.envReferences ?? []))];
+  if (envReferences.length) plan.envReferences = envReferences;
   return { plan, warningOrder };
 }

@@ -44,6 +44,19 @@ export function planToJson(plan: Plan) {
       ...(c.holds !== undefined ? { holds: c.holds } : {}), description: describeSecurityChange(c),
     })),
     summary: { ...plan.summary, changes: plan.operations.length, security_changes: plan.security?.length ?? 0 },
+    // A shard's plan (--shard) carries what `kms-sync report merge` needs to make the plan of the
+    // whole from the shards' JSON: the order of its warnings, and what the report shows of each
+    // operation beyond resource_changes. A plan of the whole has no such block.
+    ...(plan.shard ? {
+      shard: {
+        index: plan.shard.index + 1, count: plan.shard.count, files: plan.shard.files, warning_order: plan.shard.warningOrder,
+        operations: plan.operations.map((op) => ({
+          ...(op.project !== undefined ? { project: op.project } : {}), ...(op.protected ? { protected: true } : {}),
+          ...(op.issuesKeys !== undefined ? { issues_keys: op.issuesKeys } : {}), ...(op.drift ? { drift: op.drift } : {}),
+          ...(op.live ? { live: op.live } : {}),
+        })),
+      },
+    } : {}),
   };
 }
 

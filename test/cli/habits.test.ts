@@ -299,7 +299,7 @@ describe('help', () => {
     const top = (await cli(['--help'])).stdout;
     const names = [...top.slice(top.indexOf('Commands:')).matchAll(/^  ([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help');
     expect(names).toEqual(expect.arrayContaining(['validate', 'init', 'schema', 'plan', 'apply', 'secrets', 'version', 'completion']));
-    for (const cmd of [...names.map((n) => [n]), ['secrets', 'list'], ['secrets', 'flush'], ['secrets', 'prune']]) {
+    for (const cmd of [...names.map((n) => [n]), ['secrets', 'list'], ['secrets', 'flush'], ['secrets', 'prune'], ['report', 'merge']]) {
       const r = await cli([...cmd, '--help']);
       expect(r.code, cmd.join(' ')).toBe(0);
       expect(r.stdout, cmd.join(' ')).toContain('Exit codes:');
