@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { KmsClient } from '../dist/api/client.js';
 import { AgeKeys, SopsFileStore } from '../dist/secrets/index.js';
 import { seededStackSource } from '../scripts/cdktf-bench.js';
-import { BENCH_OWNER, writeConfig } from './lib/config-files.js';
+import { BENCH_OWNER, fleetEnvType, fleetProject, writeConfig, writeFleetConfig } from './lib/config-files.js';
 import { OWNED, SEED_URL, desiredState, seedRequest as fixtureSeed, templateName } from './lib/fixtures.js';
 import { findTerraform, terraformSideBySide } from './lib/terraform-side-by-side.js';
 
@@ -27,7 +27,7 @@ import { findTerraform, terraformSideBySide } from './lib/terraform-side-by-side
 const seedRequest = (env) => ({ ...fixtureSeed(env), metadata: { ...OWNED, 'kms-sync/owner': BENCH_OWNER } });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cliPath = path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
+const cliPath = process.argv.includes('--cli') ? path.resolve(process.argv[process.argv.indexOf('--cli') + 1]) : path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
 const API_KEY = 'sk_test_bench0123456789';
 
 // ------------------------------------------------------------------ options
@@ -42,6 +42,8 @@ function parseArgs(argv) {
     };
     if (a === '--quick') o.quick = true;
     else if (a === '--full-baseline') o.fullBaseline = true;
+    else if (a === '--fleet-full') o.fleetFull = true;
+    else if (a === '--cli') o.cli = path.resolve(value());
     else if (a === '--json') o.json = true;
     else if (a === '--runs') o.runs = Number(value());
     else if (a === '--latency-ms') o.latencyMs = Number(value());
@@ -121,6 +123,18 @@ const scenarios = [
     // `terraform plan` of the same number of resources, each on its applied state. Needs terraform on PATH.
     id: 11, key: 'terraform-plan-1k', title: `terraform plan, ${size(1_000, 20).toLocaleString('en')} kms_client vs terraform_data`, mode: 'terraform', runs: runsFor(5),
     env: { project: 'tfbench', type: 'production', clients: size(1_000, 20) }, targets: { maxRatio: 1.3 },
+  },
+  {
+    // A fleet (issue 37): projects × environments × clients, planned environment by environment.
+    // The full size (1,000,000 clients over 100 environments, 221 MB of YAML) is `--only 12
+    // --fleet-full`; by default 100,000 clients over 10 environments, and 100,000 in one.
+    id: 12, key: 'fleet', title: 'no-op plan of a fleet', mode: 'fleet', runs: runsFor(1),
+    fleets: quick
+      ? [{ projects: 2, envsPerProject: 2, clientsPerEnv: 50 }]
+      : opts.fleetFull
+        ? [{ projects: 10, envsPerProject: 10, clientsPerEnv: 10_000 }, { projects: 1, envsPerProject: 1, clientsPerEnv: 100_000 }]
+        : [{ projects: 2, envsPerProject: 5, clientsPerEnv: 10_000 }, { projects: 1, envsPerProject: 1, clientsPerEnv: 100_000 }],
+    targets: {},
   },
 ].filter((s) => !opts.only || opts.only.includes(s.id));
 
@@ -383,6 +397,30 @@ const modes = {
     return { runs: runs.map((r) => ({ ...r, totalRequests: 0, requests: {} })) };
   },
 
+  async fleet(s, emu) {
+    // One scenario, several fleets: each seeded into a fresh emulator, planned (no-op) once.
+    const results = [];
+    for (const f of s.fleets) {
+      const fleetEmu = emu ?? (await startEmulatorChild());
+      const envSpec = (project, type) => ({ project, type, templates: 20, clients: f.clientsPerEnv, keysPerClient: 1, endpoints: 10 });
+      const t0 = performance.now();
+      for (let p = 0; p < f.projects; p++) {
+        for (let e = 0; e < f.envsPerProject; e++) await control(fleetEmu, 'POST', '/seed', seedRequest(envSpec(fleetProject(p), fleetEnvType(e))));
+      }
+      const dir = scratch();
+      const bytes = writeFleetConfig(path.join(dir, 'kms.yaml'), f, (project, type) => desiredState(envSpec(project, type)));
+      const setupSeconds = round((performance.now() - t0) / 1000);
+      const runs = await repeat({ runs: s.runs }, () => runCli(['plan', '-f', 'kms.yaml', '--detailed-exitcode', '--no-secret-check', '--parallelism', String(parallelism)], { cwd: dir, emu: fleetEmu }));
+      const emulatorMaxRssMB = round((await fleetEmu.usage()).maxRssKB / 1024);
+      rmSync(dir, { recursive: true, force: true });
+      results.push({ ...f, clients: f.projects * f.envsPerProject * f.clientsPerEnv, configBytes: bytes, setupSeconds, emulatorMaxRssMB, kmsSync: summarise(runs) });
+      log(`     fleet ${f.projects}×${f.envsPerProject}×${f.clientsPerEnv}: ${fmtMs(results.at(-1).kmsSync.wallMs)}, ${results.at(-1).kmsSync.maxRssMB} MB RSS, CPU ${fmtMs(results.at(-1).kmsSync.cpuMs)}, emulator CPU ${fmtMs(results.at(-1).kmsSync.emulatorCpuMs)} / ${emulatorMaxRssMB} MB RSS`);
+      if (fleetEmu !== emu) await fleetEmu.stop();
+    }
+    // The scenario's own figures are its largest fleet's.
+    return { runs: [], fleetRuns: results };
+  },
+
   async cdktf(s, emu) {
     await control(emu, 'POST', '/seed', seedRequest(s.env));
     // A CDKTF project whose packages resolve to this repository's build (as scripts/cdktf-bench.js does).
@@ -452,6 +490,11 @@ try {
     const needsEmulator = ['noop', 'update', 'create', 'rotate', 'cdktf', 'terraform'].includes(s.mode);
     emulator = needsEmulator ? await startEmulatorChild() : null;
     const r = await modes[s.mode](s, emulator);
+    if (r.fleetRuns) {
+      // kmsSync: the first fleet's figures (the table shows each).
+      results.push({ id: s.id, key: s.key, title: s.title, mode: s.mode, runs: s.runs, kmsSync: r.fleetRuns[0].kmsSync, fleets: r.fleetRuns, scenarioSeconds: round((performance.now() - t0) / 1000) });
+      continue;
+    }
     if (r.skipped) {
       results.push({ id: s.id, key: s.key, title: s.title, mode: s.mode, skipped: r.skipped });
       log(`  ${s.id}. ${s.title}: skipped: ${r.skipped}`);
@@ -508,6 +551,17 @@ const ok = (v) => (v === undefined ? '' : v ? ' ✓' : ' ✗');
 const PHASES = [['start-up', (p) => (p.startupMs ?? 0) + (p.commandImportMs ?? 0)], ['config', (p) => p.configMs], ['names', (p) => p.namesMs], ['read', (p) => p.readMs], ['plan', (p) => p.planMs], ['rest', (p) => p.otherMs]];
 const rows = [['#', 'scenario', 'target', 'wall, whole process (median)', 'phases: ' + PHASES.map(([n]) => n).join(' / '), 'requests (limit)', 'peak RSS', 'CPU kms-sync / emulator', 'baseline wall / requests', 'ratio time, requests']];
 for (const r of results) {
+  if (r.fleets) {
+    for (const f of r.fleets) {
+      const k = f.kmsSync;
+      rows.push([
+        r.id, `no-op plan, ${f.clients.toLocaleString('en')} clients over ${f.projects * f.envsPerProject} environment(s) (${Math.round(f.configBytes / 1e6)} MB YAML)`, '',
+        fmtMs(k.wallMs), PHASES.map(([, fn]) => fmtMs(fn(k.phases))).join(' / '), `${k.totalRequests}`, `${k.maxRssMB} MB (emulator ${f.emulatorMaxRssMB} MB)`,
+        `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`, '–', '–',
+      ]);
+    }
+    continue;
+  }
   if (r.skipped) {
     rows.push([r.id, r.title, '', `skipped: ${r.skipped}`, '', '', '', '', '', '']);
     continue;

@@ -2,7 +2,7 @@
 // fixtures.js written as a user's file would be, YAML in the layout `kms-sync export` writes
 // (block mappings, flow ipWhitelist), or JSON. Written as text directly: the 100,000-client file
 // (≈ 30 MB) takes a second this way.
-import { writeFileSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync, writeSync } from 'node:fs';
 
 const q = (s) => (/^[A-Za-z0-9_./-]+$/.test(s) && !/^(true|false|null|~|\d[\d.]*)$/i.test(s) ? s : JSON.stringify(s));
 
@@ -88,3 +88,34 @@ export function writeConfig(file, state) {
   writeFileSync(file, text);
   return Buffer.byteLength(text);
 }
+
+/**
+ * A fleet's configuration (scenario 11): `projects` projects of `envsPerProject` environments of
+ * `clientsPerEnv` clients each, in the layout `kms-sync export` writes, written environment by
+ * environment (a million clients never in memory at once). Returns the bytes written.
+ */
+export function writeFleetConfig(file, fleet, envState) {
+  const fd = openSync(file, 'w');
+  let bytes = 0;
+  const write = (s) => {
+    writeSync(fd, s);
+    bytes += Buffer.byteLength(s);
+  };
+  try {
+    write(`# kms-sync benchmark fleet (generated)\napiVersion: kms-sync/v1\nowner: ${BENCH_OWNER}\nprojects:\n`);
+    for (let p = 0; p < fleet.projects; p++) {
+      const slug = fleetProject(p);
+      write(`  - slug: ${slug}\n    name: ${slug}\n    environments:\n`);
+      for (let e = 0; e < fleet.envsPerProject; e++) {
+        const text = yamlOf(envState(slug, fleetEnvType(e)));
+        write(text.slice(text.indexOf('    environments:\n') + '    environments:\n'.length));
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return bytes;
+}
+
+export const fleetProject = (p) => `fleet${String(p).padStart(2, '0')}`;
+export const fleetEnvType = (e) => `env${String(e).padStart(2, '0')}`;

@@ -33,7 +33,7 @@ describe('npm run bench -- --quick', () => {
     expect(results.mode).toBe('quick');
     expect(results.machine.cores).toBeGreaterThan(0);
     expect(results.scenarios.map((s) => s.key)).toEqual([
-      'startup', 'validate-10k', 'validate-10k-json', 'noop-10k', 'noop-100k', 'create-1k', 'update-1pct', 'rotate-100', 'diff-100k', 'cdktf-10k',
+      'startup', 'validate-10k', 'validate-10k-json', 'noop-10k', 'noop-100k', 'create-1k', 'update-1pct', 'rotate-100', 'diff-100k', 'cdktf-10k', 'fleet',
     ]);
     const cdktf = results.scenarios.find((s) => s.key === 'cdktf-10k') as ScenarioResult & { synthMs: number; planFromOutput: { wallMs: number } };
     expect(cdktf.synthMs).toBeGreaterThan(0);
@@ -51,6 +51,10 @@ describe('npm run bench -- --quick', () => {
       }
       if (s.mode === 'noop') expect(s.kmsSync.totalRequests, s.key).toBe(s.limit!.requests);
     }
+    // The fleet, environment by environment: one project list, one read per project, each environment's pages.
+    const fleet = results.scenarios.find((x) => x.key === 'fleet') as ScenarioResult & { fleets: { projects: number; envsPerProject: number; emulatorMaxRssMB: number }[] };
+    for (const f of fleet.fleets) expect(f.emulatorMaxRssMB).toBeGreaterThan(0);
+    expect(fleet.kmsSync.totalRequests).toBe(1 + fleet.fleets[0]!.projects + 2 * fleet.fleets[0]!.projects * fleet.fleets[0]!.envsPerProject);
     for (const key of ['noop-10k', 'noop-100k', 'update-1pct']) {
       const s = results.scenarios.find((x) => x.key === key)!;
       expect(s.baseline?.totalRequests, key).toBeGreaterThan(0);
