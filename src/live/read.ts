@@ -285,11 +285,36 @@ export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptio
   const projectsWanted = new Set([...scope.projects, ...scope.envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, ''))]);
   const withPrints = opts.fingerprints !== false;
   let closed = false;
-  // Environment reads, started in order as the window allows (see ENVS_AHEAD_*).
-  const order: { pe: string; lists?: EnvLists; total?: number }[] = [];
+  // Environment reads, started in order as the window allows (see ENVS_AHEAD_*): an environment's
+  // lists start first; once the projects are read (its templates known), so does its conversion,
+  // so the pages are converted as they arrive, as readLiveState's are.
+  interface Slot { pe: string; lists?: EnvLists; total?: number; read?: Promise<LiveEnvRead> }
+  const order: Slot[] = [];
   let next = 0;
   let consumed = 0;
+  let known: { envs: Map<string, LiveEnv>; embedded: Map<string, WireTemplate[] | undefined> } | undefined;
+  const startRead = (slot: Slot) => {
+    const env = known?.envs.get(slot.pe);
+    if (!env || !slot.lists || slot.read) return;
+    const lists = slot.lists;
+    slot.read = (async () => {
+      const state = emptyLiveState();
+      state.envs.push(env);
+      await readEnv(api, env, known!.embedded.get(env.projectEnv), state, lists);
+      sortLive(state);
+      return { env, state, duplicates: findDuplicates(state), fingerprints: withPrints ? envFingerprints(state) : {} };
+    })();
+    slot.read.catch(() => undefined); // awaited by envs(); a read nobody asks for any more fails for nobody
+  };
+  const start = (slot: Slot) => {
+    slot.lists = startEnvLists(api, slot.pe, (total) => {
+      slot.total = total;
+      pump();
+    });
+    startRead(slot);
+  };
   const pump = () => {
+    if (next < consumed) next = consumed;
     while (!closed && next < order.length) {
       const slot = order[next]!;
       if (!slot.lists) {
@@ -302,15 +327,12 @@ export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptio
           else held += o.total;
         }
         if (next > consumed && (unknown >= ENVS_AHEAD_UNKNOWN || held >= CLIENTS_AHEAD)) return;
-        slot.lists = startEnvLists(api, slot.pe, (total) => {
-          slot.total = total;
-          pump();
-        });
+        start(slot);
       }
       next++;
     }
   };
-  const head = (async (): Promise<LiveHead & { embedded: Map<string, WireTemplate[] | undefined> }> => {
+  const head = (async (): Promise<LiveHead> => {
     const summaries = await (opts.listed ?? api.listProjects());
     const owners = summaries.filter((p) => projectsWanted.has(p.slug) || (p.envs?.list ?? []).some((e) => inScope.has(e.project_env)));
     // The first environments' lists start beside the project reads, as readLiveState's do.
@@ -340,17 +362,19 @@ export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptio
     sortLive(state);
     // The order of the reads follows the environments the projects show (an environment the
     // project list showed and the project read did not is not read: its lists' answers are dropped).
-    const known = new Map(order.map((o) => [o.pe, o]));
+    const started = new Map(order.map((o) => [o.pe, o]));
     order.length = 0;
     next = 0;
-    for (const e of state.envs) order.push(known.get(e.projectEnv) ?? { pe: e.projectEnv });
+    for (const e of state.envs) order.push(started.get(e.projectEnv) ?? { pe: e.projectEnv });
+    known = { envs: new Map(state.envs.map((e) => [e.projectEnv, e])), embedded };
+    for (const slot of order) startRead(slot);
     pump();
     const fingerprints: Record<string, string> = {};
     if (withPrints) {
       for (const p of state.projects) fingerprints[address.project(p.slug)] = fingerprint(p);
       for (const e of state.envs) fingerprints[address.env(e.projectEnv)] = fingerprint(e);
     }
-    return { projects: state.projects, envs: state.envs, fingerprints, projectEnvs, embedded };
+    return { projects: state.projects, envs: state.envs, fingerprints, projectEnvs };
   })();
   head.catch(() => undefined); // awaited by the caller
   return {
@@ -361,19 +385,16 @@ export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptio
     async *envs() {
       const h = await head;
       for (let i = 0; i < h.envs.length; i++) {
-        const env = h.envs[i]!;
         const slot = order[i]!;
         consumed = i;
-        slot.lists ??= startEnvLists(api, env.projectEnv);
-        const state = emptyLiveState();
-        state.envs.push(env);
-        await readEnv(api, env, h.embedded.get(env.projectEnv), state, slot.lists!);
+        if (!slot.lists) start(slot);
+        if (next <= i) next = i + 1;
+        const read = await slot.read!;
         delete slot.lists;
-        slot.total = 0;
+        delete slot.read;
         consumed = i + 1;
         pump();
-        sortLive(state);
-        yield { env, state, duplicates: findDuplicates(state), fingerprints: withPrints ? envFingerprints(state) : {} };
+        yield read;
       }
     },
   };
