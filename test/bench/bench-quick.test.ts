@@ -33,7 +33,7 @@ describe('npm run bench -- --quick', () => {
     expect(results.mode).toBe('quick');
     expect(results.machine.cores).toBeGreaterThan(0);
     expect(results.scenarios.map((s) => s.key)).toEqual([
-      'startup', 'validate-10k', 'validate-10k-json', 'noop-10k', 'noop-100k', 'create-1k', 'update-1pct', 'rotate-100', 'diff-100k', 'cdktf-10k', 'fleet',
+      'startup', 'validate-10k', 'validate-10k-json', 'noop-10k', 'noop-100k', 'create-1k', 'update-1pct', 'rotate-100', 'diff-100k', 'cdktf-10k', 'terraform-plan-1k', 'fleet',
     ]);
     const cdktf = results.scenarios.find((s) => s.key === 'cdktf-10k') as ScenarioResult & { synthMs: number; planFromOutput: { wallMs: number } };
     expect(cdktf.synthMs).toBeGreaterThan(0);
