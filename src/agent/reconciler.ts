@@ -22,7 +22,7 @@ import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
 import type { LiveState } from '../model/index.js';
 import { loadConfig, planFor, type Connection, type LoadedConfig } from '../engine/run.js';
 import { loadIgnoreRules } from '../engine/ignore-file.js';
-import { testPoint } from '../apply/test-hooks.js';
+import { testPoint } from '../model/test-hooks.js';
 import { cutLongValues } from '../model/printable.js';
 import { DEFAULT_CONFIG_LIMITS, formatSize, type ConfigLimits } from '../config/limits.js';
 import type { Logger } from './log.js';
@@ -366,10 +366,13 @@ export class Reconciler {
 
   private async underLock(record: ReconcileRecord, good: { revision: string; cfg: LoadedConfig; configDir: string }, owner: string, signal: AbortSignal, runLocked = true): Promise<void> {
     const { mode, status, metrics, log } = this.o;
+    // Every lock under the state folder (store files, the journal) breaks what an earlier start of this agent left.
+    const incarnation = this.o.incarnation?.();
     const ignoreFile = path.join(good.configDir, '.kmsignore');
     const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
     const plan = async () => planFor(this.o.conn, good.cfg.desired, {
       policy: this.o.policy, prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore,
+      ...(incarnation ? { incarnation } : {}),
       notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
     });
     let planned = await plan();

@@ -4,7 +4,7 @@ import { Journal, type AppendOptions, type IssueIntent, type JournalRecord } fro
 import type { StoreRegistry } from '../secrets/registry.js';
 import type { SecretStore } from '../secrets/store.js';
 import { describeConflicts, TargetGuard } from '../secrets/target-guard.js';
-import { testPoint } from './test-hooks.js';
+import { testPoint } from '../model/test-hooks.js';
 import { KeyStoreFailure, type CapturedKey, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
 
 /** A secret the run is about to write: its store (undefined = the default) and logical name. */
@@ -21,7 +21,7 @@ export class JournaledKeyCapture implements KeyCapture {
   /** `target`: the service this run issues keys at (model/target.ts); its secrets record it. */
   constructor(stores: StoreRegistry, journal?: Journal, opts: { target?: string } = {}) {
     this.stores = stores;
-    this.journal = journal ?? new Journal(stores.journalPath(), { ageKeys: stores.ageKeys });
+    this.journal = journal ?? new Journal(stores.journalPath(), { ageKeys: stores.ageKeys, ...(stores.incarnation ? { incarnation: stores.incarnation } : {}) });
     this.guard = new TargetGuard(opts.target);
   }
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { KmsClient } from '../api/client.js';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
-import { acquireLock } from '../secrets/fsutil.js';
+import { acquireLock, type StateIncarnation } from '../secrets/fsutil.js';
 import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, readLiveStream, type LiveEnvRead, type LiveReadResult, type LiveScope, type LiveStream } from '../live/read.js';
@@ -355,11 +355,13 @@ export interface PlanOptions {
   readAhead?: StartedRead;
   /** `--shard`: the shard this run is (the configuration is already narrowed to it: engine/shard.ts), and which projects' own operations are its. */
   shard?: { index: number; count: number; files: readonly string[]; ownsProject: (slug: string) => boolean };
+  /** The caller owns the state folder baseDir is in (the agent): locks its earlier incarnations left are broken (StoreRegistryOptions.incarnation). */
+  incarnation?: StateIncarnation;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
-export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, policy: OperatorPolicy, notice?: (m: string) => void, target?: string) {
-  const registry = new StoreRegistry({ declarations: stores, baseDir, policy, ...(notice ? { onNotice: notice } : {}) });
+export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, policy: OperatorPolicy, notice?: (m: string) => void, target?: string, incarnation?: StateIncarnation) {
+  const registry = new StoreRegistry({ declarations: stores, baseDir, policy, ...(notice ? { onNotice: notice } : {}), ...(incarnation ? { incarnation } : {}) });
   return { registry, capture: new JournaledKeyCapture(registry, undefined, target ? { target } : {}) };
 }
 
@@ -385,7 +387,7 @@ async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, 
   if (!(await stat(capture.journal.path).then(() => true, () => false))) return { flushed: [], orphans: [], warnings: [] };
   let lock;
   try {
-    lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), { timeoutMs: 0 });
+    lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), { timeoutMs: 0, ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
   } catch {
     return { flushed: [], orphans: [], warnings: ['another kms-sync run of this configuration is active: the keys it journaled are recovered by that run (or the next apply), not by this plan'] };
   }
@@ -401,7 +403,7 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target);
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target, o.incarnation);
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
@@ -430,7 +432,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target);
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target, o.incarnation);
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)
   // means recovery may change the live state, so the read comes after it as usual.
   const journaled = await stat(capture.journal.path).then(() => true, () => false);

@@ -35,7 +35,7 @@ import { crc32 } from 'node:zlib';
 import { AgeKeys, ageDecrypt, ageEncrypt } from './age-keys.js';
 import { registerSecret } from '../model/redact.js';
 import { SecretStoreError, describeIoError, redactSecrets } from './errors.js';
-import { FILE_MODE, LockTimeoutError, atomicWriteFile, ensureDir, fsyncDir, readIfExists, removeStaleTemps, withLock } from './fsutil.js';
+import { FILE_MODE, LockTimeoutError, atomicWriteFile, type LockOptions, ensureDir, fsyncDir, readIfExists, removeStaleTemps, withLock } from './fsutil.js';
 import type { OpenStoreOptions, SecretMetadata, SecretStore } from './store.js';
 
 export interface JournalRecord {
@@ -133,7 +133,7 @@ export interface FlushResult {
 
 export type StoreResolver = (storeUri: string) => SecretStore | Promise<SecretStore>;
 
-export type JournalOptions = Pick<OpenStoreOptions, 'ageKeys' | 'env' | 'recipients' | 'onNotice' | 'lockTimeoutMs'>;
+export type JournalOptions = Pick<OpenStoreOptions, 'ageKeys' | 'env' | 'recipients' | 'onNotice' | 'lockTimeoutMs' | 'incarnation'>;
 
 /** `.kms-sync/journal` beside the config file. */
 export function defaultJournalPath(configDir: string): string {
@@ -202,12 +202,12 @@ export class Journal {
   readonly path: string;
   readonly ageKeys: AgeKeys;
   private readonly lockPath: string;
-  private readonly lockTimeoutMs: number;
+  private readonly lockOptions: LockOptions;
 
   constructor(filePath: string, opts: JournalOptions = {}) {
     this.path = path.resolve(filePath);
     this.lockPath = `${this.path}.lock`;
-    this.lockTimeoutMs = opts.lockTimeoutMs ?? 10_000;
+    this.lockOptions = { timeoutMs: opts.lockTimeoutMs ?? 10_000, ...(opts.incarnation ? { incarnation: opts.incarnation } : {}) };
     this.ageKeys =
       opts.ageKeys ??
       new AgeKeys({
@@ -356,7 +356,7 @@ export class Journal {
       const clears = group.filter((g) => g.drop !== undefined);
       try {
         await ensureDir(path.dirname(this.path));
-        await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        await withLock(this.lockPath, this.lockOptions, async () => {
           if (clears.length === 0) await this.appendLocked(frames);
           else await this.rewriteLocked(new Set(clears.flatMap((g) => [...g.drop!])), frames);
         });
@@ -503,7 +503,7 @@ export class Journal {
   async flush(resolveStore: StoreResolver): Promise<FlushResult> {
     // Temp files of a rewrite killed mid-way (`.journal.tmp-<pid>-…`) go first.
     const dirExists = await fs.stat(path.dirname(this.path)).then(() => true, () => false);
-    if (dirExists) await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, () => removeStaleTemps(this.path));
+    if (dirExists) await withLock(this.lockPath, this.lockOptions, () => removeStaleTemps(this.path));
     const entries = await this.pending();
     const result: FlushResult = { flushed: [], failed: [] };
     const groups = new Map<string, JournalEntry[]>();

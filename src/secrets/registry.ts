@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { AgeKeys } from './age-keys.js';
+import type { StateIncarnation } from './fsutil.js';
 import { declaredRecipients, storePolicyProblems } from './store-policy.js';
 import { safeUriForMessage, SecretStoreError, type OpenStoreOptions, type SecretStore, type StoreBackend } from './store.js';
 
@@ -127,6 +128,12 @@ export interface StoreRegistryOptions {
   policy: OperatorPolicy;
   env?: NodeJS.ProcessEnv;
   onNotice?: (message: string) => void;
+  /**
+   * The caller owns the state folder these stores and the journal live in (the agent): every
+   * lock file taken through this registry (file stores, the journal) records it, and breaks what
+   * an earlier incarnation of that owner left. Without it (the CLI), a lock's pid and host judge it.
+   */
+  incarnation?: StateIncarnation;
 }
 
 export class StoreRegistry {
@@ -141,14 +148,16 @@ export class StoreRegistry {
   private readonly namesByUri = new Map<string, string>();
   private readonly opts: OpenStoreOptions;
   readonly policy: OperatorPolicy;
+  readonly incarnation: StateIncarnation | undefined;
 
   constructor(o: StoreRegistryOptions) {
     this.baseDir = o.baseDir;
     this.policy = o.policy;
+    this.incarnation = o.incarnation;
     // The shared key provider (store files and the journal) has no extra recipients: the journal
     // is for the local identity alone, and each store adds its own declaration's recipients.
     this.ageKeys = new AgeKeys({ ...(o.env ? { env: o.env } : {}), ...(o.onNotice ? { onNotice: o.onNotice } : {}) });
-    this.opts = { baseDir: o.baseDir, ageKeys: this.ageKeys, ...(o.env ? { env: o.env } : {}), ...(o.policy.allowNewRecipients ? { allowNewRecipients: true } : {}) };
+    this.opts = { baseDir: o.baseDir, ageKeys: this.ageKeys, ...(o.env ? { env: o.env } : {}), ...(o.policy.allowNewRecipients ? { allowNewRecipients: true } : {}), ...(o.incarnation ? { incarnation: o.incarnation } : {}) };
     const declaredDefault = o.declarations.find((d) => d.default);
     this.uris.set(DEFAULT_STORE_NAME, declaredDefault?.uri ?? DEFAULT_STORE_URI);
     for (const d of o.declarations) {

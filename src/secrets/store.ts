@@ -13,6 +13,7 @@ export { SecretStoreError, redactSecrets, describeIoError } from './errors.js';
 export type { SecretStoreErrorCode, SecretStoreErrorOptions } from './errors.js';
 import { SecretStoreError, redactSecrets } from './errors.js';
 import type { AgeKeys } from './age-keys.js';
+import type { StateIncarnation } from './fsutil.js';
 import { redactUserinfo } from '../model/redact.js';
 
 export interface SecretMetadata {
@@ -136,6 +137,12 @@ export interface OpenStoreOptions {
    * settings beyond the URI; URI query parameters take precedence.
    */
   options?: Record<string, unknown>;
+  /**
+   * The caller owns a state folder (the agent, agent/state-owner.ts): the lock files this store
+   * takes record it, and ones an earlier incarnation of that owner left (a killed pid 1, a gone
+   * pod) are broken at once instead of waited for (secrets/fsutil.ts earlierIncarnation).
+   */
+  incarnation?: StateIncarnation;
 }
 
 export interface StoreBackend {

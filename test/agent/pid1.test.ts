@@ -5,9 +5,11 @@
 // the service's lock record) named "pid 1 on pod-a", which neither pid liveness nor the host name
 // can judge; the agent owns its state folder by a kernel lock and breaks what an earlier start of
 // it left, so its first reconcile after the restart converges (with --lock-timeout 0s, a lock it
-// did not break would say `locked`). Two agents on one state folder: the second waits.
+// did not break would say `locked`). So do the lock files of the store and the journal: killed
+// inside the store's lock, the restart in a new pod breaks it at once. Two agents on one state
+// folder: the second waits.
 import path from 'node:path';
-import { statSync, existsSync } from 'node:fs';
+import { statSync, existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aimAndKill, aimEnv, aimFaults, checkInvariant, printedSecrets, readSopsStore, rng, Trace, waitFor, type Aim } from '../crash/lib.js';
 import { skipWhen } from '../support/skip.js';
@@ -76,6 +78,38 @@ describe.skipIf(skipWhen(!usable, 'the agent-as-PID-1 tests need root and unshar
     const inv = await checkInvariant({ emu: f.emu, projectEnv: ENV, wanted, stored, reported: '', anySecret: true });
     expect(inv.problems).toEqual([]);
   }, 240_000);
+
+  it('killed as pid 1 while it holds the store lock, restarted as a new pod: breaks the lock and stores every key at its first reconcile', async () => {
+    const store = path.join(f.stateDir, 'store', '.kms-sync', 'secrets.sops.yaml');
+    clients.push({ name: 'locked', keys: ['primary', 'secondary'] });
+    const rev = f.repo.push({ [CONFIG]: agentConfig(clients) }, 'killed inside the store lock');
+    const t = new Trace(trace());
+    t.mark();
+    const victim = await startAgent(f, args, { KMS_SYNC_TEST_TRACE: trace(), KMS_SYNC_TEST_PAUSE: 'store-locked:5000' }, { hostname: 'pod-a' });
+    const at = await t.waitFor(['store-locked'], 30_000, () => victim.child.exitCode !== null);
+    expect(at, victim.output().slice(-3000)).toBe('store-locked');
+    process.kill(victim.pid()!, 'SIGKILL');
+    await victim.exit;
+    // What the kill left: the store's lock file, naming pid 1 on pod-a (neither judges it from another pod).
+    const left = JSON.parse(readFileSync(`${store}.lock`, 'utf8')) as { pid: number; host: string };
+    expect([left.pid, left.host]).toEqual([1, 'pod-a']);
+    expect(existsSync(journal()) ? statSync(journal()).size : 0).toBeGreaterThan(0);
+
+    const t0 = Date.now();
+    const again = await startAgent(f, args, {}, { hostname: 'pod-lock' });
+    const s = await until(again, 'converged after the kill inside the store lock', (x) => x.history.length > 0, 30_000);
+    const firstRecord = s.history[s.history.length - 1];
+    expect(firstRecord.result, `${JSON.stringify(firstRecord)}\n${again.output().slice(-3000)}`).toBe('success');
+    expect(s.revision.synced).toBe(rev);
+    expect(Date.now() - t0).toBeLessThan(5000 + 20_000); // within one interval of its start (generous for a loaded machine)
+    expect(existsSync(journal()) ? statSync(journal()).size : 0).toBe(0);
+    expect(existsSync(`${store}.lock`)).toBe(false);
+    expect(await stop(again)).toBe(0);
+    const stored = await readSopsStore(store, path.join(f.stateDir, 'age', 'keys.txt'));
+    const wanted = clients.flatMap((c) => c.keys.map((k) => ({ client: c.name, key: k, overlap: false, secret: `${ENV}/${c.name}/${k}` })));
+    const inv = await checkInvariant({ emu: f.emu, projectEnv: ENV, wanted, stored, reported: '', anySecret: true });
+    expect(inv.problems).toEqual([]);
+  }, 120_000);
 
   it('a second agent on the same state folder waits while the first lives, and takes over when it is killed', async () => {
     const one = await startAgent(f, args, {}, { hostname: 'pod-a' });

@@ -1,7 +1,7 @@
 // Clients: bulk create with their first keys (POST /client, array body), update (PUT), delete.
 // A create whose response is lost is resolved by re-reading the environment by name: a client
 // that exists now was created by that request (the plan saw none), so its keys are orphans.
-import { testPoint } from '../test-hooks.js';
+import { testPoint } from '../../model/test-hooks.js';
 import { AmbiguousWriteError } from '../../api/http.js';
 import { clientId, type ClientInput, type ClientUpdate, type WireClient } from '../../api/client.js';
 import type { JsonObject } from '../../model/index.js';

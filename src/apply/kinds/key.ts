@@ -10,7 +10,7 @@ import { parseTtl } from '../../model/index.js';
 import type { KeyAfter } from '../../plan/types.js';
 import { newOrphanId, type IssueIntent, type OrphanRecord } from '../../secrets/journal.js';
 import { recordsOfLostResponse } from '../recover.js';
-import { testPoint } from '../test-hooks.js';
+import { testPoint } from '../../model/test-hooks.js';
 import { deleteIdempotent, type ApplyContext } from '../context.js';
 import { KeyStoreFailure, type CapturedKey } from '../key-capture.js';
 

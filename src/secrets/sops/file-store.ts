@@ -31,7 +31,9 @@ import {
   readIfExists,
   removeStaleTemps,
   withLock,
+  type LockOptions,
 } from '../fsutil.js';
+import { testPoint } from '../../model/test-hooks.js';
 import type { OpenStoreOptions, SecretEntry, SecretListing, SecretMetadata, SecretStore } from '../store.js';
 import {
   SopsFormatError,
@@ -124,7 +126,8 @@ export class SopsFileStore implements SecretStore {
   readonly storeRecipients: readonly string[];
   /** Whether a declared recipient may be added to a file that already holds secrets (operator policy). */
   readonly allowNewRecipients: boolean;
-  private readonly lockTimeoutMs: number;
+  /** Its time limit, and the incarnation of the state folder's owner when the agent opened it. */
+  private readonly lockOptions: LockOptions;
   /** The bytes of the file this instance last verified, with its decrypted tree (never written anywhere). */
   private cache: { bytes: Buffer; loaded: LoadedVerified } | undefined;
   /** Emitted (or read and checked) text of each secret entry, by node: a rewrite emits only what changed. */
@@ -134,7 +137,7 @@ export class SopsFileStore implements SecretStore {
     this.path = path.resolve(filePath);
     this.lockPath = `${this.path}.lock`;
     this.displayUri = `sops://${this.path}`;
-    this.lockTimeoutMs = opts.lockTimeoutMs ?? 10_000;
+    this.lockOptions = { timeoutMs: opts.lockTimeoutMs ?? 10_000, ...(opts.incarnation ? { incarnation: opts.incarnation } : {}) };
     this.ageKeys =
       opts.ageKeys ??
       new AgeKeys({
@@ -159,7 +162,7 @@ export class SopsFileStore implements SecretStore {
   async addMissingRecipients(): Promise<string[]> {
     let added: string[] = [];
     try {
-      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+      await withLock(this.lockPath, this.lockOptions, async () => {
         const loaded = await this.loadVerified();
         if (!loaded) return;
         const wanted = await this.ageKeys.recipientsWith(this.storeRecipients);
@@ -206,7 +209,7 @@ export class SopsFileStore implements SecretStore {
   async checkWritable(): Promise<void> {
     try {
       await ensureDir(path.dirname(this.path));
-      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+      await withLock(this.lockPath, this.lockOptions, async () => {
         await removeStaleTemps(this.path);
         await this.loadVerified();
         await this.ageKeys.recipientsWith(this.storeRecipients);
@@ -258,7 +261,8 @@ export class SopsFileStore implements SecretStore {
       for (const g of group) for (const e of g.entries) batch.set(e.name, e); // a later put of a name wins
       try {
         await ensureDir(path.dirname(this.path));
-        await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+        await withLock(this.lockPath, this.lockOptions, async () => {
+          await testPoint('store-locked');
           await removeStaleTemps(this.path);
           await this.writeLocked([...batch.values()]);
         });
@@ -287,7 +291,7 @@ export class SopsFileStore implements SecretStore {
     let removed: string[] = [];
     try {
       await ensureDir(path.dirname(this.path));
-      await withLock(this.lockPath, { timeoutMs: this.lockTimeoutMs }, async () => {
+      await withLock(this.lockPath, this.lockOptions, async () => {
         await removeStaleTemps(this.path);
         removed = await this.writeLocked([], new Map(targets.map((t) => [t.name, t.keyId])));
       });

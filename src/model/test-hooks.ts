@@ -1,4 +1,5 @@
-// Hooks for the crash campaign (test/crash/), inert unless their variables are set.
+// Hooks for the crash campaign (test/crash/), inert unless their variables are set. In model/ so
+// that every layer can mark its points (secrets/ marks the one inside a store's lock).
 // - KMS_SYNC_TEST_PAUSE=after-journal:300,before-revoke:500 holds the process that long at each
 //   named point, so that a SIGKILL can be aimed inside the window that follows it.
 // - KMS_SYNC_TEST_TRACE=<file> appends one line per point reached (`<point> <pid>`), written
@@ -9,6 +10,7 @@ import { appendFileSync } from 'node:fs';
 export type PipelinePoint =
   | 'issue-sent' // the key-issuing request is on the wire: issued but not journaled
   | 'after-journal' // raw key journaled (fsync): journaled but not stored
+  | 'store-locked' // a file store's lock is taken and its write is about to start (a kill here leaves the lock file)
   | 'after-store' // written to its store: stored but not cleared from the journal
   | 'cleared' // journal entry cleared
   | 'before-revoke' // a revoke is journaled and about to be sent
