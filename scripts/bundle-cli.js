@@ -21,7 +21,7 @@ const BUNDLED_PACKAGES = ['commander'];
 // loads (so `--version` stays small) and what only some runs load (secret backends, report
 // publishers, the emulator, the provider, the other commands). test/bench/startup.test.ts keeps
 // `--version` and `--help` free of command modules.
-const START_UP = /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable))\.js$/;
+const START_UP = /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
 const ON_DEMAND = /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command)\.js$)/;
 const fromRoot = (id) => path.relative(root, id).split(path.sep).join('/');
 const shared = (id) => fromRoot(id).startsWith('dist/') && !START_UP.test(fromRoot(id)) && !ON_DEMAND.test(fromRoot(id));
