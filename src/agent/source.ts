@@ -6,12 +6,28 @@
 // or the cache's .git/config.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readlink, realpath, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { isCredentialEnvName } from '../model/redact.js';
 import { safeUrl } from '../report/redact.js';
 
 export class SourceError extends Error {}
+
+/**
+ * Whether a process of this user has its working folder in `dir` (git runs with -C, so a git
+ * working in the checkout has it as its cwd); undefined where /proc cannot tell.
+ */
+async function processWorksIn(dir: string): Promise<boolean | undefined> {
+  const pids = await readdir('/proc').catch(() => undefined);
+  if (!pids) return undefined;
+  const root = await realpath(dir).catch(() => path.resolve(dir));
+  for (const pid of pids) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => undefined);
+    if (cwd && (cwd === root || cwd.startsWith(`${root}/`))) return true;
+  }
+  return false;
+}
 
 export interface SourceOptions {
   repo: string;
@@ -66,7 +82,10 @@ export class GitSource {
       execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: this.opts.timeoutMs ?? 120_000, maxBuffer, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
         if (!error) return resolve(stdout.trim());
         // git's own message, without the URL's credentials (none are in it; a user may have put some there).
-        const text = String(stderr || error.message).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('hint:')).slice(-3).join('; ');
+        // Its fatal:/error: lines say what went wrong; the advice git wraps around them does not.
+        const lines = String(stderr || error.message).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('hint:'));
+        const errors = lines.filter((l) => /^(fatal|error):/.test(l));
+        const text = (errors.length > 0 ? errors : lines).slice(-3).join('; ');
         reject(new SourceError(`git ${args[0]} failed: ${text.split(this.opts.repo).join(shownRepo(this.opts.repo))}`));
       });
     });
@@ -97,19 +116,23 @@ export class GitSource {
   }
 
   /**
-   * Lock files a git command of an agent killed with it left in .git (index.lock after a cut-off
-   * checkout, shallow.lock after a fetch): every later command fails on them. Ones older than a
-   * git command may run are stale (a git of a killed agent may still be finishing a younger one),
-   * and the checkout is the agent's alone, so they are removed.
+   * Lock files a git command cut off with its agent left in .git (index.lock after a checkout killed
+   * mid-way, shallow.lock after a fetch): every later command fails on them. The checkout is the
+   * agent's alone (the state folder's lock), so a lock is stale once no process works in the
+   * checkout any more: a git of a killed agent may still be finishing, and its lock must stay until
+   * it does. Where processes cannot be listed (no /proc), a lock is stale once older than a git
+   * command may run.
    */
   private async clearStaleLocks(): Promise<void> {
     const gitDir = path.join(this.opts.dir, '.git');
+    const locks = (await readdir(gitDir).catch(() => [] as string[])).filter((name) => name.endsWith('.lock'));
+    if (locks.length === 0) return;
+    const busy = await processWorksIn(this.opts.dir);
     const oldest = Date.now() - (this.opts.timeoutMs ?? 120_000);
-    for (const name of await readdir(gitDir).catch(() => [] as string[])) {
-      if (!name.endsWith('.lock')) continue;
+    for (const name of locks) {
       const file = path.join(gitDir, name);
       const st = await stat(file).catch(() => undefined);
-      if (st?.isFile() && st.mtimeMs < oldest) await rm(file, { force: true });
+      if (st?.isFile() && (busy === false || st.mtimeMs < oldest)) await rm(file, { force: true });
     }
   }
 

@@ -2,7 +2,9 @@
 // first fetch, found by the crash campaign's agent scenario): a half-made .git (no HEAD, a
 // HEAD.lock) or a config.lock left behind must not stop every later start; the checkout is made
 // again and the commit fetched. Real git, a bare repository on disk.
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -39,21 +41,29 @@ describe('agent source after a cut-off git command', () => {
     expect(await new GitSource({ repo: repo.url, dir, env }).fetch()).toBe(rev);
   });
 
-  it('an index.lock left by a checkout cut off with its agent is cleared once older than a git command may run', async () => {
+  it('an index.lock left by a checkout cut off with its agent is cleared once no process works in the checkout', async () => {
     const { repo, rev, dir, env } = setup();
     const source = new GitSource({ repo: repo.url, dir, env });
     await source.checkout(await source.fetch());
     const next = repo.push({ 'kms-sync.yaml': 'apiVersion: kms-sync/v1\n# second\n' }, 'second');
     const lock = path.join(dir, '.git', 'index.lock');
     writeFileSync(lock, '');
-    // A fresh lock may belong to a git still running: left alone, the checkout fails.
+    // A git of a killed agent still finishing in the checkout (here a stand-in working there): its fresh lock stays, the checkout fails and says why.
+    const straggler = spawn('sleep', ['300'], { cwd: dir, stdio: 'ignore' });
+    const gone = once(straggler, 'exit');
+    try {
+      const restarted = new GitSource({ repo: repo.url, dir, env });
+      expect(await restarted.fetch()).toBe(next);
+      await expect(restarted.checkout(next)).rejects.toThrow(/git checkout failed: fatal: Unable to create .*index\.lock.: File exists/);
+      expect(existsSync(lock)).toBe(true);
+    } finally {
+      straggler.kill('SIGKILL');
+      await gone;
+    }
+    // Once nothing works there, the fresh lock is stale (as after a stop that cut the checkout off): removed, and the checkout goes on.
     const restarted = new GitSource({ repo: repo.url, dir, env });
-    expect(await restarted.fetch()).toBe(next);
-    await expect(restarted.checkout(next)).rejects.toThrow(/git checkout failed/);
-    // One older than the git time limit is stale: removed, and the checkout goes on.
-    const old = new Date(Date.now() - 10 * 60_000);
-    utimesSync(lock, old, old);
     await restarted.checkout(next);
+    expect(existsSync(lock)).toBe(false);
     expect(await restarted.subject('HEAD')).toBe('second');
     expect(rev).not.toBe(next);
   });
