@@ -6,15 +6,14 @@ import { collectUsage } from '../live/usage.js';
 import { quoted } from '../model/printable.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
-import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText } from '../report/index.js';
 import { shardConfig } from '../engine/shard.js';
 import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
 import { addLimitOptions } from './config-limits.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
-import { err, out } from './output.js';
+import { err } from './output.js';
 import { addCdktfOptions } from './cdktf-input.js';
-import { addReportOptions, reportFormat, appendStepSummary, loadIgnoreRules, maskForActions, publishComment, reportId, type ReportFlags } from './report-output.js';
+import { addReportOptions, reportFormat, emitDriftReport, loadIgnoreRules, maskForActions, type ReportFlags } from './report-output.js';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 // InvalidArgumentError: commander names the flag in the message (option '--parallelism <n>' argument …).
@@ -114,12 +113,6 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     return;
   }
 
-  const marker = commentMarker(reportId('drift', o.file, report.target.envs));
-  const markdown = () => renderDriftMarkdown(report, { marker });
-  if (o.format === 'json') out(renderDriftJson(report));
-  else if (o.format === 'markdown') out(markdown());
-  else out(renderDriftText(report, { color: colorEnabled(process.stdout) }));
-  if (o.comment) await publishComment(o.comment, marker, markdown());
-  if (o.comment === 'github' || o.format === 'markdown') await appendStepSummary(markdown());
+  await emitDriftReport(report, o);
   if (hasDrift(report)) throw new ExitWith(EXIT.changes);
 }

@@ -34,7 +34,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   export: { service: true, docs: 'cli.md#export', exit: EXIT_SIMPLE, examples: ['kms-sync export > live.yaml                     # every environment the credential can see', 'kms-sync export --env acme-production > acme.yaml', 'kms-sync export --env acme-production --format cdktf -o stack/'] },
   drift: { service: true, docs: 'drift-and-reports.md#drift', exit: EXIT_DRIFT, examples: ['kms-sync drift -f config/', 'kms-sync drift --format markdown --comment github'] },
   secrets: { service: false, docs: 'cli.md#secrets', exit: EXIT_SIMPLE, examples: ['kms-sync secrets list -f config/', 'kms-sync secrets flush -f config/   # after an interrupted run'] },
-  report: { service: false, docs: 'sharding.md', exit: EXIT_PLAN, examples: ['kms-sync report merge shard-*.json --format markdown --comment github'] },
+  report: { service: false, docs: 'sharding.md', exit: EXIT_PLAN, examples: ['kms-sync report merge shard-*.json --format markdown --comment github', 'kms-sync report merge drift-*.json --format markdown'] },
   merge: {
     service: false, docs: 'sharding.md#merging-the-shards-plans', exit: 'Exit codes: 0 success, 1 error (a shard missing or twice, a blocked change); with --detailed-exitcode 2 when there are changes.',
     examples: ['kms-sync plan --shard 2/4 --json > shard-2.json   # in each of 4 jobs', 'kms-sync report merge shard-*.json --format markdown --comment github --detailed-exitcode'],

@@ -4,9 +4,9 @@ import { createHash } from 'node:crypto';
 import { appendFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { classifyDrift } from '../plan/drift.js';
+import { classifyDrift, type DriftReport } from '../plan/drift.js';
 import type { Plan } from '../plan/types.js';
-import { colorEnabled, commentMarker, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
+import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { UsageError } from './errors.js';
 import { renderPlanCompact } from './apply-output.js';
 import { err, out } from './output.js';
@@ -108,4 +108,15 @@ export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boole
   else out(o.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
   if (o.comment) await publishComment(o.comment, commentMarker(reportId('plan', o.file, plan.target.envs)), await md());
   if (o.comment === 'github' || format === 'markdown') await appendStepSummary(await md());
+}
+
+/** `drift`: print in the chosen format, then comment / step summary when asked (o.format already resolved). */
+export async function emitDriftReport(report: DriftReport, o: ReportFlags & { file: readonly string[] }) {
+  const marker = commentMarker(reportId('drift', o.file, report.target.envs));
+  const markdown = () => renderDriftMarkdown(report, { marker });
+  if (o.format === 'json') out(renderDriftJson(report));
+  else if (o.format === 'markdown') out(markdown());
+  else out(renderDriftText(report, { color: colorEnabled(process.stdout) }));
+  if (o.comment) await publishComment(o.comment, marker, markdown());
+  if (o.comment === 'github' || o.format === 'markdown') await appendStepSummary(markdown());
 }

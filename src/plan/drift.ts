@@ -4,7 +4,8 @@
 import type { ResourceKind } from '../model/index.js';
 import { printable } from '../model/printable.js';
 import { describeRule, matchAddress, matchField, noIgnoreRules, parseIgnore, type IgnoreRules } from './ignore.js';
-import type { Action, FieldChange, Operation, Plan } from './types.js';
+import { mergeWarnings } from './merge.js';
+import type { Action, FieldChange, Operation, Plan, PlanShard } from './types.js';
 
 export const DRIFT_CATEGORIES = ['changed_outside', 'pending', 'missing', 'unmanaged', 'secret_missing', 'expiring'] as const;
 export type DriftCategory = (typeof DRIFT_CATEGORIES)[number];
@@ -76,6 +77,8 @@ export interface DriftReport {
   ignore: { source: string | null; rules: number; unused: string[] };
   warnings: string[];
   usageWindows?: DriftUsageWindow[];
+  /** A shard's report (`drift --shard K/N`): what `kms-sync report merge` needs to join the shards' reports. */
+  shard?: PlanShard;
 }
 
 export const emptyCounts = (): DriftCounts => ({ changed_outside: 0, pending: 0, missing: 0, unmanaged: 0, secret_missing: 0, expiring: 0, total: 0 });
@@ -184,13 +187,30 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
     items.push(item);
   }
 
-  const order = (a: DriftItem, b: DriftItem) =>
-    DRIFT_CATEGORIES.indexOf(a.category) - DRIFT_CATEGORIES.indexOf(b.category) || (a.address < b.address ? -1 : a.address > b.address ? 1 : 0);
-  items.sort(order);
-  ignored.sort(order);
+  items.sort(driftOrder);
+  ignored.sort(driftOrder);
 
-  const summary: DriftSummary = { ...emptyCounts(), ignored: ignored.length, ignoredFields: 0, byEnv: {} };
-  for (const env of plan.target.envs) summary.byEnv[env] = emptyCounts();
+  return {
+    formatVersion: 1,
+    generatedAt: plan.generatedAt,
+    target: plan.target,
+    items,
+    ignored,
+    summary: summarizeDrift(items, ignored.length, plan.target.envs),
+    ignore: { source: ignore.source || null, rules: ignore.rules.length, unused: ignore.rules.filter((r) => !used.has(r.line)).map((r) => describeRule(ignore, r)) },
+    warnings: [...plan.warnings],
+    ...(plan.shard ? { shard: plan.shard } : {}),
+  };
+}
+
+/** Category, then address: the order of a report's items (and of its ignored ones). */
+function driftOrder(a: DriftItem, b: DriftItem): number {
+  return DRIFT_CATEGORIES.indexOf(a.category) - DRIFT_CATEGORIES.indexOf(b.category) || (a.address < b.address ? -1 : a.address > b.address ? 1 : 0);
+}
+
+function summarizeDrift(items: readonly DriftItem[], ignored: number, envs: readonly string[]): DriftSummary {
+  const summary: DriftSummary = { ...emptyCounts(), ignored, ignoredFields: 0, byEnv: {} };
+  for (const env of envs) summary.byEnv[env] = emptyCounts();
   for (const item of items) {
     summary[item.category]++;
     summary.total++;
@@ -199,16 +219,46 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
     bucket[item.category]++;
     bucket.total++;
   }
+  return summary;
+}
 
+/**
+ * The drift report of the whole from its shards' (`drift --shard K/N`, each once; the caller checks
+ * that): the report one run over the whole fleet makes. Items in their order, the summary counted
+ * again, the ignore rules unused by every shard, warnings in the plan's order (merge.ts), usage
+ * samples by environment; `generatedAt` is the earliest shard's. Refused for reports of different
+ * services or ignore files.
+ */
+export function mergeDriftReports(parts: readonly DriftReport[]): DriftReport {
+  const first = parts[0];
+  if (!first) throw new Error('no drift report to merge');
+  for (const r of parts) {
+    if (r.target.url !== first.target.url || r.target.credential !== first.target.credential || r.target.owner !== first.target.owner) {
+      throw new Error(`the drift reports were made for different services or configurations (${first.target.url} owner ${first.target.owner}, ${r.target.url} owner ${r.target.owner})`);
+    }
+    if (r.ignore.source !== first.ignore.source || r.ignore.rules !== first.ignore.rules) {
+      throw new Error(`the drift reports were made with different ignore rules (${first.ignore.source ?? 'none'}, ${r.ignore.source ?? 'none'})`);
+    }
+  }
+  const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  const union = (xs: string[][]) => [...new Set(xs.flat())].sort(cmp);
+  const items = parts.flatMap((r) => r.items).sort(driftOrder);
+  const ignored = parts.flatMap((r) => r.ignored).sort(driftOrder);
+  const target: Plan['target'] = { ...first.target, projects: union(parts.map((r) => r.target.projects)), envs: union(parts.map((r) => r.target.envs)) };
+  // A rule is unused when no shard used it: each shard lists those it did not use, in the file's order.
+  const unused = first.ignore.unused.filter((rule) => parts.every((r) => r.ignore.unused.includes(rule)));
+  const { warnings } = mergeWarnings(parts.map((r) => ({ warnings: r.warnings, warningOrder: r.shard?.warningOrder ?? [] })));
+  // Sampled by the shards that found drift (as a whole run samples when it finds any).
+  const sampled = parts.some((r) => r.usageWindows);
+  const windows = parts.flatMap((r) => r.usageWindows ?? []).sort((a, b) => cmp(a.projectEnv, b.projectEnv));
   return {
     formatVersion: 1,
-    generatedAt: plan.generatedAt,
-    target: plan.target,
-    items,
-    ignored,
-    summary,
-    ignore: { source: ignore.source || null, rules: ignore.rules.length, unused: ignore.rules.filter((r) => !used.has(r.line)).map((r) => describeRule(ignore, r)) },
-    warnings: [...plan.warnings],
+    generatedAt: parts.map((r) => r.generatedAt).sort(cmp)[0]!,
+    target, items, ignored,
+    summary: summarizeDrift(items, ignored.length, target.envs),
+    ignore: { ...first.ignore, unused },
+    warnings,
+    ...(sampled ? { usageWindows: windows } : {}),
   };
 }
 

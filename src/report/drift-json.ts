@@ -49,6 +49,14 @@ export function driftToJson(report: DriftReport) {
       usage_windows: report.usageWindows.map((w) => ({ project_env: w.projectEnv, logs_sampled: w.logsSampled, oldest: w.oldest, newest: w.newest, complete: w.complete })),
     } : {}),
     warnings: report.warnings,
+    // A shard's report (drift --shard): what `kms-sync report merge` needs to join the shards' reports
+    // (the order of its warnings in the whole's, and the owner the text and Markdown headers show).
+    // A report of the whole has no such block.
+    ...(report.shard ? {
+      shard: {
+        index: report.shard.index + 1, count: report.shard.count, files: report.shard.files, owner: report.target.owner, warning_order: report.shard.warningOrder,
+      },
+    } : {}),
   };
 }
 

@@ -6,16 +6,17 @@ import type { ResourceKind } from '../model/index.js';
 /** Thrown for a file that is not a JSON plan (the message names what is wrong). */
 export class PlanJsonError extends Error {}
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown, what: string): Json => {
+export type Json = Record<string, unknown>;
+/** The value as an object, a list or a string, or a PlanJsonError naming `what` (shared with drift-from-json.ts). */
+export const obj = (v: unknown, what: string): Json => {
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw new PlanJsonError(`${what} is not an object`);
   return v as Json;
 };
-const list = (v: unknown, what: string): unknown[] => {
+export const list = (v: unknown, what: string): unknown[] => {
   if (!Array.isArray(v)) throw new PlanJsonError(`${what} is not a list`);
   return v;
 };
-const text = (v: unknown, what: string): string => {
+export const text = (v: unknown, what: string): string => {
   if (typeof v !== 'string') throw new PlanJsonError(`${what} is not a string`);
   return v;
 };

@@ -93,4 +93,41 @@ describe('--shard K/N', () => {
       expect(missing.stderr).toMatch(/shard\(s\) 3\/4 missing/);
     }
   }, 180_000);
+
+  it('4 shards\' drift reports merged are the drift report of the whole fleet, ignore rules and usage samples included', async () => {
+    const dir = workspace();
+    writeFileSync(path.join(dir, 'kms-sync.yaml'), randomFleet(5, 'd5', (req) => emu.service.seed(req)));
+    const run = (args: string[]) => runCli(args, { cwd: dir, env });
+    const base = ['drift', '-f', 'kms-sync.yaml', '--no-secret-check'];
+    const first = await run([...base, '--json']);
+    expect(first.code, first.stderr).toBe(2);
+    // One rule that hides an item (used by one shard only) and one that matches nothing (unused by all).
+    const items = (JSON.parse(first.stdout) as { items: { address: string }[] }).items;
+    writeFileSync(path.join(dir, '.kmsignore'), `${items[0]!.address}\nclient.nowhere-prod/nobody\n`);
+    for (let k = 1; k <= 4; k++) {
+      const r = await run([...base, '--json', '--shard', `${k}/4`]);
+      expect([0, 2], r.stderr).toContain(r.code);
+      writeFileSync(path.join(dir, `drift-${k}.json`), r.stdout);
+    }
+    // Two orders: the shard whose rule hid an item comes first in at most one of them.
+    for (const order of [[1, 2, 3, 4], [4, 3, 2, 1]]) {
+      const files = order.map((k) => `drift-${k}.json`);
+      for (const format of ['json', 'markdown', 'text']) {
+        const merged = await run(['report', 'merge', ...files, '--format', format]);
+        const direct = await run([...base, '--format', format]);
+        expect(direct.code, direct.stderr).toBe(2);
+        expect(merged.code, merged.stderr).toBe(2);
+        expect(timeless(merged.stdout), `${order.join('')} ${format}`).toBe(timeless(direct.stdout));
+        if (format === 'json') expect((JSON.parse(merged.stdout) as { ignore: { unused: string[] } }).ignore.unused).toEqual(['.kmsignore:2: client.nowhere-prod/nobody']);
+      }
+    }
+    // A missing shard, or a plan among drift reports, is refused.
+    const missing = await run(['report', 'merge', 'drift-1.json', 'drift-2.json', 'drift-3.json']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/shard\(s\) 4\/4 missing: the merged drift report/);
+    writeFileSync(path.join(dir, 'plan-1.json'), (await run(['plan', '-f', 'kms-sync.yaml', '--no-secret-check', '--json', '--shard', '1/4'])).stdout);
+    const mixed = await run(['report', 'merge', 'plan-1.json', 'drift-2.json', 'drift-3.json', 'drift-4.json']);
+    expect(mixed.code).toBe(1);
+    expect(mixed.stderr).toMatch(/plan-1\.json is a plan and drift-2\.json a drift report/);
+  }, 180_000);
 });
