@@ -10,6 +10,7 @@ import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-cap
 import type { OrphanKey } from '../apply/recover.js';
 import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
 import { actingOwnership, isProtectedLive, mayChange, othersAlone, targetMetadata, type ContentOwnership, type Ownership } from '../model/ownership.js';
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '../secrets/ci-local-store.js';
@@ -54,7 +55,9 @@ export class Engine {
   /** Why no key may be issued any more in this process: the first secret-store write that failed. */
   private storeBroken: string | undefined;
   /** Unconfirmed keys (issued by a create, not yet seen in a Terraform state): key id → record id. */
-  private unconfirmedIds?: Promise<Map<string, string>>;
+  private unconfirmedIds?: Promise<Map<string, UnconfirmedEntry>>;
+  /** This provider process, in the held-key marks it writes (model: one Terraform walk, one process). */
+  readonly instance = randomUUID();
   /** Key ids Terraform showed it knows (a prior state held them), in this process. */
   readonly knownKeyIds = new Set<string>();
   /** Key ids a create of this process adopted: the current key of a resource, whatever older state still names them. */
@@ -276,21 +279,57 @@ export class Engine {
   }
 
   // ---------------------------------------------------------------- unconfirmed keys
-  /** The key id → record id map of unconfirmed keys, read from the journal once per process. */
-  private unconfirmedMap(): Promise<Map<string, string>> {
+  /** The key id → record map of unconfirmed keys, read from the journal once per process. */
+  private unconfirmedMap(): Promise<Map<string, UnconfirmedEntry>> {
     return (this.unconfirmedIds ??= (async () => {
-      const m = new Map<string, string>();
+      const m = new Map<string, UnconfirmedEntry>();
       if (!this.journalExists()) return m;
       const { capture } = await this.keyPath();
-      for (const r of await capture.journal.unconfirmed()) for (const id of r.keyIds) m.set(id, r.id);
+      const stale: string[] = [];
+      for (const r of await capture.journal.unconfirmed()) {
+        // A held-key mark lives from a plan to its apply: an old one is stale (no longer a sign of this run's lost state).
+        if (r.heldBy !== undefined && Date.now() - Date.parse(r.createdAt) > HELD_MARK_TTL_MS) {
+          stale.push(r.id);
+          continue;
+        }
+        for (const id of r.keyIds) m.set(id, { record: r.id, ...(r.heldBy !== undefined ? { heldBy: r.heldBy } : {}) });
+      }
+      if (stale.length) await capture.resolve({ resolve: stale }).catch(() => undefined);
       return m;
     })());
   }
 
-  /** Key ids issued by a provider create that Terraform has not shown it knows yet (a live view, not a copy). */
+  /**
+   * Key ids a create may adopt: issued by a provider create that Terraform has not shown it knows
+   * yet, or found held by another process's plan with no state naming them (a live view, not a
+   * copy). A held key this process marked itself is not among them.
+   */
   async unconfirmedKeys(): Promise<{ has(keyId: string): boolean }> {
     const m = await this.unconfirmedMap();
-    return { has: (keyId) => m.has(keyId) };
+    return { has: (keyId) => { const r = m.get(keyId); return r !== undefined && r.heldBy !== this.instance; } };
+  }
+
+  /**
+   * A plan found `keyIds` held in the store, live and named by no state Terraform showed: recorded
+   * (plaintext ids, no raw key) so that the create Terraform's apply runs (another provider
+   * process) adopts the key instead of issuing a second one. Never fails the plan: without the
+   * record the create issues a new key and ends the held one once the new one is stored.
+   */
+  async markHeld(rec: { projectEnv: string; clientId: string; client: string; keyIds: string[]; keyNames: string[] }): Promise<boolean> {
+    const m = await this.unconfirmedMap();
+    const keyIds = rec.keyIds.filter((id) => !m.has(id) && !this.knownKeyIds.has(id));
+    if (keyIds.length === 0) return false;
+    const { newUnconfirmedId } = await import('../secrets/journal.js');
+    const id = newUnconfirmedId();
+    for (const k of keyIds) m.set(k, { record: id, heldBy: this.instance });
+    try {
+      const { capture } = await this.keyPath();
+      await capture.resolve({ unconfirmed: [{ ...rec, keyIds, keyNames: rec.keyNames, id, type: 'unconfirmed', heldBy: this.instance }] });
+      return true;
+    } catch {
+      for (const k of keyIds) if (m.get(k)?.record === id) m.delete(k);
+      return false;
+    }
   }
 
   /**
@@ -300,17 +339,16 @@ export class Engine {
   async confirm(keyId: string): Promise<void> {
     this.knownKeyIds.add(keyId);
     const m = await this.unconfirmedMap();
-    const record = m.get(keyId);
-    if (record === undefined) return;
+    if (!m.has(keyId)) return;
     await this.forgetUnconfirmed([keyId]);
   }
 
   /** Clears the records of these keys (confirmed by Terraform, or revoked). */
   async forgetUnconfirmed(keyIds: string[]): Promise<void> {
     const m = await this.unconfirmedMap();
-    const records = [...new Set(keyIds.map((id) => m.get(id)).filter((r): r is string => r !== undefined))];
+    const records = [...new Set(keyIds.map((id) => m.get(id)?.record).filter((r): r is string => r !== undefined))];
     if (records.length === 0) return;
-    for (const [id, r] of [...m]) if (records.includes(r)) m.delete(id);
+    for (const [id, r] of [...m]) if (records.includes(r.record)) m.delete(id);
     const { capture } = await this.keyPath();
     await capture.resolve({ resolve: records });
     // The last record gone: the journal file goes too when nothing else in it is live.
@@ -359,7 +397,7 @@ export class Engine {
           append = { ...(opts ?? {}), unconfirmed: [...(opts?.unconfirmed ?? []), ...records] };
           const m = await this.unconfirmedMap();
           const handle = await (await capture()).capture(captured, append);
-          for (const r of records) for (const id of r.keyIds) m.set(id, r.id);
+          for (const r of records) for (const id of r.keyIds) m.set(id, { record: r.id });
           return handle;
         }
         return (await capture()).capture(captured, append);
@@ -507,6 +545,15 @@ export class Engine {
     await this.api.close();
   }
 }
+
+/** An unconfirmed-key record as the engine holds it: its journal id, and who marked it if it is a held-key mark. */
+interface UnconfirmedEntry {
+  record: string;
+  heldBy?: string;
+}
+
+/** How long a held-key mark stays a reason to adopt (a plan and the apply of it). */
+const HELD_MARK_TTL_MS = 24 * 3_600_000;
 
 function groupClients(keys: CapturedKey[]): Map<string, CapturedKey[]> {
   const m = new Map<string, CapturedKey[]>();

@@ -105,6 +105,13 @@ export interface UnconfirmedRecord {
   client: string;
   keyIds: string[];
   keyNames: string[];
+  /**
+   * Set on a key no create issued: the store held it and no Terraform state the plan showed named
+   * it (a state lost, `terraform state rm`, a restored backup). The provider process (instance id)
+   * that found it: a create of another process (Terraform's apply, after its plan) adopts it; the
+   * finder itself never does (its create may be the new half of a replacement).
+   */
+  heldBy?: string;
 }
 
 export interface AppendOptions {

@@ -49,7 +49,7 @@ await scenario('terraform-ci', () => runTerraformCi({ seed, log: out }));
 await scenario('rotate', () => runRotateRevoke({ seed, rounds, log: out }));
 await scenario('terraform', async () => {
   const f = await runTerraform({ seed, iterations: tfIterations, log: out });
-  if (!f.skipped) out(`terraform killed ${f.killedTerraform}, provider killed ${f.killedProvider}, -replace checks ${f.replaceChecks}, state files cut by a kill (put back) ${f.notes.filter((n) => n.includes('tfstate was cut')).length}; applies after a lost track: state rm ${f.stateLosses['state-rm']}, state cut to 0 bytes ${f.stateLosses.truncated}, .backup put back ${f.stateLosses.backup}`);
+  if (!f.skipped) out(`terraform killed ${f.killedTerraform}, provider killed ${f.killedProvider}, -replace checks ${f.replaceChecks}, state files cut by a kill (put back) ${f.notes.filter((n) => n.includes('tfstate was cut')).length}; applies after a lost track: state rm ${f.stateLosses['state-rm']}, state cut to 0 bytes ${f.stateLosses.truncated}, .backup put back ${f.stateLosses.backup}; keys those applies issued ${f.issuedAfterLoss} (held keys are adopted)`);
   return f;
 });
 await scenario('agent', async () => {

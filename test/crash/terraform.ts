@@ -84,10 +84,12 @@ export interface TerraformReport extends Figures {
   replaceChecks: number;
   /** Applies after a lost track of objects: `terraform state rm`, a state cut to 0 bytes, the `.backup` put back. */
   stateLosses: Record<StateLoss, number>;
+  /** Keys those applies issued: 0 when every resource's key was held (adopted, not replaced). */
+  issuedAfterLoss: number;
 }
 
 export async function runTerraform(o: TerraformOptions): Promise<TerraformReport> {
-  const f: TerraformReport = { ...newFigures('terraform apply, killed', o.seed), killedTerraform: 0, killedProvider: 0, replaceChecks: 0, stateLosses: { 'state-rm': 0, truncated: 0, backup: 0 } };
+  const f: TerraformReport = { ...newFigures('terraform apply, killed', o.seed), killedTerraform: 0, killedProvider: 0, replaceChecks: 0, stateLosses: { 'state-rm': 0, truncated: 0, backup: 0 }, issuedAfterLoss: 0 };
   const bin = findTerraform();
   if (!bin) {
     f.skipped = SKIP_MESSAGE;
@@ -249,9 +251,14 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       f.stateLosses[loss]++;
       const lossWhat = `iteration ${it}, after ${loss}`;
       await observe();
+      const liveBefore = new Set((await emu.liveKeys(ENV)).map((k) => k.id));
       const lossProblems: string[] = [];
       if (!(await converge(lossWhat))) lossProblems.push('terraform apply did not succeed again within 5 attempts');
       await observe();
+      // Every resource's key was live and held (verified above): the apply adopts them, issuing none.
+      const reissued = (await emu.liveKeys(ENV)).filter((k) => !liveBefore.has(k.id));
+      f.issuedAfterLoss += reissued.length;
+      if (problems.length === 0 && reissued.length) lossProblems.push(`${reissued.length} key(s) issued (${reissued.map((k) => `${k.client}/${k.name}`).join(', ')}) where the held key should have been adopted`);
       lossProblems.push(...(await verify(lossWhat)));
       const freshLoss = lossProblems.filter((x) => !problemsSeen.has(problemKey(x)));
       for (const x of lossProblems) problemsSeen.add(problemKey(x));

@@ -3,6 +3,8 @@
 // - a key an earlier create issued and stored, whose state Terraform never saved (a killed
 //   apply), is adopted — nothing issued — and its unconfirmed record goes once Terraform shows it
 //   a state holding the key;
+// - a key the store holds that a lost state no longer names is marked by the plan and adopted by
+//   the apply's create (another process); the create half of a replacement is never adopted;
 // - a stray key of that name (tracked by nothing) on a client this configuration owns is revoked
 //   once the new key is stored, with a warning; on a client it does not own the create fails and
 //   asks for an import;
@@ -221,6 +223,38 @@ describe('a create whose key name already has live generations', () => {
       expect(await validates('globex', name, raw)).toBe(true);
     }, 60_000);
   }
+
+  it('a key the store holds whose state Terraform lost: the plan marks it, the apply (another process) adopts it; the create half of a replacement in the marking process does not', async () => {
+    // Applied and saved by Terraform (a refresh showed it the key), then the state is lost.
+    const core = await provider();
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'lost' });
+    const kept = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
+    await core.read('kms_key', kept);
+    providers.at(-1)!.kill();
+    // terraform plan (one process), then terraform apply's own walk (another): the key is adopted.
+    expect(errors((await (await provider()).plan('kms_key', null, config)).diagnostics)).toEqual([]);
+    const before = issues();
+    const adopted = await createKey(await provider(), 'globex', 'lost');
+    expect(errors(adopted.diagnostics)).toEqual([]);
+    expect(issues()).toBe(before);
+    expect(adopted.state).toMatchObject({ key_id: kept.key_id, key_prefix: kept.key_prefix });
+    expect(liveKeys('globex', 'lost').map((k) => k.id)).toEqual([kept.key_id]);
+
+    // The apply walk of a create_before_destroy replacement plans its create with no prior state
+    // too: in that process the key is marked by the process itself, so a new key is issued and
+    // stored, and the old one ends.
+    const apply = await provider();
+    await apply.read('kms_key', adopted.state!);
+    providers.at(-1)!.kill();
+    const walk = await provider();
+    const planned = (await walk.plan('kms_key', null, config)).planned;
+    const created = await walk.apply('kms_key', null, planned, config);
+    expect(errors(created.diagnostics)).toEqual([]);
+    expect(created.state!.key_id).not.toBe(kept.key_id);
+    expect(liveKeys('globex', 'lost').map((k) => k.id)).toEqual([created.state!.key_id]);
+    const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/lost`]!;
+    expect(await validates('globex', 'lost', raw)).toBe(true);
+  }, 60_000);
 
   it('revokes a stray key of the same name on a client it owns, once the new key is stored, and says so', async () => {
     const stray = await strayKey('globex', 'stray');

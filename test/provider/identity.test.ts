@@ -5,8 +5,8 @@
 //   is refused at plan with an import hint; Y importing X's environment and destroying it keeps
 //   it (and X's project, template and endpoint) in the service;
 // - `terraform state rm` of a client and of a key, and a restored `.backup` after a rotation, each
-//   followed by apply: one live client and one live key per resource, its raw value in the store,
-//   nothing else live, and the next plan is empty;
+//   followed by apply: one live client and one live key per resource, the key the store held
+//   adopted (none issued, none revoked), nothing else live, and the next plan is empty;
 // - two live clients of one identity are reported, never chosen between;
 // - a YAML `kms-sync apply --prune` in X's environment keeps X's templates.
 // Skipped, loudly, without terraform.
@@ -157,6 +157,12 @@ async function oneHeldKeyEach(): Promise<void> {
   }
 }
 
+/** The key id X's state tracks for kms_key.<name>. */
+function trackedKeyId(name: string): string | undefined {
+  const state = JSON.parse(readFileSync(path.join(x, 'terraform.tfstate'), 'utf8'));
+  return state.resources.find((r: any) => r.type === 'kms_key' && r.name === name)?.instances[0]?.attributes.key_id;
+}
+
 async function noChanges(dir: string): Promise<void> {
   const plan = await tf(dir, 'plan', '-detailed-exitcode');
   expect(plan.code, `${plan.stdout}\n${plan.stderr}`).toBe(0);
@@ -244,22 +250,34 @@ projects:
     await noChanges(x);
   }, 120_000);
 
-  it('terraform state rm of a client and of a key, then apply: the same client, one held key each, and an empty plan', async () => {
+  it('terraform state rm of a client and of a key, then apply: the same client, the held key adopted (none issued), and an empty plan', async () => {
+    // A plan first: Terraform shows the provider the keys it applied (no longer unconfirmed: what
+    // follows is a lost track of a key Terraform had, not of a key a killed apply never recorded).
+    await noChanges(x);
     const clientB = liveClients('b')[0].id;
+    const before = (await keysAndStore()).live;
     ok(await terraform.run(x, ['state', 'rm', 'kms_key.a2', 'kms_client.b']), 'state rm');
     const apply = await tf(x, 'apply', '-auto-approve');
     ok(apply, 'apply after state rm');
     expect(liveClients('b').map((c: any) => c.id)).toEqual([clientB]);
     await oneHeldKeyEach();
+    // The key the store holds is this resource's again: nothing issued, nothing revoked.
+    expect((await keysAndStore()).live).toEqual(before);
+    expect(trackedKeyId('a2')).toBe(before.get('a/k2')![0]);
     await noChanges(x);
   }, 180_000);
 
-  it('a restored .backup after a rotation, then apply: one held key each, and an empty plan', async () => {
+  it('a restored .backup after a rotation, then apply: the rotated keys adopted (none issued), and an empty plan', async () => {
+    const first = (await keysAndStore()).live;
     ok(await tf(x, 'apply', '-auto-approve', '-replace=kms_key.a2', '-replace=kms_key.b1'), 'rotate both keys');
+    const rotated = (await keysAndStore()).live;
+    // -replace still rotates (the plan showed the provider the keys it replaces): new keys, the old ones gone.
+    for (const id of ['a/k2', 'b/k1']) expect(rotated.get(id)).not.toEqual(first.get(id));
     await noChanges(x); // Terraform shows the provider the new keys: they are tracked, no longer this provider's unconfirmed ones
     copyFileSync(path.join(x, 'terraform.tfstate.backup'), path.join(x, 'terraform.tfstate'));
     ok(await tf(x, 'apply', '-auto-approve'), 'apply after restoring the backup');
     await oneHeldKeyEach();
+    expect((await keysAndStore()).live).toEqual(rotated);
     await noChanges(x);
   }, 180_000);
 

@@ -108,6 +108,28 @@ async function cutShortSuccessor(e: Engine, s: TfObject, generations: WireKey[],
   return newer.find((k) => k.id === held);
 }
 
+/**
+ * The plan of a create (no prior state) whose key name has a live generation the store holds and
+ * no Terraform state showed this process: Terraform lost track of it (state rm, a lost or
+ * truncated state, a restored backup). It is marked held so that the create of Terraform's apply
+ * adopts it instead of issuing a second key (the apply runs in another provider process; the
+ * create half of a replacement in that process never marks the key it replaces, which Terraform
+ * showed in the plan). Only on a client this configuration owns; costs a store listing only when
+ * such a generation exists.
+ */
+async function markHeldKey(e: Engine, planned: TfObject, client: WireClient): Promise<void> {
+  const [projectEnv, clientName, name] = [planned.project_env, planned.client, planned.name];
+  if (typeof projectEnv !== 'string' || typeof clientName !== 'string' || typeof name !== 'string' || isUnknown(planned.secret_store) || isUnknown(planned.secret_name)) return;
+  if (ownershipOf(client.metadata as JsonObject | undefined, e.config.owner).kind !== 'ours') return;
+  const now = Date.now();
+  const untracked = (client.keys ?? []).filter((k) => k.name === name && !e.knownKeyIds.has(k.id) && !(k.expiresAt && Date.parse(k.expiresAt) <= now));
+  if (untracked.length === 0) return;
+  const secret = keyAfter(planned, projectEnv, clientName, name).secret;
+  const held = await e.heldKeyId(secret.store, str(planned.secret_name) ?? secret.name).catch(() => undefined);
+  const k = untracked.find((x) => x.id === held);
+  if (k) await e.markHeld({ projectEnv, clientId: clientId(client), client: clientName, keyIds: [k.id], keyNames: [name] });
+}
+
 /** Keys of another configuration's client are neither issued, changed nor revoked (its owner's, as in `plan`). */
 function checkClient(e: Engine, s: TfObject, client: WireClient | undefined, action: ChangeAction): void {
   if (!client) return;
@@ -160,6 +182,7 @@ async function endSuperseded(e: Engine, live: WireClient, projectEnv: string, na
     return;
   }
   await e.change(undefined, projectEnv, (ctx) => keyKind.revokeKey(ctx, clientId(live), projectEnv, k.id));
+  await e.forgetUnconfirmed([k.id]);
 }
 
 const newest = (keys: WireKey[]) => [...keys].sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')))[0];
@@ -255,7 +278,9 @@ export const key: ResourceType = {
     }
     const s = prior ?? planned;
     if (!s || typeof s.project_env !== 'string' || typeof s.client !== 'string') return;
-    checkClient(e, s, (await e.clientOwners(s.project_env)).get(s.client), action);
+    const client = (await e.clientOwners(s.project_env)).get(s.client);
+    checkClient(e, s, client, action);
+    if (action === 'create' && !prior && planned && client) await markHeldKey(e, planned, client);
   },
 
   async create(e, p, d) {
@@ -439,6 +464,7 @@ export const key: ResourceType = {
       }
       await revoke(keyId!);
       e.forget('client', projectEnv!);
+      await e.forgetUnconfirmed([keyId!]);
       return;
     }
     // A destroy (or the destroy half of a replace that destroys first): every generation of this
@@ -446,6 +472,7 @@ export const key: ResourceType = {
     await revoke(keyId!);
     for (const k of older) await revoke(k.id);
     e.forget('client', projectEnv!);
+    await e.forgetUnconfirmed([keyId!, ...older.map((k) => k.id)]);
     await dropRawValue(e, prior, keyId!);
   },
 };
