@@ -58,7 +58,7 @@ async function sample(pid, url) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
   const text = await (await fetch(`${url}/metrics`)).text();
-  const heap = Number(/^kms_sync_nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN);
+  const heap = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN);
   return { rssMiB: +(kb('VmRSS') / 1024).toFixed(1), heapMiB: +(heap / 1048576).toFixed(1), fds: readdirSync(`/proc/${pid}/fd`).length };
 }
 

@@ -54,6 +54,8 @@ export interface AgentOptions {
   stuckAfterMs?: number;
   /** Sizes of the configuration's files (default: config/limits.ts defaults). */
   limits?: ConfigLimits;
+  /** Longest one git command may take (--git-timeout; default 2 minutes). */
+  gitTimeoutMs?: number;
 }
 
 export interface RunningAgent {
@@ -95,7 +97,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     revision: {}, ready: false, condition: { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no reconcile yet', lastTransitionTime: new Date().toISOString() }, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
   };
   metrics.suspended.set(suspended ? 1 : 0);
-  const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}) });
+  const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}), ...(o.gitTimeoutMs !== undefined ? { timeoutMs: o.gitTimeoutMs } : {}) });
   const notifier = o.notifier?.(metrics);
   let ownership: StateOwnership | undefined;
   /** Revisions whose held deletes an operator approved through the API (until the agent stops). */
@@ -115,6 +117,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     const timer = setTimeout(() => { wake = undefined; resolve('interval'); }, o.intervalMs);
     wake = () => { clearTimeout(timer); wake = undefined; resolve(pending ?? 'manual'); };
   });
+  /** An operator asked that the next reconcile write even outside the sync windows (POST /api/reconcile). */
+  let windowOverride = false;
   const trigger = (t: Trigger) => {
     pending ??= t;
     wake?.();
@@ -184,10 +188,12 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         trigger('webhook');
         return 'accepted';
       },
-      reconcileNow: () => {
-        if (status.agent.suspended) return 'suspended';
+      reconcileNow: ({ overrideSyncWindow }) => {
+        const requestedAt = new Date().toISOString();
+        if (status.agent.suspended) return { reconcile: 'suspended', requestedAt };
+        if (overrideSyncWindow) windowOverride = true;
         trigger('manual');
-        return 'accepted';
+        return { reconcile: 'accepted', requestedAt };
       },
       approveDeletes: (revision) => {
         if (status.heldDeletes?.revision !== revision) return false;
@@ -209,8 +215,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       if (!status.agent.suspended) {
         let record: ReconcileRecord | undefined;
         busySince = Date.now();
+        // The override is one reconcile's: the one that starts after the request takes it.
+        const overrideSyncWindow = windowOverride;
+        windowOverride = false;
         try {
-          record = await reconciler.run(next, stopping.signal);
+          record = await reconciler.run(next, stopping.signal, { overrideSyncWindow });
         } catch (e) {
           o.log.error(`reconcile crashed: ${(e as Error).message}`);
         } finally {

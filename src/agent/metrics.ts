@@ -1,6 +1,7 @@
-// The agent's Prometheus metrics (prom-client, its own registry): every family is named kms_sync_…;
-// labels carry environments, categories, results and the revision, never a key, a secret or a
-// client's name (a name is the service's text and unbounded).
+// The agent's Prometheus metrics (prom-client, its own registry): every family of the agent is named
+// kms_sync_…, and the process's are the standard process_… and nodejs_… (what dashboards and alerts
+// for any Node.js service query); labels carry environments, categories, results and the revision
+// in snake_case, never a key, a secret or a client's name (a name is the service's text and unbounded).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { KmsClient } from '../api/client.js';
 
@@ -35,7 +36,7 @@ export class AgentMetrics {
 
   constructor() {
     const r = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'kms_sync_' });
+    collectDefaultMetrics({ register: this.registry });
     this.reconciles = new Counter({ name: 'kms_sync_reconcile_total', help: 'Reconcile cycles by result', labelNames: ['result'], registers: r });
     this.reconcileSeconds = new Histogram({ name: 'kms_sync_reconcile_duration_seconds', help: 'Duration of reconcile cycles by result', labelNames: ['result'], buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers: r });
     this.syncedRevision = new Gauge({ name: 'kms_sync_synced_revision_info', help: 'The revision last applied (value 1; the revision is the label)', labelNames: ['revision'], registers: r });
@@ -52,7 +53,7 @@ export class AgentMetrics {
         const counts = self.api?.http.requestCounts ?? {};
         for (const [kind, n] of Object.entries(counts)) {
           const delta = n - (self.seenRequests.get(kind) ?? 0);
-          if (delta > 0) this.inc({ kind }, delta);
+          if (delta > 0) this.inc({ kind: snakeCase(kind) }, delta);
           self.seenRequests.set(kind, n);
         }
       },
@@ -81,4 +82,9 @@ export class AgentMetrics {
     gauge.reset();
     gauge.set({ revision }, 1);
   }
+}
+
+/** A label value in snake_case: the API client's request kinds read `list clients`, `delete key`. */
+export function snakeCase(value: string): string {
+  return value.trim().toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
 }

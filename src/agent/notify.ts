@@ -90,7 +90,7 @@ export class Notifier {
     const revision = r.result === 'invalid' && s.revision.invalid ? s.revision.invalid.revision : r.revision;
     const ok = r.result === 'success';
     const pendingDrift = ok && s.drift.length > 0 && s.revision.synced !== revision;
-    const description = (ok ? (pendingDrift ? `detected ${s.drift.length} difference(s) (${s.agent.mode})` : `applied by the kms-sync agent (${s.agent.mode})`) : `${r.result}: ${r.errors[0] ?? ''}`).slice(0, 138);
+    const description = ok ? (pendingDrift ? `detected ${s.drift.length} difference(s) (${s.agent.mode})` : `applied by the kms-sync agent (${s.agent.mode})`) : failureDescription(r);
     const key = `${ok}:${description}`;
     if (this.statusSent.get(revision) === key) return;
     if (cs.kind === 'github') {
@@ -120,4 +120,18 @@ export class Notifier {
     this.o.metrics.notifications.inc({ kind, result: 'failed' });
     this.o.log.warn(`notification (${kind}) failed: ${(e as Error).message}`);
   }
+}
+
+/** GitHub's limit on a commit status's description (GitLab's is larger). */
+const STATUS_DESCRIPTION_MAX = 140;
+
+/**
+ * A failure in a commit status: the first error (its file:line first, as paths in the repository),
+ * and how many more the page lists; a cut is marked with an ellipsis, never a silent end.
+ */
+export function failureDescription(r: Pick<ReconcileRecord, 'result' | 'errors'>): string {
+  const more = r.errors.length > 1 ? ` (+${r.errors.length - 1} more)` : '';
+  const text = `${r.result}: ${r.errors[0] ?? ''}`.replace(/\s+/g, ' ').trim();
+  const room = STATUS_DESCRIPTION_MAX - more.length;
+  return `${text.length > room ? `${text.slice(0, room - 1)}…` : text}${more}`;
 }

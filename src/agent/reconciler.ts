@@ -115,9 +115,11 @@ export class Reconciler {
     return this.o.status;
   }
 
-  async run(trigger: Trigger, signal: AbortSignal): Promise<ReconcileRecord> {
+  /** `overrideSyncWindow`: this reconcile writes even outside the sync windows (an operator's request). */
+  async run(trigger: Trigger, signal: AbortSignal, o: { overrideSyncWindow?: boolean } = {}): Promise<ReconcileRecord> {
     const started = new Date();
     const record: ReconcileRecord = { startedAt: started.toISOString(), finishedAt: '', durationMs: 0, trigger, result: 'success', planned: 0, applied: 0, errors: [] };
+    if (o.overrideSyncWindow) record.syncWindowOverride = true;
     const { log, metrics, status } = this.o;
     try {
       await this.cycle(record, signal);
@@ -146,12 +148,19 @@ export class Reconciler {
     return record;
   }
 
+  /** A commit's subject line (read from git once, then kept). */
+  private async subjectOf(revision: string): Promise<string> {
+    let subject = this.subjects.get(revision);
+    if (subject === undefined) this.subjects.set(revision, (subject = await this.o.source.subject(revision)));
+    return subject;
+  }
+
   /** Checks the revision out and loads its configuration; on success it is the last good one (kept across restarts). */
   private async load(revision: string, signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string }> {
     const { source, status } = this.o;
     await this.checkTree(revision);
     await source.checkout(revision, signal);
-    if (!this.subjects.has(revision)) {
+    if (!this.approvedByCommit.has(revision)) {
       const message = await source.message(revision);
       this.subjects.set(revision, message.split('\n')[0] ?? '');
       this.approvedByCommit.set(revision, /^kms-sync:\s*approve-deletes\s*$/im.test(message));
@@ -164,8 +173,9 @@ export class Reconciler {
     const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
     // Files only inside the checkout, and no symbolic link at all (a commit on the watched branch must not make the agent read a host file).
     const files = { root: source.dir, refuseLinks: true };
+    // Errors name files by their path in the repository (kms/clients.yaml:10:27), whatever the agent's working directory.
     // The operator's policy (never the checkout's); store files resolve under STATE/store.
-    const policed = { operatorPolicy: this.o.policy, storeRoot: this.o.storeDir };
+    const policed = { operatorPolicy: this.o.policy, storeRoot: this.o.storeDir, shownFrom: source.dir };
     const cfg = await loadConfig(
       this.o.cdktf ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits), ...policed } : { file: [configDir], env: [], files, ...sizeFlags(limits), ...policed }, undefined, warn,
     );
@@ -323,9 +333,11 @@ export class Reconciler {
       }
     }
     if (record.result !== 'success' && !good) good = await this.restoreLastGood(signal);
+    // The subject of the revision this record is about: an invalid one's own, not the last good one's.
+    if (record.result === 'invalid') record.subject = await this.subjectOf(revision);
     if (!good) return;
     if (record.result === 'invalid') record.note = `revision ${short(revision)} is not valid; reconciling against the last good one, ${short(good.revision)}`;
-    record.subject = this.subjects.get(good.revision) ?? '';
+    else record.subject = await this.subjectOf(good.revision);
     if (record.result === 'success') record.revision = good.revision;
     if (signal.aborted) return;
 
@@ -388,7 +400,11 @@ export class Reconciler {
     let ops: Operation[] = [];
     if (mode === 'self-heal' || (mode === 'sync' && newRevision && fresh)) ops = guarded.plan.operations;
     else if (mode === 'sync') ops = guarded.plan.operations.filter((op) => DUE.has(op.actionReason));
-    const open = windowOpen(this.o.windows ?? [], this.o.now?.() ?? new Date());
+    const inWindow = windowOpen(this.o.windows ?? [], this.o.now?.() ?? new Date());
+    // An operator's override (Argo CD's manual sync in a deny window) opens a closed window for this reconcile only, on record.
+    const open = inWindow || record.syncWindowOverride === true;
+    if (!inWindow && open && mode !== 'detect') log.warn('outside the sync window(s): writing anyway, for this reconcile, as an operator asked (POST /api/reconcile with overrideSyncWindow)', { revision: short(good.revision) });
+    if (inWindow) delete record.syncWindowOverride;
     status.agent.syncWindowOpen = open;
     metrics.syncWindowOpen.set(open ? 1 : 0);
     if (!open && ops.length > 0) {

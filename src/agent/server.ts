@@ -24,8 +24,12 @@ export interface ServerHooks {
   resume: () => Promise<void>;
   /** A signed webhook arrived: reconcile at once when it is a push of the watched ref. */
   trigger: (provider: 'github' | 'gitlab', push: PushEvent | undefined) => 'accepted' | 'suspended' | 'ignored';
-  /** POST /api/reconcile: reconcile now (Flux's `flux reconcile`). */
-  reconcileNow: () => 'accepted' | 'suspended';
+  /**
+   * POST /api/reconcile: reconcile now (Flux's `flux reconcile`); `overrideSyncWindow`: that
+   * reconcile writes even outside the sync windows (Argo CD's manual sync in a deny window).
+   * `requestedAt` is the agent's clock at the request: the reconcile that handles it starts then or later.
+   */
+  reconcileNow: (o: { overrideSyncWindow: boolean }) => { reconcile: 'accepted' | 'suspended'; requestedAt: string };
   /** POST /api/approve-deletes: approves the deletes the guard holds for this revision. */
   approveDeletes: (revision: string) => boolean;
 }
@@ -191,6 +195,25 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
     return json(res, 202, { reconcile: outcome });
   };
 
+  /** A write's JSON object body (empty: `{}`), read within the budget; undefined once a refusal is answered. */
+  const readJson = async (req: IncomingMessage, res: ServerResponse, expected: string): Promise<Record<string, unknown> | undefined> => {
+    const length = header(req, 'content-length');
+    const read = await budget.read(req, length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined);
+    if (!('body' in read)) {
+      send(res, read.status, `${read.message}\n`);
+      return undefined;
+    }
+    const text = read.body.toString('utf8').trim();
+    try {
+      const v: unknown = text === '' ? {} : JSON.parse(text);
+      if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
+    } catch {
+      // answered below
+    }
+    send(res, 400, `expected a JSON body ${expected}\n`);
+    return undefined;
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://agent');
     const route = `${req.method} ${url.pathname}`;
@@ -217,21 +240,20 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         return json(res, 200, { suspended: o.hooks.status().agent.suspended });
       case 'POST /api/reconcile': {
         if (!admit(req, res, 'write')) return;
-        const outcome = o.hooks.reconcileNow();
-        o.log.info(`reconcile requested through the API: ${outcome}`);
-        return json(res, 202, { reconcile: outcome });
+        const body = await readJson(req, res, '{} or {"overrideSyncWindow": true}');
+        if (body === undefined) return;
+        const override = body.overrideSyncWindow;
+        if (override !== undefined && typeof override !== 'boolean') return send(res, 400, 'overrideSyncWindow: expected true or false\n');
+        const answer = o.hooks.reconcileNow({ overrideSyncWindow: override === true });
+        if (override && answer.reconcile === 'accepted') o.log.warn('reconcile requested through the API, overriding the sync windows for that reconcile');
+        else o.log.info(`reconcile requested through the API: ${answer.reconcile}`);
+        return json(res, 202, { ...answer, ...(override ? { syncWindowOverride: true } : {}) });
       }
       case 'POST /api/approve-deletes': {
         if (!admit(req, res, 'write')) return;
-        const length = header(req, 'content-length');
-        const read = await budget.read(req, length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined);
-        if (!('body' in read)) return send(res, read.status, `${read.message}\n`);
-        let revision: unknown;
-        try {
-          revision = (JSON.parse(read.body.toString('utf8')) as { revision?: unknown }).revision;
-        } catch {
-          return send(res, 400, 'expected a JSON body {"revision": "<the commit id whose deletes are held>"}\n');
-        }
+        const body = await readJson(req, res, '{"revision": "<the commit id whose deletes are held>"}');
+        if (body === undefined) return;
+        const revision = body.revision;
         if (typeof revision !== 'string' || !/^[0-9a-f]{40,64}$/.test(revision)) return send(res, 400, 'expected {"revision": "<the full commit id whose deletes are held>"}\n');
         if (!o.hooks.approveDeletes(revision)) return json(res, 409, { approved: false, why: 'no deletes of this revision are held (see heldDeletes in /api/status)' });
         o.log.warn(`deletes of revision ${revision.slice(0, 12)} approved through the API`);

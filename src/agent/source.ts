@@ -29,6 +29,9 @@ async function processWorksIn(dir: string): Promise<boolean | undefined> {
   return false;
 }
 
+/** How long one git command may take unless --git-timeout says otherwise. */
+export const DEFAULT_GIT_TIMEOUT_MS = 120_000;
+
 export interface SourceOptions {
   repo: string;
   /** Branch or tag; undefined: the remote's default branch (its HEAD). */
@@ -36,7 +39,7 @@ export interface SourceOptions {
   /** Folder of the checkout (created on first use). */
   dir: string;
   env?: NodeJS.ProcessEnv;
-  /** Longest a fetch may take (default 2 minutes). */
+  /** Longest one git command (a fetch) may take (--git-timeout; default 2 minutes). */
   timeoutMs?: number;
 }
 
@@ -55,6 +58,10 @@ export class GitSource {
 
   get dir(): string {
     return this.opts.dir;
+  }
+
+  private get timeoutMs(): number {
+    return this.opts.timeoutMs ?? DEFAULT_GIT_TIMEOUT_MS;
   }
 
   private gitEnv(): NodeJS.ProcessEnv {
@@ -79,8 +86,11 @@ export class GitSource {
 
   private git(args: string[], signal?: AbortSignal, maxBuffer = 4 << 20): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: this.opts.timeoutMs ?? 120_000, maxBuffer, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
+      const timeoutMs = this.timeoutMs;
+      execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: timeoutMs, maxBuffer, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
         if (!error) return resolve(stdout.trim());
+        // Killed by the time limit (a server that accepts and never answers): said so, with the flag that sets it.
+        if (error.killed && !signal?.aborted) return reject(new SourceError(`git ${args[0]} timed out after ${timeoutMs / 1000} s (--git-timeout) against ${shownRepo(this.opts.repo)}`));
         // git's own message, without the URL's credentials (none are in it; a user may have put some there).
         // Its fatal:/error: lines say what went wrong; the advice git wraps around them does not.
         const lines = String(stderr || error.message).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('hint:'));
@@ -128,7 +138,7 @@ export class GitSource {
     const locks = (await readdir(gitDir).catch(() => [] as string[])).filter((name) => name.endsWith('.lock'));
     if (locks.length === 0) return;
     const busy = await processWorksIn(this.opts.dir);
-    const oldest = Date.now() - (this.opts.timeoutMs ?? 120_000);
+    const oldest = Date.now() - this.timeoutMs;
     for (const name of locks) {
       const file = path.join(gitDir, name);
       const st = await stat(file).catch(() => undefined);

@@ -72,6 +72,8 @@ export interface ReconcileRecord {
   /** Errors with file:line for an invalid configuration; service or store errors otherwise. */
   errors: string[];
   note?: string;
+  /** An operator overrode a closed sync window for this reconcile (POST /api/reconcile {"overrideSyncWindow": true}). */
+  syncWindowOverride?: boolean;
 }
 
 export interface AgentStatus {

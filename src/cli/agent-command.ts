@@ -1,7 +1,6 @@
 // kms-sync agent: the long-running, pull-based reconciler (src/agent/). Flags say what to watch and
 // how to act; every secret (the service's key, webhook secrets, the UI token, git and notification
 // tokens) comes from the environment or a file, never from a flag that `ps` would show.
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EXPOSABLE, loopbackHost, type AccessPolicy, type Exposable } from '../agent/access.js';
@@ -13,10 +12,11 @@ import { AgentMetrics } from '../agent/metrics.js';
 import { Notifier, type NotifierOptions } from '../agent/notify.js';
 import { parseSyncWindow, SyncWindowError } from '../agent/windows.js';
 import { parseTtl } from '../model/index.js';
-import { registerSecret } from '../model/redact.js';
 import { connect } from '../engine/run.js';
 import { PolicyError, readOperatorPolicy } from '../config/policy.js';
 import { UsageError } from './errors.js';
+import { readToken } from './token-source.js';
+import { registerAgentRemote } from './agent-remote-command.js';
 import { unsafeStateDirReason } from './state-dir.js';
 
 interface AgentFlags {
@@ -48,6 +48,7 @@ interface AgentFlags {
   pageUrl?: string;
   syncWindow: string[];
   stuckTimeout: string;
+  gitTimeout: string;
   policy?: string;
   allowEnv: string[];
   allowNewRecipients?: boolean;
@@ -77,23 +78,6 @@ export function parseListen(v: string): { host: string; port: number } {
   const port = m ? Number(m[3]) : NaN;
   if (!m || port > 65535) throw new UsageError(`--listen: expected HOST:PORT such as 127.0.0.1:8080 or :8080, got ${JSON.stringify(v)}`);
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
-}
-
-/** `env:NAME` or `file:PATH`: a token is never given on the command line itself. */
-function readToken(flag: string, spec: string, env: NodeJS.ProcessEnv): string {
-  let token: string | undefined;
-  if (spec.startsWith('env:')) token = env[spec.slice(4)];
-  else if (spec.startsWith('file:')) {
-    try {
-      token = readFileSync(spec.slice(5), 'utf8').trim();
-    } catch (e) {
-      throw new UsageError(`${flag} ${spec}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-    }
-  } else throw new UsageError(`${flag}: give env:NAME or file:PATH; a token on the command line would be visible to every user of the machine (ps)`);
-  if (!token) throw new UsageError(`${flag} ${spec}: empty or not set`);
-  if (token.length < 16) throw new UsageError(`${flag} ${spec}: the token is too short (${token.length} characters; at least 16, e.g. openssl rand -hex 32)`);
-  registerSecret(token, flag);
-  return token;
 }
 
 /**
@@ -136,10 +120,10 @@ function repoPath(repo: string): string | undefined {
 }
 
 export function registerAgent(program: Command) {
-  program
+  const agent = program
     .command('agent')
     .description('run continuously: pull the configuration from git, reconcile it on an interval and on webhooks, serve metrics, status and a status page')
-    .requiredOption('--repo <url>', 'git repository of the configuration (https, ssh, file://); an https token goes in KMS_SYNC_GIT_TOKEN, never in the URL')
+    .option('--repo <url>', '(required) git repository of the configuration (https, ssh, file://); an https token goes in KMS_SYNC_GIT_TOKEN, never in the URL')
     .option('--ref <ref>', 'branch or tag to follow (default: the remote\'s default branch)')
     .option('--path <dir>', 'folder of the configuration inside the repository', '.')
     .option('--cdktf', 'the folder is a CDKTF app (its cdktf.json is run, as plan --cdktf DIR does)')
@@ -152,7 +136,7 @@ export function registerAgent(program: Command) {
     .option('--max-deletes <n>', 'deletion guard: a revision that would delete or revoke more than this (or any key of a protected client) is applied without its deletes until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in its commit message)', nonNegativeInt, 10)
     .option('--suspend', 'start suspended (POST /api/resume resumes; kept across restarts until resumed)')
     .option('--listen <host:port>', 'address of the HTTP server (metrics, health, status, webhooks)', '127.0.0.1:8080')
-    .requiredOption('--state-dir <dir>', 'folder for the checkout, the journal, the default store and the age key (a persistent volume in a container)')
+    .option('--state-dir <dir>', '(required) folder for the checkout, the journal, the default store and the age key (a persistent volume in a container)')
     .addOption(new Option('--log-format <format>', 'text or json lines on stdout').choices(['text', 'json']).default('text'))
     .option('--ui-token <source>', 'the token of the page, /api/* and /metrics: env:NAME or file:PATH (default: $KMS_SYNC_UI_TOKEN when set); writes need it as Authorization: Bearer; required unless --listen is a loopback address')
     .option('--expose <doors>', 'reads open without the token: metrics, status (the page and /api/status); comma-separated, repeatable (default: none)', (v: string, prev: string[]) => [...prev, v], [])
@@ -166,6 +150,7 @@ export function registerAgent(program: Command) {
     .option('--status-repo <path>', 'the GitHub owner/name or GitLab project of --commit-status (default: from --repo)')
     .option('--page-url <url>', 'link to the status page in notifications')
     .option('--stuck-timeout <duration>', 'one reconcile running longer than this means the loop is stuck: /healthz fails, so the orchestrator restarts the agent', '15m')
+    .option('--git-timeout <duration>', 'longest one git command (a fetch) may take before it is cut off and reported as timed out', '2m')
     .option('--policy <file>', 'operator policy file (a ConfigMap mount; never in the repository): which ${env:} variables, store hosts, CA files and recipients the configuration may use (default: $KMS_SYNC_POLICY)')
     .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', (v: string, prev: string[]) => [...prev, v], [])
     .option('--allow-new-recipients', 'add age recipients to the state folder\'s stores that already hold keys (also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
@@ -177,16 +162,24 @@ X-Hub-Signature-256); KMS_SYNC_UI_TOKEN (the token, when --ui-token is not given
 GITHUB_TOKEN / GITHUB_API_URL, GITLAB_TOKEN / GITLAB_API_URL (--commit-status); SOPS_AGE_KEY_FILE (default:
 STATE_DIR/age/keys.txt).`)
     .action(async (o: AgentFlags) => runAgentCommand(o));
+  // `agent status|reconcile|suspend|resume` talk to a running agent.
+  registerAgentRemote(agent);
 }
 
 async function runAgentCommand(o: AgentFlags): Promise<void> {
   const env = process.env;
+  // Checked here rather than by commander, which would ask for them before `agent status` too.
+  for (const [flag, value] of [['--repo <url>', o.repo], ['--state-dir <dir>', o.stateDir]] as const) {
+    if (!value) throw new UsageError(`required option '${flag}' not specified (or a subcommand: kms-sync agent status|reconcile|suspend|resume --url http://AGENT:8080)`);
+  }
   loadSystemdCredentials(env);
   const intervalMs = duration('--interval', o.interval);
   const limits = limitsOf(o, env);
   const lockTimeoutMs = /^0+[smhdw]?$/.test(o.lockTimeout.trim()) ? 0 : duration('--lock-timeout', o.lockTimeout);
   const listen = parseListen(o.listen);
   const stuckAfterMs = duration('--stuck-timeout', o.stuckTimeout);
+  const gitTimeoutMs = duration('--git-timeout', o.gitTimeout);
+  if (gitTimeoutMs >= stuckAfterMs) throw new UsageError(`--git-timeout ${o.gitTimeout}: must be shorter than --stuck-timeout (${o.stuckTimeout}), or a slow fetch would make /healthz fail and restart the agent`);
   let windows;
   try {
     windows = o.syncWindow.map(parseSyncWindow);
@@ -238,7 +231,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune), pruneUnmanaged: Boolean(o.pruneUnmanaged), maxDeletes: o.maxDeletes,
-    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, gitTimeoutMs, log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

@@ -101,9 +101,13 @@ export async function findDefaultConfig(from: string = process.cwd()): Promise<s
   }
 }
 
-/** `warn` takes the configuration's warnings (the agent logs them in its own format); default: stderr. */
+/**
+ * `warn` takes the configuration's warnings (the agent logs them in its own format); default: stderr.
+ * `shownFrom`: the folder file names in errors and warnings are relative to (the agent: its
+ * checkout, so they read as paths in the repository); default: the working directory.
+ */
 export async function loadConfig(
-  o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags & LimitFlags & PolicyInput & { files?: FileRules }, readAhead?: ReadAhead, warn?: (line: string) => void,
+  o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags & LimitFlags & PolicyInput & { files?: FileRules; shownFrom?: string }, readAhead?: ReadAhead, warn?: (line: string) => void,
 ): Promise<LoadedConfig> {
   performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const limits = limitsOf(o);
@@ -127,7 +131,7 @@ export async function loadConfig(
   let loaded;
   try {
     loaded = await loadDesiredState(o.file, {
-      limits, policy, ...(o.files ? { files: o.files } : {}),
+      limits, policy, ...(o.files ? { files: o.files } : {}), ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
       ...(readAhead ? { onParsed: (documents: unknown[]) => readAhead.start(documents, baseDir, o.env) } : {}),
     });

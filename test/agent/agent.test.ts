@@ -67,7 +67,7 @@ describe('kms-sync agent', () => {
     expect(await clientByName(f, 'beta')).toBeDefined();
     expect(metric(await agent.metrics(), 'kms_sync_synced_revision_info', { revision: revs[1]! })).toBe(1);
     const m = await agent.metrics();
-    expect(metric(m, 'kms_sync_api_requests_total', { kind: 'list clients' }) ?? 0).toBeGreaterThan(0);
+    expect(metric(m, 'kms_sync_api_requests_total', { kind: 'list_clients' }) ?? 0).toBeGreaterThan(0);
     expect(Number(/^kms_sync_lock_wait_seconds_count (\d+)/m.exec(m)?.[1])).toBeGreaterThan(0);
 
     // Drift by hand: alpha's IP allow-list changed in the service.

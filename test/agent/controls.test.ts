@@ -53,7 +53,7 @@ describe('the agent\'s operator controls', () => {
     expect((await agent.post('/api/reconcile', '{}', { 'content-type': 'text/plain' })).status).toBe(415);
     const res = await agent.post('/api/reconcile', '{}', JSON_BODY);
     expect(res.status).toBe(202);
-    expect(JSON.parse(res.text)).toEqual({ reconcile: 'accepted' });
+    expect(JSON.parse(res.text)).toEqual({ reconcile: 'accepted', requestedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
     const s = await until(agent, 'the requested reconcile', (x) => x.history.length === before + 1);
     expect(s.lastReconcile.trigger).toBe('manual');
   }, 60_000);

@@ -83,6 +83,12 @@ describe('agent notifications', () => {
     const bad = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['{ name: primary, ttl: 5d }'], ip: '' }]).replace('maxClients: 1000', 'maxClients: many') }, 'broken');
     expect(await waitFor(() => statuses().some((s) => s.path.endsWith(bad)), 15_000)).toBe(true);
     expect(JSON.parse(statuses().find((s) => s.path.endsWith(bad))!.body)).toMatchObject({ state: 'failure' });
+    // Its error names the file by its path in the repository (not the agent's working directory), within GitHub's 140 characters.
+    const description = JSON.parse(statuses().find((s) => s.path.endsWith(bad))!.body).description as string;
+    expect(description).toMatch(/^invalid: kms\/kms-sync\.yaml:\d+:\d+: /);
+    expect(description.length).toBeLessThanOrEqual(140);
+    // The record of the invalid revision carries its own subject, not the last good one's.
+    expect((await agent.status()).history.find((h: any) => h.result === 'invalid')).toMatchObject({ revision: bad, subject: 'broken' });
     expect(await waitFor(() => slack().some((t) => t.includes(':x:')), 10_000)).toBe(true);
     // Several reconciles later: still one message of each kind, one status per revision and outcome.
     const n = (await agent.status()).history.length;
