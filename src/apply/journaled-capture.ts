@@ -72,10 +72,14 @@ export class JournaledKeyCapture implements KeyCapture {
     return this.journal.compact();
   }
 
-  /** Journal writes in progress: a second interrupt waits for these (briefly) before exiting. */
+  /**
+   * Journal writes in progress, and the store writes that follow them: a second interrupt waits
+   * for these (briefly) before exiting, so a key on its way to its store lands there (and is
+   * reported stored) rather than being left to the next run's flush.
+   */
   private readonly journaling = new Set<Promise<unknown>>();
 
-  /** Resolves once every journal write in progress has finished (or after `ms`). */
+  /** Resolves once every journal and store write in progress has finished (or after `ms`). */
   async drain(ms = 5000): Promise<void> {
     if (this.journaling.size === 0) return;
     await Promise.race([Promise.allSettled([...this.journaling]), new Promise((ok) => setTimeout(ok, ms).unref())]);
@@ -127,7 +131,7 @@ export class JournaledKeyCapture implements KeyCapture {
     }
     // 2. + 3. Store them, batched per store, then clear the journal entries that landed.
     await testPoint('after-journal');
-    const stored = this.store(keys, records, ids);
+    const stored = this.tracked(this.store(keys, records, ids));
     stored.catch(() => undefined); // the caller observes it; never an unhandled rejection
     return { stored };
   }

@@ -4,12 +4,13 @@
 // stored (address, store, secret name: never a value), recoveries, and a closing summary. In JSON
 // mode nothing else is written to stdout; prompts, retries and notices go to stderr.
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
+import type { StoredKeyReceipt } from '../apply/key-capture.js';
 import { cut, escapeUnsafe, printable as p } from '../model/printable.js';
 import { blockedChanges, type Operation, type Plan } from '../plan/types.js';
 import { colorEnabled, renderHeader, renderPlanText, securityLines } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
 import type { CommitRequired } from './ci-guard.js';
-import { err, isCi, out, workflowCommand } from './output.js';
+import { alive, err, isCi, out, outLast, workflowCommand } from './output.js';
 
 export const APPLY_EVENTS_FORMAT = '1.0';
 
@@ -52,15 +53,24 @@ export interface ApplyReporter {
    * push (an opted-in run that wrote keys into a local store file: ci-guard.ts).
    */
   finish(result: ApplyResult | undefined, outcome: ApplyOutcome, exitCode: number, commit?: CommitRequired): void;
+  /** A second interrupt ends the run now: what was done so far, from the events seen. */
+  cutShort(): void;
 }
 
 const now = () => new Date().toISOString();
 const opRef = (op: Operation) => ({ address: op.address, kind: op.kind, action: op.action, reason: op.actionReason, ...(op.projectEnv ? { environment: op.projectEnv } : {}) });
 
-function counts(r: ApplyResult | undefined) {
-  const c = (a: string) => (r ? r.done.filter((o) => o.action === a).length : 0);
+function countActions(ops: readonly Operation[]) {
+  const c = (a: string) => ops.filter((o) => o.action === a).length;
   return { create: c('create'), update: c('update'), replace: c('replace'), rotate: c('rotate'), delete: c('delete') };
 }
+
+const counts = (r: ApplyResult | undefined) => countActions(r?.done ?? []);
+
+const describeCounts = (c: ReturnType<typeof countActions>) =>
+  `${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.rotate} rotated, ${c.delete} destroyed`;
+
+const commandVerb = (command: string) => (command === 'destroy' ? 'Destroy' : command === 'rotate' ? 'Rotate' : 'Apply');
 
 export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (line: string) => void = out): ApplyReporter {
   let ended = 0;
@@ -75,6 +85,8 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
   const emit = (type: string, message: string, extra: Record<string, unknown> = {}) =>
     write(`${JSON.stringify({ type, timestamp: now(), message, ...extra })}\n`);
   emit('version', `kms-sync ${command}`, { command, format_version: APPLY_EVENTS_FORMAT, kms_sync: '0.1.0' });
+  const done: Operation[] = [];
+  let keysStored = 0;
   return {
     json: true,
     plan(plan) {
@@ -93,21 +105,33 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
       } else if (e.type === 'done') {
         start(e.op);
         ended++;
+        done.push(e.op);
         emit('apply_complete', `${e.op.address}: ${e.op.action} complete`, { change: opRef(e.op), ...(e.note ? { note: e.note } : {}) });
       } else if (e.type === 'failed') {
         start(e.op);
         ended++;
         emit('apply_errored', `${e.op.address}: ${e.op.action} failed: ${e.error}`, { change: opRef(e.op), error: e.error });
       } else if (e.type === 'key-stored') {
+        keysStored++;
         emit('key_stored', `${e.receipt.address} stored in ${e.receipt.store} as ${e.receipt.secret}`, { key: { address: e.receipt.address, store: e.receipt.store, secret: e.receipt.secret } });
       } else if (e.type === 'recovered') {
         emit('recovery', e.note, { change: opRef(e.op), note: e.note });
       }
     },
     inFlight: () => started.size - ended,
+    cutShort() {
+      const tally = countActions(done);
+      emit('apply_summary', `Apply cut short by a second interrupt`, {
+        outcome: 'interrupted', exit_code: 3, changes: tally, keys_stored: keysStored, failed: [], failed_groups: [], not_attempted: [], recoveries: [],
+        stop_reason: `a second interrupt: ${started.size - ended} operation(s) in flight were cut off (the next run re-reads them)`,
+      });
+      if (!alive('stdout')) err(`${commandVerb(command)} cut short by a second interrupt: ${describeCounts(tally)}; ${keysStored} key(s) stored. Run kms-sync ${command} again to converge.\n`);
+    },
     finish(r, outcome, exitCode, commit) {
       // The people's version on stderr first, so the summary stays the stream's last line.
       if (commit) err(banner(commit));
+      // stdout's reader is gone (`--json | head`): the outcome, for people, on stderr.
+      if (!alive('stdout')) err(`${commandVerb(command)} ${outcome.replace(/_/g, ' ')}: exit ${exitCode}; ${describeCounts(counts(r))}; ${r?.keysStored.length ?? 0} key(s) stored.\n`);
       emit('apply_summary', `Apply ${outcome.replace(/_/g, ' ')}`, {
         outcome, exit_code: exitCode, changes: counts(r), keys_stored: r?.keysStored.length ?? 0,
         failed: (r?.failed ?? []).map((f) => ({ address: f.op?.address ?? null, error: f.error })),
@@ -135,8 +159,7 @@ function banner(commit: CommitRequired, env: NodeJS.ProcessEnv = process.env): s
 }
 
 function summaryText(r: ApplyResult, compact = false): string {
-  const c = counts(r);
-  const lines = [`Resources: ${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.rotate} rotated, ${c.delete} destroyed.`];
+  const lines = [`Resources: ${describeCounts(counts(r))}.`];
   if (r.keysStored.length && compact) {
     const stores = [...new Set(r.keysStored.map((k) => k.store))];
     lines.push(`Keys issued and stored: ${r.keysStored.length}, in ${stores.join(', ')} (kms-sync secrets list shows them).`);
@@ -217,6 +240,14 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
   const since = () => clock() - (startedAt ?? clock());
   let done = 0;
   let failed = 0;
+  // What a second interrupt's summary reports (the run's own result never comes then).
+  const finished: Operation[] = [];
+  const stored: StoredKeyReceipt[] = [];
+  const stopDrawing = () => {
+    if (ticker) clearInterval(ticker);
+    ticker = undefined;
+    if (tty) err('\r\x1b[2K');
+  };
   const repeats = new Map<string, number>();
   // Operations under way: some end without a start of their own (done with their parent), so
   // they are counted by identity, never as starts minus ends (which went negative).
@@ -249,8 +280,14 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
       else if (e.type === 'done') {
         active.delete(e.op);
         done++;
+        finished.push(e.op);
+        // A line per resource, also on a terminal (above the progress line): the run's record
+        // stays in the scrollback once the progress line is gone. --compact keeps to the counter.
+        if (tty) err('\r\x1b[2K');
+        if (!(tty && opts.compact)) line(`${p(e.op.address)}: ${e.op.action} complete${e.note ? ` (${p(e.note)})` : ''}`);
         if (tty) draw();
-        else line(`${p(e.op.address)}: ${e.op.action} complete${e.note ? ` (${p(e.note)})` : ''}`);
+      } else if (e.type === 'key-stored') {
+        stored.push(e.receipt);
       } else if (e.type === 'failed') {
         active.delete(e.op);
         failed++;
@@ -265,28 +302,34 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         line(`recovered: ${p(e.note)}`);
       }
     },
+    cutShort: () => {
+      stopDrawing();
+      const r: ApplyResult = { done: finished, failed: [], notAttempted: [], keysStored: stored, recoveries: [], interrupted: true };
+      outLast(`\n${verb} cut short by a second interrupt. ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}` +
+        `${stored.length ? '' : 'No key was stored yet. '}${active.size} operation(s) in flight were cut off: the next run re-reads them. Keys received and not yet stored are in the journal: ` +
+        `the next run, or kms-sync secrets flush, puts them in their store.\n${stamp()}Took ${formatDuration(since())}. Run kms-sync ${verb.toLowerCase()} again to converge.\n`);
+    },
     finish: (r, outcome, _code, commit) => {
-      if (ticker) clearInterval(ticker);
-      if (tty) err('\r\x1b[2K');
+      stopDrawing();
       if (!r) return;
       if (outcome === 'complete') {
-        out(`\n${verb} complete! ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
-        if (commit) out(banner(commit));
+        outLast(`\n${verb} complete! ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
+        if (commit) outLast(banner(commit));
         return;
       }
       if (outcome === 'refused') {
         // Nothing was written: no "part-way", no resource counts, no line per resource not attempted.
-        out(`\n${verb} ${r.failed.length ? 'failed' : 'refused'}: nothing was written.\n`);
-        if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
-        out(unresolvedText(r, opts.compact, true));
-        out(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
+        outLast(`\n${verb} ${r.failed.length ? 'failed' : 'refused'}: nothing was written.\n`);
+        if (r.stopReason) outLast(`Reason: ${r.stopReason}\n`);
+        outLast(unresolvedText(r, opts.compact, true));
+        outLast(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
         return;
       }
-      out(`\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`);
-      if (r.stopReason) out(`Reason: ${r.stopReason}\n`);
-      out(unresolvedText(r, opts.compact));
-      out(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
-      if (commit) out(banner(commit));
+      outLast(`\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`);
+      if (r.stopReason) outLast(`Reason: ${r.stopReason}\n`);
+      outLast(unresolvedText(r, opts.compact));
+      outLast(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
+      if (commit) outLast(banner(commit));
     },
   };
 }

@@ -6,8 +6,10 @@
 //   code is 128 + the signal (130 SIGINT, 143 SIGTERM, 141 for a closed output, as for SIGPIPE);
 // - during an apply (enterApply): no new request starts, the ones in flight finish and journal
 //   their keys, then the run ends with exit 3 if it wrote anything (sync-commands.ts runApply);
-// - a second signal exits at once (after the journal writes under way, during an apply).
-// A closed output is never written again (output.ts) and never counts as the second interrupt.
+// - a second signal exits at once (after the journal writes under way, during an apply, and a
+//   summary of what was done so far).
+// A closed output is never written again (output.ts) and never counts as the second interrupt;
+// the closing lines that were meant for it go to stderr (outLast).
 import { EXIT } from './exit-codes.js';
 import { err, guardStreams } from './output.js';
 
@@ -20,6 +22,8 @@ interface ApplyHooks {
   inFlight: () => number;
   /** Waits (briefly) for the journal writes under way. */
   drain: () => Promise<void>;
+  /** After a second interrupt: what was done so far, before the exit (never a half-drawn line). */
+  cutShort?: () => void;
 }
 
 const controller = new AbortController();
@@ -96,10 +100,22 @@ export function triggerInterrupt(c: InterruptCause): void {
     if (!applying) for (const stop of stoppers) stop();
     return;
   }
-  if (!signal || signalsSeen < 2) return;
+  if (!signal) {
+    // A signal came first (Ctrl-C on `apply | tee log` ends tee too): say where the rest goes.
+    if (c.stream === 'stdout') err(`\n${describe(c)}: the rest of the output follows on stderr.\n`);
+    return;
+  }
+  if (signalsSeen < 2) return;
   if (applying || applied) {
     err('\nSecond interrupt: exiting now. Keys already received are journaled first; the next run recovers the rest.\n');
-    void (applying?.drain() ?? Promise.resolve()).finally(() => process.exit(EXIT.partial));
+    const hooks = applying;
+    void (hooks?.drain() ?? Promise.resolve()).finally(() => {
+      try {
+        hooks?.cutShort?.();
+      } finally {
+        process.exit(EXIT.partial);
+      }
+    });
   } else {
     err('\nSecond interrupt: exiting now; nothing was changed in the service.\n');
     process.exit(interruptExitCode(c));

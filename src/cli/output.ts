@@ -2,6 +2,7 @@
 // the one redaction (model/redact.ts: every credential kms-sync knows, by value and by shape) and
 // the line guard (model/printable.ts: no line starts a GitHub workflow command, no stray escape
 // sequence). Workflow commands kms-sync means to give are written with workflowCommand.
+import { writeSync } from 'node:fs';
 import { guardOutput } from '../model/printable.js';
 import { redactCredentials } from '../model/redact.js';
 import { isCi as isCiEnv } from '../secrets/ci-local-store.js';
@@ -23,16 +24,18 @@ export function isCi(env: NodeJS.ProcessEnv = process.env): boolean {
 const dead = { stdout: false, stderr: false };
 let onClosed: ((stream: 'stdout' | 'stderr', code: string) => void) | undefined;
 
+function died(name: 'stdout' | 'stderr', code: string): void {
+  if (dead[name]) return;
+  dead[name] = true;
+  onClosed?.(name, code);
+}
+
 /** Installs the 'error' listeners on stdout and stderr (once, first thing); `closed` hears of a stream that died. */
 export function guardStreams(closed: (stream: 'stdout' | 'stderr', code: string) => void): void {
   if (onClosed) return;
   onClosed = closed;
   for (const name of ['stdout', 'stderr'] as const) {
-    process[name].on('error', (e: NodeJS.ErrnoException) => {
-      if (dead[name]) return;
-      dead[name] = true;
-      onClosed?.(name, e.code ?? 'error');
-    });
+    process[name].on('error', (e: NodeJS.ErrnoException) => died(name, e.code ?? 'error'));
   }
 }
 
@@ -45,6 +48,29 @@ export const out = (text: string) => {
 export const err = (text: string) => {
   if (!dead.stderr) process.stderr.write(redact(text));
 };
+
+/**
+ * A run's closing lines (its summary): to stdout, or to stderr once stdout's reader is gone, so
+ * that `kms-sync apply | tee apply.log` interrupted by Ctrl-C (which ends tee too) still shows
+ * what was done. A stream write learns of a dead pipe only after the fact (its 'error' event), so
+ * the first of these lines is written synchronously to find out before the summary is lost.
+ */
+export function outLast(text: string): void {
+  if (dead.stdout) return err(text);
+  const fd = (process.stdout as { fd?: unknown }).fd;
+  if (typeof fd !== 'number' || process.stdout.writableLength > 0) return out(text);
+  const data = Buffer.from(redact(text));
+  let at = 0;
+  try {
+    while (at < data.length) at += writeSync(fd, data, at);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? 'error';
+    // A non-blocking pipe that is full: the stream writes the rest when the reader catches up.
+    if (code === 'EAGAIN') return void process.stdout.write(data.subarray(at));
+    died('stdout', code);
+    err(text);
+  }
+}
 
 /**
  * A GitHub workflow command kms-sync gives on purpose (`::warning title=…::message`), on stderr:

@@ -209,7 +209,7 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   // From here an interrupt (Ctrl-C, SIGTERM, a closed output) lets the requests in flight finish
   // and journal their keys, and starts no new one (interrupts.ts); a second one exits at once,
   // after the journal writes under way. Requests cut off in flight are found by the next run (intents).
-  const leaveApply = enterApply({ inFlight: () => reporter.inFlight(), drain: () => capture.drain(3000) });
+  const leaveApply = enterApply({ inFlight: () => reporter.inFlight(), drain: () => capture.drain(3000), cutShort: () => reporter.cutShort() });
   let result: ApplyResult;
   try {
     result = await applyJournaled({

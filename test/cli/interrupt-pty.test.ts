@@ -67,6 +67,21 @@ function cli(args: string[]): Promise<{ code: number; out: string }> {
   });
 }
 
+/**
+ * Runs a shell line on a pseudo-terminal and types Ctrl-C once the store file appears (the first
+ * key is stored), and again once the output after it matches `second`.
+ */
+function onTerminal(line: string, trigger: string, second?: string): Promise<{ status: number; interrupted: boolean; twice: boolean; output: string }> {
+  return new Promise((resolve, reject) => {
+    execFile('python3', [PTY_HELPER, '^$', '90', line, trigger, ...(second ? [second] : [])], { cwd: ws.dir, env: { ...env, TERM: 'dumb' }, maxBuffer: 16 * 1024 * 1024 }, (e, stdout) => {
+      if (e) return reject(e);
+      const r = JSON.parse(stdout);
+      ws.outputs.push(r.output);
+      resolve(r);
+    });
+  });
+}
+
 /** No run lock left: not the local file, not a record in the service. */
 async function expectLockReleased() {
   expect(existsSync(path.join(cfgDir, '.kms-sync', 'run.lock'))).toBe(false);
@@ -76,13 +91,17 @@ async function expectLockReleased() {
   }
 }
 
-/** Every live key is held by the store with a value the service accepts (none lost, none stray). */
+/**
+ * Every live key is held by the store with a value the service accepts (none lost, none stray),
+ * or, before the next run, reported by `plan` (a key cut off in flight is an orphan it revokes).
+ */
 async function expectNoKeyLost(converged: boolean) {
   const stored = await readSopsStore(storeFile(), env.SOPS_AGE_KEY_FILE!);
+  const reported = converged ? '' : (await cli(['plan', '-f', cfgDir])).out;
   for (const slug of PROJECTS) {
     const projectEnv = `${slug}-production`;
     const wanted = CLIENTS.map((c) => ({ client: c.name, key: 'main', overlap: false, secret: `${projectEnv}/${c.name}/main` }));
-    const inv = await checkInvariant({ emu: check, projectEnv, wanted, stored, reported: '' });
+    const inv = await checkInvariant({ emu: check, projectEnv, wanted, stored, reported });
     // Before converging, keys not issued yet are missing; none may be lost or stray.
     expect(converged ? inv.problems : inv.problems.filter((p) => !p.startsWith('MISSING')), projectEnv).toEqual([]);
   }
@@ -105,19 +124,54 @@ it.skipIf(skipWhen(!python, 'test/cli/interrupt-pty.test.ts: no python3 with its
   // The shell and the group around kms-sync outlive the Ctrl-C (a trap, not an ignore: kms-sync
   // and tee get the default SIGINT), so that kms-sync's own exit code can be recorded.
   const line = `trap 'true' INT; { trap 'true' INT; ${[process.execPath, cliPath, 'apply', '-f', cfgDir, '--auto-approve', '--parallelism', '1'].map(quote).join(' ')}; echo $? > ${quote(codeFile)}; } | tee ${quote(path.join(cfgDir, 'apply.log'))}`;
-  const r = await new Promise<{ status: number; interrupted: boolean; output: string }>((resolve, reject) => {
-    execFile('python3', [PTY_HELPER, '^$', '90', line, storeFile()], { cwd: ws.dir, env: { ...env, TERM: 'dumb' }, maxBuffer: 16 * 1024 * 1024 }, (e, stdout) => {
-      if (e) reject(e);
-      else resolve(JSON.parse(stdout));
-    });
-  });
-  ws.outputs.push(r.output);
+  const r = await onTerminal(line, storeFile());
   expect(r.interrupted).toBe(true);
   expect(readFileSync(codeFile, 'utf8').trim(), r.output).toBe('3');
   expect(r.output).toMatch(/Interrupt received \(SIGINT\): finishing \d+ operation\(s\) in flight/);
   expect(r.output).not.toMatch(CRASH);
   expect(r.output).not.toMatch(/finishing -/);
+  // tee died with the Ctrl-C: the summary meant for stdout reaches the terminal on stderr, after
+  // the line docs/cli.md promises, and names the keys that were stored.
+  const after = r.output.slice(r.output.indexOf('Interrupt received'));
+  expect(after).toContain('Output closed (stdout: EPIPE): the rest of the output follows on stderr.');
+  expect(after).toMatch(/Apply interrupted\. Resources: \d+ created/);
+  expect(after).toMatch(/Keys issued and stored \([1-9]\d*\):\r?\n {2}key\.\w+-production\/c\d\/main → sops:/);
+  expect(after).toMatch(/Unresolved \(\d+\):/);
+  expect(after).toContain('Run kms-sync apply again to converge');
+  // The log holds what tee wrote before it died: the plan, nothing cut into a stack trace.
+  expect(readFileSync(path.join(cfgDir, 'apply.log'), 'utf8')).toContain('Plan:');
   await expectLockReleased();
+  await expectNoKeyLost(false);
+  await expectConverges();
+}, 120_000);
+
+it.skipIf(skipWhen(!python, 'test/cli/interrupt-pty.test.ts: no python3 with its pty module to drive a pseudo-terminal'))('a second Ctrl-C on a terminal mid-apply: exit 3 at once, a summary of what was done, no half-drawn line, every key held after the next run', async () => {
+  // The first client batch is quick; the next ones are committed, then answered late: the second
+  // Ctrl-C cuts one off in flight (its keys are created but never received: the next run revokes them).
+  emu.addFault({ method: 'POST', route: '/client', mode: 'delay', delayMs: 300, times: 1 });
+  emu.addFault({ method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 60_000, times: 10 });
+  const codeFile = path.join(ws.dir, `code-${path.basename(cfgDir)}`);
+  const line = `trap 'true' INT; { trap 'true' INT; ${[process.execPath, cliPath, 'apply', '-f', cfgDir, '--auto-approve', '--parallelism', '1'].map(quote).join(' ')}; echo $? > ${quote(codeFile)}; }`;
+  // The first Ctrl-C once the first batch's keys are in the store file (names are clear text in SOPS).
+  const trigger = path.join(ws.dir, `stored-${path.basename(cfgDir)}`);
+  let watching = true;
+  void (async () => {
+    while (watching && !(existsSync(storeFile()) && readFileSync(storeFile(), 'utf8').includes('alpha-production/c5/main'))) await new Promise((ok) => setTimeout(ok, 50));
+    if (watching) writeFileSync(trigger, '');
+  })();
+  const r = await onTerminal(line, trigger, 'Interrupt again to exit at once').finally(() => { watching = false; });
+  expect(r.interrupted && r.twice, r.output).toBe(true);
+  expect(readFileSync(codeFile, 'utf8').trim(), r.output).toBe('3');
+  expect(r.output).not.toMatch(CRASH);
+  const after = r.output.slice(r.output.indexOf('Second interrupt: exiting now.'));
+  expect(after, r.output).toMatch(/Apply cut short by a second interrupt\. Resources: \d+ created/);
+  expect(after).toMatch(/Keys issued and stored \([1-9]\d*\):\r?\n {2}key\.alpha-production\/c0\/main → sops:/);
+  expect(after).toMatch(/[1-9]\d* operation\(s\) in flight were cut off: the next run re-reads them\./);
+  // The output ends with a whole line: no progress line drawn after the summary.
+  expect(after.trimEnd().split(/\r?\n/).pop()).toMatch(/Run kms-sync apply again to converge\.$/);
+  expect(after).not.toMatch(/Applying… [^\n]*$/);
+  emu.clearFaults();
+  // Exiting at once leaves the run lock of a dead process: the next run breaks it (expectConverges).
   await expectNoKeyLost(false);
   await expectConverges();
 }, 120_000);
@@ -138,6 +192,8 @@ it('stdout closed by its reader mid-apply (EPIPE, no signal): an interrupt, exit
   expect(stdout).toContain('"type":"key_stored"');
   expect(code, stderr).toBe(3);
   expect(stderr).toMatch(/Output closed \(stdout: EPIPE\): finishing \d+ operation\(s\) in flight/);
+  // The outcome, for people, where it can still be read.
+  expect(stderr).toMatch(/Apply interrupted: exit 3; \d+ created, .*; [1-9]\d* key\(s\) stored\./);
   expect(stderr).not.toMatch(CRASH);
   await expectLockReleased();
   await expectNoKeyLost(false);

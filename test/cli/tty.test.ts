@@ -21,6 +21,8 @@ it('apply | tee log asks on the terminal, applies after "yes", and the log holds
   expect(r.output).toContain('Do you want to perform these actions?');
   // On a terminal, the progress line shows the elapsed time (and an estimate while work is left).
   expect(r.output).toMatch(/Applying… \d+\/\d+ done, \d+s elapsed/);
+  // Above it, a line per finished resource, which stays once the progress line is gone.
+  expect(r.output).toMatch(/client\.shop-staging\/web: create complete/);
   const log = readFileSync(path.join(s.dir, 'apply.log'), 'utf8');
   expect(log).toContain('client.shop-staging/web');
   expect(log).toContain('Apply complete!');
