@@ -58,13 +58,25 @@ export class JournaledKeyCapture implements KeyCapture {
 
   /** Refuses (before any key is issued) writes whose secrets hold another service target's key. */
   async checkTargets(writes: PlannedWrite[]): Promise<void> {
-    if (!this.guard.target || writes.length === 0) return;
-    const byStore = groupBy(writes, (w) => w.store);
-    for (const [name, ws] of byStore) {
+    const [first] = await this.targetConflicts(writes);
+    if (first) throw new KeyStoreFailure(`refusing to issue keys: ${first}. Nothing was issued`);
+  }
+
+  /**
+   * Per store, why writing `writes` would be refused (its secrets hold another service target's
+   * keys): what checkTargets refuses at apply, for `plan` to say beforehand. `skip` leaves out the
+   * stores the caller may not contact.
+   */
+  async targetConflicts(writes: PlannedWrite[], skip: (store: string | undefined) => boolean = () => false): Promise<string[]> {
+    if (!this.guard.target || writes.length === 0) return [];
+    const out: string[] = [];
+    for (const [name, ws] of groupBy(writes, (w) => w.store)) {
+      if (skip(name)) continue;
       const store = await this.stores.get(name);
       const clashes = await this.guard.conflicts(store, ws.map((w) => store.secretName(w.secretName)));
-      if (clashes.length) throw new KeyStoreFailure(`refusing to issue keys: ${describeConflicts(store, clashes, this.guard.target)}. Nothing was issued`);
+      if (clashes.length) out.push(describeConflicts(store, clashes, this.guard.target));
     }
+    return out;
   }
 
   /** At the end of a run: the journal file goes when nothing in it is live any more. */

@@ -8,19 +8,33 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { DesiredState, OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { POLICY_HOW, readOwnerRecord } from '../model/index.js';
+import { serviceTarget } from '../model/target.js';
 import { redactUserinfo } from '../model/redact.js';
 import { describeSecurityChange, recipientsAddedToHeldKeys, type Plan, type SecurityChange } from '../plan/types.js';
-import type { StoreRegistry } from '../secrets/registry.js';
+import { DEFAULT_STORE_URI, type StoreRegistry } from '../secrets/registry.js';
 import { declaredRecipients } from '../secrets/store-policy.js';
 
 export const TRUST_RECORD = path.join('.kms-sync', 'trust.json');
 
-interface TrustRecord {
-  version: 1;
+interface TrustedSet {
   /** By store name: its URI and options, as shown (without credentials). */
   stores: Record<string, string>;
   env: string[];
 }
+
+interface TrustRecord extends TrustedSet {
+  version: 1;
+  /**
+   * By service target (model/target.ts): one folder applied to several services (a store file per
+   * service, `${env:KMS_STAGE}` in its URI) trusts each service's stores on their own, so switching
+   * services is not a store change. The top level is the last apply's, for records without it.
+   */
+  targets?: Record<string, TrustedSet>;
+}
+
+/** What was trusted for this target (the last apply's when the target has no entry of its own). */
+const trustedFor = (record: TrustRecord | undefined, target: string | undefined): TrustedSet | undefined =>
+  (target !== undefined ? record?.targets?.[target] : undefined) ?? record;
 
 /** A store as compared and shown: its URI without user info, and its options (recipients sorted). */
 export function storeFingerprint(d: Pick<StoreDeclaration, 'uri' | 'options'>): string {
@@ -39,13 +53,28 @@ async function readTrustRecord(dir: string): Promise<TrustRecord | undefined> {
   }
 }
 
+/**
+ * Store files this configuration's keys may have gone to before, other than its stores now: the
+ * trust record's (the stores of the last apply) and the default file. Where `plan` looks for a
+ * secret missing from its store (secrets/presence.ts), to say that it stayed behind in the old file.
+ */
+export async function previousStoreFiles(dir: string, current: readonly string[]): Promise<string[]> {
+  const record = await readTrustRecord(dir);
+  // A fingerprint is the URI, then its options after a space (storeFingerprint).
+  const sets = [record, ...Object.values(record?.targets ?? {})];
+  const uris = [...sets.flatMap((t) => Object.values(t?.stores ?? {})).map((fp) => fp.split(' ')[0]!), DEFAULT_STORE_URI];
+  return [...new Set(uris)].filter((u) => /^sops:/.test(u) && !current.includes(u));
+}
+
 /** After an apply: what the configuration's stores and `${env:}` reads were (atomically, 0644 like the owner record). */
-export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 'stores' | 'envReferences'>): Promise<void> {
-  const record: TrustRecord = {
-    version: 1,
+export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 'stores' | 'envReferences'>, target?: string): Promise<void> {
+  const trusted: TrustedSet = {
     stores: Object.fromEntries(desired.stores.map((s) => [s.name, storeFingerprint(s)])),
     env: [...(desired.envReferences ?? [])].sort(),
   };
+  const before = await readTrustRecord(dir);
+  const targets = { ...before?.targets, ...(target !== undefined ? { [target]: trusted } : {}) };
+  const record: TrustRecord = { version: 1, ...trusted, ...(Object.keys(targets).length ? { targets } : {}) };
   const file = path.join(dir, TRUST_RECORD);
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   const tmp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
@@ -59,9 +88,9 @@ export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 
  * other than the recorded one. `dir` holds the records (the configuration folder, the agent's
  * STATE/store).
  */
-export async function securityChanges(registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string): Promise<SecurityChange[]> {
+export async function securityChanges(registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string, target?: string): Promise<SecurityChange[]> {
   const out: SecurityChange[] = [];
-  const record = await readTrustRecord(dir);
+  const record = trustedFor(await readTrustRecord(dir), target);
   for (const s of desired.stores) {
     const now = storeFingerprint(s);
     const before = record?.stores[s.name];
@@ -103,7 +132,7 @@ export function newRecipientRefusal(plan: Plan, policy: Pick<OperatorPolicy, 'al
 /** After an apply: the recipients it allowed are added to their store files, and the trust record is written. */
 export async function settleSecurityChanges(registry: StoreRegistry, plan: Plan, dir: string): Promise<void> {
   await addAllowedRecipients(registry, plan.security ?? []);
-  await writeTrustRecord(dir, { stores: plan.stores, ...(plan.envReferences ? { envReferences: plan.envReferences } : {}) });
+  await writeTrustRecord(dir, { stores: plan.stores, ...(plan.envReferences ? { envReferences: plan.envReferences } : {}) }, serviceTarget(plan.target.url, plan.target.credential));
 }
 
 /** Wraps each sops store's data key for the declared recipients it lacks (apply, once allowed). */

@@ -19,7 +19,7 @@ import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
 import { summarize, WARNING_PHASE, type WarningOrder } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
 import { secretCollisions } from '../secrets/collisions.js';
-import { checkSecretPresence, newPresenceCache } from '../secrets/presence.js';
+import { checkSecretPresence, movedSecretWarnings, newPresenceCache, type PresenceCache } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
 import type { Plan } from '../plan/types.js';
@@ -33,7 +33,8 @@ import { resolveOwner } from './owner.js';
 import { PolicyError, readOperatorPolicy, type PolicyFlags } from '../config/policy.js';
 import type { OperatorPolicy } from '../model/index.js';
 import { storePolicyProblems } from '../secrets/store-policy.js';
-import { securityChanges } from '../apply/trust.js';
+import { previousStoreFiles, securityChanges } from '../apply/trust.js';
+import { opWrites } from '../apply/execute.js';
 
 export interface GlobalOptions extends CdktfFlags, LimitFlags, PolicyInput {
   file: string[];
@@ -448,14 +449,14 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   const stream = ahead?.stream ?? openScope(conn, desired, Boolean(o.forSaving), o.leaving);
   try {
     const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
-    const planned = await frontEnd().withProgress(conn.api, () => planStreamed(conn, desired, o, { stream, owner, registry, recovery }));
+    const planned = await frontEnd().withProgress(conn.api, () => planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery }));
     return { ...planned, capture, registry };
   } finally {
     stream.close();
   }
 }
 
-async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOptions, run: { stream: LiveStream; owner: string; registry: StoreRegistry; recovery: Recovery }): Promise<{ plan: Plan; live: LiveReadResult }> {
+async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOptions, run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery }): Promise<{ plan: Plan; live: LiveReadResult }> {
   const { stream, owner, registry, recovery } = run;
   const head = await stream.head;
   const missing = missingExternalProjects(desired, head);
@@ -468,7 +469,7 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   };
   const secretCheck = o.secretCheck !== false;
   if (secretCheck) storeContactRefused(registry, undefined, process.env); // a KMS_SYNC_PLAN_STORES typo fails every plan, not only those with keys
-  const presence = newPresenceCache();
+  const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir));
   const refusedWarnings: string[] = [];
   const presenceWarnings: string[] = [];
   const parts: PlanPart[] = [];
@@ -546,10 +547,11 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   if (overCapacity.length) throw new UsageError(overCapacity.map(describeCapacity).join('\n'));
   performance.mark('kms:plan-start');
   const { plan: merged, warningOrder } = mergePlans(parts);
-  merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings);
+  const storeWarnings = secretCheck ? [...movedSecretWarnings(presence), ...(await storeRefusals(run.capture, merged, registry))] : [];
+  merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings, ...storeWarnings);
   warningOrder.push(...recovery.warnings.map((): WarningOrder => [WARNING_PHASE.recovery, '']));
-  warningOrder.push(...[...refusedWarnings, ...presenceWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']));
-  const security = await securityChanges(registry, desired, owner, o.baseDir);
+  warningOrder.push(...[...refusedWarnings, ...presenceWarnings, ...storeWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']));
+  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target);
   if (security.length) merged.security = security;
   if (desired.envReferences?.length) merged.envReferences = desired.envReferences;
   const plan = o.ignore ? applyIgnoreRules(merged, o.ignore) : merged;
@@ -587,6 +589,7 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
   const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
   const missing = missingExternalProjects(desired, live.state);
   if (missing.length) throw new UsageError(missing.join('\n'));
+  const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir));
   performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
   const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
@@ -603,7 +606,7 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
       return !refused;
     });
     if (queries.length) {
-      const checked = await checkSecretPresence(registry, queries, conn.target);
+      const checked = await checkSecretPresence(registry, queries, conn.target, presence);
       secrets = checked.results;
       warnings.push(...checked.warnings);
     }
@@ -612,12 +615,29 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
     plan: base, desired, live: live.state, secrets, now, orphans: recovery.orphans,
     ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
   });
+  if (o.secretCheck !== false) warnings.push(...movedSecretWarnings(presence), ...(await storeRefusals(capture, plan, registry)));
   plan.warnings.push(...recovery.warnings, ...warnings);
-  const security = await securityChanges(registry, desired, owner, o.baseDir);
+  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target);
   if (security.length) plan.security = security;
   if (desired.envReferences?.length) plan.envReferences = desired.envReferences;
   performance.mark('kms:plan-end');
   return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };
+}
+
+/** The store files a secret missing from its store is looked for in (apply/trust.ts previousStoreFiles). */
+async function previousStores(desired: DesiredState, registry: StoreRegistry, dir: string): Promise<PresenceCache['previous']> {
+  return previousStoreFiles(dir, [registry.uriOf(undefined), ...desired.stores.map((s) => s.uri)]);
+}
+
+/**
+ * What apply would refuse before its first write (journaled-capture.ts checkTargets: a store whose
+ * secrets hold another service's keys), said by the plan, in text, JSON and Markdown alike.
+ */
+async function storeRefusals(capture: JournaledKeyCapture, plan: Plan, registry: StoreRegistry): Promise<string[]> {
+  const refused = (store: string | undefined) => storeContactRefused(registry, store, process.env) !== undefined;
+  // A store that cannot be opened or listed is reported by the presence check (or by apply).
+  const found = await capture.targetConflicts(plan.operations.flatMap(opWrites), refused).catch(() => []);
+  return found.map((why) => `apply will refuse to issue keys: ${why}`);
 }
 
 /**

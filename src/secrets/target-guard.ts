@@ -91,6 +91,8 @@ export function describeConflicts(store: SecretStore, clashes: TargetConflict[],
   const more = clashes.length > 3 ? ` and ${clashes.length - 3} more` : '';
   return `store ${store.displayUri} holds the secrets of another service: ${shown}${more}; this run's service is ${target}. ` +
     'Writing would replace raw keys that are still live there. Give each service its own store ' +
-    '(e.g. stores: [{ name: main, default: true, uri: "sops:.kms-sync/secrets.${env:KMS_STAGE}.sops.yaml" }]), ' +
+    '(e.g. stores: [{ name: main, default: true, uri: "sops:.kms-sync/secrets.${env:KMS_STAGE}.sops.yaml" }], run with --allow-env KMS_STAGE), ' +
+    `and move the secrets already in ${store.displayUri} to the new store of the service they belong to (${clashes[0]!.holder}): ` +
+    'for a file, rename it to that service\'s new file name, or its keys become "secret not held"; ' +
     'or set KMS_SYNC_TARGET to one name if both URLs reach the same service (see docs/troubleshooting.md#store-holds-another-services-secrets)';
 }
