@@ -56,6 +56,8 @@ export interface AgentOptions {
   limits?: ConfigLimits;
   /** Longest one git command may take (--git-timeout; default 2 minutes). */
   gitTimeoutMs?: number;
+  /** --verify-commits: the ssh allowed-signers file whose keys must have signed a revision. */
+  verifyCommits?: string;
 }
 
 export interface RunningAgent {
@@ -92,7 +94,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     agent: {
       version: '0.1.0', mode: o.mode, prune: o.prune, repo: shownRepo(o.repo), ref: o.ref ?? '(default branch)', path: o.path || '.',
       intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(),
-      syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true,
+      syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true, verifyCommits: Boolean(o.verifyCommits),
     },
     revision: {}, ready: false, condition: { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no reconcile yet', lastTransitionTime: new Date().toISOString() }, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
   };
@@ -107,7 +109,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, pruneUnmanaged: Boolean(o.pruneUnmanaged),
     ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvedByApi: (revision) => approvals.has(revision), storeDir: layout.store, conn: o.conn, parallelism: o.parallelism, policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
-    loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}),
+    loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}), ...(o.verifyCommits ? { verifyCommits: o.verifyCommits } : {}),
   });
 
   const stopping = new AbortController();

@@ -5,7 +5,8 @@
 // detect nothing, sync each new revision in full and only what is due (rotations, recovered keys)
 // between revisions, self-heal everything the plan has. Stores and journal live under the state
 // folder: relative store paths of the configuration resolve there, never in the checkout.
-import { existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { lstat, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { applyJournaled } from '../apply/journaled-run.js';
@@ -73,6 +74,11 @@ export interface ReconcilerOptions {
   limits?: ConfigLimits;
   /** When writes are allowed (none: always). */
   windows?: SyncWindow[];
+  /**
+   * --verify-commits: an ssh allowed-signers file; only a revision signed by one of its keys is
+   * loaded (Flux's verify, Argo CD's GnuPG keys), others are refused like invalid ones.
+   */
+  verifyCommits?: string;
   /** The agent's hold on its state folder (state-owner.ts): run locks its earlier starts left are broken. */
   incarnation?: () => StateIncarnation | undefined;
   log: Logger;
@@ -95,8 +101,21 @@ interface LoadingRecord {
   attempts: number;
   /** Set once it is known to be invalid. */
   errors?: string[];
+  /** Invalid because --verify-commits refused its signature. */
+  unverified?: boolean;
 }
 const short = (rev: string | undefined) => rev?.slice(0, 12);
+
+/** A revision --verify-commits refuses: invalid like a broken configuration, with its own reason. */
+export class UnverifiedRevisionError extends Error {}
+
+function readFileSyncOrEmpty(file: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch {
+    return Buffer.alloc(0);
+  }
+}
 
 export class Reconciler {
   private readonly o: ReconcilerOptions;
@@ -106,6 +125,8 @@ export class Reconciler {
   /** Revisions whose commit message approves their deletes (a `kms-sync: approve-deletes` line). */
   private readonly approvedByCommit = new Map<string, boolean>();
   private started = false;
+  /** The settings under which status.revision.invalid was found invalid (a change of them checks it again). */
+  private invalidUnder: string | undefined;
 
   constructor(o: ReconcilerOptions) {
     this.o = o;
@@ -158,6 +179,8 @@ export class Reconciler {
   /** Checks the revision out and loads its configuration; on success it is the last good one (kept across restarts). */
   private async load(revision: string, signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string }> {
     const { source, status } = this.o;
+    // Before anything of the revision is read or checked out: whose it is.
+    if (this.o.verifyCommits) await this.verify(revision);
     await this.checkTree(revision);
     await source.checkout(revision, signal);
     if (!this.approvedByCommit.has(revision)) {
@@ -183,6 +206,26 @@ export class Reconciler {
     status.revision.lastGood = revision;
     if (this.o.lastGoodFile) await writeFile(this.o.lastGoodFile, `${revision}\n`, { mode: 0o600 });
     return this.lastGood;
+  }
+
+  /** Refuses a revision not signed by a key of the allowed signers file (UnverifiedRevisionError). */
+  private async verify(revision: string): Promise<void> {
+    const file = this.o.verifyCommits!;
+    const { verdict, key, signer } = await this.o.source.signature(revision, file);
+    if (verdict === 'G') {
+      this.o.log.info(`revision ${short(revision)} signed by ${signer} (${key})`);
+      return;
+    }
+    const rev = `revision ${short(revision)}`;
+    const why: Record<string, string> = {
+      N: `${rev} is not signed: with --verify-commits only commits signed by a key of ${file} are reconciled (git commit -S with gpg.format ssh)`,
+      U: `${rev} is signed by a key that is not in ${file} (${key}): not trusted, not reconciled`,
+      B: `${rev} has a bad signature (the commit is not what its key signed): not reconciled`,
+      X: `${rev} has a signature that has expired: not reconciled`,
+      Y: `${rev} is signed by a key that has expired (${key}): not reconciled`,
+      R: `${rev} is signed by a revoked key (${key}): not reconciled`,
+    };
+    throw new UnverifiedRevisionError(why[verdict] ?? `${rev}: its signature cannot be checked (git's verdict ${JSON.stringify(verdict)}: an OpenPGP signature, or ssh-keygen missing): only ssh signatures by keys of ${file} are accepted; not reconciled`);
   }
 
   /**
@@ -226,7 +269,9 @@ export class Reconciler {
 
   private settings(): string {
     const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
-    return JSON.stringify([this.o.path, this.o.cdktf, limits.fileBytes, limits.totalBytes]);
+    // The allowed signers by content: a key added to the file (a ConfigMap updated) lets a refused revision be checked again.
+    const signers = this.o.verifyCommits ? createHash('sha256').update(readFileSyncOrEmpty(this.o.verifyCommits)).digest('hex') : null;
+    return JSON.stringify([this.o.path, this.o.cdktf, limits.fileBytes, limits.totalBytes, ...(signers ? [signers] : [])]);
   }
 
   private async readLoading(): Promise<LoadingRecord | undefined> {
@@ -298,7 +343,7 @@ export class Reconciler {
 
     // 2. Its configuration: an invalid one is reported and never applied.
     let good = this.lastGood;
-    if (status.revision.invalid?.revision === revision) {
+    if (status.revision.invalid?.revision === revision && this.invalidUnder === this.settings()) {
       // Known to be invalid: reported again, not loaded again.
       record.result = 'invalid';
       record.errors.push(...status.revision.invalid.errors);
@@ -310,7 +355,8 @@ export class Reconciler {
         // Found invalid before a restart, or its loads were killed (out of memory?) every time: not loaded again.
         const errors = known.errors ?? [`the agent was killed ${known.attempts} times while loading revision ${short(revision)} (out of memory on a huge or hostile configuration?); it is not loaded again: push a fixed revision`];
         if (!known.errors) await this.writeLoading({ ...known, errors });
-        status.revision.invalid = { revision, errors };
+        status.revision.invalid = { revision, errors, ...(known.unverified ? { unverified: true } : {}) };
+        this.invalidUnder = settings;
         record.result = 'invalid';
         record.errors.push(...errors);
       } else {
@@ -325,8 +371,10 @@ export class Reconciler {
             throw e;
           }
           const errors = this.clean((e as Error).message).split('\n').filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
-          await this.writeLoading({ revision, settings, attempts: 0, errors });
-          status.revision.invalid = { revision, errors };
+          const unverified = e instanceof UnverifiedRevisionError;
+          await this.writeLoading({ revision, settings, attempts: 0, errors, ...(unverified ? { unverified } : {}) });
+          status.revision.invalid = { revision, errors, ...(unverified ? { unverified } : {}) };
+          this.invalidUnder = settings;
           record.result = 'invalid';
           record.errors.push(...errors);
         }
@@ -477,7 +525,7 @@ export class Reconciler {
         ? ['True', 'ReconciliationSucceeded', `applied revision ${short(record.revision) ?? '?'}`]
         : [
           'False',
-          ({ invalid: 'InvalidRevision', source_error: 'SourceUnreachable', locked: 'Locked', failed: 'ReconciliationFailed' } as Record<string, string>)[record.result] ?? 'ReconciliationFailed',
+          record.result === 'invalid' && status.revision.invalid?.unverified ? 'UnverifiedRevision' : ({ invalid: 'InvalidRevision', source_error: 'SourceUnreachable', locked: 'Locked', failed: 'ReconciliationFailed' } as Record<string, string>)[record.result] ?? 'ReconciliationFailed',
           record.errors[0] ?? record.result,
         ];
     const changed = status.condition.status !== value || status.condition.reason !== reason;

@@ -177,6 +177,19 @@ export class GitSource {
     return entries;
   }
 
+  /**
+   * The commit's signature checked against an ssh allowed-signers file (`ssh-keygen -Y verify`,
+   * through git): git's verdict (`G` good and allowed, `U` a key not in the file, `B` bad, `N` none,
+   * `E` cannot be checked, `X`/`Y`/`R` expired or revoked), the key's fingerprint and the principal.
+   * The file is the operator's, given on the command line: git's own configuration of the checkout
+   * cannot name another one (`-c` wins over it).
+   */
+  async signature(revision: string, allowedSignersFile: string): Promise<{ verdict: string; key: string; signer: string }> {
+    const out = await this.git(['-c', `gpg.ssh.allowedSignersFile=${allowedSignersFile}`, '-c', 'gpg.format=ssh', 'log', '-1', '--format=%G?%x00%GK%x00%GS', revision, '--']);
+    const [verdict = 'E', key = '', signer = ''] = out.split('\0');
+    return { verdict: verdict.trim() || 'E', key: key.trim(), signer: signer.trim() };
+  }
+
   /** The commit's message: its subject is shown on the page (escaped like all text), its lines may approve deletes. */
   async message(revision: string): Promise<string> {
     return this.git(['log', '-1', '--format=%B', revision]).catch(() => '');

@@ -82,6 +82,8 @@ export interface AgentStatus {
     suspended: boolean; startedAt: string;
     /** --sync-window specs (UTC), and whether one was open at the last reconcile. */
     syncWindows: string[]; syncWindowOpen: boolean;
+    /** --verify-commits: only revisions signed by an allowed key are reconciled. */
+    verifyCommits?: boolean;
   };
   revision: {
     /** Last commit fetched from the source. */
@@ -90,8 +92,8 @@ export interface AgentStatus {
     lastGood?: string;
     /** Last commit applied in full (sync, self-heal). */
     synced?: string;
-    /** The newest commit, when its configuration is invalid (never applied). */
-    invalid?: { revision: string; errors: string[] };
+    /** The newest commit, when its configuration is invalid or (`unverified`) --verify-commits refused its signature (never applied). */
+    invalid?: { revision: string; errors: string[]; unverified?: boolean };
   };
   sourceError?: string;
   /** The service could not be reached at the last reconcile: drift and sync states are unknown (stale). */

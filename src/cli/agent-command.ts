@@ -1,6 +1,7 @@
 // kms-sync agent: the long-running, pull-based reconciler (src/agent/). Flags say what to watch and
 // how to act; every secret (the service's key, webhook secrets, the UI token, git and notification
 // tokens) comes from the environment or a file, never from a flag that `ps` would show.
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { EXPOSABLE, loopbackHost, type AccessPolicy, type Exposable } from '../agent/access.js';
@@ -49,6 +50,7 @@ interface AgentFlags {
   syncWindow: string[];
   stuckTimeout: string;
   gitTimeout: string;
+  verifyCommits?: string;
   policy?: string;
   allowEnv: string[];
   allowNewRecipients?: boolean;
@@ -92,6 +94,27 @@ export function repoUserInfoProblem(repo: string): string | undefined {
   const ssh = /^(ssh|git\+ssh|ssh\+git)$/i.test(m[1]!);
   if (ssh && !m[2]!.includes(':')) return undefined;
   return `--repo ${m[1]}://…@: the URL holds user info (a token or a password); put an https token in KMS_SYNC_GIT_TOKEN instead (a URL on the command line is visible to every user of the machine, and git keeps it in .git/config)${ssh ? '; for ssh, only a user name (ssh://git@host/…)' : ''}`;
+}
+
+/**
+ * --verify-commits FILE: an ssh allowed-signers file the operator keeps (a ConfigMap, /etc), never
+ * in the state folder, whose checkout a commit writes; at least one key; ssh-keygen on PATH (git
+ * verifies ssh signatures with it).
+ */
+function allowedSignersFile(file: string, stateDir: string, env: NodeJS.ProcessEnv): string {
+  const abs = path.resolve(file);
+  if (abs === stateDir || abs.startsWith(`${stateDir}${path.sep}`)) throw new UsageError(`--verify-commits ${file}: the allowed signers file is inside the state folder (${stateDir}), whose checkout a commit writes; keep it outside (a ConfigMap, /etc/kms-sync)`);
+  let text: string;
+  try {
+    text = readFileSync(abs, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--verify-commits ${file}: cannot read the allowed signers file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  const keys = text.split('\n').filter((l) => l.trim() && !l.trim().startsWith('#'));
+  if (keys.length === 0) throw new UsageError(`--verify-commits ${file}: no key in the allowed signers file (one line per signer: "PRINCIPAL namespaces=\"git\" ssh-ed25519 AAAA…", see ssh-keygen(1) ALLOWED SIGNERS)`);
+  const onPath = (env.PATH ?? '').split(path.delimiter).some((dir) => dir && existsSync(path.join(dir, 'ssh-keygen')));
+  if (!onPath) throw new UsageError('--verify-commits: ssh-keygen is not on PATH (git checks ssh signatures with it; install openssh-client)');
+  return abs;
 }
 
 /** --expose: which reads are open without the token. */
@@ -151,6 +174,7 @@ export function registerAgent(program: Command) {
     .option('--page-url <url>', 'link to the status page in notifications')
     .option('--stuck-timeout <duration>', 'one reconcile running longer than this means the loop is stuck: /healthz fails, so the orchestrator restarts the agent', '15m')
     .option('--git-timeout <duration>', 'longest one git command (a fetch) may take before it is cut off and reported as timed out', '2m')
+    .option('--verify-commits <allowed-signers>', 'reconcile only commits signed by a key of this ssh allowed-signers file (git commit -S with gpg.format ssh; Flux\'s verify); unsigned or otherwise signed revisions are refused like invalid ones')
     .option('--policy <file>', 'operator policy file (a ConfigMap mount; never in the repository): which ${env:} variables, store hosts, CA files and recipients the configuration may use (default: $KMS_SYNC_POLICY)')
     .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', (v: string, prev: string[]) => [...prev, v], [])
     .option('--allow-new-recipients', 'add age recipients to the state folder\'s stores that already hold keys (also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
@@ -200,6 +224,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
     if (e instanceof PolicyError) throw new UsageError(e.message);
     throw e;
   }
+  const verifyCommits = o.verifyCommits !== undefined ? allowedSignersFile(o.verifyCommits, stateDir, env) : undefined;
   const log = createLogger(o.logFormat);
   // The age identity of the default store lives with the store, under the state folder, unless one is given.
   if (!env.SOPS_AGE_KEY && !env.SOPS_AGE_KEY_FILE) env.SOPS_AGE_KEY_FILE = stateLayout(stateDir).ageKeyFile;
@@ -231,7 +256,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune), pruneUnmanaged: Boolean(o.pruneUnmanaged), maxDeletes: o.maxDeletes,
-    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, gitTimeoutMs, log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, gitTimeoutMs, ...(verifyCommits ? { verifyCommits } : {}), log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

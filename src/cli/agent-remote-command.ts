@@ -88,7 +88,7 @@ export function renderStatus(s: AgentStatus, url: string, now = Date.now()): str
   const r = s.revision;
   lines.push(`Revision    fetched ${short(r.fetched)}, last good ${short(r.lastGood)}, synced ${short(r.synced)}`);
   if (r.invalid) {
-    lines.push(`Invalid     ${short(r.invalid.revision)}: not applied, the last good revision is reconciled`);
+    lines.push(`Invalid     ${short(r.invalid.revision)}: ${r.invalid.unverified ? 'its signature is refused (--verify-commits), ' : ''}not applied, the last good revision is reconciled`);
     for (const e of r.invalid.errors.slice(0, 10)) lines.push(`              ${p(e)}`);
     if (r.invalid.errors.length > 10) lines.push(`              … ${r.invalid.errors.length - 10} more (--json)`);
   }

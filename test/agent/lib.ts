@@ -55,14 +55,18 @@ export class Repo {
     symlinkSync(target, path.join(this.work, file));
     this.git(this.work, ['add', file]);
   }
-  /** Writes files (path inside the repository → text), commits and pushes; returns the commit id. */
-  push(files: Record<string, string>, message: string): string {
+  /**
+   * Writes files (path inside the repository → text), commits and pushes; returns the commit id.
+   * `signingKey`: an ssh private key file the commit is signed with (gpg.format ssh).
+   */
+  push(files: Record<string, string>, message: string, signingKey?: string): string {
     for (const [file, text] of Object.entries(files)) {
       mkdirSync(path.dirname(path.join(this.work, file)), { recursive: true });
       writeFileSync(path.join(this.work, file), text);
       this.git(this.work, ['add', file]);
     }
-    this.git(this.work, ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', 'commit', '-q', '-m', message]);
+    const sign = signingKey ? ['-c', 'gpg.format=ssh', '-c', `user.signingkey=${signingKey}`] : [];
+    this.git(this.work, ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', ...sign, 'commit', '-q', ...(signingKey ? ['-S'] : []), '-m', message]);
     this.git(this.work, ['push', '-q', 'origin', 'HEAD:main']);
     return this.git(this.work, ['rev-parse', 'HEAD']);
   }
