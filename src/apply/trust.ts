@@ -3,11 +3,18 @@
 // the last apply left beside the owner record (`.kms-sync/trust.json`: the stores, their URIs and
 // options, the `${env:}` names, the owner). Per declaration, never per resource: a store's file is
 // read only when its declaration names recipients.
+//
+// The records sit in the checkout, so a pull request can edit them. A plan of a pull request
+// (`--trust-base REF`, by default the CI's base branch) therefore compares with the records of the
+// base revision, read from git, which the pull request cannot change, and shows an edit of the
+// records as a change of its own; when the base cannot be read it says so and compares with
+// nothing, never with the checkout's records.
+import { execFile } from 'node:child_process';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { DesiredState, OperatorPolicy, StoreDeclaration } from '../model/index.js';
-import { POLICY_HOW, readOwnerRecord } from '../model/index.js';
+import { OWNER_RECORD, POLICY_HOW, readOwnerRecord } from '../model/index.js';
 import { serviceTarget } from '../model/target.js';
 import { redactUserinfo } from '../model/redact.js';
 import { describeSecurityChange, recipientsAddedToHeldKeys, type Plan, type SecurityChange } from '../plan/types.js';
@@ -43,10 +50,11 @@ export function storeFingerprint(d: Pick<StoreDeclaration, 'uri' | 'options'>): 
   return redactUserinfo(d.uri) + (options && Object.keys(options).length ? ` ${JSON.stringify(options)}` : '');
 }
 
-async function readTrustRecord(dir: string): Promise<TrustRecord | undefined> {
+function parseTrustRecord(text: string | undefined): TrustRecord | undefined {
+  if (text === undefined) return undefined;
   try {
-    const parsed = JSON.parse(await readFile(path.join(dir, TRUST_RECORD), 'utf8')) as TrustRecord;
-    if (parsed?.version !== 1 || typeof parsed.stores !== 'object' || !Array.isArray(parsed.env)) return undefined;
+    const parsed = JSON.parse(text) as TrustRecord;
+    if (parsed?.version !== 1 || typeof parsed.stores !== 'object' || parsed.stores === null || !Array.isArray(parsed.env)) return undefined;
     return parsed;
   } catch {
     return undefined;
@@ -64,6 +72,100 @@ export async function previousStoreFiles(dir: string, current: readonly string[]
   const sets = [record, ...Object.values(record?.targets ?? {})];
   const uris = [...sets.flatMap((t) => Object.values(t?.stores ?? {})).map((fp) => fp.split(' ')[0]!), DEFAULT_STORE_URI];
   return [...new Set(uris)].filter((u) => /^sops:/.test(u) && !current.includes(u));
+}
+
+async function readTrustRecord(dir: string): Promise<TrustRecord | undefined> {
+  return parseTrustRecord(await readFile(path.join(dir, TRUST_RECORD), 'utf8').catch(() => undefined));
+}
+
+function parseOwnerRecord(text: string | undefined): string | undefined {
+  const owner = text?.trim();
+  return owner && !/[\u0000-\u001f\u007f]/.test(owner) ? owner : undefined;
+}
+
+/** The recipients a record's store fingerprint declared (storeFingerprint's options, recipients sorted). */
+function recordedRecipients(fingerprint: string | undefined): string[] {
+  const at = fingerprint?.indexOf(' {') ?? -1;
+  if (at < 0) return [];
+  try {
+    return declaredRecipients((JSON.parse(fingerprint!.slice(at + 1)) as StoreDeclaration['options']) ?? {});
+  } catch {
+    return [];
+  }
+}
+
+/** The CI's base revision of a pull request or merge request, when the job is one (the default of `--trust-base`). */
+export function trustBaseFromEnvironment(env: NodeJS.ProcessEnv): string | undefined {
+  const pick = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
+  const explicit = pick(env.KMS_SYNC_TRUST_BASE);
+  if (explicit) return explicit;
+  if (env.GITHUB_ACTIONS === 'true' && pick(env.GITHUB_BASE_REF)) return `origin/${pick(env.GITHUB_BASE_REF)}`;
+  if (env.GITLAB_CI === 'true') {
+    const sha = pick(env.CI_MERGE_REQUEST_DIFF_BASE_SHA);
+    if (sha) return sha;
+    const branch = pick(env.CI_MERGE_REQUEST_TARGET_BRANCH_NAME);
+    if (branch) return `origin/${branch}`;
+  }
+  return undefined;
+}
+
+/** One git command in `dir`: its exit status and output (bytes), never thrown. */
+function git(dir: string, args: string[]): Promise<{ ok: boolean; stdout: Buffer; missing: boolean }> {
+  return new Promise((resolve) => {
+    execFile('git', ['-C', dir, ...args], { encoding: 'buffer', timeout: 30_000, maxBuffer: 4 << 20 }, (error, stdout) => {
+      resolve({ ok: !error, stdout: stdout ?? Buffer.alloc(0), missing: (error as NodeJS.ErrnoException | null)?.code === 'ENOENT' });
+    });
+  });
+}
+
+/** What the security changes are compared with: the records, and the changes that say where they came from. */
+interface Baseline {
+  trust: TrustRecord | undefined;
+  owner: string | undefined;
+  changes: SecurityChange[];
+  /** `REF (commit)`, when the records are a git revision's. */
+  base?: string;
+}
+
+/** The records of `dir` at git revision `ref` (tried as given, then as `origin/REF`), and the edits of the checkout's records. */
+async function baselineAt(dir: string, ref: string): Promise<Baseline> {
+  const unreadable = (detail: string): Baseline => ({ trust: undefined, owner: undefined, changes: [{ kind: 'trust_base_unreadable', value: ref, detail }] });
+  const candidates = ref.startsWith('origin/') || ref.startsWith('refs/') || /^[0-9a-f]{40}$/i.test(ref) ? [ref] : [ref, `origin/${ref}`];
+  let commit: string | undefined;
+  for (const c of candidates) {
+    if (c.startsWith('-')) break; // never an option of git's
+    const r = await git(dir, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${c}^{commit}`]);
+    if (r.ok) {
+      commit = r.stdout.toString('utf8').trim();
+      break;
+    }
+  }
+  if (!commit) {
+    const inside = await git(dir, ['rev-parse', '--is-inside-work-tree']);
+    if (inside.missing) return unreadable('git is not installed here');
+    if (!inside.ok) return unreadable(`${path.basename(dir) || dir} is not in a git checkout`);
+    const shallow = (await git(dir, ['rev-parse', '--is-shallow-repository'])).stdout.toString('utf8').trim() === 'true';
+    const branch = ref.replace(/^origin\//, '');
+    return unreadable(`${shallow ? 'this clone is shallow and does not hold it' : 'no such revision in this clone'}: fetch it first, e.g. git fetch --depth=1 origin ${branch}:refs/remotes/origin/${branch}`);
+  }
+  const at = async (file: string): Promise<string | undefined> => {
+    const rel = `./${file.split(path.sep).join('/')}`;
+    const r = await git(dir, ['cat-file', 'blob', `${commit}:${rel}`]);
+    return r.ok ? r.stdout.toString('utf8') : undefined;
+  };
+  const [baseTrust, baseOwner] = await Promise.all([at(TRUST_RECORD), at(OWNER_RECORD)]);
+  const here = (file: string) => readFile(path.join(dir, file), 'utf8').catch(() => undefined);
+  const changes: SecurityChange[] = [];
+  for (const [file, before] of [[TRUST_RECORD, baseTrust], [OWNER_RECORD, baseOwner]] as const) {
+    if ((await here(file)) !== before) changes.push({ kind: 'record_edited', value: file.split(path.sep).join('/') });
+  }
+  return { trust: parseTrustRecord(baseTrust), owner: parseOwnerRecord(baseOwner), changes, base: `${ref} (${commit.slice(0, 12)})` };
+}
+
+/** The records the security changes are compared with: the checkout's (the last apply's), or those of the git revision `trustBase`. */
+async function baseline(dir: string, trustBase: string | undefined): Promise<Baseline> {
+  if (trustBase !== undefined) return baselineAt(dir, trustBase);
+  return { trust: await readTrustRecord(dir), owner: await readOwnerRecord(dir), changes: [] };
 }
 
 /** After an apply: what the configuration's stores and `${env:}` reads were (atomically, 0644 like the owner record). */
@@ -84,13 +186,18 @@ export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 
 
 /**
  * The security changes of a configuration: stores new or changed since the last apply, recipients
- * a store file lacks (with how many secrets it holds), `${env:}` reads not recorded, and an owner
- * other than the recorded one. `dir` holds the records (the configuration folder, the agent's
- * STATE/store).
+ * a store file lacks (with how many secrets it holds) or holds though its declaration dropped them,
+ * `${env:}` reads not recorded, and an owner other than the recorded one. `dir` holds the records
+ * (the configuration folder, the agent's STATE/store); `trustBase`, a git revision whose records
+ * are compared with instead (a pull request's base: the checkout's records are the pull request's).
+ * The second result is the base, as `REF (commit)`, when one was read.
  */
-export async function securityChanges(registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string, target?: string): Promise<SecurityChange[]> {
-  const out: SecurityChange[] = [];
-  const record = trustedFor(await readTrustRecord(dir), target);
+export async function securityChanges(
+  registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string, target?: string, trustBase?: string,
+): Promise<{ changes: SecurityChange[]; base?: string }> {
+  const from = await baseline(dir, trustBase);
+  const out: SecurityChange[] = [...from.changes];
+  const record = trustedFor(from.trust, target);
   for (const s of desired.stores) {
     const now = storeFingerprint(s);
     const before = record?.stores[s.name];
@@ -99,7 +206,9 @@ export async function securityChanges(registry: StoreRegistry, desired: Pick<Des
   }
   for (const s of desired.stores) {
     const wanted = declaredRecipients(s.options);
-    if (wanted.length === 0) continue;
+    // Recipients the last apply's declaration of this store named and this one does not.
+    const dropped = recordedRecipients(record?.stores[s.name]).filter((r) => !wanted.includes(r));
+    if (wanted.length === 0 && dropped.length === 0) continue;
     const store = await registry.get(s.name).catch(() => undefined); // a refused or malformed store is reported by its own check
     const file = store as { fileRecipients?: () => Promise<{ recipients: string[]; secrets: number }> } | undefined;
     if (!file?.fileRecipients) continue;
@@ -109,12 +218,15 @@ export async function securityChanges(registry: StoreRegistry, desired: Pick<Des
     for (const r of [...new Set(wanted)].sort()) {
       if (!held.recipients.includes(r)) out.push({ kind: 'recipient_added', store: s.name, value: r, holds: held.secrets });
     }
+    // Still wrapped for it: apply re-keys the file (the old data key opens what it holds now).
+    for (const r of [...new Set(dropped)].sort()) {
+      if (held.recipients.includes(r)) out.push({ kind: 'recipient_removed', store: s.name, value: r, holds: held.secrets });
+    }
   }
   const recordedEnv = new Set(record?.env ?? []);
   for (const name of desired.envReferences ?? []) if (!recordedEnv.has(name)) out.push({ kind: 'env_read', value: name });
-  const recordedOwner = await readOwnerRecord(dir);
-  if (recordedOwner !== undefined && recordedOwner !== owner) out.push({ kind: 'owner_changed', value: owner, before: recordedOwner });
-  return out;
+  if (from.owner !== undefined && from.owner !== owner) out.push({ kind: 'owner_changed', value: owner, before: from.owner });
+  return { changes: out, ...(from.base ? { base: from.base } : {}) };
 }
 
 /**
@@ -129,10 +241,25 @@ export function newRecipientRefusal(plan: Plan, policy: Pick<OperatorPolicy, 'al
     `\nNothing was changed. Review who holds these recipients, then allow it with ${POLICY_HOW.allowNewRecipients}`;
 }
 
-/** After an apply: the recipients it allowed are added to their store files, and the trust record is written. */
+/**
+ * After an apply: stores whose declaration dropped recipients are re-keyed, the recipients it
+ * allowed are added to their store files, and the trust record is written (last: a run stopped
+ * before it finds the same changes again).
+ */
 export async function settleSecurityChanges(registry: StoreRegistry, plan: Plan, dir: string): Promise<void> {
+  await rekeyForRemovedRecipients(registry, plan.security ?? []);
   await addAllowedRecipients(registry, plan.security ?? []);
   await writeTrustRecord(dir, { stores: plan.stores, ...(plan.envReferences ? { envReferences: plan.envReferences } : {}) }, serviceTarget(plan.target.url, plan.target.credential));
+}
+
+/** A new data key for each sops store whose declaration dropped recipients, wrapped for the others only. */
+export async function rekeyForRemovedRecipients(registry: StoreRegistry, changes: readonly SecurityChange[]): Promise<void> {
+  const removed = new Map<string, string[]>();
+  for (const c of changes) if (c.kind === 'recipient_removed') removed.set(c.store!, [...(removed.get(c.store!) ?? []), c.value]);
+  for (const [name, recipients] of removed) {
+    const store = (await registry.get(name)) as { rekeyWithout?: (r: readonly string[]) => Promise<string[]> };
+    await store.rekeyWithout?.(recipients);
+  }
 }
 
 /** Wraps each sops store's data key for the declared recipients it lacks (apply, once allowed). */

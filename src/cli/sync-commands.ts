@@ -17,7 +17,7 @@ import { closest } from '../config/suggest.js';
 import { describeBlocked, hasChanges, summarize, type Plan } from '../plan/types.js';
 import { DEFAULT_MAX_DELETES, guardDeletes } from '../plan/deletion-guard.js';
 import type { OperatorPolicy } from '../model/index.js';
-import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
+import { newRecipientRefusal, settleSecurityChanges, trustBaseFromEnvironment } from '../apply/trust.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
 import { matchesAny } from '../plan/scope.js';
@@ -190,6 +190,12 @@ function stopOnBlocked(plan: Plan): void {
   throw new ExitWith(EXIT.error);
 }
 
+/** `--trust-base`, else the CI's base revision of a pull or merge request (apply/trust.ts). */
+function trustBaseOption(flag: string | undefined): { trustBase?: string } {
+  const ref = flag?.trim() || trustBaseFromEnvironment(process.env);
+  return ref ? { trustBase: ref } : {};
+}
+
 /**
  * Refuses a plan that adds a recipient to a store already holding secrets, unless the operator
  * allowed it: that recipient could decrypt every key issued before (DESIGN.md "Trust boundary").
@@ -360,7 +366,8 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
     .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
     .option('--max-deletes <n>', 'the deletion guard apply will use: the plan warns when apply would hold its deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
-    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number; shard?: string }) => {
+    .option('--trust-base <ref>', 'compare the security changes with the records (.kms-sync/trust.json, owner) of this git revision, not the checkout\'s, which a pull request can edit (default in CI: the pull/merge request\'s base branch; also KMS_SYNC_TRUST_BASE)')
+    .action(async (o: GlobalOptions & ReportFlags & { compact?: boolean; prune?: boolean; json?: boolean; out?: string; detailedExitcode?: boolean; secretCheck: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number; shard?: string; trustBase?: string }) => {
       reportFormat(o);
       // A shard's scope needs the project list first: no read ahead of the whole configuration.
       const ahead = o.shard === undefined ? readAheadFor(o, Boolean(o.out), retryLogger()) : undefined;
@@ -368,7 +375,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
         const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty) });
+        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty), ...trustBaseOption(o.trustBase) });
         const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
         if (guarded.held.length) plan.warnings.push(`apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`);
         await emitPlanReport(plan, o);

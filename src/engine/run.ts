@@ -362,6 +362,8 @@ export interface PlanOptions {
   shard?: { index: number; count: number; files: readonly string[]; ownsProject: (slug: string) => boolean };
   /** The caller owns the state folder baseDir is in (the agent): locks its earlier incarnations left are broken (StoreRegistryOptions.incarnation). */
   incarnation?: StateIncarnation;
+  /** A git revision (a pull request's base) whose records the security changes are compared with, instead of the checkout's (apply/trust.ts). */
+  trustBase?: string;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -551,8 +553,9 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings, ...storeWarnings);
   warningOrder.push(...recovery.warnings.map((): WarningOrder => [WARNING_PHASE.recovery, '']));
   warningOrder.push(...[...refusedWarnings, ...presenceWarnings, ...storeWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']));
-  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target);
-  if (security.length) merged.security = security;
+  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target, o.trustBase);
+  if (security.changes.length) merged.security = security.changes;
+  if (security.base) merged.trustBase = security.base;
   if (desired.envReferences?.length) merged.envReferences = desired.envReferences;
   const plan = o.ignore ? applyIgnoreRules(merged, o.ignore) : merged;
   // The ignore rules' notes, one per operation, in operation order.
@@ -617,8 +620,9 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
   });
   if (o.secretCheck !== false) warnings.push(...movedSecretWarnings(presence), ...(await storeRefusals(capture, plan, registry)));
   plan.warnings.push(...recovery.warnings, ...warnings);
-  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target);
-  if (security.length) plan.security = security;
+  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target, o.trustBase);
+  if (security.changes.length) plan.security = security.changes;
+  if (security.base) plan.trustBase = security.base;
   if (desired.envReferences?.length) plan.envReferences = desired.envReferences;
   performance.mark('kms:plan-end');
   return { plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan, live, capture, registry };

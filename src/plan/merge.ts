@@ -110,6 +110,7 @@ export function mergePlans(parts: readonly PlanPart[]): PlanPart {
   // Changes of the configuration as a whole (stores, owner, ${env:} reads): each shard sees them; said once.
   const security = unique(parts.flatMap((p) => p.plan.security ?? []));
   if (security.length) plan.security = security;
+  if (first.trustBase) plan.trustBase = first.trustBase;
   const envReferences = [...new Set(parts.flatMap((p) => p.plan.envReferences ?? []))];
   if (envReferences.length) plan.envReferences = envReferences;
   return { plan, warningOrder };

@@ -128,15 +128,25 @@ export interface PlanSummary {
  * (apply/trust.ts); each one is a plan change (exit 2 with --detailed-exitcode).
  */
 export interface SecurityChange {
-  kind: 'store_added' | 'store_changed' | 'recipient_added' | 'owner_changed' | 'env_read';
+  kind: 'store_added' | 'store_changed' | 'recipient_added' | 'recipient_removed' | 'owner_changed' | 'env_read' | 'record_edited' | 'trust_base_unreadable';
   /** The store's name (store_added, store_changed, recipient_added). */
   store?: string;
-  /** store_*: its URI (without credentials) and options; recipient_added: the recipient; owner_changed: the owner; env_read: the variable's name. */
+  /**
+   * store_*: its URI (without credentials) and options; recipient_*: the recipient; owner_changed: the
+   * owner; env_read: the variable's name; record_edited: the record's path (this change edits it);
+   * trust_base_unreadable: the git revision whose records could not be read.
+   */
   value: string;
   /** What it was: store_changed, the URI and options before; owner_changed, the owner the last apply recorded. */
   before?: string;
-  /** recipient_added: the secrets the store holds now, which the recipient could then decrypt (apply refuses unless allowed when > 0). */
+  /**
+   * recipient_added: the secrets the store holds now, which the recipient could then decrypt (apply
+   * refuses unless allowed when > 0); recipient_removed: the secrets issued before, which it could
+   * decrypt with the old data key (apply re-keys the file; rotate them).
+   */
   holds?: number;
+  /** trust_base_unreadable: why (a shallow clone, an unknown revision). */
+  detail?: string;
 }
 
 export interface Plan {
@@ -163,6 +173,8 @@ export interface Plan {
   fingerprints: Record<string, string>;
   /** Changes with security weight (stores, recipients, owner, `${env:}` reads): shown, counted, and for recipients gated by apply. */
   security?: SecurityChange[];
+  /** The git revision the security changes were compared with (`--trust-base`: a pull request's base), as `REF (commit)`. */
+  trustBase?: string;
   /** The variables the configuration read with `${env:}` (recorded by apply beside the stores). */
   envReferences?: string[];
   /** A shard's plan (`--shard`): what `kms-sync report merge` needs to join the shards into the plan of the whole. */
@@ -175,8 +187,12 @@ export function describeSecurityChange(c: SecurityChange): string {
     case 'store_added': return `store ${c.store}: new (${c.value})`;
     case 'store_changed': return `store ${c.store}: changed from ${c.before ?? '?'} to ${c.value}`;
     case 'recipient_added': return `store ${c.store}: + recipient ${c.value}` + (c.holds ? ` (could decrypt the ${c.holds} secret(s) it holds now: apply needs --allow-new-recipients)` : ' (the store holds no secret yet)');
+    case 'recipient_removed': return `store ${c.store}: - recipient ${c.value} (apply re-keys the store: a new data key, wrapped for the remaining recipients only` +
+      (c.holds ? `; the removed recipient could read the ${c.holds} secret(s) issued before: rotate them with kms-sync rotate --key)` : ')');
     case 'owner_changed': return `owner: ${c.before ?? '(none recorded)'} -> ${c.value}`;
     case 'env_read': return `reads the environment variable ${c.value} (\${env:${c.value}})`;
+    case 'record_edited': return `${c.value}: edited by this change (the record of what the last apply saw; the security changes are compared with the base's version, not with this file)`;
+    case 'trust_base_unreadable': return `the records of the base ${c.value} cannot be read (${c.detail ?? 'unknown reason'}): every store, recipient and \${env:} read is shown as new, not compared with the records in this checkout, which this change may have edited`;
   }
 }
 

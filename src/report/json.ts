@@ -3,7 +3,8 @@ import { describeSecurityChange, type Action, type Plan } from '../plan/types.js
 
 // 1.1: snake_case names beside the camelCase ones 1.0 had (options.take_ownership, unmanaged[].project_env).
 // 1.2: security_changes (stores, recipients, owner, ${env:} reads) and summary.security_changes.
-export const PLAN_JSON_FORMAT_VERSION = '1.2';
+// 1.3: security_changes kinds recipient_removed, record_edited, trust_base_unreadable (with detail); trust_base.
+export const PLAN_JSON_FORMAT_VERSION = '1.3';
 
 const ACTIONS: Record<Action, string[]> = {
   create: ['create'],
@@ -41,8 +42,9 @@ export function planToJson(plan: Plan) {
     warnings: plan.warnings,
     security_changes: (plan.security ?? []).map((c) => ({
       kind: c.kind, ...(c.store !== undefined ? { store: c.store } : {}), value: c.value, ...(c.before !== undefined ? { before: c.before } : {}),
-      ...(c.holds !== undefined ? { holds: c.holds } : {}), description: describeSecurityChange(c),
+      ...(c.holds !== undefined ? { holds: c.holds } : {}), ...(c.detail !== undefined ? { detail: c.detail } : {}), description: describeSecurityChange(c),
     })),
+    ...(plan.trustBase ? { trust_base: plan.trustBase } : {}),
     summary: { ...plan.summary, changes: plan.operations.length, security_changes: plan.security?.length ?? 0 },
     // A shard's plan (--shard) carries what `kms-sync report merge` needs to make the plan of the
     // whole from the shards' JSON: the order of its warnings, and what the report shows of each

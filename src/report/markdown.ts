@@ -231,7 +231,8 @@ function planHead(plan: Plan, o: MarkdownOptions, compact: boolean): string {
   if (security.length) {
     parts.push([
       '> [!CAUTION]',
-      `> **Security changes (${security.length}):** who can read keys, where store credentials go, what the configuration reads. Review them:`,
+      `> **Security changes (${security.length}):** who can read keys, where store credentials go, what the configuration reads` +
+        (plan.trustBase ? ` (compared with the base ${code(plan.trustBase)})` : '') + '. Review them:',
       ...capList(security.map((c) => `> - ${escapeText(short(describeSecurityChange(c), 300))}`), '> - ', 20),
     ].join('\n'));
   }

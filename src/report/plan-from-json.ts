@@ -71,6 +71,7 @@ export function planFromJson(value: unknown): Plan {
     ...(Array.isArray(j.security_changes) && j.security_changes.length ? {
       security: (j.security_changes as Json[]).map(({ description: _d, ...c }) => c as unknown as NonNullable<Plan['security']>[number]),
     } : {}),
+    ...(typeof j.trust_base === 'string' ? { trustBase: j.trust_base } : {}),
     ...(shard ? { shard } : {}),
   };
 }

@@ -149,7 +149,8 @@ export function securityLines(plan: Plan, paint: (s: Style, t: string) => string
   const changes = plan.security ?? [];
   if (changes.length === 0) return [];
   return [
-    paint('bold', `Security changes (${changes.length}): who can read keys, where store credentials go, what the configuration reads`),
+    paint('bold', `Security changes (${changes.length}): who can read keys, where store credentials go, what the configuration reads`) +
+      (plan.trustBase ? ` (compared with the base ${p(plan.trustBase)})` : ''),
     ...changes.map((c) => `  ${paint(c.kind === 'recipient_added' && c.holds ? 'red' : 'yellow', '!')} ${p(describeSecurityChange(c))}`),
     '',
   ];

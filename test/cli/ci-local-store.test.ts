@@ -192,6 +192,8 @@ describe('the example CI workflows keep the keys', () => {
     const push = apply.steps.slice(i + 1).find((st: any) => /git push/.test(st.run ?? ''));
     expect(push?.if, 'the store file is pushed even when apply stopped part-way').toMatch(/always\(\)/);
     expect(push.env.STORE).toBe('kms/.kms-sync/secrets.sops.yaml');
+    // The apply's records go with it: pull requests' plans compare with the base branch's.
+    expect(push.env).toMatchObject({ TRUST_RECORD: 'kms/.kms-sync/trust.json', OWNER_RECORD: 'kms/.kms-sync/owner' });
     expect(push.run).toMatch(/git add -A -- "\$f"/);
   });
 
@@ -215,7 +217,7 @@ describe('the example CI workflows keep the keys', () => {
       const run = await new Promise<{ code: number; out: string }>((resolve) => {
         execFile('bash', ['-c', step.run], {
           cwd: s.dir,
-          env: { PATH: process.env.PATH, HOME: s.dir, STORE, JOURNAL: '.kms-sync/journal', GITHUB_RUN_ID: '42', GITHUB_REF_NAME: 'main', GIT_CONFIG_NOSYSTEM: '1' },
+          env: { PATH: process.env.PATH, HOME: s.dir, STORE, JOURNAL: '.kms-sync/journal', TRUST_RECORD: '.kms-sync/trust.json', OWNER_RECORD: '.kms-sync/owner', GITHUB_RUN_ID: '42', GITHUB_REF_NAME: 'main', GIT_CONFIG_NOSYSTEM: '1' },
         }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
       });
       allOutput.push(run.out);
@@ -224,7 +226,7 @@ describe('the example CI workflows keep the keys', () => {
       const pushed = execFileSync('git', ['-C', remote, 'show', `main:${STORE}`]);
       expect(pushed.equals(readFileSync(path.join(s.dir, STORE)))).toBe(true);
       expect(execFileSync('git', ['-C', remote, 'log', '-1', '--format=%s', 'main'], { encoding: 'utf8' }).trim()).toBe('kms-sync: keys issued by run 42 [skip ci]');
-      expect(execFileSync('git', ['-C', remote, 'show', '--name-only', '--format=', 'main'], { encoding: 'utf8' }).trim()).toBe(STORE);
+      expect(execFileSync('git', ['-C', remote, 'show', '--name-only', '--format=', 'main'], { encoding: 'utf8' }).trim().split('\n')).toEqual(['.kms-sync/owner', STORE, '.kms-sync/trust.json']);
     } finally {
       rmSync(remote, { recursive: true, force: true });
       rmSync(other, { recursive: true, force: true });

@@ -56,6 +56,19 @@ export function encryptBytes(plain: Uint8Array, type: string, key: Uint8Array, a
 /** Decrypts an `ENC[...]` string. An empty string decrypts to the empty string, as in SOPS. */
 export function decryptSopsValue(ciphertext: string, key: Uint8Array, aad: string): SopsPlain {
   if (ciphertext === '') return { type: 'str', value: '' };
+  const { plain, type } = decryptRaw(ciphertext, key, aad);
+  return typed(plain, type);
+}
+
+/** The same plaintext, of the same type, encrypted under `to` instead of `from` (a re-key). */
+export function reencryptSopsValue(ciphertext: string, from: Uint8Array, to: Uint8Array, aad: string): string {
+  if (ciphertext === '') return '';
+  const { plain, type } = decryptRaw(ciphertext, from, aad);
+  typed(plain, type); // a value no reader could read is not carried over silently
+  return encryptBytes(plain, type, to, aad);
+}
+
+function decryptRaw(ciphertext: string, key: Uint8Array, aad: string): { plain: Buffer; type: string } {
   const m = ENC_RE.exec(ciphertext);
   if (!m) throw new SopsCipherError('format', 'value does not match the SOPS data format');
   const data = b64(m[1] as string, 'data');
@@ -72,6 +85,10 @@ export function decryptSopsValue(ciphertext: string, key: Uint8Array, aad: strin
   } catch {
     throw new SopsCipherError('auth', 'authentication failed');
   }
+  return { plain, type };
+}
+
+function typed(plain: Buffer, type: string): SopsPlain {
   const text = plain.toString('utf8');
   switch (type) {
     case 'str':

@@ -16,6 +16,7 @@ import {
   encryptSopsString,
   isSopsEncrypted,
   macBytes,
+  reencryptSopsValue,
   type SopsPlain,
 } from './cipher.js';
 import { emitPair, readStoreYaml, type EntrySlices } from './fast-yaml.js';
@@ -573,6 +574,27 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
     return e.leaves.find(([p]) => p === pk)?.[1];
   };
   return { mac, plainAt, plainIn, entries, loose };
+}
+
+/**
+ * The data tree with every encrypted leaf re-encrypted under `to` (a re-key: same plaintexts, same
+ * types, same paths, so the same MAC); the plaintext leaves are shared. Throws SopsFormatError when a
+ * leaf does not authenticate under `from`.
+ */
+export function reencryptTree(data: SMap, rules: CryptRules, from: Uint8Array, to: Uint8Array): SMap {
+  const shouldEncrypt = makeShouldEncrypt(rules);
+  const rec = (node: SNode, path: string[]): SNode => {
+    if (node.kind === 'map') return map(node.entries.map(([k, v]) => [k, rec(v, [...path, k])]));
+    if (node.kind === 'seq') return { kind: 'seq', items: node.items.map((i) => rec(i, path)) };
+    if (node.value === null || !shouldEncrypt(path)) return node;
+    if (typeof node.value !== 'string') throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
+    try {
+      return scalar(reencryptSopsValue(node.value, from, to, additionalData(path)));
+    } catch (err) {
+      throw new SopsFormatError('integrity', `value at '${path.join('/')}' cannot be re-encrypted (${err instanceof SopsCipherError ? err.reason : 'error'})`);
+    }
+  };
+  return map(data.entries.map(([k, v]) => [k, rec(v, [k])]));
 }
 
 /** Encrypts the leaves of a (new) subtree at `basePath` that the rules say must be encrypted. */

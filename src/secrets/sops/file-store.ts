@@ -42,6 +42,7 @@ import {
   emitSopsYaml,
   emitSopsYamlIncremental,
   readMetadata,
+  reencryptTree,
   sameTree,
   type DecryptedTree,
   type FragmentCache,
@@ -173,6 +174,49 @@ export class SopsFileStore implements SecretStore {
       throw this.wrap(err, 'could not add its recipients', 'IO');
     }
     return added;
+  }
+
+  /**
+   * A new data key, wrapped for the file's recipients but `removed` (and never for fewer than this
+   * store's own and the local identity's), every value re-encrypted under it, in one verified
+   * write: a removed recipient's stanza, kept elsewhere, opens no value of the new file. Returns
+   * the recipients removed; nothing when the file wraps its key for none of them, or there is no file.
+   */
+  async rekeyWithout(removed: readonly string[]): Promise<string[]> {
+    let dropped: string[] = [];
+    try {
+      await withLock(this.lockPath, this.lockOptions, async () => {
+        const loaded = await this.loadVerified();
+        if (!loaded) return;
+        const wanted = await this.ageKeys.recipientsWith(this.storeRecipients);
+        dropped = loaded.meta.age.map((s) => s.recipient).filter((r) => removed.includes(r) && !wanted.includes(r));
+        if (dropped.length === 0) return;
+        const dataKey = randomBytes(32);
+        const remaining = [...new Set([...loaded.meta.age.map((s) => s.recipient).filter((r) => !dropped.includes(r)), ...wanted])];
+        const stanzas: AgeStanza[] = [];
+        for (const r of remaining) stanzas.push({ recipient: r, enc: await ageEncryptArmored(dataKey, r) });
+        const data = reencryptTree(loaded.data, loaded.meta.rules, loaded.dataKey, dataKey);
+        const dec = decryptTree(data, loaded.meta.rules, dataKey);
+        // Same plaintexts under the new key: the MAC over them is the one the file had.
+        if (dec.mac !== loaded.dec.mac) throw this.error('re-key check failed: the re-encrypted values differ from the file\'s', 'VERIFY_FAILED');
+        const lastModified = nowRfc3339();
+        const sops = buildSopsMapping({ previous: loaded.meta.raw, age: stanzas, lastModified, mac: encryptMac(dec.mac, dataKey, lastModified), rules: loaded.meta.rules });
+        const text = emitSopsYaml(data, sops);
+        const verified = this.verifyText(text, dataKey, []);
+        const bytes = Buffer.from(text, 'utf8');
+        await removeStaleTemps(this.path);
+        await atomicWriteFile(this.path, bytes);
+        const back = await fs.readFile(this.path);
+        if (!back.equals(bytes)) {
+          this.cache = undefined;
+          throw this.error('read-back check failed: the file on disk differs from what was written', 'VERIFY_FAILED');
+        }
+        this.cache = { bytes, loaded: verified };
+      });
+    } catch (err) {
+      throw this.wrap(err, 'could not be re-keyed', 'IO');
+    }
+    return dropped;
   }
 
   /**

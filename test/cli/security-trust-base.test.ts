@@ -1,0 +1,174 @@
+// Issue 34, what was left open: the records a pull request can edit, and a recipient removed from a
+// store's declaration. Mounted against the built CLI and real git / Debian's `age`:
+// - a pull request edits `.kms-sync/trust.json` (the record of the last apply) to hide its new store,
+//   its attacker recipient and its new `${env:}` read: a plan in CI compares with the base
+//   revision's record (git), shows the edit, and says so when the base cannot be read;
+// - a recipient removed from a store's declaration: apply re-keys the store file, so the removed
+//   age identity opens nothing in it (its stanza is gone, its old data key opens no value).
+import { execFile } from 'node:child_process';
+import { createDecipheriv } from 'node:crypto';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { generateX25519Identity, identityToRecipient } from 'age-encryption';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { runCli } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
+import { skipWhen } from '../support/skip.js';
+import { setup, smallConfig } from './helpers.js';
+
+const run = promisify(execFile);
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0)) await c();
+});
+
+const gitEnv = {
+  PATH: process.env.PATH, HOME: process.env.HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null',
+  GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com',
+};
+const git = (cwd: string, ...args: string[]) => run('git', args, { cwd, env: gitEnv });
+
+/** An age identity of its own (a key file), and its recipient. */
+async function identity(dir: string, name: string) {
+  const id = await generateX25519Identity();
+  const keyFile = path.join(dir, `${name}-age.txt`);
+  writeFileSync(keyFile, `${id}\n`, { mode: 0o600 });
+  return { recipient: await identityToRecipient(id), keyFile };
+}
+
+const withStores = (stores: string, config: string) => config.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n${stores}`);
+
+describe('a pull request cannot hide its security changes by editing the trust record', () => {
+  it('a plan in CI compares with the base branch\'s record (from git), shows the edit, and says when the base cannot be read', async () => {
+    // main: a configuration applied (keys in the default store), its records committed by the apply job.
+    const config = `owner: shop-team\n${smallConfig}`;
+    const s = await setup({ 'kms-sync.yaml': config, '.gitignore': '*-age.txt\nage.txt\n' });
+    cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
+    const applied = await runCli(['apply', '-f', '.', '--auto-approve'], { env: s.env, cwd: s.dir });
+    expect(applied.code, applied.stderr).toBe(0);
+    await git(s.dir, 'init', '-q', '-b', 'main');
+    await git(s.dir, 'add', '-A');
+    await git(s.dir, 'commit', '-q', '-m', 'main: applied');
+
+    // The pull request: a store for the attacker, a new ${env:} read, and the record edited to match.
+    const evil = await identity(s.dir, 'attacker');
+    const store = `sops:audit.sops.yaml {"recipients":["${evil.recipient}"]}`;
+    await git(s.dir, 'checkout', '-q', '-b', 'pr');
+    writeFileSync(path.join(s.dir, 'kms-sync.yaml'), withStores(`  - { name: audit, uri: "sops:audit.sops.yaml", options: { recipients: [${evil.recipient}] } }\n`,
+      config.replace('url: https://s.example', 'url: "https://s.example/${env:STAGE}"')));
+    const record = path.join(s.dir, '.kms-sync', 'trust.json');
+    const edited = JSON.parse(readFileSync(record, 'utf8'));
+    for (const set of [edited, ...Object.values<{ stores: Record<string, string>; env: string[] }>(edited.targets ?? {})]) {
+      set.stores = { ...set.stores, audit: store };
+      set.env = ['STAGE'];
+    }
+    writeFileSync(record, JSON.stringify(edited));
+    await git(s.dir, 'commit', '-q', '-am', 'pr: audit store');
+    await git(s.dir, 'checkout', '-q', 'main');
+
+    const ciEnv = { ...s.env, KMS_SYNC_ENV_ALLOW: 'STAGE', STAGE: 'blue', GITHUB_ACTIONS: 'true', GITHUB_EVENT_NAME: 'pull_request', GITHUB_BASE_REF: 'main' };
+    // The pull request's checkout, as actions/checkout with the base fetched: origin/main is there.
+    const full = path.join(scratchDir(), 'pr');
+    await git(path.dirname(full), 'clone', '-q', '-b', 'pr', s.dir, full);
+    const plan = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ciEnv, cwd: full });
+    expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+    expect(plan.stdout).toMatch(/Security changes \(3\): .* \(compared with the base origin\/main \([0-9a-f]{12}\)\)/);
+    expect(plan.stdout).toContain('.kms-sync/trust.json: edited by this change');
+    expect(plan.stdout).toContain(`store audit: new (${store})`);
+    expect(plan.stdout).toContain('reads the environment variable STAGE');
+    const json = JSON.parse((await runCli(['plan', '-f', '.', '--json'], { env: ciEnv, cwd: full })).stdout);
+    expect(json.trust_base).toMatch(/^origin\/main \([0-9a-f]{12}\)$/);
+    expect(json.security_changes.map((c: { kind: string }) => c.kind).sort()).toEqual(['env_read', 'record_edited', 'store_added']);
+    // --trust-base names the base outside CI (a local branch, else origin/BRANCH).
+    const local = await runCli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main'], { env: { ...s.env, KMS_SYNC_ENV_ALLOW: 'STAGE', STAGE: 'blue' }, cwd: full });
+    expect(local.code).toBe(2);
+    expect(local.stdout).toContain(`store audit: new (${store})`);
+
+    // A shallow clone of the pull request alone: the base cannot be read, and the plan says so
+    // instead of trusting the edited record.
+    const shallow = path.join(path.dirname(full), 'shallow');
+    await git(path.dirname(full), 'clone', '-q', '--depth=1', '--single-branch', '-b', 'pr', `file://${s.dir}`, shallow);
+    const blind = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ciEnv, cwd: shallow });
+    expect(blind.code, blind.stdout + blind.stderr).toBe(2);
+    expect(blind.stdout).toContain('the records of the base origin/main cannot be read (this clone is shallow');
+    expect(blind.stdout).toContain('git fetch --depth=1 origin main:refs/remotes/origin/main');
+    expect(blind.stdout).toContain(`store audit: new (${store})`);
+    expect(blind.stdout).toContain('reads the environment variable STAGE');
+  }, 90_000);
+});
+
+/** SOPS's AES-256-GCM value (`ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]`) opened with a data key, as any reader would. */
+function openValue(enc: string, dataKey: Buffer, aad: string): string | undefined {
+  const m = /^ENC\[AES256_GCM,data:([^,]*),iv:([^,]+),tag:([^,]+),type:\w+\]$/.exec(enc);
+  if (!m) throw new Error(`not a SOPS value: ${enc.slice(0, 20)}`);
+  try {
+    const d = createDecipheriv('aes-256-gcm', dataKey, Buffer.from(m[2]!, 'base64'), { authTagLength: 16 });
+    d.setAAD(Buffer.from(aad));
+    d.setAuthTag(Buffer.from(m[3]!, 'base64'));
+    return Buffer.concat([d.update(Buffer.from(m[1]!, 'base64')), d.final()]).toString('utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The data key `keyFile` unwraps from the store file's age stanzas with Debian's `age`, if any. */
+async function unwrapWithAge(storeText: string, keyFile: string): Promise<Buffer | undefined> {
+  const stanzas = (parse(storeText) as { sops: { age: { enc: string }[] } }).sops.age.map((s) => s.enc);
+  expect(stanzas.length).toBeGreaterThan(0);
+  for (const armored of stanzas) {
+    const key = await new Promise<Buffer | undefined>((resolve) => {
+      const child = execFile('age', ['-d', '-i', keyFile], { encoding: 'buffer' }, (error, stdout) => resolve(error ? undefined : stdout));
+      child.stdin!.end(armored);
+    });
+    if (key) return key;
+  }
+  return undefined;
+}
+
+const hasAge = await run('age', ['--version']).then(() => true, () => false);
+
+describe('a recipient removed from a store\'s declaration', () => {
+  it.skipIf(skipWhen(!hasAge, 'Debian\'s age is not on PATH (apt-get install age)'))('is a security change, and apply re-keys the store: the removed identity opens nothing in it', async () => {
+    const dir = scratchDir();
+    const friend = await identity(dir, 'friend');
+    const declared = (recipients: string) => withStores(`  - { name: main, default: true, uri: "sops:.kms-sync/secrets.sops.yaml", options: { recipients: [${recipients}] } }\n`, smallConfig);
+    const s = await setup({ 'kms-sync.yaml': declared(friend.recipient) });
+    cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
+    const cli = (args: string[]) => runCli(args, { env: s.env, cwd: s.dir });
+    const applied = await cli(['apply', '-f', '.', '--auto-approve']);
+    expect(applied.code, applied.stderr).toBe(0);
+    const storePath = path.join(s.dir, '.kms-sync', 'secrets.sops.yaml');
+    const valueOf = (text: string) => (parse(text) as { secrets: Record<string, { value: string }> }).secrets['shop-staging/web/main']!.value;
+    const aad = 'secrets:shop-staging/web/main:value:';
+    // While declared, the friend's identity unwraps the data key and opens the values.
+    const before = readFileSync(storePath, 'utf8');
+    const oldKey = await unwrapWithAge(before, friend.keyFile);
+    expect(oldKey?.length).toBe(32);
+    expect(openValue(valueOf(before), oldKey!, aad)).toMatch(/\S{16,}/);
+
+    writeFileSync(path.join(s.dir, 'kms-sync.yaml'), declared(''));
+    const plan = await cli(['plan', '-f', '.', '--detailed-exitcode']);
+    expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+    expect(plan.stdout).toContain(`store main: - recipient ${friend.recipient} (apply re-keys the store: a new data key, wrapped for the remaining recipients only; ` +
+      'the removed recipient could read the 2 secret(s) issued before: rotate them with kms-sync rotate --key)');
+    const json = JSON.parse((await cli(['plan', '-f', '.', '--json'])).stdout);
+    expect(json.security_changes).toContainEqual(expect.objectContaining({ kind: 'recipient_removed', store: 'main', value: friend.recipient, holds: 2 }));
+
+    const rekeyed = await cli(['apply', '-f', '.', '--auto-approve']);
+    expect(rekeyed.code, rekeyed.stdout + rekeyed.stderr).toBe(0);
+    const after = readFileSync(storePath, 'utf8');
+    expect(after).not.toContain(friend.recipient);
+    expect(await unwrapWithAge(after, friend.keyFile)).toBeUndefined();
+    // The data key the friend unwrapped before opens no value of the re-keyed file.
+    expect(openValue(valueOf(after), oldKey!, aad)).toBeUndefined();
+    // The local identity still reads every key, the same values as before.
+    const reveal = await cli(['secrets', 'list', '-f', '.', '--reveal', 'shop-staging/web/main']);
+    expect(reveal.code, reveal.stderr).toBe(0);
+    expect(reveal.stdout).toContain(openValue(valueOf(before), oldKey!, aad)!);
+    // Settled: planning the same configuration again is no change.
+    const again = await cli(['plan', '-f', '.', '--detailed-exitcode']);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+  }, 60_000);
+});
