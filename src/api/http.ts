@@ -3,6 +3,7 @@
 // errors, redaction. The pool is Node's own HTTP client (node:http/node:https Agent): the undici
 // package took ~0.1 s to load before the first request of every command (issue 16), for the one
 // pool and one request call this transport uses.
+import { deadlineLeft, DeadlineExceededError } from './deadline.js';
 import type { Agent, IncomingHttpHeaders } from 'node:http';
 import { isAscii } from 'node:buffer';
 import type { LookupFunction } from 'node:net';
@@ -299,7 +300,7 @@ export class HttpTransport {
    * or an answer that stays silent for `timeoutMs` fails with CONNECT_TIMEOUT (nothing was sent) or
    * ANSWER_TIMEOUT; other failures carry Node's system error codes (ECONNREFUSED, ECONNRESET, …).
    */
-  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined, secretHeaders: Record<string, string> = {}): Promise<Answer> {
+  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined, secretHeaders: Record<string, string> = {}, timeoutMs = this.opts.timeoutMs): Promise<Answer> {
     const { agent, request } = await this.pool();
     return new Promise<Answer>((resolve, reject) => {
       const req = request({
@@ -308,7 +309,7 @@ export class HttpTransport {
         // The key is set on the request below, not passed in these options: NODE_DEBUG=http prints
         // the options (headers included) a connection is made with, and would show it in clear.
         headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-        timeout: this.opts.timeoutMs,
+        timeout: timeoutMs,
         ...(this.lookup ? { lookup: this.lookup } : {}),
       }, (res) => {
         const chunks: Buffer[] = [];
@@ -337,7 +338,7 @@ export class HttpTransport {
       req.on('close', () => this.live.delete(req));
       req.on('timeout', () => {
         const connected = req.socket !== null && !req.socket.connecting;
-        req.destroy(Object.assign(new Error(connected ? `no answer within ${this.opts.timeoutMs} ms` : `no connection within ${this.opts.timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
+        req.destroy(Object.assign(new Error(connected ? `no answer within ${timeoutMs} ms` : `no connection within ${timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
       });
       req.on('error', reject);
       req.end(body);
@@ -357,6 +358,13 @@ export class HttpTransport {
       if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
       if (write) await this.writeSem.acquire();
       await this.sem.acquire();
+      // An operation's time limit (a Terraform `timeouts` block): no attempt starts past it.
+      const left = deadlineLeft();
+      if (left && left.ms <= 0) {
+        this.sem.release();
+        if (write) this.writeSem.release();
+        throw new DeadlineExceededError(left.what, `${spec.method} ${spec.path}`);
+      }
       let status: number;
       let text: string;
       let headers: Record<string, string | string[] | undefined>;
@@ -368,7 +376,7 @@ export class HttpTransport {
           accept: 'application/json',
           'user-agent': this.opts.userAgent ?? 'kms-sync',
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        }, body, { 'x-api-key': this.opts.apiKey });
+        }, body, { 'x-api-key': this.opts.apiKey }, left ? Math.max(1, Math.min(this.opts.timeoutMs, left.ms)) : this.opts.timeoutMs);
         status = res.statusCode;
         headers = res.headers;
         text = res.text;
@@ -430,6 +438,9 @@ export class HttpTransport {
     const exp = Math.min(this.opts.maxDelayMs, this.opts.baseDelayMs * 2 ** (attempt - 1));
     const delayMs = Math.min(this.opts.maxDelayMs, retryAfter ?? Math.random() * exp);
     if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
+    // A retry that would start past the operation's time limit is not waited for.
+    const left = deadlineLeft();
+    if (left && left.ms <= delayMs) throw new DeadlineExceededError(left.what, `${spec.method} ${spec.path} (retry ${attempt + 1}, after: ${reason})`);
     this.opts.onRetry?.({ method: spec.method, path: spec.path, attempt, delayMs, reason });
     await sleep(delayMs);
   }

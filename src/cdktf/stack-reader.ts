@@ -85,7 +85,8 @@ export function providerSchema(): ProviderSchema {
 }
 
 /** Meta-arguments Terraform reads itself: they change nothing in the desired state. */
-const IGNORED_META = new Set(['//', 'depends_on', 'lifecycle', 'provider']);
+// timeouts: Terraform's per-operation limits; kms-sync's engine has its own (the client's request limits).
+const IGNORED_META = new Set(['//', 'depends_on', 'lifecycle', 'provider', 'timeouts']);
 const META_ERRORS: Record<string, string> = {
   count: 'count is not supported: kms-sync needs every resource spelled out (use a TypeScript loop instead)',
   for_each: 'for_each is not supported: kms-sync needs every resource spelled out (use a TypeScript loop instead)',

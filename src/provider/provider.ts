@@ -10,6 +10,7 @@ import { providerLog } from './log.js';
 import { dataSourceTypes, resourceTypes } from './resources/index.js';
 import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
 import { loadSchemas, protoSchema, valueType, type ProviderSchemas } from './schema.js';
+import { validateTimeouts, withTimeout } from './timeouts.js';
 import { fromDynamic, decodeJson, toDynamic, type DynamicValue } from './values/codec.js';
 import { containsUnknown, isUnknown, UNKNOWN, type CtyType, type JsonSchema, type TfObject, type TfValue } from './values/types.js';
 
@@ -133,7 +134,9 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
 
     ValidateResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
       const { rt, type } = resource(req.type_name);
-      rt.validate(fromDynamic(req.config, type) as TfObject, d);
+      const config = fromDynamic(req.config, type) as TfObject;
+      rt.validate(config, d);
+      validateTimeouts(config, d);
       return {};
     })(),
 
@@ -211,7 +214,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         }
         unknownComputed();
         await guard(rt, prior, planned, 'replace');
-      } else if (Object.keys(attrs).some((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!))) {
+      } else if (!onlyTimeoutsDiffer(attrs, prior, planned)) {
         for (const a of rt.changeOnUpdate ?? []) planned[a] = UNKNOWN;
         await guard(rt, prior, planned, 'update');
       }
@@ -229,12 +232,16 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const action = planned === null ? 'delete' : prior === null ? 'create' : 'update';
       log.log('debug', `ApplyResourceChange ${req.type_name} ${action}`, { resource: req.type_name, id: idOf(prior ?? planned), action });
       if (planned === null) {
-        await rt.delete(e, prior!, d);
+        await withTimeout(req.type_name, 'delete', prior, () => rt.delete(e, prior!, d));
         log.log('info', `${req.type_name} deleted`, { resource: req.type_name, id: idOf(prior), ms: Date.now() - started });
         return { new_state: toDynamic(null, type) };
       }
+      // A changed timeouts block only: the state takes it, the service is not asked.
+      if (prior !== null && onlyTimeoutsDiffer((type as ['object', Record<string, CtyType>])[1], prior, planned)) return { new_state: toDynamic(planned, type) };
       try {
-        const after = prior === null ? await rt.create(e, planned, d, config ?? undefined) : await rt.update(e, prior, planned, config ?? undefined);
+        const after = prior === null
+          ? await withTimeout(req.type_name, 'create', planned, () => rt.create(e, planned, d, config ?? undefined))
+          : await withTimeout(req.type_name, 'update', planned, () => rt.update(e, prior, planned, config ?? undefined));
         log.log('info', `${req.type_name} ${action === 'create' ? 'created' : 'updated'}`, { resource: req.type_name, id: idOf(after), ms: Date.now() - started });
         return { new_state: toDynamic(consistentWith(planned, after), type) };
       } catch (err) {
@@ -250,7 +257,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const current = fromDynamic(req.current_state, type) as TfObject | null;
       if (current === null) return { new_state: toDynamic(null, type), private: req.private };
       await seen(rt, current);
-      const live = await rt.read(needEngine(), current, false, d);
+      const live = await withTimeout(req.type_name, 'read', current, () => rt.read(needEngine(), current, false, d));
       log.log('trace', `ReadResource ${req.type_name}${live ? '' : ': gone'}`, { resource: req.type_name, id: idOf(current) });
       return { new_state: toDynamic(live, type), private: req.private };
     })(),
@@ -291,6 +298,11 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     },
   };
   return impl;
+}
+
+/** Nothing but the timeouts block (Terraform's, kept in the state only) differs between the two objects. */
+function onlyTimeoutsDiffer(attrs: Record<string, CtyType>, a: TfObject, b: TfObject): boolean {
+  return Object.keys(attrs).every((k) => k === 'timeouts' || sameValue(a[k] ?? null, b[k] ?? null, attrs[k]!));
 }
 
 /** Known planned values win over what the service echoes (Terraform rejects an apply that changes them). */

@@ -167,8 +167,10 @@ export class Core {
     this.schema = schema;
   }
 
+  /** Attributes and nested blocks (timeouts) of a resource: what a configuration object holds. */
   private attrs(type: string) {
-    return this.schema.resource_schemas[type].block.attributes as Record<string, { computed?: boolean; optional?: boolean }>;
+    const block = this.schema.resource_schemas[type].block;
+    return { ...block.attributes, ...Object.fromEntries(Object.keys(block.block_types ?? {}).map((k) => [k, { optional: true }])) } as Record<string, { computed?: boolean; optional?: boolean }>;
   }
 
   /** The configuration object: every attribute, null unless given. */

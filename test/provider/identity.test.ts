@@ -85,6 +85,10 @@ resource "kms_key" "a2" {
   lifecycle {
     create_before_destroy = true
   }
+  timeouts {
+    create = "2m"
+    delete = "2m"
+  }
 }
 resource "kms_key" "b1" {
   project_env = kms_client.b.project_env

@@ -140,7 +140,7 @@ describe('a provider started like Terraform starts it', () => {
     const replace = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(prior), proposed_new_state: mp(reshaped), config: mp(reshaped) });
     expect(replace.requires_replace.map((a: any) => a.steps.map((s: any) => s.attribute_name))).toEqual([['request']]);
     const same = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(prior), proposed_new_state: mp(prior), config: mp(prior) });
-    expect(unmp(same.planned_state)).toEqual({ ...prior, request: dyn({ q: 'string' }) });
+    expect(unmp(same.planned_state)).toEqual({ ...prior, request: dyn({ q: 'string' }), timeouts: null });
     const guarded = { ...prior, protected: true };
     const destroy = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(guarded), proposed_new_state: mp(null), config: mp(null) });
     expect(errors(destroy.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Protected resource', ['protected']]]);
@@ -150,7 +150,7 @@ describe('a provider started like Terraform starts it', () => {
     const raw = { id: 'acme', slug: 'acme', name: 'Acme', retired_attribute: 1 };
     const res = await p.call('UpgradeResourceState', { type_name: 'kms_project', version: 0, raw_state: { json: Buffer.from(JSON.stringify(raw)) } });
     expect(errors(res.diagnostics)).toEqual([]);
-    expect(unmp(res.upgraded_state)).toEqual({ id: 'acme', slug: 'acme', name: 'Acme', description: null, protected: null });
+    expect(unmp(res.upgraded_state)).toEqual({ id: 'acme', slug: 'acme', name: 'Acme', description: null, protected: null, timeouts: null });
     const newer = await p.call('UpgradeResourceState', { type_name: 'kms_project', version: 7, raw_state: { json: Buffer.from('{}') } });
     expect(errors(newer.diagnostics)[0]?.summary).toBe('State written by a newer provider');
   });

@@ -63,6 +63,12 @@ export interface EndpointConfig extends cdktf.TerraformMetaArguments {
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint#protected Endpoint#protected}
   */
   readonly protected?: boolean | cdktf.IResolvable;
+  /**
+  * timeouts block
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint#timeouts Endpoint#timeouts}
+  */
+  readonly timeouts?: EndpointTimeouts;
 }
 export interface EndpointStats {
 }
@@ -128,6 +134,207 @@ export class EndpointStatsOutputReference extends cdktf.ComplexObject {
     return this.getNumberAttribute('error');
   }
 }
+export interface EndpointTimeouts {
+  /**
+  * How long the create may take, as Terraform durations are written (e.g. "30s", "10m", "1h"); no request is started past it. Default: no limit beyond the client's own (30 s per request, 5 attempts).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint#create Endpoint#create}
+  */
+  readonly create?: string;
+  /**
+  * How long a refresh of this resource may take. Default: no limit beyond the client's own.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint#read Endpoint#read}
+  */
+  readonly read?: string;
+  /**
+  * How long an in-place update may take. Default: no limit beyond the client's own.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint#update Endpoint#update}
+  */
+  readonly update?: string;
+  /**
+  * How long the delete (for a key: its revoke) may take. Default: no limit beyond the client's own.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint#delete Endpoint#delete}
+  */
+  readonly delete?: string;
+}
+
+export function endpointTimeoutsToTerraform(struct?: EndpointTimeouts | cdktf.IResolvable): any {
+  if (!cdktf.canInspect(struct) || cdktf.Tokenization.isResolvable(struct)) { return struct; }
+  if (cdktf.isComplexElement(struct)) {
+    throw new Error("A complex element was used as configuration, this is not supported: https://cdk.tf/complex-object-as-configuration");
+  }
+  return {
+    create: cdktf.stringToTerraform(struct!.create),
+    read: cdktf.stringToTerraform(struct!.read),
+    update: cdktf.stringToTerraform(struct!.update),
+    delete: cdktf.stringToTerraform(struct!.delete),
+  }
+}
+
+
+export function endpointTimeoutsToHclTerraform(struct?: EndpointTimeouts | cdktf.IResolvable): any {
+  if (!cdktf.canInspect(struct) || cdktf.Tokenization.isResolvable(struct)) { return struct; }
+  if (cdktf.isComplexElement(struct)) {
+    throw new Error("A complex element was used as configuration, this is not supported: https://cdk.tf/complex-object-as-configuration");
+  }
+  const attrs = {
+    create: {
+      value: cdktf.stringToHclTerraform(struct!.create),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    read: {
+      value: cdktf.stringToHclTerraform(struct!.read),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    update: {
+      value: cdktf.stringToHclTerraform(struct!.update),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    delete: {
+      value: cdktf.stringToHclTerraform(struct!.delete),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+  };
+
+  // remove undefined attributes
+  return Object.fromEntries(Object.entries(attrs).filter(([_, value]) => value !== undefined && value.value !== undefined));
+}
+
+export class EndpointTimeoutsOutputReference extends cdktf.ComplexObject {
+  private isEmptyObject = false;
+  private resolvableValue?: cdktf.IResolvable;
+
+  /**
+  * @param terraformResource The parent resource
+  * @param terraformAttribute The attribute on the parent resource this class is referencing
+  */
+  public constructor(terraformResource: cdktf.IInterpolatingParent, terraformAttribute: string) {
+    super(terraformResource, terraformAttribute, false);
+  }
+
+  public get internalValue(): EndpointTimeouts | cdktf.IResolvable | undefined {
+    if (this.resolvableValue) {
+      return this.resolvableValue;
+    }
+    let hasAnyValues = this.isEmptyObject;
+    const internalValueResult: any = {};
+    if (this._create !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.create = this._create;
+    }
+    if (this._read !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.read = this._read;
+    }
+    if (this._update !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.update = this._update;
+    }
+    if (this._delete !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.delete = this._delete;
+    }
+    return hasAnyValues ? internalValueResult : undefined;
+  }
+
+  public set internalValue(value: EndpointTimeouts | cdktf.IResolvable | undefined) {
+    if (value === undefined) {
+      this.isEmptyObject = false;
+      this.resolvableValue = undefined;
+      this._create = undefined;
+      this._read = undefined;
+      this._update = undefined;
+      this._delete = undefined;
+    }
+    else if (cdktf.Tokenization.isResolvable(value)) {
+      this.isEmptyObject = false;
+      this.resolvableValue = value;
+    }
+    else {
+      this.isEmptyObject = Object.keys(value).length === 0;
+      this.resolvableValue = undefined;
+      this._create = value.create;
+      this._read = value.read;
+      this._update = value.update;
+      this._delete = value.delete;
+    }
+  }
+
+  // create - computed: false, optional: true, required: false
+  private _create?: string; 
+  public get create() {
+    return this.getStringAttribute('create');
+  }
+  public set create(value: string) {
+    this._create = value;
+  }
+  public resetCreate() {
+    this._create = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get createInput() {
+    return this._create;
+  }
+
+  // read - computed: false, optional: true, required: false
+  private _read?: string; 
+  public get read() {
+    return this.getStringAttribute('read');
+  }
+  public set read(value: string) {
+    this._read = value;
+  }
+  public resetRead() {
+    this._read = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get readInput() {
+    return this._read;
+  }
+
+  // update - computed: false, optional: true, required: false
+  private _update?: string; 
+  public get update() {
+    return this.getStringAttribute('update');
+  }
+  public set update(value: string) {
+    this._update = value;
+  }
+  public resetUpdate() {
+    this._update = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get updateInput() {
+    return this._update;
+  }
+
+  // delete - computed: false, optional: true, required: false
+  private _delete?: string; 
+  public get delete() {
+    return this.getStringAttribute('delete');
+  }
+  public set delete(value: string) {
+    this._delete = value;
+  }
+  public resetDelete() {
+    this._delete = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get deleteInput() {
+    return this._delete;
+  }
+}
 
 /**
 * Represents a {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/endpoint kms_endpoint}
@@ -188,6 +395,7 @@ export class Endpoint extends cdktf.TerraformResource {
     this._response = config.response;
     this._metadata = config.metadata;
     this._protected = config.protected;
+    this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -355,6 +563,22 @@ export class Endpoint extends cdktf.TerraformResource {
     return this.getStringAttribute('updated_at');
   }
 
+  // timeouts - computed: false, optional: true, required: false
+  private _timeouts = new EndpointTimeoutsOutputReference(this, "timeouts");
+  public get timeouts() {
+    return this._timeouts;
+  }
+  public putTimeouts(value: EndpointTimeouts) {
+    this._timeouts.internalValue = value;
+  }
+  public resetTimeouts() {
+    this._timeouts.internalValue = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get timeoutsInput() {
+    return this._timeouts.internalValue;
+  }
+
   // =========
   // SYNTHESIS
   // =========
@@ -370,6 +594,7 @@ export class Endpoint extends cdktf.TerraformResource {
       response: cdktf.hashMapper(cdktf.anyToTerraform)(this._response),
       metadata: cdktf.hashMapper(cdktf.anyToTerraform)(this._metadata),
       protected: cdktf.booleanToTerraform(this._protected),
+      timeouts: endpointTimeoutsToTerraform(this._timeouts.internalValue),
     };
   }
 
@@ -428,6 +653,12 @@ export class Endpoint extends cdktf.TerraformResource {
         isBlock: false,
         type: "simple",
         storageClassType: "boolean",
+      },
+      timeouts: {
+        value: endpointTimeoutsToHclTerraform(this._timeouts.internalValue),
+        isBlock: true,
+        type: "struct",
+        storageClassType: "EndpointTimeouts",
       },
     };
 

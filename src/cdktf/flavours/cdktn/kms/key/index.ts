@@ -75,6 +75,213 @@ export interface KeyConfig extends cdktn.TerraformMetaArguments {
   * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/key#protected Key#protected}
   */
   readonly protected?: boolean | cdktn.IResolvable;
+  /**
+  * timeouts block
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/key#timeouts Key#timeouts}
+  */
+  readonly timeouts?: KeyTimeouts;
+}
+export interface KeyTimeouts {
+  /**
+  * How long the create may take, as Terraform durations are written (e.g. "30s", "10m", "1h"); no request is started past it. Default: no limit beyond the client's own (30 s per request, 5 attempts).
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/key#create Key#create}
+  */
+  readonly create?: string;
+  /**
+  * How long a refresh of this resource may take. Default: no limit beyond the client's own.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/key#read Key#read}
+  */
+  readonly read?: string;
+  /**
+  * How long an in-place update may take. Default: no limit beyond the client's own.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/key#update Key#update}
+  */
+  readonly update?: string;
+  /**
+  * How long the delete (for a key: its revoke) may take. Default: no limit beyond the client's own.
+  *
+  * Docs at Terraform Registry: {@link https://registry.terraform.io/providers/kms-sync/kms/0.1.0/docs/resources/key#delete Key#delete}
+  */
+  readonly delete?: string;
+}
+
+export function keyTimeoutsToTerraform(struct?: KeyTimeouts | cdktn.IResolvable): any {
+  if (!cdktn.canInspect(struct) || cdktn.Tokenization.isResolvable(struct)) { return struct; }
+  if (cdktn.isComplexElement(struct)) {
+    throw new Error("A complex element was used as configuration, this is not supported: https://cdktn.io/docs/concepts/resources#references");
+  }
+  return {
+    create: cdktn.stringToTerraform(struct!.create),
+    read: cdktn.stringToTerraform(struct!.read),
+    update: cdktn.stringToTerraform(struct!.update),
+    delete: cdktn.stringToTerraform(struct!.delete),
+  }
+}
+
+
+export function keyTimeoutsToHclTerraform(struct?: KeyTimeouts | cdktn.IResolvable): any {
+  if (!cdktn.canInspect(struct) || cdktn.Tokenization.isResolvable(struct)) { return struct; }
+  if (cdktn.isComplexElement(struct)) {
+    throw new Error("A complex element was used as configuration, this is not supported: https://cdktn.io/docs/concepts/resources#references");
+  }
+  const attrs = {
+    create: {
+      value: cdktn.stringToHclTerraform(struct!.create),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    read: {
+      value: cdktn.stringToHclTerraform(struct!.read),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    update: {
+      value: cdktn.stringToHclTerraform(struct!.update),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+    delete: {
+      value: cdktn.stringToHclTerraform(struct!.delete),
+      isBlock: false,
+      type: "simple",
+      storageClassType: "string",
+    },
+  };
+
+  // remove undefined attributes
+  return Object.fromEntries(Object.entries(attrs).filter(([_, value]) => value !== undefined && value.value !== undefined));
+}
+
+export class KeyTimeoutsOutputReference extends cdktn.ComplexObject {
+  private isEmptyObject = false;
+  private resolvableValue?: cdktn.IResolvable;
+
+  /**
+  * @param terraformResource The parent resource
+  * @param terraformAttribute The attribute on the parent resource this class is referencing
+  */
+  public constructor(terraformResource: cdktn.IInterpolatingParent, terraformAttribute: string) {
+    super(terraformResource, terraformAttribute, false);
+  }
+
+  public get internalValue(): KeyTimeouts | cdktn.IResolvable | undefined {
+    if (this.resolvableValue) {
+      return this.resolvableValue;
+    }
+    let hasAnyValues = this.isEmptyObject;
+    const internalValueResult: any = {};
+    if (this._create !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.create = this._create;
+    }
+    if (this._read !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.read = this._read;
+    }
+    if (this._update !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.update = this._update;
+    }
+    if (this._delete !== undefined) {
+      hasAnyValues = true;
+      internalValueResult.delete = this._delete;
+    }
+    return hasAnyValues ? internalValueResult : undefined;
+  }
+
+  public set internalValue(value: KeyTimeouts | cdktn.IResolvable | undefined) {
+    if (value === undefined) {
+      this.isEmptyObject = false;
+      this.resolvableValue = undefined;
+      this._create = undefined;
+      this._read = undefined;
+      this._update = undefined;
+      this._delete = undefined;
+    }
+    else if (cdktn.Tokenization.isResolvable(value)) {
+      this.isEmptyObject = false;
+      this.resolvableValue = value;
+    }
+    else {
+      this.isEmptyObject = Object.keys(value).length === 0;
+      this.resolvableValue = undefined;
+      this._create = value.create;
+      this._read = value.read;
+      this._update = value.update;
+      this._delete = value.delete;
+    }
+  }
+
+  // create - computed: false, optional: true, required: false
+  private _create?: string; 
+  public get create() {
+    return this.getStringAttribute('create');
+  }
+  public set create(value: string) {
+    this._create = value;
+  }
+  public resetCreate() {
+    this._create = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get createInput() {
+    return this._create;
+  }
+
+  // read - computed: false, optional: true, required: false
+  private _read?: string; 
+  public get read() {
+    return this.getStringAttribute('read');
+  }
+  public set read(value: string) {
+    this._read = value;
+  }
+  public resetRead() {
+    this._read = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get readInput() {
+    return this._read;
+  }
+
+  // update - computed: false, optional: true, required: false
+  private _update?: string; 
+  public get update() {
+    return this.getStringAttribute('update');
+  }
+  public set update(value: string) {
+    this._update = value;
+  }
+  public resetUpdate() {
+    this._update = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get updateInput() {
+    return this._update;
+  }
+
+  // delete - computed: false, optional: true, required: false
+  private _delete?: string; 
+  public get delete() {
+    return this.getStringAttribute('delete');
+  }
+  public set delete(value: string) {
+    this._delete = value;
+  }
+  public resetDelete() {
+    this._delete = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get deleteInput() {
+    return this._delete;
+  }
 }
 
 /**
@@ -138,6 +345,7 @@ export class Key extends cdktn.TerraformResource {
     this._secretStore = config.secretStore;
     this._secretName = config.secretName;
     this._protected = config.protected;
+    this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -336,6 +544,22 @@ export class Key extends cdktn.TerraformResource {
     return this.getStringAttribute('secret_fingerprint');
   }
 
+  // timeouts - computed: false, optional: true, required: false
+  private _timeouts = new KeyTimeoutsOutputReference(this, "timeouts");
+  public get timeouts() {
+    return this._timeouts;
+  }
+  public putTimeouts(value: KeyTimeouts) {
+    this._timeouts.internalValue = value;
+  }
+  public resetTimeouts() {
+    this._timeouts.internalValue = undefined;
+  }
+  // Temporarily expose input value. Use with caution.
+  public get timeoutsInput() {
+    return this._timeouts.internalValue;
+  }
+
   // =========
   // SYNTHESIS
   // =========
@@ -353,6 +577,7 @@ export class Key extends cdktn.TerraformResource {
       secret_store: cdktn.stringToTerraform(this._secretStore),
       secret_name: cdktn.stringToTerraform(this._secretName),
       protected: cdktn.booleanToTerraform(this._protected),
+      timeouts: keyTimeoutsToTerraform(this._timeouts.internalValue),
     };
   }
 
@@ -423,6 +648,12 @@ export class Key extends cdktn.TerraformResource {
         isBlock: false,
         type: "simple",
         storageClassType: "boolean",
+      },
+      timeouts: {
+        value: keyTimeoutsToHclTerraform(this._timeouts.internalValue),
+        isBlock: true,
+        type: "struct",
+        storageClassType: "KeyTimeouts",
       },
     };
 
