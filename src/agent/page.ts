@@ -85,6 +85,16 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.
 .card{border:1px solid var(--line);border-radius:8px;padding:10px 12px}.card .n{font-size:22px;font-weight:700}
 .before{color:var(--bad)}.after{color:var(--ok)}.err{color:var(--bad);white-space:pre-wrap}
 svg text{font:11px system-ui,sans-serif;fill:var(--muted)}
+body{overflow-wrap:break-word}.err,.mono{white-space:pre-wrap}.card .sub{font-size:12px}
+#control{display:flex;flex-wrap:wrap;gap:6px;align-items:center}#control input{min-width:0;max-width:100%}
+@media (max-width:640px){
+header{padding:10px 12px;gap:6px 16px}main{padding:10px;gap:10px}section{padding:10px}
+.cards{grid-template-columns:repeat(2,minmax(0,1fr));gap:8px}.card .n{font-size:17px}
+table,thead,tbody,tr,th,td{display:block;width:100%}thead{display:none}
+tr{border-bottom:1px solid var(--line);padding:6px 0}td{border:0;padding:2px 0}
+td[data-label]::before{content:attr(data-label) ": ";color:var(--muted);font-size:12px}
+table.fields tr{border:0;padding:0}table.fields td{display:inline;padding:0 4px 0 0}
+}
 `;
 
 function badge(text: string, cls: string): string {
@@ -100,7 +110,7 @@ function envRows(envs: EnvStatus[], unknown: boolean): string {
   const rows = envs.map((e) => {
     const cats = Object.entries(e.byCategory).map(([c, n]) => `${esc(c)} ${n}`).join(', ');
     return `<tr data-env="${esc(e.projectEnv)}"><td><code>${esc(e.projectEnv)}</code></td><td>${unknown ? badge('Unknown', 'warn') : e.synced ? badge('Synced', 'ok') : badge('OutOfSync', 'warn')}</td>` +
-      `<td>${e.drift}${cats ? ` <span class="muted">(${cats})</span>` : ''}</td><td>${e.expiring7d ? badge(String(e.expiring7d), 'bad') : '0'}</td><td>${e.expiring30d ? badge(String(e.expiring30d), 'warn') : '0'}</td></tr>`;
+      `<td data-label="Drift items">${e.drift}${cats ? ` <span class="muted">(${cats})</span>` : ''}</td><td data-label="Keys expiring ≤ 7 d">${e.expiring7d ? badge(String(e.expiring7d), 'bad') : '0'}</td><td data-label="≤ 30 d">${e.expiring30d ? badge(String(e.expiring30d), 'warn') : '0'}</td></tr>`;
   });
   return `<table id="environments"><thead><tr><th>Environment</th><th>State</th><th>Drift items</th><th>Keys expiring ≤ 7 d</th><th>≤ 30 d</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
@@ -108,7 +118,7 @@ function envRows(envs: EnvStatus[], unknown: boolean): string {
 function historyRows(history: ReconcileRecord[], now: number): string {
   if (history.length === 0) return '<p class="muted">No reconcile yet.</p>';
   const rows = history.map((h) => `<tr><td title="${esc(h.finishedAt)}">${esc(ago(h.finishedAt, now))}</td><td><code>${esc(short(h.revision))}</code> <span class="muted">${esc(h.subject ?? '')}</span></td>` +
-    `<td>${esc(h.trigger)}</td><td>${resultBadge(h.result)}</td><td>${h.applied}/${h.planned}</td><td>${esc(h.durationMs)} ms</td>` +
+    `<td data-label="Trigger">${esc(h.trigger)}</td><td>${resultBadge(h.result)}</td><td data-label="Applied / planned">${h.applied}/${h.planned}</td><td data-label="Took">${esc(h.durationMs)} ms</td>` +
     `<td>${h.errors.length ? `<div class="err">${h.errors.slice(0, 5).map(esc).join('\n')}</div>` : `<span class="muted">${esc(h.note ?? '')}</span>`}</td></tr>`);
   return `<table id="history"><thead><tr><th>When</th><th>Revision</th><th>Trigger</th><th>Outcome</th><th>Applied / planned</th><th>Took</th><th>Errors / note</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
@@ -126,7 +136,7 @@ function driftTable(s: AgentStatus): string {
       ? `<table class="fields"><tbody>${d.fields.map((f) => `<tr><td><code>${esc(f.path)}</code></td><td class="before mono">${esc(value(f.before))}</td><td>→</td><td class="after mono">${esc(value(f.after))}</td></tr>`).join('')}</tbody></table>`
       : '';
     return `<tr class="drift-item"><td>${badge(d.category, d.category === 'unmanaged' ? 'info' : d.category === 'expiring' ? 'warn' : 'bad')}</td><td><code>${esc(d.address)}</code><div class="muted">${esc(d.detail)}</div>${fields}</td>` +
-      `<td>${esc(d.action ?? 'none')}</td></tr>`;
+      `<td data-label="Apply would">${esc(d.action ?? 'none')}</td></tr>`;
   });
   const more = s.drift.length > 200 ? `<p class="muted">…and ${s.drift.length - 200} more (see /api/status).</p>` : '';
   return `<table id="drift"><thead><tr><th>Category</th><th>Resource (live → desired)</th><th>Apply would</th></tr></thead><tbody>${rows.join('')}</tbody></table>${more}`;
@@ -185,9 +195,9 @@ export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenR
     ['Synced revision', short(s.revision.synced)],
     ['Last reconcile', last ? `${last.result}, ${ago(last.finishedAt, now)}` : '—'],
     ['Drift items', s.serviceError ? 'Unknown' : String(s.drift.length)],
-    ['Ready', `${s.condition?.status ?? 'Unknown'}${s.condition?.reason ? ` (${s.condition.reason})` : ''}`],
+    ['Ready', s.condition?.status ?? 'Unknown', s.condition?.reason],
     ['Keys expiring ≤ 7 d / 30 d', `${s.keys.expiring7d} / ${s.keys.expiring30d}`],
-  ].map(([k, v]) => `<div class="card"><div class="muted">${esc(k)}</div><div class="n">${esc(v)}</div></div>`).join('');
+  ].map(([k, v, sub]) => `<div class="card"><div class="muted">${esc(k)}</div><div class="n">${esc(v)}</div>${sub ? `<div class="sub muted">${esc(sub)}</div>` : ''}</div>`).join('');
   const alerts: string[] = [];
   if (!s.agent.syncWindowOpen) alerts.push(`<p>${badge('Outside the sync window', 'warn')} Changes are reported, not applied, until one opens (${esc(s.agent.syncWindows.join('; '))}, UTC).</p>`);
   if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused until it is resumed.</p>`);

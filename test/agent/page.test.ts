@@ -1,7 +1,7 @@
 // The agent's status page in a real browser (Debian's chromium driven by playwright-core): it
 // renders the environments, the drift with its field-level before/after and the timeline of key
 // expiries, shows a client whose name is an HTML payload (created in the emulator) as text, runs no
-// script but its own, and keeps a screenshot in test-artifacts/ (gitignored). Skipped loudly without chromium.
+// script but its own, fits a 390 px phone screen without horizontal scroll, and keeps screenshots at both widths in test-artifacts/ (gitignored). Skipped loudly without chromium.
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -90,6 +90,22 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
       mkdirSync(dir, { recursive: true });
       await page.screenshot({ path: path.join(dir, 'agent-status-page.png'), fullPage: true });
       expect(existsSync(path.join(dir, 'agent-status-page.png'))).toBe(true);
+      // Desktop and phone widths: the page fits, no horizontal scroll (issue 36: at 390 px it was 575-889 px wide).
+      expect(await page.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(1280);
+      const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true, extraHTTPHeaders: auth });
+      expect((await phone.goto(agent.url, { waitUntil: 'load' }))?.status()).toBe(200);
+      const widths = await phone.evaluate<{ doc: number; body: number; view: number }>('({ doc: document.documentElement.scrollWidth, body: document.body.scrollWidth, view: window.innerWidth })');
+      expect(widths.view).toBe(390);
+      expect(widths.doc, JSON.stringify(widths)).toBeLessThanOrEqual(390);
+      expect(widths.body, JSON.stringify(widths)).toBeLessThanOrEqual(390);
+      // Every element of the page lies inside the viewport's width (none cut off on the right).
+      const outside = await phone.evaluate<string[]>("[...document.querySelectorAll('body *')].filter((el) => el.getBoundingClientRect().right > window.innerWidth + 0.5).map((el) => el.tagName.toLowerCase() + '#' + el.id).slice(0, 10)");
+      expect(outside).toEqual([]);
+      // Still usable: the drift's field and its values, the environment's state, the control.
+      expect(await phone.locator('#drift').innerText()).toContain('ipWhitelist');
+      expect(await phone.locator(`#environments tr[data-env="${ENV}"]`).innerText()).toMatch(/OutOfSync/);
+      expect(await phone.locator('#control button').isVisible()).toBe(true);
+      await phone.screenshot({ path: path.join(dir, 'agent-status-page-390px.png'), fullPage: true });
       // --log-format json: every line of the agent's output is one JSON object with time, level, msg.
       const lines = agent.output().trim().split('\n');
       for (const line of lines) expect(Object.keys(JSON.parse(line)).slice(0, 3), line).toEqual(['time', 'level', 'msg']);
