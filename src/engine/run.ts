@@ -12,6 +12,7 @@ import { readLiveState, readLiveStream, type LiveEnvRead, type LiveReadResult, t
 import { address, credentialKind, emptyLiveState, projectEnvOf, serviceTarget, type DesiredState, type LiveState } from '../model/index.js';
 import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
+import { ownedEntries, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
 import { capacityProblems, describeCapacity } from '../plan/capacity.js';
@@ -364,6 +365,11 @@ export interface PlanOptions {
   incarnation?: StateIncarnation;
   /** A git revision (a pull request's base) whose records the security changes are compared with, instead of the checkout's (apply/trust.ts). */
   trustBase?: string;
+  /**
+   * The configuration's inventory (plan/inventory.ts): what it holds is ours even with its markers
+   * stripped, and the plan returns what it found owned (`inventory`), for the inventory's next state.
+   */
+  inventory?: InventoryIndex;
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
@@ -431,7 +437,7 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
  * projects, environments and templates, and of the clients and endpoints only those the plan
  * names or whose keys expire (what drift's usage context and the agent's status need).
  */
-export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry; inventory?: InventoryScan }> {
   // A shard may hold nothing of a small fleet: its plan is empty, not an error.
   if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty && !o.shard) {
     throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
@@ -458,7 +464,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   }
 }
 
-async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOptions, run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery }): Promise<{ plan: Plan; live: LiveReadResult }> {
+async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOptions, run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery }): Promise<{ plan: Plan; live: LiveReadResult; inventory?: InventoryScan }> {
   const { stream, owner, registry, recovery } = run;
   const head = await stream.head;
   const missing = missingExternalProjects(desired, head);
@@ -480,9 +486,14 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   kept.envs = head.envs;
   const duplicates: LiveReadResult['duplicates'][] = [];
   const overCapacity: ReturnType<typeof capacityProblems> = [];
+  const owned: InventoryEntry[] = [];
 
   const planPart = async (d: DesiredState, l: LiveState, live: PlanLive, orphans: Recovery['orphans'], keyOf: (warning: string) => string) => {
-    const { plan: base, phases } = buildPlanPhased({ desired: d, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
+    if (o.inventory) {
+      o.inventory.markHeld(l);
+      owned.push(...ownedEntries(l, owner));
+    }
+    const { plan: base, phases } = buildPlanPhased({ desired: d, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}), ...(o.inventory ? { inventory: o.inventory } : {}) });
     // Template capacity is per environment: checked on each, said for all at the end (before any write or report).
     if (o.checkCapacity !== false) overCapacity.push(...capacityProblems(base, l));
     let secrets = new Map<string, SecretStatus>();
@@ -567,6 +578,7 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   return {
     plan,
     live: { state: kept, duplicates: mergedDuplicates, fingerprints: plan.fingerprints, projectEnvs: head.projectEnvs },
+    ...(o.inventory ? { inventory: { owned, envsRead: head.envs.map((e) => e.projectEnv) } } : {}),
   };
 }
 

@@ -40,13 +40,26 @@ export const OWNER_ID_KEY = 'kms-sync/owner';
  * - `other`: owned by another configuration: never touched (unless --take-ownership);
  * - `none`: made by hand or by the SDK: managed when named (adoption), deleted only with --prune.
  */
-export type Ownership = { kind: 'ours' } | { kind: 'legacy' } | { kind: 'other'; owner: string } | { kind: 'none' };
+export type Ownership = { kind: 'ours'; markerRemoved?: true } | { kind: 'legacy' } | { kind: 'other'; owner: string } | { kind: 'none' };
 
-export function ownershipOf(metadata: JsonObject | undefined, owner: string): Ownership {
-  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE) return { kind: 'none' };
+/**
+ * `held`: the configuration's inventory (the ids it created or claimed, kept where its run keeps
+ * state) holds the resource. Markers can be stripped by anyone with the service's API (a metadata
+ * PUT that replaces the map): a held resource without them is still ours, with `markerRemoved`,
+ * so that the plan restores them and reports it instead of ending its management silently. A
+ * marker naming another configuration wins over the inventory (it was handed over on purpose).
+ */
+export function ownershipOf(metadata: JsonObject | undefined, owner: string, held = false): Ownership {
+  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE) return held ? { kind: 'ours', markerRemoved: true } : { kind: 'none' };
   const id = metadata[OWNER_ID_KEY];
-  if (typeof id !== 'string' || id === '') return { kind: 'legacy' };
+  if (typeof id !== 'string' || id === '') return held ? { kind: 'ours', markerRemoved: true } : { kind: 'legacy' };
   return id === owner ? { kind: 'ours' } : { kind: 'other', owner: id };
+}
+
+/** The reason of an update that restores the ownership markers someone removed (and what else it changes). */
+export function markerRemovedReason(changedFields: readonly string[]): string {
+  const other = [...new Set(changedFields.map((p) => p.split('.')[0]!))].filter((p) => p !== 'metadata');
+  return `ownership marker removed outside kms-sync (this configuration's inventory holds it); restored${other.length ? `; ${other.join(', ')} changed` : ''}`;
 }
 
 /** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
@@ -69,8 +82,8 @@ export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
  * The ownership a configuration acts on: with take-ownership (`--take-ownership`, the provider's
  * `take_ownership`), another configuration's resource is claimed like a legacy one.
  */
-export function actingOwnership(metadata: JsonObject | undefined, owner: string, takeOwnership?: boolean): Ownership {
-  const o = ownershipOf(metadata, owner);
+export function actingOwnership(metadata: JsonObject | undefined, owner: string, takeOwnership?: boolean, held = false): Ownership {
+  const o = ownershipOf(metadata, owner, held);
   return o.kind === 'other' && takeOwnership ? { kind: 'legacy' } : o;
 }
 
@@ -85,9 +98,9 @@ export const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[
  * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
  * protection marker always follows `protected`.
  */
-export function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string): JsonObject {
+export function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string, held = false): JsonObject {
   const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
-  if (ownershipOf(live, owner).kind !== 'none') {
+  if (ownershipOf(live, owner, held).kind !== 'none') {
     out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
     out[OWNER_ID_KEY] = owner;
     // The digest of what is applied: computed only for a resource that changes (`applied`).
@@ -122,8 +135,8 @@ export function endpointRecord(e: Pick<DesiredEndpoint, 'name' | 'description' |
 }
 
 /** Keys of a client are managed (created, rotated, revoked) when the client is ours or being claimed. */
-export const isManagedBy = (metadata: JsonObject | undefined, owner: string) => {
-  const k = ownershipOf(metadata, owner).kind;
+export const isManagedBy = (metadata: JsonObject | undefined, owner: string, held = false) => {
+  const k = ownershipOf(metadata, owner, held).kind;
   return k === 'ours' || k === 'legacy';
 };
 
@@ -135,6 +148,8 @@ export const isManagedBy = (metadata: JsonObject | undefined, owner: string) => 
 export interface Holding {
   address: string;
   metadata: JsonObject | undefined;
+  /** The configuration's inventory holds it (ownershipOf's `held`). */
+  held?: boolean;
 }
 
 /**
@@ -152,7 +167,7 @@ export function ownershipByContents(holdings: Iterable<Holding>, owner: string, 
   let ours = false;
   let other: { owner: string; address: string } | undefined;
   for (const h of holdings) {
-    const o = actingOwnership(h.metadata, owner, takeOwnership);
+    const o = actingOwnership(h.metadata, owner, takeOwnership, h.held);
     if (o.kind === 'other') other ??= { owner: o.owner, address: h.address };
     if (o.kind === 'ours') ours = true;
   }

@@ -189,6 +189,11 @@ export interface LiveClient {
   ipWhitelist: string[];
   metadata: JsonObject;
   keys: LiveKey[];
+  /**
+   * The inventory of the configuration being planned holds this client (it created or claimed
+   * it): ours even when someone removed its ownership markers (set by the engine from the inventory; never sent to the service).
+   */
+  held?: boolean;
 }
 
 export interface LiveEndpoint {
@@ -200,6 +205,8 @@ export interface LiveEndpoint {
   request?: JsonObject;
   response?: JsonObject;
   metadata?: JsonObject;
+  /** The inventory of the configuration being planned holds this endpoint (see LiveClient.held). */
+  held?: boolean;
 }
 
 /** Live state of the environments in scope. Absent envs are simply not in `envs`. */

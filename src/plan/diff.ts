@@ -7,6 +7,7 @@
 import { KIND_ORDER, type DesiredState, type LiveState, type ResourceKind } from '../model/index.js';
 import { planOwnership, type PlanContext } from './kinds/contract.js';
 import { PLAN_KINDS } from './kinds/index.js';
+import type { InventoryIndex } from './inventory.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
 import { summarize, type Action, type Operation, type Plan } from './types.js';
 import { WARNING_PHASE } from './types.js';
@@ -30,6 +31,8 @@ export interface PlanInput {
   now?: Date;
   /** Claim resources another configuration owns when this one names them (`--take-ownership`). */
   takeOwnership?: boolean;
+  /** The configuration's inventory (plan/inventory.ts): its live clients and endpoints are marked `held` already. */
+  inventory?: Pick<InventoryIndex, 'applied'>;
 }
 
 const ACTION_PHASE: Record<Action, number> = { create: 0, update: 0, replace: 0, rotate: 0, delete: 1 };
@@ -73,6 +76,7 @@ export function buildPlanPhased(input: PlanInput): { plan: Plan; phases: number[
     ops: [],
     unmanaged: [],
     warnings: [],
+    ...(input.inventory ? { applied: (addr: string) => input.inventory!.applied(addr) } : {}),
   };
   const { ops, unmanaged, warnings } = ctx;
   for (const d of live.duplicates) {

@@ -266,7 +266,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
 
 /** The plan's configuration manages this client (or claims it with --take-ownership). */
 function isOwned(lc: LiveClient, plan: Plan): boolean {
-  return isManagedBy(lc.metadata, plan.target.owner) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
+  return isManagedBy(lc.metadata, plan.target.owner, lc.held) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
 }
 
 /** Live clients by environment, then name: no address string per client (100,000 in a big plan). */
@@ -287,7 +287,7 @@ export function keysToCheck(desired: DesiredState, live: LiveState, owner: strin
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
   for (const c of desired.clients) {
     const lc = liveClients.get(c.projectEnv)?.get(c.name);
-    if (!lc || !isManagedBy(lc.metadata, owner)) continue;
+    if (!lc || !isManagedBy(lc.metadata, owner, lc.held)) continue;
     for (const k of c.keys) {
       const current = lc.keys.filter((x) => x.name === k.name).at(-1);
       if (!current) continue;

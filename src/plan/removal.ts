@@ -54,9 +54,9 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
   // Built once it is known whether the environment goes: a reason never says "its environment is
   // destroyed" about an environment that is kept.
   const childOps: ((reason: string) => Operation)[] = [];
-  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: JsonObject | undefined, op: (reason: string) => Operation) => {
-    const who = ownershipOf(metadata, owner);
-    const keeps = keepsEnv({ address: addr, metadata }, owner, o.prune);
+  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: JsonObject | undefined, held: boolean | undefined, op: (reason: string) => Operation) => {
+    const who = ownershipOf(metadata, owner, held);
+    const keeps = keepsEnv({ address: addr, metadata, ...(held ? { held } : {}) }, owner, o.prune);
     if (keeps === undefined) {
       if (who.kind === 'ours') ours++;
       childOps.push(op);
@@ -67,11 +67,11 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
   };
   for (const lc of c.clients) {
     const addr = address.client(pe, lc.name);
-    consider('client', addr, lc.metadata, (reason) => clientDelete(lc, reason, 'delete_removed_from_config', addr));
+    consider('client', addr, lc.metadata, lc.held, (reason) => clientDelete(lc, reason, 'delete_removed_from_config', addr));
   }
   for (const le of c.endpoints) {
     const addr = address.endpoint(pe, le.method, le.path);
-    consider('endpoint', addr, le.metadata, (reason) => endpointDelete(le, reason, 'delete_removed_from_config', addr));
+    consider('endpoint', addr, le.metadata, le.held, (reason) => endpointDelete(le, reason, 'delete_removed_from_config', addr));
   }
   if (o.declaredProtected) blockers.push(`${envAddr} is protected in the configuration`);
   if (blockers.length === 0 && ours === 0 && !o.prune) blockers.push('nothing in it shows it belongs to this configuration (use --prune to delete it anyway)');

@@ -9,7 +9,7 @@ import { address, type DesiredClient, type LiveClient } from '../../model/index.
 import { APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, PROTECTED_MARKER_KEY } from '../../model/ownership.js';
 import { addChange, addObjectChanges, differingFields } from '../compare.js';
 import type { ActionReason, FieldChange, Operation } from '../types.js';
-import { changedReason, claimReason, isProtectedLive, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
+import { changedReason, claimReason, isProtectedLive, markerRemovedReason, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
 import { IdentityIndex } from './identity-index.js';
 import { keyAfter, planKeys } from './key.js';
 
@@ -73,13 +73,13 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
       });
       continue;
     }
-    const ownership = ctx.own(lc.metadata);
+    const ownership = ctx.own(lc.metadata, lc.held);
     if (!mayChange(ownership)) {
       unmanaged.push(ownedElsewhere(address.client(c.projectEnv, c.name), 'client', c.projectEnv, ownership.owner, blockedOfClient(c, lc)));
       continue;
     }
     // The before/after objects are built only for a client that changed: most of them did not.
-    let metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner);
+    let metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner, undefined, lc.held);
     const changes: FieldChange[] = [];
     if (c.type !== undefined) addChange(changes, 'type', lc.type, c.type);
     addChange(changes, 'template', lc.templateName ?? lc.templateId, c.template);
@@ -87,11 +87,13 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
     addObjectChanges(changes, 'metadata', lc.metadata, metadata);
     if (changes.length) {
       const applied = appliedDigest(clientRecord(c));
-      metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner, applied);
+      metadata = targetMetadata(c.metadata, c.protected, lc.metadata, owner, applied, lc.held);
+      const markerRemoved = ownership.kind === 'ours' && ownership.markerRemoved === true;
       ops.push({
-        drift: driftOrigin(lc.metadata[APPLIED_KEY], applied, appliedDigest(clientRecord(c, lc))),
+        // Stripped markers are a change made outside, whatever else the configuration changed.
+        drift: markerRemoved ? 'outside' : driftOrigin(lc.metadata[APPLIED_KEY], applied, appliedDigest(clientRecord(c, lc))),
         address: address.client(c.projectEnv, c.name), kind: 'client', action: 'update', projectEnv: c.projectEnv,
-        reason: ownership.kind === 'legacy' ? claimReason(changes) : changedReason(changes),
+        reason: markerRemoved ? markerRemovedReason(changes.map((x) => x.path)) : ownership.kind === 'legacy' ? claimReason(changes) : changedReason(changes),
         actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c, owner), metadata }, changes, live: { id: lc.id },
         ...(c.protected ? { protected: true } : {}),
       });
@@ -106,9 +108,9 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
       warnings.push(`${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`);
       continue;
     }
-    const ownership = ctx.own(lc.metadata);
+    const ownership = ctx.own(lc.metadata, lc.held);
     if (ownership.kind === 'ours') {
-      ops.push(clientDelete(lc, 'removed from the configuration (owned by this configuration)', 'delete_removed_from_config', addr));
+      ops.push(clientDelete(lc, `removed from the configuration (owned by this configuration${ownership.markerRemoved ? '; its ownership marker was removed, its inventory holds it' : ''})`, 'delete_removed_from_config', addr));
     } else if (!mayChange(ownership)) {
       unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
     } else if (ownership.kind === 'legacy') {

@@ -4,8 +4,8 @@
 // what it finds (operations, unmanaged resources, warnings). The engine orders the kinds, filters
 // what is out of scope, and sorts and summarizes the result; a kind knows nothing of the others.
 // Here too: the ownership rules every kind with metadata shares.
-import type { DesiredState, JsonObject, LiveState, ResourceKind } from '../../model/index.js';
-import { actingOwnership, type Ownership } from '../../model/ownership.js';
+import type { DesiredState, JsonObject, JsonValue, LiveState, ResourceKind } from '../../model/index.js';
+import { actingOwnership, appliedDigest, driftOrigin, type Ownership } from '../../model/ownership.js';
 import type { FieldChange, Operation, UnmanagedResource } from '../types.js';
 
 /** What every kind's planner receives besides the desired and live state, and where it reports. */
@@ -15,11 +15,16 @@ export interface PlanContext {
   readonly options: { readonly prune: boolean; readonly takeOwnership: boolean };
   /** Addresses two or more live resources share: reported once by the engine, left alone by the kinds. */
   readonly duplicates: ReadonlySet<string>;
-  /** Who owns a live resource, as this plan sees it (`--take-ownership` claims another configuration's). */
-  own(metadata: JsonObject | undefined): Ownership;
+  /** Who owns a live resource, as this plan sees it (`--take-ownership` claims another configuration's; `held`: its inventory holds it). */
+  own(metadata: JsonObject | undefined, held?: boolean): Ownership;
   readonly ops: Operation[];
   readonly unmanaged: UnmanagedResource[];
   readonly warnings: string[];
+  /**
+   * The digest of the fields last applied to a project, environment or template, from the
+   * configuration's inventory (plan/inventory.ts); undefined when none is recorded.
+   */
+  applied?(address: string): string | undefined;
 }
 
 /** One kind's plan unit, as the engine's registry (./index.ts) lists it. */
@@ -31,12 +36,12 @@ export interface KindPlanner {
 }
 
 /** The plan's view of ownership: the rule book both engines share (model/ownership.ts), with `--take-ownership`. */
-export function planOwnership(owner: string, takeOwnership: boolean): (metadata: JsonObject | undefined) => Ownership {
-  return (metadata) => actingOwnership(metadata, owner, takeOwnership);
+export function planOwnership(owner: string, takeOwnership: boolean): (metadata: JsonObject | undefined, held?: boolean) => Ownership {
+  return (metadata, held) => actingOwnership(metadata, owner, takeOwnership, held);
 }
 
 // Metadata an existing resource should have, and its protection: one rule book for plan and provider.
-export { isProtectedLive, targetMetadata } from '../../model/ownership.js';
+export { isProtectedLive, markerRemovedReason, targetMetadata } from '../../model/ownership.js';
 
 /** A resource another configuration owns that this one names: kept, with what it wanted changed (`blocked`). */
 export function ownedElsewhere(address: string, kind: ResourceKind, projectEnv: string, owner: string, blocked: string[]): UnmanagedResource {
@@ -47,6 +52,15 @@ export function ownedElsewhere(address: string, kind: ResourceKind, projectEnv: 
       : `owned by configuration '${owner}'; not changed here (--take-ownership to manage it from this configuration)`,
     ...(blocked.length ? { blocked } : {}),
   };
+}
+
+/**
+ * Where the difference of a kind without metadata comes from, judged against the digest its
+ * inventory recorded when it was last applied (nothing recorded: nothing said, as before).
+ */
+export function recordedDrift(ctx: PlanContext, addr: string, desired: Record<string, JsonValue | undefined>, live: Record<string, JsonValue | undefined>): { drift?: Operation['drift'] } {
+  const recorded = ctx.applied?.(addr);
+  return recorded === undefined ? {} : { drift: driftOrigin(recorded, appliedDigest(desired), appliedDigest(live)) };
 }
 
 /** The reason of an update: the top-level fields it changes. */

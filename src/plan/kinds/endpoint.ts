@@ -9,7 +9,7 @@ import { address, type DesiredEndpoint, type LiveEndpoint } from '../../model/in
 import { APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata } from '../../model/ownership.js';
 import { change, differingFields, objectChanges } from '../compare.js';
 import type { ActionReason, Operation } from '../types.js';
-import { changedReason, claimReason, isProtectedLive, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
+import { changedReason, claimReason, isProtectedLive, markerRemovedReason, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
 
 // What the applied digest covers: the rule book both engines share.
 export { endpointRecord } from '../../model/ownership.js';
@@ -52,13 +52,14 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
       });
       continue;
     }
-    const eOwnership = ctx.own(le.metadata);
+    const eOwnership = ctx.own(le.metadata, le.held);
+    const markerRemoved = eOwnership.kind === 'ours' && eOwnership.markerRemoved === true;
     if (!mayChange(eOwnership)) {
       unmanaged.push(ownedElsewhere(addr, 'endpoint', e.projectEnv, eOwnership.owner, differingFields(endpointRecord(e), endpointRecord(e, le))));
       continue;
     }
     const before = endpointBefore(le);
-    let target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner);
+    let target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner, undefined, le.held);
     const immutable = [
       ...(e.request !== undefined ? change('request', le.request, e.request) : []),
       ...(e.response !== undefined ? change('response', le.response, e.response) : []),
@@ -72,8 +73,8 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
     let origin: Operation['drift'];
     if (immutable.length || mutable.length) {
       const applied = appliedDigest(endpointRecord(e));
-      target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner, applied);
-      origin = driftOrigin(le.metadata?.[APPLIED_KEY], applied, appliedDigest(endpointRecord(e, le)));
+      target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner, applied, le.held);
+      origin = markerRemoved ? 'outside' : driftOrigin(le.metadata?.[APPLIED_KEY], applied, appliedDigest(endpointRecord(e, le)));
     }
     if (immutable.length) {
       if (e.protected) {
@@ -91,7 +92,7 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
     if (mutable.length) {
       ops.push({
         address: addr, kind: 'endpoint', action: 'update', projectEnv: e.projectEnv,
-        reason: eOwnership.kind === 'legacy' ? claimReason(mutable) : changedReason(mutable),
+        reason: markerRemoved ? markerRemovedReason(mutable.map((x) => x.path)) : eOwnership.kind === 'legacy' ? claimReason(mutable) : changedReason(mutable),
         actionReason: 'update_changed', before, after: { ...after(), metadata: target }, changes: mutable, ...(origin ? { drift: origin } : {}),
         ...(e.protected ? { protected: true } : {}),
       });
@@ -103,9 +104,9 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
       warnings.push(`${addr}: removed from the configuration but marked protected; kept`);
       continue;
     }
-    const ownership = ctx.own(le.metadata);
+    const ownership = ctx.own(le.metadata, le.held);
     if (ownership.kind === 'ours') {
-      ops.push(endpointDelete(le, 'removed from the configuration (owned by this configuration)', 'delete_removed_from_config', addr));
+      ops.push(endpointDelete(le, `removed from the configuration (owned by this configuration${ownership.markerRemoved ? '; its ownership marker was removed, its inventory holds it' : ''})`, 'delete_removed_from_config', addr));
     } else if (!mayChange(ownership)) {
       unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
     } else if (ownership.kind === 'legacy') {

@@ -2,11 +2,11 @@
 // type are its identity). An environment that left the configuration is removed as a whole, with
 // what it holds, or kept, by ownership: ../removal.ts, which the engine runs before the kinds.
 // Whose an existing environment is, and what keeps one from being deleted: the rules below.
-import { address, type DesiredEnv, type LiveEnv } from '../../model/index.js';
+import { address, type DesiredEnv, type JsonValue, type LiveEnv } from '../../model/index.js';
 import { isProtectedLive, ownershipByContents, ownershipOf, type ContentOwnership, type Holding } from '../../model/ownership.js';
 import { change } from '../compare.js';
 import type { Operation } from '../types.js';
-import type { KindPlanner, PlanContext } from './contract.js';
+import { recordedDrift, type KindPlanner, type PlanContext } from './contract.js';
 
 /** The delete of a live environment (its templates go with it; its clients and endpoints go first, as their own operations). */
 export function envDelete(le: LiveEnv, reason: string): Operation {
@@ -14,6 +14,11 @@ export function envDelete(le: LiveEnv, reason: string): Operation {
     address: address.env(le.projectEnv), kind: 'env', action: 'delete', projectEnv: le.projectEnv, project: le.project,
     reason, actionReason: 'delete_removed_from_config', before: { project: le.project, type: le.type, url: le.url ?? null }, after: null, changes: [], live: { envId: le.id },
   };
+}
+
+/** The fields of an environment its configuration manages (desired, or as live): what the inventory's applied digest covers. */
+export function envRecord(e: Pick<DesiredEnv, 'url'>, le?: LiveEnv): Record<string, JsonValue | undefined> {
+  return { url: le ? (le.url ?? null) : e.url };
 }
 
 export function planEnvs(desired: readonly DesiredEnv[], live: readonly LiveEnv[], ctx: PlanContext): void {
@@ -33,7 +38,7 @@ export function planEnvs(desired: readonly DesiredEnv[], live: readonly LiveEnv[
       ctx.ops.push({
         address: address.env(e.projectEnv), kind: 'env', action: 'update', projectEnv: e.projectEnv, project: e.project,
         reason: 'url changed', actionReason: 'update_changed', before: { project: le.project, type: le.type, url: le.url },
-        after, changes, live: { envId: le.id },
+        after, changes, live: { envId: le.id }, ...recordedDrift(ctx, address.env(e.projectEnv), envRecord(e), envRecord(e, le)),
       });
     }
   }
@@ -52,7 +57,7 @@ export const envPlanner: KindPlanner = { kinds: ['env'], plan: (d, l, ctx) => pl
  * SDK), unless pruning.
  */
 export function keepsEnv(h: Holding, owner: string, prune: boolean): string | undefined {
-  const who = ownershipOf(h.metadata, owner);
+  const who = ownershipOf(h.metadata, owner, h.held);
   if (isProtectedLive(h.metadata)) return `${h.address} is protected`;
   if (who.kind === 'other') return `${h.address} is owned by configuration '${who.owner}'`;
   if (who.kind === 'legacy' && !prune) return `${h.address} was created by kms-sync before owners were recorded (owner unknown)`;

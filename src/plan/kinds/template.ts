@@ -4,10 +4,10 @@
 // is never changed, one they use never deleted; one not in the configuration is reported, and deleted only when pruning, and
 // never in an environment another configuration shares. Identities two live templates share are
 // left alone.
-import { address, type DesiredTemplate, type LiveClient, type LiveEndpoint, type LiveTemplate } from '../../model/index.js';
+import { address, type DesiredTemplate, type JsonValue, type LiveClient, type LiveEndpoint, type LiveTemplate } from '../../model/index.js';
 import { othersAlone, ownershipByContents, type ContentOwnership, type Holding } from '../../model/ownership.js';
 import { change } from '../compare.js';
-import { ownedElsewhere, type KindPlanner, type PlanContext } from './contract.js';
+import { ownedElsewhere, recordedDrift, type KindPlanner, type PlanContext } from './contract.js';
 import { envOwnership } from './env.js';
 
 /**
@@ -18,8 +18,15 @@ import { envOwnership } from './env.js';
 export const templateOwnership = (users: Iterable<Holding>, owner: string, takeOwnership = false): ContentOwnership => ownershipByContents(users, owner, takeOwnership);
 
 /** The clients of an environment that use a template, as holdings (for `templateOwnership`). */
-export function templateUsers(clients: readonly Pick<LiveClient, 'projectEnv' | 'name' | 'templateId' | 'metadata'>[], t: Pick<LiveTemplate, 'id'>): Holding[] {
-  return clients.filter((c) => c.templateId === t.id).map((c) => ({ address: address.client(c.projectEnv, c.name), metadata: c.metadata }));
+export function templateUsers(clients: readonly Pick<LiveClient, 'projectEnv' | 'name' | 'templateId' | 'metadata' | 'held'>[], t: Pick<LiveTemplate, 'id'>): Holding[] {
+  return clients.filter((c) => c.templateId === t.id).map((c) => ({ address: address.client(c.projectEnv, c.name), metadata: c.metadata, ...(c.held ? { held: true } : {}) }));
+}
+
+/** The fields of a template its configuration manages (desired, or as live): what the inventory's applied digest covers. */
+export function templateRecord(t: Pick<DesiredTemplate, 'rateLimitDay' | 'maxClients'>, lt?: LiveTemplate): Record<string, JsonValue | undefined> {
+  if (!lt) return { rateLimitDay: t.rateLimitDay, maxClients: t.maxClients };
+  // maxClients is compared only when both sides have it (planTemplates).
+  return { rateLimitDay: lt.rateLimitDay, maxClients: t.maxClients !== undefined ? (lt.maxClients ?? t.maxClients) : undefined };
 }
 
 const templateBefore = (lt: LiveTemplate) => ({ name: lt.name, rateLimitDay: lt.rateLimitDay, maxClients: lt.maxClients ?? null });
@@ -64,6 +71,7 @@ export function planTemplates(desired: readonly DesiredTemplate[], live: readonl
       ctx.ops.push({
         address: addr, kind: 'template', action: 'update', projectEnv: t.projectEnv, reason: changes.map((c) => c.path).join(', ') + ' changed',
         actionReason: 'update_changed', before: templateBefore(lt), after, changes, live: { id: lt.id },
+        ...recordedDrift(ctx, addr, templateRecord(t), templateRecord(t, lt)),
       });
     }
   }
@@ -93,8 +101,8 @@ export function planTemplates(desired: readonly DesiredTemplate[], live: readonl
 /** The clients and endpoints of an environment, as holdings (for `envOwnership`). */
 function holdingsOf(projectEnv: string, clients: readonly LiveClient[], endpoints: readonly LiveEndpoint[]): Holding[] {
   return [
-    ...clients.map((c) => ({ address: address.client(c.projectEnv, c.name), metadata: c.metadata })),
-    ...endpoints.filter((e) => e.projectEnv === projectEnv).map((e) => ({ address: address.endpoint(e.projectEnv, e.method, e.path), metadata: e.metadata })),
+    ...clients.map((c) => ({ address: address.client(c.projectEnv, c.name), metadata: c.metadata, ...(c.held ? { held: true } : {}) })),
+    ...endpoints.filter((e) => e.projectEnv === projectEnv).map((e) => ({ address: address.endpoint(e.projectEnv, e.method, e.path), metadata: e.metadata, ...(e.held ? { held: true } : {}) })),
   ];
 }
 

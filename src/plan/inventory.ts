@@ -1,0 +1,117 @@
+// The inventory of a configuration (DESIGN.md "Ownership and deletes"), as Flux keeps one in a
+// Kustomization's status: what it created or claimed, kept where its run keeps state. Markers in
+// live metadata can be stripped by anyone with the service's API; the inventory is what still
+// says "ours" then, so a stripped client is drift that is restored (its keys still checked, its
+// offboarding still revoking them), never a client silently dropped from management.
+//
+// Clients are held by their live id (a client renamed outside is still ours), endpoints by their
+// address (the service gives them no id). For the kinds without metadata (projects,
+// environments, templates) an entry records the digest of the fields last applied, so drift can
+// tell an edit of the configuration not applied yet from a change made outside (issue 39), as
+// the `kms-sync/applied` digest does for clients and endpoints. Pure functions; the files are the
+// front ends' (the agent's state folder).
+import { address, appliedDigest, ownershipOf, type DesiredState, type LiveState, type ResourceKind } from '../model/index.js';
+import { envRecord } from './kinds/env.js';
+import { projectRecord } from './kinds/project.js';
+import { templateRecord } from './kinds/template.js';
+import type { Plan } from './types.js';
+
+export interface InventoryEntry {
+  kind: Extract<ResourceKind, 'project' | 'env' | 'template' | 'client' | 'endpoint'>;
+  address: string;
+  /** Environment (absent for a project). */
+  projectEnv?: string;
+  /** Clients: the live id. */
+  id?: string;
+  /** Projects, environments, templates: digest of the fields last applied (in sync with the configuration). */
+  applied?: string;
+}
+
+export interface Inventory {
+  formatVersion: 1;
+  /** The owner id the entries belong to: another owner's inventory is not this configuration's. */
+  owner: string;
+  updatedAt: string;
+  /** The revision (agent) the last update was planned from. */
+  revision?: string;
+  entries: InventoryEntry[];
+}
+
+/** What a plan asks of the inventory. */
+export class InventoryIndex {
+  private readonly clients = new Set<string>();
+  private readonly endpoints = new Set<string>();
+  private readonly records = new Map<string, string>();
+
+  constructor(entries: readonly InventoryEntry[]) {
+    for (const e of entries) {
+      if (e.kind === 'client' && e.id) this.clients.add(e.id);
+      else if (e.kind === 'endpoint') this.endpoints.add(e.address);
+      else if (e.applied) this.records.set(e.address, e.applied);
+    }
+  }
+
+  /** The digest last applied to a project, environment or template (undefined: none recorded). */
+  applied(addr: string): string | undefined {
+    return this.records.get(addr);
+  }
+
+  /** Marks the live clients and endpoints the inventory holds (LiveClient.held), in place. */
+  markHeld(state: LiveState): void {
+    if (this.clients.size) for (const c of state.clients) if (this.clients.has(c.id)) c.held = true;
+    if (this.endpoints.size) for (const e of state.endpoints) if (this.endpoints.has(address.endpoint(e.projectEnv, e.method, e.path))) e.held = true;
+  }
+}
+
+/** The clients and endpoints of a live state this configuration owns (by marker, or held with the marker removed). */
+export function ownedEntries(state: LiveState, owner: string): InventoryEntry[] {
+  const out: InventoryEntry[] = [];
+  for (const c of state.clients) {
+    if (ownershipOf(c.metadata, owner, c.held).kind === 'ours') out.push({ kind: 'client', address: address.client(c.projectEnv, c.name), projectEnv: c.projectEnv, id: c.id });
+  }
+  for (const e of state.endpoints) {
+    if (ownershipOf(e.metadata, owner, e.held).kind === 'ours') out.push({ kind: 'endpoint', address: address.endpoint(e.projectEnv, e.method, e.path), projectEnv: e.projectEnv });
+  }
+  return out;
+}
+
+/** What a plan that read `envsRead` found this configuration owns: the inventory's next state (see nextInventory). */
+export interface InventoryScan {
+  owned: InventoryEntry[];
+  envsRead: string[];
+}
+
+/**
+ * The inventory after a run: the clients and endpoints it found owned in the environments it
+ * read; entries of environments it did not read are kept (a project that left the scope is not
+ * forgotten). Projects, environments and templates of the configuration record the digest of
+ * their fields when the final plan leaves them alone (live matches the configuration); one the
+ * plan still changes keeps the digest recorded before (what was last applied).
+ */
+export function nextInventory(previous: Inventory | undefined, scan: InventoryScan, desired: DesiredState, plan: Plan, owner: string, o: { now: Date; revision?: string }): Inventory {
+  const read = new Set(scan.envsRead);
+  const kept = (previous?.owner === owner ? previous.entries : []).filter((e) => (e.kind === 'client' || e.kind === 'endpoint') && !read.has(e.projectEnv ?? ''));
+  const before = new InventoryIndex(previous?.owner === owner ? previous.entries : []);
+  const changing = new Set(plan.operations.map((op) => op.address));
+  const record = (kind: InventoryEntry['kind'], addr: string, fields: Parameters<typeof appliedDigest>[0], projectEnv?: string): InventoryEntry | undefined => {
+    const applied = changing.has(addr) ? before.applied(addr) : appliedDigest(fields);
+    return applied ? { kind, address: addr, ...(projectEnv ? { projectEnv } : {}), applied } : undefined;
+  };
+  const records = [
+    ...desired.projects.map((p) => record('project', address.project(p.slug), projectRecord(p))),
+    ...desired.envs.map((e) => record('env', address.env(e.projectEnv), envRecord(e), e.projectEnv)),
+    ...desired.templates.map((t) => record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv)),
+  ].filter((e): e is InventoryEntry => e !== undefined);
+  const entries = [...kept, ...scan.owned, ...records].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  return { formatVersion: 1, owner, updatedAt: o.now.toISOString(), ...(o.revision ? { revision: o.revision } : {}), entries };
+}
+
+/** An inventory file's parsed content, checked (undefined when it is not one); entries of another form are left out. */
+export function parseInventory(v: unknown): Inventory | undefined {
+  const o = v as Partial<Inventory> | null;
+  if (!o || typeof o !== 'object' || o.formatVersion !== 1 || typeof o.owner !== 'string' || !Array.isArray(o.entries)) return undefined;
+  const kinds = new Set(['project', 'env', 'template', 'client', 'endpoint']);
+  const entries = o.entries.filter((e): e is InventoryEntry => typeof e === 'object' && e !== null && kinds.has(e.kind) && typeof e.address === 'string'
+    && (e.id === undefined || typeof e.id === 'string') && (e.projectEnv === undefined || typeof e.projectEnv === 'string') && (e.applied === undefined || typeof e.applied === 'string'));
+  return { formatVersion: 1, owner: o.owner, updatedAt: typeof o.updatedAt === 'string' ? o.updatedAt : '', ...(typeof o.revision === 'string' ? { revision: o.revision } : {}), entries };
+}
