@@ -18,6 +18,8 @@ import type { AgentStatus, Mode, ReconcileRecord, Trigger } from './status.js';
 import type { Notifier } from './notify.js';
 import { DEFAULT_POLICY, type OperatorPolicy } from '../model/index.js';
 import type { SyncWindow } from './windows.js';
+import { DeleteApprovals } from './approvals.js';
+import { HealHistory } from './heals.js';
 
 export interface AgentOptions {
   repo: string;
@@ -80,6 +82,12 @@ export function stateLayout(stateDir: string) {
     synced: path.join(stateDir, 'synced-revision'),
     /** The revision being loaded, or found invalid (kept across restarts: a load killed by memory is not retried for ever). */
     loading: path.join(stateDir, 'loading-revision'),
+    /** What this configuration created or claimed (plan/inventory.ts). */
+    inventory: path.join(stateDir, 'inventory.json'),
+    /** The record of every heal (heals.ts). */
+    heals: path.join(stateDir, 'heals.json'),
+    /** Deletes approved through the API, until they run (approvals.ts). */
+    approvals: path.join(stateDir, 'approved-deletes.json'),
   };
 }
 
@@ -90,24 +98,27 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   metrics.watch(o.conn.api);
   const suspended = o.suspend || existsSync(layout.suspended);
   if (o.suspend) await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
+  const damaged = (file: string) => (why: string) => o.log.warn(`${path.basename(file)} in the state folder ${why}; it starts empty`);
+  const heals = new HealHistory(layout.heals);
+  await heals.load(damaged(layout.heals));
+  const approvals = new DeleteApprovals(layout.approvals);
+  await approvals.load(damaged(layout.approvals));
   const status: AgentStatus = {
     agent: {
       version: '0.1.0', mode: o.mode, prune: o.prune, repo: shownRepo(o.repo), ref: o.ref ?? '(default branch)', path: o.path || '.',
       intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(),
       syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true, verifyCommits: Boolean(o.verifyCommits),
     },
-    revision: {}, ready: false, condition: { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no reconcile yet', lastTransitionTime: new Date().toISOString() }, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [],
+    revision: {}, ready: false, condition: { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no reconcile yet', lastTransitionTime: new Date().toISOString() }, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [], heals: heals.entries,
   };
   metrics.suspended.set(suspended ? 1 : 0);
   const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}), ...(o.gitTimeoutMs !== undefined ? { timeoutMs: o.gitTimeoutMs } : {}) });
   const notifier = o.notifier?.(metrics);
   let ownership: StateOwnership | undefined;
-  /** Revisions whose held deletes an operator approved through the API (until the agent stops). */
-  const approvals = new Set<string>();
   const reconciler = new Reconciler({
     incarnation: () => ownership?.incarnation,
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, pruneUnmanaged: Boolean(o.pruneUnmanaged),
-    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvedByApi: (revision) => approvals.has(revision), storeDir: layout.store, conn: o.conn, parallelism: o.parallelism, policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
+    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvals, heals, inventoryFile: layout.inventory, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism, policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
     loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}), ...(o.verifyCommits ? { verifyCommits: o.verifyCommits } : {}),
   });
@@ -197,9 +208,11 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         trigger('manual');
         return { reconcile: 'accepted', requestedAt };
       },
-      approveDeletes: (revision) => {
-        if (status.heldDeletes?.revision !== revision) return false;
-        approvals.add(revision);
+      approveDeletes: async (revision) => {
+        const held = status.heldDeletes;
+        if (held?.revision !== revision) return false;
+        // Kept before it is answered: a restart neither loses it nor applies more than it named.
+        await approvals.approve(revision, held.operations.map((op) => op.address));
         if (!status.agent.suspended) trigger('manual');
         return true;
       },

@@ -5,7 +5,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { KmsClient } from '../api/client.js';
 
-export type ReconcileResult = 'success' | 'failed' | 'invalid' | 'source_error' | 'locked' | 'interrupted';
+/** `degraded`: the reconcile ran, but keys wait in the journal for their store (not stored yet: no success). */
+export type ReconcileResult = 'success' | 'degraded' | 'failed' | 'invalid' | 'source_error' | 'locked' | 'interrupted';
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -28,6 +29,9 @@ export class AgentMetrics {
   readonly condition: Gauge<'type' | 'status'>;
   readonly requiresPruning: Gauge;
   readonly deletesHeld: Gauge;
+  readonly journalKeysWaiting: Gauge;
+  readonly inventoryItems: Gauge<'kind'>;
+  readonly heals: Counter<'kind'>;
   readonly syncWindowOpen: Gauge;
   readonly lastReconcile: Gauge;
   readonly lastSuccess: Gauge;
@@ -65,6 +69,9 @@ export class AgentMetrics {
     this.notifications = new Counter({ name: 'kms_sync_notifications_total', help: 'Notifications sent, by kind and result', labelNames: ['kind', 'result'], registers: r });
     this.requiresPruning = new Gauge({ name: 'kms_sync_requires_pruning', help: 'Owned resources that left the configuration and are kept because the agent runs without --prune', registers: r });
     this.deletesHeld = new Gauge({ name: 'kms_sync_deletes_held', help: 'Deletes and revokes the deletion guard holds until approved', registers: r });
+    this.journalKeysWaiting = new Gauge({ name: 'kms_sync_journal_keys_waiting', help: 'Keys waiting in the journal for their secret store (issued, not stored yet) at the last reconcile', registers: r });
+    this.inventoryItems = new Gauge({ name: 'kms_sync_inventory_items', help: 'What the agent owns (its inventory), by kind', labelNames: ['kind'], registers: r });
+    this.heals = new Counter({ name: 'kms_sync_heals_total', help: 'Changes made outside kms-sync that the agent undid, by kind of resource', labelNames: ['kind'], registers: r });
     this.condition = new Gauge({ name: 'kms_sync_reconcile_condition', help: 'The Ready condition of the last reconcile (1 for its status: True, False or Unknown), as Flux\'s gotk_reconcile_condition', labelNames: ['type', 'status'], registers: r });
     this.suspended = new Gauge({ name: 'kms_sync_suspended', help: '1 while reconciliation is suspended', registers: r });
     this.syncWindowOpen = new Gauge({ name: 'kms_sync_sync_window_open', help: '1 when writes were allowed at the last reconcile (inside a sync window, or none configured)', registers: r });

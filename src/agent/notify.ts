@@ -1,6 +1,6 @@
 // Notifications: a commit status on each reconciled revision (GitHub's statuses API, GitLab's
-// commit status API) and a Slack-compatible JSON webhook on failures, new drift and keys expiring
-// soon. Each is sent once per change (not on every interval). They carry addresses, revisions,
+// commit status API) and a Slack-compatible JSON webhook on failures, new drift, every heal and keys
+// expiring soon. Each is sent once per change (not on every interval). They carry addresses, revisions,
 // results and counts, never a key or a credential (and pass the redaction before they leave).
 import { escapeUnsafe } from '../model/printable.js';
 import { redactCredentials } from '../model/redact.js';
@@ -73,6 +73,13 @@ export class Notifier {
     const held = s.heldDeletes ? `${s.heldDeletes.revision}:${s.heldDeletes.operations.length}` : '';
     if (held && held !== this.lastHeld) lines.push(`:octagonal_sign: kms-sync agent: deletes of ${short(s.heldDeletes!.revision)} held: ${slackText(s.heldDeletes!.reason)}; approve with POST /api/approve-deletes`);
     this.lastHeld = held;
+    // Every heal, once (a reconcile without one says nothing of it).
+    for (const id of r.heals ?? []) {
+      const h = s.heals.find((x) => x.id === id);
+      if (!h) continue;
+      const fields = h.fields.slice(0, 5).map((f) => `${f.path}: ${JSON.stringify(f.before)} -> ${JSON.stringify(f.after)}`).join('; ').slice(0, 600);
+      lines.push(`:adhesive_bandage: kms-sync agent: healed ${slackCode(h.address)}: ${slackText(h.reason)}${fields ? ` (${slackText(fields)})` : ''} at ${short(h.revision)}${h.count > 1 ? ` (the same heal ${h.count} times)` : ''}`);
+    }
     // Keys entering the 7-day window.
     const soon = s.keys.expiries.filter((k) => { const t = Date.parse(k.expiresAt) - Date.now(); return t >= 0 && t <= 7 * 86_400_000; });
     const newlySoon = soon.filter((k) => !this.warnedExpiring.has(`${k.address} ${k.expiresAt}`));

@@ -105,6 +105,29 @@ function resultBadge(r: ReconcileRecord['result']): string {
   return badge(r, r === 'success' ? 'ok' : r === 'locked' || r === 'interrupted' ? 'warn' : 'bad');
 }
 
+const fieldTable = (fields: readonly { path: string; before: unknown; after: unknown }[]) => (fields.length
+  ? `<table class="fields"><tbody>${fields.map((f) => `<tr><td><code>${esc(f.path)}</code></td><td class="before mono">${esc(value(f.before))}</td><td>→</td><td class="after mono">${esc(value(f.after))}</td></tr>`).join('')}</tbody></table>`
+  : '');
+
+/** Every change made outside kms-sync that the agent undid (kept across restarts), newest first. */
+function healRows(s: AgentStatus, now: number): string {
+  if (s.heals.length === 0) return '<p class="muted">No heal yet: nothing changed outside kms-sync was undone.</p>';
+  const rows = s.heals.slice(0, 50).map((h) => `<tr class="heal"><td title="${esc(h.lastAt)}">${esc(ago(h.lastAt, now))}${h.count > 1 ? ` <span class="muted">(${esc(h.count)}×, first ${esc(ago(h.at, now))})</span>` : ''}</td>` +
+    `<td><code>${esc(h.address)}</code><div class="muted">${esc(h.action)}: ${esc(h.reason)}</div>${fieldTable(h.fields)}</td><td><code>${esc(short(h.revision))}</code></td></tr>`);
+  const more = s.heals.length > 50 ? `<p class="muted">…and ${s.heals.length - 50} more (see /api/status).</p>` : '';
+  return `<table id="heals"><thead><tr><th>When</th><th>Resource (found → restored)</th><th>Revision</th></tr></thead><tbody>${rows.join('')}</tbody></table>${more}`;
+}
+
+/** What the agent owns (its inventory), by kind, with the first entries. */
+function inventoryRows(s: AgentStatus): string {
+  const inv = s.inventory;
+  if (!inv) return '<p class="muted">No inventory yet (made at the first reconcile that reads the service).</p>';
+  const kinds = Object.entries(inv.byKind).map(([k, n]) => `${esc(k)} ${esc(n)}`).join(', ');
+  const shown = inv.entries.slice(0, 200);
+  return `<p id="inventory-count">${esc(inv.count)} resource(s) owned${kinds ? ` <span class="muted">(${kinds})</span>` : ''}, as of revision <code>${esc(short(inv.revision))}</code>.</p>` +
+    `<details><summary>Entries</summary><div class="mono">${shown.map((e) => esc(e.address)).join('<br>')}${inv.count > shown.length ? `<br>… ${esc(inv.count - shown.length)} more (see /api/status)` : ''}</div></details>`;
+}
+
 function envRows(envs: EnvStatus[], unknown: boolean): string {
   if (envs.length === 0) return '<p class="muted">No environment reconciled yet.</p>';
   const rows = envs.map((e) => {
@@ -132,9 +155,7 @@ function driftRows(s: AgentStatus): string {
 
 function driftTable(s: AgentStatus): string {
   const rows = s.drift.slice(0, 200).map((d) => {
-    const fields = d.fields.length
-      ? `<table class="fields"><tbody>${d.fields.map((f) => `<tr><td><code>${esc(f.path)}</code></td><td class="before mono">${esc(value(f.before))}</td><td>→</td><td class="after mono">${esc(value(f.after))}</td></tr>`).join('')}</tbody></table>`
-      : '';
+    const fields = fieldTable(d.fields);
     return `<tr class="drift-item"><td>${badge(d.category, d.category === 'unmanaged' ? 'info' : d.category === 'expiring' ? 'warn' : 'bad')}</td><td><code>${esc(d.address)}</code><div class="muted">${esc(d.detail)}</div>${fields}</td>` +
       `<td data-label="Apply would">${esc(d.action ?? 'none')}</td></tr>`;
   });
@@ -176,14 +197,14 @@ export function timelineSvg(expiries: KeyExpiry[], events: TimelineEvent[], now:
       parts.push(`<path class="expiry" d="M${cx.toFixed(1)} ${y - 7} l7 7 l-7 7 l-7 -7 z" fill="${color}"><title>${esc(`${e.address} expires ${e.expiresAt}${e.autoRotate ? ' (auto-rotates)' : ''}`)}</title></path>`);
     }
     for (const ev of events.filter((k) => k.projectEnv === env)) {
-      const color = ev.kind === 'rotated' ? '#2f5fb3' : ev.kind === 'revoked' ? '#5d6575' : '#6a3fb3';
+      const color = ev.kind === 'rotated' ? '#2f5fb3' : ev.kind === 'revoked' ? '#5d6575' : ev.kind === 'healed' ? '#0f7f86' : '#6a3fb3';
       parts.push(`<circle class="event" cx="${x(Date.parse(ev.at)).toFixed(1)}" cy="${y}" r="5" fill="${color}"><title>${esc(`${ev.address} ${ev.kind} ${ev.at}${ev.revision ? ` (revision ${ev.revision.slice(0, 12)})` : ''}`)}</title></circle>`);
     }
   });
   if (envs.length === 0) parts.push(`<text x="${left}" y="${top + rowH / 2 + 4}">No key with an expiry, no rotation yet.</text>`);
   const nx = x(now).toFixed(1);
   parts.push(`<line x1="${nx}" y1="${top - 8}" x2="${nx}" y2="${height - 26}" stroke="#1d2330" stroke-dasharray="4 3"/>`, `<text x="${(Number(nx) + 4).toFixed(1)}" y="${height - 28}" style="fill:#1d2330">now</text>`);
-  const legend = [['#2f5fb3', 'rotated'], ['#6a3fb3', 'issued'], ['#c62828', 'expires ≤ 7 d'], ['#b76e00', '≤ 30 d'], ['#1f8a4c', 'later']];
+  const legend = [['#2f5fb3', 'rotated'], ['#6a3fb3', 'issued'], ['#0f7f86', 'healed'], ['#c62828', 'expires ≤ 7 d'], ['#b76e00', '≤ 30 d'], ['#1f8a4c', 'later']];
   legend.forEach(([c, label], i) => parts.push(`<rect x="${left + i * 120}" y="${height - 16}" width="10" height="10" fill="${c}"/><text x="${left + i * 120 + 14}" y="${height - 7}">${esc(label)}</text>`));
   return `<svg id="timeline" role="img" aria-label="Key expiries and rotations" viewBox="0 0 ${width} ${height}" width="100%" xmlns="http://www.w3.org/2000/svg">${parts.join('')}</svg>`;
 }
@@ -202,6 +223,7 @@ export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenR
   if (!s.agent.syncWindowOpen) alerts.push(`<p>${badge('Outside the sync window', 'warn')} Changes are reported, not applied, until one opens (${esc(s.agent.syncWindows.join('; '))}, UTC).</p>`);
   if (s.agent.suspended) alerts.push(`<p>${badge('Suspended', 'warn')} Reconciliation is paused until it is resumed.</p>`);
   if (s.serviceError) alerts.push(`<p id="service-unreachable">${badge('Service unreachable', 'bad')} <span class="err">${esc(s.serviceError)}</span> <span class="muted">Sync states and drift are unknown until it answers again.</span></p>`);
+  if (s.journalKeysWaiting) alerts.push(`<p id="journal-waiting">${badge('Keys in the journal', 'bad')} ${esc(s.journalKeysWaiting)} issued key(s) wait in the journal for their secret store; the agent is degraded until they are stored.</p>`);
   if (s.sourceError) alerts.push(`<p>${badge('Source unreachable', 'bad')} <span class="err">${esc(s.sourceError)}</span> <span class="muted">Keeping revision ${esc(short(s.revision.lastGood))}.</span></p>`);
   if (s.heldDeletes) {
     alerts.push(`<div id="held">${badge('Deletes held', 'bad')} ${esc(s.heldDeletes.reason)}; revision <code>${esc(short(s.heldDeletes.revision))}</code> is applied without them until approved (POST /api/approve-deletes).` +
@@ -225,6 +247,8 @@ export function renderPage(s: AgentStatus, now: number = Date.now(), o: { tokenR
 <section><h2>Environments</h2>${envRows(s.environments, s.serviceError !== undefined)}</section>
 <section><h2>Key expiries and rotations</h2>${timelineSvg(s.keys.expiries, s.timeline, now)}</section>
 <section><h2>Current drift</h2>${driftRows(s)}</section>
+<section><h2>Heals</h2>${healRows(s, now)}</section>
+<section><h2>Inventory</h2>${inventoryRows(s)}</section>
 <section><h2>Last revisions</h2>${historyRows(s.history, now)}</section>
 </main><script>${CONTROL_SCRIPT}</script></body></html>
 `;

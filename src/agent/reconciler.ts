@@ -30,7 +30,11 @@ import type { Logger } from './log.js';
 import type { AgentMetrics } from './metrics.js';
 import type { GitSource } from './source.js';
 import { windowOpen, type SyncWindow } from './windows.js';
-import { HISTORY_MAX, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReadyCondition, type ReconcileRecord, type Trigger } from './status.js';
+import type { DeleteApprovals } from './approvals.js';
+import { isHeal, type HealHistory } from './heals.js';
+import { readStateJson, writeStateJson } from './state-files.js';
+import { InventoryIndex, nextInventory, parseInventory, type Inventory, type InventoryScan } from '../plan/inventory.js';
+import { HISTORY_MAX, INVENTORY_SHOWN, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReadyCondition, type ReconcileRecord, type Trigger } from './status.js';
 
 /**
  * What sync applies between revisions: what is due on schedule, what recovery found, and (with
@@ -50,8 +54,12 @@ export interface ReconcilerOptions {
   pruneUnmanaged?: boolean;
   /** The deletion guard: more deletes or revokes than this are held until approved (default 10). */
   maxDeletes?: number;
-  /** Whether the held deletes of a revision are approved through the API. */
-  approvedByApi?: (revision: string) => boolean;
+  /** Deletes approved through the API (kept in the state folder: a restart neither loses nor replays one). */
+  approvals?: DeleteApprovals;
+  /** Where the inventory is kept (what this configuration created or claimed: STATE/inventory.json). */
+  inventoryFile?: string;
+  /** The record of every heal (kept in the state folder). */
+  heals?: HealHistory;
   /** Where the journal, the default store, the run lock and the owner record live. */
   storeDir: string;
   /** The operator's policy (its flags, environment and policy file): never the checkout's. */
@@ -127,6 +135,9 @@ export class Reconciler {
   private started = false;
   /** The settings under which status.revision.invalid was found invalid (a change of them checks it again). */
   private invalidUnder: string | undefined;
+  /** The inventory as last kept (undefined until read, or when there is none). */
+  private inventory: Inventory | undefined;
+  private inventoryRead = false;
 
   constructor(o: ReconcilerOptions) {
     this.o = o;
@@ -150,7 +161,7 @@ export class Reconciler {
       // The service could not be read: what the last reconcile found is stale, so unknown.
       if (!signal.aborted && (e instanceof NetworkError || (e as Error).cause instanceof NetworkError)) status.serviceError = record.errors[record.errors.length - 1];
     }
-    if (record.result === 'success' || record.result === 'invalid' || record.result === 'locked') delete status.serviceError;
+    if (record.result === 'success' || record.result === 'degraded' || record.result === 'invalid' || record.result === 'locked') delete status.serviceError;
     if (record.result !== 'interrupted') this.setCondition(record);
     if (signal.aborted && record.result === 'success' && record.note !== 'nothing to apply') record.result = 'interrupted';
     const ended = new Date();
@@ -430,7 +441,9 @@ export class Reconciler {
     const incarnation = this.o.incarnation?.();
     const ignoreFile = path.join(good.configDir, '.kmsignore');
     const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
+    const inventory = await this.readInventory(owner);
     const plan = async () => planFor(this.o.conn, good.cfg.desired, {
+      inventory: new InventoryIndex(inventory?.entries ?? []),
       policy: this.o.policy, prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore,
       ...(incarnation ? { incarnation } : {}),
       notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
@@ -438,8 +451,13 @@ export class Reconciler {
     let planned = await plan();
     // Flux's contract and the deletion guard (plan/deletion-guard.ts): what left the configuration
     // is deleted only with --prune; more deletes than --max-deletes wait for an approval.
-    const approved = () => Boolean(this.approvedByCommit.get(good.revision) || this.o.approvedByApi?.(good.revision));
-    const guard = (p: Plan): GuardedPlan => guardDeletes(p, { pruneRemoved: this.o.prune, maxDeletes: this.o.maxDeletes ?? DEFAULT_MAX_DELETES, approved: approved(), live: planned.live.state });
+    // An approval through the API covers the deletes it named, no more (a larger set held later needs its own).
+    const guard = (p: Plan): GuardedPlan => {
+      const policy = { pruneRemoved: this.o.prune, maxDeletes: this.o.maxDeletes ?? DEFAULT_MAX_DELETES, live: planned.live.state };
+      const g = guardDeletes(p, { ...policy, approved: Boolean(this.approvedByCommit.get(good.revision)) });
+      if (g.held.length === 0 || !this.o.approvals?.covers(good.revision, g.held.map((op) => op.address))) return g;
+      return guardDeletes(p, { ...policy, approved: true });
+    };
     let guarded = guard(planned.plan);
     record.planned = planned.plan.operations.length;
     const blocked = describeBlocked(planned.plan);
@@ -480,11 +498,14 @@ export class Reconciler {
       const subset: Plan = ops === planned.plan.operations ? planned.plan : { ...planned.plan, operations: ops, summary: summarize(ops, planned.plan.unmanaged) };
       if (guarded.held.length && mode !== 'detect') log.warn(`deletes held: ${guarded.heldReason}; applying revision ${short(good.revision)} without its ${guarded.held.length} delete(s) until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in the commit message, or a higher --max-deletes)`, { revision: short(good.revision) });
       log.info(`applying ${ops.length} operation(s) of revision ${short(good.revision)}`, { mode });
+      // What of it undoes a change made outside kms-sync: recorded as heals once applied.
+      const healing = new Set(ops.filter((op) => isHeal(op, newRevision && fresh)));
       result = await applyJournaled({
         api: this.o.conn.api, plan: subset, capture: planned.capture, ownerDir: this.o.storeDir, parallelism: this.o.parallelism, signal,
         onWarning: (line) => log.warn(line),
       });
       this.recordApply(record, result, good.revision);
+      await this.recordHeals(record, result.done.filter((op) => healing.has(op)), good.revision);
       if (result.interrupted) record.result = 'interrupted';
       else if (result.failed.length > 0 || result.stopReason) {
         record.result = 'failed';
@@ -512,8 +533,74 @@ export class Reconciler {
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
       if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
+      // Its deletes ran: an approval of them is used up (and one of an older revision is moot).
+      await this.o.approvals?.clear();
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
+    if (planned.inventory && !signal.aborted) await this.keepInventory(inventory, planned.inventory, good, planned.plan, owner);
+    await this.checkJournal(record, planned.capture.journal, planned.plan.warnings);
+  }
+
+  /** The inventory kept in the state folder, if it is this owner's (another owner id starts a new one). */
+  private async readInventory(owner: string): Promise<Inventory | undefined> {
+    if (!this.inventoryRead && this.o.inventoryFile) {
+      this.inventory = await readStateJson(this.o.inventoryFile, parseInventory, (why) => this.o.log.warn(`the inventory ${path.basename(this.o.inventoryFile!)} ${why}; it is made again from the ownership markers`));
+      this.inventoryRead = true;
+      if (this.inventory) this.showInventory(this.inventory);
+    }
+    if (this.inventory && this.inventory.owner !== owner) {
+      this.o.log.warn(`the inventory belongs to owner '${this.inventory.owner}', this configuration is '${owner}': it is made again from the ownership markers`);
+      return undefined;
+    }
+    return this.inventory;
+  }
+
+  /** The inventory after this reconcile: kept (when it changed), shown in the status and the metrics. */
+  private async keepInventory(before: Inventory | undefined, scan: InventoryScan, good: { revision: string; cfg: LoadedConfig }, plan: Plan, owner: string): Promise<void> {
+    const next = nextInventory(before, scan, good.cfg.desired, plan, owner, { now: this.o.now?.() ?? new Date(), revision: good.revision });
+    const same = before !== undefined && before.owner === next.owner && JSON.stringify(before.entries) === JSON.stringify(next.entries);
+    if (same) return;
+    if (this.o.inventoryFile) await writeStateJson(this.o.inventoryFile, next);
+    this.inventory = next;
+    this.showInventory(next);
+  }
+
+  private showInventory(inv: Inventory): void {
+    const byKind: Record<string, number> = {};
+    for (const e of inv.entries) byKind[e.kind] = (byKind[e.kind] ?? 0) + 1;
+    this.o.status.inventory = { updatedAt: inv.updatedAt, ...(inv.revision ? { revision: inv.revision } : {}), count: inv.entries.length, byKind, entries: inv.entries.slice(0, INVENTORY_SHOWN) };
+    this.o.metrics.inventoryItems.reset();
+    for (const [kind, n] of Object.entries(byKind)) this.o.metrics.inventoryItems.set({ kind }, n);
+  }
+
+  /**
+   * Keys waiting in the journal (their store could not be written: its lock timed out, it is
+   * down) are issued and not stored: the reconcile is no success until they are (degraded).
+   */
+  private async checkJournal(record: ReconcileRecord, journal: { pendingIds(): Promise<string[]> }, warnings: readonly string[]): Promise<void> {
+    const waiting = (await journal.pendingIds().catch(() => [])).length;
+    this.o.status.journalKeysWaiting = waiting;
+    this.o.metrics.journalKeysWaiting.set(waiting);
+    if (waiting === 0 || record.result !== 'success') return;
+    record.result = 'degraded';
+    const why = warnings.find((w) => w.includes('stay in the journal'));
+    record.errors.push(`${waiting} key(s) wait in the journal for their secret store${why ? `: ${this.clean(why)}` : ''}; they are stored at the next reconcile that can write the store`);
+  }
+
+  /** The heals of an apply: recorded (state folder), counted, on the timeline and in the log. */
+  private async recordHeals(record: ReconcileRecord, healed: Operation[], revision: string): Promise<void> {
+    if (healed.length === 0) return;
+    const { status, metrics, log } = this.o;
+    const at = this.o.now?.() ?? new Date();
+    const entries = this.o.heals ? await this.o.heals.record(healed, revision, at) : [];
+    record.heals = entries.map((e) => e.id);
+    if (this.o.heals) status.heals = this.o.heals.entries;
+    for (const op of healed) {
+      metrics.heals.inc({ kind: op.kind });
+      log.warn(`healed ${op.address}: ${op.reason}`, { revision: short(revision) });
+      status.timeline.unshift({ at: at.toISOString(), kind: 'healed', address: op.address, projectEnv: op.projectEnv ?? '', revision });
+    }
+    status.timeline.length = Math.min(status.timeline.length, TIMELINE_MAX);
   }
 
   /** The Ready condition (Flux's): True after a successful reconcile, Unknown while the service cannot be read, else False. */
@@ -525,7 +612,7 @@ export class Reconciler {
         ? ['True', 'ReconciliationSucceeded', `applied revision ${short(record.revision) ?? '?'}`]
         : [
           'False',
-          record.result === 'invalid' && status.revision.invalid?.unverified ? 'UnverifiedRevision' : ({ invalid: 'InvalidRevision', source_error: 'SourceUnreachable', locked: 'Locked', failed: 'ReconciliationFailed' } as Record<string, string>)[record.result] ?? 'ReconciliationFailed',
+          record.result === 'invalid' && status.revision.invalid?.unverified ? 'UnverifiedRevision' : ({ degraded: 'KeysWaitInJournal', invalid: 'InvalidRevision', source_error: 'SourceUnreachable', locked: 'Locked', failed: 'ReconciliationFailed' } as Record<string, string>)[record.result] ?? 'ReconciliationFailed',
           record.errors[0] ?? record.result,
         ];
     const changed = status.condition.status !== value || status.condition.reason !== reason;

@@ -30,8 +30,8 @@ export interface ServerHooks {
    * `requestedAt` is the agent's clock at the request: the reconcile that handles it starts then or later.
    */
   reconcileNow: (o: { overrideSyncWindow: boolean }) => { reconcile: 'accepted' | 'suspended'; requestedAt: string };
-  /** POST /api/approve-deletes: approves the deletes the guard holds for this revision. */
-  approveDeletes: (revision: string) => boolean;
+  /** POST /api/approve-deletes: approves the deletes the guard holds for this revision (kept in the state folder before it answers). */
+  approveDeletes: (revision: string) => Promise<boolean>;
 }
 
 /** What a webhook says was pushed: the ref (`refs/heads/main`) and the repository's default branch. */
@@ -255,7 +255,7 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         if (body === undefined) return;
         const revision = body.revision;
         if (typeof revision !== 'string' || !/^[0-9a-f]{40,64}$/.test(revision)) return send(res, 400, 'expected {"revision": "<the full commit id whose deletes are held>"}\n');
-        if (!o.hooks.approveDeletes(revision)) return json(res, 409, { approved: false, why: 'no deletes of this revision are held (see heldDeletes in /api/status)' });
+        if (!(await o.hooks.approveDeletes(revision))) return json(res, 409, { approved: false, why: 'no deletes of this revision are held (see heldDeletes in /api/status)' });
         o.log.warn(`deletes of revision ${revision.slice(0, 12)} approved through the API`);
         return json(res, 202, { approved: true, reconcile: 'accepted' });
       }

@@ -2,6 +2,8 @@
 // status page (/) and read by the notifications. Plain data; no key, secret or credential is ever
 // put in it (the plan carries none, and the JSON is redacted once more before it leaves).
 import type { DriftCategory } from '../plan/drift.js';
+import type { InventoryEntry } from '../plan/inventory.js';
+import type { HealEntry } from './heals.js';
 import type { ReconcileResult } from './metrics.js';
 
 export type Mode = 'detect' | 'sync' | 'self-heal';
@@ -37,7 +39,7 @@ export interface KeyExpiry {
 
 export interface TimelineEvent {
   at: string;
-  kind: 'rotated' | 'issued' | 'revoked';
+  kind: 'rotated' | 'issued' | 'revoked' | 'healed';
   address: string;
   projectEnv: string;
   revision?: string;
@@ -74,6 +76,18 @@ export interface ReconcileRecord {
   note?: string;
   /** An operator overrode a closed sync window for this reconcile (POST /api/reconcile {"overrideSyncWindow": true}). */
   syncWindowOverride?: boolean;
+  /** Ids of the heals this reconcile made (AgentStatus.heals). */
+  heals?: number[];
+}
+
+/** What the agent owns (Flux's inventory in a Kustomization's status), as kept in STATE/inventory.json. */
+export interface InventoryStatus {
+  updatedAt: string;
+  revision?: string;
+  count: number;
+  byKind: Record<string, number>;
+  /** The first INVENTORY_SHOWN entries, by address. */
+  entries: InventoryEntry[];
 }
 
 export interface AgentStatus {
@@ -113,7 +127,15 @@ export interface AgentStatus {
   heldDeletes?: { revision: string; reason: string; operations: DeleteEntry[] };
   /** Rotations and issues the agent made, newest first (bounded). */
   timeline: TimelineEvent[];
+  /** What the agent owns: used for pruning and to find stripped ownership markers. */
+  inventory?: InventoryStatus;
+  /** Every change made outside kms-sync that the agent undid, newest first (bounded, kept across restarts). */
+  heals: HealEntry[];
+  /** Keys waiting in the journal for their store at the last reconcile (the agent is degraded until they are stored). */
+  journalKeysWaiting?: number;
 }
 
 export const HISTORY_MAX = 20;
 export const TIMELINE_MAX = 200;
+/** Inventory entries shown in the status and on the page (the count is always whole). */
+export const INVENTORY_SHOWN = 1000;

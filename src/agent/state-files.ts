@@ -1,0 +1,30 @@
+// Small JSON records the agent keeps in its state folder across restarts (the inventory, the heal
+// history, approved deletes): written atomically (temp file, fsync, rename: a kill leaves the old
+// or the new content), read tolerantly (a missing or damaged file is "nothing recorded", said once).
+import { readFile } from 'node:fs/promises';
+import { atomicWriteFile } from '../secrets/fsutil.js';
+
+/** The parsed content of `file`, or undefined when it is absent; `damaged` is told when it is there but not what `parse` accepts. */
+export async function readStateJson<T>(file: string, parse: (v: unknown) => T | undefined, damaged?: (why: string) => void): Promise<T | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') damaged?.(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    return undefined;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    damaged?.('is not JSON');
+    return undefined;
+  }
+  const parsed = parse(value);
+  if (parsed === undefined) damaged?.('is not in the expected form');
+  return parsed;
+}
+
+export async function writeStateJson(file: string, value: unknown): Promise<void> {
+  await atomicWriteFile(file, `${JSON.stringify(value)}\n`);
+}
