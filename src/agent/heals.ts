@@ -72,28 +72,29 @@ export class HealHistory {
     if (ops.length === 0) return [];
     const when = at.toISOString();
     const touched: HealEntry[] = [];
-    let next = (this.entries[0]?.id ?? 0) + 1;
+    // Built aside and kept once written: what the status shows is what the state folder holds.
+    let entries = [...this.entries];
+    let next = (entries[0]?.id ?? 0) + 1;
     for (const op of ops) {
       const fields = op.changes.map((c) => ({ path: c.path, before: cut(c.before), after: cut(c.after) }));
-      const same = this.entries.find((e) => e.address === op.address);
+      const last = entries.find((e) => e.address === op.address);
       // The same heal as the last one of this address (same revision, action and fields): one row, counted.
-      if (same && same.revision === revision && same.action === op.action && JSON.stringify(same.fields) === JSON.stringify(fields)) {
-        same.count++;
-        same.lastAt = when;
-        same.id = next++;
-        this.entries = [same, ...this.entries.filter((e) => e !== same)];
-        touched.push(same);
+      if (last && last.revision === revision && last.action === op.action && JSON.stringify(last.fields) === JSON.stringify(fields)) {
+        const bumped = { ...last, count: last.count + 1, lastAt: when, id: next++ };
+        entries = [bumped, ...entries.filter((e) => e !== last)];
+        touched.push(bumped);
         continue;
       }
       const entry: HealEntry = {
         id: next++, at: when, lastAt: when, count: 1, revision, address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null,
         action: op.action, reason: op.reason, fields,
       };
-      this.entries.unshift(entry);
+      entries.unshift(entry);
       touched.push(entry);
     }
-    this.entries.length = Math.min(this.entries.length, HEALS_MAX);
-    if (this.file) await writeStateJson(this.file, this.entries);
+    entries.length = Math.min(entries.length, HEALS_MAX);
+    if (this.file) await writeStateJson(this.file, entries);
+    this.entries = entries;
     return touched;
   }
 }

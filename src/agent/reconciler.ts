@@ -530,11 +530,11 @@ export class Reconciler {
     // differs), but for what requires pruning (Flux: left in place, reported); not while the guard
     // holds its deletes, so that an approval applies them.
     if (fresh && record.result === 'success' && newRevision && guarded.held.length === 0 && ((mode !== 'detect' && open) || guarded.plan.operations.length === 0)) {
+      // Its deletes ran: an approval of them is used up (and one of an older revision is moot).
+      await this.o.approvals?.clear();
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
       if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
-      // Its deletes ran: an approval of them is used up (and one of an older revision is moot).
-      await this.o.approvals?.clear();
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
     if (planned.inventory && !signal.aborted) await this.keepInventory(inventory, planned.inventory, good, planned.plan, owner);
