@@ -7,9 +7,9 @@ import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './di
 import type { ChangeAction, Engine, ProviderConfig } from './engine.js';
 import type { ProviderImplementation } from './plugin/serve.js';
 import { providerLog } from './log.js';
-import { dataSourceTypes, resourceTypes } from './resources/index.js';
+import { dataSourceTypes, ephemeralResourceTypes, resourceTypes } from './resources/index.js';
 import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
-import { loadSchemas, protoSchema, valueType, type ProviderSchemas } from './schema.js';
+import { loadSchemas, protoSchema, valueType, writeOnlyAttributes, type ProviderSchemas } from './schema.js';
 import { validateTimeouts, withTimeout } from './timeouts.js';
 import { fromDynamic, decodeJson, toDynamic, type DynamicValue } from './values/codec.js';
 import { containsUnknown, isUnknown, UNKNOWN, type CtyType, type JsonSchema, type TfObject, type TfValue } from './values/types.js';
@@ -69,11 +69,20 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
   /** Identity of a state or plan for the log: its `id` (the import id), never another attribute. */
   const idOf = (o: TfObject | null | undefined) => (o && typeof o.id === 'string' ? o.id : undefined);
 
-  const resource = (name: string): { rt: ResourceType; schema: JsonSchema; type: CtyType } => {
+  const resource = (name: string): { rt: ResourceType; schema: JsonSchema; type: CtyType; state: (v: TfObject | null) => { msgpack: Buffer } } => {
     const rt = resourceTypes[name];
     const schema = schemas.resources[name];
     if (!rt || !schema) throw new DiagnosticError(`Unknown resource type ${name}`, `terraform-provider-kms knows ${Object.keys(resourceTypes).join(', ')}`);
-    return { rt, schema, type: valueType(schema) };
+    const type = valueType(schema);
+    // Write-only attributes are null in every state and plan the provider answers (Terraform rejects anything else).
+    const wo = writeOnlyAttributes(schema);
+    return { rt, schema, type, state: (v) => toDynamic(v && wo.length ? { ...v, ...Object.fromEntries(wo.map((a) => [a, null])) } : v, type) };
+  };
+  const ephemeral = (name: string) => {
+    const er = ephemeralResourceTypes[name];
+    const schema = schemas.ephemeralResources[name];
+    if (!er || !schema) throw new DiagnosticError(`Unknown ephemeral resource type ${name}`, `terraform-provider-kms knows ${Object.keys(ephemeralResourceTypes).join(', ')}`);
+    return { er, type: valueType(schema) };
   };
   const needEngine = (): Engine => {
     if (!engine) throw new DiagnosticError('Provider not configured', unconfigured);
@@ -111,12 +120,14 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       diagnostics: [],
       resources: Object.keys(schemas.resources).map((type_name) => ({ type_name })),
       data_sources: Object.keys(schemas.dataSources).map((type_name) => ({ type_name })),
+      ephemeral_resources: Object.keys(schemas.ephemeralResources).map((type_name) => ({ type_name })),
     }),
 
     GetProviderSchema: async () => ({
       provider: protoSchema(schemas.provider, 'provider'),
       resource_schemas: Object.fromEntries(Object.entries(schemas.resources).map(([n, s]) => [n, protoSchema(s, n)])),
       data_source_schemas: Object.fromEntries(Object.entries(schemas.dataSources).map(([n, s]) => [n, protoSchema(s, n)])),
+      ephemeral_resource_schemas: Object.fromEntries(Object.entries(schemas.ephemeralResources).map(([n, s]) => [n, protoSchema(s, n)])),
       server_capabilities: CAPABILITIES,
       functions: {},
       diagnostics: [],
@@ -132,9 +143,18 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       return {};
     })(),
 
-    ValidateResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
-      const { rt, type } = resource(req.type_name);
+    ValidateResourceConfig: (req: { type_name: string; config: DynamicValue; client_capabilities?: { write_only_attributes_allowed?: boolean } }) => guarded(async (d) => {
+      const { rt, schema, type } = resource(req.type_name);
       const config = fromDynamic(req.config, type) as TfObject;
+      // A Terraform that does not know write-only attributes (< 1.11) would store their value in
+      // the plan and state: refused, before anything is planned.
+      if (!req.client_capabilities?.write_only_attributes_allowed) {
+        for (const a of writeOnlyAttributes(schema)) {
+          if (config[a] !== null && config[a] !== undefined) {
+            d.error('Write-only attribute needs Terraform >= 1.11', `${a} is write-only: Terraform 1.11 and later (OpenTofu 1.11 and later) keep it out of plans and state; this one does not say it can, and would write the value there. Upgrade, or leave ${a} unset.`, [a]);
+          }
+        }
+      }
       rt.validate(config, d);
       validateTimeouts(config, d);
       return {};
@@ -149,14 +169,14 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     })(),
 
     UpgradeResourceState: (req: { type_name: string; version: number; raw_state: { json?: Buffer; flatmap?: Record<string, string> } }) => guarded(async () => {
-      const { schema, type } = resource(req.type_name);
+      const { schema, type, state } = resource(req.type_name);
       if (req.version > (schema.version ?? 0)) {
         throw new DiagnosticError('State written by a newer provider', `${req.type_name} state has schema version ${req.version}; this provider knows version ${schema.version ?? 0}: upgrade terraform-provider-kms`);
       }
       if (!req.raw_state?.json?.length) throw new DiagnosticError('State has no JSON form', `${req.type_name}: only JSON state (Terraform >= 0.12) can be read`);
       // Version 0 is the only one so far: the JSON is read against today's type (attributes that
       // no longer exist are dropped, new ones start null).
-      return { upgraded_state: toDynamic(decodeJson(req.raw_state.json, type), type) };
+      return { upgraded_state: state(decodeJson(req.raw_state.json, type) as TfObject | null) };
     })(),
 
     ConfigureProvider: (req: { config: DynamicValue }) => guarded(async (d) => {
@@ -177,7 +197,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     })(),
 
     PlanResourceChange: (req: { type_name: string; prior_state: DynamicValue; proposed_new_state: DynamicValue; config: DynamicValue }) => guarded(async (d) => {
-      const { rt, schema, type } = resource(req.type_name);
+      const { rt, schema, type, state } = resource(req.type_name);
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
       const config = fromDynamic(req.config, type) as TfObject | null;
@@ -188,7 +208,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
           d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
         }
         if (prior) await guard(rt, prior, null, 'delete');
-        return { planned_state: toDynamic(null, type), requires_replace: [] };
+        return { planned_state: state(null), requires_replace: [] };
       }
       const attrs = (type as ['object', Record<string, CtyType>])[1];
       let planned: TfObject = { ...proposed };
@@ -199,7 +219,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       if (prior === null) {
         unknownComputed();
         await guard(rt, null, planned, 'create');
-        return { planned_state: toDynamic(planned, type), requires_replace: [] };
+        return { planned_state: state(planned), requires_replace: [] };
       }
       const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!) &&
         !(engine && rt.sameTarget?.(a, prior[a] ?? null, planned[a] ?? null, engine.config)));
@@ -218,11 +238,11 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         for (const a of rt.changeOnUpdate ?? []) planned[a] = UNKNOWN;
         await guard(rt, prior, planned, 'update');
       }
-      return { planned_state: toDynamic(planned, type), requires_replace: replace.map((a) => attributePath([a])) };
+      return { planned_state: state(planned), requires_replace: replace.map((a) => attributePath([a])) };
     })(),
 
     ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue; config?: DynamicValue }) => guarded(async (d) => {
-      const { rt, type } = resource(req.type_name);
+      const { rt, type, state } = resource(req.type_name);
       const prior = fromDynamic(req.prior_state, type) as TfObject | null;
       const planned = fromDynamic(req.planned_state, type) as TfObject | null;
       const config = (req.config ? fromDynamic(req.config, type) : null) as TfObject | null;
@@ -234,36 +254,36 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       if (planned === null) {
         await withTimeout(req.type_name, 'delete', prior, () => rt.delete(e, prior!, d));
         log.log('info', `${req.type_name} deleted`, { resource: req.type_name, id: idOf(prior), ms: Date.now() - started });
-        return { new_state: toDynamic(null, type) };
+        return { new_state: state(null) };
       }
       // A changed timeouts block only: the state takes it, the service is not asked.
-      if (prior !== null && onlyTimeoutsDiffer((type as ['object', Record<string, CtyType>])[1], prior, planned)) return { new_state: toDynamic(planned, type) };
+      if (prior !== null && onlyTimeoutsDiffer((type as ['object', Record<string, CtyType>])[1], prior, planned)) return { new_state: state(planned) };
       try {
         const after = prior === null
           ? await withTimeout(req.type_name, 'create', planned, () => rt.create(e, planned, d, config ?? undefined))
           : await withTimeout(req.type_name, 'update', planned, () => rt.update(e, prior, planned, config ?? undefined));
         log.log('info', `${req.type_name} ${action === 'create' ? 'created' : 'updated'}`, { resource: req.type_name, id: idOf(after), ms: Date.now() - started });
-        return { new_state: toDynamic(consistentWith(planned, after), type) };
+        return { new_state: state(consistentWith(planned, after)) };
       } catch (err) {
         // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
         if (!(err instanceof PartialApplyError)) throw err;
         d.error(err.summary, err.message);
-        return { new_state: toDynamic(consistentWith(planned, err.state), type) };
+        return { new_state: state(consistentWith(planned, err.state)) };
       }
     })(),
 
     ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) => guarded(async (d) => {
-      const { rt, type } = resource(req.type_name);
+      const { rt, type, state } = resource(req.type_name);
       const current = fromDynamic(req.current_state, type) as TfObject | null;
-      if (current === null) return { new_state: toDynamic(null, type), private: req.private };
+      if (current === null) return { new_state: state(null), private: req.private };
       await seen(rt, current);
       const live = await withTimeout(req.type_name, 'read', current, () => rt.read(needEngine(), current, false, d));
       log.log('trace', `ReadResource ${req.type_name}${live ? '' : ': gone'}`, { resource: req.type_name, id: idOf(current) });
-      return { new_state: toDynamic(live, type), private: req.private };
+      return { new_state: state(live), private: req.private };
     })(),
 
     ImportResourceState: (req: { type_name: string; id: string }) => guarded(async () => {
-      const { rt, type } = resource(req.type_name);
+      const { rt, type, state: stateOf } = resource(req.type_name);
       let identity: TfObject;
       try {
         identity = rt.parseImportId(req.id);
@@ -274,7 +294,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const blank = Object.fromEntries(Object.keys((type as ['object', Record<string, CtyType>])[1]).map((k) => [k, null])) as TfObject;
       const state = await rt.read(needEngine(), { ...blank, ...identity }, true);
       if (!state) throw new DiagnosticError('Cannot import non-existent remote object', `${req.type_name} ${JSON.stringify(req.id)} does not exist in the service`);
-      return { imported_resources: [{ type_name: req.type_name, state: toDynamic(state, type), private: Buffer.alloc(0) }] };
+      return { imported_resources: [{ type_name: req.type_name, state: stateOf(state), private: Buffer.alloc(0) }] };
     })(),
 
     ReadDataSource: (req: { type_name: string; config: DynamicValue }) => guarded(async () => {
@@ -284,6 +304,26 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const type = valueType(schema);
       return { state: toDynamic(await ds.read(needEngine(), fromDynamic(req.config, type) as TfObject), type) };
     })(),
+
+    ValidateEphemeralResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
+      const { er, type } = ephemeral(req.type_name);
+      er.validate(fromDynamic(req.config, type) as TfObject, d);
+      return {};
+    })(),
+
+    /** Terraform opens an ephemeral resource (plan and apply) once its configuration is wholly known; the result lives in its memory only. */
+    OpenEphemeralResource: (req: { type_name: string; config: DynamicValue }) => guarded(async () => {
+      const { er, type } = ephemeral(req.type_name);
+      const config = fromDynamic(req.config, type) as TfObject;
+      const result = await er.open(needEngine(), config);
+      log.log('debug', `OpenEphemeralResource ${req.type_name}`, { resource: req.type_name, id: typeof result.key_id === 'string' ? result.key_id : undefined });
+      return { result: toDynamic(result, type) };
+    })(),
+
+    // No result asks for renewal (no renew_at) and nothing is held open between the calls: a raw
+    // key is not a lease. Both answer, for a Terraform that calls them anyway.
+    RenewEphemeralResource: async () => ({ diagnostics: [] }),
+    CloseEphemeralResource: async () => ({ diagnostics: [] }),
 
     /** Not an RPC (serve.ts registers only the service's methods): the journal writes in flight, awaited before exiting. */
     drain: async (ms: number) => {

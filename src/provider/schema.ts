@@ -12,16 +12,20 @@ export interface ProviderSchemas {
   provider: JsonSchema;
   resources: Record<string, JsonSchema>;
   dataSources: Record<string, JsonSchema>;
+  /** Ephemeral resources (Terraform >= 1.10): opened, never planned or stored. */
+  ephemeralResources: Record<string, JsonSchema>;
 }
 
 export function loadSchemas(file = SCHEMA_FILE): ProviderSchemas {
   const doc = JSON.parse(readPackageText(file)) as {
-    provider_schemas?: Record<string, { provider: JsonSchema; resource_schemas?: Record<string, JsonSchema>; data_source_schemas?: Record<string, JsonSchema> }>;
+    provider_schemas?: Record<string, {
+      provider: JsonSchema; resource_schemas?: Record<string, JsonSchema>; data_source_schemas?: Record<string, JsonSchema>; ephemeral_resource_schemas?: Record<string, JsonSchema>;
+    }>;
   };
   const entries = Object.entries(doc.provider_schemas ?? {});
   if (entries.length !== 1) throw new Error(`${file}: expected exactly one provider under provider_schemas, found ${entries.length}`);
   const [address, s] = entries[0]!;
-  return { address, provider: s.provider, resources: s.resource_schemas ?? {}, dataSources: s.data_source_schemas ?? {} };
+  return { address, provider: s.provider, resources: s.resource_schemas ?? {}, dataSources: s.data_source_schemas ?? {}, ephemeralResources: s.ephemeral_resource_schemas ?? {} };
 }
 
 /** Object type of a schema's values (memoised per schema object). */
@@ -81,4 +85,9 @@ export function protoSchema(s: JsonSchema, where: string) {
 /** Attributes the schema marks sensitive, as top-level names (what redaction needs). */
 export function sensitiveAttributes(s: JsonSchema): string[] {
   return Object.entries(s.block.attributes ?? {}).filter(([, a]) => a.sensitive).map(([n]) => n);
+}
+
+/** Attributes the schema marks write-only, as top-level names: never in a plan or state (null there). */
+export function writeOnlyAttributes(s: JsonSchema): string[] {
+  return Object.entries(s.block.attributes ?? {}).filter(([, a]) => a.write_only).map(([n]) => n);
 }

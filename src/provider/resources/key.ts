@@ -32,7 +32,7 @@ const validTtl = (v: unknown) => {
 };
 
 /** The client of a key, read fresh (a key's apply follows its client's). */
-async function clientOf(e: Engine, projectEnv: string, name: string): Promise<WireClient | undefined> {
+export async function clientOf(e: Engine, projectEnv: string, name: string): Promise<WireClient | undefined> {
   const found = (await e.api.listAll<WireClient>('/client', { project_env: projectEnv, name }, 'list clients')).filter((c) => c.name === name);
   e.refuseDuplicateClient(projectEnv, name, found);
   return found[0];

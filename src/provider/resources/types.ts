@@ -48,6 +48,16 @@ export interface DataSourceType {
   read(engine: Engine, config: TfObject): Promise<TfObject>;
 }
 
+/**
+ * An ephemeral resource type (Terraform >= 1.10): opened during plan and apply on a wholly known
+ * configuration, its result handed on and never written to a plan or state.
+ */
+export interface EphemeralResourceType {
+  typeName: string;
+  validate(config: TfObject, d: Diagnostics): void;
+  open(engine: Engine, config: TfObject): Promise<TfObject>;
+}
+
 // ---------------------------------------------------------------- small helpers for the kinds
 export const known = (v: TfValue | undefined): v is Exclude<TfValue, null> => v !== null && v !== undefined && !isUnknown(v);
 export const str = (v: TfValue | undefined): string | undefined => (typeof v === 'string' ? v : undefined);

@@ -9,6 +9,7 @@ export * from './kms/data-kms-project/index.js';
 export * from './kms/data-kms-template/index.js';
 export * from './kms/endpoint/index.js';
 export * from './kms/environment/index.js';
+export * from './kms/ephemeral-kms-key-secret/index.js';
 export * from './kms/key/index.js';
 export * from './kms/project/index.js';
 export * from './kms/provider/index.js';

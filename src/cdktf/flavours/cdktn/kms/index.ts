@@ -12,5 +12,6 @@ export * as dataKmsEnvironment from './data-kms-environment/index.js';
 export * as dataKmsTemplate from './data-kms-template/index.js';
 export * as dataKmsClient from './data-kms-client/index.js';
 export * as dataKmsEndpoint from './data-kms-endpoint/index.js';
+export * as ephemeralKmsKeySecret from './ephemeral-kms-key-secret/index.js';
 export * as provider from './provider/index.js';
 
