@@ -30,6 +30,11 @@ export interface SourceDocument {
   value: unknown;
   /** False when the document has syntax errors: it is reported but not interpreted. */
   usable: boolean;
+  /**
+   * `locate` reads the text (or the yaml package's tree), never `value`: whoever reads `value`
+   * may let go of its parts as it goes (the loader drops each client once it is built).
+   */
+  placedFromText?: true;
   /** Position of the node at `segments`: the deepest existing ancestor when the path does not exist; with `atKey`, of the last segment's key. */
   locate(segments: readonly PathSegment[], atKey?: boolean): Position;
 }
@@ -67,11 +72,17 @@ export function parseFile(file: string, text: string, env: EnvSource): ParsedFil
     }
     if (isPlainText(fast.value)) return { ...out, shapeless: true };
     interpolateSites(file, fast.sites, (site) => fast.index.position(site.offset), env, out.diagnostics);
-    out.documents.push(placedOnDemand(file, fast.value, () => fastParseYaml(text, true)!));
+    out.documents.push(placedOnDemand(file, fast.value, yamlPositions(text)));
     return out;
   }
   return parseYamlFile(file, text, env);
 }
+
+// The re-parses of placedOnDemand, each made in a function of its own: a closure made beside
+// another shares its scope, and would keep the first parse's tree (and its sites) alive as long
+// as any place of the configuration is kept (a loaded state keeps one per resource).
+const yamlPositions = (text: string) => () => fastParseYaml(text, true)!;
+const jsonPositions = (text: string) => () => parseJson(text);
 
 /**
  * A document whose offsets are found on the first placement: `withPositions` parses the same text
@@ -80,7 +91,7 @@ export function parseFile(file: string, text: string, env: EnvSource): ParsedFil
 function placedOnDemand(file: string, value: unknown, withPositions: () => { value: unknown; index: PositionIndex }): SourceDocument {
   let positioned: { value: unknown; index: PositionIndex } | undefined;
   return {
-    file, index: 0, value, usable: true,
+    file, index: 0, value, usable: true, placedFromText: true,
     locate: (segs, atKey = false) => {
       positioned ??= withPositions();
       return positioned.index.locate(positioned.value, segs, atKey);
@@ -120,8 +131,9 @@ function parseJsonFile(file: string, text: string, env: EnvSource): ParsedFile {
   if (first !== undefined && first !== '{' && first !== '[') return { ...out, shapeless: true };
   const fast = fastParseJson(text);
   if (fast) {
-    const doc = placedOnDemand(file, fast.value, () => parseJson(text));
-    interpolateSites(file, fast.sites, (site) => doc.locate(site.segments), env, out.diagnostics);
+    const doc = placedOnDemand(file, fast.value, jsonPositions(text));
+    const locate = doc.locate;
+    interpolateSites(file, fast.sites, (site) => locate(site.segments), env, out.diagnostics);
     out.documents.push(doc);
     return out;
   }
@@ -268,7 +280,7 @@ function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
   let empty = 0;
   docs.forEach((doc, index) => {
     const sd: SourceDocument = {
-      file, index, value: undefined, usable: doc.errors.length === 0,
+      file, index, value: undefined, usable: doc.errors.length === 0, placedFromText: true,
       locate: (segs, atKey = false) => locateInDoc(doc, lineCounter, segs, atKey),
     };
     // An indentation mistake is reported at its line, not where the library's parse broke down.
