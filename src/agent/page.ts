@@ -112,8 +112,8 @@ const fieldTable = (fields: readonly { path: string; before: unknown; after: unk
 /** Every change made outside kms-sync that the agent undid (kept across restarts), newest first. */
 function healRows(s: AgentStatus, now: number): string {
   if (s.heals.length === 0) return '<p class="muted">No heal yet: nothing changed outside kms-sync was undone.</p>';
-  const rows = s.heals.slice(0, 50).map((h) => `<tr class="heal"><td title="${esc(h.lastAt)}">${esc(ago(h.lastAt, now))}${h.count > 1 ? ` <span class="muted">(${esc(h.count)}×, first ${esc(ago(h.at, now))})</span>` : ''}</td>` +
-    `<td><code>${esc(h.address)}</code><div class="muted">${esc(h.action)}: ${esc(h.reason)}</div>${fieldTable(h.fields)}</td><td><code>${esc(short(h.revision))}</code></td></tr>`);
+  const rows = s.heals.slice(0, 50).map((h) => `<tr class="heal"><td data-label="Healed" title="${esc(h.lastAt)}">${esc(ago(h.lastAt, now))}${h.count > 1 ? ` <span class="muted">(${esc(h.count)}×, first ${esc(ago(h.at, now))})</span>` : ''}</td>` +
+    `<td><code>${esc(h.address)}</code><div class="muted">${esc(h.action)}: ${esc(h.reason)}</div>${fieldTable(h.fields)}</td><td data-label="Revision"><code>${esc(short(h.revision))}</code></td></tr>`);
   const more = s.heals.length > 50 ? `<p class="muted">…and ${s.heals.length - 50} more (see /api/status).</p>` : '';
   return `<table id="heals"><thead><tr><th>When</th><th>Resource (found → restored)</th><th>Revision</th></tr></thead><tbody>${rows.join('')}</tbody></table>${more}`;
 }
