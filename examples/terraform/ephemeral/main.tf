@@ -55,12 +55,15 @@ resource "kms_key" "globex_primary" {
 }
 
 # key_id is known only once the key exists: Terraform opens the secret from then on (at apply,
-# and at every later plan), and checks it holds this very key, live in the service.
+# and at every later plan), and checks it holds this very key, live in the service. The store and
+# secret name follow the kms_key's, wherever it writes.
 ephemeral "kms_key_secret" "globex_primary" {
-  key_id      = kms_key.globex_primary.key_id
-  project_env = kms_key.globex_primary.project_env
-  client      = kms_key.globex_primary.client
-  name        = kms_key.globex_primary.name
+  key_id       = kms_key.globex_primary.key_id
+  project_env  = kms_key.globex_primary.project_env
+  client       = kms_key.globex_primary.client
+  name         = kms_key.globex_primary.name
+  secret_store = kms_key.globex_primary.secret_store
+  secret_name  = kms_key.globex_primary.secret_name
 }
 
 locals {
