@@ -60,6 +60,8 @@ export interface AgentOptions {
   gitTimeoutMs?: number;
   /** --verify-commits: the ssh allowed-signers file whose keys must have signed a revision. */
   verifyCommits?: string;
+  /** --allow-empty: a configuration with no project or environment is reconciled, not invalid. */
+  allowEmpty?: boolean;
 }
 
 export interface RunningAgent {
@@ -120,7 +122,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, pruneUnmanaged: Boolean(o.pruneUnmanaged),
     ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvals, heals, inventoryFile: layout.inventory, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism, policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
     ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
-    loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}), ...(o.verifyCommits ? { verifyCommits: o.verifyCommits } : {}),
+    loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}), ...(o.verifyCommits ? { verifyCommits: o.verifyCommits } : {}), ...(o.allowEmpty ? { allowEmpty: true } : {}),
   });
 
   const stopping = new AbortController();

@@ -87,6 +87,11 @@ export interface ReconcilerOptions {
    * loaded (Flux's verify, Argo CD's GnuPG keys), others are refused like invalid ones.
    */
   verifyCommits?: string;
+  /**
+   * --allow-empty (Argo CD's allowEmpty): a revision whose configuration defines no project or
+   * environment is reconciled (nothing in scope: nothing read or changed); without it, it is invalid.
+   */
+  allowEmpty?: boolean;
   /** The agent's hold on its state folder (state-owner.ts): run locks its earlier starts left are broken. */
   incarnation?: () => StateIncarnation | undefined;
   log: Logger;
@@ -213,6 +218,11 @@ export class Reconciler {
     const cfg = await loadConfig(
       this.o.cdktf ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits), ...policed } : { file: [configDir], env: [], files, ...sizeFlags(limits), ...policed }, undefined, warn,
     );
+    // An emptied configuration (a `git rm -r`, a wrong --path) is a mistake far more often than a
+    // wish: it never becomes the last good revision unless the operator said so.
+    if (!this.o.allowEmpty && cfg.desired.envs.length === 0 && cfg.desired.projects.length === 0) {
+      throw new Error(`${this.o.path || '.'}: the configuration of revision ${short(revision)} defines no project or environment (emptied, or a wrong --path?): it is not reconciled, and the last good revision stays. If an empty configuration is meant, run the agent with --allow-empty (it then reconciles nothing: what earlier revisions created is left as it is)`);
+    }
     this.lastGood = { revision, cfg, configDir };
     status.revision.lastGood = revision;
     if (this.o.lastGoodFile) await writeFile(this.o.lastGoodFile, `${revision}\n`, { mode: 0o600 });
@@ -282,7 +292,7 @@ export class Reconciler {
     const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
     // The allowed signers by content: a key added to the file (a ConfigMap updated) lets a refused revision be checked again.
     const signers = this.o.verifyCommits ? createHash('sha256').update(readFileSyncOrEmpty(this.o.verifyCommits)).digest('hex') : null;
-    return JSON.stringify([this.o.path, this.o.cdktf, limits.fileBytes, limits.totalBytes, ...(signers ? [signers] : [])]);
+    return JSON.stringify([this.o.path, this.o.cdktf, limits.fileBytes, limits.totalBytes, Boolean(this.o.allowEmpty), ...(signers ? [signers] : [])]);
   }
 
   private async readLoading(): Promise<LoadingRecord | undefined> {
@@ -444,7 +454,7 @@ export class Reconciler {
     const inventory = await this.readInventory(owner);
     const plan = async () => planFor(this.o.conn, good.cfg.desired, {
       inventory: new InventoryIndex(inventory?.entries ?? []),
-      policy: this.o.policy, prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore,
+      policy: this.o.policy, prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore, allowEmpty: Boolean(this.o.allowEmpty),
       ...(incarnation ? { incarnation } : {}),
       notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
     });

@@ -51,6 +51,7 @@ interface AgentFlags {
   stuckTimeout: string;
   gitTimeout: string;
   verifyCommits?: string;
+  allowEmpty?: boolean;
   policy?: string;
   allowEnv: string[];
   allowNewRecipients?: boolean;
@@ -157,6 +158,7 @@ export function registerAgent(program: Command) {
     .option('--prune', 'delete what this configuration created or claimed and no longer defines (Flux\'s prune; without it they are kept and reported as "requires pruning"); never protected ones')
     .option('--prune-unmanaged', 'also delete unmanaged resources in scope (not created by kms-sync), as apply --prune')
     .option('--max-deletes <n>', 'deletion guard: a revision that would delete or revoke more than this (or any key of a protected client) is applied without its deletes until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in its commit message)', nonNegativeInt, 10)
+    .option('--allow-empty', 'reconcile a revision whose configuration defines no project or environment (Argo CD\'s allowEmpty; it then changes nothing); without it such a revision is invalid and the last good one stays')
     .option('--suspend', 'start suspended (POST /api/resume resumes; kept across restarts until resumed)')
     .option('--listen <host:port>', 'address of the HTTP server (metrics, health, status, webhooks)', '127.0.0.1:8080')
     .option('--state-dir <dir>', '(required) folder for the checkout, the journal, the default store and the age key (a persistent volume in a container)')
@@ -256,7 +258,7 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
   const notify = notifierOpts.webhookUrl || notifierOpts.commitStatus;
   const agent = await startAgent({
     repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), path: o.path === '.' ? '' : o.path, cdktf: Boolean(o.cdktf), intervalMs, mode: o.mode, prune: Boolean(o.prune), pruneUnmanaged: Boolean(o.pruneUnmanaged), maxDeletes: o.maxDeletes,
-    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, gitTimeoutMs, ...(verifyCommits ? { verifyCommits } : {}), log, metrics,
+    suspend: Boolean(o.suspend), listen, stateDir, conn, limits, policy, ...(windows.length ? { windows } : {}), parallelism: o.parallelism, lockTimeoutMs, stuckAfterMs, gitTimeoutMs, ...(verifyCommits ? { verifyCommits } : {}), ...(o.allowEmpty ? { allowEmpty: true } : {}), log, metrics,
     access,
     ...(env.KMS_SYNC_GITHUB_WEBHOOK_SECRET ? { githubSecret: env.KMS_SYNC_GITHUB_WEBHOOK_SECRET } : {}),
     ...(env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN ? { gitlabToken: env.KMS_SYNC_GITLAB_WEBHOOK_TOKEN } : {}),

@@ -141,6 +141,31 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     expect(status.lastReconcile).toMatchObject({ revision: bad, subject, result: 'invalid' });
   }, 60_000);
 
+  it('an emptied configuration is invalid with advice that fits the agent (--allow-empty), never the last good revision; with --allow-empty it is reconciled and changes nothing', async () => {
+    const before = (await agentWithToken().status()).revision.lastGood;
+    const empty = f.repo.push({ 'kms/kms-sync.yaml': 'apiVersion: kms-sync/v1\nprojects: []\n' }, 'empty it');
+    const r = await run(['reconcile', ...withToken(), '--json']);
+    expect(r.code).toBe(2);
+    const record = JSON.parse(r.stdout).record;
+    expect(record).toMatchObject({ result: 'invalid', revision: empty, subject: 'empty it' });
+    expect(record.errors[0]).toMatch(/^kms: the configuration of revision [0-9a-f]{12} defines no project or environment .*run the agent with --allow-empty/);
+    expect(record.errors.join('\n')).not.toMatch(/pass --allow-empty to plan/);
+    const s = await agentWithToken().status();
+    expect(s.revision.lastGood).toBe(before);
+    expect((await f.emu.clients(ENV)).map((c) => c.name)).toEqual(['alpha']);
+
+    const allowing = await startAgent(f, ['--path', 'kms', '--state-dir', path.join(f.root, 'state-empty'), '--interval', '1h', '--mode', 'sync', '--allow-empty']);
+    try {
+      const t = await until(allowing, 'the empty revision reconciled', (x) => x.lastReconcile !== undefined);
+      expect(t.lastReconcile).toMatchObject({ result: 'success', revision: empty, applied: 0 });
+      expect(t.revision.lastGood).toBe(empty);
+      expect((await f.emu.clients(ENV)).map((c) => c.name)).toEqual(['alpha']);
+    } finally {
+      allowing.child.kill('SIGTERM');
+      await allowing.exit;
+    }
+  }, 60_000);
+
   it('the metric table of docs/agent.md is what /metrics serves: families, label names, snake_case values, process_* unprefixed', async () => {
     const doc = readFileSync(path.join(repoRoot, 'docs', 'agent.md'), 'utf8');
     const table = doc.slice(doc.indexOf('| family | labels | what |'));
@@ -167,7 +192,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     expect(text).toMatch(/^process_resident_memory_bytes /m);
     expect(text).toMatch(/^nodejs_heap_size_used_bytes /m);
     expect(text).not.toMatch(/^kms_sync_(process|nodejs)_/m);
-    expect(text).toMatch(/^kms_sync_api_requests_total\{kind="list_clients"\} /m);
+    expect(text).toMatch(/^kms_sync_api_requests_total\{kind="[a-z]+_[a-z_]+"\} /m);
   });
 
   it('--git-timeout: a git server that accepts and never answers is cut off and reported as timed out; status shows it', async () => {
