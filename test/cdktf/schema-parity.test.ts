@@ -125,9 +125,17 @@ describe('provider schema ↔ YAML schema', () => {
   });
 
   it('data sources look up by natural key and return attributes of the same type as the resource', () => {
-    const extra: Record<string, string[]> = { kms_project: ['environments'], kms_environment: [], kms_client: ['keys'] };
-    expect(Object.keys(tf.data_source_schemas).sort()).toEqual(['kms_client', 'kms_endpoint', 'kms_environment', 'kms_project', 'kms_template']);
-    for (const [type, ds] of Object.entries(tf.data_source_schemas as Json)) {
+    const extra: Record<string, string[]> = { kms_project: ['environments'], kms_environment: [], kms_client: ['keys'], kms_key: ['generations'] };
+    expect(Object.keys(tf.data_source_schemas).sort()).toEqual([
+      'kms_client', 'kms_clients', 'kms_endpoint', 'kms_endpoints', 'kms_environment', 'kms_key', 'kms_project', 'kms_projects', 'kms_template', 'kms_templates',
+    ]);
+    // The list data sources (plural) return one computed list; their filters are optional.
+    for (const type of ['kms_clients', 'kms_endpoints', 'kms_projects', 'kms_templates']) {
+      const attrs = tf.data_source_schemas[type].block.attributes as Json;
+      const lists = Object.entries(attrs).filter(([, a]) => a.computed && JSON.stringify(a.type).startsWith('["list",["object"'));
+      expect(lists.map(([n]) => n), `${type} returns one list`).toEqual([type.slice(4)]);
+    }
+    for (const [type, ds] of Object.entries(tf.data_source_schemas as Json).filter(([t]) => tf.resource_schemas[t])) {
       const resource = tf.resource_schemas[type].block.attributes as Json;
       const m = RESOURCE_MAPPINGS[type as keyof typeof RESOURCE_MAPPINGS];
       for (const [attr, a] of Object.entries(ds.block.attributes as Json)) {

@@ -159,6 +159,32 @@ describe('resources through the provider, against the emulator', () => {
     expect(errors(none.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Not found', ['name']]]);
   });
 
+  it('answers the kms_key data source and the list data sources (ids, names and dates; never a raw key)', async () => {
+    const k = keep(await core.readData('kms_key', { project_env: 'acme-production', client: 'globex', name: 'primary' }));
+    expect(errors(k.diagnostics)).toEqual([]);
+    expect(k.state).toMatchObject({ id: 'acme-production/globex/primary', key_id: states.key.key_id, auto_rotate: true, generations: 1 });
+    expect(Object.keys(k.state!).sort()).toEqual(['auto_rotate', 'client', 'created_at', 'expires_at', 'generations', 'id', 'key_id', 'name', 'project_env']);
+    const missing = await core.readData('kms_key', { project_env: 'acme-production', client: 'globex', name: 'nope' });
+    expect(errors(missing.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Not found', ['name']]]);
+
+    const projects = keep(await core.readData('kms_projects', {}));
+    expect(projects.state!.projects).toEqual([{ slug: 'acme', name: 'Acme', environments: ['acme-production'] }]);
+    const templates = keep(await core.readData('kms_templates', { project_env: 'acme-production' }));
+    expect(templates.state!.templates).toEqual([expect.objectContaining({ name: 'gold', template_id: states.template.template_id, rate_limit_day: 10000, max_clients: 50 })]);
+    const clients = keep(await core.readData('kms_clients', { project_env: 'acme-production' }));
+    expect(errors(clients.diagnostics)).toEqual([]);
+    const globex = (clients.state!.clients as any[]).find((c) => c.name === 'globex');
+    expect(globex).toMatchObject({ client_uuid: states.client.client_uuid, template: 'gold', key_names: ['primary'] });
+    // The owner as the live metadata says (an earlier test here left globex without markers).
+    const liveOwner = (emu.service.toJSON().projects[0] as any).envs[0].clients.find((x: any) => x.name === 'globex').metadata['kms-sync/owner'];
+    expect(globex.owner).toBe(liveOwner ?? null);
+    expect(Object.keys(globex).sort()).toEqual(['client_uuid', 'ip_whitelist', 'key_names', 'name', 'owner', 'template', 'type']);
+    const none = await core.readData('kms_clients', { project_env: 'acme-production', template: 'platinum' });
+    expect(none.state!.clients).toEqual([]);
+    const endpoints = keep(await core.readData('kms_endpoints', { project_env: 'acme-production' }));
+    expect(endpoints.state!.endpoints).toEqual([{ method: 'GET', path: '/v1/orders', method_path: 'GET:/v1/orders', name: 'List orders', description: '' }]);
+  });
+
   it('refuses to issue a key when its store is not writable, and issues nothing', async () => {
     const q = await startProvider({ cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt') } });
     try {

@@ -35,6 +35,34 @@ data "kms_endpoint" "list_orders" {
   path        = "/v1/orders"
 }
 
+data "kms_key" "globex_primary" {
+  project_env = "acme-production"
+  client      = "globex"
+  name        = "primary"
+}
+
+# Lists of what an environment holds.
+data "kms_projects" "all" {
+  # every project the key can see
+}
+
+data "kms_templates" "production" {
+  project_env = "acme-production"
+}
+
+data "kms_clients" "gold" {
+  project_env = "acme-production"
+  template    = "gold"
+}
+
+data "kms_endpoints" "production" {
+  project_env = "acme-production"
+}
+
+output "gold_client_names" {
+  value = [for c in data.kms_clients.gold.clients : c.name]
+}
+
 output "globex_key_ids" {
   value = [for k in data.kms_client.globex.keys : k.key_id]
 }

@@ -1,7 +1,9 @@
-// Data sources: read-only views of live objects by natural id, from the same shared listings as
-// ReadResource. Never a raw key: a client's keys are listed by id, expiry and dates.
+// Data sources: read-only views of live objects by natural id, and lists of an environment's
+// objects (kms_projects, kms_templates, kms_clients, kms_endpoints), from the same shared listings
+// as ReadResource. Never a raw key: keys are listed by id, name, expiry and dates.
 import type { WireEndpoint } from '../../api/client.js';
 import { methodPath } from '../../model/index.js';
+import { OWNER_ID_KEY } from '../../model/ownership.js';
 import { DiagnosticError } from '../diagnostics.js';
 import type { Engine } from '../engine.js';
 import type { TfObject, TfValue } from '../values/types.js';
@@ -21,6 +23,8 @@ async function envOf(e: Engine, projectEnv: string) {
   }
   return undefined;
 }
+
+const byName = <T>(m: Map<string, T>) => [...m.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, v]) => v);
 
 export const dataSources: DataSourceType[] = [
   {
@@ -66,6 +70,74 @@ export const dataSources: DataSourceType[] = [
         ip_whitelist: live.ipWhitelist ?? [], metadata: userMetadata(live.metadata) as TfValue, client_uuid: uuidOf(live),
         keys: (live.keys ?? []).map((k) => ({ name: k.name, key_id: k.id, expires_at: k.expiresAt ?? null, auto_rotate: k.autoRotate ?? null, created_at: k.createdAt ?? null })),
       } satisfies TfObject;
+    },
+  },
+  {
+    typeName: 'kms_key',
+    validate: projectEnvCheck,
+    async read(e, c) {
+      const [projectEnv, client, name] = ids(c, 'project_env', 'client', 'name');
+      const live = (await e.clientsOf(projectEnv!)).get(client!);
+      if (!live) throw notFound(`client ${projectEnv}/${client}`, 'client');
+      e.refuseDuplicateClient(projectEnv!, client!);
+      const gens = (live.keys ?? []).filter((k) => k.name === name).sort((a, b) => String(b.createdAt ?? '').localeCompare(String(a.createdAt ?? '')));
+      const k = gens[0];
+      if (!k) throw notFound(`key ${name} of client ${projectEnv}/${client}`, 'name');
+      return {
+        id: `${projectEnv}/${client}/${name}`, project_env: projectEnv!, client: client!, name: name!,
+        key_id: k.id, expires_at: k.expiresAt ?? null, auto_rotate: k.autoRotate ?? null, created_at: k.createdAt ?? null, generations: gens.length,
+      };
+    },
+  },
+  {
+    typeName: 'kms_projects',
+    validate: () => undefined,
+    async read(e) {
+      const projects = byName(await e.projects());
+      return { id: 'projects', projects: projects.map((p) => ({ slug: p.slug, name: p.name ?? null, environments: (p.envs?.list ?? []).map((x) => x.project_env) })) };
+    },
+  },
+  {
+    typeName: 'kms_templates',
+    validate: projectEnvCheck,
+    async read(e, c) {
+      const [projectEnv] = ids(c, 'project_env');
+      const templates = byName(await e.templatesOf(projectEnv!));
+      return { id: projectEnv!, project_env: projectEnv!, templates: templates.map((t) => ({ name: t.name, template_id: t.id, rate_limit_day: t.rateLimitDay ?? null, max_clients: t.maxClients ?? null })) };
+    },
+  },
+  {
+    typeName: 'kms_clients',
+    validate: projectEnvCheck,
+    async read(e, c) {
+      const [projectEnv] = ids(c, 'project_env');
+      const templateNames = new Map([...(await e.templatesOf(projectEnv!)).values()].map((t) => [t.id, t.name]));
+      const only = typeof c.template === 'string' ? c.template : undefined;
+      const clients = byName(await e.clientsOf(projectEnv!))
+        .map((x) => ({ x, template: templateNames.get(x.templateId ?? '') ?? null }))
+        .filter(({ template }) => only === undefined || template === only);
+      return {
+        id: projectEnv!, project_env: projectEnv!, template: only ?? null,
+        clients: clients.map(({ x, template }) => {
+          const owner = (x.metadata as Record<string, unknown> | undefined)?.[OWNER_ID_KEY];
+          return {
+            name: x.name, client_uuid: uuidOf(x), type: x.type ?? null, template, ip_whitelist: x.ipWhitelist ?? [],
+            key_names: [...new Set((x.keys ?? []).map((k) => k.name))].sort(), owner: typeof owner === 'string' ? owner : null,
+          };
+        }),
+      };
+    },
+  },
+  {
+    typeName: 'kms_endpoints',
+    validate: projectEnvCheck,
+    async read(e, c) {
+      const [projectEnv] = ids(c, 'project_env');
+      const endpoints = byName(await e.endpointsOf(projectEnv!));
+      return {
+        id: projectEnv!, project_env: projectEnv!,
+        endpoints: endpoints.map((x) => ({ method: x.method, path: x.path, method_path: methodPath(x.method, x.path), name: x.name ?? null, description: x.description ?? null })),
+      };
     },
   },
   {

@@ -3,10 +3,15 @@
 // Entry of kms-sync/cdktn: the generated kms provider bindings and the higher-level constructs.
 export * from './kms/client/index.js';
 export * from './kms/data-kms-client/index.js';
+export * from './kms/data-kms-clients/index.js';
 export * from './kms/data-kms-endpoint/index.js';
+export * from './kms/data-kms-endpoints/index.js';
 export * from './kms/data-kms-environment/index.js';
+export * from './kms/data-kms-key/index.js';
 export * from './kms/data-kms-project/index.js';
+export * from './kms/data-kms-projects/index.js';
 export * from './kms/data-kms-template/index.js';
+export * from './kms/data-kms-templates/index.js';
 export * from './kms/endpoint/index.js';
 export * from './kms/environment/index.js';
 export * from './kms/ephemeral-kms-key-secret/index.js';

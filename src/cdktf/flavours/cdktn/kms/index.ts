@@ -12,6 +12,11 @@ export * as dataKmsEnvironment from './data-kms-environment/index.js';
 export * as dataKmsTemplate from './data-kms-template/index.js';
 export * as dataKmsClient from './data-kms-client/index.js';
 export * as dataKmsEndpoint from './data-kms-endpoint/index.js';
+export * as dataKmsKey from './data-kms-key/index.js';
+export * as dataKmsProjects from './data-kms-projects/index.js';
+export * as dataKmsTemplates from './data-kms-templates/index.js';
+export * as dataKmsClients from './data-kms-clients/index.js';
+export * as dataKmsEndpoints from './data-kms-endpoints/index.js';
 export * as ephemeralKmsKeySecret from './ephemeral-kms-key-secret/index.js';
 export * as provider from './provider/index.js';
 
