@@ -16,6 +16,7 @@ import path from 'node:path';
 import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '../secrets/ci-local-store.js';
 import type { AppendOptions } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
+import type { SecurityChange } from '../plan/types.js';
 import { DiagnosticError } from './diagnostics.js';
 import { KEY_PREFIX_LENGTH, uuidOf } from './resources/state.js';
 
@@ -143,7 +144,7 @@ export class Engine {
       const [{ StoreRegistry }, { JournaledKeyCapture }] = await Promise.all([import('../secrets/registry.js'), import('../apply/journaled-capture.js')]);
       const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, policy: this.config.policy, env: this.env });
       // Secrets record the service target their key belongs to; no target replaces another's.
-      return { stores, capture: new JournaledKeyCapture(stores, undefined, { target: serviceTarget(this.config.url, credentialKind(this.config.apiKey), this.env) }) };
+      return { stores, capture: new JournaledKeyCapture(stores, undefined, { target: this.target() }) };
     })());
   }
 
@@ -426,6 +427,7 @@ export class Engine {
     }
     // What this process wrote carries its owner id: recorded once, so that a later run notices if it moves.
     this.ownerRecorded ??= writeOwnerRecord(this.config.baseDir, this.config.owner).catch(() => undefined);
+    await this.settleSecurity().catch((e) => log.notes.push(`the security changes of the secret stores were not settled (a removed recipient's store not re-keyed): ${errorText(e)}`));
     const settled = await Promise.allSettled(tracked);
     for (const s of settled) if (s.status === 'fulfilled') log.stored.push(...s.value);
     const failed = settled.find((s) => s.status === 'rejected');
@@ -533,6 +535,48 @@ export class Engine {
       if (e instanceof ApiError && e.status === 404) return [];
       throw e;
     }
+  }
+
+  // ---------------------------------------------------------------- security changes (apply/trust.ts, as `plan` shows them)
+  private security?: Promise<{ changes: SecurityChange[]; lines: string[] }>;
+  private securitySettled?: Promise<void>;
+
+  /**
+   * The security changes of the provider block's stores since the last apply that wrote (stores new
+   * or changed, recipients a store file lacks or still holds though the block dropped them), one
+   * escaped line each; once per process. Nothing without secret_store blocks.
+   */
+  async securityChanges(): Promise<string[]> {
+    if (this.config.stores.length === 0) return [];
+    return (await this.securityFound()).lines;
+  }
+
+  private securityFound(): Promise<{ changes: SecurityChange[]; lines: string[] }> {
+    return (this.security ??= (async () => {
+      const [{ securityChanges, trustBaseFromEnvironment }, { describeSecurityChange }, { printable }, { stores }] = await Promise.all([
+        import('../apply/trust.js'), import('../plan/types.js'), import('../model/printable.js'), this.keyPath(),
+      ]);
+      // In a pull request's CI job, compared with the base branch's records (the checkout's are the pull request's).
+      const base = trustBaseFromEnvironment(this.env);
+      const { changes } = await securityChanges(stores, { stores: this.config.stores }, this.config.owner, this.config.baseDir, this.target(), base);
+      // The provider's operator setting is its environment's (no flags).
+      return { changes, lines: changes.map((c) => printable(describeSecurityChange(c)).replace('--allow-new-recipients', 'KMS_SYNC_ALLOW_NEW_RECIPIENTS=1')) };
+    })());
+  }
+
+  /** The service target (model/target.ts) its secrets and records belong to. */
+  private target(): string {
+    return serviceTarget(this.config.url, credentialKind(this.config.apiKey), this.env);
+  }
+
+  /** After the first write of an apply: stores whose block dropped recipients re-keyed, the stores recorded (once per process). */
+  private settleSecurity(): Promise<void> {
+    if (this.config.stores.length === 0) return Promise.resolve();
+    return (this.securitySettled ??= (async () => {
+      const [{ changes }, { rekeyForRemovedRecipients, writeTrustRecord }, { stores }] = await Promise.all([this.securityFound(), import('../apply/trust.js'), this.keyPath()]);
+      await rekeyForRemovedRecipients(stores, changes);
+      await writeTrustRecord(this.config.baseDir, { stores: this.config.stores }, this.target());
+    })());
   }
 
   /** Journal writes in progress (raw keys on their way): waited for, briefly, before the process exits. */

@@ -62,6 +62,8 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
   const schemas: ProviderSchemas = loadSchemas(opts.schemaFile);
   const providerType = valueType(schemas.provider);
   let engine: Engine | undefined;
+  /** The security changes were shown as warnings of a plan in this process. */
+  let securityShown = false;
   /** Why the provider cannot talk to the service (set by ConfigureProvider). */
   let unconfigured = 'the provider was not configured (Terraform calls ConfigureProvider first)';
   let stopping = false;
@@ -203,6 +205,13 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       const config = fromDynamic(req.config, type) as TfObject | null;
       log.log('trace', `PlanResourceChange ${req.type_name}`, { resource: req.type_name, id: idOf(prior) });
       await seen(rt, prior);
+      // Terraform's plan has no section for them: the provider block's security changes are warnings of the first plan (once per process).
+      if (engine && !securityShown) {
+        securityShown = true;
+        const lines = await engine.securityChanges();
+        // One warning: Terraform folds warnings of one summary into the first one's detail.
+        if (lines.length) d.warning(`Security changes (${lines.length}): the secret stores of the provider block`, `Review who can read the keys and where store credentials go:\n${lines.map((l) => `- ${l}`).join('\n')}`);
+      }
       if (proposed === null) {
         if (prior?.protected === true) {
           d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
