@@ -142,7 +142,7 @@ function historyRows(history: ReconcileRecord[], now: number): string {
   if (history.length === 0) return '<p class="muted">No reconcile yet.</p>';
   const rows = history.map((h) => `<tr><td title="${esc(h.finishedAt)}">${esc(ago(h.finishedAt, now))}</td><td><code>${esc(short(h.revision))}</code> <span class="muted">${esc(h.subject ?? '')}</span></td>` +
     `<td data-label="Trigger">${esc(h.trigger)}</td><td>${resultBadge(h.result)}</td><td data-label="Applied / planned">${h.applied}/${h.planned}</td><td data-label="Took">${esc(h.durationMs)} ms</td>` +
-    `<td>${h.errors.length ? `<div class="err">${h.errors.slice(0, 5).map(esc).join('\n')}</div>` : `<span class="muted">${esc(h.note ?? '')}</span>`}</td></tr>`);
+    `<td>${h.syncWindowOverride ? `${badge('sync window overridden', 'warn')} ` : ''}${h.errors.length ? `<div class="err">${h.errors.slice(0, 5).map(esc).join('\n')}</div>` : `<span class="muted">${esc(h.note ?? '')}</span>`}</td></tr>`);
   return `<table id="history"><thead><tr><th>When</th><th>Revision</th><th>Trigger</th><th>Outcome</th><th>Applied / planned</th><th>Took</th><th>Errors / note</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 

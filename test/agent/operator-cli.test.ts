@@ -99,6 +99,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     expect(r.record.applied).toBeGreaterThan(0);
     expect((await f.emu.clients(ENV)).map((c) => c.name)).toEqual(['alpha']);
     expect(agent.output()).toMatch(/outside the sync window\(s\): writing anyway, for this reconcile, as an operator asked/);
+    expect((await agent.get('/', { authorization: `Bearer ${TOKEN}` })).text).toContain('sync window overridden');
 
     // The next reconcile is back inside the window's rule: a pushed client waits.
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }, { name: 'beta', keys: ['primary'] }]) }, 'beta');
@@ -202,9 +203,8 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/acme/kms.git`;
     const stuck = await startAgent(f, ['--repo', url, '--state-dir', path.join(f.root, 'state-timeout'), '--interval', '1h', '--mode', 'detect', '--git-timeout', '2s']);
     try {
-      const t0 = Date.now();
-      const s = await until(stuck, 'the fetch timed out', (x) => x.lastReconcile !== undefined, 30_000);
-      expect(Date.now() - t0).toBeLessThan(25_000);
+      // Within a minute on a loaded machine: git's own wait (no time limit) or the old fixed 120 s would not be.
+      const s = await until(stuck, 'the fetch timed out', (x) => x.lastReconcile !== undefined, 60_000);
       expect(s.lastReconcile.result).toBe('source_error');
       expect(s.sourceError).toMatch(/^git fetch timed out after 2 s \(--git-timeout\) against http:\/\/127\.0\.0\.1:\d+\/acme\/kms\.git$/);
       expect(s.condition).toMatchObject({ status: 'False', reason: 'SourceUnreachable' });
@@ -217,5 +217,5 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
       for (const socket of held) socket.destroy();
       await new Promise((r) => silent.close(r));
     }
-  }, 60_000);
+  }, 90_000);
 });
