@@ -5,19 +5,19 @@
 // consumer, and appears nowhere else: not in the state, the saved plans (unzipped), `terraform show
 // -json` of plans and state, TF_LOG=TRACE logs, any file of the run, nor any output — as itself,
 // in base64 or in hex. The project key (ephemeral variable) is not in the plans or the state either.
-// Needs terraform (or tofu) >= 1.11 on PATH; skips saying so otherwise.
+// Runs with each of terraform and tofu that is on PATH and >= 1.11 (OpenTofu's mirror entries are
+// under registry.opentofu.org), and prints a `SKIPPED: <why>` line for each that is not.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { zipEntries, zipEntryData } from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
-import { decryptStore, filesUnder, NO_TERRAFORM, offlineTerraform, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, filesUnder, mirrorProvider, offlineTerraform, onPath, type OfflineTerraform, type Run } from './terraform-support.js';
 
-const BIN = terraformOrSkip();
-/** Write-only arguments came with Terraform 1.11 (ephemeral resources with 1.10). */
+/** Write-only arguments came with Terraform 1.11 (ephemeral resources with 1.10), to OpenTofu with 1.11. */
 function versionOf(bin: string | undefined): string | undefined {
   if (!bin) return undefined;
   try {
@@ -26,12 +26,16 @@ function versionOf(bin: string | undefined): string | undefined {
     return undefined;
   }
 }
-const VERSION = versionOf(BIN);
 const tooOld = (v: string | undefined) => {
   const [major, minor] = (v ?? '0.0').split('.').map(Number);
   return major! < 1 || (major === 1 && minor! < 11);
 };
-const SKIP = !BIN ? NO_TERRAFORM : tooOld(VERSION) ? `${path.basename(BIN)} ${VERSION ?? '(version unknown)'} is older than 1.11, which write-only arguments need` : undefined;
+const BINARIES = (['terraform', 'tofu'] as const).map((name) => {
+  const bin = onPath(name);
+  const version = versionOf(bin);
+  const skip = !bin ? `${name} is not on PATH` : tooOld(version) ? `${name} ${version ?? '(version unknown)'} is older than 1.11, which write-only arguments need` : undefined;
+  return { name, bin, version, skip };
+});
 
 const API_KEY = 'sk_test_ephemeralrecipe0123456789';
 const SINK = { namespace: 'kms-test', type: 'sink', version: '0.0.1' };
@@ -48,32 +52,29 @@ const SINK_TF = `resource "sink_secret" "globex_primary" {
 }
 `;
 
-let emu: RunningEmulator;
-let root: string;
-let dir: string;
-let terraform: OfflineTerraform;
-const tf = (...args: string[]): Promise<Run> => terraform.run(dir, args);
-const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
-/** TF_LOG=TRACE into a file of the run (searched with the rest). */
-const traced = (name: string, ...args: string[]) => terraform.run(dir, args, { TF_LOG: 'TRACE', TF_LOG_PATH: path.join(root, `${name}.trace.log`) });
-
 /** The texts a saved plan holds: every entry of the zip, unpacked. */
 const planTexts = (file: string) => {
   const zip = readFileSync(file);
   return zipEntries(zip).map((e) => zipEntryData(zip, e.name).toString('latin1'));
 };
 
-describe.skipIf(skipWhen(SKIP !== undefined, `test/provider/ephemeral-terraform.test.ts: ${SKIP}`))(`ephemeral kms_key_secret into a write-only argument (${path.basename(BIN ?? 'terraform')} ${VERSION})`, () => {
+for (const { name, bin, version, skip } of BINARIES) describe.skipIf(skipWhen(skip !== undefined, `test/provider/ephemeral-terraform.test.ts (${name}): ${skip}`))(`ephemeral kms_key_secret into a write-only argument (${name} ${version})`, () => {
+  let emu: RunningEmulator;
+  let root: string;
+  let dir: string;
+  let terraform: OfflineTerraform;
+  const tf = (...args: string[]): Promise<Run> => terraform.run(dir, args);
+  const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
+  /** TF_LOG=TRACE into a file of the run (searched with the rest). */
+  const traced = (log: string, ...args: string[]) => terraform.run(dir, args, { TF_LOG: 'TRACE', TF_LOG_PATH: path.join(root, `${log}.trace.log`) });
+
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     root = workspace();
     // The project key reaches the provider only through the ephemeral variable.
-    terraform = offlineTerraform(BIN!, root, { url: emu.url, apiKey: '' });
+    terraform = offlineTerraform(bin!, root, { url: emu.url, apiKey: '' });
     terraform.env.TF_VAR_kms_api_key = API_KEY;
-    const sink = path.join(root, 'mirror', 'registry.terraform.io', SINK.namespace, SINK.type, SINK.version, 'linux_amd64', `terraform-provider-${SINK.type}_v${SINK.version}`);
-    mkdirSync(path.dirname(sink), { recursive: true });
-    writeFileSync(sink, `#!/bin/sh\nexec "${process.execPath}" "${path.join(repoRoot, 'test', 'provider', 'fixtures', 'sink-provider.mjs')}" "$@"\n`);
-    chmodSync(sink, 0o755);
+    mirrorProvider(path.join(root, 'mirror'), SINK, path.join(repoRoot, 'test', 'provider', 'fixtures', 'sink-provider.mjs'));
     dir = path.join(root, 'recipe');
     mkdirSync(dir);
     mkdirSync(path.join(root, 'delivered'));
@@ -91,7 +92,9 @@ describe.skipIf(skipWhen(SKIP !== undefined, `test/provider/ephemeral-terraform.
   it('lists kms_key_secret in `providers schema -json`, its value sensitive', async () => {
     const r = await tf('providers', 'schema', '-json');
     ok(r, 'providers schema');
-    const schemas = JSON.parse(r.stdout).provider_schemas['registry.terraform.io/kms-sync/kms'];
+    // registry.terraform.io/kms-sync/kms (Terraform) or registry.opentofu.org/kms-sync/kms (OpenTofu)
+    const all = JSON.parse(r.stdout).provider_schemas as Record<string, any>;
+    const schemas = Object.entries(all).find(([address]) => address.endsWith('/kms-sync/kms'))![1];
     expect(schemas.ephemeral_resource_schemas.kms_key_secret.block.attributes.value).toMatchObject({ type: 'string', computed: true, sensitive: true });
   }, 60_000);
 

@@ -11,15 +11,17 @@ import { PROVIDER_BIN } from './harness.js';
 
 export const PROVIDER_VERSION = '0.1.0';
 
-function findTerraform(): string | undefined {
-  for (const bin of ['terraform', 'tofu']) {
-    try {
-      return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
-    } catch {
-      // not there
-    }
+/** The path of `bin` on PATH, or undefined. */
+export function onPath(bin: 'terraform' | 'tofu'): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined; // not there
   }
-  return undefined;
+}
+
+function findTerraform(): string | undefined {
+  return onPath('terraform') ?? onPath('tofu');
 }
 
 /** The terraform (or tofu) binary on PATH, or undefined: `describe.skipIf(skipWhen(!bin, `${file}: ${NO_TERRAFORM}`))`. */
@@ -46,10 +48,7 @@ export interface OfflineTerraform {
  */
 export function offlineTerraform(bin: string, root: string, service: { url: string; apiKey: string }): OfflineTerraform {
   const mirror = path.join(root, 'mirror');
-  const wrapper = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', PROVIDER_VERSION, 'linux_amd64', `terraform-provider-kms_v${PROVIDER_VERSION}`);
-  mkdirSync(path.dirname(wrapper), { recursive: true });
-  writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
-  chmodSync(wrapper, 0o755);
+  mirrorProvider(mirror, { namespace: 'kms-sync', type: 'kms', version: PROVIDER_VERSION }, PROVIDER_BIN);
   const cliConfig = path.join(root, 'terraform.rc');
   writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
   const env: NodeJS.ProcessEnv = {
@@ -67,6 +66,19 @@ export function offlineTerraform(bin: string, root: string, service: { url: stri
       });
     }),
   };
+}
+
+/**
+ * A provider served by Node from a script, in a filesystem mirror under both registries' names
+ * (OpenTofu reads `<ns>/<type>` as registry.opentofu.org's, Terraform as registry.terraform.io's).
+ */
+export function mirrorProvider(mirror: string, p: { namespace: string; type: string; version: string }, script: string): void {
+  for (const host of ['registry.terraform.io', 'registry.opentofu.org']) {
+    const wrapper = path.join(mirror, host, p.namespace, p.type, p.version, 'linux_amd64', `terraform-provider-${p.type}_v${p.version}`);
+    mkdirSync(path.dirname(wrapper), { recursive: true });
+    writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
+    chmodSync(wrapper, 0o755);
+  }
 }
 
 /**
