@@ -6,7 +6,8 @@ interface Entry {
   /** `secrets list` for nested commands. */
   path: string[];
   description: string;
-  options: { long: string; description: string }[];
+  /** `values`: what the option takes (its choices); empty: a value of any kind (file names are offered). */
+  options: { long: string; description: string; values?: string[] }[];
 }
 
 function entries(program: Command): Entry[] {
@@ -14,7 +15,13 @@ function entries(program: Command): Entry[] {
   const visit = (cmd: Command, prefix: string[]) => {
     for (const sub of cmd.commands) {
       const p = [...prefix, sub.name()];
-      list.push({ path: p, description: sub.description(), options: sub.options.filter((o) => o.long).map((o) => ({ long: o.long!, description: o.description })) });
+      list.push({
+        path: p, description: sub.description(),
+        options: sub.options.filter((o) => o.long).map((o) => ({
+          long: o.long!, description: o.description,
+          ...(o.required || o.optional ? { values: [...(o.argChoices ?? [])] } : {}),
+        })),
+      });
       visit(sub, p);
     }
   };
@@ -32,12 +39,22 @@ function bash(program: Command): string {
     const subs = list.filter((x) => x.path.length === e.path.length + 1 && x.path.slice(0, -1).join(' ') === e.path.join(' ')).map((x) => x.path.at(-1));
     return `    "${e.path.join(' ')}") words="${[...subs, ...e.options.map((o) => o.long), '--help'].join(' ')}" ;;`;
   });
+  // After an option that takes a value: its choices (--format <TAB>), else file names (-o default).
+  const values = list.flatMap((e) => e.options.filter((o) => o.values).map((o) => `    "${e.path.join(' ')}|${o.long}") words="${o.values!.join(' ')}" ;;`));
   return `# kms-sync completion for bash: source <(kms-sync completion bash)
 _kms_sync() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" path="" i words
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "\${COMP_WORDS[i]}" in -*) ;; *) if [ -z "$path" ]; then path="\${COMP_WORDS[i]}"; elif [ "$path" = secrets ]; then path="$path \${COMP_WORDS[i]}"; fi ;; esac
   done
+  case "$path|\${COMP_WORDS[COMP_CWORD-1]}" in
+${values.join('\n')}
+    *) words="-" ;;
+  esac
+  if [ "$words" != "-" ]; then
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+    return
+  fi
   case "$path" in
     "") words="${top} --help --version --no-color" ;;
 ${cases.join('\n')}
@@ -63,7 +80,9 @@ function fish(program: Command): string {
     const cond = e.path.length === 1 ? '__fish_use_subcommand' : `__fish_seen_subcommand_from ${e.path.slice(0, -1).map(shellWord).join(' ')}`;
     lines.push(`complete -c kms-sync -n ${fishQuote(cond)} -a ${shellWord(name)} -d ${fishQuote(e.description.slice(0, 80))}`);
     for (const o of e.options) {
-      lines.push(`complete -c kms-sync -n ${fishQuote(`__fish_seen_subcommand_from ${shellWord(name)}`)} -l ${o.long.slice(2)} -d ${fishQuote(o.description.slice(0, 80))}`);
+      // A value: its choices (-x: those only), else a file name (-r -F).
+      const takes = !o.values ? '' : o.values.length ? ` -x -a ${fishQuote(o.values.join(' '))}` : ' -r -F';
+      lines.push(`complete -c kms-sync -n ${fishQuote(`__fish_seen_subcommand_from ${shellWord(name)}`)} -l ${o.long.slice(2)}${takes} -d ${fishQuote(o.description.slice(0, 80))}`);
     }
   }
   return `${lines.join('\n')}\n`;

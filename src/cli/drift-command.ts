@@ -14,6 +14,7 @@ import { EXIT } from './exit-codes.js';
 import { err } from './output.js';
 import { addCdktfOptions } from './cdktf-input.js';
 import { addReportOptions, reportFormat, emitDriftReport, loadIgnoreRules, maskForActions, type ReportFlags } from './report-output.js';
+import { ignoreFileBeside } from '../engine/ignore-file.js';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
 // InvalidArgumentError: commander names the flag in the message (option '--parallelism <n>' argument …).
@@ -43,8 +44,8 @@ export function registerDrift(program: Command) {
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
     .option('--parallelism <n>', 'read requests in flight at once are 4x this (drift only reads)', positiveInt, 8)
     .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
-    .option('--ignore-file <file>', `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} in the current folder, if present)`)
-    .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME}; appended to), then exit 0`)
+    .option('--ignore-file <file>', `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} beside the configuration, if present)`)
+    .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME} beside the configuration; appended to), then exit 0`)
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--no-usage', 'skip the usage context (endpoint stats and recent error rates from the logs)')
     .option('--log-pages <n>', 'pages of 100 recent logs read per environment for the usage context', positiveInt, 2)
@@ -73,7 +74,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   const loaded = await loadConfigReadingAhead(o, ahead);
   let ignore;
   try {
-    ignore = await loadIgnoreRules(o.ignoreFile);
+    ignore = await loadIgnoreRules(o.ignoreFile, loaded.baseDir);
   } catch (e) {
     ahead?.conn.api.http.stop();
     await ahead?.conn.api.close();
@@ -93,7 +94,7 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   }
 
   if (o.genIgnore) {
-    const file = typeof o.genIgnore === 'string' ? o.genIgnore : IGNORE_FILE_NAME;
+    const file = typeof o.genIgnore === 'string' ? o.genIgnore : ignoreFileBeside(loaded.baseDir);
     const existing = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'ENOENT') return '';
       throw new UsageError(`cannot read ${file}: ${e.code ?? e.message}`);

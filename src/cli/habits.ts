@@ -38,6 +38,10 @@ export const COMMAND_HINTS: Record<string, Hint> = {
   'force-unlock': { text: 'a run lock whose process died is broken by the next run on its own; --lock-timeout waits for a live one (kms-sync apply --lock-timeout 5m)', suggests: ['apply --lock-timeout'] },
   providers: { text: 'kms-sync is itself the provider: kms-sync provider is what Terraform starts', suggests: ['provider'] },
   get: { text: 'kms-sync has no modules to fetch', suggests: [] },
+  lint: { text: 'did you mean validate? (syntax, schema, references and duplicates, offline: kms-sync validate)', suggests: ['validate'] },
+  check: { text: 'did you mean validate? (offline), or kms-sync plan against the service', suggests: ['validate', 'plan'] },
+  // Flux's and Argo CD's words: one reconcile is an apply; a running agent is asked with agent reconcile.
+  reconcile: { text: 'did you mean apply? (plans and converges once), or kms-sync agent reconcile to make a running agent reconcile now', suggests: ['apply', 'agent reconcile'] },
 };
 
 /** Terraform flags, met on a command that has no flag of that name. */

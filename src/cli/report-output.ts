@@ -92,13 +92,13 @@ export function reportFormat(o: ReportFlags & { json?: boolean }): ReportFormat 
 }
 
 /** `plan`: print in the chosen format, then comment / step summary when asked. */
-export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boolean; compact?: boolean; file: readonly string[] }) {
+export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boolean; compact?: boolean; file: readonly string[]; baseDir?: string }) {
   maskForActions();
   const format = reportFormat(o);
   let markdown: string | undefined;
   const md = async () => {
     if (markdown === undefined) {
-      const drift = classifyDrift(plan, await loadIgnoreRules(undefined));
+      const drift = classifyDrift(plan, await loadIgnoreRules(undefined, o.baseDir));
       markdown = renderPlanMarkdown(plan, { marker: commentMarker(reportId('plan', o.file, plan.target.envs)), drift });
     }
     return markdown;

@@ -1,5 +1,5 @@
 // The saved plan file (`plan --out`, `apply FILE`, `show FILE`). Format 2 spells every field name in
-// snake_case like `plan --json` and the drift JSON; format 1 (camelCase, kms-sync 1.0) is still read.
+// snake_case like `plan --json` and the drift JSON; format 1 (camelCase, written by earlier builds) is still read.
 // Only field names kms-sync chooses are converted: values that carry configuration or service data
 // (before/after, field changes, store declarations, settings, fingerprints keyed by address) are
 // kept as they are.

@@ -363,7 +363,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
-    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
+    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore beside the configuration, if present)')
     .option('--allow-empty', 'plan even when the configuration puts no environment in scope')
     .option('--max-deletes <n>', 'the deletion guard apply will use: the plan warns when apply would hold its deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
     .option('--trust-base <ref>', 'compare the security changes with the records (.kms-sync/trust.json, owner) of this git revision, not the checkout\'s, which a pull request can edit (default in CI: the pull/merge request\'s base branch; also KMS_SYNC_TRUST_BASE)')
@@ -375,10 +375,10 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
         const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty), ...trustBaseOption(o.trustBase) });
+        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir), allowEmpty: Boolean(o.allowEmpty), ...trustBaseOption(o.trustBase) });
         const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
         if (guarded.held.length) plan.warnings.push(`apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`);
-        await emitPlanReport(plan, o);
+        await emitPlanReport(plan, { ...o, baseDir: cfg.baseDir });
         if (o.out) {
           await writeSavedPlan(o.out, {
             kind: SAVED_PLAN_KIND, baseDir: cfg.baseDir, configDir: path.relative(process.cwd(), cfg.baseDir).split(path.sep).join('/') || '.',
@@ -404,7 +404,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--rotate-missing-secrets', 'rotate keys whose secret kms-sync does not hold (default: report them only)')
     .option('--take-ownership', 'manage resources this configuration names that another configuration owns')
-    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore in the current folder, if present)')
+    .option('--ignore-file <file>', 'ignore rules: resources they name are never deleted (default: .kmsignore beside the configuration, if present)')
     .option('--allow-empty', 'apply even when the configuration puts no environment in scope')
     .option('--max-deletes <n>', 'deletion guard: a plan that would delete or revoke more than this (or any key of a protected client) is applied without its deletes, which are held (exit 1) until run again with a higher --max-deletes', maxDeletesArg, DEFAULT_MAX_DELETES)
     .option('--allow-new-recipients', 'add age recipients to secret stores that already hold keys (they can decrypt those keys; also KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)')
@@ -498,7 +498,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
           const { plan, live } = await planFor(conn, cfg.desired, {
             ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile), allowEmpty: Boolean(o.allowEmpty),
+            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir), allowEmpty: Boolean(o.allowEmpty),
           });
           reporter.plan(plan);
           await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state);

@@ -93,6 +93,8 @@ describe('hints point only at what exists', () => {
       [['plan', '-auto-approve'], 'kms-sync apply --auto-approve'],
       [['state', 'list'], 'keeps no state file'],
       [['workspace', 'list'], 'no workspaces'],
+      [['lint'], 'did you mean validate?'],
+      [['reconcile'], 'did you mean apply?'],
     ];
     for (const [args, hint] of cases) {
       const r = await cli(args);
@@ -278,6 +280,10 @@ describe('completion', () => {
     expect(await complete(['kms-sync', 'plan', '--lock'])).toBe('');
     expect(await complete(['kms-sync', 'secrets', 'l'])).toBe('list');
     expect(await complete(['kms-sync', 'secrets', 'list', '--j'])).toBe('--json');
+    // An option's values: its choices, whatever came before it; else (a file) nothing of ours.
+    expect(await complete(['kms-sync', 'plan', '--format', ''])).toBe('text json markdown');
+    expect(await complete(['kms-sync', 'drift', '-f', 'config/', '--format', 'm'])).toBe('markdown');
+    expect(await complete(['kms-sync', 'plan', '--out', ''])).toBe('');
   });
 
   it('zsh and fish scripts name every command; an unknown shell is an error', async () => {
@@ -287,6 +293,7 @@ describe('completion', () => {
     const fish = await cli(['completion', 'fish']);
     for (const c of ['plan', 'apply', 'rotate', 'destroy', 'show', 'export', 'drift', 'version']) expect(fish.stdout).toContain(`-a ${c} `);
     expect(fish.stdout).toContain("-n '__fish_seen_subcommand_from apply' -l auto-approve");
+    expect(fish.stdout).toContain("-n '__fish_seen_subcommand_from plan' -l format -x -a 'text json markdown'");
     const bad = await cli(['completion', 'tcsh']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('expected bash, zsh or fish');
@@ -310,7 +317,7 @@ describe('help', () => {
         expect(r.stdout, cmd.join(' ')).toContain('KMS_API_KEY');
       }
     }
-  });
+  }, 180_000); // some thirty CLI starts, one after the other: minutes on a loaded machine
 
   it('read-only commands do not describe --parallelism as write requests', async () => {
     for (const cmd of ['export', 'drift']) expect((await cli([cmd, '--help'])).stdout).not.toContain('write requests');

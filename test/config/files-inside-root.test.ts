@@ -101,16 +101,19 @@ describe('configuration files stay inside their folder (issue 34)', () => {
   });
 });
 
-describe('the default ignore file stays inside the working directory (issue 34)', () => {
-  it('a committed .kmsignore that links to /etc/passwd is refused, its lines never quoted', async () => {
-    const dir = scratch({ 'config/project.yaml': GOOD });
-    symlinkSync('/etc/passwd', path.join(dir, '.kmsignore'));
+describe('the default ignore file stays inside its folder (issue 34)', () => {
+  it('a committed .kmsignore that links to /etc/passwd is refused, its lines never quoted: beside the configuration, or in the current folder', async () => {
     const env = { KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'sk_test_filesinsideroot0001' };
-    for (const args of [['plan', '-f', 'config'], ['drift', '-f', 'config']]) {
-      const r = await runCli(args, { cwd: dir, env });
-      expect(r.code, r.stderr).toBe(1);
-      expect(r.stderr).toContain('.kmsignore resolves outside the working directory (through a symbolic link)');
-      expect(r.stdout + r.stderr).not.toContain('root:x:0');
+    // Beside the configuration (where it is read from), and in the current folder (still read when the configuration's folder has none).
+    for (const where of [path.join('config', '.kmsignore'), '.kmsignore']) {
+      const dir = scratch({ 'config/project.yaml': GOOD });
+      symlinkSync('/etc/passwd', path.join(dir, where));
+      for (const args of [['plan', '-f', 'config'], ['drift', '-f', 'config']]) {
+        const r = await runCli(args, { cwd: dir, env });
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toContain(`${where} resolves outside its folder (through a symbolic link)`);
+        expect(r.stdout + r.stderr).not.toContain('root:x:0');
+      }
     }
   });
 });

@@ -53,6 +53,25 @@ describe('--help ends with its docs page', () => {
   }, 120_000);
 });
 
+describe('--help lists what a command reads from the environment', () => {
+  it('apply, plan and secrets list name the age identity, CI and the store credentials; every name listed is read by src/', async () => {
+    const sources = sourceFiles(path.join(repoRoot, 'src')).map((f) => readFileSync(f, 'utf8')).join('\n');
+    const problems: string[] = [];
+    for (const cmd of [['apply'], ['plan'], ['rotate'], ['drift'], ['validate'], ['secrets', 'list']]) {
+      const help = (await runCli([...cmd, '--help'])).stdout;
+      const env = help.slice(help.indexOf('Environment:'), help.indexOf('Exit codes:'));
+      for (const name of new Set(env.match(/\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bCI\b/g) ?? [])) {
+        // Read by our code, or by a cloud SDK we hand the environment to (their chains: AWS_*, AZURE_*, GOOGLE_*).
+        if (!sources.includes(name) && !/^(AWS|AZURE|GOOGLE)_/.test(name)) problems.push(`${cmd.join(' ')} --help: ${name} is not read anywhere in src/`);
+      }
+      if (cmd[0] !== 'validate') expect(env, cmd.join(' ')).toContain('SOPS_AGE_KEY_FILE');
+    }
+    const apply = (await runCli(['apply', '--help'])).stdout;
+    for (const name of ['CI ', 'VAULT_TOKEN', 'KMS_SYNC_ENV_ALLOW', 'KMS_SYNC_ALLOW_LOCAL_STORE', 'KMS_SYNC_TARGET']) expect(apply).toContain(name);
+    expect(problems).toEqual([]);
+  }, 60_000);
+});
+
 describe('error messages name their docs', () => {
   it('every docs/ page and #anchor named in src/ exists, and the common errors name their entry', () => {
     const named: string[] = [];

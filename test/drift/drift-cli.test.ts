@@ -165,7 +165,9 @@ describe('kms-sync drift against the emulator', () => {
   it('--gen-ignore writes rules that make the next run clean (exit 0), counting what it ignores', async () => {
     const gen = await drift('--gen-ignore');
     expect(gen.code, gen.stderr).toBe(0);
-    const rules = readFileSync(path.join(dir, '.kmsignore'), 'utf8');
+    // Written beside the configuration (-f config), not in the folder the command ran from (issue 39).
+    expect(existsSync(path.join(dir, '.kmsignore'))).toBe(false);
+    const rules = readFileSync(path.join(dir, 'config', '.kmsignore'), 'utf8');
     expect(rules).toContain('client.shop-production/globex:ipWhitelist\n');
     expect(rules).toContain('endpoint.shop-production/GET:/sdk/registered\n');
     const r = await drift('--format', 'json', '--no-usage');
@@ -174,7 +176,7 @@ describe('kms-sync drift against the emulator', () => {
     expect(validDrift(clean), JSON.stringify(validDrift.errors)).toBe(true);
     expect(clean.drift).toBe(false);
     expect(clean.summary).toMatchObject({ total: 0, ignored: 7 });
-    expect(clean.ignored.find((i) => i.address === 'client.shop-production/globex')!.rule).toBe('.kmsignore:3: client.shop-production/globex:ipWhitelist');
+    expect(clean.ignored.find((i) => i.address === 'client.shop-production/globex')!.rule).toBe(`${path.join('config', '.kmsignore')}:3: client.shop-production/globex:ipWhitelist`);
   });
 
   it('reports new drift on a field the ignore file does not cover', async () => {

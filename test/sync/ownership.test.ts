@@ -271,10 +271,11 @@ describe('drift tells pending changes from changes made outside', () => {
     expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
     const tpl = (await api('GET', '/client/templates?project_env=own-production')).data[0];
     await api('POST', '/client?project_env=own-production', [{ name: 'by-hand', templateId: tpl.id, keys: [] }, { name: 'other-hand', templateId: tpl.id, keys: [] }]);
-    write('.kmsignore', 'client.own-production/by-hand\n');
+    // Beside the configuration (issue 39), whatever folder the command runs from.
+    write('config/.kmsignore', 'client.own-production/by-hand\n');
     const plan = await planJson('config', '--prune');
     expect(plan.resource_changes.map((c) => [c.address, c.change.action])).toEqual([['client.own-production/other-hand', 'delete']]);
-    expect(plan.unmanaged).toEqual([expect.objectContaining({ address: 'client.own-production/by-hand', note: expect.stringContaining('ignored by .kmsignore:1') })]);
+    expect(plan.unmanaged).toEqual([expect.objectContaining({ address: 'client.own-production/by-hand', note: expect.stringContaining(`ignored by ${path.join('config', '.kmsignore')}:1`) })]);
     expect((await cli(['apply', '-f', 'config', '--auto-approve', '--prune'])).code).toBe(0);
     expect((await clients()).map((c) => c.name).sort()).toEqual(['alpha', 'by-hand']);
   });
