@@ -94,17 +94,27 @@ function recordedRecipients(fingerprint: string | undefined): string[] {
   }
 }
 
+/**
+ * The git revision whose records the security changes are compared with (`--trust-base`). `ci`:
+ * taken from the CI's variables, not named by the operator: a configuration folder outside any git
+ * checkout (a test's, a generated one) then keeps its own records.
+ */
+export interface TrustBase {
+  ref: string;
+  ci?: boolean;
+}
+
 /** The CI's base revision of a pull request or merge request, when the job is one (the default of `--trust-base`). */
-export function trustBaseFromEnvironment(env: NodeJS.ProcessEnv): string | undefined {
+export function trustBaseFromEnvironment(env: NodeJS.ProcessEnv): TrustBase | undefined {
   const pick = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
   const explicit = pick(env.KMS_SYNC_TRUST_BASE);
-  if (explicit) return explicit;
-  if (env.GITHUB_ACTIONS === 'true' && pick(env.GITHUB_BASE_REF)) return `origin/${pick(env.GITHUB_BASE_REF)}`;
+  if (explicit) return { ref: explicit };
+  if (env.GITHUB_ACTIONS === 'true' && pick(env.GITHUB_BASE_REF)) return { ref: `origin/${pick(env.GITHUB_BASE_REF)}`, ci: true };
   if (env.GITLAB_CI === 'true') {
     const sha = pick(env.CI_MERGE_REQUEST_DIFF_BASE_SHA);
-    if (sha) return sha;
+    if (sha) return { ref: sha, ci: true };
     const branch = pick(env.CI_MERGE_REQUEST_TARGET_BRANCH_NAME);
-    if (branch) return `origin/${branch}`;
+    if (branch) return { ref: `origin/${branch}`, ci: true };
   }
   return undefined;
 }
@@ -128,7 +138,7 @@ interface Baseline {
 }
 
 /** The records of `dir` at git revision `ref` (tried as given, then as `origin/REF`), and the edits of the checkout's records. */
-async function baselineAt(dir: string, ref: string): Promise<Baseline> {
+async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline> {
   const unreadable = (detail: string): Baseline => ({ trust: undefined, owner: undefined, changes: [{ kind: 'trust_base_unreadable', value: ref, detail }] });
   const candidates = ref.startsWith('origin/') || ref.startsWith('refs/') || /^[0-9a-f]{40}$/i.test(ref) ? [ref] : [ref, `origin/${ref}`];
   let commit: string | undefined;
@@ -143,6 +153,8 @@ async function baselineAt(dir: string, ref: string): Promise<Baseline> {
   if (!commit) {
     const inside = await git(dir, ['rev-parse', '--is-inside-work-tree']);
     if (inside.missing) return unreadable('git is not installed here');
+    // A pull request cannot take the folder out of its checkout (git tracks no .git path).
+    if (!inside.ok && ci) return checkoutBaseline(dir);
     if (!inside.ok) return unreadable(`${path.basename(dir) || dir} is not in a git checkout`);
     const shallow = (await git(dir, ['rev-parse', '--is-shallow-repository'])).stdout.toString('utf8').trim() === 'true';
     const branch = ref.replace(/^origin\//, '');
@@ -163,8 +175,11 @@ async function baselineAt(dir: string, ref: string): Promise<Baseline> {
 }
 
 /** The records the security changes are compared with: the checkout's (the last apply's), or those of the git revision `trustBase`. */
-async function baseline(dir: string, trustBase: string | undefined): Promise<Baseline> {
-  if (trustBase !== undefined) return baselineAt(dir, trustBase);
+async function baseline(dir: string, trustBase: TrustBase | undefined): Promise<Baseline> {
+  return trustBase !== undefined ? baselineAt(dir, trustBase) : checkoutBaseline(dir);
+}
+
+async function checkoutBaseline(dir: string): Promise<Baseline> {
   return { trust: await readTrustRecord(dir), owner: await readOwnerRecord(dir), changes: [] };
 }
 
@@ -193,7 +208,7 @@ export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 
  * The second result is the base, as `REF (commit)`, when one was read.
  */
 export async function securityChanges(
-  registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string, target?: string, trustBase?: string,
+  registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string, target?: string, trustBase?: TrustBase,
 ): Promise<{ changes: SecurityChange[]; base?: string }> {
   const from = await baseline(dir, trustBase);
   const out: SecurityChange[] = [...from.changes];

@@ -17,7 +17,7 @@ import { closest } from '../config/suggest.js';
 import { describeBlocked, hasChanges, summarize, type Plan } from '../plan/types.js';
 import { DEFAULT_MAX_DELETES, guardDeletes } from '../plan/deletion-guard.js';
 import type { OperatorPolicy } from '../model/index.js';
-import { newRecipientRefusal, settleSecurityChanges, trustBaseFromEnvironment } from '../apply/trust.js';
+import { newRecipientRefusal, settleSecurityChanges, trustBaseFromEnvironment, type TrustBase } from '../apply/trust.js';
 import { colorEnabled, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
 import { classifyDrift } from '../plan/drift.js';
 import { matchesAny } from '../plan/scope.js';
@@ -191,9 +191,9 @@ function stopOnBlocked(plan: Plan): void {
 }
 
 /** `--trust-base`, else the CI's base revision of a pull or merge request (apply/trust.ts). */
-function trustBaseOption(flag: string | undefined): { trustBase?: string } {
-  const ref = flag?.trim() || trustBaseFromEnvironment(process.env);
-  return ref ? { trustBase: ref } : {};
+function trustBaseOption(flag: string | undefined): { trustBase?: TrustBase } {
+  const base = flag?.trim() ? { ref: flag.trim() } : trustBaseFromEnvironment(process.env);
+  return base ? { trustBase: base } : {};
 }
 
 /**

@@ -34,7 +34,7 @@ import { resolveOwner } from './owner.js';
 import { PolicyError, readOperatorPolicy, type PolicyFlags } from '../config/policy.js';
 import type { OperatorPolicy } from '../model/index.js';
 import { storePolicyProblems } from '../secrets/store-policy.js';
-import { previousStoreFiles, securityChanges } from '../apply/trust.js';
+import { previousStoreFiles, securityChanges, type TrustBase } from '../apply/trust.js';
 import { opWrites } from '../apply/execute.js';
 
 export interface GlobalOptions extends CdktfFlags, LimitFlags, PolicyInput {
@@ -364,7 +364,7 @@ export interface PlanOptions {
   /** The caller owns the state folder baseDir is in (the agent): locks its earlier incarnations left are broken (StoreRegistryOptions.incarnation). */
   incarnation?: StateIncarnation;
   /** A git revision (a pull request's base) whose records the security changes are compared with, instead of the checkout's (apply/trust.ts). */
-  trustBase?: string;
+  trustBase?: TrustBase;
   /**
    * The configuration's inventory (plan/inventory.ts): what it holds is ours even with its markers
    * stripped, and the plan returns what it found owned (`inventory`), for the inventory's next state.

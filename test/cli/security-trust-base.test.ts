@@ -167,8 +167,13 @@ describe('a recipient removed from a store\'s declaration', () => {
     const reveal = await cli(['secrets', 'list', '-f', '.', '--reveal', 'shop-staging/web/main']);
     expect(reveal.code, reveal.stderr).toBe(0);
     expect(reveal.stdout).toContain(openValue(valueOf(before), oldKey!, aad)!);
-    // Settled: planning the same configuration again is no change.
-    const again = await cli(['plan', '-f', '.', '--detailed-exitcode']);
+    // Settled: planning the same configuration again is no change, also in a pull request's CI job:
+    // a folder in no git checkout keeps its own records when the base comes from the CI's variables,
+    // and says it cannot read one named with --trust-base.
+    const again = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: { ...s.env, GITHUB_ACTIONS: 'true', GITHUB_BASE_REF: 'main' }, cwd: s.dir });
     expect(again.code, again.stdout + again.stderr).toBe(0);
+    const named = await cli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main']);
+    expect(named.code, named.stdout + named.stderr).toBe(2);
+    expect(named.stdout).toContain('the records of the base main cannot be read (');
   }, 60_000);
 });
