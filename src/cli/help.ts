@@ -38,6 +38,10 @@ const ENV_GROUPS = {
   ],
   newRecipients: [['KMS_SYNC_ALLOW_NEW_RECIPIENTS', '1: a recipient may be added to a store that holds keys (or --allow-new-recipients)']],
   comment: [['GITHUB_TOKEN, GITLAB_TOKEN', '--comment github|gitlab: post or update the pull-request comment']],
+  agentRemote: [
+    ['KMS_SYNC_AGENT_URL', 'the agent\'s address (or --url; default http://127.0.0.1:8080)'],
+    ['KMS_SYNC_UI_TOKEN', 'the agent\'s token (or --token file:PATH|env:NAME; never the value as a flag)'],
+  ],
 } satisfies Record<string, [names: string, what: string][]>;
 
 /** Names, then what they do in a column; names too long for it get a line of their own. */
@@ -97,15 +101,15 @@ const ENTRIES: Record<string, HelpEntry> = {
     examples: ['kms-sync agent --repo https://github.com/acme/platform.git --path kms --state-dir /var/lib/kms-sync --listen :8080', 'kms-sync agent --repo file:///srv/git/kms.git --mode self-heal --interval 1m --state-dir ./state'],
   },
   status: {
-    service: false, docs: 'agent.md#operating-a-running-agent', exit: 'Exit codes: 0 the agent is Ready (its last reconcile succeeded), 2 it answered but is not Ready (False or Unknown), 1 error (unreachable, token refused).',
+    service: false, env: ['agentRemote'], docs: 'agent.md#operating-a-running-agent', exit: 'Exit codes: 0 the agent is Ready (its last reconcile succeeded), 2 it answered but is not Ready (False or Unknown), 1 error (unreachable, token refused).',
     examples: ['kms-sync agent status --url http://kms-sync-agent:8080 --token file:/run/secrets/ui-token', 'kms-sync agent status --json | jq .condition'],
   },
   reconcile: {
-    service: false, docs: 'agent.md#operating-a-running-agent', exit: 'Exit codes: 0 the reconcile succeeded, 2 it did not (invalid revision, failed, locked) or the agent is suspended, 1 error (unreachable, token refused, --timeout passed).',
+    service: false, env: ['agentRemote'], docs: 'agent.md#operating-a-running-agent', exit: 'Exit codes: 0 the reconcile succeeded, 2 it did not (invalid revision, failed, locked) or the agent is suspended, 1 error (unreachable, token refused, --timeout passed).',
     examples: ['kms-sync agent reconcile --url http://kms-sync-agent:8080', 'kms-sync agent reconcile --override-sync-window   # an emergency fix outside the sync windows'],
   },
-  suspend: { service: false, docs: 'agent.md#operating-a-running-agent', exit: EXIT_SIMPLE, examples: ['kms-sync agent suspend --url http://kms-sync-agent:8080'] },
-  resume: { service: false, docs: 'agent.md#operating-a-running-agent', exit: EXIT_SIMPLE, examples: ['kms-sync agent resume --url http://kms-sync-agent:8080'] },
+  suspend: { service: false, env: ['agentRemote'], docs: 'agent.md#operating-a-running-agent', exit: EXIT_SIMPLE, examples: ['kms-sync agent suspend --url http://kms-sync-agent:8080'] },
+  resume: { service: false, env: ['agentRemote'], docs: 'agent.md#operating-a-running-agent', exit: EXIT_SIMPLE, examples: ['kms-sync agent resume --url http://kms-sync-agent:8080'] },
   completion: { service: false, docs: 'cli.md#completion', exit: EXIT_SIMPLE, examples: ['source <(kms-sync completion bash)', 'kms-sync completion fish > ~/.config/fish/completions/kms-sync.fish'] },
 };
 

@@ -69,6 +69,8 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     expect(s.condition).toMatchObject({ type: 'Ready', status: 'True' });
     expect(s.agent.syncWindowOpen).toBe(false);
 
+    // The help says where the address and the token come from.
+    expect((await run(['status', '--help'])).stdout).toMatch(/KMS_SYNC_AGENT_URL[\s\S]*KMS_SYNC_UI_TOKEN[\s\S]*Exit codes: 0 the agent is Ready/);
     const refused = await run(['status', '--url', agent.url]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/wants its token \(401\): give it with --token file:PATH/);
