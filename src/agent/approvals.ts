@@ -3,7 +3,7 @@
 // between the approval and the reconcile that applies it) nor replays one: an approval names the
 // revision and the deletes it approved, covers no delete it did not name (a larger set held later
 // needs a new approval), and is used up once a revision is applied in full (its deletes ran).
-import { readStateJson, writeStateJson } from './state-files.js';
+import { readStateJson, writeStateJson } from '../engine/state-files.js';
 
 export interface DeleteApproval {
   revision: string;

@@ -5,7 +5,7 @@
 // newest HEALS_MAX); deduplicated: the same heal again (someone re-opens the same client the same
 // way) bumps the count and the time of its row instead of filling the history with copies.
 import type { Operation } from '../plan/types.js';
-import { readStateJson, writeStateJson } from './state-files.js';
+import { readStateJson, writeStateJson } from '../engine/state-files.js';
 
 export const HEALS_MAX = 200;
 /** Field values longer than this are cut in the record (a 16 MB metadata value is not kept). */

@@ -32,8 +32,8 @@ import type { GitSource } from './source.js';
 import { windowOpen, type SyncWindow } from './windows.js';
 import type { DeleteApprovals } from './approvals.js';
 import { isHeal, type HealHistory } from './heals.js';
-import { readStateJson, writeStateJson } from './state-files.js';
-import { InventoryIndex, nextInventory, parseInventory, type Inventory, type InventoryScan } from '../plan/inventory.js';
+import { keepInventory, readInventory } from '../engine/state-files.js';
+import { InventoryIndex, type Inventory, type InventoryScan } from '../plan/inventory.js';
 import { HISTORY_MAX, INVENTORY_SHOWN, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReadyCondition, type ReconcileRecord, type Trigger } from './status.js';
 
 /**
@@ -553,24 +553,20 @@ export class Reconciler {
 
   /** The inventory kept in the state folder, if it is this owner's (another owner id starts a new one). */
   private async readInventory(owner: string): Promise<Inventory | undefined> {
-    if (!this.inventoryRead && this.o.inventoryFile) {
-      this.inventory = await readStateJson(this.o.inventoryFile, parseInventory, (why) => this.o.log.warn(`the inventory ${path.basename(this.o.inventoryFile!)} ${why}; it is made again from the ownership markers`));
+    if (!this.o.inventoryFile) return undefined;
+    if (!this.inventoryRead || (this.inventory && this.inventory.owner !== owner)) {
+      this.inventory = await readInventory(this.o.inventoryFile, owner, (line) => this.o.log.warn(this.clean(line)));
       this.inventoryRead = true;
       if (this.inventory) this.showInventory(this.inventory);
-    }
-    if (this.inventory && this.inventory.owner !== owner) {
-      this.o.log.warn(`the inventory belongs to owner '${this.inventory.owner}', this configuration is '${owner}': it is made again from the ownership markers`);
-      return undefined;
     }
     return this.inventory;
   }
 
   /** The inventory after this reconcile: kept (when it changed), shown in the status and the metrics. */
   private async keepInventory(before: Inventory | undefined, scan: InventoryScan, good: { revision: string; cfg: LoadedConfig }, plan: Plan, owner: string): Promise<void> {
-    const next = nextInventory(before, scan, good.cfg.desired, plan, owner, { now: this.o.now?.() ?? new Date(), revision: good.revision });
-    const same = before !== undefined && before.owner === next.owner && JSON.stringify(before.entries) === JSON.stringify(next.entries);
-    if (same) return;
-    if (this.o.inventoryFile) await writeStateJson(this.o.inventoryFile, next);
+    if (!this.o.inventoryFile) return;
+    const next = await keepInventory(this.o.inventoryFile, before, scan, good.cfg.desired, plan, owner, { now: this.o.now?.() ?? new Date(), revision: good.revision });
+    if (next === before) return;
     this.inventory = next;
     this.showInventory(next);
   }

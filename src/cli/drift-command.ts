@@ -8,6 +8,8 @@ import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../pl
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { shardConfig } from '../engine/shard.js';
 import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
+import { resolveOwner } from '../engine/owner.js';
+import { cliInventory } from '../engine/state-files.js';
 import { addLimitOptions } from './config-limits.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
@@ -84,7 +86,11 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   let report: DriftReport;
   try {
     const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving, checkCapacity: false });
+    // The inventory an apply kept beside the journal: stripped markers are drift, and unapplied
+    // edits of projects, environments and templates are pending, not changed outside.
+    const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+    const { index } = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
+    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving, checkCapacity: false, owner, inventory: index });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));

@@ -34,6 +34,7 @@ import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.
 import { KmsClient } from '../api/client.js';
 import { enterApply, interruptCause, interruptExitCode, interruptSignal, triggerInterrupt } from './interrupts.js';
 import { resolveOwner } from '../engine/owner.js';
+import { cliInventory, keepInventory } from '../engine/state-files.js';
 import { err, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
@@ -205,7 +206,7 @@ export function refuseNewRecipients(plan: Plan, policy: OperatorPolicy): void {
   if (refusal) throw new UsageError(refusal);
 }
 
-export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; policy: OperatorPolicy; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter }): Promise<number> {
+export async function runApply(conn: Connection, plan: Plan, baseDir: string, o: { parallelism: number; policy: OperatorPolicy; allowLocalStoreInCi?: boolean; reporter?: ApplyReporter; onResult?: (r: ApplyResult) => void }): Promise<number> {
   refuseNewRecipients(plan, o.policy);
   const reporter = o.reporter ?? textReporter(() => plan.operations.length);
   const registry = new StoreRegistry({ declarations: plan.stores, baseDir, policy: o.policy, onNotice: (m) => err(`${m}\n`) });
@@ -225,6 +226,7 @@ export async function runApply(conn: Connection, plan: Plan, baseDir: string, o:
   } finally {
     leaveApply();
   }
+  o.onResult?.(result);
   // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
   const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
   if (result.failed.length === 0 && !result.stopReason) {
@@ -375,7 +377,9 @@ machine that checks the project out. kms-sync schema prints the schema.`)
       const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
       try {
         const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir), allowEmpty: Boolean(o.allowEmpty), ...trustBaseOption(o.trustBase) });
+        const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+        const { index } = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
+        const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, forSaving: Boolean(o.out), rotateMissingSecrets: Boolean(o.rotateMissingSecrets), takeOwnership: Boolean(o.takeOwnership), leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir), allowEmpty: Boolean(o.allowEmpty), ...trustBaseOption(o.trustBase), owner, inventory: index });
         const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
         if (guarded.held.length) plan.warnings.push(`apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`);
         await emitPlanReport(plan, { ...o, baseDir: cfg.baseDir });
@@ -411,7 +415,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
     .action(async (planfile: string | undefined, o: GlobalOptions & LockFlags & { compact?: boolean; prune?: boolean; autoApprove?: boolean; yes?: boolean; json?: boolean; secretCheck: boolean; allowLocalStore?: boolean; rotateMissingSecrets?: boolean; takeOwnership?: boolean; ignoreFile?: string; allowEmpty?: boolean; maxDeletes: number ; shard?: string }) => {
       if (o.json && o.compact) throw new UsageError('--json and --compact ask for two different outputs: use one of them');
       const reporter: ApplyReporter = o.json ? jsonReporter('apply') : textReporter(() => 0, { compact: Boolean(o.compact) });
-      const applyIt = async (conn: Connection, full: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings'], policy: OperatorPolicy, live?: LiveState) => {
+      const applyIt = async (conn: Connection, full: Plan, baseDir: string, saved: boolean, settings: DesiredState['settings'], policy: OperatorPolicy, live?: LiveState, onResult?: (r: ApplyResult) => void) => {
         if (reporter.json && describeBlocked(full)) reporter.finish(undefined, 'blocked', EXIT.error);
         stopOnBlocked(full);
         // The deletion guard (plan/deletion-guard.ts): removal deletes, as Terraform, but not more than --max-deletes at once.
@@ -443,7 +447,7 @@ machine that checks the project out. kms-sync schema prints the schema.`)
           if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
           return;
         }
-        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, policy, allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
+        const code = await runApply(conn, plan, baseDir, { parallelism: o.parallelism, policy, ...(onResult ? { onResult } : {}), allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi), reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }) });
         if (code !== EXIT.ok) throw new ExitWith(code);
         heldExit();
       };
@@ -496,12 +500,24 @@ machine that checks the project out. kms-sync schema prints the schema.`)
         const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
         const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
         await withRunLock(conn, { owner, envs: cfg.desired.envs.map((e) => e.projectEnv), baseDir: cfg.baseDir, lockTimeout: o.lockTimeout, lock: o.lock }, async () => {
-          const { plan, live } = await planFor(conn, cfg.desired, {
+          const inventory = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
+          const { plan, live, inventory: scan } = await planFor(conn, cfg.desired, {
             ...(shard ? { shard } : {}), policy: cfg.policy, prune: Boolean(o.prune), baseDir: cfg.baseDir, secretCheck: o.secretCheck, rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir), allowEmpty: Boolean(o.allowEmpty),
+            takeOwnership: Boolean(o.takeOwnership), runLocked: true, owner, leaving: cfg.leaving, ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir), allowEmpty: Boolean(o.allowEmpty), inventory: inventory.index,
           });
           reporter.plan(plan);
-          await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state);
+          let done: ReadonlySet<unknown> = new Set();
+          try {
+            await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state, (r) => { done = new Set(r.done); });
+          } finally {
+            // The inventory beside the journal (plan/inventory.ts), under the run lock; a shard
+            // sees part of the configuration and keeps none (shards may run side by side).
+            if (scan && !shard) {
+              const left = { ...plan, operations: plan.operations.filter((op) => !done.has(op)) };
+              await keepInventory(inventory.file, inventory.before, scan, cfg.desired, left, owner, { now: new Date() })
+                .catch((e: unknown) => err(`warning: the inventory ${inventory.file} could not be written (${(e as Error).message}); the next apply writes it\n`));
+            }
+          }
         });
       } finally {
         await conn.api.close();

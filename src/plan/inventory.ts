@@ -43,10 +43,19 @@ export class InventoryIndex {
   private readonly endpoints = new Set<string>();
   private readonly records = new Map<string, string>();
 
-  constructor(entries: readonly InventoryEntry[]) {
+  /**
+   * `o.ownership`: whether its clients and endpoints count as ours (the agent's inventory, in the
+   * operator's state folder). An inventory beside the configuration (the CLI's) is the
+   * configuration's data, which a pull request can write: it gives drift its digests, never
+   * ownership (DESIGN.md "Trust boundary").
+   */
+  constructor(entries: readonly InventoryEntry[], o: { ownership: boolean } = { ownership: true }) {
     for (const e of entries) {
-      if (e.kind === 'client' && e.id) this.clients.add(e.id);
-      else if (e.kind === 'endpoint') this.endpoints.add(e.address);
+      if (e.kind === 'client' || e.kind === 'endpoint') {
+        if (!o.ownership) continue;
+        if (e.kind === 'client' && e.id) this.clients.add(e.id);
+        else if (e.kind === 'endpoint') this.endpoints.add(e.address);
+      }
       else if (e.applied) this.records.set(e.address, e.applied);
     }
   }
