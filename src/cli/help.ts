@@ -36,6 +36,7 @@ const ENV_GROUPS = {
     ['CI', 'a CI job: log lines instead of a progress line; keys into a local store file refused'],
     ['KMS_SYNC_ALLOW_LOCAL_STORE', '1: allow them anyway (or --allow-local-store)'],
   ],
+  trustBase: [['KMS_SYNC_TRUST_BASE', 'git revision whose records security changes compare with (or --trust-base; in CI: the pull request\'s base)']],
   newRecipients: [['KMS_SYNC_ALLOW_NEW_RECIPIENTS', '1: a recipient may be added to a store that holds keys (or --allow-new-recipients)']],
   comment: [['GITHUB_TOKEN, GITLAB_TOKEN', '--comment github|gitlab: post or update the pull-request comment']],
   agentRemote: [
@@ -71,7 +72,7 @@ interface HelpEntry {
 const ENTRIES: Record<string, HelpEntry> = {
   validate: { service: false, env: ['policy'], docs: 'cli.md#validate', exit: EXIT_SIMPLE, examples: ['kms-sync validate                 # kms-sync.yaml here or in a parent folder', 'kms-sync validate -f config/'] },
   init: { service: false, docs: 'cli.md#init', exit: EXIT_SIMPLE, examples: ['kms-sync init', 'kms-sync init config/kms-sync.yaml', 'kms-sync init - > team.yaml'] },
-  plan: { service: true, env: [...CONFIG_READERS, 'ci', 'comment'], docs: 'cli.md#plan', exit: EXIT_PLAN, examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'] },
+  plan: { service: true, env: [...CONFIG_READERS, 'ci', 'trustBase', 'comment'], docs: 'cli.md#plan', exit: EXIT_PLAN, examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'] },
   apply: { service: true, env: WRITERS, docs: 'cli.md#apply', exit: EXIT_APPLY, examples: ['kms-sync apply -f config/', 'kms-sync apply plan.json          # a plan saved with plan --out', 'kms-sync apply --json --yes | jq -c \'select(.type == "key_stored")\''] },
   rotate: { service: true, env: WRITERS, docs: 'cli.md#rotate', exit: EXIT_APPLY, examples: ['kms-sync rotate --key key.acme-production/globex/primary', 'kms-sync rotate --key "key.acme-*/globex/*" --revoke-old --yes'] },
   destroy: { service: true, env: ['target', 'policy', 'ci'], docs: 'cli.md#destroy', exit: EXIT_APPLY, examples: ['kms-sync destroy -f config/ --env acme-staging'] },
