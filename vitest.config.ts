@@ -1,4 +1,6 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { patient } from './test/support/patience.js';
 
 export default defineConfig({
   test: {
@@ -8,10 +10,14 @@ export default defineConfig({
     globalSetup: ['test/support/temp-root.ts'],
     // Scratch folders (test/support/scratch.ts) go after each file's last test.
     setupFiles: ['test/support/scratch-cleanup.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
-    // Two cores: files run in parallel workers, each test file starts its own emulator on port 0.
+    // Limits end hung tests; they never time a fast one: scaled to the machine's load (test/support/patience.ts).
+    testTimeout: patient(60_000),
+    hookTimeout: patient(60_000),
     pool: 'forks',
+    // At least two test files at a time. Vitest's default is one fewer worker than cores, which on CI's two
+    // cores ran the files one by one; a test file mostly waits on the processes it starts
+    // (the CLI, terraform, the agent, git), so two at once keep both cores busy.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     reporters: process.env.CI ? ['default'] : ['default'],
   },
 });

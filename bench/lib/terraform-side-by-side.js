@@ -3,41 +3,19 @@
 // runs dist/provider/bin.js with Node.js) and `terraform plan` of N terraform_data resources, each
 // on a state made by an untimed apply, timed from spawn to exit. Terraform starts the provider
 // several times per command, so its start-up and its per-resource RPC cost both show here.
-import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { findTerraform, offlineTerraformEnv, PROVIDER_VERSION as VERSION } from '../../test/support/terraform-offline.js';
 
-/** The terraform (or tofu) binary on PATH, or undefined. */
-export function findTerraform() {
-  for (const bin of ['terraform', 'tofu']) {
-    try {
-      const p = execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim();
-      if (p) return p;
-    } catch {
-      // not there
-    }
-  }
-  return undefined;
-}
-
-const VERSION = '0.1.0';
+export { findTerraform };
 
 /**
  * Two working directories under `dir`, initialised and applied: `kms` (N kms_client of one
  * environment) and `data` (N terraform_data). Returns the timed plan of each.
  */
 export async function terraformSideBySide({ bin, dir, providerBin, service, clients, owner }) {
-  const mirror = path.join(dir, 'mirror');
-  const wrapper = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
-  mkdirSync(path.dirname(wrapper), { recursive: true });
-  writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${providerBin}" "$@"\n`);
-  chmodSync(wrapper, 0o755);
-  const cliConfig = path.join(dir, 'terraform.rc');
-  writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
-  const env = {
-    PATH: process.env.PATH, HOME: dir, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-    KMS_API_URL: service.url, KMS_API_KEY: service.apiKey, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'),
-  };
+  const env = offlineTerraformEnv({ root: dir, providerBin, service });
   const run = (cwd, args, extraEnv = {}) => new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(bin, [...args, '-input=false', '-no-color'], { cwd, env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariant, printedSecrets, readSopsStore, waitFor } from '../crash/lib.js';
 import { agentConfig, fixture, JSON_BODY, githubSignature, GITLAB_TOKEN, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const CONFIG = 'config/kms-sync.yaml';
@@ -97,7 +98,7 @@ describe('kms-sync agent', () => {
     const t = await stop(agent);
     expect(t.code, agent.output()).toBe(0);
     expect(t.ms).toBeLessThan(10_000);
-  }, 90_000);
+  }, patient(90_000));
 
   it('self-heal heals drift; webhooks with a good signature reconcile at once, bad ones get 401; suspend and resume', async () => {
     // A long interval: anything that happens after the first reconcile comes from a webhook or a resume.
@@ -138,7 +139,7 @@ describe('kms-sync agent', () => {
     await until(agent, 'the resumed reconcile', (x) => x.revision.synced === revs[3]);
     expect(await clientByName(f, 'delta')).toBeDefined();
     expect(await stop(agent)).toMatchObject({ code: 0 });
-  }, 90_000);
+  }, patient(90_000));
 
   it('SIGTERM during a reconcile: exits 0 within 10 s, lock released, every raw key it issued held', async () => {
     const many = Array.from({ length: 12 }, (_, i) => ({ name: `bulk${i}`, keys: ['primary', 'secondary'] }));
@@ -161,5 +162,5 @@ describe('kms-sync agent', () => {
     const result = await checkInvariant({ emu: f.emu, projectEnv: ENV, wanted, stored, reported: '', anySecret: true });
     expect(result.problems).toEqual([]);
     expect(result.live.length).toBe(wanted.length);
-  }, 90_000);
+  }, patient(90_000));
 });

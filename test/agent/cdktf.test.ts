@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, repoRoot } from '../crash/lib.js';
 import { fixture, startAgent, until, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const stack = (clients: string[]) => `
 import { App, TerraformStack } from 'cdktf';
@@ -45,5 +46,5 @@ describe('kms-sync agent --cdktf', () => {
     expect((await f.emu.clients('cdk-production')).map((c) => c.name).sort()).toEqual(['alpha', 'beta']);
     agent.child.kill('SIGTERM');
     expect(await agent.exit).toBe(0);
-  }, 150_000);
+  }, patient(150_000));
 });

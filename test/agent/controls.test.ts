@@ -4,6 +4,7 @@
 // sends the service no write at all (not even the run lock's record), counted by the emulator.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentConfig, fixture, githubSignature, GITLAB_TOKEN, JSON_BODY, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 describe('the agent\'s operator controls', () => {
   let f: Fixture;
@@ -37,7 +38,7 @@ describe('the agent\'s operator controls', () => {
     expect(await hook({ ref: 'refs/heads/main', after: 'a3' }, 'push')).toEqual({ reconcile: 'accepted' });
     await until(agent, 'the push reconciled', (x) => x.history.length === 2);
     expect(agent.output()).toMatch(/webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/);
-  }, 60_000);
+  }, patient(60_000));
 
   it('detect mode never writes: no run lock record, no write request of any kind, across its reconciles', async () => {
     expect(await reconciles()).toBeGreaterThanOrEqual(2);
@@ -56,5 +57,5 @@ describe('the agent\'s operator controls', () => {
     expect(JSON.parse(res.text)).toEqual({ reconcile: 'accepted', requestedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
     const s = await until(agent, 'the requested reconcile', (x) => x.history.length === before + 1);
     expect(s.lastReconcile.trigger).toBe('manual');
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -5,9 +5,10 @@
 // state folder; a non-loopback --listen without a token is refused at start.
 import { writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kmsSync, printedSecrets } from '../crash/lib.js';
-import { agentConfig, fixture, JSON_BODY, startAgent, until, type Fixture } from './lib.js';
+import { describe, expect, it } from 'vitest';
+import { kmsSync } from '../crash/lib.js';
+import { JSON_BODY, sharedFixture, startAgent, until, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const TOKEN = 'doors-test-ui-token-0123456789abcdef';
 const BEARER = { authorization: `Bearer ${TOKEN}` };
@@ -28,15 +29,7 @@ export function raw(url: string, method: string, path: string, headers: Record<s
 
 describe('the agent\'s doors', () => {
   let f: Fixture;
-  beforeAll(async () => {
-    f = await fixture();
-    f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
-  }, 120_000);
-  afterAll(async () => {
-    expect(printedSecrets(f.outputs)).toEqual([]);
-    expect(f.outputs.join('\n')).not.toContain(TOKEN);
-    await f.cleanup();
-  });
+  sharedFixture((x) => { f = x; }, [TOKEN]);
 
   it('without a token, on loopback: writes need JSON and the same origin, and a rebinding Host gets nothing', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
@@ -80,7 +73,7 @@ describe('the agent\'s doors', () => {
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 120_000);
+  }, patient(120_000));
 
   it('with a token: writes need it as a bearer header, reads take it as bearer or basic, --expose and --allowed-host open what they name', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--ui-token', 'file:' + tokenFile(f), '--expose', 'metrics', '--allowed-host', 'kms-sync-agent.example.com']);
@@ -116,7 +109,7 @@ describe('the agent\'s doors', () => {
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 120_000);
+  }, patient(120_000));
 
   it('refuses at start: a non-loopback --listen without a token, a short token, an unknown --expose', async () => {
     const run = async (args: string[], env: Record<string, string> = {}) => {
@@ -132,7 +125,7 @@ describe('the agent\'s doors', () => {
     expect(short.code).toBe(1);
     expect(short.out).toMatch(/too short/);
     expect((await run(['--listen', '127.0.0.1:0', '--expose', 'metrics,secrets'])).out).toMatch(/--expose secrets: expected metrics, status/);
-  }, 120_000);
+  }, patient(120_000));
 });
 
 function tokenFile(f: Fixture): string {

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets } from '../crash/lib.js';
 import { skipWhen } from '../support/skip.js';
 import { agentConfig, fixture, JSON_BODY, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const UI_TOKEN = 'forged-writes-test-ui-token-0123456789';
@@ -51,7 +52,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     const { chromium } = await import('playwright-core');
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
-  }, 120_000);
+  }, patient(120_000));
   afterAll(async () => {
     await browser?.close();
     expect(printedSecrets(f.outputs)).toEqual([]);
@@ -101,7 +102,7 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 120_000);
+  }, patient(120_000));
 
   it('with a token and basic-auth credentials in the browser: the forged writes are refused; the agent\'s own page suspends and resumes with the token', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
@@ -145,5 +146,5 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
       agent.child.kill('SIGTERM');
       await agent.exit;
     }
-  }, 120_000);
+  }, patient(120_000));
 });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, until, type Fixture } from './lib.js';
 import { skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const TOKEN = 'git-token-for-the-agent-test-0123456789';
 const GIT_HTTP_BACKEND = '/usr/lib/git-core/git-http-backend';
@@ -88,5 +89,5 @@ describe.skipIf(skipWhen(!present, `the agent's git token test needs ${GIT_HTTP_
     expect(await agent.exit).toBe(0);
     expect(readFileSync(path.join(f.stateDir, 'source', '.git', 'config'), 'utf8')).not.toContain(TOKEN);
     expect(readFileSync(path.join(f.stateDir, 'source', '.git', 'config'), 'utf8')).toContain(repoUrl);
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -4,6 +4,7 @@
 // from the last successful read; /readyz stays 200 meanwhile (the pod can serve and reconcile).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentConfig, fixture, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const condition = (metrics: string, status: string) => Number(new RegExp(`^kms_sync_reconcile_condition\\{type="Ready",status="${status}"\\} (\\d+)`, 'm').exec(metrics)?.[1]);
 
@@ -40,5 +41,5 @@ describe('the agent\'s reconcile health', () => {
     expect(page).not.toMatch(/>Synced</);
     expect(page).toMatch(/>Unknown</);
     expect((await agent.get('/readyz')).status).toBe(200);
-  }, 90_000);
+  }, patient(90_000));
 });

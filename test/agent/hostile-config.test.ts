@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const CONFIG = 'config/kms-sync.yaml';
 const MOUNTED_SECRET = 'mounted-secret-Zr8Qw2Nx5Tb7Kc';
@@ -92,7 +93,7 @@ describe('kms-sync agent and a hostile revision', () => {
     expect(v.revision.invalid.errors.join('\n')).toMatch(/linked: is a symbolic link/);
     expect(await everything(viaLink)).not.toContain(RUNNER_VALUE);
     await stop(viaLink);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a file over the size limit is refused from git\'s tree; a 16 MB value under a raised limit gets its file:line; neither a stack trace', async () => {
     // The links of the last test become plain files again (never written through).
@@ -111,7 +112,7 @@ describe('kms-sync agent and a hostile revision', () => {
     expect(shown).not.toMatch(ENGINE);
     expect(shown.length).toBeLessThan(400_000);
     await stop(raised);
-  }, 120_000);
+  }, patient(120_000));
 
   it('killed twice while loading a revision (as by memory): after the restart it is invalid, and the last good one is reconciled', async () => {
     const heavy = f.repo.push({ [CONFIG]: agentConfig([{ name: 'alpha', keys: ['primary'] }, { name: 'beta', keys: ['primary'] }]) }, 'a revision the agent dies on');
@@ -135,5 +136,5 @@ describe('kms-sync agent and a hostile revision', () => {
     const fixed = f.repo.push({ [CONFIG]: agentConfig([{ name: 'alpha', keys: ['primary'] }]).replace('maxClients: 1000', 'maxClients: 999') }, 'fixed');
     await until(agent, 'the fixed revision synced', (x) => x.revision.synced === fixed && x.revision.invalid === undefined);
     await stop(agent);
-  }, 90_000);
+  }, patient(90_000));
 });

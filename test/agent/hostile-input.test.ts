@@ -8,23 +8,17 @@ import { chmodSync, chownSync, mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kmsSync, printedSecrets, waitFor } from '../crash/lib.js';
-import { agentConfig, API_KEY, fixture, startAgent, until, type Fixture } from './lib.js';
+import { describe, expect, it } from 'vitest';
+import { kmsSync, waitFor } from '../crash/lib.js';
+import { API_KEY, sharedFixture, startAgent, until, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const GIT_TOKEN = 'ghp_tokenintherepourl000000000000000000';
 
 describe('the agent\'s smaller doors', () => {
   let f: Fixture;
-  beforeAll(async () => {
-    f = await fixture();
-    f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
-  }, 120_000);
-  afterAll(async () => {
-    expect(printedSecrets(f.outputs)).toEqual([]);
-    await f.cleanup();
-  });
+  sharedFixture((x) => { f = x; });
 
   /** Runs the agent until it exits or listens (then stops it); its exit code (null when it listened) and output. */
   async function run(args: string[], stateDir = f.stateDir): Promise<{ code: number | null; out: string }> {
@@ -53,7 +47,7 @@ describe('the agent\'s smaller doors', () => {
       const r = await run(['--repo', repo]);
       expect(r.code, r.out).toBeNull(); // it started (the fetch fails later, offline)
     }
-  }, 120_000);
+  }, patient(120_000));
 
   it('--state-dir that others own or may write, or under such a folder, is refused before anything is written', async () => {
     const base = path.join(f.root, 'modes');
@@ -87,7 +81,7 @@ describe('the agent\'s smaller doors', () => {
     // A private folder (and one others may only read) is used.
     expect((await run(['--repo', f.repo.url, '--path', 'kms'], made('private', 0o700))).code).toBeNull();
     expect((await run(['--repo', f.repo.url, '--path', 'kms'], made('readable', 0o755))).code).toBeNull();
-  }, 120_000);
+  }, patient(120_000));
 
   it('a hostile client name reaches Slack escaped and the page with its bidi controls shown, not applied', async () => {
     const texts: string[] = [];
@@ -119,5 +113,5 @@ describe('the agent\'s smaller doors', () => {
       await agent.exit;
       await new Promise((r) => slack.close(() => r(undefined)));
     }
-  }, 120_000);
+  }, patient(120_000));
 });

@@ -6,7 +6,9 @@ import { createHmac } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { cli, Emulator, kmsSync, spawnProc, waitFor, type Proc } from '../crash/lib.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { cli, Emulator, kmsSync, printedSecrets, spawnProc, waitFor, type Proc } from '../crash/lib.js';
+import { patient } from '../support/patience.js';
 
 export const API_KEY = 'sk_test_agentsuite0000000001';
 export const GITHUB_SECRET = 'gh-webhook-secret-for-the-agent-test';
@@ -96,6 +98,26 @@ export async function fixture(): Promise<Fixture> {
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The test file's fixture, made before its first test with one commit (kms/kms-sync.yaml: client
+ * alpha, key primary) and removed after its last test, which first checks that nothing printed a
+ * raw key or any of `secrets`. `use` receives it: `let f: Fixture; sharedFixture((x) => { f = x; })`.
+ */
+export function sharedFixture(use: (f: Fixture) => void, secrets: string[] = []): void {
+  let f: Fixture | undefined;
+  beforeAll(async () => {
+    f = await fixture();
+    f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
+    use(f);
+  }, patient(120_000));
+  afterAll(async () => {
+    if (!f) return;
+    expect(printedSecrets(f.outputs)).toEqual([]);
+    for (const secret of secrets) expect(f.outputs.join('\n')).not.toContain(secret);
+    await f.cleanup();
+  });
 }
 
 export interface AgentProc extends Proc {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, RAW_KEY, repoRoot, waitFor } from '../crash/lib.js';
 import { OpenApiChecker, trimOpenApi } from '../support/openapi.js';
 import { agentConfig, API_KEY, fixture, startAgent, until, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const GH_TOKEN = 'ghp_agentnotifytesttoken000000000000000';
@@ -106,7 +107,7 @@ describe('agent notifications', () => {
       expect(s.body).not.toContain(API_KEY);
       expect(s.body).not.toContain(GH_TOKEN);
     }
-  }, 90_000);
+  }, patient(90_000));
 
   it('GitLab: a commit status on the reconciled revision, with its token header', async () => {
     const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['{ name: primary, ttl: 5d }'], ip: '' }, { name: 'beta', keys: ['primary'] }]) }, 'fixed');
@@ -121,5 +122,5 @@ describe('agent notifications', () => {
     agent.child.kill('SIGTERM');
     expect(await agent.exit).toBe(0);
     expect(fake.problems).toEqual([]);
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, repoRoot } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, type AgentProc, type Fixture } from './lib.js';
 import { skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ENV = 'agent-production';
@@ -29,7 +30,7 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
       'kms/empty.yaml': '',
     }, 'first');
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--ui-token', 'env:KMS_SYNC_UI_TOKEN', '--log-format', 'json'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     agent?.child.kill('SIGTERM');
     await agent?.exit;
@@ -113,10 +114,10 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
     } finally {
       await browser.close();
     }
-  }, 90_000);
+  }, patient(90_000));
 
   async function waitStatus(cond: () => Promise<boolean>) {
-    const end = Date.now() + 30_000;
+    const end = Date.now() + patient(30_000);
     while (Date.now() < end) {
       if (await cond()) return;
       await new Promise((r) => setTimeout(r, 100));

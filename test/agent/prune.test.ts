@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kmsSync, printedSecrets } from '../crash/lib.js';
 import { agentConfig, API_KEY, fixture, JSON_BODY, startAgent, until, type AgentProc, type ClientSpec, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const CONFIG = 'kms/kms-sync.yaml';
@@ -53,7 +54,7 @@ describe('the agent follows Flux\'s prune contract, and the deletion guard holds
     await until(pruning, 'the pruning reconcile', (x) => x.history.length > 0 && x.lastReconcile.result === 'success' && (x.requiresPruning ?? []).length === 0);
     expect(await names(f)).toEqual(clients(11).map((c) => c.name));
     expect(await stop(pruning)).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 
   it('with --prune, a commit that would delete more than --max-deletes is applied without its deletes and held until approved through the API', async () => {
     const agent = await startAgent(f, ['--path', 'kms', '--interval', '1s', '--mode', 'sync', '--prune', '--max-deletes', '10']);
@@ -75,7 +76,7 @@ describe('the agent follows Flux\'s prune contract, and the deletion guard holds
     await until(agent, 'the approved deletes applied', (x) => x.revision.synced === mass && !x.heldDeletes);
     expect(await names(f)).toEqual(['newcomer']);
     expect(await stop(agent)).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 
   it('a "kms-sync: approve-deletes" line in the commit message approves its deletes', async () => {
     const back = f.repo.push({ [CONFIG]: agentConfig(clients(12)) }, 'twelve again');
@@ -85,7 +86,7 @@ describe('the agent follows Flux\'s prune contract, and the deletion guard holds
     await until(agent, 'the approved commit synced', (x) => x.revision.synced === approved);
     expect(await names(f)).toEqual(['c00', 'c01']);
     expect(await stop(agent)).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 
   it('the CLI deletes what left the configuration (Terraform), but holds more than --max-deletes: the rest is applied, exit 1, until run again with a higher limit', async () => {
     const dir = path.join(f.root, 'cli');
@@ -106,5 +107,5 @@ describe('the agent follows Flux\'s prune contract, and the deletion guard holds
     const done = await run(['apply', '--auto-approve', '--max-deletes', '12']);
     expect(done.code, done.out).toBe(0);
     expect(await cliNames()).toEqual(['c00', 'extra']);
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariant, printedSecrets, readSopsStore } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, until, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 
@@ -51,7 +52,7 @@ describe('the agent between commits', () => {
 
     agent.child.kill('SIGTERM');
     expect(await agent.exit).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 
   it('outside its sync window a new commit is planned and reported, not applied; inside one it is', async () => {
     const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['{ name: primary, ttl: 90d }'] }, { name: 'beta', keys: ['primary'] }]) }, 'add beta');
@@ -73,5 +74,5 @@ describe('the agent between commits', () => {
     expect((await f.emu.clients(ENV)).some((c) => c.name === 'beta')).toBe(true);
     open.child.kill('SIGTERM');
     expect(await open.exit).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -9,6 +9,7 @@ import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, readSopsStore } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const CONFIG = 'config/kms-sync.yaml';
 const storeFile = (f: Fixture) => path.join(f.stateDir, 'store', '.kms-sync', 'secrets.sops.yaml');
@@ -46,7 +47,7 @@ describe('kms-sync agent under the operator policy', () => {
     expect(existsSync(path.join(f.stateDir, 'source', 'config', 'stolen.sops.yaml'))).toBe(false);
     expect((await f.emu.clients('agent-production')).map((c) => c.name)).toEqual(['alpha']);
     await stop(agent);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a commit declaring the attacker as a recipient: never added through another store, refused on the store that holds the keys until allowed', async () => {
     const before = readFileSync(storeFile(f), 'utf8');
@@ -72,5 +73,5 @@ describe('kms-sync agent under the operator policy', () => {
     await expect(readSopsStore(storeFile(f), attacker.keyFile)).rejects.toThrow();
     expect(before).not.toContain(attacker.recipient);
     await stop(agent);
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, printedSecrets } from '../crash/lib.js';
 import { skipWhen } from '../support/skip.js';
 import { agentConfig, fixture, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const hasSshKeygen = spawnSync('ssh-keygen', ['-?'], { stdio: 'ignore' }).error === undefined;
@@ -92,5 +93,5 @@ describe.skipIf(skipWhen(!hasSshKeygen, 'the signed-commit test needs ssh-keygen
     writeFileSync(allowed, `${readFileSync(allowed, 'utf8')}${signer('stranger@example.com', stranger)}`);
     await until(agent, 'the head applied once its key is trusted', (x) => x.revision.synced === foreign);
     expect(await names()).toEqual(['alpha', 'mallory']);
-  }, 90_000);
+  }, patient(90_000));
 });

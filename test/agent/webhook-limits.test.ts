@@ -9,6 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, waitFor } from '../crash/lib.js';
 import { agentConfig, fixture, githubSignature, GITLAB_TOKEN, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const WELL_FORMED = `sha256=${'0'.repeat(64)}`;
 
@@ -43,7 +44,7 @@ describe('webhook limits', () => {
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
     await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
-  }, 120_000);
+  }, patient(120_000));
   afterAll(async () => {
     agent?.child.kill('SIGTERM');
     await agent?.exit;
@@ -77,7 +78,7 @@ describe('webhook limits', () => {
       more();
     }).catch((e: Error) => `error ${e.message}`);
     expect(chunked).toBe(413);
-  }, 120_000);
+  }, patient(120_000));
 
   it('~400 slow connections holding most of a 1 MiB body each: refused beyond the cap, the agent\'s memory stays bounded', async () => {
     const pid = agent.child.pid!;
@@ -109,7 +110,7 @@ describe('webhook limits', () => {
     // Once they are gone, a good delivery gets through again.
     const body = JSON.stringify({ ref: 'refs/heads/main', after: 'after-the-flood' });
     expect(await waitFor(async () => (await agent.post('/hooks/github', body, { 'x-hub-signature-256': githubSignature(body), 'x-github-event': 'push', 'x-github-delivery': 'after-flood' })).status === 202, 20_000)).toBe(true);
-  }, 120_000);
+  }, patient(120_000));
 
   it('a replayed delivery is answered 200 without reconciling again (GitHub: same id or same body; GitLab: same Idempotency-Key)', async () => {
     const requested = () => agent.output().split('\n').filter((l) => l.includes('reconcile requested')).length;
@@ -133,5 +134,5 @@ describe('webhook limits', () => {
     // Two reconciles were asked for, no more (the agent logs each request as it takes it).
     expect(requested() - start).toBe(2);
     expect(await agent.metrics()).toMatch(/kms_sync_webhook_requests_total\{provider="github",result="duplicate"\} 4/);
-  }, 120_000);
+  }, patient(120_000));
 });

@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 const testDir = path.join(repoRoot, 'test');
 /** The helper itself, this file (its rules name what they forbid), and the nested runs' fixtures. */
@@ -75,5 +76,5 @@ describe('skips in test/', () => {
     expect(out).not.toMatch(/^exit /);
     const lines = out.split('\n').filter((l) => l.startsWith('SKIPPED: ')).sort();
     expect(lines).toEqual(['SKIPPED: fixture: a whole describe', 'SKIPPED: fixture: from inside the test', 'SKIPPED: fixture: one test']);
-  }, 120_000);
+  }, patient(120_000));
 });

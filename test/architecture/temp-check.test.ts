@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
 import { newSharedEntries, leftovers } from '../support/temp-check.js';
+import { patient } from '../support/patience.js';
 
 function nestedRun(leak: string, strict = ''): Promise<{ code: number; out: string; shared: string }> {
   const shared = scratchDir('kms-sync-nested-');
@@ -29,7 +30,7 @@ describe('the temporary-folder check of a test run', () => {
     const r = await nestedRun('cache');
     expect(r.code, r.out).toBe(0);
     expect(readdirSync(r.shared)).toEqual([]);
-  }, 120_000);
+  }, patient(120_000));
 
   it('fails the run and lists (at most 20 of) the files the tests left in the run\'s folder, then removes it', async () => {
     const r = await nestedRun('run');
@@ -40,7 +41,7 @@ describe('the temporary-folder check of a test run', () => {
     expect(r.out).not.toContain('"kms-sync-left-20"');
     expect(r.out).toContain('… and 5 more');
     expect(readdirSync(r.shared)).toEqual([]);
-  }, 120_000);
+  }, patient(120_000));
 
   it('fails the run (in CI, or when strict) on new entries of ours in the shared folder, never on other processes\' files', async () => {
     const r = await nestedRun('shared', 'strict');
@@ -48,14 +49,14 @@ describe('the temporary-folder check of a test run', () => {
     expect(r.out).toContain('gained 1 entry of ours');
     expect(r.out).toContain('"kms-sync-stray-1"');
     expect(r.out).not.toContain('someone-elses-file');
-  }, 120_000);
+  }, patient(120_000));
 
   it('only warns about them on a shared machine (not CI)', async () => {
     const r = await nestedRun('shared');
     expect(r.code, r.out).toBe(0);
     expect(r.out).toMatch(/warning: the shared temporary folder .* gained 1 entry of ours/);
     expect(r.out).toContain('"kms-sync-stray-1"');
-  }, 120_000);
+  }, patient(120_000));
 });
 
 describe('which names count', () => {

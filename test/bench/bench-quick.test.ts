@@ -8,6 +8,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
+import { patient } from '../support/patience.js';
 
 interface ScenarioResult {
   key: string;
@@ -67,5 +68,5 @@ describe('npm run bench -- --quick', () => {
       expect(s.baseline?.totalRequests, key).toBeGreaterThan(0);
       expect(s.ratio?.requests, key).toBeGreaterThan(0);
     }
-  }, 180_000);
+  }, patient(180_000));
 });

@@ -5,6 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
 import { assertBuilt } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 it('synthesizes a seeded stack and times synth, load and a no-op plan separately', async () => {
   assertBuilt();
@@ -14,4 +15,4 @@ it('synthesizes a seeded stack and times synth, load and a no-op plan separately
   const r = await hook.benchCdktf({ clients: 25, templates: 3, keysPerClient: 2 });
   expect(r).toMatchObject({ clients: 25, keys: 50, requests: expect.objectContaining({ 'list clients': 1 }) });
   for (const k of ['synthMs', 'loadMs', 'readLiveMs', 'diffMs', 'planMs']) expect(r[k], k).toBeGreaterThan(0);
-}, 60_000);
+}, patient(60_000));

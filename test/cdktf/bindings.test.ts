@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { checkedInFlavour, FLAVOURS, renderFlavour } from '../../scripts/generate-cdktf-bindings.js';
 import { repoRoot, workspace, writeFiles } from '../support/cli.js';
 import { cdktfProject, type Flavour } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const run = promisify(execFile);
 const packageJson = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
@@ -56,7 +57,7 @@ describe('binding generation', () => {
     // The two lines differ only in the CDK package the code loads.
     expect(fresh.get('cdk.cjs')).toContain(`require(resolve('${flavour}'))`);
     expect(fresh.get('cdk.d.cts')).toContain(`require('${flavour}')`);
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe.each(FLAVOURS)('user-style stack with kms-sync/%s', (flavour) => {
@@ -77,7 +78,7 @@ describe.each(FLAVOURS)('user-style stack with kms-sync/%s', (flavour) => {
     const failed = await run(process.execPath, [tsc, '-p', bad], { cwd: bad }).then(() => ({ code: 0, out: '' }), (e: { code: number; stdout: string }) => ({ code: e.code, out: e.stdout }));
     expect(failed.code).not.toBe(0);
     expect(failed.out).toMatch(/main\.ts\(4,\d+\): error TS2322: .*string.*number/);
-  }, 60_000);
+  }, patient(60_000));
 
   it('synthesizes with plain node into cdk.tf.json', async () => {
     const dir = cdktfProject({ 'main.ts': userStack(flavour) });
@@ -93,7 +94,7 @@ describe.each(FLAVOURS)('user-style stack with kms-sync/%s', (flavour) => {
     const key = Object.values(stack.resource.kms_key)[0] as Record<string, unknown>;
     expect(key).toMatchObject({ client: `\${kms_client.${clientId}.name}`, ttl: '90d', auto_rotate: true, secret_store: 'vault' });
     expect(Object.values(stack.resource.kms_environment)[0]).toMatchObject({ lifecycle: { prevent_destroy: true }, url: '${var.url}' });
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe.each(FLAVOURS)('kms-sync/%s installed from a folder (npm i ../kms-sync: a symbolic link)', (flavour) => {
@@ -119,5 +120,5 @@ describe.each(FLAVOURS)('kms-sync/%s installed from a folder (npm i ../kms-sync:
     const stack = JSON.parse(readFileSync(path.join(dir, 'out', 'stacks', 'acme', 'cdk.tf.json'), 'utf8'));
     expect(stack.terraform.required_providers.kms.version).toBe(packageJson.version);
     expect(Object.keys(stack.resource.kms_project)).toHaveLength(1);
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -16,6 +16,7 @@ import { cliPath, RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js
 import { NO_TERRAFORM, terraformOrSkip } from '../provider/terraform-support.js';
 import { skipTest, skipWhen } from '../support/skip.js';
 import { assertBuilt, cdktfJson, type Flavour } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_cdktfdeployapp0123456789';
@@ -102,7 +103,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}
     const install = await run(process.execPath, [cliPath, 'provider', 'install'], root, env);
     ok(install, 'kms-sync provider install');
     printed.push(install.stdout, install.stderr);
-  }, 300_000);
+  }, patient(300_000));
 
   afterAll(async () => {
     await emu?.close();

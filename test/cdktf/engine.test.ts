@@ -9,6 +9,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { allOutput, RAW_KEY_PATTERN, repoRoot, runCli } from '../support/cli.js';
 import { cdktfProject, type Flavour } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_cdktfengine0123456';
 const YAML_FILES = ['-f', 'project.yaml', '-f', 'teams/payments.yaml', '-f', 'teams/partners.yaml'];
@@ -65,7 +66,7 @@ describe('CDKTF front end against the emulator', () => {
     const a = planOf(yaml.stdout);
     expect((a.resource_changes as unknown[]).length).toBe(1 + 2 + 6 + 10 + 8); // keys are created with their clients
     expect(planOf(cdktf.stdout)).toEqual(a);
-  }, 60_000);
+  }, patient(60_000));
 
   it('applies from CDKTF; then YAML and CDKTF plan no changes; raw keys only in the store', async () => {
     const apply = await runCli(['apply', '--cdktf', '.', '--auto-approve'], { env, cwd: dir });
@@ -95,7 +96,7 @@ describe('CDKTF front end against the emulator', () => {
     for (const raw of secrets.values()) {
       for (const f of filesUnder(path.join(dir, 'cdktf.out'))) expect(readFileSync(f, 'utf8')).not.toContain(raw);
     }
-  }, 90_000);
+  }, patient(90_000));
 
   it('drift from CDKTF: none after apply, then a change made behind its back', async () => {
     const clean = await runCli(['drift', '--cdktf', '.', '--no-usage'], { env, cwd: dir });
@@ -111,7 +112,7 @@ describe('CDKTF front end against the emulator', () => {
     expect(drift.code).toBe(2);
     expect(drift.stdout).toContain('client.acme-production/initech');
     expect(drift.stdout).toContain('198.51.100.0/24');
-  }, 90_000);
+  }, patient(90_000));
 
   it.each(['cdktf', 'cdktn'] as const)('export --format %s writes a stack that synthesizes and plans no changes', async (flavour) => {
     const out = path.join(dir, `exported-${flavour}`);
@@ -143,7 +144,7 @@ describe('CDKTF front end against the emulator', () => {
     const again = await runCli(['export', '--format', flavour, '--env', 'acme-production', '-o', out], { env, cwd: dir });
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('refusing to overwrite');
-  }, 60_000);
+  }, patient(60_000));
 });
 
 it('demo --cdktf applies the example stack to an in-process emulator and ends with no changes', async () => {
@@ -152,7 +153,7 @@ it('demo --cdktf applies the example stack to an in-process emulator and ends wi
   expect(r.code, r.stdout + r.stderr).toBe(0);
   expect(r.stdout).toContain('Keys issued and stored (12)');
   expect(r.stdout).toContain('No changes.');
-}, 60_000);
+}, patient(60_000));
 
 // (CDKTF → YAML is above; the cdktn flavour applies here.)
 describe.each([['YAML', 'cdktf'], ['cdktn', 'YAML']] as const)('apply from %s, then %s plans no changes', (from, then) => {
@@ -166,5 +167,5 @@ describe.each([['YAML', 'cdktf'], ['cdktn', 'YAML']] as const)('apply from %s, t
     const plan = await runCli(['plan', '--detailed-exitcode', ...args(then)], { env, cwd: dir });
     expect(plan.code, plan.stdout + plan.stderr).toBe(0);
     expect(plan.stdout).toContain('No changes.');
-  }, 90_000);
+  }, patient(90_000));
 });

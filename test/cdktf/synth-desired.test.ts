@@ -9,6 +9,7 @@ import { ConfigError, loadDesiredState } from '../../src/config/index.js';
 import type { DesiredState } from '../../src/model/index.js';
 import { workspace } from '../support/cli.js';
 import { cdktfJson, cdktfProject } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const strip = <T>(v: T): T => JSON.parse(JSON.stringify(v, (k, x) => (k === 'source' ? undefined : x))) as T;
 
@@ -117,7 +118,7 @@ describe('CDKTF synth → desired state', () => {
     expect(strip(state)).toEqual(expected);
     // Sources name the construct path (for duplicate and collision messages).
     expect(state.clients[0]!.keys[1]!.source).toMatchObject({ file: 'stack "main"', path: 'main/primary' });
-  }, 60_000);
+  }, patient(60_000));
 
   it('the example stack describes exactly what examples/acme describes', async () => {
     const repo = path.resolve(__dirname, '..', '..');
@@ -127,7 +128,7 @@ describe('CDKTF synth → desired state', () => {
     const fromYaml = await loadDesiredState([path.join(repo, 'examples', 'acme')], { cwd: repo });
     expect(strip(fromCdktf.state)).toEqual(strip(fromYaml.state));
     expect(fromYaml.state.clients.length).toBeGreaterThan(5);
-  }, 60_000);
+  }, patient(60_000));
 
   it('reads an existing synth output (--cdktf-out), giving file:line:column of problems', async () => {
     const dir = cdktfProject({ 'main.ts': everyAttribute.replace("'10.0.0.1'", "'10.0.0.300'"), 'cdktf.json': cdktfJson() });
@@ -140,5 +141,5 @@ describe('CDKTF synth → desired state', () => {
     expect(d).toMatchObject({ file: path.join('cdktf.out', 'stacks', 'main', 'cdk.tf.json'), path: 'main/globex.ip_whitelist[0]' });
     const text = readFileSync(path.join(dir, 'cdktf.out', 'stacks', 'main', 'cdk.tf.json'), 'utf8').split('\n');
     expect(text[d!.line - 1]).toContain('10.0.0.300');
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -7,6 +7,7 @@ import { loadCdktf } from '../../src/cdktf/index.js';
 import { ConfigError, formatDiagnostic, loadDesiredState } from '../../src/config/index.js';
 import { runCli, workspace } from '../support/cli.js';
 import { cdktfJson, cdktfProject } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const broken = `
 import { App, Fn, Op, TerraformIterator, TerraformProvider, TerraformResource, TerraformStack, TerraformVariable, Token } from 'cdktf';
@@ -93,7 +94,7 @@ describe('CDKTF problems', () => {
       expect.stringMatching(/^stack "teams": teams\/bad-ttl\.ip_whitelist\[0\]: .*10\.0\.0\.999/),
       expect.stringMatching(/^stack "teams": teams\/typo-template\.template: template "golf" is not defined in environment acme-production .*did you mean "gold"/),
     ]);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a client defined in YAML and in a stack is one identity defined twice, naming both places', async () => {
     const dir = cdktfProject({
@@ -120,7 +121,7 @@ projects:
     const r = await runCli(['validate', '-f', 'acme.yaml', '--cdktf', '.'], { cwd: dir });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('stack "team": team/globex: client "globex" in environment acme-production is defined twice: at acme.yaml:9:19 and at stack "team"');
-  }, 60_000);
+  }, patient(60_000));
 
   it('a project defined in YAML and looked up in a stack (KmsExternalProject) is an error naming both places', async () => {
     const dir = cdktfProject({
@@ -151,7 +152,7 @@ projects:
     expect(state.externalProjects?.map((p) => p.slug)).toEqual(['acme']);
     expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-qa']);
     rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
+  }, patient(60_000));
 
   it('a failing app, a missing cdktf.json and an unknown --stack are usage errors', async () => {
     const dir = cdktfProject({ 'main.ts': 'throw new Error("boom in the app");\n', 'cdktf.json': cdktfJson() });
@@ -166,7 +167,7 @@ projects:
     expect(stack.stderr).toContain('--stack nope: no such stack (the app has: acme)');
     const noFlag = await runCli(['validate', '--stack', 'acme']);
     expect(noFlag.stderr).toContain('--stack needs --cdktf');
-  }, 60_000);
+  }, patient(60_000));
 
   it("shows the app's stderr when the synth succeeds, each line prefixed and escaped", async () => {
     const app = `import { App, TerraformStack } from 'cdktf';\nimport { KmsProvider, Project } from 'kms-sync/cdktf';\n` +
@@ -186,5 +187,5 @@ projects:
     expect(r.stderr).not.toContain('\x1b');
     expect(r.stderr).not.toContain('plain stdout line');
     rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -13,6 +13,7 @@ import { parse } from 'yaml';
 import { allOutput, RAW_KEY_PATTERN, repoRoot, runCli, writeFiles } from '../support/cli.js';
 import { setup, smallConfig, type Setup } from './helpers.js';
 import { skipTest } from '../support/skip.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const STORE = '.kms-sync/secrets.sops.yaml';
 const addFormats = (addFormatsModule as unknown as { default: (a: Ajv) => Ajv }).default;
@@ -120,8 +121,8 @@ describe('CI and a local store file', () => {
     const trace = path.join(s.dir, 'trace.txt');
     const storeFile = path.join(s.dir, STORE);
     // Held just after the raw key is journaled; meanwhile the store file becomes a folder, so the store write fails.
-    const running = runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci({ KMS_SYNC_TEST_PAUSE: 'after-journal:1500', KMS_SYNC_TEST_TRACE: trace }) });
-    for (let i = 0; i < 200 && !(existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal')); i++) await new Promise((ok) => setTimeout(ok, 20));
+    const running = runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci({ KMS_SYNC_TEST_PAUSE: `after-journal:${patient(1500)}`, KMS_SYNC_TEST_TRACE: trace }) });
+    expect(await waitFor(() => existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal'), 30_000), 'the raw key was journaled').toBe(true);
     rmSync(storeFile);
     mkdirSync(storeFile);
     const r = await running;

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { compileCacheDir } from '../../src/cli/compile-cache.js';
 import { cliPath, runCli, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 /** Every file under `dir`, relative to it. */
 const filesUnder = (dir: string): string[] => (existsSync(dir) ? readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))) : []);
@@ -52,7 +53,7 @@ describe('the CLI process', () => {
     expect(r.killed).toBe(false);
     expect(r.code).toBe(0);
     expect(r.stdout.trim()).toBe('0.1.0');
-  }, 15_000);
+  }, patient(15_000));
 
   it('writes none with NODE_DISABLE_COMPILE_CACHE=1', async () => {
     const home = workspace();

@@ -13,6 +13,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { checkInvariant, configYaml, Emulator, printedSecrets, readSopsStore, workspace, type DesiredClient } from '../crash/lib.js';
 import { cliPath } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const API_KEY = 'sk_test_interruptpty000000';
 const PROJECTS = ['alpha', 'beta', 'gamma'];
@@ -143,7 +144,7 @@ it.skipIf(skipWhen(!python, 'test/cli/interrupt-pty.test.ts: no python3 with its
   await expectLockReleased();
   await expectNoKeyLost(false);
   await expectConverges();
-}, 120_000);
+}, patient(120_000));
 
 it.skipIf(skipWhen(!python, 'test/cli/interrupt-pty.test.ts: no python3 with its pty module to drive a pseudo-terminal'))('a second Ctrl-C on a terminal mid-apply: exit 3 at once, a summary of what was done, no half-drawn line, every key held after the next run', async () => {
   // The first client batch is quick; the next ones are committed, then answered late: the second
@@ -174,7 +175,7 @@ it.skipIf(skipWhen(!python, 'test/cli/interrupt-pty.test.ts: no python3 with its
   // Exiting at once leaves the run lock of a dead process: the next run breaks it (expectConverges).
   await expectNoKeyLost(false);
   await expectConverges();
-}, 120_000);
+}, patient(120_000));
 
 it('stdout closed by its reader mid-apply (EPIPE, no signal): an interrupt, exit 3, lock released, every key stored', async () => {
   emu.addFault({ method: 'POST', route: '/client', mode: 'delay', delayMs: 300, times: 10 });
@@ -198,7 +199,7 @@ it('stdout closed by its reader mid-apply (EPIPE, no signal): an interrupt, exit
   await expectLockReleased();
   await expectNoKeyLost(false);
   await expectConverges();
-}, 120_000);
+}, patient(120_000));
 
 it('Ctrl-C while the plan is read: exit 130, no stack trace, nothing changed, lock released', async () => {
   emu.addFault({ method: 'GET', route: '/project', mode: 'delay', delayMs: 5000, times: 10 });
@@ -208,7 +209,7 @@ it('Ctrl-C while the plan is read: exit 130, no stack trace, nothing changed, lo
   child.stderr!.on('data', (d: Buffer) => { text += d.toString(); });
   const exited = new Promise<number | null>((ok) => child.on('close', ok));
   // The run holds its lock and reads the projects (held back by the service) when Ctrl-C comes.
-  for (let i = 0; i < 500 && !(emu.counts()['GET /project'] ?? 0); i++) await new Promise((ok) => setTimeout(ok, 20));
+  await waitFor(() => (emu.counts()['GET /project'] ?? 0) > 0, 30_000);
   expect(emu.counts()['GET /project']).toBeGreaterThan(0);
   child.kill('SIGINT');
   const code = await exited;
@@ -220,7 +221,7 @@ it('Ctrl-C while the plan is read: exit 130, no stack trace, nothing changed, lo
   expect(text).not.toMatch(/retrying/);
   expect(emu.counts()['POST /client'] ?? 0).toBe(0);
   await expectLockReleased();
-}, 60_000);
+}, patient(60_000));
 
 it('a configuration that does not load while its live read runs ahead: the read is dropped silently (no false retry lines)', async () => {
   await cli(['apply', '-f', cfgDir, '--auto-approve']);
@@ -231,4 +232,4 @@ it('a configuration that does not load while its live read runs ahead: the read 
   expect(r.code).toBe(1);
   expect(r.out).toMatch(/configuration is not valid/);
   expect(r.out).not.toMatch(/retrying|ECONNRESET/);
-}, 60_000);
+}, patient(60_000));

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningEmulator } from '../../src/emulator/index.js';
 import { runCli } from '../support/cli.js';
 import { setup } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const CONFIG = `apiVersion: kms-sync/v1
 projects:
@@ -110,5 +111,5 @@ describe('raw keys without a known prefix are redacted by value (issue 34)', () 
     } finally {
       svc.server.close();
     }
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -9,6 +9,7 @@ import { ReadAhead, connect, loadConfig } from '../../src/engine/run.js';
 import { collectLiveStream, readLiveState } from '../../src/live/read.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
 import { setup, type Setup } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const twoEnvs = `apiVersion: kms-sync/v1
 owner: read-ahead
@@ -31,7 +32,7 @@ beforeAll(async () => {
   s = await setup({ 'kms-sync.yaml': twoEnvs });
   const applied = await runCli(['apply', '--yes'], { cwd: s.dir, env: s.env });
   expect(applied.code, applied.stderr).toBe(0);
-}, 60_000);
+}, patient(60_000));
 afterAll(async () => {
   await s?.emu.close();
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
 import { cliCommand, runInTty, setup, type Setup } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 // 250 clients: three pages of clients, so the total is more than the list count.
 const config = `apiVersion: kms-sync/v1
@@ -22,7 +23,7 @@ beforeAll(async () => {
   s = await setup({ 'kms-sync.yaml': config }, { latencyMs: 120 });
   const applied = await runCli(['apply', '--yes', '--parallelism', '16'], { cwd: s.dir, env: s.env });
   expect(applied.code, applied.stderr).toBe(0);
-}, 120_000);
+}, patient(120_000));
 afterAll(async () => {
   await s?.emu.close();
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);

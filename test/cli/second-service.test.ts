@@ -11,6 +11,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, writeFiles } from '../support/cli.js';
 import { setup, TEST_KEY, type Setup } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const CLIENTS = ['web', 'app', 'batch', 'ops', 'edge'];
 const config = (stores = '') => `apiVersion: kms-sync/v1
@@ -85,4 +86,4 @@ it('plan warns that apply will refuse a store holding another service\'s secrets
   expect(existsSync(path.join(s.dir, '.kms-sync', 'secrets.live.sops.yaml'))).toBe(true);
   expect((await other(['plan', '--detailed-exitcode'], stage('live'))).code).toBe(0);
   expect((await first(['plan', '--detailed-exitcode'], stage('test'))).code).toBe(0);
-}, 120_000);
+}, patient(120_000));

@@ -8,6 +8,7 @@ import { lockPathFor } from '../../src/apply/run-lock.js';
 import { cliPath, runCli, workspace } from '../support/cli.js';
 import { startEndlessServer } from '../support/endless-server.js';
 import { setup, TEST_KEY, type Setup } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -58,7 +59,7 @@ describe('answer sizes are bounded', () => {
       expect(r.stderr).toMatch(/the answer is larger than 64 MB, the most kms-sync reads of one answer; stopped reading it \(not retried\)/);
       expect(r.stderr).not.toMatch(/\n\s+at /);
       expect(huge.sent()).toBeLessThan(200 * 1024 * 1024);
-    }, 30_000);
+    }, patient(30_000));
   }
 });
 

@@ -11,6 +11,7 @@ import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
 import { setup, smallConfig } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -102,7 +103,7 @@ describe('item 1: a recipient applies only to the store that declares it, and ad
     const opened = await w.cli(['secrets', 'list', '-f', '.', '--reveal', 'shop-staging/web/main'], { SOPS_AGE_KEY_FILE: evil.keyFile });
     expect(opened.code, opened.stderr).toBe(0);
     expect((await w.cli(['plan', '-f', '.', '--detailed-exitcode'])).code).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a recipient list in the operator policy refuses any other at validation, with file:line and the setting', async () => {
     const w = await workspaceWithKeys();

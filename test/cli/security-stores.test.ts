@@ -12,6 +12,7 @@ import { runCli } from '../support/cli.js';
 import { setup, smallConfig } from './helpers.js';
 import { skipWhen } from '../support/skip.js';
 import { startEndlessServer } from '../support/endless-server.js';
+import { patient } from '../support/patience.js';
 
 const VAULT_TOKEN = 'hvs.' + 'V4ultT0ken'.repeat(3);
 const AWS_SECRET = 'aws' + 'S3cretAcc3ss'.repeat(3);
@@ -92,5 +93,5 @@ describe('store answers are bounded', () => {
     expect(r.stdout + r.stderr).toMatch(/the answer is larger than 64 MB; stopped reading it/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
     expect(server.sent()).toBeLessThan(200 * 1024 * 1024);
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { skipTest, skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 const HERE = process.platform === 'linux' && process.arch === 'x64';
@@ -42,7 +43,7 @@ beforeAll(async () => {
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
   exe = path.join(root, 'release', `kms-sync_${VERSION}_linux_amd64`);
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
-}, 300_000);
+}, patient(300_000));
 
 afterAll(async () => {
   await emu?.close();

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli, workspace } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 const cleanup: string[] = [];
 afterEach(() => {
@@ -185,7 +186,7 @@ describe('a 16 MB value (issue 42)', () => {
     const limited = await runCli(['validate', '-f', 'config'], { cwd: dir });
     expect(limited.code).toBe(1);
     expect(limited.stderr).toContain('the file is larger than the limit of 5 MB');
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('the folder walk', () => {

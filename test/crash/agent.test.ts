@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { runAgentScenario } from './agent.js';
 import { formatFigures } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261125);
 
@@ -16,5 +17,5 @@ describe('crash scenario: kms-sync agent', () => {
     expect(f.keysLost).toBe(0);
     expect(f.strays).toBe(0);
     for (const w of ['issued-not-journaled', 'journaled-not-stored', 'stored-not-cleared', 'revoke-sent'] as const) expect(f.killsByWindow[w], `${w}\n${lines.join('\n')}`).toBeGreaterThan(0);
-  }, 120_000);
+  }, patient(120_000));
 });

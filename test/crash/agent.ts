@@ -17,6 +17,7 @@ import {
   aimAndKill, aimEnv, aimFaults, checkInvariant, configYaml, kmsSync, mutationStep, newFigures, printedSecrets, problemKey, readSopsStore, rng, sleep, waitFor, workspace,
   type Aim, type DesiredClient, type MutationStep, type Figures, type KillWindow, type Proc,
 } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'crash-production';
 const CONFIG = 'config/kms-sync.yaml';
@@ -181,7 +182,7 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       const settled = await waitFor(async () => {
         last = await a.status().catch(() => undefined);
         return last?.revision?.synced === rev && last?.lastReconcile?.result === 'success' && last.drift.length === 0 && fileSize(journalFile) === 0;
-      }, 45_000);
+      }, patient(45_000));
       const problems: string[] = [];
       if (!settled) problems.push(`not settled within 45 s: synced ${last?.revision?.synced?.slice(0, 12)} (pushed ${rev.slice(0, 12)}), last reconcile ${last?.lastReconcile?.result} ${JSON.stringify(last?.lastReconcile?.errors ?? [])}, drift ${JSON.stringify((last?.drift ?? []).map((d: any) => `${d.category} ${d.address}`))}`);
       problems.push(...(await verify()));

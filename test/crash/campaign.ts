@@ -19,6 +19,7 @@ import {
   printedSecrets, readSopsStore, rng, routeTotals, sleep, supersededLive, Trace, waitFor,
   type DesiredClient, type Figures, type KillWindow, type Proc,
 } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const PROJECT_KEY = 'sk_test_crashcampaign0000000000';
 const ENV = 'crash-production';
@@ -152,10 +153,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       const issuing = [['PUT', '/client/{client_uuid}'], ['POST', '/client']] as const;
       const issueCount = async () => (await emu.count('PUT /client/{client_uuid}')) + (await emu.count('POST /client'));
       let extraEnv: Record<string, string> = {};
-      if (how === 'aim-journaled-not-stored') extraEnv = { KMS_SYNC_TEST_PAUSE: 'after-journal:1500' };
-      if (how === 'aim-stored-not-cleared') extraEnv = { KMS_SYNC_TEST_PAUSE: 'after-store:1500' };
+      if (how === 'aim-journaled-not-stored') extraEnv = { KMS_SYNC_TEST_PAUSE: `after-journal:${patient(1500)}` };
+      if (how === 'aim-stored-not-cleared') extraEnv = { KMS_SYNC_TEST_PAUSE: `after-store:${patient(1500)}` };
       if (how === 'aim-revoke-sent') {
-        extraEnv = { KMS_SYNC_TEST_PAUSE: 'before-revoke:1500,revoke-sent:1500' };
+        extraEnv = { KMS_SYNC_TEST_PAUSE: `before-revoke:${patient(1500)},revoke-sent:${patient(1500)}` };
         // The revoke goes out and is lost: dropped before the service commits it.
         await emu.faults([{ method: 'DELETE', route: '/client/{client_uuid}', mode: 'drop', times: 50 }]);
       }

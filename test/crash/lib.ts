@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decryptSops } from 'sops-age';
+import { patient, waitFor } from '../support/patience.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const cli = path.join(repoRoot, 'dist', 'bin', 'kms-sync.js');
@@ -33,14 +34,7 @@ export type Rng = ReturnType<typeof rng>;
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function waitFor(cond: () => Promise<boolean> | boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await sleep(10);
-  }
-  return false;
-}
+export { waitFor };
 
 // ------------------------------------------------------------------------------- configuration
 export interface DesiredKey { name: string; overlap: boolean }
@@ -407,7 +401,7 @@ const ISSUING = [['PUT', '/client/{client_uuid}'], ['POST', '/client']] as const
 const REVOKE = ['DELETE', '/client/{client_uuid}'] as const;
 
 /** The environment a run gets so that the aimed window stays open long enough to kill inside it. */
-export function aimEnv(aim: Aim, holdMs = 2000): Record<string, string> {
+export function aimEnv(aim: Aim, holdMs = patient(2000)): Record<string, string> {
   if (aim === 'journaled-not-stored') return { KMS_SYNC_TEST_PAUSE: `after-journal:${holdMs}` };
   if (aim === 'stored-not-cleared') return { KMS_SYNC_TEST_PAUSE: `after-store:${holdMs}` };
   if (aim === 'revoke-sent') return { KMS_SYNC_TEST_PAUSE: `before-revoke:${holdMs},revoke-sent:${holdMs}` };

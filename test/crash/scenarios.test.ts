@@ -8,6 +8,7 @@ import { runCiStore } from './ci-store.js';
 import { formatFigures } from './lib.js';
 import { runRotateRevoke } from './rotate-revoke.js';
 import { runTwoServices } from './two-services.js';
+import { patient } from '../support/patience.js';
 
 const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261124);
 
@@ -18,14 +19,14 @@ describe('crash scenarios (issue 24)', () => {
     console.log(formatFigures(f));
     expect(f.failures, lines.join('\n')).toEqual([]);
     expect(f.keysLost).toBe(0);
-  }, 300_000);
+  }, patient(300_000));
 
   it(`CI=true with a committed store: apply and rotate issue nothing unless opted in (seed ${SEED})`, async () => {
     const lines: string[] = [];
     const f = await runCiStore({ seed: SEED, log: (l) => lines.push(l) });
     console.log(formatFigures(f));
     expect(f.failures, lines.join('\n')).toEqual([]);
-  }, 300_000);
+  }, patient(300_000));
 
   it(`rotate --revoke-old killed as its revoke goes out, or after a lost key-issuing response (issue 40): reported until finished, then gone (seed ${SEED})`, async () => {
     const lines: string[] = [];
@@ -38,5 +39,5 @@ describe('crash scenarios (issue 24)', () => {
     expect(f.strays).toBe(0);
     expect(f.killsByWindow['revoke-sent']).toBeGreaterThan(1);
     expect(f.killsByWindow['issued-not-journaled']).toBeGreaterThan(0);
-  }, 300_000);
+  }, patient(300_000));
 });

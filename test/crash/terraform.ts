@@ -8,31 +8,23 @@
 // apply -replace=kms_key.x`: the new key validates, the old key is gone and its raw value no
 // longer validates. Without terraform (or tofu) on PATH: skipped, loudly.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
   AIMS, aimAndKill, aimEnv, aimFaults, checkInvariant, newFigures, problemKey, printedSecrets, processesUnder, PROVIDER_BIN, readSopsStore, rng, sleep, spawnProc, waitFor, workspace,
   type Aim, type Emulator, type Figures, type KillWindow,
 } from './lib.js';
+import { findTerraform, offlineTerraformEnv, PROVIDER_VERSION as VERSION } from '../support/terraform-offline.js';
 
 const API_KEY = 'sk_test_crashterraform000000000';
 const ENV = 'tfcrash-production';
-const VERSION = '0.1.0';
 const GRACE_MS = 8000;
 const CLIENTS = 5;
 const KEYS = 4;
+/** The kill windows first, then the random kill. */
+const AIM_FIRST: Aim[] = [...AIMS.filter((a) => a !== 'random'), 'random'];
 
-export function findTerraform(): string | undefined {
-  for (const bin of ['terraform', 'tofu']) {
-    try {
-      const p = execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim();
-      if (p) return p;
-    } catch {
-      // not there
-    }
-  }
-  return undefined;
-}
+export { findTerraform };
 
 export const SKIP_MESSAGE = 'SKIPPED: the Terraform crash scenarios: neither terraform nor tofu is on PATH (the apply/rotate campaign and the other scenarios still ran)';
 
@@ -191,9 +183,10 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
       }
       writeFileSync(path.join(work, 'main.tf'), mainTf(keys));
       const replace = Array.from({ length: r.int(1, 4) }, () => r.pick([...keys])).filter((k, i, all) => all.indexOf(k) === i);
-      // Every aim once first (the victim alternating), so that even a short run reaches each window.
-      const aim: Aim = it <= AIMS.length ? AIMS[it - 1]! : r.pick(AIMS);
-      const victimKind = it <= AIMS.length ? (it % 2 ? 'provider' : 'terraform') : r.next() < 0.5 ? 'terraform' : 'provider';
+      // Every aim once first, the windows before the random kill (the victim alternating), so that
+      // even a short run (npm test's 4 iterations) reaches each window with both victims.
+      const aim: Aim = it <= AIM_FIRST.length ? AIM_FIRST[it - 1]! : r.pick(AIMS);
+      const victimKind = it <= AIM_FIRST.length ? (it % 2 ? 'provider' : 'terraform') : r.next() < 0.5 ? 'terraform' : 'provider';
       await aimFaults([emu], aim);
       const stateFile = path.join(work, 'terraform.tfstate');
       const stateBefore = readFileSync(stateFile, 'utf8');
@@ -277,21 +270,11 @@ export async function runTerraform(o: TerraformOptions): Promise<TerraformReport
   return f;
 }
 
-/** The provider in a filesystem mirror, installed offline (as test/provider/terraform-support.ts), and a working directory. */
+/** The provider in a filesystem mirror, installed offline (test/support/terraform-offline.js), and a working directory. */
 function offlineSetup(root: string, emu: Emulator, ageKeyFile: string, traceFile: string) {
-  const mirror = path.join(root, 'mirror');
-  const wrapper = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, 'linux_amd64', `terraform-provider-kms_v${VERSION}`);
-  mkdirSync(path.dirname(wrapper), { recursive: true });
-  writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${PROVIDER_BIN}" "$@"\n`);
-  chmodSync(wrapper, 0o755);
-  const cliConfig = path.join(root, 'terraform.rc');
-  writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
+  const env = offlineTerraformEnv({ root, providerBin: PROVIDER_BIN, service: emu, ageKeyFile, extra: { KMS_SYNC_TEST_TRACE: traceFile } });
   const work = path.join(root, 'work');
   mkdirSync(work);
-  const env: Record<string, string | undefined> = {
-    PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-    KMS_API_URL: emu.url, KMS_API_KEY: emu.apiKey, SOPS_AGE_KEY_FILE: ageKeyFile, KMS_SYNC_TEST_TRACE: traceFile,
-  };
   return { work, env };
 }
 

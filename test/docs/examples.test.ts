@@ -17,6 +17,7 @@ import { offlineTerraform, NO_TERRAFORM, terraformOrSkip } from '../provider/ter
 import { skipWhen } from '../support/skip.js';
 import { cliPath, RAW_KEY_PATTERN, repoRoot } from '../support/cli.js';
 import { anchors, CHECKED_LANGUAGES, docFiles, fencedBlocks, readDoc, relativeLinks, type Block } from './markdown.js';
+import { patient } from '../support/patience.js';
 
 const files = docFiles(repoRoot);
 const blocks: Block[] = files.flatMap((f) => fencedBlocks(f, readDoc(repoRoot, f)));
@@ -110,7 +111,7 @@ describe('documentation examples', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 120_000);
+  }, patient(120_000));
 
   const terraform = terraformOrSkip();
   it.skipIf(skipWhen(!terraform, `test/docs/examples.test.ts (runnable HCL blocks): ${NO_TERRAFORM}`))('runnable HCL blocks pass terraform validate with the built provider', async () => {
@@ -136,7 +137,7 @@ describe('documentation examples', () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
-  }, 180_000);
+  }, patient(180_000));
 
   describe('runnable shell blocks, against one emulator', () => {
     const KEY = 'sk_test_docsexamples0123';
@@ -172,6 +173,6 @@ describe('documentation examples', () => {
         if (RAW_KEY_PATTERN.test(r.stdout + r.stderr)) failures.push(`${where(b)}: printed a raw key`);
       }
       expect(failures).toEqual([]);
-    }, 240_000);
+    }, patient(240_000));
   });
 });

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { repoRoot, runCli, workspace } from '../support/cli.js';
 import { anchors } from './markdown.js';
+import { patient } from '../support/patience.js';
 
 const anchorCache = new Map<string, Set<string>>();
 function anchorExists(file: string, anchor: string): boolean {
@@ -50,7 +51,7 @@ describe('--help ends with its docs page', () => {
     }
     expect(seen).toEqual(expect.arrayContaining(['secrets list', 'secrets flush', 'provider install']));
     expect(problems).toEqual([]);
-  }, 120_000);
+  }, patient(120_000));
 });
 
 describe('--help lists what a command reads from the environment', () => {
@@ -120,6 +121,6 @@ describe('error messages name their docs', () => {
       expect(auth.code).toBe(1);
       expect(auth.stderr).toContain('401');
       expect(auth.stderr).toContain('docs/troubleshooting.md#authentication-failed');
-    }, 60_000);
+    }, patient(60_000));
   });
 });

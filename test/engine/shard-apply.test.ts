@@ -11,6 +11,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { shardOf } from '../../src/engine/shard.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { allOutput, cliPath, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const API_KEY = 'sk_test_shardapply0123456789';
 let emu: RunningEmulator;
@@ -84,8 +85,7 @@ describe('shards apply on their own', () => {
       cwd: a, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', ...envFor(a) }, stdio: 'ignore',
     });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const deadline = Date.now() + 60_000;
-    while ((emu.counts()['PUT /client/{client_uuid}'] ?? 0) < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => (emu.counts()['PUT /client/{client_uuid}'] ?? 0) >= 1, 60_000);
     expect(emu.counts()['PUT /client/{client_uuid}'], 'shard 1 sent a key-issuing update').toBeGreaterThanOrEqual(1);
     // Shard 2 applies while shard 1 hangs on the answer, then shard 1 is killed.
     const other = cli(b, ['apply', '-f', 'kms.yaml', '--shard', '2/2', '--auto-approve']);
@@ -109,5 +109,5 @@ describe('shards apply on their own', () => {
         }
       }
     }
-  }, 240_000);
+  }, patient(240_000));
 });

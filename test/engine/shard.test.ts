@@ -9,6 +9,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { parseShard, shardOf, shardScope } from '../../src/engine/shard.js';
 import { runCli, workspace } from '../support/cli.js';
 import { randomFleet } from '../support/fleet.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_shard0123456789';
 let emu: RunningEmulator;
@@ -92,7 +93,7 @@ describe('--shard K/N', () => {
       expect(missing.code).toBe(1);
       expect(missing.stderr).toMatch(/shard\(s\) 3\/4 missing/);
     }
-  }, 180_000);
+  }, patient(180_000));
 
   it('4 shards\' drift reports merged are the drift report of the whole fleet, ignore rules and usage samples included', async () => {
     const dir = workspace();
@@ -129,5 +130,5 @@ describe('--shard K/N', () => {
     const mixed = await run(['report', 'merge', 'plan-1.json', 'drift-2.json', 'drift-3.json', 'drift-4.json']);
     expect(mixed.code).toBe(1);
     expect(mixed.stderr).toMatch(/plan-1\.json is a plan and drift-2\.json a drift report/);
-  }, 180_000);
+  }, patient(180_000));
 });

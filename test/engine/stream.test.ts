@@ -11,6 +11,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { connect, loadConfig, planFor, planForWhole, type PlanOptions } from '../../src/engine/run.js';
 import { scratchDir } from '../support/scratch.js';
 import { expectSame, outputs, randomFleet } from '../support/fleet.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_stream0123456789';
 let emu: RunningEmulator;
@@ -51,5 +52,5 @@ describe('the streamed plan is the whole plan', () => {
     expect(compared).toBe(8);
     expect(withWarnings).toBeGreaterThan(1);
     expect(withOps).toBeGreaterThan(4);
-  }, 120_000);
+  }, patient(120_000));
 });

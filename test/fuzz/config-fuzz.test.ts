@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, formatDiagnostic, loadDesiredStateFromSources } from '../../src/config/index.js';
 import { fastParseYaml } from '../../src/config/fast-yaml.js';
 import { repoRoot, runCli, workspace } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 const SEED = Number(process.env.KMS_SYNC_FUZZ_SEED ?? 20261123);
 const CASES = Number(process.env.KMS_SYNC_FUZZ_CASES ?? 2500);
@@ -131,7 +132,7 @@ describe(`config fuzz (seed ${SEED})`, () => {
     expect(loaded).toBeGreaterThan(CASES * 0.05);
     expect(rejected).toBeGreaterThan(CASES * 0.3);
     expect(fastAccepted).toBeGreaterThan(CASES * 0.1);
-  }, 60_000);
+  }, patient(60_000));
 
   it(`${CLI_CASES} of them through kms-sync validate: exit 0/1/2/3, no stack trace, located diagnostics`, async () => {
     const dir = workspace();
@@ -151,7 +152,7 @@ describe(`config fuzz (seed ${SEED})`, () => {
         for (const l of body) expect(l, `${c.file}:\n${r.stderr}`).toMatch(DIAGNOSTIC);
       }
     }
-  }, 60_000);
+  }, patient(60_000));
 
   // Issue 42: values, keys and documents of 8 to 16 MB (a cut of a long value once overflowed the
   // stack from 8 MB on). Each gets its ordinary diagnostics (or loads), never a stack trace, under
@@ -181,7 +182,7 @@ describe(`config fuzz (seed ${SEED})`, () => {
     const limited = await runCli(['validate', '-f', 'scalar.yaml'], { cwd: dir });
     expect(limited.code).toBe(1);
     expect(limited.stderr).toContain('scalar.yaml: the file is larger than the limit of 5 MB per configuration file');
-  }, 180_000);
+  }, patient(180_000));
 });
 
 const DIAGNOSTIC_OF = (file: string) => new RegExp(`^${file.replace('.', '\\.')}:\\d+:\\d+: \\S`);

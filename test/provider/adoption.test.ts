@@ -18,6 +18,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { Core, dyn, errors, mp, startProvider, type Diagnostic, type ProviderProcess } from './harness.js';
 import { decryptStore } from './terraform-support.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const API_KEY = 'sk_test_adoption0123456789';
 const ENV = 'acme-production';
@@ -90,7 +91,7 @@ beforeAll(async () => {
   // A client this configuration does not own: made through the API, without kms-sync's markers.
   const made = await api('POST', `/client?project_env=${ENV}`, { name: 'initech', type: 'server', templateId: template!.template_id, keys: [] });
   expect(made.status, await made.clone().text()).toBe(201);
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   for (const p of providers) p.kill();
@@ -123,7 +124,7 @@ describe('a create whose key name already has live generations', () => {
     expect(existsSync(journalFile)).toBe(true);
     await core.read('kms_key', again.state!);
     expect(existsSync(journalFile)).toBe(false);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a refresh completes a replacement cut short: the old key is revoked and reported gone, and the create Terraform then plans adopts the stored new key', async () => {
     const core = await provider();
@@ -152,7 +153,7 @@ describe('a create whose key name already has live generations', () => {
     expect(liveKeys('globex', 'cut').map((k) => k.id)).toEqual([created.state!.key_id]);
     const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/cut`]!;
     expect(await validates('globex', 'cut', raw)).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a replacement killed with its new key journaled but not stored: the refresh flushes the journal first, then completes it', async () => {
     const core = await provider();
@@ -165,8 +166,7 @@ describe('a create whose key name already has live generations', () => {
     const slow = await provider({ KMS_SYNC_TEST_PAUSE: 'after-journal:10000', KMS_SYNC_TEST_TRACE: trace });
     const planned = (await slow.plan('kms_key', null, config)).planned;
     void slow.apply('kms_key', null, planned, config).catch(() => undefined);
-    const end = Date.now() + 20_000;
-    while (!(existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal')) && Date.now() < end) await sleep(10);
+    await waitFor(() => existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal'), 20_000);
     providers.at(-1)!.kill();
     rmSync(trace, { force: true });
     const gens = liveKeys('globex', 'journaled');
@@ -186,7 +186,7 @@ describe('a create whose key name already has live generations', () => {
     expect(again.state).toMatchObject({ key_id: fresh.id });
     expect(liveKeys('globex', 'journaled').map((k) => k.id)).toEqual([fresh.id]);
     expect(await validates('globex', 'journaled', await held())).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 
   for (const order of ['deposed first', 'current first'] as const) {
     it(`a replacement whose old key's revoke was cut short (${order}): the refresh and the destroy of the deposed object never revoke the key the state tracks`, async () => {
@@ -221,7 +221,7 @@ describe('a create whose key name already has live generations', () => {
       expect(liveKeys('globex', name).map((k) => k.id)).toEqual([created.key_id]);
       const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/${name}`]!;
       expect(await validates('globex', name, raw)).toBe(true);
-    }, 60_000);
+    }, patient(60_000));
   }
 
   it('a key the store holds whose state Terraform lost: the plan marks it, the apply (another process) adopts it; the create half of a replacement in the marking process does not', async () => {
@@ -254,7 +254,7 @@ describe('a create whose key name already has live generations', () => {
     expect(liveKeys('globex', 'lost').map((k) => k.id)).toEqual([created.state!.key_id]);
     const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/lost`]!;
     expect(await validates('globex', 'lost', raw)).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 
   it('revokes a stray key of the same name on a client it owns, once the new key is stored, and says so', async () => {
     const stray = await strayKey('globex', 'stray');
@@ -264,7 +264,7 @@ describe('a create whose key name already has live generations', () => {
     expect(warning.summary).toBe('Untracked keys revoked');
     expect(warning.detail).toContain(stray);
     expect(liveKeys('globex', 'stray').map((k) => k.id)).toEqual([applied.state!.key_id]);
-  }, 60_000);
+  }, patient(60_000));
 
   it('refuses, asking for an import, on a client it does not own; issues nothing', async () => {
     const stray = await strayKey('initech', 'theirs');
@@ -275,16 +275,18 @@ describe('a create whose key name already has live generations', () => {
     expect(error!.detail).toMatch(/terraform import/);
     expect(issues()).toBe(before);
     expect(liveKeys('initech', 'theirs').map((k) => k.id)).toEqual([stray]);
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('generations of a rotated key (create_before_destroy with rotation_overlap)', () => {
+  /** The overlap is real time: scaled to the machine's load, so that three rotations fit inside it. */
+  const OVERLAP_S = Math.ceil(patient(4_000) / 1000);
   /**
    * One rotation as core runs create_before_destroy: the plan (with the prior state: Terraform
    * knows the old key), the new key created, then the old one destroyed.
    */
   async function rotate(core: Core, prior: Record<string, unknown>) {
-    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s' });
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: `${OVERLAP_S}s` });
     expect(errors((await core.plan('kms_key', prior, config)).diagnostics)).toEqual([]);
     const plan = await core.plan('kms_key', null, config);
     const created = await core.apply('kms_key', null, plan.planned, config);
@@ -297,19 +299,19 @@ describe('generations of a rotated key (create_before_destroy with rotation_over
 
   it('keeps overlap generations while they last, and revokes them on the next write of the key (create, update) once expired', async () => {
     const core = await provider();
-    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s' });
+    const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: `${OVERLAP_S}s` });
     const first = (await core.apply('kms_key', null, (await core.plan('kms_key', null, config)).planned, config)).state!;
     const second = await rotate(core, first);
     const third = await rotate(core, second);
     // Within the overlap: the two older generations stay valid beside the current one.
     expect(liveKeys('globex', 'rot').map((k) => k.id).sort()).toEqual([first.key_id, second.key_id, third.key_id].sort());
-    await sleep(4_500);
+    await sleep(OVERLAP_S * 1000 + 500);
     // Expired since: the next write of the key revokes them (the service would keep listing them).
     const fourth = await rotate(core, third);
     expect(liveKeys('globex', 'rot').map((k) => k.id).sort()).toEqual([third.key_id, fourth.key_id].sort());
     // An update of the key (another write) revokes the overlap generation once it has expired too.
-    await sleep(4_500);
-    const config2 = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: '4s', auto_rotate: true });
+    await sleep(OVERLAP_S * 1000 + 500);
+    const config2 = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'rot', rotation_overlap: `${OVERLAP_S}s`, auto_rotate: true });
     const plan = await core.plan('kms_key', fourth, config2);
     const updated = await core.apply('kms_key', fourth, plan.planned, config2);
     expect(errors(updated.diagnostics)).toEqual([]);
@@ -318,7 +320,7 @@ describe('generations of a rotated key (create_before_destroy with rotation_over
     const gone = await core.apply('kms_key', updated.state!, null, null);
     expect(errors(gone.diagnostics)).toEqual([]);
     expect(liveKeys('globex', 'rot')).toEqual([]);
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('no key issued', () => {
@@ -328,8 +330,7 @@ describe('no key issued', () => {
     emu.addFault({ method: 'PUT', route: '/client/{client_uuid}', mode: 'delay-after-commit', delayMs: 300, times: 1 });
     const sent = issues();
     const first = createKey(core, 'globex', 'broken-1');
-    const start = Date.now();
-    while (issues() === sent && Date.now() - start < 10_000) await sleep(5);
+    await waitFor(() => issues() !== sent, 10_000);
     await sleep(50);
     renameSync(storeFile, `${storeFile}.aside`);
     mkdirSync(storeFile);
@@ -348,7 +349,7 @@ describe('no key issued', () => {
       rmSync(storeFile, { recursive: true, force: true });
       renameSync(`${storeFile}.aside`, storeFile);
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('in CI into a local store file, unless KMS_SYNC_ALLOW_LOCAL_STORE=1', async () => {
     const before = issues();
@@ -361,5 +362,5 @@ describe('no key issued', () => {
     const allowed = await createKey(await provider({ CI: 'true', KMS_SYNC_ALLOW_LOCAL_STORE: '1' }), 'globex', 'ci');
     expect(errors(allowed.diagnostics)).toEqual([]);
     expect(liveKeys('globex', 'ci')).toHaveLength(1);
-  }, 60_000);
+  }, patient(60_000));
 });

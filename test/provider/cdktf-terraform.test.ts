@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readCdktfJson, runApp } from '../../src/cdktf/synth.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js';
-import { decryptStore, filesUnder, offlineTerraform, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, expectOk, filesUnder, offlineTerraform, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform } from './terraform-support.js';
 import { skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 
@@ -32,7 +33,6 @@ const printedByCli: string[] = [];
 /** Raw values read from the store, to look for anywhere they must not be. */
 const rawValues = new Set<string>();
 
-const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 const tf = (...args: string[]) => terraform.run(stackDir, [...args, '-input=false', '-no-color']);
 
 interface StateResource { type: string; name: string; instances: { attributes: Record<string, any> }[] }
@@ -55,8 +55,8 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
     stackDir = path.join(outDir, manifest.stacks.acme.workingDirectory ?? path.join('stacks', 'acme'));
     stateFile = path.join(stackDir, 'terraform.acme.tfstate');
     // cdktf's default local backend holds an absolute path into the app's folder; keep the state here.
-    ok(await tf('init', `-backend-config=path=${stateFile}`), 'init');
-  }, 120_000);
+    expectOk(await tf('init', `-backend-config=path=${stateFile}`), 'init');
+  }, patient(120_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -69,14 +69,14 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
 
   it('applies the stack, then re-plans to no change', async () => {
     const apply = await tf('apply', '-auto-approve');
-    ok(apply, 'apply');
+    expectOk(apply, 'apply');
     expect(apply.stdout).toMatch(/Apply complete! Resources: 39 added, 0 changed, 0 destroyed/);
     const again = await tf('plan', '-detailed-exitcode');
     expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
     expect(again.stdout).toMatch(/No changes/);
     const live = emu.service.toJSON().projects as any[];
     expect(live.map((p) => p.slug)).toEqual(['acme']);
-  }, 240_000);
+  }, patient(240_000));
 
   it('keeps raw keys out of the state, cdktf.out and every output; the store holds them and they validate', async () => {
     const keys = ofType('kms_key');
@@ -106,7 +106,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
     expect(rawValues.size).toBe(12);
 
     const out = await terraform.run(stackDir, ['output', '-json']);
-    ok(out, 'output');
+    expectOk(out, 'output');
     expect(readFileSync(stateFile, 'utf8')).not.toMatch(RAW_KEY_PATTERN);
     // Everything under cdktf.out: the synthesized stack, .terraform and the state.
     const files = filesUnder(outDir);
@@ -117,7 +117,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
       for (const raw of rawValues) expect(text.includes(raw), f).toBe(false);
     }
     expect(existsSync(EXAMPLE_STATE)).toBe(exampleStateBefore);
-  }, 120_000);
+  }, patient(120_000));
 
   it('kms-sync drift --cdktf-out of the deployed stack reads the digests the provider wrote: no drift, then an undeployed edit is pending', async () => {
     const drift = async () => {
@@ -144,7 +144,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
     } finally {
       writeFileSync(stackFile, original);
     }
-  }, 120_000);
+  }, patient(120_000));
 
   it('refuses to destroy protected resources, and destroys the stack once they are unprotected', async () => {
     const refused = await tf('destroy', '-auto-approve');
@@ -160,11 +160,11 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
     for (const byName of Object.values(stack.resource) as Record<string, any>[]) for (const r of Object.values(byName)) if (r.protected) r.protected = false;
     writeFileSync(stackFile, JSON.stringify(stack, null, 2));
     const unprotect = await tf('apply', '-auto-approve');
-    ok(unprotect, 'apply (unprotect)');
+    expectOk(unprotect, 'apply (unprotect)');
     expect(unprotect.stdout).toMatch(/Resources: 0 added, 3 changed, 0 destroyed/);
 
-    ok(await tf('destroy', '-auto-approve'), 'destroy');
+    expectOk(await tf('destroy', '-auto-approve'), 'destroy');
     expect(emu.service.toJSON().projects).toEqual([]);
     expect(resources()).toEqual([]);
-  }, 240_000);
+  }, patient(240_000));
 });

@@ -16,7 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
-import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_identity0123456789';
@@ -28,7 +29,6 @@ let x: string;
 let y: string;
 
 const flat = (r: Run) => `${r.stdout}\n${r.stderr}`.replace(/\s*│\s*/g, ' ').replace(/\s+/g, ' ');
-const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 const tf = (cwd: string, ...args: string[]) => terraform.run(cwd, [...args, '-input=false', '-no-color']);
 
 const HEADER = `terraform {
@@ -177,15 +177,9 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/identity.test.ts: ${NO_TERRA
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     root = workspace();
     terraform = offlineTerraform(TERRAFORM!, root, { url: emu.url, apiKey: API_KEY });
-    x = path.join(root, 'x');
-    y = path.join(root, 'y');
-    for (const [dir, text] of [[x, CONFIG_X], [y, configY(Y_ENV)]] as const) {
-      mkdirSync(dir);
-      writeFileSync(path.join(dir, 'main.tf'), text);
-      ok(await tf(dir, 'init'), `init ${dir}`);
-    }
-    ok(await tf(x, 'apply', '-auto-approve'), 'apply X');
-  }, 180_000);
+    [x, y] = await Promise.all([terraform.init('x', { 'main.tf': CONFIG_X }), terraform.init('y', { 'main.tf': configY(Y_ENV) })]);
+    expectOk(await tf(x, 'apply', '-auto-approve'), 'apply X');
+  }, patient(180_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -208,20 +202,20 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/identity.test.ts: ${NO_TERRA
     expect(flat(template)).toMatch(/Owned by another configuration/);
     expect(flat(template)).toMatch(/kms_template shared3-production\/gold holds client\.shared3-production\/[ab]/);
     expect(JSON.stringify(live())).toBe(before);
-  }, 120_000);
+  }, patient(120_000));
 
   it("Y importing X's environment and destroying it keeps it, with X's project, templates and endpoint", async () => {
     writeFileSync(path.join(y, 'main.tf'), configY(Y_IMPORT_ENV));
-    ok(await tf(y, 'apply', '-auto-approve'), 'apply Y (import only)');
+    expectOk(await tf(y, 'apply', '-auto-approve'), 'apply Y (import only)');
     const before = JSON.stringify(live());
     const destroy = await tf(y, 'destroy', '-auto-approve');
-    ok(destroy, 'destroy Y');
+    expectOk(destroy, 'destroy Y');
     expect(flat(destroy)).toMatch(/Environment kept/);
     expect(flat(destroy)).toMatch(/is owned by configuration 'team-x'/);
     expect(JSON.stringify(live())).toBe(before);
     expect(liveEnv().templates.map((t: any) => t.name).sort()).toEqual(['gold', 'spare']);
     await noChanges(x);
-  }, 120_000);
+  }, patient(120_000));
 
   it('a YAML apply --prune of another owner in the same environment keeps the Terraform configuration\'s templates and objects', async () => {
     const dir = path.join(root, 'yaml');
@@ -252,7 +246,7 @@ projects:
     expect(`${blocked.stdout}\n${blocked.stderr}`).toMatch(/template\.shared3-production\/gold[^\n]*owned by configuration 'team-x'/);
     expect(liveEnv().templates.find((t: any) => t.name === 'gold').rateLimitDay).toBe(1000);
     await noChanges(x);
-  }, 120_000);
+  }, patient(120_000));
 
   it('terraform state rm of a client and of a key, then apply: the same client, the held key adopted (none issued), and an empty plan', async () => {
     // A plan first: Terraform shows the provider the keys it applied (no longer unconfirmed: what
@@ -260,30 +254,30 @@ projects:
     await noChanges(x);
     const clientB = liveClients('b')[0].id;
     const before = (await keysAndStore()).live;
-    ok(await terraform.run(x, ['state', 'rm', 'kms_key.a2', 'kms_client.b']), 'state rm');
+    expectOk(await terraform.run(x, ['state', 'rm', 'kms_key.a2', 'kms_client.b']), 'state rm');
     const apply = await tf(x, 'apply', '-auto-approve');
-    ok(apply, 'apply after state rm');
+    expectOk(apply, 'apply after state rm');
     expect(liveClients('b').map((c: any) => c.id)).toEqual([clientB]);
     await oneHeldKeyEach();
     // The key the store holds is this resource's again: nothing issued, nothing revoked.
     expect((await keysAndStore()).live).toEqual(before);
     expect(trackedKeyId('a2')).toBe(before.get('a/k2')![0]);
     await noChanges(x);
-  }, 180_000);
+  }, patient(180_000));
 
   it('a restored .backup after a rotation, then apply: the rotated keys adopted (none issued), and an empty plan', async () => {
     const first = (await keysAndStore()).live;
-    ok(await tf(x, 'apply', '-auto-approve', '-replace=kms_key.a2', '-replace=kms_key.b1'), 'rotate both keys');
+    expectOk(await tf(x, 'apply', '-auto-approve', '-replace=kms_key.a2', '-replace=kms_key.b1'), 'rotate both keys');
     const rotated = (await keysAndStore()).live;
     // -replace still rotates (the plan showed the provider the keys it replaces): new keys, the old ones gone.
     for (const id of ['a/k2', 'b/k1']) expect(rotated.get(id)).not.toEqual(first.get(id));
     await noChanges(x); // Terraform shows the provider the new keys: they are tracked, no longer this provider's unconfirmed ones
     copyFileSync(path.join(x, 'terraform.tfstate.backup'), path.join(x, 'terraform.tfstate'));
-    ok(await tf(x, 'apply', '-auto-approve'), 'apply after restoring the backup');
+    expectOk(await tf(x, 'apply', '-auto-approve'), 'apply after restoring the backup');
     await oneHeldKeyEach();
     expect((await keysAndStore()).live).toEqual(rotated);
     await noChanges(x);
-  }, 180_000);
+  }, patient(180_000));
 
   it('two live clients of one identity are reported, never chosen between', async () => {
     const b = liveClients('b')[0];
@@ -293,7 +287,7 @@ projects:
     expect(plan.code).not.toBe(0);
     expect(flat(plan)).toMatch(/Duplicate clients/);
     expect(flat(plan)).toMatch(/2 live clients of shared3-production are named b/);
-  }, 120_000);
+  }, patient(120_000));
 
 /** Z: an endpoint without a name, a key with a ttl; `extra` adds to it. */
 const configZ = (ttl: string, extra = '') => `${HEADER}
@@ -337,36 +331,33 @@ const soloEnv = () => (emu.service.toJSON().projects as any[]).find((p) => p.slu
 describe('the major items of issue 41', () => {
   let z: string;
   beforeAll(async () => {
-    z = path.join(root, 'z');
-    mkdirSync(z);
-    writeFileSync(path.join(z, 'main.tf'), configZ('30d'));
-    ok(await tf(z, 'init'), 'init z');
-  }, 120_000);
+    z = await terraform.init('z', { 'main.tf': configZ('30d') });
+  }, patient(120_000));
 
   it('an endpoint without a name applies, re-plans to no change, and after terraform state rm is adopted, not created twice', async () => {
     // At TF_LOG=trace the provider's log lines reach Terraform's log (the raw key never: afterAll checks every output).
     const first = await terraform.run(z, ['apply', '-auto-approve', '-input=false', '-no-color'], { TF_LOG: 'trace' });
-    ok(first, 'apply Z');
+    expectOk(first, 'apply Z');
     expect(first.stderr).toMatch(/provider\.terraform-provider-kms[^:]*: ApplyResourceChange kms_key create/);
     expect(first.stderr).toMatch(/provider\.terraform-provider-kms[^:]*: kms_key created: .*id=solo-staging\/c\/main/);
     await noChanges(z);
-    ok(await terraform.run(z, ['state', 'rm', 'kms_endpoint.anon']), 'state rm');
+    expectOk(await terraform.run(z, ['state', 'rm', 'kms_endpoint.anon']), 'state rm');
     const again = await tf(z, 'apply', '-auto-approve');
-    ok(again, 'apply after state rm');
+    expectOk(again, 'apply after state rm');
     expect(flat(again)).toMatch(/Existing endpoint adopted/);
     expect(soloEnv().endpoints.filter((e: any) => e.path === '/v1/anon')).toHaveLength(1);
     await noChanges(z);
-  }, 180_000);
+  }, patient(180_000));
 
   it('a changed ttl moves the live expiry (issuance + the new ttl)', async () => {
     const key = () => soloEnv().clients[0].keys.find((k: any) => k.name === 'main');
     const { id, createdAt } = key();
     writeFileSync(path.join(z, 'main.tf'), configZ('60d'));
-    ok(await tf(z, 'apply', '-auto-approve'), 'apply ttl = 60d');
+    expectOk(await tf(z, 'apply', '-auto-approve'), 'apply ttl = 60d');
     expect(key().id).toBe(id);
     expect(Date.parse(key().expiresAt) - Date.parse(createdAt)).toBe(60 * 86_400_000);
     await noChanges(z);
-  }, 180_000);
+  }, patient(180_000));
 
   it('a store the provider block does not declare, or a store scheme nobody serves, fails at plan', async () => {
     writeFileSync(path.join(z, 'main.tf'), configZ('60d').replace('name        = "main"', 'name        = "main"\n  secret_store = "vault2"'));
@@ -378,26 +369,23 @@ describe('the major items of issue 41', () => {
     expect(scheme.code).not.toBe(0);
     expect(flat(scheme)).toMatch(/Unknown store scheme/);
     writeFileSync(path.join(z, 'main.tf'), configZ('60d'));
-  }, 120_000);
+  }, patient(120_000));
 
   it('a kms_project without an environment: every plan says why it is created again', async () => {
-    const lone = path.join(root, 'lone');
-    mkdirSync(lone);
-    writeFileSync(path.join(lone, 'main.tf'), `${HEADER}\nprovider "kms" {\n  owner = "team-z"\n}\nresource "kms_project" "p" {\n  slug = "lonely"\n  name = "Lonely"\n}\n`);
-    ok(await tf(lone, 'init'), 'init lone');
-    ok(await tf(lone, 'apply', '-auto-approve'), 'apply lone');
+    const lone = await terraform.init('lone', { 'main.tf': `${HEADER}\nprovider "kms" {\n  owner = "team-z"\n}\nresource "kms_project" "p" {\n  slug = "lonely"\n  name = "Lonely"\n}\n` });
+    expectOk(await tf(lone, 'apply', '-auto-approve'), 'apply lone');
     const plan = await tf(lone, 'plan', '-detailed-exitcode');
     expect(plan.code).toBe(2);
     expect(flat(plan)).toMatch(/Project not in the service.*created together with its first kms_environment/);
-  }, 120_000);
+  }, patient(120_000));
 
   it('destroy revokes the key and removes its raw value from the store', async () => {
     const storeFile = path.join(z, '.kms-sync', 'secrets.sops.yaml');
     const ageKeyFile = path.join(root, 'age', 'keys.txt');
     expect(Object.keys(await decryptStore(storeFile, ageKeyFile))).toContain('solo-staging/c/main');
-    ok(await tf(z, 'destroy', '-auto-approve'), 'destroy Z');
+    expectOk(await tf(z, 'destroy', '-auto-approve'), 'destroy Z');
     expect(soloEnv()).toBeUndefined();
     expect(Object.keys(await decryptStore(storeFile, ageKeyFile))).not.toContain('solo-staging/c/main');
-  }, 180_000);
+  }, patient(180_000));
 });
 });

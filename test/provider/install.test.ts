@@ -15,6 +15,7 @@ import { executableName, releaseZipName, sumsName, terraformPlatform, writeZip }
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace, type CliResult } from '../support/cli.js';
 import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
 import { skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_install0123456789';
@@ -241,7 +242,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/install.test.ts: ${NO_TERRAF
     const init = await terraform(otherDir, env, 'init', '-input=false', '-no-color');
     expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
     expect(init.stdout).toMatch(/Installed acme\/other v1\.0\.0/);
-  }, 180_000);
+  }, patient(180_000));
 
   it('init from --dir through TF_CLI_CONFIG_FILE; --dev then runs plan without init; install switches back', async () => {
     const { home: h, env } = home('terraform.rc');
@@ -262,5 +263,5 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/install.test.ts: ${NO_TERRAF
 
     ok(await install(env, '--dir', path.join(h, 'mirror')), 'install again');
     expect(readFileSync(path.join(h, 'terraform.rc'), 'utf8')).not.toContain('dev_overrides');
-  }, 180_000);
+  }, patient(180_000));
 });

@@ -13,6 +13,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { allOutput, RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js';
 import { Core, dyn, errors, mp, startProvider, type ProviderProcess } from './harness.js';
 import { decryptStore } from './terraform-support.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_keysafety0123456789';
 const ENV = 'acme-production';
@@ -81,7 +82,7 @@ beforeAll(async () => {
   // A first key, so that the store file exists and the process has checked it is writable.
   seen.push(text(await core.converge('kms_key', null, { project_env: ENV, client: 'globex', name: 'primary' })));
   expect(existsSync(storeFile)).toBe(true);
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   for (const p of providers) p.kill();
@@ -137,7 +138,7 @@ describe('a secret-store write that fails after the service issued the key', () 
     expect(raw).toMatch(RAW_KEY_PATTERN);
     expect(raw.startsWith(applied.state!.key_prefix as string)).toBe(true);
     expect(await validates('flushed', raw)).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 
   it('or the next apply of the provider lands it before it issues anything', async () => {
     const core = await provider();
@@ -154,7 +155,7 @@ describe('a secret-store write that fails after the service issued the key', () 
     expect(raw.startsWith(applied.state!.key_prefix as string)).toBe(true);
     expect(await validates('journaled', raw)).toBe(true);
     expect(await validates('later', stored[`${ENV}/globex/later`]!)).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('keys whose response never arrived', () => {
@@ -175,7 +176,7 @@ describe('keys whose response never arrived', () => {
     const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/dropped`]!;
     expect(raw.startsWith(applied.state!.key_prefix as string)).toBe(true);
     expect(await validates('dropped', raw)).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 
   it('revokes the orphan of a provider killed mid-request once its replacement is stored', async () => {
     const core = await provider();
@@ -202,5 +203,5 @@ describe('keys whose response never arrived', () => {
     const raw = (await decryptStore(storeFile, ageKeyFile))[`${ENV}/globex/interrupted`]!;
     expect(raw.startsWith(again.state!.key_prefix as string)).toBe(true);
     expect(await validates('interrupted', raw)).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 });

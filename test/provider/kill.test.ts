@@ -7,13 +7,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { RAW_KEY_PATTERN, workspace } from '../support/cli.js';
 import { PROVIDER_BIN } from './harness.js';
-import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform } from './terraform-support.js';
 import { skipWhen } from '../support/skip.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_killapply0123456789';
@@ -24,7 +24,6 @@ let terraform: OfflineTerraform;
 /** Everything terraform printed, for "no raw key was ever printed". */
 const printed: string[] = [];
 
-const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 const tf = (cwd: string, ...args: string[]) => terraform.run(cwd, args);
 
 const header = `terraform {
@@ -72,13 +71,8 @@ ${keyExtra}}
 `;
 }
 
-async function project(name: string, mainTf: string): Promise<string> {
-  const dir = path.join(root, name);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'main.tf'), mainTf);
-  ok(await tf(dir, 'init', '-input=false', '-no-color'), `init ${name}`);
-  return dir;
-}
+/** A working directory `name` with this main.tf, `terraform init`ed. */
+const project = (name: string, mainTf: string): Promise<string> => terraform.init(name, { 'main.tf': mainTf });
 
 interface LiveKey { id: string; name: string; keyPrefix: string }
 interface LiveClient { id?: string; client_uuid?: string; name: string; keys: LiveKey[] }
@@ -147,8 +141,7 @@ async function applyAndKill(dir: string, slug: string, liveAtLeast: number, vict
   child.stdout.on('data', (b: Buffer) => { output += b.toString(); });
   child.stderr.on('data', (b: Buffer) => { output += b.toString(); });
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  const end = Date.now() + 40_000;
-  while (liveKeyCount(slug) < liveAtLeast && Date.now() < end) await sleep(10);
+  await waitFor(() => liveKeyCount(slug) >= liveAtLeast, 40_000);
   expect(liveKeyCount(slug), `no keys issued before the kill:\n${output}`).toBeGreaterThanOrEqual(liveAtLeast);
   const providers = providerPids(dir);
   expect(providers.length).toBeGreaterThan(0);
@@ -193,7 +186,7 @@ async function applyUntilDone(dir: string): Promise<number> {
   for (let i = 1; i <= 3; i++) {
     const r = await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve');
     if (r.code === 0) return i;
-    if (i === 3) ok(r, 'apply after the kill');
+    if (i === 3) expectOk(r, 'apply after the kill');
   }
   return 3;
 }
@@ -203,7 +196,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/kill.test.ts: ${NO_TERRAFORM
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY], latencyMs: 5 });
     root = workspace();
     terraform = offlineTerraform(TERRAFORM!, root, { url: emu.url, apiKey: API_KEY });
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -216,7 +209,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/kill.test.ts: ${NO_TERRAFORM
     const { providers } = await applyAndKill(dir, 'killtf', 15, 'terraform', 1_500);
     // The provider notices its Terraform is gone, lets the keys in flight reach the store, exits.
     const killed = Date.now();
-    while (providers.some(alive) && Date.now() < killed + 15_000) await sleep(100);
+    await waitFor(() => !providers.some(alive), 15_000);
     expect(providers.filter(alive), 'provider processes still running after Terraform was killed').toEqual([]);
     console.log(`killtf: the provider exited ${Date.now() - killed} ms after Terraform was killed`);
     // It exited gracefully: every key it journaled reached its store and left the journal.
@@ -229,7 +222,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/kill.test.ts: ${NO_TERRAFORM
     // The next plan confirms the keys the last apply issued: nothing is left to adopt or change.
     const plan = await tf(dir, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
     expect(plan.code, plan.stdout + plan.stderr).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 
   it('SIGKILL of terraform with the provider behind a shell wrapper that does not exec: the provider still exits', async () => {
     const saved = terraform;
@@ -240,7 +233,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/kill.test.ts: ${NO_TERRAFORM
       const dir = await project(path.join('noexec', 'work'), manyKeys('noexec', 4, 5));
       const { providers } = await applyAndKill(dir, 'noexec', 8, 'terraform', 1_000);
       const killed = Date.now();
-      while (providers.some(alive) && Date.now() < killed + 15_000) await sleep(100);
+      await waitFor(() => !providers.some(alive), 15_000);
       expect(providers.filter(alive), 'provider processes still running after Terraform was killed').toEqual([]);
       console.log(`noexec: the provider exited ${Date.now() - killed} ms after Terraform was killed`);
       await applyUntilDone(dir);
@@ -249,25 +242,25 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/kill.test.ts: ${NO_TERRAFORM
       terraform.outputs.forEach((o) => printed.push(o));
       terraform = saved;
     }
-  }, 90_000);
+  }, patient(90_000));
 
   it('SIGKILL of the provider process: the re-apply leaves one held key per resource', async () => {
     const dir = await project('kill-provider', manyKeys('killprov', 10, 5));
     await applyAndKill(dir, 'killprov', 15, 'provider', 250);
     await expectAdoptedAfterReapply(dir, 'killprov');
     await expectOneHeldKeyEach(dir, 'killprov', 10, 5);
-  }, 90_000);
+  }, patient(90_000));
 
   it('SIGKILL of terraform during -replace of create_before_destroy keys: the re-apply without -replace leaves one held key per resource', async () => {
     const dir = await project('kill-replace', manyKeys('killrep', 4, 5, '  lifecycle {\n    create_before_destroy = true\n  }\n'));
-    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
+    expectOk(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
     const all = Array.from({ length: 4 }, (_, c) => Array.from({ length: 5 }, (_, k) => `-replace=kms_key.k["c${c}-k${k}"]`)).flat();
     await applyAndKill(dir, 'killrep', 20 + 8, 'terraform', 1_000, all);
-    await sleep(1_500); // the provider finishes what it had in flight
+    await waitFor(() => providerPids(dir).length === 0, 15_000); // the provider finishes what it had in flight, then exits
     console.log(`killrep: ${liveKeyCount('killrep')} live keys for 20 resources after the kill`);
     await applyUntilDone(dir);
     await expectOneHeldKeyEach(dir, 'killrep', 4, 5);
-  }, 90_000);
+  }, patient(90_000));
 
   it('-replace revokes the replaced key once its successor is stored; destroy -target revokes every generation', async () => {
     const dir = await project('replace', `${manyKeys('repl', 1, 0)}
@@ -290,7 +283,7 @@ resource "kms_key" "two" {
   }
 }
 `);
-    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
+    expectOk(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
     const storeFile = path.join(dir, '.kms-sync', 'secrets.sops.yaml');
     const client = liveClients('repl')[0]!;
     const uuid = (client.id ?? client.client_uuid)!;
@@ -299,7 +292,7 @@ resource "kms_key" "two" {
     const oldTwo = before['repl-production/c0/two']!;
     expect(await validates('repl-production', uuid, 'one', oldOne)).toBe(true);
 
-    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve', '-replace=kms_key.one', '-replace=kms_key.two'), 'apply -replace');
+    expectOk(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve', '-replace=kms_key.one', '-replace=kms_key.two'), 'apply -replace');
     const after = await decryptStore(storeFile, terraform.env.SOPS_AGE_KEY_FILE!);
     // Without rotation_overlap the old key is revoked at once; the new one is stored and valid.
     expect(after['repl-production/c0/one']).not.toBe(oldOne);
@@ -311,16 +304,16 @@ resource "kms_key" "two" {
     expect(await validates('repl-production', uuid, 'two', after['repl-production/c0/two']!)).toBe(true);
     expect(liveClients('repl')[0]!.keys.filter((k) => k.name === 'two')).toHaveLength(2);
 
-    ok(await tf(dir, 'destroy', '-input=false', '-no-color', '-auto-approve', '-target=kms_key.two'), 'destroy -target');
+    expectOk(await tf(dir, 'destroy', '-input=false', '-no-color', '-auto-approve', '-target=kms_key.two'), 'destroy -target');
     expect(liveClients('repl')[0]!.keys.filter((k) => k.name === 'two')).toEqual([]);
     expect(await validates('repl-production', uuid, 'two', oldTwo)).toBe(false);
-  }, 90_000);
+  }, patient(90_000));
 
   it('stops issuing at the first failed store write', async () => {
     const dir = await project('store-breaks', manyKeys('brk', 4, 5));
     const storeFile = path.join(dir, '.kms-sync', 'secrets.sops.yaml');
     // Everything but the keys first, and one key so that the store file exists.
-    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve', '-target=kms_key.k["c0-k0"]'), 'apply one key');
+    expectOk(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve', '-target=kms_key.k["c0-k0"]'), 'apply one key');
     const child = spawn(TERRAFORM!, ['apply', '-input=false', '-no-color', '-auto-approve', '-parallelism=2'], {
       cwd: dir, env: { ...terraform.env, KMS_SYNC_TEST_PAUSE: 'after-store:150' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -328,8 +321,7 @@ resource "kms_key" "two" {
     child.stdout.on('data', (b: Buffer) => { output += b.toString(); });
     child.stderr.on('data', (b: Buffer) => { output += b.toString(); });
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const end = Date.now() + 40_000;
-    while (liveKeyCount('brk') < 4 && Date.now() < end) await sleep(5);
+    await waitFor(() => liveKeyCount('brk') >= 4, 40_000);
     // The store becomes unwritable: the file's place is taken by a folder.
     renameSync(storeFile, `${storeFile}.aside`);
     mkdirSync(storeFile);
@@ -348,5 +340,5 @@ resource "kms_key" "two" {
     // The next apply flushes the journal, then converges.
     await applyUntilDone(dir);
     await expectOneHeldKeyEach(dir, 'brk', 4, 5);
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -19,6 +19,7 @@ import { RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js'
 import { COOKIE, startProvider } from './harness.js';
 import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
 import { skipTest, skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 const PLATFORM = 'linux_amd64';
@@ -60,7 +61,7 @@ beforeAll(async () => {
   noNodeBin = path.join(root, 'bin');
   mkdirSync(noNodeBin);
   if (TERRAFORM) symlinkSync(TERRAFORM, path.join(noNodeBin, 'terraform'));
-}, 300_000);
+}, patient(300_000));
 
 afterAll(() => {
   if (root) rmSync(root, { recursive: true, force: true });
@@ -162,5 +163,5 @@ describe.skipIf(skipWhen(HERE && !TERRAFORM, `test/provider/package.test.ts (ter
     } finally {
       await emu.close();
     }
-  }, 300_000);
+  }, patient(300_000));
 });

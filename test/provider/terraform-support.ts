@@ -1,28 +1,16 @@
 // Running the real terraform (or tofu) binary against the built provider, offline: the provider
-// is served from a filesystem mirror (a wrapper script named as Terraform expects), the CLI
-// configuration points at it, and nothing reaches a registry. Shared by the terraform and CDKTF
-// end-to-end tests; both skip loudly when neither binary is on PATH.
-import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { writeFileSync } from 'node:fs';
+// is served from a filesystem mirror (test/support/terraform-offline.js, which the bench shares),
+// and nothing reaches a registry. Shared by the terraform and CDKTF end-to-end tests; both skip
+// loudly when neither binary is on PATH.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { decryptSops } from 'sops-age';
+import { expect } from 'vitest';
+import { findTerraform, mirrorProvider, offlineTerraformEnv, onPath, PROVIDER_VERSION } from '../support/terraform-offline.js';
 import { PROVIDER_BIN } from './harness.js';
 
-export const PROVIDER_VERSION = '0.1.0';
-
-/** The path of `bin` on PATH, or undefined. */
-export function onPath(bin: 'terraform' | 'tofu'): string | undefined {
-  try {
-    return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
-  } catch {
-    return undefined; // not there
-  }
-}
-
-function findTerraform(): string | undefined {
-  return onPath('terraform') ?? onPath('tofu');
-}
+export { mirrorProvider, onPath, PROVIDER_VERSION };
 
 /** The terraform (or tofu) binary on PATH, or undefined: `describe.skipIf(skipWhen(!bin, `${file}: ${NO_TERRAFORM}`))`. */
 export function terraformOrSkip(): string | undefined {
@@ -40,45 +28,38 @@ export interface OfflineTerraform {
   /** Every stdout and stderr so far, for "no raw key was ever printed". */
   outputs: string[];
   run(cwd: string, args: string[], extraEnv?: NodeJS.ProcessEnv): Promise<Run>;
+  /** A new working directory `name` under the root with these files, `terraform init`ed (fails the test if init does). */
+  init(name: string, files: Record<string, string>): Promise<string>;
 }
+
+/** Fails the test, with terraform's output, unless the run exited 0. */
+export const expectOk = (r: Run, what: string): void => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 
 /**
  * Puts the provider into a filesystem mirror under `root` and returns a runner whose CLI
  * configuration installs it from there (HOME is `root`: no ~/.terraformrc of the machine).
  */
 export function offlineTerraform(bin: string, root: string, service: { url: string; apiKey: string }): OfflineTerraform {
-  const mirror = path.join(root, 'mirror');
-  mirrorProvider(mirror, { namespace: 'kms-sync', type: 'kms', version: PROVIDER_VERSION }, PROVIDER_BIN);
-  const cliConfig = path.join(root, 'terraform.rc');
-  writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-    KMS_API_URL: service.url, KMS_API_KEY: service.apiKey, SOPS_AGE_KEY_FILE: path.join(root, 'age', 'keys.txt'),
-  };
+  const env: NodeJS.ProcessEnv = offlineTerraformEnv({ root, providerBin: PROVIDER_BIN, service });
   const outputs: string[] = [];
+  const run = (cwd: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}) => new Promise<Run>((resolve) => {
+    execFile(bin, args, { cwd, env: { ...env, ...extraEnv }, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
+      outputs.push(stdout, stderr);
+      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
   return {
     env,
     outputs,
-    run: (cwd, args, extraEnv = {}) => new Promise((resolve) => {
-      execFile(bin, args, { cwd, env: { ...env, ...extraEnv }, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
-        outputs.push(stdout, stderr);
-        resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      });
-    }),
+    run,
+    init: async (name, files) => {
+      const dir = path.join(root, name);
+      mkdirSync(dir, { recursive: true });
+      for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
+      expectOk(await run(dir, ['init', '-input=false', '-no-color']), `terraform init in ${name}`);
+      return dir;
+    },
   };
-}
-
-/**
- * A provider served by Node from a script, in a filesystem mirror under both registries' names
- * (OpenTofu reads `<ns>/<type>` as registry.opentofu.org's, Terraform as registry.terraform.io's).
- */
-export function mirrorProvider(mirror: string, p: { namespace: string; type: string; version: string }, script: string): void {
-  for (const host of ['registry.terraform.io', 'registry.opentofu.org']) {
-    const wrapper = path.join(mirror, host, p.namespace, p.type, p.version, 'linux_amd64', `terraform-provider-${p.type}_v${p.version}`);
-    mkdirSync(path.dirname(wrapper), { recursive: true });
-    writeFileSync(wrapper, `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
-    chmodSync(wrapper, 0o755);
-  }
 }
 
 /**

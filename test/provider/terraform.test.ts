@@ -4,14 +4,14 @@
 // in the journal, replaced by the next apply). The state, the plan output and every output hold
 // no raw key; the secret store does. Without terraform on PATH these tests are skipped, and say so.
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
-import { decryptStore, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
 import { skipWhen } from '../support/skip.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 
@@ -23,16 +23,6 @@ let terraform: OfflineTerraform;
 
 const tf = (cwd: string, ...args: string[]): Promise<Run> => terraform.run(cwd, args);
 
-const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
-
-/** A working directory with the given files and an initialised provider. */
-async function project(name: string, files: Record<string, string>): Promise<string> {
-  const dir = path.join(root, name);
-  mkdirSync(dir, { recursive: true });
-  for (const [f, text] of Object.entries(files)) writeFileSync(path.join(dir, f), text);
-  ok(await tf(dir, 'init', '-input=false', '-no-color'), `init ${name}`);
-  return dir;
-}
 
 const api = (method: string, route: string, body?: unknown) =>
   fetch(`${emu.url}${route}`, { method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
@@ -48,8 +38,8 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     main = path.join(root, 'main');
     mkdirSync(main);
     cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(main, 'main.tf'));
-    ok(await tf(main, 'init', '-input=false', '-no-color'), 'init');
-  }, 120_000);
+    expectOk(await tf(main, 'init', '-input=false', '-no-color'), 'init');
+  }, patient(120_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -60,17 +50,17 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     const plan = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode', '-out=tfplan');
     expect(plan.code, plan.stderr).toBe(2);
     expect(plan.stdout).toMatch(/Plan: 6 to add, 0 to change, 0 to destroy/);
-    ok(await tf(main, 'apply', '-input=false', '-no-color', 'tfplan'), 'apply');
+    expectOk(await tf(main, 'apply', '-input=false', '-no-color', 'tfplan'), 'apply');
     const again = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
     expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
     expect(again.stdout).toMatch(/No changes/);
-  }, 120_000);
+  }, patient(120_000));
 
   it('keeps the raw key out of the state and the outputs, and in the store', async () => {
     const state = readFileSync(path.join(main, 'terraform.tfstate'), 'utf8');
     expect(state).not.toMatch(RAW_KEY_PATTERN);
     const out = await tf(main, 'output', '-json');
-    ok(out, 'output');
+    expectOk(out, 'output');
     const key = JSON.parse(out.stdout).globex_key.value;
     expect(key.prefix).toMatch(/^kmsc_/);
     const store = new SopsFileStore(path.join(main, '.kms-sync', 'secrets.sops.yaml'), { env } as never);
@@ -79,7 +69,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     expect(raw!.startsWith(key.prefix)).toBe(true);
     expect(state).not.toContain(raw!);
     expect(JSON.parse(state).resources.find((r: any) => r.type === 'kms_key').instances[0].attributes.key_id).toBe(key.id);
-  }, 60_000);
+  }, patient(60_000));
 
   it('shows drift made behind its back and repairs it', async () => {
     const state = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8'));
@@ -91,44 +81,44 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     expect(plan.stdout).toMatch(/kms_endpoint\.list_orders will be created/);
     expect(plan.stdout).toMatch(/"192\.168\.0\.0\/16"/);
     expect(plan.stdout).toMatch(/Plan: 1 to add, 1 to change, 0 to destroy/);
-    ok(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (repair)');
+    expectOk(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (repair)');
     expect((await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode')).code).toBe(0);
-  }, 120_000);
+  }, patient(120_000));
 
   it('imports by natural id and generates the configuration', async () => {
     // The example alone in an empty folder: it names the provider's source (else init looks for hashicorp/kms).
     const example = readFileSync(path.join(repoRoot, 'examples', 'terraform', 'import.tf.example'), 'utf8');
     expect(example).toContain(`version = "${VERSION}"`);
-    const adopt = await project('adopt', { 'import.tf': example });
+    const adopt = await terraform.init('adopt', { 'import.tf': example });
     const plan = await tf(adopt, 'plan', '-input=false', '-no-color', '-generate-config-out=generated.tf');
-    ok(plan, 'plan -generate-config-out');
+    expectOk(plan, 'plan -generate-config-out');
     expect(plan.stdout).toMatch(/3 to import/);
     const generated = readFileSync(path.join(adopt, 'generated.tf'), 'utf8');
     expect(generated).toMatch(/resource "kms_client" "globex"/);
     expect(generated).toMatch(/template\s+= "gold"/);
     expect(generated).toMatch(/path\s+= "\/v1\/orders"/);
     expect(generated).not.toMatch(RAW_KEY_PATTERN);
-    ok(await tf(adopt, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (import)');
+    expectOk(await tf(adopt, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (import)');
     expect(readFileSync(path.join(adopt, 'terraform.tfstate'), 'utf8')).toMatch(/"client_uuid"/);
     // The first plan after the import is empty: the generated configuration spells expiry and
     // unset flags as the provider reads them back.
     const after = await tf(adopt, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
     expect(after.code, after.stdout + after.stderr).toBe(0);
     expect(after.stdout).toContain('No changes.');
-  }, 120_000);
+  }, patient(120_000));
 
   it('an import of a key configured by hand plans no change: its expiry spelled as configurations do, auto_rotate off as unset', async () => {
     // A key with an absolute expiry in whole seconds and no auto_rotate, written as people write
     // them; Terraform forgets it, and an import block takes it back with the same configuration.
     const legacy = `resource "kms_key" "legacy" {\n  project_env  = kms_client.globex.project_env\n  client       = kms_client.globex.name\n  name         = "legacy"\n  expires_at   = "2030-01-01T00:00:00Z"\n}\n`;
     writeFileSync(path.join(main, 'legacy.tf'), legacy);
-    ok(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply legacy key');
-    ok(await tf(main, 'state', 'rm', '-no-color', 'kms_key.legacy'), 'state rm');
+    expectOk(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply legacy key');
+    expectOk(await tf(main, 'state', 'rm', '-no-color', 'kms_key.legacy'), 'state rm');
     writeFileSync(path.join(main, 'legacy.tf'), `${legacy}\nimport {\n  to = kms_key.legacy\n  id = "acme-production/globex/legacy"\n}\n`);
     const plan = await tf(main, 'plan', '-input=false', '-no-color');
-    ok(plan, 'plan import');
+    expectOk(plan, 'plan import');
     expect(plan.stdout).toContain('Plan: 1 to import, 0 to add, 0 to change, 0 to destroy.');
-    ok(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply import');
+    expectOk(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply import');
     const state = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8'));
     const attrs = state.resources.find((r: { name: string }) => r.name === 'legacy').instances[0].attributes;
     expect(attrs).toMatchObject({ expires_at: '2030-01-01T00:00:00Z', auto_rotate: null });
@@ -139,21 +129,21 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     const keyId = attrs.key_id;
     writeFileSync(path.join(main, 'legacy.tf'), legacy.replace('  expires_at', '  secret_store = "local"\n  expires_at'));
     const named = await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve');
-    ok(named, 'apply secret_store = "local"');
+    expectOk(named, 'apply secret_store = "local"');
     expect(named.stdout).toContain('Apply complete! Resources: 0 added, 1 changed, 0 destroyed.');
     const after = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8')).resources.find((r: { name: string }) => r.name === 'legacy').instances[0].attributes;
     expect(after).toMatchObject({ key_id: keyId, secret_store: 'local' });
-  }, 120_000);
+  }, patient(120_000));
 
   it('destroys everything it created', async () => {
-    ok(await tf(main, 'destroy', '-input=false', '-no-color', '-auto-approve'), 'destroy');
+    expectOk(await tf(main, 'destroy', '-input=false', '-no-color', '-auto-approve'), 'destroy');
     expect(emu.service.toJSON().projects).toEqual([]);
     expect(existsSync(path.join(main, 'terraform.tfstate'))).toBe(true);
     expect(JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8')).resources).toEqual([]);
-  }, 120_000);
+  }, patient(120_000));
 
   it('fails a key whose store write fails after issuance, keeps it tainted and safe in the journal, and replaces it on the next apply', async () => {
-    const dir = await project('tainted', {
+    const dir = await terraform.init('tainted', {
       'main.tf': `terraform {
   required_providers {
     kms = { source = "kms-sync/kms", version = "${VERSION}" }
@@ -193,8 +183,7 @@ resource "kms_key" "k" {
     emu.addFault({ method: 'PUT', route: '/client/{client_uuid}', mode: 'delay-after-commit', delayMs: 1_000, times: 1 });
     emu.resetCounts();
     const applying = tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve');
-    const end = Date.now() + 60_000;
-    while (!emu.counts()['PUT /client/{client_uuid}'] && Date.now() < end) await sleep(5);
+    await waitFor(() => Boolean(emu.counts()['PUT /client/{client_uuid}']), 60_000);
     mkdirSync(storeFile, { recursive: true });
     writeFileSync(path.join(storeFile, 'x'), 'not a store');
     const failed = await applying;
@@ -209,7 +198,7 @@ resource "kms_key" "k" {
 
     const plan = await tf(dir, 'plan', '-input=false', '-no-color');
     expect(plan.stdout).toMatch(/kms_key\.k is tainted, so must be\s+replaced/);
-    ok(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (replace the tainted key)');
+    expectOk(await tf(dir, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (replace the tainted key)');
     const state = JSON.parse(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8'));
     const replaced = state.resources.find((r: any) => r.type === 'kms_key').instances[0];
     expect(replaced.status).toBeUndefined();
@@ -220,5 +209,5 @@ resource "kms_key" "k" {
     const raw = (await decryptStore(storeFile, env.SOPS_AGE_KEY_FILE!))['taint-production/c1/primary']!;
     expect(raw.startsWith(replaced.attributes.key_prefix)).toBe(true);
     expect(readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8')).not.toContain(raw);
-  }, 180_000);
+  }, patient(180_000));
 });

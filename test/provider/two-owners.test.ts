@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { APPLIED_KEY, OWNER_ID_KEY } from '../../src/model/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
-import { offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 
@@ -23,7 +24,6 @@ let terraform: OfflineTerraform;
 let a: string;
 let b: string;
 
-const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 const tf = (cwd: string, ...args: string[]) => terraform.run(cwd, [...args, '-input=false', '-no-color']);
 
 const HEADER = `terraform {
@@ -187,9 +187,9 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/two-owners.test.ts: ${NO_TER
     for (const [dir, text] of [[a, CONFIG_A], [b, CONFIG_B]] as const) {
       mkdirSync(dir);
       writeFileSync(path.join(dir, 'main.tf'), text);
-      ok(await tf(dir, 'init'), `init ${dir}`);
+      expectOk(await tf(dir, 'init'), `init ${dir}`);
     }
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -198,13 +198,13 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/two-owners.test.ts: ${NO_TER
   });
 
   it('A applies; the markers carry its owner and a digest Terraform never shows', async () => {
-    ok(await tf(a, 'apply', '-auto-approve'), 'apply A');
+    expectOk(await tf(a, 'apply', '-auto-approve'), 'apply A');
     expect(liveClient().metadata).toMatchObject({ team: 'payments', [OWNER_ID_KEY]: 'team-a', [APPLIED_KEY]: expect.stringMatching(/^[0-9a-f]{16}$/) });
     expect(liveEndpoint().metadata).toMatchObject({ [OWNER_ID_KEY]: 'team-a', [APPLIED_KEY]: expect.stringMatching(/^[0-9a-f]{16}$/) });
     const again = await tf(a, 'plan', '-detailed-exitcode');
     expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
     expect(readFileSync(path.join(a, 'terraform.tfstate'), 'utf8')).not.toContain(APPLIED_KEY);
-  }, 120_000);
+  }, patient(120_000));
 
   it('drift of the same desired state: nothing; an edit not applied yet is pending; a change through the API is changed outside', async () => {
     const same = await drift('payments');
@@ -221,14 +221,14 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/two-owners.test.ts: ${NO_TER
     expect(categoriesOf(outside.report, 'client.acme-production/globex')).toEqual(['changed_outside']);
 
     // A applies the edit (and repairs the allow-list): its update records the new digest.
-    ok(await tf(a, 'apply', '-auto-approve', '-var', 'meta=billing'), 'apply A (meta=billing)');
+    expectOk(await tf(a, 'apply', '-auto-approve', '-var', 'meta=billing'), 'apply A (meta=billing)');
     expect(liveClient().ipWhitelist).toEqual(['10.0.0.0/8']);
     const applied = await drift('billing');
     expect(applied.code, JSON.stringify(applied.report.items)).toBe(0);
-  }, 180_000);
+  }, patient(180_000));
 
   it('B may import A\'s objects, but not change them, issue keys on them, create a second one or destroy them', async () => {
-    ok(await tf(b, 'apply', '-auto-approve', '-var', 'meta=billing'), 'apply B (import only)');
+    expectOk(await tf(b, 'apply', '-auto-approve', '-var', 'meta=billing'), 'apply B (import only)');
     const before = JSON.stringify([liveClient(), liveEndpoint()]);
 
     refused(await tf(b, 'apply', '-auto-approve', '-var', 'meta=team-b'), 'team-a');
@@ -242,17 +242,17 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/two-owners.test.ts: ${NO_TER
     expect(JSON.stringify([liveClient(), liveEndpoint()])).toBe(before);
     expect(liveClient().metadata).toMatchObject({ team: 'billing', [OWNER_ID_KEY]: 'team-a' });
     expect(liveClient().keys.map((k: any) => k.name)).toEqual(['primary']);
-  }, 180_000);
+  }, patient(180_000));
 
   it('with take_ownership B claims them; then A is refused, and B can destroy them', async () => {
-    ok(await tf(b, 'apply', '-auto-approve', '-var', 'meta=team-b', '-var', 'take=true'), 'apply B (take_ownership)');
+    expectOk(await tf(b, 'apply', '-auto-approve', '-var', 'meta=team-b', '-var', 'take=true'), 'apply B (take_ownership)');
     expect(liveClient().metadata).toMatchObject({ team: 'team-b', [OWNER_ID_KEY]: 'team-b', [APPLIED_KEY]: expect.stringMatching(/^[0-9a-f]{16}$/) });
 
     refused(await tf(a, 'plan', '-var', 'meta=billing'), 'team-b');
     expect(liveClient().metadata).toMatchObject({ team: 'team-b', [OWNER_ID_KEY]: 'team-b' });
 
-    ok(await tf(b, 'destroy', '-auto-approve', '-var', 'meta=team-b', '-var', 'take=true'), 'destroy B (take_ownership)');
+    expectOk(await tf(b, 'destroy', '-auto-approve', '-var', 'meta=team-b', '-var', 'take=true'), 'destroy B (take_ownership)');
     expect(liveClient()).toBeUndefined();
     expect(liveEndpoint()).toBeUndefined();
-  }, 180_000);
+  }, patient(180_000));
 });

@@ -12,6 +12,7 @@ import { parse } from 'yaml';
 import { repoRoot } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
 import { skipTest } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 type LintResult = { line: number; column: number; message: string; kind: string };
 
@@ -79,7 +80,7 @@ describe('GitHub Action and workflows', () => {
     const r = await new Promise<{ code: number; out: string }>((resolve) => execFile(process.execPath, [path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'validate', '--cdktf-out', 'cdktf.out'], { cwd: ws, env }, (e, o, err) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: `${o}${err}` })));
     expect(r.out).toMatch(/Configuration valid: \d+ file\(s\), [1-9]\d* project/);
     expect(r.code).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 
   it('the composite action is well formed and its steps pass actionlint', async () => {
     expect(action.runs.using).toBe('composite');

@@ -5,6 +5,7 @@ import { AgeKeys } from '../../src/secrets/age-keys.js';
 import { ITERATIONS, crashRounds, startChild } from './crash-helpers.js';
 import { sandbox, type Sandbox } from './helpers.js';
 import { Journal } from '../../src/secrets/journal.js';
+import { patient } from '../support/patience.js';
 
 const ROUNDS = ITERATIONS;
 const WRITERS = 1;
@@ -67,5 +68,5 @@ describe('crash safety under SIGKILL', () => {
     });
     const last = (await journal.pending()).find((e) => e.id === id);
     expect(last?.value).toBe('kmsc_final-journal-value');
-  }, 60_000);
+  }, patient(60_000));
 });

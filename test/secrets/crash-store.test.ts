@@ -6,6 +6,7 @@ import { AgeKeys } from '../../src/secrets/age-keys.js';
 import { ITERATIONS, crashRounds, startChild } from './crash-helpers.js';
 import { sandbox, type Sandbox } from './helpers.js';
 import { SopsFileStore } from '../../src/secrets/sops/file-store.js';
+import { patient } from '../support/patience.js';
 
 // Two concurrent writers per round: kills also land while one waits for the other's lock.
 const ROUNDS = Math.ceil(ITERATIONS / 2);
@@ -55,6 +56,6 @@ describe('crash safety under SIGKILL', () => {
     expect(await store.read('final/c/k')).toBe('kmsc_final-check-value');
     const left = (await fs.readdir(path.dirname(file))).filter((n) => n.includes('.tmp-'));
     expect(left).toEqual([]);
-  }, 60_000);
+  }, patient(60_000));
 
 });

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_exportscope0123456';
 
@@ -55,7 +56,7 @@ beforeAll(async () => {
   env = { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1' };
   const applied = await cli(['apply', '-f', 'team-a', '--auto-approve']);
   expect(applied.code, applied.stdout + applied.stderr).toBe(0);
-}, 60_000);
+}, patient(60_000));
 afterAll(async () => {
   await emu?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -108,7 +109,7 @@ describe('export of part of a project', () => {
     expect(JSON.stringify(projects)).not.toContain('"duo-production"');
     // Back as it was, for the next scenario.
     expect((await cli(['apply', '-f', 'team-a', '--auto-approve'])).code).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 
   it('the export of every environment of the project still defines it, and plans no changes', async () => {
     const exp = await cli(['export', '--env', 'duo-production', '--env', 'duo-staging', '-o', 'all/kms.yaml']);
@@ -121,7 +122,7 @@ describe('export of part of a project', () => {
     expect(plan.resource_changes).toEqual([]);
     expect(plan.target.environments).toEqual(['duo-production', 'duo-staging']);
     expect(plan.target.projects).toEqual(['duo']);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a plan that would create an environment of an external project that does not exist stops, saying so', async () => {
     write('ghost/kms.yaml', `apiVersion: kms-sync/v1
@@ -140,5 +141,5 @@ projects:
     write('ghost/kms.yaml', readFileSync(path.join(dir, 'ghost', 'kms.yaml'), 'utf8').replace(/ghost/g, 'duo').replace('production', 'preview'));
     const plan = JSON.parse((await cli(['plan', '-f', 'ghost', '--json'])).stdout) as { resource_changes: { address: string; change: { action: string } }[] };
     expect(plan.resource_changes.map((c) => [c.address, c.change.action])).toEqual([['env.duo-preview', 'create']]);
-  }, 60_000);
+  }, patient(60_000));
 });

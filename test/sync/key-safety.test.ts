@@ -10,6 +10,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { allOutput, cliPath, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const API_KEY = 'sk_test_keysafety0123456789';
 const config = (clients: string[], keys = '[{ name: main }]') => `apiVersion: kms-sync/v1
@@ -75,7 +76,7 @@ describe('key safety', () => {
     // The store breaks after the first key-issuing request reached the service.
     emu.addFault({ method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 1500 });
     const run = cli(['apply', '-f', 'config', '--auto-approve']);
-    for (let i = 0; i < 400 && (emu.counts()['POST /client'] ?? 0) < 2; i++) await new Promise((ok) => setTimeout(ok, 10));
+    expect(await waitFor(() => (emu.counts()['POST /client'] ?? 0) >= 2, 30_000), 'the second key-issuing request reached the service').toBe(true);
     renameSync(storeFile(), `${storeFile()}.aside`);
     mkdirSync(storeFile());
     const first = await run;
@@ -96,7 +97,7 @@ describe('key safety', () => {
     emu.addFault({ method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 3000 });
     const child = spawn(process.execPath, [cliPath, 'apply', '-f', 'config', '--auto-approve'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env }, stdio: 'ignore' });
     const before = emu.counts()['POST /client'] ?? 0;
-    for (let i = 0; i < 200 && (emu.counts()['POST /client'] ?? 0) === before; i++) await new Promise((ok) => setTimeout(ok, 20));
+    expect(await waitFor(() => (emu.counts()['POST /client'] ?? 0) !== before, 30_000), 'the key-issuing request reached the service').toBe(true);
     await new Promise((ok) => setTimeout(ok, 300));
     child.kill('SIGKILL');
     await new Promise((ok) => child.on('exit', ok));
@@ -156,7 +157,7 @@ describe('key safety', () => {
     let text = '';
     child.stdout!.on('data', (d) => { text += d; });
     child.stderr!.on('data', (d) => { text += d; });
-    for (let i = 0; i < 500 && (emu.counts()['PUT /client/{client_uuid}'] ?? 0) < 2; i++) await new Promise((ok) => setTimeout(ok, 20));
+    expect(await waitFor(() => (emu.counts()['PUT /client/{client_uuid}'] ?? 0) >= 2, 30_000), 'two key-issuing updates reached the service').toBe(true);
     child.kill('SIGINT');
     const code = await exited;
     allOutput.push(text);
@@ -169,5 +170,5 @@ describe('key safety', () => {
     const r = await cli(['apply', '-f', 'config', '--auto-approve']);
     expect(r.code, r.stdout + r.stderr).toBe(0);
     await everyKeyStored();
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { allOutput, cliPath, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const TEST_KEY = 'sk_test_pendingrevokes01234';
 const LIVE_KEY = 'sk_live_pendingrevokes01234';
@@ -61,11 +62,10 @@ describe('pending revokes', () => {
     const oldRaw = await store().read('pr-production/a/main');
     const trace = path.join(dir, 'trace');
     const child = spawn(process.execPath, [cliPath, 'rotate', '-f', 'config', '--key', 'key.pr-production/a/main', '--revoke-old', '--auto-approve'], {
-      cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env, KMS_SYNC_TEST_TRACE: trace, KMS_SYNC_TEST_PAUSE: 'before-revoke:5000' }, stdio: 'ignore',
+      cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env, KMS_SYNC_TEST_TRACE: trace, KMS_SYNC_TEST_PAUSE: `before-revoke:${patient(5000)}` }, stdio: 'ignore',
     });
     const reached = () => { try { return readFileSync(trace, 'utf8').includes('before-revoke'); } catch { return false; } };
-    for (let i = 0; i < 300 && !reached(); i++) await new Promise((ok) => setTimeout(ok, 20));
-    expect(reached()).toBe(true);
+    expect(await waitFor(reached, 30_000)).toBe(true);
     child.kill('SIGKILL');
     await new Promise((ok) => child.on('exit', ok));
     // The old key is still live, and the store holds the new one: the old raw value is gone.
@@ -88,7 +88,7 @@ describe('pending revokes', () => {
     expect(await validates(emu, TEST_KEY, after, await store().read('pr-production/a/main'))).toBe(true);
     const again = await cli(['plan', '-f', 'config', '--detailed-exitcode']);
     expect(again.code, again.stdout).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 
   it('rotate --revoke-old killed before its response arrived: the next apply re-issues the lost key and revokes both older ones', async () => {
     const emu = emus[0]!;
@@ -101,7 +101,7 @@ describe('pending revokes', () => {
       cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env }, stdio: 'ignore',
     });
     // The service committed the new key; its response never reaches the process.
-    for (let i = 0; i < 300 && (await clientsOf(emu, TEST_KEY))[0].keys.length < 2; i++) await new Promise((ok) => setTimeout(ok, 20));
+    expect(await waitFor(async () => (await clientsOf(emu, TEST_KEY))[0].keys.length >= 2, 30_000), 'the service committed the new key').toBe(true);
     child.kill('SIGKILL');
     await new Promise((ok) => child.on('exit', ok));
     const lost = (await clientsOf(emu, TEST_KEY))[0].keys.find((k: any) => k.id !== old.id);
@@ -116,7 +116,7 @@ describe('pending revokes', () => {
     expect(await validates(emu, TEST_KEY, a, oldRaw)).toBe(false);
     expect(await validates(emu, TEST_KEY, a, await store().read('pr-production/a/main'))).toBe(true);
     expect((await cli(['plan', '-f', 'config', '--detailed-exitcode'])).code).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 
   it('rotate --revoke-old whose response was lost and settled by re-reading, then killed (issue 40): the superseded generation is revoked, never given the 7-day overlap', async () => {
     const emu = emus[0]!;
@@ -139,7 +139,7 @@ describe('pending revokes', () => {
     const points = () => { try { return readFileSync(trace, 'utf8').split('\n').map((l) => l.split(' ')[0]); } catch { return []; } };
     // Three issue-sent (a, b, a's re-issue) and b's after-journal.
     const ready = () => points().filter((p) => p === 'issue-sent').length >= 3 && points().includes('after-journal');
-    for (let i = 0; i < 1000 && !ready(); i++) await new Promise((ok) => setTimeout(ok, 20));
+    await waitFor(ready, 30_000);
     expect(points()).toEqual(expect.arrayContaining(['issue-sent', 'after-journal']));
     expect(ready(), points().join(' ')).toBe(true);
     child.kill('SIGKILL');
@@ -167,7 +167,7 @@ describe('pending revokes', () => {
     expect(afterA.keys.map((k: any) => k.id)).not.toContain(lostA.id);
     expect(await validates(emu, TEST_KEY, afterA, oldRawA)).toBe(false);
     expect((await cli(['plan', '-f', 'config', '--detailed-exitcode'])).code).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 
   it('one folder applied to two services: the second refuses before writing anything, and the first keeps its raw keys', async () => {
     const staging = emus[0]!;
@@ -188,5 +188,5 @@ describe('pending revokes', () => {
     const prodStore = new SopsFileStore(path.join(dir, 'config', '.kms-sync', 'secrets.production.sops.yaml'), { env });
     for (const c of await clientsOf(production, LIVE_KEY)) expect(await validates(production, LIVE_KEY, c, await prodStore.read(`pr-production/${c.name}/main`))).toBe(true);
     for (const c of await clientsOf(staging, TEST_KEY)) expect(await validates(staging, TEST_KEY, c, await store().read(`pr-production/${c.name}/main`))).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import { startEmulator, type EmulatorOptions, type RunningEmulator } from '../../src/emulator/index.js';
 import { checkInvariant, configYaml, Emulator, printedSecrets, readSopsStore, rng, workspace, type DesiredClient } from '../crash/lib.js';
 import { cliPath } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_writefailures00000';
 const PROJECTS = ['red', 'green', 'blue', 'teal'];
@@ -77,7 +78,7 @@ it('a 503 on a key-issuing create is settled by re-reading, never a blind retry,
   expect(r.out).not.toMatch(/retrying POST \/client/);
   expect(r.out).toContain('created again after a lost response (the first attempt had not taken effect)');
   await expectConvergedNoKeyLost();
-}, 60_000);
+}, patient(60_000));
 
 it('a 429 on a key-issuing create is retried like a read (throttled: not processed)', async () => {
   emu.addFault({ method: 'POST', route: '/client', mode: '429', times: 1, retryAfterSeconds: 0 });
@@ -86,7 +87,7 @@ it('a 429 on a key-issuing create is retried like a read (throttled: not process
   expect(r.out).toMatch(/retrying POST \/client in \d+ ms \(attempt 1: 429/);
   expect(r.out).not.toMatch(/response was lost|outcome unknown/);
   await expectConvergedNoKeyLost();
-}, 60_000);
+}, patient(60_000));
 
 it('a lost answer to a project create is re-read, not a failure; so is a lost answer to the run lock', async () => {
   // The first POST /endpoint is the run lock's record; the first POST /project the first project.
@@ -97,7 +98,7 @@ it('a lost answer to a project create is re-read, not a failure; so is a lost an
   expect(r.out).toContain('created; the response was lost and the project was re-read');
   expect(r.out).not.toMatch(/outcome unknown/);
   await expectConvergedNoKeyLost();
-}, 60_000);
+}, patient(60_000));
 
 it('the run lock cannot be taken: the message says it is about the run lock', async () => {
   await cli(['apply', '-f', cfgDir, '--auto-approve']);
@@ -105,7 +106,7 @@ it('the run lock cannot be taken: the message says it is about the run lock', as
   const r = await cli(['apply', '-f', cfgDir, '--auto-approve']);
   expect(r.code, r.out).toBe(1);
   expect(r.out).toMatch(/^Error: could not take the run lock of blue-production: 5 attempts to create its record went unanswered; nothing was changed/m);
-}, 60_000);
+}, patient(60_000));
 
 it('"run again" only where it helps: a store that cannot be written is to be fixed first', async () => {
   mkdirSync(path.join(cfgDir, '.kms-sync'), { recursive: true });
@@ -117,7 +118,7 @@ it('"run again" only where it helps: a store that cannot be written is to be fix
   expect(r.out).not.toMatch(/part-way/);
   expect(r.out).toContain('Fix what is reported above first');
   expect(r.out).not.toContain('Run kms-sync apply again to converge');
-}, 60_000);
+}, patient(60_000));
 
 it('--error-rate 0.3 with lost answers: each apply converges or exits 3 listing what is unresolved; never 1 for an unknown outcome; no key lost', async () => {
   await emu.close();
@@ -138,4 +139,4 @@ it('--error-rate 0.3 with lost answers: each apply converges or exits 3 listing 
   }
   expect(codes.at(-1), codes.join(',')).toBe(0);
   await expectConvergedNoKeyLost();
-}, 240_000);
+}, patient(240_000));

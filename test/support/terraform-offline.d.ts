@@ -1,0 +1,10 @@
+// Types of terraform-offline.js (plain JavaScript: the bench runs it with plain node).
+export declare const PROVIDER_VERSION: string;
+export declare function findTerraform(): string | undefined;
+export declare function offlineTerraformEnv(o: {
+  root: string;
+  providerBin: string;
+  service: { url: string; apiKey: string };
+  ageKeyFile?: string;
+  extra?: Record<string, string>;
+}): Record<string, string | undefined>;
