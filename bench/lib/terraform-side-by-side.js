@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findTerraform, offlineTerraformEnv, PROVIDER_VERSION as VERSION } from '../../test/support/terraform-offline.js';
+import { findTerraform, HCL_REQUIRED_PROVIDER, hclProjectEnvironment, offlineTerraformEnv } from '../../test/support/terraform-offline.js';
 
 export { findTerraform };
 
@@ -36,23 +36,11 @@ export async function terraformSideBySide({ bin, dir, providerBin, service, clie
   for (let i = 0; i < clients; i++) {
     resources.push(`resource "kms_client" "c${i}" {\n  project_env = kms_environment.e.project_env\n  name        = "c${i}"\n  template    = kms_template.t.name\n}\n`);
   }
-  writeFileSync(path.join(kms, 'main.tf'), `terraform {
-  required_providers {
-    kms = { source = "kms-sync/kms", version = "${VERSION}" }
-  }
-}
+  writeFileSync(path.join(kms, 'main.tf'), `${HCL_REQUIRED_PROVIDER}
 provider "kms" {
   owner = "${owner}"
 }
-resource "kms_project" "p" {
-  slug = "tfbench"
-  name = "TF bench"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "production"
-  url     = "https://tfbench.example"
-}
+${hclProjectEnvironment({ slug: 'tfbench', name: 'TF bench', type: 'production', url: 'https://tfbench.example' })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "std"

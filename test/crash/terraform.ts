@@ -14,7 +14,7 @@ import {
   AIMS, aimAndKill, aimEnv, aimFaults, checkInvariant, newFigures, problemKey, printedSecrets, processesUnder, PROVIDER_BIN, readSopsStore, rng, sleep, spawnProc, waitFor, workspace,
   type Aim, type Emulator, type Figures, type KillWindow,
 } from './lib.js';
-import { findTerraform, offlineTerraformEnv, PROVIDER_VERSION as VERSION } from '../support/terraform-offline.js';
+import { findTerraform, HCL_REQUIRED_PROVIDER, hclProjectEnvironment, offlineTerraformEnv } from '../support/terraform-offline.js';
 
 const API_KEY = 'sk_test_crashterraform000000000';
 const ENV = 'tfcrash-production';
@@ -29,21 +29,9 @@ export { findTerraform };
 export const SKIP_MESSAGE = 'SKIPPED: the Terraform crash scenarios: neither terraform nor tofu is on PATH (the apply/rotate campaign and the other scenarios still ran)';
 
 function mainTf(keys: Set<string>): string {
-  const out = [`terraform {
-  required_providers {
-    kms = { source = "kms-sync/kms", version = "${VERSION}" }
-  }
-}
+  const out = [`${HCL_REQUIRED_PROVIDER}
 provider "kms" {}
-resource "kms_project" "p" {
-  slug = "tfcrash"
-  name = "TF crash"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "production"
-  url     = "https://api.tfcrash.example"
-}
+${hclProjectEnvironment({ slug: 'tfcrash', name: 'TF crash', type: 'production', url: 'https://api.tfcrash.example' })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "std"

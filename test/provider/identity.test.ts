@@ -16,7 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
-import { decryptStore, expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, expectOk, offlineTerraform, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { HCL_REQUIRED_PROVIDER, hclProjectEnvironment } from '../support/terraform-offline.js';
 import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
@@ -31,11 +32,7 @@ let y: string;
 const flat = (r: Run) => `${r.stdout}\n${r.stderr}`.replace(/\s*│\s*/g, ' ').replace(/\s+/g, ' ');
 const tf = (cwd: string, ...args: string[]) => terraform.run(cwd, [...args, '-input=false', '-no-color']);
 
-const HEADER = `terraform {
-  required_providers {
-    kms = { source = "kms-sync/kms", version = "${VERSION}" }
-  }
-}
+const HEADER = `${HCL_REQUIRED_PROVIDER}
 `;
 
 /** X: the project, its environment, a template, an endpoint, two clients with keys. */
@@ -43,15 +40,7 @@ const CONFIG_X = `${HEADER}
 provider "kms" {
   owner = "team-x"
 }
-resource "kms_project" "p" {
-  slug = "shared3"
-  name = "Shared 3"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "production"
-  url     = "https://api.shared3.example"
-}
+${hclProjectEnvironment({ slug: 'shared3', name: 'Shared 3', type: 'production', url: 'https://api.shared3.example' })}
 resource "kms_template" "gold" {
   project_env    = kms_environment.e.project_env
   name           = "gold"
@@ -294,15 +283,7 @@ const configZ = (ttl: string, extra = '') => `${HEADER}
 provider "kms" {
   owner = "team-z"
 }
-resource "kms_project" "p" {
-  slug = "solo"
-  name = "Solo"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "staging"
-  url     = "https://solo.example"
-}
+${hclProjectEnvironment({ slug: 'solo', name: 'Solo', type: 'staging', url: 'https://solo.example' })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "std"

@@ -12,6 +12,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { RAW_KEY_PATTERN, workspace } from '../support/cli.js';
 import { PROVIDER_BIN } from './harness.js';
 import { decryptStore, expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform } from './terraform-support.js';
+import { HCL_REQUIRED_PROVIDER, hclProjectEnvironment } from '../support/terraform-offline.js';
 import { skipWhen } from '../support/skip.js';
 import { patient, waitFor } from '../support/patience.js';
 
@@ -26,26 +27,14 @@ const printed: string[] = [];
 
 const tf = (cwd: string, ...args: string[]) => terraform.run(cwd, args);
 
-const header = `terraform {
-  required_providers {
-    kms = { source = "kms-sync/kms", version = "${VERSION}" }
-  }
-}
+const header = `${HCL_REQUIRED_PROVIDER}
 provider "kms" {}
 `;
 
 /** A project, an environment, a template, `clients` clients with `keys` keys each. */
 function manyKeys(slug: string, clients: number, keys: number, keyExtra = ''): string {
   return `${header}
-resource "kms_project" "p" {
-  slug = "${slug}"
-  name = "${slug}"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "production"
-  url     = "https://api.${slug}.example"
-}
+${hclProjectEnvironment({ slug: slug, name: slug, type: 'production', url: `https://api.${slug}.example` })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "std"

@@ -10,6 +10,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { SopsFileStore } from '../../src/secrets/index.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { decryptStore, expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { HCL_REQUIRED_PROVIDER, hclProjectEnvironment } from '../support/terraform-offline.js';
 import { skipWhen } from '../support/skip.js';
 import { patient, waitFor } from '../support/patience.js';
 
@@ -144,21 +145,9 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
 
   it('fails a key whose store write fails after issuance, keeps it tainted and safe in the journal, and replaces it on the next apply', async () => {
     const dir = await terraform.init('tainted', {
-      'main.tf': `terraform {
-  required_providers {
-    kms = { source = "kms-sync/kms", version = "${VERSION}" }
-  }
-}
+      'main.tf': `${HCL_REQUIRED_PROVIDER}
 provider "kms" {}
-resource "kms_project" "p" {
-  slug = "taint"
-  name = "Taint"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "production"
-  url     = "https://api.taint.example"
-}
+${hclProjectEnvironment({ slug: 'taint', name: 'Taint', type: 'production', url: 'https://api.taint.example' })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "std"

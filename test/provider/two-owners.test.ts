@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { APPLIED_KEY, OWNER_ID_KEY } from '../../src/model/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
-import { expectOk, offlineTerraform, PROVIDER_VERSION as VERSION, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { expectOk, offlineTerraform, NO_TERRAFORM, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { HCL_REQUIRED_PROVIDER, hclProjectEnvironment } from '../support/terraform-offline.js';
 import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
@@ -26,11 +27,7 @@ let b: string;
 
 const tf = (cwd: string, ...args: string[]) => terraform.run(cwd, [...args, '-input=false', '-no-color']);
 
-const HEADER = `terraform {
-  required_providers {
-    kms = { source = "kms-sync/kms", version = "${VERSION}" }
-  }
-}
+const HEADER = `${HCL_REQUIRED_PROVIDER}
 variable "meta" {
   type    = string
   default = "payments"
@@ -42,15 +39,7 @@ const CONFIG_A = `${HEADER}
 provider "kms" {
   owner = "team-a"
 }
-resource "kms_project" "p" {
-  slug = "acme"
-  name = "Acme"
-}
-resource "kms_environment" "e" {
-  project = kms_project.p.slug
-  type    = "production"
-  url     = "https://api.acme.example"
-}
+${hclProjectEnvironment({ slug: 'acme', name: 'Acme', type: 'production', url: 'https://api.acme.example' })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "gold"

@@ -8,3 +8,5 @@ export declare function offlineTerraformEnv(o: {
   ageKeyFile?: string;
   extra?: Record<string, string>;
 }): Record<string, string | undefined>;
+export declare const HCL_REQUIRED_PROVIDER: string;
+export declare function hclProjectEnvironment(o: { slug: string; name: string; type: string; url: string }): string;

@@ -43,3 +43,23 @@ export function offlineTerraformEnv({ root, providerBin, service, ageKeyFile = p
     KMS_API_URL: service.url, KMS_API_KEY: service.apiKey, SOPS_AGE_KEY_FILE: ageKeyFile, ...extra,
   };
 }
+
+/** The `terraform { required_providers }` block that names the provider (HCL, no final line break). */
+export const HCL_REQUIRED_PROVIDER = `terraform {
+  required_providers {
+    kms = { source = "kms-sync/kms", version = "${PROVIDER_VERSION}" }
+  }
+}`;
+
+/** A `kms_project "p"` and its `kms_environment "e"` (HCL, no final line break), as most test configurations begin. */
+export function hclProjectEnvironment({ slug, name, type, url }) {
+  return `resource "kms_project" "p" {
+  slug = "${slug}"
+  name = "${name}"
+}
+resource "kms_environment" "e" {
+  project = kms_project.p.slug
+  type    = "${type}"
+  url     = "${url}"
+}`;
+}
