@@ -15,6 +15,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { printedSecrets, Trace, waitFor } from '../crash/lib.js';
 import { agentConfig, fixture, JSON_BODY, startAgent, until, type AgentProc, type ClientSpec, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const CONFIG = 'kms/kms-sync.yaml';
@@ -125,7 +126,7 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
     await until(again, 'alpha out of the inventory', (x) => x.inventory.byKind.client === 2);
     expect(notes().filter((n) => /healed/.test(n))).toHaveLength(2);
     expect(await stop(again)).toBe(0);
-  }, 120_000);
+  }, patient(120_000));
 
   it('deletes approved through the API survive a restart, and are used once', async () => {
     const approvals = path.join(f.stateDir, 'approved-deletes.json');
@@ -149,7 +150,7 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
     // Used up: nothing left to replay.
     expect(JSON.parse(readFileSync(approvals, 'utf8'))).toEqual([]);
     expect(await stop(restarted)).toBe(0);
-  }, 120_000);
+  }, patient(120_000));
 
   it('keys waiting in the journal make it Degraded (condition, metrics, commit status), until they are stored', async () => {
     const store = path.join(f.stateDir, 'store', '.kms-sync', 'secrets.sops.yaml');
@@ -195,7 +196,7 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
       rmSync(`${store}.lock`, { force: true });
       expect(await stop(agent)).toBe(0);
     }
-  }, 180_000);
+  }, patient(180_000));
 
   it('detect: a template edit not applied yet is pending, a change made outside is changed outside (issue 39 item 4)', async () => {
     const edited = agentConfig([{ name: 'beta', keys: ['primary'] }, { name: 'epsilon', keys: ['primary'] }]).replace('rateLimitDay: 100000', 'rateLimitDay: 5000');
@@ -208,5 +209,5 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
     s = await until(agent, 'the outside change reported', (x) => x.drift.filter((d: any) => d.address === 'template.agent-production/std').length === 2);
     expect(s.drift.filter((d: any) => d.address === 'template.agent-production/std').map((d: any) => d.category).sort()).toEqual(['changed_outside', 'pending']);
     expect(await stop(agent)).toBe(0);
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -11,6 +11,7 @@ import { resourceTypes } from '../../src/provider/resources/index.js';
 import { repoRoot, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
 import { NO_TERRAFORM, offlineTerraform, terraformOrSkip } from '../provider/terraform-support.js';
+import { patient } from '../support/patience.js';
 
 const schema = readSchema();
 
@@ -66,5 +67,5 @@ describe('provider pages in the registry layout', () => {
       if (v.code !== 0) problems.push(`examples/terraform/${example}: ${v.stderr || v.stdout}`);
     }
     expect(problems).toEqual([]);
-  }, 120_000);
+  }, patient(120_000));
 });

@@ -13,6 +13,7 @@ import { createProvider } from '../../src/provider/provider.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { Core, dyn, errors, mp, startProvider, unmp, type Diagnostic, type ProviderProcess } from './harness.js';
 import { decryptStore } from './terraform-support.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_ephemeral0123456789';
 const ENV = 'acme-production';
@@ -56,7 +57,7 @@ beforeAll(async () => {
   await core.converge('kms_template', null, { project_env: ENV, name: 'gold', rate_limit_day: 1000 });
   await core.converge('kms_client', null, { project_env: ENV, name: 'globex', template: 'gold' });
   keyState = (await core.converge('kms_key', null, { project_env: ENV, client: 'globex', name: 'primary', ttl: '30d' }))!;
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   await p?.shutdown();

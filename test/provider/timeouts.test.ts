@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { repoRoot, workspace } from '../support/cli.js';
 import { Core, dyn, errors, mp, startProvider, stepsOf, type ProviderProcess } from './harness.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_timeouts0123456789';
 const ENV = 'acme-production';
@@ -31,7 +32,7 @@ beforeAll(async () => {
   await core.converge('kms_project', null, { slug: 'acme', name: 'Acme' });
   await core.converge('kms_environment', null, { project: 'acme', type: 'production', url: 'https://api.acme.example' });
   template = (await core.converge('kms_template', null, { project_env: ENV, name: 'gold', rate_limit_day: 1000 }))!;
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   proc?.kill();
@@ -69,7 +70,7 @@ describe('timeouts blocks', () => {
     } finally {
       emu.clearFaults();
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('a refresh past timeouts.read fails with "Timed out"; without the block the same refresh waits and succeeds', async () => {
     const state = (await core.converge('kms_client', null, { project_env: ENV, name: 'r', template: 'gold', timeouts: limits({ read: '300ms' }) }))!;
@@ -84,7 +85,7 @@ describe('timeouts blocks', () => {
     } finally {
       emu.clearFaults();
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('a change of the timeouts block alone is an update of the state only: no request', async () => {
     const config = core.config('kms_client', { project_env: ENV, name: 't', template: 'gold' });
@@ -100,5 +101,5 @@ describe('timeouts blocks', () => {
     expect(applied.state).toMatchObject({ timeouts: limits({ update: '5m' }), client_uuid: prior.client_uuid });
     expect(JSON.stringify(emu.counts())).toBe(before);
     expect(template.template_id).toBeTruthy();
-  }, 60_000);
+  }, patient(60_000));
 });
