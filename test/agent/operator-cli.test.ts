@@ -167,7 +167,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
       allowing.child.kill('SIGTERM');
       await allowing.exit;
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('the metric table of docs/agent.md is what /metrics serves: families, label names, snake_case values, process_* unprefixed', async () => {
     const doc = readFileSync(path.join(repoRoot, 'docs', 'agent.md'), 'utf8');

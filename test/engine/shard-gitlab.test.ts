@@ -12,6 +12,7 @@ import { cliPath, repoRoot, runCli, workspace } from '../support/cli.js';
 import { randomFleet } from '../support/fleet.js';
 import { startGitLabFake, type GitLabFake } from '../support/gitlab-fake.js';
 import { skipWhen } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_glshard0123456789';
 const TOKEN = 'glpat-' + 'q7W8e9'.repeat(4);
@@ -87,5 +88,5 @@ describe('examples/ci/sharded/.gitlab-ci.yml', () => {
       expect(timeless(gl.notes[0]!.body)).toBe(timeless(whole.stdout));
       const artifact = path.join(dir, '.gitlab-ci-local', 'artifacts', 'report', 'plan.md');
       expect(timeless(readFileSync(artifact, 'utf8'))).toBe(timeless(whole.stdout));
-    }, 300_000);
+    }, patient(300_000));
 });

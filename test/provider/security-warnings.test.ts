@@ -11,6 +11,7 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { RAW_KEY_PATTERN, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
 import { NO_TERRAFORM, offlineTerraform, PROVIDER_VERSION, terraformOrSkip, type OfflineTerraform, type Run } from './terraform-support.js';
+import { patient } from '../support/patience.js';
 
 const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_tfsecuritywarnings0123';
@@ -63,7 +64,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/security-warnings.test.ts: $
     mkdirSync(dir);
     writeFileSync(path.join(dir, 'main.tf'), config(local()));
     ok(await terraform.run(dir, ['init', '-input=false', '-no-color']), 'init');
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -87,7 +88,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/security-warnings.test.ts: $
     expect(shown).toContain(`- store audit: new (sops:audit.sops.yaml {"recipients":["${attacker}"]})`);
     expect(shown).toContain(`- store local: + recipient ${attacker} (could decrypt the 1 secret(s) it holds now: apply needs KMS_SYNC_ALLOW_NEW_RECIPIENTS=1)`);
     expect(shown).toContain('- store local: changed from sops:.kms-sync/secrets.sops.yaml to sops:.kms-sync/secrets.sops.yaml {"recipients"');
-  }, 180_000);
+  }, patient(180_000));
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 });
