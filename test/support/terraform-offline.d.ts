@@ -1,6 +1,8 @@
 // Types of terraform-offline.js (plain JavaScript: the bench runs it with plain node).
 export declare const PROVIDER_VERSION: string;
+export declare function onPath(bin: 'terraform' | 'tofu'): string | undefined;
 export declare function findTerraform(): string | undefined;
+export declare function mirrorProvider(mirror: string, p: { namespace: string; type: string; version: string }, script: string): void;
 export declare function offlineTerraformEnv(o: {
   root: string;
   providerBin: string;

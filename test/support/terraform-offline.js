@@ -11,17 +11,31 @@ import path from 'node:path';
 /** The provider's version in the mirror and in every `required_providers` of the tests. */
 export const PROVIDER_VERSION = '0.1.0';
 
+/** The path of `bin` on PATH, or undefined. */
+export function onPath(bin) {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined; // not there
+  }
+}
+
 /** The terraform (or tofu) binary on PATH, or undefined. */
 export function findTerraform() {
-  for (const bin of ['terraform', 'tofu']) {
-    try {
-      const p = execFileSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' }).trim();
-      if (p) return p;
-    } catch {
-      // not there
-    }
+  return onPath('terraform') ?? onPath('tofu');
+}
+
+/**
+ * A provider served by Node from a script, in a filesystem mirror under both registries' names
+ * (OpenTofu reads `<ns>/<type>` as registry.opentofu.org's, Terraform as registry.terraform.io's).
+ */
+export function mirrorProvider(mirror, p, script) {
+  for (const host of ['registry.terraform.io', 'registry.opentofu.org']) {
+    const launcher = path.join(mirror, host, p.namespace, p.type, p.version, 'linux_amd64', `terraform-provider-${p.type}_v${p.version}`);
+    mkdirSync(path.dirname(launcher), { recursive: true });
+    writeFileSync(launcher, `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
+    chmodSync(launcher, 0o755);
   }
-  return undefined;
 }
 
 /**
@@ -32,10 +46,7 @@ export function findTerraform() {
  */
 export function offlineTerraformEnv({ root, providerBin, service, ageKeyFile = path.join(root, 'age', 'keys.txt'), extra = {} }) {
   const mirror = path.join(root, 'mirror');
-  const launcher = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', PROVIDER_VERSION, 'linux_amd64', `terraform-provider-kms_v${PROVIDER_VERSION}`);
-  mkdirSync(path.dirname(launcher), { recursive: true });
-  writeFileSync(launcher, `#!/bin/sh\nexec "${process.execPath}" "${providerBin}" "$@"\n`);
-  chmodSync(launcher, 0o755);
+  mirrorProvider(mirror, { namespace: 'kms-sync', type: 'kms', version: PROVIDER_VERSION }, providerBin);
   const cliConfig = path.join(root, 'terraform.rc');
   writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
   return {
