@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, printedSecrets, repoRoot } from '../crash/lib.js';
 import { agentConfig, fixture, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
 const TOKEN = 'operator-cli-token-0123456789abcdef';
@@ -42,7 +43,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     const closed = `${DAYS[(new Date().getUTCDay() + 3) % 7]} 00:00-01:00`;
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--mode', 'sync', '--sync-window', closed, '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], { KMS_SYNC_UI_TOKEN: TOKEN });
     await until(agentWithToken(), 'the first reconcile', (x) => x.history.length === 1);
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     agent?.child.kill('SIGTERM');
     await agent?.exit;
@@ -86,7 +87,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     const down = await run(['status', '--url', `http://127.0.0.1:${port}`, '--token', `file:${tokenFile}`]);
     expect(down.code).toBe(1);
     expect(down.stderr).toContain(`cannot reach the agent at http://127.0.0.1:${port} (ECONNREFUSED)`);
-  }, 60_000);
+  }, patient(60_000));
 
   it('reconcile waits for the result; --override-sync-window writes in a closed window for that one reconcile only, on record', async () => {
     const plain = await run(['reconcile', ...withToken()]);
@@ -109,7 +110,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     expect(after.code).toBe(0);
     expect(JSON.parse(after.stdout).record.syncWindowOverride).toBeUndefined();
     expect((await f.emu.clients(ENV)).map((c) => c.name)).toEqual(['alpha']);
-  }, 90_000);
+  }, patient(90_000));
 
   it('suspend and resume; reconcile while suspended exits 2', async () => {
     const suspended = await run(['suspend', ...withToken()]);
@@ -123,7 +124,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     const resumed = await run(['resume', ...withToken(), '--json']);
     expect(resumed.code).toBe(0);
     expect(JSON.parse(resumed.stdout)).toEqual({ suspended: false });
-  }, 60_000);
+  }, patient(60_000));
 
   it('an invalid revision: reconcile and status exit 2 and show its own subject, escaped, and its errors at their path in the repository', async () => {
     // A subject that would retitle the terminal and a broken field.
@@ -142,7 +143,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
     expect(s.stdout).toMatch(/^ {14}kms\/kms-sync\.yaml:\d+:\d+: /m);
     const status = await agentWithToken().status();
     expect(status.lastReconcile).toMatchObject({ revision: bad, subject, result: 'invalid' });
-  }, 60_000);
+  }, patient(60_000));
 
   it('an emptied configuration is invalid with advice that fits the agent (--allow-empty), never the last good revision; with --allow-empty it is reconciled and changes nothing', async () => {
     const before = (await agentWithToken().status()).revision.lastGood;
@@ -219,5 +220,5 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
       for (const socket of held) socket.destroy();
       await new Promise((r) => silent.close(r));
     }
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -15,7 +15,8 @@ import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js
 import { zipEntries, zipEntryData } from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
-import { decryptStore, filesUnder, mirrorProvider, offlineTerraform, onPath, type OfflineTerraform, type Run } from './terraform-support.js';
+import { decryptStore, expectOk, filesUnder, mirrorProvider, offlineTerraform, onPath, type OfflineTerraform, type Run } from './terraform-support.js';
+import { patient } from '../support/patience.js';
 
 /** Write-only arguments came with Terraform 1.11 (ephemeral resources with 1.10), to OpenTofu with 1.11. */
 function versionOf(bin: string | undefined): string | undefined {
@@ -64,8 +65,7 @@ for (const { name, bin, version, skip } of BINARIES) describe.skipIf(skipWhen(sk
   let dir: string;
   let terraform: OfflineTerraform;
   const tf = (...args: string[]): Promise<Run> => terraform.run(dir, args);
-  const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
-  /** TF_LOG=TRACE into a file of the run (searched with the rest). */
+    /** TF_LOG=TRACE into a file of the run (searched with the rest). */
   const traced = (log: string, ...args: string[]) => terraform.run(dir, args, { TF_LOG: 'TRACE', TF_LOG_PATH: path.join(root, `${log}.trace.log`) });
 
   beforeAll(async () => {
@@ -82,8 +82,8 @@ for (const { name, bin, version, skip } of BINARIES) describe.skipIf(skipWhen(sk
     expect(recipe).toContain('required_providers {');
     writeFileSync(path.join(dir, 'main.tf'), recipe.replace('required_providers {', SINK_REQUIREMENT));
     writeFileSync(path.join(dir, 'sink.tf'), SINK_TF);
-    ok(await tf('init', '-input=false', '-no-color'), 'init');
-  }, 120_000);
+    expectOk(await tf('init', '-input=false', '-no-color'), 'init');
+  }, patient(120_000));
 
   afterAll(async () => {
     await emu?.close();
@@ -91,20 +91,20 @@ for (const { name, bin, version, skip } of BINARIES) describe.skipIf(skipWhen(sk
 
   it('lists kms_key_secret in `providers schema -json`, its value sensitive', async () => {
     const r = await tf('providers', 'schema', '-json');
-    ok(r, 'providers schema');
+    expectOk(r, 'providers schema');
     // registry.terraform.io/kms-sync/kms (Terraform) or registry.opentofu.org/kms-sync/kms (OpenTofu)
     const all = JSON.parse(r.stdout).provider_schemas as Record<string, any>;
     const schemas = Object.entries(all).find(([address]) => address.endsWith('/kms-sync/kms'))![1];
     expect(schemas.ephemeral_resource_schemas.kms_key_secret.block.attributes.value).toMatchObject({ type: 'string', computed: true, sensitive: true });
-  }, 60_000);
+  }, patient(60_000));
 
   it('delivers the key to the write-only argument, re-plans to no change, and the raw key is in no artefact of the run', async () => {
     const plan = await traced('plan', 'plan', '-input=false', '-no-color', '-out=tfplan');
-    ok(plan, 'plan');
+    expectOk(plan, 'plan');
     expect(plan.stdout).toMatch(/Plan: 6 to add/);
     expect(plan.stdout).toMatch(/value_wo\s+= \(write-only attribute\)/);
     const apply = await traced('apply', 'apply', '-input=false', '-no-color', 'tfplan');
-    ok(apply, 'apply');
+    expectOk(apply, 'apply');
     expect(apply.stdout).toMatch(/ephemeral\.kms_key_secret\.globex_primary: Opening complete/);
 
     // Delivered: the consumer holds exactly the key kms-sync's store holds.
@@ -117,7 +117,7 @@ for (const { name, bin, version, skip } of BINARIES) describe.skipIf(skipWhen(sk
     expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
     expect(again.stdout).toMatch(/No changes/);
     const shows = await Promise.all([tf('show', '-json', 'tfplan'), tf('show', '-json', 'tfplan2'), tf('show', '-json')]);
-    for (const s of shows) ok(s, 'show -json');
+    for (const s of shows) expectOk(s, 'show -json');
     const state = JSON.parse(shows[2]!.stdout).values.root_module.resources as { address: string; values: Record<string, unknown>; sensitive_values: unknown }[];
     expect(state.find((r) => r.address === 'sink_secret.globex_primary')!.values.value_wo).toBeNull();
     expect(state.map((r) => r.address)).not.toContain('ephemeral.kms_key_secret.globex_primary');
@@ -137,12 +137,12 @@ for (const { name, bin, version, skip } of BINARIES) describe.skipIf(skipWhen(sk
     // The project key came from an ephemeral variable: in neither plan nor state.
     const kept = [...planTexts(path.join(dir, 'tfplan')), ...planTexts(path.join(dir, 'tfplan2')), readFileSync(path.join(dir, 'terraform.tfstate'), 'utf8'), ...shows.map((s) => s.stdout)];
     expect(kept.filter((t) => t.includes(API_KEY)).length, 'the project key in a plan or the state').toBe(0);
-  }, 240_000);
+  }, patient(240_000));
 
   it('destroys what it made, opening the secret while the key still exists', async () => {
     const r = await tf('destroy', '-auto-approve', '-input=false', '-no-color');
-    ok(r, 'destroy');
+    expectOk(r, 'destroy');
     expect(r.stdout).toMatch(/Destroy complete! Resources: 6 destroyed/);
     for (const o of terraform.outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
-  }, 120_000);
+  }, patient(120_000));
 });
