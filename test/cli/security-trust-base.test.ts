@@ -17,6 +17,7 @@ import { runCli } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
 import { skipWhen } from '../support/skip.js';
 import { setup, smallConfig } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const run = promisify(execFile);
 const cleanup: (() => unknown)[] = [];
@@ -96,7 +97,7 @@ describe('a pull request cannot hide its security changes by editing the trust r
     expect(blind.stdout).toContain('git fetch --depth=1 origin main:refs/remotes/origin/main');
     expect(blind.stdout).toContain(`store audit: new (${store})`);
     expect(blind.stdout).toContain('reads the environment variable STAGE');
-  }, 90_000);
+  }, patient(90_000));
 });
 
 /** SOPS's AES-256-GCM value (`ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]`) opened with a data key, as any reader would. */
@@ -175,5 +176,5 @@ describe('a recipient removed from a store\'s declaration', () => {
     const named = await cli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main']);
     expect(named.code, named.stdout + named.stderr).toBe(2);
     expect(named.stdout).toContain('the records of the base main cannot be read (');
-  }, 60_000);
+  }, patient(60_000));
 });

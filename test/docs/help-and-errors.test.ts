@@ -70,7 +70,7 @@ describe('--help lists what a command reads from the environment', () => {
     const apply = (await runCli(['apply', '--help'])).stdout;
     for (const name of ['CI ', 'VAULT_TOKEN', 'KMS_SYNC_ENV_ALLOW', 'KMS_SYNC_ALLOW_LOCAL_STORE', 'KMS_SYNC_TARGET']) expect(apply).toContain(name);
     expect(problems).toEqual([]);
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('error messages name their docs', () => {
