@@ -8,6 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_pendingedits0123456';
 const config = (url: string, rate: number, name = 'Mall') => `apiVersion: kms-sync/v1
@@ -69,7 +70,7 @@ describe('drift tells an unapplied edit of a project, environment or template fr
     expect((await run('apply', '--auto-approve')).code).toBe(0);
     const clean = await run('drift', '--json');
     expect(clean.code, clean.stdout).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 
   it('an inventory beside the configuration never claims a resource (a pull request can write it)', async () => {
     // A hand-made client, listed in a planted inventory: still unmanaged, never deleted by apply.
@@ -90,5 +91,5 @@ describe('drift tells an unapplied edit of a project, environment or template fr
     expect((await run('apply', '--auto-approve')).code).toBe(0);
     const live = (await (await fetch(`${emu.url}/client?project_env=mall-production`, { headers: { 'x-api-key': API_KEY } })).json() as any).data.map((c: any) => c.name);
     expect(live).toContain('by-hand');
-  }, 60_000);
+  }, patient(60_000));
 });
