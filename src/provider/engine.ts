@@ -17,6 +17,7 @@ import { isCi, localStoreFile, localStoreOptedIn, ALLOW_LOCAL_STORE_ENV } from '
 import type { AppendOptions } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import type { SecurityChange } from '../plan/types.js';
+import { DeletionGuard } from './deletion-guard.js';
 import { DiagnosticError } from './diagnostics.js';
 import { KEY_PREFIX_LENGTH, uuidOf } from './resources/state.js';
 
@@ -128,7 +129,11 @@ export class Engine {
   /** Projects a kms_project create recorded; the first kms_environment creates them (the API has no project without an environment). */
   readonly pendingProjects = new Map<string, { name: string; description?: string }>();
 
+  /** The deletion guard of the deletes this process plans (deletion-guard.ts). */
+  readonly deletions: DeletionGuard;
+
   constructor(config: ProviderConfig, env: NodeJS.ProcessEnv) {
+    this.deletions = new DeletionGuard(env);
     this.config = config;
     this.api = new KmsClient({ baseUrl: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' });
     this.env = env;

@@ -217,6 +217,8 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
           d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
         }
         if (prior) await guard(rt, prior, null, 'delete');
+        // The deletion guard counts what this plan deletes (a replacement is not a delete).
+        if (prior && engine && !stopping) engine.deletions.countDelete(`${req.type_name}.${String(prior.id)}`);
         return { planned_state: state(null), requires_replace: [] };
       }
       const attrs = (type as ['object', Record<string, CtyType>])[1];

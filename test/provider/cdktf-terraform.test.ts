@@ -147,7 +147,8 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
   }, patient(120_000));
 
   it('refuses to destroy protected resources, and destroys the stack once they are unprotected', async () => {
-    const refused = await tf('destroy', '-auto-approve');
+    // Deletes approved past the deletion guard (tested below): the protection alone refuses.
+    const refused = await terraform.run(stackDir, ['destroy', '-auto-approve', '-input=false', '-no-color'], { KMS_SYNC_APPROVE_DELETES: '1' });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/Protected resource/);
     expect(refused.stderr).toMatch(/kms_client acme-production\/checkout-service is protected/);
@@ -163,7 +164,13 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/cdktf-terraform.test.ts: ${N
     expectOk(unprotect, 'apply (unprotect)');
     expect(unprotect.stdout).toMatch(/Resources: 0 added, 3 changed, 0 destroyed/);
 
-    expectOk(await tf('destroy', '-auto-approve'), 'destroy');
+    // The whole stack is more than the deletion guard lets one plan delete: refused at plan,
+    // nothing deleted, until the operator approves the run from the environment.
+    const guarded = await tf('destroy', '-auto-approve');
+    expect(guarded.code).not.toBe(0);
+    expect(guarded.stderr).toMatch(/Deletion guard/);
+    expect(ofType('kms_key')).toHaveLength(12);
+    expectOk(await terraform.run(stackDir, ['destroy', '-auto-approve', '-input=false', '-no-color'], { KMS_SYNC_MAX_DELETES: '100' }), 'destroy');
     expect(emu.service.toJSON().projects).toEqual([]);
     expect(resources()).toEqual([]);
   }, patient(240_000));

@@ -12,6 +12,7 @@
 // replacement: Terraform then plans a create, which adopts that key.
 import type { WireClient, WireKey } from '../../api/client.js';
 import { canonicalTimestamp, defaultSecretName, ownershipOf, parseTtl, type JsonObject } from '../../model/index.js';
+import { isProtectedLive } from '../../model/ownership.js';
 import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { OrphanKey } from '../../apply/recover.js';
 import type { ChangeAction, Engine } from '../engine.js';
@@ -281,6 +282,8 @@ export const key: ResourceType = {
     const client = (await e.clientOwners(s.project_env)).get(s.client);
     checkClient(e, s, client, action);
     if (action === 'create' && !prior && planned && client) await markHeldKey(e, planned, client);
+    // A key of a protected client is never revoked without the operator's approval (the deletion guard).
+    if (action === 'delete' && client && isProtectedLive(client.metadata as JsonObject | undefined)) e.deletions.protectedKey(`kms_key.${String(s.id)}`, `kms_client ${s.project_env}/${s.client}`);
   },
 
   async create(e, p, d) {
