@@ -2,14 +2,13 @@
 import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { KmsClient } from '../api/client.js';
 import { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
 import { acquireLock, type StateIncarnation } from '../secrets/fsutil.js';
 import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
 import { readLiveState, readLiveStream, type LiveEnvRead, type LiveReadResult, type LiveScope, type LiveStream } from '../live/read.js';
-import { address, credentialKind, emptyLiveState, projectEnvOf, serviceTarget, type DesiredState, type LiveState } from '../model/index.js';
+import { address, credentialKind, emptyLiveState, projectEnvOf, type DesiredState, type LiveState } from '../model/index.js';
 import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
 import { ownedEntries, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
@@ -29,6 +28,8 @@ import { UsageError } from './errors.js';
 import { limitsOf, type LimitFlags } from './config-limits.js';
 import type { FileRules } from '../config/paths.js';
 import { frontEnd } from './front-end.js';
+import { keyCaptureFor } from './key-path.js';
+import { openConnection, type Connection } from './session.js';
 import { safeUrl } from '../report/redact.js';
 import { resolveOwner } from './owner.js';
 import { PolicyError, readOperatorPolicy, type PolicyFlags } from '../config/policy.js';
@@ -167,13 +168,7 @@ export async function loadConfig(
 
 export { credentialKind };
 
-export interface Connection {
-  api: KmsClient;
-  url: string;
-  credential: Plan['target']['credential'];
-  /** Which service this is (model/target.ts): secrets record it, and no target replaces another's. */
-  target: string;
-}
+export type { Connection } from './session.js';
 
 /** The API client from KMS_API_URL / --url and KMS_API_KEY (never a command-line flag). */
 export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>, env: NodeJS.ProcessEnv = process.env, onRetry?: (line: string) => void): Connection {
@@ -191,14 +186,13 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   } catch {
     throw new UsageError(`KMS_API_URL / --url is not a URL: ${JSON.stringify(url)}`);
   }
-  const api = new KmsClient({
-    baseUrl: url, apiKey, parallelism: o.parallelism, ...(o.maxRps ? { maxRps: o.maxRps } : {}), userAgent: 'kms-sync/0.1.0',
+  const conn = openConnection({
+    url, apiKey, parallelism: o.parallelism, ...(o.maxRps ? { maxRps: o.maxRps } : {}), userAgent: 'kms-sync/0.1.0',
     ...(onRetry ? { onRetry: (r) => onRetry(`retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`) } : {}),
-  });
+  }, env);
   // An interrupt before anything is written cuts this connection's reads (interrupts.ts).
-  frontEnd().onStop(() => api.http.stop());
-  const credential = credentialKind(apiKey);
-  return { api, url, credential, target: serviceTarget(url, credential, env) };
+  frontEnd().onStop(() => conn.api.http.stop());
+  return conn;
 }
 
 /** What a live read is scoped by (readLive's arguments), as one comparable string. */
@@ -372,11 +366,6 @@ export interface PlanOptions {
   inventory?: InventoryIndex;
 }
 
-/** The secret stores of a configuration and the key capture path (journal → store) over them. */
-export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, policy: OperatorPolicy, notice?: (m: string) => void, target?: string, incarnation?: StateIncarnation) {
-  const registry = new StoreRegistry({ declarations: stores, baseDir, policy, ...(notice ? { onNotice: notice } : {}), ...(incarnation ? { incarnation } : {}) });
-  return { registry, capture: new JournaledKeyCapture(registry, undefined, target ? { target } : {}) };
-}
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
 export async function checkSecretNames(desired: DesiredState, baseDir: string, policy: OperatorPolicy): Promise<void> {
@@ -416,7 +405,7 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target, o.incarnation);
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, { notice, target: conn.target, ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
@@ -445,7 +434,7 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, notice, conn.target, o.incarnation);
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, { notice, target: conn.target, ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)
   // means recovery may change the live state, so the read comes after it as usual.
   const journaled = await stat(capture.journal.path).then(() => true, () => false);

@@ -8,7 +8,7 @@ import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
 import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
-import { credentialKind, managedMetadata, serviceTarget, writeOwnerRecord, type JsonObject, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
+import { managedMetadata, writeOwnerRecord, type JsonObject, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
 import { actingOwnership, isProtectedLive, mayChange, othersAlone, targetMetadata, type ContentOwnership, type Ownership } from '../model/ownership.js';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -18,6 +18,7 @@ import type { AppendOptions } from '../secrets/journal.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import type { SecurityChange } from '../plan/types.js';
 import { DeletionGuard } from './deletion-guard.js';
+import { openConnection } from '../engine/session.js';
 import { DiagnosticError } from './diagnostics.js';
 import { KEY_PREFIX_LENGTH, uuidOf } from './resources/state.js';
 
@@ -48,6 +49,8 @@ export interface KeyLog {
 export class Engine {
   readonly api: KmsClient;
   readonly config: ProviderConfig;
+  /** Which service this is (engine/session.ts): the secrets of the keys issued here record it. */
+  private readonly sessionTarget: string;
   private readonly env: NodeJS.ProcessEnv;
   private readonly templates: TemplateIds;
   private secrets?: Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }>;
@@ -135,7 +138,10 @@ export class Engine {
   constructor(config: ProviderConfig, env: NodeJS.ProcessEnv) {
     this.deletions = new DeletionGuard(env);
     this.config = config;
-    this.api = new KmsClient({ baseUrl: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' });
+    // The engine layer's connection, as `kms-sync apply` opens it: the same client and service target.
+    const conn = openConnection({ url: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' }, env);
+    this.api = conn.api;
+    this.sessionTarget = conn.target;
     this.env = env;
     this.templates = new TemplateIds(this.api);
   }
@@ -146,10 +152,10 @@ export class Engine {
    */
   keyPath(): Promise<{ stores: StoreRegistry; capture: JournaledKeyCapture }> {
     return (this.secrets ??= (async () => {
-      const [{ StoreRegistry }, { JournaledKeyCapture }] = await Promise.all([import('../secrets/registry.js'), import('../apply/journaled-capture.js')]);
-      const stores = new StoreRegistry({ declarations: this.config.stores, baseDir: this.config.baseDir, policy: this.config.policy, env: this.env });
-      // Secrets record the service target their key belongs to; no target replaces another's.
-      return { stores, capture: new JournaledKeyCapture(stores, undefined, { target: this.target() }) };
+      // The engine layer's key path, as `kms-sync apply` lays it; secrets record the service target their key belongs to.
+      const { keyCaptureFor } = await import('../engine/key-path.js');
+      const { registry, capture } = keyCaptureFor(this.config.stores, this.config.baseDir, this.config.policy, { target: this.target(), env: this.env });
+      return { stores: registry, capture };
     })());
   }
 
@@ -571,7 +577,7 @@ export class Engine {
 
   /** The service target (model/target.ts) its secrets and records belong to. */
   private target(): string {
-    return serviceTarget(this.config.url, credentialKind(this.config.apiKey), this.env);
+    return this.sessionTarget;
   }
 
   /** After the first write of an apply: stores whose block dropped recipients re-keyed, the stores recorded (once per process). */
