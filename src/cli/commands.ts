@@ -46,7 +46,7 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./agent-command.js')).registerAgent,
   },
   {
-    commands: [{ name: 'report', term: 'report', description: 'work with reports: merge the plans of a sharded run' }],
+    commands: [{ name: 'report', term: 'report', description: 'work with reports: merge the plans or drift reports of a sharded run' }],
     load: async () => (await import('./report-command.js')).registerReport,
   },
   {
