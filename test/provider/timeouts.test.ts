@@ -51,8 +51,10 @@ describe('timeouts blocks', () => {
     const config = core.config('kms_client', { project_env: ENV, name: 'slow', template: 'gold', timeouts: limits({ create: '1s' }) });
     const plan = await core.plan('kms_client', null, config);
     expect(errors(plan.diagnostics)).toEqual([]);
-    // Then every listing is refused (503) for a while: without a limit the client retries for seconds.
-    emu.addFault({ method: 'GET', route: '/client', mode: 'error', status: 503, times: 1000 });
+    // Then every listing is refused with 429 and Retry-After: 5 s: without a limit the client would
+    // wait 20 s over its retries. (503s back off with random jitter, which can sum to under the
+    // limit and give up first: that is how this test once failed in CI.)
+    emu.addFault({ method: 'GET', route: '/client', mode: '429', retryAfterSeconds: 5, times: 1000 });
     try {
       const started = Date.now();
       const applied = await core.apply('kms_client', null, plan.planned, config);
