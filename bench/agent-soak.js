@@ -17,7 +17,10 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
-const arg = (name, dflt) => { const i = process.argv.indexOf(name); return i > 0 ? Number(process.argv[i + 1]) : dflt; };
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
 const CYCLES = arg('--cycles', 1000);
 const CLIENTS = arg('--clients', 20);
 const API_KEY = 'sk_test_agentsoak000000000001';
@@ -26,17 +29,42 @@ const ENV = 'soak-production';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'kms-sync-agent-soak-'));
 const children = [];
-const cleanup = () => { for (const c of children) c.kill('SIGKILL'); rmSync(root, { recursive: true, force: true }); };
+const cleanup = () => {
+  for (const c of children) c.kill('SIGKILL');
+  rmSync(root, { recursive: true, force: true });
+};
 process.on('exit', cleanup);
 
 function git(cwd, args) {
-  return execFileSync('git', args, { cwd, env: { PATH: process.env.PATH, HOME: root, LC_ALL: 'C' }, encoding: 'utf8' }).trim();
+  return execFileSync('git', args, {
+    cwd,
+    env: { PATH: process.env.PATH, HOME: root, LC_ALL: 'C' },
+    encoding: 'utf8',
+  }).trim();
 }
 
 function config() {
-  const lines = ['apiVersion: kms-sync/v1', 'owner: agent-soak', 'projects:', '  - slug: soak', '    name: Soak', '    environments:', '      - type: production',
-    '        url: https://api.soak.example', '        templates:', '          - { name: std, rateLimitDay: 100000, maxClients: 1000 }', '        clients:'];
-  for (let i = 0; i < CLIENTS; i++) lines.push(`          - name: client${i}`, '            template: std', '            ipWhitelist: []', '            keys:', '              - { name: primary }');
+  const lines = [
+    'apiVersion: kms-sync/v1',
+    'owner: agent-soak',
+    'projects:',
+    '  - slug: soak',
+    '    name: Soak',
+    '    environments:',
+    '      - type: production',
+    '        url: https://api.soak.example',
+    '        templates:',
+    '          - { name: std, rateLimitDay: 100000, maxClients: 1000 }',
+    '        clients:',
+  ];
+  for (let i = 0; i < CLIENTS; i++)
+    lines.push(
+      `          - name: client${i}`,
+      '            template: std',
+      '            ipWhitelist: []',
+      '            keys:',
+      '              - { name: primary }',
+    );
   return `${lines.join('\n')}\n`;
 }
 
@@ -46,7 +74,11 @@ function start(args, env, re) {
   children.push(child);
   let out = '';
   return new Promise((resolve, reject) => {
-    const on = (d) => { out += d.toString(); const m = re.exec(out); if (m) resolve({ child, url: m[1] }); };
+    const on = (d) => {
+      out += d.toString();
+      const m = re.exec(out);
+      if (m) resolve({ child, url: m[1] });
+    };
     child.stdout.on('data', on);
     child.stderr.on('data', on);
     child.on('exit', (code) => reject(new Error(`exited ${code}:\n${out}`)));
@@ -59,16 +91,26 @@ async function sample(pid, url) {
   const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
   const text = await (await fetch(`${url}/metrics`)).text();
   const heap = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN);
-  return { rssMiB: +(kb('VmRSS') / 1024).toFixed(1), heapMiB: +(heap / 1048576).toFixed(1), fds: readdirSync(`/proc/${pid}/fd`).length };
+  return {
+    rssMiB: +(kb('VmRSS') / 1024).toFixed(1),
+    heapMiB: +(heap / 1048576).toFixed(1),
+    fds: readdirSync(`/proc/${pid}/fd`).length,
+  };
 }
 
 const reconciles = async (url) => {
   const text = await (await fetch(`${url}/metrics`)).text();
-  return [...text.matchAll(/^kms_sync_reconcile_total\{result="(\w+)"\} (\d+)/gm)].reduce((acc, m) => ({ ...acc, [m[1]]: Number(m[2]) }), {});
+  return Object.fromEntries(
+    [...text.matchAll(/^kms_sync_reconcile_total\{result="(\w+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]),
+  );
 };
 const total = (r) => Object.values(r).reduce((a, b) => a + b, 0);
 
-const emu = await start(['emulator', '--port', '0', '--data', path.join(root, 'emulator.json')], { PATH: process.env.PATH, HOME: root, KMS_EMULATOR_API_KEY: API_KEY }, /listening on (\S+)/);
+const emu = await start(
+  ['emulator', '--port', '0', '--data', path.join(root, 'emulator.json')],
+  { PATH: process.env.PATH, HOME: root, KMS_EMULATOR_API_KEY: API_KEY },
+  /listening on (\S+)/,
+);
 const origin = path.join(root, 'origin.git');
 const work = path.join(root, 'work');
 git(root, ['init', '-q', '--bare', '-b', 'main', origin]);
@@ -79,19 +121,50 @@ git(work, ['add', '.']);
 git(work, ['-c', 'user.name=Bench', '-c', 'user.email=bench@example.com', 'commit', '-q', '-m', 'soak']);
 git(work, ['push', '-q', origin, 'HEAD:main']);
 
-const agent = await start(['agent', '--repo', `file://${origin}`, '--path', 'kms', '--interval', '1h', '--mode', 'self-heal', '--listen', '127.0.0.1:0', '--state-dir', path.join(root, 'state'), '--log-format', 'json'], {
-  PATH: process.env.PATH, HOME: root, KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, KMS_SYNC_GITHUB_WEBHOOK_SECRET: SECRET,
-}, /listening on (http:\/\/[^\s"]+)/);
+const agent = await start(
+  [
+    'agent',
+    '--repo',
+    `file://${origin}`,
+    '--path',
+    'kms',
+    '--interval',
+    '1h',
+    '--mode',
+    'self-heal',
+    '--listen',
+    '127.0.0.1:0',
+    '--state-dir',
+    path.join(root, 'state'),
+    '--log-format',
+    'json',
+  ],
+  {
+    PATH: process.env.PATH,
+    HOME: root,
+    KMS_API_URL: emu.url,
+    KMS_API_KEY: API_KEY,
+    KMS_SYNC_GITHUB_WEBHOOK_SECRET: SECRET,
+  },
+  /listening on (http:\/\/[^\s"]+)/,
+);
 const pid = agent.child.pid;
 // Each delivery is a new one (the agent ignores a body or delivery id it has seen).
 let deliveries = 0;
-const call = (p, init) => fetch(`${emu.url}${p}`, { ...init, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' } }).then((r) => r.json());
+const call = (p, init) =>
+  fetch(`${emu.url}${p}`, { ...init, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' } }).then(
+    (r) => r.json(),
+  );
 
 async function cycle() {
   const before = total(await reconciles(agent.url));
   const body = JSON.stringify({ ref: 'refs/heads/main', delivery: ++deliveries });
   const signature = `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
-  await fetch(`${agent.url}/hooks/github`, { method: 'POST', body, headers: { 'x-hub-signature-256': signature, 'x-github-event': 'push', 'x-github-delivery': `soak-${deliveries}` } });
+  await fetch(`${agent.url}/hooks/github`, {
+    method: 'POST',
+    body,
+    headers: { 'x-hub-signature-256': signature, 'x-github-event': 'push', 'x-github-delivery': `soak-${deliveries}` },
+  });
   for (;;) {
     if (total(await reconciles(agent.url)) > before) return;
     await new Promise((r) => setTimeout(r, 5));
@@ -108,7 +181,10 @@ for (let i = 1; i <= CYCLES; i++) {
   if (i % 50 === 0) {
     const clients = (await call(`/client?project_env=${ENV}&limit=100`)).data;
     const c = clients[i % clients.length];
-    await call(`/client/${c.id}?project_env=${ENV}`, { method: 'PUT', body: JSON.stringify({ ipWhitelist: ['192.0.2.1/32'] }) });
+    await call(`/client/${c.id}?project_env=${ENV}`, {
+      method: 'PUT',
+      body: JSON.stringify({ ipWhitelist: ['192.0.2.1/32'] }),
+    });
     drifts++;
   }
   await cycle();
@@ -118,18 +194,38 @@ const last = await sample(pid, agent.url);
 const results = await reconciles(agent.url);
 const ms = Date.now() - t0;
 const metricsText = await (await fetch(`${agent.url}/metrics`)).text();
-const applied = [...metricsText.matchAll(/^kms_sync_operations_applied_total\{action="(\w+)"\} (\d+)/gm)].map((m) => `${m[1]} ${m[2]}`).join(', ');
+const applied = [...metricsText.matchAll(/^kms_sync_operations_applied_total\{action="(\w+)"\} (\d+)/gm)]
+  .map((m) => `${m[1]} ${m[2]}`)
+  .join(', ');
 agent.child.kill('SIGTERM');
 await new Promise((r) => agent.child.once('exit', r));
 const report = {
-  cycles: CYCLES, clients: CLIENTS, warmup: WARMUP, seconds: +(ms / 1000).toFixed(1), msPerCycle: +(ms / CYCLES).toFixed(1),
-  start: first, end: last, rssGrowthMiB: +(last.rssMiB - first.rssMiB).toFixed(1), heapGrowthMiB: +(last.heapMiB - first.heapMiB).toFixed(1), fdGrowth: last.fds - first.fds,
-  results, handMadeDrifts: drifts, applied, samples, node: process.version,
+  cycles: CYCLES,
+  clients: CLIENTS,
+  warmup: WARMUP,
+  seconds: +(ms / 1000).toFixed(1),
+  msPerCycle: +(ms / CYCLES).toFixed(1),
+  start: first,
+  end: last,
+  rssGrowthMiB: +(last.rssMiB - first.rssMiB).toFixed(1),
+  heapGrowthMiB: +(last.heapMiB - first.heapMiB).toFixed(1),
+  fdGrowth: last.fds - first.fds,
+  results,
+  handMadeDrifts: drifts,
+  applied,
+  samples,
+  node: process.version,
 };
 if (process.argv.includes('--json')) console.log(JSON.stringify(report, null, 1));
 else {
-  console.log(`agent soak: ${CYCLES} reconciles (${CLIENTS} clients, self-heal, ${drifts} hand-made drifts healed) in ${report.seconds} s (${report.msPerCycle} ms each); results ${JSON.stringify(results)}; applied ${applied}`);
-  console.log(`RSS ${first.rssMiB} MiB → ${last.rssMiB} MiB (${report.rssGrowthMiB >= 0 ? '+' : ''}${report.rssGrowthMiB}; peak ${Math.max(...samples.map((x) => x.rssMiB))}), V8 heap in use ${first.heapMiB} → ${last.heapMiB} MiB, open fds ${first.fds} → ${last.fds} (${report.fdGrowth >= 0 ? '+' : ''}${report.fdGrowth})`);
-  console.log(`every 100 cycles: ${samples.map((s) => `${s.cycle}: ${s.rssMiB} MiB RSS/${s.heapMiB} MiB heap/${s.fds} fds`).join(', ')}`);
+  console.log(
+    `agent soak: ${CYCLES} reconciles (${CLIENTS} clients, self-heal, ${drifts} hand-made drifts healed) in ${report.seconds} s (${report.msPerCycle} ms each); results ${JSON.stringify(results)}; applied ${applied}`,
+  );
+  console.log(
+    `RSS ${first.rssMiB} MiB → ${last.rssMiB} MiB (${report.rssGrowthMiB >= 0 ? '+' : ''}${report.rssGrowthMiB}; peak ${Math.max(...samples.map((x) => x.rssMiB))}), V8 heap in use ${first.heapMiB} → ${last.heapMiB} MiB, open fds ${first.fds} → ${last.fds} (${report.fdGrowth >= 0 ? '+' : ''}${report.fdGrowth})`,
+  );
+  console.log(
+    `every 100 cycles: ${samples.map((s) => `${s.cycle}: ${s.rssMiB} MiB RSS/${s.heapMiB} MiB heap/${s.fds} fds`).join(', ')}`,
+  );
 }
 process.exit(0);

@@ -10,7 +10,12 @@ const emu = await startEmulator({ port: 0, apiKeys: [opts.apiKey], latencyMs: op
 process.on('message', (m) => {
   if (m?.type === 'usage') {
     const cpu = process.cpuUsage();
-    process.send({ type: 'usage', id: m.id, cpuMs: (cpu.user + cpu.system) / 1000, maxRssKB: process.resourceUsage().maxRSS });
+    process.send({
+      type: 'usage',
+      id: m.id,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      maxRssKB: process.resourceUsage().maxRSS,
+    });
   } else if (m?.type === 'stop') {
     void emu.close().then(() => process.exit(0));
   }

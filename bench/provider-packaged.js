@@ -14,7 +14,9 @@ import { makeServerCertificate } from '../dist/provider/plugin/certificate.js';
 import { executableName, releaseZipName, zipEntryData } from '../dist/provider/release.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { values: args } = parseArgs({ options: { release: { type: 'string' }, starts: { type: 'string', default: '10' } } });
+const { values: args } = parseArgs({
+  options: { release: { type: 'string' }, starts: { type: 'string', default: '10' } },
+});
 const STARTS = Number(args.starts);
 const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version;
 const work = mkdtempSync(path.join(tmpdir(), 'kms-sync-bench-packaged-'));
@@ -40,17 +42,27 @@ function timeToHandshake(cmd, env) {
 
 try {
   const release = args.release ?? path.join(work, 'release');
-  if (!args.release) execFileSync(process.execPath, [path.join(root, 'scripts', 'package-provider.js'), '--out', release, '--platforms', 'linux_amd64'], { stdio: 'inherit' });
+  if (!args.release)
+    execFileSync(
+      process.execPath,
+      [path.join(root, 'scripts', 'package-provider.js'), '--out', release, '--platforms', 'linux_amd64'],
+      { stdio: 'inherit' },
+    );
   const zip = path.join(release, releaseZipName(version, 'linux_amd64'));
   const exe = path.join(work, executableName(version, 'linux_amd64'));
   writeFileSync(exe, zipEntryData(readFileSync(zip), executableName(version, 'linux_amd64')));
   chmodSync(exe, 0o755);
   const launcher = path.join(work, 'launcher');
-  writeFileSync(launcher, `#!/bin/sh\nexec '${process.execPath}' '${path.join(root, 'dist', 'provider', 'bin.js')}' "$@"\n`);
+  writeFileSync(
+    launcher,
+    `#!/bin/sh\nexec '${process.execPath}' '${path.join(root, 'dist', 'provider', 'bin.js')}' "$@"\n`,
+  );
   chmodSync(launcher, 0o755);
   const env = {
-    PATH: '/usr/bin:/bin', TF_PLUGIN_MAGIC_COOKIE: 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2',
-    PLUGIN_PROTOCOL_VERSIONS: '5,6', PLUGIN_CLIENT_CERT: makeServerCertificate().certPem,
+    PATH: '/usr/bin:/bin',
+    TF_PLUGIN_MAGIC_COOKIE: 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2',
+    PLUGIN_PROTOCOL_VERSIONS: '5,6',
+    PLUGIN_CLIENT_CERT: makeServerCertificate().certPem,
   };
   const packaged = [];
   const node = [];
@@ -60,8 +72,11 @@ try {
     node.push(await timeToHandshake(launcher, env));
   }
   const result = {
-    date: new Date().toISOString(), node: process.version, starts: STARTS,
-    executableMB: Math.round(statSync(exe).size / 1e5) / 10, zipMB: Math.round(statSync(zip).size / 1e5) / 10,
+    date: new Date().toISOString(),
+    node: process.version,
+    starts: STARTS,
+    executableMB: Math.round(statSync(exe).size / 1e5) / 10,
+    zipMB: Math.round(statSync(zip).size / 1e5) / 10,
     handshakeMs: { packaged: median(packaged), nodeLauncher: median(node) },
   };
   console.log(JSON.stringify(result, null, 2));

@@ -45,7 +45,12 @@ function timeToLine(cmd, args, env) {
 
 async function startup() {
   const cert = makeServerCertificate().certPem;
-  const env = { PATH: process.env.PATH, TF_PLUGIN_MAGIC_COOKIE: 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2', PLUGIN_PROTOCOL_VERSIONS: '5,6', PLUGIN_CLIENT_CERT: cert };
+  const env = {
+    PATH: process.env.PATH,
+    TF_PLUGIN_MAGIC_COOKIE: 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2',
+    PLUGIN_PROTOCOL_VERSIONS: '5,6',
+    PLUGIN_CLIENT_CERT: cert,
+  };
   const provider = [];
   const bare = [];
   for (let i = 0; i < STARTS; i++) {
@@ -68,16 +73,23 @@ function which(name) {
 }
 
 /** Runs terraform; with /usr/bin/time, also the CPU seconds of terraform and the provider processes it waited for. */
-const tf = (terraform, cwd, env, ...args) => new Promise((resolve, reject) => {
-  const t0 = performance.now();
-  const timeFile = path.join(cwd, '.cpu');
-  const [cmd, argv] = existsSync('/usr/bin/time') ? ['/usr/bin/time', ['-f', '%U %S', '-o', timeFile, terraform, ...args]] : [terraform, args];
-  execFile(cmd, argv, { cwd, env, maxBuffer: 256 * 1024 * 1024 }, (e, stdout, stderr) => {
-    if (e) return reject(new Error(`terraform ${args[0]} failed:\n${stdout}\n${stderr}`));
-    const cpu = existsSync(timeFile) ? readFileSync(timeFile, 'utf8').trim().split(/\s+/).map(Number) : undefined;
-    resolve({ ms: performance.now() - t0, stdout, ...(cpu ? { cpuS: Math.round((cpu[0] + cpu[1]) * 10) / 10 } : {}) });
+const tf = (terraform, cwd, env, ...args) =>
+  new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const timeFile = path.join(cwd, '.cpu');
+    const [cmd, argv] = existsSync('/usr/bin/time')
+      ? ['/usr/bin/time', ['-f', '%U %S', '-o', timeFile, terraform, ...args]]
+      : [terraform, args];
+    execFile(cmd, argv, { cwd, env, maxBuffer: 256 * 1024 * 1024 }, (e, stdout, stderr) => {
+      if (e) return reject(new Error(`terraform ${args[0]} failed:\n${stdout}\n${stderr}`));
+      const cpu = existsSync(timeFile) ? readFileSync(timeFile, 'utf8').trim().split(/\s+/).map(Number) : undefined;
+      resolve({
+        ms: performance.now() - t0,
+        stdout,
+        ...(cpu ? { cpuS: Math.round((cpu[0] + cpu[1]) * 10) / 10 } : {}),
+      });
+    });
   });
-});
 
 async function refresh(terraform) {
   const apiKey = 'sk_test_bench0123456789';
@@ -87,9 +99,15 @@ async function refresh(terraform) {
     const dir = mkdtempSync(path.join(tmpdir(), 'kms-provider-bench-'));
     const mirror = path.join(dir, 'mirror', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64');
     mkdirSync(mirror, { recursive: true });
-    writeFileSync(path.join(mirror, 'terraform-provider-kms_v0.1.0'), `#!/bin/sh\nexec "${process.execPath}" "${bin}" "$@"\n`);
+    writeFileSync(
+      path.join(mirror, 'terraform-provider-kms_v0.1.0'),
+      `#!/bin/sh\nexec "${process.execPath}" "${bin}" "$@"\n`,
+    );
     chmodSync(path.join(mirror, 'terraform-provider-kms_v0.1.0'), 0o755);
-    writeFileSync(path.join(dir, 'tf.rc'), `provider_installation {\n  filesystem_mirror {\n    path = "${path.join(dir, 'mirror')}"\n  }\n}\n`);
+    writeFileSync(
+      path.join(dir, 'tf.rc'),
+      `provider_installation {\n  filesystem_mirror {\n    path = "${path.join(dir, 'mirror')}"\n  }\n}\n`,
+    );
     const work = path.join(dir, 'work');
     mkdirSync(work);
     const config = (withImports) => `terraform {
@@ -101,11 +119,15 @@ provider "kms" {}
 locals {
   names = toset([for i in range(${CLIENTS}) : format("client-%05d", i)])
 }
-${withImports ? `import {
+${
+  withImports
+    ? `import {
   for_each = local.names
   to       = kms_client.c[each.key]
   id       = "bench-production/\${each.key}"
-}` : ''}
+}`
+    : ''
+}
 resource "kms_client" "c" {
   for_each     = local.names
   project_env  = "bench-production"
@@ -116,7 +138,16 @@ resource "kms_client" "c" {
 }
 `;
     writeFileSync(path.join(work, 'main.tf'), config(true));
-    const env = { ...(process.env.PROVIDER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.PROVIDER_NODE_OPTIONS } : {}), PATH: process.env.PATH, HOME: dir, TF_CLI_CONFIG_FILE: path.join(dir, 'tf.rc'), TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1', KMS_API_URL: emu.url, KMS_API_KEY: apiKey };
+    const env = {
+      ...(process.env.PROVIDER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.PROVIDER_NODE_OPTIONS } : {}),
+      PATH: process.env.PATH,
+      HOME: dir,
+      TF_CLI_CONFIG_FILE: path.join(dir, 'tf.rc'),
+      TF_IN_AUTOMATION: '1',
+      CHECKPOINT_DISABLE: '1',
+      KMS_API_URL: emu.url,
+      KMS_API_KEY: apiKey,
+    };
     await tf(terraform, work, env, 'init', '-input=false', '-no-color');
     const imported = await tf(terraform, work, env, 'apply', '-input=false', '-no-color', '-auto-approve');
     // The clients are managed now: plan them as any configuration does, without the import blocks.
@@ -132,9 +163,11 @@ resource "kms_client" "c" {
     emu.resetCounts();
     const t0 = performance.now();
     let next = 0;
-    await Promise.all(Array.from({ length: 10 }, async () => {
-      while (next < ids.length) await api.getClient(ids[next++], 'bench-production');
-    }));
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (next < ids.length) await api.getClient(ids[next++], 'bench-production');
+      }),
+    );
     const perGetMs = performance.now() - t0;
     const perGetRequests = Object.values(emu.counts()).reduce((a, b) => a + b, 0);
     const t1 = performance.now();

@@ -27,7 +27,9 @@ import { findTerraform, terraformSideBySide } from './lib/terraform-side-by-side
 const seedRequest = (env) => ({ ...fixtureSeed(env), metadata: { ...OWNED, 'kms-sync/owner': BENCH_OWNER } });
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cliPath = process.argv.includes('--cli') ? path.resolve(process.argv[process.argv.indexOf('--cli') + 1]) : path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
+const cliPath = process.argv.includes('--cli')
+  ? path.resolve(process.argv[process.argv.indexOf('--cli') + 1])
+  : path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
 const API_KEY = 'sk_test_bench0123456789';
 
 // ------------------------------------------------------------------ options
@@ -51,7 +53,9 @@ function parseArgs(argv) {
     else if (a === '--only') o.only = value().split(',').map(Number);
     else if (a === '--out') o.out = path.resolve(value());
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n');
+      process.stdout.write(
+        'usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n',
+      );
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
   }
@@ -71,69 +75,169 @@ const pages = (n) => Math.max(1, Math.ceil(n / 100));
 
 const scenarios = [
   {
-    id: 1, key: 'startup', title: 'kms-sync --version / --help', mode: 'startup', runs: runsFor(10),
+    id: 1,
+    key: 'startup',
+    title: 'kms-sync --version / --help',
+    mode: 'startup',
+    runs: runsFor(10),
     targets: { maxWallMs: 150 },
   },
   {
-    id: 2, key: 'validate-10k', title: `validate, ${env10k.clients.toLocaleString('en')} clients (YAML)`, mode: 'validate', runs: runsFor(5),
-    env: { project: 'val', type: 'production', ...env10k }, file: 'kms.yaml', targets: { maxWallMs: 500 },
+    id: 2,
+    key: 'validate-10k',
+    title: `validate, ${env10k.clients.toLocaleString('en')} clients (YAML)`,
+    mode: 'validate',
+    runs: runsFor(5),
+    env: { project: 'val', type: 'production', ...env10k },
+    file: 'kms.yaml',
+    targets: { maxWallMs: 500 },
   },
   {
-    id: 3, key: 'validate-10k-json', title: `validate, ${env10k.clients.toLocaleString('en')} clients (JSON)`, mode: 'validate', runs: runsFor(5),
-    env: { project: 'val', type: 'production', ...env10k }, file: 'kms.json', targets: { maxWallMs: 500 },
+    id: 3,
+    key: 'validate-10k-json',
+    title: `validate, ${env10k.clients.toLocaleString('en')} clients (JSON)`,
+    mode: 'validate',
+    runs: runsFor(5),
+    env: { project: 'val', type: 'production', ...env10k },
+    file: 'kms.json',
+    targets: { maxWallMs: 500 },
   },
   {
-    id: 4, key: 'noop-10k', title: `no-op plan, ${env10k.clients.toLocaleString('en')} clients + ${env10k.endpoints.toLocaleString('en')} endpoints`, mode: 'noop', runs: runsFor(5),
-    env: { project: 'noop', type: 'production', ...env10k }, targets: { maxWallMs: 800, maxRequests: 120 },
+    id: 4,
+    key: 'noop-10k',
+    title: `no-op plan, ${env10k.clients.toLocaleString('en')} clients + ${env10k.endpoints.toLocaleString('en')} endpoints`,
+    mode: 'noop',
+    runs: runsFor(5),
+    env: { project: 'noop', type: 'production', ...env10k },
+    targets: { maxWallMs: 800, maxRequests: 120 },
     baseline: { sample: undefined },
   },
   {
-    id: 5, key: 'noop-100k', title: `no-op plan, ${size(100_000, 300).toLocaleString('en')} clients`, mode: 'noop', runs: runsFor(3),
-    env: { project: 'big', type: 'production', templates: 20, clients: size(100_000, 300), keysPerClient: 2, endpoints: size(1_000, 12) },
+    id: 5,
+    key: 'noop-100k',
+    title: `no-op plan, ${size(100_000, 300).toLocaleString('en')} clients`,
+    mode: 'noop',
+    runs: runsFor(3),
+    env: {
+      project: 'big',
+      type: 'production',
+      templates: 20,
+      clients: size(100_000, 300),
+      keysPerClient: 2,
+      endpoints: size(1_000, 12),
+    },
     targets: { maxWallMs: 5000, maxRssMB: 1024 },
     baseline: { sample: opts.fullBaseline || quick ? undefined : 10_000 },
   },
   {
-    id: 6, key: 'create-1k', title: `create ${size(1_000, 20).toLocaleString('en')} clients with 2 keys, all stored`, mode: 'create', runs: runsFor(3),
-    env: { project: 'create', type: 'production', templates: 20, clients: size(1_000, 20), keysPerClient: 2, endpoints: 0 }, targets: { maxWallMs: 2000 },
+    id: 6,
+    key: 'create-1k',
+    title: `create ${size(1_000, 20).toLocaleString('en')} clients with 2 keys, all stored`,
+    mode: 'create',
+    runs: runsFor(3),
+    env: {
+      project: 'create',
+      type: 'production',
+      templates: 20,
+      clients: size(1_000, 20),
+      keysPerClient: 2,
+      endpoints: 0,
+    },
+    targets: { maxWallMs: 2000 },
   },
   {
-    id: 7, key: 'update-1pct', title: `update 1% of ${env10k.clients.toLocaleString('en')} clients`, mode: 'update', runs: runsFor(3),
-    env: { project: 'upd', type: 'production', ...env10k, changeEvery: 100 }, targets: {},
+    id: 7,
+    key: 'update-1pct',
+    title: `update 1% of ${env10k.clients.toLocaleString('en')} clients`,
+    mode: 'update',
+    runs: runsFor(3),
+    env: { project: 'upd', type: 'production', ...env10k, changeEvery: 100 },
+    targets: {},
     baseline: { sample: undefined },
   },
   {
-    id: 8, key: 'rotate-100', title: `rotate ${size(100, 10)} keys, store of ${size(3_000, 60).toLocaleString('en')} secrets`, mode: 'rotate', runs: runsFor(3),
-    env: { project: 'rot', type: 'production', templates: 20, clients: size(1_500, 30), keysPerClient: 2, endpoints: 0 }, rotate: size(100, 10),
+    id: 8,
+    key: 'rotate-100',
+    title: `rotate ${size(100, 10)} keys, store of ${size(3_000, 60).toLocaleString('en')} secrets`,
+    mode: 'rotate',
+    runs: runsFor(3),
+    env: {
+      project: 'rot',
+      type: 'production',
+      templates: 20,
+      clients: size(1_500, 30),
+      keysPerClient: 2,
+      endpoints: 0,
+    },
+    rotate: size(100, 10),
     targets: { maxWallMs: 3000 },
   },
   {
-    id: 9, key: 'diff-100k', title: `diff only, ${size(100_000, 1_000).toLocaleString('en')} clients in memory (1% changed; in-process)`, mode: 'diff', runs: runsFor(3),
-    env: { project: 'mem', type: 'production', templates: 20, clients: size(100_000, 1_000), keysPerClient: 2, endpoints: size(1_000, 12), changeEvery: 100 },
+    id: 9,
+    key: 'diff-100k',
+    title: `diff only, ${size(100_000, 1_000).toLocaleString('en')} clients in memory (1% changed; in-process)`,
+    mode: 'diff',
+    runs: runsFor(3),
+    env: {
+      project: 'mem',
+      type: 'production',
+      templates: 20,
+      clients: size(100_000, 1_000),
+      keysPerClient: 2,
+      endpoints: size(1_000, 12),
+      changeEvery: 100,
+    },
     targets: { maxWallMs: 1000 },
   },
   {
     // The CDKTF front end (scripts/cdktf-bench.js writes the app): the app's synth alone, the no-op
     // plan of its output (`plan --cdktf-out`), and both in one run as a user types it (`plan --cdktf`).
-    id: 10, key: 'cdktf-10k', title: `CDKTF synth + no-op plan, ${env10k.clients.toLocaleString('en')} clients`, mode: 'cdktf', runs: runsFor(3),
-    env: { project: 'cdk', type: 'production', templates: env10k.templates, clients: env10k.clients, keysPerClient: 2, endpoints: 0 }, targets: {},
+    id: 10,
+    key: 'cdktf-10k',
+    title: `CDKTF synth + no-op plan, ${env10k.clients.toLocaleString('en')} clients`,
+    mode: 'cdktf',
+    runs: runsFor(3),
+    env: {
+      project: 'cdk',
+      type: 'production',
+      templates: env10k.templates,
+      clients: env10k.clients,
+      keysPerClient: 2,
+      endpoints: 0,
+    },
+    targets: {},
   },
   {
     // The Terraform provider next to Terraform's built-in terraform_data (bench/lib/terraform-side-by-side.js):
     // `terraform plan` of the same number of resources, each on its applied state. Needs terraform on PATH.
-    id: 11, key: 'terraform-plan-1k', title: `terraform plan, ${size(1_000, 20).toLocaleString('en')} kms_client vs terraform_data`, mode: 'terraform', runs: runsFor(5),
-    env: { project: 'tfbench', type: 'production', clients: size(1_000, 20) }, targets: { maxRatio: 1.3 },
+    id: 11,
+    key: 'terraform-plan-1k',
+    title: `terraform plan, ${size(1_000, 20).toLocaleString('en')} kms_client vs terraform_data`,
+    mode: 'terraform',
+    runs: runsFor(5),
+    env: { project: 'tfbench', type: 'production', clients: size(1_000, 20) },
+    targets: { maxRatio: 1.3 },
   },
   {
     // A fleet (issue 37): projects × environments × clients, planned environment by environment.
     // The full size (1,000,000 clients over 100 environments, 221 MB of YAML) is `--only 12
     // --fleet-full`; by default 100,000 clients over 10 environments, and 100,000 in one.
-    id: 12, key: 'fleet', title: 'no-op plan of a fleet', mode: 'fleet', runs: runsFor(1),
+    id: 12,
+    key: 'fleet',
+    title: 'no-op plan of a fleet',
+    mode: 'fleet',
+    runs: runsFor(1),
     fleets: quick
       ? [{ projects: 2, envsPerProject: 2, clientsPerEnv: 50 }]
       : opts.fleetFull
-        ? [{ projects: 10, envsPerProject: 10, clientsPerEnv: 10_000 }, { projects: 1, envsPerProject: 1, clientsPerEnv: 100_000 }]
-        : [{ projects: 2, envsPerProject: 5, clientsPerEnv: 10_000 }, { projects: 1, envsPerProject: 1, clientsPerEnv: 100_000 }],
+        ? [
+            { projects: 10, envsPerProject: 10, clientsPerEnv: 10_000 },
+            { projects: 1, envsPerProject: 1, clientsPerEnv: 100_000 },
+          ]
+        : [
+            { projects: 2, envsPerProject: 5, clientsPerEnv: 10_000 },
+            { projects: 1, envsPerProject: 1, clientsPerEnv: 100_000 },
+          ],
     targets: {},
   },
 ].filter((s) => !opts.only || opts.only.includes(s.id));
@@ -160,8 +264,17 @@ function startEmulatorChild() {
         resolve({
           url: m.url,
           control: m.url.replace(/\/api\/v1$/, '/__emulator'),
-          usage: () => new Promise((ok) => { const id = nextId++; pending.set(id, ok); child.send({ type: 'usage', id }); }),
-          stop: () => new Promise((ok) => { child.once('exit', () => ok()); child.send({ type: 'stop' }); }),
+          usage: () =>
+            new Promise((ok) => {
+              const id = nextId++;
+              pending.set(id, ok);
+              child.send({ type: 'usage', id });
+            }),
+          stop: () =>
+            new Promise((ok) => {
+              child.once('exit', () => ok());
+              child.send({ type: 'stop' });
+            }),
         });
       } else if (m?.type === 'usage') {
         pending.get(m.id)?.(m);
@@ -174,7 +287,9 @@ function startEmulatorChild() {
 
 async function control(emu, method, route, body) {
   const r = await fetch(`${emu.control}${route}`, {
-    method, headers: { 'content-type': 'application/json', 'x-api-key': API_KEY }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    method,
+    headers: { 'content-type': 'application/json', 'x-api-key': API_KEY },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   if (!r.ok) throw new Error(`${method} ${route}: ${r.status} ${await r.text()}`);
   return r.json();
@@ -188,43 +303,66 @@ async function runCli(args, { cwd, env = {}, emu, expectCode = 0 }) {
   const t0 = performance.now();
   const { code, stdout, stderr } = await new Promise((resolve) => {
     const child = spawn(process.execPath, [cliPath, ...args], {
-      cwd, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
       env: {
-        PATH: process.env.PATH, HOME: env.HOME ?? os.homedir(), NO_COLOR: '1', KMS_SYNC_PROFILE: profile,
+        PATH: process.env.PATH,
+        HOME: env.HOME ?? os.homedir(),
+        NO_COLOR: '1',
+        KMS_SYNC_PROFILE: profile,
         // The fleets measured here are larger than the default per-file and total configuration limits (5 MB / 50 MB).
-        KMS_SYNC_MAX_FILE_SIZE: '1GB', KMS_SYNC_MAX_CONFIG_SIZE: '1GB',
+        KMS_SYNC_MAX_FILE_SIZE: '1GB',
+        KMS_SYNC_MAX_CONFIG_SIZE: '1GB',
         // e.g. KMS_SYNC_BENCH_NODE_OPTIONS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile the measured processes
         ...(process.env.KMS_SYNC_BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.KMS_SYNC_BENCH_NODE_OPTIONS } : {}),
-        ...(emu ? { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY } : {}), ...env,
+        ...(emu ? { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY } : {}),
+        ...env,
       },
     });
     let so = '';
     let se = '';
-    child.stdout.on('data', (d) => { so += d; });
-    child.stderr.on('data', (d) => { se += d; });
+    child.stdout.on('data', (d) => {
+      so += d;
+    });
+    child.stderr.on('data', (d) => {
+      se += d;
+    });
     child.on('exit', (c) => resolve({ code: c, stdout: so, stderr: se }));
   });
   const wallMs = performance.now() - t0;
-  if (code !== expectCode) throw new Error(`kms-sync ${args.join(' ')} exited ${code} (expected ${expectCode}): ${stderr.slice(-800) || stdout.slice(-800)}`);
+  if (code !== expectCode)
+    throw new Error(
+      `kms-sync ${args.join(' ')} exited ${code} (expected ${expectCode}): ${stderr.slice(-800) || stdout.slice(-800)}`,
+    );
   const p = JSON.parse(readFileSync(profile, 'utf8'));
   rmSync(path.dirname(profile), { recursive: true, force: true });
   const requests = emu ? await control(emu, 'GET', '/counts') : {};
   const emulatorCpuMs = emu ? (await emu.usage()).cpuMs - emuCpu0 : undefined;
   const known = Object.values(p.phases).reduce((a, b) => a + b, 0);
   return {
-    wallMs, cpuMs: p.cpuMs, maxRssKB: p.maxRssKB, stdout,
+    wallMs,
+    cpuMs: p.cpuMs,
+    maxRssKB: p.maxRssKB,
+    stdout,
     phases: { ...p.phases, otherMs: Math.max(0, p.totalMs - known) },
-    requests, totalRequests: Object.values(requests).reduce((a, b) => a + b, 0), emulatorCpuMs,
+    requests,
+    totalRequests: Object.values(requests).reduce((a, b) => a + b, 0),
+    emulatorCpuMs,
   };
 }
 
 /** bench/worker.js in a fresh process: the per-resource baseline and the in-memory diff. */
 function runWorker(emu, spec) {
   return new Promise((resolve, reject) => {
-    const child = fork(path.join(here, 'worker.js'), [JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], execArgv: ['--expose-gc'] });
+    const child = fork(path.join(here, 'worker.js'), [JSON.stringify(spec)], {
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+      execArgv: ['--expose-gc'],
+    });
     let stdout = '';
     const emuSide = {};
-    child.stdout.on('data', (d) => { stdout += d; });
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
     child.on('message', async (m) => {
       if (m?.type !== 'mark') return;
       if (emu) {
@@ -295,7 +433,14 @@ const modes = {
     const bin = findTerraform();
     if (!bin) return { skipped: 'neither terraform nor tofu is on PATH' };
     const dir = scratch();
-    const side = await terraformSideBySide({ bin, dir, providerBin: path.join(here, '..', 'dist', 'provider', 'bin.js'), service: { url: emu.url, apiKey: API_KEY }, clients: s.env.clients, owner: BENCH_OWNER });
+    const side = await terraformSideBySide({
+      bin,
+      dir,
+      providerBin: path.join(here, '..', 'dist', 'provider', 'bin.js'),
+      service: { url: emu.url, apiKey: API_KEY },
+      clients: s.env.clients,
+      owner: BENCH_OWNER,
+    });
     const kms = [];
     const data = [];
     // Alternating, so that a change of the machine's load weighs on both alike.
@@ -309,21 +454,32 @@ const modes = {
     }
     const ratio = median(kms) / median(data);
     const runs = kms.map((wallMs) => ({ wallMs, cpuMs: 0, maxRssKB: 0, phases: {}, requests: {}, totalRequests: 0 }));
-    return { runs, extra: { terraformData: { wallMs: round(median(data)), runs: data.map(round) }, ratio: { time: Math.round(ratio * 1e4) / 1e4 }, meetsRatio: ratio <= s.targets.maxRatio } };
+    return {
+      runs,
+      extra: {
+        terraformData: { wallMs: round(median(data)), runs: data.map(round) },
+        ratio: { time: Math.round(ratio * 1e4) / 1e4 },
+        meetsRatio: ratio <= s.targets.maxRatio,
+      },
+    };
   },
 
   async startup(s) {
     const dir = scratch();
     const version = await repeat(s, () => runCli(['--version'], { cwd: dir }));
     const help = await repeat(s, () => runCli(['--help'], { cwd: dir }));
-    return { runs: [...version, ...help], extra: { versionMs: median(version.map((r) => r.wallMs)), helpMs: median(help.map((r) => r.wallMs)) } };
+    return {
+      runs: [...version, ...help],
+      extra: { versionMs: median(version.map((r) => r.wallMs)), helpMs: median(help.map((r) => r.wallMs)) },
+    };
   },
 
   async validate(s) {
     const dir = scratch();
     const bytes = writeConfig(path.join(dir, s.file), desiredState(s.env));
     const runs = await repeat(s, () => runCli(['validate', '-f', s.file], { cwd: dir }));
-    if (!runs[0].stdout.includes(`${s.env.clients} client(s)`)) throw new Error(`validate did not read ${s.env.clients} clients: ${runs[0].stdout}`);
+    if (!runs[0].stdout.includes(`${s.env.clients} client(s)`))
+      throw new Error(`validate did not read ${s.env.clients} clients: ${runs[0].stdout}`);
     return { runs, extra: { configBytes: bytes } };
   },
 
@@ -333,7 +489,12 @@ const modes = {
     const dir = scratch();
     const bytes = writeConfig(path.join(dir, 'kms.yaml'), desiredState(s.env));
     // --no-secret-check: the seeded keys have no secrets in any store (their check is scenario 8's store work).
-    const runs = await repeat(s, () => runCli(['plan', '-f', 'kms.yaml', '--detailed-exitcode', '--no-secret-check', '--parallelism', String(parallelism)], { cwd: dir, emu }));
+    const runs = await repeat(s, () =>
+      runCli(
+        ['plan', '-f', 'kms.yaml', '--detailed-exitcode', '--no-secret-check', '--parallelism', String(parallelism)],
+        { cwd: dir, emu },
+      ),
+    );
     return { runs, extra: { configBytes: bytes } };
   },
 
@@ -345,7 +506,10 @@ const modes = {
     const changed = (i) => i % s.env.changeEvery === 0;
     const runs = await repeat(s, (run) => {
       writeConfig(path.join(dir, 'kms.yaml'), desiredState({ ...s.env, changed, revision: `run-${run}` }));
-      return runCli(['apply', '-f', 'kms.yaml', '--auto-approve', '--no-secret-check', '--parallelism', String(parallelism)], { cwd: dir, emu, env });
+      return runCli(
+        ['apply', '-f', 'kms.yaml', '--auto-approve', '--no-secret-check', '--parallelism', String(parallelism)],
+        { cwd: dir, emu, env },
+      );
     });
     return { runs };
   },
@@ -357,16 +521,32 @@ const modes = {
       const project = `${s.env.project}${run}`;
       const setup = new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, parallelism: 4 });
       await setup.createProject({
-        slug: project, name: project,
-        envs: [{ type: s.env.type, url: SEED_URL, templates: Array.from({ length: s.env.templates }, (_, i) => ({ name: templateName(i), rateLimitDay: 1000 + i, maxClients })) }],
+        slug: project,
+        name: project,
+        envs: [
+          {
+            type: s.env.type,
+            url: SEED_URL,
+            templates: Array.from({ length: s.env.templates }, (_, i) => ({
+              name: templateName(i),
+              rateLimitDay: 1000 + i,
+              maxClients,
+            })),
+          },
+        ],
       });
       await setup.close();
       const dir = scratch();
       writeConfig(path.join(dir, 'kms.yaml'), desiredState({ ...s.env, project, maxClients }));
-      const r = await runCli(['apply', '-f', 'kms.yaml', '--auto-approve', '--parallelism', String(parallelism)], { cwd: dir, emu, env });
+      const r = await runCli(['apply', '-f', 'kms.yaml', '--auto-approve', '--parallelism', String(parallelism)], {
+        cwd: dir,
+        emu,
+        env,
+      });
       // Untimed: every raw key is in the default store beside the configuration.
       const stored = await new SopsFileStore(path.join(dir, '.kms-sync', 'secrets.sops.yaml'), { env }).readAll();
-      if (stored.size !== s.env.clients * s.env.keysPerClient) throw new Error(`${stored.size} keys stored, expected ${s.env.clients * s.env.keysPerClient}`);
+      if (stored.size !== s.env.clients * s.env.keysPerClient)
+        throw new Error(`${stored.size} keys stored, expected ${s.env.clients * s.env.keysPerClient}`);
       return r;
     });
     return { runs };
@@ -383,13 +563,31 @@ const modes = {
     const live = new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, parallelism: 8 });
     const clients = await live.listClients(pe);
     await live.close();
-    await store.putMany(clients.flatMap((c) => (c.keys ?? []).map((k) => ({
-      name: `${pe}/${c.name}/${k.name}`, value: `kmsc_${'b'.repeat(43)}`,
-      meta: { projectEnv: pe, client: c.name, key: k.name, keyId: k.id ?? k.key_uuid ?? 'seeded', issuedAt: new Date().toISOString(), expiresAt: null },
-    }))));
+    await store.putMany(
+      clients.flatMap((c) =>
+        (c.keys ?? []).map((k) => ({
+          name: `${pe}/${c.name}/${k.name}`,
+          value: `kmsc_${'b'.repeat(43)}`,
+          meta: {
+            projectEnv: pe,
+            client: c.name,
+            key: k.name,
+            keyId: k.id ?? k.key_uuid ?? 'seeded',
+            issuedAt: new Date().toISOString(),
+            expiresAt: null,
+          },
+        })),
+      ),
+    );
     // client-00000 … client-00099: the first `rotate` clients' key-0.
     const glob = s.rotate === 100 ? `key.${pe}/client-000*/key-0` : `key.${pe}/client-0000*/key-0`;
-    const runs = await repeat(s, () => runCli(['rotate', '-f', 'kms.yaml', '--key', glob, '--auto-approve', '--parallelism', String(parallelism)], { cwd: dir, emu, env }));
+    const runs = await repeat(s, () =>
+      runCli(['rotate', '-f', 'kms.yaml', '--key', glob, '--auto-approve', '--parallelism', String(parallelism)], {
+        cwd: dir,
+        emu,
+        env,
+      }),
+    );
     if (!/rotated/.test(runs[0].stdout)) throw new Error(`rotate printed no rotation: ${runs[0].stdout.slice(-400)}`);
     return { runs, extra: { storeSecrets: clients.length * s.env.keysPerClient } };
   },
@@ -404,20 +602,44 @@ const modes = {
     const results = [];
     for (const f of s.fleets) {
       const fleetEmu = emu ?? (await startEmulatorChild());
-      const envSpec = (project, type) => ({ project, type, templates: 20, clients: f.clientsPerEnv, keysPerClient: 1, endpoints: 10 });
+      const envSpec = (project, type) => ({
+        project,
+        type,
+        templates: 20,
+        clients: f.clientsPerEnv,
+        keysPerClient: 1,
+        endpoints: 10,
+      });
       const t0 = performance.now();
       for (let p = 0; p < f.projects; p++) {
-        for (let e = 0; e < f.envsPerProject; e++) await control(fleetEmu, 'POST', '/seed', seedRequest(envSpec(fleetProject(p), fleetEnvType(e))));
+        for (let e = 0; e < f.envsPerProject; e++)
+          await control(fleetEmu, 'POST', '/seed', seedRequest(envSpec(fleetProject(p), fleetEnvType(e))));
       }
       const dir = scratch();
-      const bytes = writeFleetConfig(path.join(dir, 'kms.yaml'), f, (project, type) => desiredState(envSpec(project, type)));
+      const bytes = writeFleetConfig(path.join(dir, 'kms.yaml'), f, (project, type) =>
+        desiredState(envSpec(project, type)),
+      );
       const setupSeconds = round((performance.now() - t0) / 1000);
       // A fleet's configuration is larger than the default size limits (docs/configuration.md): raised for it.
-      const runs = await repeat({ runs: s.runs }, () => runCli(['plan', '-f', 'kms.yaml', '--detailed-exitcode', '--no-secret-check', '--parallelism', String(parallelism)], { cwd: dir, emu: fleetEmu }));
+      const runs = await repeat({ runs: s.runs }, () =>
+        runCli(
+          ['plan', '-f', 'kms.yaml', '--detailed-exitcode', '--no-secret-check', '--parallelism', String(parallelism)],
+          { cwd: dir, emu: fleetEmu },
+        ),
+      );
       const emulatorMaxRssMB = round((await fleetEmu.usage()).maxRssKB / 1024);
       rmSync(dir, { recursive: true, force: true });
-      results.push({ ...f, clients: f.projects * f.envsPerProject * f.clientsPerEnv, configBytes: bytes, setupSeconds, emulatorMaxRssMB, kmsSync: summarise(runs) });
-      log(`     fleet ${f.projects}×${f.envsPerProject}×${f.clientsPerEnv}: ${fmtMs(results.at(-1).kmsSync.wallMs)}, ${results.at(-1).kmsSync.maxRssMB} MB RSS, CPU ${fmtMs(results.at(-1).kmsSync.cpuMs)}, emulator CPU ${fmtMs(results.at(-1).kmsSync.emulatorCpuMs)} / ${emulatorMaxRssMB} MB RSS`);
+      results.push({
+        ...f,
+        clients: f.projects * f.envsPerProject * f.clientsPerEnv,
+        configBytes: bytes,
+        setupSeconds,
+        emulatorMaxRssMB,
+        kmsSync: summarise(runs),
+      });
+      log(
+        `     fleet ${f.projects}×${f.envsPerProject}×${f.clientsPerEnv}: ${fmtMs(results.at(-1).kmsSync.wallMs)}, ${results.at(-1).kmsSync.maxRssMB} MB RSS, CPU ${fmtMs(results.at(-1).kmsSync.cpuMs)}, emulator CPU ${fmtMs(results.at(-1).kmsSync.emulatorCpuMs)} / ${emulatorMaxRssMB} MB RSS`,
+      );
       if (fleetEmu !== emu) await fleetEmu.stop();
     }
     // The scenario's own figures are its largest fleet's.
@@ -431,17 +653,36 @@ const modes = {
     const root = path.join(here, '..');
     mkdirSync(path.join(dir, 'node_modules'));
     symlinkSync(root, path.join(dir, 'node_modules', 'kms-sync'), 'dir');
-    for (const pkg of ['cdktf', 'constructs']) symlinkSync(path.join(root, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
+    for (const pkg of ['cdktf', 'constructs'])
+      symlinkSync(path.join(root, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
     writeFileSync(path.join(dir, 'package.json'), '{ "type": "module", "private": true }\n');
     writeFileSync(path.join(dir, 'cdktf.json'), `${JSON.stringify({ language: 'typescript', app: 'node main.ts' })}\n`);
-    const source = seededStackSource({ project: s.env.project, type: s.env.type, clients: s.env.clients, templates: s.env.templates, keysPerClient: s.env.keysPerClient })
-      .replace("new KmsProvider(stack, 'kms', {})", `new KmsProvider(stack, 'kms', { owner: ${JSON.stringify(BENCH_OWNER)} })`);
-    if (!source.includes(BENCH_OWNER)) throw new Error('the CDKTF bench stack no longer has the provider line this scenario gives an owner');
+    const source = seededStackSource({
+      project: s.env.project,
+      type: s.env.type,
+      clients: s.env.clients,
+      templates: s.env.templates,
+      keysPerClient: s.env.keysPerClient,
+    }).replace(
+      "new KmsProvider(stack, 'kms', {})",
+      `new KmsProvider(stack, 'kms', { owner: ${JSON.stringify(BENCH_OWNER)} })`,
+    );
+    if (!source.includes(BENCH_OWNER))
+      throw new Error('the CDKTF bench stack no longer has the provider line this scenario gives an owner');
     writeFileSync(path.join(dir, 'main.ts'), source);
     const synthOnce = async () => {
       const t0 = performance.now();
       const code = await new Promise((resolve) => {
-        const child = spawn(process.execPath, ['main.ts'], { cwd: dir, stdio: 'ignore', env: { PATH: process.env.PATH, HOME: os.homedir(), CDKTF_OUTDIR: path.join(dir, 'cdktf.out'), CHECKPOINT_DISABLE: '1' } });
+        const child = spawn(process.execPath, ['main.ts'], {
+          cwd: dir,
+          stdio: 'ignore',
+          env: {
+            PATH: process.env.PATH,
+            HOME: os.homedir(),
+            CDKTF_OUTDIR: path.join(dir, 'cdktf.out'),
+            CHECKPOINT_DISABLE: '1',
+          },
+        });
         child.on('exit', resolve);
       });
       if (code !== 0) throw new Error(`the CDKTF app exited ${code}`);
@@ -452,8 +693,12 @@ const modes = {
       const ms = await synthOnce();
       if (i >= warmups) synth.push(ms);
     }
-    const planOut = await repeat(s, () => runCli(['plan', '--cdktf-out', 'cdktf.out', '--detailed-exitcode', '--no-secret-check'], { cwd: dir, emu }));
-    const planAll = await repeat(s, () => runCli(['plan', '--cdktf', '.', '--detailed-exitcode', '--no-secret-check'], { cwd: dir, emu }));
+    const planOut = await repeat(s, () =>
+      runCli(['plan', '--cdktf-out', 'cdktf.out', '--detailed-exitcode', '--no-secret-check'], { cwd: dir, emu }),
+    );
+    const planAll = await repeat(s, () =>
+      runCli(['plan', '--cdktf', '.', '--detailed-exitcode', '--no-secret-check'], { cwd: dir, emu }),
+    );
     return { runs: planAll, extra: { synthMs: round(median(synth)), planFromOutput: summarise(planOut) } };
   },
 };
@@ -474,9 +719,16 @@ function summarise(runs) {
   for (const k of Object.keys(rep.phases ?? {})) phases[k] = round(median(runs.map((r) => r.phases?.[k] ?? 0)));
   const emuCpu = runs.map((r) => r.emulatorCpuMs).filter((x) => x !== undefined);
   return {
-    wallMs: round(mid), minWallMs: round(Math.min(...walls)), maxWallMs: round(Math.max(...walls)), runs: walls.map(round),
-    cpuMs: round(median(runs.map((r) => r.cpuMs))), maxRssMB: round(Math.max(...runs.map((r) => r.maxRssKB)) / 1024), phases,
-    requests: rep.requests, totalRequests: rep.totalRequests, emulatorCpuMs: emuCpu.length ? round(median(emuCpu)) : undefined,
+    wallMs: round(mid),
+    minWallMs: round(Math.min(...walls)),
+    maxWallMs: round(Math.max(...walls)),
+    runs: walls.map(round),
+    cpuMs: round(median(runs.map((r) => r.cpuMs))),
+    maxRssMB: round(Math.max(...runs.map((r) => r.maxRssKB)) / 1024),
+    phases,
+    requests: rep.requests,
+    totalRequests: rep.totalRequests,
+    emulatorCpuMs: emuCpu.length ? round(median(emuCpu)) : undefined,
   };
 }
 
@@ -484,7 +736,12 @@ function summarise(runs) {
 const started = performance.now();
 const results = [];
 const log = (s) => process.stderr.write(`${s}\n`);
-log(`kms-sync bench${quick ? ' (quick)' : ''}: whole processes, latency ${latencyMs} ms/request, --parallelism ${parallelism}, ${os.cpus().length} cores, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}, node ${process.version}`);
+log(
+  `kms-sync bench${quick ? ' (quick)' : ''}: whole processes, latency ${latencyMs} ms/request, --parallelism ${parallelism}, ${os.cpus().length} cores, load average ${os
+    .loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')}, node ${process.version}`,
+);
 
 let emulator = null;
 try {
@@ -495,7 +752,16 @@ try {
     const r = await modes[s.mode](s, emulator);
     if (r.fleetRuns) {
       // kmsSync: the first fleet's figures (the table shows each).
-      results.push({ id: s.id, key: s.key, title: s.title, mode: s.mode, runs: s.runs, kmsSync: r.fleetRuns[0].kmsSync, fleets: r.fleetRuns, scenarioSeconds: round((performance.now() - t0) / 1000) });
+      results.push({
+        id: s.id,
+        key: s.key,
+        title: s.title,
+        mode: s.mode,
+        runs: s.runs,
+        kmsSync: r.fleetRuns[0].kmsSync,
+        fleets: r.fleetRuns,
+        scenarioSeconds: round((performance.now() - t0) / 1000),
+      });
       continue;
     }
     if (r.skipped) {
@@ -506,26 +772,63 @@ try {
     const kms = summarise(r.runs);
     let baseline;
     if (s.baseline && emulator) {
-      const b = await runWorker(emulator, { ...s.env, url: emulator.url, apiKey: API_KEY, parallelism, mode: 'baseline', run: 0, sample: s.baseline.sample, changeEvery: s.env.changeEvery });
-      baseline = { wallMs: round(b.wallMs), totalRequests: b.totalRequests, extrapolated: b.extrapolated, sampled: b.sampled, resources: b.resources };
+      const b = await runWorker(emulator, {
+        ...s.env,
+        url: emulator.url,
+        apiKey: API_KEY,
+        parallelism,
+        mode: 'baseline',
+        run: 0,
+        sample: s.baseline.sample,
+        changeEvery: s.env.changeEvery,
+      });
+      baseline = {
+        wallMs: round(b.wallMs),
+        totalRequests: b.totalRequests,
+        extrapolated: b.extrapolated,
+        sampled: b.sampled,
+        resources: b.resources,
+      };
     }
     if (emulator) await emulator.stop();
     emulator = null;
     const limit = s.env ? limitRequests(s) : undefined;
     const t = s.targets;
-    const meets = quick ? {} : {
-      ...(t.maxWallMs !== undefined ? { wall: kms.wallMs < t.maxWallMs } : {}),
-      ...(t.maxRequests !== undefined ? { requests: kms.totalRequests <= t.maxRequests } : {}),
-      ...(t.maxRssMB !== undefined ? { rss: kms.maxRssMB < t.maxRssMB } : {}),
-    };
+    const meets = quick
+      ? {}
+      : {
+          ...(t.maxWallMs !== undefined ? { wall: kms.wallMs < t.maxWallMs } : {}),
+          ...(t.maxRequests !== undefined ? { requests: kms.totalRequests <= t.maxRequests } : {}),
+          ...(t.maxRssMB !== undefined ? { rss: kms.maxRssMB < t.maxRssMB } : {}),
+        };
     const entry = {
-      id: s.id, key: s.key, title: s.title, mode: s.mode, sizes: s.env, runs: s.runs, warmups, targets: t, meetsTargets: meets,
-      ...(limit !== undefined ? { limit: { requests: limit } } : {}), kmsSync: kms, ...(r.extra ?? {}),
-      ...(baseline ? { baseline, ratio: { time: Math.round((kms.wallMs / baseline.wallMs) * 1e4) / 1e4, requests: Math.round((kms.totalRequests / baseline.totalRequests) * 1e4) / 1e4 } } : {}),
+      id: s.id,
+      key: s.key,
+      title: s.title,
+      mode: s.mode,
+      sizes: s.env,
+      runs: s.runs,
+      warmups,
+      targets: t,
+      meetsTargets: meets,
+      ...(limit !== undefined ? { limit: { requests: limit } } : {}),
+      kmsSync: kms,
+      ...(r.extra ?? {}),
+      ...(baseline
+        ? {
+            baseline,
+            ratio: {
+              time: Math.round((kms.wallMs / baseline.wallMs) * 1e4) / 1e4,
+              requests: Math.round((kms.totalRequests / baseline.totalRequests) * 1e4) / 1e4,
+            },
+          }
+        : {}),
       scenarioSeconds: round((performance.now() - t0) / 1000),
     };
     results.push(entry);
-    log(`  ${s.id}. ${s.title}: ${fmtMs(kms.wallMs)} median whole process, ${kms.totalRequests} requests, ${kms.maxRssMB} MB RSS (${entry.scenarioSeconds} s)`);
+    log(
+      `  ${s.id}. ${s.title}: ${fmtMs(kms.wallMs)} median whole process, ${kms.totalRequests} requests, ${kms.maxRssMB} MB RSS (${entry.scenarioSeconds} s)`,
+    );
   }
 } catch (e) {
   if (emulator) await emulator.stop().catch(() => undefined);
@@ -537,30 +840,70 @@ rmSync(tmpRoot, { recursive: true, force: true });
 
 const cpu = os.cpus();
 const report = {
-  date: new Date().toISOString(), mode: quick ? 'quick' : 'full',
-  machine: { cores: cpu.length, cpu: cpu[0]?.model, memoryGB: round(os.totalmem() / 2 ** 30), platform: `${os.platform()} ${os.release()}`, node: process.version, loadAverage: os.loadavg() },
-  latencyMs, parallelism, totalSeconds: round((performance.now() - started) / 1000), scenarios: results,
+  date: new Date().toISOString(),
+  mode: quick ? 'quick' : 'full',
+  machine: {
+    cores: cpu.length,
+    cpu: cpu[0]?.model,
+    memoryGB: round(os.totalmem() / 2 ** 30),
+    platform: `${os.platform()} ${os.release()}`,
+    node: process.version,
+    loadAverage: os.loadavg(),
+  },
+  latencyMs,
+  parallelism,
+  totalSeconds: round((performance.now() - started) / 1000),
+  scenarios: results,
 };
 writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 
 // ------------------------------------------------------------------ table
-function fmtMs(ms) { return ms === undefined ? '–' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`; }
+function fmtMs(ms) {
+  return ms === undefined ? '–' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`;
+}
 function table(rows) {
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
   const line = (r) => `| ${r.map((x, c) => String(x).padEnd(widths[c])).join(' | ')} |`;
   return [line(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(line)].join('\n');
 }
 const ok = (v) => (v === undefined ? '' : v ? ' ✓' : ' ✗');
-const PHASES = [['start-up', (p) => (p.startupMs ?? 0) + (p.commandImportMs ?? 0)], ['config', (p) => p.configMs], ['names', (p) => p.namesMs], ['read', (p) => p.readMs], ['plan', (p) => p.planMs], ['rest', (p) => p.otherMs]];
-const rows = [['#', 'scenario', 'target', 'wall, whole process (median)', 'phases: ' + PHASES.map(([n]) => n).join(' / '), 'requests (limit)', 'peak RSS', 'CPU kms-sync / emulator', 'baseline wall / requests', 'ratio time, requests']];
+const PHASES = [
+  ['start-up', (p) => (p.startupMs ?? 0) + (p.commandImportMs ?? 0)],
+  ['config', (p) => p.configMs],
+  ['names', (p) => p.namesMs],
+  ['read', (p) => p.readMs],
+  ['plan', (p) => p.planMs],
+  ['rest', (p) => p.otherMs],
+];
+const rows = [
+  [
+    '#',
+    'scenario',
+    'target',
+    'wall, whole process (median)',
+    'phases: ' + PHASES.map(([n]) => n).join(' / '),
+    'requests (limit)',
+    'peak RSS',
+    'CPU kms-sync / emulator',
+    'baseline wall / requests',
+    'ratio time, requests',
+  ],
+];
 for (const r of results) {
   if (r.fleets) {
     for (const f of r.fleets) {
       const k = f.kmsSync;
       rows.push([
-        r.id, `no-op plan, ${f.clients.toLocaleString('en')} clients over ${f.projects * f.envsPerProject} environment(s) (${Math.round(f.configBytes / 1e6)} MB YAML)`, '',
-        fmtMs(k.wallMs), PHASES.map(([, fn]) => fmtMs(fn(k.phases))).join(' / '), `${k.totalRequests}`, `${k.maxRssMB} MB (emulator ${f.emulatorMaxRssMB} MB)`,
-        `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`, '–', '–',
+        r.id,
+        `no-op plan, ${f.clients.toLocaleString('en')} clients over ${f.projects * f.envsPerProject} environment(s) (${Math.round(f.configBytes / 1e6)} MB YAML)`,
+        '',
+        fmtMs(k.wallMs),
+        PHASES.map(([, fn]) => fmtMs(fn(k.phases))).join(' / '),
+        `${k.totalRequests}`,
+        `${k.maxRssMB} MB (emulator ${f.emulatorMaxRssMB} MB)`,
+        `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`,
+        '–',
+        '–',
       ]);
     }
     continue;
@@ -570,22 +913,47 @@ for (const r of results) {
     continue;
   }
   const k = r.kmsSync;
-  const target = [r.targets.maxWallMs !== undefined ? `< ${fmtMs(r.targets.maxWallMs)}` : '', r.targets.maxRequests ? `≤ ${r.targets.maxRequests} req` : '', r.targets.maxRssMB ? `< ${r.targets.maxRssMB} MB` : '', r.targets.maxRatio ? `≤ ${r.targets.maxRatio}× terraform_data` : ''].filter(Boolean).join(', ');
-  const wall = r.mode === 'startup' ? `${fmtMs(r.versionMs)} / ${fmtMs(r.helpMs)}${ok(r.meetsTargets.wall)}`
-    : r.mode === 'cdktf' ? `${fmtMs(k.wallMs)} (synth alone ${fmtMs(r.synthMs)}, plan of cdktf.out ${fmtMs(r.planFromOutput.wallMs)})`
-      : r.mode === 'terraform' ? `${fmtMs(k.wallMs)}, terraform_data ${fmtMs(r.terraformData.wallMs)}: ${r.ratio.time.toFixed(2)}×${ok(quick ? undefined : r.meetsRatio)}`
-      : `${fmtMs(k.wallMs)}${ok(r.meetsTargets.wall)}`;
+  const target = [
+    r.targets.maxWallMs !== undefined ? `< ${fmtMs(r.targets.maxWallMs)}` : '',
+    r.targets.maxRequests ? `≤ ${r.targets.maxRequests} req` : '',
+    r.targets.maxRssMB ? `< ${r.targets.maxRssMB} MB` : '',
+    r.targets.maxRatio ? `≤ ${r.targets.maxRatio}× terraform_data` : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  const wall =
+    r.mode === 'startup'
+      ? `${fmtMs(r.versionMs)} / ${fmtMs(r.helpMs)}${ok(r.meetsTargets.wall)}`
+      : r.mode === 'cdktf'
+        ? `${fmtMs(k.wallMs)} (synth alone ${fmtMs(r.synthMs)}, plan of cdktf.out ${fmtMs(r.planFromOutput.wallMs)})`
+        : r.mode === 'terraform'
+          ? `${fmtMs(k.wallMs)}, terraform_data ${fmtMs(r.terraformData.wallMs)}: ${r.ratio.time.toFixed(2)}×${ok(quick ? undefined : r.meetsRatio)}`
+          : `${fmtMs(k.wallMs)}${ok(r.meetsTargets.wall)}`;
   rows.push([
-    r.id, r.title, target, wall,
-    r.mode === 'diff' ? `plan ${fmtMs(k.phases.planMs)} (in-process)` : PHASES.map(([, f]) => fmtMs(f(k.phases))).join(' / '),
-    r.mode === 'diff' || r.mode === 'startup' || r.mode === 'validate' ? '0' : `${k.totalRequests}${r.limit ? ` (${r.limit.requests})` : ''}${ok(r.meetsTargets.requests)}`,
-    `${k.maxRssMB} MB${ok(r.meetsTargets.rss)}`, `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`,
+    r.id,
+    r.title,
+    target,
+    wall,
+    r.mode === 'diff'
+      ? `plan ${fmtMs(k.phases.planMs)} (in-process)`
+      : PHASES.map(([, f]) => fmtMs(f(k.phases))).join(' / '),
+    r.mode === 'diff' || r.mode === 'startup' || r.mode === 'validate'
+      ? '0'
+      : `${k.totalRequests}${r.limit ? ` (${r.limit.requests})` : ''}${ok(r.meetsTargets.requests)}`,
+    `${k.maxRssMB} MB${ok(r.meetsTargets.rss)}`,
+    `${fmtMs(k.cpuMs)} / ${fmtMs(k.emulatorCpuMs)}`,
     r.baseline ? `${r.baseline.extrapolated ? '≈' : ''}${fmtMs(r.baseline.wallMs)} / ${r.baseline.totalRequests}` : '–',
-    r.ratio?.requests !== undefined ? `${r.ratio.time.toFixed(3)}, ${r.ratio.requests.toFixed(4)}` : r.ratio ? `${r.ratio.time.toFixed(3)} (time)` : '–',
+    r.ratio?.requests !== undefined
+      ? `${r.ratio.time.toFixed(3)}, ${r.ratio.requests.toFixed(4)}`
+      : r.ratio
+        ? `${r.ratio.time.toFixed(3)} (time)`
+        : '–',
   ]);
 }
 if (opts.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 else {
   process.stdout.write(`\n${table(rows)}\n\n`);
-  process.stdout.write(`Whole process = spawn to exit of \`node dist/bin/kms-sync.js …\`; phases from the process itself (KMS_SYNC_PROFILE). latency ${latencyMs} ms per request, --parallelism ${parallelism}, ${report.machine.cores} cores (${report.machine.cpu}), load average at start ${os.loadavg()[0].toFixed(1)}, node ${process.version}; medians of ${quick ? 1 : 'several'} runs after ${warmups} warm-up; ≈ = baseline scaled from a sample; ✓/✗ = target met. Total ${report.totalSeconds} s. Results: ${path.relative(process.cwd(), out)}\n`);
+  process.stdout.write(
+    `Whole process = spawn to exit of \`node dist/bin/kms-sync.js …\`; phases from the process itself (KMS_SYNC_PROFILE). latency ${latencyMs} ms per request, --parallelism ${parallelism}, ${report.machine.cores} cores (${report.machine.cpu}), load average at start ${os.loadavg()[0].toFixed(1)}, node ${process.version}; medians of ${quick ? 1 : 'several'} runs after ${warmups} warm-up; ≈ = baseline scaled from a sample; ✓/✗ = target met. Total ${report.totalSeconds} s. Results: ${path.relative(process.cwd(), out)}\n`,
+  );
 }

@@ -20,19 +20,32 @@ try {
     const entries = Array.from({ length: n }, (_, i) => {
       const client = `client-${String(total + i).padStart(6, '0')}`;
       return {
-        name: `bench-production/${client}/key-0`, value: `kmsc_${'x'.repeat(43)}`,
-        meta: { projectEnv: 'bench-production', client, key: 'key-0', keyId: `id-${total + i}`, issuedAt: '2026-11-22T00:00:00.000Z', expiresAt: null },
+        name: `bench-production/${client}/key-0`,
+        value: `kmsc_${'x'.repeat(43)}`,
+        meta: {
+          projectEnv: 'bench-production',
+          client,
+          key: 'key-0',
+          keyId: `id-${total + i}`,
+          issuedAt: '2026-11-22T00:00:00.000Z',
+          expiresAt: null,
+        },
       };
     });
     let t = performance.now();
     await store.putMany(entries);
     const put = performance.now() - t;
     total += n;
-    const names = Array.from({ length: Math.min(total, 1000) }, (_, i) => `bench-production/client-${String(i).padStart(6, '0')}/key-0`);
+    const names = Array.from(
+      { length: Math.min(total, 1000) },
+      (_, i) => `bench-production/client-${String(i).padStart(6, '0')}/key-0`,
+    );
     t = performance.now();
     await new SopsFileStore(file, { env }).existsMany(names);
     const exists = performance.now() - t;
-    process.stdout.write(`${String(total).padStart(7)} secrets: putMany(+${n}) ${Math.round(put)} ms, existsMany(${names.length}) on a fresh instance ${Math.round(exists)} ms\n`);
+    process.stdout.write(
+      `${String(total).padStart(7)} secrets: putMany(+${n}) ${Math.round(put)} ms, existsMany(${names.length}) on a fresh instance ${Math.round(exists)} ms\n`,
+    );
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

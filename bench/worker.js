@@ -26,7 +26,10 @@ function mark(name) {
   if (!process.send) return Promise.resolve();
   return new Promise((ok) => {
     const onMsg = (m) => {
-      if (m?.type === 'ack' && m.name === name) { process.off('message', onMsg); ok(); }
+      if (m?.type === 'ack' && m.name === name) {
+        process.off('message', onMsg);
+        ok();
+      }
     };
     process.on('message', onMsg);
     process.send({ type: 'mark', name });
@@ -36,11 +39,19 @@ function mark(name) {
 const cpuMs = (c) => (c.user + c.system) / 1000;
 const total = (counts) => Object.values(counts).reduce((a, b) => a + b, 0);
 const projectEnv = () => `${spec.project}-${spec.type}`;
-const target = () => ({ url: spec.url ?? 'memory', credential: 'test', envs: [projectEnv()], projects: [spec.project] });
+const target = () => ({
+  url: spec.url ?? 'memory',
+  credential: 'test',
+  envs: [projectEnv()],
+  projects: [spec.project],
+});
 /** The client kms-sync builds (src/engine/run.ts): --parallelism for writes, the transport's default for reads. */
 const api = (parallelism = spec.parallelism) =>
   new KmsClient({
-    baseUrl: spec.url, apiKey: spec.apiKey, parallelism, userAgent: 'kms-sync-bench',
+    baseUrl: spec.url,
+    apiKey: spec.apiKey,
+    parallelism,
+    userAgent: 'kms-sync-bench',
     ...(spec.readParallelism ? { readParallelism: spec.readParallelism } : {}),
   });
 
@@ -60,14 +71,21 @@ async function timed(fn) {
 function expectNoop(plan) {
   if (plan.operations.length || plan.unmanaged.length || plan.warnings.length) {
     const first = plan.operations.slice(0, 3).map((o) => `${o.action} ${o.address} (${o.reason})`);
-    throw new BenchFailure(`the no-op plan is not empty: ${JSON.stringify(plan.summary)}; ${plan.warnings.length} warning(s); ${first.join('; ')}`);
+    throw new BenchFailure(
+      `the no-op plan is not empty: ${JSON.stringify(plan.summary)}; ${plan.warnings.length} warning(s); ${first.join('; ')}`,
+    );
   }
 }
 
 function expectUpdates(plan, n) {
   const bad = plan.operations.filter((o) => o.kind !== 'client' || o.action !== 'update');
   if (bad.length || plan.operations.length !== n || plan.unmanaged.length) {
-    throw new BenchFailure(`expected exactly ${n} client updates, got ${JSON.stringify(plan.summary)} (${bad.slice(0, 3).map((o) => `${o.action} ${o.address}`).join('; ')})`);
+    throw new BenchFailure(
+      `expected exactly ${n} client updates, got ${JSON.stringify(plan.summary)} (${bad
+        .slice(0, 3)
+        .map((o) => `${o.action} ${o.address}`)
+        .join('; ')})`,
+    );
   }
 }
 
@@ -77,7 +95,11 @@ async function noop() {
   const r = await timed(async () => {
     const client = api();
     const t0 = performance.now();
-    const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] }, { fingerprints: false });
+    const live = await readLiveState(
+      client,
+      { projects: [spec.project], envs: [projectEnv()] },
+      { fingerprints: false },
+    );
     const t1 = performance.now();
     const plan = buildPlan({ desired, live, prune: false, target: target() });
     const t2 = performance.now();
@@ -85,7 +107,13 @@ async function noop() {
     return { plan, client, phases: { readMs: t1 - t0, planMs: t2 - t1 } };
   });
   expectNoop(r.plan);
-  return { wallMs: r.wallMs, cpuMs: r.cpuMs, phases: r.phases, requests: { ...r.client.http.requestCounts }, summary: r.plan.summary };
+  return {
+    wallMs: r.wallMs,
+    cpuMs: r.cpuMs,
+    phases: r.phases,
+    requests: { ...r.client.http.requestCounts },
+    summary: r.plan.summary,
+  };
 }
 
 /** Scenario 4: read + diff + apply of a change to 1% of the clients. */
@@ -99,7 +127,11 @@ async function update() {
     const r = await timed(async () => {
       const client = api();
       const t0 = performance.now();
-      const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] }, { fingerprints: false });
+      const live = await readLiveState(
+        client,
+        { projects: [spec.project], envs: [projectEnv()] },
+        { fingerprints: false },
+      );
       const t1 = performance.now();
       const plan = buildPlan({ desired, live, prune: false, target: target() });
       const t2 = performance.now();
@@ -108,10 +140,23 @@ async function update() {
       const result = await applyPlan({ api: client, plan, keys, parallelism: spec.parallelism });
       const t3 = performance.now();
       await client.close();
-      if (result.failed.length || result.stopReason) throw new BenchFailure(`apply failed: ${result.stopReason} ${result.failed.slice(0, 3).map((f) => f.error).join('; ')}`);
+      if (result.failed.length || result.stopReason)
+        throw new BenchFailure(
+          `apply failed: ${result.stopReason} ${result.failed
+            .slice(0, 3)
+            .map((f) => f.error)
+            .join('; ')}`,
+        );
       return { plan, client, result, phases: { readMs: t1 - t0, planMs: t2 - t1, applyMs: t3 - t2 } };
     });
-    return { wallMs: r.wallMs, cpuMs: r.cpuMs, phases: r.phases, requests: { ...r.client.http.requestCounts }, summary: r.plan.summary, changedObjects: expected };
+    return {
+      wallMs: r.wallMs,
+      cpuMs: r.cpuMs,
+      phases: r.phases,
+      requests: { ...r.client.http.requestCounts },
+      summary: r.plan.summary,
+      changedObjects: expected,
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -128,18 +173,40 @@ async function create() {
     const maxClients = Math.ceil(spec.clients / spec.templates) + 10;
     const setup = api();
     await setup.createProject({
-      slug: spec.project, name: spec.project,
-      envs: [{ type: spec.type, url: SEED_URL, templates: Array.from({ length: spec.templates }, (_, i) => ({ name: templateName(i), rateLimitDay: 1000 + i, maxClients })) }],
+      slug: spec.project,
+      name: spec.project,
+      envs: [
+        {
+          type: spec.type,
+          url: SEED_URL,
+          templates: Array.from({ length: spec.templates }, (_, i) => ({
+            name: templateName(i),
+            rateLimitDay: 1000 + i,
+            maxClients,
+          })),
+        },
+      ],
     });
     await setup.close();
     const desired = desiredState({ ...spec, endpoints: 0, maxClients });
 
-    const keyTimes = { captureMs: 0, captureCalls: 0, journalAppendMs: 0, storePutMs: 0, journalClearMs: 0, prepareMs: 0 };
+    const keyTimes = {
+      captureMs: 0,
+      captureCalls: 0,
+      journalAppendMs: 0,
+      storePutMs: 0,
+      journalClearMs: 0,
+      prepareMs: 0,
+    };
     const timeOn = (obj, method, field) => {
       const orig = obj[method].bind(obj);
       obj[method] = async (...a) => {
         const t = performance.now();
-        try { return await orig(...a); } finally { keyTimes[field] += performance.now() - t; }
+        try {
+          return await orig(...a);
+        } finally {
+          keyTimes[field] += performance.now() - t;
+        }
       };
     };
     const registry = new StoreRegistry({ declarations: [], baseDir, env });
@@ -151,13 +218,22 @@ async function create() {
     const origCapture = capture.capture.bind(capture);
     capture.capture = async (k) => {
       const t = performance.now();
-      try { return await origCapture(k); } finally { keyTimes.captureMs += performance.now() - t; keyTimes.captureCalls++; }
+      try {
+        return await origCapture(k);
+      } finally {
+        keyTimes.captureMs += performance.now() - t;
+        keyTimes.captureCalls++;
+      }
     };
 
     const r = await timed(async () => {
       const client = api();
       const t0 = performance.now();
-      const live = await readLiveState(client, { projects: [spec.project], envs: [projectEnv()] }, { fingerprints: false });
+      const live = await readLiveState(
+        client,
+        { projects: [spec.project], envs: [projectEnv()] },
+        { fingerprints: false },
+      );
       const t1 = performance.now();
       const plan = buildPlan({ desired, live, prune: false, target: target() });
       const t2 = performance.now();
@@ -167,13 +243,20 @@ async function create() {
       const result = await applyPlan({ api: client, plan, keys: capture, parallelism: spec.parallelism });
       const t3 = performance.now();
       await client.close();
-      if (result.failed.length || result.stopReason) throw new BenchFailure(`apply failed: ${result.stopReason} ${result.failed.slice(0, 3).map((f) => f.error).join('; ')}`);
+      if (result.failed.length || result.stopReason)
+        throw new BenchFailure(
+          `apply failed: ${result.stopReason} ${result.failed
+            .slice(0, 3)
+            .map((f) => f.error)
+            .join('; ')}`,
+        );
       return { plan, client, result, phases: { readMs: t1 - t0, planMs: t2 - t1, applyMs: t3 - t2 } };
     });
 
     // Untimed: every raw key is in the default store, readable, and belongs to the live key.
     const wantKeys = spec.clients * spec.keysPerClient;
-    if (r.result.keysStored.length !== wantKeys) throw new BenchFailure(`${r.result.keysStored.length} keys stored, expected ${wantKeys}`);
+    if (r.result.keysStored.length !== wantKeys)
+      throw new BenchFailure(`${r.result.keysStored.length} keys stored, expected ${wantKeys}`);
     const store = new SopsFileStore(path.join(baseDir, '.kms-sync', 'secrets.sops.yaml'), { env });
     const values = await store.readAll();
     const check = api(16);
@@ -183,16 +266,22 @@ async function create() {
     for (const c of liveClients) {
       for (const k of c.keys ?? []) {
         const v = values.get(store.secretName(`${projectEnv()}/${c.name}/${k.name}`));
-        if (v === undefined || !k.keyPrefix || !v.startsWith(k.keyPrefix)) throw new BenchFailure(`key ${c.name}/${k.name} is not readable from the store`);
+        if (v === undefined || !k.keyPrefix || !v.startsWith(k.keyPrefix))
+          throw new BenchFailure(`key ${c.name}/${k.name} is not readable from the store`);
         verified++;
       }
     }
-    if (verified !== wantKeys || values.size !== wantKeys) throw new BenchFailure(`${verified} keys verified, ${values.size} in the store, expected ${wantKeys}`);
+    if (verified !== wantKeys || values.size !== wantKeys)
+      throw new BenchFailure(`${verified} keys verified, ${values.size} in the store, expected ${wantKeys}`);
     const pending = await capture.journal.pendingIds();
     if (pending.length) throw new BenchFailure(`${pending.length} journal entries left behind`);
     return {
-      wallMs: r.wallMs, cpuMs: r.cpuMs, phases: { ...r.phases, ...keyTimes }, requests: { ...r.client.http.requestCounts },
-      summary: r.plan.summary, keysVerified: verified,
+      wallMs: r.wallMs,
+      cpuMs: r.cpuMs,
+      phases: { ...r.phases, ...keyTimes },
+      requests: { ...r.client.http.requestCounts },
+      summary: r.plan.summary,
+      keysVerified: verified,
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -213,9 +302,11 @@ async function diff() {
 /** Runs `fn` over items with `n` workers (Terraform's -parallelism). */
 async function pool(items, n, fn) {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++]);
+    }),
+  );
 }
 
 /**
@@ -235,7 +326,13 @@ async function baseline() {
   const sampleClients = clients.slice(0, Math.round(clients.length * fraction));
   const sampleEndpoints = endpoints.slice(0, Math.round(endpoints.length * fraction));
   const writes = spec.changeEvery ? clients.filter((c) => Number(c.metadata?.index) % spec.changeEvery === 0) : [];
-  const http = new HttpTransport({ baseUrl: spec.url, apiKey: spec.apiKey, parallelism: 10, readParallelism: 10, userAgent: 'terraform-like-baseline' });
+  const http = new HttpTransport({
+    baseUrl: spec.url,
+    apiKey: spec.apiKey,
+    parallelism: 10,
+    readParallelism: 10,
+    userAgent: 'terraform-like-baseline',
+  });
   const client = new KmsClient(http);
   const r = await timed(async () => {
     const t0 = performance.now();
@@ -243,10 +340,18 @@ async function baseline() {
     const items = [...sampleClients.map((c) => ['c', c]), ...sampleEndpoints.map((e) => ['e', e])];
     await pool(items, 10, async ([kind, x]) => {
       if (kind === 'c') await client.getClient(x.id ?? x.client_uuid, pe);
-      else await http.request({ method: 'GET', path: `/endpoint/${encodeURIComponent(`${x.method}:${x.path}`)}`, query: { project_env: pe }, kind: 'get endpoint' });
+      else
+        await http.request({
+          method: 'GET',
+          path: `/endpoint/${encodeURIComponent(`${x.method}:${x.path}`)}`,
+          query: { project_env: pe },
+          kind: 'get endpoint',
+        });
     });
     const t1 = performance.now();
-    await pool(writes, 10, (c) => client.updateClient(c.id ?? c.client_uuid, pe, { metadata: { ...c.metadata, rev: `baseline-${spec.run}` } }));
+    await pool(writes, 10, (c) =>
+      client.updateClient(c.id ?? c.client_uuid, pe, { metadata: { ...c.metadata, rev: `baseline-${spec.run}` } }),
+    );
     const t2 = performance.now();
     await client.close();
     return { phases: { refreshMs: t1 - t0, writeMs: t2 - t1 } };
@@ -255,13 +360,21 @@ async function baseline() {
   const scale = 1 / fraction;
   const refreshMs = r.phases.refreshMs * scale;
   const requests = {
-    'get project': 1, 'get client': clients.length, ...(endpoints.length ? { 'get endpoint': endpoints.length } : {}),
+    'get project': 1,
+    'get client': clients.length,
+    ...(endpoints.length ? { 'get endpoint': endpoints.length } : {}),
     ...(writes.length ? { 'update client': writes.length } : {}),
   };
   return {
-    wallMs: fraction === 1 ? r.wallMs : refreshMs + r.phases.writeMs, measuredWallMs: r.wallMs, cpuMs: r.cpuMs,
-    phases: { refreshMs, writeMs: r.phases.writeMs }, requests, measuredRequests: measured,
-    extrapolated: fraction < 1, sampled: sampleClients.length + sampleEndpoints.length, resources: all,
+    wallMs: fraction === 1 ? r.wallMs : refreshMs + r.phases.writeMs,
+    measuredWallMs: r.wallMs,
+    cpuMs: r.cpuMs,
+    phases: { refreshMs, writeMs: r.phases.writeMs },
+    requests,
+    measuredRequests: measured,
+    extrapolated: fraction < 1,
+    sampled: sampleClients.length + sampleEndpoints.length,
+    resources: all,
   };
 }
 
@@ -271,9 +384,13 @@ try {
   if (!fn) throw new BenchFailure(`unknown mode ${spec.mode}`);
   const out = await fn();
   const requests = out.requests;
-  process.stdout.write(`${JSON.stringify({ ok: true, ...out, totalRequests: total(requests), maxRssKB: process.resourceUsage().maxRSS })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ok: true, ...out, totalRequests: total(requests), maxRssKB: process.resourceUsage().maxRSS })}\n`,
+  );
   process.exit(0);
 } catch (e) {
-  process.stdout.write(`${JSON.stringify({ ok: false, error: e instanceof Error ? (e instanceof BenchFailure ? e.message : e.stack) : String(e) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ok: false, error: e instanceof Error ? (e instanceof BenchFailure ? e.message : e.stack) : String(e) })}\n`,
+  );
   process.exit(1);
 }

@@ -21,10 +21,13 @@ const BUNDLED_PACKAGES = ['commander'];
 // loads (so `--version` stays small) and what only some runs load (secret backends, report
 // publishers, the emulator, the provider, the other commands). test/bench/startup.test.ts keeps
 // `--version` and `--help` free of command modules.
-const START_UP = /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
-const ON_DEMAND = /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command)\.js$)/;
+const START_UP =
+  /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
+const ON_DEMAND =
+  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command)\.js$)/;
 const fromRoot = (id) => path.relative(root, id).split(path.sep).join('/');
-const shared = (id) => fromRoot(id).startsWith('dist/') && !START_UP.test(fromRoot(id)) && !ON_DEMAND.test(fromRoot(id));
+const shared = (id) =>
+  fromRoot(id).startsWith('dist/') && !START_UP.test(fromRoot(id)) && !ON_DEMAND.test(fromRoot(id));
 
 rmSync(outDir, { recursive: true, force: true });
 const { output } = await build({
@@ -36,12 +39,16 @@ const { output } = await build({
     return !BUNDLED_PACKAGES.some((p) => id === p || id.startsWith(`${p}/`));
   },
   output: {
-    dir: outDir, format: 'esm', chunkFileNames: '[name]-[hash].js', sourcemap: true,
+    dir: outDir,
+    format: 'esm',
+    chunkFileNames: '[name]-[hash].js',
+    sourcemap: true,
     codeSplitting: { includeDependenciesRecursively: false, groups: [{ name: 'commands', test: shared }] },
   },
   logLevel: 'warn',
 });
 
-const modules = Object.fromEntries(output.filter((o) => o.type === 'chunk')
-  .map((c) => [c.fileName, Object.keys(c.modules).map(fromRoot)]));
+const modules = Object.fromEntries(
+  output.filter((o) => o.type === 'chunk').map((c) => [c.fileName, Object.keys(c.modules).map(fromRoot)]),
+);
 writeFileSync(path.join(outDir, 'modules.json'), `${JSON.stringify(modules, null, 1)}\n`);

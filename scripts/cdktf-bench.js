@@ -32,7 +32,13 @@ const OWNED = { 'managed-by': 'kms-sync' };
  * (rateLimitDay 1000+i, maxClients ceil(clients/templates)+10), clients client-00000.. (company,
  * template i % templates, ipWhitelist 10.0.0.0/8, metadata { index }, keys key-0..).
  */
-export function seededStackSource({ project = 'bench', type = 'production', clients = 10_000, templates = 10, keysPerClient = 1 } = {}) {
+export function seededStackSource({
+  project = 'bench',
+  type = 'production',
+  clients = 10_000,
+  templates = 10,
+  keysPerClient = 1,
+} = {}) {
   const maxClients = Math.ceil(clients / templates) + 10;
   return `import { App, TerraformStack } from 'cdktf';
 import { KmsProject, KmsProvider } from 'kms-sync/cdktf';
@@ -60,7 +66,8 @@ function scratchProject(source) {
   const dir = mkdtempSync(path.join(tmpdir(), 'kms-sync-cdktf-bench-'));
   mkdirSync(path.join(dir, 'node_modules'));
   symlinkSync(repoRoot, path.join(dir, 'node_modules', 'kms-sync'), 'dir');
-  for (const pkg of ['cdktf', 'constructs']) symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
+  for (const pkg of ['cdktf', 'constructs'])
+    symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
   writeFileSync(path.join(dir, 'package.json'), '{ "type": "module", "private": true }\n');
   writeFileSync(path.join(dir, 'cdktf.json'), JSON.stringify({ language: 'typescript', app: 'node main.ts' }) + '\n');
   writeFileSync(path.join(dir, 'main.ts'), source);
@@ -78,25 +85,57 @@ export async function benchCdktf(o = {}) {
   const dir = scratchProject(seededStackSource(spec));
   try {
     if (emu) {
-      emu.service.seed({ project: spec.project, type: spec.type, url: SEED_URL, templates: spec.templates, clients: spec.clients, keysPerClient: spec.keysPerClient, endpoints: 0, metadata: OWNED });
+      emu.service.seed({
+        project: spec.project,
+        type: spec.type,
+        url: SEED_URL,
+        templates: spec.templates,
+        clients: spec.clients,
+        keysPerClient: spec.keysPerClient,
+        endpoints: 0,
+        metadata: OWNED,
+      });
     }
     const cdktf = await loadCdktf({ dir, cwd: dir });
-    if (cdktf.diagnostics.length) throw new Error(`the bench stack has problems: ${cdktf.diagnostics.slice(0, 3).map((d) => d.message).join('; ')}`);
+    if (cdktf.diagnostics.length)
+      throw new Error(
+        `the bench stack has problems: ${cdktf.diagnostics
+          .slice(0, 3)
+          .map((d) => d.message)
+          .join('; ')}`,
+      );
     const t0 = performance.now();
     const { state } = await loadDesiredState([], { cwd: dir, documents: cdktf.documents });
     const buildMs = performance.now() - t0;
     const api = new KmsClient({ baseUrl: o.url ?? emu.url, apiKey, parallelism: 8, userAgent: 'kms-sync-bench' });
     const t1 = performance.now();
-    const live = await readLiveState(api, { projects: [spec.project], envs: [`${spec.project}-${spec.type}`] }, { fingerprints: false });
+    const live = await readLiveState(
+      api,
+      { projects: [spec.project], envs: [`${spec.project}-${spec.type}`] },
+      { fingerprints: false },
+    );
     const t2 = performance.now();
     const plan = buildPlan({
-      desired: state, live, prune: false, now: new Date(),
-      target: { url: o.url ?? emu.url, credential: 'test', envs: [`${spec.project}-${spec.type}`], projects: [spec.project] },
+      desired: state,
+      live,
+      prune: false,
+      now: new Date(),
+      target: {
+        url: o.url ?? emu.url,
+        credential: 'test',
+        envs: [`${spec.project}-${spec.type}`],
+        projects: [spec.project],
+      },
     });
     const t3 = performance.now();
     await api.close();
     if (plan.operations.length || plan.unmanaged.length) {
-      throw new Error(`the no-op plan is not empty: ${JSON.stringify(plan.summary)} (${plan.operations.slice(0, 3).map((op) => `${op.action} ${op.address}`).join('; ')})`);
+      throw new Error(
+        `the no-op plan is not empty: ${JSON.stringify(plan.summary)} (${plan.operations
+          .slice(0, 3)
+          .map((op) => `${op.action} ${op.address}`)
+          .join('; ')})`,
+      );
     }
     return {
       clients: spec.clients,
@@ -123,11 +162,15 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     return i > 0 ? process.argv[i + 1] : dflt;
   };
   const r = await benchCdktf({
-    clients: Number(arg('clients', '10000')), templates: Number(arg('templates', '10')), keysPerClient: Number(arg('keys', '1')),
+    clients: Number(arg('clients', '10000')),
+    templates: Number(arg('templates', '10')),
+    keysPerClient: Number(arg('keys', '1')),
     ...(arg('url') ? { url: arg('url'), apiKey: arg('api-key', process.env.KMS_API_KEY) } : {}),
   });
   const ms = (n) => `${Math.round(n).toLocaleString('en')} ms`;
-  process.stdout.write(`CDKTF stack of ${r.clients.toLocaleString('en')} clients (${r.keys.toLocaleString('en')} keys): ` +
-    `synth ${ms(r.synthMs)}, load ${ms(r.loadMs)}, no-op plan ${ms(r.planMs)} (read ${ms(r.readLiveMs)}, diff ${ms(r.diffMs)})\n`);
+  process.stdout.write(
+    `CDKTF stack of ${r.clients.toLocaleString('en')} clients (${r.keys.toLocaleString('en')} keys): ` +
+      `synth ${ms(r.synthMs)}, load ${ms(r.loadMs)}, no-op plan ${ms(r.planMs)} (read ${ms(r.readLiveMs)}, diff ${ms(r.diffMs)})\n`,
+  );
   process.stdout.write(`${JSON.stringify(r)}\n`);
 }

@@ -7,7 +7,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const BEGIN = '<!-- BEGIN generated reference: edit schemas/kms-sync.schema.json, then npm run docs:reference -->';
+export const BEGIN =
+  '<!-- BEGIN generated reference: edit schemas/kms-sync.schema.json, then npm run docs:reference -->';
 export const END = '<!-- END generated reference -->';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -38,7 +39,11 @@ interface Schema {
 }
 
 /** One table of fields: an object of the format, where it sits, and its heading. */
-interface Section { heading: string; where: string; schema: Schema }
+interface Section {
+  heading: string;
+  where: string;
+  schema: Schema;
+}
 
 const cell = (s: string) => s.replace(/\|/g, '\\|').replace(/\n+/g, ' ');
 // Prose from the schema: <slug> and the like are text, not HTML tags.
@@ -68,7 +73,11 @@ export function renderReference(schema: Schema): string {
     }
   };
   visit(schema, '');
-  const slug = (h: string) => h.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+  const slug = (h: string) =>
+    h
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
 
   const typeOf = (raw: Schema, where: string, name: string): string => {
     if (raw.type === 'array' && raw.items) return `list of ${typeOf(raw.items, where, name)}`;
@@ -101,7 +110,9 @@ export function renderReference(schema: Schema): string {
   lines.push('Generated from `schemas/kms-sync.schema.json`: change the descriptions there.', '');
   for (const sec of sections) {
     lines.push(`### ${sec.heading}`, '');
-    const intro = [sec.where === 'the document itself' ? '' : `\`${sec.where}\`.`, prose(sec.schema.description ?? '')].filter(Boolean).join(' ');
+    const intro = [sec.where === 'the document itself' ? '' : `\`${sec.where}\`.`, prose(sec.schema.description ?? '')]
+      .filter(Boolean)
+      .join(' ');
     if (intro) lines.push(intro, '');
     const required = new Set(sec.schema.required ?? []);
     lines.push('| field | type | required | description |', '|---|---|---|---|');
@@ -110,7 +121,13 @@ export function renderReference(schema: Schema): string {
       const needs = sec.schema.dependencies?.[name];
       const req = required.has(name) ? 'yes' : needs ? `needs ${needs.map(code).join(', ')}` : '';
       const where = sec.where === 'the document itself' ? '' : sec.where;
-      const text = [s.title && s.title !== name ? `**${prose(s.title)}.**` : '', prose(raw.description ?? s.description ?? ''), ...details(raw)].filter(Boolean).join(' ');
+      const text = [
+        s.title && s.title !== name ? `**${prose(s.title)}.**` : '',
+        prose(raw.description ?? s.description ?? ''),
+        ...details(raw),
+      ]
+        .filter(Boolean)
+        .join(' ');
       lines.push(`| \`${name}\` | ${cell(typeOf(raw, where, name))} | ${req} | ${cell(text)} |`);
     }
     lines.push('');

@@ -24,13 +24,18 @@ export const CONSTRUCTS_SOURCE = path.join(FLAVOURS_DIR, 'cdktf', 'constructs.ts
 
 const require = createRequire(import.meta.url);
 
-interface CodeMakerLike { save(dir: string): Promise<unknown> }
+interface CodeMakerLike {
+  save(dir: string): Promise<unknown>;
+}
 
 async function runGenerator(flavour: Flavour, schema: unknown, outDir: string): Promise<void> {
   // Importing the generators' `commons` packages starts `terraform version` and a HashiCorp
   // checkpoint call: keep generation offline, silent and independent of a local terraform.
   // (The packages read these once, when first imported; restore them for the rest of the process.)
-  const saved = { CHECKPOINT_DISABLE: process.env.CHECKPOINT_DISABLE, TERRAFORM_BINARY_NAME: process.env.TERRAFORM_BINARY_NAME };
+  const saved = {
+    CHECKPOINT_DISABLE: process.env.CHECKPOINT_DISABLE,
+    TERRAFORM_BINARY_NAME: process.env.TERRAFORM_BINARY_NAME,
+  };
   process.env.CHECKPOINT_DISABLE = '1';
   process.env.TERRAFORM_BINARY_NAME = path.join(tmpdir(), 'kms-sync-no-terraform', 'terraform');
   try {
@@ -45,7 +50,9 @@ async function runGenerator(flavour: Flavour, schema: unknown, outDir: string): 
 
 async function generate(flavour: Flavour, schema: unknown, outDir: string): Promise<void> {
   if (flavour === 'cdktn') {
-    const gen = require('@cdktn/provider-generator') as { generateProviderBindingsFromSchema(dir: string, schema: unknown): Promise<void> };
+    const gen = require('@cdktn/provider-generator') as {
+      generateProviderBindingsFromSchema(dir: string, schema: unknown): Promise<void>;
+    };
     await gen.generateProviderBindingsFromSchema(outDir, schema);
     return;
   }
@@ -63,7 +70,10 @@ export async function packageVersion(): Promise<string> {
   return (JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
-interface ProviderSchemaJson { provider_schemas: Record<string, unknown>; provider_versions?: Record<string, string> }
+interface ProviderSchemaJson {
+  provider_schemas: Record<string, unknown>;
+  provider_versions?: Record<string, string>;
+}
 
 /**
  * `cdktn deploy` / `cdktf deploy` require a version for every entry of required_providers; the
@@ -71,7 +81,10 @@ interface ProviderSchemaJson { provider_schemas: Record<string, unknown>; provid
  * provider in the schema gets this package's version: bindings and provider ship together.
  */
 function withProviderVersion(schema: ProviderSchemaJson, version: string): ProviderSchemaJson {
-  return { ...schema, provider_versions: Object.fromEntries(Object.keys(schema.provider_schemas).map((fqpn) => [fqpn, version])) };
+  return {
+    ...schema,
+    provider_versions: Object.fromEntries(Object.keys(schema.provider_schemas).map((fqpn) => [fqpn, version])),
+  };
 }
 
 function generatorVersion(flavour: Flavour): string {
@@ -86,7 +99,12 @@ const header = (flavour: Flavour) =>
 /** ESM needs explicit specifiers: `./project` (cdktf) and `./project/index` (cdktn) → `./project/index.js`. */
 function esmSpecifiers(text: string): string {
   return text.replace(/(from\s+')(\.{1,2}\/[^']*?)(')/g, (_m, a: string, spec: string, b: string) =>
-    spec.endsWith('.js') ? `${a}${spec}${b}` : spec.endsWith('/index') ? `${a}${spec}.js${b}` : `${a}${spec}/index.js${b}`);
+    spec.endsWith('.js')
+      ? `${a}${spec}${b}`
+      : spec.endsWith('/index')
+        ? `${a}${spec}.js${b}`
+        : `${a}${spec}/index.js${b}`,
+  );
 }
 
 /**
@@ -137,7 +155,10 @@ export = cdk;
 function appCdk(flavour: Flavour, key: string, text: string): string {
   const loader = path.posix.relative(path.posix.dirname(key), LOADER_JS);
   return text
-    .replace(`import * as ${flavour} from '${flavour}';`, `import ${flavour} from '${loader.startsWith('.') ? loader : `./${loader}`}';`)
+    .replace(
+      `import * as ${flavour} from '${flavour}';`,
+      `import ${flavour} from '${loader.startsWith('.') ? loader : `./${loader}`}';`,
+    )
     .replace(`import { Construct } from 'constructs';`, `import type { Construct } from 'constructs';`);
 }
 
@@ -156,7 +177,10 @@ async function listFiles(dir: string, base = dir): Promise<string[]> {
  * Pure with respect to the repository: generation happens in a temporary folder.
  */
 export async function renderFlavour(flavour: Flavour): Promise<Map<string, string>> {
-  const schema = withProviderVersion(JSON.parse(await readFile(SCHEMA_FILE, 'utf8')) as ProviderSchemaJson, await packageVersion());
+  const schema = withProviderVersion(
+    JSON.parse(await readFile(SCHEMA_FILE, 'utf8')) as ProviderSchemaJson,
+    await packageVersion(),
+  );
   const tmp = await mkdtemp(path.join(tmpdir(), `kms-sync-gen-${flavour}-`));
   try {
     await runGenerator(flavour, schema, tmp);
@@ -185,8 +209,11 @@ export async function renderFlavour(flavour: Flavour): Promise<Map<string, strin
     files.set(LOADER_DTS, loaderDts(flavour));
     if (flavour !== 'cdktf') {
       const source = await readFile(CONSTRUCTS_SOURCE, 'utf8');
-      files.set('constructs.ts', `// Generated by \`npm run generate\` from src/cdktf/flavours/cdktf/constructs.ts for ${flavour}. Do not edit.\n` +
-        source.replace(/from 'cdktf'/g, `from '${flavour}'`).replace(/\bcdktf\b(?=\.)/g, flavour));
+      files.set(
+        'constructs.ts',
+        `// Generated by \`npm run generate\` from src/cdktf/flavours/cdktf/constructs.ts for ${flavour}. Do not edit.\n` +
+          source.replace(/from 'cdktf'/g, `from '${flavour}'`).replace(/\bcdktf\b(?=\.)/g, flavour),
+      );
     }
     return files;
   } finally {

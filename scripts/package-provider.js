@@ -17,7 +17,18 @@
 // (the user's CDK packages) are not in it and say so.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -44,11 +55,15 @@ const EMBEDDED = ['schemas/plugin-protocol/descriptor.json', 'schemas/terraform-
 const CLI_EMBEDDED = [...EMBEDDED, 'package.json', 'schemas/kms-sync.schema.json', 'release-signing-keys'];
 const CLI_NOT_BUNDLED = {
   'fs-native-extensions': 'the agent (kms-sync agent)',
-  cdktf: '--cdktf', cdktn: '--cdktf', constructs: '--cdktf',
+  cdktf: '--cdktf',
+  cdktn: '--cdktf',
+  constructs: '--cdktf',
 };
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
-const release = await import(pathToFileURL(path.join(root, 'dist', 'provider', 'release.js')).href).catch(() => undefined);
+const release = await import(pathToFileURL(path.join(root, 'dist', 'provider', 'release.js')).href).catch(
+  () => undefined,
+);
 const ALL_PLATFORMS = release?.RELEASE_PLATFORMS ?? [];
 const { values: args } = parseArgs({
   options: {
@@ -67,12 +82,20 @@ const fail = (message) => {
 if (!release) fail('dist/ is missing: run npm run build first');
 if (!args.out) fail('--out DIR is required (where the release files go)');
 const out = path.resolve(args.out);
-const platforms = args['sums-only'] ? [] : args.platforms.split(',').map((p) => p.trim()).filter(Boolean);
-for (const p of platforms) if (!ALL_PLATFORMS.includes(p)) fail(`--platforms: unknown platform ${p} (known: ${ALL_PLATFORMS.join(', ')})`);
+const platforms = args['sums-only']
+  ? []
+  : args.platforms
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean);
+for (const p of platforms)
+  if (!ALL_PLATFORMS.includes(p)) fail(`--platforms: unknown platform ${p} (known: ${ALL_PLATFORMS.join(', ')})`);
 const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version;
 const pins = args.pins ? JSON.parse(readFileSync(path.resolve(args.pins), 'utf8')) : PINS;
 if (platforms.length > 0 && pins.version !== process.versions.node) {
-  fail(`Node.js ${process.versions.node} runs this, but the Node.js binaries are pinned at ${pins.version} (scripts/node-pins.json), and the executable must be built by the Node.js it runs on: run it with Node.js ${pins.version}, or pin ${process.versions.node} (docs/terraform-provider.md, "Pinned Node.js binaries")`);
+  fail(
+    `Node.js ${process.versions.node} runs this, but the Node.js binaries are pinned at ${pins.version} (scripts/node-pins.json), and the executable must be built by the Node.js it runs on: run it with Node.js ${pins.version}, or pin ${process.versions.node} (docs/terraform-provider.md, "Pinned Node.js binaries")`,
+  );
 }
 mkdirSync(out, { recursive: true });
 const log = (line) => process.stdout.write(`${line}\n`);
@@ -81,10 +104,14 @@ const log = (line) => process.stdout.write(`${line}\n`);
 async function bundle(work) {
   const { build } = await import('rolldown');
   const entry = path.join(work, 'entry.js');
-  const files = Object.fromEntries((args.cli ? CLI_EMBEDDED : EMBEDDED).map((f) => [f, readFileSync(path.join(root, f), 'utf8')]));
+  const files = Object.fromEntries(
+    (args.cli ? CLI_EMBEDDED : EMBEDDED).map((f) => [f, readFileSync(path.join(root, f), 'utf8')]),
+  );
   const packageFiles = path.join(root, 'dist', 'model', 'package-files.js');
   // The CLI reads package files with fs as well: those under the embedded root come from the copies.
-  const fsShim = !args.cli ? '' : `import fs from 'node:fs';
+  const fsShim = !args.cli
+    ? ''
+    : `import fs from 'node:fs';
 const E = globalThis[EMBEDDED_FILES];
 const hit = (p) => (typeof p === 'string' && p.startsWith(E.root + '/') ? E.files[p.slice(E.root.length + 1)] : undefined);
 const asText = (o) => typeof o === 'string' || Boolean(o && o.encoding);
@@ -95,38 +122,47 @@ fs.existsSync = (p) => hit(p) !== undefined || existsSync(p);
 const readFile = fs.promises.readFile;
 fs.promises.readFile = async (p, o) => { const t = hit(p); return t === undefined ? readFile(p, o) : asText(o) ? t : Buffer.from(t); };
 `;
-  writeFileSync(path.join(work, 'embed.js'), `import { EMBEDDED_FILES } from ${JSON.stringify(packageFiles)};\nglobalThis[EMBEDDED_FILES] = { root: '/kms-sync-embedded', files: ${JSON.stringify(files)} };\n${fsShim}`);
+  writeFileSync(
+    path.join(work, 'embed.js'),
+    `import { EMBEDDED_FILES } from ${JSON.stringify(packageFiles)};\nglobalThis[EMBEDDED_FILES] = { root: '/kms-sync-embedded', files: ${JSON.stringify(files)} };\n${fsShim}`,
+  );
   // No top-level await in CommonJS: the entry waits with then().
-  writeFileSync(entry, args.cli
-    ? `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'cli', 'run.js'))});\n`
-    : `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'provider', 'main.js'))}).then((m) => m.runProvider()).then((code) => process.exit(code), (e) => { process.stderr.write(\`terraform-provider-kms: \${e?.stack ?? e}\\n\`); process.exit(1); });\n`);
+  writeFileSync(
+    entry,
+    args.cli
+      ? `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'cli', 'run.js'))});\n`
+      : `import './embed.js';\nimport(${JSON.stringify(path.join(root, 'dist', 'provider', 'main.js'))}).then((m) => m.runProvider()).then((code) => process.exit(code), (e) => { process.stderr.write(\`terraform-provider-kms: \${e?.stack ?? e}\\n\`); process.exit(1); });\n`,
+  );
   const file = path.join(work, args.cli ? 'cli.cjs' : 'provider.cjs');
   const notBundled = args.cli ? { ...NOT_BUNDLED, ...CLI_NOT_BUNDLED } : NOT_BUNDLED;
-  const notBundledMessage = (pkg) => args.cli
-    ? `the single-file kms-sync does not include ${pkg}, which ${notBundled[pkg]}${Object.hasOwn(CLI_NOT_BUNDLED, pkg) ? ' needs' : ' stores need'}: use the npm package of the release for that (docs/getting-started.md, "Install from a release")`
-    : `the packaged terraform-provider-kms does not include ${pkg}, which ${NOT_BUNDLED[pkg]} stores need: install the provider that runs with Node.js for them (kms-sync provider install, without --from)`;
+  const notBundledMessage = (pkg) =>
+    args.cli
+      ? `the single-file kms-sync does not include ${pkg}, which ${notBundled[pkg]}${Object.hasOwn(CLI_NOT_BUNDLED, pkg) ? ' needs' : ' stores need'}: use the npm package of the release for that (docs/getting-started.md, "Install from a release")`
+      : `the packaged terraform-provider-kms does not include ${pkg}, which ${NOT_BUNDLED[pkg]} stores need: install the provider that runs with Node.js for them (kms-sync provider install, without --from)`;
   await build({
     input: entry,
     platform: 'node',
-    plugins: [{
-      name: 'kms-sync-sea',
-      resolveId(id) {
-        if (Object.hasOwn(notBundled, id)) return `\0not-bundled:${id}`;
-        return null;
+    plugins: [
+      {
+        name: 'kms-sync-sea',
+        resolveId(id) {
+          if (Object.hasOwn(notBundled, id)) return `\0not-bundled:${id}`;
+          return null;
+        },
+        load(id) {
+          if (!id.startsWith('\0not-bundled:')) return null;
+          const pkg = id.slice('\0not-bundled:'.length);
+          return `throw new Error(${JSON.stringify(notBundledMessage(pkg))});\n`;
+        },
+        // createRequire(import.meta.url)('x') is invisible to a bundler: make it a plain require.
+        transform(code, id) {
+          if (!id.startsWith(path.join(root, 'dist')) || !code.includes('createRequire(import.meta.url)')) return null;
+          return code
+            .replace(/createRequire\(import\.meta\.url\)\((['"][^'"]+['"])\)/g, 'require($1)')
+            .replace(/\brequireHere\((['"][^'"]+['"])\)/g, 'require($1)');
+        },
       },
-      load(id) {
-        if (!id.startsWith('\0not-bundled:')) return null;
-        const pkg = id.slice('\0not-bundled:'.length);
-        return `throw new Error(${JSON.stringify(notBundledMessage(pkg))});\n`;
-      },
-      // createRequire(import.meta.url)('x') is invisible to a bundler: make it a plain require.
-      transform(code, id) {
-        if (!id.startsWith(path.join(root, 'dist')) || !code.includes('createRequire(import.meta.url)')) return null;
-        return code
-          .replace(/createRequire\(import\.meta\.url\)\((['"][^'"]+['"])\)/g, 'require($1)')
-          .replace(/\brequireHere\((['"][^'"]+['"])\)/g, 'require($1)');
-      },
-    }],
+    ],
     output: { file, format: 'cjs', codeSplitting: false, minify: true },
     logLevel: 'warn',
   });
@@ -147,19 +183,28 @@ function nodeBinary(platform, work) {
   if (!pin) throw new Error(`${platform}: no Node.js binary pinned in scripts/node-pins.json`);
   const checkBinary = (file, from) => {
     const got = sha256(readFileSync(file));
-    if (got !== pin.binarySha256) throw new Error(`${platform}: the Node.js binary from ${from} has SHA-256 ${got}, not the pinned ${pin.binarySha256} (scripts/node-pins.json): refusing to build with it`);
+    if (got !== pin.binarySha256)
+      throw new Error(
+        `${platform}: the Node.js binary from ${from} has SHA-256 ${got}, not the pinned ${pin.binarySha256} (scripts/node-pins.json): refusing to build with it`,
+      );
     return { file, from };
   };
-  if (pin.host) return platform === HOST ? checkBinary(process.execPath, `this machine's Node.js ${process.version}`) : undefined;
+  if (pin.host)
+    return platform === HOST ? checkBinary(process.execPath, `this machine's Node.js ${process.version}`) : undefined;
   const { package: pkg, binary, integrity } = pin.npm;
   mkdirSync(args.cache, { recursive: true });
   const tarball = path.join(args.cache, `${pkg}-${pins.version}.tgz`);
   const fresh = () => {
     rmSync(tarball, { force: true });
     try {
-      execFileSync('npm', ['pack', `${pkg}@${pins.version}`, '--pack-destination', args.cache, '--silent'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      execFileSync('npm', ['pack', `${pkg}@${pins.version}`, '--pack-destination', args.cache, '--silent'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
     } catch (e) {
-      throw new Error(`cannot fetch ${pkg}@${pins.version} from the npm registry: ${String(e.stderr ?? e.message).split('\n')[0]}`);
+      throw new Error(
+        `cannot fetch ${pkg}@${pins.version} from the npm registry: ${String(e.stderr ?? e.message).split('\n')[0]}`,
+      );
     }
   };
   if (!existsSync(tarball)) fresh();
@@ -167,7 +212,10 @@ function nodeBinary(platform, work) {
     // A cached tarball that does not match is fetched again once; a fresh one that does not match stops the build.
     fresh();
     const got = integrityOf(readFileSync(tarball));
-    if (got !== integrity) throw new Error(`${pkg}@${pins.version} from the npm registry has integrity ${got}, not the pinned ${integrity} (scripts/node-pins.json): refusing to build with it`);
+    if (got !== integrity)
+      throw new Error(
+        `${pkg}@${pins.version} from the npm registry has integrity ${got}, not the pinned ${integrity} (scripts/node-pins.json): refusing to build with it`,
+      );
   }
   const dir = path.join(work, platform);
   mkdirSync(dir, { recursive: true });
@@ -186,11 +234,16 @@ try {
     const nodes = {};
     for (const platform of platforms) {
       if (platform.startsWith('darwin_') && process.platform !== 'darwin') {
-        log(`${platform}: skipped: Node.js for macOS is code-signed, and the executable must be re-signed after injection (codesign, only on macOS): build it on a Mac`);
+        log(
+          `${platform}: skipped: Node.js for macOS is code-signed, and the executable must be re-signed after injection (codesign, only on macOS): build it on a Mac`,
+        );
         continue;
       }
       nodes[platform] = nodeBinary(platform, work);
-      if (!nodes[platform]) log(`${platform}: skipped: no npm package holds Node.js ${pins.version} for it; build it on that platform, where the script takes (and checks) the Node.js running it`);
+      if (!nodes[platform])
+        log(
+          `${platform}: skipped: no npm package holds Node.js ${pins.version} for it; build it on that platform, where the script takes (and checks) the Node.js running it`,
+        );
     }
     const cjs = await bundle(work);
     log(`bundled the provider: ${(statSync(cjs).size / 1e6).toFixed(1)} MB of JavaScript`);
@@ -199,7 +252,16 @@ try {
     for (const useCodeCache of [false, true]) {
       const cfg = path.join(work, `sea-${useCodeCache}.json`);
       const blob = path.join(work, `sea-${useCodeCache}.blob`);
-      writeFileSync(cfg, JSON.stringify({ main: cjs, output: blob, disableExperimentalSEAWarning: true, useCodeCache, useSnapshot: false }));
+      writeFileSync(
+        cfg,
+        JSON.stringify({
+          main: cjs,
+          output: blob,
+          disableExperimentalSEAWarning: true,
+          useCodeCache,
+          useSnapshot: false,
+        }),
+      );
       execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: 'pipe' });
       blobs[useCodeCache] = readFileSync(blob);
     }
@@ -208,13 +270,18 @@ try {
       const darwin = platform.startsWith('darwin_');
       const node = nodes[platform];
       if (!node) continue;
-      const exeName = args.cli ? `kms-sync_${version}_${platform}${platform.startsWith('windows_') ? '.exe' : ''}` : release.executableName(version, platform);
+      const exeName = args.cli
+        ? `kms-sync_${version}_${platform}${platform.startsWith('windows_') ? '.exe' : ''}`
+        : release.executableName(version, platform);
       const exe = path.join(work, exeName);
       copyFileSync(node.file, exe);
       chmodSync(exe, 0o755);
       if (darwin) codesign('--remove-signature', exe);
       const sameNode = platform === HOST && node.from.includes(process.versions.node);
-      await inject(exe, 'NODE_SEA_BLOB', blobs[sameNode], { sentinelFuse: SEA_FUSE, ...(darwin ? { machoSegmentName: 'NODE_SEA' } : {}) });
+      await inject(exe, 'NODE_SEA_BLOB', blobs[sameNode], {
+        sentinelFuse: SEA_FUSE,
+        ...(darwin ? { machoSegmentName: 'NODE_SEA' } : {}),
+      });
       if (darwin) codesign('--sign', '-', exe);
       if (args.cli) {
         copyFileSync(exe, path.join(out, exeName));
@@ -225,7 +292,9 @@ try {
       }
       const zip = release.writeZip([{ name: exeName, data: readFileSync(exe), mode: 0o755 }]);
       writeFileSync(path.join(out, release.releaseZipName(version, platform)), zip);
-      log(`${platform}: ${release.releaseZipName(version, platform)} (executable ${(statSync(exe).size / 1e6).toFixed(1)} MB, zip ${(zip.length / 1e6).toFixed(1)} MB; Node.js from ${node.from})`);
+      log(
+        `${platform}: ${release.releaseZipName(version, platform)} (executable ${(statSync(exe).size / 1e6).toFixed(1)} MB, zip ${(zip.length / 1e6).toFixed(1)} MB; Node.js from ${node.from})`,
+      );
       rmSync(exe);
     }
   }
@@ -236,11 +305,22 @@ try {
   const manifest = `${JSON.stringify(release.REGISTRY_MANIFEST, null, 2)}\n`;
   writeFileSync(path.join(out, release.manifestName(version)), manifest);
   writeFileSync(path.join(out, 'terraform-registry-manifest.json'), manifest);
-  const summed = readdirSync(out).filter((f) => release.parseReleaseZipName(f)?.version === version || f === release.manifestName(version)).sort();
+  const summed = readdirSync(out)
+    .filter((f) => release.parseReleaseZipName(f)?.version === version || f === release.manifestName(version))
+    .sort();
   if (!summed.some((f) => f.endsWith('.zip'))) throw new Error(`no release zip of version ${version} in ${out}`);
-  const sums = summed.map((f) => `${createHash('sha256').update(readFileSync(path.join(out, f))).digest('hex')}  ${f}\n`).join('');
+  const sums = summed
+    .map(
+      (f) =>
+        `${createHash('sha256')
+          .update(readFileSync(path.join(out, f)))
+          .digest('hex')}  ${f}\n`,
+    )
+    .join('');
   writeFileSync(path.join(out, release.sumsName(version)), sums);
-  log(`${release.sumsName(version)}: ${summed.length} files; ${release.manifestName(version)}; terraform-registry-manifest.json`);
+  log(
+    `${release.sumsName(version)}: ${summed.length} files; ${release.manifestName(version)}; terraform-registry-manifest.json`,
+  );
 } catch (e) {
   rmSync(work, { recursive: true, force: true });
   fail(e.message);

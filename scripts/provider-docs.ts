@@ -16,7 +16,11 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const SCHEMA_FILE = path.join(root, 'schemas', 'terraform-provider-kms.json');
 const DOCS = path.join(root, 'docs');
-export const KINDS = { resources: 'Resource', 'data-sources': 'Data Source', 'ephemeral-resources': 'Ephemeral Resource' } as const;
+export const KINDS = {
+  resources: 'Resource',
+  'data-sources': 'Data Source',
+  'ephemeral-resources': 'Ephemeral Resource',
+} as const;
 type Kind = keyof typeof KINDS;
 
 /** Where the example of each kind of block is taken from (files the tests run or validate). */
@@ -51,12 +55,25 @@ interface Attribute {
   write_only?: boolean;
   deprecated?: boolean;
 }
-interface Block { attributes?: Record<string, Attribute>; block_types?: Record<string, { nesting_mode: string; block: Block; min_items?: number; max_items?: number }>; description?: string }
-interface Schema { block: Block }
-export interface ProviderSchema { provider: Schema; resource_schemas: Record<string, Schema>; data_source_schemas: Record<string, Schema>; ephemeral_resource_schemas?: Record<string, Schema> }
+interface Block {
+  attributes?: Record<string, Attribute>;
+  block_types?: Record<string, { nesting_mode: string; block: Block; min_items?: number; max_items?: number }>;
+  description?: string;
+}
+interface Schema {
+  block: Block;
+}
+export interface ProviderSchema {
+  provider: Schema;
+  resource_schemas: Record<string, Schema>;
+  data_source_schemas: Record<string, Schema>;
+  ephemeral_resource_schemas?: Record<string, Schema>;
+}
 
 export function readSchema(file = SCHEMA_FILE): ProviderSchema {
-  return Object.values((JSON.parse(readFileSync(file, 'utf8')) as { provider_schemas: Record<string, ProviderSchema> }).provider_schemas)[0]!;
+  return Object.values(
+    (JSON.parse(readFileSync(file, 'utf8')) as { provider_schemas: Record<string, ProviderSchema> }).provider_schemas,
+  )[0]!;
 }
 
 const TYPE_NAMES: Record<string, string> = { string: 'String', number: 'Number', bool: 'Boolean', dynamic: 'Dynamic' };
@@ -75,7 +92,11 @@ function typeName(t: unknown): string {
 const prose = (s: string | undefined) => (s ?? '').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** The first top-level block `<keyword> "<type>" …{ … }` of an example file, as written there. */
-export function exampleBlock(file: string, keyword: string, type?: string): { text: string; name?: string } | undefined {
+export function exampleBlock(
+  file: string,
+  keyword: string,
+  type?: string,
+): { text: string; name?: string } | undefined {
   const lines = readFileSync(path.join(root, file), 'utf8').split('\n');
   const head = new RegExp(`^${keyword}(?: "${type ?? '[^"]+'}")?(?: "([^"]+)")? \\{\\s*$`);
   const start = lines.findIndex((l) => head.test(l));
@@ -90,7 +111,11 @@ function schemaSection(block: Block, heading = '## Schema'): string[] {
   const out: string[] = [heading, ''];
   const nested: [string, Block, string][] = [];
   const line = (name: string, a: Attribute) => {
-    const tags = [a.nested_type ? `Attributes ${a.nested_type.nesting_mode === 'single' ? '' : `${a.nested_type.nesting_mode[0]!.toUpperCase()}${a.nested_type.nesting_mode.slice(1)}`}`.trim() : typeName(a.type)];
+    const tags = [
+      a.nested_type
+        ? `Attributes ${a.nested_type.nesting_mode === 'single' ? '' : `${a.nested_type.nesting_mode[0]!.toUpperCase()}${a.nested_type.nesting_mode.slice(1)}`}`.trim()
+        : typeName(a.type),
+    ];
     if (a.sensitive) tags.push('Sensitive');
     if (a.write_only) tags.push('Write-only');
     if (a.deprecated) tags.push('Deprecated');
@@ -105,18 +130,36 @@ function schemaSection(block: Block, heading = '## Schema'): string[] {
     ['Read-Only', (a) => Boolean(a.computed) && !a.optional && !a.required],
   ];
   for (const [title, test] of groups) {
-    const items = attrs.filter(([, a]) => test(a)).sort(([x], [y]) => x.localeCompare(y)).map(([n, a]) => line(n, a));
+    const items = attrs
+      .filter(([, a]) => test(a))
+      .sort(([x], [y]) => x.localeCompare(y))
+      .map(([n, a]) => line(n, a));
     if (title === 'Optional') {
       for (const [n, bt] of blocks.sort(([x], [y]) => x.localeCompare(y))) {
-        const count = bt.max_items === 1 || bt.nesting_mode === 'single' || bt.nesting_mode === 'group' ? 'at most one' : bt.min_items ? `at least ${bt.min_items}` : 'any number';
-        items.push(`- \`${n}\` (Block ${bt.nesting_mode[0]!.toUpperCase()}${bt.nesting_mode.slice(1)}, ${count}) ${prose(bt.block.description)} See [below for nested schema](#nestedblock--${n}).`.replace(/ {2,}/g, ' '));
+        const count =
+          bt.max_items === 1 || bt.nesting_mode === 'single' || bt.nesting_mode === 'group'
+            ? 'at most one'
+            : bt.min_items
+              ? `at least ${bt.min_items}`
+              : 'any number';
+        items.push(
+          `- \`${n}\` (Block ${bt.nesting_mode[0]!.toUpperCase()}${bt.nesting_mode.slice(1)}, ${count}) ${prose(bt.block.description)} See [below for nested schema](#nestedblock--${n}).`.replace(
+            / {2,}/g,
+            ' ',
+          ),
+        );
         nested.push([n, bt.block, 'block']);
       }
     }
     if (items.length) out.push(`### ${title}`, '', ...items, '');
   }
   for (const [n, b, what] of nested) {
-    out.push(`<a id="nested${what}--${n}"></a>`, ...schemaSection(b, `### Nested Schema for \`${n}\``).map((l) => (l.startsWith('### ') && !l.startsWith('### Nested') ? `#${l}` : l)));
+    out.push(
+      `<a id="nested${what}--${n}"></a>`,
+      ...schemaSection(b, `### Nested Schema for \`${n}\``).map((l) =>
+        l.startsWith('### ') && !l.startsWith('### Nested') ? `#${l}` : l,
+      ),
+    );
   }
   return out;
 }
@@ -140,7 +183,13 @@ function hcl(text: string, marker: 'run' | 'illustration' = 'illustration'): str
 function page(kind: Kind, type: string, s: Schema): string {
   const keyword = kind === 'resources' ? 'resource' : kind === 'data-sources' ? 'data' : 'ephemeral';
   const example = exampleBlock(EXAMPLES[kind], keyword, type);
-  const out = [...front(`${type} ${KINDS[kind]}`, s.block.description), `# ${type} (${KINDS[kind]})`, '', prose(s.block.description), ''];
+  const out = [
+    ...front(`${type} ${KINDS[kind]}`, s.block.description),
+    `# ${type} (${KINDS[kind]})`,
+    '',
+    prose(s.block.description),
+    '',
+  ];
   if (example) {
     out.push('## Example Usage', '', `From [${EXAMPLES[kind]}](../../${EXAMPLES[kind]}):`, '', ...hcl(example.text));
   }
@@ -149,41 +198,88 @@ function page(kind: Kind, type: string, s: Schema): string {
   if (kind === 'resources' && id) {
     const address = `${type}.${example?.name ?? 'example'}`;
     const format = s.block.description?.match(/Import id: (.+?)\.?$/)?.[1];
-    out.push('## Import', '', `${format ? `Import id: ${prose(format)}. ` : ''}With an \`import\` block (\`terraform plan -generate-config-out=generated.tf\` then writes its configuration):`, '');
+    out.push(
+      '## Import',
+      '',
+      `${format ? `Import id: ${prose(format)}. ` : ''}With an \`import\` block (\`terraform plan -generate-config-out=generated.tf\` then writes its configuration):`,
+      '',
+    );
     out.push(...hcl(`import {\n  to = ${address}\n  id = "${id}"\n}`));
-    out.push('or on the command line:', '', '<!-- example: illustration -->', '```sh', `terraform import ${address} ${id}`, '```', '');
+    out.push(
+      'or on the command line:',
+      '',
+      '<!-- example: illustration -->',
+      '```sh',
+      `terraform import ${address} ${id}`,
+      '```',
+      '',
+    );
   }
-  return `${out.join('\n').replace(/\n{3,}/g, '\n\n').trimEnd()}\n`;
+  return `${out
+    .join('\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trimEnd()}\n`;
 }
 
 function indexPage(s: ProviderSchema): string {
   const example = exampleBlock(EXAMPLES.provider, 'provider', 'kms');
-  const list = (kind: Kind, m: Record<string, Schema> | undefined) => Object.keys(m ?? {}).sort().map((t) => `- [${t}](${kind}/${t.replace(/^kms_/, '')}.md)`);
+  const list = (kind: Kind, m: Record<string, Schema> | undefined) =>
+    Object.keys(m ?? {})
+      .sort()
+      .map((t) => `- [${t}](${kind}/${t.replace(/^kms_/, '')}.md)`);
   const out = [
     ...front('Provider: kms', s.provider.block.description),
-    '# kms Provider', '', prose(s.provider.block.description), '',
-    'How to install it, how keys reach their store, ownership and rotation: [Terraform provider](terraform-provider.md).', '',
-    '## Example Usage', '', `From [${EXAMPLES.provider}](../${EXAMPLES.provider}):`, '', ...hcl(example!.text),
+    '# kms Provider',
+    '',
+    prose(s.provider.block.description),
+    '',
+    'How to install it, how keys reach their store, ownership and rotation: [Terraform provider](terraform-provider.md).',
+    '',
+    '## Example Usage',
+    '',
+    `From [${EXAMPLES.provider}](../${EXAMPLES.provider}):`,
+    '',
+    ...hcl(example!.text),
     ...schemaSection(s.provider.block),
-    '## Resources', '', ...list('resources', s.resource_schemas), '',
-    '## Data Sources', '', ...list('data-sources', s.data_source_schemas), '',
-    '## Ephemeral Resources', '', ...list('ephemeral-resources', s.ephemeral_resource_schemas), '',
+    '## Resources',
+    '',
+    ...list('resources', s.resource_schemas),
+    '',
+    '## Data Sources',
+    '',
+    ...list('data-sources', s.data_source_schemas),
+    '',
+    '## Ephemeral Resources',
+    '',
+    ...list('ephemeral-resources', s.ephemeral_resource_schemas),
+    '',
   ];
-  return `${out.join('\n').replace(/\n{3,}/g, '\n\n').trimEnd()}\n`;
+  return `${out
+    .join('\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trimEnd()}\n`;
 }
 
 /** Every generated page: path relative to docs/ → text. */
 export function generate(s: ProviderSchema = readSchema()): Map<string, string> {
   const pages = new Map<string, string>([['index.md', indexPage(s)]]);
-  const groups: [Kind, Record<string, Schema> | undefined][] = [['resources', s.resource_schemas], ['data-sources', s.data_source_schemas], ['ephemeral-resources', s.ephemeral_resource_schemas]];
-  for (const [kind, m] of groups) for (const [type, schema] of Object.entries(m ?? {})) pages.set(`${kind}/${type.replace(/^kms_/, '')}.md`, page(kind, type, schema));
+  const groups: [Kind, Record<string, Schema> | undefined][] = [
+    ['resources', s.resource_schemas],
+    ['data-sources', s.data_source_schemas],
+    ['ephemeral-resources', s.ephemeral_resource_schemas],
+  ];
+  for (const [kind, m] of groups)
+    for (const [type, schema] of Object.entries(m ?? {}))
+      pages.set(`${kind}/${type.replace(/^kms_/, '')}.md`, page(kind, type, schema));
   return pages;
 }
 
 /** Pages that differ from a fresh generation, are missing, or are left over from a type that is gone. */
 export function stalePages(): string[] {
   const fresh = generate();
-  const stale = [...fresh].filter(([rel, text]) => !existsSync(path.join(DOCS, rel)) || readFileSync(path.join(DOCS, rel), 'utf8') !== text).map(([rel]) => rel);
+  const stale = [...fresh]
+    .filter(([rel, text]) => !existsSync(path.join(DOCS, rel)) || readFileSync(path.join(DOCS, rel), 'utf8') !== text)
+    .map(([rel]) => rel);
   for (const kind of Object.keys(KINDS)) {
     const dir = path.join(DOCS, kind);
     if (existsSync(dir)) for (const f of readdirSync(dir)) if (!fresh.has(`${kind}/${f}`)) stale.push(`${kind}/${f}`);
@@ -195,7 +291,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const stale = stalePages();
   if (process.argv.includes('--check')) {
     if (stale.length) {
-      console.error(`docs/: provider pages differ from the schema or examples: ${stale.join(', ')}: run npm run docs:provider`);
+      console.error(
+        `docs/: provider pages differ from the schema or examples: ${stale.join(', ')}: run npm run docs:provider`,
+      );
       process.exit(1);
     }
     console.log('docs/: provider pages match the schema and examples');
@@ -209,6 +307,10 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
         writeFileSync(file, fresh.get(rel)!);
       }
     }
-    console.log(stale.length ? `docs/: ${stale.length} provider page(s) written: ${stale.join(', ')}` : 'docs/: provider pages up to date');
+    console.log(
+      stale.length
+        ? `docs/: ${stale.length} provider page(s) written: ${stale.join(', ')}`
+        : 'docs/: provider pages up to date',
+    );
   }
 }

@@ -11,7 +11,12 @@ export const BENCH_OWNER = 'bench';
 
 /** YAML text of a DesiredState built by fixtures.desiredState (one project, one environment). */
 export function yamlOf(state) {
-  const out = ['# kms-sync benchmark configuration (generated)', 'apiVersion: kms-sync/v1', `owner: ${BENCH_OWNER}`, 'projects:'];
+  const out = [
+    '# kms-sync benchmark configuration (generated)',
+    'apiVersion: kms-sync/v1',
+    `owner: ${BENCH_OWNER}`,
+    'projects:',
+  ];
   const push = (s) => out.push(s);
   for (const p of state.projects) {
     push(`  - slug: ${q(p.slug)}`);
@@ -55,7 +60,8 @@ export function yamlOf(state) {
           push(`            path: ${q(x.path)}`);
           if (x.name !== undefined) push(`            name: ${JSON.stringify(x.name)}`);
           if (x.description !== undefined) push(`            description: ${JSON.stringify(x.description)}`);
-          for (const f of ['request', 'response', 'metadata']) if (x[f]) push(`            ${f}: ${JSON.stringify(x[f])}`);
+          for (const f of ['request', 'response', 'metadata'])
+            if (x[f]) push(`            ${f}: ${JSON.stringify(x[f])}`);
         }
       }
     }
@@ -69,15 +75,38 @@ export function jsonOf(state) {
     apiVersion: 'kms-sync/v1',
     owner: BENCH_OWNER,
     projects: state.projects.map((p) => ({
-      slug: p.slug, name: p.name,
-      environments: state.envs.filter((e) => e.project === p.slug).map((e) => ({
-        type: e.type, url: e.url,
-        templates: state.templates.filter((t) => t.projectEnv === e.projectEnv).map(({ name, rateLimitDay, maxClients }) => ({ name, rateLimitDay, maxClients })),
-        clients: state.clients.filter((c) => c.projectEnv === e.projectEnv).map((c) => ({
-          name: c.name, type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata, keys: c.keys.map((k) => ({ name: k.name })),
+      slug: p.slug,
+      name: p.name,
+      environments: state.envs
+        .filter((e) => e.project === p.slug)
+        .map((e) => ({
+          type: e.type,
+          url: e.url,
+          templates: state.templates
+            .filter((t) => t.projectEnv === e.projectEnv)
+            .map(({ name, rateLimitDay, maxClients }) => ({ name, rateLimitDay, maxClients })),
+          clients: state.clients
+            .filter((c) => c.projectEnv === e.projectEnv)
+            .map((c) => ({
+              name: c.name,
+              type: c.type,
+              template: c.template,
+              ipWhitelist: c.ipWhitelist,
+              metadata: c.metadata,
+              keys: c.keys.map((k) => ({ name: k.name })),
+            })),
+          endpoints: state.endpoints
+            .filter((x) => x.projectEnv === e.projectEnv)
+            .map(({ method, path, name, description, request, response, metadata }) => ({
+              method,
+              path,
+              name,
+              description,
+              request,
+              response,
+              metadata,
+            })),
         })),
-        endpoints: state.endpoints.filter((x) => x.projectEnv === e.projectEnv).map(({ method, path, name, description, request, response, metadata }) => ({ method, path, name, description, request, response, metadata })),
-      })),
     })),
   };
   return `${JSON.stringify(doc, null, 2)}\n`;

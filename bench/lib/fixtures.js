@@ -17,8 +17,14 @@ export const endpointPath = (i) => `/r/${pad(i, 4)}`;
 /** Body of POST /__emulator/seed for one environment. */
 export function seedRequest(s) {
   return {
-    project: s.project, type: s.type, url: SEED_URL, templates: s.templates, clients: s.clients,
-    keysPerClient: s.keysPerClient, endpoints: s.endpoints, metadata: OWNED,
+    project: s.project,
+    type: s.type,
+    url: SEED_URL,
+    templates: s.templates,
+    clients: s.clients,
+    keysPerClient: s.keysPerClient,
+    endpoints: s.endpoints,
+    metadata: OWNED,
   };
 }
 
@@ -32,7 +38,8 @@ export function desiredState(s) {
   const projectEnv = `${s.project}-${s.type}`;
   const maxClients = s.maxClients ?? Math.ceil(s.clients / s.templates) + 10;
   const templates = [];
-  for (let i = 0; i < s.templates; i++) templates.push({ projectEnv, name: templateName(i), rateLimitDay: 1000 + i, maxClients });
+  for (let i = 0; i < s.templates; i++)
+    templates.push({ projectEnv, name: templateName(i), rateLimitDay: 1000 + i, maxClients });
   const clients = [];
   for (let i = 0; i < s.clients; i++) {
     const name = clientName(i);
@@ -40,16 +47,36 @@ export function desiredState(s) {
     for (let k = 0; k < s.keysPerClient; k++) keys.push({ projectEnv, client: name, name: `key-${k}` });
     const metadata = { index: String(i) };
     if (s.changed?.(i)) metadata.rev = s.revision ?? 'changed';
-    clients.push({ projectEnv, name, type: 'company', template: templateName(i % s.templates), ipWhitelist: ['10.0.0.0/8'], metadata, keys });
+    clients.push({
+      projectEnv,
+      name,
+      type: 'company',
+      template: templateName(i % s.templates),
+      ipWhitelist: ['10.0.0.0/8'],
+      metadata,
+      keys,
+    });
   }
   const endpoints = [];
   for (let i = 0; i < s.endpoints; i++) {
-    endpoints.push({ projectEnv, method: 'GET', path: endpointPath(i), name: `route ${i}`, description: '', request: {}, response: {}, metadata: {} });
+    endpoints.push({
+      projectEnv,
+      method: 'GET',
+      path: endpointPath(i),
+      name: `route ${i}`,
+      description: '',
+      request: {},
+      response: {},
+      metadata: {},
+    });
   }
   return {
     projects: [{ slug: s.project, name: s.project }],
     envs: [{ project: s.project, type: s.type, projectEnv, url: SEED_URL }],
-    templates, clients, endpoints, stores: [],
+    templates,
+    clients,
+    endpoints,
+    stores: [],
   };
 }
 
@@ -61,26 +88,46 @@ export function liveReadResult(s) {
   const uuid = (kind, n) => `${hex(kind, 8)}-0000-4000-8000-${hex(n, 12)}`;
   const createdAt = '2026-11-22T00:00:00.000Z';
   const templates = [];
-  for (let i = 0; i < s.templates; i++) templates.push({ id: uuid(1, i), projectEnv, name: templateName(i), rateLimitDay: 1000 + i, maxClients });
+  for (let i = 0; i < s.templates; i++)
+    templates.push({ id: uuid(1, i), projectEnv, name: templateName(i), rateLimitDay: 1000 + i, maxClients });
   const clients = [];
   for (let i = 0; i < s.clients; i++) {
     const keys = [];
-    for (let k = 0; k < s.keysPerClient; k++) keys.push({ id: uuid(3, i * 16 + k), name: `key-${k}`, expiresAt: null, autoRotate: false, createdAt });
+    for (let k = 0; k < s.keysPerClient; k++)
+      keys.push({ id: uuid(3, i * 16 + k), name: `key-${k}`, expiresAt: null, autoRotate: false, createdAt });
     const t = i % s.templates;
     clients.push({
-      id: uuid(2, i), projectEnv, name: clientName(i), type: 'company', templateId: uuid(1, t), templateName: templateName(t),
-      ipWhitelist: ['10.0.0.0/8'], metadata: { ...OWNED, index: String(i) }, keys,
+      id: uuid(2, i),
+      projectEnv,
+      name: clientName(i),
+      type: 'company',
+      templateId: uuid(1, t),
+      templateName: templateName(t),
+      ipWhitelist: ['10.0.0.0/8'],
+      metadata: { ...OWNED, index: String(i) },
+      keys,
     });
   }
   const endpoints = [];
   for (let i = 0; i < s.endpoints; i++) {
-    endpoints.push({ projectEnv, method: 'GET', path: endpointPath(i), name: `route ${i}`, description: '', request: {}, response: {}, metadata: { ...OWNED } });
+    endpoints.push({
+      projectEnv,
+      method: 'GET',
+      path: endpointPath(i),
+      name: `route ${i}`,
+      description: '',
+      request: {},
+      response: {},
+      metadata: { ...OWNED },
+    });
   }
   return {
     state: {
       projects: [{ slug: s.project, name: s.project, description: '' }],
       envs: [{ id: uuid(0, 0), project: s.project, projectEnv, type: s.type, url: SEED_URL }],
-      templates, clients, endpoints,
+      templates,
+      clients,
+      endpoints,
     },
     duplicates: [],
     fingerprints: {},

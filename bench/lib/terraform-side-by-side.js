@@ -6,7 +6,12 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findTerraform, HCL_REQUIRED_PROVIDER, hclProjectEnvironment, offlineTerraformEnv } from '../../test/support/terraform-offline.js';
+import {
+  findTerraform,
+  HCL_REQUIRED_PROVIDER,
+  hclProjectEnvironment,
+  offlineTerraformEnv,
+} from '../../test/support/terraform-offline.js';
 
 export { findTerraform };
 
@@ -16,27 +21,40 @@ export { findTerraform };
  */
 export async function terraformSideBySide({ bin, dir, providerBin, service, clients, owner }) {
   const env = offlineTerraformEnv({ root: dir, providerBin, service });
-  const run = (cwd, args, extraEnv = {}) => new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const child = spawn(bin, [...args, '-input=false', '-no-color'], { cwd, env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => { out += d; });
-    child.stderr.on('data', (d) => { out += d; });
-    child.on('exit', (code) => {
-      const wallMs = performance.now() - t0;
-      if (code !== 0) reject(new Error(`terraform ${args.join(' ')} exited ${code}: ${out.slice(-600)}`));
-      else resolve({ wallMs, out });
+  const run = (cwd, args, extraEnv = {}) =>
+    new Promise((resolve, reject) => {
+      const t0 = performance.now();
+      const child = spawn(bin, [...args, '-input=false', '-no-color'], {
+        cwd,
+        env: { ...env, ...extraEnv },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+      });
+      child.stderr.on('data', (d) => {
+        out += d;
+      });
+      child.on('exit', (code) => {
+        const wallMs = performance.now() - t0;
+        if (code !== 0) reject(new Error(`terraform ${args.join(' ')} exited ${code}: ${out.slice(-600)}`));
+        else resolve({ wallMs, out });
+      });
     });
-  });
   const kms = path.join(dir, 'kms');
   const data = path.join(dir, 'data');
   mkdirSync(kms);
   mkdirSync(data);
   const resources = [];
   for (let i = 0; i < clients; i++) {
-    resources.push(`resource "kms_client" "c${i}" {\n  project_env = kms_environment.e.project_env\n  name        = "c${i}"\n  template    = kms_template.t.name\n}\n`);
+    resources.push(
+      `resource "kms_client" "c${i}" {\n  project_env = kms_environment.e.project_env\n  name        = "c${i}"\n  template    = kms_template.t.name\n}\n`,
+    );
   }
-  writeFileSync(path.join(kms, 'main.tf'), `${HCL_REQUIRED_PROVIDER}
+  writeFileSync(
+    path.join(kms, 'main.tf'),
+    `${HCL_REQUIRED_PROVIDER}
 provider "kms" {
   owner = "${owner}"
 }
@@ -47,7 +65,8 @@ resource "kms_template" "t" {
   rate_limit_day = 1000
   max_clients    = ${clients + 1}
 }
-${resources.join('')}`);
+${resources.join('')}`,
+  );
   const data3 = [];
   for (let i = 0; i < 3 + clients; i++) data3.push(`resource "terraform_data" "r${i}" {\n  input = "r${i}"\n}\n`);
   writeFileSync(path.join(data, 'main.tf'), data3.join(''));

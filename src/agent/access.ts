@@ -80,9 +80,14 @@ export function writeRefusal(policy: AccessPolicy, req: IncomingMessage): Refusa
   const authed = policy.token !== undefined && bearerValid(policy.token, authorization);
   // A browser marks what a page of another site makes it send; the agent's own page is same-origin.
   const site = header(req, 'sec-fetch-site');
-  if (site !== undefined && site !== 'same-origin') return { status: 403, message: `cross-site request refused (Sec-Fetch-Site: ${JSON.stringify(site.slice(0, 40))})` };
+  if (site !== undefined && site !== 'same-origin')
+    return {
+      status: 403,
+      message: `cross-site request refused (Sec-Fetch-Site: ${JSON.stringify(site.slice(0, 40))})`,
+    };
   const origin = header(req, 'origin');
-  if (origin !== undefined && !sameOrigin(origin, header(req, 'host'))) return { status: 403, message: 'cross-origin request refused (Origin is not this agent)' };
+  if (origin !== undefined && !sameOrigin(origin, header(req, 'host')))
+    return { status: 403, message: 'cross-origin request refused (Origin is not this agent)' };
   if (!authed && !hostKnown(policy, header(req, 'host'))) return unknownHost(header(req, 'host'));
   if (policy.token !== undefined && !authed) {
     return {
@@ -101,9 +106,17 @@ export function writeRefusal(policy: AccessPolicy, req: IncomingMessage): Refusa
 /** Why a read of `door` is refused, or undefined when it may be answered. */
 export function readRefusal(policy: AccessPolicy, req: IncomingMessage, door: Exposable): Refusal | undefined {
   const authorization = header(req, 'authorization');
-  if (policy.token !== undefined && (bearerValid(policy.token, authorization) || basicValid(policy.token, authorization))) return undefined;
+  if (
+    policy.token !== undefined &&
+    (bearerValid(policy.token, authorization) || basicValid(policy.token, authorization))
+  )
+    return undefined;
   if (policy.token !== undefined && !policy.expose.has(door)) {
-    return { status: 401, message: 'unauthorized', headers: { 'www-authenticate': 'Basic realm="kms-sync agent", charset="UTF-8"' } };
+    return {
+      status: 401,
+      message: 'unauthorized',
+      headers: { 'www-authenticate': 'Basic realm="kms-sync agent", charset="UTF-8"' },
+    };
   }
   if (!hostKnown(policy, header(req, 'host'))) return unknownHost(header(req, 'host'));
   return undefined;

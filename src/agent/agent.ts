@@ -100,38 +100,97 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   metrics.watch(o.conn.api);
   const suspended = o.suspend || existsSync(layout.suspended);
   if (o.suspend) await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
-  const damaged = (file: string) => (why: string) => o.log.warn(`${path.basename(file)} in the state folder ${why}; it starts empty`);
+  const damaged = (file: string) => (why: string) =>
+    o.log.warn(`${path.basename(file)} in the state folder ${why}; it starts empty`);
   const heals = new HealHistory(layout.heals);
   await heals.load(damaged(layout.heals));
   const approvals = new DeleteApprovals(layout.approvals);
   await approvals.load(damaged(layout.approvals));
   const status: AgentStatus = {
     agent: {
-      version: '0.1.0', mode: o.mode, prune: o.prune, repo: shownRepo(o.repo), ref: o.ref ?? '(default branch)', path: o.path || '.',
-      intervalSeconds: o.intervalMs / 1000, suspended, startedAt: new Date().toISOString(),
-      syncWindows: (o.windows ?? []).map((w) => w.spec), syncWindowOpen: true, verifyCommits: Boolean(o.verifyCommits),
+      version: '0.1.0',
+      mode: o.mode,
+      prune: o.prune,
+      repo: shownRepo(o.repo),
+      ref: o.ref ?? '(default branch)',
+      path: o.path || '.',
+      intervalSeconds: o.intervalMs / 1000,
+      suspended,
+      startedAt: new Date().toISOString(),
+      syncWindows: (o.windows ?? []).map((w) => w.spec),
+      syncWindowOpen: true,
+      verifyCommits: Boolean(o.verifyCommits),
     },
-    revision: {}, ready: false, condition: { type: 'Ready', status: 'Unknown', reason: 'Progressing', message: 'no reconcile yet', lastTransitionTime: new Date().toISOString() }, history: [], environments: [], drift: [], keys: { expiring7d: 0, expiring30d: 0, expiries: [] }, timeline: [], heals: heals.entries,
+    revision: {},
+    ready: false,
+    condition: {
+      type: 'Ready',
+      status: 'Unknown',
+      reason: 'Progressing',
+      message: 'no reconcile yet',
+      lastTransitionTime: new Date().toISOString(),
+    },
+    history: [],
+    environments: [],
+    drift: [],
+    keys: { expiring7d: 0, expiring30d: 0, expiries: [] },
+    timeline: [],
+    heals: heals.entries,
   };
   metrics.suspended.set(suspended ? 1 : 0);
-  const source = new GitSource({ repo: o.repo, ...(o.ref ? { ref: o.ref } : {}), dir: layout.checkout, ...(o.env ? { env: o.env } : {}), ...(o.gitTimeoutMs !== undefined ? { timeoutMs: o.gitTimeoutMs } : {}) });
+  const source = new GitSource({
+    repo: o.repo,
+    ...(o.ref ? { ref: o.ref } : {}),
+    dir: layout.checkout,
+    ...(o.env ? { env: o.env } : {}),
+    ...(o.gitTimeoutMs !== undefined ? { timeoutMs: o.gitTimeoutMs } : {}),
+  });
   const notifier = o.notifier?.(metrics);
   let ownership: StateOwnership | undefined;
   const reconciler = new Reconciler({
     incarnation: () => ownership?.incarnation,
-    source, path: o.path, cdktf: o.cdktf, mode: o.mode, prune: o.prune, pruneUnmanaged: Boolean(o.pruneUnmanaged),
-    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}), approvals, heals, inventoryFile: layout.inventory, storeDir: layout.store, conn: o.conn, parallelism: o.parallelism, policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
-    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}), ...(o.windows ? { windows: o.windows } : {}), log: o.log, metrics, status, lastGoodFile: layout.lastGood, syncedFile: layout.synced,
-    loadingFile: layout.loading, ...(o.limits ? { limits: o.limits } : {}), ...(o.verifyCommits ? { verifyCommits: o.verifyCommits } : {}), ...(o.allowEmpty ? { allowEmpty: true } : {}),
+    source,
+    path: o.path,
+    cdktf: o.cdktf,
+    mode: o.mode,
+    prune: o.prune,
+    pruneUnmanaged: Boolean(o.pruneUnmanaged),
+    ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}),
+    approvals,
+    heals,
+    inventoryFile: layout.inventory,
+    storeDir: layout.store,
+    conn: o.conn,
+    parallelism: o.parallelism,
+    policy: o.policy ?? { ...DEFAULT_POLICY, sources: [] },
+    ...(o.lockTimeoutMs !== undefined ? { lockTimeoutMs: o.lockTimeoutMs } : {}),
+    ...(o.windows ? { windows: o.windows } : {}),
+    log: o.log,
+    metrics,
+    status,
+    lastGoodFile: layout.lastGood,
+    syncedFile: layout.synced,
+    loadingFile: layout.loading,
+    ...(o.limits ? { limits: o.limits } : {}),
+    ...(o.verifyCommits ? { verifyCommits: o.verifyCommits } : {}),
+    ...(o.allowEmpty ? { allowEmpty: true } : {}),
   });
 
   const stopping = new AbortController();
   let wake: (() => void) | undefined;
   let pending: Trigger | undefined;
-  const sleep = () => new Promise<Trigger>((resolve) => {
-    const timer = setTimeout(() => { wake = undefined; resolve('interval'); }, o.intervalMs);
-    wake = () => { clearTimeout(timer); wake = undefined; resolve(pending ?? 'manual'); };
-  });
+  const sleep = () =>
+    new Promise<Trigger>((resolve) => {
+      const timer = setTimeout(() => {
+        wake = undefined;
+        resolve('interval');
+      }, o.intervalMs);
+      wake = () => {
+        clearTimeout(timer);
+        wake = undefined;
+        resolve(pending ?? 'manual');
+      };
+    });
   /** An operator asked that the next reconcile write even outside the sync windows (POST /api/reconcile). */
   let windowOverride = false;
   const trigger = (t: Trigger) => {
@@ -148,10 +207,16 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const readiness = async () => {
     if (!ownership) return { ok: false, why: 'waiting for the state folder (another agent holds it)' };
     if (!writable || Date.now() - writable.at > 5000) {
-      writable = await writeFile(probeFile, 'ok\n', { mode: 0o600 }).then(() => unlink(probeFile)).then(
-        () => ({ at: Date.now(), ok: true, why: 'ok' }),
-        (e: NodeJS.ErrnoException) => ({ at: Date.now(), ok: false, why: `the state folder ${o.stateDir} does not take a write (${e.code ?? e.message})` }),
-      );
+      writable = await writeFile(probeFile, 'ok\n', { mode: 0o600 })
+        .then(() => unlink(probeFile))
+        .then(
+          () => ({ at: Date.now(), ok: true, why: 'ok' }),
+          (e: NodeJS.ErrnoException) => ({
+            at: Date.now(),
+            ok: false,
+            why: `the state folder ${o.stateDir} does not take a write (${e.code ?? e.message})`,
+          }),
+        );
     }
     return { ok: writable.ok, why: writable.why };
   };
@@ -161,7 +226,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const stuckAfterMs = o.stuckAfterMs ?? 15 * 60_000;
   const liveness = () => {
     if (busySince === undefined || Date.now() - busySince <= stuckAfterMs) return { ok: true, why: 'ok' };
-    return { ok: false, why: `one reconcile has been running for ${Math.round((Date.now() - busySince) / 1000)} s (more than ${Math.round(stuckAfterMs / 1000)} s): the loop is stuck` };
+    return {
+      ok: false,
+      why: `one reconcile has been running for ${Math.round((Date.now() - busySince) / 1000)} s (more than ${Math.round(stuckAfterMs / 1000)} s): the loop is stuck`,
+    };
   };
 
   // Whether a pushed ref is the one the agent follows: --ref as a branch or a tag, else the
@@ -174,9 +242,13 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   };
 
   const server = await startServer({
-    host: o.listen.host, port: o.listen.port, metrics, log: o.log,
+    host: o.listen.host,
+    port: o.listen.port,
+    metrics,
+    log: o.log,
     access: o.access,
-    ...(o.githubSecret !== undefined ? { githubSecret: o.githubSecret } : {}), ...(o.gitlabToken !== undefined ? { gitlabToken: o.gitlabToken } : {}),
+    ...(o.githubSecret !== undefined ? { githubSecret: o.githubSecret } : {}),
+    ...(o.gitlabToken !== undefined ? { gitlabToken: o.gitlabToken } : {}),
     hooks: {
       status: () => status,
       ready: readiness,
@@ -196,7 +268,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       trigger: (provider, push) => {
         if (status.agent.suspended) return 'suspended';
         if (!push || !watches(push)) {
-          o.log.info(`webhook ignored: not a push of the watched ref${push ? ` (${push.ref.slice(0, 200)})` : ''}`, { provider });
+          o.log.info(`webhook ignored: not a push of the watched ref${push ? ` (${push.ref.slice(0, 200)})` : ''}`, {
+            provider,
+          });
           return 'ignored';
         }
         o.log.info('reconcile requested', { provider });
@@ -214,7 +288,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
         const held = status.heldDeletes;
         if (held?.revision !== revision) return false;
         // Kept before it is answered: a restart neither loses it nor applies more than it named.
-        await approvals.approve(revision, held.operations.map((op) => op.address));
+        await approvals.approve(
+          revision,
+          held.operations.map((op) => op.address),
+        );
         if (!status.agent.suspended) trigger('manual');
         return true;
       },
@@ -243,7 +320,10 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
           busySince = undefined;
         }
         status.ready = record?.result === 'success';
-        if (record && notifier && !stopping.signal.aborted) await notifier.afterReconcile(record, status, stopping.signal).catch((e: unknown) => o.log.warn(`notification failed: ${(e as Error).message}`));
+        if (record && notifier && !stopping.signal.aborted)
+          await notifier
+            .afterReconcile(record, status, stopping.signal)
+            .catch((e: unknown) => o.log.warn(`notification failed: ${(e as Error).message}`));
       }
       if (stopping.signal.aborted) break;
       next = pending ?? (await sleep());
@@ -251,7 +331,14 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     }
   })();
 
-  o.log.info(`listening on ${server.url}`, { mode: o.mode, repo: status.agent.repo, ref: status.agent.ref, path: status.agent.path, interval_s: o.intervalMs / 1000, suspended });
+  o.log.info(`listening on ${server.url}`, {
+    mode: o.mode,
+    repo: status.agent.repo,
+    ref: status.agent.ref,
+    path: status.agent.path,
+    interval_s: o.intervalMs / 1000,
+    suspended,
+  });
 
   let stopped: Promise<void> | undefined;
   const stop = () => {

@@ -17,8 +17,17 @@ const APPROVALS_MAX = 20;
 
 function parseApprovals(v: unknown): DeleteApproval[] | undefined {
   if (!Array.isArray(v)) return undefined;
-  return v.filter((a): a is DeleteApproval => typeof a === 'object' && a !== null && typeof a.revision === 'string' && typeof a.at === 'string'
-    && Array.isArray(a.addresses) && a.addresses.every((x: unknown) => typeof x === 'string')).slice(-APPROVALS_MAX);
+  return v
+    .filter(
+      (a): a is DeleteApproval =>
+        typeof a === 'object' &&
+        a !== null &&
+        typeof a.revision === 'string' &&
+        typeof a.at === 'string' &&
+        Array.isArray(a.addresses) &&
+        a.addresses.every((x: unknown) => typeof x === 'string'),
+    )
+    .slice(-APPROVALS_MAX);
 }
 
 export class DeleteApprovals {
@@ -39,7 +48,10 @@ export class DeleteApprovals {
   }
 
   async approve(revision: string, addresses: readonly string[], at = new Date()): Promise<void> {
-    this.list = [...this.list.filter((a) => a.revision !== revision), { revision, addresses: [...addresses].sort(), at: at.toISOString() }].slice(-APPROVALS_MAX);
+    this.list = [
+      ...this.list.filter((a) => a.revision !== revision),
+      { revision, addresses: [...addresses].sort(), at: at.toISOString() },
+    ].slice(-APPROVALS_MAX);
     await this.save();
   }
 

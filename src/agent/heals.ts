@@ -38,7 +38,12 @@ export interface HealEntry {
  * with a new revision it may be that revision's own change.
  */
 export function isHeal(op: Operation, newRevision: boolean): boolean {
-  if (op.action === 'update' || op.action === 'replace') return op.drift === 'outside' || op.drift === 'both' || (op.drift === undefined && !newRevision && op.actionReason === 'update_changed');
+  if (op.action === 'update' || op.action === 'replace')
+    return (
+      op.drift === 'outside' ||
+      op.drift === 'both' ||
+      (op.drift === undefined && !newRevision && op.actionReason === 'update_changed')
+    );
   return op.action === 'create' && op.actionReason === 'create_missing' && !newRevision;
 }
 
@@ -49,8 +54,20 @@ const cut = (v: unknown): unknown => {
 
 function parseHeals(v: unknown): HealEntry[] | undefined {
   if (!Array.isArray(v)) return undefined;
-  return v.filter((e): e is HealEntry => typeof e === 'object' && e !== null && typeof e.id === 'number' && typeof e.address === 'string' && typeof e.at === 'string'
-    && typeof e.lastAt === 'string' && typeof e.count === 'number' && typeof e.revision === 'string' && Array.isArray(e.fields)).slice(0, HEALS_MAX);
+  return v
+    .filter(
+      (e): e is HealEntry =>
+        typeof e === 'object' &&
+        e !== null &&
+        typeof e.id === 'number' &&
+        typeof e.address === 'string' &&
+        typeof e.at === 'string' &&
+        typeof e.lastAt === 'string' &&
+        typeof e.count === 'number' &&
+        typeof e.revision === 'string' &&
+        Array.isArray(e.fields),
+    )
+    .slice(0, HEALS_MAX);
 }
 
 export class HealHistory {
@@ -79,15 +96,29 @@ export class HealHistory {
       const fields = op.changes.map((c) => ({ path: c.path, before: cut(c.before), after: cut(c.after) }));
       const last = entries.find((e) => e.address === op.address);
       // The same heal as the last one of this address (same revision, action and fields): one row, counted.
-      if (last && last.revision === revision && last.action === op.action && JSON.stringify(last.fields) === JSON.stringify(fields)) {
+      if (
+        last &&
+        last.revision === revision &&
+        last.action === op.action &&
+        JSON.stringify(last.fields) === JSON.stringify(fields)
+      ) {
         const bumped = { ...last, count: last.count + 1, lastAt: when, id: next++ };
         entries = [bumped, ...entries.filter((e) => e !== last)];
         touched.push(bumped);
         continue;
       }
       const entry: HealEntry = {
-        id: next++, at: when, lastAt: when, count: 1, revision, address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null,
-        action: op.action, reason: op.reason, fields,
+        id: next++,
+        at: when,
+        lastAt: when,
+        count: 1,
+        revision,
+        address: op.address,
+        kind: op.kind,
+        projectEnv: op.projectEnv ?? null,
+        action: op.action,
+        reason: op.reason,
+        fields,
       };
       entries.unshift(entry);
       touched.push(entry);

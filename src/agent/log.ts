@@ -14,7 +14,10 @@ export interface Logger {
   error(msg: string, fields?: LogFields): void;
 }
 
-export function createLogger(format: 'text' | 'json', write: (line: string) => void = (l) => process.stdout.write(l)): Logger {
+export function createLogger(
+  format: 'text' | 'json',
+  write: (line: string) => void = (l) => process.stdout.write(l),
+): Logger {
   const log = (level: LogLevel, msg: string, fields: LogFields = {}) => {
     const time = new Date().toISOString();
     const clean = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
@@ -22,8 +25,17 @@ export function createLogger(format: 'text' | 'json', write: (line: string) => v
       write(`${redactCredentials(JSON.stringify({ time, level, msg, ...clean }))}\n`);
       return;
     }
-    const pairs = Object.entries(clean).map(([k, v]) => `${k}=${typeof v === 'string' && /[\s"=]/.test(v) ? JSON.stringify(v) : String(v)}`);
-    write(`${redactCredentials(printable(`${time} ${level.toUpperCase().padEnd(5)} ${msg}${pairs.length ? ` ${pairs.join(' ')}` : ''}`))}\n`);
+    const pairs = Object.entries(clean).map(
+      ([k, v]) => `${k}=${typeof v === 'string' && /[\s"=]/.test(v) ? JSON.stringify(v) : String(v)}`,
+    );
+    write(
+      `${redactCredentials(printable(`${time} ${level.toUpperCase().padEnd(5)} ${msg}${pairs.length ? ` ${pairs.join(' ')}` : ''}`))}\n`,
+    );
   };
-  return { log, info: (m, f) => log('info', m, f), warn: (m, f) => log('warn', m, f), error: (m, f) => log('error', m, f) };
+  return {
+    log,
+    info: (m, f) => log('info', m, f),
+    warn: (m, f) => log('warn', m, f),
+    error: (m, f) => log('error', m, f),
+  };
 }

@@ -41,18 +41,66 @@ export class AgentMetrics {
   constructor() {
     const r = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.reconciles = new Counter({ name: 'kms_sync_reconcile_total', help: 'Reconcile cycles by result', labelNames: ['result'], registers: r });
-    this.reconcileSeconds = new Histogram({ name: 'kms_sync_reconcile_duration_seconds', help: 'Duration of reconcile cycles by result', labelNames: ['result'], buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers: r });
-    this.syncedRevision = new Gauge({ name: 'kms_sync_synced_revision_info', help: 'The revision last applied (value 1; the revision is the label)', labelNames: ['revision'], registers: r });
-    this.fetchedRevision = new Gauge({ name: 'kms_sync_source_revision_info', help: 'The revision last fetched from the source (value 1)', labelNames: ['revision'], registers: r });
-    this.drift = new Gauge({ name: 'kms_sync_drift_items', help: 'Drift items found by the last reconcile, by environment and category', labelNames: ['environment', 'category'], registers: r });
-    this.expiring = new Gauge({ name: 'kms_sync_keys_expiring', help: 'Live keys expiring within 7 or 30 days, by environment', labelNames: ['environment', 'within'], registers: r });
-    this.envSynced = new Gauge({ name: 'kms_sync_environment_synced', help: '1 when the environment matched the configuration at the last reconcile', labelNames: ['environment'], registers: r });
-    this.operations = new Counter({ name: 'kms_sync_operations_applied_total', help: 'Operations applied by action', labelNames: ['action'], registers: r });
-    this.keysIssued = new Counter({ name: 'kms_sync_keys_stored_total', help: 'New keys issued and stored', registers: r });
+    this.reconciles = new Counter({
+      name: 'kms_sync_reconcile_total',
+      help: 'Reconcile cycles by result',
+      labelNames: ['result'],
+      registers: r,
+    });
+    this.reconcileSeconds = new Histogram({
+      name: 'kms_sync_reconcile_duration_seconds',
+      help: 'Duration of reconcile cycles by result',
+      labelNames: ['result'],
+      buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers: r,
+    });
+    this.syncedRevision = new Gauge({
+      name: 'kms_sync_synced_revision_info',
+      help: 'The revision last applied (value 1; the revision is the label)',
+      labelNames: ['revision'],
+      registers: r,
+    });
+    this.fetchedRevision = new Gauge({
+      name: 'kms_sync_source_revision_info',
+      help: 'The revision last fetched from the source (value 1)',
+      labelNames: ['revision'],
+      registers: r,
+    });
+    this.drift = new Gauge({
+      name: 'kms_sync_drift_items',
+      help: 'Drift items found by the last reconcile, by environment and category',
+      labelNames: ['environment', 'category'],
+      registers: r,
+    });
+    this.expiring = new Gauge({
+      name: 'kms_sync_keys_expiring',
+      help: 'Live keys expiring within 7 or 30 days, by environment',
+      labelNames: ['environment', 'within'],
+      registers: r,
+    });
+    this.envSynced = new Gauge({
+      name: 'kms_sync_environment_synced',
+      help: '1 when the environment matched the configuration at the last reconcile',
+      labelNames: ['environment'],
+      registers: r,
+    });
+    this.operations = new Counter({
+      name: 'kms_sync_operations_applied_total',
+      help: 'Operations applied by action',
+      labelNames: ['action'],
+      registers: r,
+    });
+    this.keysIssued = new Counter({
+      name: 'kms_sync_keys_stored_total',
+      help: 'New keys issued and stored',
+      registers: r,
+    });
     const self = this;
     this.apiRequests = new Counter({
-      name: 'kms_sync_api_requests_total', help: 'Requests sent to the key-management service, by kind', labelNames: ['kind'], registers: r,
+      name: 'kms_sync_api_requests_total',
+      help: 'Requests sent to the key-management service, by kind',
+      labelNames: ['kind'],
+      registers: r,
       collect() {
         const counts = self.api?.http.requestCounts ?? {};
         for (const [kind, n] of Object.entries(counts)) {
@@ -62,21 +110,87 @@ export class AgentMetrics {
         }
       },
     });
-    this.apiRetries = new Counter({ name: 'kms_sync_api_retries_total', help: 'Requests retried after a retryable failure', registers: r });
-    this.lockWaitSeconds = new Histogram({ name: 'kms_sync_lock_wait_seconds', help: 'Time spent taking the run lock', buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60], registers: r });
-    this.lockContended = new Counter({ name: 'kms_sync_lock_waits_total', help: 'Times the run lock was held by another run', registers: r });
-    this.webhooks = new Counter({ name: 'kms_sync_webhook_requests_total', help: 'Webhook requests by provider and result', labelNames: ['provider', 'result'], registers: r });
-    this.notifications = new Counter({ name: 'kms_sync_notifications_total', help: 'Notifications sent, by kind and result', labelNames: ['kind', 'result'], registers: r });
-    this.requiresPruning = new Gauge({ name: 'kms_sync_requires_pruning', help: 'Owned resources that left the configuration and are kept because the agent runs without --prune', registers: r });
-    this.deletesHeld = new Gauge({ name: 'kms_sync_deletes_held', help: 'Deletes and revokes the deletion guard holds until approved', registers: r });
-    this.journalKeysWaiting = new Gauge({ name: 'kms_sync_journal_keys_waiting', help: 'Keys waiting in the journal for their secret store (issued, not stored yet) at the last reconcile', registers: r });
-    this.inventoryItems = new Gauge({ name: 'kms_sync_inventory_items', help: 'What the agent owns (its inventory), by kind', labelNames: ['kind'], registers: r });
-    this.heals = new Counter({ name: 'kms_sync_heals_total', help: 'Changes made outside kms-sync that the agent undid, by kind of resource', labelNames: ['kind'], registers: r });
-    this.condition = new Gauge({ name: 'kms_sync_reconcile_condition', help: 'The Ready condition of the last reconcile (1 for its status: True, False or Unknown), as Flux\'s gotk_reconcile_condition', labelNames: ['type', 'status'], registers: r });
-    this.suspended = new Gauge({ name: 'kms_sync_suspended', help: '1 while reconciliation is suspended', registers: r });
-    this.syncWindowOpen = new Gauge({ name: 'kms_sync_sync_window_open', help: '1 when writes were allowed at the last reconcile (inside a sync window, or none configured)', registers: r });
-    this.lastReconcile = new Gauge({ name: 'kms_sync_last_reconcile_timestamp_seconds', help: 'When the last reconcile ended', registers: r });
-    this.lastSuccess = new Gauge({ name: 'kms_sync_last_success_timestamp_seconds', help: 'When the last successful reconcile ended', registers: r });
+    this.apiRetries = new Counter({
+      name: 'kms_sync_api_retries_total',
+      help: 'Requests retried after a retryable failure',
+      registers: r,
+    });
+    this.lockWaitSeconds = new Histogram({
+      name: 'kms_sync_lock_wait_seconds',
+      help: 'Time spent taking the run lock',
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 30, 60],
+      registers: r,
+    });
+    this.lockContended = new Counter({
+      name: 'kms_sync_lock_waits_total',
+      help: 'Times the run lock was held by another run',
+      registers: r,
+    });
+    this.webhooks = new Counter({
+      name: 'kms_sync_webhook_requests_total',
+      help: 'Webhook requests by provider and result',
+      labelNames: ['provider', 'result'],
+      registers: r,
+    });
+    this.notifications = new Counter({
+      name: 'kms_sync_notifications_total',
+      help: 'Notifications sent, by kind and result',
+      labelNames: ['kind', 'result'],
+      registers: r,
+    });
+    this.requiresPruning = new Gauge({
+      name: 'kms_sync_requires_pruning',
+      help: 'Owned resources that left the configuration and are kept because the agent runs without --prune',
+      registers: r,
+    });
+    this.deletesHeld = new Gauge({
+      name: 'kms_sync_deletes_held',
+      help: 'Deletes and revokes the deletion guard holds until approved',
+      registers: r,
+    });
+    this.journalKeysWaiting = new Gauge({
+      name: 'kms_sync_journal_keys_waiting',
+      help: 'Keys waiting in the journal for their secret store (issued, not stored yet) at the last reconcile',
+      registers: r,
+    });
+    this.inventoryItems = new Gauge({
+      name: 'kms_sync_inventory_items',
+      help: 'What the agent owns (its inventory), by kind',
+      labelNames: ['kind'],
+      registers: r,
+    });
+    this.heals = new Counter({
+      name: 'kms_sync_heals_total',
+      help: 'Changes made outside kms-sync that the agent undid, by kind of resource',
+      labelNames: ['kind'],
+      registers: r,
+    });
+    this.condition = new Gauge({
+      name: 'kms_sync_reconcile_condition',
+      help: "The Ready condition of the last reconcile (1 for its status: True, False or Unknown), as Flux's gotk_reconcile_condition",
+      labelNames: ['type', 'status'],
+      registers: r,
+    });
+    this.suspended = new Gauge({
+      name: 'kms_sync_suspended',
+      help: '1 while reconciliation is suspended',
+      registers: r,
+    });
+    this.syncWindowOpen = new Gauge({
+      name: 'kms_sync_sync_window_open',
+      help: '1 when writes were allowed at the last reconcile (inside a sync window, or none configured)',
+      registers: r,
+    });
+    this.lastReconcile = new Gauge({
+      name: 'kms_sync_last_reconcile_timestamp_seconds',
+      help: 'When the last reconcile ended',
+      registers: r,
+    });
+    this.lastSuccess = new Gauge({
+      name: 'kms_sync_last_success_timestamp_seconds',
+      help: 'When the last successful reconcile ended',
+      registers: r,
+    });
   }
 
   /** The API client whose request counts the metrics report. */
@@ -93,5 +207,9 @@ export class AgentMetrics {
 
 /** A label value in snake_case: the API client's request kinds read `list clients`, `delete key`. */
 export function snakeCase(value: string): string {
-  return value.trim().toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+  return value
+    .trim()
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
 }

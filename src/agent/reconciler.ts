@@ -14,11 +14,24 @@ import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
 import { NetworkError } from '../api/http.js';
 import type { StateIncarnation } from '../secrets/fsutil.js';
 import type { ApplyResult } from '../apply/execute.js';
-import { deriveOwner, readOwnerRecord, OwnerMovedError, type DesiredState, type OperatorPolicy } from '../model/index.js';
+import {
+  deriveOwner,
+  readOwnerRecord,
+  OwnerMovedError,
+  type DesiredState,
+  type OperatorPolicy,
+} from '../model/index.js';
 import { classifyDrift, type DriftReport } from '../plan/drift.js';
 import { DEFAULT_MAX_DELETES, guardDeletes, type GuardedPlan } from '../plan/deletion-guard.js';
 import { noIgnoreRules } from '../plan/ignore.js';
-import { describeBlocked, describeSecurityChange, summarize, type ActionReason, type Operation, type Plan } from '../plan/types.js';
+import {
+  describeBlocked,
+  describeSecurityChange,
+  summarize,
+  type ActionReason,
+  type Operation,
+  type Plan,
+} from '../plan/types.js';
 import { newRecipientRefusal, settleSecurityChanges } from '../apply/trust.js';
 import type { LiveState } from '../model/index.js';
 import { loadConfig, planFor, type Connection, type LoadedConfig } from '../engine/run.js';
@@ -34,13 +47,33 @@ import type { DeleteApprovals } from './approvals.js';
 import { isHeal, type HealHistory } from './heals.js';
 import { keepInventory, readInventory } from '../engine/state-files.js';
 import { InventoryIndex, type Inventory, type InventoryScan } from '../plan/inventory.js';
-import { HISTORY_MAX, INVENTORY_SHOWN, TIMELINE_MAX, type AgentStatus, type DriftEntry, type EnvStatus, type KeyExpiry, type Mode, type ReadyCondition, type ReconcileRecord, type Trigger } from './status.js';
+import {
+  HISTORY_MAX,
+  INVENTORY_SHOWN,
+  TIMELINE_MAX,
+  type AgentStatus,
+  type DriftEntry,
+  type EnvStatus,
+  type KeyExpiry,
+  type Mode,
+  type ReadyCondition,
+  type ReconcileRecord,
+  type Trigger,
+} from './status.js';
 
 /**
  * What sync applies between revisions: what is due on schedule, what recovery found, and (with
  * --prune, which Flux applies at every reconcile) what this configuration owns and no longer has.
  */
-const DUE: ReadonlySet<ActionReason> = new Set(['rotate_expiring', 'rotate_secret_missing', 'reissue_lost_key', 'revoke_orphan', 'delete_rotated_out', 'expire_rotated_out', 'delete_removed_from_config']);
+const DUE: ReadonlySet<ActionReason> = new Set([
+  'rotate_expiring',
+  'rotate_secret_missing',
+  'reissue_lost_key',
+  'revoke_orphan',
+  'delete_rotated_out',
+  'expire_rotated_out',
+  'delete_removed_from_config',
+]);
 
 export interface ReconcilerOptions {
   source: GitSource;
@@ -155,7 +188,16 @@ export class Reconciler {
   /** `overrideSyncWindow`: this reconcile writes even outside the sync windows (an operator's request). */
   async run(trigger: Trigger, signal: AbortSignal, o: { overrideSyncWindow?: boolean } = {}): Promise<ReconcileRecord> {
     const started = new Date();
-    const record: ReconcileRecord = { startedAt: started.toISOString(), finishedAt: '', durationMs: 0, trigger, result: 'success', planned: 0, applied: 0, errors: [] };
+    const record: ReconcileRecord = {
+      startedAt: started.toISOString(),
+      finishedAt: '',
+      durationMs: 0,
+      trigger,
+      result: 'success',
+      planned: 0,
+      applied: 0,
+      errors: [],
+    };
     if (o.overrideSyncWindow) record.syncWindowOverride = true;
     const { log, metrics, status } = this.o;
     try {
@@ -164,11 +206,19 @@ export class Reconciler {
       record.result = signal.aborted ? 'interrupted' : 'failed';
       record.errors.push(this.clean((e as Error).message));
       // The service could not be read: what the last reconcile found is stale, so unknown.
-      if (!signal.aborted && (e instanceof NetworkError || (e as Error).cause instanceof NetworkError)) status.serviceError = record.errors[record.errors.length - 1];
+      if (!signal.aborted && (e instanceof NetworkError || (e as Error).cause instanceof NetworkError))
+        status.serviceError = record.errors[record.errors.length - 1];
     }
-    if (record.result === 'success' || record.result === 'degraded' || record.result === 'invalid' || record.result === 'locked') delete status.serviceError;
+    if (
+      record.result === 'success' ||
+      record.result === 'degraded' ||
+      record.result === 'invalid' ||
+      record.result === 'locked'
+    )
+      delete status.serviceError;
     if (record.result !== 'interrupted') this.setCondition(record);
-    if (signal.aborted && record.result === 'success' && record.note !== 'nothing to apply') record.result = 'interrupted';
+    if (signal.aborted && record.result === 'success' && record.note !== 'nothing to apply')
+      record.result = 'interrupted';
     const ended = new Date();
     record.finishedAt = ended.toISOString();
     record.durationMs = ended.getTime() - started.getTime();
@@ -179,7 +229,14 @@ export class Reconciler {
     status.lastReconcile = record;
     status.history.unshift(record);
     status.history.length = Math.min(status.history.length, HISTORY_MAX);
-    const fields = { trigger, revision: short(record.revision), result: record.result, planned: record.planned, applied: record.applied, ms: record.durationMs };
+    const fields = {
+      trigger,
+      revision: short(record.revision),
+      result: record.result,
+      planned: record.planned,
+      applied: record.applied,
+      ms: record.durationMs,
+    };
     if (record.result === 'success') log.info(`reconciled${record.note ? `: ${record.note}` : ''}`, fields);
     else log.warn(`reconcile ${record.result}: ${record.errors.join(' | ') || record.note || ''}`, fields);
     return record;
@@ -193,7 +250,10 @@ export class Reconciler {
   }
 
   /** Checks the revision out and loads its configuration; on success it is the last good one (kept across restarts). */
-  private async load(revision: string, signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string }> {
+  private async load(
+    revision: string,
+    signal: AbortSignal,
+  ): Promise<{ revision: string; cfg: LoadedConfig; configDir: string }> {
     const { source, status } = this.o;
     // Before anything of the revision is read or checked out: whose it is.
     if (this.o.verifyCommits) await this.verify(revision);
@@ -216,12 +276,18 @@ export class Reconciler {
     // The operator's policy (never the checkout's); store files resolve under STATE/store.
     const policed = { operatorPolicy: this.o.policy, storeRoot: this.o.storeDir, shownFrom: source.dir };
     const cfg = await loadConfig(
-      this.o.cdktf ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits), ...policed } : { file: [configDir], env: [], files, ...sizeFlags(limits), ...policed }, undefined, warn,
+      this.o.cdktf
+        ? { file: [], env: [], cdktf: configDir, ...sizeFlags(limits), ...policed }
+        : { file: [configDir], env: [], files, ...sizeFlags(limits), ...policed },
+      undefined,
+      warn,
     );
     // An emptied configuration (a `git rm -r`, a wrong --path) is a mistake far more often than a
     // wish: it never becomes the last good revision unless the operator said so.
     if (!this.o.allowEmpty && cfg.desired.envs.length === 0 && cfg.desired.projects.length === 0) {
-      throw new Error(`${this.o.path || '.'}: the configuration of revision ${short(revision)} defines no project or environment (emptied, or a wrong --path?): it is not reconciled, and the last good revision stays. If an empty configuration is meant, run the agent with --allow-empty (it then reconciles nothing: what earlier revisions created is left as it is)`);
+      throw new Error(
+        `${this.o.path || '.'}: the configuration of revision ${short(revision)} defines no project or environment (emptied, or a wrong --path?): it is not reconciled, and the last good revision stays. If an empty configuration is meant, run the agent with --allow-empty (it then reconciles nothing: what earlier revisions created is left as it is)`,
+      );
     }
     this.lastGood = { revision, cfg, configDir };
     status.revision.lastGood = revision;
@@ -246,7 +312,10 @@ export class Reconciler {
       Y: `${rev} is signed by a key that has expired (${key}): not reconciled`,
       R: `${rev} is signed by a revoked key (${key}): not reconciled`,
     };
-    throw new UnverifiedRevisionError(why[verdict] ?? `${rev}: its signature cannot be checked (git's verdict ${JSON.stringify(verdict)}: an OpenPGP signature, or ssh-keygen missing): only ssh signatures by keys of ${file} are accepted; not reconciled`);
+    throw new UnverifiedRevisionError(
+      why[verdict] ??
+        `${rev}: its signature cannot be checked (git's verdict ${JSON.stringify(verdict)}: an OpenPGP signature, or ssh-keygen missing): only ssh signatures by keys of ${file} are accepted; not reconciled`,
+    );
   }
 
   /**
@@ -263,43 +332,72 @@ export class Reconciler {
       const hidden = e.path.split('/').some((part) => part.startsWith('.') || part === 'node_modules');
       // Links the loader would read (configuration files, the ignore file), or the folder itself;
       // a link elsewhere in the tree (a README, a hidden folder) is nothing the agent reads.
-      const read = e.path === folder || e.path === `${folder}/.kmsignore` || (!hidden && !this.o.cdktf && CONFIG_NAME.test(e.path)) || (this.o.cdktf && !hidden);
+      const read =
+        e.path === folder ||
+        e.path === `${folder}/.kmsignore` ||
+        (!hidden && !this.o.cdktf && CONFIG_NAME.test(e.path)) ||
+        (this.o.cdktf && !hidden);
       if (e.mode === '120000' && read) {
-        problems.push(`${e.path}: is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read`);
+        problems.push(
+          `${e.path}: is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read`,
+        );
       } else if (!this.o.cdktf && !hidden && /\.ya?ml$/i.test(e.path)) {
-        if (e.size > limits.fileBytes) problems.push(`${e.path}: the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(e.size)}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large`);
+        if (e.size > limits.fileBytes)
+          problems.push(
+            `${e.path}: the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(e.size)}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large`,
+          );
         total += e.size;
       }
     }
-    if (total > limits.totalBytes) problems.push(`${this.o.path || '.'}: the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (${formatSize(total)}; --max-config-size or KMS_SYNC_MAX_CONFIG_SIZE)`);
+    if (total > limits.totalBytes)
+      problems.push(
+        `${this.o.path || '.'}: the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (${formatSize(total)}; --max-config-size or KMS_SYNC_MAX_CONFIG_SIZE)`,
+      );
     if (problems.length) throw new Error(problems.slice(0, 20).join('\n'));
   }
 
   /** The configuration's folder (every component below the checkout) is no symbolic link. */
   private async refuseLinkedPath(configDir: string): Promise<void> {
     let at = this.o.source.dir;
-    for (const part of path.relative(at, configDir).split(path.sep).filter((p) => p && p !== '.')) {
+    for (const part of path
+      .relative(at, configDir)
+      .split(path.sep)
+      .filter((p) => p && p !== '.')) {
       at = path.join(at, part);
       if ((await lstat(at).catch(() => undefined))?.isSymbolicLink()) {
-        throw new Error(`${path.relative(this.o.source.dir, at)}: is a symbolic link: the agent follows no links in its configuration path, and it is not read`);
+        throw new Error(
+          `${path.relative(this.o.source.dir, at)}: is a symbolic link: the agent follows no links in its configuration path, and it is not read`,
+        );
       }
     }
     const ignore = path.join(configDir, '.kmsignore');
-    if ((await lstat(ignore).catch(() => undefined))?.isSymbolicLink()) throw new Error(`${path.relative(this.o.source.dir, ignore)}: is a symbolic link, and it is not read`);
+    if ((await lstat(ignore).catch(() => undefined))?.isSymbolicLink())
+      throw new Error(`${path.relative(this.o.source.dir, ignore)}: is a symbolic link, and it is not read`);
   }
 
   private settings(): string {
     const limits = this.o.limits ?? DEFAULT_CONFIG_LIMITS;
     // The allowed signers by content: a key added to the file (a ConfigMap updated) lets a refused revision be checked again.
-    const signers = this.o.verifyCommits ? createHash('sha256').update(readFileSyncOrEmpty(this.o.verifyCommits)).digest('hex') : null;
-    return JSON.stringify([this.o.path, this.o.cdktf, limits.fileBytes, limits.totalBytes, Boolean(this.o.allowEmpty), ...(signers ? [signers] : [])]);
+    const signers = this.o.verifyCommits
+      ? createHash('sha256').update(readFileSyncOrEmpty(this.o.verifyCommits)).digest('hex')
+      : null;
+    return JSON.stringify([
+      this.o.path,
+      this.o.cdktf,
+      limits.fileBytes,
+      limits.totalBytes,
+      Boolean(this.o.allowEmpty),
+      ...(signers ? [signers] : []),
+    ]);
   }
 
   private async readLoading(): Promise<LoadingRecord | undefined> {
     if (!this.o.loadingFile) return undefined;
     try {
       const v = JSON.parse(await readFile(this.o.loadingFile, 'utf8')) as LoadingRecord;
-      return typeof v.revision === 'string' && typeof v.settings === 'string' && typeof v.attempts === 'number' ? v : undefined;
+      return typeof v.revision === 'string' && typeof v.settings === 'string' && typeof v.attempts === 'number'
+        ? v
+        : undefined;
     } catch {
       return undefined;
     }
@@ -313,14 +411,18 @@ export class Reconciler {
   }
 
   /** After a restart on an invalid or unreachable head: the last good revision recorded in the state folder. */
-  private async restoreLastGood(signal: AbortSignal): Promise<{ revision: string; cfg: LoadedConfig; configDir: string } | undefined> {
+  private async restoreLastGood(
+    signal: AbortSignal,
+  ): Promise<{ revision: string; cfg: LoadedConfig; configDir: string } | undefined> {
     if (!this.o.lastGoodFile) return undefined;
     const revision = (await readFile(this.o.lastGoodFile, 'utf8').catch(() => '')).trim();
     if (!/^[0-9a-f]{40,64}$/.test(revision)) return undefined;
     try {
       return await this.load(revision, signal);
     } catch (e) {
-      this.o.log.warn(`the last good revision ${short(revision)} could not be restored: ${this.clean((e as Error).message)}`);
+      this.o.log.warn(
+        `the last good revision ${short(revision)} could not be restored: ${this.clean((e as Error).message)}`,
+      );
       return undefined;
     }
   }
@@ -374,7 +476,9 @@ export class Reconciler {
       const known = before?.revision === revision && before.settings === settings ? before : undefined;
       if (known?.errors || (known && known.attempts >= LOAD_ATTEMPTS)) {
         // Found invalid before a restart, or its loads were killed (out of memory?) every time: not loaded again.
-        const errors = known.errors ?? [`the agent was killed ${known.attempts} times while loading revision ${short(revision)} (out of memory on a huge or hostile configuration?); it is not loaded again: push a fixed revision`];
+        const errors = known.errors ?? [
+          `the agent was killed ${known.attempts} times while loading revision ${short(revision)} (out of memory on a huge or hostile configuration?); it is not loaded again: push a fixed revision`,
+        ];
         if (!known.errors) await this.writeLoading({ ...known, errors });
         status.revision.invalid = { revision, errors, ...(known.unverified ? { unverified: true } : {}) };
         this.invalidUnder = settings;
@@ -391,7 +495,9 @@ export class Reconciler {
             await this.writeLoading(known);
             throw e;
           }
-          const errors = this.clean((e as Error).message).split('\n').filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
+          const errors = this.clean((e as Error).message)
+            .split('\n')
+            .filter((l) => l.trim() && !/^configuration is not valid:?$/.test(l.trim()));
           const unverified = e instanceof UnverifiedRevisionError;
           await this.writeLoading({ revision, settings, attempts: 0, errors, ...(unverified ? { unverified } : {}) });
           status.revision.invalid = { revision, errors, ...(unverified ? { unverified } : {}) };
@@ -405,7 +511,8 @@ export class Reconciler {
     // The subject of the revision this record is about: an invalid one's own, not the last good one's.
     if (record.result === 'invalid') record.subject = await this.subjectOf(revision);
     if (!good) return;
-    if (record.result === 'invalid') record.note = `revision ${short(revision)} is not valid; reconciling against the last good one, ${short(good.revision)}`;
+    if (record.result === 'invalid')
+      record.note = `revision ${short(revision)} is not valid; reconciling against the last good one, ${short(good.revision)}`;
     else record.subject = await this.subjectOf(good.revision);
     if (record.result === 'success') record.revision = good.revision;
     if (signal.aborted) return;
@@ -424,9 +531,17 @@ export class Reconciler {
     let lock;
     try {
       lock = await acquireRunLock({
-        api: this.o.conn.api, owner, envs: good.cfg.desired.envs.map((e) => e.projectEnv), baseDir: this.o.storeDir, timeoutMs: this.o.lockTimeoutMs ?? 30_000, signal,
+        api: this.o.conn.api,
+        owner,
+        envs: good.cfg.desired.envs.map((e) => e.projectEnv),
+        baseDir: this.o.storeDir,
+        timeoutMs: this.o.lockTimeoutMs ?? 30_000,
+        signal,
         ...(incarnation ? { incarnation } : {}),
-        onWait: (m) => { metrics.lockContended.inc(); log.info(m); },
+        onWait: (m) => {
+          metrics.lockContended.inc();
+          log.info(m);
+        },
       });
     } catch (e) {
       if (e instanceof RunLockedError) {
@@ -445,27 +560,53 @@ export class Reconciler {
     }
   }
 
-  private async underLock(record: ReconcileRecord, good: { revision: string; cfg: LoadedConfig; configDir: string }, owner: string, signal: AbortSignal, runLocked = true): Promise<void> {
+  private async underLock(
+    record: ReconcileRecord,
+    good: { revision: string; cfg: LoadedConfig; configDir: string },
+    owner: string,
+    signal: AbortSignal,
+    runLocked = true,
+  ): Promise<void> {
     const { mode, status, metrics, log } = this.o;
     // Every lock under the state folder (store files, the journal) breaks what an earlier start of this agent left.
     const incarnation = this.o.incarnation?.();
     const ignoreFile = path.join(good.configDir, '.kmsignore');
     const ignore = existsSync(ignoreFile) ? await loadIgnoreRules(ignoreFile) : noIgnoreRules();
     const inventory = await this.readInventory(owner);
-    const plan = async () => planFor(this.o.conn, good.cfg.desired, {
-      inventory: new InventoryIndex(inventory?.entries ?? []),
-      policy: this.o.policy, prune: Boolean(this.o.pruneUnmanaged), baseDir: this.o.storeDir, runLocked, owner, leaving: good.cfg.leaving, ignore, allowEmpty: Boolean(this.o.allowEmpty),
-      ...(incarnation ? { incarnation } : {}),
-      notice: (line) => log.info(line), ...(this.o.now ? { now: this.o.now() } : {}),
-    });
+    const plan = async () =>
+      planFor(this.o.conn, good.cfg.desired, {
+        inventory: new InventoryIndex(inventory?.entries ?? []),
+        policy: this.o.policy,
+        prune: Boolean(this.o.pruneUnmanaged),
+        baseDir: this.o.storeDir,
+        runLocked,
+        owner,
+        leaving: good.cfg.leaving,
+        ignore,
+        allowEmpty: Boolean(this.o.allowEmpty),
+        ...(incarnation ? { incarnation } : {}),
+        notice: (line) => log.info(line),
+        ...(this.o.now ? { now: this.o.now() } : {}),
+      });
     let planned = await plan();
     // Flux's contract and the deletion guard (plan/deletion-guard.ts): what left the configuration
     // is deleted only with --prune; more deletes than --max-deletes wait for an approval.
     // An approval through the API covers the deletes it named, no more (a larger set held later needs its own).
     const guard = (p: Plan): GuardedPlan => {
-      const policy = { pruneRemoved: this.o.prune, maxDeletes: this.o.maxDeletes ?? DEFAULT_MAX_DELETES, live: planned.live.state };
+      const policy = {
+        pruneRemoved: this.o.prune,
+        maxDeletes: this.o.maxDeletes ?? DEFAULT_MAX_DELETES,
+        live: planned.live.state,
+      };
       const g = guardDeletes(p, { ...policy, approved: Boolean(this.approvedByCommit.get(good.revision)) });
-      if (g.held.length === 0 || !this.o.approvals?.covers(good.revision, g.held.map((op) => op.address))) return g;
+      if (
+        g.held.length === 0 ||
+        !this.o.approvals?.covers(
+          good.revision,
+          g.held.map((op) => op.address),
+        )
+      )
+        return g;
       return guardDeletes(p, { ...policy, approved: true });
     };
     let guarded = guard(planned.plan);
@@ -479,7 +620,11 @@ export class Reconciler {
     const inWindow = windowOpen(this.o.windows ?? [], this.o.now?.() ?? new Date());
     // An operator's override (Argo CD's manual sync in a deny window) opens a closed window for this reconcile only, on record.
     const open = inWindow || record.syncWindowOverride === true;
-    if (!inWindow && open && mode !== 'detect') log.warn('outside the sync window(s): writing anyway, for this reconcile, as an operator asked (POST /api/reconcile with overrideSyncWindow)', { revision: short(good.revision) });
+    if (!inWindow && open && mode !== 'detect')
+      log.warn(
+        'outside the sync window(s): writing anyway, for this reconcile, as an operator asked (POST /api/reconcile with overrideSyncWindow)',
+        { revision: short(good.revision) },
+      );
     if (inWindow) delete record.syncWindowOverride;
     status.agent.syncWindowOpen = open;
     metrics.syncWindowOpen.set(open ? 1 : 0);
@@ -496,7 +641,10 @@ export class Reconciler {
     // that brings them; a recipient added to a store that holds keys only when the operator allowed it.
     const security = planned.plan.security ?? [];
     const applying = mode !== 'detect' && open && fresh && !blocked && (mode === 'self-heal' || newRevision);
-    if (security.length) log.info(`security changes in revision ${short(good.revision)}: ${security.map(describeSecurityChange).join('; ')}`);
+    if (security.length)
+      log.info(
+        `security changes in revision ${short(good.revision)}: ${security.map(describeSecurityChange).join('; ')}`,
+      );
     const refusal = applying ? newRecipientRefusal(planned.plan, this.o.policy) : undefined;
     if (refusal) {
       record.result = 'failed';
@@ -505,23 +653,43 @@ export class Reconciler {
     }
     let result: ApplyResult | undefined;
     if (ops.length > 0 && !signal.aborted) {
-      const subset: Plan = ops === planned.plan.operations ? planned.plan : { ...planned.plan, operations: ops, summary: summarize(ops, planned.plan.unmanaged) };
-      if (guarded.held.length && mode !== 'detect') log.warn(`deletes held: ${guarded.heldReason}; applying revision ${short(good.revision)} without its ${guarded.held.length} delete(s) until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in the commit message, or a higher --max-deletes)`, { revision: short(good.revision) });
+      const subset: Plan =
+        ops === planned.plan.operations
+          ? planned.plan
+          : { ...planned.plan, operations: ops, summary: summarize(ops, planned.plan.unmanaged) };
+      if (guarded.held.length && mode !== 'detect')
+        log.warn(
+          `deletes held: ${guarded.heldReason}; applying revision ${short(good.revision)} without its ${guarded.held.length} delete(s) until approved (POST /api/approve-deletes, a "kms-sync: approve-deletes" line in the commit message, or a higher --max-deletes)`,
+          { revision: short(good.revision) },
+        );
       log.info(`applying ${ops.length} operation(s) of revision ${short(good.revision)}`, { mode });
       // What of it undoes a change made outside kms-sync: recorded as heals once applied.
       const healing = new Set(ops.filter((op) => isHeal(op, newRevision && fresh)));
       result = await applyJournaled({
-        api: this.o.conn.api, plan: subset, capture: planned.capture, ownerDir: this.o.storeDir, parallelism: this.o.parallelism, signal,
+        api: this.o.conn.api,
+        plan: subset,
+        capture: planned.capture,
+        ownerDir: this.o.storeDir,
+        parallelism: this.o.parallelism,
+        signal,
         onWarning: (line) => log.warn(line),
       });
       this.recordApply(record, result, good.revision);
-      await this.recordHeals(record, result.done.filter((op) => healing.has(op)), good.revision);
+      await this.recordHeals(
+        record,
+        result.done.filter((op) => healing.has(op)),
+        good.revision,
+      );
       if (result.interrupted) record.result = 'interrupted';
       else if (result.failed.length > 0 || result.stopReason) {
         record.result = 'failed';
-        record.errors.push(...result.failed.slice(0, 20).map((f) => `${f.op.address}: ${f.error}`), ...(result.stopReason ? [result.stopReason] : []));
+        record.errors.push(
+          ...result.failed.slice(0, 20).map((f) => `${f.op.address}: ${f.error}`),
+          ...(result.stopReason ? [result.stopReason] : []),
+        );
       }
-      if (applying && !refusal && record.result === 'success') await settleSecurityChanges(planned.registry, subset, this.o.storeDir);
+      if (applying && !refusal && record.result === 'success')
+        await settleSecurityChanges(planned.registry, subset, this.o.storeDir);
       // What is left after the apply is the drift to report.
       if (!signal.aborted) {
         planned = await plan();
@@ -533,13 +701,21 @@ export class Reconciler {
       planned = await plan();
       guarded = guard(planned.plan);
     } else if (ops.length === 0 && mode !== 'detect' && record.result === 'success' && open) {
-      record.note = guarded.plan.operations.length ? `${guarded.plan.operations.length} difference(s) reported, not applied (${mode})` : 'nothing to apply';
+      record.note = guarded.plan.operations.length
+        ? `${guarded.plan.operations.length} difference(s) reported, not applied (${mode})`
+        : 'nothing to apply';
     }
     this.reportDeletes(guarded, good.revision);
     // The revision is synced once everything its plan had is applied (or, in detect, nothing
     // differs), but for what requires pruning (Flux: left in place, reported); not while the guard
     // holds its deletes, so that an approval applies them.
-    if (fresh && record.result === 'success' && newRevision && guarded.held.length === 0 && ((mode !== 'detect' && open) || guarded.plan.operations.length === 0)) {
+    if (
+      fresh &&
+      record.result === 'success' &&
+      newRevision &&
+      guarded.held.length === 0 &&
+      ((mode !== 'detect' && open) || guarded.plan.operations.length === 0)
+    ) {
       // Its deletes ran: an approval of them is used up (and one of an older revision is moot).
       await this.o.approvals?.clear();
       status.revision.synced = good.revision;
@@ -547,7 +723,8 @@ export class Reconciler {
       if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
-    if (planned.inventory && !signal.aborted) await this.keepInventory(inventory, planned.inventory, good, planned.plan, owner);
+    if (planned.inventory && !signal.aborted)
+      await this.keepInventory(inventory, planned.inventory, good, planned.plan, owner);
     await this.checkJournal(record, planned.capture.journal, planned.plan.warnings);
   }
 
@@ -563,9 +740,18 @@ export class Reconciler {
   }
 
   /** The inventory after this reconcile: kept (when it changed), shown in the status and the metrics. */
-  private async keepInventory(before: Inventory | undefined, scan: InventoryScan, good: { revision: string; cfg: LoadedConfig }, plan: Plan, owner: string): Promise<void> {
+  private async keepInventory(
+    before: Inventory | undefined,
+    scan: InventoryScan,
+    good: { revision: string; cfg: LoadedConfig },
+    plan: Plan,
+    owner: string,
+  ): Promise<void> {
     if (!this.o.inventoryFile) return;
-    const next = await keepInventory(this.o.inventoryFile, before, scan, good.cfg.desired, plan, owner, { now: this.o.now?.() ?? new Date(), revision: good.revision });
+    const next = await keepInventory(this.o.inventoryFile, before, scan, good.cfg.desired, plan, owner, {
+      now: this.o.now?.() ?? new Date(),
+      revision: good.revision,
+    });
     if (next === before) return;
     this.inventory = next;
     this.showInventory(next);
@@ -574,7 +760,13 @@ export class Reconciler {
   private showInventory(inv: Inventory): void {
     const byKind: Record<string, number> = {};
     for (const e of inv.entries) byKind[e.kind] = (byKind[e.kind] ?? 0) + 1;
-    this.o.status.inventory = { updatedAt: inv.updatedAt, ...(inv.revision ? { revision: inv.revision } : {}), count: inv.entries.length, byKind, entries: inv.entries.slice(0, INVENTORY_SHOWN) };
+    this.o.status.inventory = {
+      updatedAt: inv.updatedAt,
+      ...(inv.revision ? { revision: inv.revision } : {}),
+      count: inv.entries.length,
+      byKind,
+      entries: inv.entries.slice(0, INVENTORY_SHOWN),
+    };
     this.o.metrics.inventoryItems.reset();
     for (const [kind, n] of Object.entries(byKind)) this.o.metrics.inventoryItems.set({ kind }, n);
   }
@@ -583,14 +775,20 @@ export class Reconciler {
    * Keys waiting in the journal (their store could not be written: its lock timed out, it is
    * down) are issued and not stored: the reconcile is no success until they are (degraded).
    */
-  private async checkJournal(record: ReconcileRecord, journal: { pendingIds(): Promise<string[]> }, warnings: readonly string[]): Promise<void> {
+  private async checkJournal(
+    record: ReconcileRecord,
+    journal: { pendingIds(): Promise<string[]> },
+    warnings: readonly string[],
+  ): Promise<void> {
     const waiting = (await journal.pendingIds().catch(() => [])).length;
     this.o.status.journalKeysWaiting = waiting;
     this.o.metrics.journalKeysWaiting.set(waiting);
     if (waiting === 0 || record.result !== 'success') return;
     record.result = 'degraded';
     const why = warnings.find((w) => w.includes('stay in the journal'));
-    record.errors.push(`${waiting} key(s) wait in the journal for their secret store${why ? `: ${this.clean(why)}` : ''}; they are stored at the next reconcile that can write the store`);
+    record.errors.push(
+      `${waiting} key(s) wait in the journal for their secret store${why ? `: ${this.clean(why)}` : ''}; they are stored at the next reconcile that can write the store`,
+    );
   }
 
   /** The heals of an apply: recorded (state folder), counted, on the timeline and in the log. */
@@ -604,7 +802,13 @@ export class Reconciler {
     for (const op of healed) {
       metrics.heals.inc({ kind: op.kind });
       log.warn(`healed ${op.address}: ${op.reason}`, { revision: short(revision) });
-      status.timeline.unshift({ at: at.toISOString(), kind: 'healed', address: op.address, projectEnv: op.projectEnv ?? '', revision });
+      status.timeline.unshift({
+        at: at.toISOString(),
+        kind: 'healed',
+        address: op.address,
+        projectEnv: op.projectEnv ?? '',
+        revision,
+      });
     }
     status.timeline.length = Math.min(status.timeline.length, TIMELINE_MAX);
   }
@@ -617,19 +821,41 @@ export class Reconciler {
       : record.result === 'success'
         ? ['True', 'ReconciliationSucceeded', `applied revision ${short(record.revision) ?? '?'}`]
         : [
-          'False',
-          record.result === 'invalid' && status.revision.invalid?.unverified ? 'UnverifiedRevision' : ({ degraded: 'KeysWaitInJournal', invalid: 'InvalidRevision', source_error: 'SourceUnreachable', locked: 'Locked', failed: 'ReconciliationFailed' } as Record<string, string>)[record.result] ?? 'ReconciliationFailed',
-          record.errors[0] ?? record.result,
-        ];
+            'False',
+            record.result === 'invalid' && status.revision.invalid?.unverified
+              ? 'UnverifiedRevision'
+              : ((
+                  {
+                    degraded: 'KeysWaitInJournal',
+                    invalid: 'InvalidRevision',
+                    source_error: 'SourceUnreachable',
+                    locked: 'Locked',
+                    failed: 'ReconciliationFailed',
+                  } as Record<string, string>
+                )[record.result] ?? 'ReconciliationFailed'),
+            record.errors[0] ?? record.result,
+          ];
     const changed = status.condition.status !== value || status.condition.reason !== reason;
-    status.condition = { type: 'Ready', status: value, reason, message, lastTransitionTime: changed ? new Date().toISOString() : status.condition.lastTransitionTime };
-    for (const s of ['True', 'False', 'Unknown'] as const) metrics.condition.set({ type: 'Ready', status: s }, s === value ? 1 : 0);
+    status.condition = {
+      type: 'Ready',
+      status: value,
+      reason,
+      message,
+      lastTransitionTime: changed ? new Date().toISOString() : status.condition.lastTransitionTime,
+    };
+    for (const s of ['True', 'False', 'Unknown'] as const)
+      metrics.condition.set({ type: 'Ready', status: s }, s === value ? 1 : 0);
   }
 
   /** What requires pruning and what the guard holds, into the status and the metrics. */
   private reportDeletes(g: GuardedPlan, revision: string): void {
     const { status, metrics } = this.o;
-    const entry = (op: Operation) => ({ address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null, reason: op.reason });
+    const entry = (op: Operation) => ({
+      address: op.address,
+      kind: op.kind,
+      projectEnv: op.projectEnv ?? null,
+      reason: op.reason,
+    });
     status.requiresPruning = g.requiresPruning.map(entry);
     if (g.held.length) status.heldDeletes = { revision, reason: g.heldReason ?? '', operations: g.held.map(entry) };
     else delete status.heldDeletes;
@@ -646,15 +872,28 @@ export class Reconciler {
     // (values as the plan shows them, which never hold a key; the logger redacts credentials once more).
     for (const op of result.done) {
       this.o.log.info(`applied ${op.action} ${op.address}`, {
-        revision: short(revision), reason: op.actionReason,
-        fields: op.changes.length ? op.changes.map((c) => `${c.path}: ${JSON.stringify(c.before)} -> ${JSON.stringify(c.after)}`).join('; ').slice(0, 2000) : undefined,
+        revision: short(revision),
+        reason: op.actionReason,
+        fields: op.changes.length
+          ? op.changes
+              .map((c) => `${c.path}: ${JSON.stringify(c.before)} -> ${JSON.stringify(c.after)}`)
+              .join('; ')
+              .slice(0, 2000)
+          : undefined,
       });
     }
     metrics.keysIssued.inc(result.keysStored.length);
     const at = new Date().toISOString();
     for (const op of result.done) {
       if (op.kind !== 'key' && !(op.kind === 'client' && op.action === 'create')) continue;
-      const kind = op.action === 'rotate' ? 'rotated' : op.action === 'delete' ? 'revoked' : op.action === 'create' ? 'issued' : undefined;
+      const kind =
+        op.action === 'rotate'
+          ? 'rotated'
+          : op.action === 'delete'
+            ? 'revoked'
+            : op.action === 'create'
+              ? 'issued'
+              : undefined;
       if (!kind) continue;
       status.timeline.unshift({ at, kind, address: op.address, projectEnv: op.projectEnv ?? '', revision });
     }
@@ -665,39 +904,68 @@ export class Reconciler {
   private report(drift: DriftReport, live: LiveState, desired: DesiredState): void {
     const { status, metrics } = this.o;
     const now = (this.o.now?.() ?? new Date()).getTime();
-    status.drift = drift.items.map((i): DriftEntry => ({
-      category: i.category, address: i.address, kind: i.kind, projectEnv: i.projectEnv, detail: i.detail, action: i.action,
-      fields: i.fields.map((f) => ({ path: f.path, before: f.before, after: f.after })),
-    }));
+    status.drift = drift.items.map(
+      (i): DriftEntry => ({
+        category: i.category,
+        address: i.address,
+        kind: i.kind,
+        projectEnv: i.projectEnv,
+        detail: i.detail,
+        action: i.action,
+        fields: i.fields.map((f) => ({ path: f.path, before: f.before, after: f.after })),
+      }),
+    );
     const expiries: KeyExpiry[] = [];
     for (const c of live.clients) {
       for (const k of c.keys) {
         if (!k.expiresAt) continue;
-        expiries.push({ address: `key.${c.projectEnv}/${c.name}/${k.name}`, projectEnv: c.projectEnv, expiresAt: k.expiresAt, autoRotate: Boolean(k.autoRotate) });
+        expiries.push({
+          address: `key.${c.projectEnv}/${c.name}/${k.name}`,
+          projectEnv: c.projectEnv,
+          expiresAt: k.expiresAt,
+          autoRotate: Boolean(k.autoRotate),
+        });
       }
     }
     expiries.sort((a, b) => a.expiresAt.localeCompare(b.expiresAt));
-    const within = (e: KeyExpiry, days: number) => { const t = Date.parse(e.expiresAt); return t >= now && t <= now + days * DAY; };
-    const envNames = [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.envs.map((e) => e.projectEnv)])].sort();
+    const within = (e: KeyExpiry, days: number) => {
+      const t = Date.parse(e.expiresAt);
+      return t >= now && t <= now + days * DAY;
+    };
+    const envNames = [
+      ...new Set([...desired.envs.map((e) => e.projectEnv), ...live.envs.map((e) => e.projectEnv)]),
+    ].sort();
     metrics.drift.reset();
     metrics.expiring.reset();
     metrics.envSynced.reset();
     status.environments = envNames.map((projectEnv): EnvStatus => {
-      const items = drift.items.filter((i) => i.projectEnv === projectEnv || (i.projectEnv === null && projectEnv.startsWith(`${i.address.split('.')[1] ?? ''}-`)));
+      const items = drift.items.filter(
+        (i) =>
+          i.projectEnv === projectEnv ||
+          (i.projectEnv === null && projectEnv.startsWith(`${i.address.split('.')[1] ?? ''}-`)),
+      );
       const byCategory: EnvStatus['byCategory'] = {};
       for (const i of items) byCategory[i.category] = (byCategory[i.category] ?? 0) + 1;
       const env: EnvStatus = {
-        projectEnv, synced: items.length === 0, drift: items.length, byCategory,
+        projectEnv,
+        synced: items.length === 0,
+        drift: items.length,
+        byCategory,
         expiring7d: expiries.filter((e) => e.projectEnv === projectEnv && within(e, 7)).length,
         expiring30d: expiries.filter((e) => e.projectEnv === projectEnv && within(e, 30)).length,
       };
-      for (const [category, n] of Object.entries(byCategory)) metrics.drift.set({ environment: projectEnv, category }, n);
+      for (const [category, n] of Object.entries(byCategory))
+        metrics.drift.set({ environment: projectEnv, category }, n);
       metrics.expiring.set({ environment: projectEnv, within: '7d' }, env.expiring7d);
       metrics.expiring.set({ environment: projectEnv, within: '30d' }, env.expiring30d);
       metrics.envSynced.set({ environment: projectEnv }, env.synced ? 1 : 0);
       return env;
     });
-    status.keys = { expiring7d: expiries.filter((e) => within(e, 7)).length, expiring30d: expiries.filter((e) => within(e, 30)).length, expiries: expiries.slice(0, 500) };
+    status.keys = {
+      expiring7d: expiries.filter((e) => within(e, 7)).length,
+      expiring30d: expiries.filter((e) => within(e, 30)).length,
+      expiries: expiries.slice(0, 500),
+    };
   }
 
   /** The owner id: declared, else derived from the checkout (the repository's URL and the path), checked against the one recorded in the state folder. */

@@ -42,14 +42,21 @@ export interface PushEvent {
 
 /** The push a webhook body describes; undefined for any other event (a comment, a pipeline, a ping). */
 export function pushOf(provider: 'github' | 'gitlab', event: string | undefined, body: Buffer): PushEvent | undefined {
-  if (provider === 'github' ? event !== 'push' : event !== undefined && event !== 'Push Hook' && event !== 'Tag Push Hook') return undefined;
+  if (
+    provider === 'github' ? event !== 'push' : event !== undefined && event !== 'Push Hook' && event !== 'Tag Push Hook'
+  )
+    return undefined;
   let v: unknown;
   try {
     v = JSON.parse(body.toString('utf8'));
   } catch {
     return undefined;
   }
-  const o = (typeof v === 'object' && v !== null ? v : {}) as { ref?: unknown; repository?: { default_branch?: unknown }; project?: { default_branch?: unknown } };
+  const o = (typeof v === 'object' && v !== null ? v : {}) as {
+    ref?: unknown;
+    repository?: { default_branch?: unknown };
+    project?: { default_branch?: unknown };
+  };
   if (typeof o.ref !== 'string') return undefined;
   const def = provider === 'github' ? o.repository?.default_branch : o.project?.default_branch;
   return { ref: o.ref, ...(typeof def === 'string' ? { defaultBranch: def } : {}) };
@@ -75,19 +82,37 @@ export const BUFFERED_MAX = 4 << 20;
 /** How long one webhook body may take to arrive. */
 const BODY_TIME_MAX = 10_000;
 
-function send(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8', extra: Record<string, string> = {}) {
-  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', ...extra });
+function send(
+  res: ServerResponse,
+  status: number,
+  body: string,
+  type = 'text/plain; charset=utf-8',
+  extra: Record<string, string> = {},
+) {
+  res.writeHead(status, {
+    'content-type': type,
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    ...extra,
+  });
   res.end(body);
 }
 
-const json = (res: ServerResponse, status: number, value: unknown) => send(res, status, `${redactCredentials(JSON.stringify(value, null, 1))}\n`, 'application/json');
+const json = (res: ServerResponse, status: number, value: unknown) =>
+  send(res, status, `${redactCredentials(JSON.stringify(value, null, 1))}\n`, 'application/json');
 
 /**
  * A refusal answered before the body is read. What the client still sends is read and dropped
  * (Node does so once the answer is out, within the request time limit): closing the connection
  * at once would reset it, and a reset can reach the client before it read the answer.
  */
-const refuseEarly = (req: IncomingMessage, res: ServerResponse, status: number, message: string, extra: Record<string, string> = {}) => {
+const refuseEarly = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  message: string,
+  extra: Record<string, string> = {},
+) => {
   req.resume();
   send(res, status, `${message}\n`, 'text/plain; charset=utf-8', extra);
 };
@@ -101,7 +126,8 @@ class BodyBudget {
 
   /** Reads one body within the limits, or says why not; the bytes are given back when it ends. */
   read(req: IncomingMessage, declared: number | undefined): Promise<BodyResult> {
-    if (this.bodies >= BODIES_MAX || this.bytes + (declared ?? 0) > BUFFERED_MAX) return Promise.resolve({ status: 503, message: 'too many webhook deliveries at once; try again' });
+    if (this.bodies >= BODIES_MAX || this.bytes + (declared ?? 0) > BUFFERED_MAX)
+      return Promise.resolve({ status: 503, message: 'too many webhook deliveries at once; try again' });
     this.bodies++;
     return new Promise((resolve) => {
       const chunks: Buffer[] = [];
@@ -123,7 +149,8 @@ class BodyBudget {
         size += c.length;
         this.bytes += c.length;
         if (size > BODY_MAX) return finish({ status: 413, message: `body too large (more than ${BODY_MAX} bytes)` });
-        if (this.bytes > BUFFERED_MAX) return finish({ status: 503, message: 'too many webhook deliveries at once; try again' });
+        if (this.bytes > BUFFERED_MAX)
+          return finish({ status: 503, message: 'too many webhook deliveries at once; try again' });
         chunks.push(c);
       };
       const timer = setTimeout(() => finish({ status: 408, message: 'the body took too long' }), BODY_TIME_MAX);
@@ -135,7 +162,9 @@ class BodyBudget {
   }
 }
 
-export async function startServer(o: ServerOptions): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
+export async function startServer(
+  o: ServerOptions,
+): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
   const budget = new BodyBudget();
   const deliveries = new RecentDeliveries();
 
@@ -146,7 +175,8 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
   const admit = (req: IncomingMessage, res: ServerResponse, door: 'write' | Exposable): boolean => {
     const refusal = door === 'write' ? writeRefusal(o.access, req) : readRefusal(o.access, req, door);
     if (!refusal) return true;
-    if (door === 'write') o.log.warn(`HTTP ${req.method} ${new URL(req.url ?? '/', 'http://agent').pathname} refused: ${refusal.message}`);
+    if (door === 'write')
+      o.log.warn(`HTTP ${req.method} ${new URL(req.url ?? '/', 'http://agent').pathname} refused: ${refusal.message}`);
     send(res, refusal.status, `${refusal.message}\n`, 'text/plain; charset=utf-8', refusal.headers);
     return false;
   };
@@ -155,13 +185,26 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
     const secret = provider === 'github' ? o.githubSecret : o.gitlabToken;
     if (secret === undefined) {
       o.metrics.webhooks.inc({ provider, result: 'not_configured' });
-      return refuseEarly(req, res, 404, `the ${provider} webhook is not configured (set ${provider === 'github' ? 'KMS_SYNC_GITHUB_WEBHOOK_SECRET' : 'KMS_SYNC_GITLAB_WEBHOOK_TOKEN'})`);
+      return refuseEarly(
+        req,
+        res,
+        404,
+        `the ${provider} webhook is not configured (set ${provider === 'github' ? 'KMS_SYNC_GITHUB_WEBHOOK_SECRET' : 'KMS_SYNC_GITLAB_WEBHOOK_TOKEN'})`,
+      );
     }
     // Nothing of the body is read before the sender has shown it holds the secret, or could (a well-formed signature).
-    const authorized = provider === 'github' ? githubSignatureWellFormed(header(req, 'x-hub-signature-256')) : gitlabTokenValid(secret, header(req, 'x-gitlab-token'));
+    const authorized =
+      provider === 'github'
+        ? githubSignatureWellFormed(header(req, 'x-hub-signature-256'))
+        : gitlabTokenValid(secret, header(req, 'x-gitlab-token'));
     if (!authorized) {
       o.metrics.webhooks.inc({ provider, result: 'unauthorized' });
-      return refuseEarly(req, res, 401, provider === 'github' ? 'missing or malformed X-Hub-Signature-256' : 'invalid token');
+      return refuseEarly(
+        req,
+        res,
+        401,
+        provider === 'github' ? 'missing or malformed X-Hub-Signature-256' : 'invalid token',
+      );
     }
     const length = header(req, 'content-length');
     const declared = length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined;
@@ -179,7 +222,10 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
       o.log.warn('webhook refused: bad signature', { provider });
       return send(res, 401, 'invalid signature\n');
     }
-    const id = provider === 'github' ? header(req, 'x-github-delivery') : (header(req, 'idempotency-key') ?? header(req, 'x-gitlab-event-uuid'));
+    const id =
+      provider === 'github'
+        ? header(req, 'x-github-delivery')
+        : (header(req, 'idempotency-key') ?? header(req, 'x-gitlab-event-uuid'));
     if (deliveries.replayed(provider, id, read.body)) {
       o.metrics.webhooks.inc({ provider, result: 'duplicate' });
       o.log.info('webhook ignored: delivered before', { provider, ...(id ? { delivery: id.slice(0, 64) } : {}) });
@@ -189,14 +235,21 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
       o.metrics.webhooks.inc({ provider, result: 'ping' });
       return json(res, 200, { pong: true });
     }
-    const outcome = o.hooks.trigger(provider, pushOf(provider, header(req, provider === 'github' ? 'x-github-event' : 'x-gitlab-event'), read.body));
+    const outcome = o.hooks.trigger(
+      provider,
+      pushOf(provider, header(req, provider === 'github' ? 'x-github-event' : 'x-gitlab-event'), read.body),
+    );
     o.metrics.webhooks.inc({ provider, result: outcome });
     o.log.info(`webhook ${outcome}`, { provider });
     return json(res, 202, { reconcile: outcome });
   };
 
   /** A write's JSON object body (empty: `{}`), read within the budget; undefined once a refusal is answered. */
-  const readJson = async (req: IncomingMessage, res: ServerResponse, expected: string): Promise<Record<string, unknown> | undefined> => {
+  const readJson = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    expected: string,
+  ): Promise<Record<string, unknown> | undefined> => {
     const length = header(req, 'content-length');
     const read = await budget.read(req, length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined);
     if (!('body' in read)) {
@@ -243,9 +296,11 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         const body = await readJson(req, res, '{} or {"overrideSyncWindow": true}');
         if (body === undefined) return;
         const override = body.overrideSyncWindow;
-        if (override !== undefined && typeof override !== 'boolean') return send(res, 400, 'overrideSyncWindow: expected true or false\n');
+        if (override !== undefined && typeof override !== 'boolean')
+          return send(res, 400, 'overrideSyncWindow: expected true or false\n');
         const answer = o.hooks.reconcileNow({ overrideSyncWindow: override === true });
-        if (override && answer.reconcile === 'accepted') o.log.warn('reconcile requested through the API, overriding the sync windows for that reconcile');
+        if (override && answer.reconcile === 'accepted')
+          o.log.warn('reconcile requested through the API, overriding the sync windows for that reconcile');
         else o.log.info(`reconcile requested through the API: ${answer.reconcile}`);
         return json(res, 202, { ...answer, ...(override ? { syncWindowOverride: true } : {}) });
       }
@@ -254,8 +309,13 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         const body = await readJson(req, res, '{"revision": "<the commit id whose deletes are held>"}');
         if (body === undefined) return;
         const revision = body.revision;
-        if (typeof revision !== 'string' || !/^[0-9a-f]{40,64}$/.test(revision)) return send(res, 400, 'expected {"revision": "<the full commit id whose deletes are held>"}\n');
-        if (!(await o.hooks.approveDeletes(revision))) return json(res, 409, { approved: false, why: 'no deletes of this revision are held (see heldDeletes in /api/status)' });
+        if (typeof revision !== 'string' || !/^[0-9a-f]{40,64}$/.test(revision))
+          return send(res, 400, 'expected {"revision": "<the full commit id whose deletes are held>"}\n');
+        if (!(await o.hooks.approveDeletes(revision)))
+          return json(res, 409, {
+            approved: false,
+            why: 'no deletes of this revision are held (see heldDeletes in /api/status)',
+          });
         o.log.warn(`deletes of revision ${revision.slice(0, 12)} approved through the API`);
         return json(res, 202, { approved: true, reconcile: 'accepted' });
       }
@@ -264,10 +324,18 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
         return webhook(req, res, url.pathname.endsWith('github') ? 'github' : 'gitlab');
       case 'GET /':
         if (!admit(req, res, 'status')) return;
-        return send(res, 200, renderPage(JSON.parse(redactCredentials(JSON.stringify(o.hooks.status()))) as AgentStatus, Date.now(), { tokenRequired: o.access.token !== undefined }), 'text/html; charset=utf-8', {
-          'content-security-policy': PAGE_CSP,
-          'referrer-policy': 'no-referrer',
-        });
+        return send(
+          res,
+          200,
+          renderPage(JSON.parse(redactCredentials(JSON.stringify(o.hooks.status()))) as AgentStatus, Date.now(), {
+            tokenRequired: o.access.token !== undefined,
+          }),
+          'text/html; charset=utf-8',
+          {
+            'content-security-policy': PAGE_CSP,
+            'referrer-policy': 'no-referrer',
+          },
+        );
       default:
         return send(res, 404, 'not found\n');
     }
@@ -292,10 +360,11 @@ export async function startServer(o: ServerOptions): Promise<{ server: Server; u
   return {
     server,
     url: `http://${host}:${addr.port}`,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
 

@@ -68,13 +68,24 @@ export class GitSource {
     const from = this.opts.env ?? process.env;
     // git gets no credential of the agent's (the service's key, webhook secrets): only its own token,
     // below, and the ssh agent's socket (a path, kept for ssh:// repositories).
-    const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(from).filter(([name]) => name === 'SSH_AUTH_SOCK' || !isCredentialEnvName(name)));
+    const env: NodeJS.ProcessEnv = Object.fromEntries(
+      Object.entries(from).filter(([name]) => name === 'SSH_AUTH_SOCK' || !isCredentialEnvName(name)),
+    );
     // GIT_CEILING_DIRECTORIES: a checkout that is not (or no longer) a repository is never taken
     // for a repository around the state folder, whose files a forced checkout and clean would touch.
-    Object.assign(env, { GIT_TERMINAL_PROMPT: '0', GIT_ASKPASS: 'true', LC_ALL: 'C', GIT_CEILING_DIRECTORIES: path.dirname(path.resolve(this.opts.dir)) });
+    Object.assign(env, {
+      GIT_TERMINAL_PROMPT: '0',
+      GIT_ASKPASS: 'true',
+      LC_ALL: 'C',
+      GIT_CEILING_DIRECTORIES: path.dirname(path.resolve(this.opts.dir)),
+    });
     const token = from.KMS_SYNC_GIT_TOKEN;
     // Over https only (or plain http to this machine: a local mirror or proxy), never in clear over a network.
-    if (token && (/^https:\/\//i.test(this.opts.repo) || /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?\//i.test(this.opts.repo))) {
+    if (
+      token &&
+      (/^https:\/\//i.test(this.opts.repo) ||
+        /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])(:\d+)?\//i.test(this.opts.repo))
+    ) {
       const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
       const n = Number(env.GIT_CONFIG_COUNT ?? 0) || 0;
       env[`GIT_CONFIG_KEY_${n}`] = 'http.extraHeader';
@@ -87,17 +98,32 @@ export class GitSource {
   private git(args: string[], signal?: AbortSignal, maxBuffer = 4 << 20): Promise<string> {
     return new Promise((resolve, reject) => {
       const timeoutMs = this.timeoutMs;
-      execFile('git', ['-C', this.opts.dir, ...args], { env: this.gitEnv(), timeout: timeoutMs, maxBuffer, ...(signal ? { signal } : {}) }, (error, stdout, stderr) => {
-        if (!error) return resolve(stdout.trim());
-        // Killed by the time limit (a server that accepts and never answers): said so, with the flag that sets it.
-        if (error.killed && !signal?.aborted) return reject(new SourceError(`git ${args[0]} timed out after ${timeoutMs / 1000} s (--git-timeout) against ${shownRepo(this.opts.repo)}`));
-        // git's own message, without the URL's credentials (none are in it; a user may have put some there).
-        // Its fatal:/error: lines say what went wrong; the advice git wraps around them does not.
-        const lines = String(stderr || error.message).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('hint:'));
-        const errors = lines.filter((l) => /^(fatal|error):/.test(l));
-        const text = (errors.length > 0 ? errors : lines).slice(-3).join('; ');
-        reject(new SourceError(`git ${args[0]} failed: ${text.split(this.opts.repo).join(shownRepo(this.opts.repo))}`));
-      });
+      execFile(
+        'git',
+        ['-C', this.opts.dir, ...args],
+        { env: this.gitEnv(), timeout: timeoutMs, maxBuffer, ...(signal ? { signal } : {}) },
+        (error, stdout, stderr) => {
+          if (!error) return resolve(stdout.trim());
+          // Killed by the time limit (a server that accepts and never answers): said so, with the flag that sets it.
+          if (error.killed && !signal?.aborted)
+            return reject(
+              new SourceError(
+                `git ${args[0]} timed out after ${timeoutMs / 1000} s (--git-timeout) against ${shownRepo(this.opts.repo)}`,
+              ),
+            );
+          // git's own message, without the URL's credentials (none are in it; a user may have put some there).
+          // Its fatal:/error: lines say what went wrong; the advice git wraps around them does not.
+          const lines = String(stderr || error.message)
+            .split('\n')
+            .map((l) => l.trim())
+            .filter((l) => l && !l.startsWith('hint:'));
+          const errors = lines.filter((l) => /^(fatal|error):/.test(l));
+          const text = (errors.length > 0 ? errors : lines).slice(-3).join('; ');
+          reject(
+            new SourceError(`git ${args[0]} failed: ${text.split(this.opts.repo).join(shownRepo(this.opts.repo))}`),
+          );
+        },
+      );
     });
   }
 
@@ -151,7 +177,10 @@ export class GitSource {
     await this.init(signal);
     await this.clearStaleLocks();
     const ref = this.opts.ref ?? 'HEAD';
-    await this.git(['fetch', '-q', '--depth', '1', '--no-tags', '--no-recurse-submodules', 'origin', `+${ref}:refs/kms-sync/target`], signal);
+    await this.git(
+      ['fetch', '-q', '--depth', '1', '--no-tags', '--no-recurse-submodules', 'origin', `+${ref}:refs/kms-sync/target`],
+      signal,
+    );
     return this.git(['rev-parse', '--verify', 'refs/kms-sync/target^{commit}'], signal);
   }
 
@@ -168,7 +197,11 @@ export class GitSource {
    */
   async tree(revision: string, folder: string): Promise<{ mode: string; size: number; path: string }[]> {
     // A large repository's listing (its --path the root) runs to megabytes: 64 MB of it are read.
-    const out = await this.git(['ls-tree', '-r', '-l', '-z', '--full-tree', revision, '--', folder || '.'], undefined, 64 << 20);
+    const out = await this.git(
+      ['ls-tree', '-r', '-l', '-z', '--full-tree', revision, '--', folder || '.'],
+      undefined,
+      64 << 20,
+    );
     const entries: { mode: string; size: number; path: string }[] = [];
     for (const line of out.split('\0')) {
       const m = /^(\d+) \w+ [0-9a-f]+\s+(-|\d+)\t(.*)$/s.exec(line);
@@ -184,8 +217,21 @@ export class GitSource {
    * The file is the operator's, given on the command line: git's own configuration of the checkout
    * cannot name another one (`-c` wins over it).
    */
-  async signature(revision: string, allowedSignersFile: string): Promise<{ verdict: string; key: string; signer: string }> {
-    const out = await this.git(['-c', `gpg.ssh.allowedSignersFile=${allowedSignersFile}`, '-c', 'gpg.format=ssh', 'log', '-1', '--format=%G?%x00%GK%x00%GS', revision, '--']);
+  async signature(
+    revision: string,
+    allowedSignersFile: string,
+  ): Promise<{ verdict: string; key: string; signer: string }> {
+    const out = await this.git([
+      '-c',
+      `gpg.ssh.allowedSignersFile=${allowedSignersFile}`,
+      '-c',
+      'gpg.format=ssh',
+      'log',
+      '-1',
+      '--format=%G?%x00%GK%x00%GS',
+      revision,
+      '--',
+    ]);
     const [verdict = 'E', key = '', signer = ''] = out.split('\0');
     return { verdict: verdict.trim() || 'E', key: key.trim(), signer: signer.trim() };
   }

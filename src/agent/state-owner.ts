@@ -19,7 +19,10 @@ import os from 'node:os';
 import path from 'node:path';
 import type { StateIncarnation } from '../secrets/fsutil.js';
 
-const native = createRequire(import.meta.url)('fs-native-extensions') as { tryLock(fd: number): boolean; unlock(fd: number): void };
+const native = createRequire(import.meta.url)('fs-native-extensions') as {
+  tryLock(fd: number): boolean;
+  unlock(fd: number): void;
+};
 
 export interface StateOwnership {
   incarnation: StateIncarnation;
@@ -43,13 +46,19 @@ async function stateId(stateDir: string): Promise<string> {
  * Takes the state folder's kernel lock, waiting (polling every `pollMs`) while another live agent
  * holds it; `onWait` is told once. Rejects when `signal` aborts.
  */
-export async function ownStateFolder(stateDir: string, o: { signal?: AbortSignal; onWait?: (msg: string) => void; pollMs?: number } = {}): Promise<StateOwnership> {
+export async function ownStateFolder(
+  stateDir: string,
+  o: { signal?: AbortSignal; onWait?: (msg: string) => void; pollMs?: number } = {},
+): Promise<StateOwnership> {
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
   const lockFile = path.join(stateDir, STATE_LOCK);
   const fd = openSync(lockFile, 'a+', 0o600);
   try {
     for (let told = false; !native.tryLock(fd); told = true) {
-      if (!told) o.onWait?.(`another kms-sync agent holds the state folder ${stateDir} (${(await readFile(lockFile, 'utf8').catch(() => '')).trim() || 'no details'}); waiting for it to stop: two agents on one folder would issue the same keys`);
+      if (!told)
+        o.onWait?.(
+          `another kms-sync agent holds the state folder ${stateDir} (${(await readFile(lockFile, 'utf8').catch(() => '')).trim() || 'no details'}); waiting for it to stop: two agents on one folder would issue the same keys`,
+        );
       o.signal?.throwIfAborted();
       await new Promise((ok) => setTimeout(ok, o.pollMs ?? 1000));
     }
@@ -60,7 +69,11 @@ export async function ownStateFolder(stateDir: string, o: { signal?: AbortSignal
   const incarnation: StateIncarnation = { state: await stateId(stateDir), instance: randomUUID() };
   // For people: who holds it. The kernel lock, not this text, is what counts.
   ftruncateSync(fd, 0);
-  writeSync(fd, `${JSON.stringify({ pid: process.pid, host: os.hostname(), instance: incarnation.instance, since: new Date().toISOString() })}\n`, 0);
+  writeSync(
+    fd,
+    `${JSON.stringify({ pid: process.pid, host: os.hostname(), instance: incarnation.instance, since: new Date().toISOString() })}\n`,
+    0,
+  );
   let released = false;
   return {
     incarnation,

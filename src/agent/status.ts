@@ -92,10 +92,18 @@ export interface InventoryStatus {
 
 export interface AgentStatus {
   agent: {
-    version: string; mode: Mode; prune: boolean; repo: string; ref: string; path: string; intervalSeconds: number;
-    suspended: boolean; startedAt: string;
+    version: string;
+    mode: Mode;
+    prune: boolean;
+    repo: string;
+    ref: string;
+    path: string;
+    intervalSeconds: number;
+    suspended: boolean;
+    startedAt: string;
     /** --sync-window specs (UTC), and whether one was open at the last reconcile. */
-    syncWindows: string[]; syncWindowOpen: boolean;
+    syncWindows: string[];
+    syncWindowOpen: boolean;
     /** --verify-commits: only revisions signed by an allowed key are reconciled. */
     verifyCommits?: boolean;
   };

@@ -34,7 +34,10 @@ export class RecentDeliveries {
 
   /** True when this delivery was seen before; otherwise remembers it. */
   replayed(provider: string, id: string | undefined, body: Buffer): boolean {
-    const keys = [`${provider} body ${createHash('sha256').update(body).digest('hex')}`, ...(id ? [`${provider} id ${id}`] : [])];
+    const keys = [
+      `${provider} body ${createHash('sha256').update(body).digest('hex')}`,
+      ...(id ? [`${provider} id ${id}`] : []),
+    ];
     if (keys.some((k) => this.seen.has(k))) return true;
     for (const k of keys) {
       this.seen.add(k);

@@ -15,27 +15,38 @@ export class SyncWindowError extends Error {}
 
 function day(name: string, spec: string): number {
   const i = DAYS.indexOf(name.toLowerCase().slice(0, 3));
-  if (i < 0 || name.length < 3) throw new SyncWindowError(`--sync-window ${JSON.stringify(spec)}: unknown day ${JSON.stringify(name)} (Mon, Tue, … Sun)`);
+  if (i < 0 || name.length < 3)
+    throw new SyncWindowError(
+      `--sync-window ${JSON.stringify(spec)}: unknown day ${JSON.stringify(name)} (Mon, Tue, … Sun)`,
+    );
   return i;
 }
 
 function minutes(text: string, spec: string): number {
   const m = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(text) ?? (text === '24:00' ? ['', '24', '00'] : null);
-  if (!m) throw new SyncWindowError(`--sync-window ${JSON.stringify(spec)}: ${JSON.stringify(text)} is not a time HH:MM`);
+  if (!m)
+    throw new SyncWindowError(`--sync-window ${JSON.stringify(spec)}: ${JSON.stringify(text)} is not a time HH:MM`);
   return Number(m[1]) * 60 + Number(m[2]);
 }
 
 /** `DAYS HH:MM-HH:MM` with DAYS `*`, `Mon-Fri`, `Sat,Sun` or one day; times in UTC. */
 export function parseSyncWindow(spec: string): SyncWindow {
   const m = /^\s*(\S+)\s+(\d\d:\d\d)-(\d\d:\d\d)\s*$/.exec(spec);
-  if (!m) throw new SyncWindowError(`--sync-window ${JSON.stringify(spec)}: expected DAYS HH:MM-HH:MM in UTC, e.g. "Mon-Fri 08:00-18:00" or "* 22:00-02:00"`);
+  if (!m)
+    throw new SyncWindowError(
+      `--sync-window ${JSON.stringify(spec)}: expected DAYS HH:MM-HH:MM in UTC, e.g. "Mon-Fri 08:00-18:00" or "* 22:00-02:00"`,
+    );
   const days = new Set<number>();
   if (m[1] === '*') for (let i = 0; i < 7; i++) days.add(i);
   else {
     for (const part of m[1]!.split(',')) {
       const [a, b] = part.split('-');
       if (b === undefined) days.add(day(a!, spec));
-      else for (let i = day(a!, spec), end = day(b, spec); ; i = (i + 1) % 7) { days.add(i); if (i === end) break; }
+      else
+        for (let i = day(a!, spec), end = day(b, spec); ; i = (i + 1) % 7) {
+          days.add(i);
+          if (i === end) break;
+        }
     }
   }
   const start = minutes(m[2]!, spec);

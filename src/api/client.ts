@@ -2,7 +2,16 @@
 // field the spec does not guarantee is optional, unknown fields are ignored.
 import { HttpTransport, type HttpOptions } from './http.js';
 import {
-  arrayOf, clientShape, clientWithKeysShape, endpointShape, logShape, objectWith, pageOf, projectShape, templateShape, type Shape,
+  arrayOf,
+  clientShape,
+  clientWithKeysShape,
+  endpointShape,
+  logShape,
+  objectWith,
+  pageOf,
+  projectShape,
+  templateShape,
+  type Shape,
 } from './shapes.js';
 
 export interface WireTemplate {
@@ -76,8 +85,16 @@ export interface WirePage<T> {
   pagination?: { total?: number; page?: number; limit?: number; pages?: number };
 }
 
-export interface TemplateInput { name: string; rateLimitDay: number; maxClients?: number }
-export interface KeyInput { name: string; expiresAt?: string | null; autoRotate?: boolean }
+export interface TemplateInput {
+  name: string;
+  rateLimitDay: number;
+  maxClients?: number;
+}
+export interface KeyInput {
+  name: string;
+  expiresAt?: string | null;
+  autoRotate?: boolean;
+}
 export interface ClientInput {
   name: string;
   type?: string;
@@ -144,11 +161,20 @@ export class KmsClient {
    * every item of a 100,000-item list until the last page is in.
    */
   async forEachPage<T>(
-    path: string, query: Record<string, string | undefined>, kind: string, onPage: (items: T[], page: number, pages: number) => void,
+    path: string,
+    query: Record<string, string | undefined>,
+    kind: string,
+    onPage: (items: T[], page: number, pages: number) => void,
   ): Promise<void> {
     // Every page must be the documented envelope: `{}` is not an empty list (a wrong URL answers like that).
     const expect = pageOf(ITEM_SHAPES[path] ?? anyObject);
-    const first = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: 1, limit: PAGE_LIMIT }, kind, expect });
+    const first = await this.http.request<WirePage<T>>({
+      method: 'GET',
+      path,
+      query: { ...query, page: 1, limit: PAGE_LIMIT },
+      kind,
+      expect,
+    });
     const data = first.data;
     const limit = first.pagination?.limit || PAGE_LIMIT;
     const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
@@ -157,7 +183,13 @@ export class KmsClient {
     if (pages <= 1) return;
     await Promise.all(
       Array.from({ length: pages - 1 }, async (_, i) => {
-        const page = await this.http.request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: i + 2, limit: PAGE_LIMIT }, kind, expect });
+        const page = await this.http.request<WirePage<T>>({
+          method: 'GET',
+          path,
+          query: { ...query, page: i + 2, limit: PAGE_LIMIT },
+          kind,
+          expect,
+        });
         onPage(page.data, i + 2, pages);
         this.onPageRead?.({ kind, page: i + 2, pages });
       }),
@@ -167,7 +199,9 @@ export class KmsClient {
   /** Every item of a paged list, in page order (see `forEachPage`). */
   async listAll<T>(path: string, query: Record<string, string | undefined>, kind: string): Promise<T[]> {
     const pages: T[][] = [];
-    await this.forEachPage<T>(path, query, kind, (items, page) => { pages[page - 1] = items; });
+    await this.forEachPage<T>(path, query, kind, (items, page) => {
+      pages[page - 1] = items;
+    });
     return pages.length === 1 ? [...pages[0]!] : pages.flat();
   }
 
@@ -176,20 +210,60 @@ export class KmsClient {
     return this.listAll<WireProject>('/project', {}, 'list projects');
   }
   getProject(projectEnv: string) {
-    return this.http.request<WireProject>({ method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}`, kind: 'get project', expect: projectShape });
+    return this.http.request<WireProject>({
+      method: 'GET',
+      path: `/project/${encodeURIComponent(projectEnv)}`,
+      kind: 'get project',
+      expect: projectShape,
+    });
   }
-  createProject(body: { slug: string; name: string; description?: string; envs: { type: string; url: string; templates: TemplateInput[] }[] }) {
-    return this.http.request<WireProject>({ method: 'POST', path: '/project', body, kind: 'create project', expect: projectShape });
+  createProject(body: {
+    slug: string;
+    name: string;
+    description?: string;
+    envs: { type: string; url: string; templates: TemplateInput[] }[];
+  }) {
+    return this.http.request<WireProject>({
+      method: 'POST',
+      path: '/project',
+      body,
+      kind: 'create project',
+      expect: projectShape,
+    });
   }
-  updateProject(projectEnv: string, body: { name?: string; singleEnv?: { url?: string; templates?: (Partial<TemplateInput> & { id?: string })[] } }) {
-    return this.http.request<WireProject>({ method: 'PUT', path: `/project/${encodeURIComponent(projectEnv)}`, body, kind: 'update project', expect: projectShape });
+  updateProject(
+    projectEnv: string,
+    body: { name?: string; singleEnv?: { url?: string; templates?: (Partial<TemplateInput> & { id?: string })[] } },
+  ) {
+    return this.http.request<WireProject>({
+      method: 'PUT',
+      path: `/project/${encodeURIComponent(projectEnv)}`,
+      body,
+      kind: 'update project',
+      expect: projectShape,
+    });
   }
-  deleteProject(projectEnv: string, query: { kind: 'project' | 'env' | 'template'; envId?: string; templateId?: string; forceDelete?: boolean }) {
-    return this.http.request<{ success: boolean }>({ method: 'DELETE', path: `/project/${encodeURIComponent(projectEnv)}`, query, kind: `delete ${query.kind}` });
+  deleteProject(
+    projectEnv: string,
+    query: { kind: 'project' | 'env' | 'template'; envId?: string; templateId?: string; forceDelete?: boolean },
+  ) {
+    return this.http.request<{ success: boolean }>({
+      method: 'DELETE',
+      path: `/project/${encodeURIComponent(projectEnv)}`,
+      query,
+      kind: `delete ${query.kind}`,
+    });
   }
-  listLogs(projectEnv: string, filters: { methodPath?: string; clientId?: string; status?: 'success' | 'error'; page?: number; limit?: number }) {
+  listLogs(
+    projectEnv: string,
+    filters: { methodPath?: string; clientId?: string; status?: 'success' | 'error'; page?: number; limit?: number },
+  ) {
     return this.http.request<WirePage<WireLog>>({
-      method: 'GET', path: `/project/${encodeURIComponent(projectEnv)}/logs`, query: { ...filters }, kind: 'list logs', expect: pageOf(logShape),
+      method: 'GET',
+      path: `/project/${encodeURIComponent(projectEnv)}/logs`,
+      query: { ...filters },
+      kind: 'list logs',
+      expect: pageOf(logShape),
     });
   }
 
@@ -206,27 +280,45 @@ export class KmsClient {
   }
   getClient(id: string, projectEnv: string) {
     return this.http.request<WireClient>({
-      method: 'GET', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, kind: 'get client', expect: clientShape,
+      method: 'GET',
+      path: `/client/${encodeURIComponent(id)}`,
+      query: { project_env: projectEnv },
+      kind: 'get client',
+      expect: clientShape,
     });
   }
   /** Bulk create (array body): one request for up to BULK_LIMIT clients. */
   createClients(projectEnv: string, clients: ClientInput[]) {
     // The raw keys exist only in this answer: one that is not a client per item sent is ambiguous.
     return this.http.request<WireClient[]>({
-      method: 'POST', path: '/client', query: { project_env: projectEnv }, body: clients, kind: 'create clients', expect: arrayOf(clientWithKeysShape, clients.length),
+      method: 'POST',
+      path: '/client',
+      query: { project_env: projectEnv },
+      body: clients,
+      kind: 'create clients',
+      expect: arrayOf(clientWithKeysShape, clients.length),
       issuesKeys: clients.some((c) => (c.keys ?? []).length > 0),
     });
   }
   updateClient(id: string, projectEnv: string, body: ClientUpdate) {
     const issuesKeys = (body.keys ?? []).some((k) => k.id === undefined);
     return this.http.request<WireClient>({
-      method: 'PUT', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv }, body, kind: 'update client', retrySafe: !issuesKeys, issuesKeys,
+      method: 'PUT',
+      path: `/client/${encodeURIComponent(id)}`,
+      query: { project_env: projectEnv },
+      body,
+      kind: 'update client',
+      retrySafe: !issuesKeys,
+      issuesKeys,
       expect: clientWithKeysShape,
     });
   }
   deleteClient(id: string, projectEnv: string, keyId?: string) {
     return this.http.request<unknown>({
-      method: 'DELETE', path: `/client/${encodeURIComponent(id)}`, query: { project_env: projectEnv, keyId }, kind: keyId ? 'delete key' : 'delete client',
+      method: 'DELETE',
+      path: `/client/${encodeURIComponent(id)}`,
+      query: { project_env: projectEnv, keyId },
+      kind: keyId ? 'delete key' : 'delete client',
     });
   }
 
@@ -236,17 +328,34 @@ export class KmsClient {
   }
   createEndpoints(projectEnv: string, endpoints: EndpointInput[]) {
     return this.http.request<WireEndpoint[]>({
-      method: 'POST', path: '/endpoint', query: { project_env: projectEnv }, body: endpoints, kind: 'create endpoints', expect: arrayOf(endpointShape, endpoints.length),
+      method: 'POST',
+      path: '/endpoint',
+      query: { project_env: projectEnv },
+      body: endpoints,
+      kind: 'create endpoints',
+      expect: arrayOf(endpointShape, endpoints.length),
     });
   }
-  updateEndpoint(projectEnv: string, methodPath: string, body: { name?: string; description?: string; metadata?: Record<string, unknown> }) {
+  updateEndpoint(
+    projectEnv: string,
+    methodPath: string,
+    body: { name?: string; description?: string; metadata?: Record<string, unknown> },
+  ) {
     return this.http.request<WireEndpoint>({
-      method: 'PUT', path: `/endpoint/${encodeURIComponent(methodPath)}`, query: { project_env: projectEnv }, body, kind: 'update endpoint', expect: endpointShape,
+      method: 'PUT',
+      path: `/endpoint/${encodeURIComponent(methodPath)}`,
+      query: { project_env: projectEnv },
+      body,
+      kind: 'update endpoint',
+      expect: endpointShape,
     });
   }
   deleteEndpoint(projectEnv: string, methodPath: string) {
     return this.http.request<unknown>({
-      method: 'DELETE', path: `/endpoint/${encodeURIComponent(methodPath)}`, query: { project_env: projectEnv }, kind: 'delete endpoint',
+      method: 'DELETE',
+      path: `/endpoint/${encodeURIComponent(methodPath)}`,
+      query: { project_env: projectEnv },
+      kind: 'delete endpoint',
     });
   }
 }

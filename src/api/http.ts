@@ -16,7 +16,9 @@ export class ApiError extends Error {
   readonly path: string;
   constructor(method: string, path: string, status: number, code: string, message: string) {
     // A refused credential is the error new users meet first: it names its troubleshooting entry.
-    super(`${method} ${path} → ${status} ${code}: ${message}${status === 401 ? ' (see docs/troubleshooting.md#authentication-failed)' : ''}`);
+    super(
+      `${method} ${path} → ${status} ${code}: ${message}${status === 401 ? ' (see docs/troubleshooting.md#authentication-failed)' : ''}`,
+    );
     this.method = method;
     this.path = path;
     this.status = status;
@@ -157,7 +159,10 @@ const isJsonType = (contentType: string) => /^application\/([a-z0-9.+-]*\+)?json
 const firstHeader = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 /** Non-printable characters of a service's text escaped, so a message cannot drive the terminal. */
-const printable = (text: string) => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => (c === '\n' || c === '\t' ? ' ' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`));
+const printable = (text: string) =>
+  text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) =>
+    c === '\n' || c === '\t' ? ' ' : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
 
 function sleep(ms: number) {
   return new Promise((ok) => setTimeout(ok, ms));
@@ -172,7 +177,10 @@ class Semaphore {
     this.n = n;
   }
   async acquire(): Promise<void> {
-    if (this.active < this.n) { this.active++; return; }
+    if (this.active < this.n) {
+      this.active++;
+      return;
+    }
     await new Promise<void>((ok) => this.waiters.push(ok));
   }
   release(): void {
@@ -196,7 +204,10 @@ class RateLimiter {
       const t = performance.now();
       this.tokens = Math.min(this.rps, this.tokens + ((t - this.last) / 1000) * this.rps);
       this.last = t;
-      if (this.tokens >= 1) { this.tokens -= 1; return; }
+      if (this.tokens >= 1) {
+        this.tokens -= 1;
+        return;
+      }
       await sleep(((1 - this.tokens) / this.rps) * 1000);
     }
   }
@@ -229,7 +240,8 @@ export class HttpTransport {
   /** Writes hold it too (before `sem`): at most `parallelism` of them. */
   private readonly writeSem: Semaphore;
   private readonly limiter?: RateLimiter;
-  private readonly opts: Required<Omit<HttpOptions, 'maxRps' | 'onRetry' | 'userAgent' | 'lookup'>> & Pick<HttpOptions, 'onRetry' | 'userAgent'>;
+  private readonly opts: Required<Omit<HttpOptions, 'maxRps' | 'onRetry' | 'userAgent' | 'lookup'>> &
+    Pick<HttpOptions, 'onRetry' | 'userAgent'>;
   /** Requests sent, by kind (benchmarks and tests read this). */
   readonly requestCounts: Record<string, number> = {};
   /** Set by stop()/close(): nothing more is sent, nothing is retried. */
@@ -246,8 +258,14 @@ export class HttpTransport {
     this.origin = url.origin;
     const parallelism = options.parallelism ?? 8;
     this.opts = {
-      maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: 30_000, maxBodyBytes: MAX_BODY_BYTES, ...options,
-      parallelism, readParallelism: options.readParallelism ?? 4 * parallelism,
+      maxAttempts: 5,
+      baseDelayMs: 200,
+      maxDelayMs: 30_000,
+      timeoutMs: 30_000,
+      maxBodyBytes: MAX_BODY_BYTES,
+      ...options,
+      parallelism,
+      readParallelism: options.readParallelism ?? 4 * parallelism,
     };
     const inFlight = Math.max(this.opts.parallelism, this.opts.readParallelism);
     this.maxSockets = inFlight;
@@ -265,7 +283,8 @@ export class HttpTransport {
     // The module itself, not import(): an ESM import of node:http builds a facade of all its
     // exports, and reading its WebSocket export loads Node's bundled undici (30 ms per run).
     if (this.poolPromise) return this.poolPromise;
-    const m = this.url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
+    const m =
+      this.url.protocol === 'https:' ? process.getBuiltinModule('node:https') : process.getBuiltinModule('node:http');
     this.poolPromise = Promise.resolve({
       // Idle connections are kept 10 s for the next request, and never keep the process alive.
       agent: new m.Agent({ keepAlive: true, maxSockets: this.maxSockets, timeout: 10_000 }),
@@ -300,45 +319,69 @@ export class HttpTransport {
    * or an answer that stays silent for `timeoutMs` fails with CONNECT_TIMEOUT (nothing was sent) or
    * ANSWER_TIMEOUT; other failures carry Node's system error codes (ECONNREFUSED, ECONNRESET, …).
    */
-  private async exchange(method: string, path: string, headers: Record<string, string>, body: string | undefined, secretHeaders: Record<string, string> = {}, timeoutMs = this.opts.timeoutMs): Promise<Answer> {
+  private async exchange(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    secretHeaders: Record<string, string> = {},
+    timeoutMs = this.opts.timeoutMs,
+  ): Promise<Answer> {
     const { agent, request } = await this.pool();
     return new Promise<Answer>((resolve, reject) => {
-      const req = request({
-        // An IPv6 literal is written in brackets in a URL, without them for a connection.
-        protocol: this.url.protocol, hostname: this.url.hostname.replace(/^\[(.*)\]$/, '$1'), port: this.url.port, path, method, agent,
-        // The key is set on the request below, not passed in these options: NODE_DEBUG=http prints
-        // the options (headers included) a connection is made with, and would show it in clear.
-        headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-        timeout: timeoutMs,
-        ...(this.lookup ? { lookup: this.lookup } : {}),
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        const max = this.opts.maxBodyBytes;
-        const tooLarge = () => {
-          const e = Object.assign(new Error(`the answer is larger than ${Math.round(max / 1024 / 1024)} MB`), { code: 'BODY_TOO_LARGE' });
-          res.destroy();
-          req.destroy();
-          reject(e);
-        };
-        if (Number(res.headers['content-length']) > max) return tooLarge();
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size > max) {
-            chunks.length = 0;
-            return tooLarge();
-          }
-          chunks.push(c);
-        });
-        res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: bodyText(chunks) }));
-        res.on('error', reject);
-      });
+      const req = request(
+        {
+          // An IPv6 literal is written in brackets in a URL, without them for a connection.
+          protocol: this.url.protocol,
+          hostname: this.url.hostname.replace(/^\[(.*)\]$/, '$1'),
+          port: this.url.port,
+          path,
+          method,
+          agent,
+          // The key is set on the request below, not passed in these options: NODE_DEBUG=http prints
+          // the options (headers included) a connection is made with, and would show it in clear.
+          headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+          timeout: timeoutMs,
+          ...(this.lookup ? { lookup: this.lookup } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          const max = this.opts.maxBodyBytes;
+          const tooLarge = () => {
+            const e = Object.assign(new Error(`the answer is larger than ${Math.round(max / 1024 / 1024)} MB`), {
+              code: 'BODY_TOO_LARGE',
+            });
+            res.destroy();
+            req.destroy();
+            reject(e);
+          };
+          if (Number(res.headers['content-length']) > max) return tooLarge();
+          let size = 0;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size > max) {
+              chunks.length = 0;
+              return tooLarge();
+            }
+            chunks.push(c);
+          });
+          res.on('end', () =>
+            resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: bodyText(chunks) }),
+          );
+          res.on('error', reject);
+        },
+      );
       for (const [k, v] of Object.entries(secretHeaders)) req.setHeader(k, v);
       this.live.add(req);
       req.on('close', () => this.live.delete(req));
       req.on('timeout', () => {
         const connected = req.socket !== null && !req.socket.connecting;
-        req.destroy(Object.assign(new Error(connected ? `no answer within ${timeoutMs} ms` : `no connection within ${timeoutMs} ms`), { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT }));
+        req.destroy(
+          Object.assign(
+            new Error(connected ? `no answer within ${timeoutMs} ms` : `no connection within ${timeoutMs} ms`),
+            { code: connected ? ANSWER_TIMEOUT : CONNECT_TIMEOUT },
+          ),
+        );
       });
       req.on('error', reject);
       req.end(body);
@@ -372,11 +415,18 @@ export class HttpTransport {
         if (this.limiter) await this.limiter.take();
         if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
         this.requestCounts[kind] = (this.requestCounts[kind] ?? 0) + 1;
-        const res = await this.exchange(spec.method, path, {
-          accept: 'application/json',
-          'user-agent': this.opts.userAgent ?? 'kms-sync',
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        }, body, { 'x-api-key': this.opts.apiKey }, left ? Math.max(1, Math.min(this.opts.timeoutMs, left.ms)) : this.opts.timeoutMs);
+        const res = await this.exchange(
+          spec.method,
+          path,
+          {
+            accept: 'application/json',
+            'user-agent': this.opts.userAgent ?? 'kms-sync',
+            ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          },
+          body,
+          { 'x-api-key': this.opts.apiKey },
+          left ? Math.max(1, Math.min(this.opts.timeoutMs, left.ms)) : this.opts.timeoutMs,
+        );
         status = res.statusCode;
         headers = res.headers;
         text = res.text;
@@ -384,12 +434,17 @@ export class HttpTransport {
         // Refused or cut by stop(): said once by whoever stopped it, never as a network failure. A
         // write cut on the wire may have taken effect: that is an unknown outcome, never "not sent".
         if (err instanceof RequestsStoppedError) throw err;
-        if (this.stopped) throw write && !idempotent ? new AmbiguousWriteError(spec.method, spec.path, 'cut off by an interrupt') : new RequestsStoppedError(spec.method, spec.path);
+        if (this.stopped)
+          throw write && !idempotent
+            ? new AmbiguousWriteError(spec.method, spec.path, 'cut off by an interrupt')
+            : new RequestsStoppedError(spec.method, spec.path);
         const code = connectErrorCode(err);
         const neverSent = CONNECT_ERRORS.has(code);
         const reason = code || (err as Error).message;
-        if (!neverSent && !idempotent) throw new AmbiguousWriteError(spec.method, spec.path, `connection failed: ${reason}`);
-        if (PERMANENT_ERRORS.has(code) || attempt >= this.opts.maxAttempts) throw this.networkError(spec.method, path, code, reason, attempt);
+        if (!neverSent && !idempotent)
+          throw new AmbiguousWriteError(spec.method, spec.path, `connection failed: ${reason}`);
+        if (PERMANENT_ERRORS.has(code) || attempt >= this.opts.maxAttempts)
+          throw this.networkError(spec.method, path, code, reason, attempt);
         await this.backoff(spec, attempt, undefined, reason);
         continue;
       } finally {
@@ -404,14 +459,20 @@ export class HttpTransport {
         if (problem === undefined) return value as T;
         // A write answered with something unreadable may still have happened: re-read to find out.
         if (write) throw new AmbiguousWriteError(spec.method, spec.path, `the ${status} answer ${problem}`);
-        throw new UnexpectedResponseError(spec.method, path, status, `${problem} (is ${this.origin}${this.basePath} the service's API?)`);
+        throw new UnexpectedResponseError(
+          spec.method,
+          path,
+          status,
+          `${problem} (is ${this.origin}${this.basePath} the service's API?)`,
+        );
       }
       const err = parseError(spec.method, spec.path, status, text, firstHeader(headers['content-type']));
       // A 429 or 503 says the request was not processed: safe to retry even a create.
       const notProcessed = NOT_PROCESSED_STATUS.has(status) && !(spec.issuesKeys && status === 503);
       const retryable = RETRYABLE_STATUS.has(status) && (idempotent || notProcessed);
       if (!retryable) {
-        if (!idempotent && status >= 500) throw new AmbiguousWriteError(spec.method, spec.path, `${status} ${err.code}`);
+        if (!idempotent && status >= 500)
+          throw new AmbiguousWriteError(spec.method, spec.path, `${status} ${err.code}`);
         throw err;
       }
       if (attempt >= this.opts.maxAttempts) throw err;
@@ -424,13 +485,25 @@ export class HttpTransport {
     const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
     const host = new URL(this.origin).hostname;
     if (code === 'ENOTFOUND')
-      return new NetworkError(`${method} ${path}: the service host '${host}' does not resolve (DNS: no such name; not retried): check the service URL ${this.origin}${this.basePath} (see docs/troubleshooting.md#connection-refused)`, code);
+      return new NetworkError(
+        `${method} ${path}: the service host '${host}' does not resolve (DNS: no such name; not retried): check the service URL ${this.origin}${this.basePath} (see docs/troubleshooting.md#connection-refused)`,
+        code,
+      );
     if (code === 'EAI_AGAIN')
-      return new NetworkError(`${method} ${path}: the name server did not answer for '${host}'${tries} (DNS EAI_AGAIN): check the network, or the service URL ${this.origin}${this.basePath}`, code);
+      return new NetworkError(
+        `${method} ${path}: the name server did not answer for '${host}'${tries} (DNS EAI_AGAIN): check the network, or the service URL ${this.origin}${this.basePath}`,
+        code,
+      );
     if (code === 'BODY_TOO_LARGE')
-      return new NetworkError(`${method} ${path}: the answer is larger than ${Math.round(this.opts.maxBodyBytes / 1024 / 1024)} MB, the most kms-sync reads of one answer; stopped reading it (not retried): is ${this.origin}${this.basePath} the service's API?`, code);
+      return new NetworkError(
+        `${method} ${path}: the answer is larger than ${Math.round(this.opts.maxBodyBytes / 1024 / 1024)} MB, the most kms-sync reads of one answer; stopped reading it (not retried): is ${this.origin}${this.basePath} the service's API?`,
+        code,
+      );
     if (code === 'ECONNREFUSED')
-      return new NetworkError(`${method} ${path}: connection refused by ${this.origin}${tries}: is the service running at ${this.origin}${this.basePath}? (see docs/troubleshooting.md#connection-refused)`, code);
+      return new NetworkError(
+        `${method} ${path}: connection refused by ${this.origin}${tries}: is the service running at ${this.origin}${this.basePath}? (see docs/troubleshooting.md#connection-refused)`,
+        code,
+      );
     return new NetworkError(`${method} ${path}: ${reason}${tries} (service at ${this.origin})`, code);
   }
 
@@ -440,7 +513,11 @@ export class HttpTransport {
     if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
     // A retry that would start past the operation's time limit is not waited for.
     const left = deadlineLeft();
-    if (left && left.ms <= delayMs) throw new DeadlineExceededError(left.what, `${spec.method} ${spec.path} (retry ${attempt + 1}, after: ${reason})`);
+    if (left && left.ms <= delayMs)
+      throw new DeadlineExceededError(
+        left.what,
+        `${spec.method} ${spec.path} (retry ${attempt + 1}, after: ${reason})`,
+      );
     this.opts.onRetry?.({ method: spec.method, path: spec.path, attempt, delayMs, reason });
     await sleep(delayMs);
   }
@@ -480,34 +557,51 @@ function registerRawKeys(value: unknown, depth = 0): void {
 }
 
 /** The JSON of a 2xx answer, or what is wrong with it. An empty body (204) is undefined. */
-function readSuccess(text: string, contentType: string | undefined, expect: RequestSpec['expect']): { value?: unknown; problem?: string } {
+function readSuccess(
+  text: string,
+  contentType: string | undefined,
+  expect: RequestSpec['expect'],
+): { value?: unknown; problem?: string } {
   const type = contentType?.split(';')[0]?.trim();
   if (text !== '' && type && !isJsonType(contentType!))
-    return { problem: `has content type ${printable(type).slice(0, 80)} instead of application/json (a proxy or login page answers like this)` };
+    return {
+      problem: `has content type ${printable(type).slice(0, 80)} instead of application/json (a proxy or login page answers like this)`,
+    };
   let value: unknown;
   if (text !== '') {
     try {
       value = JSON.parse(text);
     } catch {
-      return { problem: `${type ? `says ${printable(type).slice(0, 80)}` : 'has no content type'} but its body is not valid JSON (${text.length} characters)` };
+      return {
+        problem: `${type ? `says ${printable(type).slice(0, 80)}` : 'has no content type'} but its body is not valid JSON (${text.length} characters)`,
+      };
     }
   }
   const problem = expect?.(value);
   return problem === undefined ? { value } : { problem: `is not the documented shape: ${problem}` };
 }
 
-function parseError(method: string, path: string, status: number, text: string, contentType: string | undefined): ApiError {
+function parseError(
+  method: string,
+  path: string,
+  status: number,
+  text: string,
+  contentType: string | undefined,
+): ApiError {
   try {
     const j = JSON.parse(text) as { code?: unknown; error?: unknown; message?: unknown };
     if (!j || typeof j !== 'object') throw new Error('not an object');
     const code = typeof j.code === 'string' ? j.code : `HTTP_${status}`;
-    const message = typeof j.error === 'string' ? j.error : typeof j.message === 'string' ? j.message : printable(text.slice(0, 200));
+    const message =
+      typeof j.error === 'string' ? j.error : typeof j.message === 'string' ? j.message : printable(text.slice(0, 200));
     return new ApiError(method, path, status, code, printable(message));
   } catch {
     const type = contentType?.split(';')[0]?.trim();
-    const what = type && !isJsonType(type) ? `a ${printable(type).slice(0, 80)} answer` : 'an answer that is not the documented JSON error';
+    const what =
+      type && !isJsonType(type)
+        ? `a ${printable(type).slice(0, 80)} answer`
+        : 'an answer that is not the documented JSON error';
     const detail = text ? `${what}: ${printable(text.slice(0, 120))}${text.length > 120 ? '…' : ''}` : 'no body';
     return new ApiError(method, path, status, `HTTP_${status}`, detail);
   }
 }
-

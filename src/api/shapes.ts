@@ -15,7 +15,9 @@ export function describeJson(v: unknown): string {
   if (Array.isArray(v)) return `an array of ${v.length}`;
   if (isObject(v)) {
     const keys = Object.keys(v);
-    return keys.length === 0 ? 'an empty object {}' : `an object with keys [${keys.slice(0, 6).join(', ')}${keys.length > 6 ? ', …' : ''}]`;
+    return keys.length === 0
+      ? 'an empty object {}'
+      : `an object with keys [${keys.slice(0, 6).join(', ')}${keys.length > 6 ? ', …' : ''}]`;
   }
   return `a ${typeof v}`;
 }
@@ -42,7 +44,8 @@ export const projectShape: Shape = (v) => {
   const envs = (v as { envs?: unknown }).envs;
   if (envs === undefined) return undefined;
   const list = isObject(envs) ? envs.list : undefined;
-  if (!isObject(envs) || (list !== undefined && !Array.isArray(list))) return `expected a project whose 'envs' is {count, list: [...]}, got envs ${describeJson(envs)}`;
+  if (!isObject(envs) || (list !== undefined && !Array.isArray(list)))
+    return `expected a project whose 'envs' is {count, list: [...]}, got envs ${describeJson(envs)}`;
   for (const [i, e] of (list ?? []).entries()) {
     const problem = objectWith('an environment', 'project_env')(e);
     if (problem) return `envs.list[${i}]: ${problem}`;
@@ -58,7 +61,9 @@ export const logShape: Shape = (v) => (isObject(v) ? undefined : `expected a log
 export const clientWithKeysShape: Shape = (v) => {
   const base = clientShape(v);
   if (base) return base;
-  return Array.isArray((v as { keys?: unknown }).keys) ? undefined : `expected a client with its 'keys' array, got ${describeJson(v)}`;
+  return Array.isArray((v as { keys?: unknown }).keys)
+    ? undefined
+    : `expected a client with its 'keys' array, got ${describeJson(v)}`;
 };
 
 /** A sanity bound: 10 million items at 100 a page. */
@@ -68,10 +73,15 @@ export const MAX_PAGES = 100_000;
 export function pageOf(item: Shape): Shape {
   return (v) => {
     const envelope = 'the list envelope {data: [...], pagination}';
-    if (!isObject(v) || !Array.isArray(v.data) || !isObject(v.pagination)) return `expected ${envelope}, got ${describeJson(v)}`;
+    if (!isObject(v) || !Array.isArray(v.data) || !isObject(v.pagination))
+      return `expected ${envelope}, got ${describeJson(v)}`;
     const p = v.pagination;
-    if (!isCount(p.pages) && !isCount(p.total)) return `expected ${envelope} whose pagination has 'pages' or 'total', got pagination ${describeJson(p)}`;
-    if ((isCount(p.pages) && (p.pages as number) > MAX_PAGES) || (isCount(p.total) && (p.total as number) > MAX_PAGES * 100))
+    if (!isCount(p.pages) && !isCount(p.total))
+      return `expected ${envelope} whose pagination has 'pages' or 'total', got pagination ${describeJson(p)}`;
+    if (
+      (isCount(p.pages) && (p.pages as number) > MAX_PAGES) ||
+      (isCount(p.total) && (p.total as number) > MAX_PAGES * 100)
+    )
       return `pagination ${JSON.stringify({ pages: p.pages, total: p.total })} is more than the ${MAX_PAGES} pages kms-sync reads of one list`;
     for (let i = 0; i < v.data.length; i++) {
       const problem = item(v.data[i]);

@@ -46,8 +46,10 @@ export interface FailedOperation {
 export function classifyFailure(e: unknown, unknown = false): { unknown: boolean; transient: boolean } {
   if (e instanceof AmbiguousWriteError || unknown) return { unknown: true, transient: true };
   if (e instanceof RequestsStoppedError) return { unknown: false, transient: true };
-  if (e instanceof NetworkError) return { unknown: false, transient: !['ENOTFOUND', 'BODY_TOO_LARGE'].includes(e.code) };
-  if (e instanceof ApiError) return { unknown: false, transient: e.status === 408 || e.status === 429 || e.status >= 500 };
+  if (e instanceof NetworkError)
+    return { unknown: false, transient: !['ENOTFOUND', 'BODY_TOO_LARGE'].includes(e.code) };
+  if (e instanceof ApiError)
+    return { unknown: false, transient: e.status === 408 || e.status === 429 || e.status >= 500 };
   return { unknown: false, transient: false };
 }
 
@@ -68,7 +70,12 @@ export interface ApplyResult {
 class StopApply extends Error {}
 
 /** Runs `fn` over items with at most `n` in flight; takes no new item once `stopped()`. */
-async function forEachLimited<T>(items: readonly T[], n: number, stopped: () => boolean, fn: (item: T) => Promise<void>): Promise<void> {
+async function forEachLimited<T>(
+  items: readonly T[],
+  n: number,
+  stopped: () => boolean,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const workers = Array.from({ length: Math.min(n, items.length) }, async () => {
     while (next < items.length && !stopped()) {
@@ -125,18 +132,20 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       }
     },
     track: (stored) => {
-      pendingStores.push(stored.then(
-        (receipts) => {
-          for (const receipt of receipts) {
-            result.keysStored.push(receipt);
-            emit({ type: 'key-stored', receipt });
-          }
-        },
-        (e: unknown) => {
-          keyStoreBroken = true;
-          storeFailures.push(errorText(e));
-        },
-      ));
+      pendingStores.push(
+        stored.then(
+          (receipts) => {
+            for (const receipt of receipts) {
+              result.keysStored.push(receipt);
+              emit({ type: 'key-stored', receipt });
+            }
+          },
+          (e: unknown) => {
+            keyStoreBroken = true;
+            storeFailures.push(errorText(e));
+          },
+        ),
+      );
     },
     recovered: (note) => {
       result.recoveries.push(note);
@@ -154,13 +163,19 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     finished.add(op);
     const error = errorText(e);
     const c = classifyFailure(e, unknown);
-    result.failed.push({ op, error, ...(c.unknown ? { unknown: true } : {}), ...(c.transient ? { transient: true } : {}) });
+    result.failed.push({
+      op,
+      error,
+      ...(c.unknown ? { unknown: true } : {}),
+      ...(c.transient ? { transient: true } : {}),
+    });
     emit({ type: 'failed', op, error });
   };
   const byKind = (kind: Operation['kind'], ...actions: Operation['action'][]) =>
     plan.operations.filter((o) => o.kind === kind && actions.includes(o.action) && !finished.has(o));
-  /** Runs one group of operations that succeed or fail together. */
-  const group = async (ops: Operation[], fn: () => Promise<string | undefined | void>) => {
+  /** Runs one group of operations that succeed or fail together; a note is optional. */
+  type Step = () => Promise<string | undefined> | Promise<void>;
+  const group = async (ops: Operation[], fn: Step) => {
     for (const o of ops) emit({ type: 'start', op: o });
     currentOp = ops[0];
     try {
@@ -171,29 +186,32 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       for (const o of ops) fail(o, e);
     }
   };
-  const each = (ops: Operation[], fn: (op: Operation) => Promise<string | undefined | void>) =>
+  const each = (ops: Operation[], fn: (op: Operation) => Promise<string | undefined> | Promise<void>) =>
     forEachLimited(ops, parallelism, stopped, (op) => group([op], () => fn(op)));
   const issues = (ops: Operation[]) => ops.some((o) => (o.issuesKeys ?? 0) > 0);
 
   const phases: (() => Promise<void>)[] = [
     // 1. New projects: one POST with their new environments and templates.
-    () => each(byKind('project', 'create'), async (op) => {
-      const envOps = byKind('env', 'create').filter((e) => e.project === op.project);
-      const envSet = new Set(envOps.map((e) => e.projectEnv));
-      const tplOps = byKind('template', 'create').filter((t) => envSet.has(t.projectEnv!));
-      const after = op.after as { slug: string; name: string; description?: string };
-      const note = await projects.createProject(ctx, {
-        slug: after.slug, name: after.name, ...(after.description !== undefined ? { description: after.description } : {}),
-        envs: envOps.map((e) => ({
-          type: (e.after as { type: string }).type,
-          url: (e.after as { url: string }).url,
-          templates: tplOps.filter((t) => t.projectEnv === e.projectEnv).map((t) => t.after as never),
-        })),
-      });
-      // Completion lines in dependency order: the project before the environments it holds.
-      ok(op, note);
-      for (const o of [...envOps, ...tplOps]) ok(o);
-    }),
+    () =>
+      each(byKind('project', 'create'), async (op) => {
+        const envOps = byKind('env', 'create').filter((e) => e.project === op.project);
+        const envSet = new Set(envOps.map((e) => e.projectEnv));
+        const tplOps = byKind('template', 'create').filter((t) => envSet.has(t.projectEnv!));
+        const after = op.after as { slug: string; name: string; description?: string };
+        const note = await projects.createProject(ctx, {
+          slug: after.slug,
+          name: after.name,
+          ...(after.description !== undefined ? { description: after.description } : {}),
+          envs: envOps.map((e) => ({
+            type: (e.after as { type: string }).type,
+            url: (e.after as { url: string }).url,
+            templates: tplOps.filter((t) => t.projectEnv === e.projectEnv).map((t) => t.after as never),
+          })),
+        });
+        // Completion lines in dependency order: the project before the environments it holds.
+        ok(op, note);
+        for (const o of [...envOps, ...tplOps]) ok(o);
+      }),
     // 2. Project renames, then environment creates/updates with their template writes: one PUT per env.
     async () => {
       await each(byKind('project', 'update'), (op) => {
@@ -202,22 +220,41 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
         return projects.renameProject(ctx, anyEnv, (op.after as { name: string }).name);
       });
       const envOps = [...byKind('env', 'create', 'update'), ...byKind('template', 'create', 'update')];
-      await forEachLimited([...groupBy(envOps, (o) => o.projectEnv!)], parallelism, stopped, ([projectEnv, ops]) => group(ops, () => {
-        const envOp = ops.find((o) => o.kind === 'env');
-        const tpls = ops.filter((o) => o.kind === 'template').map((t) => ({ ...(t.live?.id ? { id: t.live.id } : {}), ...(t.after as { name: string; rateLimitDay: number }) }));
-        return envs.upsertEnv(ctx, projectEnv, { ...(envOp ? { url: (envOp.after as { url: string }).url } : {}), templates: tpls });
-      }));
+      await forEachLimited([...groupBy(envOps, (o) => o.projectEnv!)], parallelism, stopped, ([projectEnv, ops]) =>
+        group(ops, () => {
+          const envOp = ops.find((o) => o.kind === 'env');
+          const tpls = ops
+            .filter((o) => o.kind === 'template')
+            .map((t) => ({
+              ...(t.live?.id ? { id: t.live.id } : {}),
+              ...(t.after as { name: string; rateLimitDay: number }),
+            }));
+          return envs.upsertEnv(ctx, projectEnv, {
+            ...(envOp ? { url: (envOp.after as { url: string }).url } : {}),
+            templates: tpls,
+          });
+        }),
+      );
     },
     // 3. Clients: bulk creates (with their keys) per environment, then updates one PUT each.
     async () => {
       const creates = byKind('client', 'create');
-      const batches = [...groupBy(creates, (o) => o.projectEnv!)].flatMap(([pe, ops]) => chunk(ops, BULK_LIMIT).map((b) => [pe, b] as const));
+      const batches = [...groupBy(creates, (o) => o.projectEnv!)].flatMap(([pe, ops]) =>
+        chunk(ops, BULK_LIMIT).map((b) => [pe, b] as const),
+      );
       await forEachLimited(batches, parallelism, stopped, async ([projectEnv, ops]) => {
         if (keyStoreBroken && issues(ops)) return; // no key issued after a store failure
         for (const o of ops) emit({ type: 'start', op: o });
         currentOp = ops[0];
-        const outcomes = await clients.createClients(ctx, projectEnv, ops.map((o) => o.after as unknown as ClientCreate));
-        outcomes.forEach((r, i) => (r.ok ? ok(ops[i]!, r.note) : fail(ops[i]!, r.cause ?? new Error(r.error), r.unknown)));
+        const outcomes = await clients.createClients(
+          ctx,
+          projectEnv,
+          ops.map((o) => o.after as unknown as ClientCreate),
+        );
+        for (const [i, r] of outcomes.entries()) {
+          if (r.ok) ok(ops[i]!, r.note);
+          else fail(ops[i]!, r.cause ?? new Error(r.error), r.unknown);
+        }
       });
       await each(byKind('client', 'update'), (op) => {
         const a = op.after as { type?: string; template: string; ipWhitelist?: string[]; metadata: JsonObject };
@@ -235,33 +272,66 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       const keyOps = byKind('key', 'create', 'update', 'rotate');
       // Rotations whose old key the plan revokes once the new one is stored (--revoke-old, overlap 0):
       // that revoke is journaled with the new raw key, so an interrupted run cannot strand it.
-      const revokedAfter = new Set(plan.operations.filter((o) => o.kind === 'key' && o.action === 'delete' && o.actionReason === 'delete_rotated_out').map((o) => o.live?.keyId));
+      const revokedAfter = new Set(
+        plan.operations
+          .filter((o) => o.kind === 'key' && o.action === 'delete' && o.actionReason === 'delete_rotated_out')
+          .map((o) => o.live?.keyId),
+      );
       await forEachLimited([...groupBy(keyOps, (o) => o.live!.clientId!)], parallelism, stopped, async ([id, ops]) => {
         if (keyStoreBroken && ops.some((o) => o.action !== 'update')) return; // no key issued after a store failure
         const first = ops[0]!;
         const keyName = (first.after as unknown as KeyAfter).name;
         const prefix = `key.${first.projectEnv}/`;
         const name = first.address.slice(prefix.length, first.address.length - keyName.length - 1);
-        const client = { id, name, projectEnv: first.projectEnv!, knownKeyIds: first.live?.clientKeyIds ?? ops.flatMap((o) => (o.live?.keyId ? [o.live.keyId] : [])) };
-        await group(ops, () => keyKind.writeKeys(ctx, client,
-          ops.filter((o) => o.action !== 'update').map((o) => o.after as unknown as KeyAfter),
-          ops.filter((o) => o.action === 'update').map((o) => {
-            const k = o.after as unknown as KeyAfter;
-            return { id: o.live!.keyId!, name: k.name, ...(k.expiresAt !== undefined ? { expiresAt: k.expiresAt } : {}), ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}) };
-          }),
-          ops.filter((o) => o.action === 'rotate' && o.live?.keyId !== undefined && revokedAfter.has(o.live.keyId))
-            .map((o) => ({ keyId: o.live!.keyId!, name: (o.after as unknown as KeyAfter).name }))));
+        const client = {
+          id,
+          name,
+          projectEnv: first.projectEnv!,
+          knownKeyIds: first.live?.clientKeyIds ?? ops.flatMap((o) => (o.live?.keyId ? [o.live.keyId] : [])),
+        };
+        await group(ops, () =>
+          keyKind.writeKeys(
+            ctx,
+            client,
+            ops.filter((o) => o.action !== 'update').map((o) => o.after as unknown as KeyAfter),
+            ops
+              .filter((o) => o.action === 'update')
+              .map((o) => {
+                const k = o.after as unknown as KeyAfter;
+                return {
+                  id: o.live!.keyId!,
+                  name: k.name,
+                  ...(k.expiresAt !== undefined ? { expiresAt: k.expiresAt } : {}),
+                  ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}),
+                };
+              }),
+            ops
+              .filter((o) => o.action === 'rotate' && o.live?.keyId !== undefined && revokedAfter.has(o.live.keyId))
+              .map((o) => ({ keyId: o.live!.keyId!, name: (o.after as unknown as KeyAfter).name })),
+          ),
+        );
       });
     },
     // 5. Endpoints: bulk creates per environment, then updates and replaces.
     async () => {
       const creates = byKind('endpoint', 'create');
-      const batches = [...groupBy(creates, (o) => o.projectEnv!)].flatMap(([pe, ops]) => chunk(ops, BULK_LIMIT).map((b) => [pe, b] as const));
+      const batches = [...groupBy(creates, (o) => o.projectEnv!)].flatMap(([pe, ops]) =>
+        chunk(ops, BULK_LIMIT).map((b) => [pe, b] as const),
+      );
       await forEachLimited(batches, parallelism, stopped, ([projectEnv, ops]) =>
-        group(ops, () => endpoints.createEndpoints(ctx, projectEnv, ops.map((o) => o.after as unknown as EndpointFields))));
+        group(ops, () =>
+          endpoints.createEndpoints(
+            ctx,
+            projectEnv,
+            ops.map((o) => o.after as unknown as EndpointFields),
+          ),
+        ),
+      );
       await each(byKind('endpoint', 'update', 'replace'), (op) => {
         const a = op.after as unknown as EndpointFields;
-        return op.action === 'replace' ? endpoints.replaceEndpoint(ctx, op.projectEnv!, a) : endpoints.updateEndpoint(ctx, op.projectEnv!, a, changedFields(op));
+        return op.action === 'replace'
+          ? endpoints.replaceEndpoint(ctx, op.projectEnv!, a)
+          : endpoints.updateEndpoint(ctx, op.projectEnv!, a, changedFields(op));
       });
     },
     // 6. Deletes last, in reverse dependency order. A resource already gone counts as deleted.
@@ -274,12 +344,21 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       // Keys of clients that are themselves deleted go with their client.
       const deletedClients = new Set(byKind('client', 'delete').map((o) => o.live!.id));
       const keyDeletes = byKind('key', 'delete');
-      for (const op of keyDeletes.filter((o) => deletedClients.has(o.live!.clientId))) ok(op, 'deleted with its client');
-      await each(keyDeletes.filter((o) => !deletedClients.has(o.live!.clientId)), async (op) =>
-        gone(await keyKind.revokeKey(ctx, op.live!.clientId!, op.projectEnv!, op.live!.keyId!)));
-      await each(byKind('client', 'delete'), async (op) => gone(await clients.deleteClient(ctx, op.live!.id!, op.projectEnv!)));
-      await each(byKind('template', 'delete'), async (op) => gone(await templates.deleteTemplate(ctx, op.projectEnv!, op.live!.id!)));
-      await each(byKind('env', 'delete'), async (op) => gone(await envs.deleteEnv(ctx, op.projectEnv!, op.live!.envId!)));
+      for (const op of keyDeletes.filter((o) => deletedClients.has(o.live!.clientId)))
+        ok(op, 'deleted with its client');
+      await each(
+        keyDeletes.filter((o) => !deletedClients.has(o.live!.clientId)),
+        async (op) => gone(await keyKind.revokeKey(ctx, op.live!.clientId!, op.projectEnv!, op.live!.keyId!)),
+      );
+      await each(byKind('client', 'delete'), async (op) =>
+        gone(await clients.deleteClient(ctx, op.live!.id!, op.projectEnv!)),
+      );
+      await each(byKind('template', 'delete'), async (op) =>
+        gone(await templates.deleteTemplate(ctx, op.projectEnv!, op.live!.id!)),
+      );
+      await each(byKind('env', 'delete'), async (op) =>
+        gone(await envs.deleteEnv(ctx, op.projectEnv!, op.live!.envId!)),
+      );
       await each(byKind('project', 'delete'), async (op) => gone(await projects.deleteProject(ctx, op.projectEnv!)));
     },
   ];
@@ -311,7 +390,8 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     // Interrupted with nothing left to do: the run is complete all the same.
     if (stopped() && plan.operations.some((o) => !finished.has(o))) {
       result.interrupted = true;
-      result.stopReason = 'interrupted: the requests in flight finished and their keys were journaled; no new request was started';
+      result.stopReason =
+        'interrupted: the requests in flight finished and their keys were journaled; no new request was started';
       break;
     }
     // A failure stops the run after the phase that had it: later phases depend on earlier ones.
@@ -328,7 +408,8 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
 
 /** The secrets an operation writes (keys it issues). */
 export function opWrites(op: Operation): { store?: string; secretName: string }[] {
-  if (op.kind === 'client' && op.action === 'create') return keysOf(op).map((k) => ({ ...(k.secret.store ? { store: k.secret.store } : {}), secretName: k.secret.name }));
+  if (op.kind === 'client' && op.action === 'create')
+    return keysOf(op).map((k) => ({ ...(k.secret.store ? { store: k.secret.store } : {}), secretName: k.secret.name }));
   if (op.kind === 'key' && (op.action === 'create' || op.action === 'rotate')) {
     const k = op.after as unknown as KeyAfter;
     return [{ ...(k.secret.store ? { store: k.secret.store } : {}), secretName: k.secret.name }];
@@ -339,6 +420,7 @@ export function opWrites(op: Operation): { store?: string; secretName: string }[
 /** Stores an operation writes keys to (undefined = the default store). */
 export function opStores(op: Operation): (string | undefined)[] {
   if (op.kind === 'client' && op.action === 'create') return keysOf(op).map((k) => k.secret.store);
-  if (op.kind === 'key' && op.action !== 'delete' && op.action !== 'update') return [(op.after as unknown as KeyAfter).secret.store];
+  if (op.kind === 'key' && op.action !== 'delete' && op.action !== 'update')
+    return [(op.after as unknown as KeyAfter).secret.store];
   return [];
 }

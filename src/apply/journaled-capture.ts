@@ -21,7 +21,12 @@ export class JournaledKeyCapture implements KeyCapture {
   /** `target`: the service this run issues keys at (model/target.ts); its secrets record it. */
   constructor(stores: StoreRegistry, journal?: Journal, opts: { target?: string } = {}) {
     this.stores = stores;
-    this.journal = journal ?? new Journal(stores.journalPath(), { ageKeys: stores.ageKeys, ...(stores.incarnation ? { incarnation: stores.incarnation } : {}) });
+    this.journal =
+      journal ??
+      new Journal(stores.journalPath(), {
+        ageKeys: stores.ageKeys,
+        ...(stores.incarnation ? { incarnation: stores.incarnation } : {}),
+      });
     this.guard = new TargetGuard(opts.target);
   }
 
@@ -67,13 +72,19 @@ export class JournaledKeyCapture implements KeyCapture {
    * keys): what checkTargets refuses at apply, for `plan` to say beforehand. `skip` leaves out the
    * stores the caller may not contact.
    */
-  async targetConflicts(writes: PlannedWrite[], skip: (store: string | undefined) => boolean = () => false): Promise<string[]> {
+  async targetConflicts(
+    writes: PlannedWrite[],
+    skip: (store: string | undefined) => boolean = () => false,
+  ): Promise<string[]> {
     if (!this.guard.target || writes.length === 0) return [];
     const out: string[] = [];
     for (const [name, ws] of groupBy(writes, (w) => w.store)) {
       if (skip(name)) continue;
       const store = await this.stores.get(name);
-      const clashes = await this.guard.conflicts(store, ws.map((w) => store.secretName(w.secretName)));
+      const clashes = await this.guard.conflicts(
+        store,
+        ws.map((w) => store.secretName(w.secretName)),
+      );
       if (clashes.length) out.push(describeConflicts(store, clashes, this.guard.target));
     }
     return out;
@@ -120,7 +131,12 @@ export class JournaledKeyCapture implements KeyCapture {
     const records: JournalRecord[] = [];
     for (const k of keys) {
       const store = await this.stores.get(k.store);
-      records.push({ storeUri: this.stores.uriOf(k.store), name: store.secretName(k.secretName), value: k.value, meta: this.guard.stamp(k.meta) });
+      records.push({
+        storeUri: this.stores.uriOf(k.store),
+        name: store.secretName(k.secretName),
+        value: k.value,
+        meta: this.guard.stamp(k.meta),
+      });
     }
     // 1. Journal every raw key of the response (durable) before anything else can fail.
     let ids: string[] | undefined;
@@ -148,14 +164,20 @@ export class JournaledKeyCapture implements KeyCapture {
     return { stored };
   }
 
-  private async store(keys: CapturedKey[], records: JournalRecord[], ids: string[] | undefined): Promise<StoredKeyReceipt[]> {
+  private async store(
+    keys: CapturedKey[],
+    records: JournalRecord[],
+    ids: string[] | undefined,
+  ): Promise<StoredKeyReceipt[]> {
     const receipts: StoredKeyReceipt[] = [];
     const byStore = groupBy(records.keys(), (i) => records[i]!.storeUri);
     const failures: string[] = [];
     for (const [uri, idx] of byStore) {
       const store = await this.storeFor(uri);
       try {
-        await store.putMany(idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })));
+        await store.putMany(
+          idx.map((i) => ({ name: records[i]!.name, value: records[i]!.value, meta: records[i]!.meta })),
+        );
         await testPoint('after-store');
         if (ids) {
           await this.journal.clear(idx.map((i) => ids[i]!));
@@ -163,14 +185,22 @@ export class JournaledKeyCapture implements KeyCapture {
         }
         for (const i of idx) {
           const k = keys[i]!;
-          receipts.push({ address: `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`, store: store.displayUri, secret: records[i]!.name });
+          receipts.push({
+            address: `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`,
+            store: store.displayUri,
+            secret: records[i]!.name,
+          });
         }
       } catch (e) {
         failures.push(`${store.displayUri}: ${(e as Error).message}`);
       }
     }
     if (failures.length) {
-      const unsaved = ids ? [] : keys.filter((k) => !receipts.some((r) => r.address === `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`));
+      const unsaved = ids
+        ? []
+        : keys.filter(
+            (k) => !receipts.some((r) => r.address === `key.${k.meta.projectEnv}/${k.meta.client}/${k.meta.key}`),
+          );
       throw new KeyStoreFailure(
         `secret store write failed (${failures.join('; ')})${ids ? `; the keys are safe in the journal ${this.journal.path}` : ''}`,
         unsaved,
@@ -179,4 +209,3 @@ export class JournaledKeyCapture implements KeyCapture {
     return receipts;
   }
 }
-

@@ -22,16 +22,24 @@ export interface JournaledApplyOptions {
 
 export async function applyJournaled(o: JournaledApplyOptions): Promise<ApplyResult> {
   const result = await applyPlan({
-    api: o.api, plan: o.plan, keys: o.capture, parallelism: o.parallelism,
-    ...(o.onEvent ? { onEvent: o.onEvent } : {}), ...(o.signal ? { signal: o.signal } : {}),
+    api: o.api,
+    plan: o.plan,
+    keys: o.capture,
+    parallelism: o.parallelism,
+    ...(o.onEvent ? { onEvent: o.onEvent } : {}),
+    ...(o.signal ? { signal: o.signal } : {}),
   });
   // Orphan records whose keys this run revoked are done (orphans of lost responses, and
   // generations a rotation superseded and revoked); then the journal goes if nothing is live.
-  await o.capture.journal.resolveOrphans(new Set(result.done.filter((op) => op.kind === 'key' && op.action === 'delete').map((op) => op.live!.keyId!)));
+  await o.capture.journal.resolveOrphans(
+    new Set(result.done.filter((op) => op.kind === 'key' && op.action === 'delete').map((op) => op.live!.keyId!)),
+  );
   await o.capture.compact();
   // What this run wrote carries its owner id: recorded, so that a later run notices if it moves.
   if (result.done.length > 0) {
-    await writeOwnerRecord(o.ownerDir, o.plan.target.owner).catch((e: unknown) => o.onWarning?.(`could not record the owner id in ${o.ownerDir}: ${(e as Error).message}`));
+    await writeOwnerRecord(o.ownerDir, o.plan.target.owner).catch((e: unknown) =>
+      o.onWarning?.(`could not record the owner id in ${o.ownerDir}: ${(e as Error).message}`),
+    );
   }
   return result;
 }

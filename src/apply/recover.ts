@@ -33,8 +33,14 @@ export function describeRecovery(r: Recovery): string[] {
   const lines = r.flushed.map((f) => `Flushed ${f.count} key(s) from the journal into ${f.store}.`);
   const lost = r.orphans.filter((o) => o.reason !== 'superseded').length;
   const superseded = r.orphans.length - lost;
-  if (lost) lines.push(`Found ${lost} key(s) issued by an interrupted run whose raw value never reached us: they are re-issued and revoked.`);
-  if (superseded) lines.push(`Found ${superseded} old key(s) that an interrupted rotate --revoke-old replaced but had not revoked yet: they are revoked now.`);
+  if (lost)
+    lines.push(
+      `Found ${lost} key(s) issued by an interrupted run whose raw value never reached us: they are re-issued and revoked.`,
+    );
+  if (superseded)
+    lines.push(
+      `Found ${superseded} old key(s) that an interrupted rotate --revoke-old replaced but had not revoked yet: they are revoked now.`,
+    );
   return lines;
 }
 
@@ -67,7 +73,16 @@ export function recordsOfLostResponse(intent: IssueIntent, c: WireClient): (Orph
   const live = new Set((c.keys ?? []).map((k) => k.id));
   const superseded = (intent.supersedes ?? []).filter((s) => live.has(s.keyId) && keys.some((k) => k.name === s.name));
   return superseded.length
-    ? [lost, { id: newOrphanId(), ...of, reason: 'superseded' as const, keyIds: superseded.map((s) => s.keyId), keyNames: superseded.map((s) => s.name) }]
+    ? [
+        lost,
+        {
+          id: newOrphanId(),
+          ...of,
+          reason: 'superseded' as const,
+          keyIds: superseded.map((s) => s.keyId),
+          keyNames: superseded.map((s) => s.name),
+        },
+      ]
     : [lost];
 }
 
@@ -86,7 +101,12 @@ async function orphansOfIntent(api: KmsClient, intent: IssueIntent): Promise<(Or
   return clients.flatMap((c) => recordsOfLostResponse(intent, c));
 }
 
-export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCapture, registry: StoreRegistry, envsInScope: ReadonlySet<string>): Promise<Recovery> {
+export async function recoverBeforePlan(
+  api: KmsClient,
+  capture: JournaledKeyCapture,
+  registry: StoreRegistry,
+  envsInScope: ReadonlySet<string>,
+): Promise<Recovery> {
   const out: Recovery = { flushed: [], orphans: [], warnings: [] };
   const journal = capture.journal;
 
@@ -99,14 +119,18 @@ export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCap
   }
   out.flushed = [...counts].map(([store, count]) => ({ store, count }));
   for (const f of flush.failed) {
-    out.warnings.push(`${f.names.length} key(s) from an earlier run stay in the journal ${journal.path}: their store could not be written (${f.error.message}); they are not lost, and no new key is issued until they are flushed`);
+    out.warnings.push(
+      `${f.names.length} key(s) from an earlier run stay in the journal ${journal.path}: their store could not be written (${f.error.message}); they are not lost, and no new key is issued until they are flushed`,
+    );
   }
 
   // 2. Intents of requests whose response never arrived become orphan records (one durable write).
   const pending: JournalIntent[] = await journal.intents();
   const inScope = pending.filter((i) => envsInScope.has(i.projectEnv));
   if (inScope.length < pending.length) {
-    out.warnings.push(`${pending.length - inScope.length} record(s) of interrupted runs in ${journal.path} concern environments outside this run's scope; they are kept for a run that includes them`);
+    out.warnings.push(
+      `${pending.length - inScope.length} record(s) of interrupted runs in ${journal.path} concern environments outside this run's scope; they are kept for a run that includes them`,
+    );
   }
   const records: (OrphanRecord & { id: string })[] = [];
   for (const intent of inScope) {
@@ -119,7 +143,9 @@ export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCap
       records.push(...found);
       await journal.resolve({ resolve: [intent.id], orphans: found });
     } catch (e) {
-      out.warnings.push(`could not re-read what an interrupted request in ${intent.projectEnv} created (${errorText(e)}); its record is kept for the next run`);
+      out.warnings.push(
+        `could not re-read what an interrupted request in ${intent.projectEnv} created (${errorText(e)}); its record is kept for the next run`,
+      );
     }
   }
 
@@ -131,9 +157,19 @@ export async function recoverBeforePlan(api: KmsClient, capture: JournaledKeyCap
       const live = new Set((c?.keys ?? []).map((k) => k.id));
       const still = r.keyIds.map((id, i) => ({ id, name: r.keyNames[i]! })).filter((k) => live.has(k.id));
       if (still.length === 0) done.push(r.id);
-      for (const k of still) out.orphans.push({ projectEnv: r.projectEnv, clientId: r.clientId, client: r.client, keyId: k.id, keyName: k.name, ...(r.reason ? { reason: r.reason } : {}) });
+      for (const k of still)
+        out.orphans.push({
+          projectEnv: r.projectEnv,
+          clientId: r.clientId,
+          client: r.client,
+          keyId: k.id,
+          keyName: k.name,
+          ...(r.reason ? { reason: r.reason } : {}),
+        });
     } catch (e) {
-      out.warnings.push(`could not check orphan key(s) of ${r.projectEnv}/${r.client} (${errorText(e)}); the record is kept`);
+      out.warnings.push(
+        `could not check orphan key(s) of ${r.projectEnv}/${r.client} (${errorText(e)}); the record is kept`,
+      );
     }
   }
   if (done.length) await journal.resolve({ resolve: done });

@@ -13,7 +13,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { AmbiguousWriteError, ApiError } from '../api/http.js';
 import type { KmsClient, WireEndpoint } from '../api/client.js';
-import { acquireLock, earlierIncarnation, ensureDir, LockTimeoutError, pidAlive, type StateIncarnation } from '../secrets/fsutil.js';
+import {
+  acquireLock,
+  earlierIncarnation,
+  ensureDir,
+  LockTimeoutError,
+  pidAlive,
+  type StateIncarnation,
+} from '../secrets/fsutil.js';
 
 export const LOCK_PATH_PREFIX = '/__kms-sync/lock/';
 const LOCK_METHOD = 'POST';
@@ -60,11 +67,18 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   await ensureDir(dir);
   let local;
   try {
-    local = await acquireLock(path.join(dir, 'run.lock'), { timeoutMs: o.timeoutMs, ...(o.signal ? { signal: o.signal } : {}), ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
+    local = await acquireLock(path.join(dir, 'run.lock'), {
+      timeoutMs: o.timeoutMs,
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+    });
   } catch (e) {
-    if (o.signal?.aborted) throw new RunLockedError(`stopped waiting for the run lock ${path.join(dir, 'run.lock')}: interrupted`);
+    if (o.signal?.aborted)
+      throw new RunLockedError(`stopped waiting for the run lock ${path.join(dir, 'run.lock')}: interrupted`);
     if (e instanceof LockTimeoutError) {
-      throw new RunLockedError(`another kms-sync run of this configuration holds ${e.lockPath}${e.holder ? ` (pid ${e.holder.pid} on ${e.holder.host} since ${e.holder.createdAt})` : ''}; wait for it, or pass --lock-timeout DURATION to wait (see docs/troubleshooting.md#run-lock-held)`);
+      throw new RunLockedError(
+        `another kms-sync run of this configuration holds ${e.lockPath}${e.holder ? ` (pid ${e.holder.pid} on ${e.holder.host} since ${e.holder.createdAt})` : ''}; wait for it, or pass --lock-timeout DURATION to wait (see docs/troubleshooting.md#run-lock-held)`,
+      );
     }
     throw new RunLockError(`could not take the run lock ${path.join(dir, 'run.lock')}: ${(e as Error).message}`);
   }
@@ -73,7 +87,12 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   const holder = `${os.hostname()} pid ${process.pid} run ${randomUUID().slice(0, 8)}`;
   const acquiredAt = new Date().toISOString();
   const metadata = () => ({
-    owner: o.owner, holder, host: os.hostname(), pid: process.pid, acquiredAt, expiresAt: new Date(Date.now() + LOCK_TTL_MS).toISOString(),
+    owner: o.owner,
+    holder,
+    host: os.hostname(),
+    pid: process.pid,
+    acquiredAt,
+    expiresAt: new Date(Date.now() + LOCK_TTL_MS).toISOString(),
     ...(o.incarnation ? { state: o.incarnation.state, instance: o.incarnation.instance } : {}),
   });
   const mine = (e: WireEndpoint | undefined) => (e?.metadata as { holder?: string } | undefined)?.holder === holder;
@@ -86,13 +105,18 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
   try {
     const deadline = Date.now() + o.timeoutMs;
     for (const env of [...o.envs].sort()) {
-      for (let announced = false, lost = 0; ;) {
+      for (let announced = false, lost = 0; ; ) {
         let unknown = false;
         try {
-          await o.api.createEndpoints(env, [{
-            method: LOCK_METHOD, path: lockPathFor(o.owner), name: 'kms-sync run lock',
-            description: `Held by a kms-sync apply of configuration ${o.owner}; removed when it ends.`, metadata: metadata(),
-          }]);
+          await o.api.createEndpoints(env, [
+            {
+              method: LOCK_METHOD,
+              path: lockPathFor(o.owner),
+              name: 'kms-sync run lock',
+              description: `Held by a kms-sync apply of configuration ${o.owner}; removed when it ends.`,
+              metadata: metadata(),
+            },
+          ]);
           held.push(env);
           break;
         } catch (e) {
@@ -103,30 +127,52 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
           if (e instanceof AmbiguousWriteError) unknown = true;
           else if (!(e instanceof ApiError) || e.status !== 409) throw e;
         }
-        const current = await o.api.listEndpoints(env).then((list) => list.find((x) => `${x.method.toUpperCase()}:${x.path}` === mp));
+        const current = await o.api
+          .listEndpoints(env)
+          .then((list) => list.find((x) => `${x.method.toUpperCase()}:${x.path}` === mp));
         if (mine(current)) {
           held.push(env);
           break;
         }
         if (unknown && !current) {
           // The create had not taken effect: send it again, a few times.
-          if (++lost >= 5) throw new RunLockError(`could not take the run lock of ${env}: ${lost} attempts to create its record went unanswered; nothing was changed`);
+          if (++lost >= 5)
+            throw new RunLockError(
+              `could not take the run lock of ${env}: ${lost} attempts to create its record went unanswered; nothing was changed`,
+            );
           continue;
         }
-        const info = (current?.metadata ?? {}) as { holder?: string; host?: string; pid?: number; acquiredAt?: string; expiresAt?: string };
+        const info = (current?.metadata ?? {}) as {
+          holder?: string;
+          host?: string;
+          pid?: number;
+          acquiredAt?: string;
+          expiresAt?: string;
+        };
         // Stale: its time ran out, or it was taken on this machine by a process that is gone (a
         // killed run; this one holds the local lock, so no live run of this folder has it).
         // Or it names the state folder this run's owner holds, and another start of it: an earlier
         // incarnation (a killed agent restarted as pid 1 again, or in a new pod), dead by construction.
         const earlier = earlierIncarnation(info as { state?: unknown; instance?: unknown }, o.incarnation);
-        if (current && earlier) o.onWait?.(`Breaking the run lock of ${env}: it was left by an earlier start of this agent (${describe(current)})`);
-        const dead = earlier || (info.host === os.hostname() && typeof info.pid === 'number' && info.pid !== process.pid && !pidAlive(info.pid));
+        if (current && earlier)
+          o.onWait?.(
+            `Breaking the run lock of ${env}: it was left by an earlier start of this agent (${describe(current)})`,
+          );
+        const dead =
+          earlier ||
+          (info.host === os.hostname() &&
+            typeof info.pid === 'number' &&
+            info.pid !== process.pid &&
+            !pidAlive(info.pid));
         // A record whose expiry is not a timestamp (`expiresAt: "soon"`, none at all) or lies further
         // ahead than any holder sets it would block every apply forever: treated as expired, and said.
         const expires = typeof info.expiresAt === 'string' ? Date.parse(info.expiresAt) : NaN;
-        const unreadable = current !== undefined && (!Number.isFinite(expires) || expires > Date.now() + 2 * LOCK_TTL_MS);
+        const unreadable =
+          current !== undefined && (!Number.isFinite(expires) || expires > Date.now() + 2 * LOCK_TTL_MS);
         if (unreadable) {
-          o.onWait?.(`Breaking the run lock of ${env}: its record does not parse (expiresAt ${JSON.stringify(String(info.expiresAt ?? 'missing')).slice(0, 60)} is not a time within ${LOCK_TTL_MS / 60_000 * 2} minutes), so it is treated as expired`);
+          o.onWait?.(
+            `Breaking the run lock of ${env}: its record does not parse (expiresAt ${JSON.stringify(String(info.expiresAt ?? 'missing')).slice(0, 60)} is not a time within ${(LOCK_TTL_MS / 60_000) * 2} minutes), so it is treated as expired`,
+          );
         }
         if (!current || dead || unreadable || expires < Date.now()) {
           // Gone meanwhile, or its run died without releasing it: break it and try again.
@@ -134,7 +180,9 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
           continue;
         }
         if (Date.now() >= deadline) {
-          throw new RunLockedError(`environment ${env} is locked by another kms-sync run of configuration ${o.owner} (${describe(current)}); wait for it, or pass --lock-timeout DURATION to wait`);
+          throw new RunLockedError(
+            `environment ${env} is locked by another kms-sync run of configuration ${o.owner} (${describe(current)}); wait for it, or pass --lock-timeout DURATION to wait`,
+          );
         }
         if (!announced) o.onWait?.(`Waiting for the run lock of ${env} (${describe(current)})…`);
         announced = true;
@@ -146,7 +194,10 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
     await releaseAll();
     if (e instanceof RunLockedError || e instanceof RunLockError) throw e;
     // Not another run's lock: the service could not be asked (or answered oddly). Said as what it is about.
-    throw new RunLockError(`could not take the run lock in the service (${(e as Error).message}); nothing was changed`, { cause: e });
+    throw new RunLockError(
+      `could not take the run lock in the service (${(e as Error).message}); nothing was changed`,
+      { cause: e },
+    );
   }
   const heartbeat = setInterval(() => {
     for (const env of held) void o.api.updateEndpoint(env, mp, { metadata: metadata() }).catch(() => undefined);

@@ -45,7 +45,9 @@ const trustedFor = (record: TrustRecord | undefined, target: string | undefined)
 
 /** A store as compared and shown: its URI without user info, and its options (recipients sorted). */
 export function storeFingerprint(d: Pick<StoreDeclaration, 'uri' | 'options'>): string {
-  const options = d.options ? Object.fromEntries(Object.entries(d.options).sort(([a], [b]) => (a < b ? -1 : 1))) : undefined;
+  const options = d.options
+    ? Object.fromEntries(Object.entries(d.options).sort(([a], [b]) => (a < b ? -1 : 1)))
+    : undefined;
   if (options && Array.isArray(options.recipients)) options.recipients = [...declaredRecipients(d.options)].sort();
   return redactUserinfo(d.uri) + (options && Object.keys(options).length ? ` ${JSON.stringify(options)}` : '');
 }
@@ -54,7 +56,13 @@ function parseTrustRecord(text: string | undefined): TrustRecord | undefined {
   if (text === undefined) return undefined;
   try {
     const parsed = JSON.parse(text) as TrustRecord;
-    if (parsed?.version !== 1 || typeof parsed.stores !== 'object' || parsed.stores === null || !Array.isArray(parsed.env)) return undefined;
+    if (
+      parsed?.version !== 1 ||
+      typeof parsed.stores !== 'object' ||
+      parsed.stores === null ||
+      !Array.isArray(parsed.env)
+    )
+      return undefined;
     return parsed;
   } catch {
     return undefined;
@@ -70,7 +78,10 @@ export async function previousStoreFiles(dir: string, current: readonly string[]
   const record = await readTrustRecord(dir);
   // A fingerprint is the URI, then its options after a space (storeFingerprint).
   const sets = [record, ...Object.values(record?.targets ?? {})];
-  const uris = [...sets.flatMap((t) => Object.values(t?.stores ?? {})).map((fp) => fp.split(' ')[0]!), DEFAULT_STORE_URI];
+  const uris = [
+    ...sets.flatMap((t) => Object.values(t?.stores ?? {})).map((fp) => fp.split(' ')[0]!),
+    DEFAULT_STORE_URI,
+  ];
   return [...new Set(uris)].filter((u) => /^sops:/.test(u) && !current.includes(u));
 }
 
@@ -109,7 +120,8 @@ export function trustBaseFromEnvironment(env: NodeJS.ProcessEnv): TrustBase | un
   const pick = (v: string | undefined) => (v?.trim() ? v.trim() : undefined);
   const explicit = pick(env.KMS_SYNC_TRUST_BASE);
   if (explicit) return { ref: explicit };
-  if (env.GITHUB_ACTIONS === 'true' && pick(env.GITHUB_BASE_REF)) return { ref: `origin/${pick(env.GITHUB_BASE_REF)}`, ci: true };
+  if (env.GITHUB_ACTIONS === 'true' && pick(env.GITHUB_BASE_REF))
+    return { ref: `origin/${pick(env.GITHUB_BASE_REF)}`, ci: true };
   if (env.GITLAB_CI === 'true') {
     const sha = pick(env.CI_MERGE_REQUEST_DIFF_BASE_SHA);
     if (sha) return { ref: sha, ci: true };
@@ -122,9 +134,18 @@ export function trustBaseFromEnvironment(env: NodeJS.ProcessEnv): TrustBase | un
 /** One git command in `dir`: its exit status and output (bytes), never thrown. */
 function git(dir: string, args: string[]): Promise<{ ok: boolean; stdout: Buffer; missing: boolean }> {
   return new Promise((resolve) => {
-    execFile('git', ['-C', dir, ...args], { encoding: 'buffer', timeout: 30_000, maxBuffer: 4 << 20 }, (error, stdout) => {
-      resolve({ ok: !error, stdout: stdout ?? Buffer.alloc(0), missing: (error as NodeJS.ErrnoException | null)?.code === 'ENOENT' });
-    });
+    execFile(
+      'git',
+      ['-C', dir, ...args],
+      { encoding: 'buffer', timeout: 30_000, maxBuffer: 4 << 20 },
+      (error, stdout) => {
+        resolve({
+          ok: !error,
+          stdout: stdout ?? Buffer.alloc(0),
+          missing: (error as NodeJS.ErrnoException | null)?.code === 'ENOENT',
+        });
+      },
+    );
   });
 }
 
@@ -139,8 +160,15 @@ interface Baseline {
 
 /** The records of `dir` at git revision `ref` (tried as given, then as `origin/REF`), and the edits of the checkout's records. */
 async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline> {
-  const unreadable = (detail: string): Baseline => ({ trust: undefined, owner: undefined, changes: [{ kind: 'trust_base_unreadable', value: ref, detail }] });
-  const candidates = ref.startsWith('origin/') || ref.startsWith('refs/') || /^[0-9a-f]{40}$/i.test(ref) ? [ref] : [ref, `origin/${ref}`];
+  const unreadable = (detail: string): Baseline => ({
+    trust: undefined,
+    owner: undefined,
+    changes: [{ kind: 'trust_base_unreadable', value: ref, detail }],
+  });
+  const candidates =
+    ref.startsWith('origin/') || ref.startsWith('refs/') || /^[0-9a-f]{40}$/i.test(ref)
+      ? [ref]
+      : [ref, `origin/${ref}`];
   let commit: string | undefined;
   for (const c of candidates) {
     if (c.startsWith('-')) break; // never an option of git's
@@ -156,9 +184,12 @@ async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline
     // A pull request cannot take the folder out of its checkout (git tracks no .git path).
     if (!inside.ok && ci) return checkoutBaseline(dir);
     if (!inside.ok) return unreadable(`${path.basename(dir) || dir} is not in a git checkout`);
-    const shallow = (await git(dir, ['rev-parse', '--is-shallow-repository'])).stdout.toString('utf8').trim() === 'true';
+    const shallow =
+      (await git(dir, ['rev-parse', '--is-shallow-repository'])).stdout.toString('utf8').trim() === 'true';
     const branch = ref.replace(/^origin\//, '');
-    return unreadable(`${shallow ? 'this clone is shallow and does not hold it' : 'no such revision in this clone'}: fetch it first, e.g. git fetch --depth=1 origin ${branch}:refs/remotes/origin/${branch}`);
+    return unreadable(
+      `${shallow ? 'this clone is shallow and does not hold it' : 'no such revision in this clone'}: fetch it first, e.g. git fetch --depth=1 origin ${branch}:refs/remotes/origin/${branch}`,
+    );
   }
   const at = async (file: string): Promise<string | undefined> => {
     const rel = `./${file.split(path.sep).join('/')}`;
@@ -168,10 +199,18 @@ async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline
   const [baseTrust, baseOwner] = await Promise.all([at(TRUST_RECORD), at(OWNER_RECORD)]);
   const here = (file: string) => readFile(path.join(dir, file), 'utf8').catch(() => undefined);
   const changes: SecurityChange[] = [];
-  for (const [file, before] of [[TRUST_RECORD, baseTrust], [OWNER_RECORD, baseOwner]] as const) {
+  for (const [file, before] of [
+    [TRUST_RECORD, baseTrust],
+    [OWNER_RECORD, baseOwner],
+  ] as const) {
     if ((await here(file)) !== before) changes.push({ kind: 'record_edited', value: file.split(path.sep).join('/') });
   }
-  return { trust: parseTrustRecord(baseTrust), owner: parseOwnerRecord(baseOwner), changes, base: `${ref} (${commit.slice(0, 12)})` };
+  return {
+    trust: parseTrustRecord(baseTrust),
+    owner: parseOwnerRecord(baseOwner),
+    changes,
+    base: `${ref} (${commit.slice(0, 12)})`,
+  };
 }
 
 /** The records the security changes are compared with: the checkout's (the last apply's), or those of the git revision `trustBase`. */
@@ -184,7 +223,11 @@ async function checkoutBaseline(dir: string): Promise<Baseline> {
 }
 
 /** After an apply: what the configuration's stores and `${env:}` reads were (atomically, 0644 like the owner record). */
-export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 'stores' | 'envReferences'>, target?: string): Promise<void> {
+export async function writeTrustRecord(
+  dir: string,
+  desired: Pick<DesiredState, 'stores' | 'envReferences'>,
+  target?: string,
+): Promise<void> {
   const trusted: TrustedSet = {
     stores: Object.fromEntries(desired.stores.map((s) => [s.name, storeFingerprint(s)])),
     env: [...(desired.envReferences ?? [])].sort(),
@@ -208,7 +251,12 @@ export async function writeTrustRecord(dir: string, desired: Pick<DesiredState, 
  * The second result is the base, as `REF (commit)`, when one was read.
  */
 export async function securityChanges(
-  registry: StoreRegistry, desired: Pick<DesiredState, 'stores' | 'envReferences'>, owner: string, dir: string, target?: string, trustBase?: TrustBase,
+  registry: StoreRegistry,
+  desired: Pick<DesiredState, 'stores' | 'envReferences'>,
+  owner: string,
+  dir: string,
+  target?: string,
+  trustBase?: TrustBase,
 ): Promise<{ changes: SecurityChange[]; base?: string }> {
   const from = await baseline(dir, trustBase);
   const out: SecurityChange[] = [...from.changes];
@@ -231,16 +279,20 @@ export async function securityChanges(
     // No file yet: it is made for its declared recipients, which store_added / store_changed show.
     if (!held || (held.recipients.length === 0 && held.secrets === 0)) continue;
     for (const r of [...new Set(wanted)].sort()) {
-      if (!held.recipients.includes(r)) out.push({ kind: 'recipient_added', store: s.name, value: r, holds: held.secrets });
+      if (!held.recipients.includes(r))
+        out.push({ kind: 'recipient_added', store: s.name, value: r, holds: held.secrets });
     }
     // Still wrapped for it: apply re-keys the file (the old data key opens what it holds now).
     for (const r of [...new Set(dropped)].sort()) {
-      if (held.recipients.includes(r)) out.push({ kind: 'recipient_removed', store: s.name, value: r, holds: held.secrets });
+      if (held.recipients.includes(r))
+        out.push({ kind: 'recipient_removed', store: s.name, value: r, holds: held.secrets });
     }
   }
   const recordedEnv = new Set(record?.env ?? []);
-  for (const name of desired.envReferences ?? []) if (!recordedEnv.has(name)) out.push({ kind: 'env_read', value: name });
-  if (from.owner !== undefined && from.owner !== owner) out.push({ kind: 'owner_changed', value: owner, before: from.owner });
+  for (const name of desired.envReferences ?? [])
+    if (!recordedEnv.has(name)) out.push({ kind: 'env_read', value: name });
+  if (from.owner !== undefined && from.owner !== owner)
+    out.push({ kind: 'owner_changed', value: owner, before: from.owner });
   return { changes: out, ...(from.base ? { base: from.base } : {}) };
 }
 
@@ -248,12 +300,17 @@ export async function securityChanges(
  * Why apply refuses a plan: it adds recipients to secret stores that already hold keys, which
  * could then decrypt every key issued before, and the operator did not allow it. Undefined: allowed.
  */
-export function newRecipientRefusal(plan: Plan, policy: Pick<OperatorPolicy, 'allowNewRecipients'>): string | undefined {
+export function newRecipientRefusal(
+  plan: Plan,
+  policy: Pick<OperatorPolicy, 'allowNewRecipients'>,
+): string | undefined {
   const widening = recipientsAddedToHeldKeys(plan);
   if (widening.length === 0 || policy.allowNewRecipients) return undefined;
-  return `refusing to apply: the plan adds recipients to secret stores that already hold keys, and each could decrypt them:\n` +
+  return (
+    `refusing to apply: the plan adds recipients to secret stores that already hold keys, and each could decrypt them:\n` +
     widening.map((c) => `  - ${describeSecurityChange(c)}`).join('\n') +
-    `\nNothing was changed. Review who holds these recipients, then allow it with ${POLICY_HOW.allowNewRecipients}`;
+    `\nNothing was changed. Review who holds these recipients, then allow it with ${POLICY_HOW.allowNewRecipients}`
+  );
 }
 
 /**
@@ -264,13 +321,21 @@ export function newRecipientRefusal(plan: Plan, policy: Pick<OperatorPolicy, 'al
 export async function settleSecurityChanges(registry: StoreRegistry, plan: Plan, dir: string): Promise<void> {
   await rekeyForRemovedRecipients(registry, plan.security ?? []);
   await addAllowedRecipients(registry, plan.security ?? []);
-  await writeTrustRecord(dir, { stores: plan.stores, ...(plan.envReferences ? { envReferences: plan.envReferences } : {}) }, serviceTarget(plan.target.url, plan.target.credential));
+  await writeTrustRecord(
+    dir,
+    { stores: plan.stores, ...(plan.envReferences ? { envReferences: plan.envReferences } : {}) },
+    serviceTarget(plan.target.url, plan.target.credential),
+  );
 }
 
 /** A new data key for each sops store whose declaration dropped recipients, wrapped for the others only. */
-export async function rekeyForRemovedRecipients(registry: StoreRegistry, changes: readonly SecurityChange[]): Promise<void> {
+export async function rekeyForRemovedRecipients(
+  registry: StoreRegistry,
+  changes: readonly SecurityChange[],
+): Promise<void> {
   const removed = new Map<string, string[]>();
-  for (const c of changes) if (c.kind === 'recipient_removed') removed.set(c.store!, [...(removed.get(c.store!) ?? []), c.value]);
+  for (const c of changes)
+    if (c.kind === 'recipient_removed') removed.set(c.store!, [...(removed.get(c.store!) ?? []), c.value]);
   for (const [name, recipients] of removed) {
     const store = (await registry.get(name)) as { rekeyWithout?: (r: readonly string[]) => Promise<string[]> };
     await store.rekeyWithout?.(recipients);

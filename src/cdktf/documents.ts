@@ -28,7 +28,11 @@ interface Target {
 
 type Obj = Record<string, unknown>;
 
-const COLLECTION: Record<string, string> = { kms_template: 'templates', kms_client: 'clients', kms_endpoint: 'endpoints' };
+const COLLECTION: Record<string, string> = {
+  kms_template: 'templates',
+  kms_client: 'clients',
+  kms_endpoint: 'endpoints',
+};
 
 function setPath(target: Obj, dotted: string, value: JsonValue): void {
   const parts = dotted.split('.');
@@ -38,7 +42,9 @@ function setPath(target: Obj, dotted: string, value: JsonValue): void {
 }
 
 function formatRest(rest: readonly PathSegment[]): string {
-  return rest.map((s) => (typeof s === 'number' ? `[${s}]` : /^[A-Za-z_][\w-]*$/.test(s) ? `.${s}` : `[${JSON.stringify(s)}]`)).join('');
+  return rest
+    .map((s) => (typeof s === 'number' ? `[${s}]` : /^[A-Za-z_][\w-]*$/.test(s) ? `.${s}` : `[${JSON.stringify(s)}]`))
+    .join('');
 }
 
 /**
@@ -59,7 +65,10 @@ class Positions {
     let offset = 0;
     for (let k = jsonPath.length; k >= 0; k--) {
       const o = this.offsets.get(jsonPath.slice(0, k).join('\u0000'));
-      if (o !== undefined) { offset = o; break; }
+      if (o !== undefined) {
+        offset = o;
+        break;
+      }
     }
     if (!this.lineStarts) {
       this.lineStarts = [0];
@@ -102,11 +111,15 @@ function indexJson(text: string, maxDepth: number): Map<string, number> {
     ws();
     if (depth <= maxDepth) out.set(key, i);
     const c = text.charCodeAt(i);
-    if (c === 123 || c === 91) { // { [
+    if (c === 123 || c === 91) {
+      // { [
       const object = c === 123;
       i++;
       ws();
-      if (text.charCodeAt(i) === (object ? 125 : 93)) { i++; return; }
+      if (text.charCodeAt(i) === (object ? 125 : 93)) {
+        i++;
+        return;
+      }
       for (let n = 0; ; n++) {
         ws();
         let child = '';
@@ -117,13 +130,23 @@ function indexJson(text: string, maxDepth: number): Map<string, number> {
         } else if (depth < maxDepth) child = String(n);
         value(depth === 0 ? child : `${key}\u0000${child}`, depth + 1);
         ws();
-        if (text.charCodeAt(i) === 44) { i++; continue; } // ,
+        if (text.charCodeAt(i) === 44) {
+          i++;
+          continue;
+        } // ,
         i++; // } ]
         return;
       }
     }
-    if (c === 34) { string(false); return; }
-    for (let d = text.charCodeAt(i); i < text.length && d !== 44 && d !== 93 && d !== 125 && d !== 32 && d !== 10 && d !== 13 && d !== 9; d = text.charCodeAt(++i));
+    if (c === 34) {
+      string(false);
+      return;
+    }
+    for (
+      let d = text.charCodeAt(i);
+      i < text.length && d !== 44 && d !== 93 && d !== 125 && d !== 32 && d !== 10 && d !== 13 && d !== 9;
+      d = text.charCodeAt(++i)
+    );
   };
   value('', 0);
   return out;
@@ -146,13 +169,16 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
   for (const { stack, read } of stacks) {
     const positions = stack.text !== undefined ? new Positions(stack.text) : undefined;
     const place = (jsonPath: readonly PathSegment[]) => positions?.at(jsonPath) ?? { line: 0, column: 0 };
-    const problem = (p: StackProblem) => diagnostics.push({ file: stack.file, ...place(p.jsonPath), path: p.path, message: p.message });
+    const problem = (p: StackProblem) =>
+      diagnostics.push({ file: stack.file, ...place(p.jsonPath), path: p.path, message: p.message });
     read.problems.forEach(problem);
 
     // What each document path came from: kept as a list and made into a map on the first lookup
     // (only problems are located: a clean run of 10,000 clients never joins these paths).
     const registered: [PathSegment[], Target][] = [];
-    const register = (segs: PathSegment[], t: Target) => { registered.push([segs, t]); };
+    const register = (segs: PathSegment[], t: Target) => {
+      registered.push([segs, t]);
+    };
     let registry: Map<string, Target> | undefined;
     const doc: Obj = { apiVersion: 'kms-sync/v1' };
     const projects: Obj[] = [];
@@ -161,7 +187,11 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
     for (const p of read.providers) {
       const at = ['provider', 'kms', p.index];
       p.stores.forEach((s, j) => {
-        const key = JSON.stringify(Object.keys(s).sort().map((k) => [k, s[k]]));
+        const key = JSON.stringify(
+          Object.keys(s)
+            .sort()
+            .map((k) => [k, s[k]]),
+        );
         if (seenStores.has(key)) return; // the same store declared in every stack's provider
         seenStores.add(key);
         const base: PathSegment[] = ['stores', stores.length];
@@ -169,7 +199,10 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
         for (const [attr, field] of Object.entries(STORE_FIELDS)) {
           if (!(attr in s)) continue;
           entry[field] = s[attr];
-          register([...base, field], { path: `${p.label}.secret_store[${j}].${attr}`, jsonPath: [...at, 'secret_store', j, attr] });
+          register([...base, field], {
+            path: `${p.label}.secret_store[${j}].${attr}`,
+            jsonPath: [...at, 'secret_store', j, attr],
+          });
         }
         register(base, { path: `${p.label}.secret_store[${j}]`, jsonPath: [...at, 'secret_store', j] });
         stores.push(entry);
@@ -182,12 +215,22 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
           doc.owner = p.owner;
           register(['owner'], { path: `${p.label}.owner`, jsonPath: [...at, 'owner'] });
         } else if (owner.value !== p.owner) {
-          problem({ jsonPath: [...at, 'owner'], path: `${p.label}.owner`, message: `owner "${p.owner}" differs from owner "${owner.value}" at ${owner.where}: one configuration has one owner` });
+          problem({
+            jsonPath: [...at, 'owner'],
+            path: `${p.label}.owner`,
+            message: `owner "${p.owner}" differs from owner "${owner.value}" at ${owner.where}: one configuration has one owner`,
+          });
         }
       }
     }
     if (baseDirs.size > 1) {
-      diagnostics.push({ file: stack.file, line: 0, column: 0, path: 'provider "kms".base_dir', message: `providers name different base_dir values (${[...baseDirs].join(', ')}): set one` });
+      diagnostics.push({
+        file: stack.file,
+        line: 0,
+        column: 0,
+        path: 'provider "kms".base_dir',
+        message: `providers name different base_dir values (${[...baseDirs].join(', ')}): set one`,
+      });
     }
 
     // A kms_project data source names a project defined elsewhere: YAML's `external: true`.
@@ -203,10 +246,16 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
     const clients = new Map<string, { item: Obj; base: PathSegment[] }>();
     const keys: typeof read.resources = [];
     for (const r of read.resources) {
-      if (r.type === 'kms_key') { keys.push(r); continue; }
+      if (r.type === 'kms_key') {
+        keys.push(r);
+        continue;
+      }
       const m = RESOURCE_MAPPINGS[r.type];
       const root: Target = { path: r.constructPath, jsonPath: ['resource', r.type, r.name] };
-      const attrTarget = (attr: string): Target => ({ path: `${r.constructPath}.${attr}`, jsonPath: ['resource', r.type, r.name, attr] });
+      const attrTarget = (attr: string): Target => ({
+        path: `${r.constructPath}.${attr}`,
+        jsonPath: ['resource', r.type, r.name, attr],
+      });
       const item: Obj = {};
       const idx = projects.length;
       let base: PathSegment[];
@@ -240,7 +289,8 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
       const client = clients.get(`${r.values.project_env}\u0000${r.values.client}`);
       if (!client) {
         problem({
-          jsonPath: ['resource', r.type, r.name, 'client'], path: `${r.constructPath}.client`,
+          jsonPath: ['resource', r.type, r.name, 'client'],
+          path: `${r.constructPath}.client`,
           message: `client "${String(r.values.client)}" of ${String(r.values.project_env)} is not a kms_client of stack ${stack.name}: declare a client's keys in the same stack as the client`,
         });
         continue;
@@ -253,7 +303,10 @@ export function stacksToDocuments(stacks: ReadonlyArray<{ stack: SynthesizedStac
       for (const [attr, field] of Object.entries(RESOURCE_MAPPINGS.kms_key.fields)) {
         if (!(attr in r.values)) continue;
         setPath(item, field, r.values[attr]!);
-        register([...base, ...field.split('.')], { path: `${r.constructPath}.${attr}`, jsonPath: ['resource', r.type, r.name, attr] });
+        register([...base, ...field.split('.')], {
+          path: `${r.constructPath}.${attr}`,
+          jsonPath: ['resource', r.type, r.name, attr],
+        });
       }
     }
 

@@ -47,7 +47,8 @@ function props(entries: Array<[string, string | undefined]>, indent: string): st
   return `{\n${kept.map(([k, v]) => `${indent}  ${prop(k)}: ${v},`).join('\n')}\n${indent}}`;
 }
 
-const opt = (v: JsonValue | undefined, indent = ''): string | undefined => (v === undefined ? undefined : lit(v, indent));
+const opt = (v: JsonValue | undefined, indent = ''): string | undefined =>
+  v === undefined ? undefined : lit(v, indent);
 
 function identifier(base: string, taken: Set<string>): string {
   const words = base.split(/[^A-Za-z0-9]+/).filter(Boolean);
@@ -60,31 +61,40 @@ function identifier(base: string, taken: Set<string>): string {
 }
 
 function keyProps(k: DesiredKey, indent: string): string {
-  return props([
-    ['ttl', opt(k.ttl)],
-    ['expiresAt', opt(k.expiresAt)],
-    ['autoRotate', opt(k.autoRotate)],
-    ['rotationWindow', opt(k.rotation?.window)],
-    ['rotationOverlap', opt(k.rotation?.overlap)],
-    ['secretStore', opt(k.secret?.store)],
-    ['secretName', opt(k.secret?.name)],
-    ['protected', k.protected ? 'true' : undefined],
-  ], indent);
+  return props(
+    [
+      ['ttl', opt(k.ttl)],
+      ['expiresAt', opt(k.expiresAt)],
+      ['autoRotate', opt(k.autoRotate)],
+      ['rotationWindow', opt(k.rotation?.window)],
+      ['rotationOverlap', opt(k.rotation?.overlap)],
+      ['secretStore', opt(k.secret?.store)],
+      ['secretName', opt(k.secret?.name)],
+      ['protected', k.protected ? 'true' : undefined],
+    ],
+    indent,
+  );
 }
 
 function clientCode(envVar: string, c: DesiredClient): string {
   const i = '  ';
   const keys = c.keys.length
-    ? `{\n${[...c.keys].sort((a, b) => cmp(a.name, b.name)).map((k) => `${i}    ${prop(tfString(k.name))}: ${keyProps(k, `${i}    `)},`).join('\n')}\n${i}  }`
+    ? `{\n${[...c.keys]
+        .sort((a, b) => cmp(a.name, b.name))
+        .map((k) => `${i}    ${prop(tfString(k.name))}: ${keyProps(k, `${i}    `)},`)
+        .join('\n')}\n${i}  }`
     : undefined;
-  const body = props([
-    ['type', opt(c.type)],
-    ['template', `${envVar}.template(${JSON.stringify(tfString(c.template))})`],
-    ['ipWhitelist', c.ipWhitelist?.length ? lit(c.ipWhitelist) : undefined],
-    ['metadata', c.metadata && Object.keys(c.metadata).length ? lit(c.metadata, `${i}  `) : undefined],
-    ['protected', c.protected ? 'true' : undefined],
-    ['keys', keys],
-  ], i);
+  const body = props(
+    [
+      ['type', opt(c.type)],
+      ['template', `${envVar}.template(${JSON.stringify(tfString(c.template))})`],
+      ['ipWhitelist', c.ipWhitelist?.length ? lit(c.ipWhitelist) : undefined],
+      ['metadata', c.metadata && Object.keys(c.metadata).length ? lit(c.metadata, `${i}  `) : undefined],
+      ['protected', c.protected ? 'true' : undefined],
+      ['keys', keys],
+    ],
+    i,
+  );
   return `${envVar}.addClient(${JSON.stringify(tfString(c.name))}, ${body});`;
 }
 
@@ -94,15 +104,18 @@ function endpointId(e: DesiredEndpoint): string {
 
 function endpointCode(envVar: string, e: DesiredEndpoint, explicitId: string | undefined): string {
   const i = '  ';
-  const body = props([
-    ['id', explicitId === undefined ? undefined : JSON.stringify(explicitId)],
-    ['name', opt(e.name)],
-    ['description', opt(e.description)],
-    ['request', e.request ? lit(e.request, `${i}  `) : undefined],
-    ['response', e.response ? lit(e.response, `${i}  `) : undefined],
-    ['metadata', e.metadata && Object.keys(e.metadata).length ? lit(e.metadata, `${i}  `) : undefined],
-    ['protected', e.protected ? 'true' : undefined],
-  ], i);
+  const body = props(
+    [
+      ['id', explicitId === undefined ? undefined : JSON.stringify(explicitId)],
+      ['name', opt(e.name)],
+      ['description', opt(e.description)],
+      ['request', e.request ? lit(e.request, `${i}  `) : undefined],
+      ['response', e.response ? lit(e.response, `${i}  `) : undefined],
+      ['metadata', e.metadata && Object.keys(e.metadata).length ? lit(e.metadata, `${i}  `) : undefined],
+      ['protected', e.protected ? 'true' : undefined],
+    ],
+    i,
+  );
   return `${envVar}.addEndpoint(${JSON.stringify(e.method.toUpperCase())}, ${JSON.stringify(tfString(e.path))}${body === '{}' ? '' : `, ${body}`});`;
 }
 
@@ -132,25 +145,57 @@ export function desiredStateToCdktf(state: DesiredState, o: CdktfExportOptions =
   for (const { slug, def: p } of projects) {
     const pv = identifier(slug, taken);
     if (p) {
-      lines.push('', `const ${pv} = new KmsProject(stack, ${JSON.stringify(p.slug)}, ${props([
-        ['slug', lit(p.slug)], ['name', lit(p.name)], ['description', opt(p.description)], ['protected', p.protected ? 'true' : undefined],
-      ], '')});`);
+      lines.push(
+        '',
+        `const ${pv} = new KmsProject(stack, ${JSON.stringify(p.slug)}, ${props(
+          [
+            ['slug', lit(p.slug)],
+            ['name', lit(p.name)],
+            ['description', opt(p.description)],
+            ['protected', p.protected ? 'true' : undefined],
+          ],
+          '',
+        )});`,
+      );
     } else {
-      lines.push('', '// Defined elsewhere: read, never created, renamed or deleted; only the environments below are in scope.',
-        `const ${pv} = new KmsExternalProject(stack, ${JSON.stringify(slug)}, { slug: ${lit(slug)} });`);
+      lines.push(
+        '',
+        '// Defined elsewhere: read, never created, renamed or deleted; only the environments below are in scope.',
+        `const ${pv} = new KmsExternalProject(stack, ${JSON.stringify(slug)}, { slug: ${lit(slug)} });`,
+      );
     }
     for (const e of state.envs.filter((x) => x.project === slug).sort((a, b) => cmp(a.projectEnv, b.projectEnv))) {
       const ev = identifier(e.projectEnv, taken);
-      lines.push('', `// ${e.projectEnv}`, `const ${ev} = ${pv}.addEnvironment(${JSON.stringify(e.type)}, ${props([
-        ['url', lit(e.url)], ['protected', e.protected ? 'true' : undefined],
-      ], '')});`);
-      for (const t of state.templates.filter((x) => x.projectEnv === e.projectEnv).sort((a, b) => cmp(a.name, b.name))) {
-        lines.push(`${ev}.addTemplate(${JSON.stringify(tfString(t.name))}, ${props([
-          ['rateLimitDay', lit(t.rateLimitDay)], ['maxClients', opt(t.maxClients)], ['protected', t.protected ? 'true' : undefined],
-        ], '')});`);
+      lines.push(
+        '',
+        `// ${e.projectEnv}`,
+        `const ${ev} = ${pv}.addEnvironment(${JSON.stringify(e.type)}, ${props(
+          [
+            ['url', lit(e.url)],
+            ['protected', e.protected ? 'true' : undefined],
+          ],
+          '',
+        )});`,
+      );
+      for (const t of state.templates
+        .filter((x) => x.projectEnv === e.projectEnv)
+        .sort((a, b) => cmp(a.name, b.name))) {
+        lines.push(
+          `${ev}.addTemplate(${JSON.stringify(tfString(t.name))}, ${props(
+            [
+              ['rateLimitDay', lit(t.rateLimitDay)],
+              ['maxClients', opt(t.maxClients)],
+              ['protected', t.protected ? 'true' : undefined],
+            ],
+            '',
+          )});`,
+        );
       }
-      for (const c of state.clients.filter((x) => x.projectEnv === e.projectEnv).sort((a, b) => cmp(a.name, b.name))) lines.push(clientCode(ev, c));
-      const endpoints = state.endpoints.filter((x) => x.projectEnv === e.projectEnv).sort((a, b) => cmp(a.path, b.path) || cmp(a.method, b.method));
+      for (const c of state.clients.filter((x) => x.projectEnv === e.projectEnv).sort((a, b) => cmp(a.name, b.name)))
+        lines.push(clientCode(ev, c));
+      const endpoints = state.endpoints
+        .filter((x) => x.projectEnv === e.projectEnv)
+        .sort((a, b) => cmp(a.path, b.path) || cmp(a.method, b.method));
       const ids = new Map<string, number>();
       for (const ep of endpoints) ids.set(endpointId(ep), (ids.get(endpointId(ep)) ?? 0) + 1);
       const used = new Map<string, number>();
@@ -170,13 +215,38 @@ export function desiredStateToCdktf(state: DesiredState, o: CdktfExportOptions =
   lines.push('', 'app.synth();', '');
   const files = new Map<string, string>();
   files.set('main.ts', lines.join('\n'));
-  files.set('cdktf.json', JSON.stringify({
-    language: 'typescript', app: 'node main.ts', projectId: `kms-sync-${stack}`, sendCrashReports: 'false',
-    terraformProviders: [], terraformModules: [], context: {},
-  }, null, 2) + '\n');
-  files.set('package.json', JSON.stringify({
-    name: `kms-${stack}`, private: true, type: 'module',
-    dependencies: { 'kms-sync': '^0.1.0', [flavour]: flavour === 'cdktf' ? '^0.21.0' : '^0.24.0', constructs: '>=10.6.0 <10.8.0' },
-  }, null, 2) + '\n');
+  files.set(
+    'cdktf.json',
+    JSON.stringify(
+      {
+        language: 'typescript',
+        app: 'node main.ts',
+        projectId: `kms-sync-${stack}`,
+        sendCrashReports: 'false',
+        terraformProviders: [],
+        terraformModules: [],
+        context: {},
+      },
+      null,
+      2,
+    ) + '\n',
+  );
+  files.set(
+    'package.json',
+    JSON.stringify(
+      {
+        name: `kms-${stack}`,
+        private: true,
+        type: 'module',
+        dependencies: {
+          'kms-sync': '^0.1.0',
+          [flavour]: flavour === 'cdktf' ? '^0.21.0' : '^0.24.0',
+          constructs: '>=10.6.0 <10.8.0',
+        },
+      },
+      null,
+      2,
+    ) + '\n',
+  );
   return files;
 }

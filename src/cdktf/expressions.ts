@@ -29,11 +29,22 @@ export function parseTemplate(text: string): Expr {
   let lit = '';
   let i = 0;
   while (i < text.length) {
-    if (text.startsWith('$${', i)) { lit += '${'; i += 3; continue; }
-    if (text.startsWith('%%{', i)) { lit += '%{'; i += 3; continue; }
+    if (text.startsWith('$${', i)) {
+      lit += '${';
+      i += 3;
+      continue;
+    }
+    if (text.startsWith('%%{', i)) {
+      lit += '%{';
+      i += 3;
+      continue;
+    }
     if (text.startsWith('%{', i)) throw new ExpressionError('template directives (%{if}, %{for}) are not supported');
     if (text.startsWith('${', i)) {
-      if (lit) { parts.push(lit); lit = ''; }
+      if (lit) {
+        parts.push(lit);
+        lit = '';
+      }
       const p = new Parser(text, i + 2);
       if (p.peekChar() === '~') throw new ExpressionError('whitespace strip markers (${~) are not supported');
       const e = p.expression();
@@ -97,7 +108,10 @@ class Parser {
   skipSpace(): void {
     for (;;) {
       const c = this.text[this.pos];
-      if (c === ' ' || c === '\t' || c === '\n' || c === '\r') { this.pos++; continue; }
+      if (c === ' ' || c === '\t' || c === '\n' || c === '\r') {
+        this.pos++;
+        continue;
+      }
       if (c === '#' || (c === '/' && this.text[this.pos + 1] === '/')) {
         while (this.pos < this.text.length && this.text[this.pos] !== '\n') this.pos++;
         continue;
@@ -125,8 +139,12 @@ class Parser {
     const rest = this.text.slice(this.pos);
     const op = /^(==|!=|<=|>=|&&|\|\||[-+*/%<>!?:])/.exec(rest)?.[0];
     if (op === '?' || op === ':') throw new ExpressionError('conditional expressions (a ? b : c) are not supported');
-    if (op) throw new ExpressionError(`operator "${op}" is not supported (kms-sync evaluates references, literals and a few functions only)`);
-    if (rest.startsWith('[*]') || rest.startsWith('.*')) throw new ExpressionError('splat expressions ([*]) are not supported');
+    if (op)
+      throw new ExpressionError(
+        `operator "${op}" is not supported (kms-sync evaluates references, literals and a few functions only)`,
+      );
+    if (rest.startsWith('[*]') || rest.startsWith('.*'))
+      throw new ExpressionError('splat expressions ([*]) are not supported');
     if (rest.startsWith('<<')) throw new ExpressionError('heredoc strings are not supported');
     if (rest === '') throw new ExpressionError('unterminated expression');
     throw new ExpressionError(`cannot read the expression at ${JSON.stringify(rest.slice(0, 20))}`);
@@ -157,7 +175,8 @@ class Parser {
       if (!name) this.unsupported();
       if (name === 'true' || name === 'false') e = { k: 'lit', v: name === 'true' };
       else if (name === 'null') e = { k: 'lit', v: null };
-      else if (this.text.startsWith('::', this.pos)) throw new ExpressionError(`provider-defined functions (${name}::…) are not supported`);
+      else if (this.text.startsWith('::', this.pos))
+        throw new ExpressionError(`provider-defined functions (${name}::…) are not supported`);
       else if (this.peekAfterSpace() === '(') e = this.call(name, start);
       else e = this.traversal(name, start);
     }
@@ -165,7 +184,8 @@ class Parser {
     const next = this.peekChar();
     const comment = next === '#' || this.text.startsWith('//', this.pos) || this.text.startsWith('/*', this.pos);
     // `=` alone follows an object key or starts the next tfvars attribute; anything else is an operator.
-    if (next && '=!<>&|+-*/%?'.includes(next) && !comment && !(next === '=' && this.text[this.pos + 1] !== '=')) this.unsupported();
+    if (next && '=!<>&|+-*/%?'.includes(next) && !comment && !(next === '=' && this.text[this.pos + 1] !== '='))
+      this.unsupported();
     return e;
   }
 
@@ -186,19 +206,42 @@ class Parser {
     for (;;) {
       const c = this.text[this.pos];
       if (c === undefined) throw new ExpressionError('unterminated string');
-      if (c === '"') { this.pos++; break; }
+      if (c === '"') {
+        this.pos++;
+        break;
+      }
       if (c === '\\') {
         const n = this.text[this.pos + 1];
         const map: Record<string, string> = { n: '\n', t: '\t', r: '\r', '"': '"', '\\': '\\' };
-        if (n !== undefined && n in map) { lit += map[n]; this.pos += 2; continue; }
-        if (n === 'u') { lit += String.fromCharCode(parseInt(this.text.slice(this.pos + 2, this.pos + 6), 16)); this.pos += 6; continue; }
+        if (n !== undefined && n in map) {
+          lit += map[n];
+          this.pos += 2;
+          continue;
+        }
+        if (n === 'u') {
+          lit += String.fromCharCode(parseInt(this.text.slice(this.pos + 2, this.pos + 6), 16));
+          this.pos += 6;
+          continue;
+        }
         throw new ExpressionError(`unknown escape \\${n ?? ''} in a string`);
       }
-      if (this.text.startsWith('$${', this.pos)) { lit += '${'; this.pos += 3; continue; }
-      if (this.text.startsWith('%%{', this.pos)) { lit += '%{'; this.pos += 3; continue; }
-      if (this.text.startsWith('%{', this.pos)) throw new ExpressionError('template directives (%{if}, %{for}) are not supported');
+      if (this.text.startsWith('$${', this.pos)) {
+        lit += '${';
+        this.pos += 3;
+        continue;
+      }
+      if (this.text.startsWith('%%{', this.pos)) {
+        lit += '%{';
+        this.pos += 3;
+        continue;
+      }
+      if (this.text.startsWith('%{', this.pos))
+        throw new ExpressionError('template directives (%{if}, %{for}) are not supported');
       if (this.text.startsWith('${', this.pos)) {
-        if (lit) { parts.push(lit); lit = ''; }
+        if (lit) {
+          parts.push(lit);
+          lit = '';
+        }
         this.pos += 2;
         parts.push(this.expression());
         this.skipSpace();
@@ -219,11 +262,17 @@ class Parser {
     const items: Expr[] = [];
     for (;;) {
       this.skipSpace();
-      if (this.peekChar() === ']') { this.pos++; return { k: 'list', items }; }
+      if (this.peekChar() === ']') {
+        this.pos++;
+        return { k: 'list', items };
+      }
       if (this.text.startsWith('for ', this.pos)) throw new ExpressionError('for expressions are not supported');
       items.push(this.expression());
       this.skipSpace();
-      if (this.peekChar() === ',') { this.pos++; continue; }
+      if (this.peekChar() === ',') {
+        this.pos++;
+        continue;
+      }
       if (this.peekChar() !== ']') this.unsupported();
     }
   }
@@ -233,7 +282,10 @@ class Parser {
     const entries: Array<[Expr, Expr]> = [];
     for (;;) {
       this.skipSpace();
-      if (this.peekChar() === '}') { this.pos++; return { k: 'obj', entries }; }
+      if (this.peekChar() === '}') {
+        this.pos++;
+        return { k: 'obj', entries };
+      }
       if (this.text.startsWith('for ', this.pos)) throw new ExpressionError('for expressions are not supported');
       let key: Expr;
       const save = this.pos;
@@ -259,11 +311,17 @@ class Parser {
     const args: Expr[] = [];
     for (;;) {
       this.skipSpace();
-      if (this.peekChar() === ')') { this.pos++; break; }
+      if (this.peekChar() === ')') {
+        this.pos++;
+        break;
+      }
       args.push(this.expression());
       this.skipSpace();
       if (this.text.startsWith('...', this.pos)) throw new ExpressionError('argument expansion (...) is not supported');
-      if (this.peekChar() === ',') { this.pos++; continue; }
+      if (this.peekChar() === ',') {
+        this.pos++;
+        continue;
+      }
       if (this.peekChar() !== ')') this.unsupported();
     }
     return { k: 'call', name, args, text: this.text.slice(start, this.pos) };
@@ -272,13 +330,18 @@ class Parser {
   private traversal(root: string, start: number): Expr {
     const parts: Array<string | number> = [root];
     for (;;) {
-      if (this.text.startsWith('.*', this.pos) || this.text.startsWith('[*]', this.pos)) throw new ExpressionError('splat expressions ([*]) are not supported');
+      if (this.text.startsWith('.*', this.pos) || this.text.startsWith('[*]', this.pos))
+        throw new ExpressionError('splat expressions ([*]) are not supported');
       if (this.peekChar() === '.') {
         this.pos++;
         const n = /\d+/y;
         n.lastIndex = this.pos;
         const idx = n.exec(this.text);
-        if (idx) { parts.push(Number(idx[0])); this.pos += idx[0].length; continue; }
+        if (idx) {
+          parts.push(Number(idx[0]));
+          this.pos += idx[0].length;
+          continue;
+        }
         const name = this.identifier();
         if (!name) this.unsupported();
         parts.push(name);
@@ -291,7 +354,9 @@ class Parser {
         if (this.peekChar() !== ']') this.unsupported();
         this.pos++;
         if (e.k !== 'lit' || (typeof e.v !== 'string' && typeof e.v !== 'number')) {
-          throw new ExpressionError(`index expressions other than literals are not supported in ${this.text.slice(start, this.pos)}`);
+          throw new ExpressionError(
+            `index expressions other than literals are not supported in ${this.text.slice(start, this.pos)}`,
+          );
         }
         parts.push(e.v);
         continue;
@@ -310,15 +375,31 @@ export interface EvalContext {
 
 /** The functions kms-sync evaluates: pure, on known values, same results as Terraform's. */
 export const SUPPORTED_FUNCTIONS = [
-  'concat', 'format', 'join', 'jsondecode', 'jsonencode', 'lower', 'merge', 'tobool', 'tolist', 'tonumber', 'toset', 'tostring', 'trimspace', 'upper',
+  'concat',
+  'format',
+  'join',
+  'jsondecode',
+  'jsonencode',
+  'lower',
+  'merge',
+  'tobool',
+  'tolist',
+  'tonumber',
+  'toset',
+  'tostring',
+  'trimspace',
+  'upper',
 ] as const;
 
-const isObject = (v: JsonValue): v is { [k: string]: JsonValue } => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = (v: JsonValue): v is { [k: string]: JsonValue } =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function asString(v: JsonValue, what: string): string {
   if (typeof v === 'string') return v;
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-  throw new ExpressionError(`${what}: expected a string, got ${v === null ? 'null' : Array.isArray(v) ? 'a list' : 'an object'}`);
+  throw new ExpressionError(
+    `${what}: expected a string, got ${v === null ? 'null' : Array.isArray(v) ? 'a list' : 'an object'}`,
+  );
 }
 
 function callFunction(name: string, args: JsonValue[], text: string): JsonValue {
@@ -326,10 +407,18 @@ function callFunction(name: string, args: JsonValue[], text: string): JsonValue 
     if (args.length !== n) throw new ExpressionError(`${name}() takes ${n} argument(s), got ${args.length} in ${text}`);
   };
   switch (name) {
-    case 'lower': arity(1); return asString(args[0]!, text).toLowerCase();
-    case 'upper': arity(1); return asString(args[0]!, text).toUpperCase();
-    case 'trimspace': arity(1); return asString(args[0]!, text).trim();
-    case 'tostring': arity(1); return args[0] === null ? null : asString(args[0]!, text);
+    case 'lower':
+      arity(1);
+      return asString(args[0]!, text).toLowerCase();
+    case 'upper':
+      arity(1);
+      return asString(args[0]!, text).toUpperCase();
+    case 'trimspace':
+      arity(1);
+      return asString(args[0]!, text).trim();
+    case 'tostring':
+      arity(1);
+      return args[0] === null ? null : asString(args[0]!, text);
     case 'tonumber': {
       arity(1);
       const v = args[0]!;
@@ -370,7 +459,9 @@ function callFunction(name: string, args: JsonValue[], text: string): JsonValue 
       if (!Array.isArray(args[1])) throw new ExpressionError(`join(): the second argument must be a list in ${text}`);
       return args[1].map((x) => asString(x, text)).join(sep);
     }
-    case 'jsonencode': arity(1); return JSON.stringify(args[0]);
+    case 'jsonencode':
+      arity(1);
+      return JSON.stringify(args[0]);
     case 'jsondecode': {
       arity(1);
       try {
@@ -385,11 +476,13 @@ function callFunction(name: string, args: JsonValue[], text: string): JsonValue 
       let n = 0;
       return asString(fmt!, text).replace(/%(.|$)/g, (_m, verb: string) => {
         if (verb === '%') return '%';
-        if (!'sdv'.includes(verb) || verb === '') throw new ExpressionError(`format(): verb %${verb} is not supported (only %s, %d, %v, %%)`);
+        if (!'sdv'.includes(verb) || verb === '')
+          throw new ExpressionError(`format(): verb %${verb} is not supported (only %s, %d, %v, %%)`);
         if (n >= rest.length) throw new ExpressionError(`format(): not enough arguments in ${text}`);
         const v = rest[n++]!;
         if (verb === 'd') {
-          if (typeof v !== 'number' || !Number.isInteger(v)) throw new ExpressionError(`format(): %d needs a whole number in ${text}`);
+          if (typeof v !== 'number' || !Number.isInteger(v))
+            throw new ExpressionError(`format(): %d needs a whole number in ${text}`);
           return String(v);
         }
         return asString(v, text);
@@ -404,30 +497,41 @@ function callFunction(name: string, args: JsonValue[], text: string): JsonValue 
 
 export function evaluate(e: Expr, ctx: EvalContext): JsonValue {
   switch (e.k) {
-    case 'lit': return e.v;
-    case 'ref': return ctx.resolve(e);
-    case 'list': return e.items.map((x) => evaluate(x, ctx));
+    case 'lit':
+      return e.v;
+    case 'ref':
+      return ctx.resolve(e);
+    case 'list':
+      return e.items.map((x) => evaluate(x, ctx));
     case 'obj': {
       const out: { [k: string]: JsonValue } = {};
       for (const [k, v] of e.entries) out[asString(evaluate(k, ctx), 'object key')] = evaluate(v, ctx);
       return out;
     }
-    case 'call': return callFunction(e.name, e.args.map((a) => evaluate(a, ctx)), e.text);
+    case 'call':
+      return callFunction(
+        e.name,
+        e.args.map((a) => evaluate(a, ctx)),
+        e.text,
+      );
     case 'tpl': {
       if (e.parts.length === 1 && typeof e.parts[0] !== 'string') return evaluate(e.parts[0]!, ctx);
-      return e.parts.map((p) => {
-        if (typeof p === 'string') return p;
-        const v = evaluate(p, ctx);
-        if (v === null) throw new ExpressionError('a null value cannot be part of a string');
-        return asString(v, 'string template');
-      }).join('');
+      return e.parts
+        .map((p) => {
+          if (typeof p === 'string') return p;
+          const v = evaluate(p, ctx);
+          if (v === null) throw new ExpressionError('a null value cannot be part of a string');
+          return asString(v, 'string template');
+        })
+        .join('');
     }
   }
 }
 
 /** Evaluates a JSON value of cdk.tf.json: every string in it is a template. */
 export function evaluateJson(v: unknown, ctx: EvalContext): JsonValue {
-  if (typeof v === 'string') return hasInterpolation(v) || v.includes('$${') || v.includes('%%{') ? evaluate(parseTemplate(v), ctx) : v;
+  if (typeof v === 'string')
+    return hasInterpolation(v) || v.includes('$${') || v.includes('%%{') ? evaluate(parseTemplate(v), ctx) : v;
   if (Array.isArray(v)) return v.map((x) => evaluateJson(x, ctx));
   if (v && typeof v === 'object') {
     const out: { [k: string]: JsonValue } = {};

@@ -47,26 +47,51 @@ export interface CdktfInput {
 export async function loadCdktf(o: CdktfOptions): Promise<CdktfInput> {
   const cwd = path.resolve(o.cwd ?? process.cwd());
   const env = o.env ?? process.env;
-  if (!o.dir && !o.outDir) throw new CdktfError('nothing to read: give the CDKTF project folder or a synth output folder');
+  if (!o.dir && !o.outDir)
+    throw new CdktfError('nothing to read: give the CDKTF project folder or a synth output folder');
   const projectDir = o.dir ? path.resolve(cwd, o.dir) : path.dirname(path.resolve(cwd, o.outDir!));
   const names = o.stacks?.length ? o.stacks : undefined;
   let stacks: SynthesizedStack[];
   let synthMs = 0;
   let appStderr = '';
   if (o.outDir) {
-    stacks = await readSynthOutput(path.resolve(cwd, o.outDir), { ...(names ? { names } : {}), persistent: true, cwd, ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}) });
+    stacks = await readSynthOutput(path.resolve(cwd, o.outDir), {
+      ...(names ? { names } : {}),
+      persistent: true,
+      cwd,
+      ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}),
+    });
   } else {
     const project = await readCdktfJson(projectDir);
     const t0 = performance.now();
-    ({ stacks, stderr: appStderr } = await synthesize(project, { ...(names ? { names } : {}), env, cwd, ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}) }));
+    ({ stacks, stderr: appStderr } = await synthesize(project, {
+      ...(names ? { names } : {}),
+      env,
+      cwd,
+      ...(o.maxBytes ? { maxBytes: o.maxBytes } : {}),
+    }));
     synthMs = performance.now() - t0;
   }
   const t1 = performance.now();
   const vars = await readVariableValues(projectDir, env);
-  const diagnostics: Diagnostic[] = vars.problems.map((message) => ({ file: path.relative(cwd, projectDir) || '.', line: 0, column: 0, path: '', message }));
+  const diagnostics: Diagnostic[] = vars.problems.map((message) => ({
+    file: path.relative(cwd, projectDir) || '.',
+    line: 0,
+    column: 0,
+    path: '',
+    message,
+  }));
   const read = stacks.map((stack) => ({ stack, read: readStack(stack, vars) }));
   const docs = stacksToDocuments(read);
   diagnostics.push(...docs.diagnostics);
   const baseDir = docs.baseDirs[0] !== undefined ? path.resolve(projectDir, docs.baseDirs[0]) : projectDir;
-  return { documents: docs.documents, diagnostics, files: stacks.map((s) => s.file), baseDir, synthMs, readMs: performance.now() - t1, appStderr };
+  return {
+    documents: docs.documents,
+    diagnostics,
+    files: stacks.map((s) => s.file),
+    baseDir,
+    synthMs,
+    readMs: performance.now() - t1,
+    appStderr,
+  };
 }

@@ -7,7 +7,13 @@ export const PROVIDER_NAME = 'kms';
 /** Namespace kms-sync, type kms: what `required_providers` and the filesystem mirror use. */
 export const PROVIDER_SOURCE = 'registry.terraform.io/kms-sync/kms';
 
-export type KmsResourceType = 'kms_project' | 'kms_environment' | 'kms_template' | 'kms_client' | 'kms_key' | 'kms_endpoint';
+export type KmsResourceType =
+  | 'kms_project'
+  | 'kms_environment'
+  | 'kms_template'
+  | 'kms_client'
+  | 'kms_key'
+  | 'kms_endpoint';
 
 export type YamlDefinition = 'project' | 'environment' | 'template' | 'client' | 'key' | 'endpoint' | 'store';
 
@@ -66,7 +72,12 @@ export const RESOURCE_MAPPINGS: Readonly<Record<KmsResourceType, ResourceMapping
   kms_client: {
     yaml: 'client',
     fields: {
-      name: 'name', template: 'template', type: 'type', ip_whitelist: 'ipWhitelist', metadata: 'metadata', protected: 'protected',
+      name: 'name',
+      template: 'template',
+      type: 'type',
+      ip_whitelist: 'ipWhitelist',
+      metadata: 'metadata',
+      protected: 'protected',
     },
     parents: { project_env: 'projectEnv' },
     children: ['keys'],
@@ -76,9 +87,15 @@ export const RESOURCE_MAPPINGS: Readonly<Record<KmsResourceType, ResourceMapping
   kms_key: {
     yaml: 'key',
     fields: {
-      name: 'name', ttl: 'ttl', expires_at: 'expiresAt', auto_rotate: 'autoRotate',
-      rotation_window: 'rotation.window', rotation_overlap: 'rotation.overlap',
-      secret_store: 'secret.store', secret_name: 'secret.name', protected: 'protected',
+      name: 'name',
+      ttl: 'ttl',
+      expires_at: 'expiresAt',
+      auto_rotate: 'autoRotate',
+      rotation_window: 'rotation.window',
+      rotation_overlap: 'rotation.overlap',
+      secret_store: 'secret.store',
+      secret_name: 'secret.name',
+      protected: 'protected',
     },
     parents: { project_env: 'projectEnv', client: 'client' },
     children: [],
@@ -88,8 +105,14 @@ export const RESOURCE_MAPPINGS: Readonly<Record<KmsResourceType, ResourceMapping
   kms_endpoint: {
     yaml: 'endpoint',
     fields: {
-      method: 'method', path: 'path', name: 'name', description: 'description',
-      request: 'request', response: 'response', metadata: 'metadata', protected: 'protected',
+      method: 'method',
+      path: 'path',
+      name: 'name',
+      description: 'description',
+      request: 'request',
+      response: 'response',
+      metadata: 'metadata',
+      protected: 'protected',
     },
     parents: { project_env: 'projectEnv' },
     children: [],
@@ -102,7 +125,12 @@ export const KMS_RESOURCE_TYPES = Object.keys(RESOURCE_MAPPINGS) as KmsResourceT
 
 /** The provider block's `secret_store` blocks are YAML's `stores:` entries. */
 export const STORE_BLOCK = 'secret_store';
-export const STORE_FIELDS: Readonly<Record<string, string>> = { name: 'name', uri: 'uri', default: 'default', options: 'options' };
+export const STORE_FIELDS: Readonly<Record<string, string>> = {
+  name: 'name',
+  uri: 'uri',
+  default: 'default',
+  options: 'options',
+};
 
 /**
  * Provider attributes and the top-level YAML field each one is (undefined: used only by the

@@ -8,7 +8,14 @@ import { readFileSync } from 'node:fs';
 import type { JsonValue } from '../model/index.js';
 import { packageFile } from '../model/package-files.js';
 import { evaluateJson, ExpressionError } from './expressions.js';
-import { KMS_RESOURCE_TYPES, PROVIDER_NAME, PROVIDER_SOURCE, RESOURCE_MAPPINGS, splitProjectEnv, type KmsResourceType } from './mapping.js';
+import {
+  KMS_RESOURCE_TYPES,
+  PROVIDER_NAME,
+  PROVIDER_SOURCE,
+  RESOURCE_MAPPINGS,
+  splitProjectEnv,
+  type KmsResourceType,
+} from './mapping.js';
 import { convertVariable, type VariableValues } from './variables.js';
 
 export interface SynthesizedStack {
@@ -64,8 +71,16 @@ export interface ReadStack {
 
 // ------------------------------------------------------------------------------------ schema
 
-interface AttributeSchema { type: unknown; required?: boolean; optional?: boolean; computed?: boolean }
-interface BlockSchema { attributes: Record<string, AttributeSchema>; block_types?: Record<string, { nesting_mode: string; block: BlockSchema }> }
+interface AttributeSchema {
+  type: unknown;
+  required?: boolean;
+  optional?: boolean;
+  computed?: boolean;
+}
+interface BlockSchema {
+  attributes: Record<string, AttributeSchema>;
+  block_types?: Record<string, { nesting_mode: string; block: BlockSchema }>;
+}
 interface ProviderSchema {
   provider: { block: BlockSchema };
   resource_schemas: Record<string, { block: BlockSchema }>;
@@ -79,8 +94,9 @@ export function providerSchemaPath(): string {
 
 let schemaCache: ProviderSchema | undefined;
 export function providerSchema(): ProviderSchema {
-  schemaCache ??= (JSON.parse(readFileSync(providerSchemaPath(), 'utf8')) as { provider_schemas: Record<string, ProviderSchema> })
-    .provider_schemas[PROVIDER_SOURCE]!;
+  schemaCache ??= (
+    JSON.parse(readFileSync(providerSchemaPath(), 'utf8')) as { provider_schemas: Record<string, ProviderSchema> }
+  ).provider_schemas[PROVIDER_SOURCE]!;
   return schemaCache;
 }
 
@@ -181,7 +197,10 @@ class StackReader {
     let n = this.nodes.get(key);
     if (!n) {
       const meta = isRecord(body['//']) && isRecord(body['//'].metadata) ? body['//'].metadata : {};
-      const constructPath = typeof meta.path === 'string' ? meta.path : `${this.stack.name}/${kind === 'data' ? 'data.' : ''}${type}.${name}`;
+      const constructPath =
+        typeof meta.path === 'string'
+          ? meta.path
+          : `${this.stack.name}/${kind === 'data' ? 'data.' : ''}${type}.${name}`;
       n = { type, name, body, kind, constructPath, memo: new Map() };
       this.nodes.set(key, n);
     }
@@ -197,13 +216,15 @@ class StackReader {
   }
 
   private schemaOf(n: Node): BlockSchema {
-    return (n.kind === 'resource' ? this.schema.resource_schemas[n.type] : this.schema.data_source_schemas[n.type])!.block;
+    return (n.kind === 'resource' ? this.schema.resource_schemas[n.type] : this.schema.data_source_schemas[n.type])!
+      .block;
   }
 
   /** The evaluated, converted value of a configured attribute (undefined: not set). */
   private attribute(n: Node, attr: string): JsonValue | undefined {
     let m = n.memo.get(attr);
-    if (m?.busy) throw new ExpressionError(`${n.type}.${n.name}.${attr} refers to itself through a cycle of references`);
+    if (m?.busy)
+      throw new ExpressionError(`${n.type}.${n.name}.${attr} refers to itself through a cycle of references`);
     if (!m) {
       m = { busy: true };
       n.memo.set(attr, m);
@@ -245,28 +266,41 @@ class StackReader {
     if (root === 'local' && typeof a === 'string') return index(this.local(a, text), parts.slice(2));
     if (root === 'data') {
       if (a === 'terraform_remote_state') {
-        throw new ExpressionError(`${text} is a cross-stack reference: kms-sync reads each stack on its own; pass the value as a plain string, or declare both resources in one stack`);
+        throw new ExpressionError(
+          `${text} is a cross-stack reference: kms-sync reads each stack on its own; pass the value as a plain string, or declare both resources in one stack`,
+        );
       }
-      if (typeof a !== 'string' || typeof b !== 'string' || typeof c !== 'string') throw new ExpressionError(`cannot read the reference ${text}`);
-      if (!a.startsWith(`${PROVIDER_NAME}_`)) throw new ExpressionError(`${text} refers to a data source of another provider (${a}): kms-sync cannot know its values without Terraform`);
-      if (!this.schema.data_source_schemas[a]) throw new ExpressionError(`${text}: ${a} is not a data source of the kms provider`);
+      if (typeof a !== 'string' || typeof b !== 'string' || typeof c !== 'string')
+        throw new ExpressionError(`cannot read the reference ${text}`);
+      if (!a.startsWith(`${PROVIDER_NAME}_`))
+        throw new ExpressionError(
+          `${text} refers to a data source of another provider (${a}): kms-sync cannot know its values without Terraform`,
+        );
+      if (!this.schema.data_source_schemas[a])
+        throw new ExpressionError(`${text}: ${a} is not a data source of the kms provider`);
       const n = this.node('data', a, b);
       if (!n) throw new ExpressionError(`${text}: no data source ${a}.${b} in stack ${this.stack.name}`);
       return index(this.known(n, c, text), rest);
     }
     if (typeof root === 'string' && (KMS_RESOURCE_TYPES as readonly string[]).includes(root)) {
-      if (typeof a !== 'string' || typeof b !== 'string') throw new ExpressionError(`cannot read the reference ${text}`);
+      if (typeof a !== 'string' || typeof b !== 'string')
+        throw new ExpressionError(`cannot read the reference ${text}`);
       const n = this.node('resource', root, a);
       if (!n) {
-        throw new ExpressionError(`${text}: no resource ${root}.${a} in stack ${this.stack.name} (references across stacks are not supported: use the natural key as a plain string)`);
+        throw new ExpressionError(
+          `${text}: no resource ${root}.${a} in stack ${this.stack.name} (references across stacks are not supported: use the natural key as a plain string)`,
+        );
       }
       return index(this.known(n, b, text), parts.slice(3));
     }
     if (root === 'module') throw new ExpressionError(`${text}: modules are not supported`);
     if (root === 'count' || root === 'each') throw new ExpressionError(`${text}: count and for_each are not supported`);
-    if (root === 'path' || root === 'terraform' || root === 'self') throw new ExpressionError(`${text}: ${root}.* is not supported`);
+    if (root === 'path' || root === 'terraform' || root === 'self')
+      throw new ExpressionError(`${text}: ${root}.* is not supported`);
     if (typeof root === 'string' && isRecord(this.section('resource')[root])) {
-      throw new ExpressionError(`${text} refers to a resource of another provider (${root}): kms-sync cannot know its values without Terraform`);
+      throw new ExpressionError(
+        `${text} refers to a resource of another provider (${root}): kms-sync cannot know its values without Terraform`,
+      );
     }
     throw new ExpressionError(`${text}: unknown reference`);
   }
@@ -292,17 +326,24 @@ class StackReader {
       if (typeof v !== 'string') throw new ExpressionError(`${n.type}.${n.name}.${k} is not set`);
       return v;
     };
-    if (n.type === 'kms_environment' && (attr === 'project_env' || attr === 'id') && n.kind === 'resource') return `${s('project')}-${s('type')}`;
+    if (n.type === 'kms_environment' && (attr === 'project_env' || attr === 'id') && n.kind === 'resource')
+      return `${s('project')}-${s('type')}`;
     if (n.type === 'kms_endpoint' && attr === 'method_path') return `${s('method').toUpperCase()}:${s('path')}`;
     if (attr !== 'id') return undefined;
     switch (n.type) {
-      case 'kms_project': return s('slug');
-      case 'kms_environment': return s('project_env');
+      case 'kms_project':
+        return s('slug');
+      case 'kms_environment':
+        return s('project_env');
       case 'kms_template':
-      case 'kms_client': return `${s('project_env')}/${s('name')}`;
-      case 'kms_key': return `${s('project_env')}/${s('client')}/${s('name')}`;
-      case 'kms_endpoint': return `${s('project_env')}/${s('method').toUpperCase()}:${s('path')}`;
-      default: return undefined;
+      case 'kms_client':
+        return `${s('project_env')}/${s('name')}`;
+      case 'kms_key':
+        return `${s('project_env')}/${s('client')}/${s('name')}`;
+      case 'kms_endpoint':
+        return `${s('project_env')}/${s('method').toUpperCase()}:${s('path')}`;
+      default:
+        return undefined;
     }
   }
 
@@ -319,12 +360,15 @@ class StackReader {
       }
     }
     if ('default' in decl) return convertVariable(decl.default as JsonValue, decl.type, false);
-    throw new ExpressionError(`variable "${name}" has no value: set TF_VAR_${name} or put it in terraform.tfvars beside cdktf.json`);
+    throw new ExpressionError(
+      `variable "${name}" has no value: set TF_VAR_${name} or put it in terraform.tfvars beside cdktf.json`,
+    );
   }
 
   private local(name: string, text: string): JsonValue {
     const locals = this.stack.json.locals;
-    if (!isRecord(locals) || !(name in locals)) throw new ExpressionError(`${text}: no local "${name}" in stack ${this.stack.name}`);
+    if (!isRecord(locals) || !(name in locals))
+      throw new ExpressionError(`${text}: no local "${name}" in stack ${this.stack.name}`);
     let m = this.locals.get(name);
     if (m?.busy) throw new ExpressionError(`local.${name} refers to itself through a cycle of references`);
     if (!m) {
@@ -361,11 +405,20 @@ class StackReader {
       if (type.startsWith(`${PROVIDER_NAME}_`) && !(KMS_RESOURCE_TYPES as readonly string[]).includes(type)) {
         for (const name of Object.keys(section[type] ?? {})) {
           const n = this.node('resource', type, name);
-          this.problem(['resource', type, name], n?.constructPath ?? `${type}.${name}`, `${type} is not a resource of the kms provider (known: ${KMS_RESOURCE_TYPES.join(', ')})`);
+          this.problem(
+            ['resource', type, name],
+            n?.constructPath ?? `${type}.${name}`,
+            `${type} is not a resource of the kms provider (known: ${KMS_RESOURCE_TYPES.join(', ')})`,
+          );
         }
       }
     }
-    return { resources, externalProjects: this.readExternalProjects(), providers: this.readProviders(), problems: this.problems };
+    return {
+      resources,
+      externalProjects: this.readExternalProjects(),
+      providers: this.readProviders(),
+      problems: this.problems,
+    };
   }
 
   /**
@@ -402,10 +455,19 @@ class StackReader {
     };
     for (const attr of Object.keys(n.body)) {
       if (IGNORED_META.has(attr)) continue;
-      if (META_ERRORS[attr]) { fail(attr, META_ERRORS[attr]); continue; }
+      if (META_ERRORS[attr]) {
+        fail(attr, META_ERRORS[attr]);
+        continue;
+      }
       const a = schema[attr];
-      if (!a) { fail(attr, `${n.type} has no attribute ${attr} (an override?)`); continue; }
-      if (!a.optional && !a.required) { fail(attr, `${attr} is computed by the service and cannot be set`); continue; }
+      if (!a) {
+        fail(attr, `${n.type} has no attribute ${attr} (an override?)`);
+        continue;
+      }
+      if (!a.optional && !a.required) {
+        fail(attr, `${attr} is computed by the service and cannot be set`);
+        continue;
+      }
       try {
         const v = this.attribute(n, attr);
         if (v !== undefined && v !== null) values[attr] = v;
@@ -436,7 +498,8 @@ class StackReader {
     for (const [attr, parentType] of refs) {
       // The parent's id (`<project_env>/<name>`), written out or referenced, names the parent.
       const v = values[attr];
-      if (projectEnv !== undefined && typeof v === 'string' && v.startsWith(`${projectEnv}/`)) values[attr] = v.slice(projectEnv.length + 1);
+      if (projectEnv !== undefined && typeof v === 'string' && v.startsWith(`${projectEnv}/`))
+        values[attr] = v.slice(projectEnv.length + 1);
       const raw = n.body[attr];
       const ref = typeof raw === 'string' ? /^\$\{([a-z_]+)\.([A-Za-z0-9_-]+)\.id\}$/.exec(raw) : null;
       if (!ref || ref[1] !== parentType) continue;
@@ -447,8 +510,11 @@ class StackReader {
         const parentName = this.attribute(parent, 'name');
         if (typeof parentName === 'string') values[attr] = parentName;
         if (projectEnv !== undefined && parentEnv !== projectEnv) {
-          this.problem(['resource', n.type, n.name, attr], `${n.constructPath}.${attr}`,
-            `${raw} is in environment ${String(parentEnv)}, not in ${projectEnv} (project_env of this ${n.type})`);
+          this.problem(
+            ['resource', n.type, n.name, attr],
+            `${n.constructPath}.${attr}`,
+            `${raw} is in environment ${String(parentEnv)}, not in ${projectEnv} (project_env of this ${n.type})`,
+          );
         }
       } catch {
         // reported where it failed
@@ -456,7 +522,11 @@ class StackReader {
     }
     if (n.type === 'kms_environment' || projectEnv === undefined) return;
     if (!splitProjectEnv(projectEnv)) {
-      this.problem(['resource', n.type, n.name, 'project_env'], `${n.constructPath}.project_env`, `"${projectEnv}" is not an environment slug <project>-<type>`);
+      this.problem(
+        ['resource', n.type, n.name, 'project_env'],
+        `${n.constructPath}.project_env`,
+        `"${projectEnv}" is not an environment slug <project>-<type>`,
+      );
     }
   }
 
@@ -473,7 +543,8 @@ class StackReader {
         try {
           return coerce(evaluateJson(raw, this.context()), type);
         } catch (e) {
-          if (!(e instanceof DependentError)) this.problem(at(p), `${label}.${p.join('.').replace(/\.(\d+)/g, '[$1]')}`, (e as Error).message);
+          if (!(e instanceof DependentError))
+            this.problem(at(p), `${label}.${p.join('.').replace(/\.(\d+)/g, '[$1]')}`, (e as Error).message);
           return undefined;
         }
       };
@@ -485,13 +556,24 @@ class StackReader {
         if (typeof v === 'string') p[attr === 'owner' ? 'owner' : 'baseDir'] = v;
       }
       const storeSchema = schema.block_types!.secret_store!.block.attributes;
-      const stores = Array.isArray(cfg.secret_store) ? cfg.secret_store : isRecord(cfg.secret_store) ? [cfg.secret_store] : [];
+      const stores = Array.isArray(cfg.secret_store)
+        ? cfg.secret_store
+        : isRecord(cfg.secret_store)
+          ? [cfg.secret_store]
+          : [];
       stores.forEach((s, j) => {
         if (!isRecord(s)) return;
         const store: Record<string, JsonValue> = {};
         for (const [k, raw] of Object.entries(s)) {
           const a = storeSchema[k];
-          if (!a) { this.problem(at(['secret_store', j, k]), `${label}.secret_store[${j}].${k}`, `secret_store has no attribute ${k}`); continue; }
+          if (!a) {
+            this.problem(
+              at(['secret_store', j, k]),
+              `${label}.secret_store[${j}].${k}`,
+              `secret_store has no attribute ${k}`,
+            );
+            continue;
+          }
           const v = value(raw, a.type, ['secret_store', j, k]);
           if (v !== undefined && v !== null) store[k] = v;
         }

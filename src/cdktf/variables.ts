@@ -52,7 +52,8 @@ export async function readVariableValues(dir: string, env: NodeJS.ProcessEnv): P
     try {
       if (name.endsWith('.json')) {
         const parsed = JSON.parse(text) as unknown;
-        if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('expected an object of variable values');
+        if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+          throw new Error('expected an object of variable values');
         for (const [k, v] of Object.entries(parsed)) values.set(k, { value: v as JsonValue, from: name });
       } else {
         for (const [k, expr] of parseAttributes(text)) values.set(k, { value: evaluate(expr, noRefs), from: name });

@@ -34,9 +34,16 @@ function flagsOf<T extends RemoteFlags>(o: T, cmd: Command): T {
 
 function remoteOf(o: RemoteFlags): AgentRemote {
   const env = process.env;
-  const token = o.token ? readToken('--token', o.token, env) : env.KMS_SYNC_UI_TOKEN ? readToken('KMS_SYNC_UI_TOKEN', 'env:KMS_SYNC_UI_TOKEN', env) : undefined;
+  const token = o.token
+    ? readToken('--token', o.token, env)
+    : env.KMS_SYNC_UI_TOKEN
+      ? readToken('KMS_SYNC_UI_TOKEN', 'env:KMS_SYNC_UI_TOKEN', env)
+      : undefined;
   try {
-    return new AgentRemote({ url: o.url ?? env.KMS_SYNC_AGENT_URL ?? DEFAULT_URL, ...(token !== undefined ? { token } : {}) });
+    return new AgentRemote({
+      url: o.url ?? env.KMS_SYNC_AGENT_URL ?? DEFAULT_URL,
+      ...(token !== undefined ? { token } : {}),
+    });
   } catch (e) {
     if (e instanceof AgentRemoteError) throw new UsageError(e.message);
     throw e;
@@ -60,7 +67,13 @@ function ago(iso: string | undefined, now: number): string {
   const t = iso ? Date.parse(iso) : NaN;
   if (!Number.isFinite(t)) return '-';
   const s = Math.max(0, Math.round((now - t) / 1000));
-  return s < 60 ? `${s}s ago` : s < 3600 ? `${Math.floor(s / 60)}m ago` : s < 86_400 ? `${Math.floor(s / 3600)}h ago` : `${Math.floor(s / 86_400)}d ago`;
+  return s < 60
+    ? `${s}s ago`
+    : s < 3600
+      ? `${Math.floor(s / 60)}m ago`
+      : s < 86_400
+        ? `${Math.floor(s / 3600)}h ago`
+        : `${Math.floor(s / 86_400)}d ago`;
 }
 
 function interval(seconds: number): string {
@@ -69,7 +82,11 @@ function interval(seconds: number): string {
 
 /** One reconcile on one line: result, when, why, revision and subject, counts, first error. */
 function recordLine(r: ReconcileRecord, now: number): string {
-  const parts = [`${p(r.result)} ${ago(r.finishedAt, now)} (${p(r.trigger)}, ${(r.durationMs / 1000).toFixed(1)} s)`, `revision ${short(r.revision)}${r.subject ? ` "${p(r.subject)}"` : ''}`, `planned ${r.planned}, applied ${r.applied}`];
+  const parts = [
+    `${p(r.result)} ${ago(r.finishedAt, now)} (${p(r.trigger)}, ${(r.durationMs / 1000).toFixed(1)} s)`,
+    `revision ${short(r.revision)}${r.subject ? ` "${p(r.subject)}"` : ''}`,
+    `planned ${r.planned}, applied ${r.applied}`,
+  ];
   if (r.syncWindowOverride) parts.push('sync window overridden');
   if (r.note) parts.push(p(r.note));
   return parts.join('; ');
@@ -80,15 +97,22 @@ export function renderStatus(s: AgentStatus, url: string, now = Date.now()): str
   const lines: string[] = [];
   const a = s.agent;
   const c = s.condition;
-  lines.push(`Agent       ${p(url)}: mode ${p(a.mode)}, interval ${interval(a.intervalSeconds)}, prune ${a.prune ? 'on' : 'off'}${a.suspended ? ', SUSPENDED' : ''}`);
+  lines.push(
+    `Agent       ${p(url)}: mode ${p(a.mode)}, interval ${interval(a.intervalSeconds)}, prune ${a.prune ? 'on' : 'off'}${a.suspended ? ', SUSPENDED' : ''}`,
+  );
   lines.push(`Source      ${p(a.repo)} ref ${p(a.ref)} path ${p(a.path)}`);
   lines.push(`Ready       ${p(c.status)} ${p(c.reason)}: ${p(c.message)} (since ${ago(c.lastTransitionTime, now)})`);
   lines.push(`Suspended   ${a.suspended ? 'yes (kms-sync agent resume)' : 'no'}`);
-  if (a.syncWindows.length) lines.push(`Windows     ${a.syncWindows.map(p).join(', ')} (UTC): ${a.syncWindowOpen ? 'open' : 'closed'} at the last reconcile`);
+  if (a.syncWindows.length)
+    lines.push(
+      `Windows     ${a.syncWindows.map(p).join(', ')} (UTC): ${a.syncWindowOpen ? 'open' : 'closed'} at the last reconcile`,
+    );
   const r = s.revision;
   lines.push(`Revision    fetched ${short(r.fetched)}, last good ${short(r.lastGood)}, synced ${short(r.synced)}`);
   if (r.invalid) {
-    lines.push(`Invalid     ${short(r.invalid.revision)}: ${r.invalid.unverified ? 'its signature is refused (--verify-commits), ' : ''}not applied, the last good revision is reconciled`);
+    lines.push(
+      `Invalid     ${short(r.invalid.revision)}: ${r.invalid.unverified ? 'its signature is refused (--verify-commits), ' : ''}not applied, the last good revision is reconciled`,
+    );
     for (const e of r.invalid.errors.slice(0, 10)) lines.push(`              ${p(e)}`);
     if (r.invalid.errors.length > 10) lines.push(`              … ${r.invalid.errors.length - 10} more (--json)`);
   }
@@ -104,22 +128,39 @@ export function renderStatus(s: AgentStatus, url: string, now = Date.now()): str
     const unknown = Boolean(s.serviceError);
     for (const e of s.environments) {
       const state = unknown ? 'Unknown' : e.synced ? 'Synced' : 'OutOfSync';
-      lines.push(`  ${p(e.projectEnv).padEnd(width)}  ${state.padEnd(9)}  drift ${e.drift}  keys expiring: ${e.expiring7d} within 7d, ${e.expiring30d} within 30d`);
+      lines.push(
+        `  ${p(e.projectEnv).padEnd(width)}  ${state.padEnd(9)}  drift ${e.drift}  keys expiring: ${e.expiring7d} within 7d, ${e.expiring30d} within 30d`,
+      );
     }
   }
-  if (s.requiresPruning?.length) lines.push(`Pruning     ${s.requiresPruning.length} resource(s) left the configuration and are kept (the agent runs without --prune): ${s.requiresPruning.slice(0, 5).map((d) => p(d.address)).join(', ')}${s.requiresPruning.length > 5 ? ', …' : ''}`);
-  if (s.heldDeletes) lines.push(`Held        ${s.heldDeletes.operations.length} delete(s) of revision ${short(s.heldDeletes.revision)} wait for approval (${p(s.heldDeletes.reason)}): POST /api/approve-deletes`);
+  if (s.requiresPruning?.length)
+    lines.push(
+      `Pruning     ${s.requiresPruning.length} resource(s) left the configuration and are kept (the agent runs without --prune): ${s.requiresPruning
+        .slice(0, 5)
+        .map((d) => p(d.address))
+        .join(', ')}${s.requiresPruning.length > 5 ? ', …' : ''}`,
+    );
+  if (s.heldDeletes)
+    lines.push(
+      `Held        ${s.heldDeletes.operations.length} delete(s) of revision ${short(s.heldDeletes.revision)} wait for approval (${p(s.heldDeletes.reason)}): POST /api/approve-deletes`,
+    );
   return `${lines.join('\n')}\n`;
 }
 
 export function registerAgentRemote(agent: Command): void {
-  const common = (cmd: Command) => cmd
-    .option('--url <url>', `the agent's address (its --listen; default: $KMS_SYNC_AGENT_URL or ${DEFAULT_URL})`)
-    .option('--token <source>', 'the agent\'s token: env:NAME or file:PATH (default: $KMS_SYNC_UI_TOKEN when set); never the value itself, which ps would show')
-    .option('--json', 'print JSON instead of text');
+  const common = (cmd: Command) =>
+    cmd
+      .option('--url <url>', `the agent's address (its --listen; default: $KMS_SYNC_AGENT_URL or ${DEFAULT_URL})`)
+      .option(
+        '--token <source>',
+        "the agent's token: env:NAME or file:PATH (default: $KMS_SYNC_UI_TOKEN when set); never the value itself, which ps would show",
+      )
+      .option('--json', 'print JSON instead of text');
 
   common(agent.command('status'))
-    .description('show a running agent\'s state (flux get): Ready condition, revisions, last reconcile, environments; exit 0 when Ready is True, 2 when not')
+    .description(
+      "show a running agent's state (flux get): Ready condition, revisions, last reconcile, environments; exit 0 when Ready is True, 2 when not",
+    )
     .action(async (flags: RemoteFlags, cmd: Command) => {
       const o = flagsOf(flags, cmd);
       const remote = remoteOf(o);
@@ -129,37 +170,65 @@ export function registerAgentRemote(agent: Command): void {
     });
 
   common(agent.command('reconcile'))
-    .description('reconcile now (flux reconcile) and wait for the result; exit 0 when it succeeded, 2 when it did not (or the agent is suspended)')
+    .description(
+      'reconcile now (flux reconcile) and wait for the result; exit 0 when it succeeded, 2 when it did not (or the agent is suspended)',
+    )
     .option('--no-wait', 'return once the agent accepted the request')
-    .option('--timeout <duration>', 'longest to wait for the reconcile to finish', (v: string) => durationOf('--timeout', v), 5 * 60_000)
-    .option('--override-sync-window', 'write in this reconcile even outside the agent\'s sync windows (an emergency change; logged by the agent and marked on the reconcile)')
-    .action(async (flags: RemoteFlags & { wait: boolean; timeout: number; overrideSyncWindow?: boolean }, cmd: Command) => {
-      const o = flagsOf(flags, cmd);
-      const remote = remoteOf(o);
-      const asked = await talk(() => remote.reconcile({ overrideSyncWindow: Boolean(o.overrideSyncWindow) }));
-      if (asked.reconcile === 'suspended') {
-        out(o.json ? `${JSON.stringify(asked)}\n` : 'The agent is suspended: nothing reconciled (kms-sync agent resume first).\n');
-        throw new ExitWith(REMOTE_EXIT.notReady);
-      }
-      if (!o.wait || !asked.requestedAt) {
-        out(o.json ? `${JSON.stringify(asked)}\n` : `Reconcile requested${asked.syncWindowOverride ? ' (sync windows overridden)' : ''}.\n`);
-        return;
-      }
-      if (!o.json) out(`Reconcile requested${asked.syncWindowOverride ? ' (sync windows overridden)' : ''}; waiting for it to finish …\n`);
-      const { record } = await talk(() => remote.waitForReconcile(asked.requestedAt!, { timeoutMs: o.timeout }));
-      if (o.json) out(`${JSON.stringify({ ...asked, record }, null, 2)}\n`);
-      else {
-        out(`${record.result === 'success' ? 'Reconciled' : 'Reconcile ended'}: ${recordLine(record, Date.now())}\n`);
-        for (const e of record.errors.slice(0, 20)) out(`  ${p(e)}\n`);
-      }
-      if (record.result !== 'success') throw new ExitWith(REMOTE_EXIT.notReady);
-    });
+    .option(
+      '--timeout <duration>',
+      'longest to wait for the reconcile to finish',
+      (v: string) => durationOf('--timeout', v),
+      5 * 60_000,
+    )
+    .option(
+      '--override-sync-window',
+      "write in this reconcile even outside the agent's sync windows (an emergency change; logged by the agent and marked on the reconcile)",
+    )
+    .action(
+      async (flags: RemoteFlags & { wait: boolean; timeout: number; overrideSyncWindow?: boolean }, cmd: Command) => {
+        const o = flagsOf(flags, cmd);
+        const remote = remoteOf(o);
+        const asked = await talk(() => remote.reconcile({ overrideSyncWindow: Boolean(o.overrideSyncWindow) }));
+        if (asked.reconcile === 'suspended') {
+          out(
+            o.json
+              ? `${JSON.stringify(asked)}\n`
+              : 'The agent is suspended: nothing reconciled (kms-sync agent resume first).\n',
+          );
+          throw new ExitWith(REMOTE_EXIT.notReady);
+        }
+        if (!o.wait || !asked.requestedAt) {
+          out(
+            o.json
+              ? `${JSON.stringify(asked)}\n`
+              : `Reconcile requested${asked.syncWindowOverride ? ' (sync windows overridden)' : ''}.\n`,
+          );
+          return;
+        }
+        if (!o.json)
+          out(
+            `Reconcile requested${asked.syncWindowOverride ? ' (sync windows overridden)' : ''}; waiting for it to finish …\n`,
+          );
+        const { record } = await talk(() => remote.waitForReconcile(asked.requestedAt!, { timeoutMs: o.timeout }));
+        if (o.json) out(`${JSON.stringify({ ...asked, record }, null, 2)}\n`);
+        else {
+          out(`${record.result === 'success' ? 'Reconciled' : 'Reconcile ended'}: ${recordLine(record, Date.now())}\n`);
+          for (const e of record.errors.slice(0, 20)) out(`  ${p(e)}\n`);
+        }
+        if (record.result !== 'success') throw new ExitWith(REMOTE_EXIT.notReady);
+      },
+    );
 
-  for (const [name, verb] of [['suspend', 'suspended'], ['resume', 'resumed']] as const) {
+  for (const [name, verb] of [
+    ['suspend', 'suspended'],
+    ['resume', 'resumed'],
+  ] as const) {
     common(agent.command(name))
-      .description(name === 'suspend'
-        ? 'stop reconciling until resumed (flux suspend; kept across the agent\'s restarts); the reconcile in flight finishes'
-        : 'reconcile again after a suspend (flux resume), starting with one reconcile at once')
+      .description(
+        name === 'suspend'
+          ? "stop reconciling until resumed (flux suspend; kept across the agent's restarts); the reconcile in flight finishes"
+          : 'reconcile again after a suspend (flux resume), starting with one reconcile at once',
+      )
       .action(async (flags: RemoteFlags, cmd: Command) => {
         const o = flagsOf(flags, cmd);
         const remote = remoteOf(o);

@@ -15,7 +15,14 @@ import { alive, err, isCi, out, outLast, workflowCommand } from './output.js';
 export const APPLY_EVENTS_FORMAT = '1.0';
 
 /** `refused`: the run stopped before anything was written (a store check, failed first writes): exit 1. */
-export type ApplyOutcome = 'complete' | 'partial' | 'interrupted' | 'refused' | 'cancelled' | 'nothing_to_do' | 'blocked';
+export type ApplyOutcome =
+  | 'complete'
+  | 'partial'
+  | 'interrupted'
+  | 'refused'
+  | 'cancelled'
+  | 'nothing_to_do'
+  | 'blocked';
 
 /** Failures with the same error (and the same certainty), in the order they were first seen. */
 export interface FailureGroup {
@@ -58,7 +65,13 @@ export interface ApplyReporter {
 }
 
 const now = () => new Date().toISOString();
-const opRef = (op: Operation) => ({ address: op.address, kind: op.kind, action: op.action, reason: op.actionReason, ...(op.projectEnv ? { environment: op.projectEnv } : {}) });
+const opRef = (op: Operation) => ({
+  address: op.address,
+  kind: op.kind,
+  action: op.action,
+  reason: op.actionReason,
+  ...(op.projectEnv ? { environment: op.projectEnv } : {}),
+});
 
 function countActions(ops: readonly Operation[]) {
   const c = (a: string) => ops.filter((o) => o.action === a).length;
@@ -70,9 +83,13 @@ const counts = (r: ApplyResult | undefined) => countActions(r?.done ?? []);
 const describeCounts = (c: ReturnType<typeof countActions>) =>
   `${c.create} created, ${c.update} updated, ${c.replace} replaced, ${c.rotate} rotated, ${c.delete} destroyed`;
 
-const commandVerb = (command: string) => (command === 'destroy' ? 'Destroy' : command === 'rotate' ? 'Rotate' : 'Apply');
+const commandVerb = (command: string) =>
+  command === 'destroy' ? 'Destroy' : command === 'rotate' ? 'Rotate' : 'Apply';
 
-export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (line: string) => void = out): ApplyReporter {
+export function jsonReporter(
+  command: 'apply' | 'rotate' | 'destroy',
+  write: (line: string) => void = out,
+): ApplyReporter {
   let ended = 0;
   // The engine reports the start of some operations only implicitly (those done together with
   // their parent): every operation still gets its apply_start before its end.
@@ -90,10 +107,18 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
   return {
     json: true,
     plan(plan) {
-      for (const op of plan.operations) emit('planned_change', `${op.address}: plan to ${op.action}`, { change: opRef(op) });
+      for (const op of plan.operations)
+        emit('planned_change', `${op.address}: plan to ${op.action}`, { change: opRef(op) });
       const s = plan.summary;
       emit('change_summary', `Plan: ${plan.operations.length} operation(s)`, {
-        changes: { total: plan.operations.length, create: s.create, update: s.update, replace: s.replace, rotate: s.rotate, delete: s.delete },
+        changes: {
+          total: plan.operations.length,
+          create: s.create,
+          update: s.update,
+          replace: s.replace,
+          rotate: s.rotate,
+          delete: s.delete,
+        },
         target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs },
       });
       for (const w of plan.warnings) emit('diagnostic', w, { severity: 'warning' });
@@ -106,14 +131,22 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
         start(e.op);
         ended++;
         done.push(e.op);
-        emit('apply_complete', `${e.op.address}: ${e.op.action} complete`, { change: opRef(e.op), ...(e.note ? { note: e.note } : {}) });
+        emit('apply_complete', `${e.op.address}: ${e.op.action} complete`, {
+          change: opRef(e.op),
+          ...(e.note ? { note: e.note } : {}),
+        });
       } else if (e.type === 'failed') {
         start(e.op);
         ended++;
-        emit('apply_errored', `${e.op.address}: ${e.op.action} failed: ${e.error}`, { change: opRef(e.op), error: e.error });
+        emit('apply_errored', `${e.op.address}: ${e.op.action} failed: ${e.error}`, {
+          change: opRef(e.op),
+          error: e.error,
+        });
       } else if (e.type === 'key-stored') {
         keysStored++;
-        emit('key_stored', `${e.receipt.address} stored in ${e.receipt.store} as ${e.receipt.secret}`, { key: { address: e.receipt.address, store: e.receipt.store, secret: e.receipt.secret } });
+        emit('key_stored', `${e.receipt.address} stored in ${e.receipt.store} as ${e.receipt.secret}`, {
+          key: { address: e.receipt.address, store: e.receipt.store, secret: e.receipt.secret },
+        });
       } else if (e.type === 'recovered') {
         emit('recovery', e.note, { change: opRef(e.op), note: e.note });
       }
@@ -122,25 +155,54 @@ export function jsonReporter(command: 'apply' | 'rotate' | 'destroy', write: (li
     cutShort() {
       const tally = countActions(done);
       emit('apply_summary', `Apply cut short by a second interrupt`, {
-        outcome: 'interrupted', exit_code: 3, changes: tally, keys_stored: keysStored, failed: [], failed_groups: [], not_attempted: [], recoveries: [],
+        outcome: 'interrupted',
+        exit_code: 3,
+        changes: tally,
+        keys_stored: keysStored,
+        failed: [],
+        failed_groups: [],
+        not_attempted: [],
+        recoveries: [],
         stop_reason: `a second interrupt: ${started.size - ended} operation(s) in flight were cut off (the next run re-reads them)`,
       });
-      if (!alive('stdout')) err(`${commandVerb(command)} cut short by a second interrupt: ${describeCounts(tally)}; ${keysStored} key(s) stored. Run kms-sync ${command} again to converge.\n`);
+      if (!alive('stdout'))
+        err(
+          `${commandVerb(command)} cut short by a second interrupt: ${describeCounts(tally)}; ${keysStored} key(s) stored. Run kms-sync ${command} again to converge.\n`,
+        );
     },
     finish(r, outcome, exitCode, commit) {
       // The people's version on stderr first, so the summary stays the stream's last line.
       if (commit) err(banner(commit));
       // stdout's reader is gone (`--json | head`): the outcome, for people, on stderr.
-      if (!alive('stdout')) err(`${commandVerb(command)} ${outcome.replace(/_/g, ' ')}: exit ${exitCode}; ${describeCounts(counts(r))}; ${r?.keysStored.length ?? 0} key(s) stored.\n`);
+      if (!alive('stdout'))
+        err(
+          `${commandVerb(command)} ${outcome.replace(/_/g, ' ')}: exit ${exitCode}; ${describeCounts(counts(r))}; ${r?.keysStored.length ?? 0} key(s) stored.\n`,
+        );
       emit('apply_summary', `Apply ${outcome.replace(/_/g, ' ')}`, {
-        outcome, exit_code: exitCode, changes: counts(r), keys_stored: r?.keysStored.length ?? 0,
+        outcome,
+        exit_code: exitCode,
+        changes: counts(r),
+        keys_stored: r?.keysStored.length ?? 0,
         failed: (r?.failed ?? []).map((f) => ({ address: f.op?.address ?? null, error: f.error })),
         // The same failures, one entry per distinct error with its count (4,500 identical refusals: one entry).
-        failed_groups: groupFailures(r?.failed ?? []).map((g) => ({ error: g.error, count: g.addresses.length, ...(g.unknown ? { outcome_unknown: true } : {}), addresses: g.addresses.slice(0, 10) })),
+        failed_groups: groupFailures(r?.failed ?? []).map((g) => ({
+          error: g.error,
+          count: g.addresses.length,
+          ...(g.unknown ? { outcome_unknown: true } : {}),
+          addresses: g.addresses.slice(0, 10),
+        })),
         not_attempted: (r?.notAttempted ?? []).map((o) => o.address),
         recoveries: r?.recoveries ?? [],
         ...(r?.stopReason ? { stop_reason: r.stopReason } : {}),
-        ...(commit ? { commit_required: { files: commit.files, ...(commit.journal ? { journal: commit.journal } : {}), message: commit.lines.join(' ') } } : {}),
+        ...(commit
+          ? {
+              commit_required: {
+                files: commit.files,
+                ...(commit.journal ? { journal: commit.journal } : {}),
+                message: commit.lines.join(' '),
+              },
+            }
+          : {}),
       });
     },
   };
@@ -162,7 +224,9 @@ function summaryText(r: ApplyResult, compact = false): string {
   const lines = [`Resources: ${describeCounts(counts(r))}.`];
   if (r.keysStored.length && compact) {
     const stores = [...new Set(r.keysStored.map((k) => k.store))];
-    lines.push(`Keys issued and stored: ${r.keysStored.length}, in ${stores.join(', ')} (kms-sync secrets list shows them).`);
+    lines.push(
+      `Keys issued and stored: ${r.keysStored.length}, in ${stores.join(', ')} (kms-sync secrets list shows them).`,
+    );
   } else if (r.keysStored.length) {
     lines.push(`Keys issued and stored (${r.keysStored.length}):`);
     for (const k of r.keysStored) lines.push(`  ${p(k.address)} → ${p(k.store)} (${p(k.secret)})`);
@@ -189,16 +253,28 @@ export function unresolvedText(r: ApplyResult, compact = false, refused = false)
   lines.push(refused ? 'Not done:' : `Unresolved (${total}):`);
   // Identical failures are one line with their count and the first few addresses.
   for (const g of groupFailures(r.failed)) {
-    const why = g.unknown ? `outcome unknown: ${cut(p(g.error), 400)} (the next run re-reads it)` : `failed: ${cut(p(g.error), 400)}`;
+    const why = g.unknown
+      ? `outcome unknown: ${cut(p(g.error), 400)} (the next run re-reads it)`
+      : `failed: ${cut(p(g.error), 400)}`;
     const names = g.addresses.slice(0, GROUP_ADDRESSES).map((a) => (a === null ? '(before any operation)' : p(a)));
     if (g.addresses.length === 1) lines.push(`  ${names[0]}: ${why}`);
-    else lines.push(`  ${g.addresses.length} operation(s) ${why} (${names.join(', ')}${g.addresses.length > GROUP_ADDRESSES ? ` and ${g.addresses.length - GROUP_ADDRESSES} more` : ''})`);
+    else
+      lines.push(
+        `  ${g.addresses.length} operation(s) ${why} (${names.join(', ')}${g.addresses.length > GROUP_ADDRESSES ? ` and ${g.addresses.length - GROUP_ADDRESSES} more` : ''})`,
+      );
   }
-  const why = r.interrupted ? 'not attempted: the run was interrupted' : r.failed.length ? 'not attempted: an earlier step failed' : 'not attempted: the run stopped before it (see the reason above)';
+  const why = r.interrupted
+    ? 'not attempted: the run was interrupted'
+    : r.failed.length
+      ? 'not attempted: an earlier step failed'
+      : 'not attempted: the run stopped before it (see the reason above)';
   // A refused run wrote nothing: what it did not attempt is everything, counted on one line.
   const limit = compact || refused ? 0 : UNRESOLVED_LINES;
   for (const o of r.notAttempted.slice(0, limit)) lines.push(`  ${p(o.address)}: ${why}`);
-  if (r.notAttempted.length > limit) lines.push(`  ${limit ? '… ' : ''}${r.notAttempted.length - limit}${limit ? ' more' : ''} operation(s) ${refused ? 'not attempted' : why}`);
+  if (r.notAttempted.length > limit)
+    lines.push(
+      `  ${limit ? '… ' : ''}${r.notAttempted.length - limit}${limit ? ' more' : ''} operation(s) ${refused ? 'not attempted' : why}`,
+    );
   return `${lines.join('\n')}\n`;
 }
 
@@ -208,7 +284,9 @@ export function unresolvedText(r: ApplyResult, compact = false, refused = false)
  * fixed first (a missing age identity, a store not writable, a refused request).
  */
 export function adviceAfter(r: ApplyResult, command = 'apply'): string {
-  const retryHelps = r.interrupted || (r.failed.length > 0 ? r.failed.every((f) => f.transient) : !r.stopReason || /interrupted/.test(r.stopReason));
+  const retryHelps =
+    r.interrupted ||
+    (r.failed.length > 0 ? r.failed.every((f) => f.transient) : !r.stopReason || /interrupted/.test(r.stopReason));
   return retryHelps
     ? `Run kms-sync ${command} again to converge: it re-reads the live state and continues from there.`
     : `Fix what is reported above first; then run kms-sync ${command} again, which re-reads the live state and continues from there.`;
@@ -227,7 +305,10 @@ export function formatDuration(ms: number): string {
  * pace so far). Elsewhere (logs, CI): one line per finished operation, with a UTC timestamp when
  * CI is set, so slow steps show in the job log.
  */
-export function textReporter(total: () => number, opts: { compact?: boolean; env?: NodeJS.ProcessEnv; clock?: () => number; command?: 'apply' | 'destroy' } = {}): ApplyReporter {
+export function textReporter(
+  total: () => number,
+  opts: { compact?: boolean; env?: NodeJS.ProcessEnv; clock?: () => number; command?: 'apply' | 'destroy' } = {},
+): ApplyReporter {
   // Terraform's words: "Destroy complete! Resources: N destroyed." ends a destroy.
   const verb = opts.command === 'destroy' ? 'Destroy' : 'Apply';
   const env = opts.env ?? process.env;
@@ -257,8 +338,13 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
   const draw = () => {
     const finished = done + failed;
     const elapsed = since();
-    const eta = finished > 0 && finished < total() ? `, about ${formatDuration((elapsed / finished) * (total() - finished))} left` : '';
-    err(`\r\x1b[2KApplying… ${finished}/${total()} done${failed ? `, ${failed} failed` : ''}, ${formatDuration(elapsed)} elapsed${eta}`);
+    const eta =
+      finished > 0 && finished < total()
+        ? `, about ${formatDuration((elapsed / finished) * (total() - finished))} left`
+        : '';
+    err(
+      `\r\x1b[2KApplying… ${finished}/${total()} done${failed ? `, ${failed} failed` : ''}, ${formatDuration(elapsed)} elapsed${eta}`,
+    );
   };
   return {
     json: false,
@@ -284,7 +370,8 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         // A line per resource, also on a terminal (above the progress line): the run's record
         // stays in the scrollback once the progress line is gone. --compact keeps to the counter.
         if (tty) err('\r\x1b[2K');
-        if (!(tty && opts.compact)) line(`${p(e.op.address)}: ${e.op.action} complete${e.note ? ` (${p(e.note)})` : ''}`);
+        if (!(tty && opts.compact))
+          line(`${p(e.op.address)}: ${e.op.action} complete${e.note ? ` (${p(e.note)})` : ''}`);
         if (tty) draw();
       } else if (e.type === 'key-stored') {
         stored.push(e.receipt);
@@ -295,7 +382,8 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         const seen = (repeats.get(e.error) ?? 0) + 1;
         repeats.set(e.error, seen);
         if (seen <= REPEATS_SHOWN) line(`${p(e.op.address)}: ${e.op.action} FAILED: ${cut(p(e.error), 500)}`);
-        if (seen === REPEATS_SHOWN) line('  (further failures with this same error are counted in the summary, not listed)');
+        if (seen === REPEATS_SHOWN)
+          line('  (further failures with this same error are counted in the summary, not listed)');
         if (tty) draw();
       } else if (e.type === 'recovered') {
         if (tty) err('\r\x1b[2K');
@@ -304,16 +392,27 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
     },
     cutShort: () => {
       stopDrawing();
-      const r: ApplyResult = { done: finished, failed: [], notAttempted: [], keysStored: stored, recoveries: [], interrupted: true };
-      outLast(`\n${verb} cut short by a second interrupt. ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}` +
-        `${stored.length ? '' : 'No key was stored yet. '}${active.size} operation(s) in flight were cut off: the next run re-reads them. Keys received and not yet stored are in the journal: ` +
-        `the next run, or kms-sync secrets flush, puts them in their store.\n${stamp()}Took ${formatDuration(since())}. Run kms-sync ${verb.toLowerCase()} again to converge.\n`);
+      const r: ApplyResult = {
+        done: finished,
+        failed: [],
+        notAttempted: [],
+        keysStored: stored,
+        recoveries: [],
+        interrupted: true,
+      };
+      outLast(
+        `\n${verb} cut short by a second interrupt. ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}` +
+          `${stored.length ? '' : 'No key was stored yet. '}${active.size} operation(s) in flight were cut off: the next run re-reads them. Keys received and not yet stored are in the journal: ` +
+          `the next run, or kms-sync secrets flush, puts them in their store.\n${stamp()}Took ${formatDuration(since())}. Run kms-sync ${verb.toLowerCase()} again to converge.\n`,
+      );
     },
     finish: (r, outcome, _code, commit) => {
       stopDrawing();
       if (!r) return;
       if (outcome === 'complete') {
-        outLast(`\n${verb} complete! ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`);
+        outLast(
+          `\n${verb} complete! ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}${stamp()}Took ${formatDuration(since())}.\n`,
+        );
         if (commit) outLast(banner(commit));
         return;
       }
@@ -325,7 +424,9 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
         outLast(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
         return;
       }
-      outLast(`\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`);
+      outLast(
+        `\n${verb} ${r.interrupted ? 'interrupted.' : 'stopped part-way.'} ${verb === 'Destroy' ? destroySummary(r) : summaryText(r, opts.compact)}`,
+      );
       if (r.stopReason) outLast(`Reason: ${r.stopReason}\n`);
       outLast(unresolvedText(r, opts.compact));
       outLast(`${stamp()}Took ${formatDuration(since())}. ${adviceAfter(r, verb.toLowerCase())}\n`);
@@ -340,7 +441,8 @@ export function textReporter(total: () => number, opts: { compact?: boolean; env
  */
 export function renderPlanCompact(plan: Plan): string {
   const lines = [renderHeader(plan), '', ...securityLines(plan)];
-  if (plan.operations.length === 0 && blockedChanges(plan).length === 0) return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
+  if (plan.operations.length === 0 && blockedChanges(plan).length === 0)
+    return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
   const table = new Map<string, Map<string, number>>();
   for (const op of plan.operations) {
     const row = `${op.action} ${op.kind}`;
@@ -352,10 +454,15 @@ export function renderPlanCompact(plan: Plan): string {
   for (const [row, byEnv] of [...table].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const n = [...byEnv.values()].reduce((x, y) => x + y, 0);
     const envs = [...byEnv].sort(([a], [b]) => (a < b ? -1 : 1)).map(([e, c]) => `${e} ${c}`);
-    lines.push(`  ${String(n).padStart(6)}  ${row.padEnd(18)}  ${envs.length > 6 ? `${envs.slice(0, 6).join(', ')}, … (${envs.length} environments)` : envs.join(', ')}`);
+    lines.push(
+      `  ${String(n).padStart(6)}  ${row.padEnd(18)}  ${envs.length > 6 ? `${envs.slice(0, 6).join(', ')}, … (${envs.length} environments)` : envs.join(', ')}`,
+    );
   }
   const s = plan.summary;
-  lines.push('', `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`);
+  lines.push(
+    '',
+    `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`,
+  );
   for (const w of plan.warnings) lines.push(`Warning: ${w.split('\n').map(escapeUnsafe).join('\n')}`);
   return `${lines.join('\n')}\n`;
 }

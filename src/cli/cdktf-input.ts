@@ -14,7 +14,10 @@ const collect = (v: string, prev: string[]) => [...prev, v];
 
 export function addCdktfOptions(cmd: Command): Command {
   return cmd
-    .option('--cdktf [dir]', 'read CDKTF stacks: run the app of DIR/cdktf.json (default: the current folder) and read its kms_* resources')
+    .option(
+      '--cdktf [dir]',
+      'read CDKTF stacks: run the app of DIR/cdktf.json (default: the current folder) and read its kms_* resources',
+    )
     .option('--cdktf-out <dir>', 'read an existing CDKTF synth output (cdktf.out) instead of running the app')
     .option('--stack <name>', 'CDKTF stacks to read (repeatable; default: all)', collect, []);
 }
@@ -23,7 +26,12 @@ export function addCdktfOptions(cmd: Command): Command {
  * `export --format cdktf|cdktn -o DIR`: writes the project files into DIR, refusing to overwrite
  * any of them (nothing is written when one exists).
  */
-export async function writeCdktfExport(dir: string, desired: DesiredState, flavour: CdktfFlavour, header: string[]): Promise<string[]> {
+export async function writeCdktfExport(
+  dir: string,
+  desired: DesiredState,
+  flavour: CdktfFlavour,
+  header: string[],
+): Promise<string[]> {
   const files = desiredStateToCdktf(desired, { flavour, header });
   const target = path.resolve(dir);
   const existing = [...files.keys()].filter((f) => existsSync(path.join(target, f)));

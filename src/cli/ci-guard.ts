@@ -8,7 +8,13 @@ import path from 'node:path';
 import type { ApplyResult } from '../apply/execute.js';
 import { opStores } from '../apply/execute.js';
 import type { Plan } from '../plan/types.js';
-import { commitReminder, isCi, localStoreFile, localStoreOptedIn, localStoreRefusal } from '../secrets/ci-local-store.js';
+import {
+  commitReminder,
+  isCi,
+  localStoreFile,
+  localStoreOptedIn,
+  localStoreRefusal,
+} from '../secrets/ci-local-store.js';
 import type { StoreRegistry } from '../secrets/registry.js';
 import { UsageError } from './errors.js';
 
@@ -38,7 +44,11 @@ export function displayPath(file: string, cwd = process.cwd()): string {
  * In CI: the local store files the plan issues keys into. Not opted in and there are some: refused
  * (UsageError, exit 1) before anything is issued. Outside CI: nothing to watch (empty list).
  */
-export async function guardLocalStoreInCi(plan: Plan, registry: StoreRegistry, opts: { allow: boolean; env: NodeJS.ProcessEnv }): Promise<LocalStoreTarget[]> {
+export async function guardLocalStoreInCi(
+  plan: Plan,
+  registry: StoreRegistry,
+  opts: { allow: boolean; env: NodeJS.ProcessEnv },
+): Promise<LocalStoreTarget[]> {
   if (!isCi(opts.env)) return [];
   const perStore = new Map<string | undefined, number>();
   for (const name of plan.operations.flatMap(opStores)) perStore.set(name, (perStore.get(name) ?? 0) + 1);
@@ -47,17 +57,27 @@ export async function guardLocalStoreInCi(plan: Plan, registry: StoreRegistry, o
     const store = await registry.get(name);
     const file = localStoreFile(store);
     if (!file) continue;
-    const t = targets.get(file) ?? { file: displayPath(path.resolve(registry.baseDir, file)), store: store.displayUri, keys: 0 };
+    const t = targets.get(file) ?? {
+      file: displayPath(path.resolve(registry.baseDir, file)),
+      store: store.displayUri,
+      keys: 0,
+    };
     t.keys += keys;
     targets.set(file, t);
   }
   const local = [...targets.values()];
-  if (local.length > 0 && !opts.allow && !localStoreOptedIn(opts.env)) throw new UsageError(localStoreRefusal(local, opts.env));
+  if (local.length > 0 && !opts.allow && !localStoreOptedIn(opts.env))
+    throw new UsageError(localStoreRefusal(local, opts.env));
   return local;
 }
 
 /** After an opted-in CI run: the files it wrote keys into, and the journal if it is left behind. */
-export function commitRequired(local: readonly LocalStoreTarget[], result: ApplyResult | undefined, journalPath: string, env: NodeJS.ProcessEnv): CommitRequired | undefined {
+export function commitRequired(
+  local: readonly LocalStoreTarget[],
+  result: ApplyResult | undefined,
+  journalPath: string,
+  env: NodeJS.ProcessEnv,
+): CommitRequired | undefined {
   if (!isCi(env)) return undefined;
   const files = local
     .map((t) => ({ file: t.file, keys: (result?.keysStored ?? []).filter((k) => k.store === t.store).length }))

@@ -16,37 +16,83 @@ interface CommandModule {
 export const COMMAND_MODULES: CommandModule[] = [
   {
     commands: [
-      { name: 'validate', term: 'validate [options]', description: 'check configuration files offline (no credentials, no network): syntax, schema, references, duplicates' },
-      { name: 'init', term: 'init [file]', description: 'write a starter configuration that references the JSON Schema (editor completion)' },
-      { name: 'schema', term: 'schema', description: 'print the JSON Schema of the configuration format (for editors and linters)' },
-      { name: 'plan', term: 'plan [options]', description: 'show what apply would change in the live service' },
-      { name: 'apply', term: 'apply [options] [planfile]', description: 'plan, confirm, then make the live service match the configuration' },
-      { name: 'rotate', term: 'rotate [options]', description: 'rotate selected keys now: issue and store a new key, then retire the old one' },
       {
-        name: 'destroy', term: 'destroy [options]',
-        description: 'delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them',
+        name: 'validate',
+        term: 'validate [options]',
+        description:
+          'check configuration files offline (no credentials, no network): syntax, schema, references, duplicates',
       },
-      { name: 'show', term: 'show [options] <planfile>', description: 'show a plan saved with kms-sync plan --out, without contacting the service' },
-      { name: 'export', term: 'export [options]', description: 'write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)' },
+      {
+        name: 'init',
+        term: 'init [file]',
+        description: 'write a starter configuration that references the JSON Schema (editor completion)',
+      },
+      {
+        name: 'schema',
+        term: 'schema',
+        description: 'print the JSON Schema of the configuration format (for editors and linters)',
+      },
+      { name: 'plan', term: 'plan [options]', description: 'show what apply would change in the live service' },
+      {
+        name: 'apply',
+        term: 'apply [options] [planfile]',
+        description: 'plan, confirm, then make the live service match the configuration',
+      },
+      {
+        name: 'rotate',
+        term: 'rotate [options]',
+        description: 'rotate selected keys now: issue and store a new key, then retire the old one',
+      },
+      {
+        name: 'destroy',
+        term: 'destroy [options]',
+        description:
+          'delete everything this configuration owns in its environments: its clients and endpoints, then the environments and projects it defines once nothing else is left in them',
+      },
+      {
+        name: 'show',
+        term: 'show [options] <planfile>',
+        description: 'show a plan saved with kms-sync plan --out, without contacting the service',
+      },
+      {
+        name: 'export',
+        term: 'export [options]',
+        description:
+          'write the live state of environments as YAML in the configuration format, or as a CDKTF stack (no secrets)',
+      },
     ],
     load: async () => (await import('./sync-commands.js')).registerSyncCommands,
   },
   {
-    commands: [{
-      name: 'drift', term: 'drift [options]',
-      description: 'compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)',
-    }],
+    commands: [
+      {
+        name: 'drift',
+        term: 'drift [options]',
+        description:
+          'compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)',
+      },
+    ],
     load: async () => (await import('./drift-command.js')).registerDrift,
   },
   {
-    commands: [{
-      name: 'agent', term: 'agent [options]',
-      description: 'run continuously: pull the configuration from git, reconcile it on an interval and on webhooks, serve metrics, status and a status page',
-    }],
+    commands: [
+      {
+        name: 'agent',
+        term: 'agent [options]',
+        description:
+          'run continuously: pull the configuration from git, reconcile it on an interval and on webhooks, serve metrics, status and a status page',
+      },
+    ],
     load: async () => (await import('./agent-command.js')).registerAgent,
   },
   {
-    commands: [{ name: 'report', term: 'report', description: 'work with reports: merge the plans or drift reports of a sharded run' }],
+    commands: [
+      {
+        name: 'report',
+        term: 'report',
+        description: 'work with reports: merge the plans or drift reports of a sharded run',
+      },
+    ],
     load: async () => (await import('./report-command.js')).registerReport,
   },
   {
@@ -54,31 +100,64 @@ export const COMMAND_MODULES: CommandModule[] = [
     load: async () => (await import('./secrets-command.js')).registerSecrets,
   },
   {
-    commands: [{ name: 'emulator', term: 'emulator [options]', description: 'run a local emulator of the key-management service (real HTTP on 127.0.0.1)' }],
+    commands: [
+      {
+        name: 'emulator',
+        term: 'emulator [options]',
+        description: 'run a local emulator of the key-management service (real HTTP on 127.0.0.1)',
+      },
+    ],
     load: async () => (await import('./emulator-command.js')).registerEmulator,
   },
   {
-    commands: [{ name: 'demo', term: 'demo [options]', description: 'start an in-process emulator and apply examples/acme to it (the quick start); --cdktf: the same setup as a CDKTF stack' }],
+    commands: [
+      {
+        name: 'demo',
+        term: 'demo [options]',
+        description:
+          'start an in-process emulator and apply examples/acme to it (the quick start); --cdktf: the same setup as a CDKTF stack',
+      },
+    ],
     load: async () => (await import('./demo-command.js')).registerDemo,
   },
   {
-    commands: [{
-      name: 'provider', term: 'provider',
-      description: 'serve the Terraform/OpenTofu provider (plugin protocol 6; Terraform starts this itself); provider install: install it for Terraform and OpenTofu',
-    }],
+    commands: [
+      {
+        name: 'provider',
+        term: 'provider',
+        description:
+          'serve the Terraform/OpenTofu provider (plugin protocol 6; Terraform starts this itself); provider install: install it for Terraform and OpenTofu',
+      },
+    ],
     load: async () => (await import('./provider-command.js')).registerProvider,
   },
   {
     commands: [{ name: 'version', term: 'version', description: 'print the version of kms-sync' }],
     load: async () => (program: Command) => {
-      program.command('version').description('print the version of kms-sync').action(() => { process.stdout.write('kms-sync 0.1.0\n'); });
+      program
+        .command('version')
+        .description('print the version of kms-sync')
+        .action(() => {
+          process.stdout.write('kms-sync 0.1.0\n');
+        });
     },
   },
   {
-    commands: [{ name: 'completion', term: 'completion <shell>', description: 'print a shell completion script (bash, zsh or fish)' }],
+    commands: [
+      {
+        name: 'completion',
+        term: 'completion <shell>',
+        description: 'print a shell completion script (bash, zsh or fish)',
+      },
+    ],
     load: async () => (program: Command) => {
-      program.command('completion').description('print a shell completion script (bash, zsh or fish)').argument('<shell>', 'bash, zsh or fish')
-        .action(async (shell: string) => { process.stdout.write((await import('./completion.js')).completionScript(shell, await buildFullProgram())); });
+      program
+        .command('completion')
+        .description('print a shell completion script (bash, zsh or fish)')
+        .argument('<shell>', 'bash, zsh or fish')
+        .action(async (shell: string) => {
+          process.stdout.write((await import('./completion.js')).completionScript(shell, await buildFullProgram()));
+        });
     },
   },
 ];
@@ -86,7 +165,9 @@ export const COMMAND_MODULES: CommandModule[] = [
 function baseProgram(): Command {
   return new Command()
     .name('kms-sync')
-    .description('Manage API access as code: plan and apply projects, environments, templates, clients, keys and endpoints.')
+    .description(
+      'Manage API access as code: plan and apply projects, environments, templates, clients, keys and endpoints.',
+    )
     .version('0.1.0')
     .option('--no-color', 'no colours in the output, anywhere on the line (also NO_COLOR=1)')
     .exitOverride();
@@ -133,6 +214,8 @@ export async function buildFullProgram(): Promise<Command> {
 }
 
 function defaultTerm(cmd: Command): string {
-  const args = cmd.registeredArguments.map((a) => (a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`)).join(' ');
+  const args = cmd.registeredArguments
+    .map((a) => (a.required ? `<${a.name()}${a.variadic ? '...' : ''}>` : `[${a.name()}${a.variadic ? '...' : ''}]`))
+    .join(' ');
   return `${cmd.name()}${cmd.options.length ? ' [options]' : ''}${args ? ` ${args}` : ''}`;
 }

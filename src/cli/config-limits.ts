@@ -6,6 +6,12 @@ export { limitsOf, type LimitFlags } from '../engine/config-limits.js';
 
 export function addLimitOptions(cmd: Command): Command {
   return cmd
-    .option('--max-file-size <size>', 'largest configuration file read, e.g. 5MB (default: $KMS_SYNC_MAX_FILE_SIZE or 5MB)')
-    .option('--max-config-size <size>', 'largest sum of the configuration files read, e.g. 50MB (default: $KMS_SYNC_MAX_CONFIG_SIZE or 50MB)');
+    .option(
+      '--max-file-size <size>',
+      'largest configuration file read, e.g. 5MB (default: $KMS_SYNC_MAX_FILE_SIZE or 5MB)',
+    )
+    .option(
+      '--max-config-size <size>',
+      'largest sum of the configuration files read, e.g. 50MB (default: $KMS_SYNC_MAX_CONFIG_SIZE or 50MB)',
+    );
 }

@@ -15,10 +15,19 @@ import { runApply } from './sync-commands.js';
 export function registerDemo(program: Command) {
   program
     .command('demo')
-    .description('start an in-process emulator and apply examples/acme to it (the quick start); --cdktf: the same setup as a CDKTF stack')
+    .description(
+      'start an in-process emulator and apply examples/acme to it (the quick start); --cdktf: the same setup as a CDKTF stack',
+    )
     .option('-f, --file <path>', 'configuration to apply', packageFile('examples', 'acme'))
-    .option('--cdktf [dir]', 'apply a CDKTF app instead (default: examples/cdktf; needs cdktf and constructs installed)')
-    .option('--state-dir <dir>', 'where the default secret store and journal go', path.join(process.cwd(), '.kms-sync-demo'))
+    .option(
+      '--cdktf [dir]',
+      'apply a CDKTF app instead (default: examples/cdktf; needs cdktf and constructs installed)',
+    )
+    .option(
+      '--state-dir <dir>',
+      'where the default secret store and journal go',
+      path.join(process.cwd(), '.kms-sync-demo'),
+    )
     .action(async (o: { file: string; stateDir: string; cdktf?: string | boolean }) => {
       // A throw-away project key for the throw-away service; it is never printed.
       const apiKey = `sk_test_demo${randomBytes(12).toString('hex')}`;
@@ -34,19 +43,29 @@ export function registerDemo(program: Command) {
       const conn = connect({ parallelism: 8 }, env);
       try {
         const cfg = o.cdktf
-          ? await loadConfig({ file: [], env: [], cdktf: o.cdktf === true ? packageFile('examples', 'cdktf') : o.cdktf })
+          ? await loadConfig({
+              file: [],
+              env: [],
+              cdktf: o.cdktf === true ? packageFile('examples', 'cdktf') : o.cdktf,
+            })
           : await loadConfig({ file: [o.file], env: [] });
         const planOptions = { prune: false, baseDir: path.resolve(o.stateDir), policy: cfg.policy };
         const { plan } = await planFor(conn, cfg.desired, planOptions);
         out(renderPlanText(plan, { color: colorEnabled(process.stdout) }));
-        const code = await runApply(conn, plan, path.resolve(o.stateDir), { parallelism: 8, policy: cfg.policy, allowLocalStoreInCi: true });
+        const code = await runApply(conn, plan, path.resolve(o.stateDir), {
+          parallelism: 8,
+          policy: cfg.policy,
+          allowLocalStoreInCi: true,
+        });
         if (code !== EXIT.ok) throw new ExitWith(code);
         const again = await planFor(conn, cfg.desired, planOptions);
         out(`\nPlanning again against the same service:\n`);
         out(renderPlanText(again.plan, { color: colorEnabled(process.stdout) }));
         const shown = path.relative(process.cwd(), stateDir) || '.';
-        out(`\nEverything the demo wrote is in ${stateDir}: the raw keys in an age-encrypted SOPS file under .kms-sync/, decrypted by the age identity ${path.relative(stateDir, ageKeyFile).startsWith('..') ? ageKeyFile : path.relative(stateDir, ageKeyFile)}. ` +
-          `List them with: SOPS_AGE_KEY_FILE=${path.relative(process.cwd(), ageKeyFile) || ageKeyFile} kms-sync secrets list --state-dir ${shown}. Remove the folder to start over.\n`);
+        out(
+          `\nEverything the demo wrote is in ${stateDir}: the raw keys in an age-encrypted SOPS file under .kms-sync/, decrypted by the age identity ${path.relative(stateDir, ageKeyFile).startsWith('..') ? ageKeyFile : path.relative(stateDir, ageKeyFile)}. ` +
+            `List them with: SOPS_AGE_KEY_FILE=${path.relative(process.cwd(), ageKeyFile) || ageKeyFile} kms-sync secrets list --state-dir ${shown}. Remove the folder to start over.\n`,
+        );
         if (!o.cdktf) out('The same setup as a CDKTF stack in TypeScript (examples/cdktf): kms-sync demo --cdktf\n');
       } finally {
         await conn.api.close();

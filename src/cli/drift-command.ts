@@ -15,7 +15,14 @@ import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { err } from './output.js';
 import { addCdktfOptions } from './cdktf-input.js';
-import { addReportOptions, reportFormat, emitDriftReport, loadIgnoreRules, maskForActions, type ReportFlags } from './report-output.js';
+import {
+  addReportOptions,
+  reportFormat,
+  emitDriftReport,
+  loadIgnoreRules,
+  maskForActions,
+  type ReportFlags,
+} from './report-output.js';
 import { ignoreFileBeside } from '../engine/ignore-file.js';
 
 const collect = (v: string, prev: string[]) => [...prev, v];
@@ -36,23 +43,51 @@ export interface DriftFlags extends GlobalOptions, ReportFlags {
 }
 
 export function registerDrift(program: Command) {
-  const cmd = addLimitOptions(addCdktfOptions(program
-    .command('drift')
-    .description('compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)')
-    .option('-f, --file <path>', 'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)', collect, [])))
+  const cmd = addLimitOptions(
+    addCdktfOptions(
+      program
+        .command('drift')
+        .description(
+          'compare the live service with the desired state and classify every difference: changed outside, missing, unmanaged, secret missing, expiring (exit 2 when drift exists)',
+        )
+        .option(
+          '-f, --file <path>',
+          'configuration file or folder (repeatable; default: kms-sync.yaml here or in the nearest parent folder)',
+          collect,
+          [],
+        ),
+    ),
+  )
     .option('--env <slug>', 'limit to these environments (repeatable, globs allowed)', collect, [])
-    .option('--policy <file>', 'operator policy file (YAML/JSON, outside the configuration folder): what the configuration may reach (default: $KMS_SYNC_POLICY)')
-    .option('--allow-env <name>', 'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)', collect, [])
+    .option(
+      '--policy <file>',
+      'operator policy file (YAML/JSON, outside the configuration folder): what the configuration may reach (default: $KMS_SYNC_POLICY)',
+    )
+    .option(
+      '--allow-env <name>',
+      'let ${env:NAME} read this variable (repeatable; NAME_* for a prefix; also KMS_SYNC_ENV_ALLOW)',
+      collect,
+      [],
+    )
     .option('--url <url>', 'service base URL ending in /api/v1 (default: $KMS_API_URL)')
     .option('--parallelism <n>', 'read requests in flight at once are 4x this (drift only reads)', positiveInt, 8)
     .option('--max-rps <n>', 'client-side rate limit, requests per second', positiveInt)
-    .option('--ignore-file <file>', `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} beside the configuration, if present)`)
-    .option('--gen-ignore [file]', `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME} beside the configuration; appended to), then exit 0`)
+    .option(
+      '--ignore-file <file>',
+      `ignore rules: addresses and address:field.path with * and ** (default: ${IGNORE_FILE_NAME} beside the configuration, if present)`,
+    )
+    .option(
+      '--gen-ignore [file]',
+      `write ignore rules accepting the drift found now (default file: ${IGNORE_FILE_NAME} beside the configuration; appended to), then exit 0`,
+    )
     .option('--no-secret-check', 'do not check that every managed key has its secret in its store')
     .option('--no-usage', 'skip the usage context (endpoint stats and recent error rates from the logs)')
     .option('--log-pages <n>', 'pages of 100 recent logs read per environment for the usage context', positiveInt, 2)
     .option('--json', 'same as --format json (schemas/kms-sync-drift.schema.json)')
-    .option('--shard <K/N>', 'compare only the K-th of N shards of the environments (a stable hash); N alone takes K from JOB_COMPLETION_INDEX');
+    .option(
+      '--shard <K/N>',
+      'compare only the K-th of N shards of the environments (a stable hash); N alone takes K from JOB_COMPLETION_INDEX',
+    );
   addReportOptions(cmd).action(runDrift);
 }
 
@@ -90,7 +125,18 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     // edits of projects, environments and templates are pending, not changed outside.
     const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
     const { index } = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
-    const { plan, live } = await planFor(conn, cfg.desired, { ...(cfg.live ? { readAhead: cfg.live } : {}), ...(shard ? { shard } : {}), policy: cfg.policy, prune: false, baseDir: cfg.baseDir, secretCheck: o.secretCheck, leaving: cfg.leaving, checkCapacity: false, owner, inventory: index });
+    const { plan, live } = await planFor(conn, cfg.desired, {
+      ...(cfg.live ? { readAhead: cfg.live } : {}),
+      ...(shard ? { shard } : {}),
+      policy: cfg.policy,
+      prune: false,
+      baseDir: cfg.baseDir,
+      secretCheck: o.secretCheck,
+      leaving: cfg.leaving,
+      checkCapacity: false,
+      owner,
+      inventory: index,
+    });
     report = classifyDrift(plan, ignore);
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));
@@ -107,7 +153,10 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     });
     const refused: string[] = [];
     const next = generateIgnore(report, existing, refused);
-    for (const a of refused) err(`Not written to ${file}: ${quoted(a)} cannot be written as an ignore rule that means only that resource (its name holds whitespace, #, * or ?, a control character, or reads as a field); accept its drift by hand, or rename it.\n`);
+    for (const a of refused)
+      err(
+        `Not written to ${file}: ${quoted(a)} cannot be written as an ignore rule that means only that resource (its name holds whitespace, #, * or ?, a control character, or reads as a field); accept its drift by hand, or rename it.\n`,
+      );
     const written = report.items.length - refused.length;
     if (next === existing) err(`No ${refused.length ? 'other ' : ''}drift to ignore; ${file} left as it was.\n`);
     else {

@@ -75,7 +75,9 @@ export function describeFsError(e: unknown, cwd: string = process.cwd()): string
     case 'ENOENT': {
       if (!writing) return `${name}: no such file or folder`;
       const missing = missingFolder(abs);
-      return missing ? `cannot ${verb} ${name}: the folder ${shown(missing, cwd)} does not exist` : `cannot ${verb} ${name}: no such file or folder`;
+      return missing
+        ? `cannot ${verb} ${name}: the folder ${shown(missing, cwd)} does not exist`
+        : `cannot ${verb} ${name}: no such file or folder`;
     }
     case 'ENOTDIR': {
       const file = blockingFile(abs);

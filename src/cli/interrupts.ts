@@ -91,9 +91,13 @@ export function triggerInterrupt(c: InterruptCause): void {
       // The apply is over and reported (or being reported): nothing to say, nothing to stop but reads.
     } else if (applying) {
       const n = Math.max(0, applying.inFlight());
-      err(`\n${describe(c)}: finishing ${n} operation(s) in flight, starting no new one.${signal ? ' Interrupt again to exit at once.' : ''}\n`);
+      err(
+        `\n${describe(c)}: finishing ${n} operation(s) in flight, starting no new one.${signal ? ' Interrupt again to exit at once.' : ''}\n`,
+      );
     } else {
-      err(`\n${describe(c)}: stopping; nothing was changed in the service.${signal ? ' Interrupt again to exit at once.' : ''}\n`);
+      err(
+        `\n${describe(c)}: stopping; nothing was changed in the service.${signal ? ' Interrupt again to exit at once.' : ''}\n`,
+      );
     }
     controller.abort();
     // Reads are cut only while nothing is written: an apply's requests in flight finish.
@@ -107,7 +111,9 @@ export function triggerInterrupt(c: InterruptCause): void {
   }
   if (signalsSeen < 2) return;
   if (applying || applied) {
-    err('\nSecond interrupt: exiting now. Keys already received are journaled first; the next run recovers the rest.\n');
+    err(
+      '\nSecond interrupt: exiting now. Keys already received are journaled first; the next run recovers the rest.\n',
+    );
     const hooks = applying;
     void (hooks?.drain() ?? Promise.resolve()).finally(() => {
       try {

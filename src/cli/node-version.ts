@@ -13,9 +13,11 @@ export function nodeVersionProblem(version: string): string | undefined {
     const need = MIN_NODE[i]!;
     if (have > need) return undefined;
     if (have < need) {
-      return `kms-sync needs Node.js >= ${MIN_NODE.join('.')} (found ${version}).\n` +
+      return (
+        `kms-sync needs Node.js >= ${MIN_NODE.join('.')} (found ${version}).\n` +
         'Install Node.js 22 (LTS) or newer: with nvm `nvm install 22 && nvm use 22`, with fnm `fnm use --install-if-missing 22`, ' +
-        'or from https://nodejs.org/en/download. Then run kms-sync again.\n';
+        'or from https://nodejs.org/en/download. Then run kms-sync again.\n'
+      );
     }
   }
   return undefined;

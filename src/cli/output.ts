@@ -56,9 +56,15 @@ export const err = (text: string) => {
  * the first of these lines is written synchronously to find out before the summary is lost.
  */
 export function outLast(text: string): void {
-  if (dead.stdout) return err(text);
+  if (dead.stdout) {
+    err(text);
+    return;
+  }
   const fd = (process.stdout as { fd?: unknown }).fd;
-  if (typeof fd !== 'number' || process.stdout.writableLength > 0) return out(text);
+  if (typeof fd !== 'number' || process.stdout.writableLength > 0) {
+    out(text);
+    return;
+  }
   const data = Buffer.from(redact(text));
   let at = 0;
   try {
@@ -79,6 +85,8 @@ export function outLast(text: string): void {
 export function workflowCommand(command: string, message: string, properties: Record<string, string> = {}): void {
   const data = (s: string) => s.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
   const prop = (s: string) => data(s).replace(/::/g, '%3A%3A').replace(/,/g, '%2C');
-  const props = Object.entries(properties).map(([k, v]) => `${k}=${prop(redactCredentials(v))}`).join(',');
+  const props = Object.entries(properties)
+    .map(([k, v]) => `${k}=${prop(redactCredentials(v))}`)
+    .join(',');
   process.stderr.write(`::${command}${props ? ` ${props}` : ''}::${data(redactCredentials(message))}\n`);
 }

@@ -19,8 +19,15 @@ export function recordProfileOnExit(file: string | undefined): void {
       if (m && end !== undefined) phases[`${m[1]}Ms`] = (phases[`${m[1]}Ms`] ?? 0) + end - start;
     }
     const cpu = process.cpuUsage();
-    writeFileSync(file, JSON.stringify({
-      exitCode: code, totalMs: performance.now(), phases, cpuMs: (cpu.user + cpu.system) / 1000, maxRssKB: process.resourceUsage().maxRSS,
-    }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        exitCode: code,
+        totalMs: performance.now(),
+        phases,
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        maxRssKB: process.resourceUsage().maxRSS,
+      }),
+    );
   });
 }

@@ -21,7 +21,12 @@ export function clearReadProgress(): void {
 }
 
 /** Draws page progress while `read` runs, then clears the line. */
-export async function withReadProgress<T>(api: KmsClient, read: () => Promise<T>, env: NodeJS.ProcessEnv = process.env, signal?: AbortSignal): Promise<T> {
+export async function withReadProgress<T>(
+  api: KmsClient,
+  read: () => Promise<T>,
+  env: NodeJS.ProcessEnv = process.env,
+  signal?: AbortSignal,
+): Promise<T> {
   if (!interactiveStderr(env)) return read();
   const lists = new Map<string, number>();
   let done = 0;

@@ -6,7 +6,16 @@ import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { classifyDrift, type DriftReport } from '../plan/drift.js';
 import type { Plan } from '../plan/types.js';
-import { colorEnabled, commentMarker, renderDriftJson, renderDriftMarkdown, renderDriftText, renderPlanJson, renderPlanMarkdown, renderPlanText } from '../report/index.js';
+import {
+  colorEnabled,
+  commentMarker,
+  renderDriftJson,
+  renderDriftMarkdown,
+  renderDriftText,
+  renderPlanJson,
+  renderPlanMarkdown,
+  renderPlanText,
+} from '../report/index.js';
 import { UsageError } from './errors.js';
 import { renderPlanCompact } from './apply-output.js';
 import { err, out } from './output.js';
@@ -20,12 +29,18 @@ export interface ReportFlags {
 }
 
 export function addReportOptions(cmd: Command, defaultFormat?: ReportFormat): Command {
-  const format = new Option('--format <format>', 'text (terminal), json (schemas/kms-sync-*.schema.json) or markdown (pull-request comments, step summaries)')
-    .choices(['text', 'json', 'markdown']);
+  const format = new Option(
+    '--format <format>',
+    'text (terminal), json (schemas/kms-sync-*.schema.json) or markdown (pull-request comments, step summaries)',
+  ).choices(['text', 'json', 'markdown']);
   return cmd
     .addOption(defaultFormat ? format.default(defaultFormat) : format)
-    .addOption(new Option('--comment <where>', 'post the report as a pull-request comment (GITHUB_TOKEN) or merge-request note (GITLAB_TOKEN / CI_JOB_TOKEN), updated in place on the next run')
-      .choices(['github', 'gitlab']));
+    .addOption(
+      new Option(
+        '--comment <where>',
+        'post the report as a pull-request comment (GITHUB_TOKEN) or merge-request note (GITLAB_TOKEN / CI_JOB_TOKEN), updated in place on the next run',
+      ).choices(['github', 'gitlab']),
+    );
 }
 
 /**
@@ -33,8 +48,13 @@ export function addReportOptions(cmd: Command, defaultFormat?: ReportFormat): Co
  * files found in them, so a pull request adding a file keeps its comment) and the environment set.
  */
 export function reportId(kind: 'plan' | 'drift', files: readonly string[], envs: readonly string[]): string {
-  const norm = [...new Set(files.map((f) => path.relative(process.cwd(), path.resolve(f)).split(path.sep).join('/') || '.'))].sort();
-  return createHash('sha256').update(JSON.stringify({ kind, files: norm, envs: [...new Set(envs)].sort() })).digest('hex').slice(0, 16);
+  const norm = [
+    ...new Set(files.map((f) => path.relative(process.cwd(), path.resolve(f)).split(path.sep).join('/') || '.')),
+  ].sort();
+  return createHash('sha256')
+    .update(JSON.stringify({ kind, files: norm, envs: [...new Set(envs)].sort() }))
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /**
@@ -42,7 +62,10 @@ export function reportId(kind: 'plan' | 'drift', files: readonly string[], envs:
  * (the project key, a password inside the service URL). Written to stderr, so stdout stays clean
  * for --format json; the runner reads workflow commands from both. Outside Actions: nothing.
  */
-export function maskForActions(env: NodeJS.ProcessEnv = process.env, write: (s: string) => void = (s) => process.stderr.write(s)) {
+export function maskForActions(
+  env: NodeJS.ProcessEnv = process.env,
+  write: (s: string) => void = (s) => process.stderr.write(s),
+) {
   if (env.GITHUB_ACTIONS !== 'true') return;
   const values = new Set<string>();
   if (env.KMS_API_KEY) values.add(env.KMS_API_KEY);
@@ -62,14 +85,21 @@ export async function appendStepSummary(markdown: string, env: NodeJS.ProcessEnv
   await appendFile(env.GITHUB_STEP_SUMMARY, `${markdown}\n`);
 }
 
-export async function publishComment(where: CommentTarget, marker: string, body: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function publishComment(
+  where: CommentTarget,
+  marker: string,
+  body: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
   // The publishers (and their HTTP stack) are loaded only when a comment is asked for.
   const { PublishError } = await import('../report/publish/http.js');
   try {
     if (where === 'github') {
       const { upsertGitHubComment, githubTargetFromEnv } = await import('../report/publish/github.js');
       const r = await upsertGitHubComment(githubTargetFromEnv(env), marker, body);
-      err(`${r.action === 'created' ? 'Posted' : 'Updated'} the pull-request comment${r.url ? ` ${r.url}` : ` ${r.id}`}\n`);
+      err(
+        `${r.action === 'created' ? 'Posted' : 'Updated'} the pull-request comment${r.url ? ` ${r.url}` : ` ${r.id}`}\n`,
+      );
     } else {
       const { upsertGitLabNote, gitlabTargetFromEnv } = await import('../report/publish/gitlab.js');
       const r = await upsertGitLabNote(gitlabTargetFromEnv(env), marker, body);
@@ -87,12 +117,16 @@ export { loadIgnoreRules };
 
 /** The output format of --format and --json together; both naming different formats is a usage error. */
 export function reportFormat(o: ReportFlags & { json?: boolean }): ReportFormat {
-  if (o.json && o.format && o.format !== 'json') throw new UsageError(`--json and --format ${o.format} ask for two different outputs: use one of them`);
+  if (o.json && o.format && o.format !== 'json')
+    throw new UsageError(`--json and --format ${o.format} ask for two different outputs: use one of them`);
   return o.format ?? (o.json ? 'json' : 'text');
 }
 
 /** `plan`: print in the chosen format, then comment / step summary when asked. */
-export async function emitPlanReport(plan: Plan, o: ReportFlags & { json?: boolean; compact?: boolean; file: readonly string[]; baseDir?: string }) {
+export async function emitPlanReport(
+  plan: Plan,
+  o: ReportFlags & { json?: boolean; compact?: boolean; file: readonly string[]; baseDir?: string },
+) {
   maskForActions();
   const format = reportFormat(o);
   let markdown: string | undefined;

@@ -19,7 +19,12 @@ async function main(argv: string[]) {
   // Before anything can be interrupted or write: Ctrl-C while planning, and a closed output, are handled.
   installInterrupts();
   // The engine's notes, progress line and stop, on this terminal (engine/front-end.ts).
-  installFrontEnd({ notice: err, withProgress: (api, read, signal) => withReadProgress(api, read, process.env, signal), clearProgress: clearReadProgress, onStop: onInterruptStop });
+  installFrontEnd({
+    notice: err,
+    withProgress: (api, read, signal) => withReadProgress(api, read, process.env, signal),
+    clearProgress: clearReadProgress,
+    onStop: onInterruptStop,
+  });
   recordProfileOnExit(process.env.KMS_SYNC_PROFILE);
   try {
     const program = await buildProgram(argv.slice(2));

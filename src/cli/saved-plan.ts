@@ -36,7 +36,9 @@ const toCamel = (k: string) => k.replace(/_([a-z0-9])/g, (_, c: string) => c.toU
 function renameKeys(v: unknown, rename: (k: string) => string): unknown {
   if (Array.isArray(v)) return v.map((x) => renameKeys(x, rename));
   if (v === null || typeof v !== 'object') return v;
-  return Object.fromEntries(Object.entries(v).map(([k, x]) => [rename(k), DATA.has(k) || DATA.has(rename(k)) ? x : renameKeys(x, rename)]));
+  return Object.fromEntries(
+    Object.entries(v).map(([k, x]) => [rename(k), DATA.has(k) || DATA.has(rename(k)) ? x : renameKeys(x, rename)]),
+  );
 }
 
 /** The file's JSON (format 2). */
@@ -48,7 +50,10 @@ export function savedPlanToFile(saved: SavedPlan): Record<string, unknown> {
 /** A parsed saved plan file of format 2 or 1; `file` names it in errors. */
 export function savedPlanFromFile(parsed: unknown, file: string): SavedPlan {
   const o = parsed as Record<string, unknown> | null;
-  const refuse = () => new UsageError(`${file}: not a kms-sync saved plan (expected kind ${SAVED_PLAN_KIND}, format ${SAVED_PLAN_FORMAT} or 1); create one with kms-sync plan --out FILE`);
+  const refuse = () =>
+    new UsageError(
+      `${file}: not a kms-sync saved plan (expected kind ${SAVED_PLAN_KIND}, format ${SAVED_PLAN_FORMAT} or 1); create one with kms-sync plan --out FILE`,
+    );
   if (o?.kind !== SAVED_PLAN_KIND) throw refuse();
   if (o.format_version === SAVED_PLAN_FORMAT) {
     const { kind: _kind, format_version: _v, ...rest } = o;
@@ -59,7 +64,9 @@ export function savedPlanFromFile(parsed: unknown, file: string): SavedPlan {
   // Format 1: the file is the camelCase object itself.
   if (o.format_version !== undefined || (o.plan as { formatVersion?: unknown } | undefined)?.formatVersion !== 1) {
     if (typeof o.format_version === 'number' && o.format_version > SAVED_PLAN_FORMAT) {
-      throw new UsageError(`${file} was saved by a newer kms-sync (saved-plan format ${o.format_version}); this one reads formats 1 and ${SAVED_PLAN_FORMAT}. Plan again with this version`);
+      throw new UsageError(
+        `${file} was saved by a newer kms-sync (saved-plan format ${o.format_version}); this one reads formats 1 and ${SAVED_PLAN_FORMAT}. Plan again with this version`,
+      );
     }
     throw refuse();
   }

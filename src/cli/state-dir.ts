@@ -11,7 +11,11 @@ import { unsafeParentReason } from './compile-cache.js';
 const mode = (st: Stats) => `0${(st.mode & 0o7777).toString(8)}`;
 
 /** Why `dir` must not be the agent's state folder, or undefined. A folder that does not exist yet is judged by its parents (the agent makes it 0700). */
-export function unsafeStateDirReason(dir: string, uid = process.getuid?.(), gid = process.getgid?.()): string | undefined {
+export function unsafeStateDirReason(
+  dir: string,
+  uid = process.getuid?.(),
+  gid = process.getgid?.(),
+): string | undefined {
   if (uid === undefined) return undefined; // no uids (Windows)
   let real: string;
   try {

@@ -13,12 +13,19 @@ export function readToken(flag: string, spec: string, env: NodeJS.ProcessEnv): s
     try {
       token = readFileSync(spec.slice(5), 'utf8').trim();
     } catch (e) {
-      throw new UsageError(`${flag} ${spec}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new UsageError(
+        `${flag} ${spec}: cannot read the file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      );
     }
-  } else throw new UsageError(`${flag}: give env:NAME or file:PATH; a token on the command line would be visible to every user of the machine (ps)`);
+  } else
+    throw new UsageError(
+      `${flag}: give env:NAME or file:PATH; a token on the command line would be visible to every user of the machine (ps)`,
+    );
   if (!token) throw new UsageError(`${flag} ${spec}: empty or not set`);
-  if (token.length < 16) throw new UsageError(`${flag} ${spec}: the token is too short (${token.length} characters; at least 16, e.g. openssl rand -hex 32)`);
+  if (token.length < 16)
+    throw new UsageError(
+      `${flag} ${spec}: the token is too short (${token.length} characters; at least 16, e.g. openssl rand -hex 32)`,
+    );
   registerSecret(token, flag);
   return token;
 }
-

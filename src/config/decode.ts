@@ -10,7 +10,9 @@ export type Decoded = { text: string } | { diagnostic: Diagnostic };
 export function decodeConfig(file: string, bytes: Uint8Array): Decoded {
   const wide = wideEncoding(bytes);
   if (wide) {
-    return { diagnostic: { file, line: 1, column: 1, path: '', message: `the file is encoded as ${wide}; save it as UTF-8` } };
+    return {
+      diagnostic: { file, line: 1, column: 1, path: '', message: `the file is encoded as ${wide}; save it as UTF-8` },
+    };
   }
   try {
     return { text: strict.decode(bytes) };
@@ -19,17 +21,27 @@ export function decodeConfig(file: string, bytes: Uint8Array): Decoded {
     const before = new TextDecoder('utf-8').decode(bytes.subarray(0, bad));
     const line = before.split('\n').length;
     const column = before.length - (before.lastIndexOf('\n') + 1) + 1;
-    const shown = Array.from(bytes.subarray(bad, bad + 4)).map((b) => b.toString(16).toUpperCase().padStart(2, '0')).join(' ');
+    const shown = Array.from(bytes.subarray(bad, bad + 4))
+      .map((b) => b.toString(16).toUpperCase().padStart(2, '0'))
+      .join(' ');
     return {
-      diagnostic: { file, line, column, path: '', message: `the file is not valid UTF-8 (bytes ${shown} at byte ${bad}); save it as UTF-8` },
+      diagnostic: {
+        file,
+        line,
+        column,
+        path: '',
+        message: `the file is not valid UTF-8 (bytes ${shown} at byte ${bad}); save it as UTF-8`,
+      },
     };
   }
 }
 
 /** UTF-16/32 by byte-order mark, or by the NUL bytes that ASCII text has in those encodings. */
 function wideEncoding(b: Uint8Array): string | undefined {
-  if (b[0] === 0x00 && b[1] === 0x00 && b[2] === 0xfe && b[3] === 0xff) return 'UTF-32 (big-endian, with a byte-order mark)';
-  if (b[0] === 0xff && b[1] === 0xfe && b[2] === 0x00 && b[3] === 0x00) return 'UTF-32 (little-endian, with a byte-order mark)';
+  if (b[0] === 0x00 && b[1] === 0x00 && b[2] === 0xfe && b[3] === 0xff)
+    return 'UTF-32 (big-endian, with a byte-order mark)';
+  if (b[0] === 0xff && b[1] === 0xfe && b[2] === 0x00 && b[3] === 0x00)
+    return 'UTF-32 (little-endian, with a byte-order mark)';
   if (b[0] === 0xfe && b[1] === 0xff) return 'UTF-16 (big-endian, with a byte-order mark)';
   if (b[0] === 0xff && b[1] === 0xfe) return 'UTF-16 (little-endian, with a byte-order mark)';
   if (b.length >= 4) {

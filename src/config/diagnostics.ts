@@ -64,7 +64,8 @@ export const MAX_LISTED = 50;
 
 export function formatDiagnostics(diagnostics: readonly Diagnostic[], limit = MAX_LISTED): string {
   const lines = diagnostics.slice(0, limit).map(formatDiagnostic);
-  if (diagnostics.length > limit) lines.push(`…and ${diagnostics.length - limit} more (${diagnostics.length} problems in all; fix these first)`);
+  if (diagnostics.length > limit)
+    lines.push(`…and ${diagnostics.length - limit} more (${diagnostics.length} problems in all; fix these first)`);
   return lines.join('\n');
 }
 

@@ -115,7 +115,8 @@ function splitProjectEnv(projectEnv: string, slugs: readonly string[]): { projec
 
 export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}): string {
   const slugs = state.projects.map((p) => p.slug);
-  const byEnv = <T extends { projectEnv: string }>(items: readonly T[]): Map<string, T[]> => groupBy(items, (it) => it.projectEnv);
+  const byEnv = <T extends { projectEnv: string }>(items: readonly T[]): Map<string, T[]> =>
+    groupBy(items, (it) => it.projectEnv);
   const templates = byEnv(state.templates);
   const clients = byEnv(state.clients);
   const endpoints = byEnv(state.endpoints);
@@ -179,7 +180,8 @@ export function desiredStateToYaml(state: DesiredState, opts: ExportOptions = {}
   // IP lists read best on one line.
   visit(doc, {
     Pair(_, pair) {
-      if (isSeq(pair.value) && String((pair.key as { value?: unknown }).value) === 'ipWhitelist') pair.value.flow = true;
+      if (isSeq(pair.value) && String((pair.key as { value?: unknown }).value) === 'ipWhitelist')
+        pair.value.flow = true;
     },
     // Text a terminal would act on (controls, bidi, line breaks: model/printable.ts) is written
     // double-quoted, where it is spelled as escapes: the output is safe to print and reads back the same.

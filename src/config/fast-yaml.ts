@@ -61,10 +61,20 @@ export function plainScalar(s: string): unknown {
     const l = c | 0x20;
     if ((l !== 0x6e && l !== 0x74 && l !== 0x66) || s.length < 4 || s.length > 5) return s;
     switch (s) {
-      case 'null': case 'Null': case 'NULL': return null;
-      case 'true': case 'True': case 'TRUE': return true;
-      case 'false': case 'False': case 'FALSE': return false;
-      default: return s;
+      case 'null':
+      case 'Null':
+      case 'NULL':
+        return null;
+      case 'true':
+      case 'True':
+      case 'TRUE':
+        return true;
+      case 'false':
+      case 'False':
+      case 'FALSE':
+        return false;
+      default:
+        return s;
     }
   }
   // Any other core-schema value starts with a digit, a sign, a dot or `~` (or is empty).
@@ -74,7 +84,8 @@ export function plainScalar(s: string): unknown {
   if (OCT_RE.test(s)) return parseInt(s.slice(2), 8);
   if (INT_RE.test(s)) return parseInt(s, 10);
   if (HEX_RE.test(s)) return parseInt(s.slice(2), 16);
-  if (SPECIAL_FLOAT_RE.test(s)) return s.endsWith('nan') || s.endsWith('NaN') || s.endsWith('NAN') ? NaN : s[0] === '-' ? -Infinity : Infinity;
+  if (SPECIAL_FLOAT_RE.test(s))
+    return s.endsWith('nan') || s.endsWith('NaN') || s.endsWith('NAN') ? NaN : s[0] === '-' ? -Infinity : Infinity;
   if (EXP_RE.test(s) || FLOAT_RE.test(s)) return parseFloat(s);
   return s;
 }
@@ -361,7 +372,13 @@ class Reader {
   }
 
   /** A value that starts at `p` on the current line (and, except for a compact mapping, ends there). */
-  private inline(p: number, col: number, container: Record<string, unknown> | unknown[], key: string | number, inSeq: boolean): unknown {
+  private inline(
+    p: number,
+    col: number,
+    container: Record<string, unknown> | unknown[],
+    key: string | number,
+    inSeq: boolean,
+  ): unknown {
     const t = this.text;
     const e = this.ends[this.li]!;
     const c = t.charCodeAt(p);
@@ -421,7 +438,12 @@ class Reader {
     }
   }
 
-  private site(container: Record<string, unknown> | unknown[], key: string | number, offset: number, plain: boolean): void {
+  private site(
+    container: Record<string, unknown> | unknown[],
+    key: string | number,
+    offset: number,
+    plain: boolean,
+  ): void {
     this.sites.push({ container, key, segments: [...this.path], offset, plain });
   }
 
@@ -544,7 +566,13 @@ class Reader {
     return { value: obj, end: q + 1 };
   }
 
-  private flowNode(p: number, e: number, depth: number, container: Record<string, unknown> | unknown[], key: string | number): { value: unknown; end: number } {
+  private flowNode(
+    p: number,
+    e: number,
+    depth: number,
+    container: Record<string, unknown> | unknown[],
+    key: string | number,
+  ): { value: unknown; end: number } {
     const t = this.text;
     const c = t.charCodeAt(p);
     if (c === 0x5b || c === 0x7b) return this.flow(p, e, depth + 1);
@@ -572,8 +600,23 @@ class Reader {
 }
 
 const ESCAPES: Record<string, string> = {
-  '0': '\0', a: '\x07', b: '\b', t: '\t', n: '\n', v: '\v', f: '\f', r: '\r', e: '\x1b', ' ': ' ', '"': '"', '/': '/',
-  '\\': '\\', N: '\u0085', _: '\u00a0', L: '\u2028', P: '\u2029',
+  '0': '\0',
+  a: '\x07',
+  b: '\b',
+  t: '\t',
+  n: '\n',
+  v: '\v',
+  f: '\f',
+  r: '\r',
+  e: '\x1b',
+  ' ': ' ',
+  '"': '"',
+  '/': '/',
+  '\\': '\\',
+  N: '\u0085',
+  _: '\u00a0',
+  L: '\u2028',
+  P: '\u2029',
 };
 
 function skipSpaces(t: string, p: number, e: number): number {

@@ -26,7 +26,11 @@ interface Open {
 const KEY = /^(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#"'[{&*!|>%@`-][^#]*?|-[^\s#][^#]*?)\s*:(?:\s|$)/;
 
 /** What follows `key:` on a line, without a comment. */
-const valueAfterKey = (content: string, keyLength: number) => content.slice(keyLength).replace(/(^|\s)#.*$/, '').trim();
+const valueAfterKey = (content: string, keyLength: number) =>
+  content
+    .slice(keyLength)
+    .replace(/(^|\s)#.*$/, '')
+    .trim();
 
 export function findMisindentedLine(text: string): Misindented | undefined {
   const lines = text.split(/\r?\n/);
@@ -89,14 +93,21 @@ export function findMisindentedLine(text: string): Misindented | undefined {
     if (!fits()) {
       // The nearest open block's column (a key goes with a mapping's keys, an item with a list's items).
       const want = isItem ? 'seq' : 'map';
-      const near = [...open].sort((x, y) => Math.abs(x.indent - indent) - Math.abs(y.indent - indent) || (x.kind === want ? -1 : 0) - (y.kind === want ? -1 : 0) || y.indent - x.indent)[0];
+      const near = [...open].sort(
+        (x, y) =>
+          Math.abs(x.indent - indent) - Math.abs(y.indent - indent) ||
+          (x.kind === want ? -1 : 0) - (y.kind === want ? -1 : 0) ||
+          y.indent - x.indent,
+      )[0];
       const what = isItem ? 'this list item' : `"${content.split(':')[0]!.trim()}"`;
       const hint = near
         ? `${near.kind === 'seq' ? `the list that starts on line ${near.line} has its items` : `the mapping that starts on line ${near.line} has its keys`} at indent ${near.indent}: indent it ${near.indent} spaces to belong there`
         : 'no open mapping or list is at that column';
       const isListCol = !isItem && open.some((o) => o.indent === indent && o.kind === 'seq');
       return {
-        line, column: indent + 1, field: content.startsWith('-') ? '(list item)' : content.split(':')[0]!.trim(),
+        line,
+        column: indent + 1,
+        field: content.startsWith('-') ? '(list item)' : content.split(':')[0]!.trim(),
         message: isListCol
           ? `YAML indentation: ${what} is at the column of the list items (indent ${indent}); a key of an item goes under the item's first key, indented ${indent + 2} spaces`
           : `YAML indentation: ${what} is indented ${indent} space(s), a column no open mapping or list uses; ${hint}`,
@@ -120,7 +131,8 @@ export function findMisindentedLine(text: string): Misindented | undefined {
         break;
       }
       // "- key: value": a mapping opens at the item's content column.
-      if (KEY.test(rest) || rest.startsWith('- ')) stack.push({ indent: restIndent, kind: rest.startsWith('-') ? 'seq' : 'map', line, label: 'a list item' });
+      if (KEY.test(rest) || rest.startsWith('- '))
+        stack.push({ indent: restIndent, kind: rest.startsWith('-') ? 'seq' : 'map', line, label: 'a list item' });
     }
     const key = KEY.exec(rest);
     if (key) {

@@ -18,6 +18,21 @@ export {
 } from './diagnostics.js';
 export { interpolateString, escapeInterpolation, type EnvMap } from './interpolate.js';
 export { createAjv, loadSchema, schemaFilePath, validateAgainstSchema, EDITOR_KEYWORDS } from './schema.js';
-export { SCHEMA_ID, SCHEMA_COPY_NAME, modeline, schemaRefFor, schemaReferenceFor, writeSchemaCopy, type SchemaReference } from './modeline.js';
-export { initConfig, starterFor, renderStarterConfig, FileExistsError, type InitOptions, type InitResult } from './init.js';
+export {
+  SCHEMA_ID,
+  SCHEMA_COPY_NAME,
+  modeline,
+  schemaRefFor,
+  schemaReferenceFor,
+  writeSchemaCopy,
+  type SchemaReference,
+} from './modeline.js';
+export {
+  initConfig,
+  starterFor,
+  renderStarterConfig,
+  FileExistsError,
+  type InitOptions,
+  type InitResult,
+} from './init.js';
 export { desiredStateToYaml, type ExportOptions } from './export.js';

@@ -30,7 +30,12 @@ export interface InitResult {
  * Lines that keep core dumps out of git: a killed kms-sync's memory can hold raw keys, and a core
  * file lands in the folder it ran in (core, or core.<pid>). `!core/` keeps folders named core.
  */
-export const GITIGNORE_CORE_LINES = ['# Core dumps: a killed kms-sync\'s memory can hold raw keys (written by kms-sync init)', 'core', 'core.[0-9]*', '!core/'];
+export const GITIGNORE_CORE_LINES = [
+  "# Core dumps: a killed kms-sync's memory can hold raw keys (written by kms-sync init)",
+  'core',
+  'core.[0-9]*',
+  '!core/',
+];
 
 /** Adds GITIGNORE_CORE_LINES to `dir`/.gitignore (made 0644 if missing) unless it names `core` already. */
 export async function ignoreCoreDumps(dir: string): Promise<InitResult['gitignore']> {
@@ -46,7 +51,8 @@ export async function ignoreCoreDumps(dir: string): Promise<InitResult['gitignor
     await writeFile(file, block, { encoding: 'utf8', flag: 'wx', mode: 0o644 });
     return { file, outcome: 'written' };
   }
-  if (text.split(/\r?\n/).some((l) => l.trim() === 'core' || l.trim() === '/core')) return { file, outcome: 'unchanged' };
+  if (text.split(/\r?\n/).some((l) => l.trim() === 'core' || l.trim() === '/core'))
+    return { file, outcome: 'unchanged' };
   await appendFile(file, `${text === '' || text.endsWith('\n') ? '' : '\n'}${block}`, 'utf8');
   return { file, outcome: 'updated' };
 }
@@ -72,7 +78,12 @@ export function renderStarterConfig(opts: { schema: string; project?: string; na
         'starting and ending with a letter or digit',
     );
   }
-  const name = opts.name ?? slug.split('-').map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join(' ');
+  const name =
+    opts.name ??
+    slug
+      .split('-')
+      .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
+      .join(' ');
   const urlVar = `${slug.toUpperCase().replaceAll('-', '_')}_URL`;
   return `${modeline(opts.schema)}
 #
@@ -145,7 +156,13 @@ export function starterFor(targetFile: string, opts: InitOptions = {}) {
 export async function initConfig(targetFile: string, opts: InitOptions = {}): Promise<InitResult> {
   const target = path.resolve(path.resolve(opts.cwd ?? process.cwd()), targetFile);
   // Refused before anything is written: no schema copy without the file that needs it.
-  if (await access(target).then(() => true, () => false)) throw new FileExistsError(targetFile);
+  if (
+    await access(target).then(
+      () => true,
+      () => false,
+    )
+  )
+    throw new FileExistsError(targetFile);
   // Configuration is meant to be committed: readable, never writable by others whatever the umask.
   await mkdir(path.dirname(target), { recursive: true, mode: 0o755 });
   const owner = opts.owner ?? (await deriveOwner(path.dirname(target)));
@@ -158,5 +175,10 @@ export async function initConfig(targetFile: string, opts: InitOptions = {}): Pr
     throw err;
   }
   const gitignore = await ignoreCoreDumps(path.dirname(file));
-  return { file, schema: reference.ref, gitignore, ...(reference.copyTo && outcome !== 'none' ? { schemaCopy: { file: reference.copyTo, outcome } } : {}) };
+  return {
+    file,
+    schema: reference.ref,
+    gitignore,
+    ...(reference.copyTo && outcome !== 'none' ? { schemaCopy: { file: reference.copyTo, outcome } } : {}),
+  };
 }

@@ -39,7 +39,8 @@ export interface InterpolationResult {
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*/;
 const MAX_NESTING = 8;
-const HINT = 'use ${env:NAME} or ${env:NAME:-default} (NAME: letters, digits, underscores; the default may itself hold references), or $${ for a literal ${';
+const HINT =
+  'use ${env:NAME} or ${env:NAME:-default} (NAME: letters, digits, underscores; the default may itself hold references), or $${ for a literal ${';
 
 /** Index of the `}` closing the reference whose body starts at `from` (nested `${…}` skipped), or -1. */
 function closingBrace(text: string, from: number): number {
@@ -65,10 +66,14 @@ function closingBrace(text: string, from: number): number {
 function refusal(name: string, env: EnvMap): string | undefined {
   const why = isCredentialEnvName(name)
     ? 'its name marks a credential'
-    : env[name] && holdsCredential(env[name]!, env as NodeJS.ProcessEnv) ? 'its value holds a credential' : undefined;
+    : env[name] && holdsCredential(env[name]!, env as NodeJS.ProcessEnv)
+      ? 'its value holds a credential'
+      : undefined;
   if (!why) return undefined;
-  return `environment variable ${name} holds a credential (${why}): a configuration may not read credentials, ` +
-    'because what it interpolates is shown in plans, reports and pull-request comments (see docs/security.md#credentials-and-hostile-text)';
+  return (
+    `environment variable ${name} holds a credential (${why}): a configuration may not read credentials, ` +
+    'because what it interpolates is shown in plans, reports and pull-request comments (see docs/security.md#credentials-and-hostile-text)'
+  );
 }
 
 /**
@@ -97,12 +102,15 @@ export function interpolateString(text: string, source: EnvSource, nesting = 0):
     const name = body?.startsWith('env:') ? NAME.exec(body.slice(4))?.[0] : undefined;
     const rest = name === undefined || body === undefined ? undefined : body.slice(4 + name.length);
     if (close < 0 || name === undefined || (rest !== '' && !rest?.startsWith(':-'))) {
-      errors.push(`malformed reference ${JSON.stringify(whole.length > 60 ? `${whole.slice(0, 57)}...` : whole)}: ${HINT}`);
+      errors.push(
+        `malformed reference ${JSON.stringify(whole.length > 60 ? `${whole.slice(0, 57)}...` : whole)}: ${HINT}`,
+      );
       out += text.slice(pos, close < 0 ? text.length : close + 1);
       pos = close < 0 ? text.length : close + 1;
       continue;
     }
-    const unlisted = policed && !policed.allowed(name) && !(rest !== '' && (env[name] === undefined || env[name] === ''));
+    const unlisted =
+      policed && !policed.allowed(name) && !(rest !== '' && (env[name] === undefined || env[name] === ''));
     const refused = unlisted
       ? `environment variable ${name} is not allowed by the operator policy: a configuration reads only the variables the operator allows (allow it with ${policed!.how(name)}; see docs/security.md#the-operator-policy)`
       : refusal(name, env);

@@ -30,14 +30,24 @@ export function parseJson(text: string): JsonParse {
   const p = new JsonReader(text);
   try {
     p.ws();
-    if (p.pos >= text.length) throw new JsonSyntaxError(p.pos, 'JSON: the file has no value (an empty JSON configuration is not valid; write {"apiVersion": "kms-sync/v1"})');
+    if (p.pos >= text.length)
+      throw new JsonSyntaxError(
+        p.pos,
+        'JSON: the file has no value (an empty JSON configuration is not valid; write {"apiVersion": "kms-sync/v1"})',
+      );
     const value = p.value(0);
     p.ws();
-    if (p.pos < text.length) throw new JsonSyntaxError(p.pos, `JSON: unexpected ${describeChar(text, p.pos)} after the end of the document`);
+    if (p.pos < text.length)
+      throw new JsonSyntaxError(p.pos, `JSON: unexpected ${describeChar(text, p.pos)} after the end of the document`);
     return { value, index: p.index, sites: p.sites };
   } catch (err) {
     if (!(err instanceof JsonSyntaxError)) throw err;
-    return { value: undefined, index: p.index, sites: p.sites, error: { offset: err.offset, segments: [...p.path], message: err.message } };
+    return {
+      value: undefined,
+      index: p.index,
+      sites: p.sites,
+      error: { offset: err.offset, segments: [...p.path], message: err.message },
+    };
   }
 }
 
@@ -119,7 +129,9 @@ function keySeparators(text: string): number {
 function describeChar(text: string, pos: number): string {
   if (pos >= text.length) return 'end of file';
   const ch = text.codePointAt(pos)!;
-  return ch < 0x20 || (ch >= 0x7f && ch <= 0x9f) ? `control character U+${ch.toString(16).toUpperCase().padStart(4, '0')}` : `character ${JSON.stringify(String.fromCodePoint(ch))}`;
+  return ch < 0x20 || (ch >= 0x7f && ch <= 0x9f)
+    ? `control character U+${ch.toString(16).toUpperCase().padStart(4, '0')}`
+    : `character ${JSON.stringify(String.fromCodePoint(ch))}`;
 }
 
 const ESC: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
@@ -162,7 +174,11 @@ class JsonReader {
       this.pos += m[0].length;
       return Number(m[0]);
     }
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
+    for (const [word, v] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
       if (t.startsWith(word, this.pos)) {
         this.pos += word.length;
         return v;
@@ -183,25 +199,38 @@ class JsonReader {
       return obj;
     }
     for (;;) {
-      if (t.charCodeAt(this.pos) !== 0x22) throw new JsonSyntaxError(this.pos, `JSON: expected a key in double quotes, found ${describeChar(t, this.pos)}`);
+      if (t.charCodeAt(this.pos) !== 0x22)
+        throw new JsonSyntaxError(
+          this.pos,
+          `JSON: expected a key in double quotes, found ${describeChar(t, this.pos)}`,
+        );
       const keyOffset = this.pos;
       const key = this.rawString();
       if (Object.hasOwn(obj, key)) {
         this.path.push(key);
         const first = offsets[offsets.indexOf(key) + 1] as number;
         const at = this.index.position(first);
-        throw new JsonSyntaxError(keyOffset, `duplicate key ${JSON.stringify(key)} in this object (first at line ${at.line}, column ${at.column})`);
+        throw new JsonSyntaxError(
+          keyOffset,
+          `duplicate key ${JSON.stringify(key)} in this object (first at line ${at.line}, column ${at.column})`,
+        );
       }
       this.ws();
-      if (t.charCodeAt(this.pos) !== 0x3a) throw new JsonSyntaxError(this.pos, `JSON: expected ':' after the key ${JSON.stringify(key)}, found ${describeChar(t, this.pos)}`);
+      if (t.charCodeAt(this.pos) !== 0x3a)
+        throw new JsonSyntaxError(
+          this.pos,
+          `JSON: expected ':' after the key ${JSON.stringify(key)}, found ${describeChar(t, this.pos)}`,
+        );
       this.pos++;
       this.ws();
       const valueOffset = this.pos;
       this.path.push(key);
       const v = this.value(depth + 1);
       this.path.pop();
-      if (typeof v === 'string' && v.includes('${')) this.sites.push({ container: obj, key, segments: [...this.path, key], offset: valueOffset, plain: false });
-      if (key === '__proto__') Object.defineProperty(obj, key, { value: v, enumerable: true, writable: true, configurable: true });
+      if (typeof v === 'string' && v.includes('${'))
+        this.sites.push({ container: obj, key, segments: [...this.path, key], offset: valueOffset, plain: false });
+      if (key === '__proto__')
+        Object.defineProperty(obj, key, { value: v, enumerable: true, writable: true, configurable: true });
       else obj[key] = v;
       offsets.push(key, keyOffset, valueOffset);
       this.ws();
@@ -215,7 +244,10 @@ class JsonReader {
         this.pos++;
         return obj;
       }
-      throw new JsonSyntaxError(this.pos, `JSON: expected ',' or '}' after the value of ${JSON.stringify(key)}, found ${describeChar(t, this.pos)}`);
+      throw new JsonSyntaxError(
+        this.pos,
+        `JSON: expected ',' or '}' after the value of ${JSON.stringify(key)}, found ${describeChar(t, this.pos)}`,
+      );
     }
   }
 
@@ -236,7 +268,8 @@ class JsonReader {
       this.path.push(i);
       const v = this.value(depth + 1);
       this.path.pop();
-      if (typeof v === 'string' && v.includes('${')) this.sites.push({ container: items, key: i, segments: [...this.path, i], offset, plain: false });
+      if (typeof v === 'string' && v.includes('${'))
+        this.sites.push({ container: items, key: i, segments: [...this.path, i], offset, plain: false });
       items.push(v);
       offsets.push(offset);
       this.ws();
@@ -250,7 +283,10 @@ class JsonReader {
         this.pos++;
         return items;
       }
-      throw new JsonSyntaxError(this.pos, `JSON: expected ',' or ']' after item ${i}, found ${describeChar(t, this.pos)}`);
+      throw new JsonSyntaxError(
+        this.pos,
+        `JSON: expected ',' or ']' after item ${i}, found ${describeChar(t, this.pos)}`,
+      );
     }
   }
 
@@ -267,13 +303,15 @@ class JsonReader {
       const c = t.charCodeAt(p);
       if (Number.isNaN(c)) throw new JsonSyntaxError(this.pos, 'JSON: string not closed before the end of the file');
       if (c === 0x22) break;
-      if (c < 0x20) throw new JsonSyntaxError(p, `JSON: ${describeChar(t, p)} inside a string (write it as an escape such as \\n)`);
+      if (c < 0x20)
+        throw new JsonSyntaxError(p, `JSON: ${describeChar(t, p)} inside a string (write it as an escape such as \\n)`);
       if (c === 0x5c) {
         out += t.slice(from, p);
         const e = t[p + 1];
         if (e === 'u') {
           const hex = t.slice(p + 2, p + 6);
-          if (!/^[0-9a-fA-F]{4}$/.test(hex)) throw new JsonSyntaxError(p, 'JSON: malformed \\u escape (expected 4 hex digits)');
+          if (!/^[0-9a-fA-F]{4}$/.test(hex))
+            throw new JsonSyntaxError(p, 'JSON: malformed \\u escape (expected 4 hex digits)');
           out += String.fromCharCode(parseInt(hex, 16));
           p += 6;
         } else if (e !== undefined && ESC[e] !== undefined) {

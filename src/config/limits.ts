@@ -19,14 +19,29 @@ export const LIMIT_ENV = { fileBytes: 'KMS_SYNC_MAX_FILE_SIZE', totalBytes: 'KMS
 
 export class LimitSyntaxError extends Error {}
 
-const UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, kb: 1024, kib: 1024, m: MB, mb: MB, mib: MB, g: 1024 * MB, gb: 1024 * MB, gib: 1024 * MB };
+const UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: MB,
+  mb: MB,
+  mib: MB,
+  g: 1024 * MB,
+  gb: 1024 * MB,
+  gib: 1024 * MB,
+};
 
 /** `5MB`, `512k`, `1048576` → bytes (binary units: 1 MB = 1024 × 1024 bytes). */
 export function parseSize(text: string, what: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
   const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
   const n = m && unit !== undefined ? Math.floor(Number(m[1]) * unit) : NaN;
-  if (!Number.isSafeInteger(n) || n < 1) throw new LimitSyntaxError(`${what} must be a size such as 5MB, 512KB or 1048576 (got ${JSON.stringify(text.slice(0, 40))})`);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new LimitSyntaxError(
+      `${what} must be a size such as 5MB, 512KB or 1048576 (got ${JSON.stringify(text.slice(0, 40))})`,
+    );
   return n;
 }
 
@@ -40,7 +55,8 @@ export function formatSize(bytes: number): string {
 
 /** The limits from flags (when given) over the environment over the defaults. */
 export function configLimits(
-  flags: { maxFileSize?: string | undefined; maxConfigSize?: string | undefined } = {}, env: NodeJS.ProcessEnv = process.env,
+  flags: { maxFileSize?: string | undefined; maxConfigSize?: string | undefined } = {},
+  env: NodeJS.ProcessEnv = process.env,
 ): ConfigLimits {
   const pick = (flag: string | undefined, name: string, fallback: number, shown: string) => {
     if (flag !== undefined) return parseSize(flag, shown);

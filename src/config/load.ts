@@ -133,7 +133,12 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
 
 /** `${env:}` over `vars` under the policy's allowlist. */
 export function policedEnv(vars: EnvMap, policy: OperatorPolicy): PolicedEnv {
-  return new PolicedEnv(vars, (name) => envAllowed(policy, name), (name) => `env.allow: [${name}] in the operator policy file (--policy FILE / KMS_SYNC_POLICY), KMS_SYNC_ENV_ALLOW=${name} or --allow-env ${name}`);
+  return new PolicedEnv(
+    vars,
+    (name) => envAllowed(policy, name),
+    (name) =>
+      `env.allow: [${name}] in the operator policy file (--policy FILE / KMS_SYNC_POLICY), KMS_SYNC_ENV_ALLOW=${name} or --allow-env ${name}`,
+  );
 }
 
 function describeReadError(err: unknown): string {
@@ -233,7 +238,7 @@ class Builder {
   private dropBuilt = false;
 
   constructor(files: readonly string[]) {
-    files.forEach((f, i) => this.fileIndex.set(f, i));
+    for (const [i, f] of files.entries()) this.fileIndex.set(f, i);
   }
 
   private flagKey(file: string, doc: number, p: string): string {
@@ -270,9 +275,13 @@ class Builder {
 
     if (typeof root.owner === 'string') this.addOwner(root.owner, at(['owner']));
     if (isObj(root.settings) && typeof root.settings.allowLocalStoreInCi === 'boolean') {
-      this.addSetting('allowLocalStoreInCi', root.settings.allowLocalStoreInCi, at(['settings', 'allowLocalStoreInCi']));
+      this.addSetting(
+        'allowLocalStoreInCi',
+        root.settings.allowLocalStoreInCi,
+        at(['settings', 'allowLocalStoreInCi']),
+      );
     }
-    list(root.stores).forEach((s, i) => this.addStore(s, ['stores', i], at));
+    for (const [i, s] of list(root.stores).entries()) this.addStore(s, ['stores', i], at);
     const projects = list(root.projects);
     for (let i = 0; i < projects.length; i++) yield* this.addProject(projects[i], ['projects', i], at, error);
   }
@@ -281,7 +290,10 @@ class Builder {
   private addOwner(value: string, loc: SourceLocation): void {
     if (!this.owner) this.owner = { value, at: loc };
     else if (this.owner.value !== value) {
-      this.report({ ...fields(loc), message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner` });
+      this.report({
+        ...fields(loc),
+        message: `owner "${value}" differs from owner "${this.owner.value}" declared at ${this.owner.at.file}:${this.owner.at.line}; a configuration has one owner`,
+      });
     }
   }
 
@@ -290,7 +302,10 @@ class Builder {
     const first = this.settings.get(name);
     if (!first) this.settings.set(name, { value, at: loc });
     else if (first.value !== value) {
-      this.report({ ...fields(loc), message: `settings.${name} is ${value} here but ${first.value} at ${first.at.file}:${first.at.line}; a configuration has one value per setting` });
+      this.report({
+        ...fields(loc),
+        message: `settings.${name} is ${value} here but ${first.value} at ${first.at.file}:${first.at.line}; a configuration has one value per setting`,
+      });
     }
   }
 
@@ -303,7 +318,10 @@ class Builder {
     if (s.default === true) decl.default = true;
     const first = this.stores.get(name);
     if (first?.source && decl.source) {
-      this.report({ ...fields(decl.source), message: `store "${name}" is defined twice: ${twoPlaces(first.source, decl.source)}` });
+      this.report({
+        ...fields(decl.source),
+        message: `store "${name}" is defined twice: ${twoPlaces(first.source, decl.source)}`,
+      });
       return;
     }
     this.stores.set(name, decl);
@@ -337,8 +355,12 @@ class Builder {
     // `external: yes` is reported by the schema; read as meant, it adds no "not defined" error.
     const external = p.external === true || ('external' in p && typeof p.external !== 'boolean');
     if (p.external === true && 'name' in p) {
-      error([...segs, 'external'], `project "${slug}" is marked external (defined elsewhere) and defined here (with "name") at once: ` +
-        'remove "external: true" to define it in this configuration, or remove name, description and protected to only reference it', { atKey: true });
+      error(
+        [...segs, 'external'],
+        `project "${slug}" is marked external (defined elsewhere) and defined here (with "name") at once: ` +
+          'remove "external: true" to define it in this configuration, or remove name, description and protected to only reference it',
+        { atKey: true },
+      );
     }
     if (external && !('name' in p)) {
       (entry.external ??= []).push(here);
@@ -399,7 +421,12 @@ class Builder {
       if (!isObj(t)) return;
       const name = str(t.name);
       if (name === undefined) return;
-      const template: DesiredTemplate = { projectEnv, name, rateLimitDay: int(t.rateLimitDay) ?? 0, source: here.child('templates', k) };
+      const template: DesiredTemplate = {
+        projectEnv,
+        name,
+        rateLimitDay: int(t.rateLimitDay) ?? 0,
+        source: here.child('templates', k),
+      };
       const maxClients = int(t.maxClients);
       if (maxClients !== undefined) template.maxClients = maxClients;
       if (t.protected === true) template.protected = true;
@@ -430,7 +457,12 @@ class Builder {
       const method = str(ep.method);
       const route = str(ep.path);
       if (method === undefined || route === undefined) return;
-      const endpoint: DesiredEndpoint = { projectEnv, method: method.toUpperCase(), path: route, source: here.child('endpoints', k) };
+      const endpoint: DesiredEndpoint = {
+        projectEnv,
+        method: method.toUpperCase(),
+        path: route,
+        source: here.child('endpoints', k),
+      };
       for (const f of ['name', 'description'] as const) {
         const v = str(ep[f]);
         if (v !== undefined) endpoint[f] = v;
@@ -518,7 +550,9 @@ class Builder {
         }
       }
       if (ttl !== undefined && expiresAt !== undefined) {
-        error([...keyAt.segments(), 'expiresAt'], '"expiresAt" cannot be combined with "ttl": set only one of them', { atKey: true });
+        error([...keyAt.segments(), 'expiresAt'], '"expiresAt" cannot be combined with "ttl": set only one of them', {
+          atKey: true,
+        });
       }
       if (typeof k.autoRotate === 'boolean') key.autoRotate = k.autoRotate;
       if (isObj(k.rotation)) {
@@ -632,7 +666,7 @@ class Builder {
       const named = new Map<string, Map<string, number>>();
       for (const [projectEnv, inEnv] of this.clients) {
         const counts = new Map<string, number>();
-        inEnv.forEach((c) => counts.set(c.template, (counts.get(c.template) ?? 0) + 1));
+        for (const c of inEnv.values()) counts.set(c.template, (counts.get(c.template) ?? 0) + 1);
         named.set(projectEnv, counts);
       }
       for (const t of this.templates.values()) {
@@ -641,7 +675,8 @@ class Builder {
         // A warning: the interface leaves what the service does at the maximum unspecified.
         this.warnings.push({
           ...fields(t.source),
-          message: `template "${t.name}" in environment ${t.projectEnv} allows ${t.maxClients} client(s) (maxClients), but ${count} clients name it: ` +
+          message:
+            `template "${t.name}" in environment ${t.projectEnv} allows ${t.maxClients} client(s) (maxClients), but ${count} clients name it: ` +
             'the service may refuse the clients beyond it; raise maxClients or move clients to another template',
         });
       }
@@ -653,25 +688,34 @@ class Builder {
           storeNames.length > 0
             ? `declared: ${storeNames.join(', ')}${guess ? `; did you mean "${guess}"?` : ''}`
             : `no stores are declared; leave secret.store out, or use "${DEFAULT_STORE_NAME}", for the default store`;
-        this.report({ ...fields(ref.within.child(ref.field[0]!, ref.field[1])), message: `store "${ref.name}" is not declared under stores (${known})` });
+        this.report({
+          ...fields(ref.within.child(ref.field[0]!, ref.field[1])),
+          message: `store "${ref.name}" is not declared under stores (${known})`,
+        });
       }
     }
 
     const projects = [...this.projects.values()].flatMap((e) => (e.def ? [e.def] : []));
-    const externalProjects = [...this.projects].flatMap(([slug, e]) => (e.external && !e.def ? [{ slug, source: e.external[0]! }] : []));
+    const externalProjects = [...this.projects].flatMap(([slug, e]) =>
+      e.external && !e.def ? [{ slug, source: e.external[0]! }] : [],
+    );
     const envs = [...this.envs.values()].flatMap((e) => (e.def ? [e.def] : []));
     return {
       projects: projects.sort((a, b) => cmp(a.slug, b.slug)),
       ...(externalProjects.length ? { externalProjects: externalProjects.sort((a, b) => cmp(a.slug, b.slug)) } : {}),
       envs: envs.sort((a, b) => cmp(a.projectEnv, b.projectEnv)),
       templates: [...this.templates.values()].sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
-      clients: [...this.clients.values()].flatMap((inEnv) => [...inEnv.values()]).sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
+      clients: [...this.clients.values()]
+        .flatMap((inEnv) => [...inEnv.values()])
+        .sort((a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.name, b.name)),
       endpoints: [...this.endpoints.values()].sort(
         (a, b) => cmp(a.projectEnv, b.projectEnv) || cmp(a.path, b.path) || cmp(a.method, b.method),
       ),
       stores: [...this.stores.values()].sort((a, b) => cmp(a.name, b.name)),
       ...(this.owner ? { owner: this.owner.value } : {}),
-      ...(this.settings.size ? { settings: Object.fromEntries([...this.settings].map(([k, v]) => [k, v.value])) as ConfigSettings } : {}),
+      ...(this.settings.size
+        ? { settings: Object.fromEntries([...this.settings].map(([k, v]) => [k, v.value])) as ConfigSettings }
+        : {}),
     };
   }
 
@@ -727,7 +771,14 @@ class PlaceOnUse implements SourceLocation {
   private readonly atKey: boolean;
   private found: { line: number; column: number; path: string } | undefined;
 
-  constructor(file: string, locator: Locator, base: readonly PathSegment[] | PlaceOnUse, atKey: boolean, a?: PathSegment, b?: PathSegment) {
+  constructor(
+    file: string,
+    locator: Locator,
+    base: readonly PathSegment[] | PlaceOnUse,
+    atKey: boolean,
+    a?: PathSegment,
+    b?: PathSegment,
+  ) {
     this.file = file;
     this.locator = locator;
     this.base = base;
@@ -781,7 +832,10 @@ function placed(sd: SourceDocument): PlacedDocument {
   const locator = locatorOf(sd.locate);
   const file = sd.file;
   return {
-    file, index: sd.index, value: sd.value, at: (segs, atKey = false) => new PlaceOnUse(file, locator, segs, atKey),
+    file,
+    index: sd.index,
+    value: sd.value,
+    at: (segs, atKey = false) => new PlaceOnUse(file, locator, segs, atKey),
     ...(sd.placedFromText ? { dropsBuilt: true as const } : {}),
   };
 }
@@ -803,7 +857,11 @@ export const SHAPELESS =
 const CLIENTS_PER_PAUSE = 500;
 
 function buildDesiredState(
-  sources: readonly ConfigSource[], env: EnvSource, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  sources: readonly ConfigSource[],
+  env: EnvSource,
+  pre: readonly Diagnostic[],
+  foreign: readonly ForeignDocument[],
+  warnings: Diagnostic[],
 ): DesiredState {
   const steps = building(sources, env, pre, foreign, warnings);
   for (;;) {
@@ -818,7 +876,11 @@ function buildDesiredState(
  * and the builder instead of after them.
  */
 async function buildDesiredStatePaced(
-  sources: readonly ConfigSource[], env: EnvSource, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  sources: readonly ConfigSource[],
+  env: EnvSource,
+  pre: readonly Diagnostic[],
+  foreign: readonly ForeignDocument[],
+  warnings: Diagnostic[],
   onParsed: (documents: unknown[]) => void,
 ): Promise<DesiredState> {
   const steps = building(sources, env, pre, foreign, warnings, onParsed);
@@ -830,7 +892,11 @@ async function buildDesiredStatePaced(
 }
 
 function* building(
-  sources: readonly ConfigSource[], env: EnvSource, pre: readonly Diagnostic[], foreign: readonly ForeignDocument[], warnings: Diagnostic[],
+  sources: readonly ConfigSource[],
+  env: EnvSource,
+  pre: readonly Diagnostic[],
+  foreign: readonly ForeignDocument[],
+  warnings: Diagnostic[],
   onParsed?: (documents: unknown[]) => void,
 ): Generator<void, DesiredState, void> {
   const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
@@ -876,8 +942,14 @@ function* building(
     yield;
   }
   for (const [i, fd] of foreign.entries()) {
-    const doc: PlacedDocument = { file: fd.file, index: i, value: fd.value, at: (segs, atKey = false) => new PlaceOnUse(fd.file, fd, segs, atKey) };
-    for (const issue of validateAgainstSchema(fd.value)) builder.report({ ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message }, i, 'schema');
+    const doc: PlacedDocument = {
+      file: fd.file,
+      index: i,
+      value: fd.value,
+      at: (segs, atKey = false) => new PlaceOnUse(fd.file, fd, segs, atKey),
+    };
+    for (const issue of validateAgainstSchema(fd.value))
+      builder.report({ ...fields(doc.at(issue.segments, issue.atKey)), message: issue.message }, i, 'schema');
     documents.push(doc);
     yield;
   }

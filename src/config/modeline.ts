@@ -35,7 +35,8 @@ function projectSchema(dir: string): string | undefined {
     const own = path.join(at, 'schemas', SCHEMA_COPY_NAME);
     if (existsSync(own) && existsSync(path.join(at, 'package.json'))) {
       try {
-        if ((JSON.parse(readFileSync(path.join(at, 'package.json'), 'utf8')) as { name?: string }).name === 'kms-sync') return own;
+        if ((JSON.parse(readFileSync(path.join(at, 'package.json'), 'utf8')) as { name?: string }).name === 'kms-sync')
+          return own;
       } catch {
         // not a package.json we can read: keep looking further up
       }
@@ -61,7 +62,9 @@ export function schemaRefFor(configFile: string, cwd: string = process.cwd()): s
  * Writes the schema copy a reference needs. An existing copy of kms-sync's schema is brought up to
  * date; any other file of that name is left alone and reported.
  */
-export async function writeSchemaCopy(reference: SchemaReference): Promise<'written' | 'updated' | 'unchanged' | 'none'> {
+export async function writeSchemaCopy(
+  reference: SchemaReference,
+): Promise<'written' | 'updated' | 'unchanged' | 'none'> {
   if (!reference.copyTo) return 'none';
   const schema = await readFile(schemaFilePath(), 'utf8');
   let existing: string | undefined;
@@ -79,7 +82,9 @@ export async function writeSchemaCopy(reference: SchemaReference): Promise<'writ
       id = undefined;
     }
     if (id !== SCHEMA_ID) {
-      throw new Error(`${reference.copyTo} exists and is not kms-sync's schema: refusing to overwrite it (move it, or point the $schema line elsewhere)`);
+      throw new Error(
+        `${reference.copyTo} exists and is not kms-sync's schema: refusing to overwrite it (move it, or point the $schema line elsewhere)`,
+      );
     }
   }
   await writeFile(reference.copyTo, schema, { encoding: 'utf8', mode: 0o644 });

@@ -61,15 +61,22 @@ export function isInside(inner: string, outer: string): boolean {
 /** A file or folder that leaves its root, named without saying where the link points. */
 function outside(file: string, root: string): Diagnostic {
   return {
-    file, line: 0, column: 0, path: '',
+    file,
+    line: 0,
+    column: 0,
+    path: '',
     message: `resolves outside ${root} (through a symbolic link): configuration is read only inside its folder, and the file is not read`,
   };
 }
 
 function linkRefused(file: string): Diagnostic {
   return {
-    file, line: 0, column: 0, path: '',
-    message: 'is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read',
+    file,
+    line: 0,
+    column: 0,
+    path: '',
+    message:
+      'is a symbolic link: the agent follows no links in its configuration (commit the file itself), and it is not read',
   };
 }
 
@@ -77,7 +84,14 @@ function linkRefused(file: string): Diagnostic {
  * Configuration files under `dir` (real path `realDir`). A regular file found by the walk is
  * inside `realDir` by construction; only links are resolved, and one that leaves it is reported.
  */
-async function walk(dir: string, realDir: string, out: string[], shown: (f: string) => string, rules: FileRules, diagnostics: Diagnostic[]): Promise<void> {
+async function walk(
+  dir: string,
+  realDir: string,
+  out: string[],
+  shown: (f: string) => string,
+  rules: FileRules,
+  diagnostics: Diagnostic[],
+): Promise<void> {
   const entries = await readdir(dir, { withFileTypes: true });
   for (const entry of entries) {
     if (entry.name.startsWith('.') || entry.name === 'node_modules') continue;
@@ -122,10 +136,21 @@ export interface FoundFile {
 }
 
 /** Like expandPaths, but reports problems into `diagnostics` instead of throwing. */
-export async function collectFiles(paths: readonly string[], cwd: string, diagnostics: Diagnostic[], rules: FileRules = {}): Promise<FoundFile[]> {
+export async function collectFiles(
+  paths: readonly string[],
+  cwd: string,
+  diagnostics: Diagnostic[],
+  rules: FileRules = {},
+): Promise<FoundFile[]> {
   const files = new Map<string, boolean>();
   if (paths.length === 0) {
-    diagnostics.push({ file: '<arguments>', line: 0, column: 0, path: '', message: 'no configuration files or folders given' });
+    diagnostics.push({
+      file: '<arguments>',
+      line: 0,
+      column: 0,
+      path: '',
+      message: 'no configuration files or folders given',
+    });
   }
   const shown = (f: string) => {
     const rel = path.relative(cwd, f);
@@ -169,7 +194,13 @@ export async function collectFiles(paths: readonly string[], cwd: string, diagno
       const reported = diagnostics.length;
       await walk(full, real, found, shown, rules, diagnostics);
       if (found.length === 0 && diagnostics.length === reported) {
-        diagnostics.push({ file: p, line: 0, column: 0, path: '', message: 'folder contains no *.yaml, *.yml or *.json files' });
+        diagnostics.push({
+          file: p,
+          line: 0,
+          column: 0,
+          path: '',
+          message: 'folder contains no *.yaml, *.yml or *.json files',
+        });
       }
       for (const f of found) if (!files.has(f)) files.set(f, false);
     } else {
@@ -180,14 +211,19 @@ export async function collectFiles(paths: readonly string[], cwd: string, diagno
     }
   }
   // Code-unit order, independent of locale and of the order of the arguments.
-  return [...files].map(([f, named]) => ({ path: f, named })).sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return [...files]
+    .map(([f, named]) => ({ path: f, named }))
+    .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 /**
  * Expands files and folders (all *.yaml / *.yml / *.json inside, recursively, hidden folders skipped) into
  * a de-duplicated, sorted list of absolute paths. Throws ConfigError for missing paths.
  */
-export async function expandPaths(paths: readonly string[], opts: { cwd?: string } & FileRules = {}): Promise<string[]> {
+export async function expandPaths(
+  paths: readonly string[],
+  opts: { cwd?: string } & FileRules = {},
+): Promise<string[]> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const diagnostics: Diagnostic[] = [];
   const files = await collectFiles(paths, cwd, diagnostics, opts);
@@ -204,7 +240,12 @@ export type ReadResult = { bytes: Buffer } | { problem: string };
  * say: /proc). `budget.left` is what the load may still read in all. With `noFollow` (the agent),
  * a link swapped in after the walk is not followed either.
  */
-export async function readBounded(file: string, limits: ConfigLimits, budget: { left: number }, noFollow = false): Promise<ReadResult> {
+export async function readBounded(
+  file: string,
+  limits: ConfigLimits,
+  budget: { left: number },
+  noFollow = false,
+): Promise<ReadResult> {
   const fh = await open(file, constants.O_RDONLY | (noFollow ? constants.O_NOFOLLOW : 0));
   try {
     const info = await fh.stat();
@@ -212,8 +253,12 @@ export async function readBounded(file: string, limits: ConfigLimits, budget: { 
     const cap = Math.min(limits.fileBytes, budget.left);
     const tooBig = (size: number) =>
       size > limits.fileBytes
-        ? { problem: `the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(size)}${size === limits.fileBytes + 1 ? ' or more' : ''}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large` }
-        : { problem: `the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE); this file is not read` };
+        ? {
+            problem: `the file is larger than the limit of ${formatSize(limits.fileBytes)} per configuration file (${formatSize(size)}${size === limits.fileBytes + 1 ? ' or more' : ''}); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE if it is meant to be this large`,
+          }
+        : {
+            problem: `the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE); this file is not read`,
+          };
     if (info.size > cap) return tooBig(info.size);
     const chunks: Buffer[] = [];
     let total = 0;

@@ -24,16 +24,29 @@ export interface PolicyFlags {
 }
 
 const LIST_SPLIT = /[\s,]+/;
-const listOf = (v: string | undefined) => (v ?? '').split(LIST_SPLIT).map((s) => s.trim()).filter(Boolean);
+const listOf = (v: string | undefined) =>
+  (v ?? '')
+    .split(LIST_SPLIT)
+    .map((s) => s.trim())
+    .filter(Boolean);
 const on = (v: string | undefined) => /^(1|true|yes)$/i.test((v ?? '').trim());
 
 /** The policy variables (KMS_SYNC_ENV_ALLOW, …) of an environment; undefined when none is set. */
 export function policyFromEnv(env: NodeJS.ProcessEnv): Partial<OperatorPolicy> | undefined {
-  const names = ['KMS_SYNC_ENV_ALLOW', 'KMS_SYNC_STORE_HOSTS', 'KMS_SYNC_STORE_CA_FILES', 'KMS_SYNC_RECIPIENTS', 'KMS_SYNC_ALLOW_NEW_RECIPIENTS', 'KMS_SYNC_STORES_OUTSIDE_ROOT'];
+  const names = [
+    'KMS_SYNC_ENV_ALLOW',
+    'KMS_SYNC_STORE_HOSTS',
+    'KMS_SYNC_STORE_CA_FILES',
+    'KMS_SYNC_RECIPIENTS',
+    'KMS_SYNC_ALLOW_NEW_RECIPIENTS',
+    'KMS_SYNC_STORES_OUTSIDE_ROOT',
+  ];
   const set = names.filter((n) => (env[n] ?? '').trim() !== '');
   if (set.length === 0) return undefined;
   const caFiles = listOf(env.KMS_SYNC_STORE_CA_FILES);
-  for (const f of caFiles) if (!path.isAbsolute(f)) throw new PolicyError(`KMS_SYNC_STORE_CA_FILES: ${JSON.stringify(f)} is not an absolute path`);
+  for (const f of caFiles)
+    if (!path.isAbsolute(f))
+      throw new PolicyError(`KMS_SYNC_STORE_CA_FILES: ${JSON.stringify(f)} is not an absolute path`);
   return {
     envAllow: checkNames('KMS_SYNC_ENV_ALLOW', listOf(env.KMS_SYNC_ENV_ALLOW)),
     storeHosts: listOf(env.KMS_SYNC_STORE_HOSTS),
@@ -46,11 +59,20 @@ export function policyFromEnv(env: NodeJS.ProcessEnv): Partial<OperatorPolicy> |
 }
 
 function checkNames(where: string, names: string[]): string[] {
-  for (const n of names) if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(n)) throw new PolicyError(`${where}: ${JSON.stringify(n)} is not a variable name (letters, digits, underscores; a trailing * matches a prefix)`);
+  for (const n of names)
+    if (!/^[A-Za-z_][A-Za-z0-9_]*\*?$/.test(n))
+      throw new PolicyError(
+        `${where}: ${JSON.stringify(n)} is not a variable name (letters, digits, underscores; a trailing * matches a prefix)`,
+      );
   return names;
 }
 
-const KNOWN: Record<string, string[]> = { '': ['apiVersion', 'env', 'stores', 'recipients'], env: ['allow'], stores: ['hosts', 'caFiles', 'outsideRoot'], recipients: ['allow', 'allowNew'] };
+const KNOWN: Record<string, string[]> = {
+  '': ['apiVersion', 'env', 'stores', 'recipients'],
+  env: ['allow'],
+  stores: ['hosts', 'caFiles', 'outsideRoot'],
+  recipients: ['allow', 'allowNew'],
+};
 
 /** Parses a policy file's text (YAML or JSON). Errors name the file and the field. */
 export function parsePolicyFile(file: string, text: string): Partial<OperatorPolicy> {
@@ -68,14 +90,17 @@ export function parsePolicyFile(file: string, text: string): Partial<OperatorPol
     const v = name === '' ? doc : (doc as Record<string, unknown>)[name];
     if (v === undefined || v === null) return {};
     if (!isObj(v)) throw bad(name, 'must be a mapping');
-    for (const k of Object.keys(v)) if (!KNOWN[name]!.includes(k)) throw bad(name ? `${name}.${k}` : k, `unknown setting (known: ${KNOWN[name]!.join(', ')})`);
+    for (const k of Object.keys(v))
+      if (!KNOWN[name]!.includes(k))
+        throw bad(name ? `${name}.${k}` : k, `unknown setting (known: ${KNOWN[name]!.join(', ')})`);
     return v;
   };
   section('');
   const strings = (sec: string, key: string): string[] | undefined => {
     const v = section(sec)[key];
     if (v === undefined || v === null) return undefined;
-    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw bad(`${sec}.${key}`, 'must be a list of strings');
+    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
+      throw bad(`${sec}.${key}`, 'must be a list of strings');
     return v as string[];
   };
   const flag = (sec: string, key: string): boolean => {
@@ -85,7 +110,8 @@ export function parsePolicyFile(file: string, text: string): Partial<OperatorPol
     return v;
   };
   const caFiles = strings('stores', 'caFiles') ?? [];
-  for (const f of caFiles) if (!path.isAbsolute(f)) throw bad('stores.caFiles', `${JSON.stringify(f)} is not an absolute path`);
+  for (const f of caFiles)
+    if (!path.isAbsolute(f)) throw bad('stores.caFiles', `${JSON.stringify(f)} is not an absolute path`);
   const recipients = strings('recipients', 'allow');
   return {
     envAllow: checkNames(`policy file ${file}: env.allow`, strings('env', 'allow') ?? []),
@@ -106,7 +132,8 @@ function checkoutOf(dir: string): string | undefined {
   }
 }
 
-const inside = (child: string, parent: string) => child === parent || child.startsWith(parent.endsWith(path.sep) ? parent : parent + path.sep);
+const inside = (child: string, parent: string) =>
+  child === parent || child.startsWith(parent.endsWith(path.sep) ? parent : parent + path.sep);
 const real = (p: string) => {
   try {
     return realpathSync(p);
@@ -121,7 +148,12 @@ const real = (p: string) => {
  * configuration (the CLI's -f folder, the agent's checkout); a policy file inside it, or inside the
  * git checkout that holds it, is refused.
  */
-export function readOperatorPolicy(o: { flags?: PolicyFlags; env?: NodeJS.ProcessEnv; configRoot?: string; policyFlagName?: string }): OperatorPolicy {
+export function readOperatorPolicy(o: {
+  flags?: PolicyFlags;
+  env?: NodeJS.ProcessEnv;
+  configRoot?: string;
+  policyFlagName?: string;
+}): OperatorPolicy {
   const env = o.env ?? process.env;
   let policy: OperatorPolicy = { ...DEFAULT_POLICY, sources: [] };
   const file = o.flags?.policy ?? (env.KMS_SYNC_POLICY?.trim() || undefined);
@@ -133,7 +165,9 @@ export function readOperatorPolicy(o: { flags?: PolicyFlags; env?: NodeJS.Proces
       const checkout = checkoutOf(root);
       for (const r of [root, ...(checkout ? [checkout] : [])]) {
         if (inside(abs, r)) {
-          throw new PolicyError(`${from} ${file}: the policy file is inside ${r === root ? 'the configuration folder' : 'the git checkout of the configuration'} (${r}), where a pull request or a commit can change it; keep it outside (the workflow's own path, a file from the default branch, the agent's ConfigMap)`);
+          throw new PolicyError(
+            `${from} ${file}: the policy file is inside ${r === root ? 'the configuration folder' : 'the git checkout of the configuration'} (${r}), where a pull request or a commit can change it; keep it outside (the workflow's own path, a file from the default branch, the agent's ConfigMap)`,
+          );
         }
       }
     }
@@ -141,13 +175,17 @@ export function readOperatorPolicy(o: { flags?: PolicyFlags; env?: NodeJS.Proces
     try {
       text = readFileSync(abs, 'utf8');
     } catch (e) {
-      throw new PolicyError(`${from} ${file}: cannot read the policy file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new PolicyError(
+        `${from} ${file}: cannot read the policy file (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      );
     }
     policy = mergePolicies(policy, parsePolicyFile(file, text));
   }
   const fromEnv = policyFromEnv(env);
   if (fromEnv) policy = mergePolicies(policy, fromEnv);
-  if (o.flags?.allowEnv?.length) policy = mergePolicies(policy, { envAllow: checkNames('--allow-env', o.flags.allowEnv), sources: ['--allow-env'] });
-  if (o.flags?.allowNewRecipients) policy = mergePolicies(policy, { allowNewRecipients: true, sources: ['--allow-new-recipients'] });
+  if (o.flags?.allowEnv?.length)
+    policy = mergePolicies(policy, { envAllow: checkNames('--allow-env', o.flags.allowEnv), sources: ['--allow-env'] });
+  if (o.flags?.allowNewRecipients)
+    policy = mergePolicies(policy, { allowNewRecipients: true, sources: ['--allow-new-recipients'] });
   return policy;
 }

@@ -36,7 +36,12 @@ export class PositionIndex {
    * in document order and share long prefixes (`projects[0].environments[0].clients[k]…` for each of
    * 10,000 clients), so each one resumes where it parts from the previous one.
    */
-  private memo: { root: unknown; segs: PathSegment[]; nodes: unknown[]; offsets: number[] } = { root: undefined, segs: [], nodes: [], offsets: [] };
+  private memo: { root: unknown; segs: PathSegment[]; nodes: unknown[]; offsets: number[] } = {
+    root: undefined,
+    segs: [],
+    nodes: [],
+    offsets: [],
+  };
 
   /** Offset of the value (or, with `atKey`, of the last segment's key) at `segments`; the deepest existing ancestor otherwise. */
   offsetOf(root: unknown, segments: readonly PathSegment[], atKey = false): number {

@@ -88,10 +88,18 @@ const jsonPositions = (text: string) => () => parseJson(text);
  * A document whose offsets are found on the first placement: `withPositions` parses the same text
  * again, recording them, into a tree of the same shape (interpolation changes only scalars).
  */
-function placedOnDemand(file: string, value: unknown, withPositions: () => { value: unknown; index: PositionIndex }): SourceDocument {
+function placedOnDemand(
+  file: string,
+  value: unknown,
+  withPositions: () => { value: unknown; index: PositionIndex },
+): SourceDocument {
   let positioned: { value: unknown; index: PositionIndex } | undefined;
   return {
-    file, index: 0, value, usable: true, placedFromText: true,
+    file,
+    index: 0,
+    value,
+    usable: true,
+    placedFromText: true,
     locate: (segs, atKey = false) => {
       positioned ??= withPositions();
       return positioned.index.locate(positioned.value, segs, atKey);
@@ -100,7 +108,13 @@ function placedOnDemand(file: string, value: unknown, withPositions: () => { val
 }
 
 function emptyWarning(file: string): Diagnostic {
-  return { file, line: 1, column: 1, path: '', message: 'the file is empty (no document, or only comments or "---"): it defines nothing' };
+  return {
+    file,
+    line: 1,
+    column: 1,
+    path: '',
+    message: 'the file is empty (no document, or only comments or "---"): it defines nothing',
+  };
 }
 
 function indexed(file: string, value: unknown, index: PositionIndex, usable = true): SourceDocument {
@@ -108,7 +122,11 @@ function indexed(file: string, value: unknown, index: PositionIndex, usable = tr
 }
 
 function interpolateSites(
-  file: string, sites: InterpolationSite[], place: (site: InterpolationSite) => Position, env: EnvSource, diagnostics: ParsedFile['diagnostics'],
+  file: string,
+  sites: InterpolationSite[],
+  place: (site: InterpolationSite) => Position,
+  env: EnvSource,
+  diagnostics: ParsedFile['diagnostics'],
 ): void {
   for (const s of sites) {
     const current = (s.container as Record<string | number, unknown>)[s.key];
@@ -116,7 +134,8 @@ function interpolateSites(
     const result = interpolateString(current, env);
     if (result.errors.length > 0) {
       const pos = place(s);
-      for (const message of result.errors) diagnostics.push({ file, line: pos.line, column: pos.column, path: formatPath(s.segments), message, doc: 0 });
+      for (const message of result.errors)
+        diagnostics.push({ file, line: pos.line, column: pos.column, path: formatPath(s.segments), message, doc: 0 });
     }
     if (!result.changed) continue;
     (s.container as Record<string | number, unknown>)[s.key] =
@@ -140,7 +159,14 @@ function parseJsonFile(file: string, text: string, env: EnvSource): ParsedFile {
   const parsed = parseJson(text);
   if (parsed.error) {
     const pos = parsed.index.position(parsed.error.offset);
-    out.diagnostics.push({ file, line: pos.line, column: pos.column, path: formatPath(parsed.error.segments), message: parsed.error.message, doc: 0 });
+    out.diagnostics.push({
+      file,
+      line: pos.line,
+      column: pos.column,
+      path: formatPath(parsed.error.segments),
+      message: parsed.error.message,
+      doc: 0,
+    });
     out.documents.push(indexed(file, undefined, parsed.index, false));
     return out;
   }
@@ -170,7 +196,12 @@ function isEmptyScalar(node: unknown): boolean {
 }
 
 /** Position of the node at `segments` in a `yaml` document (see SourceDocument.locate). */
-function locateInDoc(doc: Document.Parsed, lineCounter: LineCounter, segments: readonly PathSegment[], atKey: boolean): Position {
+function locateInDoc(
+  doc: Document.Parsed,
+  lineCounter: LineCounter,
+  segments: readonly PathSegment[],
+  atKey: boolean,
+): Position {
   let node: unknown = doc.contents;
   let offset = rangeStart(node) ?? 0;
   for (let i = 0; i < segments.length; i++) {
@@ -274,13 +305,19 @@ function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
     out.documents.push({ file, index: 0, value: undefined, usable: false, locate: () => ({ line: 1, column: 1 }) });
     return out;
   }
-  const docs = [...new Composer({ prettyErrors: false, uniqueKeys: false, logLevel: 'silent' }).compose(tokens, true, text.length)];
+  const docs = [
+    ...new Composer({ prettyErrors: false, uniqueKeys: false, logLevel: 'silent' }).compose(tokens, true, text.length),
+  ];
   // Plain text at the top of a document (with or without syntax errors): no configuration, not quoted.
   if (docs.some((d) => isScalar(d.contents) && isPlainText(d.contents.value))) return { ...out, shapeless: true };
   let empty = 0;
   docs.forEach((doc, index) => {
     const sd: SourceDocument = {
-      file, index, value: undefined, usable: doc.errors.length === 0, placedFromText: true,
+      file,
+      index,
+      value: undefined,
+      usable: doc.errors.length === 0,
+      placedFromText: true,
       locate: (segs, atKey = false) => locateInDoc(doc, lineCounter, segs, atKey),
     };
     // An indentation mistake is reported at its line, not where the library's parse broke down.
@@ -288,8 +325,17 @@ function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
     // a guess elsewhere would hide the real problem.
     const errorLines = doc.errors.map((e) => lineCounter.linePos(e.pos[0]).line);
     const found = doc.errors.length > 0 && docs.length === 1 ? findMisindentedLine(text) : undefined;
-    const misindented = found && found.line >= Math.min(...errorLines) && found.line <= Math.max(...errorLines) + 1 ? found : undefined;
-    if (misindented) out.diagnostics.push({ file, line: misindented.line, column: misindented.column, path: misindented.field, message: misindented.message, doc: index });
+    const misindented =
+      found && found.line >= Math.min(...errorLines) && found.line <= Math.max(...errorLines) + 1 ? found : undefined;
+    if (misindented)
+      out.diagnostics.push({
+        file,
+        line: misindented.line,
+        column: misindented.column,
+        path: misindented.field,
+        message: misindented.message,
+        doc: index,
+      });
     else {
       for (const e of [...doc.errors, ...doc.warnings]) {
         out.diagnostics.push({ ...at(e.pos[0], index, pathAt(doc, e.pos[0])), message: `YAML: ${e.message}` });
@@ -304,7 +350,10 @@ function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
           const key = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
           const offset = rangeStart(pair.key) ?? rangeStart(node) ?? 0;
           if (isCollection(key)) {
-            out.diagnostics.push({ ...at(offset, index, segs), message: `a mapping key must be a plain value, not a ${isSeq(key) ? 'list' : 'mapping'}` });
+            out.diagnostics.push({
+              ...at(offset, index, segs),
+              message: `a mapping key must be a plain value, not a ${isSeq(key) ? 'list' : 'mapping'}`,
+            });
             sd.usable = false;
             continue;
           }
@@ -312,14 +361,20 @@ function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
           const first = seen.get(k);
           if (first !== undefined) {
             const p = lineCounter.linePos(first);
-            out.diagnostics.push({ ...at(offset, index, [...segs, k]), message: `duplicate key ${JSON.stringify(k)} in this mapping (first at line ${p.line}, column ${p.col})` });
+            out.diagnostics.push({
+              ...at(offset, index, [...segs, k]),
+              message: `duplicate key ${JSON.stringify(k)} in this mapping (first at line ${p.line}, column ${p.col})`,
+            });
             sd.usable = false;
           } else seen.set(k, offset);
         }
       },
       Alias(_, node, path) {
         if (node.resolve(doc)) return;
-        out.diagnostics.push({ ...at(rangeStart(node) ?? 0, index, segmentsOf(path, node)), message: `YAML: unknown alias *${node.source} (its anchor &${node.source} must come first)` });
+        out.diagnostics.push({
+          ...at(rangeStart(node) ?? 0, index, segmentsOf(path, node)),
+          message: `YAML: unknown alias *${node.source} (its anchor &${node.source} must come first)`,
+        });
         sd.usable = false;
       },
     });
@@ -337,7 +392,8 @@ function parseYamlFile(file: string, text: string, env: EnvSource): ParsedFile {
           for (const message of result.errors) out.diagnostics.push({ ...pos, message });
         }
         if (!result.changed) return;
-        node.value = node.type === 'PLAIN' && result.sole && result.errors.length === 0 ? typedScalar(result.value) : result.value;
+        node.value =
+          node.type === 'PLAIN' && result.sole && result.errors.length === 0 ? typedScalar(result.value) : result.value;
       },
     });
     try {

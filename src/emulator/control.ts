@@ -27,7 +27,12 @@ export const MAX_FAULT_RULES = 100;
 const faultFields: Record<string, FieldRule> = {
   method: { type: 'string', pattern: /^(GET|POST|PUT|DELETE)$/, patternHint: 'GET, POST, PUT or DELETE' },
   route: { type: 'string', maxLength: 200 },
-  mode: { type: 'string', required: true, pattern: new RegExp(`^(${FAULT_MODES.join('|')})$`), patternHint: FAULT_MODES.join(', ') },
+  mode: {
+    type: 'string',
+    required: true,
+    pattern: new RegExp(`^(${FAULT_MODES.join('|')})$`),
+    patternHint: FAULT_MODES.join(', '),
+  },
   status: { type: 'integer', min: 400, max: 599 },
   times: { type: 'integer', min: 1, max: 1_000_000 },
   delayMs: { type: 'integer', min: 0, max: 600_000 },
@@ -47,10 +52,14 @@ export function parseFaultRules(body: unknown, templates: readonly string[]): Fa
     checkObject(rule, faultFields, path);
     const r = rule as FaultRule;
     if (typeof r.route === 'string' && !templates.includes(r.route))
-      throw badRequest(`${path}.route: ${JSON.stringify(r.route)} is not a route template (one of ${templates.join(', ')})`);
+      throw badRequest(
+        `${path}.route: ${JSON.stringify(r.route)} is not a route template (one of ${templates.join(', ')})`,
+      );
     if (r.status !== undefined && r.mode !== 'error') throw badRequest(`${path}.status: only applies to mode "error"`);
-    if (r.delayMs !== undefined && !r.mode.startsWith('delay')) throw badRequest(`${path}.delayMs: only applies to the delay modes`);
-    if (r.retryAfterSeconds !== undefined && r.mode !== '429') throw badRequest(`${path}.retryAfterSeconds: only applies to mode "429"`);
+    if (r.delayMs !== undefined && !r.mode.startsWith('delay'))
+      throw badRequest(`${path}.delayMs: only applies to the delay modes`);
+    if (r.retryAfterSeconds !== undefined && r.mode !== '429')
+      throw badRequest(`${path}.retryAfterSeconds: only applies to mode "429"`);
     return r;
   });
 }
@@ -72,16 +81,34 @@ interface ControlRoute {
 
 const ROUTES: ControlRoute[] = [
   { method: 'GET', path: '/counts', handle: (c) => c.counts() },
-  { method: 'DELETE', path: '/counts', handle: (c) => { c.resetCounts(); return { success: true }; } },
   {
-    method: 'POST', path: '/faults', handle: (c, body) => {
+    method: 'DELETE',
+    path: '/counts',
+    handle: (c) => {
+      c.resetCounts();
+      return { success: true };
+    },
+  },
+  {
+    method: 'POST',
+    path: '/faults',
+    handle: (c, body) => {
       const rules = parseFaultRules(body, c.templates);
       return { success: true, active: c.addFaults(rules) };
     },
   },
-  { method: 'DELETE', path: '/faults', handle: (c) => { c.clearFaults(); return { success: true }; } },
   {
-    method: 'POST', path: '/seed', handle: (c, body) => {
+    method: 'DELETE',
+    path: '/faults',
+    handle: (c) => {
+      c.clearFaults();
+      return { success: true };
+    },
+  },
+  {
+    method: 'POST',
+    path: '/seed',
+    handle: (c, body) => {
       checkDepth(body);
       return c.seed(body);
     },
@@ -92,11 +119,20 @@ const ROUTES: ControlRoute[] = [
 export function findControlRoute(method: string, path: string): ControlRoute {
   const onPath = ROUTES.filter((r) => r.path === path);
   if (onPath.length === 0)
-    throw new ApiError(404, 'NOT_FOUND', `no control route ${CONTROL_BASE}${path.slice(0, 100)} (there are ${[...new Set(ROUTES.map((r) => CONTROL_BASE + r.path))].join(', ')})`);
+    throw new ApiError(
+      404,
+      'NOT_FOUND',
+      `no control route ${CONTROL_BASE}${path.slice(0, 100)} (there are ${[...new Set(ROUTES.map((r) => CONTROL_BASE + r.path))].join(', ')})`,
+    );
   const route = onPath.find((r) => r.method === method);
   if (!route) {
     const allow = onPath.map((r) => r.method).join(', ');
-    throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${CONTROL_BASE}${path} (allowed: ${allow})`, { allow });
+    throw new ApiError(
+      405,
+      'METHOD_NOT_ALLOWED',
+      `${method} is not allowed on ${CONTROL_BASE}${path} (allowed: ${allow})`,
+      { allow },
+    );
   }
   return route;
 }

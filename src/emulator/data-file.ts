@@ -22,27 +22,71 @@ const list = (fields: Record<string, FieldRule>) => req({ type: 'array', items: 
 const stats = req({ type: 'object', fields: { total: int, success: int, error: int } });
 
 const keyFields = {
-  id: str, name: str, expiresAt: req({ type: 'string', nullable: true }), autoRotate: req({ type: 'boolean' }),
-  hash: req({ type: 'string', pattern: /^[0-9a-f]{64}$/, patternHint: 'a SHA-256 in hex' }), keyPrefix: str, createdAt: str,
+  id: str,
+  name: str,
+  expiresAt: req({ type: 'string', nullable: true }),
+  autoRotate: req({ type: 'boolean' }),
+  hash: req({ type: 'string', pattern: /^[0-9a-f]{64}$/, patternHint: 'a SHA-256 in hex' }),
+  keyPrefix: str,
+  createdAt: str,
 };
 const templateFields = { id: str, name: str, rateLimitDay: int, maxClients: int, createdAt: str, updatedAt: str };
 const clientFields = {
-  id: str, name: str, type: str, templateId: req({ type: 'string', nullable: true }), ipWhitelist: req({ type: 'array', items: { type: 'string' } }),
-  metadata: open, keys: list(keyFields), createdAt: str, updatedAt: str, stats,
+  id: str,
+  name: str,
+  type: str,
+  templateId: req({ type: 'string', nullable: true }),
+  ipWhitelist: req({ type: 'array', items: { type: 'string' } }),
+  metadata: open,
+  keys: list(keyFields),
+  createdAt: str,
+  updatedAt: str,
+  stats,
   usage: req({ type: 'object', fields: { day: str, count: int } }),
 };
 const endpointFields = {
-  method: str, path: str, name: str, description: str, request: open, response: open, metadata: open, stats, createdAt: str, updatedAt: str,
+  method: str,
+  path: str,
+  name: str,
+  description: str,
+  request: open,
+  response: open,
+  metadata: open,
+  stats,
+  createdAt: str,
+  updatedAt: str,
 };
 const logFields = {
-  id: str, clientId: str, status: req({ type: 'string', pattern: /^(success|error)$/, patternHint: 'success or error' }), durationMs: int,
-  timestamp: str, method_path: str, name: str, reason: { type: 'string' } as FieldRule,
+  id: str,
+  clientId: str,
+  status: req({ type: 'string', pattern: /^(success|error)$/, patternHint: 'success or error' }),
+  durationMs: int,
+  timestamp: str,
+  method_path: str,
+  name: str,
+  reason: { type: 'string' } as FieldRule,
 };
 const envFields = {
-  id: str, project: str, projectEnv: str, type: str, url: str, createdAt: str,
-  templates: list(templateFields), clients: list(clientFields), endpoints: list(endpointFields), logs: list(logFields),
+  id: str,
+  project: str,
+  projectEnv: str,
+  type: str,
+  url: str,
+  createdAt: str,
+  templates: list(templateFields),
+  clients: list(clientFields),
+  endpoints: list(endpointFields),
+  logs: list(logFields),
 };
-const projectFields = { slug: str, name: str, description: str, status: str, createdAt: str, updatedAt: str, envs: list(envFields) };
+const projectFields = {
+  slug: str,
+  name: str,
+  description: str,
+  status: str,
+  createdAt: str,
+  updatedAt: str,
+  envs: list(envFields),
+};
 const fileFields = {
   version: req({ type: 'integer', min: DATA_FILE_VERSION, max: DATA_FILE_VERSION }),
   serverKey: str,
@@ -51,8 +95,20 @@ const fileFields = {
 
 interface SavedState {
   serverKey: string;
-  state: { projects: { slug: string; envs: { id: string; project: string; projectEnv: string; type: string; templates: { id: string }[];
-    clients: { id: string; templateId: string | null }[]; endpoints: { method: string; path: string }[] }[] }[] };
+  state: {
+    projects: {
+      slug: string;
+      envs: {
+        id: string;
+        project: string;
+        projectEnv: string;
+        type: string;
+        templates: { id: string }[];
+        clients: { id: string; templateId: string | null }[];
+        endpoints: { method: string; path: string }[];
+      }[];
+    }[];
+  };
 }
 
 function lineColumn(text: string, position: number): string {
@@ -74,7 +130,8 @@ function checkReferences(saved: SavedState): string | undefined {
     for (const [j, e] of p.envs.entries()) {
       const eat = `${at}.envs[${j}]`;
       if (e.project !== p.slug) return `${eat}.project: is '${e.project}' inside project '${p.slug}'`;
-      if (e.projectEnv !== `${p.slug}-${e.type}`) return `${eat}.projectEnv: '${e.projectEnv}' is not '${p.slug}-${e.type}'`;
+      if (e.projectEnv !== `${p.slug}-${e.type}`)
+        return `${eat}.projectEnv: '${e.projectEnv}' is not '${p.slug}-${e.type}'`;
       if (envSlugs.has(e.projectEnv)) return `${eat}.projectEnv: environment '${e.projectEnv}' appears twice`;
       if (envIds.has(e.id)) return `${eat}.id: environment id '${e.id}' appears twice`;
       envSlugs.add(e.projectEnv);
@@ -87,7 +144,8 @@ function checkReferences(saved: SavedState): string | undefined {
       for (const [k, c] of e.clients.entries()) {
         if (clientIds.has(c.id)) return `${eat}.clients[${k}].id: client id '${c.id}' appears twice`;
         clientIds.add(c.id);
-        if (c.templateId !== null && !templateIds.has(c.templateId)) return `${eat}.clients[${k}].templateId: template '${c.templateId}' is not in ${e.projectEnv}`;
+        if (c.templateId !== null && !templateIds.has(c.templateId))
+          return `${eat}.clients[${k}].templateId: template '${c.templateId}' is not in ${e.projectEnv}`;
       }
       const routes = new Set<string>();
       for (const [k, r] of e.endpoints.entries()) {
@@ -106,7 +164,9 @@ function checkReferences(saved: SavedState): string | undefined {
  */
 export function loadDataFile(file: string): { service: KmsService; keys: ServerKeyPair } | undefined {
   const fail = (what: string) =>
-    new DataFileError(`--data file ${file}: ${what}. The emulator did not start: fix the file, or move it away to start empty.`);
+    new DataFileError(
+      `--data file ${file}: ${what}. The emulator did not start: fix the file, or move it away to start empty.`,
+    );
   let bytes: Buffer;
   try {
     if (statSync(file).isDirectory()) throw fail('is a directory, not a file');
@@ -115,7 +175,7 @@ export function loadDataFile(file: string): { service: KmsService; keys: ServerK
     if (e instanceof DataFileError) throw e;
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
-    throw fail(`cannot be read (${code === 'EACCES' ? 'permission denied' : code ?? (e as Error).message})`);
+    throw fail(`cannot be read (${code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message)})`);
   }
   if (bytes.length === 0) throw fail('is empty (a truncated write?)');
   let text: string;
@@ -171,5 +231,9 @@ function writeAtomic(file: string, text: string) {
   }
   renameSync(tmp, file);
   const dfd = openSync(dirname(file), 'r');
-  try { fsyncSync(dfd); } finally { closeSync(dfd); }
+  try {
+    fsyncSync(dfd);
+  } finally {
+    closeSync(dfd);
+  }
 }

@@ -1,7 +1,14 @@
 // Encrypted validation bodies: X25519 ECDH + HKDF-SHA256 → AES-256-GCM (documented in the contract).
 import {
-  createCipheriv, createDecipheriv, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync,
-  randomBytes, type KeyObject,
+  createCipheriv,
+  createDecipheriv,
+  createPrivateKey,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  randomBytes,
+  type KeyObject,
 } from 'node:crypto';
 import { ApiError } from './errors.js';
 

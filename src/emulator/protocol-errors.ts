@@ -12,7 +12,11 @@ export const MAX_HEADER_BYTES = 16 * 1024;
 const PARSER_ERRORS: Record<string, [number, string, string]> = {
   HPE_HEADER_OVERFLOW: [431, 'HEADERS_TOO_LARGE', `the request line and headers exceed ${MAX_HEADER_BYTES} bytes`],
   HPE_INVALID_METHOD: [400, 'BAD_REQUEST', 'malformed request line: expected "METHOD /path HTTP/1.1"'],
-  HPE_INVALID_URL: [400, 'BAD_REQUEST', 'malformed request target: it starts with / and has no space, control or non-ASCII character (percent-encode them)'],
+  HPE_INVALID_URL: [
+    400,
+    'BAD_REQUEST',
+    'malformed request target: it starts with / and has no space, control or non-ASCII character (percent-encode them)',
+  ],
   HPE_INVALID_CONSTANT: [400, 'BAD_REQUEST', 'malformed request line: expected "METHOD /path HTTP/1.1"'],
   HPE_INVALID_VERSION: [400, 'BAD_REQUEST', 'malformed request line: unsupported HTTP version'],
   HPE_INVALID_HEADER_TOKEN: [400, 'BAD_REQUEST', 'a header name has a character that is not allowed'],
@@ -21,7 +25,11 @@ const PARSER_ERRORS: Record<string, [number, string, string]> = {
   HPE_CR_EXPECTED: [400, 'BAD_REQUEST', 'malformed line ending: lines end in CRLF'],
   HPE_INVALID_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'Content-Length is not a single non-negative integer'],
   HPE_UNEXPECTED_CONTENT_LENGTH: [400, 'BAD_REQUEST', 'Content-Length and Transfer-Encoding must not be sent together'],
-  HPE_INVALID_TRANSFER_ENCODING: [400, 'BAD_REQUEST', 'unsupported Transfer-Encoding, or Transfer-Encoding sent together with Content-Length'],
+  HPE_INVALID_TRANSFER_ENCODING: [
+    400,
+    'BAD_REQUEST',
+    'unsupported Transfer-Encoding, or Transfer-Encoding sent together with Content-Length',
+  ],
   HPE_INVALID_CHUNK_SIZE: [400, 'BAD_REQUEST', 'malformed chunked body: a chunk size is not hexadecimal'],
   HPE_INVALID_EOF_STATE: [400, 'BAD_REQUEST', 'the connection ended in the middle of the request'],
   HPE_PAUSED_H2_UPGRADE: [400, 'BAD_REQUEST', 'HTTP/2 is not supported; use HTTP/1.1'],
@@ -30,7 +38,13 @@ const PARSER_ERRORS: Record<string, [number, string, string]> = {
 };
 
 /** Writes a complete error answer straight onto the socket and closes it. */
-export function writeRawError(socket: Duplex, status: number, code: string, message: string, extra: Record<string, string> = {}): void {
+export function writeRawError(
+  socket: Duplex,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
   if (!socket.writable) {
     socket.destroy();
     return;
@@ -42,14 +56,20 @@ export function writeRawError(socket: Duplex, status: number, code: string, mess
     Connection: 'close',
     ...extra,
   };
-  const head = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  const head = [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`,
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
   socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
   // A client that never reads must not keep the socket open.
   setTimeout(() => socket.destroy(), 1000).unref();
 }
 
 /** The request line around the byte the parser stopped at, split, when it has the usual three parts. */
-export function requestLineAt(raw: Buffer | undefined, at: number | undefined): { method: string; target: string } | undefined {
+export function requestLineAt(
+  raw: Buffer | undefined,
+  at: number | undefined,
+): { method: string; target: string } | undefined {
   if (!raw) return undefined;
   const text = raw.toString('latin1');
   const pos = Math.min(Math.max(at ?? 0, 0), text.length);
@@ -82,17 +102,28 @@ export function clientErrorHandler(refuseMethod: (method: string, target: string
     const line = code === 'HPE_INVALID_METHOD' ? requestLineAt(err.rawPacket, err.bytesParsed) : undefined;
     if (line) {
       const refusal = refuseMethod(line.method, line.target);
-      const extra = Object.fromEntries(Object.entries(refusal.headers).map(([k, v]) => [k === 'allow' ? 'Allow' : k, v]));
+      const extra = Object.fromEntries(
+        Object.entries(refusal.headers).map(([k, v]) => [k === 'allow' ? 'Allow' : k, v]),
+      );
       writeRawError(socket, refusal.status, refusal.code, refusal.message, extra);
       return;
     }
-    const [status, errorCode, message] = PARSER_ERRORS[code] ?? [400, 'BAD_REQUEST', `malformed HTTP request (${code || 'unparseable'})`];
+    const [status, errorCode, message] = PARSER_ERRORS[code] ?? [
+      400,
+      'BAD_REQUEST',
+      `malformed HTTP request (${code || 'unparseable'})`,
+    ];
     writeRawError(socket, status, errorCode, message);
   };
 }
 
 /** `connect` handler: the emulator is an origin server, not a proxy. */
 export function answerConnect(req: IncomingMessage, socket: Duplex): void {
-  writeRawError(socket, 405, 'METHOD_NOT_ALLOWED', `CONNECT is not supported: the emulator is not a proxy (target ${JSON.stringify(String(req.url).slice(0, 80))})`,
-    { Allow: 'GET, POST, PUT, DELETE' });
+  writeRawError(
+    socket,
+    405,
+    'METHOD_NOT_ALLOWED',
+    `CONNECT is not supported: the emulator is not a proxy (target ${JSON.stringify(String(req.url).slice(0, 80))})`,
+    { Allow: 'GET, POST, PUT, DELETE' },
+  );
 }

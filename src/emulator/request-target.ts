@@ -22,8 +22,10 @@ const BAD_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
 export function decodeComponent(raw: string, what: string): string {
   const bad = BAD_ESCAPE.exec(raw);
   if (bad) {
-    throw invalid(`${what} has a malformed percent-escape ${excerpt(raw.slice(bad.index, bad.index + 3))} ` +
-      `(a % must be followed by two hex digits): ${excerpt(raw)}`);
+    throw invalid(
+      `${what} has a malformed percent-escape ${excerpt(raw.slice(bad.index, bad.index + 3))} ` +
+        `(a % must be followed by two hex digits): ${excerpt(raw)}`,
+    );
   }
   try {
     return decodeURIComponent(raw);
@@ -61,7 +63,8 @@ export function parseRequestTarget(raw: string): RequestTarget {
       const eq = pair.indexOf('=');
       const rawName = eq >= 0 ? pair.slice(0, eq) : pair;
       const name = decodeComponent(rawName.replaceAll('+', ' '), 'a query parameter name');
-      const value = eq >= 0 ? decodeComponent(pair.slice(eq + 1).replaceAll('+', ' '), `query parameter ${excerpt(name, 40)}`) : '';
+      const value =
+        eq >= 0 ? decodeComponent(pair.slice(eq + 1).replaceAll('+', ' '), `query parameter ${excerpt(name, 40)}`) : '';
       query.append(name, value);
     }
   }

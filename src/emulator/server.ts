@@ -81,9 +81,7 @@ interface Ctx {
 const schemaDir = packageFile('schemas');
 
 function route(method: string, template: string, handle: Route['handle']): Route {
-  const pattern = new RegExp(
-    `^${template.replace(/\{method_path\}/, '(.+)').replace(/\{[a-z_]+\}/g, '([^/]+)')}$`,
-  );
+  const pattern = new RegExp(`^${template.replace(/\{method_path\}/, '(.+)').replace(/\{[a-z_]+\}/g, '([^/]+)')}$`);
   return { method, template, pattern, mutates: method !== 'GET', handle };
 }
 
@@ -92,29 +90,59 @@ function buildRoutes(svc: KmsService, keys: ServerKeyPair): Route[] {
   const env = (q: URLSearchParams) => q.get('project_env');
   return [
     route('GET', '/encryption-key', () => keys.describe()),
-    route('GET', '/project', ({ query: q }) => svc.listProjects({ name: q.get('name'), status: q.get('status'), ...page(q) })),
+    route('GET', '/project', ({ query: q }) =>
+      svc.listProjects({ name: q.get('name'), status: q.get('status'), ...page(q) }),
+    ),
     route('POST', '/project', ({ body }) => [201, svc.createProject(body)]),
     route('GET', '/project/{project_env}/logs', ({ params, query: q }) =>
-      svc.listLogs(params[0]!, { methodPath: q.get('methodPath'), clientId: q.get('clientId'), status: q.get('status'), ...page(q) })),
+      svc.listLogs(params[0]!, {
+        methodPath: q.get('methodPath'),
+        clientId: q.get('clientId'),
+        status: q.get('status'),
+        ...page(q),
+      }),
+    ),
     route('GET', '/project/{project_env}', ({ params }) => svc.getProject(params[0]!)),
     route('PUT', '/project/{project_env}', ({ params, body }) => svc.updateProject(params[0]!, body)),
     route('DELETE', '/project/{project_env}', ({ params, query: q }) =>
-      svc.deleteProject(params[0]!, { kind: q.get('kind'), envId: q.get('envId'), templateId: q.get('templateId'), force: queryBool(q, 'forceDelete') })),
-    route('GET', '/client/templates', ({ query: q }) => { const p = page(q); return svc.listTemplates(env(q), p.page, p.limit); }),
+      svc.deleteProject(params[0]!, {
+        kind: q.get('kind'),
+        envId: q.get('envId'),
+        templateId: q.get('templateId'),
+        force: queryBool(q, 'forceDelete'),
+      }),
+    ),
+    route('GET', '/client/templates', ({ query: q }) => {
+      const p = page(q);
+      return svc.listTemplates(env(q), p.page, p.limit);
+    }),
     route('GET', '/client', ({ query: q }) =>
-      svc.listClients(env(q), { name: q.get('name'), type: q.get('type'), templateId: q.get('templateId'), ...page(q) })),
+      svc.listClients(env(q), {
+        name: q.get('name'),
+        type: q.get('type'),
+        templateId: q.get('templateId'),
+        ...page(q),
+      }),
+    ),
     route('POST', '/client', ({ query: q, body }) => [201, svc.createClients(env(q), body)]),
     route('GET', '/client/{client_uuid}', ({ params, query: q }) => svc.getClient(params[0]!, env(q))),
     route('PUT', '/client/{client_uuid}', ({ params, query: q, body }) => svc.updateClient(params[0]!, env(q), body)),
-    route('DELETE', '/client/{client_uuid}', ({ params, query: q }) => svc.deleteClient(params[0]!, env(q), q.get('keyId'))),
+    route('DELETE', '/client/{client_uuid}', ({ params, query: q }) =>
+      svc.deleteClient(params[0]!, env(q), q.get('keyId')),
+    ),
     route('POST', '/client/{client_uuid}', ({ params, query: q, body, headers, started }) => {
       const plain = headers['x-service-encrypted'] === '1' ? keys.decrypt(body) : body;
       return svc.validateUsage(params[0]!, env(q), q.get('method_path'), plain, started);
     }),
-    route('GET', '/endpoint', ({ query: q }) => { const p = page(q); return svc.listEndpoints(env(q), p.page, p.limit); }),
+    route('GET', '/endpoint', ({ query: q }) => {
+      const p = page(q);
+      return svc.listEndpoints(env(q), p.page, p.limit);
+    }),
     route('POST', '/endpoint', ({ query: q, body }) => [201, svc.createEndpoints(env(q), body)]),
     route('GET', '/endpoint/{method_path}', ({ params, query: q }) => svc.getEndpoint(params[0]!, env(q))),
-    route('PUT', '/endpoint/{method_path}', ({ params, query: q, body }) => svc.updateEndpoint(params[0]!, env(q), body)),
+    route('PUT', '/endpoint/{method_path}', ({ params, query: q, body }) =>
+      svc.updateEndpoint(params[0]!, env(q), body),
+    ),
     route('DELETE', '/endpoint/{method_path}', ({ params, query: q }) => svc.deleteEndpoint(params[0]!, env(q))),
   ].map((r) => ({ ...r, mutates: r.method !== 'GET' }));
 }
@@ -153,7 +181,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
       chunks.length = 0;
       reject(err);
     };
-    if (declared > MAX_BODY_BYTES) tooLarge(new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body is ${declared} bytes; the limit is ${MAX_BODY_BYTES}`));
+    if (declared > MAX_BODY_BYTES)
+      tooLarge(
+        new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body is ${declared} bytes; the limit is ${MAX_BODY_BYTES}`),
+      );
     req.on('data', (c: Buffer) => {
       if (over) {
         discarded += c.length;
@@ -161,13 +192,18 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
         return;
       }
       size += c.length;
-      if (size > MAX_BODY_BYTES) return tooLarge(new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${MAX_BODY_BYTES} bytes`));
+      if (size > MAX_BODY_BYTES)
+        return tooLarge(
+          new ApiError(413, 'PAYLOAD_TOO_LARGE', `request body exceeds the limit of ${MAX_BODY_BYTES} bytes`),
+        );
       chunks.push(c);
     });
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', () => reject(CLIENT_GONE));
     // The connection ended mid-body (or the parser refused the rest and answered on the socket).
-    req.on('close', () => { if (!req.complete) reject(CLIENT_GONE); });
+    req.on('close', () => {
+      if (!req.complete) reject(CLIENT_GONE);
+    });
   });
 }
 
@@ -211,9 +247,18 @@ function authenticate(headers: IncomingMessage['headers'], accepted: Buffer[]): 
     if (!m) return new ApiError(401, 'INVALID_API_KEY', 'Authorization header must be "Bearer <project key>"');
     presented = m[1];
   }
-  if (!presented) return new ApiError(401, 'UNAUTHORIZED', 'missing credentials: send x-api-key or Authorization: Bearer with a project key (sk_...)');
+  if (!presented)
+    return new ApiError(
+      401,
+      'UNAUTHORIZED',
+      'missing credentials: send x-api-key or Authorization: Bearer with a project key (sk_...)',
+    );
   if (presented.startsWith(CUSTOMER_KEY_PREFIX))
-    return new ApiError(403, 'CUSTOMER_KEY_NOT_ALLOWED', 'customer keys authenticate calls to your own API, not to the platform API; use a project key (sk_...)');
+    return new ApiError(
+      403,
+      'CUSTOMER_KEY_NOT_ALLOWED',
+      'customer keys authenticate calls to your own API, not to the platform API; use a project key (sk_...)',
+    );
   const h = hashOf(presented);
   if (!accepted.some((a) => timingSafeEqual(a, h)))
     return new ApiError(401, 'INVALID_API_KEY', `invalid project key (prefix ${presented.slice(0, 8)}…)`);
@@ -224,23 +269,36 @@ function authenticate(headers: IncomingMessage['headers'], accepted: Buffer[]): 
 function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
   const where = `${host}:${port}`;
   switch (err.code) {
-    case 'EADDRINUSE': return new EmulatorStartError(`port ${port} is already in use on ${host}: pick another --port, or --port 0 for a free one`);
-    case 'EACCES': return new EmulatorStartError(`no permission to listen on ${where} (ports below 1024 need privileges): pick a --port of 1024 or more`);
-    case 'EADDRNOTAVAIL': return new EmulatorStartError(`cannot listen on ${where}: --host ${host} is not an address of this machine`);
+    case 'EADDRINUSE':
+      return new EmulatorStartError(
+        `port ${port} is already in use on ${host}: pick another --port, or --port 0 for a free one`,
+      );
+    case 'EACCES':
+      return new EmulatorStartError(
+        `no permission to listen on ${where} (ports below 1024 need privileges): pick a --port of 1024 or more`,
+      );
+    case 'EADDRNOTAVAIL':
+      return new EmulatorStartError(`cannot listen on ${where}: --host ${host} is not an address of this machine`);
     case 'ENOTFOUND':
-    case 'EAI_AGAIN': return new EmulatorStartError(`cannot listen on ${where}: --host ${host} does not resolve to an address`);
-    default: return new EmulatorStartError(`cannot listen on ${where}: ${err.code ?? err.message}`);
+    case 'EAI_AGAIN':
+      return new EmulatorStartError(`cannot listen on ${where}: --host ${host} does not resolve to an address`);
+    default:
+      return new EmulatorStartError(`cannot listen on ${where}: ${err.code ?? err.message}`);
   }
 }
 
 export async function startEmulator(options: EmulatorOptions): Promise<RunningEmulator> {
   const apiKeys = options.apiKeys ?? [];
-  if (apiKeys.length === 0) throw new Error('the emulator needs at least one project key (KMS_EMULATOR_API_KEY(S) or --api-key-file)');
+  if (apiKeys.length === 0)
+    throw new Error('the emulator needs at least one project key (KMS_EMULATOR_API_KEY(S) or --api-key-file)');
   for (const k of apiKeys)
-    if (!/^sk_(live|test)_[A-Za-z0-9._-]{4,}$/.test(k)) throw new Error(`project keys must look like sk_live_… or sk_test_… (got one starting ${k.slice(0, 8)}…)`);
+    if (!/^sk_(live|test)_[A-Za-z0-9._-]{4,}$/.test(k))
+      throw new Error(`project keys must look like sk_live_… or sk_test_… (got one starting ${k.slice(0, 8)}…)`);
   const port = options.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new EmulatorStartError(`port must be an integer from 0 to 65535 (0 picks a free one), got ${String(port).slice(0, 20)}`);
+    throw new EmulatorStartError(
+      `port must be an integer from 0 to 65535 (0 picks a free one), got ${String(port).slice(0, 20)}`,
+    );
   const host = options.host ?? '127.0.0.1';
   const accepted = apiKeys.map(hashOf);
   const random = options.random ?? Math.random;
@@ -256,7 +314,12 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     persist();
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    const why = err.code === 'ENOENT' ? `its folder ${dirname(options.dataFile!)} does not exist` : err.code === 'EACCES' ? 'permission denied' : err.code ?? err.message;
+    const why =
+      err.code === 'ENOENT'
+        ? `its folder ${dirname(options.dataFile!)} does not exist`
+        : err.code === 'EACCES'
+          ? 'permission denied'
+          : (err.code ?? err.message);
     throw new EmulatorStartError(`cannot write --data file ${options.dataFile}: ${why}`);
   }
 
@@ -266,9 +329,11 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   let openapiJson: string | undefined;
 
   const takeFault = (method: string, template: string, path: string): FaultRule | undefined => {
-    const i = faults.findIndex((f) =>
-      (!f.method || f.method === method) &&
-      (!f.route || (typeof f.route === 'string' ? f.route === template : f.route.test(path))));
+    const i = faults.findIndex(
+      (f) =>
+        (!f.method || f.method === method) &&
+        (!f.route || (typeof f.route === 'string' ? f.route === template : f.route.test(path))),
+    );
     if (i < 0) return undefined;
     const f = faults[i]!;
     if (--f.left <= 0) faults.splice(i, 1);
@@ -280,16 +345,31 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
   const templates = [...new Set(routes.map((r) => r.template))];
   const control = {
     counts: () => counts,
-    resetCounts: () => { counts = {}; },
-    addFaults: (rules: FaultRule[]) => { for (const r of rules) faults.push({ ...r, left: r.times ?? 1 }); return faults.length; },
-    clearFaults: () => { faults.length = 0; },
-    seed: (body: unknown) => { const r = service.seed(body); persist(); return r; },
+    resetCounts: () => {
+      counts = {};
+    },
+    addFaults: (rules: FaultRule[]) => {
+      for (const r of rules) faults.push({ ...r, left: r.times ?? 1 });
+      return faults.length;
+    },
+    clearFaults: () => {
+      faults.length = 0;
+    },
+    seed: (body: unknown) => {
+      const r = service.seed(body);
+      persist();
+      return r;
+    },
     templates,
   };
 
   async function handleControl(req: IncomingMessage, res: ServerResponse, method: string, path: string) {
     if (!options.control)
-      throw new ApiError(404, 'NOT_FOUND', `the control routes (${CONTROL_BASE}/…) are off: start the emulator with --control (option control: true) to use them`);
+      throw new ApiError(
+        404,
+        'NOT_FOUND',
+        `the control routes (${CONTROL_BASE}/…) are off: start the emulator with --control (option control: true) to use them`,
+      );
     const route = findControlRoute(method, path);
     const authError = authenticate(req.headers, accepted);
     if (authError) throw authError;
@@ -303,11 +383,17 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     // A literal path (/client/templates) wins over a parameter (/client/{client_uuid}).
     const literal = matching.filter((r) => !r.template.includes('{'));
     const candidates = literal.length ? literal : matching;
-    if (candidates.length === 0) throw new ApiError(404, 'NOT_FOUND', `no route ${excerpt(method, 20)} ${API_BASE}${path.slice(0, 200)}`);
+    if (candidates.length === 0)
+      throw new ApiError(404, 'NOT_FOUND', `no route ${excerpt(method, 20)} ${API_BASE}${path.slice(0, 200)}`);
     const r = candidates.find((c) => c.method === method);
     if (!r) {
       const allow = candidates.map((c) => c.method).join(', ');
-      throw new ApiError(405, 'METHOD_NOT_ALLOWED', `${excerpt(method, 20)} is not allowed on ${API_BASE}${path} (allowed: ${allow})`, { allow });
+      throw new ApiError(
+        405,
+        'METHOD_NOT_ALLOWED',
+        `${excerpt(method, 20)} is not allowed on ${API_BASE}${path} (allowed: ${allow})`,
+        { allow },
+      );
     }
     return r;
   }
@@ -327,7 +413,12 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
       } else {
         const path = target.slice(API_BASE.length);
         if (path === '/openapi.yaml' || path === '/openapi.json')
-          return new ApiError(405, 'METHOD_NOT_ALLOWED', `${excerpt(method, 20)} is not allowed on ${target} (allowed: GET)`, { allow: 'GET' });
+          return new ApiError(
+            405,
+            'METHOD_NOT_ALLOWED',
+            `${excerpt(method, 20)} is not allowed on ${target} (allowed: GET)`,
+            { allow: 'GET' },
+          );
         findRoute(method, path);
       }
       return new ApiError(400, 'BAD_REQUEST', `unknown method ${excerpt(method, 20)}`);
@@ -343,7 +434,9 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     // Requests the parser let through but a service refuses; the client is broken, so the connection closes.
     // (A 505 would be the textbook answer to a version; the emulator keeps every refusal in the 4xx range.)
     if (req.httpVersionMajor !== 1)
-      throw new ApiError(400, 'BAD_REQUEST', `HTTP/${req.httpVersion} is not supported: use HTTP/1.1`, { connection: 'close' });
+      throw new ApiError(400, 'BAD_REQUEST', `HTTP/${req.httpVersion} is not supported: use HTTP/1.1`, {
+        connection: 'close',
+      });
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's own check answers it without a body).
     if (req.httpVersion === '1.1' && !req.headers.host)
       throw new ApiError(400, 'BAD_REQUEST', 'HTTP/1.1 requests need a Host header', { connection: 'close' });
@@ -371,10 +464,13 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     const fault = takeFault(method, r.template, path);
     if (fault?.mode === 'delay') await new Promise((ok) => setTimeout(ok, fault.delayMs ?? 1000));
     if (fault?.mode === 'drop') return drop(res);
-    if (fault?.mode === 'error') throw new ApiError(fault.status ?? 503, 'SERVICE_UNAVAILABLE', 'injected fault: service unavailable');
+    if (fault?.mode === 'error')
+      throw new ApiError(fault.status ?? 503, 'SERVICE_UNAVAILABLE', 'injected fault: service unavailable');
     const retryAfter = String(fault?.retryAfterSeconds ?? options.retryAfterSeconds ?? 1);
     if (fault?.mode === '429' || (options.rate429 && random() < options.rate429))
-      throw new ApiError(429, 'RATE_LIMITED', 'too many requests; retry after the Retry-After delay', { 'retry-after': retryAfter });
+      throw new ApiError(429, 'RATE_LIMITED', 'too many requests; retry after the Retry-After delay', {
+        'retry-after': retryAfter,
+      });
     if (options.errorRate && random() < options.errorRate)
       throw new ApiError(503, 'SERVICE_UNAVAILABLE', 'injected fault: service unavailable');
 
@@ -385,7 +481,8 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     // Committed, answer held back: opens the window where a client dies before reading the
     // response (the crash campaign aims its kills here).
     if (fault?.mode === 'delay-after-commit') await new Promise((ok) => setTimeout(ok, fault.delayMs ?? 1000));
-    if (fault?.mode === 'drop-after-commit' || (r.mutates && options.dropRate && random() < options.dropRate)) return drop(res);
+    if (fault?.mode === 'drop-after-commit' || (r.mutates && options.dropRate && random() < options.dropRate))
+      return drop(res);
     const [status, payload] = Array.isArray(result) && typeof result[0] === 'number' ? result : [200, result];
     send(res, status as number, payload);
   }
@@ -423,13 +520,18 @@ export async function startEmulator(options: EmulatorOptions): Promise<RunningEm
     port: addr.port,
     service,
     addFault: (rule) => faults.push({ ...rule, left: rule.times ?? 1 }),
-    clearFaults: () => { faults.length = 0; },
+    clearFaults: () => {
+      faults.length = 0;
+    },
     counts: () => ({ ...counts }),
-    resetCounts: () => { counts = {}; },
-    close: () => new Promise<void>((ok) => {
-      server.close(() => ok());
-      server.closeAllConnections();
-    }),
+    resetCounts: () => {
+      counts = {};
+    },
+    close: () =>
+      new Promise<void>((ok) => {
+        server.close(() => ok());
+        server.closeAllConnections();
+      }),
   };
 }
 

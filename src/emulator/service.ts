@@ -161,16 +161,38 @@ const templateUpdateRule: FieldRule = {
   },
 };
 const envTypeRule: FieldRule = {
-  type: 'string', required: true, pattern: ENV_TYPE, patternHint: 'lower-case letters and digits, starting with a letter, no hyphen',
+  type: 'string',
+  required: true,
+  pattern: ENV_TYPE,
+  patternHint: 'lower-case letters and digits, starting with a letter, no hyphen',
 };
-const urlRule: FieldRule = { type: 'string', pattern: /^https?:\/\/\S+$/, patternHint: 'an http(s) URL', maxLength: 2048 };
+const urlRule: FieldRule = {
+  type: 'string',
+  pattern: /^https?:\/\/\S+$/,
+  patternHint: 'an http(s) URL',
+  maxLength: 2048,
+};
 const projectCreateFields: Record<string, FieldRule> = {
-  slug: { type: 'string', required: true, pattern: SLUG, patternHint: 'lower-case letters, digits and hyphens, 1-50 characters' },
+  slug: {
+    type: 'string',
+    required: true,
+    pattern: SLUG,
+    patternHint: 'lower-case letters, digits and hyphens, 1-50 characters',
+  },
   name: { type: 'string', required: true, min: 1, maxLength: 200 },
   description: { type: 'string', maxLength: 2000 },
   envs: {
-    type: 'array', required: true, min: 1, max: 20,
-    items: { fields: { type: envTypeRule, url: { ...urlRule, required: true }, templates: { type: 'array', items: templateInputRule } } },
+    type: 'array',
+    required: true,
+    min: 1,
+    max: 20,
+    items: {
+      fields: {
+        type: envTypeRule,
+        url: { ...urlRule, required: true },
+        templates: { type: 'array', items: templateInputRule },
+      },
+    },
   },
 };
 const projectUpdateFields: Record<string, FieldRule> = {
@@ -241,7 +263,12 @@ export interface SeedRequest {
   metadata?: Obj;
 }
 const seedFields: Record<string, FieldRule> = {
-  project: { type: 'string', required: true, pattern: SLUG, patternHint: 'a project slug: lower-case letters, digits and hyphens, 1-50 characters' },
+  project: {
+    type: 'string',
+    required: true,
+    pattern: SLUG,
+    patternHint: 'a project slug: lower-case letters, digits and hyphens, 1-50 characters',
+  },
   type: envTypeRule,
   url: urlRule,
   templates: { type: 'integer', min: 1, max: SEED_LIMITS.templates },
@@ -299,13 +326,21 @@ export class KmsService {
       const names = new Set<string>();
       ((e.templates as Obj[] | undefined) ?? []).forEach((t, j) => {
         if (names.has(t.name as string))
-          throw conflict(`body.envs[${i}].templates[${j}].name: template '${t.name}' is listed twice for ${b.slug}-${e.type}`);
+          throw conflict(
+            `body.envs[${i}].templates[${j}].name: template '${t.name}' is listed twice for ${b.slug}-${e.type}`,
+          );
         names.add(t.name as string);
       });
     });
     const ts = now();
     const project: Project = {
-      slug: b.slug, name: b.name, description: b.description ?? '', status: 'active', createdAt: ts, updatedAt: ts, envs: new Map(),
+      slug: b.slug,
+      name: b.name,
+      description: b.description ?? '',
+      status: 'active',
+      createdAt: ts,
+      updatedAt: ts,
+      envs: new Map(),
     };
     this.projects.set(project.slug, project);
     for (const e of b.envs) {
@@ -328,11 +363,16 @@ export class KmsService {
       project = this.projects.get(env.project)!;
     } else {
       // PUT creates a missing environment of an existing project (HTTP PUT semantics).
-      const owner = [...this.projects.values()].find((p) => ref.startsWith(`${p.slug}-`) && ENV_TYPE.test(ref.slice(p.slug.length + 1)));
+      const owner = [...this.projects.values()].find(
+        (p) => ref.startsWith(`${p.slug}-`) && ENV_TYPE.test(ref.slice(p.slug.length + 1)),
+      );
       if (!owner) {
         if (this.projects.has(ref)) {
           project = this.projects.get(ref)!;
-          if (b.singleEnv) throw badRequest(`body.singleEnv: '${ref}' is a project slug; address an environment (<slug>-<type>) to change it`);
+          if (b.singleEnv)
+            throw badRequest(
+              `body.singleEnv: '${ref}' is a project slug; address an environment (<slug>-<type>) to change it`,
+            );
         } else throw notFound(`environment '${ref}' not found`);
       } else {
         project = owner;
@@ -351,8 +391,10 @@ export class KmsService {
         if (seen.has(key)) throw badRequest(`body.singleEnv.templates[${i}]: template listed twice`);
         seen.add(key);
         if (!existing) {
-          if (t.name === undefined) throw badRequest(`body.singleEnv.templates[${i}].name: is required for a new template`);
-          if (t.rateLimitDay === undefined) throw badRequest(`body.singleEnv.templates[${i}].rateLimitDay: is required for a new template`);
+          if (t.name === undefined)
+            throw badRequest(`body.singleEnv.templates[${i}].name: is required for a new template`);
+          if (t.rateLimitDay === undefined)
+            throw badRequest(`body.singleEnv.templates[${i}].rateLimitDay: is required for a new template`);
         } else if (t.name !== undefined && t.name !== existing.name) {
           const clash = [...env!.templates.values()].find((o) => o.name === t.name && o.id !== existing.id);
           if (clash) throw conflict(`template '${t.name}' already exists in ${env!.projectEnv}`);
@@ -376,13 +418,19 @@ export class KmsService {
     return this.projectView(project, true);
   }
 
-  deleteProject(ref: string, q: { kind: string | null; envId: string | null; templateId: string | null; force: boolean }) {
+  deleteProject(
+    ref: string,
+    q: { kind: string | null; envId: string | null; templateId: string | null; force: boolean },
+  ) {
     if (!q.kind) throw badRequest(`query parameter 'kind' is required (project, env or template)`);
     const { project, env } = this.resolveProject(ref);
     if (q.kind === 'project') {
       const inUse = [...project.envs.values()].reduce((n, e) => n + e.clients.size, 0);
       if (inUse > 0 && !q.force)
-        throw conflict(`project '${project.slug}' still has ${inUse} client(s); delete them first or pass forceDelete=true`, 'RESOURCE_IN_USE');
+        throw conflict(
+          `project '${project.slug}' still has ${inUse} client(s); delete them first or pass forceDelete=true`,
+          'RESOURCE_IN_USE',
+        );
       for (const e of [...project.envs.values()]) this.dropEnv(e);
       this.projects.delete(project.slug);
       return { success: true, deleted: 'project' };
@@ -390,9 +438,13 @@ export class KmsService {
     if (q.kind === 'env') {
       if (!q.envId) throw badRequest(`query parameter 'envId' is required when kind=env`);
       const target = this.envsById.get(q.envId) ?? this.envsBySlug.get(q.envId);
-      if (!target || target.project !== project.slug) throw notFound(`environment '${q.envId}' not found in project '${project.slug}'`);
+      if (!target || target.project !== project.slug)
+        throw notFound(`environment '${q.envId}' not found in project '${project.slug}'`);
       if (target.clients.size > 0 && !q.force)
-        throw conflict(`environment '${target.projectEnv}' still has ${target.clients.size} client(s); pass forceDelete=true to delete them too`, 'RESOURCE_IN_USE');
+        throw conflict(
+          `environment '${target.projectEnv}' still has ${target.clients.size} client(s); pass forceDelete=true to delete them too`,
+          'RESOURCE_IN_USE',
+        );
       this.dropEnv(target);
       project.updatedAt = now();
       return { success: true, deleted: 'env' };
@@ -401,10 +453,14 @@ export class KmsService {
       if (!q.templateId) throw badRequest(`query parameter 'templateId' is required when kind=template`);
       const envs = env ? [env] : [...project.envs.values()];
       const owner = envs.find((e) => e.templates.has(q.templateId!));
-      if (!owner) throw notFound(`template '${q.templateId}' not found in ${env ? env.projectEnv : `project '${project.slug}'`}`);
+      if (!owner)
+        throw notFound(`template '${q.templateId}' not found in ${env ? env.projectEnv : `project '${project.slug}'`}`);
       const users = [...owner.clients.values()].filter((c) => c.templateId === q.templateId);
       if (users.length > 0 && !q.force)
-        throw conflict(`template '${owner.templates.get(q.templateId)!.name}' is used by ${users.length} client(s); pass forceDelete=true to delete them too`, 'RESOURCE_IN_USE');
+        throw conflict(
+          `template '${owner.templates.get(q.templateId)!.name}' is used by ${users.length} client(s); pass forceDelete=true to delete them too`,
+          'RESOURCE_IN_USE',
+        );
       for (const c of users) this.dropClient(owner, c);
       owner.templates.delete(q.templateId);
       return { success: true, deleted: 'template' };
@@ -412,7 +468,10 @@ export class KmsService {
     throw badRequest(`query parameter 'kind' must be project, env or template, got ${JSON.stringify(q.kind)}`);
   }
 
-  listLogs(ref: string, q: { methodPath: string | null; clientId: string | null; status: string | null; page: number; limit: number }) {
+  listLogs(
+    ref: string,
+    q: { methodPath: string | null; clientId: string | null; status: string | null; page: number; limit: number },
+  ) {
     const env = this.env(ref);
     if (q.status && q.status !== 'success' && q.status !== 'error')
       throw badRequest(`query parameter 'status' must be success or error, got ${JSON.stringify(q.status)}`);
@@ -431,7 +490,10 @@ export class KmsService {
   }
 
   // ------------------------------------------------------------------ clients
-  listClients(ref: string | null, q: { name: string | null; type: string | null; templateId: string | null; page: number; limit: number }) {
+  listClients(
+    ref: string | null,
+    q: { name: string | null; type: string | null; templateId: string | null; page: number; limit: number },
+  ) {
     const env = this.env(requireEnvParam(ref));
     env.clientList ??= [...env.clients.values()];
     let items = env.clientList;
@@ -454,7 +516,8 @@ export class KmsService {
       checkObject(item, clientCreateFields, path);
       const b = item as Obj;
       const template = env.templates.get(b.templateId as string);
-      if (!template) throw badRequest(`${path}.templateId: template '${b.templateId}' does not exist in ${env.projectEnv}`);
+      if (!template)
+        throw badRequest(`${path}.templateId: template '${b.templateId}' does not exist in ${env.projectEnv}`);
       const ipWhitelist = cidrs((b.ipWhitelist as string[]) ?? [], `${path}.ipWhitelist`);
       const keys = ((b.keys as Obj[]) ?? []).map((k, j) => ({
         name: k.name as string,
@@ -463,13 +526,24 @@ export class KmsService {
       }));
       return { b, template, ipWhitelist, keys };
     });
-    this.checkCapacity(env, prepared.map((p) => p.template));
+    this.checkCapacity(
+      env,
+      prepared.map((p) => p.template),
+    );
     const ts = now();
     const created = prepared.map(({ b, template, ipWhitelist, keys }) => {
       const client: Client = {
-        id: randomUUID(), name: b.name as string, type: (b.type as string) ?? 'company', templateId: template.id,
-        ipWhitelist, metadata: (b.metadata as Obj) ?? {}, keys: [], createdAt: ts, updatedAt: ts,
-        stats: { total: 0, success: 0, error: 0 }, usage: { day: utcDay(), count: 0 },
+        id: randomUUID(),
+        name: b.name as string,
+        type: (b.type as string) ?? 'company',
+        templateId: template.id,
+        ipWhitelist,
+        metadata: (b.metadata as Obj) ?? {},
+        keys: [],
+        createdAt: ts,
+        updatedAt: ts,
+        stats: { total: 0, success: 0, error: 0 },
+        usage: { day: utcDay(), count: 0 },
       };
       const issued = keys.map((k) => this.issueKey(client, k.name, k.expiresAt, k.autoRotate));
       env.clients.set(client.id, client);
@@ -493,7 +567,8 @@ export class KmsService {
     let template: Template | undefined;
     if (b.templateId !== undefined) {
       template = env.templates.get(b.templateId as string);
-      if (!template) throw badRequest(`body.templateId: template '${b.templateId}' does not exist in ${env.projectEnv}`);
+      if (!template)
+        throw badRequest(`body.templateId: template '${b.templateId}' does not exist in ${env.projectEnv}`);
       if (template.id !== client.templateId) this.checkCapacity(env, [template]);
     }
     const ipWhitelist = b.ipWhitelist !== undefined ? cidrs(b.ipWhitelist as string[], 'body.ipWhitelist') : undefined;
@@ -502,7 +577,11 @@ export class KmsService {
       const existing = k.id !== undefined ? client.keys.find((x) => x.id === k.id) : undefined;
       if (k.id !== undefined && !existing) throw notFound(`${path}.id: key '${k.id}' not found on client ${client.id}`);
       if (!existing && k.name === undefined) throw badRequest(`${path}.name: is required for a new key`);
-      return { k, existing, expiresAt: k.expiresAt === undefined ? undefined : timestampOrNull(k.expiresAt, `${path}.expiresAt`) };
+      return {
+        k,
+        existing,
+        expiresAt: k.expiresAt === undefined ? undefined : timestampOrNull(k.expiresAt, `${path}.expiresAt`),
+      };
     });
     const ts = now();
     if (b.name !== undefined) client.name = b.name as string;
@@ -538,7 +617,13 @@ export class KmsService {
   }
 
   /** POST /client/{uuid}: validates and logs one use of a customer key. */
-  validateUsage(id: string, ref: string | null, methodPath: string | null, body: Json, started: number): ValidationOutcome {
+  validateUsage(
+    id: string,
+    ref: string | null,
+    methodPath: string | null,
+    body: Json,
+    started: number,
+  ): ValidationOutcome {
     const { env, client } = this.client(id, requireEnvParam(ref));
     if (!methodPath) throw badRequest(`query parameter 'method_path' is required`);
     checkObject(body, validationFields);
@@ -558,7 +643,10 @@ export class KmsService {
     if (!key) reason = 'KEY_NOT_FOUND';
     else if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) reason = 'KEY_EXPIRED';
     else if (client.ipWhitelist.length > 0) {
-      const ip = String(headers['x-forwarded-for'] ?? '').split(',')[0]?.trim() ?? '';
+      const ip =
+        String(headers['x-forwarded-for'] ?? '')
+          .split(',')[0]
+          ?.trim() ?? '';
       if (!ip || !client.ipWhitelist.some((c) => cidrContains(c, ip))) reason = 'IP_NOT_ALLOWED';
     }
     const template = client.templateId ? env.templates.get(client.templateId) : undefined;
@@ -573,8 +661,13 @@ export class KmsService {
     const success = reason === undefined;
     const durationMs = Math.max(0, Math.round(performance.now() - started));
     env.logs.push({
-      id: randomUUID(), clientId: client.id, status: success ? 'success' : 'error', durationMs,
-      timestamp: new Date().toISOString(), method_path: methodPath, name: key?.name ?? b.name ?? '',
+      id: randomUUID(),
+      clientId: client.id,
+      status: success ? 'success' : 'error',
+      durationMs,
+      timestamp: new Date().toISOString(),
+      method_path: methodPath,
+      name: key?.name ?? b.name ?? '',
       ...(reason ? { reason } : {}),
     });
     for (const stats of [client.stats, env.endpoints.get(methodPath)?.stats]) {
@@ -585,11 +678,21 @@ export class KmsService {
     }
     if (limited) {
       const midnight = new Date(`${day}T00:00:00Z`).getTime() + 86_400_000;
-      throw new ApiError(429, 'DAILY_LIMIT_EXCEEDED',
+      throw new ApiError(
+        429,
+        'DAILY_LIMIT_EXCEEDED',
         `client ${client.id} reached the daily limit of ${template!.rateLimitDay} calls of template '${template!.name}'`,
-        { 'retry-after': String(Math.max(1, Math.ceil((midnight - Date.now()) / 1000))) });
+        { 'retry-after': String(Math.max(1, Math.ceil((midnight - Date.now()) / 1000))) },
+      );
     }
-    return { success, clientId: client.id, project_env: env.projectEnv, method_path: methodPath, durationMs, ...(reason ? { reason } : {}) };
+    return {
+      success,
+      clientId: client.id,
+      project_env: env.projectEnv,
+      method_path: methodPath,
+      durationMs,
+      ...(reason ? { reason } : {}),
+    };
   }
 
   // ------------------------------------------------------------------ endpoints
@@ -611,7 +714,8 @@ export class KmsService {
       checkObject(item, endpointCreateFields, path);
       const b = item as Obj;
       const method = (b.method as string).toUpperCase();
-      if (!METHODS.includes(method)) throw badRequest(`${path}.method: must be one of ${METHODS.join(', ')}, got ${JSON.stringify(b.method)}`);
+      if (!METHODS.includes(method))
+        throw badRequest(`${path}.method: must be one of ${METHODS.join(', ')}, got ${JSON.stringify(b.method)}`);
       const mp = `${method}:${b.path as string}`;
       if (env.endpoints.has(mp) || seen.has(mp)) throw conflict(`endpoint '${mp}' already exists in ${env.projectEnv}`);
       seen.add(mp);
@@ -620,9 +724,16 @@ export class KmsService {
     const ts = now();
     const created = prepared.map(({ b, method, mp }) => {
       const e: Endpoint = {
-        method, path: b.path as string, name: (b.name as string) ?? mp, description: (b.description as string) ?? '',
-        request: (b.request as Obj) ?? {}, response: (b.response as Obj) ?? {}, metadata: (b.metadata as Obj) ?? {},
-        stats: { total: 0, success: 0, error: 0 }, createdAt: ts, updatedAt: ts,
+        method,
+        path: b.path as string,
+        name: (b.name as string) ?? mp,
+        description: (b.description as string) ?? '',
+        request: (b.request as Obj) ?? {},
+        response: (b.response as Obj) ?? {},
+        metadata: (b.metadata as Obj) ?? {},
+        stats: { total: 0, success: 0, error: 0 },
+        createdAt: ts,
+        updatedAt: ts,
       };
       env.endpoints.set(mp, e);
       return endpointView(env, e);
@@ -699,8 +810,16 @@ export class KmsService {
 
   private addEnv(project: Project, type: string, url: string): Env {
     const env: Env = {
-      id: randomUUID(), project: project.slug, projectEnv: `${project.slug}-${type}`, type, url, createdAt: now(),
-      templates: new Map(), clients: new Map(), endpoints: new Map(), logs: [],
+      id: randomUUID(),
+      project: project.slug,
+      projectEnv: `${project.slug}-${type}`,
+      type,
+      url,
+      createdAt: now(),
+      templates: new Map(),
+      clients: new Map(),
+      endpoints: new Map(),
+      logs: [],
     };
     if (this.envsBySlug.has(env.projectEnv)) throw conflict(`environment '${env.projectEnv}' already exists`);
     project.envs.set(env.projectEnv, env);
@@ -714,8 +833,12 @@ export class KmsService {
       throw conflict(`template '${t.name}' already exists in ${env.projectEnv}`);
     const ts = now();
     const template: Template = {
-      id: randomUUID(), name: t.name as string, rateLimitDay: t.rateLimitDay as number,
-      maxClients: (t.maxClients as number | undefined) ?? DEFAULT_MAX_CLIENTS, createdAt: ts, updatedAt: ts,
+      id: randomUUID(),
+      name: t.name as string,
+      rateLimitDay: t.rateLimitDay as number,
+      maxClients: (t.maxClients as number | undefined) ?? DEFAULT_MAX_CLIENTS,
+      createdAt: ts,
+      updatedAt: ts,
     };
     env.templates.set(template.id, template);
     return template;
@@ -749,17 +872,29 @@ export class KmsService {
       let used = 0;
       for (const c of env.clients.values()) if (c.templateId === id) used++;
       if (used + adding > t.maxClients)
-        throw conflict(`template '${t.name}' allows ${t.maxClients} client(s); ${used} exist and ${adding} more were requested`, 'CLIENT_LIMIT_REACHED');
+        throw conflict(
+          `template '${t.name}' allows ${t.maxClients} client(s); ${used} exist and ${adding} more were requested`,
+          'CLIENT_LIMIT_REACHED',
+        );
     }
     const max = this.envMax(env);
     if (env.clients.size + templates.length > max)
-      throw conflict(`environment '${env.projectEnv}' allows ${max} client(s); ${env.clients.size} exist and ${templates.length} more were requested`, 'CLIENT_LIMIT_REACHED');
+      throw conflict(
+        `environment '${env.projectEnv}' allows ${max} client(s); ${env.clients.size} exist and ${templates.length} more were requested`,
+        'CLIENT_LIMIT_REACHED',
+      );
   }
 
   private issueKey(client: Client, name: string, expiresAt: string | null, autoRotate: boolean): IssuedKey {
     const raw = CUSTOMER_KEY_PREFIX + randomBytes(32).toString('base64url');
     const key: Key = {
-      id: randomUUID(), name, expiresAt, autoRotate, hash: hashKey(raw), keyPrefix: raw.slice(0, 12), createdAt: now(),
+      id: randomUUID(),
+      name,
+      expiresAt,
+      autoRotate,
+      hash: hashKey(raw),
+      keyPrefix: raw.slice(0, 12),
+      createdAt: now(),
     };
     client.keys.push(key);
     const { hash: _hash, ...view } = key;
@@ -778,24 +913,45 @@ export class KmsService {
     let project = this.projects.get(req.project);
     if (!project) {
       const ts = now();
-      project = { slug: req.project, name: req.project, description: '', status: 'active', createdAt: ts, updatedAt: ts, envs: new Map() };
+      project = {
+        slug: req.project,
+        name: req.project,
+        description: '',
+        status: 'active',
+        createdAt: ts,
+        updatedAt: ts,
+        envs: new Map(),
+      };
       this.projects.set(project.slug, project);
     }
-    const env = this.envsBySlug.get(`${req.project}-${req.type}`) ?? this.addEnv(project, req.type, req.url ?? 'https://api.example.test');
+    const env =
+      this.envsBySlug.get(`${req.project}-${req.type}`) ??
+      this.addEnv(project, req.type, req.url ?? 'https://api.example.test');
     const nTemplates = Math.max(1, req.templates ?? 1);
     const nClients = req.clients ?? 0;
     const templates: Template[] = [];
     for (let i = 0; i < nTemplates; i++) {
       const name = `tpl-${String(i).padStart(3, '0')}`;
       const existing = [...env.templates.values()].find((t) => t.name === name);
-      templates.push(existing ?? this.addTemplate(env, { name, rateLimitDay: 1000 + i, maxClients: Math.ceil(nClients / nTemplates) + 10 }));
+      templates.push(
+        existing ??
+          this.addTemplate(env, { name, rateLimitDay: 1000 + i, maxClients: Math.ceil(nClients / nTemplates) + 10 }),
+      );
     }
     const ts = now();
     for (let i = 0; i < nClients; i++) {
       const client: Client = {
-        id: randomUUID(), name: `client-${String(i).padStart(5, '0')}`, type: 'company', templateId: templates[i % nTemplates]!.id,
-        ipWhitelist: ['10.0.0.0/8'], metadata: { ...(req.metadata ?? {}), index: String(i) }, keys: [], createdAt: ts, updatedAt: ts,
-        stats: { total: 0, success: 0, error: 0 }, usage: { day: utcDay(), count: 0 },
+        id: randomUUID(),
+        name: `client-${String(i).padStart(5, '0')}`,
+        type: 'company',
+        templateId: templates[i % nTemplates]!.id,
+        ipWhitelist: ['10.0.0.0/8'],
+        metadata: { ...(req.metadata ?? {}), index: String(i) },
+        keys: [],
+        createdAt: ts,
+        updatedAt: ts,
+        stats: { total: 0, success: 0, error: 0 },
+        usage: { day: utcDay(), count: 0 },
       };
       for (let k = 0; k < (req.keysPerClient ?? 0); k++) this.issueKey(client, `key-${k}`, null, false);
       env.clients.set(client.id, client);
@@ -805,26 +961,51 @@ export class KmsService {
     for (let i = 0; i < (req.endpoints ?? 0); i++) {
       const path = `/r/${String(i).padStart(4, '0')}`;
       env.endpoints.set(`GET:${path}`, {
-        method: 'GET', path, name: `route ${i}`, description: '', request: {}, response: {}, metadata: { ...(req.metadata ?? {}) },
-        stats: { total: 0, success: 0, error: 0 }, createdAt: ts, updatedAt: ts,
+        method: 'GET',
+        path,
+        name: `route ${i}`,
+        description: '',
+        request: {},
+        response: {},
+        metadata: { ...(req.metadata ?? {}) },
+        stats: { total: 0, success: 0, error: 0 },
+        createdAt: ts,
+        updatedAt: ts,
       });
     }
-    return { project_env: env.projectEnv, templates: templates.length, clients: env.clients.size, endpoints: env.endpoints.size };
+    return {
+      project_env: env.projectEnv,
+      templates: templates.length,
+      clients: env.clients.size,
+      endpoints: env.endpoints.size,
+    };
   }
 
   // ------------------------------------------------------------------ views
   private projectView(p: Project, full: boolean) {
     const list = [...p.envs.values()].map((e) => {
-      const summary = { id: e.id, project_env: e.projectEnv, type: e.type, clients: { count: e.clients.size, max: this.envMax(e) } };
+      const summary = {
+        id: e.id,
+        project_env: e.projectEnv,
+        type: e.type,
+        clients: { count: e.clients.size, max: this.envMax(e) },
+      };
       if (!full) return summary;
       return {
-        ...summary, url: e.url, createdAt: e.createdAt,
+        ...summary,
+        url: e.url,
+        createdAt: e.createdAt,
         templates: [...e.templates.values()].map((t) => this.templateView(e, t)),
         endpoints: { count: e.endpoints.size },
       };
     });
     return {
-      slug: p.slug, name: p.name, description: p.description, status: p.status, createdAt: p.createdAt, updatedAt: p.updatedAt,
+      slug: p.slug,
+      name: p.name,
+      description: p.description,
+      status: p.status,
+      createdAt: p.createdAt,
+      updatedAt: p.updatedAt,
       envs: { count: list.length, list },
     };
   }
@@ -832,13 +1013,31 @@ export class KmsService {
   private templateView(env: Env, t: Template) {
     let count = 0;
     for (const c of env.clients.values()) if (c.templateId === t.id) count++;
-    return { id: t.id, name: t.name, rateLimitDay: t.rateLimitDay, maxClients: t.maxClients, project_env: env.projectEnv, clients: { count }, createdAt: t.createdAt, updatedAt: t.updatedAt };
+    return {
+      id: t.id,
+      name: t.name,
+      rateLimitDay: t.rateLimitDay,
+      maxClients: t.maxClients,
+      project_env: env.projectEnv,
+      clients: { count },
+      createdAt: t.createdAt,
+      updatedAt: t.updatedAt,
+    };
   }
 
   private clientView(env: Env, c: Client, withStats: boolean) {
     const view = {
-      id: c.id, client_uuid: c.id, name: c.name, type: c.type, templateId: c.templateId, ipWhitelist: c.ipWhitelist,
-      metadata: c.metadata, project_env: env.projectEnv, keys: c.keys.map(keyView), createdAt: c.createdAt, updatedAt: c.updatedAt,
+      id: c.id,
+      client_uuid: c.id,
+      name: c.name,
+      type: c.type,
+      templateId: c.templateId,
+      ipWhitelist: c.ipWhitelist,
+      metadata: c.metadata,
+      project_env: env.projectEnv,
+      keys: c.keys.map(keyView),
+      createdAt: c.createdAt,
+      updatedAt: c.updatedAt,
     };
     if (!withStats) return view;
     const today = c.usage.day === utcDay() ? c.usage.count : 0;
@@ -857,8 +1056,11 @@ export class KmsService {
       projects: [...this.projects.values()].map((p) => ({
         ...p,
         envs: [...p.envs.values()].map((e) => ({
-          ...e, clientList: undefined,
-          templates: [...e.templates.values()], clients: [...e.clients.values()], endpoints: [...e.endpoints.values()],
+          ...e,
+          clientList: undefined,
+          templates: [...e.templates.values()],
+          clients: [...e.clients.values()],
+          endpoints: [...e.endpoints.values()],
         })),
       })),
     };
@@ -888,14 +1090,30 @@ export class KmsService {
 }
 
 function keyView(k: Key) {
-  return { id: k.id, name: k.name, expiresAt: k.expiresAt, autoRotate: k.autoRotate, keyPrefix: k.keyPrefix, createdAt: k.createdAt };
+  return {
+    id: k.id,
+    name: k.name,
+    expiresAt: k.expiresAt,
+    autoRotate: k.autoRotate,
+    keyPrefix: k.keyPrefix,
+    createdAt: k.createdAt,
+  };
 }
 
 function endpointView(env: Env, e: Endpoint) {
   return {
-    method: e.method, path: e.path, name: e.name, description: e.description, request: e.request, response: e.response,
-    metadata: e.metadata, method_path: `${e.method}:${e.path}`, project_env: env.projectEnv, stats: { ...e.stats },
-    createdAt: e.createdAt, updatedAt: e.updatedAt,
+    method: e.method,
+    path: e.path,
+    name: e.name,
+    description: e.description,
+    request: e.request,
+    response: e.response,
+    metadata: e.metadata,
+    method_path: `${e.method}:${e.path}`,
+    project_env: env.projectEnv,
+    stats: { ...e.stats },
+    createdAt: e.createdAt,
+    updatedAt: e.updatedAt,
   };
 }
 
@@ -914,7 +1132,7 @@ function lowerKeys(o: Obj): Record<string, unknown> {
 function customerKeyFromHeaders(h: Record<string, unknown>): string | undefined {
   const direct = h['x-api-key'];
   if (typeof direct === 'string' && direct) return direct;
-  const auth = h['authorization'];
+  const auth = h.authorization;
   if (typeof auth === 'string') {
     const m = /^Bearer\s+(\S+)$/i.exec(auth);
     if (m?.[1]) return m[1];

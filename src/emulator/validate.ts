@@ -31,8 +31,7 @@ export function checkValue(value: unknown, rule: FieldRule, path: string): void 
     throw badRequest(`${path}: must be ${rule.type}, got null`);
   }
   const t = typeName(value);
-  const ok =
-    rule.type === 'integer' ? t === 'integer' : rule.type === 'object' ? t === 'object' : rule.type === t;
+  const ok = rule.type === 'integer' ? t === 'integer' : rule.type === 'object' ? t === 'object' : rule.type === t;
   if (!ok) throw badRequest(`${path}: must be ${rule.type}, got ${t}`);
   if (rule.type === 'string') {
     const s = value as string;
@@ -49,13 +48,16 @@ export function checkValue(value: unknown, rule: FieldRule, path: string): void 
   }
   if (rule.type === 'array') {
     const arr = value as unknown[];
-    if (rule.min !== undefined && arr.length < rule.min) throw badRequest(`${path}: must have at least ${rule.min} item(s)`);
-    if (rule.max !== undefined && arr.length > rule.max) throw badRequest(`${path}: must have at most ${rule.max} items`);
+    if (rule.min !== undefined && arr.length < rule.min)
+      throw badRequest(`${path}: must have at least ${rule.min} item(s)`);
+    if (rule.max !== undefined && arr.length > rule.max)
+      throw badRequest(`${path}: must have at most ${rule.max} items`);
     if (rule.items) {
-      const itemRule: FieldRule = 'fields' in rule.items && !('type' in rule.items)
-        ? { type: 'object', fields: rule.items.fields }
-        : (rule.items as FieldRule);
-      arr.forEach((item, i) => checkValue(item, itemRule, `${path}[${i}]`));
+      const itemRule: FieldRule =
+        'fields' in rule.items && !('type' in rule.items)
+          ? { type: 'object', fields: rule.items.fields }
+          : (rule.items as FieldRule);
+      for (const [i, item] of arr.entries()) checkValue(item, itemRule, `${path}[${i}]`);
     }
   }
   if (rule.type === 'object' && rule.fields && !rule.open) checkObject(value, rule.fields, path);
@@ -90,7 +92,9 @@ export function queryInt(params: URLSearchParams, name: string, fallback: number
   const raw = params.get(name);
   if (raw === null || raw === '') return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > MAX_QUERY_INT) {
-    throw badRequest(`query parameter '${name}' must be an integer from ${min} to ${MAX_QUERY_INT}, got ${quoted(raw)}`);
+    throw badRequest(
+      `query parameter '${name}' must be an integer from ${min} to ${MAX_QUERY_INT}, got ${quoted(raw)}`,
+    );
   }
   return Number(raw);
 }
@@ -114,6 +118,7 @@ export function checkDepth(value: unknown, path = 'body', max = MAX_BODY_DEPTH):
     const [v, depth] = stack.pop()!;
     if (!v || typeof v !== 'object') continue;
     if (depth > max) throw badRequest(`${path}: nests deeper than ${max} levels`);
-    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child && typeof child === 'object') stack.push([child, depth + 1]);
+    for (const child of Array.isArray(v) ? v : Object.values(v))
+      if (child && typeof child === 'object') stack.push([child, depth + 1]);
   }
 }

@@ -19,7 +19,10 @@ export function usesCdktf(o: CdktfFlags): boolean {
 }
 
 /** Synthesizes (or reads) the CDKTF stacks the flags name; undefined when none are named. */
-export async function readCdktfFlags(o: CdktfFlags, limits: ConfigLimits = configLimits()): Promise<CdktfInput | undefined> {
+export async function readCdktfFlags(
+  o: CdktfFlags,
+  limits: ConfigLimits = configLimits(),
+): Promise<CdktfInput | undefined> {
   if (!usesCdktf(o)) {
     if (o.stack?.length) throw new UsageError('--stack needs --cdktf [DIR] or --cdktf-out DIR');
     return undefined;

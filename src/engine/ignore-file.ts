@@ -16,8 +16,11 @@ import { frontEnd } from './front-end.js';
  */
 export function defaultIgnoreFile(configDir: string | undefined): string {
   const beside = ignoreFileBeside(configDir);
-  if (!configDir || existsSync(beside) || path.resolve(configDir) === process.cwd() || !existsSync(IGNORE_FILE_NAME)) return beside;
-  frontEnd().notice(`warning: ${IGNORE_FILE_NAME} read from the current folder; kms-sync reads it beside the configuration: move it to ${beside}\n`);
+  if (!configDir || existsSync(beside) || path.resolve(configDir) === process.cwd() || !existsSync(IGNORE_FILE_NAME))
+    return beside;
+  frontEnd().notice(
+    `warning: ${IGNORE_FILE_NAME} read from the current folder; kms-sync reads it beside the configuration: move it to ${beside}\n`,
+  );
   return IGNORE_FILE_NAME;
 }
 
@@ -41,7 +44,9 @@ export async function loadIgnoreRules(file: string | undefined, configDir?: stri
   } catch (e) {
     if (e instanceof UsageError) throw e;
     if (!file && (e as NodeJS.ErrnoException).code === 'ENOENT') return noIgnoreRules();
-    throw new UsageError(`cannot read the ignore file ${target}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new UsageError(
+      `cannot read the ignore file ${target}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
   }
   try {
     return parseIgnore(text, target);
@@ -56,10 +61,15 @@ async function refuseOutsideFolder(target: string): Promise<void> {
   if (info.isSymbolicLink()) {
     const real = await realpath(target);
     if (!isInside(real, await realpath(path.dirname(path.resolve(target))))) {
-      throw new UsageError(`${target} resolves outside its folder (through a symbolic link): ignore rules are read only inside it, and it is not read`);
+      throw new UsageError(
+        `${target} resolves outside its folder (through a symbolic link): ignore rules are read only inside it, and it is not read`,
+      );
     }
   }
   const size = (await stat(target)).size;
   const limit = configLimits().fileBytes;
-  if (size > limit) throw new UsageError(`${target} is larger than the limit of ${formatSize(limit)} per configuration file (${formatSize(size)}): it is not read`);
+  if (size > limit)
+    throw new UsageError(
+      `${target} is larger than the limit of ${formatSize(limit)} per configuration file (${formatSize(size)}): it is not read`,
+    );
 }

@@ -18,10 +18,19 @@ export interface KeyPathOptions {
 }
 
 /** The secret stores of a configuration and the key capture path (journal → store) over them. */
-export function keyCaptureFor(stores: DesiredState['stores'], baseDir: string, policy: OperatorPolicy, o: KeyPathOptions = {}) {
+export function keyCaptureFor(
+  stores: DesiredState['stores'],
+  baseDir: string,
+  policy: OperatorPolicy,
+  o: KeyPathOptions = {},
+) {
   const registry = new StoreRegistry({
-    declarations: stores, baseDir, policy,
-    ...(o.notice ? { onNotice: o.notice } : {}), ...(o.incarnation ? { incarnation: o.incarnation } : {}), ...(o.env ? { env: o.env } : {}),
+    declarations: stores,
+    baseDir,
+    policy,
+    ...(o.notice ? { onNotice: o.notice } : {}),
+    ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+    ...(o.env ? { env: o.env } : {}),
   });
   return { registry, capture: new JournaledKeyCapture(registry, undefined, o.target ? { target: o.target } : {}) };
 }

@@ -4,7 +4,10 @@
 import { OwnerMovedError, resolveOwnerId, type DesiredState } from '../model/index.js';
 import { UsageError } from './errors.js';
 
-export async function resolveOwner(desired: DesiredState, baseDir: string): Promise<{ owner: string; derived: boolean }> {
+export async function resolveOwner(
+  desired: DesiredState,
+  baseDir: string,
+): Promise<{ owner: string; derived: boolean }> {
   try {
     return await resolveOwnerId(desired.owner, baseDir);
   } catch (e) {

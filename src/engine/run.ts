@@ -2,13 +2,27 @@
 import { existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { JournaledKeyCapture } from '../apply/journaled-capture.js';
+import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
 import { acquireLock, type StateIncarnation } from '../secrets/fsutil.js';
 import { defaultJournalPath } from '../secrets/journal.js';
 import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
-import { readLiveState, readLiveStream, type LiveEnvRead, type LiveReadResult, type LiveScope, type LiveStream } from '../live/read.js';
-import { address, credentialKind, emptyLiveState, projectEnvOf, type DesiredState, type LiveState } from '../model/index.js';
+import {
+  readLiveState,
+  readLiveStream,
+  type LiveEnvRead,
+  type LiveReadResult,
+  type LiveScope,
+  type LiveStream,
+} from '../live/read.js';
+import {
+  address,
+  credentialKind,
+  emptyLiveState,
+  projectEnvOf,
+  type DesiredState,
+  type LiveState,
+} from '../model/index.js';
 import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
 import { ownedEntries, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
@@ -85,9 +99,25 @@ export function storePolicyDiagnostics(stores: DesiredState['stores'], policy: O
   const lines: string[] = [];
   for (const s of stores) {
     for (const problem of storePolicyProblems(s, policy, root)) {
-      lines.push(formatDiagnostic(s.source
-        ? { file: s.source.file, line: s.source.line, column: s.source.column, path: `${s.source.path}.${problem.field}`, message: problem.message }
-        : { file: '(saved plan)', line: 0, column: 0, path: `stores.${s.name}.${problem.field}`, message: problem.message }));
+      lines.push(
+        formatDiagnostic(
+          s.source
+            ? {
+                file: s.source.file,
+                line: s.source.line,
+                column: s.source.column,
+                path: `${s.source.path}.${problem.field}`,
+                message: problem.message,
+              }
+            : {
+                file: '(saved plan)',
+                line: 0,
+                column: 0,
+                path: `stores.${s.name}.${problem.field}`,
+                message: problem.message,
+              },
+        ),
+      );
     }
   }
   return lines;
@@ -99,7 +129,13 @@ export const DEFAULT_CONFIG_FILE = 'kms-sync.yaml';
 export async function findDefaultConfig(from: string = process.cwd()): Promise<string | undefined> {
   for (let dir = path.resolve(from); ; dir = path.dirname(dir)) {
     const candidate = path.join(dir, DEFAULT_CONFIG_FILE);
-    if (await stat(candidate).then((s) => s.isFile(), () => false)) return candidate;
+    if (
+      await stat(candidate).then(
+        (s) => s.isFile(),
+        () => false,
+      )
+    )
+      return candidate;
     if (path.dirname(dir) === dir) return undefined;
   }
 }
@@ -110,20 +146,36 @@ export async function findDefaultConfig(from: string = process.cwd()): Promise<s
  * checkout, so they read as paths in the repository); default: the working directory.
  */
 export async function loadConfig(
-  o: Pick<GlobalOptions, 'file' | 'env'> & CdktfFlags & LimitFlags & PolicyInput & { files?: FileRules; shownFrom?: string }, readAhead?: ReadAhead, warn?: (line: string) => void,
+  o: Pick<GlobalOptions, 'file' | 'env'> &
+    CdktfFlags &
+    LimitFlags &
+    PolicyInput & { files?: FileRules; shownFrom?: string },
+  readAhead?: ReadAhead,
+  warn?: (line: string) => void,
 ): Promise<LoadedConfig> {
   performance.mark('kms:config-start'); // CDKTF: running the app (synth) is part of loading the configuration
   const limits = limitsOf(o);
   const cdktf = await readCdktfFlags(o, limits);
   if (o.file.length === 0 && !cdktf) {
     const found = await findDefaultConfig();
-    if (!found) throw new UsageError(`no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`);
+    if (!found)
+      throw new UsageError(
+        `no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`,
+      );
     const shown = path.relative(process.cwd(), found) || found;
     if (path.dirname(found) !== process.cwd()) frontEnd().notice(`Using the configuration ${shown} (no -f given)\n`);
     o = { ...o, file: [shown] };
   }
   const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
-  const baseDir = first === undefined ? cdktf!.baseDir : (await stat(first).then((st) => st.isDirectory(), () => false)) ? first : path.dirname(first);
+  const baseDir =
+    first === undefined
+      ? cdktf!.baseDir
+      : (await stat(first).then(
+            (st) => st.isDirectory(),
+            () => false,
+          ))
+        ? first
+        : path.dirname(first);
   let policy: OperatorPolicy;
   try {
     policy = policyFor(o, baseDir);
@@ -134,13 +186,17 @@ export async function loadConfig(
   let loaded;
   try {
     loaded = await loadDesiredState(o.file, {
-      limits, policy, ...(o.files ? { files: o.files } : {}), ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
+      limits,
+      policy,
+      ...(o.files ? { files: o.files } : {}),
+      ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
       ...(readAhead ? { onParsed: (documents: unknown[]) => readAhead.start(documents, baseDir, o.env) } : {}),
     });
   } catch (e) {
     readAhead?.abandon();
-    if (e instanceof ConfigError) throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
+    if (e instanceof ConfigError)
+      throw new UsageError(`configuration is not valid:\n${formatDiagnostics(e.diagnostics)}`);
     throw e;
   }
   // What the operator policy refuses of the stores: at their file:line, before anything is contacted.
@@ -157,7 +213,9 @@ export async function loadConfig(
   }
   const unmatched = unmatchedPatterns(loaded.state, o.env);
   if (unmatched.length) {
-    throw new UsageError(`--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`);
+    throw new UsageError(
+      `--env ${unmatched.map((p) => JSON.stringify(p)).join(', ')} matches no environment of the configuration (known: ${loaded.state.envs.map((e) => e.projectEnv).join(', ') || 'none'})`,
+    );
   }
   const configured = new Set(loaded.state.envs.map((e) => e.projectEnv));
   const leaving = (pe: string) => !configured.has(pe) && (o.env.length === 0 || matchesAny(pe, o.env));
@@ -171,7 +229,11 @@ export { credentialKind };
 export type { Connection } from './session.js';
 
 /** The API client from KMS_API_URL / --url and KMS_API_KEY (never a command-line flag). */
-export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>, env: NodeJS.ProcessEnv = process.env, onRetry?: (line: string) => void): Connection {
+export function connect(
+  o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>,
+  env: NodeJS.ProcessEnv = process.env,
+  onRetry?: (line: string) => void,
+): Connection {
   const url = o.url ?? env.KMS_API_URL;
   if (!url) throw new UsageError('no service URL: set KMS_API_URL or pass --url (e.g. http://127.0.0.1:8080/api/v1)');
   const apiKey = env.KMS_API_KEY;
@@ -179,17 +241,33 @@ export function connect(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>
   // Refused here, before it is sent anywhere: a value of another kind (a raw customer key, another
   // service's token, a pasted placeholder) must not travel to the service URL.
   if (!/^sk_(live|test)_\S+$/.test(apiKey.trim())) {
-    throw new UsageError('KMS_API_KEY is not a project key: project keys start with sk_live_ or sk_test_. Nothing was sent; check the variable (see docs/troubleshooting.md#authentication-failed)');
+    throw new UsageError(
+      'KMS_API_KEY is not a project key: project keys start with sk_live_ or sk_test_. Nothing was sent; check the variable (see docs/troubleshooting.md#authentication-failed)',
+    );
   }
   try {
     new URL(url);
   } catch {
     throw new UsageError(`KMS_API_URL / --url is not a URL: ${JSON.stringify(url)}`);
   }
-  const conn = openConnection({
-    url, apiKey, parallelism: o.parallelism, ...(o.maxRps ? { maxRps: o.maxRps } : {}), userAgent: 'kms-sync/0.1.0',
-    ...(onRetry ? { onRetry: (r) => onRetry(`retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`) } : {}),
-  }, env);
+  const conn = openConnection(
+    {
+      url,
+      apiKey,
+      parallelism: o.parallelism,
+      ...(o.maxRps ? { maxRps: o.maxRps } : {}),
+      userAgent: 'kms-sync/0.1.0',
+      ...(onRetry
+        ? {
+            onRetry: (r) =>
+              onRetry(
+                `retrying ${r.method} ${r.path} in ${Math.round(r.delayMs)} ms (attempt ${r.attempt}: ${r.reason})`,
+              ),
+          }
+        : {}),
+    },
+    env,
+  );
   // An interrupt before anything is written cuts this connection's reads (interrupts.ts).
   frontEnd().onStop(() => conn.api.http.stop());
   return conn;
@@ -236,7 +314,8 @@ export class ReadAhead {
         if (!isRecord(p) || typeof p.slug !== 'string') continue;
         if ('name' in p) projects.add(p.slug);
         for (const e of listOf(p.environments)) {
-          if (isRecord(e) && typeof e.type === 'string' && 'url' in e) configured.set(projectEnvOf(p.slug, e.type), p.slug);
+          if (isRecord(e) && typeof e.type === 'string' && 'url' in e)
+            configured.set(projectEnvOf(p.slug, e.type), p.slug);
         }
       }
     }
@@ -250,7 +329,11 @@ export class ReadAhead {
     if (envs.length === 0 && inScope.length === 0) return;
     const leaving = (pe: string) => !configured.has(pe) && (patterns.length === 0 || matchesAny(pe, patterns));
     performance.mark('kms:read-start');
-    const stream = readLiveStream(this.conn.api, { projects: inScope, envs, alsoRead: leaving }, { fingerprints: this.fingerprints });
+    const stream = readLiveStream(
+      this.conn.api,
+      { projects: inScope, envs, alsoRead: leaving },
+      { fingerprints: this.fingerprints },
+    );
     this.started = { key: readScopeKey(inScope, envs, configured.keys()), stream };
   }
 
@@ -265,7 +348,14 @@ export class ReadAhead {
     const started = this.started;
     this.started = undefined;
     if (!started) return undefined;
-    if (started.key !== readScopeKey(desired.projects.map((p) => p.slug), desired.envs.map((e) => e.projectEnv), configured)) {
+    if (
+      started.key !==
+      readScopeKey(
+        desired.projects.map((p) => p.slug),
+        desired.envs.map((e) => e.projectEnv),
+        configured,
+      )
+    ) {
       started.stream.close();
       return undefined;
     }
@@ -277,7 +367,11 @@ export class ReadAhead {
  * A ReadAhead on a new connection; none when the connection settings are wrong, which connect()
  * then reports after the configuration's own errors, as without it.
  */
-export function readAheadFor(o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>, fingerprints: boolean, onRetry?: (line: string) => void): ReadAhead | undefined {
+export function readAheadFor(
+  o: Pick<GlobalOptions, 'url' | 'parallelism' | 'maxRps'>,
+  fingerprints: boolean,
+  onRetry?: (line: string) => void,
+): ReadAhead | undefined {
   try {
     return new ReadAhead(connect(o, process.env, onRetry), fingerprints);
   } catch {
@@ -297,8 +391,21 @@ export async function loadConfigReadingAhead(o: GlobalOptions, ahead: ReadAhead 
   }
 }
 
-export function readLive(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): Promise<LiveReadResult> {
-  return readScope(conn, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, fingerprints);
+export function readLive(
+  conn: Connection,
+  desired: DesiredState,
+  fingerprints: boolean,
+  leaving?: (pe: string) => boolean,
+): Promise<LiveReadResult> {
+  return readScope(
+    conn,
+    {
+      projects: desired.projects.map((p) => p.slug),
+      envs: desired.envs.map((e) => e.projectEnv),
+      ...(leaving ? { alsoRead: leaving } : {}),
+    },
+    fingerprints,
+  );
 }
 
 /** A live read started ahead of planFor (ReadAhead). */
@@ -307,12 +414,30 @@ export interface StartedRead {
 }
 
 /** The streamed live read of a configuration's scope (planFor). */
-function openScope(conn: Connection, desired: DesiredState, fingerprints: boolean, leaving?: (pe: string) => boolean): LiveStream {
-  return readLiveStream(conn.api, { projects: desired.projects.map((p) => p.slug), envs: desired.envs.map((e) => e.projectEnv), ...(leaving ? { alsoRead: leaving } : {}) }, { fingerprints });
+function openScope(
+  conn: Connection,
+  desired: DesiredState,
+  fingerprints: boolean,
+  leaving?: (pe: string) => boolean,
+): LiveStream {
+  return readLiveStream(
+    conn.api,
+    {
+      projects: desired.projects.map((p) => p.slug),
+      envs: desired.envs.map((e) => e.projectEnv),
+      ...(leaving ? { alsoRead: leaving } : {}),
+    },
+    { fingerprints },
+  );
 }
 
 /** The live read of a scope, with the terminal's progress line and the profile's read phase. */
-async function readScope(conn: Connection, scope: LiveScope, fingerprints: boolean, signal?: AbortSignal): Promise<LiveReadResult> {
+async function readScope(
+  conn: Connection,
+  scope: LiveScope,
+  fingerprints: boolean,
+  signal?: AbortSignal,
+): Promise<LiveReadResult> {
   performance.mark('kms:read-start');
   const live = await frontEnd().withProgress(conn.api, () => readLiveState(conn.api, scope, { fingerprints }), signal);
   performance.mark('kms:read-end');
@@ -366,15 +491,20 @@ export interface PlanOptions {
   inventory?: InventoryIndex;
 }
 
-
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
 export async function checkSecretNames(desired: DesiredState, baseDir: string, policy: OperatorPolicy): Promise<void> {
   performance.mark('kms:names-start');
-  const problems = await secretCollisions(desired, new StoreRegistry({ declarations: desired.stores, baseDir, policy }));
+  const problems = await secretCollisions(
+    desired,
+    new StoreRegistry({ declarations: desired.stores, baseDir, policy }),
+  );
   performance.mark('kms:names-end');
   const invalid = problems.filter((p) => p.kind !== 'collision').map((p) => p.text);
   const collide = problems.filter((p) => p.kind === 'collision').map((p) => `  - ${p.text}`);
-  if (invalid.length) throw new UsageError(`configuration is not valid:\n${[...invalid, ...(collide.length ? ['secret names collide:', ...collide] : [])].join('\n')}`);
+  if (invalid.length)
+    throw new UsageError(
+      `configuration is not valid:\n${[...invalid, ...(collide.length ? ['secret names collide:', ...collide] : [])].join('\n')}`,
+    );
   if (collide.length) throw new UsageError(`secret names collide:\n${collide.join('\n')}`);
 }
 
@@ -383,15 +513,36 @@ export async function checkSecretNames(desired: DesiredState, baseDir: string, p
  * writing: it runs under the run lock (held by apply/rotate already; taken here, without waiting,
  * for plan and drift). When another run holds it, recovery is left to that run.
  */
-async function recoverUnderLock(conn: Connection, capture: JournaledKeyCapture, registry: StoreRegistry, desired: DesiredState, o: PlanOptions): Promise<Recovery> {
+async function recoverUnderLock(
+  conn: Connection,
+  capture: JournaledKeyCapture,
+  registry: StoreRegistry,
+  desired: DesiredState,
+  o: PlanOptions,
+): Promise<Recovery> {
   const envs = new Set(desired.envs.map((e) => e.projectEnv));
   if (o.runLocked) return recoverBeforePlan(conn.api, capture, registry, envs);
-  if (!(await stat(capture.journal.path).then(() => true, () => false))) return { flushed: [], orphans: [], warnings: [] };
+  if (
+    !(await stat(capture.journal.path).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return { flushed: [], orphans: [], warnings: [] };
   let lock;
   try {
-    lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), { timeoutMs: 0, ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
+    lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), {
+      timeoutMs: 0,
+      ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+    });
   } catch {
-    return { flushed: [], orphans: [], warnings: ['another kms-sync run of this configuration is active: the keys it journaled are recovered by that run (or the next apply), not by this plan'] };
+    return {
+      flushed: [],
+      orphans: [],
+      warnings: [
+        'another kms-sync run of this configuration is active: the keys it journaled are recovered by that run (or the next apply), not by this plan',
+      ],
+    };
   }
   try {
     return await recoverBeforePlan(conn.api, capture, registry, envs);
@@ -405,14 +556,21 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, { notice, target: conn.target, ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, {
+    notice,
+    target: conn.target,
+    ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+  });
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
   const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
   const target: Plan['target'] = {
     // Shown and saved: without user info, query or fragment (they may carry credentials).
-    url: safeUrl(conn.url), credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    url: safeUrl(conn.url),
+    credential: conn.credential,
+    projects: desired.projects.map((p) => p.slug),
+    owner,
     envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...live.state.envs.map((e) => e.projectEnv)])].sort(),
   };
   return { registry, capture, recovery, live, owner, target };
@@ -426,18 +584,37 @@ async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptio
  * projects, environments and templates, and of the clients and endpoints only those the plan
  * names or whose keys expire (what drift's usage context and the agent's status need).
  */
-export async function planFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry; inventory?: InventoryScan }> {
+export async function planFor(
+  conn: Connection,
+  desired: DesiredState,
+  o: PlanOptions,
+): Promise<{
+  plan: Plan;
+  live: LiveReadResult;
+  capture: JournaledKeyCapture;
+  registry: StoreRegistry;
+  inventory?: InventoryScan;
+}> {
   // A shard may hold nothing of a small fleet: its plan is empty, not an error.
   if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty && !o.shard) {
-    throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+    throw new UsageError(
+      'nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway',
+    );
   }
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
   // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, { notice, target: conn.target, ...(o.incarnation ? { incarnation: o.incarnation } : {}) });
+  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, {
+    notice,
+    target: conn.target,
+    ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+  });
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)
   // means recovery may change the live state, so the read comes after it as usual.
-  const journaled = await stat(capture.journal.path).then(() => true, () => false);
+  const journaled = await stat(capture.journal.path).then(
+    () => true,
+    () => false,
+  );
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
   if (o.readAhead && journaled) o.readAhead.stream.close();
@@ -446,14 +623,21 @@ export async function planFor(conn: Connection, desired: DesiredState, o: PlanOp
   const stream = ahead?.stream ?? openScope(conn, desired, Boolean(o.forSaving), o.leaving);
   try {
     const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
-    const planned = await frontEnd().withProgress(conn.api, () => planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery }));
+    const planned = await frontEnd().withProgress(conn.api, () =>
+      planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery }),
+    );
     return { ...planned, capture, registry };
   } finally {
     stream.close();
   }
 }
 
-async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOptions, run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery }): Promise<{ plan: Plan; live: LiveReadResult; inventory?: InventoryScan }> {
+async function planStreamed(
+  conn: Connection,
+  desired: DesiredState,
+  o: PlanOptions,
+  run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery },
+): Promise<{ plan: Plan; live: LiveReadResult; inventory?: InventoryScan }> {
   const { stream, owner, registry, recovery } = run;
   const head = await stream.head;
   const missing = missingExternalProjects(desired, head);
@@ -461,7 +645,10 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   const now = o.now ?? new Date();
   const target: Plan['target'] = {
     // Shown and saved: without user info, query or fragment (they may carry credentials).
-    url: safeUrl(conn.url), credential: conn.credential, projects: desired.projects.map((p) => p.slug), owner,
+    url: safeUrl(conn.url),
+    credential: conn.credential,
+    projects: desired.projects.map((p) => p.slug),
+    owner,
     envs: [...new Set([...desired.envs.map((e) => e.projectEnv), ...head.envs.map((e) => e.projectEnv)])].sort(),
   };
   const secretCheck = o.secretCheck !== false;
@@ -477,12 +664,26 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   const overCapacity: ReturnType<typeof capacityProblems> = [];
   const owned: InventoryEntry[] = [];
 
-  const planPart = async (d: DesiredState, l: LiveState, live: PlanLive, orphans: Recovery['orphans'], keyOf: (warning: string) => string) => {
+  const planPart = async (
+    d: DesiredState,
+    l: LiveState,
+    live: PlanLive,
+    orphans: Recovery['orphans'],
+    keyOf: (warning: string) => string,
+  ) => {
     if (o.inventory) {
       o.inventory.markHeld(l);
       owned.push(...ownedEntries(l, owner));
     }
-    const { plan: base, phases } = buildPlanPhased({ desired: d, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}), ...(o.inventory ? { inventory: o.inventory } : {}) });
+    const { plan: base, phases } = buildPlanPhased({
+      desired: d,
+      live,
+      prune: o.prune,
+      now,
+      target,
+      ...(o.takeOwnership ? { takeOwnership: true } : {}),
+      ...(o.inventory ? { inventory: o.inventory } : {}),
+    });
     // Template capacity is per environment: checked on each, said for all at the end (before any write or report).
     if (o.checkCapacity !== false) overCapacity.push(...capacityProblems(base, l));
     let secrets = new Map<string, SecretStatus>();
@@ -499,15 +700,28 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
       }
     }
     const plan = assessKeys({
-      plan: base, desired: d, live: l, secrets, now, orphans,
-      ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+      plan: base,
+      desired: d,
+      live: l,
+      secrets,
+      now,
+      orphans,
+      ...(o.force ? { force: o.force } : {}),
+      ...(o.revokeOld ? { revokeOld: true } : {}),
+      ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
     });
-    parts.push({ plan, warningOrder: plan.warnings.map((w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, keyOf(w)]) });
+    parts.push({
+      plan,
+      warningOrder: plan.warnings.map((w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, keyOf(w)]),
+    });
     return plan;
   };
 
   // The environments: the configuration's and those read (environments that left it), in order.
-  const byEnv = new Map<string, { templates: DesiredState['templates']; clients: DesiredState['clients']; endpoints: DesiredState['endpoints'] }>();
+  const byEnv = new Map<
+    string,
+    { templates: DesiredState['templates']; clients: DesiredState['clients']; endpoints: DesiredState['endpoints'] }
+  >();
   const slot = (pe: string) => {
     let x = byEnv.get(pe);
     if (!x) byEnv.set(pe, (x = { templates: [], clients: [], endpoints: [] }));
@@ -521,17 +735,32 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   const envPes = new Set(envOrder);
 
   // The projects: their own operations and warnings (the environments are planned below).
-  const projectOnly: DesiredState = { ...desired, projects: o.shard ? desired.projects.filter((p) => o.shard!.ownsProject(p.slug)) : desired.projects, envs: [], templates: [], clients: [], endpoints: [] };
+  const projectOnly: DesiredState = {
+    ...desired,
+    projects: o.shard ? desired.projects.filter((p) => o.shard!.ownsProject(p.slug)) : desired.projects,
+    envs: [],
+    templates: [],
+    clients: [],
+    endpoints: [],
+  };
   const projectLive: LiveState = { ...emptyLiveState(), projects: head.projects };
-  await planPart(projectOnly, projectLive, { state: projectLive, duplicates: [], fingerprints: head.fingerprints },
-    recovery.orphans.filter((x) => !envPes.has(x.projectEnv)), (w) => /^project\.([^:]+):/.exec(w)?.[1] ?? '');
+  await planPart(
+    projectOnly,
+    projectLive,
+    { state: projectLive, duplicates: [], fingerprints: head.fingerprints },
+    recovery.orphans.filter((x) => !envPes.has(x.projectEnv)),
+    (w) => /^project\.([^:]+):/.exec(w)?.[1] ?? '',
+  );
 
   const reads = stream.envs();
   for (const pe of envOrder) {
     let live: LiveEnvRead | undefined;
     if (head.envs.some((e) => e.projectEnv === pe)) {
       const r = await reads.next();
-      if (r.done || r.value.env.projectEnv !== pe) throw new Error(`the live read yielded ${r.done ? 'nothing' : r.value.env.projectEnv} where ${pe} was expected`);
+      if (r.done || r.value.env.projectEnv !== pe)
+        throw new Error(
+          `the live read yielded ${r.done ? 'nothing' : r.value.env.projectEnv} where ${pe} was expected`,
+        );
       live = r.value;
     }
     const mine = byEnv.get(pe) ?? { templates: [], clients: [], endpoints: [] };
@@ -539,7 +768,13 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
     const d: DesiredState = { ...desired, projects: [], envs: env ? [env] : [], ...mine };
     delete d.externalProjects;
     const l: LiveState = live ? live.state : emptyLiveState();
-    const plan = await planPart(d, l, { state: l, duplicates: live?.duplicates ?? [], fingerprints: live?.fingerprints ?? {} }, recovery.orphans.filter((x) => x.projectEnv === pe), () => pe);
+    const plan = await planPart(
+      d,
+      l,
+      { state: l, duplicates: live?.duplicates ?? [], fingerprints: live?.fingerprints ?? {} },
+      recovery.orphans.filter((x) => x.projectEnv === pe),
+      () => pe,
+    );
     if (live) {
       duplicates.push(live.duplicates);
       keepNamed(kept, live.state, plan);
@@ -549,20 +784,27 @@ async function planStreamed(conn: Connection, desired: DesiredState, o: PlanOpti
   if (overCapacity.length) throw new UsageError(overCapacity.map(describeCapacity).join('\n'));
   performance.mark('kms:plan-start');
   const { plan: merged, warningOrder } = mergePlans(parts);
-  const storeWarnings = secretCheck ? [...movedSecretWarnings(presence), ...(await storeRefusals(run.capture, merged, registry))] : [];
+  const storeWarnings = secretCheck
+    ? [...movedSecretWarnings(presence), ...(await storeRefusals(run.capture, merged, registry))]
+    : [];
   merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings, ...storeWarnings);
   warningOrder.push(...recovery.warnings.map((): WarningOrder => [WARNING_PHASE.recovery, '']));
-  warningOrder.push(...[...refusedWarnings, ...presenceWarnings, ...storeWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']));
+  warningOrder.push(
+    ...[...refusedWarnings, ...presenceWarnings, ...storeWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']),
+  );
   const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target, o.trustBase);
   if (security.changes.length) merged.security = security.changes;
   if (security.base) merged.trustBase = security.base;
   if (desired.envReferences?.length) merged.envReferences = desired.envReferences;
   const plan = o.ignore ? applyIgnoreRules(merged, o.ignore) : merged;
   // The ignore rules' notes, one per operation, in operation order.
-  for (const w of plan.warnings.slice(warningOrder.length)) warningOrder.push([WARNING_PHASE.ignore, w.slice(0, w.indexOf(':'))]);
+  for (const w of plan.warnings.slice(warningOrder.length))
+    warningOrder.push([WARNING_PHASE.ignore, w.slice(0, w.indexOf(':'))]);
   if (o.shard) plan.shard = { index: o.shard.index, count: o.shard.count, files: [...o.shard.files], warningOrder };
   const mergedDuplicates = duplicates.flat();
-  mergedDuplicates.sort((a, b) => Number(b.address.startsWith('template.')) - Number(a.address.startsWith('template.')));
+  mergedDuplicates.sort(
+    (a, b) => Number(b.address.startsWith('template.')) - Number(a.address.startsWith('template.')),
+  );
   performance.mark('kms:plan-end');
   return {
     plan,
@@ -582,13 +824,20 @@ function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
   for (const c of state.clients) {
     if (named.has(address.client(c.projectEnv, c.name)) || c.keys.some((k) => k.expiresAt)) kept.clients.push(c);
   }
-  for (const e of state.endpoints) if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
+  for (const e of state.endpoints)
+    if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
 }
 
 /** The configuration's plan as one live read of everything in scope, then one diff: planFor's result, with the fleet in memory (tests compare the two). */
-export async function planForWhole(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
+export async function planForWhole(
+  conn: Connection,
+  desired: DesiredState,
+  o: PlanOptions,
+): Promise<{ plan: Plan; live: LiveReadResult; capture: JournaledKeyCapture; registry: StoreRegistry }> {
   if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty) {
-    throw new UsageError('nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway');
+    throw new UsageError(
+      'nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway',
+    );
   }
   const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
   const missing = missingExternalProjects(desired, live.state);
@@ -596,7 +845,14 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
   const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir));
   performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
-  const base = buildPlan({ desired, live, prune: o.prune, now, target, ...(o.takeOwnership ? { takeOwnership: true } : {}) });
+  const base = buildPlan({
+    desired,
+    live,
+    prune: o.prune,
+    now,
+    target,
+    ...(o.takeOwnership ? { takeOwnership: true } : {}),
+  });
   // Before any write, and before the report: a plan the service would refuse part-way is refused whole.
   const over = o.checkCapacity === false ? [] : capacityProblems(base, live.state);
   if (over.length) throw new UsageError(over.map(describeCapacity).join('\n'));
@@ -616,10 +872,18 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
     }
   }
   const plan = assessKeys({
-    plan: base, desired, live: live.state, secrets, now, orphans: recovery.orphans,
-    ...(o.force ? { force: o.force } : {}), ...(o.revokeOld ? { revokeOld: true } : {}), ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+    plan: base,
+    desired,
+    live: live.state,
+    secrets,
+    now,
+    orphans: recovery.orphans,
+    ...(o.force ? { force: o.force } : {}),
+    ...(o.revokeOld ? { revokeOld: true } : {}),
+    ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
   });
-  if (o.secretCheck !== false) warnings.push(...movedSecretWarnings(presence), ...(await storeRefusals(capture, plan, registry)));
+  if (o.secretCheck !== false)
+    warnings.push(...movedSecretWarnings(presence), ...(await storeRefusals(capture, plan, registry)));
   plan.warnings.push(...recovery.warnings, ...warnings);
   const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target, o.trustBase);
   if (security.changes.length) plan.security = security.changes;
@@ -630,7 +894,11 @@ export async function planForWhole(conn: Connection, desired: DesiredState, o: P
 }
 
 /** The store files a secret missing from its store is looked for in (apply/trust.ts previousStoreFiles). */
-async function previousStores(desired: DesiredState, registry: StoreRegistry, dir: string): Promise<PresenceCache['previous']> {
+async function previousStores(
+  desired: DesiredState,
+  registry: StoreRegistry,
+  dir: string,
+): Promise<PresenceCache['previous']> {
   return previousStoreFiles(dir, [registry.uriOf(undefined), ...desired.stores.map((s) => s.uri)]);
 }
 
@@ -653,10 +921,17 @@ async function storeRefusals(capture: JournaledKeyCapture, plan: Plan, registry:
  * planned, so a name cannot be trusted: the pull request can change what it points at.
  * Returns why the store is not contacted, or undefined when it may be.
  */
-export function storeContactRefused(registry: StoreRegistry, store: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+export function storeContactRefused(
+  registry: StoreRegistry,
+  store: string | undefined,
+  env: NodeJS.ProcessEnv,
+): string | undefined {
   const mode = (env.KMS_SYNC_PLAN_STORES ?? '').trim().toLowerCase() || 'all';
   if (mode === 'all') return undefined;
-  if (mode !== 'none' && mode !== 'local') throw new UsageError(`KMS_SYNC_PLAN_STORES must be all, local or none (got ${JSON.stringify(env.KMS_SYNC_PLAN_STORES)})`);
+  if (mode !== 'none' && mode !== 'local')
+    throw new UsageError(
+      `KMS_SYNC_PLAN_STORES must be all, local or none (got ${JSON.stringify(env.KMS_SYNC_PLAN_STORES)})`,
+    );
   let uri: string;
   try {
     uri = registry.uriOf(store);
@@ -674,8 +949,16 @@ export async function destroyPlanFor(conn: Connection, desired: DesiredState, o:
   const ops = sortOperations(r.ops);
   const unmanaged = r.unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   return {
-    formatVersion: 1, generatedAt: (o.now ?? new Date()).toISOString(), target, options: { prune: false }, operations: ops, unmanaged,
-    keyFindings: [], warnings: [...recovery.warnings, ...r.warnings], summary: summarize(ops, unmanaged),
-    stores: desired.stores.map(({ source: _s, ...x }) => x), fingerprints: live.fingerprints,
+    formatVersion: 1,
+    generatedAt: (o.now ?? new Date()).toISOString(),
+    target,
+    options: { prune: false },
+    operations: ops,
+    unmanaged,
+    keyFindings: [],
+    warnings: [...recovery.warnings, ...r.warnings],
+    summary: summarize(ops, unmanaged),
+    stores: desired.stores.map(({ source: _s, ...x }) => x),
+    fingerprints: live.fingerprints,
   };
 }

@@ -16,7 +16,10 @@ export interface Connection {
 }
 
 /** The API client and service target of `url` with `apiKey` (checked by the caller). */
-export function openConnection(o: Pick<HttpOptions, 'parallelism' | 'maxRps' | 'onRetry'> & { url: string; apiKey: string; userAgent: string }, env: NodeJS.ProcessEnv): Connection {
+export function openConnection(
+  o: Pick<HttpOptions, 'parallelism' | 'maxRps' | 'onRetry'> & { url: string; apiKey: string; userAgent: string },
+  env: NodeJS.ProcessEnv,
+): Connection {
   const { url, apiKey, ...rest } = o;
   const api = new KmsClient({ baseUrl: url, apiKey, ...rest });
   const credential = credentialKind(apiKey);

@@ -31,12 +31,21 @@ export function parseShard(spec: string, env: NodeJS.ProcessEnv = process.env): 
     count = Number(countOnly[1]);
     const raw = env.JOB_COMPLETION_INDEX;
     if (raw === undefined || !/^\d+$/.test(raw.trim())) {
-      throw new UsageError(`--shard ${spec}: with the shard count alone, the shard comes from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), which is ${raw === undefined ? 'not set' : `not an index (${JSON.stringify(raw)})`}; give it as --shard K/N (K from 1 to N)`);
+      throw new UsageError(
+        `--shard ${spec}: with the shard count alone, the shard comes from JOB_COMPLETION_INDEX (a Kubernetes Indexed Job), which is ${raw === undefined ? 'not set' : `not an index (${JSON.stringify(raw)})`}; give it as --shard K/N (K from 1 to N)`,
+      );
     }
     index = Number(raw.trim());
-  } else throw new UsageError(`--shard ${JSON.stringify(spec)}: expected K/N, the K-th of N shards (e.g. --shard 2/4), or N with JOB_COMPLETION_INDEX set`);
-  if (!Number.isSafeInteger(count) || count < 1 || count > 10_000) throw new UsageError(`--shard ${spec}: the shard count must be from 1 to 10000`);
-  if (index < 0 || index >= count) throw new UsageError(`--shard ${spec}: shard ${index + 1} of ${count} does not exist (shards are numbered 1 to ${count}${full ? '' : '; JOB_COMPLETION_INDEX counts from 0'})`);
+  } else
+    throw new UsageError(
+      `--shard ${JSON.stringify(spec)}: expected K/N, the K-th of N shards (e.g. --shard 2/4), or N with JOB_COMPLETION_INDEX set`,
+    );
+  if (!Number.isSafeInteger(count) || count < 1 || count > 10_000)
+    throw new UsageError(`--shard ${spec}: the shard count must be from 1 to 10000`);
+  if (index < 0 || index >= count)
+    throw new UsageError(
+      `--shard ${spec}: shard ${index + 1} of ${count} does not exist (shards are numbered 1 to ${count}${full ? '' : '; JOB_COMPLETION_INDEX counts from 0'})`,
+    );
   return { index, count };
 }
 
@@ -58,7 +67,8 @@ export interface ShardScope {
 export function shardScope(desired: DesiredState, shard: Shard): ShardScope {
   const defined = new Set(desired.projects.map((p) => p.slug));
   const ownsProject = (slug: string) => shardOf(`project:${slug}`, shard.count) === shard.index;
-  const hasEnv = (pe: string, project: string) => (defined.has(project) ? ownsProject(project) : shardOf(`env:${pe}`, shard.count) === shard.index);
+  const hasEnv = (pe: string, project: string) =>
+    defined.has(project) ? ownsProject(project) : shardOf(`env:${pe}`, shard.count) === shard.index;
   const envs = desired.envs.filter((e) => hasEnv(e.projectEnv, e.project));
   const mine = new Set(envs.map((e) => e.projectEnv));
   const projects = new Set([...envs.map((e) => e.project), ...desired.projects.map((p) => p.slug).filter(ownsProject)]);
@@ -66,7 +76,9 @@ export function shardScope(desired: DesiredState, shard: Shard): ShardScope {
     desired: {
       ...desired,
       projects: desired.projects.filter((p) => projects.has(p.slug)),
-      ...(desired.externalProjects ? { externalProjects: desired.externalProjects.filter((p) => projects.has(p.slug)) } : {}),
+      ...(desired.externalProjects
+        ? { externalProjects: desired.externalProjects.filter((p) => projects.has(p.slug)) }
+        : {}),
       envs,
       templates: desired.templates.filter((t) => mine.has(t.projectEnv)),
       clients: desired.clients.filter((c) => mine.has(c.projectEnv)),
@@ -78,7 +90,11 @@ export function shardScope(desired: DesiredState, shard: Shard): ShardScope {
 }
 
 /** A loaded configuration narrowed to `--shard SPEC`, and the shard for planFor; unchanged without a spec. */
-export function shardConfig(cfg: LoadedConfig, spec: string | undefined, files: readonly string[]): { cfg: LoadedConfig; shard?: NonNullable<PlanOptions['shard']> } {
+export function shardConfig(
+  cfg: LoadedConfig,
+  spec: string | undefined,
+  files: readonly string[],
+): { cfg: LoadedConfig; shard?: NonNullable<PlanOptions['shard']> } {
   if (spec === undefined) return { cfg };
   const shard = parseShard(spec);
   const scope = shardScope(cfg.desired, shard);

@@ -4,17 +4,28 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { DesiredState } from '../model/index.js';
-import { InventoryIndex, nextInventory, parseInventory, type Inventory, type InventoryScan } from '../plan/inventory.js';
+import {
+  InventoryIndex,
+  nextInventory,
+  parseInventory,
+  type Inventory,
+  type InventoryScan,
+} from '../plan/inventory.js';
 import type { Plan } from '../plan/types.js';
 import { atomicWriteFile } from '../secrets/fsutil.js';
 
 /** The parsed content of `file`, or undefined when it is absent; `damaged` is told when it is there but not what `parse` accepts. */
-export async function readStateJson<T>(file: string, parse: (v: unknown) => T | undefined, damaged?: (why: string) => void): Promise<T | undefined> {
+export async function readStateJson<T>(
+  file: string,
+  parse: (v: unknown) => T | undefined,
+  damaged?: (why: string) => void,
+): Promise<T | undefined> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') damaged?.(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+      damaged?.(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
     return undefined;
   }
   let value: unknown;
@@ -40,10 +51,18 @@ export const cliInventoryFile = (baseDir: string) => path.join(baseDir, '.kms-sy
  * The inventory kept in `file`, when it is this owner's (undefined: none, damaged, or another
  * owner id's, which `warn` is told: it is made again from the ownership markers).
  */
-export async function readInventory(file: string, owner: string, warn: (line: string) => void): Promise<Inventory | undefined> {
-  const kept = await readStateJson(file, parseInventory, (why) => warn(`the inventory ${file} ${why}; it is made again from the ownership markers`));
+export async function readInventory(
+  file: string,
+  owner: string,
+  warn: (line: string) => void,
+): Promise<Inventory | undefined> {
+  const kept = await readStateJson(file, parseInventory, (why) =>
+    warn(`the inventory ${file} ${why}; it is made again from the ownership markers`),
+  );
   if (kept && kept.owner !== owner) {
-    warn(`the inventory ${file} belongs to owner '${kept.owner}', this configuration is '${owner}': it is made again from the ownership markers`);
+    warn(
+      `the inventory ${file} belongs to owner '${kept.owner}', this configuration is '${owner}': it is made again from the ownership markers`,
+    );
     return undefined;
   }
   return kept;
@@ -53,9 +72,22 @@ export async function readInventory(file: string, owner: string, warn: (line: st
  * The inventory after a run (plan/inventory.ts nextInventory), written to `file` when it changed.
  * `plan`: what still differs after the run (the operations it did not apply).
  */
-export async function keepInventory(file: string, before: Inventory | undefined, scan: InventoryScan, desired: DesiredState, plan: Plan, owner: string, o: { now: Date; revision?: string }): Promise<Inventory> {
+export async function keepInventory(
+  file: string,
+  before: Inventory | undefined,
+  scan: InventoryScan,
+  desired: DesiredState,
+  plan: Plan,
+  owner: string,
+  o: { now: Date; revision?: string },
+): Promise<Inventory> {
   const next = nextInventory(before, scan, desired, plan, owner, o);
-  if (before !== undefined && before.owner === next.owner && JSON.stringify(before.entries) === JSON.stringify(next.entries)) return before;
+  if (
+    before !== undefined &&
+    before.owner === next.owner &&
+    JSON.stringify(before.entries) === JSON.stringify(next.entries)
+  )
+    return before;
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   await writeStateJson(file, next);
   return next;
@@ -66,7 +98,11 @@ export async function keepInventory(file: string, before: Inventory | undefined,
  * `inventory`: its digests only (drift tells pending from changed outside), never ownership, since
  * the file sits in the configuration's folder, which a pull request can write.
  */
-export async function cliInventory(baseDir: string, owner: string, warn: (line: string) => void): Promise<{ file: string; before: Inventory | undefined; index: InventoryIndex }> {
+export async function cliInventory(
+  baseDir: string,
+  owner: string,
+  warn: (line: string) => void,
+): Promise<{ file: string; before: Inventory | undefined; index: InventoryIndex }> {
   const file = cliInventoryFile(baseDir);
   const before = await readInventory(file, owner, warn);
   return { file, before, index: new InventoryIndex(before?.entries ?? [], { ownership: false }) };

@@ -3,10 +3,30 @@
 // environment the paged lists of clients and endpoints (and of templates when the project view
 // lacks them), all in parallel.
 import { hash } from 'node:crypto';
-import { clientId, type KmsClient, type WireClient, type WireEndpoint, type WireEnv, type WireProject, type WireTemplate } from '../api/client.js';
 import {
-  address, canonicalCidrSet, canonicalJson, canonicalTimestamp, emptyLiveState, type JsonObject, type LiveClient,
-  type LiveEndpoint, type LiveEnv, type LiveKey, type LiveState, type LiveTemplate, NormalizeError, sortInPlace,
+  clientId,
+  type KmsClient,
+  type WireClient,
+  type WireEndpoint,
+  type WireEnv,
+  type WireProject,
+  type WireTemplate,
+} from '../api/client.js';
+import {
+  address,
+  canonicalCidrSet,
+  canonicalJson,
+  canonicalTimestamp,
+  emptyLiveState,
+  type JsonObject,
+  type LiveClient,
+  type LiveEndpoint,
+  type LiveEnv,
+  type LiveKey,
+  type LiveState,
+  type LiveTemplate,
+  NormalizeError,
+  sortInPlace,
 } from '../model/index.js';
 
 export interface LiveScope {
@@ -90,7 +110,17 @@ const sameKeys = (o: object, expected: readonly string[]) => {
 };
 // Own keys of the objects `toClient` builds, in the order it builds them.
 const CLIENT_KEYS = ['id', 'projectEnv', 'name', 'type', 'templateId', 'ipWhitelist', 'metadata', 'keys'];
-const CLIENT_KEYS_NAMED = ['id', 'projectEnv', 'name', 'type', 'templateId', 'templateName', 'ipWhitelist', 'metadata', 'keys'];
+const CLIENT_KEYS_NAMED = [
+  'id',
+  'projectEnv',
+  'name',
+  'type',
+  'templateId',
+  'templateName',
+  'ipWhitelist',
+  'metadata',
+  'keys',
+];
 const KEY_KEYS = ['id', 'name', 'expiresAt', 'autoRotate'];
 const KEY_KEYS_CREATED = ['id', 'name', 'expiresAt', 'autoRotate', 'createdAt'];
 
@@ -103,18 +133,27 @@ function clientCanonicalJson(c: LiveClient): string | undefined {
   const str = (v: unknown) => typeof v === 'string';
   if (!sameKeys(c, c.templateName === undefined ? CLIENT_KEYS : CLIENT_KEYS_NAMED)) return undefined;
   if (!str(c.id) || !str(c.projectEnv) || !str(c.name) || !(c.type === undefined || str(c.type))) return undefined;
-  if (!(c.templateId === null || str(c.templateId)) || !(c.templateName === undefined || str(c.templateName))) return undefined;
+  if (!(c.templateId === null || str(c.templateId)) || !(c.templateName === undefined || str(c.templateName)))
+    return undefined;
   if (!Array.isArray(c.ipWhitelist) || !c.ipWhitelist.every(str) || !Array.isArray(c.keys)) return undefined;
   const q = JSON.stringify;
   let keys = '';
   for (const k of c.keys) {
-    if (!sameKeys(k, k.createdAt === undefined ? KEY_KEYS : KEY_KEYS_CREATED) || !str(k.id) || !str(k.name)) return undefined;
-    if (!(k.expiresAt === null || str(k.expiresAt)) || typeof k.autoRotate !== 'boolean' || !(k.createdAt === undefined || str(k.createdAt))) return undefined;
+    if (!sameKeys(k, k.createdAt === undefined ? KEY_KEYS : KEY_KEYS_CREATED) || !str(k.id) || !str(k.name))
+      return undefined;
+    if (
+      !(k.expiresAt === null || str(k.expiresAt)) ||
+      typeof k.autoRotate !== 'boolean' ||
+      !(k.createdAt === undefined || str(k.createdAt))
+    )
+      return undefined;
     keys += `${keys ? ',' : ''}{"autoRotate":${k.autoRotate}${k.createdAt !== undefined ? `,"createdAt":${q(k.createdAt)}` : ''},"expiresAt":${k.expiresAt === null ? 'null' : q(k.expiresAt)},"id":${q(k.id)},"name":${q(k.name)}}`;
   }
-  return `{"id":${q(c.id)},"ipWhitelist":${q(c.ipWhitelist)},"keys":[${keys}],"metadata":${canonicalJson(c.metadata)},"name":${q(c.name)},` +
+  return (
+    `{"id":${q(c.id)},"ipWhitelist":${q(c.ipWhitelist)},"keys":[${keys}],"metadata":${canonicalJson(c.metadata)},"name":${q(c.name)},` +
     `"projectEnv":${q(c.projectEnv)},"templateId":${q(c.templateId)}${c.templateName !== undefined ? `,"templateName":${q(c.templateName)}` : ''}` +
-    `${c.type !== undefined ? `,"type":${q(c.type)}` : ''}}`;
+    `${c.type !== undefined ? `,"type":${q(c.type)}` : ''}}`
+  );
 }
 
 /** `fingerprint(c)` of a client, by the fast path when it applies. */
@@ -124,10 +163,21 @@ export function clientFingerprint(c: LiveClient): string {
 }
 
 function toTemplate(projectEnv: string, t: WireTemplate): LiveTemplate {
-  return { id: t.id, projectEnv, name: t.name, rateLimitDay: t.rateLimitDay ?? 0, ...(t.maxClients !== undefined ? { maxClients: t.maxClients } : {}) };
+  return {
+    id: t.id,
+    projectEnv,
+    name: t.name,
+    rateLimitDay: t.rateLimitDay ?? 0,
+    ...(t.maxClients !== undefined ? { maxClients: t.maxClients } : {}),
+  };
 }
 
-function toClient(projectEnv: string, c: WireClient, templateNames: Map<string, string>, cidrs: (list: string[] | undefined) => string[]): LiveClient {
+function toClient(
+  projectEnv: string,
+  c: WireClient,
+  templateNames: Map<string, string>,
+  cidrs: (list: string[] | undefined) => string[],
+): LiveClient {
   // Written out (no conditional spreads): this runs once per client, 100,000 times in a big plan.
   // Indexed loops in this file's per-client code: it runs mostly before V8 optimizes it, and
   // there a for-of allocates an iterator result per item.
@@ -135,7 +185,12 @@ function toClient(projectEnv: string, c: WireClient, templateNames: Map<string, 
   const wireKeys = c.keys ?? [];
   for (let i = 0; i < wireKeys.length; i++) {
     const k = wireKeys[i]!;
-    const key: LiveKey = { id: k.id, name: k.name, expiresAt: timestamp(k.expiresAt), autoRotate: k.autoRotate ?? false };
+    const key: LiveKey = {
+      id: k.id,
+      name: k.name,
+      expiresAt: timestamp(k.expiresAt),
+      autoRotate: k.autoRotate ?? false,
+    };
     if (k.createdAt) key.createdAt = k.createdAt;
     keys.push(key);
   }
@@ -151,14 +206,22 @@ function toClient(projectEnv: string, c: WireClient, templateNames: Map<string, 
 
 function toEndpoint(projectEnv: string, e: WireEndpoint): LiveEndpoint {
   return {
-    projectEnv, method: e.method.toUpperCase(), path: e.path, name: e.name ?? '', description: e.description ?? '',
-    request: asObject(e.request), response: asObject(e.response), metadata: asObject(e.metadata),
+    projectEnv,
+    method: e.method.toUpperCase(),
+    path: e.path,
+    name: e.name ?? '',
+    description: e.description ?? '',
+    request: asObject(e.request),
+    response: asObject(e.response),
+    metadata: asObject(e.metadata),
   };
 }
 
 /** A list item can be used as is only when it carries every field the diff compares. */
 function clientComplete(c: WireClient): boolean {
-  return Array.isArray(c.keys) && c.metadata !== undefined && Array.isArray(c.ipWhitelist) && c.templateId !== undefined;
+  return (
+    Array.isArray(c.keys) && c.metadata !== undefined && Array.isArray(c.ipWhitelist) && c.templateId !== undefined
+  );
 }
 
 export interface ReadOptions {
@@ -173,7 +236,8 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   const state = emptyLiveState();
   const inScope = new Set(scope.envs);
   const defined = new Set(scope.projects);
-  const wanted = (pe: string, project: string) => inScope.has(pe) || (defined.has(project) && scope.alsoRead?.(pe) === true);
+  const wanted = (pe: string, project: string) =>
+    inScope.has(pe) || (defined.has(project) && scope.alsoRead?.(pe) === true);
   const projectsWanted = new Set([...scope.projects, ...scope.envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, ''))]);
   const projectEnvs: Record<string, string[]> = {};
   const summaries = await api.listProjects();
@@ -183,22 +247,34 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   // The client and endpoint lists of the environments the project list shows start now, beside
   // the project reads (one round trip sooner): they need only the environment's slug.
   const lists = new Map<string, EnvLists>();
-  for (const p of owners) for (const e of p.envs?.list ?? []) if (wanted(e.project_env, p.slug) && !lists.has(e.project_env)) lists.set(e.project_env, startEnvLists(api, e.project_env));
-  const fulls = await Promise.all(owners.map(async (p) => {
-    const first = p.envs?.list?.[0]?.project_env;
-    return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
-  }));
+  for (const p of owners)
+    for (const e of p.envs?.list ?? [])
+      if (wanted(e.project_env, p.slug) && !lists.has(e.project_env))
+        lists.set(e.project_env, startEnvLists(api, e.project_env));
+  const fulls = await Promise.all(
+    owners.map(async (p) => {
+      const first = p.envs?.list?.[0]?.project_env;
+      return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
+    }),
+  );
 
   const envReads: Promise<void>[] = [];
   for (const { summary, full } of fulls) {
-    state.projects.push({ slug: summary.slug, name: full.name ?? summary.name ?? '', ...(full.description !== undefined ? { description: full.description } : {}) });
+    state.projects.push({
+      slug: summary.slug,
+      name: full.name ?? summary.name ?? '',
+      ...(full.description !== undefined ? { description: full.description } : {}),
+    });
     const envList: WireEnv[] = full.envs?.list ?? summary.envs?.list ?? [];
     projectEnvs[summary.slug] = envList.map((e) => e.project_env).sort();
     for (const e of envList) {
       if (!wanted(e.project_env, summary.slug)) continue;
       const env: LiveEnv = {
-        id: e.id ?? e.project_env, project: summary.slug, projectEnv: e.project_env,
-        type: e.type ?? e.project_env.slice(summary.slug.length + 1), ...(e.url !== undefined ? { url: e.url } : {}),
+        id: e.id ?? e.project_env,
+        project: summary.slug,
+        projectEnv: e.project_env,
+        type: e.type ?? e.project_env.slice(summary.slug.length + 1),
+        ...(e.url !== undefined ? { url: e.url } : {}),
       };
       state.envs.push(env);
       const started = lists.get(e.project_env);
@@ -210,9 +286,13 @@ export async function readLiveState(api: KmsClient, scope: LiveScope, opts: Read
   // is not read: its lists' answers are dropped.
   await Promise.all(envReads);
   sortLive(state);
-  return { state, duplicates: findDuplicates(state), fingerprints: opts.fingerprints === false ? {} : fingerprints(state), projectEnvs };
+  return {
+    state,
+    duplicates: findDuplicates(state),
+    fingerprints: opts.fingerprints === false ? {} : fingerprints(state),
+    projectEnvs,
+  };
 }
-
 
 /** One environment's live state, read on its own (readLiveStream): sorted as readLiveState sorts the whole. */
 export interface LiveEnvRead {
@@ -278,17 +358,27 @@ const CLIENTS_AHEAD = 25_000;
  * but an environment's clients are held only from its first page until the caller moves past it.
  * Concatenated, the environments' states are readLiveState's state.
  */
-export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptions & { listed?: Promise<WireProject[]> } = {}): LiveStream {
+export function readLiveStream(
+  api: KmsClient,
+  scope: LiveScope,
+  opts: ReadOptions & { listed?: Promise<WireProject[]> } = {},
+): LiveStream {
   const inScope = new Set(scope.envs);
   const defined = new Set(scope.projects);
-  const wanted = (pe: string, project: string) => inScope.has(pe) || (defined.has(project) && scope.alsoRead?.(pe) === true);
+  const wanted = (pe: string, project: string) =>
+    inScope.has(pe) || (defined.has(project) && scope.alsoRead?.(pe) === true);
   const projectsWanted = new Set([...scope.projects, ...scope.envs.map((e) => e.replace(/-[a-z][a-z0-9]*$/, ''))]);
   const withPrints = opts.fingerprints !== false;
   let closed = false;
   // Environment reads, started in order as the window allows (see ENVS_AHEAD_*): an environment's
   // lists start first; once the projects are read (its templates known), so does its conversion,
   // so the pages are converted as they arrive, as readLiveState's are.
-  interface Slot { pe: string; lists?: EnvLists; total?: number; read?: Promise<LiveEnvRead> }
+  interface Slot {
+    pe: string;
+    lists?: EnvLists;
+    total?: number;
+    read?: Promise<LiveEnvRead>;
+  }
   const order: Slot[] = [];
   let next = 0;
   let consumed = 0;
@@ -334,27 +424,40 @@ export function readLiveStream(api: KmsClient, scope: LiveScope, opts: ReadOptio
   };
   const head = (async (): Promise<LiveHead> => {
     const summaries = await (opts.listed ?? api.listProjects());
-    const owners = summaries.filter((p) => projectsWanted.has(p.slug) || (p.envs?.list ?? []).some((e) => inScope.has(e.project_env)));
+    const owners = summaries.filter(
+      (p) => projectsWanted.has(p.slug) || (p.envs?.list ?? []).some((e) => inScope.has(e.project_env)),
+    );
     // The first environments' lists start beside the project reads, as readLiveState's do.
-    const early = owners.flatMap((p) => (p.envs?.list ?? []).filter((e) => wanted(e.project_env, p.slug)).map((e) => e.project_env)).sort(cmp);
+    const early = owners
+      .flatMap((p) => (p.envs?.list ?? []).filter((e) => wanted(e.project_env, p.slug)).map((e) => e.project_env))
+      .sort(cmp);
     for (const pe of early) order.push({ pe });
     pump();
-    const fulls = await Promise.all(owners.map(async (p) => {
-      const first = p.envs?.list?.[0]?.project_env;
-      return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
-    }));
+    const fulls = await Promise.all(
+      owners.map(async (p) => {
+        const first = p.envs?.list?.[0]?.project_env;
+        return first ? { summary: p, full: await api.getProject(first) } : { summary: p, full: p };
+      }),
+    );
     const state = emptyLiveState();
     const projectEnvs: Record<string, string[]> = {};
     const embedded = new Map<string, WireTemplate[] | undefined>();
     for (const { summary, full } of fulls) {
-      state.projects.push({ slug: summary.slug, name: full.name ?? summary.name ?? '', ...(full.description !== undefined ? { description: full.description } : {}) });
+      state.projects.push({
+        slug: summary.slug,
+        name: full.name ?? summary.name ?? '',
+        ...(full.description !== undefined ? { description: full.description } : {}),
+      });
       const envList: WireEnv[] = full.envs?.list ?? summary.envs?.list ?? [];
       projectEnvs[summary.slug] = envList.map((e) => e.project_env).sort();
       for (const e of envList) {
         if (!wanted(e.project_env, summary.slug) || embedded.has(e.project_env)) continue;
         state.envs.push({
-          id: e.id ?? e.project_env, project: summary.slug, projectEnv: e.project_env,
-          type: e.type ?? e.project_env.slice(summary.slug.length + 1), ...(e.url !== undefined ? { url: e.url } : {}),
+          id: e.id ?? e.project_env,
+          project: summary.slug,
+          projectEnv: e.project_env,
+          type: e.type ?? e.project_env.slice(summary.slug.length + 1),
+          ...(e.url !== undefined ? { url: e.url } : {}),
         });
         embedded.set(e.project_env, e.templates);
       }
@@ -445,7 +548,11 @@ function startEnvLists(api: KmsClient, pe: string, onTotal?: (total: number) => 
   clients.catch(() => undefined);
   endpoints.catch(() => undefined);
   return {
-    clients, endpoints, pages, incomplete, cidrs,
+    clients,
+    endpoints,
+    pages,
+    incomplete,
+    cidrs,
     convertWith(known) {
       names = known;
       for (const [page, n] of waiting.splice(0)) convert(page, n);
@@ -453,10 +560,18 @@ function startEnvLists(api: KmsClient, pe: string, onTotal?: (total: number) => 
   };
 }
 
-async function readEnv(api: KmsClient, env: LiveEnv, embedded: WireTemplate[] | undefined, state: LiveState, lists: EnvLists) {
+async function readEnv(
+  api: KmsClient,
+  env: LiveEnv,
+  embedded: WireTemplate[] | undefined,
+  state: LiveState,
+  lists: EnvLists,
+) {
   const pe = env.projectEnv;
   const readTemplates = async () => {
-    const templates = embedded && embedded.every((t) => t.id && t.rateLimitDay !== undefined) ? embedded : await api.listTemplates(pe);
+    const templates = embedded?.every((t) => t.id && t.rateLimitDay !== undefined)
+      ? embedded
+      : await api.listTemplates(pe);
     const names = new Map<string, string>();
     for (const t of templates) {
       state.templates.push(toTemplate(pe, t));
@@ -482,7 +597,8 @@ function sortByKey<T>(items: T[], key: (x: T) => string): void {
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-const keyOrder = (a: LiveKey, b: LiveKey) => cmp(a.name, b.name) || cmp(a.createdAt ?? '', b.createdAt ?? '') || cmp(a.id, b.id);
+const keyOrder = (a: LiveKey, b: LiveKey) =>
+  cmp(a.name, b.name) || cmp(a.createdAt ?? '', b.createdAt ?? '') || cmp(a.id, b.id);
 /** Strings without a NUL: joined with NULs they sort exactly as compared part by part. */
 const plainPart = (x: unknown) => typeof x === 'string' && !x.includes('\u0000');
 
@@ -498,7 +614,9 @@ function sortLive(s: LiveState) {
   for (let i = 0; i < s.clients.length; i++) {
     const c = s.clients[i]!;
     if (c.keys.length < 2) continue;
-    if (c.keys.every((k) => plainPart(k.name) && (k.createdAt === undefined || plainPart(k.createdAt)) && plainPart(k.id))) {
+    if (
+      c.keys.every((k) => plainPart(k.name) && (k.createdAt === undefined || plainPart(k.createdAt)) && plainPart(k.id))
+    ) {
       sortInPlace(c.keys, keyOrder);
     } else sortByKey(c.keys, (k) => `${k.name}\u0000${k.createdAt ?? ''}\u0000${k.id}`);
   }
@@ -517,7 +635,8 @@ function mayHaveDuplicates(s: LiveState): boolean {
     let prev: { projectEnv: string; name: string } | undefined;
     for (let i = 0; i < list.length; i++) {
       const x = list[i]!;
-      if (!plain(x.projectEnv) || !plain(x.name) || (prev && prev.projectEnv === x.projectEnv && prev.name === x.name)) return true;
+      if (!plain(x.projectEnv) || !plain(x.name) || (prev && prev.projectEnv === x.projectEnv && prev.name === x.name))
+        return true;
       prev = x;
     }
   }

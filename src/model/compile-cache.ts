@@ -17,10 +17,19 @@ import os from 'node:os';
 import path from 'node:path';
 
 /** Where the cache goes: $NODE_COMPILE_CACHE, else the platform's per-user cache folder. */
-export function compileCacheDir(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, home = os.homedir()): string | undefined {
+export function compileCacheDir(
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+  home = os.homedir(),
+): string | undefined {
   if (env.NODE_COMPILE_CACHE) return env.NODE_COMPILE_CACHE;
-  const base = env.XDG_CACHE_HOME
-    || (platform === 'win32' ? env.LOCALAPPDATA : platform === 'darwin' ? home && path.join(home, 'Library', 'Caches') : home && path.join(home, '.cache'));
+  const base =
+    env.XDG_CACHE_HOME ||
+    (platform === 'win32'
+      ? env.LOCALAPPDATA
+      : platform === 'darwin'
+        ? home && path.join(home, 'Library', 'Caches')
+        : home && path.join(home, '.cache'));
   return base ? path.join(base, 'kms-sync', 'node-compile-cache') : undefined;
 }
 
@@ -77,7 +86,11 @@ export function unsafeCacheReason(dir: string, base: string, uid = process.getui
     const entry = path.join(dir, name);
     const b = check(entry);
     if (b) return b;
-    if (lstatSync(entry).isDirectory()) for (const sub of readdirSync(entry)) { const r = check(path.join(entry, sub)); if (r) return r; }
+    if (lstatSync(entry).isDirectory())
+      for (const sub of readdirSync(entry)) {
+        const r = check(path.join(entry, sub));
+        if (r) return r;
+      }
   }
   return unsafeParentReason(dir, path.dirname(path.resolve(base)), uid);
 }
@@ -98,7 +111,10 @@ export function unsafeParentReason(dir: string, stop: string | undefined, uid: n
   return undefined;
 }
 
-export function enableCliCompileCache(env: NodeJS.ProcessEnv = process.env, notice: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): void {
+export function enableCliCompileCache(
+  env: NodeJS.ProcessEnv = process.env,
+  notice: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+): void {
   if (env.NODE_DISABLE_COMPILE_CACHE) return;
   const dir = compileCacheDir(env);
   if (dir === undefined || !madeFolder(dir)) return;
@@ -111,14 +127,17 @@ export function enableCliCompileCache(env: NodeJS.ProcessEnv = process.env, noti
       reason = `it cannot be checked (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
     }
     if (reason) {
-      notice(`kms-sync: not using the compile cache: ${reason}; remove ${dir} (kms-sync recreates it private) or set NODE_DISABLE_COMPILE_CACHE=1`);
+      notice(
+        `kms-sync: not using the compile cache: ${reason}; remove ${dir} (kms-sync recreates it private) or set NODE_DISABLE_COMPILE_CACHE=1`,
+      );
       return;
     }
   }
   try {
     module.enableCompileCache(dir);
     // Its per-version folder, made just now with the umask's mode: private like ours.
-    if (!env.NODE_COMPILE_CACHE && process.platform !== 'win32') for (const name of readdirSync(dir)) chmodSync(path.join(dir, name), 0o700);
+    if (!env.NODE_COMPILE_CACHE && process.platform !== 'win32')
+      for (const name of readdirSync(dir)) chmodSync(path.join(dir, name), 0o700);
   } catch {
     // An optimisation only.
   }

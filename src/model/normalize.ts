@@ -35,10 +35,16 @@ function bigIntToIpv6(n: bigint): string {
   let best = -1;
   let bestLen = 0;
   for (let i = 0; i < 8; ) {
-    if (groups[i] !== '0') { i++; continue; }
+    if (groups[i] !== '0') {
+      i++;
+      continue;
+    }
     let j = i;
     while (j < 8 && groups[j] === '0') j++;
-    if (j - i > bestLen && j - i >= 2) { best = i; bestLen = j - i; }
+    if (j - i > bestLen && j - i >= 2) {
+      best = i;
+      bestLen = j - i;
+    }
     i = j;
   }
   if (best < 0) return groups.join(':');
@@ -101,8 +107,7 @@ export function cidrContains(cidr: string, ip: string): boolean {
   return (a & mask) === (b & mask);
 }
 
-const ISO_8601 =
-  /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 /** Any ISO 8601 timestamp → `YYYY-MM-DDTHH:mm:ss.sssZ` (UTC). Date-only means midnight UTC. */
 export function canonicalTimestamp(input: string): string {

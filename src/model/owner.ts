@@ -10,7 +10,9 @@ import path from 'node:path';
 
 function git(cwd: string, args: string[]): Promise<string | undefined> {
   return new Promise((resolve) => {
-    execFile('git', ['-C', cwd, ...args], { timeout: 5000 }, (error, stdout) => resolve(error ? undefined : stdout.trim() || undefined));
+    execFile('git', ['-C', cwd, ...args], { timeout: 5000 }, (error, stdout) =>
+      resolve(error ? undefined : stdout.trim() || undefined),
+    );
   });
 }
 
@@ -80,7 +82,10 @@ export class OwnerMovedError extends Error {
  * The owner id: declared, else derived — and a derived id that differs from the one recorded by
  * an earlier run is refused (OwnerMovedError). One rule for the CLI and the provider.
  */
-export async function resolveOwnerId(declared: string | undefined, baseDir: string): Promise<{ owner: string; derived: boolean }> {
+export async function resolveOwnerId(
+  declared: string | undefined,
+  baseDir: string,
+): Promise<{ owner: string; derived: boolean }> {
   if (declared) return { owner: declared, derived: false };
   const derived = await deriveOwner(baseDir);
   const recorded = await readOwnerRecord(baseDir);

@@ -21,7 +21,11 @@ export function appliedDigest(fields: Record<string, JsonValue | undefined>): st
 }
 
 /** Where a difference comes from, judged against the digest recorded at the last apply. */
-export function driftOrigin(recorded: JsonValue | undefined, desired: string, live: string): 'outside' | 'pending' | 'both' {
+export function driftOrigin(
+  recorded: JsonValue | undefined,
+  desired: string,
+  live: string,
+): 'outside' | 'pending' | 'both' {
   if (typeof recorded !== 'string') return 'outside'; // no record (made before kms-sync recorded one)
   if (recorded === desired) return 'outside';
   return recorded === live ? 'pending' : 'both';
@@ -40,7 +44,11 @@ export const OWNER_ID_KEY = 'kms-sync/owner';
  * - `other`: owned by another configuration: never touched (unless --take-ownership);
  * - `none`: made by hand or by the SDK: managed when named (adoption), deleted only with --prune.
  */
-export type Ownership = { kind: 'ours'; markerRemoved?: true } | { kind: 'legacy' } | { kind: 'other'; owner: string } | { kind: 'none' };
+export type Ownership =
+  | { kind: 'ours'; markerRemoved?: true }
+  | { kind: 'legacy' }
+  | { kind: 'other'; owner: string }
+  | { kind: 'none' };
 
 /**
  * `held`: the configuration's inventory (the ids it created or claimed, kept where its run keeps
@@ -50,7 +58,8 @@ export type Ownership = { kind: 'ours'; markerRemoved?: true } | { kind: 'legacy
  * marker naming another configuration wins over the inventory (it was handed over on purpose).
  */
 export function ownershipOf(metadata: JsonObject | undefined, owner: string, held = false): Ownership {
-  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE) return held ? { kind: 'ours', markerRemoved: true } : { kind: 'none' };
+  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE)
+    return held ? { kind: 'ours', markerRemoved: true } : { kind: 'none' };
   const id = metadata[OWNER_ID_KEY];
   if (typeof id !== 'string' || id === '') return held ? { kind: 'ours', markerRemoved: true } : { kind: 'legacy' };
   return id === owner ? { kind: 'ours' } : { kind: 'other', owner: id };
@@ -63,7 +72,12 @@ export function markerRemovedReason(changedFields: readonly string[]): string {
 }
 
 /** Metadata kms-sync writes on create: the desired map plus the ownership (and protection) markers. */
-export function managedMetadata(metadata: JsonObject | undefined, isProtected: boolean | undefined, owner: string, applied?: string): JsonObject {
+export function managedMetadata(
+  metadata: JsonObject | undefined,
+  isProtected: boolean | undefined,
+  owner: string,
+  applied?: string,
+): JsonObject {
   return {
     ...(metadata ?? {}),
     [OWNER_MARKER_KEY]: OWNER_MARKER_VALUE,
@@ -74,7 +88,13 @@ export function managedMetadata(metadata: JsonObject | undefined, isProtected: b
 }
 
 export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
-  const { [OWNER_MARKER_KEY]: _o, [OWNER_ID_KEY]: _i, [PROTECTED_MARKER_KEY]: _p, [APPLIED_KEY]: _a, ...rest } = metadata ?? {};
+  const {
+    [OWNER_MARKER_KEY]: _o,
+    [OWNER_ID_KEY]: _i,
+    [PROTECTED_MARKER_KEY]: _p,
+    [APPLIED_KEY]: _a,
+    ...rest
+  } = metadata ?? {};
   return rest;
 }
 
@@ -82,7 +102,12 @@ export function withoutMarkers(metadata: JsonObject | undefined): JsonObject {
  * The ownership a configuration acts on: with take-ownership (`--take-ownership`, the provider's
  * `take_ownership`), another configuration's resource is claimed like a legacy one.
  */
-export function actingOwnership(metadata: JsonObject | undefined, owner: string, takeOwnership?: boolean, held = false): Ownership {
+export function actingOwnership(
+  metadata: JsonObject | undefined,
+  owner: string,
+  takeOwnership?: boolean,
+  held = false,
+): Ownership {
   const o = ownershipOf(metadata, owner, held);
   return o.kind === 'other' && takeOwnership ? { kind: 'legacy' } : o;
 }
@@ -98,7 +123,14 @@ export const isProtectedLive = (metadata: JsonObject | undefined) => metadata?.[
  * becomes, for a legacy one) ours. Metadata left out of the desired state is not managed, but the
  * protection marker always follows `protected`.
  */
-export function targetMetadata(desired: JsonObject | undefined, isProtected: boolean | undefined, live: JsonObject, owner: string, applied?: string, held = false): JsonObject {
+export function targetMetadata(
+  desired: JsonObject | undefined,
+  isProtected: boolean | undefined,
+  live: JsonObject,
+  owner: string,
+  applied?: string,
+  held = false,
+): JsonObject {
   const out: JsonObject = { ...(desired ?? withoutMarkers(live)) };
   if (ownershipOf(live, owner, held).kind !== 'none') {
     out[OWNER_MARKER_KEY] = OWNER_MARKER_VALUE;
@@ -116,21 +148,34 @@ export function targetMetadata(desired: JsonObject | undefined, isProtected: boo
 // applied digest covers. Both engines compute the digest with these, so drift reads either's.
 
 /** The managed fields of a client. */
-export function clientRecord(c: Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'>, lc?: LiveClient): Record<string, JsonValue | undefined> {
+export function clientRecord(
+  c: Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'>,
+  lc?: LiveClient,
+): Record<string, JsonValue | undefined> {
   if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata };
   return {
-    type: c.type !== undefined ? (lc.type ?? null) : undefined, template: lc.templateName ?? lc.templateId ?? null,
-    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined, metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
+    type: c.type !== undefined ? (lc.type ?? null) : undefined,
+    template: lc.templateName ?? lc.templateId ?? null,
+    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined,
+    metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
   };
 }
 
 /** The managed fields of an endpoint. */
-export function endpointRecord(e: Pick<DesiredEndpoint, 'name' | 'description' | 'request' | 'response' | 'metadata'>, le?: LiveEndpoint): Record<string, JsonValue | undefined> {
-  if (!le) return { name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
-  const pick = <T extends JsonValue | undefined>(declared: unknown, v: T) => (declared !== undefined ? (v ?? null) : undefined);
+export function endpointRecord(
+  e: Pick<DesiredEndpoint, 'name' | 'description' | 'request' | 'response' | 'metadata'>,
+  le?: LiveEndpoint,
+): Record<string, JsonValue | undefined> {
+  if (!le)
+    return { name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
+  const pick = <T extends JsonValue | undefined>(declared: unknown, v: T) =>
+    declared !== undefined ? (v ?? null) : undefined;
   return {
-    name: pick(e.name, le.name), description: pick(e.description, le.description), request: pick(e.request, le.request),
-    response: pick(e.response, le.response), metadata: e.metadata !== undefined ? withoutMarkers(le.metadata) : undefined,
+    name: pick(e.name, le.name),
+    description: pick(e.description, le.description),
+    request: pick(e.request, le.request),
+    response: pick(e.response, le.response),
+    metadata: e.metadata !== undefined ? withoutMarkers(le.metadata) : undefined,
   };
 }
 
@@ -156,14 +201,21 @@ export interface Holding {
  * Whose an object without metadata is, judged by what it holds or what uses it. `shared`: another
  * configuration's objects hold or use it, and this configuration's too (a template both use).
  */
-export type ContentOwnership = { kind: 'ours' } | { kind: 'other'; owner: string; address: string; shared: boolean } | { kind: 'unknown' };
+export type ContentOwnership =
+  | { kind: 'ours' }
+  | { kind: 'other'; owner: string; address: string; shared: boolean }
+  | { kind: 'unknown' };
 
 /**
  * Another configuration's as soon as one of that configuration's objects holds or uses it (unless
  * take-ownership claims it); this configuration's when at least one of its own does and nothing of
  * another's; nobody's known otherwise (nothing, or only objects made by hand or by the SDK).
  */
-export function ownershipByContents(holdings: Iterable<Holding>, owner: string, takeOwnership = false): ContentOwnership {
+export function ownershipByContents(
+  holdings: Iterable<Holding>,
+  owner: string,
+  takeOwnership = false,
+): ContentOwnership {
   let ours = false;
   let other: { owner: string; address: string } | undefined;
   for (const h of holdings) {
@@ -180,4 +232,5 @@ export function ownershipByContents(holdings: Iterable<Holding>, owner: string, 
  * when it is another configuration's alone; one both use (shared) changes. A create is stricter:
  * any other configuration's object in it refuses the create (Engine.checkContents).
  */
-export const othersAlone = (o: ContentOwnership): o is Extract<ContentOwnership, { kind: 'other' }> => o.kind === 'other' && !o.shared;
+export const othersAlone = (o: ContentOwnership): o is Extract<ContentOwnership, { kind: 'other' }> =>
+  o.kind === 'other' && !o.shared;

@@ -12,7 +12,10 @@ let root: string | undefined;
  * folder: its entry sets this before anything else loads. Paths relative to the package root.
  */
 export const EMBEDDED_FILES = Symbol.for('kms-sync.embedded-files');
-interface Embedded { root: string; files: Record<string, string> }
+interface Embedded {
+  root: string;
+  files: Record<string, string>;
+}
 const embedded = () => (globalThis as { [EMBEDDED_FILES]?: Embedded })[EMBEDDED_FILES];
 
 /** The package's root folder: the nearest folder above this module that holds a package.json. */
@@ -36,6 +39,7 @@ export const packageFile = (...segments: string[]): string => path.join(packageR
 /** The text of a package file (from the executable itself when it is a packaged one). */
 export function readPackageText(file: string): string {
   const e = embedded();
-  const text = e && file.startsWith(e.root) ? e.files[path.relative(e.root, file).split(path.sep).join('/')] : undefined;
+  const text =
+    e && file.startsWith(e.root) ? e.files[path.relative(e.root, file).split(path.sep).join('/')] : undefined;
   return text ?? readFileSync(file, 'utf8');
 }

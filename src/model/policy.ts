@@ -35,27 +35,41 @@ export interface OperatorPolicy {
 }
 
 export const DEFAULT_POLICY: Readonly<OperatorPolicy> = Object.freeze({
-  envAllow: [], storeHosts: [], caFiles: [], allowNewRecipients: false, storesOutsideRoot: false, sources: [],
+  envAllow: [],
+  storeHosts: [],
+  caFiles: [],
+  allowNewRecipients: false,
+  storesOutsideRoot: false,
+  sources: [],
 });
 
 /** How to widen each setting, for the errors that name it. */
-export const POLICY_HOW: Record<'envAllow' | 'storeHosts' | 'caFiles' | 'recipients' | 'allowNewRecipients' | 'storesOutsideRoot', string> = {
+export const POLICY_HOW: Record<
+  'envAllow' | 'storeHosts' | 'caFiles' | 'recipients' | 'allowNewRecipients' | 'storesOutsideRoot',
+  string
+> = {
   envAllow: 'env.allow in the operator policy (--policy FILE / KMS_SYNC_POLICY), or KMS_SYNC_ENV_ALLOW / --allow-env',
   storeHosts: 'stores.hosts in the operator policy (--policy FILE / KMS_SYNC_POLICY), or KMS_SYNC_STORE_HOSTS',
   caFiles: 'stores.caFiles in the operator policy (--policy FILE / KMS_SYNC_POLICY), or KMS_SYNC_STORE_CA_FILES',
   recipients: 'recipients.allow in the operator policy (--policy FILE / KMS_SYNC_POLICY), or KMS_SYNC_RECIPIENTS',
-  allowNewRecipients: '--allow-new-recipients, recipients.allowNew in the operator policy, or KMS_SYNC_ALLOW_NEW_RECIPIENTS=1',
-  storesOutsideRoot: 'stores.outsideRoot in the operator policy (--policy FILE / KMS_SYNC_POLICY), or KMS_SYNC_STORES_OUTSIDE_ROOT=1',
+  allowNewRecipients:
+    '--allow-new-recipients, recipients.allowNew in the operator policy, or KMS_SYNC_ALLOW_NEW_RECIPIENTS=1',
+  storesOutsideRoot:
+    'stores.outsideRoot in the operator policy (--policy FILE / KMS_SYNC_POLICY), or KMS_SYNC_STORES_OUTSIDE_ROOT=1',
 };
 
 /** Two policies from two operator sources (file, environment, flags): lists join, switches turn on. */
 export function mergePolicies(a: OperatorPolicy, b: Partial<OperatorPolicy>): OperatorPolicy {
   const join = (x: string[], y: string[] | undefined) => [...new Set([...x, ...(y ?? [])])];
-  const recipients = a.recipients === undefined && b.recipients === undefined ? undefined : join(a.recipients ?? [], b.recipients);
+  const recipients =
+    a.recipients === undefined && b.recipients === undefined ? undefined : join(a.recipients ?? [], b.recipients);
   return {
-    envAllow: join(a.envAllow, b.envAllow), storeHosts: join(a.storeHosts, b.storeHosts), caFiles: join(a.caFiles, b.caFiles),
+    envAllow: join(a.envAllow, b.envAllow),
+    storeHosts: join(a.storeHosts, b.storeHosts),
+    caFiles: join(a.caFiles, b.caFiles),
     ...(recipients ? { recipients } : {}),
-    allowNewRecipients: a.allowNewRecipients || Boolean(b.allowNewRecipients), storesOutsideRoot: a.storesOutsideRoot || Boolean(b.storesOutsideRoot),
+    allowNewRecipients: a.allowNewRecipients || Boolean(b.allowNewRecipients),
+    storesOutsideRoot: a.storesOutsideRoot || Boolean(b.storesOutsideRoot),
     sources: join(a.sources, b.sources),
   };
 }

@@ -6,7 +6,8 @@
 // printed in quotes reads as the JSON string it is.
 
 /** C0 and C1 controls, DEL, bidi marks/overrides/isolates, line/paragraph separators, zero-width characters, BOM, lone surrogates. */
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const UNSAFE =
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 const SHORT: Record<string, string> = { '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
 const hex = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
@@ -119,7 +120,17 @@ function cutLongRuns(text: string, max: number): string {
 function breaksRun(c: number): boolean {
   if (c === 0x22 || c === 0x2026 || c === 0x20 || (c >= 0x09 && c <= 0x0d)) return true;
   if (c < 0xa0) return false;
-  return c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+  return (
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
 }
 
 /**
@@ -131,7 +142,10 @@ function breaksRun(c: number): boolean {
  */
 export function guardOutput(text: string): string {
   return text
-    .replace(/\r\x1b\[2K|\x1b\[[0-9;]{0,12}m|[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069]/g, (m) => (m.length > 1 ? m : hex(m)))
+    .replace(
+      /\r\x1b\[2K|\x1b\[[0-9;]{0,12}m|[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069]/g,
+      (m) => (m.length > 1 ? m : hex(m)),
+    )
     .replace(/##\[/g, '#\\u0023[')
     .replace(/^([ \t]*)::/gm, '$1\\::');
 }

@@ -19,19 +19,51 @@ export function redactUserinfo(uri: string): string {
 
 /** Credential variables named exactly (their names do not all follow the patterns below). */
 const CREDENTIAL_NAMES = new Set([
-  'KMS_API_KEY', 'KMS_EMULATOR_API_KEY', 'KMS_EMULATOR_API_KEYS',
-  'GITHUB_TOKEN', 'GH_TOKEN', 'GH_ENTERPRISE_TOKEN', 'GITHUB_ENTERPRISE_TOKEN', 'ACTIONS_RUNTIME_TOKEN', 'ACTIONS_ID_TOKEN_REQUEST_TOKEN',
-  'GITLAB_TOKEN', 'CI_JOB_TOKEN', 'CI_JOB_JWT', 'CI_JOB_JWT_V1', 'CI_JOB_JWT_V2', 'CI_REGISTRY_PASSWORD', 'CI_DEPLOY_PASSWORD',
-  'VAULT_TOKEN', 'VAULT_SECRET_ID',
-  'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AWS_SECURITY_TOKEN', 'AWS_WEB_IDENTITY_TOKEN',
-  'AZURE_CLIENT_SECRET', 'AZURE_CLIENT_CERTIFICATE_PASSWORD', 'AZURE_STORAGE_KEY', 'AZURE_STORAGE_CONNECTION_STRING', 'AZURE_FEDERATED_TOKEN',
-  'GOOGLE_CREDENTIALS', 'GOOGLE_OAUTH_ACCESS_TOKEN', 'CLOUDSDK_AUTH_ACCESS_TOKEN',
-  'SOPS_AGE_KEY', 'AGE_IDENTITY', 'NPM_TOKEN', 'NODE_AUTH_TOKEN',
-  'PGPASSWORD', 'MYSQL_PWD', 'KUBE_CONFIG_DATA', 'SLACK_WEBHOOK_URL', 'KMS_SYNC_NOTIFY_WEBHOOK', 'DOCKER_AUTH_CONFIG',
+  'KMS_API_KEY',
+  'KMS_EMULATOR_API_KEY',
+  'KMS_EMULATOR_API_KEYS',
+  'GITHUB_TOKEN',
+  'GH_TOKEN',
+  'GH_ENTERPRISE_TOKEN',
+  'GITHUB_ENTERPRISE_TOKEN',
+  'ACTIONS_RUNTIME_TOKEN',
+  'ACTIONS_ID_TOKEN_REQUEST_TOKEN',
+  'GITLAB_TOKEN',
+  'CI_JOB_TOKEN',
+  'CI_JOB_JWT',
+  'CI_JOB_JWT_V1',
+  'CI_JOB_JWT_V2',
+  'CI_REGISTRY_PASSWORD',
+  'CI_DEPLOY_PASSWORD',
+  'VAULT_TOKEN',
+  'VAULT_SECRET_ID',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'AWS_SECURITY_TOKEN',
+  'AWS_WEB_IDENTITY_TOKEN',
+  'AZURE_CLIENT_SECRET',
+  'AZURE_CLIENT_CERTIFICATE_PASSWORD',
+  'AZURE_STORAGE_KEY',
+  'AZURE_STORAGE_CONNECTION_STRING',
+  'AZURE_FEDERATED_TOKEN',
+  'GOOGLE_CREDENTIALS',
+  'GOOGLE_OAUTH_ACCESS_TOKEN',
+  'CLOUDSDK_AUTH_ACCESS_TOKEN',
+  'SOPS_AGE_KEY',
+  'AGE_IDENTITY',
+  'NPM_TOKEN',
+  'NODE_AUTH_TOKEN',
+  'PGPASSWORD',
+  'MYSQL_PWD',
+  'KUBE_CONFIG_DATA',
+  'SLACK_WEBHOOK_URL',
+  'KMS_SYNC_NOTIFY_WEBHOOK',
+  'DOCKER_AUTH_CONFIG',
 ]);
 
 /** Name parts that mark a credential variable (`*_TOKEN`, `*_SECRET*`, `*_PASSWORD`, `*_KEY`, …). */
-const CREDENTIAL_PART = /^(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASS|PWD|PW|PAT|PASSPHRASE|KEYS?|APIKEY|PRIVATE|CREDENTIALS?|CREDS|AUTH|SESSION|COOKIE|JWT|DSN|WEBHOOK|SAS|SIGNATURE|CONNECTION)$/;
+const CREDENTIAL_PART =
+  /^(TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASS|PWD|PW|PAT|PASSPHRASE|KEYS?|APIKEY|PRIVATE|CREDENTIALS?|CREDS|AUTH|SESSION|COOKIE|JWT|DSN|WEBHOOK|SAS|SIGNATURE|CONNECTION)$/;
 /** A part that ends in one of these is one too (`PGPASSWORD`, `GHTOKEN`). */
 const CREDENTIAL_END = /(PASSWORD|PASSWD|TOKEN|SECRET|APIKEY)$/;
 /** Name endings that make a matching name safe: it holds a path, an id, an address or a name, not the secret. */
@@ -39,7 +71,8 @@ const SAFE_SUFFIX = /_(FILE|PATH|DIR|ID|URL|ADDR|NAME|REGION|TYPE|CMD|SOCK)$/;
 /** Variables of the shell that are never credentials, whatever their parts say. */
 const NOT_CREDENTIALS = new Set(['PWD', 'OLDPWD']);
 /** Variables whose value is no secret but leads to one: a key file, a socket, git's extra headers. */
-const LEADS_TO_CREDENTIAL = /^(KUBECONFIG|GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_CERTIFICATE_PATH|SSH_AUTH_SOCK|GIT_ASKPASS|SSH_ASKPASS|GIT_CONFIG_(KEY|VALUE)_\d+|GIT_CONFIG_PARAMETERS|NETRC|DOCKER_CONFIG)$/;
+const LEADS_TO_CREDENTIAL =
+  /^(KUBECONFIG|GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_CERTIFICATE_PATH|SSH_AUTH_SOCK|GIT_ASKPASS|SSH_ASKPASS|GIT_CONFIG_(KEY|VALUE)_\d+|GIT_CONFIG_PARAMETERS|NETRC|DOCKER_CONFIG)$/;
 
 /**
  * The one predicate of what a credential variable is (redaction by value, git's environment, the
@@ -54,7 +87,8 @@ export function isCredentialEnvName(name: string): boolean {
   return hasCredentialPart(upper);
 }
 
-const hasCredentialPart = (upper: string) => upper.split(/_+/).some((part) => CREDENTIAL_PART.test(part) || CREDENTIAL_END.test(part));
+const hasCredentialPart = (upper: string) =>
+  upper.split(/_+/).some((part) => CREDENTIAL_PART.test(part) || CREDENTIAL_END.test(part));
 
 /**
  * Whether a variable holds a credential or leads to one (`SOPS_AGE_KEY_FILE`, `AWS_ACCESS_KEY_ID`,
@@ -190,7 +224,8 @@ function environmentValues(env: NodeJS.ProcessEnv): [value: string, label: strin
     if (value.includes('@') && /^[a-z][a-z0-9+.-]*:\/\//i.test(value)) {
       try {
         const u = new URL(value);
-        if (u.password) for (const p of spellingsOf(decodeURIComponent(u.password))) if (!found.has(p)) found.set(p, name);
+        if (u.password)
+          for (const p of spellingsOf(decodeURIComponent(u.password))) if (!found.has(p)) found.set(p, name);
       } catch {
         // not a URL
       }
@@ -209,7 +244,8 @@ export function holdsCredential(text: string, env: NodeJS.ProcessEnv = process.e
 /** The text with every known credential value and every credential-shaped string replaced. */
 export function redactCredentials(text: string, env: NodeJS.ProcessEnv = process.env): string {
   let s = redactRegistered(text);
-  for (const [value, label] of environmentValues(env)) if (s.includes(value)) s = s.split(value).join(`[REDACTED ${label}]`);
+  for (const [value, label] of environmentValues(env))
+    if (s.includes(value)) s = s.split(value).join(`[REDACTED ${label}]`);
   for (const [re, by] of SHAPES) s = s.replace(re, by);
   return s;
 }

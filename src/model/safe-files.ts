@@ -5,7 +5,22 @@
 // written through a temp file with a random name opened with O_EXCL (never through a name another
 // user could have pre-created or linked elsewhere), then renamed into place.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, constants as fsc, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants as fsc,
+  fchmodSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+  type Stats,
+} from 'node:fs';
 import path from 'node:path';
 
 const octal = (st: Stats) => `0${(st.mode & 0o7777).toString(8)}`;
@@ -70,7 +85,13 @@ export function unsafeTreeReason(dir: string, top: string, uid = process.getuid?
   const to = path.resolve(dir);
   const rel = path.relative(from, to);
   if (rel.startsWith('..') || path.isAbsolute(rel)) throw new Error(`${to} is not inside ${from}`);
-  const chain = [from, ...rel.split(path.sep).filter(Boolean).map((_, i, parts) => path.join(from, ...parts.slice(0, i + 1)))];
+  const chain = [
+    from,
+    ...rel
+      .split(path.sep)
+      .filter(Boolean)
+      .map((_, i, parts) => path.join(from, ...parts.slice(0, i + 1))),
+  ];
   for (const d of chain) {
     if (!exists(d)) break;
     const bad = unsafeFolderReason(d, uid);
@@ -126,7 +147,7 @@ export function writeFileSafely(file: string, data: Buffer | string, mode: numbe
     try {
       if (process.platform !== 'win32') fchmodSync(fd, mode);
       const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-      for (let off = 0; off < buf.length;) off += writeSync(fd, buf, off, buf.length - off);
+      for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);
       fsyncSync(fd);
     } finally {
       closeSync(fd);

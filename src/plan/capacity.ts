@@ -30,19 +30,31 @@ export interface CapacityProblem {
 const key = (projectEnv: string, template: string) => `${projectEnv}\u0000${template}`;
 
 /** Templates the plan would fill past their client maximum (empty: the plan fits). */
-export function capacityProblems(plan: Pick<Plan, 'operations'>, live: Pick<LiveState, 'templates' | 'clients'>): CapacityProblem[] {
+export function capacityProblems(
+  plan: Pick<Plan, 'operations'>,
+  live: Pick<LiveState, 'templates' | 'clients'>,
+): CapacityProblem[] {
   // The limit each template has once the plan is applied.
   const limits = new Map<string, { limit: number; defaultLimit: boolean; changed: boolean }>();
   const templateName = new Map<string, string>();
   for (const t of live.templates) {
     templateName.set(t.id, t.name);
-    limits.set(key(t.projectEnv, t.name), { limit: t.maxClients ?? SERVICE_DEFAULT_MAX_CLIENTS, defaultLimit: t.maxClients === undefined, changed: false });
+    limits.set(key(t.projectEnv, t.name), {
+      limit: t.maxClients ?? SERVICE_DEFAULT_MAX_CLIENTS,
+      defaultLimit: t.maxClients === undefined,
+      changed: false,
+    });
   }
   for (const op of plan.operations) {
     if (op.kind !== 'template' || !op.projectEnv || !op.after) continue;
     const declared = op.after.maxClients as number | undefined;
     const k = key(op.projectEnv, op.after.name as string);
-    if (op.action === 'create') limits.set(k, { limit: declared ?? SERVICE_DEFAULT_MAX_CLIENTS, defaultLimit: declared === undefined, changed: true });
+    if (op.action === 'create')
+      limits.set(k, {
+        limit: declared ?? SERVICE_DEFAULT_MAX_CLIENTS,
+        defaultLimit: declared === undefined,
+        changed: true,
+      });
     else if (declared !== undefined) limits.set(k, { limit: declared, defaultLimit: false, changed: true });
   }
   // Where each client is now, and where it is once the plan is applied.
@@ -82,14 +94,25 @@ export function capacityProblems(plan: Pick<Plan, 'operations'>, live: Pick<Live
     // A template already over its limit that the plan neither fills nor re-limits is not this plan's doing.
     if (!grows.has(k) && !l.changed) continue;
     const [projectEnv, template] = k.split('\u0000') as [string, string];
-    problems.push({ address: address.template(projectEnv, template), projectEnv, template, limit: l.limit, defaultLimit: l.defaultLimit, now: now.get(k) ?? 0, after: count, peak: Math.max(peak, count) });
+    problems.push({
+      address: address.template(projectEnv, template),
+      projectEnv,
+      template,
+      limit: l.limit,
+      defaultLimit: l.defaultLimit,
+      now: now.get(k) ?? 0,
+      after: count,
+      peak: Math.max(peak, count),
+    });
   }
   return problems.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
 
 /** One line per template: what it allows, what the plan would put on it, and the way out. */
 export function describeCapacity(p: CapacityProblem): string {
-  const limit = p.defaultLimit ? `${p.limit} client(s) (the service's default: no maxClients declared)` : `${p.limit} client(s) (its maxClients)`;
+  const limit = p.defaultLimit
+    ? `${p.limit} client(s) (the service's default: no maxClients declared)`
+    : `${p.limit} client(s) (its maxClients)`;
   if (p.after > p.limit) {
     return `${p.address} allows ${limit} but this plan would leave ${p.after} on it (${p.now} now): refused before any write; set maxClients to at least ${p.after} or spread the clients over more templates`;
   }

@@ -26,12 +26,14 @@ export function sameJson(a: unknown, b: unknown): boolean {
   // equal without their canonical texts. Anything else is left to the canonical comparison.
   if (isPlainObject(a) && isPlainObject(b)) {
     const keys = Object.keys(a);
-    if (keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && sameJson(a[k], b[k]))) return true;
+    if (keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && sameJson(a[k], b[k])))
+      return true;
   }
   return deepEqualJson(a as JsonValue, b as JsonValue);
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Appends the change of one field to `out`, if it changed. */
 export function addChange(out: FieldChange[], path: string, before: unknown, after: unknown): void {
@@ -56,7 +58,9 @@ export function addObjectChanges(out: FieldChange[], prefix: string, before: Jso
     if (Object.hasOwn(before, k)) continue;
     if (!sameJson(before[k], after[k])) (changed ??= []).push(k);
   }
-  if (changed) for (const k of changed.sort()) out.push({ path: `${prefix}.${k}`, before: before[k] ?? null, after: after[k] ?? null });
+  if (changed)
+    for (const k of changed.sort())
+      out.push({ path: `${prefix}.${k}`, before: before[k] ?? null, after: after[k] ?? null });
 }
 
 export function objectChanges(prefix: string, before: JsonObject, after: JsonObject): FieldChange[] {
@@ -66,7 +70,10 @@ export function objectChanges(prefix: string, before: JsonObject, after: JsonObj
 }
 
 /** The fields whose desired value differs from the live one (in the records of a kind's applied digest). */
-export function differingFields(desired: Record<string, JsonValue | undefined>, live: Record<string, JsonValue | undefined>): string[] {
+export function differingFields(
+  desired: Record<string, JsonValue | undefined>,
+  live: Record<string, JsonValue | undefined>,
+): string[] {
   const out: string[] = [];
   for (const k in desired) if (desired[k] !== undefined && !deepEqualJson(desired[k], live[k] ?? null)) out.push(k);
   return out;

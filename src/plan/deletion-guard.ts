@@ -43,20 +43,32 @@ export interface GuardedPlan {
 /** Splits a plan's removals into what may run now, what requires pruning, and what the guard holds. */
 export function guardDeletes(plan: Plan, p: DeletePolicy): GuardedPlan {
   const removals = plan.operations.filter(isRemoval);
-  const requiresPruning = p.pruneRemoved ? [] : removals.filter((op) => op.actionReason === 'delete_removed_from_config');
+  const requiresPruning = p.pruneRemoved
+    ? []
+    : removals.filter((op) => op.actionReason === 'delete_removed_from_config');
   const pruned = new Set(requiresPruning);
   const deleting = removals.filter((op) => !pruned.has(op));
   const protectedClients = new Set((p.live?.clients ?? []).filter((c) => isProtectedLive(c.metadata)).map((c) => c.id));
-  const ofProtected = deleting.filter((op) => op.kind === 'key' && op.live?.clientId !== undefined && protectedClients.has(op.live.clientId));
+  const ofProtected = deleting.filter(
+    (op) => op.kind === 'key' && op.live?.clientId !== undefined && protectedClients.has(op.live.clientId),
+  );
   let heldReason: string | undefined;
   if (!p.approved && deleting.length > p.maxDeletes) {
     heldReason = `${deleting.length} deletes or revokes exceed the deletion guard (at most ${p.maxDeletes} at once)`;
   } else if (!p.approved && ofProtected.length > 0) {
-    heldReason = `${ofProtected.length} key(s) of a protected client would be revoked (${ofProtected.slice(0, 3).map((o) => o.address).join(', ')})`;
+    heldReason = `${ofProtected.length} key(s) of a protected client would be revoked (${ofProtected
+      .slice(0, 3)
+      .map((o) => o.address)
+      .join(', ')})`;
   }
   const held = heldReason ? deleting : [];
   const out = new Set([...requiresPruning, ...held]);
   if (out.size === 0) return { plan, requiresPruning, held };
   const operations = plan.operations.filter((op) => !out.has(op));
-  return { plan: { ...plan, operations, summary: summarize(operations, plan.unmanaged) }, requiresPruning, held, ...(heldReason ? { heldReason } : {}) };
+  return {
+    plan: { ...plan, operations, summary: summarize(operations, plan.unmanaged) },
+    requiresPruning,
+    held,
+    ...(heldReason ? { heldReason } : {}),
+  };
 }

@@ -80,7 +80,9 @@ export function buildPlanPhased(input: PlanInput): { plan: Plan; phases: number[
   };
   const { ops, unmanaged, warnings } = ctx;
   for (const d of live.duplicates) {
-    warnings.push(`${d.address}: ${d.ids.length} live resources share this identity (${d.ids.join(', ')}); kms-sync leaves them alone until only one remains`);
+    warnings.push(
+      `${d.address}: ${d.ids.length} live resources share this identity (${d.ids.join(', ')}); kms-sync leaves them alone until only one remains`,
+    );
     mark(d.address.startsWith('template.') ? WARNING_PHASE.duplicateTemplate : WARNING_PHASE.duplicateClient);
   }
   // Environments that left the configuration (read because their project is still in it) are
@@ -92,7 +94,13 @@ export function buildPlanPhased(input: PlanInput): { plan: Plan; phases: number[
     const byEnv = contentsByEnv(state);
     const gone = new Set(leaving.map((e) => e.projectEnv));
     const stays = <T extends { projectEnv: string }>(x: T) => !gone.has(x.projectEnv);
-    state = { ...state, envs: state.envs.filter(stays), clients: state.clients.filter(stays), endpoints: state.endpoints.filter(stays), templates: state.templates.filter(stays) };
+    state = {
+      ...state,
+      envs: state.envs.filter(stays),
+      clients: state.clients.filter(stays),
+      endpoints: state.endpoints.filter(stays),
+      templates: state.templates.filter(stays),
+    };
     for (const e of leaving) {
       const r = planEnvRemoval(byEnv.get(e.projectEnv)!, owner, { prune, why: 'left the configuration' });
       ops.push(...r.ops);

@@ -7,7 +7,14 @@ import { describeRule, matchAddress, matchField, noIgnoreRules, parseIgnore, typ
 import { mergeWarnings } from './merge.js';
 import type { Action, FieldChange, Operation, Plan, PlanShard } from './types.js';
 
-export const DRIFT_CATEGORIES = ['changed_outside', 'pending', 'missing', 'unmanaged', 'secret_missing', 'expiring'] as const;
+export const DRIFT_CATEGORIES = [
+  'changed_outside',
+  'pending',
+  'missing',
+  'unmanaged',
+  'secret_missing',
+  'expiring',
+] as const;
 export type DriftCategory = (typeof DRIFT_CATEGORIES)[number];
 
 export const CATEGORY_TITLE: Record<DriftCategory, string> = {
@@ -81,7 +88,15 @@ export interface DriftReport {
   shard?: PlanShard;
 }
 
-export const emptyCounts = (): DriftCounts => ({ changed_outside: 0, pending: 0, missing: 0, unmanaged: 0, secret_missing: 0, expiring: 0, total: 0 });
+export const emptyCounts = (): DriftCounts => ({
+  changed_outside: 0,
+  pending: 0,
+  missing: 0,
+  unmanaged: 0,
+  secret_missing: 0,
+  expiring: 0,
+  total: 0,
+});
 
 export function envBucket(item: Pick<DriftItem, 'projectEnv' | 'address'>): string {
   if (item.projectEnv) return item.projectEnv;
@@ -92,9 +107,14 @@ const UNMANAGED_REASONS = new Set(['delete_removed_from_config', 'delete_unmanag
 
 function itemFromOp(op: Operation, category: DriftCategory): DriftItem {
   return {
-    category, address: op.address, kind: op.kind, projectEnv: op.projectEnv ?? null,
-    fields: category === 'changed_outside' || category === 'pending' ? op.changes.map((c) => ({ ...c })) : [], ignoredFields: [],
-    detail: op.reason, action: op.action,
+    category,
+    address: op.address,
+    kind: op.kind,
+    projectEnv: op.projectEnv ?? null,
+    fields: category === 'changed_outside' || category === 'pending' ? op.changes.map((c) => ({ ...c })) : [],
+    ignoredFields: [],
+    detail: op.reason,
+    action: op.action,
   };
 }
 
@@ -120,8 +140,14 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
     const category: DriftCategory = f.finding === 'secret_missing' ? 'secret_missing' : 'expiring';
     const op = rotations.get(f.address);
     push({
-      category, address: f.address, kind: 'key', projectEnv: f.projectEnv, fields: [], ignoredFields: [],
-      detail: f.detail, action: op || f.rotationPlanned ? 'rotate' : null,
+      category,
+      address: f.address,
+      kind: 'key',
+      projectEnv: f.projectEnv,
+      fields: [],
+      ignoredFields: [],
+      detail: f.detail,
+      action: op || f.rotationPlanned ? 'rotate' : null,
     });
   }
   for (const op of plan.operations) {
@@ -155,7 +181,16 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
     }
   }
   for (const u of plan.unmanaged) {
-    push({ category: 'unmanaged', address: u.address, kind: u.kind, projectEnv: u.projectEnv, fields: [], ignoredFields: [], detail: u.note, action: null });
+    push({
+      category: 'unmanaged',
+      address: u.address,
+      kind: u.kind,
+      projectEnv: u.projectEnv,
+      fields: [],
+      ignoredFields: [],
+      detail: u.note,
+      action: null,
+    });
   }
 
   // Ignore rules: whole items, then single fields of changed items.
@@ -179,7 +214,13 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
         } else kept.push(f);
       }
       if (kept.length === 0) {
-        ignored.push({ ...item, rule: item.ignoredFields.map((f) => f.rule).filter((r, i, a) => a.indexOf(r) === i).join('; ') });
+        ignored.push({
+          ...item,
+          rule: item.ignoredFields
+            .map((f) => f.rule)
+            .filter((r, i, a) => a.indexOf(r) === i)
+            .join('; '),
+        });
         continue;
       }
       item.fields = kept;
@@ -197,7 +238,11 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
     items,
     ignored,
     summary: summarizeDrift(items, ignored.length, plan.target.envs),
-    ignore: { source: ignore.source || null, rules: ignore.rules.length, unused: ignore.rules.filter((r) => !used.has(r.line)).map((r) => describeRule(ignore, r)) },
+    ignore: {
+      source: ignore.source || null,
+      rules: ignore.rules.length,
+      unused: ignore.rules.filter((r) => !used.has(r.line)).map((r) => describeRule(ignore, r)),
+    },
     warnings: [...plan.warnings],
     ...(plan.shard ? { shard: plan.shard } : {}),
   };
@@ -205,7 +250,10 @@ export function classifyDrift(plan: Plan, ignore: IgnoreRules = noIgnoreRules())
 
 /** Category, then address: the order of a report's items (and of its ignored ones). */
 function driftOrder(a: DriftItem, b: DriftItem): number {
-  return DRIFT_CATEGORIES.indexOf(a.category) - DRIFT_CATEGORIES.indexOf(b.category) || (a.address < b.address ? -1 : a.address > b.address ? 1 : 0);
+  return (
+    DRIFT_CATEGORIES.indexOf(a.category) - DRIFT_CATEGORIES.indexOf(b.category) ||
+    (a.address < b.address ? -1 : a.address > b.address ? 1 : 0)
+  );
 }
 
 function summarizeDrift(items: readonly DriftItem[], ignored: number, envs: readonly string[]): DriftSummary {
@@ -233,28 +281,44 @@ export function mergeDriftReports(parts: readonly DriftReport[]): DriftReport {
   const first = parts[0];
   if (!first) throw new Error('no drift report to merge');
   for (const r of parts) {
-    if (r.target.url !== first.target.url || r.target.credential !== first.target.credential || r.target.owner !== first.target.owner) {
-      throw new Error(`the drift reports were made for different services or configurations (${first.target.url} owner ${first.target.owner}, ${r.target.url} owner ${r.target.owner})`);
+    if (
+      r.target.url !== first.target.url ||
+      r.target.credential !== first.target.credential ||
+      r.target.owner !== first.target.owner
+    ) {
+      throw new Error(
+        `the drift reports were made for different services or configurations (${first.target.url} owner ${first.target.owner}, ${r.target.url} owner ${r.target.owner})`,
+      );
     }
     if (r.ignore.source !== first.ignore.source || r.ignore.rules !== first.ignore.rules) {
-      throw new Error(`the drift reports were made with different ignore rules (${first.ignore.source ?? 'none'}, ${r.ignore.source ?? 'none'})`);
+      throw new Error(
+        `the drift reports were made with different ignore rules (${first.ignore.source ?? 'none'}, ${r.ignore.source ?? 'none'})`,
+      );
     }
   }
   const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
   const union = (xs: string[][]) => [...new Set(xs.flat())].sort(cmp);
   const items = parts.flatMap((r) => r.items).sort(driftOrder);
   const ignored = parts.flatMap((r) => r.ignored).sort(driftOrder);
-  const target: Plan['target'] = { ...first.target, projects: union(parts.map((r) => r.target.projects)), envs: union(parts.map((r) => r.target.envs)) };
+  const target: Plan['target'] = {
+    ...first.target,
+    projects: union(parts.map((r) => r.target.projects)),
+    envs: union(parts.map((r) => r.target.envs)),
+  };
   // A rule is unused when no shard used it: each shard lists those it did not use, in the file's order.
   const unused = first.ignore.unused.filter((rule) => parts.every((r) => r.ignore.unused.includes(rule)));
-  const { warnings } = mergeWarnings(parts.map((r) => ({ warnings: r.warnings, warningOrder: r.shard?.warningOrder ?? [] })));
+  const { warnings } = mergeWarnings(
+    parts.map((r) => ({ warnings: r.warnings, warningOrder: r.shard?.warningOrder ?? [] })),
+  );
   // Sampled by the shards that found drift (as a whole run samples when it finds any).
   const sampled = parts.some((r) => r.usageWindows);
   const windows = parts.flatMap((r) => r.usageWindows ?? []).sort((a, b) => cmp(a.projectEnv, b.projectEnv));
   return {
     formatVersion: 1,
     generatedAt: parts.map((r) => r.generatedAt).sort(cmp)[0]!,
-    target, items, ignored,
+    target,
+    items,
+    ignored,
     summary: summarizeDrift(items, ignored.length, target.envs),
     ignore: { ...first.ignore, unused },
     warnings,
@@ -286,12 +350,18 @@ export function isSafeIgnoreRule(rule: string, address: string, field?: string):
  * out and its address pushed to `refused`, so the caller can say so.
  */
 export function generateIgnore(report: DriftReport, existing = '', refused: string[] = []): string {
-  const have = new Set(existing.split(/\r?\n/).map((l) => l.replace(/(^|\s)#.*$/, '').trim()).filter(Boolean));
+  const have = new Set(
+    existing
+      .split(/\r?\n/)
+      .map((l) => l.replace(/(^|\s)#.*$/, '').trim())
+      .filter(Boolean),
+  );
   const lines: string[] = [];
   for (const item of report.items) {
-    const wanted = item.category === 'changed_outside' && item.fields.length
-      ? item.fields.map((f) => ({ rule: `${item.address}:${f.path}`, field: f.path as string | undefined }))
-      : [{ rule: item.address, field: undefined as string | undefined }];
+    const wanted =
+      item.category === 'changed_outside' && item.fields.length
+        ? item.fields.map((f) => ({ rule: `${item.address}:${f.path}`, field: f.path as string | undefined }))
+        : [{ rule: item.address, field: undefined as string | undefined }];
     if (wanted.some((w) => !isSafeIgnoreRule(w.rule, item.address, w.field))) {
       refused.push(item.address);
       continue;

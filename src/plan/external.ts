@@ -6,19 +6,24 @@
 import type { DesiredState, LiveState } from '../model/index.js';
 
 /** One line per external project that is missing from the service while an environment of it is to be created. */
-export function missingExternalProjects(desired: Pick<DesiredState, 'externalProjects' | 'envs'>, live: Pick<LiveState, 'projects' | 'envs'>): string[] {
+export function missingExternalProjects(
+  desired: Pick<DesiredState, 'externalProjects' | 'envs'>,
+  live: Pick<LiveState, 'projects' | 'envs'>,
+): string[] {
   const liveProjects = new Set(live.projects.map((p) => p.slug));
   const liveEnvs = new Set(live.envs.map((e) => e.projectEnv));
   const problems: string[] = [];
   for (const p of desired.externalProjects ?? []) {
     if (liveProjects.has(p.slug)) continue;
-    const toCreate = desired.envs.filter((e) => e.project === p.slug && !liveEnvs.has(e.projectEnv)).map((e) => e.projectEnv);
+    const toCreate = desired.envs
+      .filter((e) => e.project === p.slug && !liveEnvs.has(e.projectEnv))
+      .map((e) => e.projectEnv);
     if (toCreate.length === 0) continue;
     const where = p.source ? ` (${p.source.file}:${p.source.line}${p.source.path ? ` ${p.source.path}` : ''})` : '';
     problems.push(
       `project "${p.slug}" is external${where}: defined elsewhere, so kms-sync does not create it, and it does not exist in the service; ` +
-      `environment(s) ${toCreate.join(', ')} cannot be created in it. Create the project first (in its own configuration or the dashboard), ` +
-      'or define it here (give it a name and remove "external: true")',
+        `environment(s) ${toCreate.join(', ')} cannot be created in it. Create the project first (in its own configuration or the dashboard), ` +
+        'or define it here (give it a name and remove "external: true")',
     );
   }
   return problems;

@@ -15,8 +15,21 @@ export const IGNORE_FILE_NAME = '.kmsignore';
 
 /** Top-level fields the plan compares; a `:suffix` is a field path only when it starts with one. */
 const FIELD_ROOTS = new Set([
-  'name', 'description', 'url', 'type', 'template', 'ipWhitelist', 'metadata', 'rateLimitDay', 'maxClients',
-  'expiresAt', 'autoRotate', 'request', 'response', 'method', 'path',
+  'name',
+  'description',
+  'url',
+  'type',
+  'template',
+  'ipWhitelist',
+  'metadata',
+  'rateLimitDay',
+  'maxClients',
+  'expiresAt',
+  'autoRotate',
+  'request',
+  'response',
+  'method',
+  'path',
 ]);
 const FIELD_RE = /^(?:\*\*|\*|[A-Za-z_][\w-]*)(?:\.(?:\*\*|\*|[^.\s:]+))*$/;
 
@@ -60,7 +73,8 @@ function splitRule(text: string): { address: string; field?: string } {
   for (let i = text.lastIndexOf(':'); i > 0; i = text.lastIndexOf(':', i - 1)) {
     const rest = text.slice(i + 1);
     const root = rest.split('.')[0] ?? '';
-    if (FIELD_RE.test(rest) && (FIELD_ROOTS.has(root) || root.includes('*'))) return { address: text.slice(0, i), field: rest };
+    if (FIELD_RE.test(rest) && (FIELD_ROOTS.has(root) || root.includes('*')))
+      return { address: text.slice(0, i), field: rest };
   }
   return { address: text };
 }
@@ -74,16 +88,23 @@ export function parseIgnore(text: string, source: string): IgnoreRules {
     const line = raw.replace(/(^|\s)#.*$/, '').trim();
     if (!line) return;
     if (/\s/.test(line)) {
-      problems.push(`${source}:${idx + 1}: a rule is one address (optionally :field.path) without spaces, got ${JSON.stringify(line)}`);
+      problems.push(
+        `${source}:${idx + 1}: a rule is one address (optionally :field.path) without spaces, got ${JSON.stringify(line)}`,
+      );
       return;
     }
     const { address, field } = splitRule(line);
     if (!ADDRESS_RE.test(address)) {
-      problems.push(`${source}:${idx + 1}: ${JSON.stringify(address)} is not a resource address (kind.env/name, e.g. client.shop-production/globex; wildcards * and **)`);
+      problems.push(
+        `${source}:${idx + 1}: ${JSON.stringify(address)} is not a resource address (kind.env/name, e.g. client.shop-production/globex; wildcards * and **)`,
+      );
       return;
     }
     rules.push({
-      line: idx + 1, text: line, address, addressRe: globRe(address, '/'),
+      line: idx + 1,
+      text: line,
+      address,
+      addressRe: globRe(address, '/'),
       ...(field !== undefined ? { field, fieldRe: globRe(field, '.') } : {}),
     });
   });
@@ -105,7 +126,9 @@ export function matchAddress(rules: IgnoreRules, address: string): IgnoreRule | 
 
 /** The rule ignoring one field of a resource (a whole-resource rule covers every field). */
 export function matchField(rules: IgnoreRules, address: string, path: string): IgnoreRule | undefined {
-  return rules.rules.find((r) => r.addressRe.test(address) && (r.fieldRe === undefined || fieldMatches(r.fieldRe, path)));
+  return rules.rules.find(
+    (r) => r.addressRe.test(address) && (r.fieldRe === undefined || fieldMatches(r.fieldRe, path)),
+  );
 }
 
 export function describeRule(rules: IgnoreRules, rule: IgnoreRule): string {
@@ -125,16 +148,30 @@ export function applyIgnoreRules(plan: Plan, rules: IgnoreRules): Plan {
   for (const op of plan.operations) {
     const whole = matchAddress(rules, op.address);
     if (whole && op.action === 'delete') {
-      if (op.projectEnv) unmanaged.push({ address: op.address, kind: op.kind, projectEnv: op.projectEnv, note: `not deleted: ignored by ${describeRule(rules, whole)}` });
+      if (op.projectEnv)
+        unmanaged.push({
+          address: op.address,
+          kind: op.kind,
+          projectEnv: op.projectEnv,
+          note: `not deleted: ignored by ${describeRule(rules, whole)}`,
+        });
       continue;
     }
     for (const c of op.changes) {
       const rule = matchField(rules, op.address, c.path);
-      if (rule) warnings.push(`${op.address}: ${c.path} is ignored for drift by ${describeRule(rules, rule)}, but this plan changes it to the configured value`);
+      if (rule)
+        warnings.push(
+          `${op.address}: ${c.path} is ignored for drift by ${describeRule(rules, rule)}, but this plan changes it to the configured value`,
+        );
     }
     operations.push(op);
   }
-  if (operations.length === plan.operations.length && unmanaged.length === plan.unmanaged.length && warnings.length === plan.warnings.length) return plan;
+  if (
+    operations.length === plan.operations.length &&
+    unmanaged.length === plan.unmanaged.length &&
+    warnings.length === plan.warnings.length
+  )
+    return plan;
   unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   return { ...plan, operations, unmanaged, warnings, summary: summarize(operations, unmanaged) };
 }

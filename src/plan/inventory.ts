@@ -10,7 +10,14 @@
 // tell an edit of the configuration not applied yet from a change made outside (issue 39), as
 // the `kms-sync/applied` digest does for clients and endpoints. Pure functions; the files are the
 // front ends' (the agent's state folder).
-import { address, appliedDigest, ownershipOf, type DesiredState, type LiveState, type ResourceKind } from '../model/index.js';
+import {
+  address,
+  appliedDigest,
+  ownershipOf,
+  type DesiredState,
+  type LiveState,
+  type ResourceKind,
+} from '../model/index.js';
 import { envRecord } from './kinds/env.js';
 import { projectRecord } from './kinds/project.js';
 import { templateRecord } from './kinds/template.js';
@@ -55,8 +62,7 @@ export class InventoryIndex {
         if (!o.ownership) continue;
         if (e.kind === 'client' && e.id) this.clients.add(e.id);
         else if (e.kind === 'endpoint') this.endpoints.add(e.address);
-      }
-      else if (e.applied) this.records.set(e.address, e.applied);
+      } else if (e.applied) this.records.set(e.address, e.applied);
     }
   }
 
@@ -68,7 +74,9 @@ export class InventoryIndex {
   /** Marks the live clients and endpoints the inventory holds (LiveClient.held), in place. */
   markHeld(state: LiveState): void {
     if (this.clients.size) for (const c of state.clients) if (this.clients.has(c.id)) c.held = true;
-    if (this.endpoints.size) for (const e of state.endpoints) if (this.endpoints.has(address.endpoint(e.projectEnv, e.method, e.path))) e.held = true;
+    if (this.endpoints.size)
+      for (const e of state.endpoints)
+        if (this.endpoints.has(address.endpoint(e.projectEnv, e.method, e.path))) e.held = true;
   }
 }
 
@@ -76,10 +84,16 @@ export class InventoryIndex {
 export function ownedEntries(state: LiveState, owner: string): InventoryEntry[] {
   const out: InventoryEntry[] = [];
   for (const c of state.clients) {
-    if (ownershipOf(c.metadata, owner, c.held).kind === 'ours') out.push({ kind: 'client', address: address.client(c.projectEnv, c.name), projectEnv: c.projectEnv, id: c.id });
+    if (ownershipOf(c.metadata, owner, c.held).kind === 'ours')
+      out.push({ kind: 'client', address: address.client(c.projectEnv, c.name), projectEnv: c.projectEnv, id: c.id });
   }
   for (const e of state.endpoints) {
-    if (ownershipOf(e.metadata, owner, e.held).kind === 'ours') out.push({ kind: 'endpoint', address: address.endpoint(e.projectEnv, e.method, e.path), projectEnv: e.projectEnv });
+    if (ownershipOf(e.metadata, owner, e.held).kind === 'ours')
+      out.push({
+        kind: 'endpoint',
+        address: address.endpoint(e.projectEnv, e.method, e.path),
+        projectEnv: e.projectEnv,
+      });
   }
   return out;
 }
@@ -97,30 +111,69 @@ export interface InventoryScan {
  * their fields when the final plan leaves them alone (live matches the configuration); one the
  * plan still changes keeps the digest recorded before (what was last applied).
  */
-export function nextInventory(previous: Inventory | undefined, scan: InventoryScan, desired: DesiredState, plan: Plan, owner: string, o: { now: Date; revision?: string }): Inventory {
+export function nextInventory(
+  previous: Inventory | undefined,
+  scan: InventoryScan,
+  desired: DesiredState,
+  plan: Plan,
+  owner: string,
+  o: { now: Date; revision?: string },
+): Inventory {
   const read = new Set(scan.envsRead);
-  const kept = (previous?.owner === owner ? previous.entries : []).filter((e) => (e.kind === 'client' || e.kind === 'endpoint') && !read.has(e.projectEnv ?? ''));
+  const kept = (previous?.owner === owner ? previous.entries : []).filter(
+    (e) => (e.kind === 'client' || e.kind === 'endpoint') && !read.has(e.projectEnv ?? ''),
+  );
   const before = new InventoryIndex(previous?.owner === owner ? previous.entries : []);
   const changing = new Set(plan.operations.map((op) => op.address));
-  const record = (kind: InventoryEntry['kind'], addr: string, fields: Parameters<typeof appliedDigest>[0], projectEnv?: string): InventoryEntry | undefined => {
+  const record = (
+    kind: InventoryEntry['kind'],
+    addr: string,
+    fields: Parameters<typeof appliedDigest>[0],
+    projectEnv?: string,
+  ): InventoryEntry | undefined => {
     const applied = changing.has(addr) ? before.applied(addr) : appliedDigest(fields);
     return applied ? { kind, address: addr, ...(projectEnv ? { projectEnv } : {}), applied } : undefined;
   };
   const records = [
     ...desired.projects.map((p) => record('project', address.project(p.slug), projectRecord(p))),
     ...desired.envs.map((e) => record('env', address.env(e.projectEnv), envRecord(e), e.projectEnv)),
-    ...desired.templates.map((t) => record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv)),
+    ...desired.templates.map((t) =>
+      record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv),
+    ),
   ].filter((e): e is InventoryEntry => e !== undefined);
-  const entries = [...kept, ...scan.owned, ...records].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
-  return { formatVersion: 1, owner, updatedAt: o.now.toISOString(), ...(o.revision ? { revision: o.revision } : {}), entries };
+  const entries = [...kept, ...scan.owned, ...records].sort((a, b) =>
+    a.address < b.address ? -1 : a.address > b.address ? 1 : 0,
+  );
+  return {
+    formatVersion: 1,
+    owner,
+    updatedAt: o.now.toISOString(),
+    ...(o.revision ? { revision: o.revision } : {}),
+    entries,
+  };
 }
 
 /** An inventory file's parsed content, checked (undefined when it is not one); entries of another form are left out. */
 export function parseInventory(v: unknown): Inventory | undefined {
   const o = v as Partial<Inventory> | null;
-  if (!o || typeof o !== 'object' || o.formatVersion !== 1 || typeof o.owner !== 'string' || !Array.isArray(o.entries)) return undefined;
+  if (!o || typeof o !== 'object' || o.formatVersion !== 1 || typeof o.owner !== 'string' || !Array.isArray(o.entries))
+    return undefined;
   const kinds = new Set(['project', 'env', 'template', 'client', 'endpoint']);
-  const entries = o.entries.filter((e): e is InventoryEntry => typeof e === 'object' && e !== null && kinds.has(e.kind) && typeof e.address === 'string'
-    && (e.id === undefined || typeof e.id === 'string') && (e.projectEnv === undefined || typeof e.projectEnv === 'string') && (e.applied === undefined || typeof e.applied === 'string'));
-  return { formatVersion: 1, owner: o.owner, updatedAt: typeof o.updatedAt === 'string' ? o.updatedAt : '', ...(typeof o.revision === 'string' ? { revision: o.revision } : {}), entries };
+  const entries = o.entries.filter(
+    (e): e is InventoryEntry =>
+      typeof e === 'object' &&
+      e !== null &&
+      kinds.has(e.kind) &&
+      typeof e.address === 'string' &&
+      (e.id === undefined || typeof e.id === 'string') &&
+      (e.projectEnv === undefined || typeof e.projectEnv === 'string') &&
+      (e.applied === undefined || typeof e.applied === 'string'),
+  );
+  return {
+    formatVersion: 1,
+    owner: o.owner,
+    updatedAt: typeof o.updatedAt === 'string' ? o.updatedAt : '',
+    ...(typeof o.revision === 'string' ? { revision: o.revision } : {}),
+    entries,
+  };
 }

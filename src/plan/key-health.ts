@@ -2,7 +2,13 @@
 // Rotation issues a new key under the same name; older generations stay until they expire or the
 // configured overlap has passed, then they are revoked (DESIGN.md "Keys", issue "Rotation").
 import {
-  address, parseTtl, type DesiredKey, type DesiredState, type LiveClient, type LiveKey, type LiveState,
+  address,
+  parseTtl,
+  type DesiredKey,
+  type DesiredState,
+  type LiveClient,
+  type LiveKey,
+  type LiveState,
 } from '../model/index.js';
 import { sortOperations } from './diff.js';
 import { keyAfter } from './kinds/key.js';
@@ -38,7 +44,14 @@ export interface KeyHealthInput {
    * Live keys whose raw value never reached us (a run died between the service creating them and
    * the journal write): the current one is re-issued, and every one is revoked after that.
    */
-  orphans?: readonly { clientId: string; keyId: string; keyName: string; projectEnv: string; client: string; reason?: 'lost-response' | 'superseded' }[];
+  orphans?: readonly {
+    clientId: string;
+    keyId: string;
+    keyName: string;
+    projectEnv: string;
+    client: string;
+    reason?: 'lost-response' | 'superseded';
+  }[];
   /** Rotate keys whose secret kms-sync does not hold (default: report them only). */
   rotateMissingSecrets?: boolean;
 }
@@ -53,12 +66,16 @@ function durationMs(text: string | undefined): number | undefined {
 export function rotationWindowMs(k: DesiredKey, current: LiveKey): number {
   const configured = durationMs(k.rotation?.window);
   if (configured !== undefined) return configured;
-  const lifetime = k.ttl ? parseTtl(k.ttl)
-    : current.expiresAt && current.createdAt ? Date.parse(current.expiresAt) - Date.parse(current.createdAt) : undefined;
+  const lifetime = k.ttl
+    ? parseTtl(k.ttl)
+    : current.expiresAt && current.createdAt
+      ? Date.parse(current.expiresAt) - Date.parse(current.createdAt)
+      : undefined;
   return lifetime && lifetime > 0 ? Math.min(DEFAULT_ROTATION_WINDOW_MS, lifetime / 4) : DEFAULT_ROTATION_WINDOW_MS;
 }
 
-const days = (ms: number) => (ms >= 86_400_000 ? `${Math.round(ms / 86_400_000)}d` : `${Math.max(1, Math.round(ms / 3_600_000))}h`);
+const days = (ms: number) =>
+  ms >= 86_400_000 ? `${Math.round(ms / 86_400_000)}d` : `${Math.max(1, Math.round(ms / 3_600_000))}h`;
 
 export function assessKeys(input: KeyHealthInput): Plan {
   const { plan, now } = input;
@@ -76,17 +93,25 @@ export function assessKeys(input: KeyHealthInput): Plan {
     if (revoked.has(k.id)) return;
     revoked.add(k.id);
     ops.push({
-      address: addr, kind: 'key', action: 'delete', projectEnv,
+      address: addr,
+      kind: 'key',
+      action: 'delete',
+      projectEnv,
       reason: supersededIds.has(k.id)
         ? 'pending revoke: replaced by rotate --revoke-old, whose run was interrupted before this old key was revoked (its secret holds its replacement, or will once a lost one is re-issued)'
         : 'orphan: issued by a run that was interrupted before its raw value was saved; nobody holds it, so it is revoked (after its replacement is stored)',
-      actionReason: 'revoke_orphan', before: { name: k.name, expiresAt: k.expiresAt ?? null, autoRotate: k.autoRotate ?? false },
-      after: null, changes: [], live: { clientId: clientIdOf, keyId: k.id },
+      actionReason: 'revoke_orphan',
+      before: { name: k.name, expiresAt: k.expiresAt ?? null, autoRotate: k.autoRotate ?? false },
+      after: null,
+      changes: [],
+      live: { clientId: clientIdOf, keyId: k.id },
     });
   };
   const replaceOp = (addr: string, next: Operation) => {
     // Only the update of the same generation (an older one may have its own expiry update).
-    const i = ops.findIndex((o) => o.address === addr && o.kind === 'key' && o.action === 'update' && o.live?.keyId === next.live?.keyId);
+    const i = ops.findIndex(
+      (o) => o.address === addr && o.kind === 'key' && o.action === 'update' && o.live?.keyId === next.live?.keyId,
+    );
     if (i >= 0) ops.splice(i, 1);
     ops.push(next);
   };
@@ -116,7 +141,14 @@ export function assessKeys(input: KeyHealthInput): Plan {
       const expiresAt = current.expiresAt ? Date.parse(current.expiresAt) : undefined;
       // Most keys of a large configuration have nothing to report: one generation, no expiry, no
       // secret status, no rotation asked for. They cost no more than this check.
-      if (!older && expiresAt === undefined && !checkSecrets && force.length === 0 && (orphanIds.size === 0 || !orphanIds.has(current.id))) continue;
+      if (
+        !older &&
+        expiresAt === undefined &&
+        !checkSecrets &&
+        force.length === 0 &&
+        (orphanIds.size === 0 || !orphanIds.has(current.id))
+      )
+        continue;
       const addr = address.key(c.projectEnv, c.name, k.name);
       const overlap = durationMs(k.rotation?.overlap);
 
@@ -137,27 +169,45 @@ export function assessKeys(input: KeyHealthInput): Plan {
         const overlapDone = replacedAt !== undefined && replacedAt + effectiveOverlap <= t;
         if (!(ownedAnswer ??= isOwned(lc, plan)) || isProtected) continue;
         if (!(expired || overlapDone)) {
-          const limit = overlap === undefined && replacedAt !== undefined ? replacedAt + DEFAULT_ROTATION_OVERLAP_MS : undefined;
+          const limit =
+            overlap === undefined && replacedAt !== undefined ? replacedAt + DEFAULT_ROTATION_OVERLAP_MS : undefined;
           if (limit !== undefined && (!old.expiresAt || Date.parse(old.expiresAt) > limit)) {
             const until = new Date(limit).toISOString();
             ops.push({
-              address: addr, kind: 'key', action: 'update', projectEnv: c.projectEnv,
+              address: addr,
+              kind: 'key',
+              action: 'update',
+              projectEnv: c.projectEnv,
               reason: `previous generation after a rotation: it expires ${days(DEFAULT_ROTATION_OVERLAP_MS)} after its replacement (the default overlap; set rotation.overlap to change it)`,
               actionReason: 'expire_rotated_out',
               before: { name: old.name, expiresAt: old.expiresAt ?? null, autoRotate: old.autoRotate ?? false },
-              after: { name: old.name, expiresAt: until, ...(old.autoRotate !== undefined ? { autoRotate: old.autoRotate } : {}) },
-              changes: [{ path: 'expiresAt', before: old.expiresAt ?? null, after: until }], live: { clientId: lc.id, keyId: old.id },
+              after: {
+                name: old.name,
+                expiresAt: until,
+                ...(old.autoRotate !== undefined ? { autoRotate: old.autoRotate } : {}),
+              },
+              changes: [{ path: 'expiresAt', before: old.expiresAt ?? null, after: until }],
+              live: { clientId: lc.id, keyId: old.id },
             });
           }
           continue;
         }
         revoked.add(old.id);
         ops.push({
-          address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
-          reason: expired ? 'previous generation after a rotation, now expired'
-            : overlap === undefined ? `previous generation after a rotation, the default overlap of ${days(DEFAULT_ROTATION_OVERLAP_MS)} has passed` : 'previous generation after a rotation, overlap has passed',
-          actionReason: 'delete_rotated_out', before: { name: old.name, expiresAt: old.expiresAt ?? null, autoRotate: old.autoRotate ?? false },
-          after: null, changes: [], live: { clientId: lc.id, keyId: old.id },
+          address: addr,
+          kind: 'key',
+          action: 'delete',
+          projectEnv: c.projectEnv,
+          reason: expired
+            ? 'previous generation after a rotation, now expired'
+            : overlap === undefined
+              ? `previous generation after a rotation, the default overlap of ${days(DEFAULT_ROTATION_OVERLAP_MS)} has passed`
+              : 'previous generation after a rotation, overlap has passed',
+          actionReason: 'delete_rotated_out',
+          before: { name: old.name, expiresAt: old.expiresAt ?? null, autoRotate: old.autoRotate ?? false },
+          after: null,
+          changes: [],
+          live: { clientId: lc.id, keyId: old.id },
         });
       }
 
@@ -169,27 +219,39 @@ export function assessKeys(input: KeyHealthInput): Plan {
       if (expiresAt !== undefined && (expiresAt <= t || expiresAt - t <= window)) {
         const expired = expiresAt <= t;
         findings.push({
-          address: addr, projectEnv: c.projectEnv, finding: expired ? 'expired' : 'expiring', expiresAt: current.expiresAt ?? null,
-          detail: expired ? `expired on ${current.expiresAt}` : `expires in ${days(expiresAt - t)} (${current.expiresAt}), inside the ${days(window)} rotation window`,
+          address: addr,
+          projectEnv: c.projectEnv,
+          finding: expired ? 'expired' : 'expiring',
+          expiresAt: current.expiresAt ?? null,
+          detail: expired
+            ? `expired on ${current.expiresAt}`
+            : `expires in ${days(expiresAt - t)} (${current.expiresAt}), inside the ${days(window)} rotation window`,
           rotationPlanned: autoRotates,
         });
         if (autoRotates) {
           rotateReason = 'rotate_expiring';
-          why = expired ? `expired on ${current.expiresAt}` : `expires in ${days(expiresAt - t)}, inside the ${days(window)} rotation window`;
+          why = expired
+            ? `expired on ${current.expiresAt}`
+            : `expires in ${days(expiresAt - t)}, inside the ${days(window)} rotation window`;
         }
       }
       const secret = (ownedAnswer ??= isOwned(lc, plan)) ? input.secrets.get(addr) : undefined;
       const orphan = orphanIds.has(current.id);
       if (orphan) {
         rotateReason = 'reissue_lost_key';
-        why = 'issued by a run that was interrupted before its raw value was saved: a new key is issued and stored, then this one is revoked';
+        why =
+          'issued by a run that was interrupted before its raw value was saved: a new key is issued and stored, then this one is revoked';
       } else if (secret && (secret.status === 'missing' || secret.status === 'stale')) {
         // A secret kms-sync does not hold (adopted key, store changed, secret removed): the key
         // may be in use by whoever holds it, so it is reported, and rotated only when asked.
         const rotate = Boolean(input.rotateMissingSecrets);
         findings.push({
-          address: addr, projectEnv: c.projectEnv, finding: 'secret_missing', expiresAt: current.expiresAt ?? null,
-          detail: `secret not held: ${secret.detail ?? (secret.status === 'missing' ? 'its secret is not in its store' : 'its store holds the secret of an older key')}` +
+          address: addr,
+          projectEnv: c.projectEnv,
+          finding: 'secret_missing',
+          expiresAt: current.expiresAt ?? null,
+          detail:
+            `secret not held: ${secret.detail ?? (secret.status === 'missing' ? 'its secret is not in its store' : 'its store holds the secret of an older key')}` +
             (rotate ? '' : `; not rotated (run kms-sync rotate --key ${addr}, or plan with --rotate-missing-secrets)`),
           rotationPlanned: rotate,
         });
@@ -214,9 +276,17 @@ export function assessKeys(input: KeyHealthInput): Plan {
         }
       }
       replaceOp(addr, {
-        address: addr, kind: 'key', action: 'rotate', projectEnv: c.projectEnv, reason: why, actionReason: rotateReason,
+        address: addr,
+        kind: 'key',
+        action: 'rotate',
+        projectEnv: c.projectEnv,
+        reason: why,
+        actionReason: rotateReason,
         before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
-        after: after as unknown as Record<string, unknown>, changes: [], live: { clientId: lc.id, keyId: current.id, clientKeyIds: lc.keys.map((x) => x.id) }, issuesKeys: 1,
+        after: after as unknown as Record<string, unknown>,
+        changes: [],
+        live: { clientId: lc.id, keyId: current.id, clientKeyIds: lc.keys.map((x) => x.id) },
+        issuesKeys: 1,
       });
       if (orphan) {
         revokeOrphan(addr, c.projectEnv, lc.id, current);
@@ -228,10 +298,20 @@ export function assessKeys(input: KeyHealthInput): Plan {
           warnings.push(`${addr}: the old key is kept after rotation because its client is protected`);
         } else {
           ops.push({
-            address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
-            reason: 'old key revoked once its replacement is stored (overlap 0)', actionReason: 'delete_rotated_out',
-            before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
-            after: null, changes: [], live: { clientId: lc.id, keyId: current.id },
+            address: addr,
+            kind: 'key',
+            action: 'delete',
+            projectEnv: c.projectEnv,
+            reason: 'old key revoked once its replacement is stored (overlap 0)',
+            actionReason: 'delete_rotated_out',
+            before: {
+              name: current.name,
+              expiresAt: current.expiresAt ?? null,
+              autoRotate: current.autoRotate ?? false,
+            },
+            after: null,
+            changes: [],
+            live: { clientId: lc.id, keyId: current.id },
           });
         }
       } else if (overlap === undefined && !isProtected) {
@@ -241,19 +321,34 @@ export function assessKeys(input: KeyHealthInput): Plan {
         if (expiresAt === undefined || expiresAt > limit) {
           const until = new Date(limit).toISOString();
           ops.push({
-            address: addr, kind: 'key', action: 'update', projectEnv: c.projectEnv,
+            address: addr,
+            kind: 'key',
+            action: 'update',
+            projectEnv: c.projectEnv,
             reason: `the old key stays valid for ${days(DEFAULT_ROTATION_OVERLAP_MS)} after its replacement, then expires (the default overlap; set rotation.overlap to change it)`,
             actionReason: 'expire_rotated_out',
-            before: { name: current.name, expiresAt: current.expiresAt ?? null, autoRotate: current.autoRotate ?? false },
-            after: { name: current.name, expiresAt: until, ...(current.autoRotate !== undefined ? { autoRotate: current.autoRotate } : {}), secret: after.secret } as unknown as Record<string, unknown>,
-            changes: [{ path: 'expiresAt', before: current.expiresAt ?? null, after: until }], live: { clientId: lc.id, keyId: current.id },
+            before: {
+              name: current.name,
+              expiresAt: current.expiresAt ?? null,
+              autoRotate: current.autoRotate ?? false,
+            },
+            after: {
+              name: current.name,
+              expiresAt: until,
+              ...(current.autoRotate !== undefined ? { autoRotate: current.autoRotate } : {}),
+              secret: after.secret,
+            } as unknown as Record<string, unknown>,
+            changes: [{ path: 'expiresAt', before: current.expiresAt ?? null, after: until }],
+            live: { clientId: lc.id, keyId: current.id },
           });
         }
       }
     }
   }
   // Orphans whose key name (or client) is no longer configured: revoked as they are.
-  const desiredKeys = input.orphans?.length ? new Set(input.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)))) : new Set<string>();
+  const desiredKeys = input.orphans?.length
+    ? new Set(input.desired.clients.flatMap((c) => c.keys.map((k) => address.key(c.projectEnv, c.name, k.name))))
+    : new Set<string>();
   for (const o of input.orphans ?? []) {
     const addr = address.key(o.projectEnv, o.client, o.keyName);
     if (revoked.has(o.keyId) || desiredKeys.has(addr)) continue;
@@ -266,7 +361,10 @@ export function assessKeys(input: KeyHealthInput): Plan {
 
 /** The plan's configuration manages this client (or claims it with --take-ownership). */
 function isOwned(lc: LiveClient, plan: Plan): boolean {
-  return isManagedBy(lc.metadata, plan.target.owner, lc.held) || (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other');
+  return (
+    isManagedBy(lc.metadata, plan.target.owner, lc.held) ||
+    (plan.options.takeOwnership === true && ownershipOf(lc.metadata, plan.target.owner).kind === 'other')
+  );
 }
 
 /** Live clients by environment, then name: no address string per client (100,000 in a big plan). */
@@ -282,7 +380,11 @@ function byIdentity(clients: readonly LiveClient[]): Map<string, Map<string, Liv
 }
 
 /** The key addresses whose secrets the plan should check: current keys of clients kms-sync owns. */
-export function keysToCheck(desired: DesiredState, live: LiveState, owner: string): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
+export function keysToCheck(
+  desired: DesiredState,
+  live: LiveState,
+  owner: string,
+): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
   const liveClients = byIdentity(live.clients);
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
   for (const c of desired.clients) {
@@ -292,7 +394,13 @@ export function keysToCheck(desired: DesiredState, live: LiveState, owner: strin
       const current = lc.keys.filter((x) => x.name === k.name).at(-1);
       if (!current) continue;
       const after = keyAfter(k);
-      out.push({ address: address.key(c.projectEnv, c.name, k.name), ...(after.secret.store ? { store: after.secret.store } : {}), secretName: after.secret.name, keyId: current.id, projectEnv: c.projectEnv });
+      out.push({
+        address: address.key(c.projectEnv, c.name, k.name),
+        ...(after.secret.store ? { store: after.secret.store } : {}),
+        secretName: after.secret.name,
+        keyId: current.id,
+        projectEnv: c.projectEnv,
+      });
     }
   }
   return out;

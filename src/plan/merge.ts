@@ -38,7 +38,9 @@ function fingerprintPlace(addr: string): [number, string] {
 const RUN_WIDE = (phase: number) => phase >= 21;
 
 /** Stable: keeps each part's own order within one (phase, environment). */
-export function mergeWarnings(parts: readonly { warnings: readonly string[]; warningOrder: readonly WarningOrder[] }[]): { warnings: string[]; warningOrder: WarningOrder[] } {
+export function mergeWarnings(
+  parts: readonly { warnings: readonly string[]; warningOrder: readonly WarningOrder[] }[],
+): { warnings: string[]; warningOrder: WarningOrder[] } {
   const all: { w: string; o: WarningOrder; i: number }[] = [];
   const said = new Set<string>();
   for (const p of parts) {
@@ -79,23 +81,36 @@ export function mergePlans(parts: readonly PlanPart[]): PlanPart {
   if (parts.length === 0) throw new Error('no plan to merge');
   const first = parts[0]!.plan;
   for (const { plan } of parts) {
-    if (plan.target.url !== first.target.url || plan.target.owner !== first.target.owner || plan.target.credential !== first.target.credential) {
-      throw new Error(`the plans were made for different services or configurations (${first.target.url} owner ${first.target.owner}, ${plan.target.url} owner ${plan.target.owner})`);
+    if (
+      plan.target.url !== first.target.url ||
+      plan.target.owner !== first.target.owner ||
+      plan.target.credential !== first.target.credential
+    ) {
+      throw new Error(
+        `the plans were made for different services or configurations (${first.target.url} owner ${first.target.owner}, ${plan.target.url} owner ${plan.target.owner})`,
+      );
     }
-    if (JSON.stringify(plan.options) !== JSON.stringify(first.options)) throw new Error('the plans were made with different options (--prune, --take-ownership)');
+    if (JSON.stringify(plan.options) !== JSON.stringify(first.options))
+      throw new Error('the plans were made with different options (--prune, --take-ownership)');
   }
   const operations = sortOperations(parts.flatMap((p) => p.plan.operations));
   const unmanaged = parts.flatMap((p) => p.plan.unmanaged).sort((a, b) => cmp(a.address, b.address));
-  const keyFindings = parts.flatMap((p) => p.plan.keyFindings)
+  const keyFindings = parts
+    .flatMap((p) => p.plan.keyFindings)
     .sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.finding < b.finding ? -1 : 1));
-  const { warnings, warningOrder } = mergeWarnings(parts.map((p) => ({ warnings: p.plan.warnings, warningOrder: p.warningOrder })));
+  const { warnings, warningOrder } = mergeWarnings(
+    parts.map((p) => ({ warnings: p.plan.warnings, warningOrder: p.warningOrder })),
+  );
   const union = (xs: string[][]) => [...new Set(xs.flat())].sort(cmp);
   const plan: Plan = {
     formatVersion: 1,
     generatedAt: parts.map((p) => p.plan.generatedAt).sort(cmp)[0]!,
     target: {
       // The key order of engine/run.ts's target: saved plans write the object as it is.
-      url: first.target.url, credential: first.target.credential, projects: union(parts.map((p) => p.plan.target.projects)), owner: first.target.owner,
+      url: first.target.url,
+      credential: first.target.credential,
+      projects: union(parts.map((p) => p.plan.target.projects)),
+      owner: first.target.owner,
       envs: union(parts.map((p) => p.plan.target.envs)),
     },
     options: first.options,

@@ -6,7 +6,14 @@
 // environment goes without `forceDelete`: if the service still finds something in it, it refuses.
 // The operations are each kind's own (kinds/); what is decided here is whether the environment goes.
 import {
-  address, type DesiredState, type JsonObject, type LiveClient, type LiveEndpoint, type LiveEnv, type LiveState, type LiveTemplate,
+  address,
+  type DesiredState,
+  type JsonObject,
+  type LiveClient,
+  type LiveEndpoint,
+  type LiveEnv,
+  type LiveState,
+  type LiveTemplate,
 } from '../model/index.js';
 import { ownershipOf } from '../model/ownership.js';
 import { clientDelete } from './kinds/client.js';
@@ -45,7 +52,11 @@ export function contentsByEnv(live: LiveState): Map<string, EnvContents> {
  * `why` says why it goes (left the configuration, destroy); `declaredProtected`: the
  * configuration marks it protected (destroy).
  */
-export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolean; why: string; declaredProtected?: boolean }): RemovalResult {
+export function planEnvRemoval(
+  c: EnvContents,
+  owner: string,
+  o: { prune: boolean; why: string; declaredProtected?: boolean },
+): RemovalResult {
   const r: RemovalResult = { ops: [], warnings: [], unmanaged: [], envDeleted: false };
   const pe = c.env.projectEnv;
   const envAddr = address.env(pe);
@@ -54,7 +65,13 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
   // Built once it is known whether the environment goes: a reason never says "its environment is
   // destroyed" about an environment that is kept.
   const childOps: ((reason: string) => Operation)[] = [];
-  const consider = (kind: 'client' | 'endpoint', addr: string, metadata: JsonObject | undefined, held: boolean | undefined, op: (reason: string) => Operation) => {
+  const consider = (
+    kind: 'client' | 'endpoint',
+    addr: string,
+    metadata: JsonObject | undefined,
+    held: boolean | undefined,
+    op: (reason: string) => Operation,
+  ) => {
     const who = ownershipOf(metadata, owner, held);
     const keeps = keepsEnv({ address: addr, metadata, ...(held ? { held } : {}) }, owner, o.prune);
     if (keeps === undefined) {
@@ -63,22 +80,43 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
       return;
     }
     blockers.push(keeps);
-    r.unmanaged.push({ address: addr, kind, projectEnv: pe, ...(who.kind === 'other' ? { owner: who.owner } : {}), note: `in an environment that ${o.why}; kept` });
+    r.unmanaged.push({
+      address: addr,
+      kind,
+      projectEnv: pe,
+      ...(who.kind === 'other' ? { owner: who.owner } : {}),
+      note: `in an environment that ${o.why}; kept`,
+    });
   };
   for (const lc of c.clients) {
     const addr = address.client(pe, lc.name);
-    consider('client', addr, lc.metadata, lc.held, (reason) => clientDelete(lc, reason, 'delete_removed_from_config', addr));
+    consider('client', addr, lc.metadata, lc.held, (reason) =>
+      clientDelete(lc, reason, 'delete_removed_from_config', addr),
+    );
   }
   for (const le of c.endpoints) {
     const addr = address.endpoint(pe, le.method, le.path);
-    consider('endpoint', addr, le.metadata, le.held, (reason) => endpointDelete(le, reason, 'delete_removed_from_config', addr));
+    consider('endpoint', addr, le.metadata, le.held, (reason) =>
+      endpointDelete(le, reason, 'delete_removed_from_config', addr),
+    );
   }
   if (o.declaredProtected) blockers.push(`${envAddr} is protected in the configuration`);
-  if (blockers.length === 0 && ours === 0 && !o.prune) blockers.push('nothing in it shows it belongs to this configuration (use --prune to delete it anyway)');
+  if (blockers.length === 0 && ours === 0 && !o.prune)
+    blockers.push('nothing in it shows it belongs to this configuration (use --prune to delete it anyway)');
   if (blockers.length) {
     const destroying = o.why === 'is destroyed';
-    r.ops.push(...childOps.map((op) => op(destroying ? `this configuration is destroyed; its environment is kept (${envAddr} holds more)` : `its environment left the configuration; the environment is kept (${envAddr} holds more)`)));
-    r.warnings.push(`${envAddr}: ${destroying ? 'kept, not destroyed' : `${o.why}, but it is kept`}: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}`);
+    r.ops.push(
+      ...childOps.map((op) =>
+        op(
+          destroying
+            ? `this configuration is destroyed; its environment is kept (${envAddr} holds more)`
+            : `its environment left the configuration; the environment is kept (${envAddr} holds more)`,
+        ),
+      ),
+    );
+    r.warnings.push(
+      `${envAddr}: ${destroying ? 'kept, not destroyed' : `${o.why}, but it is kept`}: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}`,
+    );
     return r;
   }
   r.ops.push(...childOps.map((op) => op(`its environment ${o.why}`)));
@@ -92,7 +130,11 @@ export function planEnvRemoval(c: EnvContents, owner: string, o: { prune: boolea
  * `kms-sync destroy`: everything the configuration owns in its environments; environments it
  * defines once nothing else is left in them; projects it defines once all their environments go.
  */
-export function planDestroy(desired: DesiredState, live: LiveState, owner: string): { ops: Operation[]; warnings: string[]; unmanaged: UnmanagedResource[] } {
+export function planDestroy(
+  desired: DesiredState,
+  live: LiveState,
+  owner: string,
+): { ops: Operation[]; warnings: string[]; unmanaged: UnmanagedResource[] } {
   const byEnv = contentsByEnv(live);
   const ops: Operation[] = [];
   const warnings: string[] = [];
@@ -121,7 +163,10 @@ export function planDestroy(desired: DesiredState, live: LiveState, owner: strin
     const keep = ops.filter((op) => !(op.kind === 'env' && envs.some((e) => e.projectEnv === op.projectEnv)));
     ops.length = 0;
     const name = live.projects.find((x) => x.slug === p.slug)?.name ?? p.name;
-    ops.push(...keep, projectDelete(p.slug, name, envs[0]!.projectEnv, `destroyed with its ${envs.length} environment(s)`));
+    ops.push(
+      ...keep,
+      projectDelete(p.slug, name, envs[0]!.projectEnv, `destroyed with its ${envs.length} environment(s)`),
+    );
   }
   return { ops, warnings, unmanaged };
 }

@@ -94,10 +94,15 @@ export function describeBlocked(plan: Pick<Plan, 'unmanaged' | 'target'>): strin
   const blocked = blockedChanges(plan);
   if (blocked.length === 0) return undefined;
   const owners = [...new Set(blocked.map((b) => b.owner ?? '?'))];
-  const shown = blocked.slice(0, 5).map((b) => `${b.address} (${b.blocked!.join(', ')}) is owned by configuration '${b.owner}'`).join('; ');
-  return `${blocked.length} resource(s) this configuration wants to change belong to another configuration: ${shown}${blocked.length > 5 ? ` and ${blocked.length - 5} more` : ''}. ` +
+  const shown = blocked
+    .slice(0, 5)
+    .map((b) => `${b.address} (${b.blocked!.join(', ')}) is owned by configuration '${b.owner}'`)
+    .join('; ');
+  return (
+    `${blocked.length} resource(s) this configuration wants to change belong to another configuration: ${shown}${blocked.length > 5 ? ` and ${blocked.length - 5} more` : ''}. ` +
     `If ${owners.length === 1 ? `'${owners[0]}' is` : 'one of those is'} this configuration's earlier owner id, declare it (owner: ...); ` +
-    `to manage them from '${plan.target.owner}' instead, plan with --take-ownership`;
+    `to manage them from '${plan.target.owner}' instead, plan with --take-ownership`
+  );
 }
 
 /** Health of a managed key, found while planning (drift reports list these). */
@@ -128,7 +133,15 @@ export interface PlanSummary {
  * (apply/trust.ts); each one is a plan change (exit 2 with --detailed-exitcode).
  */
 export interface SecurityChange {
-  kind: 'store_added' | 'store_changed' | 'recipient_added' | 'recipient_removed' | 'owner_changed' | 'env_read' | 'record_edited' | 'trust_base_unreadable';
+  kind:
+    | 'store_added'
+    | 'store_changed'
+    | 'recipient_added'
+    | 'recipient_removed'
+    | 'owner_changed'
+    | 'env_read'
+    | 'record_edited'
+    | 'trust_base_unreadable';
   /** The store's name (store_added, store_changed, recipient_added). */
   store?: string;
   /**
@@ -184,15 +197,32 @@ export interface Plan {
 /** One line per security change, for text and Markdown. */
 export function describeSecurityChange(c: SecurityChange): string {
   switch (c.kind) {
-    case 'store_added': return `store ${c.store}: new (${c.value})`;
-    case 'store_changed': return `store ${c.store}: changed from ${c.before ?? '?'} to ${c.value}`;
-    case 'recipient_added': return `store ${c.store}: + recipient ${c.value}` + (c.holds ? ` (could decrypt the ${c.holds} secret(s) it holds now: apply needs --allow-new-recipients)` : ' (the store holds no secret yet)');
-    case 'recipient_removed': return `store ${c.store}: - recipient ${c.value} (apply re-keys the store: a new data key, wrapped for the remaining recipients only` +
-      (c.holds ? `; the removed recipient could read the ${c.holds} secret(s) issued before: rotate them with kms-sync rotate --key)` : ')');
-    case 'owner_changed': return `owner: ${c.before ?? '(none recorded)'} -> ${c.value}`;
-    case 'env_read': return `reads the environment variable ${c.value} (\${env:${c.value}})`;
-    case 'record_edited': return `${c.value}: edited by this change (the record of what the last apply saw; the security changes are compared with the base's version, not with this file)`;
-    case 'trust_base_unreadable': return `the records of the base ${c.value} cannot be read (${c.detail ?? 'unknown reason'}): every store, recipient and \${env:} read is shown as new, not compared with the records in this checkout, which this change may have edited`;
+    case 'store_added':
+      return `store ${c.store}: new (${c.value})`;
+    case 'store_changed':
+      return `store ${c.store}: changed from ${c.before ?? '?'} to ${c.value}`;
+    case 'recipient_added':
+      return (
+        `store ${c.store}: + recipient ${c.value}` +
+        (c.holds
+          ? ` (could decrypt the ${c.holds} secret(s) it holds now: apply needs --allow-new-recipients)`
+          : ' (the store holds no secret yet)')
+      );
+    case 'recipient_removed':
+      return (
+        `store ${c.store}: - recipient ${c.value} (apply re-keys the store: a new data key, wrapped for the remaining recipients only` +
+        (c.holds
+          ? `; the removed recipient could read the ${c.holds} secret(s) issued before: rotate them with kms-sync rotate --key)`
+          : ')')
+      );
+    case 'owner_changed':
+      return `owner: ${c.before ?? '(none recorded)'} -> ${c.value}`;
+    case 'env_read':
+      return `reads the environment variable ${c.value} (\${env:${c.value}})`;
+    case 'record_edited':
+      return `${c.value}: edited by this change (the record of what the last apply saw; the security changes are compared with the base's version, not with this file)`;
+    case 'trust_base_unreadable':
+      return `the records of the base ${c.value} cannot be read (${c.detail ?? 'unknown reason'}): every store, recipient and \${env:} read is shown as new, not compared with the records in this checkout, which this change may have edited`;
   }
 }
 
@@ -227,7 +257,16 @@ export function hasChanges(plan: Plan): boolean {
  * in dependency order, key health, recovery, secret checks. Plans of parts (one environment, one
  * shard) are merged back in this order (merge.ts).
  */
-export const WARNING_PHASE = { duplicateTemplate: 0, duplicateClient: 1, leaving: 2, kinds: 3, keys: 20, recovery: 21, secrets: 22, ignore: 23 } as const;
+export const WARNING_PHASE = {
+  duplicateTemplate: 0,
+  duplicateClient: 1,
+  leaving: 2,
+  kinds: 3,
+  keys: 20,
+  recovery: 21,
+  secrets: 22,
+  ignore: 23,
+} as const;
 
 /** A warning's place in the whole plan's order: its phase, then the environment (or project) it is about. */
 export type WarningOrder = [phase: number, key: string];

@@ -19,7 +19,12 @@ export interface ProtoDiagnostic {
 export function attributePath(path: readonly PathStep[]) {
   return {
     steps: path.map((s) =>
-      typeof s === 'string' ? { attribute_name: s } : typeof s === 'number' ? { element_key_int: s } : { element_key_string: s.key }),
+      typeof s === 'string'
+        ? { attribute_name: s }
+        : typeof s === 'number'
+          ? { element_key_int: s }
+          : { element_key_string: s.key },
+    ),
   };
 }
 
@@ -27,12 +32,22 @@ export class Diagnostics {
   readonly list: ProtoDiagnostic[] = [];
 
   error(summary: string, detail = '', path?: readonly PathStep[]): this {
-    this.list.push({ severity: 'ERROR', summary: shown(summary), detail: shown(detail), ...(path ? { attribute: attributePath(path) } : {}) });
+    this.list.push({
+      severity: 'ERROR',
+      summary: shown(summary),
+      detail: shown(detail),
+      ...(path ? { attribute: attributePath(path) } : {}),
+    });
     return this;
   }
 
   warning(summary: string, detail = '', path?: readonly PathStep[]): this {
-    this.list.push({ severity: 'WARNING', summary: shown(summary), detail: shown(detail), ...(path ? { attribute: attributePath(path) } : {}) });
+    this.list.push({
+      severity: 'WARNING',
+      summary: shown(summary),
+      detail: shown(detail),
+      ...(path ? { attribute: attributePath(path) } : {}),
+    });
     return this;
   }
 

@@ -2,14 +2,28 @@
 // (the same classes `kms-sync apply` uses), an ApplyContext per change for the per-kind handlers
 // of apply/, and the listings shared by every ReadResource of the process so that a refresh costs
 // one paged listing per environment and kind, not one GET per resource.
-import { KmsClient, type WireClient, type WireEndpoint, type WireProject, type WireTemplate } from '../api/client.js';
+import type { KmsClient, WireClient, WireEndpoint, WireProject, WireTemplate } from '../api/client.js';
 import { ApiError } from '../api/http.js';
 import { errorText, TemplateIds, type ApplyContext } from '../apply/context.js';
 import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import type { CapturedKey, KeyCapture, StoredKeyReceipt } from '../apply/key-capture.js';
 import type { OrphanKey } from '../apply/recover.js';
-import { managedMetadata, writeOwnerRecord, type JsonObject, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
-import { actingOwnership, isProtectedLive, mayChange, othersAlone, targetMetadata, type ContentOwnership, type Ownership } from '../model/ownership.js';
+import {
+  managedMetadata,
+  writeOwnerRecord,
+  type JsonObject,
+  type OperatorPolicy,
+  type StoreDeclaration,
+} from '../model/index.js';
+import {
+  actingOwnership,
+  isProtectedLive,
+  mayChange,
+  othersAlone,
+  targetMetadata,
+  type ContentOwnership,
+  type Ownership,
+} from '../model/ownership.js';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -121,7 +135,10 @@ export class Engine {
    */
   exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const run = (this.queues.get(key) ?? Promise.resolve()).then(fn);
-    const tail = run.then(() => undefined, () => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.queues.set(key, tail);
     void tail.then(() => {
       if (this.queues.get(key) === tail) this.queues.delete(key);
@@ -139,7 +156,10 @@ export class Engine {
     this.deletions = new DeletionGuard(env);
     this.config = config;
     // The engine layer's connection, as `kms-sync apply` opens it: the same client and service target.
-    const conn = openConnection({ url: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' }, env);
+    const conn = openConnection(
+      { url: config.url, apiKey: config.apiKey, userAgent: 'terraform-provider-kms/0.1.0' },
+      env,
+    );
     this.api = conn.api;
     this.sessionTarget = conn.target;
     this.env = env;
@@ -154,7 +174,10 @@ export class Engine {
     return (this.secrets ??= (async () => {
       // The engine layer's key path, as `kms-sync apply` lays it; secrets record the service target their key belongs to.
       const { keyCaptureFor } = await import('../engine/key-path.js');
-      const { registry, capture } = keyCaptureFor(this.config.stores, this.config.baseDir, this.config.policy, { target: this.target(), env: this.env });
+      const { registry, capture } = keyCaptureFor(this.config.stores, this.config.baseDir, this.config.policy, {
+        target: this.target(),
+        env: this.env,
+      });
       return { stores: registry, capture };
     })());
   }
@@ -185,25 +208,37 @@ export class Engine {
    * changed or revoked on its clients; a live object marked protected is never deleted or
    * replaced. Throws the diagnostic; returns the ownership the change acts on.
    */
-  checkChange(what: { type: string; address: string; of?: string }, metadata: JsonObject | undefined, action: ChangeAction): Ownership {
+  checkChange(
+    what: { type: string; address: string; of?: string },
+    metadata: JsonObject | undefined,
+    action: ChangeAction,
+  ): Ownership {
     const o = this.ownership(metadata);
     if (!mayChange(o) && action === 'create' && !what.of) {
-      throw new DiagnosticError('Owned by another configuration',
+      throw new DiagnosticError(
+        'Owned by another configuration',
         `${what.type} ${what.address} already exists and is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'), ` +
-        'so terraform-provider-kms does not create a second one of that identity. To manage it from this configuration, import it ' +
-        `(an import block, or terraform import <address> ${what.address}) and set take_ownership = true in the provider "kms" block; or remove it from this configuration.`);
+          'so terraform-provider-kms does not create a second one of that identity. To manage it from this configuration, import it ' +
+          `(an import block, or terraform import <address> ${what.address}) and set take_ownership = true in the provider "kms" block; or remove it from this configuration.`,
+      );
     }
     if (!mayChange(o)) {
-      const verb = what.of ? `${action === 'create' ? 'issue' : action === 'delete' ? 'revoke' : action} ${what.type} ${what.address} of ${what.of}` : `${action} ${what.type} ${what.address}`;
+      const verb = what.of
+        ? `${action === 'create' ? 'issue' : action === 'delete' ? 'revoke' : action} ${what.type} ${what.address} of ${what.of}`
+        : `${action} ${what.type} ${what.address}`;
       const owned = what.of ?? `${what.type} ${what.address}`;
-      throw new DiagnosticError('Owned by another configuration',
+      throw new DiagnosticError(
+        'Owned by another configuration',
         `${owned} is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'), so terraform-provider-kms does not ${verb}. ` +
-        'To manage it from this configuration, set take_ownership = true in the provider "kms" block (the apply then marks it with this configuration\'s owner id, ' +
-        'as kms-sync --take-ownership does); or declare the same owner as that configuration; or stop tracking it here without changing it: terraform state rm <address>.');
+          'To manage it from this configuration, set take_ownership = true in the provider "kms" block (the apply then marks it with this configuration\'s owner id, ' +
+          'as kms-sync --take-ownership does); or declare the same owner as that configuration; or stop tracking it here without changing it: terraform state rm <address>.',
+      );
     }
     if ((action === 'delete' || action === 'replace') && !what.of && isProtectedLive(metadata)) {
-      throw new DiagnosticError('Protected resource',
-        `${what.type} ${what.address} is marked protected in the service (metadata kms-sync/protected): kms-sync never deletes or replaces it. Set protected = false and apply first.`);
+      throw new DiagnosticError(
+        'Protected resource',
+        `${what.type} ${what.address} is marked protected in the service (metadata kms-sync/protected): kms-sync never deletes or replaces it. Set protected = false and apply first.`,
+      );
     }
     return o;
   }
@@ -216,21 +251,29 @@ export class Engine {
    * configuration's objects hold or use is never updated, replaced or deleted (unless
    * take_ownership); one this configuration's objects hold or use too may change.
    */
-  checkContents(what: { type: string; address: string; importId: string }, o: ContentOwnership, action: ChangeAction): void {
+  checkContents(
+    what: { type: string; address: string; importId: string },
+    o: ContentOwnership,
+    action: ChangeAction,
+  ): void {
     if (o.kind === 'other' && (action === 'create' || othersAlone(o))) {
       const verb = action === 'create' ? 'create it again (it exists)' : action;
-      throw new DiagnosticError('Owned by another configuration',
+      throw new DiagnosticError(
+        'Owned by another configuration',
         `${what.type} ${what.address} holds ${o.address}, which is owned by configuration '${o.owner}' (its metadata kms-sync/owner), not by this one ('${this.config.owner}'): ` +
-        `it is that configuration's, so terraform-provider-kms does not ${verb}. ` +
-        (action === 'create'
-          ? 'Reference it by its id instead of declaring it here (e.g. project_env = "<project>-<type>"), or, to manage it from this configuration, import it ' +
-            `(an import block, or terraform import <address> ${what.importId}) and set take_ownership = true in the provider "kms" block.`
-          : 'To manage it from this configuration, set take_ownership = true in the provider "kms" block; or stop tracking it here without changing it: terraform state rm <address>.'));
+          `it is that configuration's, so terraform-provider-kms does not ${verb}. ` +
+          (action === 'create'
+            ? 'Reference it by its id instead of declaring it here (e.g. project_env = "<project>-<type>"), or, to manage it from this configuration, import it ' +
+              `(an import block, or terraform import <address> ${what.importId}) and set take_ownership = true in the provider "kms" block.`
+            : 'To manage it from this configuration, set take_ownership = true in the provider "kms" block; or stop tracking it here without changing it: terraform state rm <address>.'),
+      );
     }
     if (o.kind === 'unknown' && action === 'create') {
-      throw new DiagnosticError('Already exists',
+      throw new DiagnosticError(
+        'Already exists',
         `${what.type} ${what.address} already exists in the service and nothing in it shows it is this configuration's ('${this.config.owner}'), ` +
-        `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${what.importId} (or an import block).`);
+          `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${what.importId} (or an import block).`,
+      );
     }
   }
 
@@ -254,7 +297,8 @@ export class Engine {
     }
     await check;
     // The secret it writes must not hold another service target's key (checked before issuing).
-    if (secretName !== undefined) await capture.checkTargets([{ ...(store !== undefined ? { store } : {}), secretName }]);
+    if (secretName !== undefined)
+      await capture.checkTargets([{ ...(store !== undefined ? { store } : {}), secretName }]);
     return orphans;
   }
 
@@ -265,9 +309,11 @@ export class Engine {
    */
   assertCanIssue(): void {
     if (this.storeBroken === undefined) return;
-    throw new DiagnosticError('No key issued: the secret store failed earlier in this apply',
+    throw new DiagnosticError(
+      'No key issued: the secret store failed earlier in this apply',
       `an earlier secret-store write of this apply failed (${this.storeBroken}), so terraform-provider-kms issues no further key. ` +
-      'The keys already issued are safe in the journal; `kms-sync secrets flush` or the next apply writes them to the store once it is writable again.');
+        'The keys already issued are safe in the journal; `kms-sync secrets flush` or the next apply writes them to the store once it is writable again.',
+    );
   }
 
   /** Marks the store broken for the rest of the process (the first failure is the one reported). */
@@ -284,10 +330,13 @@ export class Engine {
     const store = await stores.get(name);
     const file = localStoreFile(store);
     if (file === undefined) return;
-    throw new DiagnosticError('Refusing to issue keys into a local store file in CI',
+    throw new DiagnosticError(
+      'Refusing to issue keys into a local store file in CI',
       `CI is set and the keys would go to the local file ${file}, which this runner takes with it when the job ends. ` +
-      'Either declare a remote secret_store in the provider block (vault://, aws-sm://, ...), or add a workflow step that commits and pushes ' +
-      `the store file after the apply and set ${ALLOW_LOCAL_STORE_ENV}=1.`, ['secret_store']);
+        'Either declare a remote secret_store in the provider block (vault://, aws-sm://, ...), or add a workflow step that commits and pushes ' +
+        `the store file after the apply and set ${ALLOW_LOCAL_STORE_ENV}=1.`,
+      ['secret_store'],
+    );
   }
 
   // ---------------------------------------------------------------- unconfirmed keys
@@ -318,7 +367,12 @@ export class Engine {
    */
   async unconfirmedKeys(): Promise<{ has(keyId: string): boolean }> {
     const m = await this.unconfirmedMap();
-    return { has: (keyId) => { const r = m.get(keyId); return r !== undefined && r.heldBy !== this.instance; } };
+    return {
+      has: (keyId) => {
+        const r = m.get(keyId);
+        return r !== undefined && r.heldBy !== this.instance;
+      },
+    };
   }
 
   /**
@@ -327,7 +381,13 @@ export class Engine {
    * process) adopts the key instead of issuing a second one. Never fails the plan: without the
    * record the create issues a new key and ends the held one once the new one is stored.
    */
-  async markHeld(rec: { projectEnv: string; clientId: string; client: string; keyIds: string[]; keyNames: string[] }): Promise<boolean> {
+  async markHeld(rec: {
+    projectEnv: string;
+    clientId: string;
+    client: string;
+    keyIds: string[];
+    keyNames: string[];
+  }): Promise<boolean> {
     const m = await this.unconfirmedMap();
     const keyIds = rec.keyIds.filter((id) => !m.has(id) && !this.knownKeyIds.has(id));
     if (keyIds.length === 0) return false;
@@ -336,7 +396,9 @@ export class Engine {
     for (const k of keyIds) m.set(k, { record: id, heldBy: this.instance });
     try {
       const { capture } = await this.keyPath();
-      await capture.resolve({ unconfirmed: [{ ...rec, keyIds, keyNames: rec.keyNames, id, type: 'unconfirmed', heldBy: this.instance }] });
+      await capture.resolve({
+        unconfirmed: [{ ...rec, keyIds, keyNames: rec.keyNames, id, type: 'unconfirmed', heldBy: this.instance }],
+      });
       return true;
     } catch {
       for (const k of keyIds) if (m.get(k)?.record === id) m.delete(k);
@@ -382,7 +444,12 @@ export class Engine {
    * was journaled (the key is safe there). A key that could be saved nowhere was revoked by the
    * handler, which then rejects with a KeyStoreFailure saying so.
    */
-  async change<T>(store: string | undefined, projectEnv: string, fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>, opts: { unconfirmed?: boolean; secretName?: string } = {}): Promise<{ value: T; log: KeyLog; storeError?: string }> {
+  async change<T>(
+    store: string | undefined,
+    projectEnv: string,
+    fn: (ctx: ApplyContext, log: KeyLog) => Promise<T>,
+    opts: { unconfirmed?: boolean; secretName?: string } = {},
+  ): Promise<{ value: T; log: KeyLog; storeError?: string }> {
     const log: KeyLog = { issued: [], stored: [], notes: [] };
     const unconfirmed = opts.unconfirmed === true;
     let innerCapture: JournaledKeyCapture | undefined;
@@ -395,7 +462,12 @@ export class Engine {
       capture: async (captured: CapturedKey[], opts) => {
         // The raw value is looked at here only for its public prefix; it goes on to the journal.
         for (const k of captured) {
-          log.issued.push({ keyId: k.meta.keyId, prefix: k.value.slice(0, KEY_PREFIX_LENGTH), expiresAt: k.meta.expiresAt ?? null, clientId: k.clientId });
+          log.issued.push({
+            keyId: k.meta.keyId,
+            prefix: k.value.slice(0, KEY_PREFIX_LENGTH),
+            expiresAt: k.meta.expiresAt ?? null,
+            clientId: k.clientId,
+          });
         }
         let append: AppendOptions | undefined = opts;
         if (unconfirmed && captured.length) {
@@ -403,8 +475,13 @@ export class Engine {
           // before it saved the state leaves a key the next create adopts instead of re-issuing.
           const { newUnconfirmedId } = await import('../secrets/journal.js');
           const records = [...groupClients(captured)].map(([clientId, ks]) => ({
-            id: newUnconfirmedId(), type: 'unconfirmed' as const, projectEnv: ks[0]!.meta.projectEnv, clientId, client: ks[0]!.meta.client,
-            keyIds: ks.map((k) => k.meta.keyId), keyNames: ks.map((k) => k.meta.key),
+            id: newUnconfirmedId(),
+            type: 'unconfirmed' as const,
+            projectEnv: ks[0]!.meta.projectEnv,
+            clientId,
+            client: ks[0]!.meta.client,
+            keyIds: ks.map((k) => k.meta.keyId),
+            keyNames: ks.map((k) => k.meta.key),
           }));
           append = { ...(opts ?? {}), unconfirmed: [...(opts?.unconfirmed ?? []), ...records] };
           const m = await this.unconfirmedMap();
@@ -438,7 +515,11 @@ export class Engine {
     }
     // What this process wrote carries its owner id: recorded once, so that a later run notices if it moves.
     this.ownerRecorded ??= writeOwnerRecord(this.config.baseDir, this.config.owner).catch(() => undefined);
-    await this.settleSecurity().catch((e) => log.notes.push(`the security changes of the secret stores were not settled (a removed recipient's store not re-keyed): ${errorText(e)}`));
+    await this.settleSecurity().catch((e) =>
+      log.notes.push(
+        `the security changes of the secret stores were not settled (a removed recipient's store not re-keyed): ${errorText(e)}`,
+      ),
+    );
     const settled = await Promise.allSettled(tracked);
     for (const s of settled) if (s.status === 'fulfilled') log.stored.push(...s.value);
     const failed = settled.find((s) => s.status === 'rejected');
@@ -465,7 +546,8 @@ export class Engine {
   /** After a write, later reads of that scope must see it. */
   forget(kind: 'project' | 'template' | 'client' | 'endpoint', scope = ''): void {
     this.listings.delete(`${kind}\u0000${scope}`);
-    if (kind === 'project') for (const k of [...this.listings.keys()]) if (k.startsWith('project-full\u0000')) this.listings.delete(k);
+    if (kind === 'project')
+      for (const k of [...this.listings.keys()]) if (k.startsWith('project-full\u0000')) this.listings.delete(k);
   }
 
   projects(): Promise<Map<string, WireProject>> {
@@ -485,7 +567,12 @@ export class Engine {
   }
 
   templatesOf(projectEnv: string): Promise<Map<string, WireTemplate>> {
-    return this.listing('template', projectEnv, async () => new Map((await this.missingEnvIsEmpty(() => this.api.listTemplates(projectEnv))).map((t) => [t.name, t])));
+    return this.listing(
+      'template',
+      projectEnv,
+      async () =>
+        new Map((await this.missingEnvIsEmpty(() => this.api.listTemplates(projectEnv))).map((t) => [t.name, t])),
+    );
   }
 
   clientsOf(projectEnv: string): Promise<Map<string, WireClient>> {
@@ -512,16 +599,32 @@ export class Engine {
    * client named `name`.
    */
   refuseDuplicateClient(projectEnv: string, name: string, found?: WireClient[]): void {
-    const ids = found && found.length > 1 ? found.map(uuidOf) : found ? undefined : this.clientDuplicates.get(projectEnv)?.get(name);
+    const ids =
+      found && found.length > 1
+        ? found.map(uuidOf)
+        : found
+          ? undefined
+          : this.clientDuplicates.get(projectEnv)?.get(name);
     if (!ids) return;
-    throw new DiagnosticError('Duplicate clients',
+    throw new DiagnosticError(
+      'Duplicate clients',
       `${ids.length} live clients of ${projectEnv} are named ${name} (${ids.join(', ')}): terraform-provider-kms does not guess which one is this resource's, and changes none of them. ` +
-      'Delete the extra ones in the service (keeping the one whose keys are in use), then run terraform again.');
+        'Delete the extra ones in the service (keeping the one whose keys are in use), then run terraform again.',
+    );
   }
 
   endpointsOf(projectEnv: string): Promise<Map<string, WireEndpoint>> {
-    return this.listing('endpoint', projectEnv, async () =>
-      new Map((await this.missingEnvIsEmpty(() => this.api.listEndpoints(projectEnv))).map((e) => [`${e.method.toUpperCase()}:${e.path}`, e])));
+    return this.listing(
+      'endpoint',
+      projectEnv,
+      async () =>
+        new Map(
+          (await this.missingEnvIsEmpty(() => this.api.listEndpoints(projectEnv))).map((e) => [
+            `${e.method.toUpperCase()}:${e.path}`,
+            e,
+          ]),
+        ),
+    );
   }
 
   /**
@@ -564,14 +667,30 @@ export class Engine {
 
   private securityFound(): Promise<{ changes: SecurityChange[]; lines: string[] }> {
     return (this.security ??= (async () => {
-      const [{ securityChanges, trustBaseFromEnvironment }, { describeSecurityChange }, { printable }, { stores }] = await Promise.all([
-        import('../apply/trust.js'), import('../plan/types.js'), import('../model/printable.js'), this.keyPath(),
-      ]);
+      const [{ securityChanges, trustBaseFromEnvironment }, { describeSecurityChange }, { printable }, { stores }] =
+        await Promise.all([
+          import('../apply/trust.js'),
+          import('../plan/types.js'),
+          import('../model/printable.js'),
+          this.keyPath(),
+        ]);
       // In a pull request's CI job, compared with the base branch's records (the checkout's are the pull request's).
       const base = trustBaseFromEnvironment(this.env);
-      const { changes } = await securityChanges(stores, { stores: this.config.stores }, this.config.owner, this.config.baseDir, this.target(), base);
+      const { changes } = await securityChanges(
+        stores,
+        { stores: this.config.stores },
+        this.config.owner,
+        this.config.baseDir,
+        this.target(),
+        base,
+      );
       // The provider's operator setting is its environment's (no flags).
-      return { changes, lines: changes.map((c) => printable(describeSecurityChange(c)).replace('--allow-new-recipients', 'KMS_SYNC_ALLOW_NEW_RECIPIENTS=1')) };
+      return {
+        changes,
+        lines: changes.map((c) =>
+          printable(describeSecurityChange(c)).replace('--allow-new-recipients', 'KMS_SYNC_ALLOW_NEW_RECIPIENTS=1'),
+        ),
+      };
     })());
   }
 
@@ -584,7 +703,11 @@ export class Engine {
   private settleSecurity(): Promise<void> {
     if (this.config.stores.length === 0) return Promise.resolve();
     return (this.securitySettled ??= (async () => {
-      const [{ changes }, { rekeyForRemovedRecipients, writeTrustRecord }, { stores }] = await Promise.all([this.securityFound(), import('../apply/trust.js'), this.keyPath()]);
+      const [{ changes }, { rekeyForRemovedRecipients, writeTrustRecord }, { stores }] = await Promise.all([
+        this.securityFound(),
+        import('../apply/trust.js'),
+        this.keyPath(),
+      ]);
       await rekeyForRemovedRecipients(stores, changes);
       await writeTrustRecord(this.config.baseDir, { stores: this.config.stores }, this.target());
     })());

@@ -7,7 +7,17 @@ import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { makeFolders, unsafeAncestorsReason, unsafeTreeReason, writeFileSafely } from '../model/safe-files.js';
-import { executableName, MIRROR_HOSTS, mirrorSources, parseReleaseZipName, providerAddress, releaseZipName, sumsName, terraformPlatform, zipEntries } from './release.js';
+import {
+  executableName,
+  MIRROR_HOSTS,
+  mirrorSources,
+  parseReleaseZipName,
+  providerAddress,
+  releaseZipName,
+  sumsName,
+  terraformPlatform,
+  zipEntries,
+} from './release.js';
 import { parseTrustedKeys, verifyReleaseSignature } from './release-signature.js';
 
 const BEGIN_PREFIX = '# >>> kms-sync provider install >>>';
@@ -39,7 +49,12 @@ export interface InstallOptions {
   providerScript: string;
 }
 
-export interface FileWrite { file: string; data: Buffer; mode: number; what: string }
+export interface FileWrite {
+  file: string;
+  data: Buffer;
+  mode: number;
+  what: string;
+}
 
 export interface ConfigEdit {
   file: string;
@@ -89,7 +104,8 @@ export function cliConfigFiles(env: NodeJS.ProcessEnv, home: string, platform: s
 
 /** Terraform's implied local mirror, which it searches even without a CLI configuration. */
 export function impliedMirror(env: NodeJS.ProcessEnv, home: string, platform: string): string {
-  if (platform === 'win32') return path.join(env.APPDATA ?? path.join(home, 'AppData', 'Roaming'), 'terraform.d', 'plugins');
+  if (platform === 'win32')
+    return path.join(env.APPDATA ?? path.join(home, 'AppData', 'Roaming'), 'terraform.d', 'plugins');
   return path.join(home, '.terraform.d', 'plugins');
 }
 
@@ -120,7 +136,9 @@ export function installBlock(mirror: string, others: string[] = []): string {
 export function mirroredProviders(mirror: string): string[] {
   const dirs = (p: string) => {
     try {
-      return readdirSync(p, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+      return readdirSync(p, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => e.name);
     } catch {
       return [];
     }
@@ -148,7 +166,8 @@ export function devBlock(dir: string): string {
   ].join('\n');
 }
 
-const isMarker = (line: string, marker: string) => line.trim().startsWith(marker === BEGIN_MARKER ? BEGIN_PREFIX : marker);
+const isMarker = (line: string, marker: string) =>
+  line.trim().startsWith(marker === BEGIN_MARKER ? BEGIN_PREFIX : marker);
 
 /**
  * `text` (a CLI configuration, or undefined for none) with `block` between the markers: replacing
@@ -164,7 +183,9 @@ export function withBlock(file: string, text: string | undefined, block: string)
   const strayEnd = begin < 0 ? lines.findIndex((l) => isMarker(l, END_MARKER)) : -1;
   if ((begin >= 0 && end < 0) || strayEnd >= 0) {
     const line = (begin >= 0 ? begin : strayEnd) + 1;
-    throw new InstallError(`${file} line ${line}: a kms-sync marker without its partner (${begin >= 0 ? 'no end marker after it' : 'no begin marker before it'}); remove the kms-sync lines by hand and run again`);
+    throw new InstallError(
+      `${file} line ${line}: a kms-sync marker without its partner (${begin >= 0 ? 'no end marker after it' : 'no begin marker before it'}); remove the kms-sync lines by hand and run again`,
+    );
   }
   const outside = lines.map((l, i) => (begin >= 0 && i >= begin && i <= end ? '' : l));
   let depth = 0;
@@ -178,7 +199,8 @@ export function withBlock(file: string, text: string | undefined, block: string)
     }
     depth += (l.match(/\{/g) ?? []).length - (l.match(/\}/g) ?? []).length;
   }
-  if (begin >= 0) return [...lines.slice(0, begin), ...marked.trimEnd().split('\n'), ...lines.slice(end + 1)].join('\n');
+  if (begin >= 0)
+    return [...lines.slice(0, begin), ...marked.trimEnd().split('\n'), ...lines.slice(end + 1)].join('\n');
   return `${text.replace(/\n*$/, '\n')}\n${marked}`;
 }
 
@@ -210,36 +232,54 @@ export function checksumFor(sums: string, name: string): string | undefined {
  * beside it (required unless skipChecksum), that file's signature checked when one is published
  * or a trusted key is given, and its one entry a regular executable file no one else may write.
  */
-function releaseZip(o: InstallOptions, platform: string): { file: string; version: string; data: Buffer; notes: string[] } {
+function releaseZip(
+  o: InstallOptions,
+  platform: string,
+): { file: string; version: string; data: Buffer; notes: string[] } {
   const from = o.from!;
   let file = path.resolve(from);
   if (!existsSync(file)) throw new InstallError(`--from ${from}: no such file or folder`);
   if (statSync(file).isDirectory()) {
-    const zips = readdirSync(file).map((n) => ({ n, p: parseReleaseZipName(n) })).filter((z) => z.p?.platform === platform);
+    const zips = readdirSync(file)
+      .map((n) => ({ n, p: parseReleaseZipName(n) }))
+      .filter((z) => z.p?.platform === platform);
     const pick = zips.find((z) => z.p!.version === o.version) ?? (zips.length === 1 ? zips[0] : undefined);
     if (!pick) {
-      throw new InstallError(zips.length === 0
-        ? `--from ${from}: no ${releaseZipName('<version>', platform)} in this folder (build one with npm run package:provider, or pick this platform's zip of a release)`
-        : `--from ${from}: several versions for ${platform} (${zips.map((z) => z.p!.version).join(', ')}) and none is ${o.version}: pass the zip itself`);
+      throw new InstallError(
+        zips.length === 0
+          ? `--from ${from}: no ${releaseZipName('<version>', platform)} in this folder (build one with npm run package:provider, or pick this platform's zip of a release)`
+          : `--from ${from}: several versions for ${platform} (${zips.map((z) => z.p!.version).join(', ')}) and none is ${o.version}: pass the zip itself`,
+      );
     }
     file = path.join(file, pick.n);
   }
   const parsed = parseReleaseZipName(path.basename(file));
-  if (!parsed) throw new InstallError(`--from ${from}: not a provider release zip (expected a name like ${releaseZipName(o.version, platform)})`);
-  if (parsed.platform !== platform) throw new InstallError(`--from ${from}: built for ${parsed.platform}, this machine is ${platform}`);
+  if (!parsed)
+    throw new InstallError(
+      `--from ${from}: not a provider release zip (expected a name like ${releaseZipName(o.version, platform)})`,
+    );
+  if (parsed.platform !== platform)
+    throw new InstallError(`--from ${from}: built for ${parsed.platform}, this machine is ${platform}`);
   const data = readFileSync(file);
   const notes: string[] = [];
   const sumsFile = path.join(path.dirname(file), sumsName(parsed.version));
   const sums = readIfExists(sumsFile);
   if (!sums) {
     if (!o.skipChecksum) {
-      throw new InstallError(`--from ${file}: no ${sumsName(parsed.version)} beside it, so nothing shows the zip is the one released: download it with the zip (or pass --insecure-skip-checksum to install it unchecked)`);
+      throw new InstallError(
+        `--from ${file}: no ${sumsName(parsed.version)} beside it, so nothing shows the zip is the one released: download it with the zip (or pass --insecure-skip-checksum to install it unchecked)`,
+      );
     }
-    notes.push(`Installed without checking a checksum (--insecure-skip-checksum): nothing showed that ${path.basename(file)} is the zip that was released.`);
+    notes.push(
+      `Installed without checking a checksum (--insecure-skip-checksum): nothing showed that ${path.basename(file)} is the zip that was released.`,
+    );
   } else {
     const want = checksumFor(sums.toString('utf8'), path.basename(file));
     if (!want) throw new InstallError(`--from ${file}: ${sumsName(parsed.version)} beside it has no line for this zip`);
-    if (want !== sha256(data)) throw new InstallError(`--from ${file}: its SHA-256 does not match ${sumsName(parsed.version)} (a damaged or altered download)`);
+    if (want !== sha256(data))
+      throw new InstallError(
+        `--from ${file}: its SHA-256 does not match ${sumsName(parsed.version)} (a damaged or altered download)`,
+      );
     notes.push(...checkSignature(o, sumsFile, sums));
   }
   let entries: ReturnType<typeof zipEntries>;
@@ -250,14 +290,23 @@ function releaseZip(o: InstallOptions, platform: string): { file: string; versio
   }
   const exe = executableName(parsed.version, platform);
   if (entries.length !== 1 || entries[0]!.name !== exe) {
-    throw new InstallError(`--from ${file}: expected exactly one file, ${exe}, in the zip; found ${entries.map((e) => e.name).join(', ') || 'none'}`);
+    throw new InstallError(
+      `--from ${file}: expected exactly one file, ${exe}, in the zip; found ${entries.map((e) => e.name).join(', ') || 'none'}`,
+    );
   }
   const entry = entries[0]!;
   // Terraform unpacks the zip as it is: a link would point the provider anywhere, and a mode wider
   // than 0755 (writable by others, setuid) would be unpacked with it.
-  if (entry.type !== 'file') throw new InstallError(`--from ${file}: ${exe} in the zip is ${entry.type === 'no-unix-mode' ? 'without a Unix mode (not made on Unix)' : `a ${entry.type === 'symlink' ? 'symbolic link' : entry.type}`}, not a regular file`);
-  if (entry.mode & ~0o755) throw new InstallError(`--from ${file}: ${exe} in the zip has mode 0${entry.mode.toString(8)}, wider than 0755 (writable by others, or setuid/setgid/sticky)`);
-  if (!platform.startsWith('windows_') && (entry.mode & 0o111) === 0) throw new InstallError(`--from ${file}: ${exe} in the zip is not executable`);
+  if (entry.type !== 'file')
+    throw new InstallError(
+      `--from ${file}: ${exe} in the zip is ${entry.type === 'no-unix-mode' ? 'without a Unix mode (not made on Unix)' : `a ${entry.type === 'symlink' ? 'symbolic link' : entry.type}`}, not a regular file`,
+    );
+  if (entry.mode & ~0o755)
+    throw new InstallError(
+      `--from ${file}: ${exe} in the zip has mode 0${entry.mode.toString(8)}, wider than 0755 (writable by others, or setuid/setgid/sticky)`,
+    );
+  if (!platform.startsWith('windows_') && (entry.mode & 0o111) === 0)
+    throw new InstallError(`--from ${file}: ${exe} in the zip is not executable`);
   return { file, version: parsed.version, data, notes };
 }
 
@@ -274,11 +323,18 @@ function checkSignature(o: InstallOptions, sumsFile: string, sums: Buffer): stri
     }
   });
   if (!sig) {
-    if (given.some((k) => k.asked)) throw new InstallError(`--from: ${path.basename(sumsFile)} is not signed (no ${path.basename(sigFile)} beside it), and --trusted-key asks for a signature`);
-    return [`${path.basename(sumsFile)} is not signed (no ${path.basename(sigFile)}): the zip matches its checksum file, which came from the same place.`];
+    if (given.some((k) => k.asked))
+      throw new InstallError(
+        `--from: ${path.basename(sumsFile)} is not signed (no ${path.basename(sigFile)} beside it), and --trusted-key asks for a signature`,
+      );
+    return [
+      `${path.basename(sumsFile)} is not signed (no ${path.basename(sigFile)}): the zip matches its checksum file, which came from the same place.`,
+    ];
   }
   if (keys.length === 0) {
-    throw new InstallError(`--from: ${path.basename(sigFile)} is published, but there is no trusted release key to check it with: pass --trusted-key FILE (the release's ssh-ed25519 public key; docs/terraform-provider.md, "Signed releases")`);
+    throw new InstallError(
+      `--from: ${path.basename(sigFile)} is published, but there is no trusted release key to check it with: pass --trusted-key FILE (the release's ssh-ed25519 public key; docs/terraform-provider.md, "Signed releases")`,
+    );
   }
   try {
     const by = verifyReleaseSignature(sums, sig.toString('utf8'), keys);
@@ -290,7 +346,9 @@ function checkSignature(o: InstallOptions, sumsFile: string, sums: Buffer): stri
 
 function launcherScript(node: string, script: string): Buffer {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  return Buffer.from(`#!/bin/sh\n# Written by kms-sync provider install: runs the provider of this kms-sync installation with its Node.js.\nexec ${q(node)} ${q(script)} "$@"\n`);
+  return Buffer.from(
+    `#!/bin/sh\n# Written by kms-sync provider install: runs the provider of this kms-sync installation with its Node.js.\nexec ${q(node)} ${q(script)} "$@"\n`,
+  );
 }
 
 /** Works out everything an install would write; writes nothing. Throws InstallError when it cannot. */
@@ -298,23 +356,48 @@ export function planInstall(o: InstallOptions): InstallPlan {
   const platform = terraformPlatform(o.platform, o.arch);
   if (!platform) throw new InstallError(`no Terraform platform for ${o.platform}/${o.arch}`);
   const { namespace, type } = providerAddress();
-  const plan: InstallPlan = { version: o.version, platform, kind: 'launcher', dir: '', writes: [], unchanged: [], removals: [], configs: [], configsUnchanged: [], notes: [] };
+  const plan: InstallPlan = {
+    version: o.version,
+    platform,
+    kind: 'launcher',
+    dir: '',
+    writes: [],
+    unchanged: [],
+    removals: [],
+    configs: [],
+    configsUnchanged: [],
+    notes: [],
+  };
   const want = (file: string, data: Buffer, mode: number, what: string) => {
     const have = readIfExists(file);
-    if (have?.equals(data) && (o.platform === 'win32' || (statSync(file).mode & 0o777) === mode)) plan.unchanged.push(file);
+    if (have?.equals(data) && (o.platform === 'win32' || (statSync(file).mode & 0o777) === mode))
+      plan.unchanged.push(file);
     else plan.writes.push({ file, data, mode, what });
   };
-  const noLauncher = () => new InstallError(`there is no packaged provider for ${platform} here, and on Windows Terraform cannot run a launcher script: pass --from with a release folder or this platform's release zip (${releaseZipName(o.version, platform)})`);
+  const noLauncher = () =>
+    new InstallError(
+      `there is no packaged provider for ${platform} here, and on Windows Terraform cannot run a launcher script: pass --from with a release folder or this platform's release zip (${releaseZipName(o.version, platform)})`,
+    );
 
   let block: string;
   if (o.dev) {
-    if (o.from) throw new InstallError('--dev and --from do not go together: --dev runs this installation\'s provider code, --from installs a packaged release');
+    if (o.from)
+      throw new InstallError(
+        "--dev and --from do not go together: --dev runs this installation's provider code, --from installs a packaged release",
+      );
     if (o.platform === 'win32') throw noLauncher();
     plan.kind = 'dev';
     plan.dir = path.resolve(o.dir ?? path.join(path.dirname(impliedMirror(o.env, o.home, o.platform)), 'kms-sync-dev'));
-    want(path.join(plan.dir, `terraform-provider-${type}`), launcherScript(o.node, o.providerScript), 0o755, 'launcher (dev_overrides)');
+    want(
+      path.join(plan.dir, `terraform-provider-${type}`),
+      launcherScript(o.node, o.providerScript),
+      0o755,
+      'launcher (dev_overrides)',
+    );
     block = devBlock(plan.dir);
-    plan.notes.push('dev_overrides: skip terraform init and run plan/apply directly; Terraform warns that the provider is overridden. Rebuild (npm run build) and the next command runs the new code.');
+    plan.notes.push(
+      'dev_overrides: skip terraform init and run plan/apply directly; Terraform warns that the provider is overridden. Rebuild (npm run build) and the next command runs the new code.',
+    );
   } else {
     plan.dir = path.resolve(o.dir ?? impliedMirror(o.env, o.home, o.platform));
     const release = o.from ? releaseZip(o, platform) : undefined;
@@ -322,25 +405,44 @@ export function planInstall(o: InstallOptions): InstallPlan {
     const version = release?.version ?? o.version;
     plan.version = version;
     const packed = (host: string) => path.join(plan.dir, host, namespace, type, releaseZipName(version, platform));
-    const unpacked = (host: string) => path.join(plan.dir, host, namespace, type, version, platform, executableName(version, platform));
+    const unpacked = (host: string) =>
+      path.join(plan.dir, host, namespace, type, version, platform, executableName(version, platform));
     // A packaged executable installed earlier stays: a run without --from does not swap it for a launcher.
-    const installedZip = !release && existsSync(packed(MIRROR_HOSTS[0])) ? readFileSync(packed(MIRROR_HOSTS[0])) : undefined;
+    const installedZip =
+      !release && existsSync(packed(MIRROR_HOSTS[0])) ? readFileSync(packed(MIRROR_HOSTS[0])) : undefined;
     if (release || installedZip) {
       plan.kind = 'packaged';
       for (const host of MIRROR_HOSTS) {
-        want(packed(host), release?.data ?? installedZip!, 0o644, `release zip (${release ? path.basename(release.file) : 'installed earlier'})`);
+        want(
+          packed(host),
+          release?.data ?? installedZip!,
+          0o644,
+          `release zip (${release ? path.basename(release.file) : 'installed earlier'})`,
+        );
         if (existsSync(unpacked(host))) plan.removals.push(unpacked(host));
       }
-      if (plan.removals.length > 0) plan.notes.push('This replaces the Node.js launcher installed before. In working directories initialised with it, delete the kms-sync/kms entry of .terraform.lock.hcl and the folder .terraform/providers, then run terraform init (the package\'s hash changed).');
-      if (release && version !== o.version) plan.notes.push(`This release is provider version ${version} (this kms-sync is ${o.version}): require version = "${version}" in required_providers.`);
+      if (plan.removals.length > 0)
+        plan.notes.push(
+          "This replaces the Node.js launcher installed before. In working directories initialised with it, delete the kms-sync/kms entry of .terraform.lock.hcl and the folder .terraform/providers, then run terraform init (the package's hash changed).",
+        );
+      if (release && version !== o.version)
+        plan.notes.push(
+          `This release is provider version ${version} (this kms-sync is ${o.version}): require version = "${version}" in required_providers.`,
+        );
     } else {
       if (o.platform === 'win32') throw noLauncher();
-      for (const host of MIRROR_HOSTS) want(unpacked(host), launcherScript(o.node, o.providerScript), 0o755, 'launcher');
-      plan.notes.push(`The provider installed is a launcher: it runs this kms-sync's provider with Node.js ${process.version} (${o.node}). Every machine where Terraform runs it needs Node.js >= ${NODE_MINIMUM} and this kms-sync installation; where Node.js is missing, install a packaged release instead: kms-sync provider install --from <release folder> (npm run package:provider builds one).`);
+      for (const host of MIRROR_HOSTS)
+        want(unpacked(host), launcherScript(o.node, o.providerScript), 0o755, 'launcher');
+      plan.notes.push(
+        `The provider installed is a launcher: it runs this kms-sync's provider with Node.js ${process.version} (${o.node}). Every machine where Terraform runs it needs Node.js >= ${NODE_MINIMUM} and this kms-sync installation; where Node.js is missing, install a packaged release instead: kms-sync provider install --from <release folder> (npm run package:provider builds one).`,
+      );
     }
     const others = mirroredProviders(plan.dir).filter((p) => !mirrorSources().includes(p));
     block = installBlock(plan.dir, others);
-    if (others.length > 0 && o.cliConfig) plan.notes.push(`The mirror also holds ${others.join(', ')}: excluded from registry installation as Terraform does without a CLI block. Providers added to ${plan.dir} later: run kms-sync provider install again.`);
+    if (others.length > 0 && o.cliConfig)
+      plan.notes.push(
+        `The mirror also holds ${others.join(', ')}: excluded from registry installation as Terraform does without a CLI block. Providers added to ${plan.dir} later: run kms-sync provider install again.`,
+      );
   }
 
   if (o.cliConfig) {
@@ -351,7 +453,9 @@ export function planInstall(o: InstallOptions): InstallPlan {
       else plan.configs.push({ file, before, after, block });
     }
   } else if (!o.dev && plan.dir !== impliedMirror(o.env, o.home, o.platform)) {
-    plan.notes.push(`--no-cli-config with --dir: Terraform only finds the provider once your CLI configuration has a filesystem_mirror for ${plan.dir}.`);
+    plan.notes.push(
+      `--no-cli-config with --dir: Terraform only finds the provider once your CLI configuration has a filesystem_mirror for ${plan.dir}.`,
+    );
   }
   refuseFoldersOthersCanWrite(plan);
   return plan;
@@ -365,10 +469,11 @@ export function planInstall(o: InstallOptions): InstallPlan {
  * must not let someone else replace them (writable by others only when sticky, as /tmp).
  */
 function refuseFoldersOthersCanWrite(plan: InstallPlan): void {
-  const refuse = (bad: string, what: string) => new InstallError(
-    `refusing to install: ${bad}, so someone else could replace ${what}, which Terraform runs with your credentials`,
-    'Make it yours and writable by you only (chmod go-w, and check what it holds), or choose another folder (--dir).\n',
-  );
+  const refuse = (bad: string, what: string) =>
+    new InstallError(
+      `refusing to install: ${bad}, so someone else could replace ${what}, which Terraform runs with your credentials`,
+      'Make it yours and writable by you only (chmod go-w, and check what it holds), or choose another folder (--dir).\n',
+    );
   for (const file of [...plan.writes.map((w) => w.file), ...plan.unchanged, ...plan.removals]) {
     const bad = unsafeTreeReason(path.dirname(file), plan.dir);
     if (bad) throw refuse(bad, 'the provider');
@@ -385,7 +490,8 @@ function otherUsersFile(file: string): string | undefined {
   try {
     const st = lstatSync(file);
     if (st.uid !== uid && st.uid !== 0) return `${file} is owned by another user (uid ${st.uid})`;
-    if (!st.isSymbolicLink() && st.mode & 0o022) return `${file} is writable by other users (mode 0${(st.mode & 0o777).toString(8)})`;
+    if (!st.isSymbolicLink() && st.mode & 0o022)
+      return `${file} is writable by other users (mode 0${(st.mode & 0o777).toString(8)})`;
   } catch {
     // not there yet
   }

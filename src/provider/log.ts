@@ -19,7 +19,10 @@ export function logLevelOf(env: NodeJS.ProcessEnv): LogLevel | undefined {
   return (LEVELS as readonly string[]).includes(raw) ? (raw as LogLevel) : undefined;
 }
 
-export function providerLog(env: NodeJS.ProcessEnv, write: (line: string) => void = (l) => void process.stderr.write(l)): ProviderLog {
+export function providerLog(
+  env: NodeJS.ProcessEnv,
+  write: (line: string) => void = (l) => void process.stderr.write(l),
+): ProviderLog {
   const level = logLevelOf(env);
   const min = level === undefined ? LEVELS.length : LEVELS.indexOf(level);
   const enabled = (l: LogLevel) => LEVELS.indexOf(l) >= min;
@@ -31,7 +34,9 @@ export function providerLog(env: NodeJS.ProcessEnv, write: (line: string) => voi
       for (const [k, v] of Object.entries(fields)) if (v !== undefined) extra[k] = v;
       // hclog's timestamp layout (2006-01-02T15:04:05.000000Z07:00): go-plugin reads only that one.
       const timestamp = new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
-      write(`${JSON.stringify({ '@level': l, '@message': message, '@module': 'kms', '@timestamp': timestamp, ...extra })}\n`);
+      write(
+        `${JSON.stringify({ '@level': l, '@message': message, '@module': 'kms', '@timestamp': timestamp, ...extra })}\n`,
+      );
     },
   };
 }

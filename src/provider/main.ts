@@ -111,23 +111,28 @@ export async function runProvider(env: NodeJS.ProcessEnv = process.env): Promise
       env,
       loadProvider: async () => (provider = (await import('./provider.js')).createProvider({ env })),
       onStopped: resolve,
-    }).then((running) => {
-      process.once('SIGTERM', () => void running.shutdown());
-      // Terraform killed (SIGKILL, OOM): nobody will call Shutdown. Stop starting changes, let the
-      // ones in flight finish and journal what they issued (bounded), then exit.
-      hostGone = watchHost(async () => {
-        await provider?.StopProvider?.({});
-        await running.idle(HOST_GONE_GRACE_MS);
-        await provider?.drain?.(2_000);
-        const forced = setTimeout(() => resolve(), 2_000);
-        forced.unref();
-        await running.shutdown();
-      });
-    }, (e: unknown) => {
-      process.stderr.write(`terraform-provider-kms: ${e instanceof HandshakeError ? '' : 'failed to start: '}${(e as Error).message}\n`);
-      process.exitCode = 1;
-      resolve();
-    });
+    }).then(
+      (running) => {
+        process.once('SIGTERM', () => void running.shutdown());
+        // Terraform killed (SIGKILL, OOM): nobody will call Shutdown. Stop starting changes, let the
+        // ones in flight finish and journal what they issued (bounded), then exit.
+        hostGone = watchHost(async () => {
+          await provider?.StopProvider?.({});
+          await running.idle(HOST_GONE_GRACE_MS);
+          await provider?.drain?.(2_000);
+          const forced = setTimeout(() => resolve(), 2_000);
+          forced.unref();
+          await running.shutdown();
+        });
+      },
+      (e: unknown) => {
+        process.stderr.write(
+          `terraform-provider-kms: ${e instanceof HandshakeError ? '' : 'failed to start: '}${(e as Error).message}\n`,
+        );
+        process.exitCode = 1;
+        resolve();
+      },
+    );
   });
   await stopped;
   return typeof process.exitCode === 'number' ? process.exitCode : 0;

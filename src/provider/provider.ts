@@ -12,7 +12,15 @@ import { ImportIdError, known, PartialApplyError, type ResourceType } from './re
 import { loadSchemas, protoSchema, valueType, writeOnlyAttributes, type ProviderSchemas } from './schema.js';
 import { validateTimeouts, withTimeout } from './timeouts.js';
 import { fromDynamic, decodeJson, toDynamic, type DynamicValue } from './values/codec.js';
-import { containsUnknown, isUnknown, UNKNOWN, type CtyType, type JsonSchema, type TfObject, type TfValue } from './values/types.js';
+import {
+  containsUnknown,
+  isUnknown,
+  UNKNOWN,
+  type CtyType,
+  type JsonSchema,
+  type TfObject,
+  type TfValue,
+} from './values/types.js';
 
 export interface ProviderOptions {
   env: NodeJS.ProcessEnv;
@@ -36,7 +44,10 @@ export function sameValue(a: TfValue, b: TfValue, type: CtyType): boolean {
     if (kind === 'set') {
       const key = (x: TfValue) => JSON.stringify(sortKeys(x));
       const bs = b.map(key).sort();
-      return a.map(key).sort().every((k, i) => k === bs[i]);
+      return a
+        .map(key)
+        .sort()
+        .every((k, i) => k === bs[i]);
     }
     return a.every((x, i) => sameValue(x, b[i]!, kind === 'tuple' ? (arg as CtyType[])[i]! : (arg as CtyType)));
   }
@@ -51,11 +62,19 @@ export function sameValue(a: TfValue, b: TfValue, type: CtyType): boolean {
 
 function sortKeys(v: TfValue): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as TfObject)[k]!)]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, sortKeys((v as TfObject)[k]!)]),
+    );
   return v;
 }
 
-const computedAttributes = (s: JsonSchema) => Object.entries(s.block.attributes ?? {}).filter(([, a]) => a.computed).map(([n]) => n);
+const computedAttributes = (s: JsonSchema) =>
+  Object.entries(s.block.attributes ?? {})
+    .filter(([, a]) => a.computed)
+    .map(([n]) => n);
 
 export function createProvider(opts: ProviderOptions): ProviderImplementation {
   const env = opts.env;
@@ -71,24 +90,40 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
   /** Identity of a state or plan for the log: its `id` (the import id), never another attribute. */
   const idOf = (o: TfObject | null | undefined) => (o && typeof o.id === 'string' ? o.id : undefined);
 
-  const resource = (name: string): { rt: ResourceType; schema: JsonSchema; type: CtyType; state: (v: TfObject | null) => { msgpack: Buffer } } => {
+  const resource = (
+    name: string,
+  ): { rt: ResourceType; schema: JsonSchema; type: CtyType; state: (v: TfObject | null) => { msgpack: Buffer } } => {
     const rt = resourceTypes[name];
     const schema = schemas.resources[name];
-    if (!rt || !schema) throw new DiagnosticError(`Unknown resource type ${name}`, `terraform-provider-kms knows ${Object.keys(resourceTypes).join(', ')}`);
+    if (!rt || !schema)
+      throw new DiagnosticError(
+        `Unknown resource type ${name}`,
+        `terraform-provider-kms knows ${Object.keys(resourceTypes).join(', ')}`,
+      );
     const type = valueType(schema);
     // Write-only attributes are null in every state and plan the provider answers (Terraform rejects anything else).
     const wo = writeOnlyAttributes(schema);
-    return { rt, schema, type, state: (v) => toDynamic(v && wo.length ? { ...v, ...Object.fromEntries(wo.map((a) => [a, null])) } : v, type) };
+    return {
+      rt,
+      schema,
+      type,
+      state: (v) => toDynamic(v && wo.length ? { ...v, ...Object.fromEntries(wo.map((a) => [a, null])) } : v, type),
+    };
   };
   const ephemeral = (name: string) => {
     const er = ephemeralResourceTypes[name];
     const schema = schemas.ephemeralResources[name];
-    if (!er || !schema) throw new DiagnosticError(`Unknown ephemeral resource type ${name}`, `terraform-provider-kms knows ${Object.keys(ephemeralResourceTypes).join(', ')}`);
+    if (!er || !schema)
+      throw new DiagnosticError(
+        `Unknown ephemeral resource type ${name}`,
+        `terraform-provider-kms knows ${Object.keys(ephemeralResourceTypes).join(', ')}`,
+      );
     return { er, type: valueType(schema) };
   };
   const needEngine = (): Engine => {
     if (!engine) throw new DiagnosticError('Provider not configured', unconfigured);
-    if (stopping) throw new DiagnosticError('Stopping', 'Terraform asked the provider to stop; no further change is started');
+    if (stopping)
+      throw new DiagnosticError('Stopping', 'Terraform asked the provider to stop; no further change is started');
     return engine;
   };
   /**
@@ -106,15 +141,17 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     if (engine && !stopping && rt.guard) await rt.guard(engine, prior, planned, action);
   };
   /** Runs an RPC body; any failure becomes a diagnostic of the response. */
-  const guarded = <R extends object>(body: (d: Diagnostics) => Promise<R>) => async (): Promise<R | { diagnostics: unknown[] }> => {
-    const d = new Diagnostics();
-    try {
-      const out = await body(d);
-      return { ...out, diagnostics: d.list };
-    } catch (e) {
-      return { diagnostics: [...d.list, ...diagnosticsOf(e)] };
-    }
-  };
+  const guarded =
+    <R extends object>(body: (d: Diagnostics) => Promise<R>) =>
+    async (): Promise<R | { diagnostics: unknown[] }> => {
+      const d = new Diagnostics();
+      try {
+        const out = await body(d);
+        return { ...out, diagnostics: d.list };
+      } catch (e) {
+        return { diagnostics: [...d.list, ...diagnosticsOf(e)] };
+      }
+    };
 
   const impl: ProviderImplementation = {
     GetMetadata: async () => ({
@@ -128,8 +165,12 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     GetProviderSchema: async () => ({
       provider: protoSchema(schemas.provider, 'provider'),
       resource_schemas: Object.fromEntries(Object.entries(schemas.resources).map(([n, s]) => [n, protoSchema(s, n)])),
-      data_source_schemas: Object.fromEntries(Object.entries(schemas.dataSources).map(([n, s]) => [n, protoSchema(s, n)])),
-      ephemeral_resource_schemas: Object.fromEntries(Object.entries(schemas.ephemeralResources).map(([n, s]) => [n, protoSchema(s, n)])),
+      data_source_schemas: Object.fromEntries(
+        Object.entries(schemas.dataSources).map(([n, s]) => [n, protoSchema(s, n)]),
+      ),
+      ephemeral_resource_schemas: Object.fromEntries(
+        Object.entries(schemas.ephemeralResources).map(([n, s]) => [n, protoSchema(s, n)]),
+      ),
       server_capabilities: CAPABILITIES,
       functions: {},
       diagnostics: [],
@@ -138,198 +179,288 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
     GetFunctions: async () => ({ functions: {}, diagnostics: [] }),
     GetResourceIdentitySchemas: async () => ({ identity_schemas: {}, diagnostics: [] }),
 
-    ValidateProviderConfig: (req: { config: DynamicValue }) => guarded(async (d) => {
-      const config = fromDynamic(req.config, providerType) as TfObject;
-      validateProviderConfig(config, d);
-      await checkStoreSchemes(config, d);
-      return {};
-    })(),
+    ValidateProviderConfig: (req: { config: DynamicValue }) =>
+      guarded(async (d) => {
+        const config = fromDynamic(req.config, providerType) as TfObject;
+        validateProviderConfig(config, d);
+        await checkStoreSchemes(config, d);
+        return {};
+      })(),
 
-    ValidateResourceConfig: (req: { type_name: string; config: DynamicValue; client_capabilities?: { write_only_attributes_allowed?: boolean } }) => guarded(async (d) => {
-      const { rt, schema, type } = resource(req.type_name);
-      const config = fromDynamic(req.config, type) as TfObject;
-      // A Terraform that does not know write-only attributes (< 1.11) would store their value in
-      // the plan and state: refused, before anything is planned.
-      if (!req.client_capabilities?.write_only_attributes_allowed) {
-        for (const a of writeOnlyAttributes(schema)) {
-          if (config[a] !== null && config[a] !== undefined) {
-            d.error('Write-only attribute needs Terraform >= 1.11', `${a} is write-only: Terraform 1.11 and later (OpenTofu 1.11 and later) keep it out of plans and state; this one does not say it can, and would write the value there. Upgrade, or leave ${a} unset.`, [a]);
+    ValidateResourceConfig: (req: {
+      type_name: string;
+      config: DynamicValue;
+      client_capabilities?: { write_only_attributes_allowed?: boolean };
+    }) =>
+      guarded(async (d) => {
+        const { rt, schema, type } = resource(req.type_name);
+        const config = fromDynamic(req.config, type) as TfObject;
+        // A Terraform that does not know write-only attributes (< 1.11) would store their value in
+        // the plan and state: refused, before anything is planned.
+        if (!req.client_capabilities?.write_only_attributes_allowed) {
+          for (const a of writeOnlyAttributes(schema)) {
+            if (config[a] !== null && config[a] !== undefined) {
+              d.error(
+                'Write-only attribute needs Terraform >= 1.11',
+                `${a} is write-only: Terraform 1.11 and later (OpenTofu 1.11 and later) keep it out of plans and state; this one does not say it can, and would write the value there. Upgrade, or leave ${a} unset.`,
+                [a],
+              );
+            }
           }
         }
-      }
-      rt.validate(config, d);
-      validateTimeouts(config, d);
-      return {};
-    })(),
-
-    ValidateDataResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
-      const ds = dataSourceTypes[req.type_name];
-      const schema = schemas.dataSources[req.type_name];
-      if (!ds || !schema) throw new DiagnosticError(`Unknown data source ${req.type_name}`);
-      ds.validate(fromDynamic(req.config, valueType(schema)) as TfObject, d);
-      return {};
-    })(),
-
-    UpgradeResourceState: (req: { type_name: string; version: number; raw_state: { json?: Buffer; flatmap?: Record<string, string> } }) => guarded(async () => {
-      const { schema, type, state } = resource(req.type_name);
-      if (req.version > (schema.version ?? 0)) {
-        throw new DiagnosticError('State written by a newer provider', `${req.type_name} state has schema version ${req.version}; this provider knows version ${schema.version ?? 0}: upgrade terraform-provider-kms`);
-      }
-      if (!req.raw_state?.json?.length) throw new DiagnosticError('State has no JSON form', `${req.type_name}: only JSON state (Terraform >= 0.12) can be read`);
-      // Version 0 is the only one so far: the JSON is read against today's type (attributes that
-      // no longer exist are dropped, new ones start null).
-      return { upgraded_state: state(decodeJson(req.raw_state.json, type) as TfObject | null) };
-    })(),
-
-    ConfigureProvider: (req: { config: DynamicValue }) => guarded(async (d) => {
-      const config = fromDynamic(req.config, providerType) as TfObject;
-      validateProviderConfig(config, d);
-      await checkStoreSchemes(config, d);
-      if (d.hasErrors) return {};
-      const resolved = await resolveProviderConfig(config, env, opts.cwd ?? process.cwd(), d);
-      if (!resolved) {
-        unconfigured = d.list.map((x) => x.detail || x.summary).join('; ') || 'the provider configuration is not known yet';
+        rt.validate(config, d);
+        validateTimeouts(config, d);
         return {};
-      }
-      const { Engine } = await import('./engine.js');
-      await engine?.close();
-      engine = new Engine(resolved, env);
-      log.log('debug', 'provider configured', { owner: resolved.owner, stores: resolved.stores.length, take_ownership: resolved.takeOwnership === true });
-      return {};
-    })(),
+      })(),
 
-    PlanResourceChange: (req: { type_name: string; prior_state: DynamicValue; proposed_new_state: DynamicValue; config: DynamicValue }) => guarded(async (d) => {
-      const { rt, schema, type, state } = resource(req.type_name);
-      const prior = fromDynamic(req.prior_state, type) as TfObject | null;
-      const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
-      const config = fromDynamic(req.config, type) as TfObject | null;
-      log.log('trace', `PlanResourceChange ${req.type_name}`, { resource: req.type_name, id: idOf(prior) });
-      await seen(rt, prior);
-      // Terraform's plan has no section for them: the provider block's security changes are warnings of the first plan (once per process).
-      if (engine && !securityShown) {
-        securityShown = true;
-        const lines = await engine.securityChanges();
-        // One warning: Terraform folds warnings of one summary into the first one's detail.
-        if (lines.length) d.warning(`Security changes (${lines.length}): the secret stores of the provider block`, `Review who can read the keys and where store credentials go:\n${lines.map((l) => `- ${l}`).join('\n')}`);
-      }
-      if (proposed === null) {
-        if (prior?.protected === true) {
-          d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`, ['protected']);
+    ValidateDataResourceConfig: (req: { type_name: string; config: DynamicValue }) =>
+      guarded(async (d) => {
+        const ds = dataSourceTypes[req.type_name];
+        const schema = schemas.dataSources[req.type_name];
+        if (!ds || !schema) throw new DiagnosticError(`Unknown data source ${req.type_name}`);
+        ds.validate(fromDynamic(req.config, valueType(schema)) as TfObject, d);
+        return {};
+      })(),
+
+    UpgradeResourceState: (req: {
+      type_name: string;
+      version: number;
+      raw_state: { json?: Buffer; flatmap?: Record<string, string> };
+    }) =>
+      guarded(async () => {
+        const { schema, type, state } = resource(req.type_name);
+        if (req.version > (schema.version ?? 0)) {
+          throw new DiagnosticError(
+            'State written by a newer provider',
+            `${req.type_name} state has schema version ${req.version}; this provider knows version ${schema.version ?? 0}: upgrade terraform-provider-kms`,
+          );
         }
-        if (prior) await guard(rt, prior, null, 'delete');
-        // The deletion guard counts what this plan deletes (a replacement is not a delete).
-        if (prior && engine && !stopping) engine.deletions.countDelete(`${req.type_name}.${String(prior.id)}`);
-        return { planned_state: state(null), requires_replace: [] };
-      }
-      const attrs = (type as ['object', Record<string, CtyType>])[1];
-      let planned: TfObject = { ...proposed };
-      const unknownComputed = () => {
-        for (const a of computedAttributes(schema)) if (config?.[a] === null || config?.[a] === undefined) planned[a] = UNKNOWN;
-        planned = { ...planned, ...rt.planKnown?.(planned) };
-      };
-      if (prior === null) {
-        unknownComputed();
-        await guard(rt, null, planned, 'create');
-        return { planned_state: state(planned), requires_replace: [] };
-      }
-      const replace = rt.replaceOn.filter((a) => !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!) &&
-        !(engine && rt.sameTarget?.(a, prior[a] ?? null, planned[a] ?? null, engine.config)));
-      if (rt.planExtra) {
-        const extra = rt.planExtra(prior, planned, config ?? {}, new Date());
-        planned = extra.planned;
-        for (const a of extra.replace) if (!replace.includes(a)) replace.push(a);
-      }
-      if (replace.length) {
-        if (prior.protected === true) {
-          d.error('Protected resource', `${req.type_name} ${String(prior.id)} is protected and this change (${replace.join(', ')}) would replace it. Set protected = false first.`, [replace[0]!]);
+        if (!req.raw_state?.json?.length)
+          throw new DiagnosticError(
+            'State has no JSON form',
+            `${req.type_name}: only JSON state (Terraform >= 0.12) can be read`,
+          );
+        // Version 0 is the only one so far: the JSON is read against today's type (attributes that
+        // no longer exist are dropped, new ones start null).
+        return { upgraded_state: state(decodeJson(req.raw_state.json, type) as TfObject | null) };
+      })(),
+
+    ConfigureProvider: (req: { config: DynamicValue }) =>
+      guarded(async (d) => {
+        const config = fromDynamic(req.config, providerType) as TfObject;
+        validateProviderConfig(config, d);
+        await checkStoreSchemes(config, d);
+        if (d.hasErrors) return {};
+        const resolved = await resolveProviderConfig(config, env, opts.cwd ?? process.cwd(), d);
+        if (!resolved) {
+          unconfigured =
+            d.list.map((x) => x.detail || x.summary).join('; ') || 'the provider configuration is not known yet';
+          return {};
         }
-        unknownComputed();
-        await guard(rt, prior, planned, 'replace');
-      } else if (!onlyTimeoutsDiffer(attrs, prior, planned)) {
-        for (const a of rt.changeOnUpdate ?? []) planned[a] = UNKNOWN;
-        await guard(rt, prior, planned, 'update');
-      }
-      return { planned_state: state(planned), requires_replace: replace.map((a) => attributePath([a])) };
-    })(),
+        const { Engine } = await import('./engine.js');
+        await engine?.close();
+        engine = new Engine(resolved, env);
+        log.log('debug', 'provider configured', {
+          owner: resolved.owner,
+          stores: resolved.stores.length,
+          take_ownership: resolved.takeOwnership === true,
+        });
+        return {};
+      })(),
 
-    ApplyResourceChange: (req: { type_name: string; prior_state: DynamicValue; planned_state: DynamicValue; config?: DynamicValue }) => guarded(async (d) => {
-      const { rt, type, state } = resource(req.type_name);
-      const prior = fromDynamic(req.prior_state, type) as TfObject | null;
-      const planned = fromDynamic(req.planned_state, type) as TfObject | null;
-      const config = (req.config ? fromDynamic(req.config, type) : null) as TfObject | null;
-      const e = needEngine();
-      await seen(rt, prior);
-      const started = Date.now();
-      const action = planned === null ? 'delete' : prior === null ? 'create' : 'update';
-      log.log('debug', `ApplyResourceChange ${req.type_name} ${action}`, { resource: req.type_name, id: idOf(prior ?? planned), action });
-      if (planned === null) {
-        await withTimeout(req.type_name, 'delete', prior, () => rt.delete(e, prior!, d));
-        log.log('info', `${req.type_name} deleted`, { resource: req.type_name, id: idOf(prior), ms: Date.now() - started });
-        return { new_state: state(null) };
-      }
-      // A changed timeouts block only: the state takes it, the service is not asked.
-      if (prior !== null && onlyTimeoutsDiffer((type as ['object', Record<string, CtyType>])[1], prior, planned)) return { new_state: state(planned) };
-      try {
-        const after = prior === null
-          ? await withTimeout(req.type_name, 'create', planned, () => rt.create(e, planned, d, config ?? undefined))
-          : await withTimeout(req.type_name, 'update', planned, () => rt.update(e, prior, planned, config ?? undefined));
-        log.log('info', `${req.type_name} ${action === 'create' ? 'created' : 'updated'}`, { resource: req.type_name, id: idOf(after), ms: Date.now() - started });
-        return { new_state: state(consistentWith(planned, after)) };
-      } catch (err) {
-        // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
-        if (!(err instanceof PartialApplyError)) throw err;
-        d.error(err.summary, err.message);
-        return { new_state: state(consistentWith(planned, err.state)) };
-      }
-    })(),
+    PlanResourceChange: (req: {
+      type_name: string;
+      prior_state: DynamicValue;
+      proposed_new_state: DynamicValue;
+      config: DynamicValue;
+    }) =>
+      guarded(async (d) => {
+        const { rt, schema, type, state } = resource(req.type_name);
+        const prior = fromDynamic(req.prior_state, type) as TfObject | null;
+        const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
+        const config = fromDynamic(req.config, type) as TfObject | null;
+        log.log('trace', `PlanResourceChange ${req.type_name}`, { resource: req.type_name, id: idOf(prior) });
+        await seen(rt, prior);
+        // Terraform's plan has no section for them: the provider block's security changes are warnings of the first plan (once per process).
+        if (engine && !securityShown) {
+          securityShown = true;
+          const lines = await engine.securityChanges();
+          // One warning: Terraform folds warnings of one summary into the first one's detail.
+          if (lines.length)
+            d.warning(
+              `Security changes (${lines.length}): the secret stores of the provider block`,
+              `Review who can read the keys and where store credentials go:\n${lines.map((l) => `- ${l}`).join('\n')}`,
+            );
+        }
+        if (proposed === null) {
+          if (prior?.protected === true) {
+            d.error(
+              'Protected resource',
+              `${req.type_name} ${String(prior.id)} is protected: kms-sync never deletes or replaces it. Set protected = false first, or remove it from state with terraform state rm.`,
+              ['protected'],
+            );
+          }
+          if (prior) await guard(rt, prior, null, 'delete');
+          // The deletion guard counts what this plan deletes (a replacement is not a delete).
+          if (prior && engine && !stopping) engine.deletions.countDelete(`${req.type_name}.${String(prior.id)}`);
+          return { planned_state: state(null), requires_replace: [] };
+        }
+        const attrs = (type as ['object', Record<string, CtyType>])[1];
+        let planned: TfObject = { ...proposed };
+        const unknownComputed = () => {
+          for (const a of computedAttributes(schema))
+            if (config?.[a] === null || config?.[a] === undefined) planned[a] = UNKNOWN;
+          planned = { ...planned, ...rt.planKnown?.(planned) };
+        };
+        if (prior === null) {
+          unknownComputed();
+          await guard(rt, null, planned, 'create');
+          return { planned_state: state(planned), requires_replace: [] };
+        }
+        const replace = rt.replaceOn.filter(
+          (a) =>
+            !sameValue(prior[a] ?? null, planned[a] ?? null, attrs[a]!) &&
+            !(engine && rt.sameTarget?.(a, prior[a] ?? null, planned[a] ?? null, engine.config)),
+        );
+        if (rt.planExtra) {
+          const extra = rt.planExtra(prior, planned, config ?? {}, new Date());
+          planned = extra.planned;
+          for (const a of extra.replace) if (!replace.includes(a)) replace.push(a);
+        }
+        if (replace.length) {
+          if (prior.protected === true) {
+            d.error(
+              'Protected resource',
+              `${req.type_name} ${String(prior.id)} is protected and this change (${replace.join(', ')}) would replace it. Set protected = false first.`,
+              [replace[0]!],
+            );
+          }
+          unknownComputed();
+          await guard(rt, prior, planned, 'replace');
+        } else if (!onlyTimeoutsDiffer(attrs, prior, planned)) {
+          for (const a of rt.changeOnUpdate ?? []) planned[a] = UNKNOWN;
+          await guard(rt, prior, planned, 'update');
+        }
+        return { planned_state: state(planned), requires_replace: replace.map((a) => attributePath([a])) };
+      })(),
 
-    ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) => guarded(async (d) => {
-      const { rt, type, state } = resource(req.type_name);
-      const current = fromDynamic(req.current_state, type) as TfObject | null;
-      if (current === null) return { new_state: state(null), private: req.private };
-      await seen(rt, current);
-      const live = await withTimeout(req.type_name, 'read', current, () => rt.read(needEngine(), current, false, d));
-      log.log('trace', `ReadResource ${req.type_name}${live ? '' : ': gone'}`, { resource: req.type_name, id: idOf(current) });
-      return { new_state: state(live), private: req.private };
-    })(),
+    ApplyResourceChange: (req: {
+      type_name: string;
+      prior_state: DynamicValue;
+      planned_state: DynamicValue;
+      config?: DynamicValue;
+    }) =>
+      guarded(async (d) => {
+        const { rt, type, state } = resource(req.type_name);
+        const prior = fromDynamic(req.prior_state, type) as TfObject | null;
+        const planned = fromDynamic(req.planned_state, type) as TfObject | null;
+        const config = (req.config ? fromDynamic(req.config, type) : null) as TfObject | null;
+        const e = needEngine();
+        await seen(rt, prior);
+        const started = Date.now();
+        const action = planned === null ? 'delete' : prior === null ? 'create' : 'update';
+        log.log('debug', `ApplyResourceChange ${req.type_name} ${action}`, {
+          resource: req.type_name,
+          id: idOf(prior ?? planned),
+          action,
+        });
+        if (planned === null) {
+          await withTimeout(req.type_name, 'delete', prior, () => rt.delete(e, prior!, d));
+          log.log('info', `${req.type_name} deleted`, {
+            resource: req.type_name,
+            id: idOf(prior),
+            ms: Date.now() - started,
+          });
+          return { new_state: state(null) };
+        }
+        // A changed timeouts block only: the state takes it, the service is not asked.
+        if (prior !== null && onlyTimeoutsDiffer((type as ['object', Record<string, CtyType>])[1], prior, planned))
+          return { new_state: state(planned) };
+        try {
+          const after =
+            prior === null
+              ? await withTimeout(req.type_name, 'create', planned, () => rt.create(e, planned, d, config ?? undefined))
+              : await withTimeout(req.type_name, 'update', planned, () =>
+                  rt.update(e, prior, planned, config ?? undefined),
+                );
+          log.log('info', `${req.type_name} ${action === 'create' ? 'created' : 'updated'}`, {
+            resource: req.type_name,
+            id: idOf(after),
+            ms: Date.now() - started,
+          });
+          return { new_state: state(consistentWith(planned, after)) };
+        } catch (err) {
+          // The object exists but the change did not fully succeed: Terraform keeps it (tainted) with the error.
+          if (!(err instanceof PartialApplyError)) throw err;
+          d.error(err.summary, err.message);
+          return { new_state: state(consistentWith(planned, err.state)) };
+        }
+      })(),
 
-    ImportResourceState: (req: { type_name: string; id: string }) => guarded(async () => {
-      const { rt, type, state: stateOf } = resource(req.type_name);
-      let identity: TfObject;
-      try {
-        identity = rt.parseImportId(req.id);
-      } catch (e) {
-        if (e instanceof ImportIdError) throw new DiagnosticError('Invalid import id', e.message);
-        throw e;
-      }
-      const blank = Object.fromEntries(Object.keys((type as ['object', Record<string, CtyType>])[1]).map((k) => [k, null])) as TfObject;
-      const state = await rt.read(needEngine(), { ...blank, ...identity }, true);
-      if (!state) throw new DiagnosticError('Cannot import non-existent remote object', `${req.type_name} ${JSON.stringify(req.id)} does not exist in the service`);
-      return { imported_resources: [{ type_name: req.type_name, state: stateOf(state), private: Buffer.alloc(0) }] };
-    })(),
+    ReadResource: (req: { type_name: string; current_state: DynamicValue; private: Buffer }) =>
+      guarded(async (d) => {
+        const { rt, type, state } = resource(req.type_name);
+        const current = fromDynamic(req.current_state, type) as TfObject | null;
+        if (current === null) return { new_state: state(null), private: req.private };
+        await seen(rt, current);
+        const live = await withTimeout(req.type_name, 'read', current, () => rt.read(needEngine(), current, false, d));
+        log.log('trace', `ReadResource ${req.type_name}${live ? '' : ': gone'}`, {
+          resource: req.type_name,
+          id: idOf(current),
+        });
+        return { new_state: state(live), private: req.private };
+      })(),
 
-    ReadDataSource: (req: { type_name: string; config: DynamicValue }) => guarded(async () => {
-      const ds = dataSourceTypes[req.type_name];
-      const schema = schemas.dataSources[req.type_name];
-      if (!ds || !schema) throw new DiagnosticError(`Unknown data source ${req.type_name}`);
-      const type = valueType(schema);
-      return { state: toDynamic(await ds.read(needEngine(), fromDynamic(req.config, type) as TfObject), type) };
-    })(),
+    ImportResourceState: (req: { type_name: string; id: string }) =>
+      guarded(async () => {
+        const { rt, type, state: stateOf } = resource(req.type_name);
+        let identity: TfObject;
+        try {
+          identity = rt.parseImportId(req.id);
+        } catch (e) {
+          if (e instanceof ImportIdError) throw new DiagnosticError('Invalid import id', e.message);
+          throw e;
+        }
+        const blank = Object.fromEntries(
+          Object.keys((type as ['object', Record<string, CtyType>])[1]).map((k) => [k, null]),
+        ) as TfObject;
+        const state = await rt.read(needEngine(), { ...blank, ...identity }, true);
+        if (!state)
+          throw new DiagnosticError(
+            'Cannot import non-existent remote object',
+            `${req.type_name} ${JSON.stringify(req.id)} does not exist in the service`,
+          );
+        return { imported_resources: [{ type_name: req.type_name, state: stateOf(state), private: Buffer.alloc(0) }] };
+      })(),
 
-    ValidateEphemeralResourceConfig: (req: { type_name: string; config: DynamicValue }) => guarded(async (d) => {
-      const { er, type } = ephemeral(req.type_name);
-      er.validate(fromDynamic(req.config, type) as TfObject, d);
-      return {};
-    })(),
+    ReadDataSource: (req: { type_name: string; config: DynamicValue }) =>
+      guarded(async () => {
+        const ds = dataSourceTypes[req.type_name];
+        const schema = schemas.dataSources[req.type_name];
+        if (!ds || !schema) throw new DiagnosticError(`Unknown data source ${req.type_name}`);
+        const type = valueType(schema);
+        return { state: toDynamic(await ds.read(needEngine(), fromDynamic(req.config, type) as TfObject), type) };
+      })(),
+
+    ValidateEphemeralResourceConfig: (req: { type_name: string; config: DynamicValue }) =>
+      guarded(async (d) => {
+        const { er, type } = ephemeral(req.type_name);
+        er.validate(fromDynamic(req.config, type) as TfObject, d);
+        return {};
+      })(),
 
     /** Terraform opens an ephemeral resource (plan and apply) once its configuration is wholly known; the result lives in its memory only. */
-    OpenEphemeralResource: (req: { type_name: string; config: DynamicValue }) => guarded(async () => {
-      const { er, type } = ephemeral(req.type_name);
-      const config = fromDynamic(req.config, type) as TfObject;
-      const result = await er.open(needEngine(), config);
-      log.log('debug', `OpenEphemeralResource ${req.type_name}`, { resource: req.type_name, id: typeof result.key_id === 'string' ? result.key_id : undefined });
-      return { result: toDynamic(result, type) };
-    })(),
+    OpenEphemeralResource: (req: { type_name: string; config: DynamicValue }) =>
+      guarded(async () => {
+        const { er, type } = ephemeral(req.type_name);
+        const config = fromDynamic(req.config, type) as TfObject;
+        const result = await er.open(needEngine(), config);
+        log.log('debug', `OpenEphemeralResource ${req.type_name}`, {
+          resource: req.type_name,
+          id: typeof result.key_id === 'string' ? result.key_id : undefined,
+        });
+        return { result: toDynamic(result, type) };
+      })(),
 
     // No result asks for renewal (no renew_at) and nothing is held open between the calls: a raw
     // key is not a lease. Both answer, for a Terraform that calls them anyway.
@@ -381,15 +512,35 @@ function validateProviderConfig(config: TfObject, d: Diagnostics): void {
   let defaults = 0;
   stores.forEach((s, i) => {
     if (typeof s.name === 'string') {
-      if (!STORE_NAME.test(s.name)) d.error('Invalid store name', `${JSON.stringify(s.name)}: use letters, digits, '.', '_' or '-' (at most 64)`, ['secret_store', i, 'name']);
-      if (seen.has(s.name)) d.error('Duplicate store name', `secret_store "${s.name}" is declared twice (blocks ${seen.get(s.name)} and ${i})`, ['secret_store', i, 'name']);
+      if (!STORE_NAME.test(s.name))
+        d.error('Invalid store name', `${JSON.stringify(s.name)}: use letters, digits, '.', '_' or '-' (at most 64)`, [
+          'secret_store',
+          i,
+          'name',
+        ]);
+      if (seen.has(s.name))
+        d.error(
+          'Duplicate store name',
+          `secret_store "${s.name}" is declared twice (blocks ${seen.get(s.name)} and ${i})`,
+          ['secret_store', i, 'name'],
+        );
       seen.set(s.name, i);
     }
     if (typeof s.uri === 'string' && !/^[A-Za-z][A-Za-z0-9+.-]*:/.test(s.uri)) {
-      d.error('Invalid store uri', `${JSON.stringify(s.uri)} has no scheme, e.g. file:./secrets.sops.yaml or vault://host:8200/secret/kms`, ['secret_store', i, 'uri']);
+      d.error(
+        'Invalid store uri',
+        `${JSON.stringify(s.uri)} has no scheme, e.g. file:./secrets.sops.yaml or vault://host:8200/secret/kms`,
+        ['secret_store', i, 'uri'],
+      );
     }
-    if (s.default === true && ++defaults > 1) d.error('Two default stores', 'at most one secret_store block sets default = true', ['secret_store', i, 'default']);
-    if (known(s.options) && (typeof s.options !== 'object' || Array.isArray(s.options))) d.error('Invalid store options', 'options must be an object', ['secret_store', i, 'options']);
+    if (s.default === true && ++defaults > 1)
+      d.error('Two default stores', 'at most one secret_store block sets default = true', [
+        'secret_store',
+        i,
+        'default',
+      ]);
+    if (known(s.options) && (typeof s.options !== 'object' || Array.isArray(s.options)))
+      d.error('Invalid store options', 'options must be an object', ['secret_store', i, 'options']);
   });
 }
 
@@ -400,13 +551,20 @@ function validateProviderConfig(config: TfObject, d: Diagnostics): void {
  */
 async function checkStoreSchemes(config: TfObject, d: Diagnostics): Promise<void> {
   const stores = Array.isArray(config.secret_store) ? (config.secret_store as TfObject[]) : [];
-  const uris = stores.map((s, i) => [s.uri, i] as const).filter((x): x is readonly [string, number] => typeof x[0] === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(x[0]));
+  const uris = stores
+    .map((s, i) => [s.uri, i] as const)
+    .filter((x): x is readonly [string, number] => typeof x[0] === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:/.test(x[0]));
   if (uris.length === 0) return;
   const { supportedStoreSchemes } = await import('../secrets/registry.js');
   const supported = supportedStoreSchemes();
   for (const [uri, i] of uris) {
     const scheme = `${uri.slice(0, uri.indexOf(':')).toLowerCase()}:`;
-    if (!supported.includes(scheme)) d.error('Unknown store scheme', `secret_store ${i}: '${scheme}' is not a store kms-sync knows; supported: ${supported.join(', ')}`, ['secret_store', i, 'uri']);
+    if (!supported.includes(scheme))
+      d.error(
+        'Unknown store scheme',
+        `secret_store ${i}: '${scheme}' is not a store kms-sync knows; supported: ${supported.join(', ')}`,
+        ['secret_store', i, 'uri'],
+      );
   }
 }
 
@@ -421,18 +579,39 @@ export function defaultBaseDir(cwd: string): string {
   const stacks = path.dirname(cwd);
   const outdir = path.dirname(stacks);
   const app = path.dirname(outdir);
-  if (path.basename(stacks) === 'stacks' && existsSync(path.join(outdir, 'manifest.json')) && existsSync(path.join(app, 'cdktf.json'))) return app;
+  if (
+    path.basename(stacks) === 'stacks' &&
+    existsSync(path.join(outdir, 'manifest.json')) &&
+    existsSync(path.join(app, 'cdktf.json'))
+  )
+    return app;
   return cwd;
 }
 
-async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, cwd: string, d: Diagnostics): Promise<ProviderConfig | undefined> {
-  if ([config.url, config.api_key, config.owner, config.base_dir, config.take_ownership].some(isUnknown) || containsUnknown(config.secret_store ?? null)) {
-    d.warning('Provider configuration not known yet', 'url, api_key, owner, base_dir, take_ownership or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known');
+async function resolveProviderConfig(
+  config: TfObject,
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  d: Diagnostics,
+): Promise<ProviderConfig | undefined> {
+  if (
+    [config.url, config.api_key, config.owner, config.base_dir, config.take_ownership].some(isUnknown) ||
+    containsUnknown(config.secret_store ?? null)
+  ) {
+    d.warning(
+      'Provider configuration not known yet',
+      'url, api_key, owner, base_dir, take_ownership or a secret_store depends on a value known only after apply; kms resources cannot be planned until it is known',
+    );
     return undefined;
   }
   const url = (config.url as string | null) ?? env.KMS_API_URL;
   const apiKey = (config.api_key as string | null) ?? env.KMS_API_KEY;
-  if (!url) d.error('Missing service URL', 'set url in the provider block or the KMS_API_URL environment variable, e.g. https://kms.example.com/api/v1', ['url']);
+  if (!url)
+    d.error(
+      'Missing service URL',
+      'set url in the provider block or the KMS_API_URL environment variable, e.g. https://kms.example.com/api/v1',
+      ['url'],
+    );
   else if (config.url === null) {
     try {
       new URL(url);
@@ -440,7 +619,12 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
       d.error('Invalid KMS_API_URL', `${JSON.stringify(url)} is not a URL`, ['url']);
     }
   }
-  if (!apiKey) d.error('Missing project key', 'set the KMS_API_KEY environment variable (or api_key from a sensitive variable) to a project key sk_live_… or sk_test_…', ['api_key']);
+  if (!apiKey)
+    d.error(
+      'Missing project key',
+      'set the KMS_API_KEY environment variable (or api_key from a sensitive variable) to a project key sk_live_… or sk_test_…',
+      ['api_key'],
+    );
   if (d.hasErrors || !url || !apiKey) return undefined;
   const stores = ((config.secret_store as TfObject[] | null) ?? []).map((s) => ({
     name: s.name as string,
@@ -453,7 +637,10 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
   // configuration last applied stops the run (model/owner.ts).
   // The operator policy comes from the environment (KMS_SYNC_POLICY, KMS_SYNC_*): the provider
   // block is part of the configuration a pull request edits, so it cannot widen what stores reach.
-  const [{ readOperatorPolicy, PolicyError }, { storePolicyProblems }] = await Promise.all([import('../config/policy.js'), import('../secrets/store-policy.js')]);
+  const [{ readOperatorPolicy, PolicyError }, { storePolicyProblems }] = await Promise.all([
+    import('../config/policy.js'),
+    import('../secrets/store-policy.js'),
+  ]);
   let policy;
   try {
     policy = readOperatorPolicy({ env, configRoot: baseDir, policyFlagName: 'KMS_SYNC_POLICY' });
@@ -463,13 +650,26 @@ async function resolveProviderConfig(config: TfObject, env: NodeJS.ProcessEnv, c
     return undefined;
   }
   stores.forEach((s, i) => {
-    for (const problem of storePolicyProblems(s, policy, baseDir)) d.error('Store refused by the operator policy', problem.message, ['secret_store', i, problem.field.split('.')[0]!]);
+    for (const problem of storePolicyProblems(s, policy, baseDir))
+      d.error('Store refused by the operator policy', problem.message, [
+        'secret_store',
+        i,
+        problem.field.split('.')[0]!,
+      ]);
   });
   if (d.hasErrors) return undefined;
   const { resolveOwnerId, OwnerMovedError } = await import('../model/owner.js');
   try {
     const { owner } = await resolveOwnerId(typeof config.owner === 'string' ? config.owner : undefined, baseDir);
-    return { url, apiKey, baseDir, stores, owner, policy, ...(config.take_ownership === true ? { takeOwnership: true } : {}) };
+    return {
+      url,
+      apiKey,
+      baseDir,
+      stores,
+      owner,
+      policy,
+      ...(config.take_ownership === true ? { takeOwnership: true } : {}),
+    };
   } catch (e) {
     if (!(e instanceof OwnerMovedError)) throw e;
     d.error('Owner id moved', e.message, ['owner']);

@@ -45,7 +45,8 @@ export function parseTrustedKeys(text: string, file: string): { key: Buffer; com
     if (line === '' || line.startsWith('#')) continue;
     const words = line.split(/\s+/);
     const at = words.indexOf('ssh-ed25519');
-    if (at < 0 || !words[at + 1]) throw new Error(`${file} line ${i + 1}: not an ssh-ed25519 public key (only Ed25519 keys sign releases)`);
+    if (at < 0 || !words[at + 1])
+      throw new Error(`${file} line ${i + 1}: not an ssh-ed25519 public key (only Ed25519 keys sign releases)`);
     const r = new Reader(Buffer.from(words[at + 1]!, 'base64'));
     try {
       if (r.string().toString() !== 'ssh-ed25519') throw new Error('bad key type');
@@ -63,7 +64,11 @@ export function parseTrustedKeys(text: string, file: string): { key: Buffer; com
  * Checks an armored SSH signature of `message` against `trusted` keys. Returns the comment of the
  * key that made it; throws with the reason otherwise.
  */
-export function verifyReleaseSignature(message: Buffer, armored: string, trusted: { key: Buffer; comment: string }[]): string {
+export function verifyReleaseSignature(
+  message: Buffer,
+  armored: string,
+  trusted: { key: Buffer; comment: string }[],
+): string {
   const body = /-----BEGIN SSH SIGNATURE-----([\s\S]*?)-----END SSH SIGNATURE-----/.exec(armored)?.[1];
   if (!body) throw new Error('not an SSH signature (no BEGIN/END SSH SIGNATURE lines)');
   const r = new Reader(Buffer.from(body.replace(/\s+/g, ''), 'base64'));
@@ -81,15 +86,29 @@ export function verifyReleaseSignature(message: Buffer, armored: string, trusted
     sigType = s.string().toString();
     sig = Buffer.from(s.string());
   } catch (e) {
-    throw new Error((e as Error).message === 'key' ? 'signed with a key that is not Ed25519' : 'a damaged SSH signature');
+    throw new Error(
+      (e as Error).message === 'key' ? 'signed with a key that is not Ed25519' : 'a damaged SSH signature',
+    );
   }
-  if (namespace !== RELEASE_SIGNATURE_NAMESPACE) throw new Error(`signed for "${namespace}", not for ${RELEASE_SIGNATURE_NAMESPACE} (ssh-keygen -Y sign -n ${RELEASE_SIGNATURE_NAMESPACE})`);
+  if (namespace !== RELEASE_SIGNATURE_NAMESPACE)
+    throw new Error(
+      `signed for "${namespace}", not for ${RELEASE_SIGNATURE_NAMESPACE} (ssh-keygen -Y sign -n ${RELEASE_SIGNATURE_NAMESPACE})`,
+    );
   if (hashAlg !== 'sha512' && hashAlg !== 'sha256') throw new Error(`unknown hash algorithm ${hashAlg}`);
   if (sigType !== 'ssh-ed25519' || sig.length !== 64) throw new Error('a damaged SSH signature');
   const signer = trusted.find((t) => t.key.equals(publicKey));
   if (!signer) throw new Error('signed by a key that is not among the trusted release keys');
-  const signed = Buffer.concat([MAGIC, sshString(Buffer.from(namespace)), sshString(reserved), sshString(Buffer.from(hashAlg)), sshString(createHash(hashAlg).update(message).digest())]);
-  const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: publicKey.toString('base64url') }, format: 'jwk' });
+  const signed = Buffer.concat([
+    MAGIC,
+    sshString(Buffer.from(namespace)),
+    sshString(reserved),
+    sshString(Buffer.from(hashAlg)),
+    sshString(createHash(hashAlg).update(message).digest()),
+  ]);
+  const key = createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: publicKey.toString('base64url') },
+    format: 'jwk',
+  });
   if (!verify(null, signed, key, sig)) throw new Error('the signature does not match the file (altered after signing)');
   return signer.comment;
 }

@@ -25,8 +25,16 @@ export function mirrorSources(): string[] {
 }
 
 /** Terraform's name for a platform (`linux_amd64`), or undefined where Terraform has none. */
-export function terraformPlatform(platform: string = process.platform, arch: string = process.arch): string | undefined {
-  const os = ({ linux: 'linux', darwin: 'darwin', win32: 'windows', freebsd: 'freebsd', openbsd: 'openbsd' } as Record<string, string>)[platform];
+export function terraformPlatform(
+  platform: string = process.platform,
+  arch: string = process.arch,
+): string | undefined {
+  const os = (
+    { linux: 'linux', darwin: 'darwin', win32: 'windows', freebsd: 'freebsd', openbsd: 'openbsd' } as Record<
+      string,
+      string
+    >
+  )[platform];
   const cpu = ({ x64: 'amd64', arm64: 'arm64', ia32: '386', arm: 'arm' } as Record<string, string>)[arch];
   return os && cpu ? `${os}_${cpu}` : undefined;
 }
@@ -35,8 +43,10 @@ export function terraformPlatform(platform: string = process.platform, arch: str
 export const RELEASE_PLATFORMS = ['linux_amd64', 'linux_arm64', 'darwin_amd64', 'darwin_arm64', 'windows_amd64'];
 
 const TYPE = providerAddress().type;
-export const releaseZipName = (version: string, platform: string) => `terraform-provider-${TYPE}_${version}_${platform}.zip`;
-export const executableName = (version: string, platform: string) => `terraform-provider-${TYPE}_v${version}${platform.startsWith('windows_') ? '.exe' : ''}`;
+export const releaseZipName = (version: string, platform: string) =>
+  `terraform-provider-${TYPE}_${version}_${platform}.zip`;
+export const executableName = (version: string, platform: string) =>
+  `terraform-provider-${TYPE}_v${version}${platform.startsWith('windows_') ? '.exe' : ''}`;
 export const sumsName = (version: string) => `terraform-provider-${TYPE}_${version}_SHA256SUMS`;
 export const manifestName = (version: string) => `terraform-provider-${TYPE}_${version}_manifest.json`;
 /** The registry manifest: which plugin protocol versions the provider speaks. */
@@ -44,11 +54,17 @@ export const REGISTRY_MANIFEST = { version: 1, metadata: { protocol_versions: ['
 
 /** `terraform-provider-kms_0.1.0_linux_amd64.zip` → version and platform; undefined for other names. */
 export function parseReleaseZipName(name: string): { version: string; platform: string } | undefined {
-  const m = new RegExp(`^terraform-provider-${TYPE}_(\\d+\\.\\d+\\.\\d+(?:-[0-9A-Za-z.-]+)?)_([a-z0-9]+_[a-z0-9]+)\\.zip$`).exec(name);
+  const m = new RegExp(
+    `^terraform-provider-${TYPE}_(\\d+\\.\\d+\\.\\d+(?:-[0-9A-Za-z.-]+)?)_([a-z0-9]+_[a-z0-9]+)\\.zip$`,
+  ).exec(name);
   return m ? { version: m[1]!, platform: m[2]! } : undefined;
 }
 
-export interface ZipEntry { name: string; data: Buffer; mode: number }
+export interface ZipEntry {
+  name: string;
+  data: Buffer;
+  mode: number;
+}
 
 /**
  * A zip archive of `entries` (deflated, Unix permissions kept, every timestamp 1980-01-01 so the
@@ -62,7 +78,8 @@ export function writeZip(entries: ZipEntry[]): Buffer {
     const name = Buffer.from(e.name, 'utf8');
     const data = deflateRawSync(e.data);
     const crc = crc32(e.data);
-    if (data.length >= 0xffffffff || e.data.length >= 0xffffffff) throw new Error(`${e.name}: too large for a zip without zip64`);
+    if (data.length >= 0xffffffff || e.data.length >= 0xffffffff)
+      throw new Error(`${e.name}: too large for a zip without zip64`);
     const local = Buffer.alloc(30);
     local.writeUInt32LE(0x04034b50, 0);
     local.writeUInt16LE(20, 4); // version needed: deflate
@@ -129,24 +146,41 @@ export function zipEntryData(zip: Buffer, name: string): Buffer {
   return data;
 }
 
-function centralDirectory(zip: Buffer): { name: string; mode: number; type: ZipEntryType; method: number; crc: number; compressedSize: number; offset: number }[] {
+function centralDirectory(zip: Buffer): {
+  name: string;
+  mode: number;
+  type: ZipEntryType;
+  method: number;
+  crc: number;
+  compressedSize: number;
+  offset: number;
+}[] {
   const min = Math.max(0, zip.length - 22 - 0xffff);
   let end = -1;
   for (let i = zip.length - 22; i >= min; i--) {
-    if (zip.readUInt32LE(i) === 0x06054b50) { end = i; break; }
+    if (zip.readUInt32LE(i) === 0x06054b50) {
+      end = i;
+      break;
+    }
   }
   if (end < 0) throw new Error('not a zip archive (no end of central directory)');
   const count = zip.readUInt16LE(end + 10);
   let p = zip.readUInt32LE(end + 16);
   const out: ReturnType<typeof centralDirectory> = [];
   for (let i = 0; i < count; i++) {
-    if (p + 46 > zip.length || zip.readUInt32LE(p) !== 0x02014b50) throw new Error('not a zip archive (bad central directory)');
+    if (p + 46 > zip.length || zip.readUInt32LE(p) !== 0x02014b50)
+      throw new Error('not a zip archive (bad central directory)');
     const nameLength = zip.readUInt16LE(p + 28);
     const extra = zip.readUInt16LE(p + 30);
     const comment = zip.readUInt16LE(p + 32);
     out.push({
-      name: zip.toString('utf8', p + 46, p + 46 + nameLength), mode: (zip.readUInt32LE(p + 38) >>> 16) & 0o7777, type: entryType(zip.readUInt16LE(p + 4), zip.readUInt32LE(p + 38)),
-      method: zip.readUInt16LE(p + 10), crc: zip.readUInt32LE(p + 16), compressedSize: zip.readUInt32LE(p + 20), offset: zip.readUInt32LE(p + 42),
+      name: zip.toString('utf8', p + 46, p + 46 + nameLength),
+      mode: (zip.readUInt32LE(p + 38) >>> 16) & 0o7777,
+      type: entryType(zip.readUInt16LE(p + 4), zip.readUInt32LE(p + 38)),
+      method: zip.readUInt16LE(p + 10),
+      crc: zip.readUInt32LE(p + 16),
+      compressedSize: zip.readUInt32LE(p + 20),
+      offset: zip.readUInt32LE(p + 42),
     });
     p += 46 + nameLength + extra + comment;
   }

@@ -2,7 +2,14 @@
 // schema the CDKTF bindings are generated from too, in the format of `terraform providers schema
 // -json`. From it come the GetProviderSchema answer and the value type of every resource.
 import { packageFile, readPackageText } from '../model/package-files.js';
-import { attributeType, blockType, type CtyType, type JsonAttribute, type JsonBlock, type JsonSchema } from './values/types.js';
+import {
+  attributeType,
+  blockType,
+  type CtyType,
+  type JsonAttribute,
+  type JsonBlock,
+  type JsonSchema,
+} from './values/types.js';
 
 export const SCHEMA_FILE = packageFile('schemas', 'terraform-provider-kms.json');
 
@@ -18,14 +25,27 @@ export interface ProviderSchemas {
 
 export function loadSchemas(file = SCHEMA_FILE): ProviderSchemas {
   const doc = JSON.parse(readPackageText(file)) as {
-    provider_schemas?: Record<string, {
-      provider: JsonSchema; resource_schemas?: Record<string, JsonSchema>; data_source_schemas?: Record<string, JsonSchema>; ephemeral_resource_schemas?: Record<string, JsonSchema>;
-    }>;
+    provider_schemas?: Record<
+      string,
+      {
+        provider: JsonSchema;
+        resource_schemas?: Record<string, JsonSchema>;
+        data_source_schemas?: Record<string, JsonSchema>;
+        ephemeral_resource_schemas?: Record<string, JsonSchema>;
+      }
+    >;
   };
   const entries = Object.entries(doc.provider_schemas ?? {});
-  if (entries.length !== 1) throw new Error(`${file}: expected exactly one provider under provider_schemas, found ${entries.length}`);
+  if (entries.length !== 1)
+    throw new Error(`${file}: expected exactly one provider under provider_schemas, found ${entries.length}`);
   const [address, s] = entries[0]!;
-  return { address, provider: s.provider, resources: s.resource_schemas ?? {}, dataSources: s.data_source_schemas ?? {}, ephemeralResources: s.ephemeral_resource_schemas ?? {} };
+  return {
+    address,
+    provider: s.provider,
+    resources: s.resource_schemas ?? {},
+    dataSources: s.data_source_schemas ?? {},
+    ephemeralResources: s.ephemeral_resource_schemas ?? {},
+  };
 }
 
 /** Object type of a schema's values (memoised per schema object). */
@@ -44,12 +64,16 @@ function protoAttribute(name: string, a: JsonAttribute, where: string): Record<s
     name,
     // The attribute's type travels as compact JSON bytes.
     type: a.nested_type ? Buffer.alloc(0) : Buffer.from(JSON.stringify(attributeType(a, where))),
-    ...(a.nested_type ? {
-      nested_type: {
-        attributes: Object.entries(a.nested_type.attributes).map(([n, x]): Record<string, unknown> => protoAttribute(n, x, `${where}.${n}`)),
-        nesting: a.nested_type.nesting_mode.toUpperCase(),
-      },
-    } : {}),
+    ...(a.nested_type
+      ? {
+          nested_type: {
+            attributes: Object.entries(a.nested_type.attributes).map(
+              ([n, x]): Record<string, unknown> => protoAttribute(n, x, `${where}.${n}`),
+            ),
+            nesting: a.nested_type.nesting_mode.toUpperCase(),
+          },
+        }
+      : {}),
     description: a.description ?? '',
     description_kind: kind(a.description_kind),
     required: Boolean(a.required),
@@ -84,10 +108,14 @@ export function protoSchema(s: JsonSchema, where: string) {
 
 /** Attributes the schema marks sensitive, as top-level names (what redaction needs). */
 export function sensitiveAttributes(s: JsonSchema): string[] {
-  return Object.entries(s.block.attributes ?? {}).filter(([, a]) => a.sensitive).map(([n]) => n);
+  return Object.entries(s.block.attributes ?? {})
+    .filter(([, a]) => a.sensitive)
+    .map(([n]) => n);
 }
 
 /** Attributes the schema marks write-only, as top-level names: never in a plan or state (null there). */
 export function writeOnlyAttributes(s: JsonSchema): string[] {
-  return Object.entries(s.block.attributes ?? {}).filter(([, a]) => a.write_only).map(([n]) => n);
+  return Object.entries(s.block.attributes ?? {})
+    .filter(([, a]) => a.write_only)
+    .map(([n]) => n);
 }

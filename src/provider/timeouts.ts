@@ -15,7 +15,9 @@ const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, 
 export function parseDuration(text: string): number {
   const t = text.trim();
   if (!/^(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$/.test(t)) {
-    throw new Error(`${JSON.stringify(text)} is not a duration: write a number and a unit (ms, s, m, h), e.g. "30s", "10m" or "1h30m"`);
+    throw new Error(
+      `${JSON.stringify(text)} is not a duration: write a number and a unit (ms, s, m, h), e.g. "30s", "10m" or "1h30m"`,
+    );
   }
   let ms = 0;
   for (const m of t.matchAll(/(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)/g)) ms += Number(m[1]) * UNIT_MS[m[2]!]!;
@@ -42,7 +44,12 @@ export function validateTimeouts(config: TfObject, d: Diagnostics): void {
  * Runs one operation of a resource under its configured limit (none configured: as is). A limit
  * that passes becomes a diagnostic naming the resource, the operation and the limit.
  */
-export async function withTimeout<T>(type: string, op: TimeoutOperation, obj: TfObject | null, fn: () => Promise<T>): Promise<T> {
+export async function withTimeout<T>(
+  type: string,
+  op: TimeoutOperation,
+  obj: TfObject | null,
+  fn: () => Promise<T>,
+): Promise<T> {
   const block = obj?.timeouts;
   const text = block && typeof block === 'object' && !Array.isArray(block) ? (block as TfObject)[op] : undefined;
   if (typeof text !== 'string') return fn();
@@ -51,7 +58,11 @@ export async function withTimeout<T>(type: string, op: TimeoutOperation, obj: Tf
     return await withDeadline(ms, `${type} ${op} (timeouts.${op} = "${text}")`, fn);
   } catch (e) {
     if (!(e instanceof DeadlineExceededError)) throw e;
-    throw new DiagnosticError('Timed out', `${e.message}. Raise timeouts.${op}, or run Terraform again: what this ${op} did before the limit stays done ` +
-      '(a key already issued is in the journal and the store, and the next apply adopts or revokes it; nothing is issued twice).', ['timeouts', op]);
+    throw new DiagnosticError(
+      'Timed out',
+      `${e.message}. Raise timeouts.${op}, or run Terraform again: what this ${op} did before the limit stays done ` +
+        '(a key already issued is in the journal and the store, and the next apply adopts or revokes it; nothing is issued twice).',
+      ['timeouts', op],
+    );
   }
 }

@@ -10,7 +10,16 @@ export interface DriftTextOptions {
   color: boolean;
 }
 
-const ANSI = { reset: '\x1b[0m', bold: '\x1b[1m', dim: '\x1b[2m', red: '\x1b[31m', green: '\x1b[32m', yellow: '\x1b[33m', cyan: '\x1b[36m', magenta: '\x1b[35m' };
+const ANSI = {
+  reset: '\x1b[0m',
+  bold: '\x1b[1m',
+  dim: '\x1b[2m',
+  red: '\x1b[31m',
+  green: '\x1b[32m',
+  yellow: '\x1b[33m',
+  cyan: '\x1b[36m',
+  magenta: '\x1b[35m',
+};
 type Style = keyof typeof ANSI;
 
 const MARK: Record<DriftItem['category'], [string, Style]> = {
@@ -31,9 +40,11 @@ export function describeUsage(u: DriftUsage | undefined): string | null {
   }
   if (u.recent) {
     const r = u.recent;
-    parts.push(r.calls
-      ? `${r.calls} call(s) in recent logs, ${r.errors} error(s) (${pct(r.errorRate ?? 0)})${r.lastSeen ? `, last ${r.lastSeen}` : ''}`
-      : 'no calls in recent logs');
+    parts.push(
+      r.calls
+        ? `${r.calls} call(s) in recent logs, ${r.errors} error(s) (${pct(r.errorRate ?? 0)})${r.lastSeen ? `, last ${r.lastSeen}` : ''}`
+        : 'no calls in recent logs',
+    );
   }
   return parts.length ? parts.join('; ') : null;
 }
@@ -43,10 +54,17 @@ export const pct = (x: number) => `${Math.round(x * 1000) / 10}%`;
 export function renderDriftText(report: DriftReport, opts: DriftTextOptions): string {
   const paint = (s: Style, t: string) => (opts.color ? `${ANSI[s]}${t}${ANSI.reset}` : t);
   // renderHeader reads only the target.
-  const header = renderHeader({ target: { ...report.target, url: safeUrl(report.target.url) } } as Pick<Plan, 'target'> as Plan, paint);
+  const header = renderHeader(
+    { target: { ...report.target, url: safeUrl(report.target.url) } } as Pick<Plan, 'target'> as Plan,
+    paint,
+  );
   const out: string[] = [header, ''];
   if (report.items.length === 0) {
-    out.push(paint('green', 'No drift.') + ' The live service matches the desired state' + (report.summary.ignored ? ` (${report.summary.ignored} ignored item(s)).` : '.'));
+    out.push(
+      paint('green', 'No drift.') +
+        ' The live service matches the desired state' +
+        (report.summary.ignored ? ` (${report.summary.ignored} ignored item(s)).` : '.'),
+    );
   }
   for (const cat of DRIFT_CATEGORIES) {
     const items = report.items.filter((i) => i.category === cat);
@@ -57,8 +75,10 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
       out.push(`  ${paint(style, sym)} ${p(i.address)}${paint('dim', ` (${p(i.detail)})`)}`);
       const fields = withoutMarkerFields(i.fields);
       const w = Math.max(0, ...fields.map((f) => f.path.length));
-      for (const f of fields) out.push(`      ${p(f.path).padEnd(w)}  live ${formatValue(f.before)}  →  desired ${formatValue(f.after)}`);
-      if (i.ignoredFields.length) out.push(paint('dim', `      ignored: ${i.ignoredFields.map((f) => p(f.path)).join(', ')}`));
+      for (const f of fields)
+        out.push(`      ${p(f.path).padEnd(w)}  live ${formatValue(f.before)}  →  desired ${formatValue(f.after)}`);
+      if (i.ignoredFields.length)
+        out.push(paint('dim', `      ignored: ${i.ignoredFields.map((f) => p(f.path)).join(', ')}`));
       const usage = describeUsage(i.usage);
       if (usage) out.push(paint('dim', `      usage: ${usage}`));
     }
@@ -74,14 +94,22 @@ export function renderDriftText(report: DriftReport, opts: DriftTextOptions): st
   }
   if (report.usageWindows?.length) {
     for (const w of report.usageWindows) {
-      out.push(paint('dim', `Usage sample ${w.projectEnv}: ${w.logsSampled} most recent log(s)${w.oldest ? ` since ${w.oldest}` : ''}${w.complete ? ' (all logs)' : ''}`));
+      out.push(
+        paint(
+          'dim',
+          `Usage sample ${w.projectEnv}: ${w.logsSampled} most recent log(s)${w.oldest ? ` since ${w.oldest}` : ''}${w.complete ? ' (all logs)' : ''}`,
+        ),
+      );
     }
     out.push('');
   }
-  for (const w of report.warnings) out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
+  for (const w of report.warnings)
+    out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
   if (report.warnings.length) out.push('');
   const s = report.summary;
-  out.push(`${paint('bold', 'Drift:')} ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ` +
-    `${s.secret_missing} secret missing, ${s.expiring} expiring; ${s.ignored} ignored.`);
+  out.push(
+    `${paint('bold', 'Drift:')} ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ` +
+      `${s.secret_missing} secret missing, ${s.expiring} expiring; ${s.ignored} ignored.`,
+  );
   return out.join('\n') + '\n';
 }

@@ -18,8 +18,17 @@ export function planToJson(plan: Plan) {
   return {
     format_version: PLAN_JSON_FORMAT_VERSION,
     generated_at: plan.generatedAt,
-    target: { url: plan.target.url, credential: plan.target.credential, environments: plan.target.envs, projects: plan.target.projects, owner: plan.target.owner },
-    options: { ...plan.options, ...(plan.options.takeOwnership !== undefined ? { take_ownership: plan.options.takeOwnership } : {}) },
+    target: {
+      url: plan.target.url,
+      credential: plan.target.credential,
+      environments: plan.target.envs,
+      projects: plan.target.projects,
+      owner: plan.target.owner,
+    },
+    options: {
+      ...plan.options,
+      ...(plan.options.takeOwnership !== undefined ? { take_ownership: plan.options.takeOwnership } : {}),
+    },
     resource_changes: plan.operations.map((op) => ({
       address: op.address,
       type: `kms_${op.kind}`,
@@ -36,29 +45,45 @@ export function planToJson(plan: Plan) {
     })),
     unmanaged: plan.unmanaged.map((u) => ({ ...u, project_env: u.projectEnv })),
     key_findings: plan.keyFindings.map((f) => ({
-      address: f.address, project_env: f.projectEnv, finding: f.finding, expires_at: f.expiresAt ?? null,
-      detail: f.detail, rotation_planned: f.rotationPlanned,
+      address: f.address,
+      project_env: f.projectEnv,
+      finding: f.finding,
+      expires_at: f.expiresAt ?? null,
+      detail: f.detail,
+      rotation_planned: f.rotationPlanned,
     })),
     warnings: plan.warnings,
     security_changes: (plan.security ?? []).map((c) => ({
-      kind: c.kind, ...(c.store !== undefined ? { store: c.store } : {}), value: c.value, ...(c.before !== undefined ? { before: c.before } : {}),
-      ...(c.holds !== undefined ? { holds: c.holds } : {}), ...(c.detail !== undefined ? { detail: c.detail } : {}), description: describeSecurityChange(c),
+      kind: c.kind,
+      ...(c.store !== undefined ? { store: c.store } : {}),
+      value: c.value,
+      ...(c.before !== undefined ? { before: c.before } : {}),
+      ...(c.holds !== undefined ? { holds: c.holds } : {}),
+      ...(c.detail !== undefined ? { detail: c.detail } : {}),
+      description: describeSecurityChange(c),
     })),
     ...(plan.trustBase ? { trust_base: plan.trustBase } : {}),
     summary: { ...plan.summary, changes: plan.operations.length, security_changes: plan.security?.length ?? 0 },
     // A shard's plan (--shard) carries what `kms-sync report merge` needs to make the plan of the
     // whole from the shards' JSON: the order of its warnings, and what the report shows of each
     // operation beyond resource_changes. A plan of the whole has no such block.
-    ...(plan.shard ? {
-      shard: {
-        index: plan.shard.index + 1, count: plan.shard.count, files: plan.shard.files, warning_order: plan.shard.warningOrder,
-        operations: plan.operations.map((op) => ({
-          ...(op.project !== undefined ? { project: op.project } : {}), ...(op.protected ? { protected: true } : {}),
-          ...(op.issuesKeys !== undefined ? { issues_keys: op.issuesKeys } : {}), ...(op.drift ? { drift: op.drift } : {}),
-          ...(op.live ? { live: op.live } : {}),
-        })),
-      },
-    } : {}),
+    ...(plan.shard
+      ? {
+          shard: {
+            index: plan.shard.index + 1,
+            count: plan.shard.count,
+            files: plan.shard.files,
+            warning_order: plan.shard.warningOrder,
+            operations: plan.operations.map((op) => ({
+              ...(op.project !== undefined ? { project: op.project } : {}),
+              ...(op.protected ? { protected: true } : {}),
+              ...(op.issuesKeys !== undefined ? { issues_keys: op.issuesKeys } : {}),
+              ...(op.drift ? { drift: op.drift } : {}),
+              ...(op.live ? { live: op.live } : {}),
+            })),
+          },
+        }
+      : {}),
   };
 }
 

@@ -4,10 +4,30 @@
 // GitHub's 65,536-character limit: details are truncated (and the report says so), never the
 // summary. Everything that comes from configuration or the live service is HTML-escaped and shown
 // as code, so a resource name can neither inject markup nor mention anyone.
-import { CATEGORY_TITLE, DRIFT_CATEGORIES, type DriftCategory, type DriftItem, type DriftReport } from '../plan/drift.js';
+import {
+  CATEGORY_TITLE,
+  DRIFT_CATEGORIES,
+  type DriftCategory,
+  type DriftItem,
+  type DriftReport,
+} from '../plan/drift.js';
 import { escapeUnsafe, printable } from '../model/printable.js';
-import { blockedChanges, describeSecurityChange, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
-import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges, withoutMarkerFields } from './present.js';
+import {
+  blockedChanges,
+  describeSecurityChange,
+  type Action,
+  type KeyAfter,
+  type Operation,
+  type Plan,
+} from '../plan/types.js';
+import {
+  keyTerms,
+  MARKERS_ONLY_NOTE,
+  revokedKeys,
+  shownAttributes,
+  shownChanges,
+  withoutMarkerFields,
+} from './present.js';
 import { describeUsage } from './drift-text.js';
 import { redactReport, safeUrl } from './redact.js';
 
@@ -29,9 +49,20 @@ export const commentMarker = (id: string) => `<!-- kms-sync:${id} -->`;
 
 const SYMBOL: Record<Action, string> = { create: '+', update: '~', delete: '-', replace: '-/+', rotate: '↻' };
 const VERB: Record<Action, string> = {
-  create: 'will be created', update: 'will be updated in place', delete: 'will be destroyed', replace: 'must be replaced', rotate: 'will be rotated',
+  create: 'will be created',
+  update: 'will be updated in place',
+  delete: 'will be destroyed',
+  replace: 'must be replaced',
+  rotate: 'will be rotated',
 };
-const DRIFT_SYMBOL: Record<DriftCategory, string> = { changed_outside: '~', pending: '>', missing: '+', unmanaged: '?', secret_missing: '!', expiring: '⏲' };
+const DRIFT_SYMBOL: Record<DriftCategory, string> = {
+  changed_outside: '~',
+  pending: '>',
+  missing: '+',
+  unmanaged: '?',
+  secret_missing: '!',
+  expiring: '⏲',
+};
 
 // ------------------------------------------------------------------ escaping
 
@@ -40,17 +71,27 @@ const DRIFT_SYMBOL: Record<DriftCategory, string> = { changed_outside: '~', pend
  * (an image), the `:` of `scheme://` and the `.` of `www.`. Inside `<code>` GitHub still renders
  * Markdown, so a name like `[x](https://evil)` or `![](https://tracker)` would otherwise render.
  */
-const noLinks = (s: string) => s
-  .replace(/\](?=[([])/g, '&#93;').replace(/!(?=\[|&#91;)/g, '&#33;')
-  .replace(/:(?=\/\/)/g, '&#58;').replace(/\b(www)\./gi, '$1&#46;');
+const noLinks = (s: string) =>
+  s
+    .replace(/\](?=[([])/g, '&#93;')
+    .replace(/!(?=\[|&#91;)/g, '&#33;')
+    .replace(/:(?=\/\/)/g, '&#58;')
+    .replace(/\b(www)\./gi, '$1&#46;');
 
 /** Text for HTML and Markdown contexts: no tags, no table breaks, no @mentions, no emphasis, no links. */
 export function escapeText(s: string): string {
-  return noLinks(escapeUnsafe(s.replace(/\r?\n/g, ' '))
-    .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
-    .replace(/\|/g, '&#124;').replace(/@/g, '&#64;').replace(/`/g, '&#96;')
-    .replace(/[\\*_[\]~]/g, (c) => `&#${c.charCodeAt(0)};`)
-    .replace(/\r?\n/g, ' '));
+  return noLinks(
+    escapeUnsafe(s.replace(/\r?\n/g, ' '))
+      .replace(/&/g, '&amp;')
+      .replace(/</g, '&lt;')
+      .replace(/>/g, '&gt;')
+      .replace(/"/g, '&quot;')
+      .replace(/\|/g, '&#124;')
+      .replace(/@/g, '&#64;')
+      .replace(/`/g, '&#96;')
+      .replace(/[\\*_[\]~]/g, (c) => `&#${c.charCodeAt(0)};`)
+      .replace(/\r?\n/g, ' '),
+  );
 }
 
 /** A value as inline code (HTML), shortened when long; controls and bidi characters shown escaped (model/printable.ts). */
@@ -67,12 +108,17 @@ const short = (raw: string, max = 400) => {
   return s.length > max ? `${s.slice(0, max - 1)}…` : s;
 };
 
-const json = (v: unknown) => (v === undefined ? 'null' : JSON.stringify(v) ?? 'null');
+const json = (v: unknown) => (v === undefined ? 'null' : (JSON.stringify(v) ?? 'null'));
 
 // ------------------------------------------------------------------ shared parts
 
 function targetLine(target: Plan['target']): string {
-  const cred = target.credential === 'live' ? '<code>sk_live_</code> (live)' : target.credential === 'test' ? '<code>sk_test_</code> (test)' : 'unknown kind';
+  const cred =
+    target.credential === 'live'
+      ? '<code>sk_live_</code> (live)'
+      : target.credential === 'test'
+        ? '<code>sk_test_</code> (test)'
+        : 'unknown kind';
   const envs = target.envs.length ? target.envs.map((e) => code(e)).join(', ') : '(none)';
   return `**Target:** ${code(safeUrl(target.url))} · **Credential:** ${cred} · **Environments:** ${envs} · **Owner:** ${code(target.owner)}`;
 }
@@ -125,7 +171,11 @@ function assemble(head: string, blocks: Block[], tail: string, max: number, what
 
 function fieldTable(headers: [string, string] | [string, string, string], rows: string[][]): string {
   if (!rows.length) return '';
-  return [`| ${headers.join(' | ')} |`, `|${headers.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+  return [
+    `| ${headers.join(' | ')} |`,
+    `|${headers.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
 }
 
 /** A collapsible section; a plain list line when there is nothing to unfold. */
@@ -145,8 +195,21 @@ function opBody(op: Operation): string[] {
     const secret = op.kind === 'key' ? (after.secret as { store?: string; name: string } | undefined) : undefined;
     if (secret) delete after.secret;
     const rows = Object.entries(after).map(([k, v]) => [code(k), code(json(v))]);
-    if (keys) rows.push([code('keys'), keys.map((k) => `${code(k.name)}: ${escapeText(keyTerms(k))} → ${k.secret ? `${escapeText(k.secret.store ?? 'default store')} as ${code(k.secret.name)}` : 'secret store'}`).join('<br>')]);
-    if (secret) rows.push([code('secret'), `raw value goes to ${escapeText(secret.store ?? 'the default store')} as ${code(secret.name)}`]);
+    if (keys)
+      rows.push([
+        code('keys'),
+        keys
+          .map(
+            (k) =>
+              `${code(k.name)}: ${escapeText(keyTerms(k))} → ${k.secret ? `${escapeText(k.secret.store ?? 'default store')} as ${code(k.secret.name)}` : 'secret store'}`,
+          )
+          .join('<br>'),
+      ]);
+    if (secret)
+      rows.push([
+        code('secret'),
+        `raw value goes to ${escapeText(secret.store ?? 'the default store')} as ${code(secret.name)}`,
+      ]);
     return [fieldTable(['Field', 'Value'], rows)];
   }
   if (op.action === 'delete') {
@@ -154,7 +217,8 @@ function opBody(op: Operation): string[] {
     const revoked = revokedKeys(op);
     if (revoked) delete before.keys;
     const rows = Object.entries(before).map(([k, v]) => [code(k), code(json(v))]);
-    if (revoked) rows.push([code('keys'), revoked.length ? `revoked: ${revoked.map((n) => code(n)).join(', ')}` : 'none']);
+    if (revoked)
+      rows.push([code('keys'), revoked.length ? `revoked: ${revoked.map((n) => code(n)).join(', ')}` : 'none']);
     return [fieldTable(['Field', 'Current value'], rows)];
   }
   if (op.action === 'rotate' && op.changes.length === 0) {
@@ -165,16 +229,28 @@ function opBody(op: Operation): string[] {
     delete after.secret;
     const names = [...new Set([...Object.keys(before), ...Object.keys(after)])];
     const rows = names.map((k) => [code(k), code(json(before[k] ?? null)), code(json(after[k] ?? null))]);
-    if (secret) rows.push([code('secret'), '', `new raw value goes to ${escapeText(secret.store ?? 'the default store')} as ${code(secret.name)}`]);
+    if (secret)
+      rows.push([
+        code('secret'),
+        '',
+        `new raw value goes to ${escapeText(secret.store ?? 'the default store')} as ${code(secret.name)}`,
+      ]);
     return [fieldTable(['Field', 'Current key', 'New key'], rows)];
   }
   const { changes, markersOnly } = shownChanges(op);
   if (markersOnly) return [escapeText(`(${MARKERS_ONLY_NOTE})`)];
-  return [fieldTable(['Field', 'Before', 'After'], changes.map((c) => [code(c.path), code(json(c.before)), code(json(c.after))]))];
+  return [
+    fieldTable(
+      ['Field', 'Before', 'After'],
+      changes.map((c) => [code(c.path), code(json(c.before)), code(json(c.after))]),
+    ),
+  ];
 }
 
 function opBlock(op: Operation): Block {
-  const flags = [op.protected ? '🔒 protected' : '', op.issuesKeys ? `issues ${op.issuesKeys} key(s)` : ''].filter(Boolean).join(', ');
+  const flags = [op.protected ? '🔒 protected' : '', op.issuesKeys ? `issues ${op.issuesKeys} key(s)` : '']
+    .filter(Boolean)
+    .join(', ');
   const summary = `<code>${SYMBOL[op.action]}</code> ${code(op.address)} ${VERB[op.action]}: ${escapeText(op.reason)}${flags ? ` (${flags})` : ''}`;
   return { text: details(summary, opBody(op)) };
 }
@@ -198,7 +274,8 @@ function planSummaryTable(plan: Plan, compact: boolean): string {
   }
   const total = zero();
   for (const c of rows.values()) for (const k of Object.keys(total) as (keyof Counts)[]) total[k] += c[k];
-  const line = (name: string, c: Counts) => `| ${name} | ${c.create} | ${c.update} | ${c.replace} | ${c.rotate} | ${c.delete} | ${c.unmanaged} |`;
+  const line = (name: string, c: Counts) =>
+    `| ${name} | ${c.create} | ${c.update} | ${c.replace} | ${c.rotate} | ${c.delete} | ${c.unmanaged} |`;
   const sorted = [...rows].sort(([a], [b]) => (a < b ? -1 : 1));
   return [
     '| Environment | Create | Update | Replace | Rotate | Delete | Unmanaged |',
@@ -215,36 +292,68 @@ function planHead(plan: Plan, o: MarkdownOptions, compact: boolean): string {
   parts.push(`### kms-sync plan`, targetLine(plan.target));
   const live = liveBanner(plan.target);
   if (live.length) parts.push(live.join('\n'));
-  const risky = plan.operations.filter((op) => op.action === 'delete' || op.action === 'replace' || op.action === 'rotate');
+  const risky = plan.operations.filter(
+    (op) => op.action === 'delete' || op.action === 'replace' || op.action === 'rotate',
+  );
   if (risky.length) {
     const what = [
-      s.delete ? `deletes ${s.delete}` : '', s.replace ? `replaces ${s.replace}` : '', s.rotate ? `rotates ${s.rotate}` : '',
+      s.delete ? `deletes ${s.delete}` : '',
+      s.replace ? `replaces ${s.replace}` : '',
+      s.rotate ? `rotates ${s.rotate}` : '',
     ].filter(Boolean);
     const sentence = what.length > 1 ? `${what.slice(0, -1).join(', ')} and ${what.at(-1)}` : what[0];
-    parts.push([
-      '> [!WARNING]',
-      `> **This plan ${sentence} resource(s).** Deleting or replacing revokes access and resets usage stats; rotating issues new keys. Review before merging:`,
-      ...capList(risky.map((op) => `> - <code>${SYMBOL[op.action]}</code> ${code(op.address)}: ${escapeText(short(op.reason, 200))}`), '> - '),
-    ].join('\n'));
+    parts.push(
+      [
+        '> [!WARNING]',
+        `> **This plan ${sentence} resource(s).** Deleting or replacing revokes access and resets usage stats; rotating issues new keys. Review before merging:`,
+        ...capList(
+          risky.map(
+            (op) => `> - <code>${SYMBOL[op.action]}</code> ${code(op.address)}: ${escapeText(short(op.reason, 200))}`,
+          ),
+          '> - ',
+        ),
+      ].join('\n'),
+    );
   }
   const security = plan.security ?? [];
   if (security.length) {
-    parts.push([
-      '> [!CAUTION]',
-      `> **Security changes (${security.length}):** who can read keys, where store credentials go, what the configuration reads` +
-        (plan.trustBase ? ` (compared with the base ${code(plan.trustBase)})` : '') + '. Review them:',
-      ...capList(security.map((c) => `> - ${escapeText(short(describeSecurityChange(c), 300))}`), '> - ', 20),
-    ].join('\n'));
+    parts.push(
+      [
+        '> [!CAUTION]',
+        `> **Security changes (${security.length}):** who can read keys, where store credentials go, what the configuration reads` +
+          (plan.trustBase ? ` (compared with the base ${code(plan.trustBase)})` : '') +
+          '. Review them:',
+        ...capList(
+          security.map((c) => `> - ${escapeText(short(describeSecurityChange(c), 300))}`),
+          '> - ',
+          20,
+        ),
+      ].join('\n'),
+    );
   }
   parts.push('#### Summary', planSummaryTable(plan, compact));
   const blocked = blockedChanges(plan).length;
-  parts.push(plan.operations.length
-    ? `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`
-    : blocked ? `**No changes can be made**, but ${blocked} resource(s) differ from the configuration: another configuration owns them.`
-    : security.length ? '**No resource changes**; only the security changes above.'
-    : '**No changes.** The live service matches the configuration.');
+  parts.push(
+    plan.operations.length
+      ? `**Plan:** ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.rotate} to rotate, ${s.delete} to delete.`
+      : blocked
+        ? `**No changes can be made**, but ${blocked} resource(s) differ from the configuration: another configuration owns them.`
+        : security.length
+          ? '**No resource changes**; only the security changes above.'
+          : '**No changes.** The live service matches the configuration.',
+  );
   if (plan.warnings.length) {
-    parts.push(['**Warnings**', '', ...capList(plan.warnings.map((w) => `- ${escapeText(short(w))}`), '- ', 10)].join('\n'));
+    parts.push(
+      [
+        '**Warnings**',
+        '',
+        ...capList(
+          plan.warnings.map((w) => `- ${escapeText(short(w))}`),
+          '- ',
+          10,
+        ),
+      ].join('\n'),
+    );
   }
   return redactReport(parts.join('\n\n'));
 }
@@ -254,7 +363,8 @@ export function renderPlanMarkdown(plan: Plan, o: MarkdownOptions = {}): string 
   const blocks: Block[] = plan.operations.map((op) => ({ ...opBlock(op), group: '#### Changes' }));
   // Drift found while planning that the operations do not already show.
   if (o.drift) {
-    const extra = o.drift.items.filter((i) => i.category === 'unmanaged' || i.category === 'secret_missing' || i.category === 'expiring')
+    const extra = o.drift.items
+      .filter((i) => i.category === 'unmanaged' || i.category === 'secret_missing' || i.category === 'expiring')
       .filter((i) => i.action === null || i.action === 'rotate');
     blocks.push(...driftBlocks(extra, '#### Drift and findings'));
   }
@@ -272,7 +382,10 @@ function driftItemBlock(i: DriftItem): string {
   const planned = i.action ? ` · apply would ${i.action} it` : '';
   const summary = `<code>${DRIFT_SYMBOL[i.category]}</code> ${code(i.address)}: ${escapeText(i.detail)}${planned}`;
   return details(summary, [
-    fieldTable(['Field', 'Live', 'Desired'], withoutMarkerFields(i.fields).map((f) => [code(f.path), code(json(f.before)), code(json(f.after))])),
+    fieldTable(
+      ['Field', 'Live', 'Desired'],
+      withoutMarkerFields(i.fields).map((f) => [code(f.path), code(json(f.before)), code(json(f.after))]),
+    ),
     i.ignoredFields.length ? `Ignored fields: ${i.ignoredFields.map((f) => code(f.path)).join(', ')}` : '',
     usage ? `**Usage:** ${escapeText(usage)}` : '',
   ]);
@@ -309,24 +422,44 @@ function driftHead(report: DriftReport, o: MarkdownOptions, compact: boolean): s
   parts.push('### kms-sync drift', targetLine(report.target));
   const live = liveBanner(report.target);
   if (live.length) parts.push(live.join('\n'));
-  const risky = report.items.filter((i) => i.action === 'delete' || i.action === 'replace' || i.action === 'rotate')
+  const risky = report.items
+    .filter((i) => i.action === 'delete' || i.action === 'replace' || i.action === 'rotate')
     .filter((i, n, all) => all.findIndex((x) => x.address === i.address) === n);
   if (risky.length) {
-    parts.push([
-      '> [!WARNING]',
-      `> **Applying the desired state would delete, replace or rotate ${risky.length} resource(s):**`,
-      ...capList(risky.map((i) => `> - ${i.action} ${code(i.address)}: ${escapeText(short(i.detail, 200))}`), '> - '),
-    ].join('\n'));
+    parts.push(
+      [
+        '> [!WARNING]',
+        `> **Applying the desired state would delete, replace or rotate ${risky.length} resource(s):**`,
+        ...capList(
+          risky.map((i) => `> - ${i.action} ${code(i.address)}: ${escapeText(short(i.detail, 200))}`),
+          '> - ',
+        ),
+      ].join('\n'),
+    );
   }
   parts.push('#### Summary', driftSummaryTable(report, compact));
-  parts.push(s.total
-    ? `**Drift:** ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ${s.secret_missing} secret missing, ${s.expiring} expiring.`
-    : '**No drift.** The live service matches the desired state.');
+  parts.push(
+    s.total
+      ? `**Drift:** ${s.total} found: ${s.changed_outside} changed outside, ${s.pending} pending, ${s.missing} missing, ${s.unmanaged} unmanaged, ${s.secret_missing} secret missing, ${s.expiring} expiring.`
+      : '**No drift.** The live service matches the desired state.',
+  );
   if (s.ignored || s.ignoredFields) {
-    parts.push(`_Ignored by ${code(report.ignore.source ?? '.kmsignore')}: ${s.ignored} item(s) and ${s.ignoredFields} field(s) of reported items._`);
+    parts.push(
+      `_Ignored by ${code(report.ignore.source ?? '.kmsignore')}: ${s.ignored} item(s) and ${s.ignoredFields} field(s) of reported items._`,
+    );
   }
   if (report.warnings.length) {
-    parts.push(['**Warnings**', '', ...capList(report.warnings.map((w) => `- ${escapeText(short(w))}`), '- ', 10)].join('\n'));
+    parts.push(
+      [
+        '**Warnings**',
+        '',
+        ...capList(
+          report.warnings.map((w) => `- ${escapeText(short(w))}`),
+          '- ',
+          10,
+        ),
+      ].join('\n'),
+    );
   }
   return redactReport(parts.join('\n\n'));
 }
@@ -337,9 +470,13 @@ export function renderDriftMarkdown(report: DriftReport, o: MarkdownOptions = {}
   for (const b of blocks) b.text = redactReport(b.text);
   const notes: string[] = [];
   for (const w of report.usageWindows ?? []) {
-    notes.push(`usage of ${code(w.projectEnv)} from ${w.complete ? 'all' : `the ${w.logsSampled} most recent`} log(s)${w.oldest ? ` since ${escapeText(w.oldest)}` : ''}`);
+    notes.push(
+      `usage of ${code(w.projectEnv)} from ${w.complete ? 'all' : `the ${w.logsSampled} most recent`} log(s)${w.oldest ? ` since ${escapeText(w.oldest)}` : ''}`,
+    );
   }
-  const tail = redactReport(`<sub>kms-sync drift · ${escapeText(report.generatedAt)}${notes.length ? ` · ${notes.join('; ')}` : ''}</sub>`);
+  const tail = redactReport(
+    `<sub>kms-sync drift · ${escapeText(report.generatedAt)}${notes.length ? ` · ${notes.join('; ')}` : ''}</sub>`,
+  );
   let head = driftHead(report, o, false);
   if (head.length + tail.length + 600 > max) head = driftHead(report, o, true);
   return assemble(head, blocks, tail, max, 'item(s)', o.fullCommand ?? 'kms-sync drift');

@@ -34,10 +34,14 @@ export const MARKERS_ONLY_NOTE = "only kms-sync's own markers change (owner and 
 
 /** "ttl 30d, autoRotate true, rotation window 7d / overlap 1d": a new key's lifetime, as configured. */
 export function keyTerms(k: Pick<KeyAfter, 'ttl' | 'expiresAt' | 'autoRotate' | 'rotation'>): string {
-  const parts = [k.ttl !== undefined ? `ttl ${k.ttl}` : k.expiresAt !== undefined ? `expires ${k.expiresAt}` : 'no expiry'];
+  const parts = [
+    k.ttl !== undefined ? `ttl ${k.ttl}` : k.expiresAt !== undefined ? `expires ${k.expiresAt}` : 'no expiry',
+  ];
   parts.push(`autoRotate ${k.autoRotate === true}`);
   if (k.rotation?.window !== undefined || k.rotation?.overlap !== undefined) {
-    parts.push(`rotation ${[k.rotation.window !== undefined ? `window ${k.rotation.window}` : '', k.rotation.overlap !== undefined ? `overlap ${k.rotation.overlap}` : ''].filter(Boolean).join(' / ')}`);
+    parts.push(
+      `rotation ${[k.rotation.window !== undefined ? `window ${k.rotation.window}` : '', k.rotation.overlap !== undefined ? `overlap ${k.rotation.overlap}` : ''].filter(Boolean).join(' / ')}`,
+    );
   }
   return parts.join(', ');
 }

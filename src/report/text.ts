@@ -1,13 +1,29 @@
 // Terminal rendering of a plan, in the shape people know from `terraform plan`.
 import { escapeUnsafe, printable as p, quoted } from '../model/printable.js';
-import { blockedChanges, describeSecurityChange, type Action, type KeyAfter, type Operation, type Plan } from '../plan/types.js';
+import {
+  blockedChanges,
+  describeSecurityChange,
+  type Action,
+  type KeyAfter,
+  type Operation,
+  type Plan,
+} from '../plan/types.js';
 import { keyTerms, MARKERS_ONLY_NOTE, revokedKeys, shownAttributes, shownChanges } from './present.js';
 
 export interface TextOptions {
   color: boolean;
 }
 
-const ANSI = { reset: '\x1b[0m', bold: '\x1b[1m', dim: '\x1b[2m', red: '\x1b[31m', green: '\x1b[32m', yellow: '\x1b[33m', cyan: '\x1b[36m', magenta: '\x1b[35m' };
+const ANSI = {
+  reset: '\x1b[0m',
+  bold: '\x1b[1m',
+  dim: '\x1b[2m',
+  red: '\x1b[31m',
+  green: '\x1b[32m',
+  yellow: '\x1b[33m',
+  cyan: '\x1b[36m',
+  magenta: '\x1b[35m',
+};
 type Style = keyof typeof ANSI;
 
 export function colorEnabled(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv = process.env): boolean {
@@ -56,7 +72,10 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
     if (keys) {
       // One line per key: its lifetime and rotation, and where its raw value goes.
       lines.push(`${paint('green', '+')} ${'keys'.padEnd(w)} = [`);
-      for (const k of keys) lines.push(`    ${p(k.name)}: ${p(keyTerms(k))}; raw value → ${p(k.secret.store ?? 'default store')}:${p(k.secret.name)}`);
+      for (const k of keys)
+        lines.push(
+          `    ${p(k.name)}: ${p(keyTerms(k))}; raw value → ${p(k.secret.store ?? 'default store')}:${p(k.secret.name)}`,
+        );
       lines.push(']');
     }
     if (op.kind === 'key' && op.after) {
@@ -79,7 +98,12 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
     if (revoked) delete before.keys;
     const w = pad(Object.keys(before));
     const lines = Object.entries(before).map(([k, v]) => `${paint('red', '-')} ${p(k).padEnd(w)} = ${formatValue(v)}`);
-    if (revoked) lines.push(revoked.length ? `  (revokes its ${revoked.length} key(s): ${revoked.map(p).join(', ')})` : '  (it has no keys)');
+    if (revoked)
+      lines.push(
+        revoked.length
+          ? `  (revokes its ${revoked.length} key(s): ${revoked.map(p).join(', ')})`
+          : '  (it has no keys)',
+      );
     return lines;
   }
   const { changes, markersOnly } = shownChanges(op);
@@ -100,7 +124,12 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
   const blocked = blockedChanges(plan).length;
   out.push(...securityLines(plan, paint));
   if (plan.operations.length === 0 && blocked > 0) {
-    out.push(paint('red', `No changes can be made, but ${blocked} resource(s) differ from the configuration: another configuration owns them (see below).`));
+    out.push(
+      paint(
+        'red',
+        `No changes can be made, but ${blocked} resource(s) differ from the configuration: another configuration owns them (see below).`,
+      ),
+    );
   } else if (plan.operations.length === 0 && plan.security?.length) {
     out.push('No resource changes; only the security changes above.');
   } else if (plan.operations.length === 0) {
@@ -131,7 +160,8 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
     out.push('');
   }
   if (plan.warnings.length) {
-    for (const w of plan.warnings) out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
+    for (const w of plan.warnings)
+      out.push(`${paint('yellow', 'Warning:')} ${w.split('\n').map(escapeUnsafe).join('\n')}`);
     out.push('');
   }
   const s = plan.summary;
@@ -149,9 +179,14 @@ export function securityLines(plan: Plan, paint: (s: Style, t: string) => string
   const changes = plan.security ?? [];
   if (changes.length === 0) return [];
   return [
-    paint('bold', `Security changes (${changes.length}): who can read keys, where store credentials go, what the configuration reads`) +
-      (plan.trustBase ? ` (compared with the base ${p(plan.trustBase)})` : ''),
-    ...changes.map((c) => `  ${paint(c.kind === 'recipient_added' && c.holds ? 'red' : 'yellow', '!')} ${p(describeSecurityChange(c))}`),
+    paint(
+      'bold',
+      `Security changes (${changes.length}): who can read keys, where store credentials go, what the configuration reads`,
+    ) + (plan.trustBase ? ` (compared with the base ${p(plan.trustBase)})` : ''),
+    ...changes.map(
+      (c) =>
+        `  ${paint(c.kind === 'recipient_added' && c.holds ? 'red' : 'yellow', '!')} ${p(describeSecurityChange(c))}`,
+    ),
     '',
   ];
 }
@@ -160,6 +195,8 @@ export function renderHeader(plan: Plan, paint: (s: Style, t: string) => string 
   const cred =
     plan.target.credential === 'live'
       ? paint('red', paint('bold', 'LIVE credential (sk_live_): changes affect production traffic'))
-      : plan.target.credential === 'test' ? 'test credential (sk_test_)' : 'credential of unknown kind';
+      : plan.target.credential === 'test'
+        ? 'test credential (sk_test_)'
+        : 'credential of unknown kind';
   return `Target: ${p(plan.target.url)}\nEnvironments: ${plan.target.envs.map(p).join(', ') || '(none)'}\nCredential: ${cred}\nOwner: ${p(plan.target.owner)}`;
 }

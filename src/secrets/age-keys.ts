@@ -46,7 +46,12 @@ function bech32Valid(s: string): boolean {
     if (v < 0) return false;
     data.push(v);
   }
-  const values = [...[...hrp].map((c) => c.charCodeAt(0) >> 5), 0, ...[...hrp].map((c) => c.charCodeAt(0) & 31), ...data];
+  const values = [
+    ...[...hrp].map((c) => c.charCodeAt(0) >> 5),
+    0,
+    ...[...hrp].map((c) => c.charCodeAt(0) & 31),
+    ...data,
+  ];
   const GEN = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
   let chk = 1;
   for (const v of values) {
@@ -186,7 +191,8 @@ export class AgeKeys {
       throw new SecretStoreError('no X25519 age identity available to encrypt to', { code: 'NO_IDENTITY' });
     }
     // The recipient of an identity costs a scalar multiplication: computed once per identity.
-    if (this.recipientOf?.identity !== primary) this.recipientOf = { identity: primary, recipient: await (await age()).identityToRecipient(primary) };
+    if (this.recipientOf?.identity !== primary)
+      this.recipientOf = { identity: primary, recipient: await (await age()).identityToRecipient(primary) };
     return [...new Set([this.recipientOf.recipient, ...extra])];
   }
 

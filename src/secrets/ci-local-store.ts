@@ -24,8 +24,7 @@ export function localStoreFile(store: SecretStore): string | undefined {
 }
 
 /** Where the opt-in can come from, for messages. */
-export const OPT_IN_HINT =
-  `--allow-local-store (apply, rotate), ${ALLOW_LOCAL_STORE_ENV}=1, or \`settings: { allowLocalStoreInCi: true }\` in the configuration`;
+export const OPT_IN_HINT = `--allow-local-store (apply, rotate), ${ALLOW_LOCAL_STORE_ENV}=1, or \`settings: { allowLocalStoreInCi: true }\` in the configuration`;
 
 /**
  * The refusal, for every front end: what is refused, why, and the two ways out (a remote store, or
@@ -39,7 +38,7 @@ export function localStoreRefusal(files: readonly { file: string; keys: number }
     'the runner is discarded when the job ends and the new raw keys with it (the service returns a raw key once), ' +
     'whether or not git tracks the file. Nothing was issued. Two ways out:\n' +
     '  1. declare a remote secret store under stores: (vault://, aws-sm://, gcp-sm://, azure-kv://, github://, gitlab://, kubernetes://) ' +
-    'with default: true, or name it in the keys\' secret.store;\n' +
+    "with default: true, or name it in the keys' secret.store;\n" +
     '  2. or keep the file and add a workflow step after apply that commits and pushes it (examples/ci/github, examples/ci/gitlab), ' +
     `then opt in with ${OPT_IN_HINT}.\nSee docs/troubleshooting.md#local-store-refused-in-ci.`
   );
@@ -49,10 +48,14 @@ export function localStoreRefusal(files: readonly { file: string; keys: number }
 export function commitReminder(files: readonly { file: string; keys: number }[], journal?: string): string[] {
   const lines: string[] = [];
   for (const f of files) {
-    lines.push(`kms-sync wrote ${f.keys} new key(s) into ${f.file} on this CI runner: commit and push it, nothing else keeps them; the runner is discarded when the job ends.`);
+    lines.push(
+      `kms-sync wrote ${f.keys} new key(s) into ${f.file} on this CI runner: commit and push it, nothing else keeps them; the runner is discarded when the job ends.`,
+    );
   }
   if (journal) {
-    lines.push(`kms-sync left its key journal ${journal} on this CI runner (keys not yet in their store; age-encrypted): commit and push it too, the next run stores them; otherwise they are lost with the runner.`);
+    lines.push(
+      `kms-sync left its key journal ${journal} on this CI runner (keys not yet in their store; age-encrypted): commit and push it too, the next run stores them; otherwise they are lost with the runner.`,
+    );
   }
   return lines;
 }

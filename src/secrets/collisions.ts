@@ -2,7 +2,14 @@
 // validate): two keys whose raw values would land in one secret (the second write would replace
 // the first, and that first key would be lost), a store whose URI no backend takes, and a logical
 // name its backend cannot take. Each kind has its own message, pointing at the field to fix.
-import { address, defaultSecretName, type DesiredClient, type DesiredKey, type DesiredState, type SourceLocation } from '../model/index.js';
+import {
+  address,
+  defaultSecretName,
+  type DesiredClient,
+  type DesiredKey,
+  type DesiredState,
+  type SourceLocation,
+} from '../model/index.js';
 import type { StoreRegistry } from './registry.js';
 import type { SecretStore } from './store.js';
 
@@ -56,7 +63,12 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
         // The store's URI is the thing to fix: point at its declaration, once per store.
         brokenStores.add(storeName);
         const decl = desired.stores.find((s) => s.name === storeName) ?? desired.stores.find((s) => s.default);
-        problems.push({ kind: 'store', text: decl ? at(decl.source, '.uri', (e as Error).message) : at(k.source, '.secret.store', (e as Error).message) });
+        problems.push({
+          kind: 'store',
+          text: decl
+            ? at(decl.source, '.uri', (e as Error).message)
+            : at(k.source, '.secret.store', (e as Error).message),
+        });
       }
     }
   }
@@ -71,7 +83,11 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
    * its place in order (with `report`, name problems go to `problems`), and `self` with each
    * self-named one.
    */
-  const eachKey = (report: boolean, visit: (k: DesiredKey, store: string, name: string, order: number) => void, self: (c: DesiredClient, k: DesiredKey, store: string, order: number) => void) => {
+  const eachKey = (
+    report: boolean,
+    visit: (k: DesiredKey, store: string, name: string, order: number) => void,
+    self: (c: DesiredClient, k: DesiredKey, store: string, order: number) => void,
+  ) => {
     let order = 0;
     for (let ci = 0; ci < desired.clients.length; ci++) {
       const c = desired.clients[ci]!;
@@ -102,7 +118,14 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
           name = store.secretName(logical);
         } catch (e) {
           if (report) {
-            const text = k.secret?.name !== undefined ? at(k.source, '.secret.name', (e as Error).message) : at(c.source, '.name', `${(e as Error).message} (the default secret name is <project_env>/<client>/<key>: give the key its own secret: { name })`);
+            const text =
+              k.secret?.name !== undefined
+                ? at(k.source, '.secret.name', (e as Error).message)
+                : at(
+                    c.source,
+                    '.name',
+                    `${(e as Error).message} (the default secret name is <project_env>/<client>/<key>: give the key its own secret: { name })`,
+                  );
             problems.push({ kind: 'name', text });
           }
           continue;
@@ -112,22 +135,33 @@ export async function secretCollisions(desired: DesiredState, registry: StoreReg
       }
     }
   };
-  eachKey(true, (key, store, name, order) => {
-    let inStore = taken.get(store);
-    if (inStore === undefined) taken.set(store, (inStore = new Map()));
-    const first = inStore.get(name);
-    if (first) problems.push(collision(first.key, key, name, store));
-    else inStore.set(name, { key, order });
-  }, (_c, _k, store) => selfNamedIn.add(store));
+  eachKey(
+    true,
+    (key, store, name, order) => {
+      let inStore = taken.get(store);
+      if (inStore === undefined) taken.set(store, (inStore = new Map()));
+      const first = inStore.get(name);
+      if (first) problems.push(collision(first.key, key, name, store));
+      else inStore.set(name, { key, order });
+    },
+    (_c, _k, store) => selfNamedIn.add(store),
+  );
   // A store written by keys of both kinds (rare): its self-named keys against the others' names.
   const mixed = [...taken.keys()].filter((uri) => selfNamedIn.has(uri));
   if (mixed.length > 0) {
     const names = new Map(mixed.map((uri) => [uri, taken.get(uri)!]));
-    eachKey(false, () => undefined, (c, k, store, order) => {
-      const name = defaultSecretName(c.projectEnv, c.name, k.name);
-      const other = names.get(store)?.get(name);
-      if (other) problems.push(other.order < order ? collision(other.key, k, name, store) : collision(k, other.key, name, store));
-    });
+    eachKey(
+      false,
+      () => undefined,
+      (c, k, store, order) => {
+        const name = defaultSecretName(c.projectEnv, c.name, k.name);
+        const other = names.get(store)?.get(name);
+        if (other)
+          problems.push(
+            other.order < order ? collision(other.key, k, name, store) : collision(k, other.key, name, store),
+          );
+      },
+    );
   }
   return problems;
 }

@@ -61,4 +61,3 @@ export function describeIoError(err: unknown): string {
   }
   return 'unknown error';
 }
-

@@ -136,8 +136,16 @@ export interface StateIncarnation {
 }
 
 /** Whether `holder` was left by an earlier incarnation of the state folder `me` owns now. */
-export function earlierIncarnation(holder: { state?: unknown; instance?: unknown }, me: StateIncarnation | undefined): boolean {
-  return me !== undefined && holder.state === me.state && typeof holder.instance === 'string' && holder.instance !== me.instance;
+export function earlierIncarnation(
+  holder: { state?: unknown; instance?: unknown },
+  me: StateIncarnation | undefined,
+): boolean {
+  return (
+    me !== undefined &&
+    holder.state === me.state &&
+    typeof holder.instance === 'string' &&
+    holder.instance !== me.instance
+  );
 }
 
 export class LockTimeoutError extends Error {
@@ -216,9 +224,19 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function acquireFileLock(lockPath: string, timeoutMs: number, signal?: AbortSignal, me?: StateIncarnation): Promise<void> {
+async function acquireFileLock(
+  lockPath: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+  me?: StateIncarnation,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const info: LockInfo = { pid: process.pid, host: os.hostname(), createdAt: new Date().toISOString(), ...(me ? { state: me.state, instance: me.instance } : {}) };
+  const info: LockInfo = {
+    pid: process.pid,
+    host: os.hostname(),
+    createdAt: new Date().toISOString(),
+    ...(me ? { state: me.state, instance: me.instance } : {}),
+  };
   let delay = 5;
   for (;;) {
     if (await tryCreateLock(lockPath, info)) {
@@ -248,7 +266,10 @@ async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean>
     // and the error names the lock it was for.
     await fs.unlink(tmp).catch(() => undefined);
     const e = err as NodeJS.ErrnoException;
-    throw Object.assign(new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')), { code: e.code });
+    throw Object.assign(
+      new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')),
+      { code: e.code },
+    );
   }
   try {
     await fs.link(tmp, lockPath);
@@ -268,7 +289,10 @@ async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean>
     // Created by this call and left empty (ENOSPC): removed, not left for every later run to trip on.
     await fs.unlink(lockPath).catch(() => undefined);
     const e = err as NodeJS.ErrnoException;
-    throw Object.assign(new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')), { code: e.code });
+    throw Object.assign(
+      new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')),
+      { code: e.code },
+    );
   }
 }
 
@@ -284,7 +308,13 @@ async function readLockInfo(lockPath: string): Promise<LockInfo | null | undefin
   try {
     const v = JSON.parse(text) as Partial<LockInfo>;
     if (typeof v.pid === 'number' && typeof v.host === 'string' && typeof v.createdAt === 'string') {
-      return { pid: v.pid, host: v.host, createdAt: v.createdAt, ...(typeof v.state === 'string' ? { state: v.state } : {}), ...(typeof v.instance === 'string' ? { instance: v.instance } : {}) };
+      return {
+        pid: v.pid,
+        host: v.host,
+        createdAt: v.createdAt,
+        ...(typeof v.state === 'string' ? { state: v.state } : {}),
+        ...(typeof v.instance === 'string' ? { instance: v.instance } : {}),
+      };
     }
   } catch {
     // fall through
@@ -312,7 +342,11 @@ async function isStale(lockPath: string, holder: LockInfo | null, me?: StateInca
   return !pidAlive(holder.pid);
 }
 
-async function breakIfStale(lockPath: string, holder: LockInfo | null | undefined, me?: StateIncarnation): Promise<boolean> {
+async function breakIfStale(
+  lockPath: string,
+  holder: LockInfo | null | undefined,
+  me?: StateIncarnation,
+): Promise<boolean> {
   if (holder === undefined) return true; // vanished meanwhile: try again at once
   if (!(await isStale(lockPath, holder, me))) return false;
   const breakPath = `${lockPath}.break`;

@@ -35,7 +35,17 @@ import { crc32 } from 'node:zlib';
 import { AgeKeys, ageDecrypt, ageEncrypt } from './age-keys.js';
 import { registerSecret } from '../model/redact.js';
 import { SecretStoreError, describeIoError, redactSecrets } from './errors.js';
-import { FILE_MODE, LockTimeoutError, atomicWriteFile, type LockOptions, ensureDir, fsyncDir, readIfExists, removeStaleTemps, withLock } from './fsutil.js';
+import {
+  FILE_MODE,
+  LockTimeoutError,
+  atomicWriteFile,
+  type LockOptions,
+  ensureDir,
+  fsyncDir,
+  readIfExists,
+  removeStaleTemps,
+  withLock,
+} from './fsutil.js';
 import type { OpenStoreOptions, SecretMetadata, SecretStore } from './store.js';
 
 export interface JournalRecord {
@@ -140,7 +150,10 @@ export interface FlushResult {
 
 export type StoreResolver = (storeUri: string) => SecretStore | Promise<SecretStore>;
 
-export type JournalOptions = Pick<OpenStoreOptions, 'ageKeys' | 'env' | 'recipients' | 'onNotice' | 'lockTimeoutMs' | 'incarnation'>;
+export type JournalOptions = Pick<
+  OpenStoreOptions,
+  'ageKeys' | 'env' | 'recipients' | 'onNotice' | 'lockTimeoutMs' | 'incarnation'
+>;
 
 /** `.kms-sync/journal` beside the config file. */
 export function defaultJournalPath(configDir: string): string {
@@ -214,7 +227,10 @@ export class Journal {
   constructor(filePath: string, opts: JournalOptions = {}) {
     this.path = path.resolve(filePath);
     this.lockPath = `${this.path}.lock`;
-    this.lockOptions = { timeoutMs: opts.lockTimeoutMs ?? 10_000, ...(opts.incarnation ? { incarnation: opts.incarnation } : {}) };
+    this.lockOptions = {
+      timeoutMs: opts.lockTimeoutMs ?? 10_000,
+      ...(opts.incarnation ? { incarnation: opts.incarnation } : {}),
+    };
     this.ageKeys =
       opts.ageKeys ??
       new AgeKeys({
@@ -236,7 +252,8 @@ export class Journal {
    */
   async appendMany(records: JournalRecord[], opts: AppendOptions = {}): Promise<string[]> {
     if (records.length === 0) {
-      if (opts.resolve?.length || opts.orphans?.length || opts.unconfirmed?.length) await this.writeFrames(this.intentFrames(opts));
+      if (opts.resolve?.length || opts.orphans?.length || opts.unconfirmed?.length)
+        await this.writeFrames(this.intentFrames(opts));
       return [];
     }
     for (const r of records) validateRecord(r);
@@ -270,7 +287,9 @@ export class Journal {
   /** Records an issue intent (fsync'ed) before a key-issuing request; returns its id. */
   async recordIntent(intent: IssueIntent): Promise<string> {
     const id = `${INTENT_MARK}${randomUUID()}`;
-    await this.writeFrames([encodeFrame(id, Buffer.from(JSON.stringify({ ...intent, id, createdAt: new Date().toISOString() }), 'utf8'))]);
+    await this.writeFrames([
+      encodeFrame(id, Buffer.from(JSON.stringify({ ...intent, id, createdAt: new Date().toISOString() }), 'utf8')),
+    ]);
     return id;
   }
 
@@ -283,7 +302,9 @@ export class Journal {
   /** Clears the orphan records whose keys are all among `revoked` (the run revoked them). */
   async resolveOrphans(revoked: ReadonlySet<string>): Promise<void> {
     if (revoked.size === 0) return;
-    const done = (await this.intents()).filter((i) => i.type === 'orphan' && i.keyIds.every((id) => revoked.has(id))).map((i) => i.id);
+    const done = (await this.intents())
+      .filter((i) => i.type === 'orphan' && i.keyIds.every((id) => revoked.has(id)))
+      .map((i) => i.id);
     await this.resolve({ resolve: done });
   }
 
@@ -310,7 +331,10 @@ export class Journal {
     for (const f of intents) {
       if (cleared.has(f.id) || !f.id.startsWith(UNCONFIRMED_MARK)) continue;
       try {
-        const v = JSON.parse(Buffer.from(f.body).toString('utf8')) as UnconfirmedRecord & { id: string; createdAt: string };
+        const v = JSON.parse(Buffer.from(f.body).toString('utf8')) as UnconfirmedRecord & {
+          id: string;
+          createdAt: string;
+        };
         if (v && v.id === f.id && v.type === 'unconfirmed' && Array.isArray(v.keyIds)) out.push(v);
       } catch {
         // unreadable: names nothing
@@ -325,7 +349,8 @@ export class Journal {
     for (const o of [...(opts.orphans ?? []), ...(opts.unconfirmed ?? [])]) {
       frames.push(encodeFrame(o.id, Buffer.from(JSON.stringify({ ...o, createdAt }), 'utf8')));
     }
-    if (opts.resolve?.length) frames.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(opts.resolve), 'utf8')));
+    if (opts.resolve?.length)
+      frames.push(encodeFrame(CLEARED_FRAME_ID, Buffer.from(JSON.stringify(opts.resolve), 'utf8')));
     return frames;
   }
 
@@ -353,7 +378,12 @@ export class Journal {
     });
   }
 
-  private readonly queued: { frames: Buffer[]; drop: ReadonlySet<string> | undefined; resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private readonly queued: {
+    frames: Buffer[];
+    drop: ReadonlySet<string> | undefined;
+    resolve: () => void;
+    reject: (e: unknown) => void;
+  }[] = [];
   private writer: Promise<void> | undefined;
 
   private async drainQueue(): Promise<void> {
@@ -465,7 +495,13 @@ export class Journal {
    * removes the file when nothing is left: an apply that converged leaves no journal behind.
    */
   async compact(): Promise<void> {
-    if (await fs.stat(this.path).then(() => true, () => false)) await this.rewrite(new Set());
+    if (
+      await fs.stat(this.path).then(
+        () => true,
+        () => false,
+      )
+    )
+      await this.rewrite(new Set());
   }
 
   private async rewrite(drop: ReadonlySet<string>): Promise<void> {
@@ -489,7 +525,8 @@ export class Journal {
     for (const id of drop) cleared.add(id);
     const keep = data.filter((f) => entryIdsOf(f.id).some((id) => !cleared.has(id)));
     const tombstones = keep.flatMap((f) => entryIdsOf(f.id)).filter((id) => cleared.has(id));
-    if (keep.length === data.length && tombstones.every((id) => before.has(id)) && tombstones.length === before.size) return this.appendLocked(frame);
+    if (keep.length === data.length && tombstones.every((id) => before.has(id)) && tombstones.length === before.size)
+      return this.appendLocked(frame);
     if (keep.length === 0 && frame.length === 0) {
       await fs.unlink(this.path);
       await fsyncDir(path.dirname(this.path));
@@ -509,7 +546,10 @@ export class Journal {
    */
   async flush(resolveStore: StoreResolver): Promise<FlushResult> {
     // Temp files of a rewrite killed mid-way (`.journal.tmp-<pid>-…`) go first.
-    const dirExists = await fs.stat(path.dirname(this.path)).then(() => true, () => false);
+    const dirExists = await fs.stat(path.dirname(this.path)).then(
+      () => true,
+      () => false,
+    );
     if (dirExists) await withLock(this.lockPath, this.lockOptions, () => removeStaleTemps(this.path));
     const entries = await this.pending();
     const result: FlushResult = { flushed: [], failed: [] };
@@ -548,7 +588,10 @@ export class Journal {
       return new SecretStoreError(`journal ${this.path} ${what}: ${err.message}`, { code: err.code, store: this.path });
     }
     if (err instanceof LockTimeoutError) {
-      return new SecretStoreError(`journal ${this.path} ${what}: locked: ${err.message}`, { code: 'LOCKED', store: this.path });
+      return new SecretStoreError(`journal ${this.path} ${what}: locked: ${err.message}`, {
+        code: 'LOCKED',
+        store: this.path,
+      });
     }
     return new SecretStoreError(`journal ${this.path} ${what}: ${redactSecrets(describeIoError(err))}`, {
       code: 'IO',
@@ -565,7 +608,8 @@ const CLEARED_FRAME_ID = 'cleared';
 const INTENT_MARK = 'i-';
 const ORPHAN_MARK = 'o-';
 const UNCONFIRMED_MARK = 'u-';
-const isIntentFrame = (id: string) => id.startsWith(INTENT_MARK) || id.startsWith(ORPHAN_MARK) || id.startsWith(UNCONFIRMED_MARK);
+const isIntentFrame = (id: string) =>
+  id.startsWith(INTENT_MARK) || id.startsWith(ORPHAN_MARK) || id.startsWith(UNCONFIRMED_MARK);
 
 function entryIdsOf(frameId: string): string[] {
   const at = frameId.lastIndexOf(BATCH_MARK);
@@ -624,7 +668,8 @@ function parseFrameEntries(plain: Uint8Array, frameId: string): JournalEntry[] |
 }
 
 function validateRecord(r: JournalRecord): void {
-  const bad = (why: string): SecretStoreError => new SecretStoreError(`invalid journal record: ${why}`, { code: 'INVALID_ARGUMENT' });
+  const bad = (why: string): SecretStoreError =>
+    new SecretStoreError(`invalid journal record: ${why}`, { code: 'INVALID_ARGUMENT' });
   if (typeof r.storeUri !== 'string' || r.storeUri === '') throw bad('storeUri must be a non-empty string');
   if (typeof r.name !== 'string' || r.name === '') throw bad('name must be a non-empty string');
   if (typeof r.value !== 'string' || r.value === '') throw bad(`value of '${r.name}' must be a non-empty string`);

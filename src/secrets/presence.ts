@@ -37,7 +37,12 @@ export interface PresenceCache {
   moved: Map<string, { from: Opened['store']; to: Opened['store']; count: number }>;
 }
 
-export const newPresenceCache = (previous: string[] = []): PresenceCache => ({ opened: new Map(), warned: new Set(), previous, moved: new Map() });
+export const newPresenceCache = (previous: string[] = []): PresenceCache => ({
+  opened: new Map(),
+  warned: new Set(),
+  previous,
+  moved: new Map(),
+});
 
 /** Opens (once) a store and lists its metadata where the backend lists it. */
 function openListed(registry: StoreRegistry, nameOrUri: string | undefined, cache: PresenceCache): Promise<Opened> {
@@ -53,7 +58,13 @@ function openListed(registry: StoreRegistry, nameOrUri: string | undefined, cach
 }
 
 /** A previous store file that holds this very key's secret (same name, same key id), if any. */
-async function heldBefore(registry: StoreRegistry, cache: PresenceCache, now: Opened['store'], name: string, keyId: string): Promise<Opened['store'] | undefined> {
+async function heldBefore(
+  registry: StoreRegistry,
+  cache: PresenceCache,
+  now: Opened['store'],
+  name: string,
+  keyId: string,
+): Promise<Opened['store'] | undefined> {
   for (const uri of cache.previous) {
     const before = await openListed(registry, uri, cache).catch(() => undefined);
     if (!before || before.store.displayUri === now.displayUri) continue;
@@ -62,7 +73,12 @@ async function heldBefore(registry: StoreRegistry, cache: PresenceCache, now: Op
   return undefined;
 }
 
-export async function checkSecretPresence(registry: StoreRegistry, queries: PresenceQuery[], target?: string, cache: PresenceCache = newPresenceCache()): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
+export async function checkSecretPresence(
+  registry: StoreRegistry,
+  queries: PresenceQuery[],
+  target?: string,
+  cache: PresenceCache = newPresenceCache(),
+): Promise<{ results: Map<string, PresenceResult>; warnings: string[] }> {
   const results = new Map<string, PresenceResult>();
   const warnings: string[] = [];
   const byStore = groupBy(queries, (q) => q.store);
@@ -88,9 +104,15 @@ export async function checkSecretPresence(registry: StoreRegistry, queries: Pres
             detail: `secret ${name} is not in ${store.displayUri}${before ? `; it is in ${before.displayUri}, where this configuration's keys were before its stores changed (move that file: see the warning below)` : ''}`,
           });
         } else if (target && holder !== undefined && !targetMatches(holder, target)) {
-          results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds a key of another service (${holder}), not this service's live key ${q.keyId}` });
+          results.set(q.address, {
+            status: 'stale',
+            detail: `secret ${name} in ${store.displayUri} holds a key of another service (${holder}), not this service's live key ${q.keyId}`,
+          });
         } else if (metas && metas.get(name)?.keyId !== undefined && metas.get(name)?.keyId !== q.keyId) {
-          results.set(q.address, { status: 'stale', detail: `secret ${name} in ${store.displayUri} holds key ${metas.get(name)?.keyId}, not the live key ${q.keyId}` });
+          results.set(q.address, {
+            status: 'stale',
+            detail: `secret ${name} in ${store.displayUri} holds key ${metas.get(name)?.keyId}, not the live key ${q.keyId}`,
+          });
         } else results.set(q.address, { status: 'present' });
       }
     } catch (e) {
@@ -119,12 +141,15 @@ export function movedSecretWarnings(cache: PresenceCache): string[] {
     const fromPath = (from as { path?: unknown }).path;
     const toPath = (to as { path?: unknown }).path;
     const files = typeof fromPath === 'string' && typeof toPath === 'string';
-    const how = files && !existsSync(toPath)
-      ? `move the file: mv ${shownPath(fromPath)} ${shownPath(toPath)}`
-      : files
-        ? `${shownPath(toPath)} exists already: move these secrets into it with sops (docs/troubleshooting.md#secrets-left-in-a-stores-old-file)`
-        : 'move these secrets into it (docs/troubleshooting.md#secrets-left-in-a-stores-old-file)';
-    return `${count} key(s) have their secret in ${from.displayUri}, not in ${to.displayUri} where their store is now: ` +
-      `they show as "secret not held" and apply leaves them alone until it moves; ${how}`;
+    const how =
+      files && !existsSync(toPath)
+        ? `move the file: mv ${shownPath(fromPath)} ${shownPath(toPath)}`
+        : files
+          ? `${shownPath(toPath)} exists already: move these secrets into it with sops (docs/troubleshooting.md#secrets-left-in-a-stores-old-file)`
+          : 'move these secrets into it (docs/troubleshooting.md#secrets-left-in-a-stores-old-file)';
+    return (
+      `${count} key(s) have their secret in ${from.displayUri}, not in ${to.displayUri} where their store is now: ` +
+      `they show as "secret not held" and apply leaves them alone until it moves; ${how}`
+    );
   });
 }

@@ -7,7 +7,13 @@ import type { OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { AgeKeys } from './age-keys.js';
 import type { StateIncarnation } from './fsutil.js';
 import { declaredRecipients, storePolicyProblems } from './store-policy.js';
-import { safeUriForMessage, SecretStoreError, type OpenStoreOptions, type SecretStore, type StoreBackend } from './store.js';
+import {
+  safeUriForMessage,
+  SecretStoreError,
+  type OpenStoreOptions,
+  type SecretStore,
+  type StoreBackend,
+} from './store.js';
 
 /**
  * The backends, by scheme. Each backend module (and the SDK or HTTP stack behind it) is imported
@@ -25,10 +31,18 @@ export interface LazyStoreBackend {
 export const STORE_BACKENDS: readonly LazyStoreBackend[] = [
   {
     schemes: ['sops', 'file'],
-    forms: ['sops:///abs/path.yaml', 'sops:relative/path.yaml', 'file:///abs/path.yaml or file:relative/path.yaml (alias of sops:)'],
+    forms: [
+      'sops:///abs/path.yaml',
+      'sops:relative/path.yaml',
+      'file:///abs/path.yaml or file:relative/path.yaml (alias of sops:)',
+    ],
     load: async () => {
       const m = await import('./sops/file-store.js');
-      return { schemes: m.SOPS_SCHEMES, forms: m.SOPS_URI_FORMS, open: (uri, opts) => Promise.resolve(m.openSopsFileStore(uri, opts)) };
+      return {
+        schemes: m.SOPS_SCHEMES,
+        forms: m.SOPS_URI_FORMS,
+        open: (uri, opts) => Promise.resolve(m.openSopsFileStore(uri, opts)),
+      };
     },
   },
   {
@@ -97,10 +111,9 @@ export async function openStore(uri: string, opts: OpenStoreOptions = {}): Promi
   const forms = STORE_BACKENDS.flatMap((b) => b.forms).join(', ');
   const m = SCHEME_RE.exec(uri);
   if (!m) {
-    throw new SecretStoreError(
-      `secret store URI '${safeUriForMessage(uri)}' has no scheme; supported: ${forms}`,
-      { code: 'UNKNOWN_SCHEME' },
-    );
+    throw new SecretStoreError(`secret store URI '${safeUriForMessage(uri)}' has no scheme; supported: ${forms}`, {
+      code: 'UNKNOWN_SCHEME',
+    });
   }
   const scheme = (m[1] as string).toLowerCase();
   const backend = STORE_BACKENDS.find((b) => b.schemes.includes(scheme));
@@ -157,7 +170,13 @@ export class StoreRegistry {
     // The shared key provider (store files and the journal) has no extra recipients: the journal
     // is for the local identity alone, and each store adds its own declaration's recipients.
     this.ageKeys = new AgeKeys({ ...(o.env ? { env: o.env } : {}), ...(o.onNotice ? { onNotice: o.onNotice } : {}) });
-    this.opts = { baseDir: o.baseDir, ageKeys: this.ageKeys, ...(o.env ? { env: o.env } : {}), ...(o.policy.allowNewRecipients ? { allowNewRecipients: true } : {}), ...(o.incarnation ? { incarnation: o.incarnation } : {}) };
+    this.opts = {
+      baseDir: o.baseDir,
+      ageKeys: this.ageKeys,
+      ...(o.env ? { env: o.env } : {}),
+      ...(o.policy.allowNewRecipients ? { allowNewRecipients: true } : {}),
+      ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+    };
     const declaredDefault = o.declarations.find((d) => d.default);
     this.uris.set(DEFAULT_STORE_NAME, declaredDefault?.uri ?? DEFAULT_STORE_URI);
     for (const d of o.declarations) {
@@ -165,21 +184,34 @@ export class StoreRegistry {
       this.namesByUri.set(d.uri, d.name);
       if (d.options) this.declaredOptions.set(d.uri, { ...this.declaredOptions.get(d.uri), ...d.options });
       const r = declaredRecipients(d.options);
-      if (r.length) this.declaredRecipients.set(d.uri, [...new Set([...(this.declaredRecipients.get(d.uri) ?? []), ...r])]);
+      if (r.length)
+        this.declaredRecipients.set(d.uri, [...new Set([...(this.declaredRecipients.get(d.uri) ?? []), ...r])]);
     }
   }
 
   /** Why the operator policy refuses the store behind a URI (messages), or none. */
   policyProblems(uri: string): string[] {
     const name = this.namesByUri.get(uri) ?? (uri === this.uris.get(DEFAULT_STORE_NAME) ? DEFAULT_STORE_NAME : uri);
-    return storePolicyProblems({ name, uri, ...(this.declaredOptions.has(uri) ? { options: this.declaredOptions.get(uri) as StoreDeclaration['options'] } : {}) }, this.policy, this.baseDir)
-      .map((p) => p.message);
+    return storePolicyProblems(
+      {
+        name,
+        uri,
+        ...(this.declaredOptions.has(uri)
+          ? { options: this.declaredOptions.get(uri) as StoreDeclaration['options'] }
+          : {}),
+      },
+      this.policy,
+      this.baseDir,
+    ).map((p) => p.message);
   }
 
   /** URI of a named store (undefined = the default store). */
   uriOf(name: string | undefined): string {
     const uri = this.uris.get(name ?? DEFAULT_STORE_NAME);
-    if (!uri) throw new SecretStoreError(`no secret store named '${name}' is declared under stores:`, { code: 'INVALID_ARGUMENT' });
+    if (!uri)
+      throw new SecretStoreError(`no secret store named '${name}' is declared under stores:`, {
+        code: 'INVALID_ARGUMENT',
+      });
     return uri;
   }
 

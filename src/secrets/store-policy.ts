@@ -46,7 +46,10 @@ function hostOf(text: string, defaultPort: string): { host: string; port: string
   try {
     const u = new URL(text);
     if (!u.hostname) return undefined;
-    return { host: u.hostname.toLowerCase(), port: u.port || (u.protocol === 'http:' ? '80' : u.protocol === 'https:' ? '443' : defaultPort) };
+    return {
+      host: u.hostname.toLowerCase(),
+      port: u.port || (u.protocol === 'http:' ? '80' : u.protocol === 'https:' ? '443' : defaultPort),
+    };
   } catch {
     return undefined;
   }
@@ -57,7 +60,11 @@ function hostOf(text: string, defaultPort: string): { host: string; port: string
  * folder store files live in (the configuration's, or the agent's STATE/store); relative `sops:`
  * paths resolve against it.
  */
-export function storePolicyProblems(decl: Pick<StoreDeclaration, 'name' | 'uri' | 'options'>, policy: OperatorPolicy, root: string): StorePolicyProblem[] {
+export function storePolicyProblems(
+  decl: Pick<StoreDeclaration, 'name' | 'uri' | 'options'>,
+  policy: OperatorPolicy,
+  root: string,
+): StorePolicyProblem[] {
   const problems: StorePolicyProblem[] = [];
   const uri = decl.uri;
   const shown = redactUserinfo(uri);
@@ -67,7 +74,8 @@ export function storePolicyProblems(decl: Pick<StoreDeclaration, 'name' | 'uri' 
     if (storeHostAllowed(policy, host, port)) return;
     problems.push({
       field,
-      message: `store "${decl.name}" would send its credentials to ${host}:${port} (${what}), a host the operator policy does not allow; ` +
+      message:
+        `store "${decl.name}" would send its credentials to ${host}:${port} (${what}), a host the operator policy does not allow; ` +
         `allow it with ${POLICY_HOW.storeHosts} (e.g. KMS_SYNC_STORE_HOSTS=${host}:${port})`,
     });
   };
@@ -81,7 +89,8 @@ export function storePolicyProblems(decl: Pick<StoreDeclaration, 'name' | 'uri' 
     if (file && !policy.storesOutsideRoot && !isInside(realpathOfPrefix(file), realpathOfPrefix(root))) {
       problems.push({
         field: 'uri',
-        message: `store "${decl.name}" (${shown}) resolves to ${file}, outside ${root}, and the operator policy keeps store files inside it; ` +
+        message:
+          `store "${decl.name}" (${shown}) resolves to ${file}, outside ${root}, and the operator policy keeps store files inside it; ` +
           `allow it with ${POLICY_HOW.storesOutsideRoot}`,
       });
     }
@@ -98,19 +107,30 @@ export function storePolicyProblems(decl: Pick<StoreDeclaration, 'name' | 'uri' 
   // An endpoint override (aws-sm, gcp-sm) in the URI's query or the declaration's options.
   const query = /\?([^#]*)/.exec(uri)?.[1];
   const params = new URLSearchParams(query ?? '');
-  for (const [field, value] of [['uri', params.get('endpoint')], ['options.endpoint', typeof opts.endpoint === 'string' ? opts.endpoint : null]] as const) {
+  for (const [field, value] of [
+    ['uri', params.get('endpoint')],
+    ['options.endpoint', typeof opts.endpoint === 'string' ? opts.endpoint : null],
+  ] as const) {
     if (!value) continue;
     const at = hostOf(value, '443');
     if (at) hostProblem(field, at.host, at.port, 'its endpoint override');
-    else problems.push({ field, message: `store "${decl.name}": endpoint ${JSON.stringify(redactUserinfo(value))} is not a URL` });
+    else
+      problems.push({
+        field,
+        message: `store "${decl.name}": endpoint ${JSON.stringify(redactUserinfo(value))} is not a URL`,
+      });
   }
-  for (const [field, value] of [['uri', params.get('cacert')], ['options.cacert', typeof opts.cacert === 'string' ? opts.cacert : null]] as const) {
+  for (const [field, value] of [
+    ['uri', params.get('cacert')],
+    ['options.cacert', typeof opts.cacert === 'string' ? opts.cacert : null],
+  ] as const) {
     if (!value) continue;
     const abs = path.resolve(value);
     if (!policy.caFiles.some((f) => path.resolve(f) === abs)) {
       problems.push({
         field,
-        message: `store "${decl.name}" would trust the CA file ${JSON.stringify(value)}, which the operator policy does not allow (a CA chosen by the configuration lets it read the store's credentials); ` +
+        message:
+          `store "${decl.name}" would trust the CA file ${JSON.stringify(value)}, which the operator policy does not allow (a CA chosen by the configuration lets it read the store's credentials); ` +
           `allow it with ${POLICY_HOW.caFiles} (an absolute path), or set VAULT_CACERT in the job`,
       });
     }

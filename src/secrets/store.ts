@@ -94,17 +94,15 @@ export interface SecretStore {
   deleteMany?(targets: { name: string; keyId?: string }[]): Promise<string[]>;
 }
 
-
 /**
  * Splits a logical name `<project_env>/<client>/<key>` into its parts; throws on anything else.
  */
 export function splitLogicalName(logical: string): { projectEnv: string; client: string; key: string } {
   const parts = logical.split('/');
   if (parts.length !== 3 || parts.some((p) => p.length === 0)) {
-    throw new SecretStoreError(
-      `invalid logical secret name '${logical}': expected '<project_env>/<client>/<key>'`,
-      { code: 'INVALID_ARGUMENT' },
-    );
+    throw new SecretStoreError(`invalid logical secret name '${logical}': expected '<project_env>/<client>/<key>'`, {
+      code: 'INVALID_ARGUMENT',
+    });
   }
   const [projectEnv, client, key] = parts as [string, string, string];
   return { projectEnv, client, key };

@@ -25,7 +25,9 @@ export class TargetGuard {
   private ownersOf(store: SecretStore): Promise<Map<string, string | undefined>> {
     let p = this.owners.get(store);
     if (!p) {
-      p = store.list ? store.list().then((l) => new Map(l.map((s) => [s.name, s.meta?.target]))) : Promise.resolve(new Map());
+      p = store.list
+        ? store.list().then((l) => new Map(l.map((s) => [s.name, s.meta?.target])))
+        : Promise.resolve(new Map());
       this.owners.set(store, p);
       p.catch(() => this.owners.delete(store));
     }
@@ -55,14 +57,17 @@ export class TargetGuard {
    * 'CONFLICT': the caller keeps the key in the journal) and stamp the target on what they write.
    */
   wrap(store: SecretStore): SecretStore {
-    const guard = this;
     const putMany = async (entries: SecretEntry[]): Promise<void> => {
-      const stamped = entries.map((e) => ({ ...e, meta: guard.stamp(e.meta) }));
+      const stamped = entries.map((e) => ({ ...e, meta: this.stamp(e.meta) }));
       const clashes: TargetConflict[] = [];
-      for (const e of stamped) clashes.push(...(await guard.conflicts(store, [e.name], e.meta.target)));
-      if (clashes.length) throw new SecretStoreError(describeConflicts(store, clashes, stamped[0]!.meta.target!), { code: 'CONFLICT', store: store.displayUri });
+      for (const e of stamped) clashes.push(...(await this.conflicts(store, [e.name], e.meta.target)));
+      if (clashes.length)
+        throw new SecretStoreError(describeConflicts(store, clashes, stamped[0]!.meta.target!), {
+          code: 'CONFLICT',
+          store: store.displayUri,
+        });
       await store.putMany(stamped);
-      const owners = await guard.ownersOf(store).catch(() => undefined);
+      const owners = await this.ownersOf(store).catch(() => undefined);
       for (const e of stamped) owners?.set(e.name, e.meta.target);
     };
     // Delegation, not a prototype: a backend's methods keep their own `this`.
@@ -87,12 +92,17 @@ export class TargetGuard {
 
 /** The refusal, with the ways out. */
 export function describeConflicts(store: SecretStore, clashes: TargetConflict[], target: string): string {
-  const shown = clashes.slice(0, 3).map((c) => `${c.name} holds a key of ${c.holder}`).join('; ');
+  const shown = clashes
+    .slice(0, 3)
+    .map((c) => `${c.name} holds a key of ${c.holder}`)
+    .join('; ');
   const more = clashes.length > 3 ? ` and ${clashes.length - 3} more` : '';
-  return `store ${store.displayUri} holds the secrets of another service: ${shown}${more}; this run's service is ${target}. ` +
+  return (
+    `store ${store.displayUri} holds the secrets of another service: ${shown}${more}; this run's service is ${target}. ` +
     'Writing would replace raw keys that are still live there. Give each service its own store ' +
     '(e.g. stores: [{ name: main, default: true, uri: "sops:.kms-sync/secrets.${env:KMS_STAGE}.sops.yaml" }], run with --allow-env KMS_STAGE), ' +
     `and move the secrets already in ${store.displayUri} to the new store of the service they belong to (${clashes[0]!.holder}): ` +
     'for a file, rename it to that service\'s new file name, or its keys become "secret not held"; ' +
-    'or set KMS_SYNC_TARGET to one name if both URLs reach the same service (see docs/troubleshooting.md#store-holds-another-services-secrets)';
+    'or set KMS_SYNC_TARGET to one name if both URLs reach the same service (see docs/troubleshooting.md#store-holds-another-services-secrets)'
+  );
 }

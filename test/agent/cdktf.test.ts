@@ -30,21 +30,38 @@ describe('kms-sync agent --cdktf', () => {
     await f.cleanup();
   });
 
-  it('runs the CDKTF app of each commit and applies it', async () => {
-    f.repo.link('infra/node_modules/kms-sync', repoRoot);
-    for (const pkg of ['cdktf', 'constructs']) f.repo.link(`infra/node_modules/${pkg}`, path.join(repoRoot, 'node_modules', pkg));
-    const first = f.repo.push({
-      'infra/package.json': '{ "type": "module", "private": true }\n',
-      'infra/cdktf.json': JSON.stringify({ language: 'typescript', app: 'node main.ts', projectId: 'agent', sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }) + '\n',
-      'infra/main.ts': stack(['alpha']),
-    }, 'cdktf app');
-    const agent = await startAgent(f, ['--path', 'infra', '--cdktf', '--interval', '1s', '--mode', 'sync']);
-    await until(agent, 'the app applied', (x) => x.revision.synced === first, 60_000);
-    expect((await f.emu.clients('cdk-production')).map((c) => c.name)).toEqual(['alpha']);
-    const second = f.repo.push({ 'infra/main.ts': stack(['alpha', 'beta']) }, 'add beta');
-    await until(agent, 'the pushed commit applied', (x) => x.revision.synced === second, 60_000);
-    expect((await f.emu.clients('cdk-production')).map((c) => c.name).sort()).toEqual(['alpha', 'beta']);
-    agent.child.kill('SIGTERM');
-    expect(await agent.exit).toBe(0);
-  }, patient(150_000));
+  it(
+    'runs the CDKTF app of each commit and applies it',
+    async () => {
+      f.repo.link('infra/node_modules/kms-sync', repoRoot);
+      for (const pkg of ['cdktf', 'constructs'])
+        f.repo.link(`infra/node_modules/${pkg}`, path.join(repoRoot, 'node_modules', pkg));
+      const first = f.repo.push(
+        {
+          'infra/package.json': '{ "type": "module", "private": true }\n',
+          'infra/cdktf.json':
+            JSON.stringify({
+              language: 'typescript',
+              app: 'node main.ts',
+              projectId: 'agent',
+              sendCrashReports: 'false',
+              terraformProviders: [],
+              terraformModules: [],
+              context: {},
+            }) + '\n',
+          'infra/main.ts': stack(['alpha']),
+        },
+        'cdktf app',
+      );
+      const agent = await startAgent(f, ['--path', 'infra', '--cdktf', '--interval', '1s', '--mode', 'sync']);
+      await until(agent, 'the app applied', (x) => x.revision.synced === first, 60_000);
+      expect((await f.emu.clients('cdk-production')).map((c) => c.name)).toEqual(['alpha']);
+      const second = f.repo.push({ 'infra/main.ts': stack(['alpha', 'beta']) }, 'add beta');
+      await until(agent, 'the pushed commit applied', (x) => x.revision.synced === second, 60_000);
+      expect((await f.emu.clients('cdk-production')).map((c) => c.name).sort()).toEqual(['alpha', 'beta']);
+      agent.child.kill('SIGTERM');
+      expect(await agent.exit).toBe(0);
+    },
+    patient(150_000),
+  );
 });

@@ -3,10 +3,20 @@
 // issue comment or a pipeline event is answered 202 "ignored" and reconciles nothing); detect mode
 // sends the service no write at all (not even the run lock's record), counted by the emulator.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentConfig, fixture, githubSignature, GITLAB_TOKEN, JSON_BODY, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import {
+  agentConfig,
+  fixture,
+  githubSignature,
+  GITLAB_TOKEN,
+  JSON_BODY,
+  startAgent,
+  until,
+  type AgentProc,
+  type Fixture,
+} from './lib.js';
 import { patient } from '../support/patience.js';
 
-describe('the agent\'s operator controls', () => {
+describe("the agent's operator controls", () => {
   let f: Fixture;
   let agent: AgentProc;
   beforeAll(async () => {
@@ -23,22 +33,39 @@ describe('the agent\'s operator controls', () => {
   });
   const reconciles = async () => (await agent.status()).history.length;
 
-  it('webhooks reconcile only for pushes of the watched ref', async () => {
-    const hook = async (body: object, event: string) => {
-      const text = JSON.stringify(body);
-      return JSON.parse((await agent.post('/hooks/github', text, { 'x-hub-signature-256': githubSignature(text), 'x-github-event': event })).text);
-    };
-    expect(await hook({ ref: 'refs/heads/feature', after: 'a1' }, 'push')).toEqual({ reconcile: 'ignored' });
-    expect(await hook({ ref: 'refs/tags/main-v1', after: 'a2' }, 'push')).toEqual({ reconcile: 'ignored' });
-    expect(await hook({ ref: 'refs/heads/main', action: 'created' }, 'issue_comment')).toEqual({ reconcile: 'ignored' });
-    const gl = await agent.post('/hooks/gitlab', JSON.stringify({ ref: 'refs/heads/main', object_kind: 'pipeline' }), { 'x-gitlab-token': GITLAB_TOKEN, 'x-gitlab-event': 'Pipeline Hook' });
-    expect(JSON.parse(gl.text)).toEqual({ reconcile: 'ignored' });
-    await new Promise((r) => setTimeout(r, 500));
-    expect(await reconciles()).toBe(1);
-    expect(await hook({ ref: 'refs/heads/main', after: 'a3' }, 'push')).toEqual({ reconcile: 'accepted' });
-    await until(agent, 'the push reconciled', (x) => x.history.length === 2);
-    expect(agent.output()).toMatch(/webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/);
-  }, patient(60_000));
+  it(
+    'webhooks reconcile only for pushes of the watched ref',
+    async () => {
+      const hook = async (body: object, event: string) => {
+        const text = JSON.stringify(body);
+        return JSON.parse(
+          (
+            await agent.post('/hooks/github', text, {
+              'x-hub-signature-256': githubSignature(text),
+              'x-github-event': event,
+            })
+          ).text,
+        );
+      };
+      expect(await hook({ ref: 'refs/heads/feature', after: 'a1' }, 'push')).toEqual({ reconcile: 'ignored' });
+      expect(await hook({ ref: 'refs/tags/main-v1', after: 'a2' }, 'push')).toEqual({ reconcile: 'ignored' });
+      expect(await hook({ ref: 'refs/heads/main', action: 'created' }, 'issue_comment')).toEqual({
+        reconcile: 'ignored',
+      });
+      const gl = await agent.post(
+        '/hooks/gitlab',
+        JSON.stringify({ ref: 'refs/heads/main', object_kind: 'pipeline' }),
+        { 'x-gitlab-token': GITLAB_TOKEN, 'x-gitlab-event': 'Pipeline Hook' },
+      );
+      expect(JSON.parse(gl.text)).toEqual({ reconcile: 'ignored' });
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await reconciles()).toBe(1);
+      expect(await hook({ ref: 'refs/heads/main', after: 'a3' }, 'push')).toEqual({ reconcile: 'accepted' });
+      await until(agent, 'the push reconciled', (x) => x.history.length === 2);
+      expect(agent.output()).toMatch(/webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/);
+    },
+    patient(60_000),
+  );
 
   it('detect mode never writes: no run lock record, no write request of any kind, across its reconciles', async () => {
     expect(await reconciles()).toBeGreaterThanOrEqual(2);
@@ -49,13 +76,20 @@ describe('the agent\'s operator controls', () => {
     expect(writes).toEqual([]);
   });
 
-  it('POST /api/reconcile reconciles now; it is a write (JSON, same origin)', async () => {
-    const before = await reconciles();
-    expect((await agent.post('/api/reconcile', '{}', { 'content-type': 'text/plain' })).status).toBe(415);
-    const res = await agent.post('/api/reconcile', '{}', JSON_BODY);
-    expect(res.status).toBe(202);
-    expect(JSON.parse(res.text)).toEqual({ reconcile: 'accepted', requestedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
-    const s = await until(agent, 'the requested reconcile', (x) => x.history.length === before + 1);
-    expect(s.lastReconcile.trigger).toBe('manual');
-  }, patient(60_000));
+  it(
+    'POST /api/reconcile reconciles now; it is a write (JSON, same origin)',
+    async () => {
+      const before = await reconciles();
+      expect((await agent.post('/api/reconcile', '{}', { 'content-type': 'text/plain' })).status).toBe(415);
+      const res = await agent.post('/api/reconcile', '{}', JSON_BODY);
+      expect(res.status).toBe(202);
+      expect(JSON.parse(res.text)).toEqual({
+        reconcile: 'accepted',
+        requestedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      });
+      const s = await until(agent, 'the requested reconcile', (x) => x.history.length === before + 1);
+      expect(s.lastReconcile.trigger).toBe('manual');
+    },
+    patient(60_000),
+  );
 });

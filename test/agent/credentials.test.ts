@@ -25,13 +25,19 @@ describe('kms-sync agent under systemd credentials', () => {
     writeFileSync(path.join(creds, 'KMS_API_KEY'), `${API_KEY}\n`, { mode: 0o400 });
     writeFileSync(path.join(creds, 'not-a-variable'), 'ignored');
     const noKey = { KMS_API_KEY: undefined } as unknown as Record<string, string>;
-    const agent = await startAgent(f, ['--path', 'config', '--interval', '1h', '--mode', 'detect'], { ...noKey, CREDENTIALS_DIRECTORY: creds });
+    const agent = await startAgent(f, ['--path', 'config', '--interval', '1h', '--mode', 'detect'], {
+      ...noKey,
+      CREDENTIALS_DIRECTORY: creds,
+    });
     const s = await until(agent, 'a reconcile with the key from the credential', (x) => x.lastReconcile !== undefined);
     expect(s.lastReconcile.result, JSON.stringify(s.lastReconcile)).toBe('success');
     agent.child.kill('SIGTERM');
     await agent.exit;
 
-    const wrong = await startAgent(f, ['--path', 'config', '--interval', '1h', '--mode', 'detect'], { KMS_API_KEY: 'sk_test_wrongwrongwrongwrong', CREDENTIALS_DIRECTORY: creds });
+    const wrong = await startAgent(f, ['--path', 'config', '--interval', '1h', '--mode', 'detect'], {
+      KMS_API_KEY: 'sk_test_wrongwrongwrongwrong',
+      CREDENTIALS_DIRECTORY: creds,
+    });
     const w = await until(wrong, 'a reconcile with the key from the environment', (x) => x.lastReconcile !== undefined);
     expect(w.lastReconcile.result).not.toBe('success');
     wrong.child.kill('SIGTERM');

@@ -23,11 +23,19 @@ const systemdAnalyze = (() => {
   }
 })();
 
-describe('the agent\'s deployment files are hardened', () => {
-  it.skipIf(skipWhen(!systemdAnalyze, 'deploy-hardening: systemd-analyze is not installed, so the unit\'s exposure cannot be rated'))('kms-sync-agent.service: systemd-analyze security rates it at or below 3.0', () => {
+describe("the agent's deployment files are hardened", () => {
+  it.skipIf(
+    skipWhen(
+      !systemdAnalyze,
+      "deploy-hardening: systemd-analyze is not installed, so the unit's exposure cannot be rated",
+    ),
+  )('kms-sync-agent.service: systemd-analyze security rates it at or below 3.0', () => {
     let out: string;
     try {
-      out = execFileSync(systemdAnalyze!, ['security', '--offline=true', '--no-pager', UNIT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      out = execFileSync(systemdAnalyze!, ['security', '--offline=true', '--no-pager', UNIT], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
     } catch (e) {
       // systemd-analyze exits non-zero when the rating is over its --threshold (100 by default); the text is still the rating.
       out = String((e as { stdout?: string }).stdout ?? '');
@@ -38,7 +46,11 @@ describe('the agent\'s deployment files are hardened', () => {
 
   it('kms-sync-agent.service: secrets as credentials (no environment file of secrets), a private umask, no core dumps', () => {
     const text = readFileSync(UNIT, 'utf8');
-    const set = (key: string) => text.split('\n').filter((l) => l.startsWith(`${key}=`)).map((l) => l.slice(key.length + 1));
+    const set = (key: string) =>
+      text
+        .split('\n')
+        .filter((l) => l.startsWith(`${key}=`))
+        .map((l) => l.slice(key.length + 1));
     expect(set('LoadCredential')).toContain('KMS_API_KEY:/etc/kms-sync/credentials/KMS_API_KEY');
     expect(set('UMask')).toEqual(['0077']);
     expect(set('LimitCORE')).toEqual(['0']);
@@ -49,17 +61,32 @@ describe('the agent\'s deployment files are hardened', () => {
     expect(text).not.toMatch(/^Environment=.*(KEY|TOKEN|SECRET)=/m);
   });
 
-  it('Dockerfile: every stage\'s base image is pinned by digest', () => {
+  it("Dockerfile: every stage's base image is pinned by digest", () => {
     const text = readFileSync(path.join(dir, 'Dockerfile'), 'utf8');
     const args = Object.fromEntries([...text.matchAll(/^ARG\s+(\w+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
-    const froms = [...text.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]!.replace(/^\$\{(\w+)\}$/, (_, name: string) => args[name] ?? ''));
+    const froms = [...text.matchAll(/^FROM\s+(\S+)/gm)].map((m) =>
+      m[1]!.replace(/^\$\{(\w+)\}$/, (_, name: string) => args[name] ?? ''),
+    );
     expect(froms.length).toBeGreaterThanOrEqual(2);
     for (const image of froms) expect(image).toMatch(/^[\w./:-]+@sha256:[0-9a-f]{64}$/);
   });
 
   it('.dockerignore keeps git, local stores, environment files and core dumps out of the build context', () => {
-    const lines = readFileSync(path.join(repoRoot, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-    for (const must of ['.git', '**/.kms-sync', '**/.env', '**/.env.*', '**/*.sops.yaml', '**/core', 'node_modules', 'dist']) expect(lines).toContain(must);
+    const lines = readFileSync(path.join(repoRoot, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
+    for (const must of [
+      '.git',
+      '**/.kms-sync',
+      '**/.env',
+      '**/.env.*',
+      '**/*.sops.yaml',
+      '**/core',
+      'node_modules',
+      'dist',
+    ])
+      expect(lines).toContain(must);
   });
 
   it('kubernetes.yaml: image by digest, credentials from a secret manager, no recursive chown, a NetworkPolicy for the agent', () => {

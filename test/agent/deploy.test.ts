@@ -22,72 +22,153 @@ const str = { type: 'string', minLength: 1 };
 const labels = { type: 'object', minProperties: 1, additionalProperties: { type: 'string' } };
 const meta = { type: 'object', required: ['name', 'labels'], properties: { name: str, labels } };
 const probe = (p: string) => ({
-  type: 'object', required: ['httpGet'],
-  properties: { httpGet: { type: 'object', required: ['path', 'port'], properties: { path: { const: p }, port: { type: ['string', 'integer'] } } } },
+  type: 'object',
+  required: ['httpGet'],
+  properties: {
+    httpGet: {
+      type: 'object',
+      required: ['path', 'port'],
+      properties: { path: { const: p }, port: { type: ['string', 'integer'] } },
+    },
+  },
 });
 
 const SCHEMAS: Record<string, object> = {
   // The credentials come from a secret manager (External Secrets Operator), never a committed stringData.
   ExternalSecret: {
-    type: 'object', required: ['apiVersion', 'kind', 'metadata', 'spec'],
+    type: 'object',
+    required: ['apiVersion', 'kind', 'metadata', 'spec'],
     properties: {
-      apiVersion: { const: 'external-secrets.io/v1' }, metadata: meta,
+      apiVersion: { const: 'external-secrets.io/v1' },
+      metadata: meta,
       spec: {
-        type: 'object', required: ['secretStoreRef', 'target', 'data'],
+        type: 'object',
+        required: ['secretStoreRef', 'target', 'data'],
         properties: {
-          secretStoreRef: { type: 'object', required: ['kind', 'name'] }, target: { type: 'object', required: ['name'] },
+          secretStoreRef: { type: 'object', required: ['kind', 'name'] },
+          target: { type: 'object', required: ['name'] },
           data: {
-            type: 'array', allOf: [{ contains: { properties: { secretKey: { const: 'KMS_API_KEY' } } } }, { contains: { properties: { secretKey: { const: 'KMS_API_URL' } } } }],
-            items: { type: 'object', required: ['secretKey', 'remoteRef'], properties: { remoteRef: { type: 'object', required: ['key'] } } },
+            type: 'array',
+            allOf: [
+              { contains: { properties: { secretKey: { const: 'KMS_API_KEY' } } } },
+              { contains: { properties: { secretKey: { const: 'KMS_API_URL' } } } },
+            ],
+            items: {
+              type: 'object',
+              required: ['secretKey', 'remoteRef'],
+              properties: { remoteRef: { type: 'object', required: ['key'] } },
+            },
           },
         },
       },
     },
   },
   NetworkPolicy: {
-    type: 'object', required: ['apiVersion', 'metadata', 'spec'],
+    type: 'object',
+    required: ['apiVersion', 'metadata', 'spec'],
     properties: {
-      apiVersion: { const: 'networking.k8s.io/v1' }, metadata: meta,
-      spec: { type: 'object', required: ['podSelector', 'policyTypes', 'ingress', 'egress'], properties: { podSelector: { type: 'object', required: ['matchLabels'] }, policyTypes: { const: ['Ingress', 'Egress'] } } },
+      apiVersion: { const: 'networking.k8s.io/v1' },
+      metadata: meta,
+      spec: {
+        type: 'object',
+        required: ['podSelector', 'policyTypes', 'ingress', 'egress'],
+        properties: {
+          podSelector: { type: 'object', required: ['matchLabels'] },
+          policyTypes: { const: ['Ingress', 'Egress'] },
+        },
+      },
     },
   },
   PersistentVolumeClaim: {
-    type: 'object', required: ['apiVersion', 'metadata', 'spec'],
-    properties: { apiVersion: { const: 'v1' }, metadata: meta, spec: { type: 'object', required: ['accessModes', 'resources'], properties: { accessModes: { type: 'array', contains: { const: 'ReadWriteOnce' } } } } },
+    type: 'object',
+    required: ['apiVersion', 'metadata', 'spec'],
+    properties: {
+      apiVersion: { const: 'v1' },
+      metadata: meta,
+      spec: {
+        type: 'object',
+        required: ['accessModes', 'resources'],
+        properties: { accessModes: { type: 'array', contains: { const: 'ReadWriteOnce' } } },
+      },
+    },
   },
   Deployment: {
-    type: 'object', required: ['apiVersion', 'metadata', 'spec'],
+    type: 'object',
+    required: ['apiVersion', 'metadata', 'spec'],
     properties: {
-      apiVersion: { const: 'apps/v1' }, metadata: meta,
+      apiVersion: { const: 'apps/v1' },
+      metadata: meta,
       spec: {
-        type: 'object', required: ['replicas', 'selector', 'template', 'strategy'],
+        type: 'object',
+        required: ['replicas', 'selector', 'template', 'strategy'],
         properties: {
-          replicas: { const: 1 }, strategy: { type: 'object', required: ['type'], properties: { type: { const: 'Recreate' } } },
+          replicas: { const: 1 },
+          strategy: { type: 'object', required: ['type'], properties: { type: { const: 'Recreate' } } },
           selector: { type: 'object', required: ['matchLabels'], properties: { matchLabels: labels } },
           template: {
-            type: 'object', required: ['metadata', 'spec'],
+            type: 'object',
+            required: ['metadata', 'spec'],
             properties: {
               metadata: { type: 'object', required: ['labels'], properties: { labels } },
               spec: {
-                type: 'object', required: ['containers', 'volumes', 'securityContext', 'terminationGracePeriodSeconds'],
+                type: 'object',
+                required: ['containers', 'volumes', 'securityContext', 'terminationGracePeriodSeconds'],
                 properties: {
                   terminationGracePeriodSeconds: { type: 'integer', minimum: 10 },
-                  securityContext: { type: 'object', required: ['runAsNonRoot', 'runAsUser'], properties: { runAsNonRoot: { const: true }, runAsUser: { type: 'integer', minimum: 1 } } },
+                  securityContext: {
+                    type: 'object',
+                    required: ['runAsNonRoot', 'runAsUser'],
+                    properties: { runAsNonRoot: { const: true }, runAsUser: { type: 'integer', minimum: 1 } },
+                  },
                   containers: {
-                    type: 'array', minItems: 1, maxItems: 1,
+                    type: 'array',
+                    minItems: 1,
+                    maxItems: 1,
                     items: {
-                      type: 'object', required: ['name', 'image', 'args', 'ports', 'livenessProbe', 'readinessProbe', 'securityContext', 'volumeMounts', 'envFrom'],
+                      type: 'object',
+                      required: [
+                        'name',
+                        'image',
+                        'args',
+                        'ports',
+                        'livenessProbe',
+                        'readinessProbe',
+                        'securityContext',
+                        'volumeMounts',
+                        'envFrom',
+                      ],
                       properties: {
-                        image: str, args: { type: 'array', items: { type: 'string', pattern: '^--' } },
-                        ports: { type: 'array', minItems: 1, items: { type: 'object', required: ['name', 'containerPort'], properties: { name: str, containerPort: { type: 'integer', minimum: 1, maximum: 65535 } } } },
-                        livenessProbe: probe('/healthz'), readinessProbe: probe('/readyz'),
+                        image: str,
+                        args: { type: 'array', items: { type: 'string', pattern: '^--' } },
+                        ports: {
+                          type: 'array',
+                          minItems: 1,
+                          items: {
+                            type: 'object',
+                            required: ['name', 'containerPort'],
+                            properties: { name: str, containerPort: { type: 'integer', minimum: 1, maximum: 65535 } },
+                          },
+                        },
+                        livenessProbe: probe('/healthz'),
+                        readinessProbe: probe('/readyz'),
                         securityContext: {
-                          type: 'object', required: ['readOnlyRootFilesystem', 'allowPrivilegeEscalation'],
-                          properties: { readOnlyRootFilesystem: { const: true }, allowPrivilegeEscalation: { const: false } },
+                          type: 'object',
+                          required: ['readOnlyRootFilesystem', 'allowPrivilegeEscalation'],
+                          properties: {
+                            readOnlyRootFilesystem: { const: true },
+                            allowPrivilegeEscalation: { const: false },
+                          },
                         },
                         volumeMounts: { type: 'array', items: { type: 'object', required: ['name', 'mountPath'] } },
                         envFrom: { type: 'array', minItems: 1, items: { type: 'object', required: ['secretRef'] } },
-                        env: { type: 'array', items: { type: 'object', required: ['name'], not: { required: ['value'], properties: { name: { pattern: 'KEY|TOKEN|SECRET' } } } } },
+                        env: {
+                          type: 'array',
+                          items: {
+                            type: 'object',
+                            required: ['name'],
+                            not: { required: ['value'], properties: { name: { pattern: 'KEY|TOKEN|SECRET' } } },
+                          },
+                        },
                       },
                     },
                   },
@@ -101,17 +182,38 @@ const SCHEMAS: Record<string, object> = {
     },
   },
   Service: {
-    type: 'object', required: ['apiVersion', 'metadata', 'spec'],
+    type: 'object',
+    required: ['apiVersion', 'metadata', 'spec'],
     properties: {
-      apiVersion: { const: 'v1' }, metadata: meta,
-      spec: { type: 'object', required: ['selector', 'ports'], properties: { selector: labels, ports: { type: 'array', minItems: 1, items: { type: 'object', required: ['name', 'port', 'targetPort'] } } } },
+      apiVersion: { const: 'v1' },
+      metadata: meta,
+      spec: {
+        type: 'object',
+        required: ['selector', 'ports'],
+        properties: {
+          selector: labels,
+          ports: { type: 'array', minItems: 1, items: { type: 'object', required: ['name', 'port', 'targetPort'] } },
+        },
+      },
     },
   },
   ServiceMonitor: {
-    type: 'object', required: ['apiVersion', 'metadata', 'spec'],
+    type: 'object',
+    required: ['apiVersion', 'metadata', 'spec'],
     properties: {
-      apiVersion: { const: 'monitoring.coreos.com/v1' }, metadata: meta,
-      spec: { type: 'object', required: ['selector', 'endpoints'], properties: { endpoints: { type: 'array', minItems: 1, items: { type: 'object', required: ['port', 'path'], properties: { path: { const: '/metrics' } } } } } },
+      apiVersion: { const: 'monitoring.coreos.com/v1' },
+      metadata: meta,
+      spec: {
+        type: 'object',
+        required: ['selector', 'endpoints'],
+        properties: {
+          endpoints: {
+            type: 'array',
+            minItems: 1,
+            items: { type: 'object', required: ['port', 'path'], properties: { path: { const: '/metrics' } } },
+          },
+        },
+      },
     },
   },
 };
@@ -130,7 +232,14 @@ describe('examples/agent', () => {
 
   it('kubernetes.yaml: every document passes the structural check of its kind', () => {
     const ajv = new Ajv({ allErrors: true, strict: false });
-    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'ExternalSecret', 'NetworkPolicy', 'PersistentVolumeClaim', 'Service', 'ServiceMonitor']);
+    expect(docs.map((d) => d.kind).sort()).toEqual([
+      'Deployment',
+      'ExternalSecret',
+      'NetworkPolicy',
+      'PersistentVolumeClaim',
+      'Service',
+      'ServiceMonitor',
+    ]);
     for (const d of docs) {
       const validate = ajv.compile(SCHEMAS[d.kind]!);
       expect(validate(d) ? [] : validate.errors, d.kind).toEqual([]);
@@ -144,7 +253,8 @@ describe('examples/agent', () => {
     // The selector picks the pods; the Service and the ServiceMonitor find them.
     for (const [k, v] of Object.entries(dep.spec.selector.matchLabels)) expect(pod.metadata.labels[k]).toBe(v);
     for (const [k, v] of Object.entries(byKind('Service').spec.selector)) expect(pod.metadata.labels[k]).toBe(v);
-    for (const [k, v] of Object.entries(byKind('ServiceMonitor').spec.selector.matchLabels)) expect(byKind('Service').metadata.labels[k]).toBe(v);
+    for (const [k, v] of Object.entries(byKind('ServiceMonitor').spec.selector.matchLabels))
+      expect(byKind('Service').metadata.labels[k]).toBe(v);
     // kube-prometheus-stack's Prometheus picks ServiceMonitors by the `release` label.
     expect(byKind('ServiceMonitor').metadata.labels.release).toBe('kube-prometheus-stack');
     // Probes and the Service target a port the container declares; the ServiceMonitor a port the Service names.
@@ -152,7 +262,9 @@ describe('examples/agent', () => {
     expect(ports.has(c.livenessProbe.httpGet.port)).toBe(true);
     expect(ports.has(c.readinessProbe.httpGet.port)).toBe(true);
     for (const p of byKind('Service').spec.ports) expect(ports.has(p.targetPort)).toBe(true);
-    expect(byKind('Service').spec.ports.map((p: any) => p.name)).toContain(byKind('ServiceMonitor').spec.endpoints[0].port);
+    expect(byKind('Service').spec.ports.map((p: any) => p.name)).toContain(
+      byKind('ServiceMonitor').spec.endpoints[0].port,
+    );
     // The state folder (the image's --state-dir) is mounted from the claim; /tmp is writable.
     const mount = c.volumeMounts.find((m: any) => m.mountPath === STATE_DIR);
     const volume = pod.spec.volumes.find((v: any) => v.name === mount?.name);
@@ -196,7 +308,12 @@ describe('examples/agent', () => {
   });
 
   const analyze = '/usr/bin/systemd-analyze';
-  it.skipIf(skipWhen(!existsSync(analyze) || !existsSync('/usr/lib/systemd/system/sysinit.target'), 'systemd-analyze (and the system units) are not installed: the unit\'s ExecStart is not verified'))(
+  it.skipIf(
+    skipWhen(
+      !existsSync(analyze) || !existsSync('/usr/lib/systemd/system/sysinit.target'),
+      "systemd-analyze (and the system units) are not installed: the unit's ExecStart is not verified",
+    ),
+  )(
     'kms-sync-agent.service: systemd-analyze verify finds its ExecStart where `npm install -g kms-sync` puts it (/usr/local/bin), and nowhere else',
     () => {
       // A root with the system's units, the unit, and kms-sync where npm's global prefix (/usr/local
@@ -208,7 +325,11 @@ describe('examples/agent', () => {
       cpSync(path.join(dir, 'kms-sync-agent.service'), path.join(root, 'etc/systemd/system/kms-sync-agent.service'));
       const verify = () => {
         try {
-          execFileSync(analyze, ['verify', `--root=${root}`, '--man=no', '/etc/systemd/system/kms-sync-agent.service'], { encoding: 'utf8', stdio: 'pipe' });
+          execFileSync(
+            analyze,
+            ['verify', `--root=${root}`, '--man=no', '/etc/systemd/system/kms-sync-agent.service'],
+            { encoding: 'utf8', stdio: 'pipe' },
+          );
           return '';
         } catch (e) {
           return String((e as { stderr?: string }).stderr ?? e);

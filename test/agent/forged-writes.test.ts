@@ -41,17 +41,33 @@ async function serveAttacker(agentUrl: string): Promise<{ url: string; close: ()
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   // Another site than the agent's 127.0.0.1: the browser knows this one as localhost.
-  return { url: `http://localhost:${(server.address() as AddressInfo).port}`, close: () => new Promise((r) => server.close(() => r())) };
+  return {
+    url: `http://localhost:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
 }
 
-describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test needs ${CHROMIUM} (apt-get install chromium)`))('forged writes from another site, in chromium', () => {
+describe.skipIf(
+  skipWhen(!existsSync(CHROMIUM), `the forged-write browser test needs ${CHROMIUM} (apt-get install chromium)`),
+)('forged writes from another site, in chromium', () => {
   let f: Fixture;
   let browser: import('playwright-core').Browser;
   beforeAll(async () => {
     f = await fixture();
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--headless',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    });
   }, patient(120_000));
   afterAll(async () => {
     await browser?.close();
@@ -61,7 +77,12 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
   });
 
   /** Opens each attacker page in `context` and waits for the browser's request to the agent to be answered. */
-  async function attack(context: import('playwright-core').BrowserContext, attacker: string, agent: AgentProc, paths: string[]): Promise<number[]> {
+  async function attack(
+    context: import('playwright-core').BrowserContext,
+    attacker: string,
+    agent: AgentProc,
+    paths: string[],
+  ): Promise<number[]> {
     const statuses: number[] = [];
     for (const p of paths) {
       const page = await context.newPage();
@@ -73,78 +94,95 @@ describe.skipIf(skipWhen(!existsSync(CHROMIUM), `the forged-write browser test n
     return statuses;
   }
 
-  it('without a token (loopback): forms and a no-cors fetch from another site neither suspend nor resume the agent; its own page does', async () => {
-    const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
-    const attacker = await serveAttacker(agent.url);
-    const context = await browser.newContext();
-    try {
-      await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
-      const statuses = await attack(context, attacker.url, agent, ['/suspend-text', '/suspend-urlencoded', '/suspend-fetch']);
-      expect(statuses.every((s) => s >= 400), String(statuses)).toBe(true);
-      expect((await agent.status()).agent.suspended).toBe(false);
-      // Suspended by the operator: the forged resumes leave it suspended.
-      expect((await agent.post('/api/suspend', '{}', JSON_BODY)).status).toBe(200);
-      await attack(context, attacker.url, agent, ['/resume-text', '/resume-urlencoded']);
-      expect((await agent.status()).agent.suspended).toBe(true);
-      // The agent's own page (no token to ask for on loopback): its button resumes and suspends.
-      const page = await context.newPage();
-      await page.goto(agent.url);
-      expect(await page.locator('#token').count()).toBe(0);
-      await Promise.all([page.waitForEvent('load'), page.click('button[value="resume"]')]);
-      expect((await agent.status()).agent.suspended).toBe(false);
-      await Promise.all([page.waitForEvent('load'), page.click('button[value="suspend"]')]);
-      expect((await agent.status()).agent.suspended).toBe(true);
-      // Suspension is kept in the state folder: resumed for the next test.
-      expect((await agent.post('/api/resume', '{}', JSON_BODY)).status).toBe(200);
-    } finally {
-      await context.close();
-      await attacker.close();
-      agent.child.kill('SIGTERM');
-      await agent.exit;
-    }
-  }, patient(120_000));
+  it(
+    'without a token (loopback): forms and a no-cors fetch from another site neither suspend nor resume the agent; its own page does',
+    async () => {
+      const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
+      const attacker = await serveAttacker(agent.url);
+      const context = await browser.newContext();
+      try {
+        await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+        const statuses = await attack(context, attacker.url, agent, [
+          '/suspend-text',
+          '/suspend-urlencoded',
+          '/suspend-fetch',
+        ]);
+        expect(
+          statuses.every((s) => s >= 400),
+          String(statuses),
+        ).toBe(true);
+        expect((await agent.status()).agent.suspended).toBe(false);
+        // Suspended by the operator: the forged resumes leave it suspended.
+        expect((await agent.post('/api/suspend', '{}', JSON_BODY)).status).toBe(200);
+        await attack(context, attacker.url, agent, ['/resume-text', '/resume-urlencoded']);
+        expect((await agent.status()).agent.suspended).toBe(true);
+        // The agent's own page (no token to ask for on loopback): its button resumes and suspends.
+        const page = await context.newPage();
+        await page.goto(agent.url);
+        expect(await page.locator('#token').count()).toBe(0);
+        await Promise.all([page.waitForEvent('load'), page.click('button[value="resume"]')]);
+        expect((await agent.status()).agent.suspended).toBe(false);
+        await Promise.all([page.waitForEvent('load'), page.click('button[value="suspend"]')]);
+        expect((await agent.status()).agent.suspended).toBe(true);
+        // Suspension is kept in the state folder: resumed for the next test.
+        expect((await agent.post('/api/resume', '{}', JSON_BODY)).status).toBe(200);
+      } finally {
+        await context.close();
+        await attacker.close();
+        agent.child.kill('SIGTERM');
+        await agent.exit;
+      }
+    },
+    patient(120_000),
+  );
 
-  it('with a token and basic-auth credentials in the browser: the forged writes are refused; the agent\'s own page suspends and resumes with the token', async () => {
-    const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], { KMS_SYNC_UI_TOKEN: UI_TOKEN });
-    const attacker = await serveAttacker(agent.url);
-    // The operator's browser: it answers the agent's basic-auth challenges with the token as password.
-    const context = await browser.newContext({ httpCredentials: { username: 'operator', password: UI_TOKEN } });
-    const status = async () => JSON.parse((await agent.get('/api/status', BEARER)).text);
-    try {
-      await until({ ...agent, status } as AgentProc, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
-      const own = await context.newPage();
-      expect((await own.goto(agent.url))?.status()).toBe(200);
-      await own.close();
-      await attack(context, attacker.url, agent, ['/suspend-text', '/suspend-urlencoded', '/suspend-fetch']);
-      expect((await status()).agent.suspended).toBe(false);
-      expect((await agent.post('/api/suspend', '{}', { ...JSON_BODY, ...BEARER })).status).toBe(200);
-      await attack(context, attacker.url, agent, ['/resume-text', '/resume-urlencoded']);
-      expect((await status()).agent.suspended).toBe(true);
-      expect((await agent.post('/api/resume', '{}', { ...JSON_BODY, ...BEARER })).status).toBe(200);
+  it(
+    "with a token and basic-auth credentials in the browser: the forged writes are refused; the agent's own page suspends and resumes with the token",
+    async () => {
+      const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--ui-token', 'env:KMS_SYNC_UI_TOKEN'], {
+        KMS_SYNC_UI_TOKEN: UI_TOKEN,
+      });
+      const attacker = await serveAttacker(agent.url);
+      // The operator's browser: it answers the agent's basic-auth challenges with the token as password.
+      const context = await browser.newContext({ httpCredentials: { username: 'operator', password: UI_TOKEN } });
+      const status = async () => JSON.parse((await agent.get('/api/status', BEARER)).text);
+      try {
+        await until({ ...agent, status } as AgentProc, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+        const own = await context.newPage();
+        expect((await own.goto(agent.url))?.status()).toBe(200);
+        await own.close();
+        await attack(context, attacker.url, agent, ['/suspend-text', '/suspend-urlencoded', '/suspend-fetch']);
+        expect((await status()).agent.suspended).toBe(false);
+        expect((await agent.post('/api/suspend', '{}', { ...JSON_BODY, ...BEARER })).status).toBe(200);
+        await attack(context, attacker.url, agent, ['/resume-text', '/resume-urlencoded']);
+        expect((await status()).agent.suspended).toBe(true);
+        expect((await agent.post('/api/resume', '{}', { ...JSON_BODY, ...BEARER })).status).toBe(200);
 
-      // The agent's own page: a wrong token is refused and forgotten; the right one, typed once, suspends and then resumes.
-      const page = await context.newPage();
-      const errors: string[] = [];
-      page.on('pageerror', (e) => errors.push(e.message));
-      await page.goto(agent.url);
-      await page.fill('#token', 'not-the-token-at-all-000000');
-      await page.click('button[value="suspend"]');
-      await expect.poll(() => page.locator('#control-note').innerText(), { timeout: 10_000 }).toMatch(/not accepted/);
-      expect((await status()).agent.suspended).toBe(false);
-      await page.fill('#token', UI_TOKEN);
-      await Promise.all([page.waitForEvent('load'), page.click('button[value="suspend"]')]);
-      expect((await status()).agent.suspended).toBe(true);
-      // After the reload the token is still in the tab's sessionStorage: the field can stay empty.
-      expect(await page.locator('#token').inputValue()).toBe('');
-      await Promise.all([page.waitForEvent('load'), page.click('button[value="resume"]')]);
-      expect((await status()).agent.suspended).toBe(false);
-      expect(await page.evaluate(() => sessionStorage.getItem('kms-sync-agent-token'))).toBe(UI_TOKEN);
-      expect(errors).toEqual([]);
-    } finally {
-      await context.close();
-      await attacker.close();
-      agent.child.kill('SIGTERM');
-      await agent.exit;
-    }
-  }, patient(120_000));
+        // The agent's own page: a wrong token is refused and forgotten; the right one, typed once, suspends and then resumes.
+        const page = await context.newPage();
+        const errors: string[] = [];
+        page.on('pageerror', (e) => errors.push(e.message));
+        await page.goto(agent.url);
+        await page.fill('#token', 'not-the-token-at-all-000000');
+        await page.click('button[value="suspend"]');
+        await expect.poll(() => page.locator('#control-note').innerText(), { timeout: 10_000 }).toMatch(/not accepted/);
+        expect((await status()).agent.suspended).toBe(false);
+        await page.fill('#token', UI_TOKEN);
+        await Promise.all([page.waitForEvent('load'), page.click('button[value="suspend"]')]);
+        expect((await status()).agent.suspended).toBe(true);
+        // After the reload the token is still in the tab's sessionStorage: the field can stay empty.
+        expect(await page.locator('#token').inputValue()).toBe('');
+        await Promise.all([page.waitForEvent('load'), page.click('button[value="resume"]')]);
+        expect((await status()).agent.suspended).toBe(false);
+        expect(await page.evaluate(() => sessionStorage.getItem('kms-sync-agent-token'))).toBe(UI_TOKEN);
+        expect(errors).toEqual([]);
+      } finally {
+        await context.close();
+        await attacker.close();
+        agent.child.kill('SIGTERM');
+        await agent.exit;
+      }
+    },
+    patient(120_000),
+  );
 });

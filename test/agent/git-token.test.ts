@@ -30,9 +30,16 @@ async function gitServer(root: string): Promise<{ url: string; refused: () => nu
     const url = new URL(req.url ?? '/', 'http://git');
     const cgi = spawn(GIT_HTTP_BACKEND, [], {
       env: {
-        GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', PATH_INFO: url.pathname, QUERY_STRING: url.search.slice(1), REQUEST_METHOD: req.method ?? 'GET',
-        CONTENT_TYPE: req.headers['content-type'] ?? '', HTTP_CONTENT_ENCODING: String(req.headers['content-encoding'] ?? ''),
-        GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''), REMOTE_ADDR: '127.0.0.1', PATH: process.env.PATH,
+        GIT_PROJECT_ROOT: root,
+        GIT_HTTP_EXPORT_ALL: '1',
+        PATH_INFO: url.pathname,
+        QUERY_STRING: url.search.slice(1),
+        REQUEST_METHOD: req.method ?? 'GET',
+        CONTENT_TYPE: req.headers['content-type'] ?? '',
+        HTTP_CONTENT_ENCODING: String(req.headers['content-encoding'] ?? ''),
+        GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''),
+        REMOTE_ADDR: '127.0.0.1',
+        PATH: process.env.PATH,
       },
     });
     req.pipe(cgi.stdin);
@@ -54,40 +61,57 @@ async function gitServer(root: string): Promise<{ url: string; refused: () => nu
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, refused: () => refused, close: () => new Promise((r) => { server.close(() => r()); server.closeAllConnections(); }) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    refused: () => refused,
+    close: () =>
+      new Promise((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  };
 }
 
 const present = existsSync(GIT_HTTP_BACKEND);
 
-describe.skipIf(skipWhen(!present, `the agent's git token test needs ${GIT_HTTP_BACKEND} (Debian's git package)`))('the agent fetching over HTTP with a token', () => {
-  let f: Fixture;
-  let git: Awaited<ReturnType<typeof gitServer>>;
-  beforeAll(async () => {
-    f = await fixture();
-    git = await gitServer(f.root);
-  });
-  afterAll(async () => {
-    expect(printedSecrets(f.outputs)).toEqual([]);
-    expect(f.outputs.join('\n')).not.toContain(TOKEN);
-    await git.close();
-    await f.cleanup();
-  });
+describe.skipIf(skipWhen(!present, `the agent's git token test needs ${GIT_HTTP_BACKEND} (Debian's git package)`))(
+  'the agent fetching over HTTP with a token',
+  () => {
+    let f: Fixture;
+    let git: Awaited<ReturnType<typeof gitServer>>;
+    beforeAll(async () => {
+      f = await fixture();
+      git = await gitServer(f.root);
+    });
+    afterAll(async () => {
+      expect(printedSecrets(f.outputs)).toEqual([]);
+      expect(f.outputs.join('\n')).not.toContain(TOKEN);
+      await git.close();
+      await f.cleanup();
+    });
 
-  it('is refused without KMS_SYNC_GIT_TOKEN and fetches with it; the token is stored nowhere', async () => {
-    const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
-    const repoUrl = `${git.url}/origin.git`;
-    const without = await startAgent(f, ['--repo', repoUrl, '--path', 'kms', '--interval', '1s']);
-    const s = await until(without, 'the refused fetch', (x) => x.lastReconcile?.result === 'source_error');
-    expect(s.sourceError).toMatch(/git fetch failed/);
-    expect(git.refused()).toBeGreaterThan(0);
-    without.child.kill('SIGTERM');
-    expect(await without.exit).toBe(0);
+    it(
+      'is refused without KMS_SYNC_GIT_TOKEN and fetches with it; the token is stored nowhere',
+      async () => {
+        const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
+        const repoUrl = `${git.url}/origin.git`;
+        const without = await startAgent(f, ['--repo', repoUrl, '--path', 'kms', '--interval', '1s']);
+        const s = await until(without, 'the refused fetch', (x) => x.lastReconcile?.result === 'source_error');
+        expect(s.sourceError).toMatch(/git fetch failed/);
+        expect(git.refused()).toBeGreaterThan(0);
+        without.child.kill('SIGTERM');
+        expect(await without.exit).toBe(0);
 
-    const agent = await startAgent(f, ['--repo', repoUrl, '--path', 'kms', '--interval', '1s'], { KMS_SYNC_GIT_TOKEN: TOKEN });
-    await until(agent, 'the commit applied', (x) => x.revision.synced === rev);
-    agent.child.kill('SIGTERM');
-    expect(await agent.exit).toBe(0);
-    expect(readFileSync(path.join(f.stateDir, 'source', '.git', 'config'), 'utf8')).not.toContain(TOKEN);
-    expect(readFileSync(path.join(f.stateDir, 'source', '.git', 'config'), 'utf8')).toContain(repoUrl);
-  }, patient(90_000));
-});
+        const agent = await startAgent(f, ['--repo', repoUrl, '--path', 'kms', '--interval', '1s'], {
+          KMS_SYNC_GIT_TOKEN: TOKEN,
+        });
+        await until(agent, 'the commit applied', (x) => x.revision.synced === rev);
+        agent.child.kill('SIGTERM');
+        expect(await agent.exit).toBe(0);
+        expect(readFileSync(path.join(f.stateDir, 'source', '.git', 'config'), 'utf8')).not.toContain(TOKEN);
+        expect(readFileSync(path.join(f.stateDir, 'source', '.git', 'config'), 'utf8')).toContain(repoUrl);
+      },
+      patient(90_000),
+    );
+  },
+);

@@ -14,18 +14,37 @@ export const API_KEY = 'sk_test_agentsuite0000000001';
 export const GITHUB_SECRET = 'gh-webhook-secret-for-the-agent-test';
 export const GITLAB_TOKEN = 'gl-webhook-token-for-the-agent-test';
 
-export interface ClientSpec { name: string; keys: string[]; ip?: string }
+export interface ClientSpec {
+  name: string;
+  keys: string[];
+  ip?: string;
+}
 
 /** A configuration of one environment (`<slug>-production`) with these clients. */
 export function agentConfig(clients: ClientSpec[], slug = 'agent'): string {
   const lines = [
-    'apiVersion: kms-sync/v1', `owner: agent-test-${slug}`, 'projects:', `  - slug: ${slug}`, '    name: Agent', '    environments:', '      - type: production',
-    `        url: https://api.${slug}.example`, '        templates:', '          - { name: std, rateLimitDay: 100000, maxClients: 1000 }',
-    '        endpoints:', '          - { method: GET, path: /v1/orders, name: Orders }', '        clients:',
+    'apiVersion: kms-sync/v1',
+    `owner: agent-test-${slug}`,
+    'projects:',
+    `  - slug: ${slug}`,
+    '    name: Agent',
+    '    environments:',
+    '      - type: production',
+    `        url: https://api.${slug}.example`,
+    '        templates:',
+    '          - { name: std, rateLimitDay: 100000, maxClients: 1000 }',
+    '        endpoints:',
+    '          - { method: GET, path: /v1/orders, name: Orders }',
+    '        clients:',
   ];
   if (clients.length === 0) lines[lines.length - 1] = '        clients: []';
   for (const c of clients) {
-    lines.push(`          - name: ${c.name}`, '            template: std', ...(c.ip !== undefined ? [`            ipWhitelist: [${c.ip}]`] : []), '            keys:');
+    lines.push(
+      `          - name: ${c.name}`,
+      '            template: std',
+      ...(c.ip !== undefined ? [`            ipWhitelist: [${c.ip}]`] : []),
+      '            keys:',
+    );
     // A key is a name, or a flow mapping written out (`{ name: primary, ttl: 20d }`).
     for (const k of c.keys) lines.push(`              - ${k.startsWith('{') ? k : `{ name: ${k} }`}`);
   }
@@ -49,7 +68,11 @@ export class Repo {
     return `file://${this.origin}`;
   }
   private git(cwd: string, args: string[]): string {
-    return execFileSync('git', args, { cwd, env: { PATH: process.env.PATH, HOME: this.root, GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' }, encoding: 'utf8' }).trim();
+    return execFileSync('git', args, {
+      cwd,
+      env: { PATH: process.env.PATH, HOME: this.root, GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' },
+      encoding: 'utf8',
+    }).trim();
   }
   /** Adds a symbolic link to the next commit (git keeps links as links). */
   link(file: string, target: string): void {
@@ -68,7 +91,18 @@ export class Repo {
       this.git(this.work, ['add', file]);
     }
     const sign = signingKey ? ['-c', 'gpg.format=ssh', '-c', `user.signingkey=${signingKey}`] : [];
-    this.git(this.work, ['-c', 'user.name=Test', '-c', 'user.email=test@example.com', ...sign, 'commit', '-q', ...(signingKey ? ['-S'] : []), '-m', message]);
+    this.git(this.work, [
+      '-c',
+      'user.name=Test',
+      '-c',
+      'user.email=test@example.com',
+      ...sign,
+      'commit',
+      '-q',
+      ...(signingKey ? ['-S'] : []),
+      '-m',
+      message,
+    ]);
     this.git(this.work, ['push', '-q', 'origin', 'HEAD:main']);
     return this.git(this.work, ['rev-parse', 'HEAD']);
   }
@@ -91,7 +125,12 @@ export async function fixture(): Promise<Fixture> {
   const procs: Proc[] = [];
   const outputs: string[] = [];
   return {
-    root, repo, emu, stateDir: path.join(root, 'state'), outputs, procs,
+    root,
+    repo,
+    emu,
+    stateDir: path.join(root, 'state'),
+    outputs,
+    procs,
     cleanup: async () => {
       for (const p of procs) p.child.kill('SIGKILL');
       emu.stop();
@@ -134,7 +173,12 @@ export interface AgentProc extends Proc {
 export function canUnshare(): boolean {
   if (process.getuid?.() !== 0 || !existsSync('/usr/bin/unshare')) return false;
   try {
-    return execFileSync('unshare', ['--pid', '--fork', '--uts', '--mount-proc', 'sh', '-c', 'echo $$'], { encoding: 'utf8', timeout: 10_000 }).trim() === '1';
+    return (
+      execFileSync('unshare', ['--pid', '--fork', '--uts', '--mount-proc', 'sh', '-c', 'echo $$'], {
+        encoding: 'utf8',
+        timeout: 10_000,
+      }).trim() === '1'
+    );
   } catch {
     return false;
   }
@@ -154,19 +198,49 @@ function childrenOf(pid: number): number[] {
  * container runs it, PID 1 of a new PID namespace with its own host name (UTS namespace), through
  * `unshare --pid --fork --uts --mount-proc`; a SIGKILL of its pid() ends the namespace like an OOM kill.
  */
-export async function startAgent(f: Fixture, args: string[], extraEnv: Record<string, string> = {}, asPid1?: { hostname: string }): Promise<AgentProc> {
+export async function startAgent(
+  f: Fixture,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+  asPid1?: { hostname: string },
+): Promise<AgentProc> {
   const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH, HOME: f.root, TMPDIR: process.env.TMPDIR, KMS_API_URL: f.emu.url, KMS_API_KEY: API_KEY,
-    KMS_SYNC_GITHUB_WEBHOOK_SECRET: GITHUB_SECRET, KMS_SYNC_GITLAB_WEBHOOK_TOKEN: GITLAB_TOKEN, ...extraEnv,
+    PATH: process.env.PATH,
+    HOME: f.root,
+    TMPDIR: process.env.TMPDIR,
+    KMS_API_URL: f.emu.url,
+    KMS_API_KEY: API_KEY,
+    KMS_SYNC_GITHUB_WEBHOOK_SECRET: GITHUB_SECRET,
+    KMS_SYNC_GITLAB_WEBHOOK_TOKEN: GITLAB_TOKEN,
+    ...extraEnv,
   };
   const repo = args.includes('--repo') ? [] : ['--repo', f.repo.url];
   const agentArgs = ['agent', ...repo, '--listen', '127.0.0.1:0', '--state-dir', f.stateDir, ...args];
   const proc = asPid1
-    ? spawnProc('unshare', ['--pid', '--fork', '--uts', '--mount-proc', '--kill-child=SIGTERM', 'sh', '-c', 'hostname "$0" && exec "$@"', asPid1.hostname, process.execPath, cli, ...agentArgs], { cwd: f.root, env, sink: f.outputs })
+    ? spawnProc(
+        'unshare',
+        [
+          '--pid',
+          '--fork',
+          '--uts',
+          '--mount-proc',
+          '--kill-child=SIGTERM',
+          'sh',
+          '-c',
+          'hostname "$0" && exec "$@"',
+          asPid1.hostname,
+          process.execPath,
+          cli,
+          ...agentArgs,
+        ],
+        { cwd: f.root, env, sink: f.outputs },
+      )
     : kmsSync(agentArgs, { cwd: f.root, env, sink: f.outputs });
   f.procs.push(proc);
   let exited = false;
-  void proc.exit.then(() => { exited = true; });
+  void proc.exit.then(() => {
+    exited = true;
+  });
   if (!(await waitFor(() => exited || /listening on http:\/\/[^\s"]+/.test(proc.output()), 20_000)) || exited) {
     throw new Error(`the agent did not start:\n${proc.output()}`);
   }
@@ -177,7 +251,9 @@ export async function startAgent(f: Fixture, args: string[], extraEnv: Record<st
   };
   const pid = () => (asPid1 ? childrenOf(proc.child.pid!)[0] : proc.child.pid);
   return {
-    ...proc, url, pid,
+    ...proc,
+    url,
+    pid,
     get: (p, h) => call('GET', p, undefined, h),
     post: (p, b, h) => call('POST', p, b, h),
     status: async () => JSON.parse((await call('GET', '/api/status')).text),
@@ -196,6 +272,9 @@ export function githubSignature(body: string, secret = GITHUB_SECRET): string {
 export async function until(agent: AgentProc, what: string, cond: (s: any) => boolean, ms = 20_000): Promise<any> {
   let last: any;
   const ok = await waitFor(async () => cond((last = await agent.status())), ms);
-  if (!ok) throw new Error(`timed out waiting for ${what}; last status: ${JSON.stringify({ revision: last?.revision, last: last?.lastReconcile }, null, 1)}\n--- agent output ---\n${agent.output().slice(-4000)}`);
+  if (!ok)
+    throw new Error(
+      `timed out waiting for ${what}; last status: ${JSON.stringify({ revision: last?.revision, last: last?.lastReconcile }, null, 1)}\n--- agent output ---\n${agent.output().slice(-4000)}`,
+    );
   return last;
 }

@@ -25,7 +25,8 @@ describe('agent source after a cut-off git command', () => {
 
   it('a .git left half-made by an interrupted `git init` (HEAD.lock, no HEAD) is made again', async () => {
     const { repo, rev, dir, env } = setup();
-    for (const d of ['branches', 'hooks', 'info', 'refs/heads', 'refs/tags']) mkdirSync(path.join(dir, '.git', d), { recursive: true });
+    for (const d of ['branches', 'hooks', 'info', 'refs/heads', 'refs/tags'])
+      mkdirSync(path.join(dir, '.git', d), { recursive: true });
     writeFileSync(path.join(dir, '.git', 'HEAD.lock'), 'ref: refs/heads/master\n');
     writeFileSync(path.join(dir, '.git', 'description'), 'x\n');
     const source = new GitSource({ repo: repo.url, dir, env });
@@ -54,7 +55,9 @@ describe('agent source after a cut-off git command', () => {
     try {
       const restarted = new GitSource({ repo: repo.url, dir, env });
       expect(await restarted.fetch()).toBe(next);
-      await expect(restarted.checkout(next)).rejects.toThrow(/git checkout failed: fatal: Unable to create .*index\.lock.: File exists/);
+      await expect(restarted.checkout(next)).rejects.toThrow(
+        /git checkout failed: fatal: Unable to create .*index\.lock.: File exists/,
+      );
       expect(existsSync(lock)).toBe(true);
     } finally {
       straggler.kill('SIGKILL');

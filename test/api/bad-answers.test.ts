@@ -13,7 +13,10 @@ import { readLiveState } from '../../src/live/read.js';
 import { collectUsage } from '../../src/live/usage.js';
 import { emptyLiveState, type LiveState } from '../../src/model/index.js';
 
-const usageState: LiveState = { ...emptyLiveState(), envs: [{ id: 'e1', project: 'shop', projectEnv: 'shop-production', type: 'production' }] };
+const usageState: LiveState = {
+  ...emptyLiveState(),
+  envs: [{ id: 'e1', project: 'shop', projectEnv: 'shop-production', type: 'production' }],
+};
 import { runCli, workspace } from '../support/cli.js';
 
 const API_KEY = 'sk_test_badanswers0123';
@@ -42,7 +45,8 @@ function serve(req: IncomingMessage, res: ServerResponse) {
   });
 }
 
-const LOGIN_PAGE = '<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>\u001b[2J Please sign in</body></html>';
+const LOGIN_PAGE =
+  '<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>\u001b[2J Please sign in</body></html>';
 const json = (v: unknown): Answer => ({ body: JSON.stringify(v) });
 const page = (data: unknown[]) => json({ data, pagination: { total: data.length, page: 1, limit: 100, pages: 1 } });
 
@@ -57,7 +61,10 @@ const client = (extra: Partial<ConstructorParameters<typeof KmsClient>[0] & obje
   new KmsClient({ baseUrl, apiKey: API_KEY, baseDelayMs: 1, maxDelayMs: 5, ...extra });
 
 async function failure(p: Promise<unknown>): Promise<Error> {
-  const e = await p.then(() => undefined, (err: unknown) => err);
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
   if (!(e instanceof Error)) throw new Error('expected the call to fail');
   expect(e.message).not.toContain(API_KEY);
   return e;
@@ -84,7 +91,9 @@ describe('a 2xx answer that is not JSON', () => {
     };
     const api = client();
     const declared = await failure(api.getClient('c1', PE));
-    expect(declared.message).toMatch(/GET \/api\/v1\/client\/c1\?project_env=shop-production → 200: the answer says application\/json but its body is not valid JSON/);
+    expect(declared.message).toMatch(
+      /GET \/api\/v1\/client\/c1\?project_env=shop-production → 200: the answer says application\/json but its body is not valid JSON/,
+    );
     const none = await failure(api.getClient('c2', PE));
     expect(none.message).toMatch(/has no content type but its body is not valid JSON/);
     await api.close();
@@ -118,14 +127,22 @@ describe('list answers without the documented envelope are errors, never "nothin
     ['list endpoints', '/endpoint', (api) => api.listEndpoints(PE)],
     ['list logs', `/project/${PE}/logs`, (api) => api.listLogs(PE, {})],
     // The drift report's usage context reads endpoint stats through its own paging loop.
-    ['usage: endpoint stats', '/endpoint', (api) => collectUsage(api, usageState, [{ address: `endpoint.${PE}/GET:/a`, kind: 'endpoint', projectEnv: PE }])],
+    [
+      'usage: endpoint stats',
+      '/endpoint',
+      (api) => collectUsage(api, usageState, [{ address: `endpoint.${PE}/GET:/a`, kind: 'endpoint', projectEnv: PE }]),
+    ],
   ];
   const wrong: [string, Answer, RegExp][] = [
     ['{}', json({}), /expected the list envelope \{data: \[\.\.\.\], pagination\}, got an empty object \{\}/],
     ['a bare array', json([]), /got an array of 0/],
     ['data without pagination', json({ data: [] }), /got an object with keys \[data\]/],
     ['data that is not an array', json({ data: {}, pagination: { pages: 1 } }), /expected the list envelope/],
-    ['pagination without pages or total', json({ data: [], pagination: { page: 1 } }), /pagination has 'pages' or 'total'/],
+    [
+      'pagination without pages or total',
+      json({ data: [], pagination: { page: 1 } }),
+      /pagination has 'pages' or 'total'/,
+    ],
     ['a billion pages', json({ data: [], pagination: { pages: 1e9, total: 1e11 } }), /more than the 100000 pages/],
     ['an empty body', { body: '' }, /got an empty body/],
     ['null', json(null), /got null/],
@@ -148,24 +165,32 @@ describe('list answers without the documented envelope are errors, never "nothin
   it('list items without their identity are errors (a client without an id cannot be matched)', async () => {
     const api = client();
     answers = { 'GET /client': page([{ id: 'c1', name: 'a' }, { name: 'b' }]) };
-    expect((await failure(api.listClients(PE))).message).toMatch(/data\[1\]: expected a client with a string 'id' or 'client_uuid'/);
+    expect((await failure(api.listClients(PE))).message).toMatch(
+      /data\[1\]: expected a client with a string 'id' or 'client_uuid'/,
+    );
     answers = { 'GET /client/templates': page(['std']) };
     expect((await failure(api.listTemplates(PE))).message).toMatch(/data\[0\]: expected a template, got a string/);
     answers = { 'GET /endpoint': page([{ method: 'GET' }]) };
-    expect((await failure(api.listEndpoints(PE))).message).toMatch(/data\[0\]: expected an endpoint with a string 'path'/);
+    expect((await failure(api.listEndpoints(PE))).message).toMatch(
+      /data\[0\]: expected an endpoint with a string 'path'/,
+    );
     answers = { 'GET /project': page([{ name: 'no slug' }]) };
     expect((await failure(api.listProjects())).message).toMatch(/data\[0\]: expected a project with a string 'slug'/);
     // A later page is checked as strictly as the first.
     const first = json({ data: [{ id: 'c1', name: 'a' }], pagination: { total: 150, page: 1, limit: 100, pages: 2 } });
     answers = { 'GET /client': (q) => (q.get('page') === '1' ? first : json({})) };
-    expect((await failure(api.listClients(PE))).message).toMatch(/GET \/api\/v1\/client\?project_env=shop-production&page=2&limit=100 → 200: .*got an empty object/);
+    expect((await failure(api.listClients(PE))).message).toMatch(
+      /GET \/api\/v1\/client\?project_env=shop-production&page=2&limit=100 → 200: .*got an empty object/,
+    );
     await api.close();
   });
 
   it('gets: a project or client answer of the wrong shape is an error', async () => {
     const api = client();
     answers = { [`GET /project/${PE}`]: json({}) };
-    expect((await failure(api.getProject(PE))).message).toMatch(/GET \/api\/v1\/project\/shop-production → 200: .*expected a project with a string 'slug', got an empty object/);
+    expect((await failure(api.getProject(PE))).message).toMatch(
+      /GET \/api\/v1\/project\/shop-production → 200: .*expected a project with a string 'slug', got an empty object/,
+    );
     answers = { [`GET /project/${PE}`]: json({ slug: 'shop', envs: { list: 'x' } }) };
     expect((await failure(api.getProject(PE))).message).toMatch(/'envs' is \{count, list: \[\.\.\.\]\}/);
     answers = { 'GET /client/c1': json([]) };
@@ -180,10 +205,20 @@ describe('list answers without the documented envelope are errors, never "nothin
     expect(e).toBeInstanceOf(AmbiguousWriteError);
     expect(e.message).toMatch(/expected an array of 1, got an empty object/);
     answers = { 'POST /client': { status: 201, body: JSON.stringify([{ id: 'x', name: 'a' }]) } };
-    expect((await failure(api.createClients(PE, [{ name: 'a', templateId: 't' }]))).message).toMatch(/\[0\]: expected a client with its 'keys' array/);
+    expect((await failure(api.createClients(PE, [{ name: 'a', templateId: 't' }]))).message).toMatch(
+      /\[0\]: expected a client with its 'keys' array/,
+    );
     answers = { 'POST /endpoint': { status: 201, body: JSON.stringify([{ method: 'GET', path: '/a' }]) } };
-    expect((await failure(api.createEndpoints(PE, [{ method: 'GET', path: '/a' }, { method: 'GET', path: '/b' }]))).message)
-      .toMatch(/expected an array of 2 \(one per item sent\), got 1/);
+    expect(
+      (
+        await failure(
+          api.createEndpoints(PE, [
+            { method: 'GET', path: '/a' },
+            { method: 'GET', path: '/b' },
+          ]),
+        )
+      ).message,
+    ).toMatch(/expected an array of 2 \(one per item sent\), got 1/);
     await api.close();
   });
 
@@ -217,7 +252,10 @@ projects:
         clients: [{ name: a, template: std }]
 `,
     });
-    const res = await runCli(['plan', '-f', 'kms.yaml'], { cwd: dir, env: { KMS_API_URL: baseUrl, KMS_API_KEY: API_KEY } });
+    const res = await runCli(['plan', '-f', 'kms.yaml'], {
+      cwd: dir,
+      env: { KMS_API_URL: baseUrl, KMS_API_KEY: API_KEY },
+    });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain('GET /api/v1/project?page=1&limit=100 → 200: the answer is not the documented shape');
     expect(`${res.stdout}${res.stderr}`).not.toMatch(/to create|\n\s+at /);
@@ -231,7 +269,11 @@ describe('network failures', () => {
     const calls = { n: 0 };
     const lookup: LookupFunction = (hostname, _options, callback) => {
       calls.n++;
-      const err = Object.assign(new Error(`getaddrinfo ${code} ${hostname}`), { code, hostname, syscall: 'getaddrinfo' });
+      const err = Object.assign(new Error(`getaddrinfo ${code} ${hostname}`), {
+        code,
+        hostname,
+        syscall: 'getaddrinfo',
+      });
       process.nextTick(() => (callback as (e: NodeJS.ErrnoException) => void)(err));
     };
     return { lookup, calls };
@@ -239,11 +281,18 @@ describe('network failures', () => {
 
   it('a name that does not resolve (ENOTFOUND) is reported once, not retried five times', async () => {
     const { lookup, calls } = failingLookup('ENOTFOUND');
-    const api = new KmsClient({ baseUrl: 'http://kms.example.invalid/api/v1', apiKey: API_KEY, baseDelayMs: 1, lookup });
+    const api = new KmsClient({
+      baseUrl: 'http://kms.example.invalid/api/v1',
+      apiKey: API_KEY,
+      baseDelayMs: 1,
+      lookup,
+    });
     const e = await failure(api.listProjects());
     expect(e).toBeInstanceOf(NetworkError);
     expect((e as NetworkError).code).toBe('ENOTFOUND');
-    expect(e.message).toContain("the service host 'kms.example.invalid' does not resolve (DNS: no such name; not retried)");
+    expect(e.message).toContain(
+      "the service host 'kms.example.invalid' does not resolve (DNS: no such name; not retried)",
+    );
     expect(e.message).toContain('http://kms.example.invalid/api/v1');
     expect(calls.n).toBe(1);
     expect(api.http.requestCounts['list projects']).toBe(1);
@@ -252,7 +301,13 @@ describe('network failures', () => {
 
   it('a resolver that did not answer (EAI_AGAIN) is transient: retried, then reported', async () => {
     const { lookup, calls } = failingLookup('EAI_AGAIN');
-    const api = new KmsClient({ baseUrl: 'http://kms.example.invalid/api/v1', apiKey: API_KEY, baseDelayMs: 1, maxAttempts: 3, lookup });
+    const api = new KmsClient({
+      baseUrl: 'http://kms.example.invalid/api/v1',
+      apiKey: API_KEY,
+      baseDelayMs: 1,
+      maxAttempts: 3,
+      lookup,
+    });
     const e = await failure(api.listProjects());
     expect((e as NetworkError).code).toBe('EAI_AGAIN');
     expect(e.message).toContain("the name server did not answer for 'kms.example.invalid' after 3 attempts");
@@ -265,10 +320,17 @@ describe('network failures', () => {
     await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((ok) => closed.close(() => ok()));
-    const api = new KmsClient({ baseUrl: `http://127.0.0.1:${port}/api/v1`, apiKey: API_KEY, baseDelayMs: 1, maxAttempts: 2 });
+    const api = new KmsClient({
+      baseUrl: `http://127.0.0.1:${port}/api/v1`,
+      apiKey: API_KEY,
+      baseDelayMs: 1,
+      maxAttempts: 2,
+    });
     const e = await failure(api.listProjects());
     expect(e).toBeInstanceOf(NetworkError);
-    expect(e.message).toBe(`GET /api/v1/project?page=1&limit=100: connection refused by http://127.0.0.1:${port} after 2 attempts: is the service running at http://127.0.0.1:${port}/api/v1? (see docs/troubleshooting.md#connection-refused)`);
+    expect(e.message).toBe(
+      `GET /api/v1/project?page=1&limit=100: connection refused by http://127.0.0.1:${port} after 2 attempts: is the service running at http://127.0.0.1:${port}/api/v1? (see docs/troubleshooting.md#connection-refused)`,
+    );
     await api.close();
   });
 });
@@ -277,7 +339,14 @@ describe('the real emulator passes every shape check', () => {
   let emu: RunningEmulator;
   beforeAll(async () => {
     emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
-    emu.service.seed({ project: 'shop', type: 'production', templates: 2, clients: 150, keysPerClient: 1, endpoints: 2 });
+    emu.service.seed({
+      project: 'shop',
+      type: 'production',
+      templates: 2,
+      clients: 150,
+      keysPerClient: 1,
+      endpoints: 2,
+    });
   });
   afterAll(async () => emu?.close());
 

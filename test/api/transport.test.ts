@@ -64,9 +64,13 @@ describe('HTTP transport', () => {
     emu.addFault({ method: 'POST', route: '/endpoint', mode: 'error', status: 503 });
     await api.createEndpoints('big-production', [{ method: 'GET', path: '/x503' }]);
     emu.addFault({ method: 'POST', route: '/endpoint', mode: 'error', status: 500 });
-    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/x500' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
+    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/x500' }])).rejects.toBeInstanceOf(
+      AmbiguousWriteError,
+    );
     emu.addFault({ method: 'POST', route: '/endpoint', mode: 'drop-after-commit' });
-    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/dropped' }])).rejects.toBeInstanceOf(AmbiguousWriteError);
+    await expect(api.createEndpoints('big-production', [{ method: 'GET', path: '/dropped' }])).rejects.toBeInstanceOf(
+      AmbiguousWriteError,
+    );
     // The dropped create did take effect; the 500 one did not: only re-reading tells.
     const paths = (await api.listEndpoints('big-production')).map((e) => e.path);
     expect(paths).toContain('/x503');
@@ -87,7 +91,12 @@ describe('HTTP transport', () => {
   });
 
   it('gives up on an unreachable service with a clear error', async () => {
-    const api = new KmsClient({ baseUrl: 'http://127.0.0.1:1/api/v1', apiKey: API_KEY, baseDelayMs: 1, maxAttempts: 2 });
+    const api = new KmsClient({
+      baseUrl: 'http://127.0.0.1:1/api/v1',
+      apiKey: API_KEY,
+      baseDelayMs: 1,
+      maxAttempts: 2,
+    });
     await expect(api.listProjects()).rejects.toBeInstanceOf(NetworkError);
     await api.close();
   });
@@ -106,7 +115,14 @@ describe('HTTP transport', () => {
     // ~300 KB, so the body comes in several chunks and multi-byte characters straddle some of them.
     const names = Array.from({ length: 100 }, (_, i) => `café-✓-🔑-${i}-${'é'.repeat(1000)}`);
     const body = JSON.stringify({
-      data: names.map((name, i) => ({ id: `id-${i}`, name, keys: [], metadata: { note: name }, ipWhitelist: [], templateId: null })),
+      data: names.map((name, i) => ({
+        id: `id-${i}`,
+        name,
+        keys: [],
+        metadata: { note: name },
+        ipWhitelist: [],
+        templateId: null,
+      })),
       pagination: { total: 100, page: 1, limit: 100, pages: 1 },
     });
     const server = createServer((_req, res) => {
@@ -115,7 +131,10 @@ describe('HTTP transport', () => {
     });
     await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
     try {
-      const api = new KmsClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`, apiKey: API_KEY });
+      const api = new KmsClient({
+        baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`,
+        apiKey: API_KEY,
+      });
       const clients = await api.listClients('any-production');
       expect(clients.map((c) => c.name)).toEqual(names);
       expect(clients.map((c) => (c.metadata as { note: string }).note)).toEqual(names);
@@ -125,7 +144,7 @@ describe('HTTP transport', () => {
     }
   });
 
-  it('starts an environment\'s lists beside its project read, and a list failing meanwhile fails the read (no unhandled rejection)', async () => {
+  it("starts an environment's lists beside its project read, and a list failing meanwhile fails the read (no unhandled rejection)", async () => {
     // The project read answers 1 s late: the lists, started from the project list, are done before it.
     emu.addFault({ method: 'GET', route: '/project/{project_env}', mode: 'delay', delayMs: 1000, times: 1 });
     const api = client();
@@ -168,23 +187,26 @@ describe('tolerant reading', () => {
     // complete those clients with a get and ignore what it does not know.
     const upstream = new URL(emu.url);
     proxy = createServer((req, res) => {
-      const fwd = httpRequest({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
-        const chunks: Buffer[] = [];
-        up.on('data', (c: Buffer) => chunks.push(c));
-        up.on('end', () => {
-          let body = Buffer.concat(chunks).toString('utf8');
-          if (req.url?.startsWith(`${upstream.pathname}/client?`) && up.statusCode === 200) {
-            const page = JSON.parse(body);
-            page.data = page.data.map((c: Record<string, unknown>, i: number) => {
-              const { keys: _k, metadata: _m, ...rest } = c;
-              return i % 2 === 0 ? { ...rest, futureField: { nested: true } } : { ...c, futureField: 1 };
-            });
-            body = JSON.stringify(page);
-          }
-          res.writeHead(up.statusCode ?? 500, { 'content-type': 'application/json' });
-          res.end(body);
-        });
-      });
+      const fwd = httpRequest(
+        { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers },
+        (up) => {
+          const chunks: Buffer[] = [];
+          up.on('data', (c: Buffer) => chunks.push(c));
+          up.on('end', () => {
+            let body = Buffer.concat(chunks).toString('utf8');
+            if (req.url?.startsWith(`${upstream.pathname}/client?`) && up.statusCode === 200) {
+              const page = JSON.parse(body);
+              page.data = page.data.map((c: Record<string, unknown>, i: number) => {
+                const { keys: _k, metadata: _m, ...rest } = c;
+                return i % 2 === 0 ? { ...rest, futureField: { nested: true } } : { ...c, futureField: 1 };
+              });
+              body = JSON.stringify(page);
+            }
+            res.writeHead(up.statusCode ?? 500, { 'content-type': 'application/json' });
+            res.end(body);
+          });
+        },
+      );
       req.pipe(fwd);
     });
     await new Promise<void>((ok) => proxy.listen(0, '127.0.0.1', ok));

@@ -83,7 +83,9 @@ describe('imports of src/', () => {
     expect(graph.size).toBeGreaterThan(100);
     // A multi-line import, a re-export and a lazy backend import are all seen.
     expect(graph.get('plan/index.ts')).toContain('plan/types.ts');
-    expect(graph.get('secrets/registry.ts')).toEqual(expect.arrayContaining(['secrets/store.ts', 'secrets/backends/aws.ts', 'secrets/sops/file-store.ts']));
+    expect(graph.get('secrets/registry.ts')).toEqual(
+      expect.arrayContaining(['secrets/store.ts', 'secrets/backends/aws.ts', 'secrets/sops/file-store.ts']),
+    );
     expect(graph.get('secrets/backends/aws.ts')).toContain('secrets/store.ts');
   });
 
@@ -92,7 +94,12 @@ describe('imports of src/', () => {
   });
 
   it('finds a cycle when there is one', () => {
-    const g = new Map([['a.ts', ['b.ts']], ['b.ts', ['c.ts']], ['c.ts', ['a.ts']], ['d.ts', ['a.ts']]]);
+    const g = new Map([
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts']],
+      ['c.ts', ['a.ts']],
+      ['d.ts', ['a.ts']],
+    ]);
     expect(cycles(g)).toEqual([['a.ts', 'b.ts', 'c.ts']]);
   });
 
@@ -107,7 +114,10 @@ describe('imports of src/', () => {
   for (const [layer, above] of FORBIDDEN) {
     it(`${layer} imports nothing from ${above.join(', ')}`, () => {
       const upward = [...graph].flatMap(([from, deps]) =>
-        from.startsWith(layer) ? deps.filter((d) => above.some((a) => d.startsWith(a))).map((d) => `${from} → ${d}`) : []);
+        from.startsWith(layer)
+          ? deps.filter((d) => above.some((a) => d.startsWith(a))).map((d) => `${from} → ${d}`)
+          : [],
+      );
       expect(upward).toEqual([]);
     });
   }
@@ -119,7 +129,10 @@ describe('imports of src/', () => {
 
   it('plan/ imports nothing but plan/ and model/', () => {
     const outside = [...graph].flatMap(([from, deps]) =>
-      from.startsWith('plan/') ? deps.filter((d) => !d.startsWith('plan/') && !d.startsWith('model/')).map((d) => `${from} → ${d}`) : []);
+      from.startsWith('plan/')
+        ? deps.filter((d) => !d.startsWith('plan/') && !d.startsWith('model/')).map((d) => `${from} → ${d}`)
+        : [],
+    );
     expect(outside).toEqual([]);
   });
 });

@@ -23,10 +23,12 @@ describe('front ends over one engine', () => {
     const found: string[] = [];
     for (const layer of ['provider', 'agent']) {
       for (const file of files(path.join(repoRoot, 'src', layer))) {
-        readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
-          if (OWN.test(line)) found.push(`${path.relative(repoRoot, file)}:${i + 1}: ${line.trim()}`);
-          OWN.lastIndex = 0;
-        });
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .forEach((line, i) => {
+            if (OWN.test(line)) found.push(`${path.relative(repoRoot, file)}:${i + 1}: ${line.trim()}`);
+            OWN.lastIndex = 0;
+          });
       }
     }
     expect(found).toEqual([]);

@@ -20,13 +20,16 @@ function files(dir: string): string[] {
 }
 
 const RULES: [RegExp, string][] = [
-  [/\.(skip|todo)\s*\(/g, 'a bare skip (describe.skip, it.skip, ctx.skip, .todo): use skipWhen or skipTest from test/support/skip.ts'],
+  [
+    /\.(skip|todo)\s*\(/g,
+    'a bare skip (describe.skip, it.skip, ctx.skip, .todo): use skipWhen or skipTest from test/support/skip.ts',
+  ],
   [/\.(skipIf|runIf)\s*\((?!\s*skipWhen\()/g, '.skipIf/.runIf without skipWhen(…, why): the skip prints nothing'],
   [/SKIPPED(?!: )/g, 'a SKIPPED line not in the `SKIPPED: <why>` form'],
 ];
 
 /** `file:line: why` for each skip in `text` that does not go through the helpers. */
-export function unloudSkips(file: string, text: string): string[] {
+function unloudSkips(file: string, text: string): string[] {
   const found: string[] = [];
   for (const [re, why] of RULES) {
     for (const m of text.matchAll(re)) {
@@ -66,15 +69,39 @@ describe('skips in test/', () => {
     for (const s of loud) expect(unloudSkips('f.ts', s), s).toEqual([]);
   });
 
-  it('each helper prints its `SKIPPED: <why>` line (a nested vitest run), and only when it skips', async () => {
-    const vitest = path.join(repoRoot, 'node_modules', 'vitest', 'vitest.mjs');
-    const out = await new Promise<string>((resolve) => {
-      execFile(process.execPath, [vitest, 'run', '--config', 'test/support/fixtures/skips/vitest.config.ts'], {
-        cwd: repoRoot, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NODE_DISABLE_COMPILE_CACHE: '1', NO_COLOR: '1' }, timeout: 120_000,
-      }, (error, stdout, stderr) => resolve(`${error ? `exit ${String(error.code)}\n` : ''}${stdout}${stderr}`));
-    });
-    expect(out).not.toMatch(/^exit /);
-    const lines = out.split('\n').filter((l) => l.startsWith('SKIPPED: ')).sort();
-    expect(lines).toEqual(['SKIPPED: fixture: a whole describe', 'SKIPPED: fixture: from inside the test', 'SKIPPED: fixture: one test']);
-  }, patient(120_000));
+  it(
+    'each helper prints its `SKIPPED: <why>` line (a nested vitest run), and only when it skips',
+    async () => {
+      const vitest = path.join(repoRoot, 'node_modules', 'vitest', 'vitest.mjs');
+      const out = await new Promise<string>((resolve) => {
+        execFile(
+          process.execPath,
+          [vitest, 'run', '--config', 'test/support/fixtures/skips/vitest.config.ts'],
+          {
+            cwd: repoRoot,
+            env: {
+              PATH: process.env.PATH,
+              HOME: process.env.HOME,
+              TMPDIR: process.env.TMPDIR,
+              NODE_DISABLE_COMPILE_CACHE: '1',
+              NO_COLOR: '1',
+            },
+            timeout: 120_000,
+          },
+          (error, stdout, stderr) => resolve(`${error ? `exit ${String(error.code)}\n` : ''}${stdout}${stderr}`),
+        );
+      });
+      expect(out).not.toMatch(/^exit /);
+      const lines = out
+        .split('\n')
+        .filter((l) => l.startsWith('SKIPPED: '))
+        .sort();
+      expect(lines).toEqual([
+        'SKIPPED: fixture: a whole describe',
+        'SKIPPED: fixture: from inside the test',
+        'SKIPPED: fixture: one test',
+      ]);
+    },
+    patient(120_000),
+  );
 });

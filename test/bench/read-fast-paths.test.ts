@@ -11,20 +11,34 @@ const API_KEY = 'sk_test_fastpaths0123456789';
 
 describe('clientFingerprint', () => {
   const base: LiveClient = {
-    id: 'c1', projectEnv: 'shop-production', name: 'globex', type: 'company', templateId: 't1',
-    ipWhitelist: ['10.0.0.0/8'], metadata: { team: 'payments', 'managed-by': 'kms-sync' },
+    id: 'c1',
+    projectEnv: 'shop-production',
+    name: 'globex',
+    type: 'company',
+    templateId: 't1',
+    ipWhitelist: ['10.0.0.0/8'],
+    metadata: { team: 'payments', 'managed-by': 'kms-sync' },
     keys: [{ id: 'k1', name: 'primary', expiresAt: null, autoRotate: false, createdAt: '2026-01-01T00:00:00.000Z' }],
   };
   const shapes: [string, unknown][] = [
-    ['the reader\'s shape', base],
+    ["the reader's shape", base],
     ['with a template name', { ...base, templateName: 'gold' } satisfies LiveClient],
     ['no type, null template, no keys', { ...base, type: undefined, templateId: null, keys: [] }],
-    ['keys without createdAt, with expiry', { ...base, keys: [{ id: 'k2', name: 'b', expiresAt: '2030-01-01T00:00:00.000Z', autoRotate: true }] }],
-    ['nested metadata with numeric keys', { ...base, metadata: { '10': 'a', '9': { z: [1, { b: 2, a: 1 }], a: null }, é: '"\\\n' } }],
+    [
+      'keys without createdAt, with expiry',
+      { ...base, keys: [{ id: 'k2', name: 'b', expiresAt: '2030-01-01T00:00:00.000Z', autoRotate: true }] },
+    ],
+    [
+      'nested metadata with numeric keys',
+      { ...base, metadata: { '10': 'a', '9': { z: [1, { b: 2, a: 1 }], a: null }, é: '"\\\n' } },
+    ],
     ['escapes in names', { ...base, id: 'a"b', name: 'x\u0000y/z', ipWhitelist: ['1.2.3.4/32', '10.0.0.0/8'] }],
     ['an unknown field (generic path)', { ...base, extra: 1 }],
     ['a non-string whitelist entry (generic path)', { ...base, ipWhitelist: [1] }],
-    ['a key of another shape (generic path)', { ...base, keys: [{ id: 'k', name: 'n', expiresAt: null, autoRotate: 'yes' }] }],
+    [
+      'a key of another shape (generic path)',
+      { ...base, keys: [{ id: 'k', name: 'n', expiresAt: null, autoRotate: 'yes' }] },
+    ],
   ];
   it.each(shapes)('equals the generic fingerprint: %s', (_, client) => {
     expect(clientFingerprint(client as LiveClient)).toBe(fingerprint(client));
@@ -35,7 +49,15 @@ describe('readLiveState over several pages', () => {
   let emu: RunningEmulator;
   beforeAll(async () => {
     emu = await startEmulator({ apiKeys: [API_KEY] });
-    emu.service.seed({ project: 'big', type: 'production', templates: 3, clients: 250, keysPerClient: 2, endpoints: 5, metadata: { 'managed-by': 'kms-sync' } });
+    emu.service.seed({
+      project: 'big',
+      type: 'production',
+      templates: 3,
+      clients: 250,
+      keysPerClient: 2,
+      endpoints: 5,
+      metadata: { 'managed-by': 'kms-sync' },
+    });
     emu.service.seed({ project: 'dup', type: 'production', templates: 1, clients: 120 });
     emu.service.seed({ project: 'slash', type: 'production', templates: 1, clients: 3 });
     const templateOf = (env: string) => (emu.service.listTemplates(env, 1, 10).data as { id: string }[])[0]!.id;
@@ -43,14 +65,21 @@ describe('readLiveState over several pages', () => {
     emu.service.createClients('dup-production', [{ name: 'client-00003', templateId: templateOf('dup-production') }]);
     // Names with a '/' take the full check.
     const t = templateOf('slash-production');
-    emu.service.createClients('slash-production', [{ name: 'a/b', templateId: t }, { name: 'x/y', templateId: t }, { name: 'x/y', templateId: t }]);
+    emu.service.createClients('slash-production', [
+      { name: 'a/b', templateId: t },
+      { name: 'x/y', templateId: t },
+      { name: 'x/y', templateId: t },
+    ]);
   });
   afterAll(() => emu.close());
 
   const read = async (env: string) => {
     const api = new KmsClient({ baseUrl: emu.url, apiKey: API_KEY, parallelism: 2 });
     try {
-      return { live: await readLiveState(api, { projects: [env.replace(/-production$/, '')], envs: [env] }), counts: { ...api.http.requestCounts } };
+      return {
+        live: await readLiveState(api, { projects: [env.replace(/-production$/, '')], envs: [env] }),
+        counts: { ...api.http.requestCounts },
+      };
     } finally {
       await api.close();
     }

@@ -28,36 +28,67 @@ function unbundled(urls: string[]): string[] {
   });
 }
 
-function importsOf(args: string[], cwd = repoRoot): Promise<{ code: number; stdout: string; modules: string[]; resolved: string[] }> {
+function importsOf(
+  args: string[],
+  cwd = repoRoot,
+): Promise<{ code: number; stdout: string; modules: string[]; resolved: string[] }> {
   const file = path.join(scratchDir('kms-sync-imports-'), 'modules.txt');
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', tracer, cliPath, ...args], {
-      cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, KMS_SYNC_TRACE_IMPORTS: file },
-    }, (error, stdout) => {
-      const resolved = readFileSync(file, 'utf8').split('\n');
-      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, modules: unbundled(resolved), resolved });
-    });
+    execFile(
+      process.execPath,
+      ['--import', tracer, cliPath, ...args],
+      {
+        cwd,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, KMS_SYNC_TRACE_IMPORTS: file },
+      },
+      (error, stdout) => {
+        const resolved = readFileSync(file, 'utf8').split('\n');
+        resolve({
+          code: error ? Number((error as { code?: unknown }).code ?? 1) : 0,
+          stdout,
+          modules: unbundled(resolved),
+          resolved,
+        });
+      },
+    );
   });
 }
 
 const HEAVY = [
-  /node_modules\/@aws-sdk\//, /node_modules\/@google-cloud\//, /node_modules\/@azure\//, /node_modules\/@kubernetes\//,
-  /node_modules\/undici\//, /node_modules\/libsodium/, /node_modules\/age-encryption\//,
-  /dist\/emulator\//, /dist\/report\/publish\//, /dist\/secrets\/backends\//,
+  /node_modules\/@aws-sdk\//,
+  /node_modules\/@google-cloud\//,
+  /node_modules\/@azure\//,
+  /node_modules\/@kubernetes\//,
+  /node_modules\/undici\//,
+  /node_modules\/libsodium/,
+  /node_modules\/age-encryption\//,
+  /dist\/emulator\//,
+  /dist\/report\/publish\//,
+  /dist\/secrets\/backends\//,
 ];
 const heavyIn = (modules: string[]) => modules.filter((m) => HEAVY.some((re) => re.test(m)));
 
 describe('start-up', () => {
-  it.each([['--version'], ['--help'], ['help']])('kms-sync %s loads no command module and nothing heavy', async (arg) => {
-    const r = await importsOf([arg]);
-    expect(r.code).toBe(0);
-    expect(heavyIn(r.modules)).toEqual([]);
-    expect(r.modules.filter((m) => /dist\/cli\/(sync-commands|drift-command|secrets-command|emulator-command|demo-command)\.js$/.test(m))).toEqual([]);
-    expect(r.modules.filter((m) => /node_modules\/(yaml|ajv)\//.test(m))).toEqual([]);
-  });
+  it.each([['--version'], ['--help'], ['help']])(
+    'kms-sync %s loads no command module and nothing heavy',
+    async (arg) => {
+      const r = await importsOf([arg]);
+      expect(r.code).toBe(0);
+      expect(heavyIn(r.modules)).toEqual([]);
+      expect(
+        r.modules.filter((m) =>
+          /dist\/cli\/(sync-commands|drift-command|secrets-command|emulator-command|demo-command)\.js$/.test(m),
+        ),
+      ).toEqual([]);
+      expect(r.modules.filter((m) => /node_modules\/(yaml|ajv)\//.test(m))).toEqual([]);
+    },
+  );
 
   it('validate with the default store loads no cloud SDK, no age, no emulator, no publisher, no yaml package (fast path), no schema compiler', async () => {
-    const dir = workspace({ 'kms.yaml': 'apiVersion: kms-sync/v1\nprojects:\n  - slug: acme\n    name: Acme\n    environments:\n      - type: production\n        url: https://api.acme.example\n        templates: [{ name: gold, rateLimitDay: 10 }]\n        clients: [{ name: globex, template: gold, keys: [{ name: primary }] }]\n' });
+    const dir = workspace({
+      'kms.yaml':
+        'apiVersion: kms-sync/v1\nprojects:\n  - slug: acme\n    name: Acme\n    environments:\n      - type: production\n        url: https://api.acme.example\n        templates: [{ name: gold, rateLimitDay: 10 }]\n        clients: [{ name: globex, template: gold, keys: [{ name: primary }] }]\n',
+    });
     const r = await importsOf(['validate', '-f', 'kms.yaml'], dir);
     expect(r.code, r.stdout).toBe(0);
     expect(r.stdout).toContain('Configuration valid');
@@ -68,8 +99,11 @@ describe('start-up', () => {
     expect(r.modules.filter((m) => /node_modules\/ajv\/dist\/(ajv|core|compile\/)/.test(m))).toEqual([]);
     // Our code came from the bundle's chunks alone: the one file of dist/ outside it is that validator.
     const ours = r.resolved.filter((u) => u.startsWith(pathToFileURL(path.join(repoRoot, 'dist')).href));
-    expect(ours.filter((u) => !u.startsWith(pathToFileURL(binDir).href)).map((u) => path.relative(repoRoot, fileURLToPath(u))))
-      .toEqual(['dist/config/schema-validator.generated.cjs']);
+    expect(
+      ours
+        .filter((u) => !u.startsWith(pathToFileURL(binDir).href))
+        .map((u) => path.relative(repoRoot, fileURLToPath(u))),
+    ).toEqual(['dist/config/schema-validator.generated.cjs']);
   });
 
   it('the placeholder commands of the top-level help match the registered commands exactly', async () => {

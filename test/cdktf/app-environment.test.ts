@@ -22,7 +22,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-describe('the CDKTF app runs without kms-sync\'s credentials', () => {
+describe("the CDKTF app runs without kms-sync's credentials", () => {
   it('validate --cdktf: the app sees none of them, and its failing output is redacted', async () => {
     // The app records its environment, then echoes what it was given and fails.
     const app = `
@@ -31,7 +31,10 @@ describe('the CDKTF app runs without kms-sync\'s credentials', () => {
       console.error('env dump:', ${JSON.stringify(Object.keys(SECRETS))}.map((k) => process.env[k]).join(' '));
       console.error('guessed:', ${JSON.stringify(Object.values(SECRETS))}.join(' '));
       process.exit(3);`;
-    const dir = workspace({ 'cdktf.json': JSON.stringify({ language: 'typescript', app: 'node app.cjs', context: {} }), 'app.cjs': app });
+    const dir = workspace({
+      'cdktf.json': JSON.stringify({ language: 'typescript', app: 'node app.cjs', context: {} }),
+      'app.cjs': app,
+    });
     dirs.push(dir);
     const r = await runCli(['validate', '--cdktf', dir], { env: { ...SECRETS, STAGE: 'pr-42' } });
     expect(r.code).not.toBe(0);
@@ -47,7 +50,15 @@ describe('the CDKTF app runs without kms-sync\'s credentials', () => {
   });
 
   it('appEnvironment removes credentials by name, shape of name and value; keeps the rest', () => {
-    const { env, removed } = appEnvironment({ PATH: '/bin', HOME: '/h', NODE_OPTIONS: '', CI_JOB_TOKEN: 'x', MY_API_KEY: 'y', X: 'sk_test_abcdef', STAGE: 'prod' });
+    const { env, removed } = appEnvironment({
+      PATH: '/bin',
+      HOME: '/h',
+      NODE_OPTIONS: '',
+      CI_JOB_TOKEN: 'x',
+      MY_API_KEY: 'y',
+      X: 'sk_test_abcdef',
+      STAGE: 'prod',
+    });
     expect(Object.keys(env).sort()).toEqual(['HOME', 'NODE_OPTIONS', 'PATH', 'STAGE']);
     expect([...removed.keys()].sort()).toEqual(['CI_JOB_TOKEN', 'MY_API_KEY', 'X']);
   });

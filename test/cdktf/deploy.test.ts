@@ -21,17 +21,29 @@ import { patient } from '../support/patience.js';
 const TERRAFORM = terraformOrSkip();
 const API_KEY = 'sk_test_cdktfdeployapp0123456789';
 const FLAVOURS: Flavour[] = ['cdktn', 'cdktf'];
-const KMS_SYNC_VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
-const version = (pkg: string) => (JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
+const KMS_SYNC_VERSION = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string })
+  .version;
+const version = (pkg: string) =>
+  (JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string })
+    .version;
 /** What docs/cdktf.md tells users to install (the CLI at the library's version; constructs 10.7 fits both lines). */
 const INSTALL = (f: Flavour) => [`${f}@${version(f)}`, `${f}-cli@${version(f)}`, 'constructs@~10.7.2'];
 
-interface Run { code: number; stdout: string; stderr: string }
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: 240_000 }, (e: ExecFileException | null, stdout, stderr) => {
-      resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr });
-    });
+    execFile(
+      cmd,
+      args,
+      { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: 240_000 },
+      (e: ExecFileException | null, stdout, stderr) => {
+        resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 const ok = (r: Run, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
@@ -61,95 +73,150 @@ const resolved = new Map<Flavour, string>();
 const resolveRuns = new Map<Flavour, Run>();
 const printed: string[] = [];
 
-describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}`))('a fresh CDKTF app deploys with cdktn/cdktf deploy, and kms-sync plan --cdktf agrees', () => {
-  beforeAll(async () => {
-    assertBuilt();
-    root = workspace();
-    const npmEnv = { ...process.env, NODE_DISABLE_COMPILE_CACHE: '1', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' };
-    // The CLIs and libraries, one folder per line; and the documented install with kms-sync packed
-    // (resolved only): all at once.
-    const packed = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', root, repoRoot], root, npmEnv);
-    const [installs, resolutions] = await Promise.all([
-      Promise.all(FLAVOURS.map(async (f) => {
-        const dir = path.join(root, `tools-${f}`);
-        mkdirSync(dir);
-        writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
-        tools.set(f, dir);
-        return run('npm', ['install', '--ignore-scripts', ...INSTALL(f)], dir, npmEnv);
-      })),
-      packed.then((pack) => Promise.all(FLAVOURS.map(async (f) => {
-        ok(pack, 'npm pack');
-        const tarball = path.join(root, (JSON.parse(pack.stdout) as { filename: string }[])[0]!.filename);
-        const dir = path.join(root, `resolve-${f}`);
-        mkdirSync(dir);
-        writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
-        resolved.set(f, dir);
-        return run('npm', ['install', '--package-lock-only', '--ignore-scripts', ...INSTALL(f), tarball], dir, npmEnv);
-      }))),
-    ]);
-    FLAVOURS.forEach((f, i) => resolveRuns.set(f, resolutions[i]!));
-    const failed = installs.find((r) => r.code !== 0);
-    if (failed && NETWORK.test(failed.stderr)) {
-      skipped = 'test/cdktf/deploy.test.ts: the npm registry cannot be reached (cdktn-cli / cdktf-cli are installed from it)';
-      return;
-    }
-    for (const r of installs) ok(r, 'npm install');
-    emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
-    env = {
-      PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: path.join(root, '.terraformrc'), CI: 'true', CHECKPOINT_DISABLE: '1',
-      NODE_DISABLE_COMPILE_CACHE: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(root, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1',
-    };
-    // The provider, the documented way: into ~/.terraform.d/plugins and the CLI configuration.
-    const install = await run(process.execPath, [cliPath, 'provider', 'install'], root, env);
-    ok(install, 'kms-sync provider install');
-    printed.push(install.stdout, install.stderr);
-  }, patient(300_000));
+describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}`))(
+  'a fresh CDKTF app deploys with cdktn/cdktf deploy, and kms-sync plan --cdktf agrees',
+  () => {
+    beforeAll(async () => {
+      assertBuilt();
+      root = workspace();
+      const npmEnv = {
+        ...process.env,
+        NODE_DISABLE_COMPILE_CACHE: '1',
+        npm_config_audit: 'false',
+        npm_config_fund: 'false',
+        npm_config_update_notifier: 'false',
+      };
+      // The CLIs and libraries, one folder per line; and the documented install with kms-sync packed
+      // (resolved only): all at once.
+      const packed = run(
+        'npm',
+        ['pack', '--ignore-scripts', '--json', '--pack-destination', root, repoRoot],
+        root,
+        npmEnv,
+      );
+      const [installs, resolutions] = await Promise.all([
+        Promise.all(
+          FLAVOURS.map(async (f) => {
+            const dir = path.join(root, `tools-${f}`);
+            mkdirSync(dir);
+            writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
+            tools.set(f, dir);
+            return run('npm', ['install', '--ignore-scripts', ...INSTALL(f)], dir, npmEnv);
+          }),
+        ),
+        packed.then((pack) =>
+          Promise.all(
+            FLAVOURS.map(async (f) => {
+              ok(pack, 'npm pack');
+              const tarball = path.join(root, (JSON.parse(pack.stdout) as { filename: string }[])[0]!.filename);
+              const dir = path.join(root, `resolve-${f}`);
+              mkdirSync(dir);
+              writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
+              resolved.set(f, dir);
+              return run(
+                'npm',
+                ['install', '--package-lock-only', '--ignore-scripts', ...INSTALL(f), tarball],
+                dir,
+                npmEnv,
+              );
+            }),
+          ),
+        ),
+      ]);
+      for (const [i, f] of FLAVOURS.entries()) resolveRuns.set(f, resolutions[i]!);
+      const failed = installs.find((r) => r.code !== 0);
+      if (failed && NETWORK.test(failed.stderr)) {
+        skipped =
+          'test/cdktf/deploy.test.ts: the npm registry cannot be reached (cdktn-cli / cdktf-cli are installed from it)';
+        return;
+      }
+      for (const r of installs) ok(r, 'npm install');
+      emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+      env = {
+        PATH: process.env.PATH,
+        HOME: root,
+        TF_CLI_CONFIG_FILE: path.join(root, '.terraformrc'),
+        CI: 'true',
+        CHECKPOINT_DISABLE: '1',
+        NODE_DISABLE_COMPILE_CACHE: '1',
+        KMS_API_URL: emu.url,
+        KMS_API_KEY: API_KEY,
+        SOPS_AGE_KEY_FILE: path.join(root, 'age', 'keys.txt'),
+        KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+      };
+      // The provider, the documented way: into ~/.terraform.d/plugins and the CLI configuration.
+      const install = await run(process.execPath, [cliPath, 'provider', 'install'], root, env);
+      ok(install, 'kms-sync provider install');
+      printed.push(install.stdout, install.stderr);
+    }, patient(300_000));
 
-  afterAll(async () => {
-    await emu?.close();
-    for (const o of printed) expect(o).not.toMatch(RAW_KEY_PATTERN);
-  });
+    afterAll(async () => {
+      await emu?.close();
+      for (const o of printed) expect(o).not.toMatch(RAW_KEY_PATTERN);
+    });
 
-  it.for(FLAVOURS)('%s deploy --auto-approve --skip-provider-lock, then kms-sync plan --cdktf . plans no change', { timeout: 240_000 }, async (f, ctx) => {
-    if (skipped) skipTest(ctx, skipped);
-    const tool = tools.get(f)!;
-    // A fresh app: its own CDK library and constructs (the registry's copies), kms-sync by path.
-    const dir = path.join(root, `app-${f}`);
-    mkdirSync(path.join(dir, 'node_modules'), { recursive: true });
-    for (const pkg of [f, 'constructs']) symlinkSync(path.join(tool, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
-    symlinkSync(repoRoot, path.join(dir, 'node_modules', 'kms-sync'), 'dir');
-    writeFileSync(path.join(dir, 'package.json'), '{"private":true,"type":"module"}\n');
-    writeFileSync(path.join(dir, 'cdktf.json'), cdktfJson());
-    writeFileSync(path.join(dir, 'main.ts'), app(f));
+    it.for(FLAVOURS)(
+      '%s deploy --auto-approve --skip-provider-lock, then kms-sync plan --cdktf . plans no change',
+      { timeout: 240_000 },
+      async (f, ctx) => {
+        if (skipped) skipTest(ctx, skipped);
+        const tool = tools.get(f)!;
+        // A fresh app: its own CDK library and constructs (the registry's copies), kms-sync by path.
+        const dir = path.join(root, `app-${f}`);
+        mkdirSync(path.join(dir, 'node_modules'), { recursive: true });
+        for (const pkg of [f, 'constructs'])
+          symlinkSync(path.join(tool, 'node_modules', pkg), path.join(dir, 'node_modules', pkg), 'dir');
+        symlinkSync(repoRoot, path.join(dir, 'node_modules', 'kms-sync'), 'dir');
+        writeFileSync(path.join(dir, 'package.json'), '{"private":true,"type":"module"}\n');
+        writeFileSync(path.join(dir, 'cdktf.json'), cdktfJson());
+        writeFileSync(path.join(dir, 'main.ts'), app(f));
 
-    const cliPackage = path.join(tool, 'node_modules', `${f}-cli`);
-    const bin = (JSON.parse(readFileSync(path.join(cliPackage, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin[f]!;
-    const deploy = await run(process.execPath, [path.join(cliPackage, bin), 'deploy', '--auto-approve', '--skip-provider-lock'], dir, env);
-    printed.push(deploy.stdout, deploy.stderr);
-    ok(deploy, `${f} deploy`);
-    expect(deploy.stdout).toMatch(/Apply complete! Resources: 5 added, 0 changed, 0 destroyed/);
-    const stackDir = path.join(dir, 'cdktf.out', 'stacks', 'demo');
-    const synthesized = JSON.parse(readFileSync(path.join(stackDir, 'cdk.tf.json'), 'utf8'));
-    expect(synthesized.terraform.required_providers.kms).toEqual({ source: 'registry.terraform.io/kms-sync/kms', version: KMS_SYNC_VERSION });
-    // terraform init locked the installed package by hash, for this platform.
-    expect(readFileSync(path.join(stackDir, '.terraform.lock.hcl'), 'utf8')).toMatch(/provider "registry\.terraform\.io\/kms-sync\/kms"[\s\S]*h1:/);
-    const project = (emu!.service.toJSON().projects as { slug: string }[]).map((p) => p.slug);
-    expect(project).toContain(`shop-${f}`);
+        const cliPackage = path.join(tool, 'node_modules', `${f}-cli`);
+        const bin = (
+          JSON.parse(readFileSync(path.join(cliPackage, 'package.json'), 'utf8')) as { bin: Record<string, string> }
+        ).bin[f]!;
+        const deploy = await run(
+          process.execPath,
+          [path.join(cliPackage, bin), 'deploy', '--auto-approve', '--skip-provider-lock'],
+          dir,
+          env,
+        );
+        printed.push(deploy.stdout, deploy.stderr);
+        ok(deploy, `${f} deploy`);
+        expect(deploy.stdout).toMatch(/Apply complete! Resources: 5 added, 0 changed, 0 destroyed/);
+        const stackDir = path.join(dir, 'cdktf.out', 'stacks', 'demo');
+        const synthesized = JSON.parse(readFileSync(path.join(stackDir, 'cdk.tf.json'), 'utf8'));
+        expect(synthesized.terraform.required_providers.kms).toEqual({
+          source: 'registry.terraform.io/kms-sync/kms',
+          version: KMS_SYNC_VERSION,
+        });
+        // terraform init locked the installed package by hash, for this platform.
+        expect(readFileSync(path.join(stackDir, '.terraform.lock.hcl'), 'utf8')).toMatch(
+          /provider "registry\.terraform\.io\/kms-sync\/kms"[\s\S]*h1:/,
+        );
+        const project = (emu!.service.toJSON().projects as { slug: string }[]).map((p) => p.slug);
+        expect(project).toContain(`shop-${f}`);
 
-    const plan = await run(process.execPath, [cliPath, 'plan', '--cdktf', '.', '--detailed-exitcode'], dir, env);
-    printed.push(plan.stdout, plan.stderr);
-    expect(plan.code, plan.stdout + plan.stderr).toBe(0);
-    expect(plan.stdout).toContain('No changes.');
-    // The key went to the app's store, beside cdktf.json, not into the generated cdktf.out.
-    expect(readdirSync(path.join(dir, '.kms-sync'))).toEqual(expect.arrayContaining([expect.stringMatching(/sops/)]));
-  });
+        const plan = await run(process.execPath, [cliPath, 'plan', '--cdktf', '.', '--detailed-exitcode'], dir, env);
+        printed.push(plan.stdout, plan.stderr);
+        expect(plan.code, plan.stdout + plan.stderr).toBe(0);
+        expect(plan.stdout).toContain('No changes.');
+        // The key went to the app's store, beside cdktf.json, not into the generated cdktf.out.
+        expect(readdirSync(path.join(dir, '.kms-sync'))).toEqual(
+          expect.arrayContaining([expect.stringMatching(/sops/)]),
+        );
+      },
+    );
 
-  it.for(FLAVOURS)('the documented install of the %s line with kms-sync resolves (no ERESOLVE)', async (f, ctx) => {
-    if (skipped) skipTest(ctx, skipped);
-    const dir = resolved.get(f)!;
-    ok(resolveRuns.get(f)!, `npm install ${INSTALL(f).join(' ')} kms-sync`);
-    const lock = JSON.parse(readFileSync(path.join(dir, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version: string }> };
-    expect(lock.packages['node_modules/constructs']!.version).toMatch(/^10\.7\./);
-    expect(lock.packages[`node_modules/${f}`]!.version).toBe(version(f));
-  });
-});
+    it.for(FLAVOURS)('the documented install of the %s line with kms-sync resolves (no ERESOLVE)', async (f, ctx) => {
+      if (skipped) skipTest(ctx, skipped);
+      const dir = resolved.get(f)!;
+      ok(resolveRuns.get(f)!, `npm install ${INSTALL(f).join(' ')} kms-sync`);
+      const lock = JSON.parse(readFileSync(path.join(dir, 'package-lock.json'), 'utf8')) as {
+        packages: Record<string, { version: string }>;
+      };
+      expect(lock.packages['node_modules/constructs']!.version).toMatch(/^10\.7\./);
+      expect(lock.packages[`node_modules/${f}`]!.version).toBe(version(f));
+    });
+  },
+);

@@ -4,7 +4,12 @@ import { evaluateJson, ExpressionError, parseAttributes, evaluate } from '../../
 import { convertVariable, readVariableValues } from '../../src/cdktf/variables.js';
 import { workspace } from '../support/cli.js';
 
-const refs: Record<string, unknown> = { 'var.name': 'globex', 'var.n': 3, 'var.list': ['a', 'b'], 'local.obj': { k: 'v' } };
+const refs: Record<string, unknown> = {
+  'var.name': 'globex',
+  'var.n': 3,
+  'var.list': ['a', 'b'],
+  'local.obj': { k: 'v' },
+};
 const ctx = {
   resolve(ref: { parts: Array<string | number>; text: string }) {
     const key = ref.parts.slice(0, 2).join('.');
@@ -33,7 +38,9 @@ describe('expressions', () => {
     expect(ev('${var.list[1]}')).toBe('b');
     expect(ev('${local.obj.k}')).toBe('v');
     expect(ev('$${env:X} and %%{ not a directive')).toBe('${env:X} and %{ not a directive');
-    expect(ev({ nested: ['${upper(var.name)}', { deep: '${join(",", var.list)}' }] })).toEqual({ nested: ['GLOBEX', { deep: 'a,b' }] });
+    expect(ev({ nested: ['${upper(var.name)}', { deep: '${join(",", var.list)}' }] })).toEqual({
+      nested: ['GLOBEX', { deep: 'a,b' }],
+    });
     expect(ev('${format("%s-%d%%", var.name, var.n)}')).toBe('globex-3%');
     expect(ev('${merge({a = 1}, {"b": [true, null]})}')).toEqual({ a: 1, b: [true, null] });
     expect(ev('${concat(var.list, ["c"])}')).toEqual(['a', 'b', 'c']);
@@ -57,7 +64,8 @@ describe('expressions', () => {
 
   it('reads variable values with Terraform precedence and converts them to the declared type', async () => {
     const dir = workspace({
-      'terraform.tfvars': '# comment\nname = "from-tfvars"\nlist = ["x", "y"] // trailing\nobj = { a = 1, "b" = true }\n',
+      'terraform.tfvars':
+        '# comment\nname = "from-tfvars"\nlist = ["x", "y"] // trailing\nobj = { a = 1, "b" = true }\n',
       'terraform.tfvars.json': '{ "n": 7 }',
       'b.auto.tfvars': 'name = "from-auto-b"\n',
       'a.auto.tfvars.json': '{ "name": "from-auto-a" }',
@@ -75,6 +83,9 @@ describe('expressions', () => {
     expect(() => convertVariable('x', 'number', true)).toThrow('expected a number');
     const bad = await readVariableValues(workspace({ 'terraform.tfvars': 'name = var.other\n' }), {});
     expect(bad.problems).toEqual(['terraform.tfvars: variable values must be literals, not references (var.other)']);
-    expect(parseAttributes('a = 1\nb = "two"\n').map(([k, e]) => [k, evaluate(e, ctx)])).toEqual([['a', 1], ['b', 'two']]);
+    expect(parseAttributes('a = 1\nb = "two"\n').map(([k, e]) => [k, evaluate(e, ctx)])).toEqual([
+      ['a', 1],
+      ['b', 'two'],
+    ]);
   });
 });

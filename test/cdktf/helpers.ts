@@ -21,12 +21,27 @@ export function cdktfProject(files: Record<string, string> = {}): string {
   mkdirSync(nm);
   symlinkSync(repoRoot, path.join(nm, 'kms-sync'), 'dir');
   mkdirSync(path.join(nm, '@types'));
-  for (const pkg of ['cdktf', 'cdktn', 'constructs', '@types/node']) symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(nm, pkg), 'dir');
+  for (const pkg of ['cdktf', 'cdktn', 'constructs', '@types/node'])
+    symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(nm, pkg), 'dir');
   writeFiles(dir, { 'package.json': JSON.stringify({ type: 'module', private: true }) + '\n', ...files });
   return dir;
 }
 
 /** cdktf.json whose app runs a TypeScript entry with Node's type stripping. */
 export function cdktfJson(entry = 'main.ts'): string {
-  return JSON.stringify({ language: 'typescript', app: `node ${entry}`, projectId: 'test', sendCrashReports: 'false', terraformProviders: [], terraformModules: [], context: {} }, null, 2) + '\n';
+  return (
+    JSON.stringify(
+      {
+        language: 'typescript',
+        app: `node ${entry}`,
+        projectId: 'test',
+        sendCrashReports: 'false',
+        terraformProviders: [],
+        terraformModules: [],
+        context: {},
+      },
+      null,
+      2,
+    ) + '\n'
+  );
 }

@@ -20,9 +20,13 @@ const read = (f: string): Json => JSON.parse(readFileSync(path.join(repoRoot, 's
 const yaml = read('kms-sync.schema.json');
 const tf = read('terraform-provider-kms.json').provider_schemas[PROVIDER_SOURCE];
 
-const deref = (s: Json): Json => (s.$ref ? { ...yaml.definitions[s.$ref.replace('#/definitions/', '')], ...s, $ref: undefined } : s);
+const deref = (s: Json): Json =>
+  s.$ref ? { ...yaml.definitions[s.$ref.replace('#/definitions/', '')], ...s, $ref: undefined } : s;
 
-interface Leaf { type: string; required: boolean }
+interface Leaf {
+  type: string;
+  required: boolean;
+}
 
 /** Leaf fields of a YAML definition, nested objects (rotation, secret) flattened to `a.b`. */
 function yamlLeaves(def: Json, skip: readonly string[], prefix = '', parentRequired = true): Map<string, Leaf> {
@@ -50,9 +54,17 @@ const TYPE_FOR: Record<string, string[]> = {
   object: ['"dynamic"'],
 };
 
-function checkBlock(label: string, attrs: Json, def: Json, fields: Readonly<Record<string, string | undefined>>, o: {
-  parents?: readonly string[]; children?: readonly string[]; definedBy?: readonly string[];
-}) {
+function checkBlock(
+  label: string,
+  attrs: Json,
+  def: Json,
+  fields: Readonly<Record<string, string | undefined>>,
+  o: {
+    parents?: readonly string[];
+    children?: readonly string[];
+    definedBy?: readonly string[];
+  },
+) {
   const leaves = yamlLeaves(def, o.children ?? []);
   const mapped = Object.entries(fields).filter((e): e is [string, string] => e[1] !== undefined);
   // Every YAML field is mapped exactly once, and nothing is mapped to a field YAML does not have.
@@ -75,8 +87,10 @@ function checkBlock(label: string, attrs: Json, def: Json, fields: Readonly<Reco
       expect(a.type).toBe('string');
       continue;
     }
-    expect({ attr, optional: a.optional, required: a.required, computed: a.computed }, `${label}.${attr} is computed only`)
-      .toEqual({ attr, optional: undefined, required: undefined, computed: true });
+    expect(
+      { attr, optional: a.optional, required: a.required, computed: a.computed },
+      `${label}.${attr} is computed only`,
+    ).toEqual({ attr, optional: undefined, required: undefined, computed: true });
   }
 }
 
@@ -86,7 +100,11 @@ describe('provider schema ↔ YAML schema', () => {
     const block = tf.resource_schemas[type]?.block;
     expect(block, `${type} is in the provider schema`).toBeDefined();
     const skip = [...m.children, ...(m.elsewhere ? [m.elsewhere] : [])];
-    checkBlock(type, block.attributes, yaml.definitions[m.yaml], m.fields, { parents: Object.keys(m.parents), children: skip, definedBy: m.definedBy });
+    checkBlock(type, block.attributes, yaml.definitions[m.yaml], m.fields, {
+      parents: Object.keys(m.parents),
+      children: skip,
+      definedBy: m.definedBy,
+    });
     // "Defined elsewhere" is a YAML flag and, in Terraform, the data source of the same type.
     if (m.elsewhere) {
       expect(yaml.definitions[m.yaml].properties[m.elsewhere].type).toBe('boolean');
@@ -94,7 +112,8 @@ describe('provider schema ↔ YAML schema', () => {
     }
     // Children of the YAML definition are the resources whose parents point here.
     for (const child of m.children) expect(deref(yaml.definitions[m.yaml].properties[child]).type).toBe('array');
-    for (const id of m.identity) expect(block.attributes[id].required, `${type}.${id} (identity) is required`).toBe(true);
+    for (const id of m.identity)
+      expect(block.attributes[id].required, `${type}.${id} (identity) is required`).toBe(true);
     expect(block.attributes.id, `${type}.id`).toMatchObject({ type: 'string', computed: true });
     expect(block.attributes.id.optional).toBeUndefined();
   });
@@ -120,29 +139,59 @@ describe('provider schema ↔ YAML schema', () => {
     }
     // settings: how kms-sync itself runs (the provider reads KMS_SYNC_ALLOW_LOCAL_STORE instead).
     const yamlOnly = ['apiVersion', 'settings', 'stores', 'projects'];
-    expect(Object.keys(top).filter((k) => !yamlOnly.includes(k)).sort())
-      .toEqual(Object.values(PROVIDER_FIELDS).filter((f) => f !== undefined).sort());
+    expect(
+      Object.keys(top)
+        .filter((k) => !yamlOnly.includes(k))
+        .sort(),
+    ).toEqual(
+      Object.values(PROVIDER_FIELDS)
+        .filter((f) => f !== undefined)
+        .sort(),
+    );
   });
 
   it('data sources look up by natural key and return attributes of the same type as the resource', () => {
-    const extra: Record<string, string[]> = { kms_project: ['environments'], kms_environment: [], kms_client: ['keys'], kms_key: ['generations'] };
+    const extra: Record<string, string[]> = {
+      kms_project: ['environments'],
+      kms_environment: [],
+      kms_client: ['keys'],
+      kms_key: ['generations'],
+    };
     expect(Object.keys(tf.data_source_schemas).sort()).toEqual([
-      'kms_client', 'kms_clients', 'kms_endpoint', 'kms_endpoints', 'kms_environment', 'kms_key', 'kms_project', 'kms_projects', 'kms_template', 'kms_templates',
+      'kms_client',
+      'kms_clients',
+      'kms_endpoint',
+      'kms_endpoints',
+      'kms_environment',
+      'kms_key',
+      'kms_project',
+      'kms_projects',
+      'kms_template',
+      'kms_templates',
     ]);
     // The list data sources (plural) return one computed list; their filters are optional.
     for (const type of ['kms_clients', 'kms_endpoints', 'kms_projects', 'kms_templates']) {
       const attrs = tf.data_source_schemas[type].block.attributes as Json;
-      const lists = Object.entries(attrs).filter(([, a]) => a.computed && JSON.stringify(a.type).startsWith('["list",["object"'));
-      expect(lists.map(([n]) => n), `${type} returns one list`).toEqual([type.slice(4)]);
+      const lists = Object.entries(attrs).filter(
+        ([, a]) => a.computed && JSON.stringify(a.type).startsWith('["list",["object"'),
+      );
+      expect(
+        lists.map(([n]) => n),
+        `${type} returns one list`,
+      ).toEqual([type.slice(4)]);
     }
     for (const [type, ds] of Object.entries(tf.data_source_schemas as Json).filter(([t]) => tf.resource_schemas[t])) {
       const resource = tf.resource_schemas[type].block.attributes as Json;
       const m = RESOURCE_MAPPINGS[type as keyof typeof RESOURCE_MAPPINGS];
       for (const [attr, a] of Object.entries(ds.block.attributes as Json)) {
-        if ((extra[type] ?? []).includes(attr)) { expect(a.computed).toBe(true); continue; }
+        if ((extra[type] ?? []).includes(attr)) {
+          expect(a.computed).toBe(true);
+          continue;
+        }
         expect(resource[attr], `data.${type}.${attr} is an attribute of the resource`).toBeDefined();
         expect(JSON.stringify(a.type), `data.${type}.${attr} type`).toBe(JSON.stringify(resource[attr].type));
-        if (a.required) expect([...m.identity, 'project_env'], `data.${type}.${attr} looks up by identity`).toContain(attr);
+        if (a.required)
+          expect([...m.identity, 'project_env'], `data.${type}.${attr} looks up by identity`).toContain(attr);
         else expect(a.computed, `data.${type}.${attr}`).toBe(true);
       }
     }
@@ -159,8 +208,10 @@ describe('provider schema ↔ YAML schema', () => {
       for (const [n, b] of Object.entries((block.block_types ?? {}) as Json)) walk(`${label}.${n}`, b.block);
     };
     walk('provider', tf.provider.block);
-    for (const [t, s] of Object.entries({ ...tf.resource_schemas, ...tf.data_source_schemas } as Json)) walk(t, s.block);
+    for (const [t, s] of Object.entries({ ...tf.resource_schemas, ...tf.data_source_schemas } as Json))
+      walk(t, s.block);
     expect(sensitive).toEqual(['provider.api_key']);
-    for (const forbidden of ['key', 'raw_key', 'secret', 'secret_value', 'value']) expect(names).not.toContain(forbidden);
+    for (const forbidden of ['key', 'raw_key', 'secret', 'secret_value', 'value'])
+      expect(names).not.toContain(forbidden);
   });
 });

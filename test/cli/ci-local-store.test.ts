@@ -19,20 +19,34 @@ const STORE = '.kms-sync/secrets.sops.yaml';
 const addFormats = (addFormatsModule as unknown as { default: (a: Ajv) => Ajv }).default;
 const ajv = new Ajv({ allErrors: true, strict: false });
 addFormats(ajv);
-const validateEvent = ajv.compile(JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'kms-sync-apply-events.schema.json'), 'utf8')));
+const validateEvent = ajv.compile(
+  JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'kms-sync-apply-events.schema.json'), 'utf8')),
+);
 /** The small configuration plus one more client (one more key to issue). */
 const withClient = (name: string, extra = '') =>
   `${extra}${smallConfig.replace('{ name: app, template: std, keys: [{ name: main }] }', `{ name: app, template: std, keys: [{ name: main }] }, { name: ${name}, template: std, keys: [{ name: main }] }`)}`;
 
 let s: Setup;
-const git = (...args: string[]) => execFileSync('git', ['-C', s.dir, '-c', 'user.name=kms-sync test', '-c', 'user.email=test@example.invalid', ...args], { encoding: 'utf8' });
+const git = (...args: string[]) =>
+  execFileSync(
+    'git',
+    ['-C', s.dir, '-c', 'user.name=kms-sync test', '-c', 'user.email=test@example.invalid', ...args],
+    { encoding: 'utf8' },
+  );
 const ci = (extra: NodeJS.ProcessEnv = {}) => ({ ...s.env, CI: 'true', ...extra });
 const clientNamed = async (name: string) => {
-  const r = (await (await fetch(`${s.emu.url}/client?project_env=shop-staging&name=${name}`, { headers: { 'x-api-key': s.env.KMS_API_KEY! } })).json()) as { data?: unknown[] };
+  const r = (await (
+    await fetch(`${s.emu.url}/client?project_env=shop-staging&name=${name}`, {
+      headers: { 'x-api-key': s.env.KMS_API_KEY! },
+    })
+  ).json()) as { data?: unknown[] };
   return r.data?.[0];
 };
 /** Requests that write something in the service, except the run lock's own record (an endpoint). */
-const writes = () => Object.entries(s.emu.counts()).filter(([route]) => !route.startsWith('GET ') && !route.includes('/endpoint')).map(([route]) => route);
+const writes = () =>
+  Object.entries(s.emu.counts())
+    .filter(([route]) => !route.startsWith('GET ') && !route.includes('/endpoint'))
+    .map(([route]) => route);
 const lastLines = (text: string, n: number) => text.trimEnd().split('\n').slice(-n).join('\n');
 
 /** A configuration in git whose store file, with the first keys in it, is committed. */
@@ -85,21 +99,35 @@ describe('CI and a local store file', () => {
     const refused = await runCli(['rotate', '--key', 'key.shop-staging/web/main', '--yes'], { cwd: s.dir, env: ci() });
     expect(refused.code, refused.stdout + refused.stderr).toBe(1);
     expect(refused.stderr).toContain(`refusing to issue 1 new key(s) into the local store file ${STORE}`);
-    expect(((await clientNamed('web')) as { keys: { id: string }[] }).keys.map((k) => k.id)).toEqual(before.keys.map((k) => k.id));
-    const allowed = await runCli(['rotate', '--key', 'key.shop-staging/web/main', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci() });
+    expect(((await clientNamed('web')) as { keys: { id: string }[] }).keys.map((k) => k.id)).toEqual(
+      before.keys.map((k) => k.id),
+    );
+    const allowed = await runCli(['rotate', '--key', 'key.shop-staging/web/main', '--yes', '--allow-local-store'], {
+      cwd: s.dir,
+      env: ci(),
+    });
     expect(allowed.code, allowed.stdout + allowed.stderr).toBe(0);
     expect(((await clientNamed('web')) as { keys: unknown[] }).keys.length).toBeGreaterThan(before.keys.length);
-    expect(lastLines(allowed.stdout, 2)).toContain(`kms-sync wrote 1 new key(s) into ${STORE} on this CI runner: commit and push it`);
+    expect(lastLines(allowed.stdout, 2)).toContain(
+      `kms-sync wrote 1 new key(s) into ${STORE} on this CI runner: commit and push it`,
+    );
   });
 
   it('--allow-local-store: issues, and the last lines name the file to commit and push', async () => {
     writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing') });
-    const r = await runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci({ GITHUB_ACTIONS: 'true' }) });
+    const r = await runCli(['apply', '--yes', '--allow-local-store'], {
+      cwd: s.dir,
+      env: ci({ GITHUB_ACTIONS: 'true' }),
+    });
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(await clientNamed('billing')).toBeDefined();
-    expect(lastLines(r.stdout, 2)).toContain(`kms-sync wrote 1 new key(s) into ${STORE} on this CI runner: commit and push it, nothing else keeps them; the runner is discarded when the job ends.`);
+    expect(lastLines(r.stdout, 2)).toContain(
+      `kms-sync wrote 1 new key(s) into ${STORE} on this CI runner: commit and push it, nothing else keeps them; the runner is discarded when the job ends.`,
+    );
     // In GitHub Actions also a warning annotation, shown on the run's page.
-    expect(r.stderr).toContain(`::warning title=kms-sync: commit and push::kms-sync wrote 1 new key(s) into ${STORE} on this CI runner`);
+    expect(r.stderr).toContain(
+      `::warning title=kms-sync: commit and push::kms-sync wrote 1 new key(s) into ${STORE} on this CI runner`,
+    );
     expect(git('status', '--porcelain', '--', STORE).trim()).toBe(`M ${STORE}`);
   });
 
@@ -108,11 +136,17 @@ describe('CI and a local store file', () => {
     const r = await runCli(['apply', '--yes', '--json'], { cwd: s.dir, env: ci({ KMS_SYNC_ALLOW_LOCAL_STORE: '1' }) });
     expect(r.code, r.stderr).toBe(0);
     expect(await clientNamed('billing')).toBeDefined();
-    const events = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const events = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const last = events.at(-1);
     expect(last.type).toBe('apply_summary');
     for (const e of events) expect(validateEvent(e), JSON.stringify(validateEvent.errors)).toBe(true);
-    expect(last.commit_required).toEqual({ files: [{ file: STORE, keys: 1 }], message: expect.stringContaining(`into ${STORE} on this CI runner: commit and push it`) });
+    expect(last.commit_required).toEqual({
+      files: [{ file: STORE, keys: 1 }],
+      message: expect.stringContaining(`into ${STORE} on this CI runner: commit and push it`),
+    });
     expect(lastLines(r.stderr, 3)).toContain(`kms-sync wrote 1 new key(s) into ${STORE}`);
   });
 
@@ -121,14 +155,22 @@ describe('CI and a local store file', () => {
     const trace = path.join(s.dir, 'trace.txt');
     const storeFile = path.join(s.dir, STORE);
     // Held just after the raw key is journaled; meanwhile the store file becomes a folder, so the store write fails.
-    const running = runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci({ KMS_SYNC_TEST_PAUSE: `after-journal:${patient(1500)}`, KMS_SYNC_TEST_TRACE: trace }) });
-    expect(await waitFor(() => existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal'), 30_000), 'the raw key was journaled').toBe(true);
+    const running = runCli(['apply', '--yes', '--allow-local-store'], {
+      cwd: s.dir,
+      env: ci({ KMS_SYNC_TEST_PAUSE: `after-journal:${patient(1500)}`, KMS_SYNC_TEST_TRACE: trace }),
+    });
+    expect(
+      await waitFor(() => existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal'), 30_000),
+      'the raw key was journaled',
+    ).toBe(true);
     rmSync(storeFile);
     mkdirSync(storeFile);
     const r = await running;
     expect(r.code, r.stdout + r.stderr).toBe(3);
     expect(existsSync(path.join(s.dir, '.kms-sync', 'journal'))).toBe(true);
-    expect(lastLines(r.stdout, 2)).toContain('kms-sync left its key journal .kms-sync/journal on this CI runner (keys not yet in their store; age-encrypted): commit and push it too');
+    expect(lastLines(r.stdout, 2)).toContain(
+      'kms-sync left its key journal .kms-sync/journal on this CI runner (keys not yet in their store; age-encrypted): commit and push it too',
+    );
     expect(r.stdout).not.toContain(`new key(s) into ${STORE}`);
   });
 
@@ -210,24 +252,58 @@ describe('the example CI workflows keep the keys', () => {
       git('push', '-q', 'origin', 'HEAD:main');
       execFileSync('git', ['clone', '-q', remote, other]);
       writeFiles(other, { 'README.md': 'someone else\n' });
-      execFileSync('git', ['-C', other, '-c', 'user.name=o', '-c', 'user.email=o@example.invalid', 'commit', '-q', '--allow-empty', '-m', 'meanwhile']);
+      execFileSync('git', [
+        '-C',
+        other,
+        '-c',
+        'user.name=o',
+        '-c',
+        'user.email=o@example.invalid',
+        'commit',
+        '-q',
+        '--allow-empty',
+        '-m',
+        'meanwhile',
+      ]);
       execFileSync('git', ['-C', other, 'push', '-q', 'origin', 'HEAD:main']);
       writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing', 'owner: shop-ci\n') }); // declared, as init writes it: the folder gained a remote since its first apply
       const r = await runCli(['apply', '--yes', '--allow-local-store'], { cwd: s.dir, env: ci() });
       expect(r.code, r.stdout + r.stderr).toBe(0);
       const run = await new Promise<{ code: number; out: string }>((resolve) => {
-        execFile('bash', ['-c', step.run], {
-          cwd: s.dir,
-          env: { PATH: process.env.PATH, HOME: s.dir, STORE, JOURNAL: '.kms-sync/journal', TRUST_RECORD: '.kms-sync/trust.json', OWNER_RECORD: '.kms-sync/owner', GITHUB_RUN_ID: '42', GITHUB_REF_NAME: 'main', GIT_CONFIG_NOSYSTEM: '1' },
-        }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
+        execFile(
+          'bash',
+          ['-c', step.run],
+          {
+            cwd: s.dir,
+            env: {
+              PATH: process.env.PATH,
+              HOME: s.dir,
+              STORE,
+              JOURNAL: '.kms-sync/journal',
+              TRUST_RECORD: '.kms-sync/trust.json',
+              OWNER_RECORD: '.kms-sync/owner',
+              GITHUB_RUN_ID: '42',
+              GITHUB_REF_NAME: 'main',
+              GIT_CONFIG_NOSYSTEM: '1',
+            },
+          },
+          (e, stdout, stderr) =>
+            resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+        );
       });
       allOutput.push(run.out);
       expect(run.code, run.out).toBe(0);
       expect(run.out).toContain('push refused (attempt 1)');
       const pushed = execFileSync('git', ['-C', remote, 'show', `main:${STORE}`]);
       expect(pushed.equals(readFileSync(path.join(s.dir, STORE)))).toBe(true);
-      expect(execFileSync('git', ['-C', remote, 'log', '-1', '--format=%s', 'main'], { encoding: 'utf8' }).trim()).toBe('kms-sync: keys issued by run 42 [skip ci]');
-      expect(execFileSync('git', ['-C', remote, 'show', '--name-only', '--format=', 'main'], { encoding: 'utf8' }).trim().split('\n')).toEqual(['.kms-sync/owner', STORE, '.kms-sync/trust.json']);
+      expect(execFileSync('git', ['-C', remote, 'log', '-1', '--format=%s', 'main'], { encoding: 'utf8' }).trim()).toBe(
+        'kms-sync: keys issued by run 42 [skip ci]',
+      );
+      expect(
+        execFileSync('git', ['-C', remote, 'show', '--name-only', '--format=', 'main'], { encoding: 'utf8' })
+          .trim()
+          .split('\n'),
+      ).toEqual(['.kms-sync/owner', STORE, '.kms-sync/trust.json']);
     } finally {
       rmSync(remote, { recursive: true, force: true });
       rmSync(other, { recursive: true, force: true });
@@ -248,7 +324,10 @@ describe('the example CI workflows keep the keys', () => {
     try {
       execFileSync('shellcheck', ['--version'], { stdio: 'ignore' });
     } catch {
-      return skipTest(ctx, 'shellcheck is not installed (apt-get install -y shellcheck; .ci/run installs it): the push scripts are not linted');
+      return skipTest(
+        ctx,
+        'shellcheck is not installed (apt-get install -y shellcheck; .ci/run installs it): the push scripts are not linted',
+      );
     }
     const wf = read('examples/ci/github/.github/workflows/kms-sync.yml');
     const gl = read('examples/ci/gitlab/.gitlab-ci.yml');
@@ -271,6 +350,8 @@ describe('the example CI workflows keep the keys', () => {
   it('action.yml passes allow-local-store as the flag, to apply only', () => {
     const action = read('action.yml');
     expect(action.inputs['allow-local-store'].default).toBe('false');
-    expect(action.runs.steps.find((st: any) => st.id === 'run').run).toMatch(/INPUT_ALLOW_LOCAL_STORE[^\n]*\n?[^\n]*--allow-local-store/);
+    expect(action.runs.steps.find((st: any) => st.id === 'run').run).toMatch(
+      /INPUT_ALLOW_LOCAL_STORE[^\n]*\n?[^\n]*--allow-local-store/,
+    );
   });
 });

@@ -10,10 +10,15 @@ import { setup, smallConfig, type Setup } from './helpers.js';
 
 let s: Setup;
 beforeAll(async () => {
-  s = await setup({ 'kms-sync.yaml': smallConfig.replace('      - type: staging', `      - type: production
+  s = await setup({
+    'kms-sync.yaml': smallConfig.replace(
+      '      - type: staging',
+      `      - type: production
         url: https://p.example
         templates: [{ name: std, rateLimitDay: 10 }]
-      - type: staging`) });
+      - type: staging`,
+    ),
+  });
 });
 afterAll(async () => {
   await s?.emu.close();
@@ -51,6 +56,8 @@ describe('export', () => {
     expect(one.stdout).not.toContain('type: production');
     const none = await cli(['export', '--env', 'nope-*']);
     expect(none.code).toBe(1);
-    expect(none.stderr).toContain('--env nope-* matches no environment the credential can see (shop-production, shop-staging)');
+    expect(none.stderr).toContain(
+      '--env nope-* matches no environment the credential can see (shop-production, shop-staging)',
+    );
   });
 });

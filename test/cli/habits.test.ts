@@ -21,11 +21,16 @@ afterAll(async () => {
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);
 });
 
-const cli = (args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => runCli(args, { cwd: opts.cwd ?? s.dir, env: opts.env ?? s.env });
+const cli = (args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) =>
+  runCli(args, { cwd: opts.cwd ?? s.dir, env: opts.env ?? s.env });
 
 describe('spellings and command words', () => {
   it('single-dash Terraform spellings get the double-dash one', async () => {
-    for (const [cmd, arg, hint] of [['apply', '-auto-approve', '--auto-approve'], ['apply', '-json', '--json'], ['plan', '-out=plan.json', '--out']] as const) {
+    for (const [cmd, arg, hint] of [
+      ['apply', '-auto-approve', '--auto-approve'],
+      ['apply', '-json', '--json'],
+      ['plan', '-out=plan.json', '--out'],
+    ] as const) {
       const r = await cli([cmd, arg]);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`unknown option ${arg}: did you mean ${hint}?`);
@@ -33,7 +38,11 @@ describe('spellings and command words', () => {
   });
 
   it("decK's dump/diff/sync point at export/plan/apply", async () => {
-    for (const [word, ours] of [['dump', 'export'], ['diff', 'plan'], ['sync', 'apply']] as const) {
+    for (const [word, ours] of [
+      ['dump', 'export'],
+      ['diff', 'plan'],
+      ['sync', 'apply'],
+    ] as const) {
       const r = await cli([word]);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`kms-sync has no command "${word}": did you mean ${ours}`);
@@ -67,17 +76,31 @@ describe('hints point only at what exists', () => {
           expect(sub, `${name}: kms-sync ${suggestion}`).toBeDefined();
           cmd = sub!;
         }
-        for (const flag of words.filter((x) => x.startsWith('--'))) expect(cmd.options.map((o) => o.long), `${name}: kms-sync ${suggestion}`).toContain(flag);
+        for (const flag of words.filter((x) => x.startsWith('--')))
+          expect(
+            cmd.options.map((o) => o.long),
+            `${name}: kms-sync ${suggestion}`,
+          ).toContain(flag);
       }
       // Every "kms-sync WORD" and "--flag" in the text is one of the suggestions checked above.
       // (A word after "kms-sync" that is no command is prose: "kms-sync has no …", never a command word we hint about.)
       for (const m of hint.text.matchAll(/kms-sync ([a-z-]+)/g)) {
-        expect(Object.hasOwn(COMMAND_HINTS, m[1]!) && !program.commands.some((c) => c.name() === m[1]), `${name}: ${m[0]}`).toBe(false);
-        if (program.commands.some((c) => c.name() === m[1])) expect(hint.suggests.some((x) => x === m[1] || x.startsWith(`${m[1]} `)), `${name}: ${m[0]}`).toBe(true);
+        expect(
+          Object.hasOwn(COMMAND_HINTS, m[1]!) && !program.commands.some((c) => c.name() === m[1]),
+          `${name}: ${m[0]}`,
+        ).toBe(false);
+        if (program.commands.some((c) => c.name() === m[1]))
+          expect(
+            hint.suggests.some((x) => x === m[1] || x.startsWith(`${m[1]} `)),
+            `${name}: ${m[0]}`,
+          ).toBe(true);
       }
       for (const m of hint.text.matchAll(/--[a-z-]+/g)) {
         if (m[0] === '--env' || m[0] === '--help') continue; // shared by every command that reads a configuration
-        expect(hint.suggests.some((x) => x.split(' ').includes(m[0])), `${name}: ${m[0]}`).toBe(true);
+        expect(
+          hint.suggests.some((x) => x.split(' ').includes(m[0])),
+          `${name}: ${m[0]}`,
+        ).toBe(true);
       }
     }
   });
@@ -100,7 +123,9 @@ describe('hints point only at what exists', () => {
       const r = await cli(args);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr, args.join(' ')).toContain(hint);
-      expect(r.stderr, args.join(' ')).not.toMatch(/did you mean --(var-file|input|target|upgrade|json)\b|Did you mean rotate/);
+      expect(r.stderr, args.join(' ')).not.toMatch(
+        /did you mean --(var-file|input|target|upgrade|json)\b|Did you mean rotate/,
+      );
     }
     const lock = await cli(['apply', '-lock=false']);
     expect(lock.stderr).toContain('did you mean --no-lock?');
@@ -155,7 +180,9 @@ describe('saved plans', () => {
     expect(text.stdout).toContain('template.shop-staging/std');
     expect(text.stdout).toContain('kms-sync apply plan.json');
     const json = await cli(['show', 'plan.json', '--json'], { env: offline });
-    expect(JSON.parse(json.stdout).resource_changes.map((c: { address: string }) => c.address)).toContain('template.shop-staging/std');
+    expect(JSON.parse(json.stdout).resource_changes.map((c: { address: string }) => c.address)).toContain(
+      'template.shop-staging/std',
+    );
     const md = await cli(['show', 'plan.json', '--format', 'markdown'], { env: offline });
     expect(md.stdout).toMatch(/^#+ /m);
     expect(md.stdout).toContain('template.shop-staging/std');
@@ -167,7 +194,9 @@ describe('saved plans', () => {
     for (const extra of [['-f', 'kms-sync.yaml'], ['--env', 'shop-staging'], ['--prune']]) {
       const r = await cli(['apply', 'plan.json', ...extra]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain(`${extra[0] === '-f' ? '-f/--file' : extra[0]} cannot be used with a saved plan (plan.json)`);
+      expect(r.stderr).toContain(
+        `${extra[0] === '-f' ? '-f/--file' : extra[0]} cannot be used with a saved plan (plan.json)`,
+      );
       expect(r.stdout).not.toContain('Nothing to do');
     }
     // The plan itself still applies.
@@ -180,13 +209,25 @@ describe('saved plans', () => {
     writeFileSync(path.join(s.dir, 'kms-sync.yaml'), smallConfig.replace('rateLimitDay: 10', 'rateLimitDay: 30'));
     expect((await cli(['plan', '--out', 'snake.json'])).code).toBe(0);
     const file = JSON.parse(readFileSync(path.join(s.dir, 'snake.json'), 'utf8'));
-    expect(file).toMatchObject({ kind: 'kms-sync/saved-plan', format_version: 2, config_dir: '.', local_stores: expect.any(Array) });
+    expect(file).toMatchObject({
+      kind: 'kms-sync/saved-plan',
+      format_version: 2,
+      config_dir: '.',
+      local_stores: expect.any(Array),
+    });
     expect(file.plan).toMatchObject({ format_version: 1, generated_at: expect.any(String), key_findings: [] });
     const op = file.plan.operations.find((o: { address: string }) => o.address === 'template.shop-staging/std');
     expect(op).toMatchObject({ action_reason: expect.any(String), project_env: 'shop-staging' });
     // No camelCase name of the format anywhere, except inside the values (before/after: the configuration's own names).
-    const names = (v: unknown, data = false): string[] => (Array.isArray(v) ? v.flatMap((x) => names(x, data)) : v && typeof v === 'object'
-      ? Object.entries(v).flatMap(([k, x]) => [...(data ? [] : [k]), ...names(x, data || ['before', 'after', 'changes', 'fingerprints', 'stores', 'settings'].includes(k))]) : []);
+    const names = (v: unknown, data = false): string[] =>
+      Array.isArray(v)
+        ? v.flatMap((x) => names(x, data))
+        : v && typeof v === 'object'
+          ? Object.entries(v).flatMap(([k, x]) => [
+              ...(data ? [] : [k]),
+              ...names(x, data || ['before', 'after', 'changes', 'fingerprints', 'stores', 'settings'].includes(k)),
+            ])
+          : [];
     expect(names(file).filter((k) => /[A-Z]/.test(k))).toEqual([]);
     // The same plan written the 1.0 way (camelCase, no format_version) is read as before.
     const old = savedPlanFromFile(file, 'snake.json');
@@ -247,7 +288,9 @@ describe('flag errors name the flag', () => {
   });
 
   it('a KMS_API_KEY that is not a project key is refused before anything is sent', async () => {
-    const r = await cli(['plan'], { env: { ...s.env, KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'kmsc_notaprojectkey' } });
+    const r = await cli(['plan'], {
+      env: { ...s.env, KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'kmsc_notaprojectkey' },
+    });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('KMS_API_KEY is not a project key');
     expect(r.stderr).not.toMatch(/ECONNREFUSED|retrying/);
@@ -256,8 +299,12 @@ describe('flag errors name the flag', () => {
 
 describe('network', () => {
   it('a service host that does not resolve fails at once: no retries (checked when this machine resolves .invalid as NXDOMAIN)', async (ctx) => {
-    const code = await lookup('kms-sync-test.invalid').then(() => 'resolved', (e: NodeJS.ErrnoException) => e.code);
-    if (code !== 'ENOTFOUND') return skipTest(ctx, `the DNS test: the resolver answers ${code} for .invalid here (no DNS), not ENOTFOUND`);
+    const code = await lookup('kms-sync-test.invalid').then(
+      () => 'resolved',
+      (e: NodeJS.ErrnoException) => e.code,
+    );
+    if (code !== 'ENOTFOUND')
+      return skipTest(ctx, `the DNS test: the resolver answers ${code} for .invalid here (no DNS), not ENOTFOUND`);
     const r = await cli(['plan'], { env: { ...s.env, KMS_API_URL: 'http://kms-sync-test.invalid/api/v1' } });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('does not resolve');
@@ -266,15 +313,24 @@ describe('network', () => {
 });
 
 describe('completion', () => {
-  it('bash completion completes commands, a command\'s options and nested commands (run in bash)', async () => {
+  it("bash completion completes commands, a command's options and nested commands (run in bash)", async () => {
     const script = await cli(['completion', 'bash']);
     expect(script.code).toBe(0);
     const file = path.join(s.dir, 'completion.bash');
     writeFileSync(file, script.stdout);
-    const complete = (words: string[]) => new Promise<string>((resolve, reject) => {
-      execFile('bash', ['-c', `source "$1"; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kms_sync; echo "\${COMPREPLY[*]}"`, 'bash', file],
-        (error, stdout) => (error ? reject(error) : resolve(stdout.trim())));
-    });
+    const complete = (words: string[]) =>
+      new Promise<string>((resolve, reject) => {
+        execFile(
+          'bash',
+          [
+            '-c',
+            `source "$1"; COMP_WORDS=(${words.map((w) => `'${w}'`).join(' ')}); COMP_CWORD=${words.length - 1}; _kms_sync; echo "\${COMPREPLY[*]}"`,
+            'bash',
+            file,
+          ],
+          (error, stdout) => (error ? reject(error) : resolve(stdout.trim())),
+        );
+      });
     expect(await complete(['kms-sync', 'ap'])).toBe('apply');
     expect((await complete(['kms-sync', 'apply', '--au'])).split(' ')).toEqual(['--auto-approve']);
     expect(await complete(['kms-sync', 'plan', '--lock'])).toBe('');
@@ -291,7 +347,8 @@ describe('completion', () => {
     expect(zsh.stdout).toContain('#compdef kms-sync');
     expect(zsh.stdout).toContain('complete -o default -F _kms_sync kms-sync');
     const fish = await cli(['completion', 'fish']);
-    for (const c of ['plan', 'apply', 'rotate', 'destroy', 'show', 'export', 'drift', 'version']) expect(fish.stdout).toContain(`-a ${c} `);
+    for (const c of ['plan', 'apply', 'rotate', 'destroy', 'show', 'export', 'drift', 'version'])
+      expect(fish.stdout).toContain(`-a ${c} `);
     expect(fish.stdout).toContain("-n '__fish_seen_subcommand_from apply' -l auto-approve");
     expect(fish.stdout).toContain("-n '__fish_seen_subcommand_from plan' -l format -x -a 'text json markdown'");
     const bad = await cli(['completion', 'tcsh']);
@@ -304,9 +361,19 @@ describe('help', () => {
   it('every command names the environment, exit codes and examples, without "(default: [])"', async () => {
     // Every command the top-level help lists, and the subcommands of secrets.
     const top = (await cli(['--help'])).stdout;
-    const names = [...top.slice(top.indexOf('Commands:')).matchAll(/^  ([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help');
-    expect(names).toEqual(expect.arrayContaining(['validate', 'init', 'schema', 'plan', 'apply', 'secrets', 'version', 'completion']));
-    for (const cmd of [...names.map((n) => [n]), ['secrets', 'list'], ['secrets', 'flush'], ['secrets', 'prune'], ['report', 'merge']]) {
+    const names = [...top.slice(top.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)]
+      .map((m) => m[1]!)
+      .filter((n) => n !== 'help');
+    expect(names).toEqual(
+      expect.arrayContaining(['validate', 'init', 'schema', 'plan', 'apply', 'secrets', 'version', 'completion']),
+    );
+    for (const cmd of [
+      ...names.map((n) => [n]),
+      ['secrets', 'list'],
+      ['secrets', 'flush'],
+      ['secrets', 'prune'],
+      ['report', 'merge'],
+    ]) {
       const r = await cli([...cmd, '--help']);
       expect(r.code, cmd.join(' ')).toBe(0);
       expect(r.stdout, cmd.join(' ')).toContain('Exit codes:');

@@ -24,10 +24,17 @@ export interface Setup {
   env: NodeJS.ProcessEnv;
 }
 
-export async function setup(files: Record<string, string> = { 'kms-sync.yaml': smallConfig }, emulator: { latencyMs?: number } = {}): Promise<Setup> {
+export async function setup(
+  files: Record<string, string> = { 'kms-sync.yaml': smallConfig },
+  emulator: { latencyMs?: number } = {},
+): Promise<Setup> {
   const emu = await startEmulator({ port: 0, apiKeys: [TEST_KEY], ...emulator });
   const dir = workspace(files);
-  return { emu, dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: TEST_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age.txt') } };
+  return {
+    emu,
+    dir,
+    env: { KMS_API_URL: emu.url, KMS_API_KEY: TEST_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age.txt') },
+  };
 }
 
 const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
@@ -37,17 +44,33 @@ export const cliCommand = (args: string[]) => [process.execPath, cliPath, ...arg
  * Runs a shell command line inside a pseudo-terminal (stdin, and stdout unless the line pipes it,
  * are the terminal), typing `answer` once `prompt` appears in the output.
  */
-export function runInTty(commandLine: string, opts: { cwd: string; env: NodeJS.ProcessEnv; answer?: string; prompt?: RegExp }): Promise<{ code: number; output: string }> {
+export function runInTty(
+  commandLine: string,
+  opts: { cwd: string; env: NodeJS.ProcessEnv; answer?: string; prompt?: RegExp },
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     let output = '';
     let answered = false;
     // bash with pipefail: a pipeline's exit code is the CLI's, not that of `tee` or `cat`.
-    const child = execFile('script', ['-qefc', `set -o pipefail; ${commandLine}`, '/dev/null'], {
-      cwd: opts.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, TERM: 'dumb', NO_COLOR: '1', SHELL: '/bin/bash', ...opts.env },
-    }, (error) => {
-      allOutput.push(output);
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output });
-    });
+    const child = execFile(
+      'script',
+      ['-qefc', `set -o pipefail; ${commandLine}`, '/dev/null'],
+      {
+        cwd: opts.cwd,
+        env: {
+          PATH: process.env.PATH,
+          HOME: process.env.HOME,
+          TERM: 'dumb',
+          NO_COLOR: '1',
+          SHELL: '/bin/bash',
+          ...opts.env,
+        },
+      },
+      (error) => {
+        allOutput.push(output);
+        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output });
+      },
+    );
     child.stdout!.on('data', (d: Buffer) => {
       output += d.toString();
       if (!answered && opts.answer !== undefined && (opts.prompt ?? /accepted: |to confirm/).test(output)) {

@@ -35,7 +35,9 @@ function noCredential(text: string, where: string) {
 
 const api = async (method: string, route: string, body?: unknown) => {
   const r = await fetch(`${s.emu.url}${route}`, {
-    method, headers: { 'x-api-key': TEST_KEY, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    method,
+    headers: { 'x-api-key': TEST_KEY, 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await r.text();
   if (!r.ok) throw new Error(`${method} ${route}: ${r.status} ${text.slice(0, 300)}`);
@@ -50,17 +52,26 @@ async function addClient(name: string) {
 
 async function removeClient(name: string) {
   const list = await api('GET', '/client?project_env=shop-staging&limit=100');
-  for (const c of list.data as { id: string; name: string }[]) if (c.name === name) await api('DELETE', `/client/${c.id}?project_env=shop-staging`);
+  for (const c of list.data as { id: string; name: string }[])
+    if (c.name === name) await api('DELETE', `/client/${c.id}?project_env=shop-staging`);
 }
 
 beforeAll(async () => {
   s = await setup();
   gh = await startGitHubFake({ owner: 'acme', repo: 'access', token: TOKEN });
-  writeFileSync(path.join(s.dir, 'event.json'), JSON.stringify({ action: 'synchronize', number: 7, pull_request: { number: 7 } }));
+  writeFileSync(
+    path.join(s.dir, 'event.json'),
+    JSON.stringify({ action: 'synchronize', number: 7, pull_request: { number: 7 } }),
+  );
   env = {
-    ...s.env, VAULT_TOKEN: VAULT,
-    GITHUB_ACTIONS: 'true', GITHUB_TOKEN: TOKEN, GITHUB_REPOSITORY: 'acme/access', GITHUB_EVENT_PATH: path.join(s.dir, 'event.json'),
-    GITHUB_API_URL: gh.url, GITHUB_STEP_SUMMARY: path.join(s.dir, 'summary.md'),
+    ...s.env,
+    VAULT_TOKEN: VAULT,
+    GITHUB_ACTIONS: 'true',
+    GITHUB_TOKEN: TOKEN,
+    GITHUB_REPOSITORY: 'acme/access',
+    GITHUB_EVENT_PATH: path.join(s.dir, 'event.json'),
+    GITHUB_API_URL: gh.url,
+    GITHUB_STEP_SUMMARY: path.join(s.dir, 'summary.md'),
   };
   const first = await runCli(['apply', '--yes'], { cwd: s.dir, env: s.env });
   expect(first.code, first.stderr).toBe(0);
@@ -78,7 +89,7 @@ afterAll(async () => {
 
 describe('credentials in a configuration (issue 26, item 1)', () => {
   const hostile = smallConfig.replace(
-    "clients: [{ name: web, template: std, keys: [{ name: main }] },",
+    'clients: [{ name: web, template: std, keys: [{ name: main }] },',
     'clients: [{ name: web, template: std, metadata: { b: "x${env:KMS_API_KEY}", c: "${env:GITHUB_TOKEN}", d: "${env:LOOKS_HARMLESS}" }, keys: [{ name: main }] },',
   );
 
@@ -87,19 +98,33 @@ describe('credentials in a configuration (issue 26, item 1)', () => {
     writeFileSync(path.join(s.dir, 'hostile.yaml'), hostile);
     // A harmless-looking name holding a copy of the project key is refused by its value.
     // Listed in the operator policy: credentials are refused even then (the credential check comes after the allowlist).
-    const e = { ...env, LOOKS_HARMLESS: `copy-${TEST_KEY}`, KMS_SYNC_ENV_ALLOW: 'KMS_API_KEY,GITHUB_TOKEN,LOOKS_HARMLESS' };
-    for (const args of [['plan', '-f', 'hostile.yaml'], ['plan', '-f', 'hostile.yaml', '--format', 'markdown'], ['plan', '-f', 'hostile.yaml', '--json'],
-      ['plan', '-f', 'hostile.yaml', '--comment', 'github'], ['plan', '-f', 'hostile.yaml', '--out', 'saved.json']]) {
+    const e = {
+      ...env,
+      LOOKS_HARMLESS: `copy-${TEST_KEY}`,
+      KMS_SYNC_ENV_ALLOW: 'KMS_API_KEY,GITHUB_TOKEN,LOOKS_HARMLESS',
+    };
+    for (const args of [
+      ['plan', '-f', 'hostile.yaml'],
+      ['plan', '-f', 'hostile.yaml', '--format', 'markdown'],
+      ['plan', '-f', 'hostile.yaml', '--json'],
+      ['plan', '-f', 'hostile.yaml', '--comment', 'github'],
+      ['plan', '-f', 'hostile.yaml', '--out', 'saved.json'],
+    ]) {
       const r = await runCli(args, { cwd: s.dir, env: e });
       expect(r.code, args.join(' ')).toBe(1);
-      expect(r.stderr).toMatch(/hostile\.yaml:9:\d+: .*environment variable KMS_API_KEY holds a credential \(its name marks a credential\)/);
+      expect(r.stderr).toMatch(
+        /hostile\.yaml:9:\d+: .*environment variable KMS_API_KEY holds a credential \(its name marks a credential\)/,
+      );
       expect(r.stderr).toMatch(/hostile\.yaml:9:\d+: .*environment variable GITHUB_TOKEN holds a credential/);
-      expect(r.stderr).toMatch(/environment variable LOOKS_HARMLESS holds a credential \(its value holds a credential\)/);
+      expect(r.stderr).toMatch(
+        /environment variable LOOKS_HARMLESS holds a credential \(its value holds a credential\)/,
+      );
       noCredential(r.stdout + r.stderr, args.join(' '));
     }
     expect(gh.comments).toHaveLength(0);
     expect(existsSync(path.join(s.dir, 'saved.json'))).toBe(false);
-    if (existsSync(env.GITHUB_STEP_SUMMARY!)) noCredential(readFileSync(env.GITHUB_STEP_SUMMARY!, 'utf8'), 'the step summary');
+    if (existsSync(env.GITHUB_STEP_SUMMARY!))
+      noCredential(readFileSync(env.GITHUB_STEP_SUMMARY!, 'utf8'), 'the step summary');
     rmSync(path.join(s.dir, 'hostile.yaml'));
   });
 
@@ -110,8 +135,15 @@ describe('credentials in a configuration (issue 26, item 1)', () => {
     await addClient(name);
     try {
       const outputs: string[] = [];
-      for (const args of [['plan', '--prune'], ['plan', '--prune', '--json'], ['plan', '--prune', '--format', 'markdown'], ['plan', '--prune', '--comment', 'github'],
-        ['plan', '--prune', '--out', 'saved.json'], ['drift'], ['drift', '--format', 'json']]) {
+      for (const args of [
+        ['plan', '--prune'],
+        ['plan', '--prune', '--json'],
+        ['plan', '--prune', '--format', 'markdown'],
+        ['plan', '--prune', '--comment', 'github'],
+        ['plan', '--prune', '--out', 'saved.json'],
+        ['drift'],
+        ['drift', '--format', 'json'],
+      ]) {
         const r = await runCli(args, { cwd: s.dir, env });
         expect([0, 2], `${args.join(' ')}: ${r.stderr}`).toContain(r.code);
         outputs.push(r.stdout, r.stderr);
@@ -119,7 +151,12 @@ describe('credentials in a configuration (issue 26, item 1)', () => {
       const saved = readFileSync(path.join(s.dir, 'saved.json'), 'utf8');
       const comment = gh.comments.map((c) => c.body).join('\n');
       const summary = readFileSync(env.GITHUB_STEP_SUMMARY!, 'utf8');
-      for (const [where, text] of [['outputs', outputs.join('\n')], ['saved plan', saved], ['comment', comment], ['step summary', summary]] as const) {
+      for (const [where, text] of [
+        ['outputs', outputs.join('\n')],
+        ['saved plan', saved],
+        ['comment', comment],
+        ['step summary', summary],
+      ] as const) {
         noCredential(text, where);
         expect(text, where).toContain('[REDACTED KMS_API_KEY]');
       }
@@ -159,7 +196,14 @@ describe('hostile names from the service (issue 26, item 6)', () => {
   });
 
   it('escapes them in plan, plan --prune and drift output, and no line starts a workflow command', async () => {
-    for (const args of [['plan'], ['plan', '--prune'], ['plan', '--prune', '--compact'], ['drift'], ['drift', '--format', 'markdown'], ['plan', '--prune', '--format', 'markdown']]) {
+    for (const args of [
+      ['plan'],
+      ['plan', '--prune'],
+      ['plan', '--prune', '--compact'],
+      ['drift'],
+      ['drift', '--format', 'markdown'],
+      ['plan', '--prune', '--format', 'markdown'],
+    ]) {
       const r = await runCli(args, { cwd: s.dir, env: { ...s.env, FORCE_COLOR: '1' } });
       expect([0, 2], `${args.join(' ')}: ${r.stderr}`).toContain(r.code);
       clean(r.stdout + r.stderr, args.join(' '));
@@ -202,10 +246,15 @@ describe('drift --gen-ignore (issue 26, item 6)', () => {
     try {
       const r = await runCli(['drift', '--gen-ignore'], { cwd: s.dir, env: s.env });
       expect(r.code, r.stderr).toBe(1);
-      expect(r.stderr).toContain('Not written to .kmsignore: "client.shop-staging/zz\\n**\\n# " cannot be written as an ignore rule');
+      expect(r.stderr).toContain(
+        'Not written to .kmsignore: "client.shop-staging/zz\\n**\\n# " cannot be written as an ignore rule',
+      );
       const file = path.join(s.dir, '.kmsignore');
       const text = readFileSync(file, 'utf8');
-      const rules = text.split('\n').map((l) => l.replace(/(^|\s)#.*$/, '').trim()).filter(Boolean);
+      const rules = text
+        .split('\n')
+        .map((l) => l.replace(/(^|\s)#.*$/, '').trim())
+        .filter(Boolean);
       expect(rules).toEqual(['client.shop-staging/by-hand']);
       // The drift the hostile name would have hidden is still reported.
       const again = await runCli(['drift'], { cwd: s.dir, env: s.env });
@@ -228,7 +277,10 @@ describe('Markdown reports (issue 26, smaller item)', () => {
   });
 
   it('no link, image or autolink renders inside <code>', async () => {
-    for (const args of [['drift', '--format', 'markdown'], ['plan', '--prune', '--format', 'markdown']]) {
+    for (const args of [
+      ['drift', '--format', 'markdown'],
+      ['plan', '--prune', '--format', 'markdown'],
+    ]) {
       const r = await runCli(args, { cwd: s.dir, env: s.env });
       expect([0, 2], r.stderr).toContain(r.code);
       expect(r.stdout).toContain('<code>client.shop-staging/[click here&#93;(https&#58;//evil.example/x)</code>');
@@ -240,7 +292,13 @@ describe('Markdown reports (issue 26, smaller item)', () => {
 describe('long values in error lines (issue 26, smaller item)', () => {
   it('cuts a 70,000-character value to 200 characters and says how many more', async () => {
     const big = 'x'.repeat(70_000);
-    writeFileSync(path.join(s.dir, 'big.yaml'), smallConfig.replace('{ name: web, template: std,', `{ name: web, template: std, ipWhitelist: ["${big}"], metadata: { a: "${big}" },`));
+    writeFileSync(
+      path.join(s.dir, 'big.yaml'),
+      smallConfig.replace(
+        '{ name: web, template: std,',
+        `{ name: web, template: std, ipWhitelist: ["${big}"], metadata: { a: "${big}" },`,
+      ),
+    );
     const r = await runCli(['plan', '-f', 'big.yaml'], { cwd: s.dir, env: s.env });
     expect(r.code).toBe(1);
     const line = r.stderr.split('\n').find((l) => l.includes('invalid IP address'))!;

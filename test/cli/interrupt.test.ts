@@ -35,9 +35,15 @@ it('SIGINT mid-apply: message, in-flight requests finish, exit 3, keys stored, l
   let stderr = '';
   let interrupted = false;
   const code = await new Promise<number>((resolve) => {
-    const child = execFile(process.execPath, [cliPath, 'apply', '-f', 'kms-sync.yaml', '--auto-approve', '--json', '--parallelism', '1'], {
-      cwd: s.dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...s.env },
-    }, (error) => resolve(error ? ((error as { code?: number }).code ?? 1) : 0));
+    const child = execFile(
+      process.execPath,
+      [cliPath, 'apply', '-f', 'kms-sync.yaml', '--auto-approve', '--json', '--parallelism', '1'],
+      {
+        cwd: s.dir,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...s.env },
+      },
+      (error) => resolve(error ? ((error as { code?: number }).code ?? 1) : 0),
+    );
     child.stdout!.on('data', (d: Buffer) => {
       stdout += d.toString();
       // The first operation done (the project): the rest of the run is still ahead.
@@ -46,13 +52,18 @@ it('SIGINT mid-apply: message, in-flight requests finish, exit 3, keys stored, l
         child.kill('SIGINT');
       }
     });
-    child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
   });
   allOutput.push(stdout, stderr);
   expect(interrupted).toBe(true);
   expect(code, stderr).toBe(3);
   expect(stderr).toMatch(/Interrupt received \(SIGINT\): finishing \d+ operation\(s\) in flight/);
-  const events = stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const events = stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const summary = events.at(-1);
   expect(summary).toMatchObject({ type: 'apply_summary', outcome: 'interrupted', exit_code: 3 });
   // Whatever was in flight finished (the engine batches a environment's clients into one step).
@@ -60,7 +71,9 @@ it('SIGINT mid-apply: message, in-flight requests finish, exit 3, keys stored, l
   const storedKeys = events.filter((e) => e.type === 'key_stored').length;
 
   // Journal consistent: nothing waiting, every key reported stored is in the store.
-  const list = JSON.parse((await runCli(['secrets', 'list', '--json', '-f', 'kms-sync.yaml'], { cwd: s.dir, env: s.env })).stdout);
+  const list = JSON.parse(
+    (await runCli(['secrets', 'list', '--json', '-f', 'kms-sync.yaml'], { cwd: s.dir, env: s.env })).stdout,
+  );
   expect(list.journal_pending).toBe(0);
   expect(list.secrets.length).toBe(storedKeys);
 
@@ -69,7 +82,9 @@ it('SIGINT mid-apply: message, in-flight requests finish, exit 3, keys stored, l
   expect(again.code, again.stderr).toBe(0);
   const plan = await runCli(['plan', '-f', 'kms-sync.yaml', '--detailed-exitcode'], { cwd: s.dir, env: s.env });
   expect(plan.code, plan.stderr).toBe(0);
-  const after = JSON.parse((await runCli(['secrets', 'list', '--json', '-f', 'kms-sync.yaml'], { cwd: s.dir, env: s.env })).stdout);
+  const after = JSON.parse(
+    (await runCli(['secrets', 'list', '--json', '-f', 'kms-sync.yaml'], { cwd: s.dir, env: s.env })).stdout,
+  );
   expect(after.secrets.length).toBe(CLIENTS);
 });
 
@@ -82,15 +97,27 @@ it('one SIGINT stops a wait for the local run lock held by another process (--lo
   // Held by a live process on this host (this test's): not stale, so the run waits for it.
   writeFileSync(lock, JSON.stringify({ pid: process.pid, host: hostname(), createdAt: new Date().toISOString() }));
   try {
-    const child = execFile(process.execPath, [cliPath, 'apply', '-f', 'kms-sync.yaml', '--auto-approve', '--lock-timeout', '10m'], { cwd: s.dir, env: { ...process.env, ...s.env } });
+    const child = execFile(
+      process.execPath,
+      [cliPath, 'apply', '-f', 'kms-sync.yaml', '--auto-approve', '--lock-timeout', '10m'],
+      { cwd: s.dir, env: { ...process.env, ...s.env } },
+    );
     let stderr = '';
-    child.stderr!.on('data', (d) => { stderr += d; });
+    child.stderr!.on('data', (d) => {
+      stderr += d;
+    });
     await new Promise((r) => setTimeout(r, 1500));
     expect(child.exitCode).toBeNull(); // still waiting for the lock
     child.kill('SIGINT');
     const code = await new Promise<number | null>((resolve) => {
-      const t = setTimeout(() => { child.kill('SIGKILL'); resolve(-1); }, 15_000);
-      child.on('exit', (c) => { clearTimeout(t); resolve(c); });
+      const t = setTimeout(() => {
+        child.kill('SIGKILL');
+        resolve(-1);
+      }, 15_000);
+      child.on('exit', (c) => {
+        clearTimeout(t);
+        resolve(c);
+      });
     });
     allOutput.push(stderr);
     expect(code, stderr).toBe(130);

@@ -20,7 +20,9 @@ afterAll(async () => {
 const addFormats = (addFormatsModule as unknown as { default: (a: Ajv) => Ajv }).default;
 const ajv = new Ajv({ allErrors: true, strict: false });
 addFormats(ajv);
-const validateEvent = ajv.compile(JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'kms-sync-apply-events.schema.json'), 'utf8')));
+const validateEvent = ajv.compile(
+  JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'kms-sync-apply-events.schema.json'), 'utf8')),
+);
 
 function events(stdout: string): any[] {
   const lines = stdout.split('\n').filter((l) => l !== '');
@@ -49,7 +51,13 @@ describe('apply --json / rotate --json', () => {
     expect(stored.map((k) => k.address).sort()).toEqual(['key.shop-staging/app/main', 'key.shop-staging/web/main']);
     for (const k of stored) expect(Object.keys(k).sort()).toEqual(['address', 'secret', 'store']);
     const last = ev.at(-1);
-    expect(last).toMatchObject({ type: 'apply_summary', outcome: 'complete', exit_code: 0, keys_stored: 2, failed: [] });
+    expect(last).toMatchObject({
+      type: 'apply_summary',
+      outcome: 'complete',
+      exit_code: 0,
+      keys_stored: 2,
+      failed: [],
+    });
     expect(r.stdout).not.toContain('Apply complete!');
     expect(r.stdout).not.toMatch(RAW_KEY_PATTERN);
   });
@@ -63,11 +71,21 @@ describe('apply --json / rotate --json', () => {
   });
 
   it('rotate --json streams the rotation and the new key stored', async () => {
-    const r = await runCli(['rotate', '--json', '--auto-approve', '-f', 'kms-sync.yaml', '--key', 'key.shop-staging/web/main'], { cwd: s.dir, env: s.env });
+    const r = await runCli(
+      ['rotate', '--json', '--auto-approve', '-f', 'kms-sync.yaml', '--key', 'key.shop-staging/web/main'],
+      { cwd: s.dir, env: s.env },
+    );
     expect(r.code, r.stderr).toBe(0);
     const ev = events(r.stdout);
     expect(ev[0]).toMatchObject({ type: 'version', command: 'rotate' });
-    expect(ev.some((e) => e.type === 'apply_complete' && e.change.action === 'rotate' && e.change.address === 'key.shop-staging/web/main')).toBe(true);
+    expect(
+      ev.some(
+        (e) =>
+          e.type === 'apply_complete' &&
+          e.change.action === 'rotate' &&
+          e.change.address === 'key.shop-staging/web/main',
+      ),
+    ).toBe(true);
     expect(ev.filter((e) => e.type === 'key_stored').map((e) => e.key.address)).toEqual(['key.shop-staging/web/main']);
     expect(ev.at(-1)).toMatchObject({ type: 'apply_summary', outcome: 'complete', keys_stored: 1 });
   });
@@ -90,7 +108,10 @@ describe('one JSON document', () => {
   });
 
   it('plan --json --format markdown is a usage error, before any request', async () => {
-    const r = await runCli(['plan', '--json', '--format', 'markdown', '-f', 'kms-sync.yaml'], { cwd: s.dir, env: { ...s.env, KMS_API_URL: 'http://127.0.0.1:9/api/v1' } });
+    const r = await runCli(['plan', '--json', '--format', 'markdown', '-f', 'kms-sync.yaml'], {
+      cwd: s.dir,
+      env: { ...s.env, KMS_API_URL: 'http://127.0.0.1:9/api/v1' },
+    });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('--json and --format markdown');
     expect(r.stdout).toBe('');

@@ -10,11 +10,15 @@ projects:
   - slug: wide
     name: Wide
     environments:
-${['staging', 'production'].map((t) => `      - type: ${t}
+${['staging', 'production']
+  .map(
+    (t) => `      - type: ${t}
         url: https://${t}.example
         templates: [{ name: std, rateLimitDay: 10 }]
         clients:
-${Array.from({ length: CLIENTS }, (_, i) => `          - { name: c${i}, template: std, keys: [{ name: main }] }`).join('\n')}`).join('\n')}
+${Array.from({ length: CLIENTS }, (_, i) => `          - { name: c${i}, template: std, keys: [{ name: main }] }`).join('\n')}`,
+  )
+  .join('\n')}
 `;
 
 let s: Setup;
@@ -29,14 +33,19 @@ afterAll(async () => {
 it('plan --compact prints counts per action, kind and environment, not a block per resource', async () => {
   const r = await runCli(['plan', '--compact'], { cwd: s.dir, env: s.env });
   expect(r.code, r.stderr).toBe(0);
-  expect(r.stdout).toMatch(new RegExp(`\\s${CLIENTS * 2}\\s+create client\\s+wide-production ${CLIENTS}, wide-staging ${CLIENTS}`));
+  expect(r.stdout).toMatch(
+    new RegExp(`\\s${CLIENTS * 2}\\s+create client\\s+wide-production ${CLIENTS}, wide-staging ${CLIENTS}`),
+  );
   expect(r.stdout).not.toContain('client.wide-staging/c7');
   expect(r.stdout).toContain(`Plan: ${CLIENTS * 2 + 5} to create`);
   expect(r.stdout.split('\n').length).toBeLessThan(20);
 });
 
 it('apply --compact in CI: timestamped log lines, a short key summary, and the time it took', async () => {
-  const r = await runCli(['apply', '--compact', '--yes'], { cwd: s.dir, env: { ...s.env, CI: 'true', KMS_SYNC_ALLOW_LOCAL_STORE: '1' } });
+  const r = await runCli(['apply', '--compact', '--yes'], {
+    cwd: s.dir,
+    env: { ...s.env, CI: 'true', KMS_SYNC_ALLOW_LOCAL_STORE: '1' },
+  });
   expect(r.code, r.stderr).toBe(0);
   const lines = r.stderr.split('\n').filter((l) => l.includes('complete'));
   expect(lines.length).toBeGreaterThan(CLIENTS);

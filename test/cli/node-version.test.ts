@@ -33,7 +33,9 @@ function run(bin: string, args: string[], cwd = repoRoot): Promise<{ code: numbe
   });
 }
 
-describe.skipIf(skipWhen(!old, 'test/cli/node-version.test.ts: no Node.js older than 22.19 on this machine to run the CLI with'))('on a Node.js older than 22.19', () => {
+describe.skipIf(
+  skipWhen(!old, 'test/cli/node-version.test.ts: no Node.js older than 22.19 on this machine to run the CLI with'),
+)('on a Node.js older than 22.19', () => {
   it('the CLI names the version it needs, the one it found and how to get it, exit 1, no stack trace', async () => {
     for (const args of [['--version'], ['plan', '-f', 'examples'], ['demo']]) {
       const r = await run(old!.bin, [cliPath, ...args]);
@@ -49,7 +51,8 @@ describe.skipIf(skipWhen(!old, 'test/cli/node-version.test.ts: no Node.js older 
     const npm = ['/usr/bin/npm', '/usr/local/bin/npm'].find((p) => existsSync(p));
     if (!npm) return skipTest(ctx, 'npm ci check: no npm next to the old node');
     const dir = scratchDir('kms-sync-engines-');
-    for (const f of ['package.json', 'package-lock.json', '.npmrc']) copyFileSync(path.join(repoRoot, f), path.join(dir, f));
+    for (const f of ['package.json', 'package-lock.json', '.npmrc'])
+      copyFileSync(path.join(repoRoot, f), path.join(dir, f));
     const r = await run(old!.bin, [npm, 'ci', '--ignore-scripts', '--dry-run', '--offline'], dir);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/notsup.*\n.*Required: \{"node":">=22\.19\.0"\}/);

@@ -41,7 +41,9 @@ it('a file where kms-sync keeps its lock and journal is named, with what the fol
   writeFileSync(path.join(dir, '.kms-sync'), '');
   const r = await runCli(['apply', '--yes'], { cwd: dir, env: s.env });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain('Error: cannot create the folder .kms-sync (where kms-sync keeps its run lock and key journal): a file of that name is in the way');
+  expect(r.stderr).toContain(
+    'Error: cannot create the folder .kms-sync (where kms-sync keeps its run lock and key journal): a file of that name is in the way',
+  );
   noInternals(r.stderr);
 });
 
@@ -58,9 +60,17 @@ it('temp files are reported as the file they stand for; missing folders and bloc
   expect(userPath('/p/.keys.txt.tmp-4711-ab12cd')).toBe('/p/keys.txt');
   expect(userPath('/p/plan.json')).toBe('/p/plan.json');
   const cwd = s.dir;
-  const enoent = Object.assign(new Error('x'), { code: 'ENOENT', syscall: 'open', path: path.join(cwd, 'gone/deeper/plan.json.99.tmp') });
+  const enoent = Object.assign(new Error('x'), {
+    code: 'ENOENT',
+    syscall: 'open',
+    path: path.join(cwd, 'gone/deeper/plan.json.99.tmp'),
+  });
   expect(describeFsError(enoent, cwd)).toBe('cannot write gone/deeper/plan.json: the folder gone does not exist');
-  const enotdir = Object.assign(new Error('x'), { code: 'ENOTDIR', syscall: 'open', path: path.join(cwd, 'notes/x/.secrets.yaml.tmp-1-ab') });
+  const enotdir = Object.assign(new Error('x'), {
+    code: 'ENOTDIR',
+    syscall: 'open',
+    path: path.join(cwd, 'notes/x/.secrets.yaml.tmp-1-ab'),
+  });
   expect(describeFsError(enotdir, cwd)).toBe('cannot write notes/x/secrets.yaml: notes is a file, not a folder');
   const reading = Object.assign(new Error('x'), { code: 'ENOENT', syscall: 'open', path: '/nowhere/plan.json' });
   expect(describeFsError(reading, cwd)).toBe('/nowhere/plan.json: no such file or folder');

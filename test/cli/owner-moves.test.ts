@@ -25,7 +25,10 @@ describe('owner id and blocked changes', () => {
 
     execFileSync('git', ['init', '-q', cfg]);
     execFileSync('git', ['-C', cfg, 'remote', 'add', 'origin', 'https://github.com/acme/platform.git']);
-    const edited = smallConfig.replace("{ name: web, template: std,", "{ name: web, template: std, metadata: { team: checkout },");
+    const edited = smallConfig.replace(
+      '{ name: web, template: std,',
+      '{ name: web, template: std, metadata: { team: checkout },',
+    );
     writeFileSync(path.join(cfg, 'kms-sync.yaml'), edited);
     const moved = await cli(['plan', '-f', 'cfg', '--detailed-exitcode']);
     expect(moved.code, moved.stdout + moved.stderr).toBe(1);
@@ -34,7 +37,10 @@ describe('owner id and blocked changes', () => {
     expect(moved.stderr).toContain('owner: "local:cfg"');
     expect(moved.stdout).not.toContain('No changes');
 
-    writeFileSync(path.join(cfg, 'kms-sync.yaml'), edited.replace('apiVersion: kms-sync/v1\n', 'apiVersion: kms-sync/v1\nowner: local:cfg\n'));
+    writeFileSync(
+      path.join(cfg, 'kms-sync.yaml'),
+      edited.replace('apiVersion: kms-sync/v1\n', 'apiVersion: kms-sync/v1\nowner: local:cfg\n'),
+    );
     const declared = await cli(['plan', '-f', 'cfg', '--detailed-exitcode']);
     expect(declared.code, declared.stdout + declared.stderr).toBe(2);
     expect(declared.stdout).toContain('metadata.team');
@@ -42,15 +48,25 @@ describe('owner id and blocked changes', () => {
   });
 
   it('changes another configuration owns are blocked: never "No changes", plan and apply exit 1 naming the owner', async () => {
-    s = await setup({ 'a/kms-sync.yaml': `owner: team-a\n${smallConfig}`, 'b/kms-sync.yaml': `owner: team-b\n${smallConfig}` });
+    s = await setup({
+      'a/kms-sync.yaml': `owner: team-a\n${smallConfig}`,
+      'b/kms-sync.yaml': `owner: team-b\n${smallConfig}`,
+    });
     const cli = (args: string[]) => runCli(args, { env: { ...s!.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1' }, cwd: s!.dir });
     expect((await cli(['apply', '-f', 'a', '--auto-approve'])).code).toBe(0);
     // The same desired state under another owner: nothing to change, nothing blocked.
     const same = await cli(['plan', '-f', 'b', '--detailed-exitcode']);
     expect(same.code, same.stdout + same.stderr).toBe(0);
     expect(same.stdout).toContain('No changes.');
-    writeFileSync(path.join(s.dir, 'b', 'kms-sync.yaml'), `owner: team-b\n${smallConfig.replace('{ name: web, template: std,', '{ name: web, template: std, metadata: { team: b },')}`);
-    for (const args of [['plan', '-f', 'b', '--detailed-exitcode'], ['plan', '-f', 'b', '--json'], ['apply', '-f', 'b', '--auto-approve']]) {
+    writeFileSync(
+      path.join(s.dir, 'b', 'kms-sync.yaml'),
+      `owner: team-b\n${smallConfig.replace('{ name: web, template: std,', '{ name: web, template: std, metadata: { team: b },')}`,
+    );
+    for (const args of [
+      ['plan', '-f', 'b', '--detailed-exitcode'],
+      ['plan', '-f', 'b', '--json'],
+      ['apply', '-f', 'b', '--auto-approve'],
+    ]) {
       const r = await cli(args);
       expect(r.code, `${args.join(' ')}: ${r.stdout}${r.stderr}`).toBe(1);
       expect(r.stderr).toContain("client.shop-staging/web (metadata) is owned by configuration 'team-a'");

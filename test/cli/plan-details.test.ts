@@ -41,17 +41,33 @@ describe('plan details', () => {
   it('a new client shows each key with its ttl or expiry, autoRotate and rotation; markers only in JSON', async () => {
     const text = await cli(['plan']);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toContain('main: ttl 30d, autoRotate true, rotation window 7d / overlap 1d; raw value → default store:shop-staging/web/main');
-    expect(text.stdout).toContain('backup: expires 2031-01-01T00:00:00.000Z, autoRotate false; raw value → default store:shop-staging/web/backup');
+    expect(text.stdout).toContain(
+      'main: ttl 30d, autoRotate true, rotation window 7d / overlap 1d; raw value → default store:shop-staging/web/main',
+    );
+    expect(text.stdout).toContain(
+      'backup: expires 2031-01-01T00:00:00.000Z, autoRotate false; raw value → default store:shop-staging/web/backup',
+    );
     expect(text.stdout).toContain('metadata = { team = "payments" }');
     expect(text.stdout).not.toMatch(MARKERS);
     const md = await cli(['plan', '--format', 'markdown']);
     expect(md.stdout).toContain('ttl 30d, autoRotate true, rotation window 7d / overlap 1d');
     expect(md.stdout).not.toMatch(MARKERS);
     const json = await cli(['plan', '--json']);
-    const create = JSON.parse(json.stdout).resource_changes.find((c: { address: string }) => c.address === 'client.shop-staging/web');
-    expect(create.change.after.metadata).toMatchObject({ team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': expect.any(String), 'kms-sync/applied': expect.any(String) });
-    expect(create.change.after.keys.find((k: { name: string }) => k.name === 'main')).toMatchObject({ name: 'main', ttl: '30d', autoRotate: true, rotation: { window: '7d', overlap: '1d' } });
+    const create = JSON.parse(json.stdout).resource_changes.find(
+      (c: { address: string }) => c.address === 'client.shop-staging/web',
+    );
+    expect(create.change.after.metadata).toMatchObject({
+      team: 'payments',
+      'managed-by': 'kms-sync',
+      'kms-sync/owner': expect.any(String),
+      'kms-sync/applied': expect.any(String),
+    });
+    expect(create.change.after.keys.find((k: { name: string }) => k.name === 'main')).toMatchObject({
+      name: 'main',
+      ttl: '30d',
+      autoRotate: true,
+      rotation: { window: '7d', overlap: '1d' },
+    });
   });
 
   it('a rename deletes the old client and says which keys that revokes', async () => {

@@ -49,7 +49,8 @@ async function loadIn(dir: string, env: string[], ahead: ReadAhead) {
   }
 }
 
-const connection = () => connect({ url: s.emu.url, parallelism: 4 }, { KMS_API_URL: s.emu.url, KMS_API_KEY: s.env.KMS_API_KEY });
+const connection = () =>
+  connect({ url: s.emu.url, parallelism: 4 }, { KMS_API_URL: s.emu.url, KMS_API_KEY: s.env.KMS_API_KEY });
 
 describe('ReadAhead', () => {
   it('hands over a read of exactly the loaded scope, equal to the read planFor makes', async () => {
@@ -58,9 +59,16 @@ describe('ReadAhead', () => {
       const cfg = await loadIn(s.dir, [], new ReadAhead(conn, false));
       expect(cfg.live, 'a read was started and handed over').toBeDefined();
       const ahead = await collectLiveStream(cfg.live!.stream);
-      const direct = await readLiveState(conn.api, { projects: ['shop'], envs: ['shop-production', 'shop-staging'], alsoRead: cfg.leaving }, { fingerprints: false });
+      const direct = await readLiveState(
+        conn.api,
+        { projects: ['shop'], envs: ['shop-production', 'shop-staging'], alsoRead: cfg.leaving },
+        { fingerprints: false },
+      );
       expect(ahead.state).toEqual(direct.state);
-      expect(ahead.state.clients.map((c) => `${c.projectEnv}/${c.name}`).sort()).toEqual(['shop-production/app', 'shop-staging/web']);
+      expect(ahead.state.clients.map((c) => `${c.projectEnv}/${c.name}`).sort()).toEqual([
+        'shop-production/app',
+        'shop-staging/web',
+      ]);
     } finally {
       await conn.api.close();
     }
@@ -76,7 +84,24 @@ describe('ReadAhead', () => {
 
       // Started for one scope, asked for another (the documents said more than the loaded state keeps).
       const other = new ReadAhead(conn, false);
-      other.start([{ projects: [{ slug: 'shop', name: 'Shop', environments: [{ type: 'staging', url: 'x' }, { type: 'qa', url: 'y' }] }] }], s.dir, []);
+      other.start(
+        [
+          {
+            projects: [
+              {
+                slug: 'shop',
+                name: 'Shop',
+                environments: [
+                  { type: 'staging', url: 'x' },
+                  { type: 'qa', url: 'y' },
+                ],
+              },
+            ],
+          },
+        ],
+        s.dir,
+        [],
+      );
       expect(other.take(cfg.desired, ['shop-staging', 'shop-production'])).toBeUndefined();
     } finally {
       await conn.api.close();
@@ -90,8 +115,24 @@ describe('ReadAhead', () => {
     const conn = connection();
     try {
       const ahead = new ReadAhead(conn, false);
-      ahead.start([{ projects: [{ slug: 'shop', name: 'Shop', environments: [{ type: 'staging', url: 'x' }] }] }], dir, []);
-      expect(ahead.take({ projects: [{ slug: 'shop', name: 'Shop' }], envs: [{ project: 'shop', type: 'staging', projectEnv: 'shop-staging', url: 'x' }], templates: [], clients: [], endpoints: [], stores: [] }, ['shop-staging'])).toBeUndefined();
+      ahead.start(
+        [{ projects: [{ slug: 'shop', name: 'Shop', environments: [{ type: 'staging', url: 'x' }] }] }],
+        dir,
+        [],
+      );
+      expect(
+        ahead.take(
+          {
+            projects: [{ slug: 'shop', name: 'Shop' }],
+            envs: [{ project: 'shop', type: 'staging', projectEnv: 'shop-staging', url: 'x' }],
+            templates: [],
+            clients: [],
+            endpoints: [],
+            stores: [],
+          },
+          ['shop-staging'],
+        ),
+      ).toBeUndefined();
     } finally {
       await conn.api.close();
     }
@@ -100,7 +141,12 @@ describe('ReadAhead', () => {
 
 describe('plan with the read ahead, as a user runs it', () => {
   it('an invalid configuration with a reachable service: the configuration errors, exit 1, promptly', async () => {
-    const dir = workspace({ 'kms-sync.yaml': twoEnvs.replace('rateLimitDay: 10 }]\n        clients: [{ name: app', 'rateLimitDay: ten }]\n        clients: [{ name: app') });
+    const dir = workspace({
+      'kms-sync.yaml': twoEnvs.replace(
+        'rateLimitDay: 10 }]\n        clients: [{ name: app',
+        'rateLimitDay: ten }]\n        clients: [{ name: app',
+      ),
+    });
     const started = Date.now();
     const r = await runCli(['plan'], { cwd: dir, env: s.env });
     expect(r.code, r.stderr).toBe(1);
@@ -111,7 +157,10 @@ describe('plan with the read ahead, as a user runs it', () => {
   });
 
   it('a no-op plan after apply is empty, with or without --env', async () => {
-    for (const args of [['plan', '--detailed-exitcode'], ['plan', '--detailed-exitcode', '--env', 'shop-staging']]) {
+    for (const args of [
+      ['plan', '--detailed-exitcode'],
+      ['plan', '--detailed-exitcode', '--env', 'shop-staging'],
+    ]) {
       const r = await runCli(args, { cwd: s.dir, env: s.env });
       expect(r.code, `${args.join(' ')}: ${r.stdout}${r.stderr}`).toBe(0);
     }

@@ -32,7 +32,9 @@ afterAll(async () => {
 it('plan on a terminal shows the pages read out of the total, and clears the line before the plan', async () => {
   const r = await runInTty(`${cliCommand(['plan'])} | cat`, { cwd: s.dir, env: s.env });
   expect(r.code, r.output).toBe(0);
-  const drawn = [...r.output.matchAll(/Reading live state… (\d+)\/(\d+) pages/g)].map((m) => [Number(m[1]), Number(m[2])] as const);
+  const drawn = [...r.output.matchAll(/Reading live state… (\d+)\/(\d+) pages/g)].map(
+    (m) => [Number(m[1]), Number(m[2])] as const,
+  );
   expect(drawn.length, r.output).toBeGreaterThan(1);
   // Never more pages read than known, and the counts only grow.
   for (const [read, total] of drawn) expect(read).toBeLessThanOrEqual(total);

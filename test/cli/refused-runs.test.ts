@@ -37,7 +37,9 @@ describe('a run that writes nothing', () => {
     expect(json.code).toBe(1);
     const summary = JSON.parse(json.stdout.trim().split('\n').at(-1)!) as { outcome: string; exit_code: number };
     expect(summary).toMatchObject({ outcome: 'refused', exit_code: 1 });
-    const projects = (await (await fetch(`${other.url}/project?limit=100`, { headers: { 'x-api-key': TEST_KEY } })).json()) as { data: unknown[] };
+    const projects = (await (
+      await fetch(`${other.url}/project?limit=100`, { headers: { 'x-api-key': TEST_KEY } })
+    ).json()) as { data: unknown[] };
     expect(projects.data).toHaveLength(0);
   });
 });
@@ -63,7 +65,9 @@ ${Array.from({ length: n }, (_, i) => `          - { name: c${i} , template: std
       const text = await cli(['apply', '-f', 'many', '--yes'], env);
       expect(text.code, text.stdout + text.stderr).toBe(3);
       expect(text.stdout).toContain('Apply stopped part-way.');
-      expect(text.stdout).toMatch(/^ {2}12 operation\(s\) failed: .+ \(client\.many-staging\/c\d+, client\.many-staging\/c\d+, client\.many-staging\/c\d+ and 9 more\)$/m);
+      expect(text.stdout).toMatch(
+        /^ {2}12 operation\(s\) failed: .+ \(client\.many-staging\/c\d+, client\.many-staging\/c\d+, client\.many-staging\/c\d+ and 9 more\)$/m,
+      );
       expect(text.stdout).not.toMatch(/^ {2}client\.many-staging\/c\d+: failed/m);
       expect(text.stderr.match(/create FAILED/g) ?? []).toHaveLength(3);
       expect(text.stderr).toContain('further failures with this same error are counted in the summary');
@@ -75,7 +79,11 @@ ${Array.from({ length: n }, (_, i) => `          - { name: c${i} , template: std
       expect(again.stdout).not.toMatch(/part-way/);
       const json = await cli(['apply', '-f', 'many', '--yes', '--json'], env);
       expect(json.code).toBe(1);
-      const summary = JSON.parse(json.stdout.trim().split('\n').at(-1)!) as { outcome: string; failed: unknown[]; failed_groups: { count: number; addresses: string[] }[] };
+      const summary = JSON.parse(json.stdout.trim().split('\n').at(-1)!) as {
+        outcome: string;
+        failed: unknown[];
+        failed_groups: { count: number; addresses: string[] }[];
+      };
       expect(summary.outcome).toBe('refused');
       expect(summary.failed).toHaveLength(12);
       expect(summary.failed_groups).toHaveLength(1);

@@ -11,7 +11,9 @@ import { setup, smallConfig, type Setup } from './helpers.js';
 let s: Setup;
 beforeAll(async () => {
   // Keys go to a declared default store, not to .kms-sync/secrets.sops.yaml.
-  s = await setup({ 'kms-sync.yaml': `${smallConfig}stores:\n  - { name: team, uri: "sops:team-secrets.sops.yaml", default: true }\n` });
+  s = await setup({
+    'kms-sync.yaml': `${smallConfig}stores:\n  - { name: team, uri: "sops:team-secrets.sops.yaml", default: true }\n`,
+  });
 });
 afterAll(async () => {
   await s?.emu.close();
@@ -34,7 +36,10 @@ describe('secrets list without -f', () => {
     mkdirSync(sub);
     const below = await runCli(['secrets', 'list', '--json'], { cwd: sub, env });
     expect(below.code, below.stderr).toBe(0);
-    expect((JSON.parse(below.stdout) as { secrets: { name: string }[] }).secrets.map((x) => x.name).sort()).toEqual(['shop-staging/app/main', 'shop-staging/web/main']);
+    expect((JSON.parse(below.stdout) as { secrets: { name: string }[] }).secrets.map((x) => x.name).sort()).toEqual([
+      'shop-staging/app/main',
+      'shop-staging/web/main',
+    ]);
     const reveal = await runCli(['secrets', 'list', '--reveal', 'shop-staging/web/main'], { cwd: s.dir, env });
     expect(reveal.code, reveal.stderr).toBe(0);
     expect(reveal.stdout).toMatch(/kmsc_/);

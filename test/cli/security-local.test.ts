@@ -25,15 +25,24 @@ const modeOf = (p: string) => statSync(p).mode & 0o777;
 /** The built CLI under umask 000 (what a careless CI image or a shared account may have). */
 function runUmask000(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile('/bin/sh', ['-c', 'umask 000; exec "$0" "$@"', process.execPath, cliPath, ...args], {
-      cwd: opts.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...opts.env },
-    }, (error, stdout, stderr) => resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    execFile(
+      '/bin/sh',
+      ['-c', 'umask 000; exec "$0" "$@"', process.execPath, cliPath, ...args],
+      {
+        cwd: opts.cwd,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...opts.env },
+      },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
   });
 }
 
 /** Every file and folder under `dir` (relative), with its mode. */
-const modesUnder = (dir: string) => readdirSync(dir, { recursive: true, withFileTypes: true })
-  .map((e) => path.join(e.parentPath, e.name)).map((p) => [path.relative(dir, p), modeOf(p)] as const);
+const modesUnder = (dir: string) =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .map((e) => path.join(e.parentPath, e.name))
+    .map((p) => [path.relative(dir, p), modeOf(p)] as const);
 
 describe('the compile cache (issue 26 item 2)', () => {
   it('a ~/.cache that is a symbolic link to a private folder is followed, not refused', async () => {
@@ -68,7 +77,9 @@ describe('the compile cache (issue 26 item 2)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout.trim()).toBe('0.1.0');
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/not using the compile cache: .*node-compile-cache is writable by other users \(mode 0777\)/);
+    expect(r.stderr).toMatch(
+      /not using the compile cache: .*node-compile-cache is writable by other users \(mode 0777\)/,
+    );
     expect(readdirSync(dir)).toEqual([]);
   });
 
@@ -86,7 +97,11 @@ describe('the compile cache (issue 26 item 2)', () => {
 });
 
 /** A server that logs every request it gets (the "other host" an edited plan points at). */
-async function loggingServer(): Promise<{ url: string; requests: { url: string; headers: IncomingHttpHeaders }[]; server: Server }> {
+async function loggingServer(): Promise<{
+  url: string;
+  requests: { url: string; headers: IncomingHttpHeaders }[];
+  server: Server;
+}> {
   const requests: { url: string; headers: IncomingHttpHeaders }[] = [];
   const server = createServer((req, res) => {
     requests.push({ url: req.url ?? '', headers: req.headers });
@@ -101,8 +116,12 @@ describe('saved plans (issue 26 item 4)', () => {
   let s: Setup;
   const init = async () => {
     s = await setup();
-    cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
-    return (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1', ...env }, cwd: s.dir });
+    cleanup.push(
+      () => s.emu.close(),
+      () => rmSync(s.dir, { recursive: true, force: true }),
+    );
+    return (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      runCli(args, { env: { ...s.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1', ...env }, cwd: s.dir });
   };
 
   it('apply plan.json talks to the service KMS_API_URL names, never to the one written in the file', async () => {
@@ -138,7 +157,9 @@ describe('saved plans (issue 26 item 4)', () => {
     expect(r.stdout).toContain(`Target: ${s.emu.url}\n`);
     const json = await cli(['plan', '-f', '.', '--json'], { KMS_API_URL: withSecret });
     expect(json.stdout).not.toMatch(/pa55word|qu3rysecret/);
-    const other = await cli(['apply', 'plan.json', '--auto-approve'], { KMS_API_URL: 'http://me:0ther5ecret@127.0.0.1:9/api/v1' });
+    const other = await cli(['apply', 'plan.json', '--auto-approve'], {
+      KMS_API_URL: 'http://me:0ther5ecret@127.0.0.1:9/api/v1',
+    });
     expect(other.code).not.toBe(0);
     expect(other.stderr).toContain('names http://127.0.0.1:9/api/v1');
     expect(other.stderr).not.toMatch(/0ther5ecret|pa55word/);
@@ -162,9 +183,25 @@ describe('saved plans (issue 26 item 4)', () => {
     await init();
     // `exec` keeps the shell's pid: the name the old code would open is known and planted first, 0666.
     const r = await new Promise<CliResult>((resolve) => {
-      execFile('/bin/sh', ['-c', 'umask 000; printf planted > "x.json.$$.tmp"; exec "$0" "$@"', process.execPath, cliPath, 'plan', '-f', '.', '--out', 'x.json'], {
-        cwd: s.dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...s.env },
-      }, (error, stdout, stderr) => resolve({ code: error ? 1 : 0, stdout, stderr }));
+      execFile(
+        '/bin/sh',
+        [
+          '-c',
+          'umask 000; printf planted > "x.json.$$.tmp"; exec "$0" "$@"',
+          process.execPath,
+          cliPath,
+          'plan',
+          '-f',
+          '.',
+          '--out',
+          'x.json',
+        ],
+        {
+          cwd: s.dir,
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', ...s.env },
+        },
+        (error, stdout, stderr) => resolve({ code: error ? 1 : 0, stdout, stderr }),
+      );
     });
     expect(r.code, r.stderr).toBe(0);
     expect(modeOf(path.join(s.dir, 'x.json'))).toBe(0o600);
@@ -184,7 +221,7 @@ describe('configuration files kms-sync writes (issue 26 item 4)', () => {
     expect(modeOf(path.join(dir, 'conf', '.gitignore')) & 0o022).toBe(0);
   });
 
-  it('init keeps core dumps out of git (a killed run\'s memory can hold raw keys), and keeps the user\'s .gitignore', async () => {
+  it("init keeps core dumps out of git (a killed run's memory can hold raw keys), and keeps the user's .gitignore", async () => {
     const dir = scratch();
     const r = await runCli(['init', 'conf/kms-sync.yaml'], { cwd: dir, env: { HOME: dir } });
     expect(r.code, r.stderr).toBe(0);
@@ -193,14 +230,30 @@ describe('configuration files kms-sync writes (issue 26 item 4)', () => {
     execFileSync('git', ['init', '-q', conf]);
     mkdirSync(path.join(conf, 'teams', 'core'), { recursive: true });
     for (const f of ['core', 'core.4242', 'teams/core/team.yaml', 'core.yaml']) writeFileSync(path.join(conf, f), 'x');
-    const ignored = (f: string) => { try { execFileSync('git', ['-C', conf, 'check-ignore', '-q', f]); return true; } catch { return false; } };
-    expect(['core', 'core.4242', 'teams/core/team.yaml', 'kms-sync.yaml', 'core.yaml'].map((f) => [f, ignored(f)]))
-      .toEqual([['core', true], ['core.4242', true], ['teams/core/team.yaml', false], ['kms-sync.yaml', false], ['core.yaml', false]]);
+    const ignored = (f: string) => {
+      try {
+        execFileSync('git', ['-C', conf, 'check-ignore', '-q', f]);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    expect(
+      ['core', 'core.4242', 'teams/core/team.yaml', 'kms-sync.yaml', 'core.yaml'].map((f) => [f, ignored(f)]),
+    ).toEqual([
+      ['core', true],
+      ['core.4242', true],
+      ['teams/core/team.yaml', false],
+      ['kms-sync.yaml', false],
+      ['core.yaml', false],
+    ]);
 
     const other = scratch();
     writeFileSync(path.join(other, '.gitignore'), 'node_modules/');
     const again = await runCli(['init'], { cwd: other, env: { HOME: other } });
     expect(again.code, again.stderr).toBe(0);
-    expect(readFileSync(path.join(other, '.gitignore'), 'utf8')).toMatch(/^node_modules\/\n# Core dumps: .*\ncore\ncore\.\[0-9\]\*\n!core\/\n$/);
+    expect(readFileSync(path.join(other, '.gitignore'), 'utf8')).toMatch(
+      /^node_modules\/\n# Core dumps: .*\ncore\ncore\.\[0-9\]\*\n!core\/\n$/,
+    );
   });
 });

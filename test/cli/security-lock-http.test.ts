@@ -16,7 +16,10 @@ afterEach(async () => {
 });
 async function world(): Promise<Setup> {
   const s = await setup();
-  cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
+  cleanup.push(
+    () => s.emu.close(),
+    () => rmSync(s.dir, { recursive: true, force: true }),
+  );
   return s;
 }
 
@@ -29,10 +32,22 @@ describe('run lock records', () => {
     const owner = JSON.parse((await cli(['plan', '-f', '.', '--json'])).stdout).target.owner as string;
     const api = new KmsClient({ baseUrl: s.emu.url, apiKey: TEST_KEY, parallelism: 1 });
     cleanup.push(() => api.close());
-    await api.createEndpoints('shop-staging', [{
-      method: 'POST', path: lockPathFor(owner), name: 'kms-sync run lock', description: 'planted',
-      metadata: { owner, holder: 'mallory', host: 'elsewhere', pid: 1, acquiredAt: '2026-01-01T00:00:00Z', expiresAt: 'soon' },
-    }]);
+    await api.createEndpoints('shop-staging', [
+      {
+        method: 'POST',
+        path: lockPathFor(owner),
+        name: 'kms-sync run lock',
+        description: 'planted',
+        metadata: {
+          owner,
+          holder: 'mallory',
+          host: 'elsewhere',
+          pid: 1,
+          acquiredAt: '2026-01-01T00:00:00Z',
+          expiresAt: 'soon',
+        },
+      },
+    ]);
     const r = await cli(['apply', '-f', '.', '--auto-approve']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain('Breaking the run lock of shop-staging: its record does not parse (expiresAt "soon"');
@@ -42,7 +57,8 @@ describe('run lock records', () => {
 /** A "service" whose every answer is endless JSON (chunked), or claims 700 MB in content-length. */
 async function hugeAnswers(declared: boolean) {
   const server = await startEndlessServer({
-    chunk: Buffer.from(`{"name":"${'x'.repeat(1000)}"},`.repeat(1000)), prefix: '{"data":[',
+    chunk: Buffer.from(`{"name":"${'x'.repeat(1000)}"},`.repeat(1000)),
+    prefix: '{"data":[',
     ...(declared ? { headers: { 'content-length': String(700 * 1024 * 1024) } } : {}),
   });
   cleanup.push(server.close);
@@ -51,26 +67,38 @@ async function hugeAnswers(declared: boolean) {
 
 describe('answer sizes are bounded', () => {
   for (const declared of [false, true]) {
-    it(`a 700 MB answer (${declared ? 'declared in content-length' : 'streamed'}) fails cleanly at 64 MB: a clear error, no stack trace, no crash`, async () => {
-      const s = await world();
-      const huge = await hugeAnswers(declared);
-      const r = await runCli(['plan', '-f', '.'], { env: { ...s.env, KMS_API_URL: huge.url }, cwd: s.dir });
-      expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/the answer is larger than 64 MB, the most kms-sync reads of one answer; stopped reading it \(not retried\)/);
-      expect(r.stderr).not.toMatch(/\n\s+at /);
-      expect(huge.sent()).toBeLessThan(200 * 1024 * 1024);
-    }, patient(30_000));
+    it(
+      `a 700 MB answer (${declared ? 'declared in content-length' : 'streamed'}) fails cleanly at 64 MB: a clear error, no stack trace, no crash`,
+      async () => {
+        const s = await world();
+        const huge = await hugeAnswers(declared);
+        const r = await runCli(['plan', '-f', '.'], { env: { ...s.env, KMS_API_URL: huge.url }, cwd: s.dir });
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(
+          /the answer is larger than 64 MB, the most kms-sync reads of one answer; stopped reading it \(not retried\)/,
+        );
+        expect(r.stderr).not.toMatch(/\n\s+at /);
+        expect(huge.sent()).toBeLessThan(200 * 1024 * 1024);
+      },
+      patient(30_000),
+    );
   }
 });
 
 /** Starts `kms-sync emulator` with `args`/`env`; resolves with its URL and pid once it listens. */
 function startEmulatorCli(args: string[], env: NodeJS.ProcessEnv): Promise<{ url: string; pid: number }> {
-  const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  cleanup.push(() => new Promise((r) => {
-    if (child.exitCode !== null || child.signalCode !== null) return r(undefined);
-    child.once('exit', r);
-    child.kill('SIGTERM');
-  }));
+  const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...args], {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  cleanup.push(
+    () =>
+      new Promise((r) => {
+        if (child.exitCode !== null || child.signalCode !== null) return r(undefined);
+        child.once('exit', r);
+        child.kill('SIGTERM');
+      }),
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -88,10 +116,16 @@ describe('the emulator key stays out of ps', () => {
     it(`reads its key from ${how === 'file' ? '--api-key-file' : 'KMS_EMULATOR_API_KEY'}: the command line holds no key, and the key works`, async () => {
       const dir = workspace({ 'key.txt': `# the emulator's key\n${KEY}\n` });
       cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-      const emu = await startEmulatorCli(how === 'file' ? ['--api-key-file', `${dir}/key.txt`] : [], how === 'env' ? { KMS_EMULATOR_API_KEY: KEY } : {});
-      if (process.platform === 'linux') expect(readFileSync(`/proc/${emu.pid}/cmdline`, 'utf8')).not.toContain('sk_test_');
+      const emu = await startEmulatorCli(
+        how === 'file' ? ['--api-key-file', `${dir}/key.txt`] : [],
+        how === 'env' ? { KMS_EMULATOR_API_KEY: KEY } : {},
+      );
+      if (process.platform === 'linux')
+        expect(readFileSync(`/proc/${emu.pid}/cmdline`, 'utf8')).not.toContain('sk_test_');
       expect((await fetch(`${emu.url}/project`, { headers: { 'x-api-key': KEY } })).status).toBe(200);
-      expect((await fetch(`${emu.url}/project`, { headers: { 'x-api-key': 'sk_test_wrongwrongwrong' } })).status).toBe(401);
+      expect((await fetch(`${emu.url}/project`, { headers: { 'x-api-key': 'sk_test_wrongwrongwrong' } })).status).toBe(
+        401,
+      );
     });
   }
 

@@ -22,7 +22,9 @@ afterEach(async () => {
 });
 
 /** An IPv4 address of this machine that is not loopback (the "other host"), if it has one. */
-const external = Object.values(networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
+const external = Object.values(networkInterfaces())
+  .flat()
+  .find((i) => i && i.family === 'IPv4' && !i.internal)?.address;
 
 async function loggingServer(host: string) {
   const requests: { url: string; headers: IncomingHttpHeaders }[] = [];
@@ -31,38 +33,68 @@ async function loggingServer(host: string) {
     res.writeHead(404, { 'content-type': 'application/json' }).end('{"errors":[]}');
   });
   await new Promise<void>((r) => server.listen(0, host, r));
-  cleanup.push(() => new Promise((r) => { server.closeAllConnections(); server.close(r); }));
+  cleanup.push(
+    () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
   return { hostPort: `${host}:${(server.address() as AddressInfo).port}`, requests };
 }
 
 /** Keys applied into the local store, then a "pull request" that moves the default store to `uri`. */
 async function prWithStore(uri: string, allowedHost?: string) {
   const s = await setup();
-  cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
+  cleanup.push(
+    () => s.emu.close(),
+    () => rmSync(s.dir, { recursive: true, force: true }),
+  );
   const policy = allowedHost ? { KMS_SYNC_STORE_HOSTS: allowedHost } : {};
-  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, ...policy, ...env }, cwd: s.dir });
+  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    runCli(args, { env: { ...s.env, ...policy, ...env }, cwd: s.dir });
   const applied = await cli(['apply', '-f', '.', '--auto-approve']);
   expect(applied.code, applied.stderr).toBe(0);
-  writeFileSync(path.join(s.dir, 'kms-sync.yaml'), smallConfig.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n  - { name: pr, default: true, uri: "${uri}" }\n`));
+  writeFileSync(
+    path.join(s.dir, 'kms-sync.yaml'),
+    smallConfig.replace(
+      'apiVersion: kms-sync/v1\n',
+      `apiVersion: kms-sync/v1\nstores:\n  - { name: pr, default: true, uri: "${uri}" }\n`,
+    ),
+  );
   return cli;
 }
 
 describe('store credentials stay home', () => {
-  it.skipIf(skipWhen(!external, 'no external IPv4 address on this machine: the plain-HTTP vault refusal is not tried'))('vault ?tls=false to a host that is not this machine: refused before any request, VAULT_TOKEN never sent', async () => {
-    const other = await loggingServer(external!);
-    const cli = await prWithStore(`vault://${other.hostPort}/secret/kms?tls=false`);
-    // The operator allows the host (KMS_SYNC_STORE_HOSTS): plain HTTP to it is still refused.
-    const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN, KMS_SYNC_STORE_HOSTS: other.hostPort });
-    expect(r.stdout + r.stderr).toContain(`refusing to send credentials over plain HTTP to ${other.hostPort} (tls=false)`);
-    expect(other.requests).toEqual([]);
-    expect(r.stdout + r.stderr).not.toContain(VAULT_TOKEN);
-  });
+  it.skipIf(skipWhen(!external, 'no external IPv4 address on this machine: the plain-HTTP vault refusal is not tried'))(
+    'vault ?tls=false to a host that is not this machine: refused before any request, VAULT_TOKEN never sent',
+    async () => {
+      const other = await loggingServer(external!);
+      const cli = await prWithStore(`vault://${other.hostPort}/secret/kms?tls=false`);
+      // The operator allows the host (KMS_SYNC_STORE_HOSTS): plain HTTP to it is still refused.
+      const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN, KMS_SYNC_STORE_HOSTS: other.hostPort });
+      expect(r.stdout + r.stderr).toContain(
+        `refusing to send credentials over plain HTTP to ${other.hostPort} (tls=false)`,
+      );
+      expect(other.requests).toEqual([]);
+      expect(r.stdout + r.stderr).not.toContain(VAULT_TOKEN);
+    },
+  );
 
-  it.skipIf(skipWhen(!external, 'no external IPv4 address on this machine: the plain-HTTP aws-sm refusal is not tried'))('an aws-sm endpoint= override over plain HTTP to another host: refused, nothing signed or sent', async () => {
+  it.skipIf(
+    skipWhen(!external, 'no external IPv4 address on this machine: the plain-HTTP aws-sm refusal is not tried'),
+  )('an aws-sm endpoint= override over plain HTTP to another host: refused, nothing signed or sent', async () => {
     const other = await loggingServer(external!);
     const cli = await prWithStore(`aws-sm://us-east-1/kms?endpoint=http://${other.hostPort}`);
-    const r = await cli(['plan', '-f', '.'], { AWS_ACCESS_KEY_ID: 'AKIAEXAMPLEEXAMPLE12', AWS_SECRET_ACCESS_KEY: AWS_SECRET, AWS_REGION: 'us-east-1', KMS_SYNC_STORE_HOSTS: other.hostPort });
-    expect(r.stdout + r.stderr).toContain(`refusing to send credentials over plain HTTP to ${other.hostPort} (endpoint=)`);
+    const r = await cli(['plan', '-f', '.'], {
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLEEXAMPLE12',
+      AWS_SECRET_ACCESS_KEY: AWS_SECRET,
+      AWS_REGION: 'us-east-1',
+      KMS_SYNC_STORE_HOSTS: other.hostPort,
+    });
+    expect(r.stdout + r.stderr).toContain(
+      `refusing to send credentials over plain HTTP to ${other.hostPort} (endpoint=)`,
+    );
     expect(other.requests).toEqual([]);
   });
 
@@ -71,7 +103,9 @@ describe('store credentials stay home', () => {
     const cli = await prWithStore(`vault://${local.hostPort}/secret/kms?tls=false`, local.hostPort);
     const limited = await cli(['plan', '-f', '.'], { VAULT_TOKEN, KMS_SYNC_PLAN_STORES: 'local' });
     expect(limited.code, limited.stderr).toBe(0);
-    expect(limited.stdout + limited.stderr).toContain('secrets in store default not checked: KMS_SYNC_PLAN_STORES=local allows only local store files');
+    expect(limited.stdout + limited.stderr).toContain(
+      'secrets in store default not checked: KMS_SYNC_PLAN_STORES=local allows only local store files',
+    );
     const none = await cli(['plan', '-f', '.'], { VAULT_TOKEN, KMS_SYNC_PLAN_STORES: 'none' });
     expect(none.code, none.stderr).toBe(0);
     expect(local.requests).toEqual([]);
@@ -85,13 +119,20 @@ describe('store credentials stay home', () => {
 });
 
 describe('store answers are bounded', () => {
-  it('a store server the configuration names that answers without end: the plan says so and goes on, no out-of-memory crash', async () => {
-    const server = await startEndlessServer({ chunk: Buffer.alloc(1024 * 1024, 0x20) });
-    cleanup.push(server.close);
-    const cli = await prWithStore(`vault://127.0.0.1:${server.port}/secret/kms?tls=false`, `127.0.0.1:${server.port}`);
-    const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN });
-    expect(r.stdout + r.stderr).toMatch(/the answer is larger than 64 MB; stopped reading it/);
-    expect(r.stderr).not.toMatch(/\n\s+at /);
-    expect(server.sent()).toBeLessThan(200 * 1024 * 1024);
-  }, patient(60_000));
+  it(
+    'a store server the configuration names that answers without end: the plan says so and goes on, no out-of-memory crash',
+    async () => {
+      const server = await startEndlessServer({ chunk: Buffer.alloc(1024 * 1024, 0x20) });
+      cleanup.push(server.close);
+      const cli = await prWithStore(
+        `vault://127.0.0.1:${server.port}/secret/kms?tls=false`,
+        `127.0.0.1:${server.port}`,
+      );
+      const r = await cli(['plan', '-f', '.'], { VAULT_TOKEN });
+      expect(r.stdout + r.stderr).toMatch(/the answer is larger than 64 MB; stopped reading it/);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+      expect(server.sent()).toBeLessThan(200 * 1024 * 1024);
+    },
+    patient(60_000),
+  );
 });

@@ -26,8 +26,14 @@ afterEach(async () => {
 });
 
 const gitEnv = {
-  PATH: process.env.PATH, HOME: process.env.HOME, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null',
-  GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com',
+  PATH: process.env.PATH,
+  HOME: process.env.HOME,
+  GIT_CONFIG_NOSYSTEM: '1',
+  GIT_CONFIG_GLOBAL: '/dev/null',
+  GIT_AUTHOR_NAME: 't',
+  GIT_AUTHOR_EMAIL: 't@example.com',
+  GIT_COMMITTER_NAME: 't',
+  GIT_COMMITTER_EMAIL: 't@example.com',
 };
 const git = (cwd: string, ...args: string[]) => run('git', args, { cwd, env: gitEnv });
 
@@ -39,65 +45,107 @@ async function identity(dir: string, name: string) {
   return { recipient: await identityToRecipient(id), keyFile };
 }
 
-const withStores = (stores: string, config: string) => config.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n${stores}`);
+const withStores = (stores: string, config: string) =>
+  config.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n${stores}`);
 
 describe('a pull request cannot hide its security changes by editing the trust record', () => {
-  it('a plan in CI compares with the base branch\'s record (from git), shows the edit, and says when the base cannot be read', async () => {
-    // main: a configuration applied (keys in the default store), its records committed by the apply job.
-    const config = `owner: shop-team\n${smallConfig}`;
-    const s = await setup({ 'kms-sync.yaml': config, '.gitignore': '*-age.txt\nage.txt\n' });
-    cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
-    const applied = await runCli(['apply', '-f', '.', '--auto-approve'], { env: s.env, cwd: s.dir });
-    expect(applied.code, applied.stderr).toBe(0);
-    await git(s.dir, 'init', '-q', '-b', 'main');
-    await git(s.dir, 'add', '-A');
-    await git(s.dir, 'commit', '-q', '-m', 'main: applied');
+  it(
+    "a plan in CI compares with the base branch's record (from git), shows the edit, and says when the base cannot be read",
+    async () => {
+      // main: a configuration applied (keys in the default store), its records committed by the apply job.
+      const config = `owner: shop-team\n${smallConfig}`;
+      const s = await setup({ 'kms-sync.yaml': config, '.gitignore': '*-age.txt\nage.txt\n' });
+      cleanup.push(
+        () => s.emu.close(),
+        () => rmSync(s.dir, { recursive: true, force: true }),
+      );
+      const applied = await runCli(['apply', '-f', '.', '--auto-approve'], { env: s.env, cwd: s.dir });
+      expect(applied.code, applied.stderr).toBe(0);
+      await git(s.dir, 'init', '-q', '-b', 'main');
+      await git(s.dir, 'add', '-A');
+      await git(s.dir, 'commit', '-q', '-m', 'main: applied');
 
-    // The pull request: a store for the attacker, a new ${env:} read, and the record edited to match.
-    const evil = await identity(s.dir, 'attacker');
-    const store = `sops:audit.sops.yaml {"recipients":["${evil.recipient}"]}`;
-    await git(s.dir, 'checkout', '-q', '-b', 'pr');
-    writeFileSync(path.join(s.dir, 'kms-sync.yaml'), withStores(`  - { name: audit, uri: "sops:audit.sops.yaml", options: { recipients: [${evil.recipient}] } }\n`,
-      config.replace('url: https://s.example', 'url: "https://s.example/${env:STAGE}"')));
-    const record = path.join(s.dir, '.kms-sync', 'trust.json');
-    const edited = JSON.parse(readFileSync(record, 'utf8'));
-    for (const set of [edited, ...Object.values<{ stores: Record<string, string>; env: string[] }>(edited.targets ?? {})]) {
-      set.stores = { ...set.stores, audit: store };
-      set.env = ['STAGE'];
-    }
-    writeFileSync(record, JSON.stringify(edited));
-    await git(s.dir, 'commit', '-q', '-am', 'pr: audit store');
-    await git(s.dir, 'checkout', '-q', 'main');
+      // The pull request: a store for the attacker, a new ${env:} read, and the record edited to match.
+      const evil = await identity(s.dir, 'attacker');
+      const store = `sops:audit.sops.yaml {"recipients":["${evil.recipient}"]}`;
+      await git(s.dir, 'checkout', '-q', '-b', 'pr');
+      writeFileSync(
+        path.join(s.dir, 'kms-sync.yaml'),
+        withStores(
+          `  - { name: audit, uri: "sops:audit.sops.yaml", options: { recipients: [${evil.recipient}] } }\n`,
+          config.replace('url: https://s.example', 'url: "https://s.example/${env:STAGE}"'),
+        ),
+      );
+      const record = path.join(s.dir, '.kms-sync', 'trust.json');
+      const edited = JSON.parse(readFileSync(record, 'utf8'));
+      for (const set of [
+        edited,
+        ...Object.values<{ stores: Record<string, string>; env: string[] }>(edited.targets ?? {}),
+      ]) {
+        set.stores = { ...set.stores, audit: store };
+        set.env = ['STAGE'];
+      }
+      writeFileSync(record, JSON.stringify(edited));
+      await git(s.dir, 'commit', '-q', '-am', 'pr: audit store');
+      await git(s.dir, 'checkout', '-q', 'main');
 
-    const ciEnv = { ...s.env, KMS_SYNC_ENV_ALLOW: 'STAGE', STAGE: 'blue', GITHUB_ACTIONS: 'true', GITHUB_EVENT_NAME: 'pull_request', GITHUB_BASE_REF: 'main' };
-    // The pull request's checkout, as actions/checkout with the base fetched: origin/main is there.
-    const full = path.join(scratchDir(), 'pr');
-    await git(path.dirname(full), 'clone', '-q', '-b', 'pr', s.dir, full);
-    const plan = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ciEnv, cwd: full });
-    expect(plan.code, plan.stdout + plan.stderr).toBe(2);
-    expect(plan.stdout).toMatch(/Security changes \(3\): .* \(compared with the base origin\/main \([0-9a-f]{12}\)\)/);
-    expect(plan.stdout).toContain('.kms-sync/trust.json: edited by this change');
-    expect(plan.stdout).toContain(`store audit: new (${store})`);
-    expect(plan.stdout).toContain('reads the environment variable STAGE');
-    const json = JSON.parse((await runCli(['plan', '-f', '.', '--json'], { env: ciEnv, cwd: full })).stdout);
-    expect(json.trust_base).toMatch(/^origin\/main \([0-9a-f]{12}\)$/);
-    expect(json.security_changes.map((c: { kind: string }) => c.kind).sort()).toEqual(['env_read', 'record_edited', 'store_added']);
-    // --trust-base names the base outside CI (a local branch, else origin/BRANCH).
-    const local = await runCli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main'], { env: { ...s.env, KMS_SYNC_ENV_ALLOW: 'STAGE', STAGE: 'blue' }, cwd: full });
-    expect(local.code).toBe(2);
-    expect(local.stdout).toContain(`store audit: new (${store})`);
+      const ciEnv = {
+        ...s.env,
+        KMS_SYNC_ENV_ALLOW: 'STAGE',
+        STAGE: 'blue',
+        GITHUB_ACTIONS: 'true',
+        GITHUB_EVENT_NAME: 'pull_request',
+        GITHUB_BASE_REF: 'main',
+      };
+      // The pull request's checkout, as actions/checkout with the base fetched: origin/main is there.
+      const full = path.join(scratchDir(), 'pr');
+      await git(path.dirname(full), 'clone', '-q', '-b', 'pr', s.dir, full);
+      const plan = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ciEnv, cwd: full });
+      expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+      expect(plan.stdout).toMatch(
+        /Security changes \(3\): .* \(compared with the base origin\/main \([0-9a-f]{12}\)\)/,
+      );
+      expect(plan.stdout).toContain('.kms-sync/trust.json: edited by this change');
+      expect(plan.stdout).toContain(`store audit: new (${store})`);
+      expect(plan.stdout).toContain('reads the environment variable STAGE');
+      const json = JSON.parse((await runCli(['plan', '-f', '.', '--json'], { env: ciEnv, cwd: full })).stdout);
+      expect(json.trust_base).toMatch(/^origin\/main \([0-9a-f]{12}\)$/);
+      expect(json.security_changes.map((c: { kind: string }) => c.kind).sort()).toEqual([
+        'env_read',
+        'record_edited',
+        'store_added',
+      ]);
+      // --trust-base names the base outside CI (a local branch, else origin/BRANCH).
+      const local = await runCli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main'], {
+        env: { ...s.env, KMS_SYNC_ENV_ALLOW: 'STAGE', STAGE: 'blue' },
+        cwd: full,
+      });
+      expect(local.code).toBe(2);
+      expect(local.stdout).toContain(`store audit: new (${store})`);
 
-    // A shallow clone of the pull request alone: the base cannot be read, and the plan says so
-    // instead of trusting the edited record.
-    const shallow = path.join(path.dirname(full), 'shallow');
-    await git(path.dirname(full), 'clone', '-q', '--depth=1', '--single-branch', '-b', 'pr', `file://${s.dir}`, shallow);
-    const blind = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ciEnv, cwd: shallow });
-    expect(blind.code, blind.stdout + blind.stderr).toBe(2);
-    expect(blind.stdout).toContain('the records of the base origin/main cannot be read (this clone is shallow');
-    expect(blind.stdout).toContain('git fetch --depth=1 origin main:refs/remotes/origin/main');
-    expect(blind.stdout).toContain(`store audit: new (${store})`);
-    expect(blind.stdout).toContain('reads the environment variable STAGE');
-  }, patient(90_000));
+      // A shallow clone of the pull request alone: the base cannot be read, and the plan says so
+      // instead of trusting the edited record.
+      const shallow = path.join(path.dirname(full), 'shallow');
+      await git(
+        path.dirname(full),
+        'clone',
+        '-q',
+        '--depth=1',
+        '--single-branch',
+        '-b',
+        'pr',
+        `file://${s.dir}`,
+        shallow,
+      );
+      const blind = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ciEnv, cwd: shallow });
+      expect(blind.code, blind.stdout + blind.stderr).toBe(2);
+      expect(blind.stdout).toContain('the records of the base origin/main cannot be read (this clone is shallow');
+      expect(blind.stdout).toContain('git fetch --depth=1 origin main:refs/remotes/origin/main');
+      expect(blind.stdout).toContain(`store audit: new (${store})`);
+      expect(blind.stdout).toContain('reads the environment variable STAGE');
+    },
+    patient(90_000),
+  );
 });
 
 /** SOPS's AES-256-GCM value (`ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]`) opened with a data key, as any reader would. */
@@ -120,7 +168,9 @@ async function unwrapWithAge(storeText: string, keyFile: string): Promise<Buffer
   expect(stanzas.length).toBeGreaterThan(0);
   for (const armored of stanzas) {
     const key = await new Promise<Buffer | undefined>((resolve) => {
-      const child = execFile('age', ['-d', '-i', keyFile], { encoding: 'buffer' }, (error, stdout) => resolve(error ? undefined : stdout));
+      const child = execFile('age', ['-d', '-i', keyFile], { encoding: 'buffer' }, (error, stdout) =>
+        resolve(error ? undefined : stdout),
+      );
       child.stdin!.end(armored);
     });
     if (key) return key;
@@ -128,53 +178,75 @@ async function unwrapWithAge(storeText: string, keyFile: string): Promise<Buffer
   return undefined;
 }
 
-const hasAge = await run('age', ['--version']).then(() => true, () => false);
+const hasAge = await run('age', ['--version']).then(
+  () => true,
+  () => false,
+);
 
-describe('a recipient removed from a store\'s declaration', () => {
-  it.skipIf(skipWhen(!hasAge, 'Debian\'s age is not on PATH (apt-get install age)'))('is a security change, and apply re-keys the store: the removed identity opens nothing in it', async () => {
-    const dir = scratchDir();
-    const friend = await identity(dir, 'friend');
-    const declared = (recipients: string) => withStores(`  - { name: main, default: true, uri: "sops:.kms-sync/secrets.sops.yaml", options: { recipients: [${recipients}] } }\n`, smallConfig);
-    const s = await setup({ 'kms-sync.yaml': declared(friend.recipient) });
-    cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
-    const cli = (args: string[]) => runCli(args, { env: s.env, cwd: s.dir });
-    const applied = await cli(['apply', '-f', '.', '--auto-approve']);
-    expect(applied.code, applied.stderr).toBe(0);
-    const storePath = path.join(s.dir, '.kms-sync', 'secrets.sops.yaml');
-    const valueOf = (text: string) => (parse(text) as { secrets: Record<string, { value: string }> }).secrets['shop-staging/web/main']!.value;
-    const aad = 'secrets:shop-staging/web/main:value:';
-    // While declared, the friend's identity unwraps the data key and opens the values.
-    const before = readFileSync(storePath, 'utf8');
-    const oldKey = await unwrapWithAge(before, friend.keyFile);
-    expect(oldKey?.length).toBe(32);
-    expect(openValue(valueOf(before), oldKey!, aad)).toMatch(/\S{16,}/);
+describe("a recipient removed from a store's declaration", () => {
+  it.skipIf(skipWhen(!hasAge, "Debian's age is not on PATH (apt-get install age)"))(
+    'is a security change, and apply re-keys the store: the removed identity opens nothing in it',
+    async () => {
+      const dir = scratchDir();
+      const friend = await identity(dir, 'friend');
+      const declared = (recipients: string) =>
+        withStores(
+          `  - { name: main, default: true, uri: "sops:.kms-sync/secrets.sops.yaml", options: { recipients: [${recipients}] } }\n`,
+          smallConfig,
+        );
+      const s = await setup({ 'kms-sync.yaml': declared(friend.recipient) });
+      cleanup.push(
+        () => s.emu.close(),
+        () => rmSync(s.dir, { recursive: true, force: true }),
+      );
+      const cli = (args: string[]) => runCli(args, { env: s.env, cwd: s.dir });
+      const applied = await cli(['apply', '-f', '.', '--auto-approve']);
+      expect(applied.code, applied.stderr).toBe(0);
+      const storePath = path.join(s.dir, '.kms-sync', 'secrets.sops.yaml');
+      const sealedValue = (text: string) =>
+        (parse(text) as { secrets: Record<string, { value: string }> }).secrets['shop-staging/web/main']!.value;
+      const aad = 'secrets:shop-staging/web/main:value:';
+      // While declared, the friend's identity unwraps the data key and opens the values.
+      const before = readFileSync(storePath, 'utf8');
+      const oldKey = await unwrapWithAge(before, friend.keyFile);
+      expect(oldKey?.length).toBe(32);
+      expect(openValue(sealedValue(before), oldKey!, aad)).toMatch(/\S{16,}/);
 
-    writeFileSync(path.join(s.dir, 'kms-sync.yaml'), declared(''));
-    const plan = await cli(['plan', '-f', '.', '--detailed-exitcode']);
-    expect(plan.code, plan.stdout + plan.stderr).toBe(2);
-    expect(plan.stdout).toContain(`store main: - recipient ${friend.recipient} (apply re-keys the store: a new data key, wrapped for the remaining recipients only; ` +
-      'the removed recipient could read the 2 secret(s) issued before: rotate them with kms-sync rotate --key)');
-    const json = JSON.parse((await cli(['plan', '-f', '.', '--json'])).stdout);
-    expect(json.security_changes).toContainEqual(expect.objectContaining({ kind: 'recipient_removed', store: 'main', value: friend.recipient, holds: 2 }));
+      writeFileSync(path.join(s.dir, 'kms-sync.yaml'), declared(''));
+      const plan = await cli(['plan', '-f', '.', '--detailed-exitcode']);
+      expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+      expect(plan.stdout).toContain(
+        `store main: - recipient ${friend.recipient} (apply re-keys the store: a new data key, wrapped for the remaining recipients only; ` +
+          'the removed recipient could read the 2 secret(s) issued before: rotate them with kms-sync rotate --key)',
+      );
+      const json = JSON.parse((await cli(['plan', '-f', '.', '--json'])).stdout);
+      expect(json.security_changes).toContainEqual(
+        expect.objectContaining({ kind: 'recipient_removed', store: 'main', value: friend.recipient, holds: 2 }),
+      );
 
-    const rekeyed = await cli(['apply', '-f', '.', '--auto-approve']);
-    expect(rekeyed.code, rekeyed.stdout + rekeyed.stderr).toBe(0);
-    const after = readFileSync(storePath, 'utf8');
-    expect(after).not.toContain(friend.recipient);
-    expect(await unwrapWithAge(after, friend.keyFile)).toBeUndefined();
-    // The data key the friend unwrapped before opens no value of the re-keyed file.
-    expect(openValue(valueOf(after), oldKey!, aad)).toBeUndefined();
-    // The local identity still reads every key, the same values as before.
-    const reveal = await cli(['secrets', 'list', '-f', '.', '--reveal', 'shop-staging/web/main']);
-    expect(reveal.code, reveal.stderr).toBe(0);
-    expect(reveal.stdout).toContain(openValue(valueOf(before), oldKey!, aad)!);
-    // Settled: planning the same configuration again is no change, also in a pull request's CI job:
-    // a folder in no git checkout keeps its own records when the base comes from the CI's variables,
-    // and says it cannot read one named with --trust-base.
-    const again = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: { ...s.env, GITHUB_ACTIONS: 'true', GITHUB_BASE_REF: 'main' }, cwd: s.dir });
-    expect(again.code, again.stdout + again.stderr).toBe(0);
-    const named = await cli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main']);
-    expect(named.code, named.stdout + named.stderr).toBe(2);
-    expect(named.stdout).toContain('the records of the base main cannot be read (');
-  }, patient(60_000));
+      const rekeyed = await cli(['apply', '-f', '.', '--auto-approve']);
+      expect(rekeyed.code, rekeyed.stdout + rekeyed.stderr).toBe(0);
+      const after = readFileSync(storePath, 'utf8');
+      expect(after).not.toContain(friend.recipient);
+      expect(await unwrapWithAge(after, friend.keyFile)).toBeUndefined();
+      // The data key the friend unwrapped before opens no value of the re-keyed file.
+      expect(openValue(sealedValue(after), oldKey!, aad)).toBeUndefined();
+      // The local identity still reads every key, the same values as before.
+      const reveal = await cli(['secrets', 'list', '-f', '.', '--reveal', 'shop-staging/web/main']);
+      expect(reveal.code, reveal.stderr).toBe(0);
+      expect(reveal.stdout).toContain(openValue(sealedValue(before), oldKey!, aad)!);
+      // Settled: planning the same configuration again is no change, also in a pull request's CI job:
+      // a folder in no git checkout keeps its own records when the base comes from the CI's variables,
+      // and says it cannot read one named with --trust-base.
+      const again = await runCli(['plan', '-f', '.', '--detailed-exitcode'], {
+        env: { ...s.env, GITHUB_ACTIONS: 'true', GITHUB_BASE_REF: 'main' },
+        cwd: s.dir,
+      });
+      expect(again.code, again.stdout + again.stderr).toBe(0);
+      const named = await cli(['plan', '-f', '.', '--detailed-exitcode', '--trust-base', 'main']);
+      expect(named.code, named.stdout + named.stderr).toBe(2);
+      expect(named.stdout).toContain('the records of the base main cannot be read (');
+    },
+    patient(60_000),
+  );
 });

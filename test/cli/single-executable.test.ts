@@ -22,22 +22,40 @@ let skipped: string | undefined;
 let emu: RunningEmulator | undefined;
 const outputs: string[] = [];
 
-function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { cwd: opts.cwd ?? repoRoot, env: opts.env ?? process.env, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
-      outputs.push(stdout, stderr);
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      cmd,
+      args,
+      { cwd: opts.cwd ?? repoRoot, env: opts.env ?? process.env, maxBuffer: 64 * 1024 * 1024 },
+      (e, stdout, stderr) => {
+        outputs.push(stdout, stderr);
+        resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
 beforeAll(async () => {
   if (!HERE) return;
   root = workspace();
-  const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'package-provider.js'), '--cli', '--out', path.join(root, 'release'), '--platforms', 'linux_amd64']);
+  const r = await run(process.execPath, [
+    path.join(repoRoot, 'scripts', 'package-provider.js'),
+    '--cli',
+    '--out',
+    path.join(root, 'release'),
+    '--platforms',
+    'linux_amd64',
+  ]);
   if (r.code !== 0 && /cannot fetch .* from the npm registry|npm (ERR|error)|binaries are pinned at/.test(r.stderr)) {
     skipped = r.stderr.trim().split('\n')[0];
-    process.stderr.write(`SKIPPED: test/cli/single-executable.test.ts: no pinned Node.js binary for this build: ${skipped}\n`);
+    process.stderr.write(
+      `SKIPPED: test/cli/single-executable.test.ts: no pinned Node.js binary for this build: ${skipped}\n`,
+    );
     return;
   }
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -50,12 +68,20 @@ afterAll(async () => {
   for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
 });
 
-describe.skipIf(skipWhen(!HERE, 'test/cli/single-executable.test.ts: the linux_amd64 executable runs only on linux x64'))('the single-file kms-sync', () => {
+describe.skipIf(
+  skipWhen(!HERE, 'test/cli/single-executable.test.ts: the linux_amd64 executable runs only on linux x64'),
+)('the single-file kms-sync', () => {
   it('runs without Node.js: version, init, apply of examples/acme, then a plan with no changes; the agent says it is left out', async (ctx) => {
     if (skipped) return skipTest(ctx, `test/cli/single-executable.test.ts: ${skipped}`);
     const noNode = path.join(root, 'no-node-bin');
     mkdirSync(noNode, { recursive: true });
-    const env = { PATH: noNode, HOME: root, KMS_API_URL: emu!.url, KMS_API_KEY: API_KEY, NODE_DISABLE_COMPILE_CACHE: '1' };
+    const env = {
+      PATH: noNode,
+      HOME: root,
+      KMS_API_URL: emu!.url,
+      KMS_API_KEY: API_KEY,
+      NODE_DISABLE_COMPILE_CACHE: '1',
+    };
     const version = await run(exe, ['--version'], { env });
     expect(version.stdout.trim()).toBe(VERSION);
 
@@ -74,8 +100,24 @@ describe.skipIf(skipWhen(!HERE, 'test/cli/single-executable.test.ts: the linux_a
     expect(plan.code, `${plan.stdout}\n${plan.stderr}`).toBe(0);
     expect(plan.stdout).toContain('No changes.');
 
-    const agent = await run(exe, ['agent', '--repo', 'file:///nowhere', '--path', '.', '--state-dir', path.join(root, 'state'), '--listen', '127.0.0.1:0'], { env });
+    const agent = await run(
+      exe,
+      [
+        'agent',
+        '--repo',
+        'file:///nowhere',
+        '--path',
+        '.',
+        '--state-dir',
+        path.join(root, 'state'),
+        '--listen',
+        '127.0.0.1:0',
+      ],
+      { env },
+    );
     expect(agent.code).toBe(1);
-    expect(agent.stderr).toContain('the single-file kms-sync does not include fs-native-extensions, which the agent (kms-sync agent) needs');
+    expect(agent.stderr).toContain(
+      'the single-file kms-sync does not include fs-native-extensions, which the agent (kms-sync agent) needs',
+    );
   });
 });

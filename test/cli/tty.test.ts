@@ -16,7 +16,11 @@ afterAll(async () => {
 });
 
 it('apply | tee log asks on the terminal, applies after "yes", and the log holds the plan and the result', async () => {
-  const r = await runInTty(`${cliCommand(['apply', '-f', 'kms-sync.yaml'])} | tee apply.log`, { cwd: s.dir, env: s.env, answer: 'yes' });
+  const r = await runInTty(`${cliCommand(['apply', '-f', 'kms-sync.yaml'])} | tee apply.log`, {
+    cwd: s.dir,
+    env: s.env,
+    answer: 'yes',
+  });
   expect(r.code, r.output).toBe(0);
   expect(r.output).toContain('Do you want to perform these actions?');
   // On a terminal, the progress line shows the elapsed time (and an estimate while work is left).
@@ -31,8 +35,15 @@ it('apply | tee log asks on the terminal, applies after "yes", and the log holds
 });
 
 it('apply | cat answered "no" cancels (exit 1) and changes nothing', async () => {
-  writeFileSync(path.join(s.dir, 'kms-sync.yaml'), smallConfig.replace("keys: [{ name: main }] }]", "keys: [{ name: main }] }, { name: extra, template: std }]"));
-  const r = await runInTty(`${cliCommand(['apply', '-f', 'kms-sync.yaml'])} | cat`, { cwd: s.dir, env: s.env, answer: 'no' });
+  writeFileSync(
+    path.join(s.dir, 'kms-sync.yaml'),
+    smallConfig.replace('keys: [{ name: main }] }]', 'keys: [{ name: main }] }, { name: extra, template: std }]'),
+  );
+  const r = await runInTty(`${cliCommand(['apply', '-f', 'kms-sync.yaml'])} | cat`, {
+    cwd: s.dir,
+    env: s.env,
+    answer: 'no',
+  });
   expect(r.code, r.output).toBe(1);
   expect(r.output).toContain('client.shop-staging/extra');
   expect(r.output).toContain('Apply cancelled.');

@@ -137,12 +137,16 @@ describe('reference errors', () => {
     expect(await errorsOf({ 'a-team.yaml': team, 'z-project.yaml': PROJECT })).toEqual([
       'a-team.yaml:8:40: projects[0].environments[0].clients[1].template: template "golde" is not defined in environment acme-production (defined: gold, bronze; did you mean "gold"?)',
     ]);
-    const { state } = await stateOf({ 'a-team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n`, 'z-project.yaml': PROJECT });
+    const { state } = await stateOf({
+      'a-team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n`,
+      'z-project.yaml': PROJECT,
+    });
     expect(state.clients.map((c) => [c.name, c.template])).toEqual([['globex', 'gold']]);
   });
 
-  it('warns when a template\'s declared client maximum is below the clients that name it, across files', async () => {
-    const clients = (from: number, n: number) => Array.from({ length: n }, (_, i) => `          - { name: c${from + i}, template: gold }`).join('\n');
+  it("warns when a template's declared client maximum is below the clients that name it, across files", async () => {
+    const clients = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => `          - { name: c${from + i}, template: gold }`).join('\n');
     const a = `${TEAM_HEAD}        clients:\n${clients(0, 3)}\n`;
     const b = `${TEAM_HEAD}        clients:\n${clients(3, 3)}\n          - { name: other, template: bronze }\n`;
     const over = await writeTree({ 'project.yaml': PROJECT, 'a.yaml': a, 'b.yaml': b });
@@ -152,7 +156,10 @@ describe('reference errors', () => {
         'but 6 clients name it: the service may refuse the clients beyond it; raise maxClients or move clients to another template',
     ]);
     // At the maximum: nothing to say.
-    const at = await writeTree({ 'project.yaml': PROJECT, 'a.yaml': `${TEAM_HEAD}        clients:\n${clients(0, 5)}\n` });
+    const at = await writeTree({
+      'project.yaml': PROJECT,
+      'a.yaml': `${TEAM_HEAD}        clients:\n${clients(0, 5)}\n`,
+    });
     expect((await loadDesiredState(['.'], { cwd: at, env: {} })).warnings).toEqual([]);
   });
 
@@ -229,10 +236,15 @@ projects:
 `;
 
   it('a project marked external is referenced without being defined: only its named environments are in scope', async () => {
-    const { state, dir } = await stateOf({ 'one.yaml': EXTERNAL, 'team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n` });
+    const { state, dir } = await stateOf({
+      'one.yaml': EXTERNAL,
+      'team.yaml': `${TEAM_HEAD}        clients:\n          - { name: globex, template: gold }\n`,
+    });
     rmSync(dir, { recursive: true, force: true });
     expect(state.projects).toEqual([]);
-    expect(state.externalProjects?.map((p) => [p.slug, `${p.source?.file}:${p.source?.line}`])).toEqual([['acme', 'one.yaml:3']]);
+    expect(state.externalProjects?.map((p) => [p.slug, `${p.source?.file}:${p.source?.line}`])).toEqual([
+      ['acme', 'one.yaml:3'],
+    ]);
     expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-production']);
     expect(state.clients.map((c) => c.name)).toEqual(['globex']);
   });
@@ -327,8 +339,12 @@ stores:
     const errors = await errorsOf({ 'a.yaml': broken, 'b.yaml': dup, 'c.yaml': other });
     expect(errors).toHaveLength(3);
     expect(errors[0]).toMatch(/^a\.yaml:5:1: projects\[0\]\.name(\[0\])?: YAML: /);
-    expect(errors[1]).toBe('b.yaml:2:1: apiVersion: duplicate key "apiVersion" in this mapping (first at line 1, column 1)');
-    expect(errors[2]).toBe('c.yaml:3:29: stores[0].colour: unknown field "colour" (allowed: name, uri, default, options)');
+    expect(errors[1]).toBe(
+      'b.yaml:2:1: apiVersion: duplicate key "apiVersion" in this mapping (first at line 1, column 1)',
+    );
+    expect(errors[2]).toBe(
+      'c.yaml:3:29: stores[0].colour: unknown field "colour" (allowed: name, uri, default, options)',
+    );
   });
 
   it('does not report references as undefined when the defining file is broken', async () => {
@@ -346,8 +362,14 @@ projects:
   });
 
   it('reports missing paths and empty folders', async () => {
-    const errors = await errorsOf({ 'empty/readme.txt': 'x', 'ok.yaml': PROJECT }, { args: ['ok.yaml', 'missing.yaml', 'empty'] });
-    expect(errors).toEqual(['missing.yaml: no such file or folder', 'empty: folder contains no *.yaml, *.yml or *.json files']);
+    const errors = await errorsOf(
+      { 'empty/readme.txt': 'x', 'ok.yaml': PROJECT },
+      { args: ['ok.yaml', 'missing.yaml', 'empty'] },
+    );
+    expect(errors).toEqual([
+      'missing.yaml: no such file or folder',
+      'empty: folder contains no *.yaml, *.yml or *.json files',
+    ]);
   });
 
   it('throws one ConfigError carrying every diagnostic, with a readable message', async () => {
@@ -359,7 +381,13 @@ projects:
     expect(err).toBeInstanceOf(ConfigError);
     const ce = err as ConfigError;
     expect(ce.diagnostics).toEqual([
-      { file: 'a.yaml', line: 2, column: 1, path: 'projectz', message: 'unknown field "projectz" (did you mean "projects"?)' },
+      {
+        file: 'a.yaml',
+        line: 2,
+        column: 1,
+        path: 'projectz',
+        message: 'unknown field "projectz" (did you mean "projects"?)',
+      },
       { file: 'b.yaml', line: 2, column: 9, path: 'stores', message: 'must be a list (got a mapping)' },
     ]);
     expect(ce.message).toBe(`2 configuration errors:\n${formatDiagnostics(ce.diagnostics)}`);

@@ -29,7 +29,11 @@ describe('fast YAML reader, repeated keys', () => {
     n: k
     names: l
 `) as { clients: Record<string, string>[] };
-    expect(value.clients.map((c) => Object.keys(c))).toEqual([['name', 'nbme', 'name2', 'nam'], ['name', 'nbme', 'name2', 'nam'], ['nbme', 'name', 'n', 'names']]);
+    expect(value.clients.map((c) => Object.keys(c))).toEqual([
+      ['name', 'nbme', 'name2', 'nam'],
+      ['name', 'nbme', 'name2', 'nam'],
+      ['nbme', 'name', 'n', 'names'],
+    ]);
     expect(value.clients[1]).toEqual({ name: 'e', nbme: 'f', name2: 'g', nam: 'h' });
   });
 
@@ -47,7 +51,39 @@ describe('fast YAML reader, repeated keys', () => {
   });
 
   it('plain scalars of every core-schema type, in blocks and in flows', () => {
-    const scalars = ['/r/1', '~', '', '-1', '+1', '.5', '-.5', '5.', '.inf', '-.Inf', '.NaN', 'null', 'Null', 'NULL', 'true', 'False', '0x1F', '0o17', '017', '1e3', '-1E-3', '10.0.0.0/8', '1.2.3', '+', '-x', '.x', '~x', '_x', '=x', '$x', 'x y'];
+    const scalars = [
+      '/r/1',
+      '~',
+      '',
+      '-1',
+      '+1',
+      '.5',
+      '-.5',
+      '5.',
+      '.inf',
+      '-.Inf',
+      '.NaN',
+      'null',
+      'Null',
+      'NULL',
+      'true',
+      'False',
+      '0x1F',
+      '0o17',
+      '017',
+      '1e3',
+      '-1E-3',
+      '10.0.0.0/8',
+      '1.2.3',
+      '+',
+      '-x',
+      '.x',
+      '~x',
+      '_x',
+      '=x',
+      '$x',
+      'x y',
+    ];
     const text = `block:\n${scalars.map((v, i) => `  k${i}: ${v}`).join('\n')}\nflow: [${scalars.filter((v) => v !== '').join(', ')}]\n`;
     const value = sameAsYaml(text) as { block: Record<string, unknown> };
     expect(value.block.k0).toBe('/r/1');
@@ -58,7 +94,16 @@ describe('fast YAML reader, repeated keys', () => {
 describe('fast YAML reader, characters it leaves to the full parser', () => {
   it('CRLF line ends are read; a CR inside a line, a tab, a control or a line-separator character are refused', () => {
     sameAsYaml('a: 1\r\nb:\r\n  - x\r\n  - y\r\n');
-    for (const odd of ['a: 1\rb: 2\n', 'a: x\ry\n', 'a: 1\r', 'a:\t1\n', 'a: b\u0007c\n', 'a: b\u2028c\n', '\ufeffa: 1\n', 'a: b\u0085c\n']) {
+    for (const odd of [
+      'a: 1\rb: 2\n',
+      'a: x\ry\n',
+      'a: 1\r',
+      'a:\t1\n',
+      'a: b\u0007c\n',
+      'a: b\u2028c\n',
+      '\ufeffa: 1\n',
+      'a: b\u0085c\n',
+    ]) {
       expect(fastParseYaml(odd, false), JSON.stringify(odd)).toBeUndefined();
     }
   });

@@ -39,7 +39,12 @@ const ENGINE = /RangeError|TypeError|Maximum call stack|^\s+at .+:\d+:\d+\)?$/m;
 async function everyOutput(dir: string, args: string[]): Promise<{ code: number; text: string }[]> {
   const summary = path.join(dir, '..', `${path.basename(dir)}-summary.md`);
   cleanup.push(summary);
-  const env = { [RUNNER_VAR]: RUNNER_VALUE, KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'sk_test_filesinsideroot0001', GITHUB_STEP_SUMMARY: summary };
+  const env = {
+    [RUNNER_VAR]: RUNNER_VALUE,
+    KMS_API_URL: 'http://127.0.0.1:9/api/v1',
+    KMS_API_KEY: 'sk_test_filesinsideroot0001',
+    GITHUB_STEP_SUMMARY: summary,
+  };
   const runs = [
     await runCli(['validate', ...args], { cwd: dir, env }),
     await runCli(['plan', ...args], { cwd: dir, env }),
@@ -90,10 +95,16 @@ describe('configuration files stay inside their folder (issue 34)', () => {
   });
 
   it('a committed file whose text is a secret (not YAML configuration) is reported without quoting it', async () => {
-    const dir = scratch({ 'config/project.yaml': GOOD, 'config/token.yaml': `${MOUNTED_SECRET}\n`, 'config/env.yaml': `PATH=/bin\u0000${RUNNER_VAR}=${RUNNER_VALUE}\u0000` });
+    const dir = scratch({
+      'config/project.yaml': GOOD,
+      'config/token.yaml': `${MOUNTED_SECRET}\n`,
+      'config/env.yaml': `PATH=/bin\u0000${RUNNER_VAR}=${RUNNER_VALUE}\u0000`,
+    });
     for (const r of await everyOutput(dir, ['-f', 'config'])) {
       expect(r.code, r.text).toBe(1);
-      expect(r.text).toContain('config/token.yaml:1:1: (top level): not a kms-sync configuration: its top level is plain text');
+      expect(r.text).toContain(
+        'config/token.yaml:1:1: (top level): not a kms-sync configuration: its top level is plain text',
+      );
       expect(r.text).toContain('config/env.yaml:1:1: (top level): not a kms-sync configuration');
       expect(r.text).not.toContain(MOUNTED_SECRET);
       expect(r.text).not.toContain(RUNNER_VALUE);
@@ -109,7 +120,10 @@ describe('the default ignore file stays inside its folder (issue 34)', () => {
     for (const where of [path.join('config', '.kmsignore'), '.kmsignore']) {
       const dir = scratch({ 'config/project.yaml': GOOD });
       symlinkSync('/etc/passwd', path.join(dir, where));
-      for (const args of [['plan', '-f', 'config'], ['drift', '-f', 'config']]) {
+      for (const args of [
+        ['plan', '-f', 'config'],
+        ['drift', '-f', 'config'],
+      ]) {
         const r = await runCli(args, { cwd: dir, env });
         expect(r.code, r.stderr).toBe(1);
         expect(r.stderr).toContain(`${where} resolves outside its folder (through a symbolic link)`);
@@ -122,12 +136,25 @@ describe('the default ignore file stays inside its folder (issue 34)', () => {
 describe('a synth output handed on from another job (--cdktf-out) is read inside its folder (issue 34)', () => {
   it('a stack path with .. and a linked manifest.json are refused; a parse error quotes nothing', async () => {
     const outside = scratch({ 'secret.json': `{"x": "${MOUNTED_SECRET}"}`, 'bad.json': `${MOUNTED_SECRET} not json` });
-    const escaping = scratch({ 'cdktf.out/manifest.json': JSON.stringify({ version: '0.21.0', stacks: { s: { name: 's', synthesizedStackPath: `../../${path.basename(outside)}/secret.json` } } }) });
+    const escaping = scratch({
+      'cdktf.out/manifest.json': JSON.stringify({
+        version: '0.21.0',
+        stacks: { s: { name: 's', synthesizedStackPath: `../../${path.basename(outside)}/secret.json` } },
+      }),
+    });
     const linked = scratch({ 'cdktf.out/stacks/s/cdk.tf.json': '{}' });
     symlinkSync('/proc/self/environ', path.join(linked, 'cdktf.out', 'manifest.json'));
-    const garbled = scratch({ 'cdktf.out/manifest.json': JSON.stringify({ version: '0.21.0', stacks: { s: { name: 's', synthesizedStackPath: 'stacks/s/cdk.tf.json' } } }) });
+    const garbled = scratch({
+      'cdktf.out/manifest.json': JSON.stringify({
+        version: '0.21.0',
+        stacks: { s: { name: 's', synthesizedStackPath: 'stacks/s/cdk.tf.json' } },
+      }),
+    });
     mkdirSync(path.join(garbled, 'cdktf.out', 'stacks', 's'), { recursive: true });
-    writeFileSync(path.join(garbled, 'cdktf.out', 'stacks', 's', 'cdk.tf.json'), readFileSync(path.join(outside, 'bad.json')));
+    writeFileSync(
+      path.join(garbled, 'cdktf.out', 'stacks', 's', 'cdk.tf.json'),
+      readFileSync(path.join(outside, 'bad.json')),
+    );
     const env = { [RUNNER_VAR]: RUNNER_VALUE };
     const e = await runCli(['validate', '--cdktf-out', 'cdktf.out'], { cwd: escaping, env });
     expect(e.stderr).toContain('resolves outside the synth output folder');
@@ -149,44 +176,57 @@ describe('size limits of configuration files (issue 34)', () => {
     const dir = scratch({ 'config/project.yaml': big });
     const r = await runCli(['validate', '-f', 'config'], { cwd: dir });
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('config/project.yaml: the file is larger than the limit of 5 MB per configuration file (6 MB); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE');
+    expect(r.stderr).toContain(
+      'config/project.yaml: the file is larger than the limit of 5 MB per configuration file (6 MB); raise it with --max-file-size or KMS_SYNC_MAX_FILE_SIZE',
+    );
     expect((await runCli(['validate', '-f', 'config', '--max-file-size', '7MB'], { cwd: dir })).code).toBe(0);
-    expect((await runCli(['validate', '-f', 'config'], { cwd: dir, env: { KMS_SYNC_MAX_FILE_SIZE: '7MB' } })).code).toBe(0);
+    expect(
+      (await runCli(['validate', '-f', 'config'], { cwd: dir, env: { KMS_SYNC_MAX_FILE_SIZE: '7MB' } })).code,
+    ).toBe(0);
     const bad = await runCli(['validate', '-f', 'config', '--max-file-size', 'lots'], { cwd: dir });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('--max-file-size must be a size such as 5MB');
   });
 
   it('the files together are limited too', async () => {
-    const part = (i: number) => `${GOOD.replace('acme', `acme${i}`).replace('Acme', `Acme ${i}`).replace('api.acme', `api.acme${i}`)}# ${'y'.repeat(400 * 1024)}\n`;
+    const part = (i: number) =>
+      `${GOOD.replace('acme', `acme${i}`).replace('Acme', `Acme ${i}`).replace('api.acme', `api.acme${i}`)}# ${'y'.repeat(400 * 1024)}\n`;
     const dir = scratch(Object.fromEntries([0, 1, 2].map((i) => [`config/p${i}.yaml`, part(i)])));
     const r = await runCli(['validate', '-f', 'config', '--max-config-size', '1MB'], { cwd: dir });
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("config/p2.yaml: the configuration's files together are larger than the limit of 1 MB (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE); this file is not read");
+    expect(r.stderr).toContain(
+      "config/p2.yaml: the configuration's files together are larger than the limit of 1 MB (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE); this file is not read",
+    );
     expect((await runCli(['validate', '-f', 'config'], { cwd: dir })).code).toBe(0);
   });
 });
 
 describe('a 16 MB value (issue 42)', () => {
-  it('validate and plan report it at file:line, exit 1, no stack trace', async () => {
-    const huge = 'v'.repeat(16 * 1024 * 1024);
-    const dir = scratch({
-      'config/project.yaml': `${GOOD}        clients:\n          - name: c1\n            template: "${huge}"\n`,
-    });
-    const args = ['-f', 'config', '--max-file-size', '32MB'];
-    const env = { KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'sk_test_filesinsideroot0001' };
-    for (const cmd of ['validate', 'plan']) {
-      const r = await runCli([cmd, ...args], { cwd: dir, env });
-      expect(r.code, r.stderr.slice(0, 2000)).toBe(1);
-      expect(r.stderr).toMatch(/^config\/project\.yaml:10:23: projects\[0\]\.environments\[0\]\.clients\[0\]\.template: template "v{200}…" \(16777016 more\) is not defined/m);
-      expect(r.stdout + r.stderr).not.toMatch(ENGINE);
-      expect(r.stderr.length).toBeLessThan(4000);
-    }
-    // Under the default limit, the same file is refused by size, also without a stack trace.
-    const limited = await runCli(['validate', '-f', 'config'], { cwd: dir });
-    expect(limited.code).toBe(1);
-    expect(limited.stderr).toContain('the file is larger than the limit of 5 MB');
-  }, patient(60_000));
+  it(
+    'validate and plan report it at file:line, exit 1, no stack trace',
+    async () => {
+      const huge = 'v'.repeat(16 * 1024 * 1024);
+      const dir = scratch({
+        'config/project.yaml': `${GOOD}        clients:\n          - name: c1\n            template: "${huge}"\n`,
+      });
+      const args = ['-f', 'config', '--max-file-size', '32MB'];
+      const env = { KMS_API_URL: 'http://127.0.0.1:9/api/v1', KMS_API_KEY: 'sk_test_filesinsideroot0001' };
+      for (const cmd of ['validate', 'plan']) {
+        const r = await runCli([cmd, ...args], { cwd: dir, env });
+        expect(r.code, r.stderr.slice(0, 2000)).toBe(1);
+        expect(r.stderr).toMatch(
+          /^config\/project\.yaml:10:23: projects\[0\]\.environments\[0\]\.clients\[0\]\.template: template "v{200}…" \(16777016 more\) is not defined/m,
+        );
+        expect(r.stdout + r.stderr).not.toMatch(ENGINE);
+        expect(r.stderr.length).toBeLessThan(4000);
+      }
+      // Under the default limit, the same file is refused by size, also without a stack trace.
+      const limited = await runCli(['validate', '-f', 'config'], { cwd: dir });
+      expect(limited.code).toBe(1);
+      expect(limited.stderr).toContain('the file is larger than the limit of 5 MB');
+    },
+    patient(60_000),
+  );
 });
 
 describe('the folder walk', () => {

@@ -12,16 +12,40 @@ import { repoRoot, runCli, workspace } from '../support/cli.js';
 
 const head = 'apiVersion: kms-sync/v1\nprojects:\n  - slug: shop\n';
 const CASES: { name: string; text: string; at: string; field: string; says: string }[] = [
-  { name: 'key one space short', text: `${head}   name: Shop\n    environments: []\n`, at: '4:4', field: 'name', says: 'indent it 4 spaces' },
-  { name: 'key one space deep', text: `${head}    name: Shop\n     environments:\n      - type: staging\n`, at: '5:6', field: 'environments', says: 'indent it 4 spaces' },
-  { name: "key at the list items' column", text: `${head}    name: Shop\n  environments:\n      - type: staging\n        url: https://x\n`, at: '5:3', field: 'environments', says: 'at the column of the list items' },
   {
-    name: 'key of a nested list item', at: '11:10', field: 'keys', says: 'indent it 10 spaces',
+    name: 'key one space short',
+    text: `${head}   name: Shop\n    environments: []\n`,
+    at: '4:4',
+    field: 'name',
+    says: 'indent it 4 spaces',
+  },
+  {
+    name: 'key one space deep',
+    text: `${head}    name: Shop\n     environments:\n      - type: staging\n`,
+    at: '5:6',
+    field: 'environments',
+    says: 'indent it 4 spaces',
+  },
+  {
+    name: "key at the list items' column",
+    text: `${head}    name: Shop\n  environments:\n      - type: staging\n        url: https://x\n`,
+    at: '5:3',
+    field: 'environments',
+    says: 'at the column of the list items',
+  },
+  {
+    name: 'key of a nested list item',
+    at: '11:10',
+    field: 'keys',
+    says: 'indent it 10 spaces',
     text: `${head}    name: Shop\n    environments:\n      - type: staging\n        url: https://x\n        clients:\n        - name: a\n          template: std\n         keys: []\n`,
   },
 ];
 
-const dir = workspace({ ...Object.fromEntries(CASES.map((c, i) => [`bad${i}.yaml`, c.text])), 'quote.yaml': `${head}    name: "Shop\n` });
+const dir = workspace({
+  ...Object.fromEntries(CASES.map((c, i) => [`bad${i}.yaml`, c.text])),
+  'quote.yaml': `${head}    name: "Shop\n`,
+});
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('YAML indentation mistakes', () => {
@@ -39,7 +63,9 @@ describe('YAML indentation mistakes', () => {
   }
 
   it('never flags a valid YAML file of the repository', () => {
-    const files = execFileSync('git', ['ls-files', '*.yaml', '*.yml'], { cwd: repoRoot, encoding: 'utf8' }).trim().split('\n');
+    const files = execFileSync('git', ['ls-files', '*.yaml', '*.yml'], { cwd: repoRoot, encoding: 'utf8' })
+      .trim()
+      .split('\n');
     expect(files.length).toBeGreaterThan(3);
     for (const f of files) {
       const text = readFileSync(path.join(repoRoot, f), 'utf8');
@@ -48,7 +74,7 @@ describe('YAML indentation mistakes', () => {
     }
   });
 
-  it('other syntax errors keep the yaml package\'s message', async () => {
+  it("other syntax errors keep the yaml package's message", async () => {
     const r = await runCli(['validate', '-f', 'quote.yaml'], { cwd: dir });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('YAML: ');

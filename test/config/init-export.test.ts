@@ -25,34 +25,54 @@ describe('initConfig', () => {
     // No kms-sync in this project's node_modules: the reference is a copy beside the file, never a
     // path into this machine's install folder (which no other checkout has).
     expect(schema).toBe('./kms-sync.schema.json');
-    expect(await readFile(path.join(dir, 'config', 'kms-sync.schema.json'), 'utf8')).toBe(await readFile(schemaFilePath(), 'utf8'));
+    expect(await readFile(path.join(dir, 'config', 'kms-sync.schema.json'), 'utf8')).toBe(
+      await readFile(schemaFilePath(), 'utf8'),
+    );
     expect(text).toMatch(/^# /m);
 
     const { state } = await loadDesiredState(['config'], { cwd: dir, env: {} });
     expect(state.projects.map((p) => [p.slug, p.name])).toEqual([['my-project', 'My Project']]);
-    expect(state.envs[0]).toMatchObject({ projectEnv: 'my-project-production', url: 'https://api.example.com', protected: true });
+    expect(state.envs[0]).toMatchObject({
+      projectEnv: 'my-project-production',
+      url: 'https://api.example.com',
+      protected: true,
+    });
     expect(state.clients[0]?.keys[0]).toMatchObject({ name: 'primary', ttl: '90d', autoRotate: true });
     expect(state.endpoints).toHaveLength(1);
   });
 
-  it('points into the project\'s node_modules when kms-sync is installed there, and into the checkout inside kms-sync itself', async () => {
+  it("points into the project's node_modules when kms-sync is installed there, and into the checkout inside kms-sync itself", async () => {
     const schemaText = await readFile(schemaFilePath(), 'utf8');
-    const dir = await writeTree({ 'node_modules/kms-sync/schemas/kms-sync.schema.json': schemaText, 'package.json': '{"name":"app"}' });
+    const dir = await writeTree({
+      'node_modules/kms-sync/schemas/kms-sync.schema.json': schemaText,
+      'package.json': '{"name":"app"}',
+    });
     const { file, schema, schemaCopy } = await initConfig('ops/kms/kms-sync.yaml', { cwd: dir });
     expect(schema).toBe('../../node_modules/kms-sync/schemas/kms-sync.schema.json');
-    expect(path.resolve(path.dirname(file), schema)).toBe(path.join(dir, 'node_modules/kms-sync/schemas/kms-sync.schema.json'));
+    expect(path.resolve(path.dirname(file), schema)).toBe(
+      path.join(dir, 'node_modules/kms-sync/schemas/kms-sync.schema.json'),
+    );
     expect(schemaCopy).toBeUndefined();
-    expect(schemaReferenceFor(path.join(root, 'examples', 'x.yaml'))).toEqual({ ref: '../schemas/kms-sync.schema.json' });
+    expect(schemaReferenceFor(path.join(root, 'examples', 'x.yaml'))).toEqual({
+      ref: '../schemas/kms-sync.schema.json',
+    });
   });
 
   it('brings an older schema copy up to date, and never overwrites another file of that name', async () => {
     const dir = await writeTree({
-      'a/kms-sync.schema.json': JSON.stringify({ $id: 'https://kms-sync.dev/schemas/kms-sync.schema.json', title: 'old' }),
+      'a/kms-sync.schema.json': JSON.stringify({
+        $id: 'https://kms-sync.dev/schemas/kms-sync.schema.json',
+        title: 'old',
+      }),
       'b/kms-sync.schema.json': '{"title":"mine"}',
     });
     expect((await initConfig('a/kms.yaml', { cwd: dir })).schemaCopy?.outcome).toBe('updated');
-    expect(await readFile(path.join(dir, 'a/kms-sync.schema.json'), 'utf8')).toBe(await readFile(schemaFilePath(), 'utf8'));
-    await expect(initConfig('b/kms.yaml', { cwd: dir })).rejects.toThrow(/b\/kms-sync\.schema\.json exists and is not kms-sync's schema/);
+    expect(await readFile(path.join(dir, 'a/kms-sync.schema.json'), 'utf8')).toBe(
+      await readFile(schemaFilePath(), 'utf8'),
+    );
+    await expect(initConfig('b/kms.yaml', { cwd: dir })).rejects.toThrow(
+      /b\/kms-sync\.schema\.json exists and is not kms-sync's schema/,
+    );
     // Nothing half-written: the configuration that would have pointed at it is not there either.
     await expect(readFile(path.join(dir, 'b/kms.yaml'), 'utf8')).rejects.toThrow(/ENOENT/);
     expect(await readFile(path.join(dir, 'b/kms-sync.schema.json'), 'utf8')).toBe('{"title":"mine"}');
@@ -61,17 +81,24 @@ describe('initConfig', () => {
   it('uses the given project slug and name', async () => {
     const dir = await writeTree({});
     await initConfig('kms.yaml', { cwd: dir, project: 'globex', name: 'Globex Inc' });
-    const { state } = await loadDesiredState(['kms.yaml'], { cwd: dir, env: { GLOBEX_URL: 'https://api.globex.example' } });
+    const { state } = await loadDesiredState(['kms.yaml'], {
+      cwd: dir,
+      env: { GLOBEX_URL: 'https://api.globex.example' },
+    });
     expect(state.projects[0]).toMatchObject({ slug: 'globex', name: 'Globex Inc' });
     expect(state.envs[0]?.url).toBe('https://api.globex.example');
-    await expect(initConfig('other.yaml', { cwd: dir, project: 'Not A Slug' })).rejects.toThrow(/invalid project slug "Not A Slug"/);
+    await expect(initConfig('other.yaml', { cwd: dir, project: 'Not A Slug' })).rejects.toThrow(
+      /invalid project slug "Not A Slug"/,
+    );
   });
 
   it('refuses to overwrite an existing file', async () => {
     const dir = await writeTree({ 'kms.yaml': 'mine\n' });
     const err = await initConfig('kms.yaml', { cwd: dir }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(FileExistsError);
-    expect((err as Error).message).toBe('kms.yaml already exists: refusing to overwrite it (choose another file name or remove it first)');
+    expect((err as Error).message).toBe(
+      'kms.yaml already exists: refusing to overwrite it (choose another file name or remove it first)',
+    );
     expect(await readFile(path.join(dir, 'kms.yaml'), 'utf8')).toBe('mine\n');
   });
 });
@@ -80,7 +107,9 @@ describe('desiredStateToYaml', () => {
   it('round-trips the examples: load(export(state)) equals state', async () => {
     const { state } = await loadDesiredState([path.join('examples', 'acme')], { cwd: root, env: {} });
     const yaml = desiredStateToYaml(state);
-    expect(yaml.split('\n')[0]).toBe('# yaml-language-server: $schema=https://kms-sync.dev/schemas/kms-sync.schema.json');
+    expect(yaml.split('\n')[0]).toBe(
+      '# yaml-language-server: $schema=https://kms-sync.dev/schemas/kms-sync.schema.json',
+    );
     const back = loadDesiredStateFromSources([{ file: 'export.yaml', text: yaml }], { env: {} });
     expect(withoutSources(back)).toEqual(withoutSources(state));
     // Deterministic, and a fixed point.
@@ -94,7 +123,15 @@ describe('desiredStateToYaml', () => {
         { slug: 'acme', name: 'Acme: "quoted" # not a comment', description: 'line 1\nline 2\n', protected: true },
         { slug: 'empty', name: 'No environments' },
       ],
-      envs: [{ project: 'acme', type: 'production', projectEnv: 'acme-production', url: 'https://api.acme.example', protected: true }],
+      envs: [
+        {
+          project: 'acme',
+          type: 'production',
+          projectEnv: 'acme-production',
+          url: 'https://api.acme.example',
+          protected: true,
+        },
+      ],
       templates: [{ projectEnv: 'acme-production', name: '123', rateLimitDay: 0, maxClients: 1 }],
       // In canonical order (as the loader and the live reader produce it).
       clients: [
@@ -105,23 +142,56 @@ describe('desiredStateToYaml', () => {
           type: 'company',
           template: '123',
           ipWhitelist: ['10.0.0.0/8', '2001:db8::/32'],
-          metadata: { 'managed-by': 'kms-sync', tpl: '${env:HOME}', esc: '$${env:X}', n: '42', empty: {}, list: [null, 1.5, 'yes'] },
+          metadata: {
+            'managed-by': 'kms-sync',
+            tpl: '${env:HOME}',
+            esc: '$${env:X}',
+            n: '42',
+            empty: {},
+            list: [null, 1.5, 'yes'],
+          },
           keys: [
-            { projectEnv: 'acme-production', client: 'true', name: 'a', expiresAt: '2027-01-01T00:00:00.000Z', autoRotate: false },
-            { projectEnv: 'acme-production', client: 'true', name: 'b', ttl: '1w2d', secret: { store: 'vault', name: 'x/${env:Y}' }, protected: true },
+            {
+              projectEnv: 'acme-production',
+              client: 'true',
+              name: 'a',
+              expiresAt: '2027-01-01T00:00:00.000Z',
+              autoRotate: false,
+            },
+            {
+              projectEnv: 'acme-production',
+              client: 'true',
+              name: 'b',
+              ttl: '1w2d',
+              secret: { store: 'vault', name: 'x/${env:Y}' },
+              protected: true,
+            },
           ],
         },
       ],
       endpoints: [
         { projectEnv: 'acme-production', method: 'DELETE', path: '/v1/{id}' },
-        { projectEnv: 'acme-production', method: 'GET', path: '/v1/{id}', name: 'Get', request: { a: { b: ['c'] } }, protected: true },
+        {
+          projectEnv: 'acme-production',
+          method: 'GET',
+          path: '/v1/{id}',
+          name: 'Get',
+          request: { a: { b: ['c'] } },
+          protected: true,
+        },
       ],
     };
     const yaml = desiredStateToYaml(state, { schema: '../schemas/kms-sync.schema.json', header: ['exported', ''] });
-    expect(yaml.startsWith('# yaml-language-server: $schema=../schemas/kms-sync.schema.json\n# exported\n#\napiVersion: kms-sync/v1\n')).toBe(true);
+    expect(
+      yaml.startsWith(
+        '# yaml-language-server: $schema=../schemas/kms-sync.schema.json\n# exported\n#\napiVersion: kms-sync/v1\n',
+      ),
+    ).toBe(true);
     expect(yaml).toContain('tpl: $${env:HOME}');
     expect(yaml).toContain('ipWhitelist: [10.0.0.0/8, 2001:db8::/32]');
-    const back = loadDesiredStateFromSources([{ file: 'x.yaml', text: yaml }], { env: { HOME: '/root', X: 'x', Y: 'y' } });
+    const back = loadDesiredStateFromSources([{ file: 'x.yaml', text: yaml }], {
+      env: { HOME: '/root', X: 'x', Y: 'y' },
+    });
     expect(withoutSources(back)).toEqual(withoutSources(state));
   });
 
@@ -140,7 +210,9 @@ describe('desiredStateToYaml', () => {
     const back = loadDesiredStateFromSources([{ file: 'x.yaml', text: yaml }]);
     expect(back.projects).toEqual([]);
     expect(back.externalProjects?.map((p) => p.slug)).toEqual(['acme']);
-    expect(withoutSources({ ...back, externalProjects: [] })).toEqual(withoutSources({ ...state, externalProjects: [] }));
+    expect(withoutSources({ ...back, externalProjects: [] })).toEqual(
+      withoutSources({ ...state, externalProjects: [] }),
+    );
   });
 
   it('writes only known fields: nothing secret slips through', () => {
@@ -167,7 +239,10 @@ describe('desiredStateToYaml', () => {
   it('orders output deterministically regardless of input order', () => {
     const a: DesiredState = {
       stores: [],
-      projects: [{ slug: 'b', name: 'B' }, { slug: 'a', name: 'A' }],
+      projects: [
+        { slug: 'b', name: 'B' },
+        { slug: 'a', name: 'A' },
+      ],
       envs: [
         { project: 'b', type: 'prod', projectEnv: 'b-prod', url: 'https://b' },
         { project: 'a', type: 'stage', projectEnv: 'a-stage', url: 'https://a2' },

@@ -11,7 +11,10 @@ describe('interpolateString', () => {
     expect(interpolateString('${env:EMPTY:-dflt}', env).value).toBe('dflt');
     expect(interpolateString('${env:EMPTY}', env)).toMatchObject({ value: '', errors: [] });
     expect(interpolateString('${env:B:-}', env)).toMatchObject({ value: '', errors: [] });
-    expect(interpolateString('no refs ${other} {env:A}', env)).toMatchObject({ value: 'no refs ${other} {env:A}', changed: false });
+    expect(interpolateString('no refs ${other} {env:A}', env)).toMatchObject({
+      value: 'no refs ${other} {env:A}',
+      changed: false,
+    });
   });
 
   it('reports unset variables and malformed references', () => {
@@ -66,7 +69,12 @@ projects:
       'a.yaml:4:11: projects[0].name: environment variable PROJECT_NAME is not set (set it, or give a default: ${env:PROJECT_NAME:-default})',
       'a.yaml:12:25: projects[0].environments[0].templates[0].maxClients: must be an integer (got "x")',
     ]);
-    expect(await errorsOf({ 'a.yaml': file.replace('${env:GOLD_LIMIT:-1000}', '${env:GOLD_LIMIT}') }, { env: { PROJECT_NAME: 'A' } })).toEqual([
+    expect(
+      await errorsOf(
+        { 'a.yaml': file.replace('${env:GOLD_LIMIT:-1000}', '${env:GOLD_LIMIT}') },
+        { env: { PROJECT_NAME: 'A' } },
+      ),
+    ).toEqual([
       'a.yaml:11:27: projects[0].environments[0].templates[0].rateLimitDay: environment variable GOLD_LIMIT is not set (set it, or give a default: ${env:GOLD_LIMIT:-default})',
     ]);
   });
@@ -97,11 +105,18 @@ projects:
     const { writeTree } = await import('./helpers.js');
     const { loadDesiredState } = await import('../../src/config/index.js');
     const { DEFAULT_POLICY } = await import('../../src/model/policy.js');
-    const dir = await writeTree({ 'a.yaml': 'apiVersion: kms-sync/v1\nstores:\n  - { name: s, uri: "${env:KMS_SYNC_TEST_URI}" }\n' });
+    const dir = await writeTree({
+      'a.yaml': 'apiVersion: kms-sync/v1\nstores:\n  - { name: s, uri: "${env:KMS_SYNC_TEST_URI}" }\n',
+    });
     process.env.KMS_SYNC_TEST_URI = 'file:./from-process-env';
     try {
-      await expect(loadDesiredState(['.'], { cwd: dir })).rejects.toThrow(/environment variable KMS_SYNC_TEST_URI is not allowed by the operator policy/);
-      const { state } = await loadDesiredState(['.'], { cwd: dir, policy: { ...DEFAULT_POLICY, envAllow: ['KMS_SYNC_TEST_*'] } });
+      await expect(loadDesiredState(['.'], { cwd: dir })).rejects.toThrow(
+        /environment variable KMS_SYNC_TEST_URI is not allowed by the operator policy/,
+      );
+      const { state } = await loadDesiredState(['.'], {
+        cwd: dir,
+        policy: { ...DEFAULT_POLICY, envAllow: ['KMS_SYNC_TEST_*'] },
+      });
       expect(state.stores[0]?.uri).toBe('file:./from-process-env');
       expect(state.envReferences).toEqual(['KMS_SYNC_TEST_URI']);
     } finally {

@@ -70,7 +70,10 @@ describe('multi-file merge', () => {
       ['acme-production', 'acme', 'production', 'https://api.acme.example'],
       ['acme-staging', 'acme', 'staging', 'https://staging.acme.example'],
     ]);
-    expect(state.clients.map((c) => `${c.projectEnv}/${c.name}`)).toEqual(['acme-production/globex', 'acme-staging/hooli']);
+    expect(state.clients.map((c) => `${c.projectEnv}/${c.name}`)).toEqual([
+      'acme-production/globex',
+      'acme-staging/hooli',
+    ]);
     const globex = state.clients[0];
     expect(asData(globex)).toEqual({
       projectEnv: 'acme-production',
@@ -87,7 +90,12 @@ describe('multi-file merge', () => {
           name: 'archive',
           expiresAt: '2027-01-01T00:00:00.000Z',
           secret: { name: 'acme/globex' },
-          source: { file: 'conf/teams/payments.yaml', line: 14, column: 17, path: 'projects[0].environments[0].clients[0].keys[1]' },
+          source: {
+            file: 'conf/teams/payments.yaml',
+            line: 14,
+            column: 17,
+            path: 'projects[0].environments[0].clients[0].keys[1]',
+          },
         },
         {
           projectEnv: 'acme-production',
@@ -95,7 +103,12 @@ describe('multi-file merge', () => {
           name: 'primary',
           ttl: '90d',
           autoRotate: true,
-          source: { file: 'conf/teams/payments.yaml', line: 13, column: 17, path: 'projects[0].environments[0].clients[0].keys[0]' },
+          source: {
+            file: 'conf/teams/payments.yaml',
+            line: 13,
+            column: 17,
+            path: 'projects[0].environments[0].clients[0].keys[0]',
+          },
         },
       ],
     });
@@ -103,7 +116,11 @@ describe('multi-file merge', () => {
       ['acme-production', 'POST', '/v1/payments', 'conf/teams/payments.yaml', 16],
       ['acme-production', 'GET', '/v1/users/{id}', 'conf/teams/partners.yml', 16],
     ]);
-    expect(state.endpoints[1]).toMatchObject({ request: { type: 'object' }, response: { type: 'object' }, metadata: { team: 'partners' } });
+    expect(state.endpoints[1]).toMatchObject({
+      request: { type: 'object' },
+      response: { type: 'object' },
+      metadata: { team: 'partners' },
+    });
     expect(state.templates.map((t) => [t.projectEnv, t.name, t.rateLimitDay, t.maxClients])).toEqual([
       ['acme-production', 'bronze', 10, undefined],
       ['acme-production', 'gold', 100, 5],
@@ -113,7 +130,10 @@ describe('multi-file merge', () => {
   });
 
   it('gives the same state whatever the argument order or file names', async () => {
-    const a = await stateOf({ 'p.yaml': PROJECT, 'x.yaml': PAYMENTS, 'y.yaml': PARTNERS }, { args: ['y.yaml', 'x.yaml', 'p.yaml'] });
+    const a = await stateOf(
+      { 'p.yaml': PROJECT, 'x.yaml': PAYMENTS, 'y.yaml': PARTNERS },
+      { args: ['y.yaml', 'x.yaml', 'p.yaml'] },
+    );
     const b = await stateOf({ 'z.yaml': PROJECT, 'b.yaml': PARTNERS, 'a.yaml': PAYMENTS });
     expect(withoutSources(a.state)).toEqual(withoutSources(b.state));
     expect(JSON.stringify(withoutSources(a.state))).toBe(JSON.stringify(withoutSources(b.state)));
@@ -147,7 +167,14 @@ projects:
           - { method: DELETE, path: /v1/x, protected: true }
 `;
     const { state } = await stateOf({ 'a.yaml': file });
-    for (const r of [state.projects[0], state.envs[0], state.templates[0], state.clients[0], state.clients[0]?.keys[0], state.endpoints[0]]) {
+    for (const r of [
+      state.projects[0],
+      state.envs[0],
+      state.templates[0],
+      state.clients[0],
+      state.clients[0]?.keys[0],
+      state.endpoints[0],
+    ]) {
       expect(r?.protected).toBe(true);
     }
     expect(state.projects[0]?.description).toBe('d');
@@ -181,7 +208,11 @@ projects:
   });
 
   it('ignores empty documents and comment-only files', async () => {
-    const { state, files } = await stateOf({ 'a.yaml': PROJECT, 'b.yaml': '# nothing here yet\n', 'c.yaml': '---\n---\n' });
+    const { state, files } = await stateOf({
+      'a.yaml': PROJECT,
+      'b.yaml': '# nothing here yet\n',
+      'c.yaml': '---\n---\n',
+    });
     expect(files).toEqual(['a.yaml', 'b.yaml', 'c.yaml']);
     expect(state.projects).toHaveLength(1);
   });

@@ -15,18 +15,52 @@ function loadGenerated(source: string): ValidateFunction & { schemaSha256?: stri
   return module.exports;
 }
 
-const client = (over: Record<string, unknown> = {}) => ({ name: 'web', template: 'gold', keys: [{ name: 'primary', ttl: '90d' }], ...over });
-const doc = (env: Record<string, unknown> = {}, project: Record<string, unknown> = {}, top: Record<string, unknown> = {}) => ({
+const client = (over: Record<string, unknown> = {}) => ({
+  name: 'web',
+  template: 'gold',
+  keys: [{ name: 'primary', ttl: '90d' }],
+  ...over,
+});
+const doc = (
+  env: Record<string, unknown> = {},
+  project: Record<string, unknown> = {},
+  top: Record<string, unknown> = {},
+) => ({
   apiVersion: 'kms-sync/v1',
-  projects: [{ slug: 'acme', name: 'Acme', environments: [{ type: 'production', url: 'https://api.example.com', templates: [{ name: 'gold', rateLimitDay: 1000 }], clients: [client()], ...env }], ...project }],
+  projects: [
+    {
+      slug: 'acme',
+      name: 'Acme',
+      environments: [
+        {
+          type: 'production',
+          url: 'https://api.example.com',
+          templates: [{ name: 'gold', rateLimitDay: 1000 }],
+          clients: [client()],
+          ...env,
+        },
+      ],
+      ...project,
+    },
+  ],
   ...top,
 });
 
 const DOCS: unknown[] = [
   doc(),
   doc({ url: 'not a url' }),
-  doc({ clients: [client({ ipWhitelist: ['10.0.0.0/8', 7] }), client({ keys: [{ name: 'k', ttl: '5x', secret: { stor: 'default' } }] })] }),
-  doc({ endpoints: [{ method: 'FETCH', path: '/x' }, { method: 'GET', path: 'no-slash', request: 'text' }] }),
+  doc({
+    clients: [
+      client({ ipWhitelist: ['10.0.0.0/8', 7] }),
+      client({ keys: [{ name: 'k', ttl: '5x', secret: { stor: 'default' } }] }),
+    ],
+  }),
+  doc({
+    endpoints: [
+      { method: 'FETCH', path: '/x' },
+      { method: 'GET', path: 'no-slash', request: 'text' },
+    ],
+  }),
   doc({}, { slug: 'Bad_Slug', colour: 'red' }),
   doc({ templates: [{ name: 'gold', rateLimitDay: -5, maxClients: 1.5 }] }),
   doc({}, {}, { apiVersion: 'v2', stores: [{ name: 'vault', uri: 42, default: 'yes' }], extra: true }),
@@ -44,11 +78,14 @@ describe('generated schema validator', () => {
     expect(generated.schemaSha256).toBe(schemaDigest());
   });
 
-  it.each(DOCS.map((d, i) => [i, d] as const))('document %i: the same verdict and the same errors as the schema compiled at run time', (_, d) => {
-    const ok = compiled(d);
-    expect(generated(d)).toBe(ok);
-    expect(generated.errors ?? null).toEqual(compiled.errors ?? null);
-    if (d === DOCS[0]) expect(ok).toBe(true);
-    if (d !== DOCS[0]) expect(ok).toBe(false);
-  });
+  it.each(DOCS.map((d, i) => [i, d] as const))(
+    'document %i: the same verdict and the same errors as the schema compiled at run time',
+    (_, d) => {
+      const ok = compiled(d);
+      expect(generated(d)).toBe(ok);
+      expect(generated.errors ?? null).toEqual(compiled.errors ?? null);
+      if (d === DOCS[0]) expect(ok).toBe(true);
+      if (d !== DOCS[0]) expect(ok).toBe(false);
+    },
+  );
 });

@@ -4,7 +4,14 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { parseAllDocuments } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { EDITOR_KEYWORDS, SCHEMA_ID, expandPaths, loadDesiredState, loadSchema, schemaFilePath } from '../../src/config/index.js';
+import {
+  EDITOR_KEYWORDS,
+  SCHEMA_ID,
+  expandPaths,
+  loadDesiredState,
+  loadSchema,
+  schemaFilePath,
+} from '../../src/config/index.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const addFormats = (addFormatsModule as unknown as { default: (a: Ajv) => Ajv }).default;
@@ -48,8 +55,9 @@ describe('schemas/kms-sync.schema.json', () => {
     const undocumented: string[] = [];
     const visit = (s: Schema, where: string): void => {
       for (const [name, prop] of Object.entries((s.properties ?? {}) as Record<string, Schema>)) {
-        const target = typeof prop.$ref === 'string' ? definitions[prop.$ref.split('/').pop() ?? ''] ?? {} : {};
-        if (!prop.title && !prop.description && !target.title && !target.description) undocumented.push(`${where}.${name}`);
+        const target = typeof prop.$ref === 'string' ? (definitions[prop.$ref.split('/').pop() ?? ''] ?? {}) : {};
+        if (!prop.title && !prop.description && !target.title && !target.description)
+          undocumented.push(`${where}.${name}`);
       }
     };
     visit(schema, 'root');
@@ -74,7 +82,9 @@ describe('examples/', () => {
     const validate = ajv.compile(loadSchema());
     // examples/agent/ and the Kubernetes folders hold deployment manifests, not configurations (test/agent/deploy.test.ts
     // and test/engine/shard-examples.test.ts check them).
-    const files = (await expandPaths(['examples'], { cwd: root })).filter((f) => !/examples\/agent\/|\/kubernetes\//.test(f.split(path.sep).join('/')));
+    const files = (await expandPaths(['examples'], { cwd: root })).filter(
+      (f) => !/examples\/agent\/|\/kubernetes\//.test(f.split(path.sep).join('/')),
+    );
     expect(files.length).toBeGreaterThanOrEqual(3);
     for (const file of files) {
       const text = await readFile(file, 'utf8');
@@ -91,7 +101,11 @@ describe('examples/', () => {
 
   it('loads the acme quick start: one project, two environments, ~10 clients, ~8 endpoints, default store', async () => {
     const { state, files } = await loadDesiredState(['examples/acme'], { cwd: root, env: {} });
-    expect(files).toEqual(['examples/acme/project.yaml', 'examples/acme/teams/partners.yaml', 'examples/acme/teams/payments.yaml']);
+    expect(files).toEqual([
+      'examples/acme/project.yaml',
+      'examples/acme/teams/partners.yaml',
+      'examples/acme/teams/payments.yaml',
+    ]);
     expect(state.projects.map((p) => p.slug)).toEqual(['acme']);
     expect(state.envs.map((e) => e.projectEnv)).toEqual(['acme-production', 'acme-staging']);
     expect(state.templates.length).toBeGreaterThanOrEqual(4);

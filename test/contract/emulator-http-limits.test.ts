@@ -5,7 +5,14 @@ import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertMatchesContract, getOperation, listOperations } from '../support/contract.js';
-import { isErrorShape, rawExchange, requestBytes, startEmulatorProcess, type EmulatorProcess, type RawResponse } from './raw-http.js';
+import {
+  isErrorShape,
+  rawExchange,
+  requestBytes,
+  startEmulatorProcess,
+  type EmulatorProcess,
+  type RawResponse,
+} from './raw-http.js';
 
 const API_KEY = 'sk_test_limits';
 let emulator: EmulatorProcess;
@@ -18,12 +25,19 @@ beforeAll(async () => {
 afterAll(() => emulator?.stop());
 
 function expectError(res: RawResponse, status: number, code: string) {
-  expect({ status: res.status, code: (res.json as { code?: string } | undefined)?.code }, res.raw.slice(0, 400)).toEqual({ status, code });
+  expect(
+    { status: res.status, code: (res.json as { code?: string } | undefined)?.code },
+    res.raw.slice(0, 400),
+  ).toEqual({ status, code });
   expect(isErrorShape(res.json, status), res.body).toBe(true);
 }
 
 /** The methods the contract lists for a path template. */
-const methodsOf = (template: string) => listOperations().filter(([, p]) => p === template).map(([m]) => m.toUpperCase()).sort();
+const methodsOf = (template: string) =>
+  listOperations()
+    .filter(([, p]) => p === template)
+    .map(([m]) => m.toUpperCase())
+    .sort();
 
 describe('methods the HTTP parser does not know', () => {
   for (const method of ['FROB', 'get', 'Post', 'GETX']) {
@@ -56,7 +70,10 @@ describe('request headers over 16 KiB', () => {
       expect(getOperation(method, template)?.responses['431'], `${method} ${template} declares 431`).toBeDefined();
       expect(getOperation(method, template)?.responses['408'], `${method} ${template} declares 408`).toBeDefined();
     }
-    const res = await rawExchange(port, requestBytes('GET', '/api/v1/project', { 'x-api-key': API_KEY, 'X-Big': 'a'.repeat(20_000) }));
+    const res = await rawExchange(
+      port,
+      requestBytes('GET', '/api/v1/project', { 'x-api-key': API_KEY, 'X-Big': 'a'.repeat(20_000) }),
+    );
     expectError(res, 431, 'HEADERS_TOO_LARGE');
     assertMatchesContract('GET', '/project', 431, res.json, res.headers);
   });
@@ -67,13 +84,21 @@ describe('request headers over 16 KiB', () => {
  * then reads until the server closes. `writeError` is what the writes ended with (EPIPE when the
  * server closed before reading the body).
  */
-function sendAllThenRead(head: string, body: Buffer, chunked = false): Promise<{ answer: string; writeError?: string }> {
+function sendAllThenRead(
+  head: string,
+  body: Buffer,
+  chunked = false,
+): Promise<{ answer: string; writeError?: string }> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     let answer = '';
     let writeError: string | undefined;
-    socket.on('data', (d: Buffer) => { answer += d.toString('latin1'); });
-    socket.on('error', (e: NodeJS.ErrnoException) => { writeError ??= e.code ?? e.message; });
+    socket.on('data', (d: Buffer) => {
+      answer += d.toString('latin1');
+    });
+    socket.on('error', (e: NodeJS.ErrnoException) => {
+      writeError ??= e.code ?? e.message;
+    });
     socket.on('close', () => resolve({ answer, writeError }));
     socket.write(head);
     if (chunked) {
@@ -86,8 +111,10 @@ function sendAllThenRead(head: string, body: Buffer, chunked = false): Promise<{
 
 describe('bodies over 1 MiB', () => {
   const MiB = 1024 * 1024;
-  const head = (length: number | 'chunked') => `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nContent-Type: application/json\r\n${
-    length === 'chunked' ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`}\r\n\r\n`;
+  const head = (length: number | 'chunked') =>
+    `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nContent-Type: application/json\r\n${
+      length === 'chunked' ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`
+    }\r\n\r\n`;
 
   for (const size of [MiB + 1, 8 * MiB]) {
     for (const chunked of [false, true]) {
@@ -106,11 +133,22 @@ describe('bodies over 1 MiB', () => {
   it('a Node.js client sending 8 MiB gets the 413 (no EPIPE), and the emulator serves the next request', async () => {
     const payload = Buffer.alloc(8 * MiB, 0x61);
     const res = await new Promise<{ status: number; body: string } | { error: string }>((resolve) => {
-      const req = httpRequest({ host: '127.0.0.1', port, path: '/api/v1/project', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': payload.length, 'x-api-key': API_KEY } }, (r) => {
-        let body = '';
-        r.on('data', (c: Buffer) => { body += c.toString('utf8'); });
-        r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
-      });
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/api/v1/project',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': payload.length, 'x-api-key': API_KEY },
+        },
+        (r) => {
+          let body = '';
+          r.on('data', (c: Buffer) => {
+            body += c.toString('utf8');
+          });
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+        },
+      );
       req.on('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
       req.end(payload);
     });

@@ -26,7 +26,9 @@ beforeAll(async () => {
   dataFile = join(dir, 'state.json');
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY], dataFile, control: true });
   const res = await api('POST', '/project', {
-    slug: 'rb', name: 'Robust', envs: [{ type: 'production', url: 'https://rb.example', templates: [{ name: 'basic', rateLimitDay: 100 }] }],
+    slug: 'rb',
+    name: 'Robust',
+    envs: [{ type: 'production', url: 'https://rb.example', templates: [{ name: 'basic', rateLimitDay: 100 }] }],
   });
   expect(res.status).toBe(201);
 });
@@ -41,21 +43,34 @@ afterEach(() => {
 
 async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(`${emu.url}${path}`, {
-    method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json', ...headers }, body: body === undefined ? undefined : JSON.stringify(body),
+    method,
+    headers: { 'x-api-key': API_KEY, 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
   return { status: res.status, headers: res.headers, json: text ? JSON.parse(text) : undefined };
 }
 
 /** A raw request to the emulator (key included unless `auth: false`). */
-function raw(method: string, target: string, opts: { body?: string; headers?: Record<string, string>; auth?: boolean } = {}) {
-  const headers = { ...(opts.auth === false ? {} : { 'x-api-key': API_KEY }), ...(opts.body !== undefined ? { 'Content-Type': 'application/json' } : {}), ...opts.headers };
+function raw(
+  method: string,
+  target: string,
+  opts: { body?: string; headers?: Record<string, string>; auth?: boolean } = {},
+) {
+  const headers = {
+    ...(opts.auth === false ? {} : { 'x-api-key': API_KEY }),
+    ...(opts.body !== undefined ? { 'Content-Type': 'application/json' } : {}),
+    ...opts.headers,
+  };
   return rawExchange(emu.port, requestBytes(method, target, headers, opts.body));
 }
 
 /** The answer is a JSON error of this status and code, in the contract's shape where the route is documented. */
 function expectErrorAnswer(res: RawResponse, status: number, code: string, message?: RegExp) {
-  expect({ status: res.status, code: (res.json as { code?: string })?.code }, res.raw.slice(0, 400)).toEqual({ status, code });
+  expect({ status: res.status, code: (res.json as { code?: string })?.code }, res.raw.slice(0, 400)).toEqual({
+    status,
+    code,
+  });
   expect(res.headers['content-type']).toMatch(/^application\/json/);
   expect(isErrorShape(res.json, status), res.body).toBe(true);
   if (message) expect((res.json as { error: string }).error).toMatch(message);
@@ -123,7 +138,9 @@ describe('request targets', () => {
     const templateId = (await api('GET', `/client/templates?project_env=${PE}`)).json.data[0].id;
     // Written as text: JSON.stringify itself would overflow the stack on such a value.
     const deep = `${'{"d":'.repeat(5000)}"x"${'}'.repeat(5000)}`;
-    const res = await raw('POST', `/api/v1/client?project_env=${PE}`, { body: `{"name":"deep","templateId":${JSON.stringify(templateId)},"metadata":${deep}}` });
+    const res = await raw('POST', `/api/v1/client?project_env=${PE}`, {
+      body: `{"name":"deep","templateId":${JSON.stringify(templateId)},"metadata":${deep}}`,
+    });
     expectErrorAnswer(res, 400, 'VALIDATION_ERROR', /body: nests deeper than 32 levels/);
     const list = await api('GET', `/client?project_env=${PE}`);
     expect(list.status).toBe(200);
@@ -132,20 +149,35 @@ describe('request targets', () => {
 
   it('a header named __proto__ in a validation body is a plain header, not a way to smuggle a key', async () => {
     const templateId = (await api('GET', `/client/templates?project_env=${PE}`)).json.data[0].id;
-    const client = (await api('POST', `/client?project_env=${PE}`, { name: 'proto', templateId, keys: [{ name: 'k' }] })).json;
+    const client = (
+      await api('POST', `/client?project_env=${PE}`, { name: 'proto', templateId, keys: [{ name: 'k' }] })
+    ).json;
     const key = client.keys[0].key as string;
-    const check = async (headers: string) => (await fetch(`${emu.url}/client/${client.id}?project_env=${PE}&method_path=GET:/x`, {
-      method: 'POST', headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, body: `{"headers":${headers}}`,
-    })).json() as Promise<{ success: boolean; reason?: string }>;
+    const check = async (headers: string) =>
+      (
+        await fetch(`${emu.url}/client/${client.id}?project_env=${PE}&method_path=GET:/x`, {
+          method: 'POST',
+          headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' },
+          body: `{"headers":${headers}}`,
+        })
+      ).json() as Promise<{ success: boolean; reason?: string }>;
     expect(await check(JSON.stringify({ 'x-api-key': key }))).toMatchObject({ success: true });
-    expect(await check(`{"__proto__":{"x-api-key":${JSON.stringify(key)}}}`)).toMatchObject({ success: false, reason: 'KEY_NOT_FOUND' });
+    expect(await check(`{"__proto__":{"x-api-key":${JSON.stringify(key)}}}`)).toMatchObject({
+      success: false,
+      reason: 'KEY_NOT_FOUND',
+    });
   });
 });
 
 describe('requests the HTTP parser rejects, over a raw socket', () => {
   const cases: [string, string | Buffer, number, string][] = [
     ['a malformed request line', 'GARBAGE\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['a lower-case method (methods are case-sensitive)', 'get /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'METHOD_NOT_ALLOWED'],
+    [
+      'a lower-case method (methods are case-sensitive)',
+      'get /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n',
+      405,
+      'METHOD_NOT_ALLOWED',
+    ],
     ['an unknown method', 'FROB /api/v1/project HTTP/1.1\r\nHost: x\r\n\r\n', 405, 'METHOD_NOT_ALLOWED'],
     ['an unknown method on an unknown path', 'FROB /api/v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n', 404, 'NOT_FOUND'],
     ['a space in the target', 'GET /api/v1/pro ject HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
@@ -153,12 +185,42 @@ describe('requests the HTTP parser rejects, over a raw socket', () => {
     ['no HTTP version (HTTP/0.9)', 'GET /api/v1/project\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
     ['HTTP/2.0 in an HTTP/1 request line', 'GET /api/v1/project HTTP/2.0\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
     ['HTTP/1.2', 'GET /api/v1/project HTTP/1.2\r\nHost: x\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['20 KB of headers', `GET /api/v1/project HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'HEADERS_TOO_LARGE'],
-    ['a control character in a header name', 'GET /api/v1/project HTTP/1.1\r\nHost: x\r\nX\u0001Y: 1\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['Content-Length with Transfer-Encoding', 'POST /api/v1/project HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['two different Content-Lengths', 'POST /api/v1/project HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n{}', 400, 'BAD_REQUEST'],
-    ['a malformed chunk size', `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`, 400, 'BAD_REQUEST'],
-    ['a bad chunk after a good one (the handler is already reading)', `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{"\r\nzz\r\n`, 400, 'BAD_REQUEST'],
+    [
+      '20 KB of headers',
+      `GET /api/v1/project HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'HEADERS_TOO_LARGE',
+    ],
+    [
+      'a control character in a header name',
+      'GET /api/v1/project HTTP/1.1\r\nHost: x\r\nX\u0001Y: 1\r\n\r\n',
+      400,
+      'BAD_REQUEST',
+    ],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /api/v1/project HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      'BAD_REQUEST',
+    ],
+    [
+      'two different Content-Lengths',
+      'POST /api/v1/project HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n{}',
+      400,
+      'BAD_REQUEST',
+    ],
+    [
+      'a malformed chunk size',
+      `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      400,
+      'BAD_REQUEST',
+    ],
+    [
+      'a bad chunk after a good one (the handler is already reading)',
+      `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{"\r\nzz\r\n`,
+      400,
+      'BAD_REQUEST',
+    ],
     ['the HTTP/2 preface', 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 400, 'BAD_REQUEST'],
     ['HTTP/1.1 without Host', 'GET /api/v1/project HTTP/1.1\r\n\r\n', 400, 'BAD_REQUEST'],
   ];
@@ -179,8 +241,13 @@ describe('requests the HTTP parser rejects, over a raw socket', () => {
   it('a client that disconnects mid-body leaves nothing behind', async () => {
     await new Promise<void>((done) => {
       const socket = connect(emu.port, '127.0.0.1', () => {
-        socket.write(`POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nContent-Length: 500\r\n\r\n{"slug":"half`);
-        setTimeout(() => { socket.destroy(); done(); }, 50);
+        socket.write(
+          `POST /api/v1/project HTTP/1.1\r\nHost: x\r\nx-api-key: ${API_KEY}\r\nContent-Length: 500\r\n\r\n{"slug":"half`,
+        );
+        setTimeout(() => {
+          socket.destroy();
+          done();
+        }, 50);
       });
     });
     await new Promise((ok) => setTimeout(ok, 50));
@@ -194,17 +261,32 @@ describe('requests the HTTP parser rejects, over a raw socket', () => {
 
 describe('control routes', () => {
   const control = (method: string, route: string, body?: string, auth = true) =>
-    rawExchange(emu.port, requestBytes(method, `/__emulator${route}`, { ...(auth ? { 'x-api-key': API_KEY } : {}), 'Content-Type': 'application/json' }, body));
+    rawExchange(
+      emu.port,
+      requestBytes(
+        method,
+        `/__emulator${route}`,
+        { ...(auth ? { 'x-api-key': API_KEY } : {}), 'Content-Type': 'application/json' },
+        body,
+      ),
+    );
 
   it('are off unless the emulator is started with them, and say how to turn them on', async () => {
     const plain = await startEmulator({ port: 0, apiKeys: [API_KEY] });
     try {
-      for (const [method, route, body] of [['GET', '/counts'], ['POST', '/seed', '{"project":"x","type":"production","clients":3}'], ['POST', '/faults', '{"mode":"error"}']] as const) {
-        const res = await rawExchange(plain.port, requestBytes(method, `/__emulator${route}`, { 'x-api-key': API_KEY }, body));
+      for (const [method, route, body] of [
+        ['GET', '/counts'],
+        ['POST', '/seed', '{"project":"x","type":"production","clients":3}'],
+        ['POST', '/faults', '{"mode":"error"}'],
+      ] as const) {
+        const res = await rawExchange(
+          plain.port,
+          requestBytes(method, `/__emulator${route}`, { 'x-api-key': API_KEY }, body),
+        );
         expectErrorAnswer(res, 404, 'NOT_FOUND', /--control/);
       }
       const list = await fetch(`${plain.url}/project`, { headers: { 'x-api-key': API_KEY } });
-      expect((await list.json() as { data: unknown[] }).data).toEqual([]);
+      expect(((await list.json()) as { data: unknown[] }).data).toEqual([]);
     } finally {
       await plain.close();
     }
@@ -212,8 +294,16 @@ describe('control routes', () => {
 
   it('need the project key; unknown routes 404, wrong methods 405 with Allow', async () => {
     expectErrorAnswer(await control('GET', '/counts', undefined, false), 401, 'UNAUTHORIZED');
-    expectErrorAnswer(await control('POST', '/seed', '{"project":"nokey","type":"production"}', false), 401, 'UNAUTHORIZED');
-    expectErrorAnswer(await rawExchange(emu.port, requestBytes('GET', '/__emulator/counts', { 'x-api-key': 'sk_test_wrongwrong' })), 401, 'INVALID_API_KEY');
+    expectErrorAnswer(
+      await control('POST', '/seed', '{"project":"nokey","type":"production"}', false),
+      401,
+      'UNAUTHORIZED',
+    );
+    expectErrorAnswer(
+      await rawExchange(emu.port, requestBytes('GET', '/__emulator/counts', { 'x-api-key': 'sk_test_wrongwrong' })),
+      401,
+      'INVALID_API_KEY',
+    );
     expectErrorAnswer(await control('GET', '/nothing'), 404, 'NOT_FOUND');
     const wrong = await control('PUT', '/seed', '{}');
     expectErrorAnswer(wrong, 405, 'METHOD_NOT_ALLOWED');
@@ -251,7 +341,18 @@ describe('control routes', () => {
   });
 
   it('a valid seed loads an environment and is saved', async () => {
-    const res = await control('POST', '/seed', JSON.stringify({ project: 'seeded', type: 'production', templates: 2, clients: 30, keysPerClient: 1, endpoints: 3 }));
+    const res = await control(
+      'POST',
+      '/seed',
+      JSON.stringify({
+        project: 'seeded',
+        type: 'production',
+        templates: 2,
+        clients: 30,
+        keysPerClient: 1,
+        endpoints: 3,
+      }),
+    );
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ project_env: 'seeded-production', templates: 2, clients: 30, endpoints: 3 });
     const clients = await api('GET', '/client?project_env=seeded-production&limit=100');
@@ -266,7 +367,10 @@ describe('control routes', () => {
       ['{"rules":5}', /body\.rules: must be array/],
       ['{"rules":[]}', /body\.rules: must have at least 1/],
       [JSON.stringify({ rules: [valid, { ...valid, mode: 'explode' }] }), /body\.rules\[1\]\.mode/],
-      [JSON.stringify({ rules: [valid, { ...valid, route: '/nope' }] }), /body\.rules\[1\]\.route: "\/nope" is not a route template/],
+      [
+        JSON.stringify({ rules: [valid, { ...valid, route: '/nope' }] }),
+        /body\.rules\[1\]\.route: "\/nope" is not a route template/,
+      ],
       [JSON.stringify({ ...valid, times: 0 }), /body\.times: must be >= 1/],
       [JSON.stringify({ ...valid, method: 'PATCH' }), /body\.method/],
       [JSON.stringify({ mode: 'delay', delayMs: 10_000_000 }), /body\.delayMs: must be <= 600000/],
@@ -283,19 +387,29 @@ describe('control routes', () => {
   });
 
   it('valid fault rules apply to the next matching requests, and can be cleared', async () => {
-    const res = await control('POST', '/faults', JSON.stringify({ rules: [{ method: 'GET', route: '/project', mode: 'error', status: 503, times: 2 }] }));
+    const res = await control(
+      'POST',
+      '/faults',
+      JSON.stringify({ rules: [{ method: 'GET', route: '/project', mode: 'error', status: 503, times: 2 }] }),
+    );
     expect(res.json).toEqual({ success: true, active: 1 });
     expect((await api('GET', '/project')).status).toBe(503);
     expect((await control('DELETE', '/faults')).status).toBe(200);
     await projectListStillReadable();
     // Every mode is accepted with its own options (the crash campaign scripts delay-after-commit).
-    const all = await control('POST', '/faults', JSON.stringify({ rules: [
-      { method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 600, times: 3 },
-      { method: 'PUT', route: '/client/{client_uuid}', mode: 'drop-after-commit' },
-      { method: 'GET', route: '/client', mode: '429', retryAfterSeconds: 0 },
-      { route: '/endpoint/{method_path}', mode: 'delay', delayMs: 0 },
-      { mode: 'drop' },
-    ] }));
+    const all = await control(
+      'POST',
+      '/faults',
+      JSON.stringify({
+        rules: [
+          { method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 600, times: 3 },
+          { method: 'PUT', route: '/client/{client_uuid}', mode: 'drop-after-commit' },
+          { method: 'GET', route: '/client', mode: '429', retryAfterSeconds: 0 },
+          { route: '/endpoint/{method_path}', mode: 'delay', delayMs: 0 },
+          { mode: 'drop' },
+        ],
+      }),
+    );
     expect(all.json).toEqual({ success: true, active: 5 });
     expect((await control('DELETE', '/faults')).status).toBe(200);
     await projectListStillReadable();

@@ -1,19 +1,36 @@
 // Contract tests: the emulator over real HTTP, every operation, every response body checked
 // against schemas/kms-api.openapi.yaml, and the choices of docs/contract-decisions.md.
 import {
-  createCipheriv, createHash, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, randomBytes,
+  createCipheriv,
+  createHash,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  randomBytes,
 } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
-import { assertMatchesContract, CONTRACT_FILE, listOperations, loadContract, matchPathTemplate } from '../support/contract.js';
+import {
+  assertMatchesContract,
+  CONTRACT_FILE,
+  listOperations,
+  loadContract,
+  matchPathTemplate,
+} from '../support/contract.js';
 import { scratchDir } from '../support/scratch.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type J = any;
-interface Res { status: number; body: J; headers: Headers; text: string }
+interface Res {
+  status: number;
+  body: J;
+  headers: Headers;
+  text: string;
+}
 type Query = Record<string, string | number | boolean | undefined>;
 interface CallOptions {
   query?: Query;
@@ -80,9 +97,19 @@ function expectError(res: Res, status: number, code: string, message?: RegExp | 
 
 const mp = (methodPath: string) => `/endpoint/${encodeURIComponent(methodPath)}`;
 
-async function createProject(slug: string, templates: Array<{ name: string; rateLimitDay: number; maxClients?: number }>, extra: Record<string, unknown> = {}) {
+async function createProject(
+  slug: string,
+  templates: Array<{ name: string; rateLimitDay: number; maxClients?: number }>,
+  extra: Record<string, unknown> = {},
+) {
   const res = await call('POST', '/project', {
-    body: { slug, name: `Project ${slug}`, description: `desc ${slug}`, envs: [{ type: 'production', url: 'https://api.example.com', templates }], ...extra },
+    body: {
+      slug,
+      name: `Project ${slug}`,
+      description: `desc ${slug}`,
+      envs: [{ type: 'production', url: 'https://api.example.com', templates }],
+      ...extra,
+    },
   });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body;
@@ -101,12 +128,19 @@ async function createClient(pe: string, body: Record<string, unknown>) {
 }
 
 // ------------------------------------------------------------------ client-side encryption
-interface EncryptOptions { info?: string; aad?: string; saltOrder?: 'documented' | 'reversed' }
+interface EncryptOptions {
+  info?: string;
+  aad?: string;
+  saltOrder?: 'documented' | 'reversed';
+}
 
 /** The documented scheme, written independently of the emulator: X25519 + HKDF-SHA256 + AES-256-GCM. */
 function encryptBody(serverPublicB64: string, plaintext: unknown, o: EncryptOptions = {}) {
   const serverRaw = Buffer.from(serverPublicB64, 'base64');
-  const serverKey = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: serverRaw.toString('base64url') }, format: 'jwk' });
+  const serverKey = createPublicKey({
+    key: { kty: 'OKP', crv: 'X25519', x: serverRaw.toString('base64url') },
+    format: 'jwk',
+  });
   const eph = generateKeyPairSync('x25519');
   const epk = Buffer.from(eph.publicKey.export({ format: 'jwk' }).x!, 'base64url');
   expect(epk).toHaveLength(32);
@@ -121,18 +155,31 @@ function encryptBody(serverPublicB64: string, plaintext: unknown, o: EncryptOpti
 }
 
 /** POST with a declared Content-Length over node:http (the server may answer before reading it all). */
-function postLarge(url: string, bytes: number): Promise<{ status: number; body: J; headers: Record<string, string | string[] | undefined> }> {
+function postLarge(
+  url: string,
+  bytes: number,
+): Promise<{ status: number; body: J; headers: Record<string, string | string[] | undefined> }> {
   const payload = Buffer.from(JSON.stringify({ name: 'big', templateId: 'x', metadata: { blob: 'a'.repeat(bytes) } }));
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'content-length': payload.length, 'x-api-key': API_KEY },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')), headers: res.headers }));
-      res.on('error', reject);
-    });
+    const req = httpRequest(
+      url,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': payload.length, 'x-api-key': API_KEY },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body: JSON.parse(Buffer.concat(chunks).toString('utf8')),
+            headers: res.headers,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', (e: NodeJS.ErrnoException) => {
       // The server may close after answering; the response handler resolves in that case.
       if (e.code !== 'EPIPE' && e.code !== 'ECONNRESET') reject(e);
@@ -151,7 +198,10 @@ beforeAll(async () => {
   dir = scratchDir('kms-contract-');
   dataFile = join(dir, 'state.json');
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY], dataFile });
-  await createProject(FX.slug, [{ name: 'basic', rateLimitDay: 1000, maxClients: 50 }, { name: 'tiny', rateLimitDay: 2, maxClients: 2 }]);
+  await createProject(FX.slug, [
+    { name: 'basic', rateLimitDay: 1000, maxClients: 50 },
+    { name: 'tiny', rateLimitDay: 2, maxClients: 2 },
+  ]);
   fxTemplates = await templatesOf(FX.pe);
   fxClient = await createClient(FX.pe, { name: 'fixture', templateId: fxTemplates.basic.id, keys: [{ name: 'main' }] });
   fxRawKey = fxClient.keys[0].key;
@@ -170,7 +220,9 @@ function concrete(template: string): string {
     .replace('{method_path}', encodeURIComponent('GET:/fixture'));
 }
 
-const AUTHENTICATED_OPS = listOperations().filter(([, , op]) => !(Array.isArray(op.security) && op.security.length === 0));
+const AUTHENTICATED_OPS = listOperations().filter(
+  ([, , op]) => !(Array.isArray(op.security) && op.security.length === 0),
+);
 
 // ==================================================================================== meta
 describe('meta operations', () => {
@@ -203,7 +255,11 @@ describe('authentication', () => {
   it('401 UNAUTHORIZED without credentials on every authenticated operation', async () => {
     expect(AUTHENTICATED_OPS.length).toBe(19);
     for (const [method, template] of AUTHENTICATED_OPS) {
-      const res = await call(method, concrete(template), { auth: 'none', query: { project_env: FX.pe, method_path: 'GET:/fixture' }, body: method === 'POST' || method === 'PUT' ? {} : undefined });
+      const res = await call(method, concrete(template), {
+        auth: 'none',
+        query: { project_env: FX.pe, method_path: 'GET:/fixture' },
+        body: method === 'POST' || method === 'PUT' ? {} : undefined,
+      });
       expectError(res, 401, 'UNAUTHORIZED');
     }
   });
@@ -212,13 +268,21 @@ describe('authentication', () => {
     expectError(await call('GET', '/project', { auth: { apiKey: 'sk_test_not_a_known_key' } }), 401, 'INVALID_API_KEY');
     expectError(await call('GET', '/project', { auth: { apiKey: 'garbage' } }), 401, 'INVALID_API_KEY');
     expectError(await call('GET', '/project', { auth: { bearer: 'sk_live_unknown' } }), 401, 'INVALID_API_KEY');
-    expectError(await call('GET', '/client', { auth: { bearer: 'sk_live_unknown' }, query: { project_env: FX.pe } }), 401, 'INVALID_API_KEY');
+    expectError(
+      await call('GET', '/client', { auth: { bearer: 'sk_live_unknown' }, query: { project_env: FX.pe } }),
+      401,
+      'INVALID_API_KEY',
+    );
   });
 
   it('403 CUSTOMER_KEY_NOT_ALLOWED for a customer key on every authenticated operation', async () => {
     expect(fxRawKey).toMatch(RAW_KEY);
     for (const [method, template] of AUTHENTICATED_OPS) {
-      const res = await call(method, concrete(template), { auth: { apiKey: fxRawKey }, query: { project_env: FX.pe, method_path: 'GET:/fixture' }, body: method === 'POST' || method === 'PUT' ? {} : undefined });
+      const res = await call(method, concrete(template), {
+        auth: { apiKey: fxRawKey },
+        query: { project_env: FX.pe, method_path: 'GET:/fixture' },
+        body: method === 'POST' || method === 'PUT' ? {} : undefined,
+      });
       expectError(res, 403, 'CUSTOMER_KEY_NOT_ALLOWED');
     }
     expectError(await call('GET', '/project', { auth: { bearer: fxRawKey } }), 403, 'CUSTOMER_KEY_NOT_ALLOWED');
@@ -242,18 +306,26 @@ describe('generic errors', () => {
     expectError(await call('DELETE', '/project'), 405, 'METHOD_NOT_ALLOWED');
     expectError(await call('PUT', '/encryption-key', { body: {} }), 405, 'METHOD_NOT_ALLOWED');
     expectError(await call('POST', '/project/fx-production/logs', { body: {} }), 405, 'METHOD_NOT_ALLOWED');
-    expectError(await call('PATCH', mp('GET:/x'), { query: { project_env: FX.pe }, body: {} }), 405, 'METHOD_NOT_ALLOWED');
+    expectError(
+      await call('PATCH', mp('GET:/x'), { query: { project_env: FX.pe }, body: {} }),
+      405,
+      'METHOD_NOT_ALLOWED',
+    );
   });
 
   it('405 for a method not defined on the literal path /client/templates (literal beats {client_uuid})', async () => {
     const mismatches: string[] = [];
     for (const method of ['POST', 'PUT', 'DELETE']) {
       const res = await fetch(urlOf(emu.url, '/client/templates', { project_env: FX.pe, method_path: 'GET:/x' }), {
-        method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, body: method === 'DELETE' ? undefined : '{}',
+        method,
+        headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' },
+        body: method === 'DELETE' ? undefined : '{}',
       });
-      const body = await res.json() as J;
+      const body = (await res.json()) as J;
       if (res.status !== 405 || body.code !== 'METHOD_NOT_ALLOWED' || res.headers.get('allow') !== 'GET')
-        mismatches.push(`${method} /client/templates → ${res.status} ${body.code} (allow: ${res.headers.get('allow')})`);
+        mismatches.push(
+          `${method} /client/templates → ${res.status} ${body.code} (allow: ${res.headers.get('allow')})`,
+        );
       else assertMatchesContract(method, '/client/templates', res.status, body, res.headers);
     }
     expect(mismatches).toEqual([]);
@@ -261,32 +333,79 @@ describe('generic errors', () => {
 
   it('400 INVALID_JSON for a malformed body', async () => {
     expectError(await call('POST', '/project', { rawBody: '{"slug": "x",' }), 400, 'INVALID_JSON');
-    expectError(await call('POST', '/client', { query: { project_env: FX.pe }, rawBody: 'not json' }), 400, 'INVALID_JSON');
+    expectError(
+      await call('POST', '/client', { query: { project_env: FX.pe }, rawBody: 'not json' }),
+      400,
+      'INVALID_JSON',
+    );
     expectError(await call('PUT', mp('GET:/x'), { query: { project_env: FX.pe }, rawBody: '{' }), 400, 'INVALID_JSON');
   });
 
   it('400 VALIDATION_ERROR for wrong types, naming the field path', async () => {
     const t = fxTemplates.basic.id;
-    expectError(await call('POST', '/client', { query: { project_env: FX.pe }, body: { name: 'x', templateId: t, keys: [{ name: 5 }] } }),
-      400, 'VALIDATION_ERROR', /keys\[0\]\.name/);
-    expectError(await call('POST', '/client', { query: { project_env: FX.pe }, body: { name: 'x', templateId: t, ipWhitelist: '10.0.0.0/8' } }),
-      400, 'VALIDATION_ERROR', /ipWhitelist/);
-    expectError(await call('POST', '/project', {
-      body: { slug: 'typed', name: 'T', envs: [{ type: 'production', url: 'https://x.example', templates: [{ name: 'a', rateLimitDay: '10' }] }] },
-    }), 400, 'VALIDATION_ERROR', /envs\[0\]\.templates\[0\]\.rateLimitDay/);
-    expectError(await call('PUT', `/client/${fxClient.id}`, { query: { project_env: FX.pe }, body: { metadata: [] } }),
-      400, 'VALIDATION_ERROR', /metadata/);
-    expectError(await call('POST', '/client', { query: { project_env: FX.pe }, body: { name: 'x' } }), 400, 'VALIDATION_ERROR', /templateId/);
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: FX.pe },
+        body: { name: 'x', templateId: t, keys: [{ name: 5 }] },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /keys\[0\]\.name/,
+    );
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: FX.pe },
+        body: { name: 'x', templateId: t, ipWhitelist: '10.0.0.0/8' },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /ipWhitelist/,
+    );
+    expectError(
+      await call('POST', '/project', {
+        body: {
+          slug: 'typed',
+          name: 'T',
+          envs: [{ type: 'production', url: 'https://x.example', templates: [{ name: 'a', rateLimitDay: '10' }] }],
+        },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /envs\[0\]\.templates\[0\]\.rateLimitDay/,
+    );
+    expectError(
+      await call('PUT', `/client/${fxClient.id}`, { query: { project_env: FX.pe }, body: { metadata: [] } }),
+      400,
+      'VALIDATION_ERROR',
+      /metadata/,
+    );
+    expectError(
+      await call('POST', '/client', { query: { project_env: FX.pe }, body: { name: 'x' } }),
+      400,
+      'VALIDATION_ERROR',
+      /templateId/,
+    );
     expectError(await call('POST', '/client', { query: { project_env: FX.pe }, body: [] }), 400, 'VALIDATION_ERROR');
   });
 
   it('400 VALIDATION_ERROR for unknown fields, top-level and nested', async () => {
-    expectError(await call('POST', '/project', {
-      body: { slug: 'unknown-f', name: 'U', envs: [{ type: 'production', url: 'https://x.example' }], bogus: 1 },
-    }), 400, 'VALIDATION_ERROR', /unknown field.*bogus|bogus.*unknown field/);
-    expectError(await call('POST', '/client', {
-      query: { project_env: FX.pe }, body: { name: 'x', templateId: fxTemplates.basic.id, keys: [{ name: 'k', secret: 's' }] },
-    }), 400, 'VALIDATION_ERROR', /keys\[0\]\.secret/);
+    expectError(
+      await call('POST', '/project', {
+        body: { slug: 'unknown-f', name: 'U', envs: [{ type: 'production', url: 'https://x.example' }], bogus: 1 },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /unknown field.*bogus|bogus.*unknown field/,
+    );
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: FX.pe },
+        body: { name: 'x', templateId: fxTemplates.basic.id, keys: [{ name: 'k', secret: 's' }] },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /keys\[0\]\.secret/,
+    );
     // Nothing was created by the rejected requests.
     expectError(await call('GET', '/project/unknown-f-production'), 404, 'NOT_FOUND');
   });
@@ -305,18 +424,34 @@ describe('generic errors', () => {
   });
 
   it('400 when project_env is missing and 404 when it is unknown, on every env-scoped operation', async () => {
-    const scoped = listOperations().filter(([m, p]) => (p.startsWith('/client') || p.startsWith('/endpoint')) && !(m === 'DELETE' && p === '/client/{client_uuid}'));
+    const scoped = listOperations().filter(
+      ([m, p]) =>
+        (p.startsWith('/client') || p.startsWith('/endpoint')) && !(m === 'DELETE' && p === '/client/{client_uuid}'),
+    );
     expect(scoped.length).toBe(11);
     const mismatches: string[] = [];
     for (const [method, template] of scoped) {
       const path = concrete(template);
       const body = method === 'POST' || method === 'PUT' ? {} : undefined;
       const missing = await call(method, path, { query: { method_path: 'GET:/fixture' }, body });
-      if (missing.status !== 400 || missing.body.code !== 'VALIDATION_ERROR' || !String(missing.body.error).includes("query parameter 'project_env' is required"))
+      if (
+        missing.status !== 400 ||
+        missing.body.code !== 'VALIDATION_ERROR' ||
+        !String(missing.body.error).includes("query parameter 'project_env' is required")
+      )
         mismatches.push(`${method} ${template} without project_env → ${missing.status} ${missing.body?.code ?? ''}`);
-      const unknown = await call(method, path, { query: { project_env: 'nope-production', method_path: 'GET:/fixture' }, body });
-      if (unknown.status !== 404 || unknown.body.code !== 'NOT_FOUND' || !String(unknown.body.error).includes("environment 'nope-production' not found"))
-        mismatches.push(`${method} ${template} with unknown project_env → ${unknown.status} ${unknown.body?.code ?? ''} ${unknown.body?.error ?? ''}`);
+      const unknown = await call(method, path, {
+        query: { project_env: 'nope-production', method_path: 'GET:/fixture' },
+        body,
+      });
+      if (
+        unknown.status !== 404 ||
+        unknown.body.code !== 'NOT_FOUND' ||
+        !String(unknown.body.error).includes("environment 'nope-production' not found")
+      )
+        mismatches.push(
+          `${method} ${template} with unknown project_env → ${unknown.status} ${unknown.body?.code ?? ''} ${unknown.body?.error ?? ''}`,
+        );
     }
     expect(mismatches).toEqual([]);
     expectError(await call('GET', '/project/nope-production/logs'), 404, 'NOT_FOUND');
@@ -325,11 +460,23 @@ describe('generic errors', () => {
 
   it('400 for invalid page/limit on every list operation; limit above 100 is clamped', async () => {
     const lists: Array<[string, Query]> = [
-      ['/project', {}], [`/project/${FX.pe}/logs`, {}], ['/client', { project_env: FX.pe }],
-      ['/client/templates', { project_env: FX.pe }], ['/endpoint', { project_env: FX.pe }],
+      ['/project', {}],
+      [`/project/${FX.pe}/logs`, {}],
+      ['/client', { project_env: FX.pe }],
+      ['/client/templates', { project_env: FX.pe }],
+      ['/endpoint', { project_env: FX.pe }],
     ];
     for (const [path, q] of lists) {
-      for (const bad of [{ page: 0 }, { page: -1 }, { page: 'abc' }, { page: 1.5 }, { limit: 0 }, { limit: -5 }, { limit: 'x' }, { limit: 2.5 }]) {
+      for (const bad of [
+        { page: 0 },
+        { page: -1 },
+        { page: 'abc' },
+        { page: 1.5 },
+        { limit: 0 },
+        { limit: -5 },
+        { limit: 'x' },
+        { limit: 2.5 },
+      ]) {
         expectError(await call('GET', path, { query: { ...q, ...bad } }), 400, 'VALIDATION_ERROR', Object.keys(bad)[0]);
       }
       const def = await call('GET', path, { query: q });
@@ -346,12 +493,24 @@ describe('generic errors', () => {
 // ==================================================================================== projects
 describe('projects', () => {
   it('POST /project creates a project with envs and templates (201); maxClients defaults to 100', async () => {
-    const p = await createProject('proj-a', [{ name: 'gold', rateLimitDay: 500, maxClients: 3 }, { name: 'free', rateLimitDay: 10 }]);
+    const p = await createProject('proj-a', [
+      { name: 'gold', rateLimitDay: 500, maxClients: 3 },
+      { name: 'free', rateLimitDay: 10 },
+    ]);
     expect(p).toMatchObject({ slug: 'proj-a', name: 'Project proj-a', description: 'desc proj-a' });
     expect(p.envs.count).toBe(1);
-    expect(p.envs.list[0]).toMatchObject({ project_env: 'proj-a-production', type: 'production', clients: { count: 0, max: 103 } });
+    expect(p.envs.list[0]).toMatchObject({
+      project_env: 'proj-a-production',
+      type: 'production',
+      clients: { count: 0, max: 103 },
+    });
     const t = await templatesOf('proj-a-production');
-    expect(t.free).toMatchObject({ maxClients: 100, rateLimitDay: 10, project_env: 'proj-a-production', clients: { count: 0 } });
+    expect(t.free).toMatchObject({
+      maxClients: 100,
+      rateLimitDay: 10,
+      project_env: 'proj-a-production',
+      clients: { count: 0 },
+    });
     expect(t.gold).toMatchObject({ maxClients: 3, rateLimitDay: 500 });
     expect(t.gold.id).not.toBe(t.free.id);
   });
@@ -359,35 +518,78 @@ describe('projects', () => {
   it('POST /project with several envs', async () => {
     const res = await call('POST', '/project', {
       body: {
-        slug: 'multi', name: 'Multi', envs: [
-          { type: 'production', url: 'https://api.multi.example', templates: [{ name: 'a', rateLimitDay: 1, maxClients: 1 }] },
-          { type: 'staging', url: 'https://staging.multi.example', templates: [{ name: 'a', rateLimitDay: 1, maxClients: 4 }] },
+        slug: 'multi',
+        name: 'Multi',
+        envs: [
+          {
+            type: 'production',
+            url: 'https://api.multi.example',
+            templates: [{ name: 'a', rateLimitDay: 1, maxClients: 1 }],
+          },
+          {
+            type: 'staging',
+            url: 'https://staging.multi.example',
+            templates: [{ name: 'a', rateLimitDay: 1, maxClients: 4 }],
+          },
         ],
       },
     });
     expect(res.status).toBe(201);
     expect(res.body.envs.count).toBe(2);
-    expect(res.body.envs.list.map((e: J) => [e.project_env, e.clients.max]).sort()).toEqual([['multi-production', 1], ['multi-staging', 4]]);
+    expect(res.body.envs.list.map((e: J) => [e.project_env, e.clients.max]).sort()).toEqual([
+      ['multi-production', 1],
+      ['multi-staging', 4],
+    ]);
   });
 
   it('409 CONFLICT for a duplicate slug', async () => {
-    expectError(await call('POST', '/project', { body: { slug: 'proj-a', name: 'again', envs: [{ type: 'production', url: 'https://x.example' }] } }),
-      409, 'CONFLICT');
+    expectError(
+      await call('POST', '/project', {
+        body: { slug: 'proj-a', name: 'again', envs: [{ type: 'production', url: 'https://x.example' }] },
+      }),
+      409,
+      'CONFLICT',
+    );
   });
 
   it('409 CONFLICT for a duplicate template name in one environment (create)', async () => {
     const res = await call('POST', '/project', {
-      body: { slug: 'dup-tpl', name: 'D', envs: [{ type: 'production', url: 'https://x.example', templates: [{ name: 'x', rateLimitDay: 1 }, { name: 'x', rateLimitDay: 2 }] }] },
+      body: {
+        slug: 'dup-tpl',
+        name: 'D',
+        envs: [
+          {
+            type: 'production',
+            url: 'https://x.example',
+            templates: [
+              { name: 'x', rateLimitDay: 1 },
+              { name: 'x', rateLimitDay: 2 },
+            ],
+          },
+        ],
+      },
     });
     expectError(res, 409, 'CONFLICT');
     expectError(await call('GET', '/project/dup-tpl-production'), 404, 'NOT_FOUND');
   });
 
   it('400 for an invalid slug or env type', async () => {
-    expectError(await call('POST', '/project', { body: { slug: 'Bad_Slug', name: 'B', envs: [{ type: 'production', url: 'https://x.example' }] } }),
-      400, 'VALIDATION_ERROR', /slug/);
-    expectError(await call('POST', '/project', { body: { slug: 'okslug', name: 'B', envs: [{ type: 'pre-prod', url: 'https://x.example' }] } }),
-      400, 'VALIDATION_ERROR', /envs\[0\]\.type/);
+    expectError(
+      await call('POST', '/project', {
+        body: { slug: 'Bad_Slug', name: 'B', envs: [{ type: 'production', url: 'https://x.example' }] },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /slug/,
+    );
+    expectError(
+      await call('POST', '/project', {
+        body: { slug: 'okslug', name: 'B', envs: [{ type: 'pre-prod', url: 'https://x.example' }] },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /envs\[0\]\.type/,
+    );
   });
 
   it('GET /project pages, filters by name (case-insensitive substring) and status', async () => {
@@ -400,8 +602,13 @@ describe('projects', () => {
     const byName = await call('GET', '/project', { query: { name: 'zEBRA' } });
     expect(byName.body.data.map((p: J) => p.slug)).toEqual(['zebra']);
     expect(byName.body.pagination).toEqual({ total: 1, page: 1, limit: 10, pages: 1 });
-    expect((await call('GET', '/project', { query: { status: 'active', limit: 100 } })).body.pagination.total).toBe(total);
-    expect((await call('GET', '/project', { query: { status: 'archived' } })).body).toMatchObject({ data: [], pagination: { total: 0 } });
+    expect((await call('GET', '/project', { query: { status: 'active', limit: 100 } })).body.pagination.total).toBe(
+      total,
+    );
+    expect((await call('GET', '/project', { query: { status: 'archived' } })).body).toMatchObject({
+      data: [],
+      pagination: { total: 0 },
+    });
     // Paging: pages of 2 cover all projects exactly once; past the end is an empty page.
     const pages = Math.ceil(total / 2);
     const slugs: string[] = [];
@@ -420,7 +627,11 @@ describe('projects', () => {
     const res = await call('GET', '/project/proj-a-production');
     expect(res.status).toBe(200);
     const env = res.body.envs.list[0];
-    expect(env).toMatchObject({ project_env: 'proj-a-production', url: 'https://api.example.com', endpoints: { count: 0 } });
+    expect(env).toMatchObject({
+      project_env: 'proj-a-production',
+      url: 'https://api.example.com',
+      endpoints: { count: 0 },
+    });
     expect(env.templates.map((t: J) => t.name).sort()).toEqual(['free', 'gold']);
     expectError(await call('GET', '/project/proj-b-production'), 404, 'NOT_FOUND');
   });
@@ -428,7 +639,16 @@ describe('projects', () => {
   it('PUT /project/{project_env} updates name, url and upserts templates (others kept)', async () => {
     const before = await templatesOf('proj-a-production');
     const res = await call('PUT', '/project/proj-a-production', {
-      body: { name: 'Renamed A', singleEnv: { url: 'https://v2.example.com', templates: [{ name: 'gold', rateLimitDay: 900 }, { name: 'silver', rateLimitDay: 50, maxClients: 5 }] } },
+      body: {
+        name: 'Renamed A',
+        singleEnv: {
+          url: 'https://v2.example.com',
+          templates: [
+            { name: 'gold', rateLimitDay: 900 },
+            { name: 'silver', rateLimitDay: 50, maxClients: 5 },
+          ],
+        },
+      },
     });
     expect(res.status).toBe(200);
     expect(res.body.name).toBe('Renamed A');
@@ -442,7 +662,9 @@ describe('projects', () => {
     expect(after.free).toMatchObject({ id: before.free.id, rateLimitDay: 10 });
     expect(after.silver).toMatchObject({ rateLimitDay: 50, maxClients: 5 });
     // Upsert by id can rename.
-    const byId = await call('PUT', '/project/proj-a-production', { body: { singleEnv: { templates: [{ id: after.silver.id, name: 'bronze', rateLimitDay: 51 }] } } });
+    const byId = await call('PUT', '/project/proj-a-production', {
+      body: { singleEnv: { templates: [{ id: after.silver.id, name: 'bronze', rateLimitDay: 51 }] } },
+    });
     expect(byId.status).toBe(200);
     const renamed = await templatesOf('proj-a-production');
     expect(renamed.bronze).toMatchObject({ id: after.silver.id, rateLimitDay: 51 });
@@ -451,47 +673,105 @@ describe('projects', () => {
 
   it('PUT /project: 409 on a template rename clash; 400 for description; 404 for an unknown project', async () => {
     const t = await templatesOf('proj-a-production');
-    expectError(await call('PUT', '/project/proj-a-production', { body: { singleEnv: { templates: [{ id: t.bronze.id, name: 'gold', rateLimitDay: 1 }] } } }),
-      409, 'CONFLICT');
-    expectError(await call('PUT', '/project/proj-a-production', { body: { description: 'nope' } }), 400, 'VALIDATION_ERROR', /description/);
+    expectError(
+      await call('PUT', '/project/proj-a-production', {
+        body: { singleEnv: { templates: [{ id: t.bronze.id, name: 'gold', rateLimitDay: 1 }] } },
+      }),
+      409,
+      'CONFLICT',
+    );
+    expectError(
+      await call('PUT', '/project/proj-a-production', { body: { description: 'nope' } }),
+      400,
+      'VALIDATION_ERROR',
+      /description/,
+    );
     expectError(await call('PUT', '/project/ghost-production', { body: { name: 'x' } }), 404, 'NOT_FOUND');
   });
 
   it('PUT /project creates a missing env of an existing project; url required then', async () => {
-    expectError(await call('PUT', '/project/proj-a-dev', { body: { singleEnv: { templates: [] } } }), 400, 'VALIDATION_ERROR', /url/);
+    expectError(
+      await call('PUT', '/project/proj-a-dev', { body: { singleEnv: { templates: [] } } }),
+      400,
+      'VALIDATION_ERROR',
+      /url/,
+    );
     const res = await call('PUT', '/project/proj-a-staging', {
-      body: { singleEnv: { url: 'https://staging.example.com', templates: [{ name: 'stage', rateLimitDay: 5, maxClients: 7 }] } },
+      body: {
+        singleEnv: {
+          url: 'https://staging.example.com',
+          templates: [{ name: 'stage', rateLimitDay: 5, maxClients: 7 }],
+        },
+      },
     });
     expect(res.status).toBe(200);
     const got = await call('GET', '/project/proj-a-staging');
     expect(got.body.envs.count).toBe(2);
     const staging = got.body.envs.list.find((e: J) => e.project_env === 'proj-a-staging');
-    expect(staging).toMatchObject({ type: 'staging', url: 'https://staging.example.com', clients: { count: 0, max: 7 } });
+    expect(staging).toMatchObject({
+      type: 'staging',
+      url: 'https://staging.example.com',
+      clients: { count: 0, max: 7 },
+    });
     expect(Object.keys(await templatesOf('proj-a-staging'))).toEqual(['stage']);
   });
 
   it('DELETE /project: kind required; RESOURCE_IN_USE without forceDelete; cascades with it', async () => {
-    await createProject('del', [{ name: 'keep', rateLimitDay: 1 }, { name: 'used', rateLimitDay: 1 }]);
-    await call('PUT', '/project/del-staging', { body: { singleEnv: { url: 'https://s.example', templates: [{ name: 's', rateLimitDay: 1 }] } } });
-    await call('PUT', '/project/del-qa', { body: { singleEnv: { url: 'https://qa.example', templates: [{ name: 'q', rateLimitDay: 1 }] } } });
+    await createProject('del', [
+      { name: 'keep', rateLimitDay: 1 },
+      { name: 'used', rateLimitDay: 1 },
+    ]);
+    await call('PUT', '/project/del-staging', {
+      body: { singleEnv: { url: 'https://s.example', templates: [{ name: 's', rateLimitDay: 1 }] } },
+    });
+    await call('PUT', '/project/del-qa', {
+      body: { singleEnv: { url: 'https://qa.example', templates: [{ name: 'q', rateLimitDay: 1 }] } },
+    });
     const t = await templatesOf('del-production');
     const c = await createClient('del-production', { name: 'user', templateId: t.used.id, keys: [{ name: 'k' }] });
     const st = await templatesOf('del-staging');
     const sc = await createClient('del-staging', { name: 'stager', templateId: st.s.id });
 
     expectError(await call('DELETE', '/project/del-production'), 400, 'VALIDATION_ERROR', /kind/);
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'everything' } }), 400, 'VALIDATION_ERROR', /kind/);
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'env' } }), 400, 'VALIDATION_ERROR', /envId/);
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'template' } }), 400, 'VALIDATION_ERROR', /templateId/);
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'template', templateId: 'nope' } }), 404, 'NOT_FOUND');
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'everything' } }),
+      400,
+      'VALIDATION_ERROR',
+      /kind/,
+    );
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'env' } }),
+      400,
+      'VALIDATION_ERROR',
+      /envId/,
+    );
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'template' } }),
+      400,
+      'VALIDATION_ERROR',
+      /templateId/,
+    );
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'template', templateId: 'nope' } }),
+      404,
+      'NOT_FOUND',
+    );
     expectError(await call('DELETE', '/project/ghost-production', { query: { kind: 'project' } }), 404, 'NOT_FOUND');
 
     // Template: unused goes without force; used needs it and takes its clients along.
-    const unused = await call('DELETE', '/project/del-production', { query: { kind: 'template', templateId: t.keep.id } });
+    const unused = await call('DELETE', '/project/del-production', {
+      query: { kind: 'template', templateId: t.keep.id },
+    });
     expect(unused.body).toEqual({ success: true, deleted: 'template' });
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'template', templateId: t.used.id } }), 409, 'RESOURCE_IN_USE');
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'template', templateId: t.used.id } }),
+      409,
+      'RESOURCE_IN_USE',
+    );
     expect((await call('GET', `/client/${c.id}`, { query: { project_env: 'del-production' } })).status).toBe(200);
-    const forced = await call('DELETE', '/project/del-production', { query: { kind: 'template', templateId: t.used.id, forceDelete: true } });
+    const forced = await call('DELETE', '/project/del-production', {
+      query: { kind: 'template', templateId: t.used.id, forceDelete: true },
+    });
     expect(forced.body).toEqual({ success: true, deleted: 'template' });
     expectError(await call('GET', `/client/${c.id}`, { query: { project_env: 'del-production' } }), 404, 'NOT_FOUND');
     expect(await templatesOf('del-production')).toEqual({});
@@ -499,26 +779,51 @@ describe('projects', () => {
     // Env: by id (empty env, no force needed) and by project_env (in use).
     const full = await call('GET', '/project/del-production');
     const qa = full.body.envs.list.find((e: J) => e.project_env === 'del-qa');
-    expect((await call('DELETE', '/project/del-production', { query: { kind: 'env', envId: qa.id } })).body).toEqual({ success: true, deleted: 'env' });
+    expect((await call('DELETE', '/project/del-production', { query: { kind: 'env', envId: qa.id } })).body).toEqual({
+      success: true,
+      deleted: 'env',
+    });
     expectError(await call('GET', '/project/del-qa'), 404, 'NOT_FOUND');
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'env', envId: 'del-staging' } }), 409, 'RESOURCE_IN_USE');
-    expect((await call('DELETE', '/project/del-production', { query: { kind: 'env', envId: 'del-staging', forceDelete: 'true' } })).body)
-      .toEqual({ success: true, deleted: 'env' });
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'env', envId: 'del-staging' } }),
+      409,
+      'RESOURCE_IN_USE',
+    );
+    expect(
+      (
+        await call('DELETE', '/project/del-production', {
+          query: { kind: 'env', envId: 'del-staging', forceDelete: 'true' },
+        })
+      ).body,
+    ).toEqual({ success: true, deleted: 'env' });
     expectError(await call('GET', '/project/del-staging'), 404, 'NOT_FOUND');
     expectError(await call('GET', `/client/${sc.id}`, { query: { project_env: 'del-staging' } }), 404, 'NOT_FOUND');
 
     // Project: in use → 409, forced → gone with everything.
     await createClient('del-production', {
-      name: 'again', templateId: (await call('PUT', '/project/del-production', { body: { singleEnv: { templates: [{ name: 'n', rateLimitDay: 1 }] } } }))
-        .body.envs.list[0].templates[0].id,
+      name: 'again',
+      templateId: (
+        await call('PUT', '/project/del-production', {
+          body: { singleEnv: { templates: [{ name: 'n', rateLimitDay: 1 }] } },
+        })
+      ).body.envs.list[0].templates[0].id,
     });
-    expectError(await call('DELETE', '/project/del-production', { query: { kind: 'project' } }), 409, 'RESOURCE_IN_USE');
-    expect((await call('DELETE', '/project/del-production', { query: { kind: 'project', forceDelete: true } })).body).toEqual({ success: true, deleted: 'project' });
+    expectError(
+      await call('DELETE', '/project/del-production', { query: { kind: 'project' } }),
+      409,
+      'RESOURCE_IN_USE',
+    );
+    expect(
+      (await call('DELETE', '/project/del-production', { query: { kind: 'project', forceDelete: true } })).body,
+    ).toEqual({ success: true, deleted: 'project' });
     expectError(await call('GET', '/project/del-production'), 404, 'NOT_FOUND');
     expect((await call('GET', '/project', { query: { name: 'Project del' } })).body.data).toEqual([]);
     // A project without clients is deleted without force.
     await createProject('empty', [{ name: 'e', rateLimitDay: 1 }]);
-    expect((await call('DELETE', '/project/empty-production', { query: { kind: 'project' } })).body).toEqual({ success: true, deleted: 'project' });
+    expect((await call('DELETE', '/project/empty-production', { query: { kind: 'project' } })).body).toEqual({
+      success: true,
+      deleted: 'project',
+    });
   });
 });
 
@@ -528,7 +833,11 @@ describe('clients', () => {
   let t: Record<string, J>;
 
   beforeAll(async () => {
-    await createProject('cli', [{ name: 'std', rateLimitDay: 100, maxClients: 20 }, { name: 'pair', rateLimitDay: 100, maxClients: 2 }, { name: 'other', rateLimitDay: 1 }]);
+    await createProject('cli', [
+      { name: 'std', rateLimitDay: 100, maxClients: 20 },
+      { name: 'pair', rateLimitDay: 100, maxClients: 2 },
+      { name: 'other', rateLimitDay: 1 },
+    ]);
     t = await templatesOf(PE);
   });
 
@@ -543,10 +852,19 @@ describe('clients', () => {
 
   it('POST /client creates one client, raw key once, with documented defaults', async () => {
     const c = await createClient(PE, {
-      name: 'Acme', templateId: t.std.id, ipWhitelist: ['10.0.0.0/8'], metadata: { tier: 'gold', n: 1 },
+      name: 'Acme',
+      templateId: t.std.id,
+      ipWhitelist: ['10.0.0.0/8'],
+      metadata: { tier: 'gold', n: 1 },
       keys: [{ name: 'primary', expiresAt: '2099-01-01T00:00:00Z', autoRotate: true }, { name: 'secondary' }],
     });
-    expect(c).toMatchObject({ name: 'Acme', type: 'company', templateId: t.std.id, project_env: PE, metadata: { tier: 'gold', n: 1 } });
+    expect(c).toMatchObject({
+      name: 'Acme',
+      type: 'company',
+      templateId: t.std.id,
+      project_env: PE,
+      metadata: { tier: 'gold', n: 1 },
+    });
     expect(c.client_uuid).toBe(c.id);
     expect(c.ipWhitelist).toEqual(['10.0.0.0/8']);
     expect(c.keys).toHaveLength(2);
@@ -567,7 +885,13 @@ describe('clients', () => {
     const list = await call('GET', '/client', { query: { project_env: PE, name: 'Acme' } });
     for (const raw of c.keys.map((k: J) => k.key)) {
       const sha = createHash('sha256').update(raw).digest();
-      for (const secret of [raw, raw.slice(12), sha.toString('hex'), sha.toString('base64'), sha.toString('base64url')]) {
+      for (const secret of [
+        raw,
+        raw.slice(12),
+        sha.toString('hex'),
+        sha.toString('base64'),
+        sha.toString('base64url'),
+      ]) {
         expect(got.text).not.toContain(secret);
         expect(list.text).not.toContain(secret);
       }
@@ -582,7 +906,9 @@ describe('clients', () => {
     expect(persisted).not.toContain(raw);
     expect(persisted).not.toContain(raw.slice(12)); // not even the secret part
     const sha = createHash('sha256').update(raw).digest();
-    expect([sha.toString('hex'), sha.toString('base64'), sha.toString('base64url')].some((h) => persisted.includes(h))).toBe(true);
+    expect(
+      [sha.toString('hex'), sha.toString('base64'), sha.toString('base64url')].some((h) => persisted.includes(h)),
+    ).toBe(true);
   });
 
   it('client names are not unique; client type is a lower-case identifier', async () => {
@@ -590,8 +916,15 @@ describe('clients', () => {
     const b = await createClient(PE, { name: 'Twin', templateId: t.other.id });
     expect(a.id).not.toBe(b.id);
     expect((await call('GET', '/client', { query: { project_env: PE, name: 'Twin' } })).body.pagination.total).toBe(2);
-    expectError(await call('POST', '/client', { query: { project_env: PE }, body: { name: 'x', templateId: t.std.id, type: 'Big Co' } }),
-      400, 'VALIDATION_ERROR', /type/);
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: PE },
+        body: { name: 'x', templateId: t.std.id, type: 'Big Co' },
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /type/,
+    );
     await call('DELETE', `/client/${a.id}`);
     await call('DELETE', `/client/${b.id}`);
   });
@@ -599,8 +932,18 @@ describe('clients', () => {
   it('GET /client/{client_uuid} answers stats and keys; 404 elsewhere', async () => {
     const c = await createClient(PE, { name: 'Stats', type: 'individual', templateId: t.std.id });
     const got = await call('GET', `/client/${c.id}`, { query: { project_env: PE } });
-    expect(got.body).toMatchObject({ id: c.id, name: 'Stats', type: 'individual', keys: [], stats: { total: 0, success: 0, error: 0, today: 0 } });
-    expectError(await call('GET', '/client/00000000-0000-4000-8000-000000000000', { query: { project_env: PE } }), 404, 'NOT_FOUND');
+    expect(got.body).toMatchObject({
+      id: c.id,
+      name: 'Stats',
+      type: 'individual',
+      keys: [],
+      stats: { total: 0, success: 0, error: 0, today: 0 },
+    });
+    expectError(
+      await call('GET', '/client/00000000-0000-4000-8000-000000000000', { query: { project_env: PE } }),
+      404,
+      'NOT_FOUND',
+    );
     expectError(await call('GET', `/client/${c.id}`, { query: { project_env: FX.pe } }), 404, 'NOT_FOUND');
   });
 
@@ -608,20 +951,48 @@ describe('clients', () => {
     const before = (await call('GET', '/client', { query: { project_env: PE } })).body.pagination.total;
     const res = await call('POST', '/client', {
       query: { project_env: PE },
-      body: [{ name: 'Bulk 1', templateId: t.std.id, keys: [{ name: 'a' }] }, { name: 'Bulk 2', templateId: t.std.id, type: 'team', keys: [{ name: 'b' }] }],
+      body: [
+        { name: 'Bulk 1', templateId: t.std.id, keys: [{ name: 'a' }] },
+        { name: 'Bulk 2', templateId: t.std.id, type: 'team', keys: [{ name: 'b' }] },
+      ],
     });
     expect(res.status).toBe(201);
     expect(res.body.map((c: J) => c.name)).toEqual(['Bulk 1', 'Bulk 2']);
     for (const c of res.body) expect(c.keys[0].key).toMatch(RAW_KEY);
     expect((await call('GET', '/client', { query: { project_env: PE } })).body.pagination.total).toBe(before + 2);
 
-    expectError(await call('POST', '/client', {
-      query: { project_env: PE }, body: [{ name: 'Ok', templateId: t.std.id }, { name: 'Bad', templateId: t.std.id, keys: [{ name: 1 }] }],
-    }), 400, 'VALIDATION_ERROR', /\[1\]\.keys\[0\]\.name/);
-    expectError(await call('POST', '/client', { query: { project_env: PE }, body: [{ name: 'Ok', templateId: t.std.id }, { name: 'Bad', templateId: 'nope' }] }),
-      400, 'VALIDATION_ERROR', /templateId/);
-    expectError(await call('POST', '/client', { query: { project_env: PE }, body: Array.from({ length: 101 }, (_, i) => ({ name: `n${i}`, templateId: t.std.id })) }),
-      400, 'VALIDATION_ERROR');
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: PE },
+        body: [
+          { name: 'Ok', templateId: t.std.id },
+          { name: 'Bad', templateId: t.std.id, keys: [{ name: 1 }] },
+        ],
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /\[1\]\.keys\[0\]\.name/,
+    );
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: PE },
+        body: [
+          { name: 'Ok', templateId: t.std.id },
+          { name: 'Bad', templateId: 'nope' },
+        ],
+      }),
+      400,
+      'VALIDATION_ERROR',
+      /templateId/,
+    );
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: PE },
+        body: Array.from({ length: 101 }, (_, i) => ({ name: `n${i}`, templateId: t.std.id })),
+      }),
+      400,
+      'VALIDATION_ERROR',
+    );
     expect((await call('GET', '/client', { query: { project_env: PE } })).body.pagination.total).toBe(before + 2);
   });
 
@@ -658,17 +1029,33 @@ describe('clients', () => {
   });
 
   it('PUT /client merges fields and upserts keys: new key raw once, existing updated, unlisted kept', async () => {
-    const c = await createClient(PE, { name: 'Upsert', templateId: t.std.id, metadata: { a: 1, b: 2 }, keys: [{ name: 'one' }, { name: 'two' }] });
+    const c = await createClient(PE, {
+      name: 'Upsert',
+      templateId: t.std.id,
+      metadata: { a: 1, b: 2 },
+      keys: [{ name: 'one' }, { name: 'two' }],
+    });
     const [one, two] = c.keys;
     const res = await call('PUT', `/client/${c.id}`, {
       query: { project_env: PE },
       body: {
-        name: 'Upserted', metadata: { c: 3 }, ipWhitelist: ['192.168.0.0/16'],
-        keys: [{ id: one.id, name: 'one-renamed', expiresAt: '2098-05-05T00:00:00Z', autoRotate: true }, { name: 'three' }],
+        name: 'Upserted',
+        metadata: { c: 3 },
+        ipWhitelist: ['192.168.0.0/16'],
+        keys: [
+          { id: one.id, name: 'one-renamed', expiresAt: '2098-05-05T00:00:00Z', autoRotate: true },
+          { name: 'three' },
+        ],
       },
     });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ name: 'Upserted', type: 'company', templateId: t.std.id, metadata: { c: 3 }, ipWhitelist: ['192.168.0.0/16'] });
+    expect(res.body).toMatchObject({
+      name: 'Upserted',
+      type: 'company',
+      templateId: t.std.id,
+      metadata: { c: 3 },
+      ipWhitelist: ['192.168.0.0/16'],
+    });
     expect(res.body.metadata).toEqual({ c: 3 }); // replaced, not merged
     const keys = Object.fromEntries(res.body.keys.map((k: J) => [k.name, k]));
     expect(Object.keys(keys).sort()).toEqual(['one-renamed', 'three', 'two']);
@@ -691,10 +1078,34 @@ describe('clients', () => {
     expect(partial.body).toMatchObject({ name: 'Upserted', type: 'team', metadata: { c: 3 } });
     expect(partial.body.keys).toHaveLength(3);
 
-    expectError(await call('PUT', `/client/${c.id}`, { query: { project_env: PE }, body: { keys: [{ id: 'no-such-key', name: 'x' }] } }), 404, 'NOT_FOUND');
-    expectError(await call('PUT', `/client/${c.id}`, { query: { project_env: PE }, body: { secret: 1 } }), 400, 'VALIDATION_ERROR', /secret/);
-    expectError(await call('PUT', `/client/${c.id}`, { query: { project_env: PE }, body: { templateId: 'nope' } }), 400, 'VALIDATION_ERROR', /templateId/);
-    expectError(await call('PUT', '/client/00000000-0000-4000-8000-000000000000', { query: { project_env: PE }, body: { name: 'x' } }), 404, 'NOT_FOUND');
+    expectError(
+      await call('PUT', `/client/${c.id}`, {
+        query: { project_env: PE },
+        body: { keys: [{ id: 'no-such-key', name: 'x' }] },
+      }),
+      404,
+      'NOT_FOUND',
+    );
+    expectError(
+      await call('PUT', `/client/${c.id}`, { query: { project_env: PE }, body: { secret: 1 } }),
+      400,
+      'VALIDATION_ERROR',
+      /secret/,
+    );
+    expectError(
+      await call('PUT', `/client/${c.id}`, { query: { project_env: PE }, body: { templateId: 'nope' } }),
+      400,
+      'VALIDATION_ERROR',
+      /templateId/,
+    );
+    expectError(
+      await call('PUT', '/client/00000000-0000-4000-8000-000000000000', {
+        query: { project_env: PE },
+        body: { name: 'x' },
+      }),
+      404,
+      'NOT_FOUND',
+    );
   });
 
   it('DELETE /client/{uuid}?keyId deletes one key; without keyId the client', async () => {
@@ -714,22 +1125,44 @@ describe('clients', () => {
   it('409 CLIENT_LIMIT_REACHED at the template maximum; succeeds again after a delete', async () => {
     const a = await createClient(PE, { name: 'P1', templateId: t.pair.id });
     await createClient(PE, { name: 'P2', templateId: t.pair.id });
-    const full = await call('POST', '/client', { query: { project_env: PE }, body: { name: 'P3', templateId: t.pair.id } });
+    const full = await call('POST', '/client', {
+      query: { project_env: PE },
+      body: { name: 'P3', templateId: t.pair.id },
+    });
     expectError(full, 409, 'CLIENT_LIMIT_REACHED', /pair/);
     // Moving a client onto the full template is refused too.
     const mover = await createClient(PE, { name: 'Mover', templateId: t.std.id });
-    expectError(await call('PUT', `/client/${mover.id}`, { query: { project_env: PE }, body: { templateId: t.pair.id } }), 409, 'CLIENT_LIMIT_REACHED');
-    expect((await call('GET', '/client', { query: { project_env: PE, templateId: t.pair.id } })).body.pagination.total).toBe(2);
+    expectError(
+      await call('PUT', `/client/${mover.id}`, { query: { project_env: PE }, body: { templateId: t.pair.id } }),
+      409,
+      'CLIENT_LIMIT_REACHED',
+    );
+    expect(
+      (await call('GET', '/client', { query: { project_env: PE, templateId: t.pair.id } })).body.pagination.total,
+    ).toBe(2);
     await call('DELETE', `/client/${a.id}`, { query: { project_env: PE } });
-    expect((await call('POST', '/client', { query: { project_env: PE }, body: { name: 'P3', templateId: t.pair.id } })).status).toBe(201);
+    expect(
+      (await call('POST', '/client', { query: { project_env: PE }, body: { name: 'P3', templateId: t.pair.id } }))
+        .status,
+    ).toBe(201);
     // A bulk create that would overflow creates nothing.
     await call('DELETE', `/client/${mover.id}`, { query: { project_env: PE } });
     const c2 = (await call('GET', '/client', { query: { project_env: PE, name: 'P2' } })).body.data[0];
     await call('DELETE', `/client/${c2.id}`, { query: { project_env: PE } });
-    expectError(await call('POST', '/client', {
-      query: { project_env: PE }, body: [{ name: 'B1', templateId: t.pair.id }, { name: 'B2', templateId: t.pair.id }],
-    }), 409, 'CLIENT_LIMIT_REACHED');
-    expect((await call('GET', '/client', { query: { project_env: PE, templateId: t.pair.id } })).body.pagination.total).toBe(1);
+    expectError(
+      await call('POST', '/client', {
+        query: { project_env: PE },
+        body: [
+          { name: 'B1', templateId: t.pair.id },
+          { name: 'B2', templateId: t.pair.id },
+        ],
+      }),
+      409,
+      'CLIENT_LIMIT_REACHED',
+    );
+    expect(
+      (await call('GET', '/client', { query: { project_env: PE, templateId: t.pair.id } })).body.pagination.total,
+    ).toBe(1);
   });
 });
 
@@ -743,36 +1176,92 @@ describe('endpoints', () => {
   it('POST /endpoint (single) answers 201 with the record; method upper-cased; name defaults', async () => {
     const res = await call('POST', '/endpoint', {
       query: { project_env: PE },
-      body: { method: 'get', path: '/orders/{id}', name: 'Get order', description: 'One order', request: { params: ['id'] }, response: { type: 'object' }, metadata: { owner: 'x' } },
+      body: {
+        method: 'get',
+        path: '/orders/{id}',
+        name: 'Get order',
+        description: 'One order',
+        request: { params: ['id'] },
+        response: { type: 'object' },
+        metadata: { owner: 'x' },
+      },
     });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({
-      method: 'GET', path: '/orders/{id}', name: 'Get order', description: 'One order', method_path: 'GET:/orders/{id}', project_env: PE,
-      request: { params: ['id'] }, response: { type: 'object' }, metadata: { owner: 'x' }, stats: { total: 0, success: 0, error: 0 },
+      method: 'GET',
+      path: '/orders/{id}',
+      name: 'Get order',
+      description: 'One order',
+      method_path: 'GET:/orders/{id}',
+      project_env: PE,
+      request: { params: ['id'] },
+      response: { type: 'object' },
+      metadata: { owner: 'x' },
+      stats: { total: 0, success: 0, error: 0 },
     });
     expect(res.body.createdAt).toMatch(ISO);
     expect(res.body.updatedAt).toMatch(ISO);
-    const minimal = await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'DELETE', path: '/orders/{id}' } });
+    const minimal = await call('POST', '/endpoint', {
+      query: { project_env: PE },
+      body: { method: 'DELETE', path: '/orders/{id}' },
+    });
     expect(minimal.status).toBe(201);
     expect(minimal.body).toMatchObject({ method_path: 'DELETE:/orders/{id}', name: 'DELETE:/orders/{id}' });
   });
 
   it('409 CONFLICT for a duplicate method_path (also inside one array); 400 for bad method/path', async () => {
-    expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: '/orders/{id}' } }), 409, 'CONFLICT');
-    expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: [{ method: 'PUT', path: '/dup' }, { method: 'put', path: '/dup' }] }),
-      409, 'CONFLICT');
+    expectError(
+      await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: '/orders/{id}' } }),
+      409,
+      'CONFLICT',
+    );
+    expectError(
+      await call('POST', '/endpoint', {
+        query: { project_env: PE },
+        body: [
+          { method: 'PUT', path: '/dup' },
+          { method: 'put', path: '/dup' },
+        ],
+      }),
+      409,
+      'CONFLICT',
+    );
     expectError(await call('GET', mp('PUT:/dup'), { query: { project_env: PE } }), 404, 'NOT_FOUND');
-    expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'FETCH', path: '/x' } }), 400, 'VALIDATION_ERROR', /method/);
-    expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: 'x' } }), 400, 'VALIDATION_ERROR', /path/);
-    expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: '/x', extra: true } }), 400, 'VALIDATION_ERROR', /extra/);
+    expectError(
+      await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'FETCH', path: '/x' } }),
+      400,
+      'VALIDATION_ERROR',
+      /method/,
+    );
+    expectError(
+      await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: 'x' } }),
+      400,
+      'VALIDATION_ERROR',
+      /path/,
+    );
+    expectError(
+      await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: '/x', extra: true } }),
+      400,
+      'VALIDATION_ERROR',
+      /extra/,
+    );
     expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: [] }), 400, 'VALIDATION_ERROR');
-    expectError(await call('POST', '/endpoint', { query: { project_env: PE }, body: Array.from({ length: 101 }, (_, i) => ({ method: 'GET', path: `/many/${i}` })) }),
-      400, 'VALIDATION_ERROR');
+    expectError(
+      await call('POST', '/endpoint', {
+        query: { project_env: PE },
+        body: Array.from({ length: 101 }, (_, i) => ({ method: 'GET', path: `/many/${i}` })),
+      }),
+      400,
+      'VALIDATION_ERROR',
+    );
     expectError(await call('GET', mp('GET:/many/0'), { query: { project_env: PE } }), 404, 'NOT_FOUND');
   });
 
   it('bulk POST /endpoint answers an array in order; GET /endpoint pages', async () => {
-    const items = Array.from({ length: 11 }, (_, i) => ({ method: 'GET', path: `/items/${String(i).padStart(2, '0')}` }));
+    const items = Array.from({ length: 11 }, (_, i) => ({
+      method: 'GET',
+      path: `/items/${String(i).padStart(2, '0')}`,
+    }));
     const res = await call('POST', '/endpoint', { query: { project_env: PE }, body: items });
     expect(res.status).toBe(201);
     expect(res.body.map((e: J) => e.method_path)).toEqual(items.map((i) => `GET:${i.path}`));
@@ -790,7 +1279,9 @@ describe('endpoints', () => {
     expect(new Set(all.body.data.map((e: J) => e.method_path)).size).toBe(total);
     const def = await call('GET', '/endpoint', { query: { project_env: PE } });
     expect(def.body.pagination).toEqual({ total, page: 1, limit: 10, pages: 2 });
-    expect((await call('GET', '/endpoint', { query: { project_env: PE, limit: 101 } })).body.pagination.limit).toBe(100);
+    expect((await call('GET', '/endpoint', { query: { project_env: PE, limit: 101 } })).body.pagination.limit).toBe(
+      100,
+    );
     expect((await call('GET', '/project/ep-production')).body.envs.list[0].endpoints.count).toBe(total);
   });
 
@@ -799,12 +1290,29 @@ describe('endpoints', () => {
     expect(path).toContain('GET%3A%2Forders%2F%7Bid%7D');
     const got = await call('GET', path, { query: { project_env: PE } });
     expect(got.body).toMatchObject({ method_path: 'GET:/orders/{id}', name: 'Get order' });
-    const put = await call('PUT', path, { query: { project_env: PE }, body: { name: 'Fetch order', description: 'changed', metadata: { v: 2 } } });
+    const put = await call('PUT', path, {
+      query: { project_env: PE },
+      body: { name: 'Fetch order', description: 'changed', metadata: { v: 2 } },
+    });
     expect(put.status).toBe(200);
-    expect(put.body).toMatchObject({ name: 'Fetch order', description: 'changed', metadata: { v: 2 }, method: 'GET', path: '/orders/{id}' });
+    expect(put.body).toMatchObject({
+      name: 'Fetch order',
+      description: 'changed',
+      metadata: { v: 2 },
+      method: 'GET',
+      path: '/orders/{id}',
+    });
     expect(Date.parse(put.body.updatedAt)).toBeGreaterThanOrEqual(Date.parse(got.body.updatedAt));
-    expect((await call('GET', path, { query: { project_env: PE } })).body).toMatchObject({ name: 'Fetch order', metadata: { v: 2 } });
-    expectError(await call('PUT', path, { query: { project_env: PE }, body: { path: '/moved' } }), 400, 'VALIDATION_ERROR', /path/);
+    expect((await call('GET', path, { query: { project_env: PE } })).body).toMatchObject({
+      name: 'Fetch order',
+      metadata: { v: 2 },
+    });
+    expectError(
+      await call('PUT', path, { query: { project_env: PE }, body: { path: '/moved' } }),
+      400,
+      'VALIDATION_ERROR',
+      /path/,
+    );
     const del = await call('DELETE', path, { query: { project_env: PE } });
     expect(del.body).toEqual({ success: true, method_path: 'GET:/orders/{id}', project_env: PE });
     expectError(await call('GET', path, { query: { project_env: PE } }), 404, 'NOT_FOUND');
@@ -826,18 +1334,30 @@ describe('key-usage validation, stats and logs', () => {
   const validate = (id: string, body: unknown, opts: { methodPath?: string; encrypted?: boolean; pe?: string } = {}) =>
     call('POST', `/client/${id}`, {
       query: { project_env: opts.pe ?? PE, method_path: opts.methodPath ?? ORDERS },
-      body, headers: opts.encrypted ? { 'x-service-encrypted': '1' } : {},
+      body,
+      headers: opts.encrypted ? { 'x-service-encrypted': '1' } : {},
     });
   const req = (headers: Record<string, string>, name?: string) => ({
-    ...(name !== undefined ? { name } : {}), timestamp: new Date().toISOString(), headers: { 'user-agent': 'contract-test', ...headers }, payload: { q: 1 },
+    ...(name !== undefined ? { name } : {}),
+    timestamp: new Date().toISOString(),
+    headers: { 'user-agent': 'contract-test', ...headers },
+    payload: { q: 1 },
   });
 
   beforeAll(async () => {
-    await createProject('val', [{ name: 'std', rateLimitDay: 1000, maxClients: 10 }, { name: 'daily', rateLimitDay: 2, maxClients: 2 }]);
+    await createProject('val', [
+      { name: 'std', rateLimitDay: 1000, maxClients: 10 },
+      { name: 'daily', rateLimitDay: 2, maxClients: 2 },
+    ]);
     t = await templatesOf(PE);
-    await call('POST', '/endpoint', { query: { project_env: PE }, body: { method: 'GET', path: '/orders', name: 'Orders' } });
+    await call('POST', '/endpoint', {
+      query: { project_env: PE },
+      body: { method: 'GET', path: '/orders', name: 'Orders' },
+    });
     client = await createClient(PE, {
-      name: 'Validated', templateId: t.std.id, ipWhitelist: ['10.0.0.0/8'],
+      name: 'Validated',
+      templateId: t.std.id,
+      ipWhitelist: ['10.0.0.0/8'],
       keys: [{ name: 'live' }, { name: 'old', expiresAt: '2001-01-01T00:00:00Z' }],
     });
     live = client.keys[0].key;
@@ -866,9 +1386,21 @@ describe('key-usage validation, stats and logs', () => {
 
   it('fails with KEY_EXPIRED, IP_NOT_ALLOWED, KEY_NOT_FOUND (wrong key, wrong name)', async () => {
     failed(await validate(client.id, req({ 'x-api-key': expired, 'x-forwarded-for': '10.1.1.1' })), 'KEY_EXPIRED');
-    failed(await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '192.168.1.1, 10.1.1.1' })), 'IP_NOT_ALLOWED');
-    failed(await validate(client.id, req({ 'x-api-key': `kmsc_${randomBytes(32).toString('base64url')}`, 'x-forwarded-for': '10.1.1.1' })), 'KEY_NOT_FOUND');
-    failed(await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '10.1.1.1' }, 'old')), 'KEY_NOT_FOUND');
+    failed(
+      await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '192.168.1.1, 10.1.1.1' })),
+      'IP_NOT_ALLOWED',
+    );
+    failed(
+      await validate(
+        client.id,
+        req({ 'x-api-key': `kmsc_${randomBytes(32).toString('base64url')}`, 'x-forwarded-for': '10.1.1.1' }),
+      ),
+      'KEY_NOT_FOUND',
+    );
+    failed(
+      await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '10.1.1.1' }, 'old')),
+      'KEY_NOT_FOUND',
+    );
     failed(await validate(client.id, req({ 'x-forwarded-for': '10.1.1.1' }, 'no-such-name')), 'KEY_NOT_FOUND');
     // Another client's valid key is not this client's key.
     failed(await validate(client.id, req({ 'x-api-key': fxRawKey, 'x-forwarded-for': '10.1.1.1' })), 'KEY_NOT_FOUND');
@@ -880,11 +1412,19 @@ describe('key-usage validation, stats and logs', () => {
     expect(ep.body.stats).toEqual({ total: 9, success: 3, error: 6 });
     ok(await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '10.9.9.9' })));
     failed(await validate(client.id, req({ 'x-api-key': expired, 'x-forwarded-for': '10.9.9.9' })), 'KEY_EXPIRED');
-    expect((await call('GET', mp(ORDERS), { query: { project_env: PE } })).body.stats).toEqual({ total: 11, success: 4, error: 7 });
+    expect((await call('GET', mp(ORDERS), { query: { project_env: PE } })).body.stats).toEqual({
+      total: 11,
+      success: 4,
+      error: 7,
+    });
     const c = await call('GET', `/client/${client.id}`, { query: { project_env: PE } });
     expect(c.body.stats).toMatchObject({ total: 11, success: 4, error: 7, today: 4 });
     // An unregistered method_path is logged but not auto-registered.
-    ok(await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '10.9.9.9' }), { methodPath: 'POST:/unregistered' }));
+    ok(
+      await validate(client.id, req({ 'x-api-key': live, 'x-forwarded-for': '10.9.9.9' }), {
+        methodPath: 'POST:/unregistered',
+      }),
+    );
     expectError(await call('GET', mp('POST:/unregistered'), { query: { project_env: PE } }), 404, 'NOT_FOUND');
     expect((await call('GET', mp(ORDERS), { query: { project_env: PE } })).body.stats.total).toBe(11);
   });
@@ -892,18 +1432,38 @@ describe('key-usage validation, stats and logs', () => {
   it('rejects bad validation requests: 404 client, 400 method_path / body', async () => {
     expectError(await validate('00000000-0000-4000-8000-000000000000', req({})), 404, 'NOT_FOUND');
     expectError(await validate(fxClient.id, req({})), 404, 'NOT_FOUND'); // a client of another environment
-    expectError(await call('POST', `/client/${client.id}`, { query: { project_env: PE }, body: req({}) }), 400, 'VALIDATION_ERROR', /method_path/);
+    expectError(
+      await call('POST', `/client/${client.id}`, { query: { project_env: PE }, body: req({}) }),
+      400,
+      'VALIDATION_ERROR',
+      /method_path/,
+    );
     expectError(await validate(client.id, { ...req({}), extra: 1 }), 400, 'VALIDATION_ERROR', /extra/);
     expectError(await validate(client.id, { ...req({}), headers: 'x' }), 400, 'VALIDATION_ERROR', /headers/);
-    expectError(await validate(client.id, { ...req({}), timestamp: 'yesterday' }), 400, 'VALIDATION_ERROR', /timestamp/);
+    expectError(
+      await validate(client.id, { ...req({}), timestamp: 'yesterday' }),
+      400,
+      'VALIDATION_ERROR',
+      /timestamp/,
+    );
   });
 
   it('encrypted validation: the documented scheme decrypts; tampering fails with DECRYPTION_FAILED', async () => {
     const plain = req({ 'x-api-key': live, 'x-forwarded-for': '10.7.7.7' });
     ok(await validate(client.id, encryptBody(serverKey, plain), { encrypted: true }));
     // The decrypted body goes through the same checks (failure reason, unknown fields).
-    failed(await validate(client.id, encryptBody(serverKey, req({ 'x-api-key': expired, 'x-forwarded-for': '10.7.7.7' })), { encrypted: true }), 'KEY_EXPIRED');
-    expectError(await validate(client.id, encryptBody(serverKey, { ...plain, extra: 1 }), { encrypted: true }), 400, 'VALIDATION_ERROR', /extra/);
+    failed(
+      await validate(client.id, encryptBody(serverKey, req({ 'x-api-key': expired, 'x-forwarded-for': '10.7.7.7' })), {
+        encrypted: true,
+      }),
+      'KEY_EXPIRED',
+    );
+    expectError(
+      await validate(client.id, encryptBody(serverKey, { ...plain, extra: 1 }), { encrypted: true }),
+      400,
+      'VALIDATION_ERROR',
+      /extra/,
+    );
 
     const good = encryptBody(serverKey, plain);
     const flip = (b64: string, index: number, mask: number) => {
@@ -971,27 +1531,47 @@ describe('key-usage validation, stats and logs', () => {
     expect(times).toEqual([...times].sort((a, b) => b - a));
     expect(entries.every((l) => typeof l.durationMs === 'number')).toBe(true);
 
-    const byPath = await call('GET', `/project/${PE}/logs`, { query: { methodPath: 'POST:/unregistered', limit: 100 } });
+    const byPath = await call('GET', `/project/${PE}/logs`, {
+      query: { methodPath: 'POST:/unregistered', limit: 100 },
+    });
     expect(byPath.body.data).toHaveLength(1);
-    expect(byPath.body.data[0]).toMatchObject({ method_path: 'POST:/unregistered', status: 'success', name: 'live', clientId: client.id });
+    expect(byPath.body.data[0]).toMatchObject({
+      method_path: 'POST:/unregistered',
+      status: 'success',
+      name: 'live',
+      clientId: client.id,
+    });
 
     const byClient = await call('GET', `/project/${PE}/logs`, { query: { clientId: client.id, limit: 100 } });
     expect(byClient.body.data.length).toBe(entries.filter((l) => l.clientId === client.id).length);
     expect(byClient.body.data.every((l: J) => l.clientId === client.id)).toBe(true);
 
-    const errors = await call('GET', `/project/${PE}/logs`, { query: { status: 'error', methodPath: ORDERS, limit: 100 } });
+    const errors = await call('GET', `/project/${PE}/logs`, {
+      query: { status: 'error', methodPath: ORDERS, limit: 100 },
+    });
     const ordersStats = (await call('GET', mp(ORDERS), { query: { project_env: PE } })).body.stats;
     expect(errors.body.pagination.total).toBe(ordersStats.error);
     expect(errors.body.data.every((l: J) => l.status === 'error' && l.method_path === ORDERS)).toBe(true);
-    const combined = await call('GET', `/project/${PE}/logs`, { query: { status: 'error', methodPath: ORDERS, clientId: client.id, limit: 100 } });
+    const combined = await call('GET', `/project/${PE}/logs`, {
+      query: { status: 'error', methodPath: ORDERS, clientId: client.id, limit: 100 },
+    });
     expect(combined.body.pagination.total).toBe(errors.body.pagination.total - 2); // minus the daily-limit client's two
-    expect(combined.body.data.every((l: J) => l.status === 'error' && l.method_path === ORDERS && l.clientId === client.id)).toBe(true);
-    const successes = await call('GET', `/project/${PE}/logs`, { query: { status: 'success', methodPath: ORDERS, limit: 100 } });
+    expect(
+      combined.body.data.every((l: J) => l.status === 'error' && l.method_path === ORDERS && l.clientId === client.id),
+    ).toBe(true);
+    const successes = await call('GET', `/project/${PE}/logs`, {
+      query: { status: 'success', methodPath: ORDERS, limit: 100 },
+    });
     expect(successes.body.pagination.total).toBe(ordersStats.success);
     const expiredLog = errors.body.data.find((l: J) => l.name === 'old');
     expect(expiredLog).toBeDefined();
 
-    expectError(await call('GET', `/project/${PE}/logs`, { query: { status: 'maybe' } }), 400, 'VALIDATION_ERROR', /status/);
+    expectError(
+      await call('GET', `/project/${PE}/logs`, { query: { status: 'maybe' } }),
+      400,
+      'VALIDATION_ERROR',
+      /status/,
+    );
     const p = await call('GET', `/project/${PE}/logs`, { query: { limit: 3, page: 2 } });
     expect(p.body.data.map((l: J) => l.id)).toEqual(entries.slice(3, 6).map((l) => l.id));
     expect((await call('GET', `/project/${PE}/logs`)).body.pagination.limit).toBe(10);
@@ -1010,11 +1590,20 @@ describe('persistence across restarts', () => {
     let publicKey = '';
     try {
       const p = await callAt(first.url, 'POST', '/project', {
-        body: { slug: 'persist', name: 'P', envs: [{ type: 'production', url: 'https://p.example', templates: [{ name: 't', rateLimitDay: 10 }] }] },
+        body: {
+          slug: 'persist',
+          name: 'P',
+          envs: [{ type: 'production', url: 'https://p.example', templates: [{ name: 't', rateLimitDay: 10 }] }],
+        },
       });
-      const templateId = (await callAt(first.url, 'GET', '/client/templates', { query: { project_env: 'persist-production' } })).body.data[0].id;
+      const templateId = (
+        await callAt(first.url, 'GET', '/client/templates', { query: { project_env: 'persist-production' } })
+      ).body.data[0].id;
       expect(p.status).toBe(201);
-      const c = await callAt(first.url, 'POST', '/client', { query: { project_env: 'persist-production' }, body: { name: 'c', templateId, keys: [{ name: 'k' }] } });
+      const c = await callAt(first.url, 'POST', '/client', {
+        query: { project_env: 'persist-production' },
+        body: { name: 'c', templateId, keys: [{ name: 'k' }] },
+      });
       raw = c.body.keys[0].key;
       id = c.body.id;
       publicKey = (await callAt(first.url, 'GET', '/encryption-key')).body.publicKey;
@@ -1027,7 +1616,8 @@ describe('persistence across restarts', () => {
       const key = await callAt(second.url, 'GET', '/encryption-key');
       expect(key.body.publicKey).toBe(publicKey);
       const res = await callAt(second.url, 'POST', `/client/${id}`, {
-        query: { project_env: 'persist-production', method_path: 'GET:/x' }, headers: { 'x-service-encrypted': '1' },
+        query: { project_env: 'persist-production', method_path: 'GET:/x' },
+        headers: { 'x-service-encrypted': '1' },
         body: encryptBody(publicKey, { headers: { 'x-api-key': raw } }),
       });
       expect(res.body).toMatchObject({ success: true, clientId: id });

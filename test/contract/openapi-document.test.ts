@@ -2,8 +2,15 @@
 import { validate, compileErrors } from '@readme/openapi-parser';
 import { describe, expect, it } from 'vitest';
 import {
-  assertMatchesContract, contract, documentedResponse, getOperation, listOperations, loadContract, matchPathTemplate,
-  toJsonSchema, type OperationObject,
+  assertMatchesContract,
+  contract,
+  documentedResponse,
+  getOperation,
+  listOperations,
+  loadContract,
+  matchPathTemplate,
+  toJsonSchema,
+  type OperationObject,
 } from '../support/contract.js';
 
 /** Every operation of interface section 4, plus the extra ones from docs/contract-decisions.md. */
@@ -66,7 +73,13 @@ const CONFLICT_OPERATIONS = [
   'POST /endpoint', // duplicate method_path
 ];
 
-interface Param { name: string; in: string; required?: boolean; schema?: Record<string, unknown>; $ref?: string }
+interface Param {
+  name: string;
+  in: string;
+  required?: boolean;
+  schema?: Record<string, unknown>;
+  $ref?: string;
+}
 
 function params(path: string, op: OperationObject): Param[] {
   const item = contract.paths[path] as Record<string, unknown>;
@@ -106,7 +119,9 @@ describe('OpenAPI document', () => {
 
   it('contains every operation of interface section 4 and the extra operations, and nothing else', () => {
     for (const [m, p] of ALL) expect(getOperation(m, p), `${m} ${p}`).toBeDefined();
-    const documented = listOperations().map(([m, p]) => `${m} ${p}`).sort();
+    const documented = listOperations()
+      .map(([m, p]) => `${m} ${p}`)
+      .sort();
     expect(documented).toEqual(ALL.map(([m, p]) => `${m} ${p}`).sort());
   });
 
@@ -126,7 +141,9 @@ describe('OpenAPI document', () => {
   it('declares the interface query parameters with their types, defaults and bounds', () => {
     for (const [key, names] of Object.entries(QUERY_PARAMS)) {
       const [m, p] = key.split(' ') as [string, string];
-      const declared = params(p, getOperation(m, p)!).filter((x) => x.in === 'query').map((x) => x.name);
+      const declared = params(p, getOperation(m, p)!)
+        .filter((x) => x.in === 'query')
+        .map((x) => x.name);
       for (const n of names) expect(declared, `${key} ?${n}`).toContain(n);
     }
     const page = contract.components.parameters.Page as unknown as Param;
@@ -134,7 +151,13 @@ describe('OpenAPI document', () => {
     expect(page.schema).toMatchObject({ type: 'integer', minimum: 1, default: 1 });
     expect(limit.schema).toMatchObject({ type: 'integer', minimum: 1, maximum: 100, default: 10 });
     // Every list operation pages.
-    for (const key of ['GET /project', 'GET /project/{project_env}/logs', 'GET /client', 'GET /client/templates', 'GET /endpoint']) {
+    for (const key of [
+      'GET /project',
+      'GET /project/{project_env}/logs',
+      'GET /client',
+      'GET /client/templates',
+      'GET /endpoint',
+    ]) {
       const [m, p] = key.split(' ') as [string, string];
       const names = params(p, getOperation(m, p)!).map((x) => x.name);
       expect(names, key).toEqual(expect.arrayContaining(['page', 'limit']));
@@ -145,7 +168,9 @@ describe('OpenAPI document', () => {
       expect(pe, `${m} ${p}`).toBeDefined();
       expect(pe!.required, `${m} ${p}`).toBe(!(m === 'DELETE' && p === '/client/{client_uuid}'));
     }
-    const kind = params('/project/{project_env}', getOperation('DELETE', '/project/{project_env}')!).find((x) => x.name === 'kind');
+    const kind = params('/project/{project_env}', getOperation('DELETE', '/project/{project_env}')!).find(
+      (x) => x.name === 'kind',
+    );
     expect(kind?.schema?.enum).toEqual(['project', 'env', 'template']);
   });
 
@@ -197,30 +222,85 @@ describe('OpenAPI document', () => {
   it('the daily-limit 429 requires Retry-After', () => {
     const { response } = documentedResponse('POST', '/client/{client_uuid}', 429);
     expect(response.headers?.['Retry-After']).toBeDefined();
-    expect(() => assertMatchesContract('POST', '/client/{client_uuid}', 429,
-      { code: 'DAILY_LIMIT_EXCEEDED', status: 429, error: 'x' }, {})).toThrow(/Retry-After/);
+    expect(() =>
+      assertMatchesContract(
+        'POST',
+        '/client/{client_uuid}',
+        429,
+        { code: 'DAILY_LIMIT_EXCEEDED', status: 429, error: 'x' },
+        {},
+      ),
+    ).toThrow(/Retry-After/);
   });
 
   it('has the named component schemas', () => {
     for (const name of [
-      'ProjectSummary', 'ProjectFull', 'EnvSummary', 'EnvFull', 'Template', 'Client', 'ClientWithStats', 'ClientCreated',
-      'Key', 'KeyWithSecret', 'Endpoint', 'LogEntry', 'Pagination', 'Error', 'ValidationRequest', 'EncryptedBody',
-      'ValidationResult', 'EncryptionKey', 'DeleteResult', 'ClientDeleteResult', 'EndpointDeleteResult',
-    ]) expect(contract.components.schemas[name], name).toBeDefined();
+      'ProjectSummary',
+      'ProjectFull',
+      'EnvSummary',
+      'EnvFull',
+      'Template',
+      'Client',
+      'ClientWithStats',
+      'ClientCreated',
+      'Key',
+      'KeyWithSecret',
+      'Endpoint',
+      'LogEntry',
+      'Pagination',
+      'Error',
+      'ValidationRequest',
+      'EncryptedBody',
+      'ValidationResult',
+      'EncryptionKey',
+      'DeleteResult',
+      'ClientDeleteResult',
+      'EndpointDeleteResult',
+    ])
+      expect(contract.components.schemas[name], name).toBeDefined();
     expect(contract.components.schemas.Error).toMatchObject({ required: ['code', 'status', 'error'] });
   });
 
   it('request bodies are closed (additionalProperties: false); response schemas stay open', () => {
     const schemas = contract.components.schemas;
-    const requestSchemas = ['ProjectCreate', 'ProjectUpdate', 'EnvInput', 'TemplateInput', 'TemplateUpsert', 'ClientCreate',
-      'ClientUpdate', 'KeyInput', 'KeyUpsert', 'EndpointCreate', 'EndpointUpdate', 'ValidationRequest', 'EncryptedBody'];
+    const requestSchemas = [
+      'ProjectCreate',
+      'ProjectUpdate',
+      'EnvInput',
+      'TemplateInput',
+      'TemplateUpsert',
+      'ClientCreate',
+      'ClientUpdate',
+      'KeyInput',
+      'KeyUpsert',
+      'EndpointCreate',
+      'EndpointUpdate',
+      'ValidationRequest',
+      'EncryptedBody',
+    ];
     for (const name of requestSchemas) expect(schemas[name]?.additionalProperties, name).toBe(false);
-    const responseSchemas = ['ProjectSummary', 'EnvSummary', 'Template', 'Client', 'Key', 'Endpoint', 'LogEntry', 'Pagination',
-      'Error', 'ValidationResult', 'EncryptionKey', 'DeleteResult', 'ClientDeleteResult', 'EndpointDeleteResult'];
+    const responseSchemas = [
+      'ProjectSummary',
+      'EnvSummary',
+      'Template',
+      'Client',
+      'Key',
+      'Endpoint',
+      'LogEntry',
+      'Pagination',
+      'Error',
+      'ValidationResult',
+      'EncryptionKey',
+      'DeleteResult',
+      'ClientDeleteResult',
+      'EndpointDeleteResult',
+    ];
     for (const name of responseSchemas) expect(schemas[name]?.additionalProperties, name).toBeUndefined();
     // Request bodies of the operations use those closed schemas.
     const bodyRef = (m: string, p: string) =>
-      JSON.stringify((getOperation(m, p)!.requestBody as { content: Record<string, unknown> }).content['application/json']);
+      JSON.stringify(
+        (getOperation(m, p)!.requestBody as { content: Record<string, unknown> }).content['application/json'],
+      );
     expect(bodyRef('POST', '/project')).toContain('ProjectCreate');
     expect(bodyRef('PUT', '/project/{project_env}')).toContain('ProjectUpdate');
     expect(bodyRef('POST', '/client')).toContain('ClientCreate');
@@ -231,22 +311,44 @@ describe('OpenAPI document', () => {
   });
 
   it('keys: raw key only in KeyWithSecret; expiresAt nullable', () => {
-    const key = contract.components.schemas.Key as { properties: Record<string, Record<string, unknown>>; required: string[] };
+    const key = contract.components.schemas.Key as {
+      properties: Record<string, Record<string, unknown>>;
+      required: string[];
+    };
     expect(key.properties.key).toBeUndefined();
     expect(key.properties.expiresAt).toMatchObject({ nullable: true, format: 'date-time' });
     expect(key.required).toContain('expiresAt');
     expect(JSON.stringify(contract.components.schemas.KeyWithSecret)).toContain('"required":["key"]');
-    const base = { id: 'k', name: 'n', expiresAt: null, autoRotate: false, keyPrefix: 'kmsc_abcdefg', createdAt: '2024-01-01T00:00:00Z' };
+    const base = {
+      id: 'k',
+      name: 'n',
+      expiresAt: null,
+      autoRotate: false,
+      keyPrefix: 'kmsc_abcdefg',
+      createdAt: '2024-01-01T00:00:00Z',
+    };
     const client = {
-      id: '0b8f6c1e-8f7a-4a43-9d3b-0c9c1f0c2d11', client_uuid: '0b8f6c1e-8f7a-4a43-9d3b-0c9c1f0c2d11', name: 'c', type: 'company',
-      templateId: 't', ipWhitelist: [], metadata: {}, project_env: 'a-production', createdAt: '2024-01-01T00:00:00Z',
-      updatedAt: '2024-01-01T00:00:00Z', keys: [base],
+      id: '0b8f6c1e-8f7a-4a43-9d3b-0c9c1f0c2d11',
+      client_uuid: '0b8f6c1e-8f7a-4a43-9d3b-0c9c1f0c2d11',
+      name: 'c',
+      type: 'company',
+      templateId: 't',
+      ipWhitelist: [],
+      metadata: {},
+      project_env: 'a-production',
+      createdAt: '2024-01-01T00:00:00Z',
+      updatedAt: '2024-01-01T00:00:00Z',
+      keys: [base],
     };
     // A created client must carry the raw key; a stored one may be null-expiring.
     expect(() => assertMatchesContract('POST', '/client', 201, client)).toThrow(/key/);
-    expect(() => assertMatchesContract('POST', '/client', 201, { ...client, keys: [{ ...base, key: `kmsc_${'A'.repeat(43)}` }] })).not.toThrow();
+    expect(() =>
+      assertMatchesContract('POST', '/client', 201, { ...client, keys: [{ ...base, key: `kmsc_${'A'.repeat(43)}` }] }),
+    ).not.toThrow();
     expect(() => assertMatchesContract('PUT', '/client/{client_uuid}', 200, client)).not.toThrow();
-    expect(() => assertMatchesContract('PUT', '/client/{client_uuid}', 200, { ...client, keys: [{ ...base, expiresAt: 5 }] })).toThrow(/expiresAt/);
+    expect(() =>
+      assertMatchesContract('PUT', '/client/{client_uuid}', 200, { ...client, keys: [{ ...base, expiresAt: 5 }] }),
+    ).toThrow(/expiresAt/);
   });
 
   it('documents every "not shown" choice with a "Choice:" description', () => {
@@ -255,13 +357,32 @@ describe('OpenAPI document', () => {
     expect(choices.length).toBeGreaterThanOrEqual(25);
     const desc = (m: string, p: string) => getOperation(m, p)!.description ?? '';
     for (const [m, p] of [
-      ['DELETE', '/client/{client_uuid}'], ['PUT', '/client/{client_uuid}'], ['POST', '/client/{client_uuid}'],
-      ['PUT', '/project/{project_env}'], ['DELETE', '/project/{project_env}'], ['GET', '/client/templates'],
-      ['GET', '/client'], ['POST', '/client'], ['POST', '/endpoint'], ['GET', '/encryption-key'],
-    ] as const) expect(desc(m, p), `${m} ${p}`).toContain('Choice:');
+      ['DELETE', '/client/{client_uuid}'],
+      ['PUT', '/client/{client_uuid}'],
+      ['POST', '/client/{client_uuid}'],
+      ['PUT', '/project/{project_env}'],
+      ['DELETE', '/project/{project_env}'],
+      ['GET', '/client/templates'],
+      ['GET', '/client'],
+      ['POST', '/client'],
+      ['POST', '/endpoint'],
+      ['GET', '/encryption-key'],
+    ] as const)
+      expect(desc(m, p), `${m} ${p}`).toContain('Choice:');
     // The encryption scheme is documented in full, in the operation and in the schema.
-    for (const text of [desc('POST', '/client/{client_uuid}'), String(contract.components.schemas.EncryptedBody?.description)]) {
-      for (const part of ['X25519', 'HKDF-SHA256', 'kms-validation-v1', 'AES-256-GCM', 'iv', 'tag', 'DECRYPTION_FAILED']) {
+    for (const text of [
+      desc('POST', '/client/{client_uuid}'),
+      String(contract.components.schemas.EncryptedBody?.description),
+    ]) {
+      for (const part of [
+        'X25519',
+        'HKDF-SHA256',
+        'kms-validation-v1',
+        'AES-256-GCM',
+        'iv',
+        'tag',
+        'DECRYPTION_FAILED',
+      ]) {
         expect(text, part).toContain(part);
       }
       expect(text).toMatch(/AAD.*v1/);
@@ -283,7 +404,10 @@ describe('OpenAPI document', () => {
 
   it('converts nullable to a null type', () => {
     expect(toJsonSchema({ type: 'string', nullable: true })).toEqual({ type: ['string', 'null'] });
-    expect(toJsonSchema({ type: 'string', enum: ['a'], nullable: true })).toEqual({ type: ['string', 'null'], enum: ['a', null] });
+    expect(toJsonSchema({ type: 'string', enum: ['a'], nullable: true })).toEqual({
+      type: ['string', 'null'],
+      enum: ['a', null],
+    });
     expect(toJsonSchema({ $ref: '#/components/schemas/Key' })).toEqual({ $ref: 'kms-openapi#/definitions/Key' });
   });
 });

@@ -67,7 +67,11 @@ function parse(all: Buffer, head: boolean): RawResponse | undefined {
  * Sends `request` on a fresh connection and resolves with the first answer (HEAD: no body).
  * Rejects only on timeout; a connection closed without an answer resolves with status 0.
  */
-export function rawExchange(port: number, request: string | Buffer, opts: { head?: boolean; timeoutMs?: number; host?: string } = {}): Promise<RawResponse> {
+export function rawExchange(
+  port: number,
+  request: string | Buffer,
+  opts: { head?: boolean; timeoutMs?: number; host?: string } = {},
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, opts.host ?? '127.0.0.1');
     let buf = Buffer.alloc(0);
@@ -80,7 +84,15 @@ export function rawExchange(port: number, request: string | Buffer, opts: { head
       if (r instanceof Error) reject(r);
       else resolve(r);
     };
-    const timer = setTimeout(() => finish(new Error(`no answer within ${opts.timeoutMs ?? 5000} ms to ${JSON.stringify(String(request).slice(0, 120))}`)), opts.timeoutMs ?? 5000);
+    const timer = setTimeout(
+      () =>
+        finish(
+          new Error(
+            `no answer within ${opts.timeoutMs ?? 5000} ms to ${JSON.stringify(String(request).slice(0, 120))}`,
+          ),
+        ),
+      opts.timeoutMs ?? 5000,
+    );
     socket.on('data', (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
       try {
@@ -100,7 +112,11 @@ export function rawExchange(port: number, request: string | Buffer, opts: { head
       const text = buf.subarray(end + 4).toString('utf8');
       const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(buf.toString('latin1'))?.[1] ?? 0);
       let json: unknown;
-      try { json = JSON.parse(text); } catch { json = undefined; }
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = undefined;
+      }
       finish({ status, headers: {}, body: text, json, raw: buf.toString('latin1') });
     };
     socket.on('end', closed);
@@ -112,28 +128,58 @@ export function rawExchange(port: number, request: string | Buffer, opts: { head
 }
 
 /** A well-formed request's bytes; `Connection: close` so the server ends the exchange. */
-export function requestBytes(method: string, target: string, headers: Record<string, string> = {}, body?: string): string {
+export function requestBytes(
+  method: string,
+  target: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): string {
   const all: Record<string, string> = { Host: '127.0.0.1', Connection: 'close', ...headers };
-  if (body !== undefined && all['Content-Length'] === undefined && all['Transfer-Encoding'] === undefined) all['Content-Length'] = String(Buffer.byteLength(body));
-  const head = `${method} ${target} HTTP/1.1\r\n${Object.entries(all).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
+  if (body !== undefined && all['Content-Length'] === undefined && all['Transfer-Encoding'] === undefined)
+    all['Content-Length'] = String(Buffer.byteLength(body));
+  const head = `${method} ${target} HTTP/1.1\r\n${Object.entries(all)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\r\n')}\r\n\r\n`;
   return body === undefined ? head : head + body;
 }
 
 /** True when `json` is the documented error shape `{code, status, error}` for `status`. */
 export function isErrorShape(json: unknown, status: number): boolean {
   const j = json as { code?: unknown; status?: unknown; error?: unknown } | undefined;
-  return !!j && typeof j === 'object' && typeof j.code === 'string' && /^[A-Z0-9_]+$/.test(j.code) && j.status === status && typeof j.error === 'string' && j.error.length > 0;
+  return (
+    !!j &&
+    typeof j === 'object' &&
+    typeof j.code === 'string' &&
+    /^[A-Z0-9_]+$/.test(j.code) &&
+    j.status === status &&
+    typeof j.error === 'string' &&
+    j.error.length > 0
+  );
 }
 
 /** `kms-sync emulator` as its own process on a free port; its stderr is kept (tests expect it empty). */
-export interface EmulatorProcess { child: ChildProcess; port: number; stderr: () => string; stop: () => void }
+export interface EmulatorProcess {
+  child: ChildProcess;
+  port: number;
+  stderr: () => string;
+  stop: () => void;
+}
 
 export async function startEmulatorProcess(apiKey: string, extraArgs: string[] = []): Promise<EmulatorProcess> {
   const child = spawn(process.execPath, [cliPath, 'emulator', '--port', '0', ...extraArgs], {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', KMS_EMULATOR_API_KEY: apiKey }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      TMPDIR: process.env.TMPDIR,
+      NO_COLOR: '1',
+      KMS_EMULATOR_API_KEY: apiKey,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => { stderr += d.toString('utf8'); });
+  child.stderr!.on('data', (d: Buffer) => {
+    stderr += d.toString('utf8');
+  });
   const port = await new Promise<number>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -143,5 +189,12 @@ export async function startEmulatorProcess(apiKey: string, extraArgs: string[] =
     });
     child.once('exit', (code) => reject(new Error(`the emulator exited (${code}): ${stderr}`)));
   });
-  return { child, port, stderr: () => stderr, stop: () => { child.kill('SIGTERM'); } };
+  return {
+    child,
+    port,
+    stderr: () => stderr,
+    stop: () => {
+      child.kill('SIGTERM');
+    },
+  };
 }

@@ -14,8 +14,27 @@ import { existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'nod
 import path from 'node:path';
 import { API_KEY, canUnshare, Repo, startAgent, type AgentProc, type Fixture } from '../agent/lib.js';
 import {
-  aimAndKill, aimEnv, aimFaults, checkInvariant, configYaml, kmsSync, mutationStep, newFigures, printedSecrets, problemKey, readSopsStore, rng, sleep, waitFor, workspace,
-  type Aim, type DesiredClient, type MutationStep, type Figures, type KillWindow, type Proc,
+  aimAndKill,
+  aimEnv,
+  aimFaults,
+  checkInvariant,
+  configYaml,
+  kmsSync,
+  mutationStep,
+  newFigures,
+  printedSecrets,
+  problemKey,
+  readSopsStore,
+  rng,
+  sleep,
+  waitFor,
+  workspace,
+  type Aim,
+  type DesiredClient,
+  type MutationStep,
+  type Figures,
+  type KillWindow,
+  type Proc,
 } from './lib.js';
 import { patient } from '../support/patience.js';
 
@@ -23,15 +42,41 @@ const ENV = 'crash-production';
 const CONFIG = 'config/kms-sync.yaml';
 
 /** How an iteration disturbs the agent. */
-export type AgentDisturbance = 'random-kill' | 'aim-issued-not-journaled' | 'aim-journaled-not-stored' | 'aim-stored-not-cleared' | 'aim-revoke-sent' | 'sigterm';
-const AIM_FIRST: AgentDisturbance[] = ['aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent'];
-const DISTURBANCES: AgentDisturbance[] = ['random-kill', 'random-kill', 'random-kill', ...AIM_FIRST, 'sigterm', 'sigterm'];
+export type AgentDisturbance =
+  | 'random-kill'
+  | 'aim-issued-not-journaled'
+  | 'aim-journaled-not-stored'
+  | 'aim-stored-not-cleared'
+  | 'aim-revoke-sent'
+  | 'sigterm';
+const AIM_FIRST: AgentDisturbance[] = [
+  'aim-issued-not-journaled',
+  'aim-journaled-not-stored',
+  'aim-stored-not-cleared',
+  'aim-revoke-sent',
+];
+const DISTURBANCES: AgentDisturbance[] = [
+  'random-kill',
+  'random-kill',
+  'random-kill',
+  ...AIM_FIRST,
+  'sigterm',
+  'sigterm',
+];
 const AIM_OF: Record<AgentDisturbance, Aim | undefined> = {
-  'random-kill': 'random', 'aim-issued-not-journaled': 'issued-not-journaled', 'aim-journaled-not-stored': 'journaled-not-stored',
-  'aim-stored-not-cleared': 'stored-not-cleared', 'aim-revoke-sent': 'revoke-sent', sigterm: undefined,
+  'random-kill': 'random',
+  'aim-issued-not-journaled': 'issued-not-journaled',
+  'aim-journaled-not-stored': 'journaled-not-stored',
+  'aim-stored-not-cleared': 'stored-not-cleared',
+  'aim-revoke-sent': 'revoke-sent',
+  sigterm: undefined,
 };
 
-export interface AgentScenarioOptions { seed: number; iterations: number; log?: (l: string) => void }
+export interface AgentScenarioOptions {
+  seed: number;
+  iterations: number;
+  log?: (l: string) => void;
+}
 
 export interface AgentFigures extends Figures {
   /** SIGTERMs sent (of them, while an apply was in flight), and the longest time to exit. */
@@ -48,7 +93,16 @@ export interface AgentFigures extends Figures {
 
 export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFigures> {
   const log = o.log ?? (() => {});
-  const f: AgentFigures = { ...newFigures('agent (sync/self-heal)', o.seed), sigterms: 0, sigtermsInFlight: 0, slowestStopMs: 0, aimedHits: 0, aimedKills: 0, pid1Starts: 0, newPods: 0 };
+  const f: AgentFigures = {
+    ...newFigures('agent (sync/self-heal)', o.seed),
+    sigterms: 0,
+    sigtermsInFlight: 0,
+    slowestStopMs: 0,
+    aimedHits: 0,
+    aimedKills: 0,
+    pid1Starts: 0,
+    newPods: 0,
+  };
   // Half the starts as a container runs the agent: PID 1 of its own namespaces, and then as the same
   // pod (host name) or a new one, on the same state folder (root and unshare(1) needed).
   const asContainer = canUnshare();
@@ -71,7 +125,15 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     mkdirSync(verifyDir);
     symlinkSync(path.join(stateDir, 'store', '.kms-sync'), path.join(verifyDir, '.kms-sync'));
     // Its store is the agent's, through the link: outside the folder on purpose, which the operator policy allows here.
-    const planEnv = { PATH: process.env.PATH, HOME: ws.dir, NO_COLOR: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: ageKeyFile, KMS_SYNC_STORES_OUTSIDE_ROOT: '1' };
+    const planEnv = {
+      PATH: process.env.PATH,
+      HOME: ws.dir,
+      NO_COLOR: '1',
+      KMS_API_URL: emu.url,
+      KMS_API_KEY: API_KEY,
+      SOPS_AGE_KEY_FILE: ageKeyFile,
+      KMS_SYNC_STORES_OUTSIDE_ROOT: '1',
+    };
 
     const everHeld = new Set<string>();
     const seenKeyIds = new Set<string>();
@@ -83,11 +145,13 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       for (const v of Object.values(s)) everHeld.add(v.slice(0, 12));
       return s;
     };
-    const observe = async () => { for (const k of await emu.liveKeys(ENV)) seenKeyIds.add(k.id); };
+    const observe = async () => {
+      for (const k of await emu.liveKeys(ENV)) seenKeyIds.add(k.id);
+    };
     const fileSize = (file: string) => (existsSync(file) ? statSync(file).size : 0);
 
     // ------------------------------------------------------------------ the desired state
-    let clients: DesiredClient[] = [];
+    const clients: DesiredClient[] = [];
     let serial = 0;
     let commits = 0;
     const step = (what: MutationStep) => mutationStep(r, clients, () => `c${++serial}`, { what, newClients: 3 });
@@ -101,7 +165,10 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       if (must === 'revoke') {
         // A key removed from the configuration is revoked (one of a client with several keys, so that the client stays).
         let c = clients.find((x) => x.keys.length > 1);
-        if (!c) { c = r.pick(clients); c.keys.push({ name: `k${c.keys.length + 7}`, overlap: false }); }
+        if (!c) {
+          c = r.pick(clients);
+          c.keys.push({ name: `k${c.keys.length + 7}`, overlap: false });
+        }
         c.keys.splice(r.int(0, c.keys.length - 1), 1);
       }
       // The comment makes every commit a new revision, also when the steps changed nothing.
@@ -119,10 +186,18 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       let pod: { hostname: string } | undefined;
       if (asContainer && r.next() < 0.5) {
         f.pid1Starts++;
-        if (pods === 0 || r.next() < 0.5) { pods++; f.newPods++; }
+        if (pods === 0 || r.next() < 0.5) {
+          pods++;
+          f.newPods++;
+        }
         pod = { hostname: `pod-${pods}` };
       }
-      const a = await startAgent(fx, ['--path', 'config', '--interval', '1s', '--mode', mode, '--prune', '--lock-timeout', '20s'], { KMS_SYNC_TEST_TRACE: ws.trace.file, NO_COLOR: '1', ...extra }, pod);
+      const a = await startAgent(
+        fx,
+        ['--path', 'config', '--interval', '1s', '--mode', mode, '--prune', '--lock-timeout', '20s'],
+        { KMS_SYNC_TEST_TRACE: ws.trace.file, NO_COLOR: '1', ...extra },
+        pod,
+      );
       return a;
     };
     const sigterm = async (a: AgentProc, what: string) => {
@@ -133,7 +208,18 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       const code = await Promise.race([a.exit, sleep(15_000).then(() => 'timeout' as const)]);
       const ms = Date.now() - t0;
       f.slowestStopMs = Math.max(f.slowestStopMs, ms);
-      if (code === 'timeout') { f.failures.push(`${what}: the agent did not exit within 15 s of SIGTERM`); try { process.kill(a.pid() ?? a.child.pid!, 'SIGKILL'); } catch { /* gone */ } await a.exit; } else if (code !== 0) f.failures.push(`${what}: the agent exited ${code} after SIGTERM (${ms} ms): ${a.output().split('\n').slice(-3).join(' | ')}`);
+      if (code === 'timeout') {
+        f.failures.push(`${what}: the agent did not exit within 15 s of SIGTERM`);
+        try {
+          process.kill(a.pid() ?? a.child.pid!, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+        await a.exit;
+      } else if (code !== 0)
+        f.failures.push(
+          `${what}: the agent exited ${code} after SIGTERM (${ms} ms): ${a.output().split('\n').slice(-3).join(' | ')}`,
+        );
       else if (ms > 10_000) f.failures.push(`${what}: the agent took ${ms} ms to exit after SIGTERM (more than 10 s)`);
     };
 
@@ -147,18 +233,34 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       // An aimed kill needs its pause in the agent's environment: the agent starts again with it. A
       // random kill or a SIGTERM hits the running agent (if any) as it picks the push up.
       const inFlight = how === 'sigterm' && r.next() < 0.5;
-      if (((aim && aim !== 'random') || inFlight) && agent) { await sigterm(agent, `${what}, stopping before an aimed start`); agent = undefined; }
+      if (((aim && aim !== 'random') || inFlight) && agent) {
+        await sigterm(agent, `${what}, stopping before an aimed start`);
+        agent = undefined;
+      }
       await aimFaults([emu], aim ?? 'random');
       rev = mutate(aim === 'revoke-sent' ? 'revoke' : (aim && aim !== 'random') || inFlight ? 'issue' : undefined);
       ws.trace.mark();
-      const victim = agent ?? (await start(aim ? aimEnv(aim) : inFlight ? { KMS_SYNC_TEST_PAUSE: 'after-journal:300' } : {}));
+      const victim =
+        agent ?? (await start(aim ? aimEnv(aim) : inFlight ? { KMS_SYNC_TEST_PAUSE: 'after-journal:300' } : {}));
       let landed: KillWindow | undefined;
       if (aim) {
-        landed = await aimAndKill({ aim, trace: ws.trace, emus: [emu], r, exited: () => exited(victim), victim: () => victim.pid(), randomMs: [50, 2500], waitMs: 30_000 });
+        landed = await aimAndKill({
+          aim,
+          trace: ws.trace,
+          emus: [emu],
+          r,
+          exited: () => exited(victim),
+          victim: () => victim.pid(),
+          randomMs: [50, 2500],
+          waitMs: 30_000,
+        });
         if (landed) {
           f.kills++;
           f.killsByWindow[landed]++;
-          if (aim !== 'random') { f.aimedKills++; if (landed === aim) f.aimedHits++; }
+          if (aim !== 'random') {
+            f.aimedKills++;
+            if (landed === aim) f.aimedHits++;
+          }
         }
         if (!landed && !exited(victim)) await sigterm(victim, what); // the window never came: stop it the polite way
         await victim.exit;
@@ -181,15 +283,25 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       let last: any;
       const settled = await waitFor(async () => {
         last = await a.status().catch(() => undefined);
-        return last?.revision?.synced === rev && last?.lastReconcile?.result === 'success' && last.drift.length === 0 && fileSize(journalFile) === 0;
+        return (
+          last?.revision?.synced === rev &&
+          last?.lastReconcile?.result === 'success' &&
+          last.drift.length === 0 &&
+          fileSize(journalFile) === 0
+        );
       }, patient(45_000));
       const problems: string[] = [];
-      if (!settled) problems.push(`not settled within 45 s: synced ${last?.revision?.synced?.slice(0, 12)} (pushed ${rev.slice(0, 12)}), last reconcile ${last?.lastReconcile?.result} ${JSON.stringify(last?.lastReconcile?.errors ?? [])}, drift ${JSON.stringify((last?.drift ?? []).map((d: any) => `${d.category} ${d.address}`))}`);
+      if (!settled)
+        problems.push(
+          `not settled within 45 s: synced ${last?.revision?.synced?.slice(0, 12)} (pushed ${rev.slice(0, 12)}), last reconcile ${last?.lastReconcile?.result} ${JSON.stringify(last?.lastReconcile?.errors ?? [])}, drift ${JSON.stringify((last?.drift ?? []).map((d: any) => `${d.category} ${d.address}`))}`,
+        );
       problems.push(...(await verify()));
       const fresh = problems.filter((x) => !problemsSeen.has(problemKey(x)));
       for (const x of problems) problemsSeen.add(problemKey(x));
       f.failures.push(...fresh.map((x) => `${what}${landed ? `, killed in ${landed}` : ''}: ${x}`));
-      log(`${what}${landed ? ` killed in ${landed}` : aim ? ' not killed (window not reached)' : inFlight ? ' SIGTERM during an apply' : ' SIGTERM'}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
+      log(
+        `${what}${landed ? ` killed in ${landed}` : aim ? ' not killed (window not reached)' : inFlight ? ' SIGTERM during an apply' : ' SIGTERM'}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`,
+      );
       // An agent that no longer settles makes every later iteration meaningless: stop here.
       if (!settled) break;
     }
@@ -201,11 +313,32 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       const stored = await readStore();
       await observe();
       f.runs++;
-      const plan = kmsSync(['plan', '-f', 'verify', '--detailed-exitcode'], { cwd: ws.dir, env: planEnv, sink: ws.outputs });
+      const plan = kmsSync(['plan', '-f', 'verify', '--detailed-exitcode'], {
+        cwd: ws.dir,
+        env: planEnv,
+        sink: ws.outputs,
+      });
       const code = await plan.exit;
-      if (code !== 0) problems.push(`plan after the agent settled exited ${code}: ${plan.output().split('\n').filter((l) => l.startsWith('  #') || /rror|:\d+:/.test(l)).slice(0, 4).join(' | ')}`);
-      const wanted = clients.flatMap((c) => c.keys.map((k) => ({ client: c.name, key: k.name, overlap: k.overlap, secret: `${ENV}/${c.name}/${k.name}` })));
-      const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, everHeld, reported: code === 2 ? plan.output() : '' });
+      if (code !== 0)
+        problems.push(
+          `plan after the agent settled exited ${code}: ${plan
+            .output()
+            .split('\n')
+            .filter((l) => l.startsWith('  #') || /rror|:\d+:/.test(l))
+            .slice(0, 4)
+            .join(' | ')}`,
+        );
+      const wanted = clients.flatMap((c) =>
+        c.keys.map((k) => ({ client: c.name, key: k.name, overlap: k.overlap, secret: `${ENV}/${c.name}/${k.name}` })),
+      );
+      const inv = await checkInvariant({
+        emu,
+        projectEnv: ENV,
+        wanted,
+        stored,
+        everHeld,
+        reported: code === 2 ? plan.output() : '',
+      });
       for (const id of inv.lostIds) lostIds.add(id);
       for (const id of inv.strayIds) strayIds.add(id);
       problems.push(...inv.problems);
@@ -214,7 +347,9 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
     f.keysIssued = seenKeyIds.size;
     f.keysLost = lostIds.size;
     f.strays = strayIds.size;
-    f.notes.push(`SIGTERMs ${f.sigterms}, ${f.sigtermsInFlight} of them during an apply (slowest exit ${f.slowestStopMs} ms); aimed kills in their window ${f.aimedHits}/${f.aimedKills}; starts as PID 1 of a container ${f.pid1Starts} (${f.newPods} pods)${asContainer ? '' : ' (unshare unavailable: none)'}`);
+    f.notes.push(
+      `SIGTERMs ${f.sigterms}, ${f.sigtermsInFlight} of them during an apply (slowest exit ${f.slowestStopMs} ms); aimed kills in their window ${f.aimedHits}/${f.aimedKills}; starts as PID 1 of a container ${f.pid1Starts} (${f.newPods} pods)${asContainer ? '' : ' (unshare unavailable: none)'}`,
+    );
   } finally {
     for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
     await Promise.all(procs.map((p) => p.exit));

@@ -15,9 +15,29 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  checkInvariant, configYaml, killAfterLostResponse, LOST_AIMS, lostResponseEnv, lostResponseFaults, mutationStep, problemKey, Emulator, kmsSync, newFigures,
-  printedSecrets, readSopsStore, rng, routeTotals, sleep, supersededLive, Trace, waitFor,
-  type DesiredClient, type Figures, type KillWindow, type Proc,
+  checkInvariant,
+  configYaml,
+  killAfterLostResponse,
+  LOST_AIMS,
+  lostResponseEnv,
+  lostResponseFaults,
+  mutationStep,
+  problemKey,
+  Emulator,
+  kmsSync,
+  newFigures,
+  printedSecrets,
+  readSopsStore,
+  rng,
+  routeTotals,
+  sleep,
+  supersededLive,
+  Trace,
+  waitFor,
+  type DesiredClient,
+  type Figures,
+  type KillWindow,
+  type Proc,
 } from './lib.js';
 import { patient } from '../support/patience.js';
 
@@ -26,15 +46,41 @@ const ENV = 'crash-production';
 
 /** How an iteration disturbs its run. The `aim-*` ones SIGKILL inside one window. */
 export type Disturbance =
-  | 'random-kill' | 'aim-issued-not-journaled' | 'aim-journaled-not-stored' | 'aim-stored-not-cleared' | 'aim-revoke-sent'
-  | 'sigint' | 'double-sigint' | 'dropped-responses' | 'store-fails' | 'lost-response-then-kill';
+  | 'random-kill'
+  | 'aim-issued-not-journaled'
+  | 'aim-journaled-not-stored'
+  | 'aim-stored-not-cleared'
+  | 'aim-revoke-sent'
+  | 'sigint'
+  | 'double-sigint'
+  | 'dropped-responses'
+  | 'store-fails'
+  | 'lost-response-then-kill';
 const DISTURBANCES: Disturbance[] = [
-  'random-kill', 'random-kill', 'aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent', 'sigint', 'double-sigint',
-  'dropped-responses', 'store-fails', 'lost-response-then-kill',
+  'random-kill',
+  'random-kill',
+  'aim-issued-not-journaled',
+  'aim-journaled-not-stored',
+  'aim-stored-not-cleared',
+  'aim-revoke-sent',
+  'sigint',
+  'double-sigint',
+  'dropped-responses',
+  'store-fails',
+  'lost-response-then-kill',
 ];
-const AIM_FIRST: Disturbance[] = ['aim-issued-not-journaled', 'aim-journaled-not-stored', 'aim-stored-not-cleared', 'aim-revoke-sent', 'lost-response-then-kill'];
+const AIM_FIRST: Disturbance[] = [
+  'aim-issued-not-journaled',
+  'aim-journaled-not-stored',
+  'aim-stored-not-cleared',
+  'aim-revoke-sent',
+  'lost-response-then-kill',
+];
 const AIMED: Partial<Record<Disturbance, KillWindow>> = {
-  'aim-issued-not-journaled': 'issued-not-journaled', 'aim-journaled-not-stored': 'journaled-not-stored', 'aim-stored-not-cleared': 'stored-not-cleared', 'aim-revoke-sent': 'revoke-sent',
+  'aim-issued-not-journaled': 'issued-not-journaled',
+  'aim-journaled-not-stored': 'journaled-not-stored',
+  'aim-stored-not-cleared': 'stored-not-cleared',
+  'aim-revoke-sent': 'revoke-sent',
 };
 
 export interface CampaignOptions {
@@ -70,11 +116,24 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
   const emu = new Emulator(path.join(dir, 'emulator.json'), PROJECT_KEY);
   await emu.start();
   const env = {
-    PATH: process.env.PATH, HOME: dir, NO_COLOR: '1', KMS_API_URL: emu.url, KMS_API_KEY: PROJECT_KEY, SOPS_AGE_KEY_FILE: keyFile,
-    KMS_SYNC_ALLOW_LOCAL_STORE: '1', KMS_SYNC_TEST_TRACE: trace.file,
+    PATH: process.env.PATH,
+    HOME: dir,
+    NO_COLOR: '1',
+    KMS_API_URL: emu.url,
+    KMS_API_KEY: PROJECT_KEY,
+    SOPS_AGE_KEY_FILE: keyFile,
+    KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+    KMS_SYNC_TEST_TRACE: trace.file,
   };
   const report: CampaignReport = {
-    ...newFigures('apply/rotate campaign', o.seed), iterations: o.iterations, byDisturbance: {}, landed: {}, aimedHits: 0, aimedKills: 0, orphansLive: 0, keptByRotate: 0,
+    ...newFigures('apply/rotate campaign', o.seed),
+    iterations: o.iterations,
+    byDisturbance: {},
+    landed: {},
+    aimedHits: 0,
+    aimedKills: 0,
+    orphansLive: 0,
+    keptByRotate: 0,
   };
   const outputs: string[] = [];
   const everHeld = new Set<string>(); // key prefixes of every raw value the store ever held
@@ -96,10 +155,18 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
     for (const v of Object.values(s)) everHeld.add(v.slice(0, 12));
     return s;
   };
-  const observe = async () => { for (const k of await emu.liveKeys(ENV)) seenKeyIds.add(k.id); };
-  const fileSize = (f: string) => { try { return statSync(f).size; } catch { return -1; } };
+  const observe = async () => {
+    for (const k of await emu.liveKeys(ENV)) seenKeyIds.add(k.id);
+  };
+  const fileSize = (f: string) => {
+    try {
+      return statSync(f).size;
+    } catch {
+      return -1;
+    }
+  };
 
-  let clients: DesiredClient[] = [];
+  const clients: DesiredClient[] = [];
   let serial = 0;
   const mutate = () => {
     const steps = r.int(1, 3);
@@ -115,7 +182,14 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       const code = await p.exit;
       runMs = Math.round(runMs * 0.7 + (Date.now() - started) * 0.3);
       if (code === 0) return true;
-      log(`  converge attempt ${attempt} exited ${code}: ${p.output().split('\n').filter((l) => /FAILED|Error|Reason/.test(l)).slice(0, 3).join(' | ')}`);
+      log(
+        `  converge attempt ${attempt} exited ${code}: ${p
+          .output()
+          .split('\n')
+          .filter((l) => /FAILED|Error|Reason/.test(l))
+          .slice(0, 3)
+          .join(' | ')}`,
+      );
     }
     return false;
   };
@@ -135,22 +209,37 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       const target = rotate ? r.pick(clients) : undefined;
       const targetKey = target ? r.pick(target.keys) : undefined;
       const revokeOld = forcedRotate || r.next() < 0.5;
-      const lostAim = how === 'lost-response-then-kill' && rotate ? LOST_AIMS[lostRounds++ % LOST_AIMS.length]! : undefined;
+      const lostAim =
+        how === 'lost-response-then-kill' && rotate ? LOST_AIMS[lostRounds++ % LOST_AIMS.length]! : undefined;
       if (rotate && revokeOld) {
-        const gens = (await emu.liveKeys(ENV)).filter((k) => k.client === target!.name && k.name === targetKey!.name).sort((a, b) => (a.createdAt < b.createdAt ? -1 : 1));
+        const gens = (await emu.liveKeys(ENV))
+          .filter((k) => k.client === target!.name && k.name === targetKey!.name)
+          .sort((a, b) => (a.createdAt < b.createdAt ? -1 : 1));
         const current = gens[gens.length - 1];
         if (current) superseded.push({ id: current.id, client: current.client, name: current.name });
       }
       const args = rotate
-        ? ['rotate', '-f', 'config', '--key', `key.${ENV}/${target!.name}/${targetKey!.name}`, '--auto-approve', ...(revokeOld ? ['--revoke-old'] : [])]
+        ? [
+            'rotate',
+            '-f',
+            'config',
+            '--key',
+            `key.${ENV}/${target!.name}/${targetKey!.name}`,
+            '--auto-approve',
+            ...(revokeOld ? ['--revoke-old'] : []),
+          ]
         : ['apply', '-f', 'config', '--auto-approve'];
       // A rotation without --revoke-old of a key without an overlap keeps the old generation live
       // (until it expires: never, here) while the store holds only the new raw value. The invariant
       // calls it a stray; the figures count these apart from the strays of lost revokes and kills.
       if (rotate && !revokeOld && !targetKey!.overlap) {
-        for (const k of await emu.liveKeys(ENV)) if (k.client === target!.name && k.name === targetKey!.name) keptByRotate.add(k.id);
+        for (const k of await emu.liveKeys(ENV))
+          if (k.client === target!.name && k.name === targetKey!.name) keptByRotate.add(k.id);
       }
-      const issuing = [['PUT', '/client/{client_uuid}'], ['POST', '/client']] as const;
+      const issuing = [
+        ['PUT', '/client/{client_uuid}'],
+        ['POST', '/client'],
+      ] as const;
       const issueCount = async () => (await emu.count('PUT /client/{client_uuid}')) + (await emu.count('POST /client'));
       let extraEnv: Record<string, string> = {};
       if (how === 'aim-journaled-not-stored') extraEnv = { KMS_SYNC_TEST_PAUSE: `after-journal:${patient(1500)}` };
@@ -160,7 +249,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
         // The revoke goes out and is lost: dropped before the service commits it.
         await emu.faults([{ method: 'DELETE', route: '/client/{client_uuid}', mode: 'drop', times: 50 }]);
       }
-      if (how === 'aim-issued-not-journaled' || how === 'store-fails') await emu.faults(issuing.map(([method, route]) => ({ method, route, mode: 'delay-after-commit', delayMs: 1500, times: 3 })));
+      if (how === 'aim-issued-not-journaled' || how === 'store-fails')
+        await emu.faults(
+          issuing.map(([method, route]) => ({ method, route, mode: 'delay-after-commit', delayMs: 1500, times: 3 })),
+        );
       if (lostAim) {
         extraEnv = lostResponseEnv(lostAim, 1500);
         await lostResponseFaults([emu], lostAim, 1500);
@@ -186,20 +278,39 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
         if (exited()) return;
         if (sig === 'SIGKILL') {
           landed = trace.classify(AIMED[how]);
-          if (how === 'aim-revoke-sent' && landed !== 'revoke-sent' && (await emu.count('DELETE /client/{client_uuid}')) > deletesBefore) landed = 'revoke-sent'; // the service saw the DELETE (trace points not wired)
+          if (
+            how === 'aim-revoke-sent' &&
+            landed !== 'revoke-sent' &&
+            (await emu.count('DELETE /client/{client_uuid}')) > deletesBefore
+          )
+            landed = 'revoke-sent'; // the service saw the DELETE (trace points not wired)
         }
         p.child.kill(sig);
         if (sig === 'SIGKILL') killed = true;
       };
       if (lostAim) {
         // A dropped key-issuing response, then a kill at a later point (one aim in turn).
-        landed = await killAfterLostResponse({ aim: lostAim, before: totalsBefore, trace, emus: [emu], r, exited, victim: () => p.child.pid, waitMs: 30_000 });
+        landed = await killAfterLostResponse({
+          aim: lostAim,
+          before: totalsBefore,
+          trace,
+          emus: [emu],
+          r,
+          exited,
+          victim: () => p.child.pid,
+          waitMs: 30_000,
+        });
         killed = landed !== undefined;
       } else if (how === 'random-kill') {
         await Promise.race([sleep(r.int(20, Math.max(200, runMs))), p.exit]);
         await kill('SIGKILL');
       } else if (how === 'aim-issued-not-journaled') {
-        if (await waitFor(async () => (trace.seen(['issue-sent']) !== undefined && (await issueCount()) > issuedBefore) || exited(), 15_000)) {
+        if (
+          await waitFor(
+            async () => (trace.seen(['issue-sent']) !== undefined && (await issueCount()) > issuedBefore) || exited(),
+            15_000,
+          )
+        ) {
           await sleep(r.int(0, 300));
           await kill('SIGKILL');
         }
@@ -210,18 +321,35 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
           await kill('SIGKILL');
         }
       } else if (how === 'aim-revoke-sent') {
-        if (await waitFor(async () => trace.seen(['before-revoke', 'revoke-sent']) !== undefined || (await emu.count('DELETE /client/{client_uuid}')) > deletesBefore || exited(), 15_000)) {
+        if (
+          await waitFor(
+            async () =>
+              trace.seen(['before-revoke', 'revoke-sent']) !== undefined ||
+              (await emu.count('DELETE /client/{client_uuid}')) > deletesBefore ||
+              exited(),
+            15_000,
+          )
+        ) {
           await sleep(r.int(0, 100));
           await kill('SIGKILL');
         }
       } else if (how === 'sigint' || how === 'double-sigint') {
         await Promise.race([sleep(r.int(20, Math.max(200, runMs))), p.exit]);
         await kill('SIGINT');
-        if (how === 'double-sigint') { await Promise.race([sleep(r.int(5, 300)), p.exit]); await kill('SIGINT'); }
+        if (how === 'double-sigint') {
+          await Promise.race([sleep(r.int(5, 300)), p.exit]);
+          await kill('SIGINT');
+        }
         const finished = await Promise.race([p.exit.then(() => true), sleep(30_000).then(() => false)]);
-        if (!finished) { report.failures.push(`iteration ${it}: ${args[0]} did not exit within 30 s of SIGINT`); await kill('SIGKILL'); }
+        if (!finished) {
+          report.failures.push(`iteration ${it}: ${args[0]} did not exit within 30 s of SIGINT`);
+          await kill('SIGKILL');
+        }
       } else if (how === 'store-fails') {
-        if (await waitFor(async () => (await issueCount()) > issuedBefore || exited(), 8000) && existsSync(storeFile)) {
+        if (
+          (await waitFor(async () => (await issueCount()) > issuedBefore || exited(), 8000)) &&
+          existsSync(storeFile)
+        ) {
           renameSync(storeFile, `${storeFile}.aside`);
           mkdirSync(storeFile);
           writeFileSync(path.join(storeFile, 'x'), 'not a store');
@@ -234,8 +362,17 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
         report.killsByWindow[landed]++;
         const l = (report.landed[lostAim ? `lost-response, then ${lostAim}` : how] ??= {});
         l[landed] = (l[landed] ?? 0) + 1;
-        const aimed = lostAim ? (lostAim === 'random' ? undefined : lostAim === 'reissue-unsent' ? 'issued-not-journaled' : lostAim) : AIMED[how];
-        if (aimed) { report.aimedKills++; if (aimed === landed) report.aimedHits++; }
+        const aimed = lostAim
+          ? lostAim === 'random'
+            ? undefined
+            : lostAim === 'reissue-unsent'
+              ? 'issued-not-journaled'
+              : lostAim
+          : AIMED[how];
+        if (aimed) {
+          report.aimedKills++;
+          if (aimed === landed) report.aimedHits++;
+        }
       }
       if (storeSwapped) {
         rmSync(storeFile, { recursive: true, force: true });
@@ -243,14 +380,19 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
       }
       await emu.faults(null);
       // 130: a SIGINT that came before anything was written (the interrupt's own exit code).
-      if (!killed && code !== null && ![0, 1, 3, 130].includes(code)) report.failures.push(`iteration ${it} (${how}): exit code ${code}`);
+      if (!killed && code !== null && ![0, 1, 3, 130].includes(code))
+        report.failures.push(`iteration ${it} (${how}): exit code ${code}`);
       await observe();
       await readStore();
       if (!(await converge())) report.failures.push(`iteration ${it} (${how}): apply did not converge`);
       const problems = await verify();
       const fresh = problems.filter((x) => !problemsSeen.has(problemKey(x)));
-      report.failures.push(...fresh.map((x) => `iteration ${it} (${how}, ${args[0]}${killed ? `, killed in ${landed}` : ''}): ${x}`));
-      log(`iteration ${it}/${o.iterations} ${how}${lostAim ? ` (${lostAim})` : ''} ${args[0]}${killed ? ` killed in ${landed}` : ` exit ${code}`}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`);
+      report.failures.push(
+        ...fresh.map((x) => `iteration ${it} (${how}, ${args[0]}${killed ? `, killed in ${landed}` : ''}): ${x}`),
+      );
+      log(
+        `iteration ${it}/${o.iterations} ${how}${lostAim ? ` (${lostAim})` : ''} ${args[0]}${killed ? ` killed in ${landed}` : ` exit ${code}`}: ${problems.length ? `${problems.length} problems${fresh.length ? `, new: ${fresh.join('; ')}` : ' (seen before)'}` : 'ok'}`,
+      );
       for (const x of problems) problemsSeen.add(problemKey(x));
     }
   } finally {
@@ -267,23 +409,49 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
 
   async function verify(): Promise<string[]> {
     const problems: string[] = [];
-    if (existsSync(journalFile) && fileSize(journalFile) > 0) problems.push(`journal not empty (${fileSize(journalFile)} bytes)`);
+    if (existsSync(journalFile) && fileSize(journalFile) > 0)
+      problems.push(`journal not empty (${fileSize(journalFile)} bytes)`);
     const stored = await readStore();
     await observe();
     const plan = run(['plan', '-f', 'config', '--detailed-exitcode']);
     const code = await plan.exit;
-    if (code !== 0) problems.push(`plan after convergence exited ${code}: ${plan.output().split('\n').filter((l) => l.startsWith('  #')).slice(0, 4).join(' | ')}`);
-    const wanted = clients.flatMap((c) => c.keys.map((k) => ({ client: c.name, key: k.name, overlap: k.overlap, secret: `${ENV}/${c.name}/${k.name}` })));
-    const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, everHeld, reported: code === 2 ? plan.output() : '' });
+    if (code !== 0)
+      problems.push(
+        `plan after convergence exited ${code}: ${plan
+          .output()
+          .split('\n')
+          .filter((l) => l.startsWith('  #'))
+          .slice(0, 4)
+          .join(' | ')}`,
+      );
+    const wanted = clients.flatMap((c) =>
+      c.keys.map((k) => ({ client: c.name, key: k.name, overlap: k.overlap, secret: `${ENV}/${c.name}/${k.name}` })),
+    );
+    const inv = await checkInvariant({
+      emu,
+      projectEnv: ENV,
+      wanted,
+      stored,
+      everHeld,
+      reported: code === 2 ? plan.output() : '',
+    });
     for (const id of inv.lostIds) lostIds.add(id);
     for (const id of inv.strayIds) strayIds.add(id);
     // A generation a --revoke-old rotation superseded is live only while its rotation never took effect.
     for (const k of supersededLive(inv.live, superseded)) {
       strayIds.add(k.id);
-      problems.push(`STRAY: live key ${k.client}/${k.name} (${k.id}) was superseded by rotate --revoke-old and is still live after convergence (expires ${k.expiresAt ?? 'never'})`);
+      problems.push(
+        `STRAY: live key ${k.client}/${k.name} (${k.id}) was superseded by rotate --revoke-old and is still live after convergence (expires ${k.expiresAt ?? 'never'})`,
+      );
     }
     superseded = [];
-    problems.push(...inv.problems.map((p) => (p.startsWith('STRAY') && [...keptByRotate].some((id) => p.includes(id)) ? `${p} [kept by a rotate without --revoke-old]` : p)));
+    problems.push(
+      ...inv.problems.map((p) =>
+        p.startsWith('STRAY') && [...keptByRotate].some((id) => p.includes(id))
+          ? `${p} [kept by a rotate without --revoke-old]`
+          : p,
+      ),
+    );
     return problems;
   }
 }

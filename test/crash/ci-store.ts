@@ -8,12 +8,26 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { checkInvariant, configYaml, kmsSync, newFigures, printedSecrets, readSopsStore, rng, workspace, type DesiredClient, type Figures } from './lib.js';
+import {
+  checkInvariant,
+  configYaml,
+  kmsSync,
+  newFigures,
+  printedSecrets,
+  readSopsStore,
+  rng,
+  workspace,
+  type DesiredClient,
+  type Figures,
+} from './lib.js';
 
 const API_KEY = 'sk_test_cistore00000000000000000';
 const ENV = 'crash-production';
 
-export interface CiStoreOptions { seed: number; log?: (l: string) => void }
+export interface CiStoreOptions {
+  seed: number;
+  log?: (l: string) => void;
+}
 
 export async function runCiStore(o: CiStoreOptions): Promise<Figures> {
   const log = o.log ?? (() => {});
@@ -23,13 +37,25 @@ export async function runCiStore(o: CiStoreOptions): Promise<Figures> {
   try {
     const repo = path.join(ws.dir, 'repo');
     mkdirSync(repo);
-    const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=crash', '-c', 'user.email=crash@example.invalid', '-c', 'commit.gpgsign=false', ...args], { cwd: repo, env: { PATH: process.env.PATH, HOME: ws.dir }, stdio: 'pipe' });
+    const git = (...args: string[]) =>
+      execFileSync(
+        'git',
+        ['-c', 'user.name=crash', '-c', 'user.email=crash@example.invalid', '-c', 'commit.gpgsign=false', ...args],
+        { cwd: repo, env: { PATH: process.env.PATH, HOME: ws.dir }, stdio: 'pipe' },
+      );
     git('init', '-q', '-b', 'main');
     const clients: DesiredClient[] = [{ name: 'c1', keys: [{ name: 'k1', overlap: false }] }];
     const write = () => writeFileSync(path.join(repo, 'kms-sync.yaml'), configYaml(clients));
     write();
     const emu = await ws.emulator(API_KEY);
-    const baseEnv = { PATH: process.env.PATH, HOME: ws.dir, NO_COLOR: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: ws.ageKeyFile };
+    const baseEnv = {
+      PATH: process.env.PATH,
+      HOME: ws.dir,
+      NO_COLOR: '1',
+      KMS_API_URL: emu.url,
+      KMS_API_KEY: API_KEY,
+      SOPS_AGE_KEY_FILE: ws.ageKeyFile,
+    };
     const run = async (args: string[], env: Record<string, string | undefined>) => {
       f.runs++;
       const p = kmsSync(args, { cwd: repo, env: { ...baseEnv, ...env }, sink: ws.outputs });
@@ -43,7 +69,8 @@ export async function runCiStore(o: CiStoreOptions): Promise<Figures> {
     if (first.code !== 0) f.failures.push(`the first apply (not CI) failed: ${first.out.slice(-300)}`);
     git('add', 'kms-sync.yaml', '.kms-sync/secrets.sops.yaml');
     git('commit', '-q', '-m', 'keys');
-    if (!execFileSync('git', ['ls-files'], { cwd: repo, encoding: 'utf8' }).includes('.kms-sync/secrets.sops.yaml')) f.failures.push('setup: the store file is not committed');
+    if (!execFileSync('git', ['ls-files'], { cwd: repo, encoding: 'utf8' }).includes('.kms-sync/secrets.sops.yaml'))
+      f.failures.push('setup: the store file is not committed');
 
     // The configuration grows in a pull request; CI applies it.
     const n = r.int(1, 3);
@@ -62,14 +89,24 @@ export async function runCiStore(o: CiStoreOptions): Promise<Figures> {
       const res = await run(args, ci);
       const issued = [...(await keyIds())].filter((id) => !before.has(id));
       f.keysIssued += issued.length;
-      if (issued.length) f.failures.push(`CI=true, store committed, no opt-in: \`${what}\` issued ${issued.length} key(s) (exit ${res.code}) into a working copy CI throws away`);
-      else if (res.code === 0 && what === 'apply') f.failures.push(`CI=true, no opt-in: \`${what}\` exited 0 with keys still to issue (it should refuse and say why)`);
+      if (issued.length)
+        f.failures.push(
+          `CI=true, store committed, no opt-in: \`${what}\` issued ${issued.length} key(s) (exit ${res.code}) into a working copy CI throws away`,
+        );
+      else if (res.code === 0 && what === 'apply')
+        f.failures.push(
+          `CI=true, no opt-in: \`${what}\` exited 0 with keys still to issue (it should refuse and say why)`,
+        );
       log(`CI, no opt-in, ${what}: exit ${res.code}, ${issued.length} keys issued`);
     }
     // Opted in (the flag, then the variable): keys issue and land in the store.
     for (const [what, args, env] of [
       ['apply --allow-local-store', ['apply', '--auto-approve', '--allow-local-store'], ci],
-      ['rotate with KMS_SYNC_ALLOW_LOCAL_STORE=1', ['rotate', '--key', `key.${ENV}/c1/k1`, '--revoke-old', '--auto-approve'], { ...ci, KMS_SYNC_ALLOW_LOCAL_STORE: '1' }],
+      [
+        'rotate with KMS_SYNC_ALLOW_LOCAL_STORE=1',
+        ['rotate', '--key', `key.${ENV}/c1/k1`, '--revoke-old', '--auto-approve'],
+        { ...ci, KMS_SYNC_ALLOW_LOCAL_STORE: '1' },
+      ],
     ] as const) {
       if (what.startsWith('apply')) {
         clients.push({ name: 'c9', keys: [{ name: 'k1', overlap: false }] }); // something to issue, whatever the refusals did
@@ -80,13 +117,28 @@ export async function runCiStore(o: CiStoreOptions): Promise<Figures> {
       const res = await run([...args], env);
       const issued = [...(await keyIds())].filter((id) => !before.has(id));
       f.keysIssued += issued.length;
-      if (res.code !== 0 || issued.length === 0) f.failures.push(`CI=true, opted in: \`${what}\` exit ${res.code}, ${issued.length} keys issued (expected success with new keys): ${res.out.split('\n').filter((l) => /refus|Error/i.test(l)).slice(0, 2).join(' | ')}`);
+      if (res.code !== 0 || issued.length === 0)
+        f.failures.push(
+          `CI=true, opted in: \`${what}\` exit ${res.code}, ${issued.length} keys issued (expected success with new keys): ${res.out
+            .split('\n')
+            .filter((l) => /refus|Error/i.test(l))
+            .slice(0, 2)
+            .join(' | ')}`,
+        );
       log(`CI, opted in, ${what}: exit ${res.code}, ${issued.length} keys issued`);
     }
     const plan = await run(['plan', '--detailed-exitcode'], ci);
     const stored = await readSopsStore(storeFile, ws.ageKeyFile);
-    const wanted = clients.flatMap((c) => c.keys.map((k) => ({ client: c.name, key: k.name, overlap: false, secret: `${ENV}/${c.name}/${k.name}` })));
-    const inv = await checkInvariant({ emu, projectEnv: ENV, wanted, stored, reported: plan.code === 2 ? plan.out : '' });
+    const wanted = clients.flatMap((c) =>
+      c.keys.map((k) => ({ client: c.name, key: k.name, overlap: false, secret: `${ENV}/${c.name}/${k.name}` })),
+    );
+    const inv = await checkInvariant({
+      emu,
+      projectEnv: ENV,
+      wanted,
+      stored,
+      reported: plan.code === 2 ? plan.out : '',
+    });
     f.keysLost += inv.lost;
     f.strays += inv.strays;
     f.failures.push(...inv.problems.map((p) => `after the CI runs: ${p}`));

@@ -10,18 +10,22 @@ const SEED = Number(process.env.KMS_SYNC_CRASH_SEED ?? 20261123);
 const ITERATIONS = Number(process.env.KMS_SYNC_CRASH_ITERATIONS ?? 10);
 
 describe('crash campaign: kill the real process, lose no key', () => {
-  it(`seed ${SEED}, ${ITERATIONS} iterations: no lost key, no stray live, empty journal, empty plan`, async () => {
-    const lines: string[] = [];
-    const report = await runCampaign({ seed: SEED, iterations: ITERATIONS, log: (l) => lines.push(l) });
-    console.log(formatFigures(report));
-    expect(report.failures, lines.join('\n')).toEqual([]);
-    expect(report.keysLost).toBe(0);
-    expect(report.strays).toBe(0);
-    // The campaign did reach the windows it aims at (not a run where nothing was killed).
-    expect(report.killsByWindow['issued-not-journaled']).toBeGreaterThan(0);
-    expect(report.killsByWindow['journaled-not-stored']).toBeGreaterThan(0);
-    expect(report.killsByWindow['stored-not-cleared']).toBeGreaterThan(0);
-    expect(report.killsByWindow['revoke-sent']).toBeGreaterThan(0);
-    expect(report.keysIssued).toBeGreaterThan(ITERATIONS);
-  }, patient(600_000));
+  it(
+    `seed ${SEED}, ${ITERATIONS} iterations: no lost key, no stray live, empty journal, empty plan`,
+    async () => {
+      const lines: string[] = [];
+      const report = await runCampaign({ seed: SEED, iterations: ITERATIONS, log: (l) => lines.push(l) });
+      console.log(formatFigures(report));
+      expect(report.failures, lines.join('\n')).toEqual([]);
+      expect(report.keysLost).toBe(0);
+      expect(report.strays).toBe(0);
+      // The campaign did reach the windows it aims at (not a run where nothing was killed).
+      expect(report.killsByWindow['issued-not-journaled']).toBeGreaterThan(0);
+      expect(report.killsByWindow['journaled-not-stored']).toBeGreaterThan(0);
+      expect(report.killsByWindow['stored-not-cleared']).toBeGreaterThan(0);
+      expect(report.killsByWindow['revoke-sent']).toBeGreaterThan(0);
+      expect(report.keysIssued).toBeGreaterThan(ITERATIONS);
+    },
+    patient(600_000),
+  );
 });

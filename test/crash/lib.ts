@@ -28,7 +28,11 @@ export function rng(seed: number) {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  return { next, int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)), pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]! };
+  return {
+    next,
+    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
+    pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]!,
+  };
 }
 export type Rng = ReturnType<typeof rng>;
 
@@ -37,29 +41,62 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export { waitFor };
 
 // ------------------------------------------------------------------------------- configuration
-export interface DesiredKey { name: string; overlap: boolean }
-export interface DesiredClient { name: string; keys: DesiredKey[] }
+export interface DesiredKey {
+  name: string;
+  overlap: boolean;
+}
+export interface DesiredClient {
+  name: string;
+  keys: DesiredKey[];
+}
 
-export type MutationStep = 'add-client' | 'remove-client' | 'add-key' | 'remove-key' | 'rename-client' | 'toggle-overlap';
-const RANDOM_STEPS: readonly MutationStep[] = ['add-client', 'add-client', 'remove-client', 'add-key', 'add-key', 'remove-key', 'rename-client', 'toggle-overlap'];
+export type MutationStep =
+  | 'add-client'
+  | 'remove-client'
+  | 'add-key'
+  | 'remove-key'
+  | 'rename-client'
+  | 'toggle-overlap';
+const RANDOM_STEPS: readonly MutationStep[] = [
+  'add-client',
+  'add-client',
+  'remove-client',
+  'add-key',
+  'add-key',
+  'remove-key',
+  'rename-client',
+  'toggle-overlap',
+];
 
 /**
  * One change of a campaign's desired state, in place: clients added (up to `newClients` at once),
  * removed or renamed (`name()` gives a fresh client name), keys added or removed, an overlap
  * toggled. Random unless `what` is given; below 3 clients it adds one.
  */
-export function mutationStep(r: Rng, clients: DesiredClient[], name: () => string, o: { what?: MutationStep; newClients?: number } = {}): void {
+export function mutationStep(
+  r: Rng,
+  clients: DesiredClient[],
+  name: () => string,
+  o: { what?: MutationStep; newClients?: number } = {},
+): void {
   const what = o.what ?? (clients.length < 3 ? 'add-client' : r.pick(RANDOM_STEPS));
   if (what === 'add-client') {
     const n = r.int(1, o.newClients ?? 4);
-    for (let j = 0; j < n; j++) clients.push({ name: name(), keys: Array.from({ length: r.int(1, 2) }, (_, x) => ({ name: `k${x + 1}`, overlap: r.next() < 0.3 })) });
+    for (let j = 0; j < n; j++)
+      clients.push({
+        name: name(),
+        keys: Array.from({ length: r.int(1, 2) }, (_, x) => ({ name: `k${x + 1}`, overlap: r.next() < 0.3 })),
+      });
   } else if (what === 'remove-client') clients.splice(r.int(0, clients.length - 1), 1);
   else if (what === 'rename-client') r.pick(clients).name = name();
   else {
     const c = r.pick(clients);
     if (what === 'add-key') c.keys.push({ name: `k${c.keys.length + 1 + r.int(0, 5)}`, overlap: r.next() < 0.4 });
     else if (what === 'remove-key' && c.keys.length > 1) c.keys.splice(r.int(0, c.keys.length - 1), 1);
-    else if (what === 'toggle-overlap') { const k = r.pick(c.keys); k.overlap = !k.overlap; }
+    else if (what === 'toggle-overlap') {
+      const k = r.pick(c.keys);
+      k.overlap = !k.overlap;
+    }
   }
   // unique key names per client
   for (const c of clients) c.keys = c.keys.filter((k, i, all) => all.findIndex((x) => x.name === k.name) === i);
@@ -67,33 +104,61 @@ export function mutationStep(r: Rng, clients: DesiredClient[], name: () => strin
 
 export function configYaml(clients: DesiredClient[], slug = 'crash'): string {
   const lines = [
-    'apiVersion: kms-sync/v1', 'projects:', `  - slug: ${slug}`, '    name: Crash', '    environments:', '      - type: production',
-    `        url: https://api.${slug}.example`, '        templates:', '          - { name: std, rateLimitDay: 1000000, maxClients: 10000 }',
-    '        endpoints:', '          - { method: GET, path: /v1/orders, name: Orders }', '        clients:',
+    'apiVersion: kms-sync/v1',
+    'projects:',
+    `  - slug: ${slug}`,
+    '    name: Crash',
+    '    environments:',
+    '      - type: production',
+    `        url: https://api.${slug}.example`,
+    '        templates:',
+    '          - { name: std, rateLimitDay: 1000000, maxClients: 10000 }',
+    '        endpoints:',
+    '          - { method: GET, path: /v1/orders, name: Orders }',
+    '        clients:',
   ];
   if (clients.length === 0) lines[lines.length - 1] = '        clients: []';
   for (const c of clients) {
     lines.push(`          - name: ${c.name}`, '            template: std', '            keys:');
-    for (const k of c.keys) lines.push(`              - { name: ${k.name}${k.overlap ? ', rotation: { overlap: 1h }' : ''} }`);
+    for (const k of c.keys)
+      lines.push(`              - { name: ${k.name}${k.overlap ? ', rotation: { overlap: 1h }' : ''} }`);
   }
   return lines.join('\n') + '\n';
 }
 
 // ------------------------------------------------------------------------------------ processes
-export interface Proc { child: ChildProcess; exit: Promise<number | null>; output: () => string }
+export interface Proc {
+  child: ChildProcess;
+  exit: Promise<number | null>;
+  output: () => string;
+}
 
 /** Spawns a process; its stdout and stderr are kept in `sink` once it exits. */
-export function spawnProc(cmd: string, args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] }): Proc {
+export function spawnProc(
+  cmd: string,
+  args: string[],
+  o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] },
+): Proc {
   const child = spawn(cmd, args, { cwd: o.cwd, env: o.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let text = '';
-  child.stdout!.on('data', (d: Buffer) => { text += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { text += d.toString(); });
-  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => { o.sink.push(text); resolve(code); }));
+  child.stdout!.on('data', (d: Buffer) => {
+    text += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    text += d.toString();
+  });
+  const exit = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => {
+      o.sink.push(text);
+      resolve(code);
+    }),
+  );
   return { child, exit, output: () => text };
 }
 
 /** A kms-sync command as a real process. */
-export const kmsSync = (args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] }) => spawnProc(process.execPath, [cli, ...args], o);
+export const kmsSync = (args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] }) =>
+  spawnProc(process.execPath, [cli, ...args], o);
 
 /** The failures "a raw key or an age identity was printed", over every output kept. */
 export function printedSecrets(outputs: string[]): string[] {
@@ -134,7 +199,10 @@ export class Emulator {
     this.apiKey = apiKey;
   }
   async start() {
-    this.child = spawn(process.execPath, [cli, 'emulator', '--port', '0', '--data', this.dataFile, '--control'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KMS_EMULATOR_API_KEY: this.apiKey } });
+    this.child = spawn(process.execPath, [cli, 'emulator', '--port', '0', '--data', this.dataFile, '--control'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, KMS_EMULATOR_API_KEY: this.apiKey },
+    });
     this.url = await new Promise<string>((resolve, reject) => {
       let buf = '';
       this.child!.stdout!.on('data', (d: Buffer) => {
@@ -151,24 +219,34 @@ export class Emulator {
   }
   async call(method: string, p: string, body?: unknown): Promise<any> {
     const res = await fetch(`${this.url}${p}`, {
-      method, headers: { 'x-api-key': this.apiKey, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      method,
+      headers: { 'x-api-key': this.apiKey, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await res.text();
     return text ? JSON.parse(text) : undefined;
   }
   private control(p: string, init: RequestInit = {}) {
-    return fetch(`${new URL(this.url).origin}/__emulator${p}`, { ...init, headers: { 'x-api-key': this.apiKey, 'content-type': 'application/json' } });
+    return fetch(`${new URL(this.url).origin}/__emulator${p}`, {
+      ...init,
+      headers: { 'x-api-key': this.apiKey, 'content-type': 'application/json' },
+    });
   }
   async counts(): Promise<Record<string, number>> {
-    const j = (await (await this.control('/counts')).json()) as { counts?: Record<string, number> } & Record<string, number>;
+    const j = (await (await this.control('/counts')).json()) as { counts?: Record<string, number> } & Record<
+      string,
+      number
+    >;
     return j.counts ?? j;
   }
   async count(route: string) {
     return (await this.counts())[route] ?? 0;
   }
   async faults(rules: unknown[] | null) {
-    const res = await this.control('/faults', { method: rules ? 'POST' : 'DELETE', ...(rules ? { body: JSON.stringify({ rules }) } : {}) });
+    const res = await this.control('/faults', {
+      method: rules ? 'POST' : 'DELETE',
+      ...(rules ? { body: JSON.stringify({ rules }) } : {}),
+    });
     if (!res.ok) throw new Error(`emulator refused faults: ${await res.text()}`);
   }
   async clients(projectEnv: string): Promise<LiveClient[]> {
@@ -181,17 +259,35 @@ export class Emulator {
     }
   }
   async liveKeys(projectEnv: string): Promise<LiveKey[]> {
-    return (await this.clients(projectEnv)).flatMap((c) => (c.keys ?? []).map((k) => ({ ...k, client: c.name, clientId: c.id })));
+    return (await this.clients(projectEnv)).flatMap((c) =>
+      (c.keys ?? []).map((k) => ({ ...k, client: c.name, clientId: c.id })),
+    );
   }
   /** Does the service accept `raw` as the key `name` of client `clientId`? */
   async validates(projectEnv: string, clientId: string, name: string, raw: string): Promise<boolean> {
-    const v = await this.call('POST', `/client/${clientId}?project_env=${projectEnv}&method_path=${encodeURIComponent(ENDPOINT)}`, { name, headers: { 'x-api-key': raw } });
+    const v = await this.call(
+      'POST',
+      `/client/${clientId}?project_env=${projectEnv}&method_path=${encodeURIComponent(ENDPOINT)}`,
+      { name, headers: { 'x-api-key': raw } },
+    );
     return v?.success === true;
   }
 }
 
-export interface LiveClient { id: string; name: string; keys?: { id: string; name: string; keyPrefix: string; createdAt: string; expiresAt?: string | null }[] }
-export interface LiveKey { id: string; name: string; keyPrefix: string; createdAt: string; expiresAt?: string | null; client: string; clientId: string }
+export interface LiveClient {
+  id: string;
+  name: string;
+  keys?: { id: string; name: string; keyPrefix: string; createdAt: string; expiresAt?: string | null }[];
+}
+export interface LiveKey {
+  id: string;
+  name: string;
+  keyPrefix: string;
+  createdAt: string;
+  expiresAt?: string | null;
+  client: string;
+  clientId: string;
+}
 
 /**
  * kms-sync's default overlap (plan/key-health.ts): with no overlap configured, a rotated-out key
@@ -204,15 +300,25 @@ const DEFAULT_OVERLAP_MS = 7 * 86_400_000;
 /** The secrets of a SOPS store file, decrypted with sops-age (not kms-sync's code): name → raw value. */
 export async function readSopsStore(storeFile: string, ageKeyFile: string): Promise<Record<string, string>> {
   if (!existsSync(storeFile) || statSync(storeFile).isDirectory() || !existsSync(ageKeyFile)) return {};
-  const identity = readFileSync(ageKeyFile, 'utf8').split('\n').find((l) => l.startsWith('AGE-SECRET-KEY-1'));
+  const identity = readFileSync(ageKeyFile, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('AGE-SECRET-KEY-1'));
   if (!identity) return {};
-  const decoded = (await decryptSops(readFileSync(storeFile, 'utf8'), { secretKey: identity, fileType: 'yaml' })) as { secrets?: Record<string, { value: string }> };
+  const decoded = (await decryptSops(readFileSync(storeFile, 'utf8'), { secretKey: identity, fileType: 'yaml' })) as {
+    secrets?: Record<string, { value: string }>;
+  };
   return Object.fromEntries(Object.entries(decoded.secrets ?? {}).map(([name, s]) => [name, s.value]));
 }
 
 // ------------------------------------------------------------------------------ kills and windows
 /** The windows a kill can land in (Trace.classify: from the pipeline points the processes passed). */
-export const KILL_WINDOWS = ['issued-not-journaled', 'journaled-not-stored', 'stored-not-cleared', 'revoke-sent', 'other'] as const;
+export const KILL_WINDOWS = [
+  'issued-not-journaled',
+  'journaled-not-stored',
+  'stored-not-cleared',
+  'revoke-sent',
+  'other',
+] as const;
 export type KillWindow = (typeof KILL_WINDOWS)[number];
 
 /** The KMS_SYNC_TEST_TRACE file: `<point> <pid>` lines, appended synchronously by every process. */
@@ -224,7 +330,13 @@ export class Trace {
   }
   private lines(): { point: string; pid: number }[] {
     if (!existsSync(this.file)) return [];
-    return readFileSync(this.file, 'utf8').split('\n').filter(Boolean).map((l) => { const [point, pid] = l.split(' '); return { point: point!, pid: Number(pid) }; });
+    return readFileSync(this.file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => {
+        const [point, pid] = l.split(' ');
+        return { point: point!, pid: Number(pid) };
+      });
   }
   /** Forget what is traced so far: `last` and `waitFor` look at what comes after. */
   mark() {
@@ -265,7 +377,8 @@ export class Trace {
   classify(aimed?: KillWindow, settledIssues = 0): KillWindow {
     const open = this.openWindows(settledIssues);
     if (aimed && open.has(aimed)) return aimed;
-    for (const w of ['revoke-sent', 'stored-not-cleared', 'journaled-not-stored', 'issued-not-journaled'] as const) if (open.has(w)) return w;
+    for (const w of ['revoke-sent', 'stored-not-cleared', 'journaled-not-stored', 'issued-not-journaled'] as const)
+      if (open.has(w)) return w;
     return 'other';
   }
   /** The first of `points` reached since `mark`, if any. */
@@ -296,7 +409,18 @@ export interface Figures {
 }
 
 export function newFigures(scenario: string, seed: number): Figures {
-  return { scenario, seed, runs: 0, kills: 0, killsByWindow: Object.fromEntries(KILL_WINDOWS.map((w) => [w, 0])) as Record<KillWindow, number>, keysIssued: 0, keysLost: 0, strays: 0, failures: [], notes: [] };
+  return {
+    scenario,
+    seed,
+    runs: 0,
+    kills: 0,
+    killsByWindow: Object.fromEntries(KILL_WINDOWS.map((w) => [w, 0])) as Record<KillWindow, number>,
+    keysIssued: 0,
+    keysLost: 0,
+    strays: 0,
+    failures: [],
+    notes: [],
+  };
 }
 
 export function formatFigures(f: Figures): string {
@@ -341,7 +465,14 @@ export interface InvariantInput {
   anySecret?: boolean;
 }
 
-export interface InvariantResult { problems: string[]; lost: number; strays: number; lostIds: string[]; strayIds: string[]; live: LiveKey[] }
+export interface InvariantResult {
+  problems: string[];
+  lost: number;
+  strays: number;
+  lostIds: string[];
+  strayIds: string[];
+  live: LiveKey[];
+}
 
 /**
  * The invariant, from the service's live keys and the store, independently of kms-sync's code.
@@ -356,7 +487,8 @@ export async function checkInvariant(i: InvariantInput): Promise<InvariantResult
   const lostIds: string[] = [];
   const strayIds: string[] = [];
   const live = (await i.emu.liveKeys(i.projectEnv)).filter((k) => !i.ownedClients || i.ownedClients(k.client));
-  const isReported = (k: LiveKey) => i.reported.includes(k.id) || new RegExp(`\\b${k.client}/${k.name}\\b`).test(i.reported);
+  const isReported = (k: LiveKey) =>
+    i.reported.includes(k.id) || new RegExp(`\\b${k.client}/${k.name}\\b`).test(i.reported);
   const groups = new Map<string, LiveKey[]>();
   for (const k of live) groups.set(`${k.client}/${k.name}`, [...(groups.get(`${k.client}/${k.name}`) ?? []), k]);
   for (const [addr, gens] of groups) {
@@ -366,38 +498,70 @@ export async function checkInvariant(i: InvariantInput): Promise<InvariantResult
       const current = w?.id ? k.id === w.id : n === gens.length - 1;
       if (w && current) {
         let raw = i.stored[w.secret];
-        if (i.anySecret && !raw?.startsWith(k.keyPrefix)) raw = Object.values(i.stored).find((v) => v.startsWith(k.keyPrefix)) ?? raw;
-        if (raw && raw.startsWith(k.keyPrefix) && (await i.emu.validates(i.projectEnv, k.clientId, k.name, raw))) continue;
+        if (i.anySecret && !raw?.startsWith(k.keyPrefix))
+          raw = Object.values(i.stored).find((v) => v.startsWith(k.keyPrefix)) ?? raw;
+        if (raw?.startsWith(k.keyPrefix) && (await i.emu.validates(i.projectEnv, k.clientId, k.name, raw))) continue;
         if (isReported(k)) continue;
         lostIds.push(k.id);
-        problems.push(`LOST: live key ${addr} (${k.id}) is wanted but the store ${raw ? 'holds another value' : 'holds nothing'} under ${w.secret}, and plan does not report it`);
-      } else if (w && !w.id && w.overlap && n === gens.length - 2 && (!i.everHeld || i.everHeld.has(k.keyPrefix) || isReported(k))) {
-        continue; // the overlap generation the configuration asked for
-      } else if (w && !w.id && !w.overlap && n < gens.length - 1 && k.expiresAt && Date.parse(k.expiresAt) <= Date.parse(gens[n + 1]!.createdAt) + DEFAULT_OVERLAP_MS + 60_000
-        && (!i.everHeld || i.everHeld.has(k.keyPrefix))) {
-        continue; // the default overlap: held until its replacement, expiring within 7 days of that
+        problems.push(
+          `LOST: live key ${addr} (${k.id}) is wanted but the store ${raw ? 'holds another value' : 'holds nothing'} under ${w.secret}, and plan does not report it`,
+        );
+      } else if (
+        w &&
+        !w.id &&
+        w.overlap &&
+        n === gens.length - 2 &&
+        (!i.everHeld || i.everHeld.has(k.keyPrefix) || isReported(k))
+      ) {
+      } else if (
+        w &&
+        !w.id &&
+        !w.overlap &&
+        n < gens.length - 1 &&
+        k.expiresAt &&
+        Date.parse(k.expiresAt) <= Date.parse(gens[n + 1]!.createdAt) + DEFAULT_OVERLAP_MS + 60_000 &&
+        (!i.everHeld || i.everHeld.has(k.keyPrefix))
+      ) {
       } else if (w && !w.id && w.overlap && n === gens.length - 2) {
         lostIds.push(k.id);
-        problems.push(`LOST: overlap generation ${addr} (${k.id}) was never held by any store, and plan does not report it`);
+        problems.push(
+          `LOST: overlap generation ${addr} (${k.id}) was never held by any store, and plan does not report it`,
+        );
       } else if (!isReported(k)) {
         strayIds.push(k.id);
-        const why = !w ? 'not in the configuration' : w.id ? `not the generation the state tracks (${w.id})`
-          : `an old generation (no overlap asked for${w.overlap ? ' beyond one' : ''}; expires ${k.expiresAt ?? 'never'}, replaced ${gens[n + 1]?.createdAt ?? '-'}${i.everHeld && !i.everHeld.has(k.keyPrefix) ? ', never held' : ''}), its raw value no longer held`;
+        const why = !w
+          ? 'not in the configuration'
+          : w.id
+            ? `not the generation the state tracks (${w.id})`
+            : `an old generation (no overlap asked for${w.overlap ? ' beyond one' : ''}; expires ${k.expiresAt ?? 'never'}, replaced ${gens[n + 1]?.createdAt ?? '-'}${i.everHeld && !i.everHeld.has(k.keyPrefix) ? ', never held' : ''}), its raw value no longer held`;
         problems.push(`STRAY: live key ${addr} (${k.id}) is ${why}, and plan does not report it`);
       }
     }
   }
-  for (const w of i.wanted) if (w.id && !live.some((k) => k.id === w.id)) problems.push(`MISSING: the tracked key ${w.client}/${w.key} (${w.id}) is not live`);
-  for (const w of i.wanted) if (!w.id && !groups.has(`${w.client}/${w.key}`) && !i.reported.includes(`${w.client}/${w.key}`)) problems.push(`MISSING: wanted key ${w.client}/${w.key} is not live and plan does not say so`);
+  for (const w of i.wanted)
+    if (w.id && !live.some((k) => k.id === w.id))
+      problems.push(`MISSING: the tracked key ${w.client}/${w.key} (${w.id}) is not live`);
+  for (const w of i.wanted)
+    if (!w.id && !groups.has(`${w.client}/${w.key}`) && !i.reported.includes(`${w.client}/${w.key}`))
+      problems.push(`MISSING: wanted key ${w.client}/${w.key} is not live and plan does not say so`);
   return { problems, lost: lostIds.length, strays: strayIds.length, lostIds, strayIds, live };
 }
 
 // --------------------------------------------------------------------------------- aimed kills
 /** Where a kill is aimed: at a random moment, or inside one window. */
 export type Aim = 'random' | Exclude<KillWindow, 'other'>;
-export const AIMS: Aim[] = ['random', 'issued-not-journaled', 'journaled-not-stored', 'stored-not-cleared', 'revoke-sent'];
+export const AIMS: Aim[] = [
+  'random',
+  'issued-not-journaled',
+  'journaled-not-stored',
+  'stored-not-cleared',
+  'revoke-sent',
+];
 
-const ISSUING = [['PUT', '/client/{client_uuid}'], ['POST', '/client']] as const;
+const ISSUING = [
+  ['PUT', '/client/{client_uuid}'],
+  ['POST', '/client'],
+] as const;
 const REVOKE = ['DELETE', '/client/{client_uuid}'] as const;
 
 /** The environment a run gets so that the aimed window stays open long enough to kill inside it. */
@@ -414,7 +578,10 @@ export function aimEnv(aim: Aim, holdMs = patient(2000)): Record<string, string>
  */
 export async function aimFaults(emus: Emulator[], aim: Aim, holdMs = 2000) {
   for (const emu of emus) {
-    if (aim === 'issued-not-journaled') await emu.faults(ISSUING.map(([method, route]) => ({ method, route, mode: 'delay-after-commit', delayMs: holdMs, times: 3 })));
+    if (aim === 'issued-not-journaled')
+      await emu.faults(
+        ISSUING.map(([method, route]) => ({ method, route, mode: 'delay-after-commit', delayMs: holdMs, times: 3 })),
+      );
     if (aim === 'revoke-sent') await emu.faults([{ method: REVOKE[0], route: REVOKE[1], mode: 'drop', times: 50 }]);
   }
 }
@@ -457,22 +624,41 @@ export async function aimAndKill(o: AimedKill): Promise<KillWindow | undefined> 
   if (o.aim === 'random') {
     const [lo, hi] = o.randomMs ?? [50, 2500];
     const end = Date.now() + o.r.int(lo, hi);
-    ready = await waitFor(() => Date.now() >= end || o.exited(), hi + 1000) && !o.exited();
+    ready = (await waitFor(() => Date.now() >= end || o.exited(), hi + 1000)) && !o.exited();
   } else if (o.aim === 'issued-not-journaled') {
-    ready = await waitFor(async () => o.exited() || (o.trace.seen(['issue-sent']) !== undefined && (await routeTotals(o.emus)).issued > before.issued), waitMs) && !o.exited();
+    ready =
+      (await waitFor(
+        async () =>
+          o.exited() ||
+          (o.trace.seen(['issue-sent']) !== undefined && (await routeTotals(o.emus)).issued > before.issued),
+        waitMs,
+      )) && !o.exited();
     if (ready) await sleep(o.r.int(0, 300));
   } else if (o.aim === 'journaled-not-stored' || o.aim === 'stored-not-cleared') {
-    ready = (await o.trace.waitFor([o.aim === 'journaled-not-stored' ? 'after-journal' : 'after-store'], waitMs, o.exited)) !== undefined && !o.exited();
+    ready =
+      (await o.trace.waitFor(
+        [o.aim === 'journaled-not-stored' ? 'after-journal' : 'after-store'],
+        waitMs,
+        o.exited,
+      )) !== undefined && !o.exited();
     if (ready) await sleep(o.r.int(0, 300));
   } else {
-    ready = await waitFor(async () => o.exited() || o.trace.seen(['before-revoke', 'revoke-sent']) !== undefined || (await routeTotals(o.emus)).revokes > before.revokes, waitMs) && !o.exited();
+    ready =
+      (await waitFor(
+        async () =>
+          o.exited() ||
+          o.trace.seen(['before-revoke', 'revoke-sent']) !== undefined ||
+          (await routeTotals(o.emus)).revokes > before.revokes,
+        waitMs,
+      )) && !o.exited();
     if (ready) await sleep(o.r.int(0, 100));
   }
   const pid = ready ? o.victim() : undefined;
   if (pid === undefined || o.exited()) return undefined;
   let landed = o.trace.classify(o.aim === 'random' ? undefined : o.aim);
   // The revoke points may not be traced (yet): the service seeing the DELETE is the evidence.
-  if (o.aim === 'revoke-sent' && landed !== 'revoke-sent' && (await routeTotals(o.emus)).revokes > before.revokes) landed = 'revoke-sent';
+  if (o.aim === 'revoke-sent' && landed !== 'revoke-sent' && (await routeTotals(o.emus)).revokes > before.revokes)
+    landed = 'revoke-sent';
   try {
     process.kill(pid, 'SIGKILL');
   } catch {
@@ -490,7 +676,14 @@ export async function aimAndKill(o: AimedKill): Promise<KillWindow | undefined> 
  * re-issue, on a revoke (of the lost key or of a superseded one), or at random after the drop.
  */
 export type LostAim = 'reissue-unsent' | Exclude<KillWindow, 'other'> | 'random';
-export const LOST_AIMS: LostAim[] = ['reissue-unsent', 'issued-not-journaled', 'journaled-not-stored', 'stored-not-cleared', 'revoke-sent', 'random'];
+export const LOST_AIMS: LostAim[] = [
+  'reissue-unsent',
+  'issued-not-journaled',
+  'journaled-not-stored',
+  'stored-not-cleared',
+  'revoke-sent',
+  'random',
+];
 
 /** The environment of a run whose first key-issuing response is dropped, aimed at `aim` after it. */
 export function lostResponseEnv(aim: LostAim, holdMs = 2000): Record<string, string> {
@@ -508,7 +701,8 @@ export async function lostResponseFaults(emus: Emulator[], aim: LostAim, holdMs 
   const [method, route] = ISSUING[0];
   const rules: unknown[] = [{ method, route, mode: 'drop-after-commit', times: 1 }];
   if (aim === 'reissue-unsent') rules.push({ method, route, mode: '429', retryAfterSeconds: 30, times: 1 });
-  if (aim === 'issued-not-journaled') rules.push({ method, route, mode: 'delay-after-commit', delayMs: holdMs, times: 1 });
+  if (aim === 'issued-not-journaled')
+    rules.push({ method, route, mode: 'delay-after-commit', delayMs: holdMs, times: 1 });
   for (const emu of emus) await emu.faults(rules);
 }
 
@@ -518,26 +712,39 @@ export async function lostResponseFaults(emus: Emulator[], aim: LostAim, holdMs 
  * after it, SIGKILLs the victim and returns the window the trace says the kill landed in;
  * undefined when the run ended before.
  */
-export async function killAfterLostResponse(o: Omit<AimedKill, 'aim' | 'randomMs'> & { aim: LostAim; before: { issued: number; revokes: number } }): Promise<KillWindow | undefined> {
+export async function killAfterLostResponse(
+  o: Omit<AimedKill, 'aim' | 'randomMs'> & { aim: LostAim; before: { issued: number; revokes: number } },
+): Promise<KillWindow | undefined> {
   const waitMs = o.waitMs ?? 60_000;
   const issues = () => o.trace.since().filter((l) => l.point === 'issue-sent').length;
-  const until = async (cond: () => Promise<boolean> | boolean) => (await waitFor(async () => o.exited() || (await cond()), waitMs)) && !o.exited();
+  const until = async (cond: () => Promise<boolean> | boolean) =>
+    (await waitFor(async () => o.exited() || (await cond()), waitMs)) && !o.exited();
   let ready: boolean;
   if (o.aim === 'random') ready = await until(async () => (await routeTotals(o.emus)).issued > o.before.issued);
   else if (o.aim === 'reissue-unsent') ready = await until(() => issues() >= 2);
-  else if (o.aim === 'issued-not-journaled') ready = await until(async () => issues() >= 2 && (await routeTotals(o.emus)).issued >= o.before.issued + 2);
+  else if (o.aim === 'issued-not-journaled')
+    ready = await until(async () => issues() >= 2 && (await routeTotals(o.emus)).issued >= o.before.issued + 2);
   else if (o.aim === 'revoke-sent') {
     // The first or the second revoke; one reached while a store write is still under way counts
     // in that window, so the kill waits for a revoke that is the last point passed.
     const nth = o.r.int(1, 2);
-    ready = await until(() => o.trace.since().filter((l) => l.point === 'revoke-sent').length >= nth && o.trace.last() === 'revoke-sent');
-  }
-  else ready = await until(() => issues() >= 2 && o.trace.seen([o.aim === 'journaled-not-stored' ? 'after-journal' : 'after-store']) !== undefined);
+    ready = await until(
+      () => o.trace.since().filter((l) => l.point === 'revoke-sent').length >= nth && o.trace.last() === 'revoke-sent',
+    );
+  } else
+    ready = await until(
+      () =>
+        issues() >= 2 &&
+        o.trace.seen([o.aim === 'journaled-not-stored' ? 'after-journal' : 'after-store']) !== undefined,
+    );
   if (ready) await sleep(o.aim === 'random' ? o.r.int(0, 600) : o.r.int(0, 150));
   const pid = ready ? o.victim() : undefined;
   if (pid === undefined || o.exited()) return undefined;
   // Once the re-issue is on its way, the dropped request is settled (its key recorded as an orphan).
-  let landed = o.trace.classify(o.aim === 'random' ? undefined : o.aim === 'reissue-unsent' ? 'issued-not-journaled' : o.aim, issues() >= 2 ? 1 : 0);
+  const landed = o.trace.classify(
+    o.aim === 'random' ? undefined : o.aim === 'reissue-unsent' ? 'issued-not-journaled' : o.aim,
+    issues() >= 2 ? 1 : 0,
+  );
   try {
     process.kill(pid, 'SIGKILL');
   } catch {
@@ -554,7 +761,9 @@ export function supersededLive(live: LiveKey[], superseded: { id: string; client
   return superseded.flatMap((s) => {
     const k = live.find((x) => x.id === s.id);
     if (!k) return [];
-    const newer = live.some((x) => x.client === k.client && x.name === k.name && x.id !== k.id && x.createdAt > k.createdAt);
+    const newer = live.some(
+      (x) => x.client === k.client && x.name === k.name && x.id !== k.id && x.createdAt > k.createdAt,
+    );
     return newer ? [k] : [];
   });
 }

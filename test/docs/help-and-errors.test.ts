@@ -17,7 +17,14 @@ function anchorExists(file: string, anchor: string): boolean {
 }
 
 /** The entries of docs/troubleshooting.md the common errors must keep naming. */
-const COMMON = ['connection-refused', 'authentication-failed', 'run-lock-held', 'store-holds-another-services-secrets', 'local-store-refused-in-ci', 'owner-id-moved'];
+const COMMON = [
+  'connection-refused',
+  'authentication-failed',
+  'run-lock-held',
+  'store-holds-another-services-secrets',
+  'local-store-refused-in-ci',
+  'owner-id-moved',
+];
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -28,49 +35,72 @@ function sourceFiles(dir: string): string[] {
 }
 
 describe('--help ends with its docs page', () => {
-  it('for every command and subcommand, a file of the package and a heading of it', async () => {
-    const top = await runCli(['--help']);
-    const names = [...top.stdout.slice(top.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help');
-    expect(names).toEqual(expect.arrayContaining(['plan', 'apply', 'drift', 'secrets', 'emulator', 'provider']));
-    const problems: string[] = [];
-    const subcommands = (help: string) =>
-      help.includes('Commands:') ? [...help.slice(help.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((n) => n !== 'help') : [];
-    const queue: string[][] = [[], ...names.map((n) => [n])];
-    const seen: string[] = [];
-    for (let cmd = queue.shift(); cmd; cmd = queue.shift()) {
-      const r = await runCli([...cmd, '--help']);
-      seen.push(cmd.join(' '));
-      if (cmd.length === 1) queue.push(...subcommands(r.stdout).map((sub) => [...cmd!, sub]));
-      const last = r.stdout.trimEnd().split('\n').at(-1)!;
-      const m = /^Docs: (\/\S+?)(?:#([a-z0-9-]+))?$/.exec(last);
-      const what = `kms-sync ${[...cmd, '--help'].join(' ')}`;
-      if (!m) { problems.push(`${what}: last line is ${JSON.stringify(last)}`); continue; }
-      const [, file, anchor] = m;
-      if (!file!.startsWith(repoRoot + path.sep) || !existsSync(file!)) problems.push(`${what}: ${file} is not a file of the package`);
-      else if (anchor && !anchorExists(file!, anchor)) problems.push(`${what}: no heading #${anchor} in ${path.relative(repoRoot, file!)}`);
-    }
-    expect(seen).toEqual(expect.arrayContaining(['secrets list', 'secrets flush', 'provider install']));
-    expect(problems).toEqual([]);
-  }, patient(120_000));
+  it(
+    'for every command and subcommand, a file of the package and a heading of it',
+    async () => {
+      const top = await runCli(['--help']);
+      const names = [...top.stdout.slice(top.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)]
+        .map((m) => m[1]!)
+        .filter((n) => n !== 'help');
+      expect(names).toEqual(expect.arrayContaining(['plan', 'apply', 'drift', 'secrets', 'emulator', 'provider']));
+      const problems: string[] = [];
+      const subcommands = (help: string) =>
+        help.includes('Commands:')
+          ? [...help.slice(help.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)]
+              .map((m) => m[1]!)
+              .filter((n) => n !== 'help')
+          : [];
+      const queue: string[][] = [[], ...names.map((n) => [n])];
+      const seen: string[] = [];
+      for (let cmd = queue.shift(); cmd; cmd = queue.shift()) {
+        const r = await runCli([...cmd, '--help']);
+        seen.push(cmd.join(' '));
+        if (cmd.length === 1) queue.push(...subcommands(r.stdout).map((sub) => [...cmd!, sub]));
+        const last = r.stdout.trimEnd().split('\n').at(-1)!;
+        const m = /^Docs: (\/\S+?)(?:#([a-z0-9-]+))?$/.exec(last);
+        const what = `kms-sync ${[...cmd, '--help'].join(' ')}`;
+        if (!m) {
+          problems.push(`${what}: last line is ${JSON.stringify(last)}`);
+          continue;
+        }
+        const [, file, anchor] = m;
+        if (!file!.startsWith(repoRoot + path.sep) || !existsSync(file!))
+          problems.push(`${what}: ${file} is not a file of the package`);
+        else if (anchor && !anchorExists(file!, anchor))
+          problems.push(`${what}: no heading #${anchor} in ${path.relative(repoRoot, file!)}`);
+      }
+      expect(seen).toEqual(expect.arrayContaining(['secrets list', 'secrets flush', 'provider install']));
+      expect(problems).toEqual([]);
+    },
+    patient(120_000),
+  );
 });
 
 describe('--help lists what a command reads from the environment', () => {
-  it('apply, plan and secrets list name the age identity, CI and the store credentials; every name listed is read by src/', async () => {
-    const sources = sourceFiles(path.join(repoRoot, 'src')).map((f) => readFileSync(f, 'utf8')).join('\n');
-    const problems: string[] = [];
-    for (const cmd of [['apply'], ['plan'], ['rotate'], ['drift'], ['validate'], ['secrets', 'list']]) {
-      const help = (await runCli([...cmd, '--help'])).stdout;
-      const env = help.slice(help.indexOf('Environment:'), help.indexOf('Exit codes:'));
-      for (const name of new Set(env.match(/\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bCI\b/g) ?? [])) {
-        // Read by our code, or by a cloud SDK we hand the environment to (their chains: AWS_*, AZURE_*, GOOGLE_*).
-        if (!sources.includes(name) && !/^(AWS|AZURE|GOOGLE)_/.test(name)) problems.push(`${cmd.join(' ')} --help: ${name} is not read anywhere in src/`);
+  it(
+    'apply, plan and secrets list name the age identity, CI and the store credentials; every name listed is read by src/',
+    async () => {
+      const sources = sourceFiles(path.join(repoRoot, 'src'))
+        .map((f) => readFileSync(f, 'utf8'))
+        .join('\n');
+      const problems: string[] = [];
+      for (const cmd of [['apply'], ['plan'], ['rotate'], ['drift'], ['validate'], ['secrets', 'list']]) {
+        const help = (await runCli([...cmd, '--help'])).stdout;
+        const env = help.slice(help.indexOf('Environment:'), help.indexOf('Exit codes:'));
+        for (const name of new Set(env.match(/\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bCI\b/g) ?? [])) {
+          // Read by our code, or by a cloud SDK we hand the environment to (their chains: AWS_*, AZURE_*, GOOGLE_*).
+          if (!sources.includes(name) && !/^(AWS|AZURE|GOOGLE)_/.test(name))
+            problems.push(`${cmd.join(' ')} --help: ${name} is not read anywhere in src/`);
+        }
+        if (cmd[0] !== 'validate') expect(env, cmd.join(' ')).toContain('SOPS_AGE_KEY_FILE');
       }
-      if (cmd[0] !== 'validate') expect(env, cmd.join(' ')).toContain('SOPS_AGE_KEY_FILE');
-    }
-    const apply = (await runCli(['apply', '--help'])).stdout;
-    for (const name of ['CI ', 'VAULT_TOKEN', 'KMS_SYNC_ENV_ALLOW', 'KMS_SYNC_ALLOW_LOCAL_STORE', 'KMS_SYNC_TARGET']) expect(apply).toContain(name);
-    expect(problems).toEqual([]);
-  }, patient(60_000));
+      const apply = (await runCli(['apply', '--help'])).stdout;
+      for (const name of ['CI ', 'VAULT_TOKEN', 'KMS_SYNC_ENV_ALLOW', 'KMS_SYNC_ALLOW_LOCAL_STORE', 'KMS_SYNC_TARGET'])
+        expect(apply).toContain(name);
+      expect(problems).toEqual([]);
+    },
+    patient(60_000),
+  );
 });
 
 describe('error messages name their docs', () => {
@@ -88,7 +118,10 @@ describe('error messages name their docs', () => {
       }
     }
     expect(broken).toEqual([]);
-    expect(COMMON.filter((a) => !named.includes(a)), 'entries no error message names any more').toEqual([]);
+    expect(
+      COMMON.filter((a) => !named.includes(a)),
+      'entries no error message names any more',
+    ).toEqual([]);
   });
 
   describe('as the built CLI prints them', () => {
@@ -97,30 +130,43 @@ describe('error messages name their docs', () => {
     let dir: string;
     beforeAll(async () => {
       emu = await startEmulator({ port: 0, apiKeys: [KEY] });
-      dir = workspace({ 'kms-sync.yaml': 'apiVersion: kms-sync/v1\nprojects:\n  - slug: shop\n    name: Shop\n    environments:\n      - type: staging\n        url: https://s.example\n' });
+      dir = workspace({
+        'kms-sync.yaml':
+          'apiVersion: kms-sync/v1\nprojects:\n  - slug: shop\n    name: Shop\n    environments:\n      - type: staging\n        url: https://s.example\n',
+      });
     });
     afterAll(async () => {
       await emu?.close();
       if (dir) rmSync(dir, { recursive: true, force: true });
     });
 
-    it('connection refused, and a refused credential', async () => {
-      // A port that was free a moment ago: nothing listens there.
-      const port = await new Promise<number>((resolve) => {
-        const s = createServer().listen(0, '127.0.0.1', () => {
-          const p = (s.address() as { port: number }).port;
-          s.close(() => resolve(p));
+    it(
+      'connection refused, and a refused credential',
+      async () => {
+        // A port that was free a moment ago: nothing listens there.
+        const port = await new Promise<number>((resolve) => {
+          const s = createServer().listen(0, '127.0.0.1', () => {
+            const p = (s.address() as { port: number }).port;
+            s.close(() => resolve(p));
+          });
         });
-      });
-      const refused = await runCli(['plan'], { cwd: dir, env: { KMS_API_URL: `http://127.0.0.1:${port}/api/v1`, KMS_API_KEY: KEY } });
-      expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain('connection refused');
-      expect(refused.stderr).toContain('docs/troubleshooting.md#connection-refused');
+        const refused = await runCli(['plan'], {
+          cwd: dir,
+          env: { KMS_API_URL: `http://127.0.0.1:${port}/api/v1`, KMS_API_KEY: KEY },
+        });
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toContain('connection refused');
+        expect(refused.stderr).toContain('docs/troubleshooting.md#connection-refused');
 
-      const auth = await runCli(['plan'], { cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: 'sk_test_notthisservice99' } });
-      expect(auth.code).toBe(1);
-      expect(auth.stderr).toContain('401');
-      expect(auth.stderr).toContain('docs/troubleshooting.md#authentication-failed');
-    }, patient(60_000));
+        const auth = await runCli(['plan'], {
+          cwd: dir,
+          env: { KMS_API_URL: emu.url, KMS_API_KEY: 'sk_test_notthisservice99' },
+        });
+        expect(auth.code).toBe(1);
+        expect(auth.stderr).toContain('401');
+        expect(auth.stderr).toContain('docs/troubleshooting.md#authentication-failed');
+      },
+      patient(60_000),
+    );
   });
 });

@@ -5,10 +5,18 @@ import path from 'node:path';
 
 /** The languages whose blocks must carry a marker, by the family the test checks them as. */
 export const CHECKED_LANGUAGES: Record<string, Family> = {
-  yaml: 'yaml', yml: 'yaml',
-  hcl: 'hcl', terraform: 'hcl', tf: 'hcl',
-  ts: 'ts', typescript: 'ts',
-  sh: 'sh', bash: 'sh', shell: 'sh', console: 'sh', zsh: 'sh',
+  yaml: 'yaml',
+  yml: 'yaml',
+  hcl: 'hcl',
+  terraform: 'hcl',
+  tf: 'hcl',
+  ts: 'ts',
+  typescript: 'ts',
+  sh: 'sh',
+  bash: 'sh',
+  shell: 'sh',
+  console: 'sh',
+  zsh: 'sh',
 };
 export type Family = 'yaml' | 'hcl' | 'ts' | 'sh';
 
@@ -57,7 +65,13 @@ export function fencedBlocks(file: string, text: string): Block[] {
     }
     const above = i > 0 ? lines[i - 1]!.trim() : '';
     const m = MARKER.exec(above);
-    const block: Block = { file, line: i + 1, lang: (info ?? '').toLowerCase(), marker: m?.[1], text: body.join('\n') + '\n' };
+    const block: Block = {
+      file,
+      line: i + 1,
+      lang: (info ?? '').toLowerCase(),
+      marker: m?.[1],
+      text: body.join('\n') + '\n',
+    };
     if (!m && MARKER_LIKE.test(above)) block.badMarker = above;
     if (m && m[1] !== 'run' && m[1] !== 'illustration') block.badMarker = above;
     blocks.push(block);
@@ -111,7 +125,10 @@ export function anchors(text: string): Set<string> {
       if (f && t.startsWith(fence) && t.replace(/[`~]/g, '') === '') fence = undefined;
       continue;
     }
-    if (f) { fence = f; continue; }
+    if (f) {
+      fence = f;
+      continue;
+    }
     const m = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(l);
     if (!m) continue;
     const base = slug(m[1]!.replace(/`/g, '')); // code in a heading keeps its words
@@ -123,7 +140,11 @@ export function anchors(text: string): Set<string> {
   return out;
 }
 
-export interface Link { file: string; line: number; target: string }
+export interface Link {
+  file: string;
+  line: number;
+  target: string;
+}
 
 /** Relative links of a page: [text](target) outside code; absolute URLs and mailto: are left out. */
 export function relativeLinks(file: string, text: string): Link[] {

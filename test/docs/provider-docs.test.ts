@@ -22,7 +22,11 @@ describe('provider pages in the registry layout', () => {
 
   it('have a page, an example and (resources) an import id the provider parses, for every type', () => {
     const pages = generate(schema);
-    const groups = [['resources', 'resource', schema.resource_schemas], ['data-sources', 'data', schema.data_source_schemas], ['ephemeral-resources', 'ephemeral', schema.ephemeral_resource_schemas ?? {}]] as const;
+    const groups = [
+      ['resources', 'resource', schema.resource_schemas],
+      ['data-sources', 'data', schema.data_source_schemas],
+      ['ephemeral-resources', 'ephemeral', schema.ephemeral_resource_schemas ?? {}],
+    ] as const;
     for (const [dir, keyword, types] of groups) {
       for (const type of Object.keys(types)) {
         const text = pages.get(`${dir}/${type.replace(/^kms_/, '')}.md`);
@@ -41,7 +45,13 @@ describe('provider pages in the registry layout', () => {
   it('follows the schema: a changed description, a write-only argument', () => {
     const changed = structuredClone(schema);
     changed.resource_schemas.kms_project!.block.attributes!.name!.description = 'Changed here.';
-    changed.resource_schemas.kms_project!.block.attributes!.note_wo = { type: 'string', optional: true, sensitive: true, write_only: true, description: 'A write-only note.' };
+    changed.resource_schemas.kms_project!.block.attributes!.note_wo = {
+      type: 'string',
+      optional: true,
+      sensitive: true,
+      write_only: true,
+      description: 'A write-only note.',
+    };
     const page = generate(changed).get('resources/project.md')!;
     expect(page).toContain('- `name` (String) Changed here.');
     expect(page).toContain('- `note_wo` (String, Sensitive, Write-only) A write-only note.');
@@ -49,23 +59,35 @@ describe('provider pages in the registry layout', () => {
 
   it('quotes blocks as the example files hold them', () => {
     const block = exampleBlock('examples/terraform/ephemeral/main.tf', 'ephemeral', 'kms_key_secret')!;
-    expect(readFileSync(path.join(repoRoot, 'examples', 'terraform', 'ephemeral', 'main.tf'), 'utf8')).toContain(block.text);
+    expect(readFileSync(path.join(repoRoot, 'examples', 'terraform', 'ephemeral', 'main.tf'), 'utf8')).toContain(
+      block.text,
+    );
     expect(block.name).toBe('globex_primary');
   });
 
   const terraform = terraformOrSkip();
-  it.skipIf(skipWhen(!terraform, `test/docs/provider-docs.test.ts (example configurations): ${NO_TERRAFORM}`))('example configurations that no other test applies pass terraform validate', async () => {
-    const root = workspace();
-    const tf = offlineTerraform(terraform!, root, { url: 'http://127.0.0.1:9/api/v1', apiKey: 'sk_test_docs0000000000' });
-    const problems: string[] = [];
-    for (const example of ['data-sources', 'ephemeral']) {
-      const dir = path.join(root, example);
-      mkdirSync(dir);
-      writeFileSync(path.join(dir, 'main.tf'), readFileSync(path.join(repoRoot, 'examples', 'terraform', example, 'main.tf')));
-      const init = await tf.run(dir, ['init', '-backend=false', '-input=false', '-no-color']);
-      const v = init.code === 0 ? await tf.run(dir, ['validate', '-no-color']) : init;
-      if (v.code !== 0) problems.push(`examples/terraform/${example}: ${v.stderr || v.stdout}`);
-    }
-    expect(problems).toEqual([]);
-  }, patient(120_000));
+  it.skipIf(skipWhen(!terraform, `test/docs/provider-docs.test.ts (example configurations): ${NO_TERRAFORM}`))(
+    'example configurations that no other test applies pass terraform validate',
+    async () => {
+      const root = workspace();
+      const tf = offlineTerraform(terraform!, root, {
+        url: 'http://127.0.0.1:9/api/v1',
+        apiKey: 'sk_test_docs0000000000',
+      });
+      const problems: string[] = [];
+      for (const example of ['data-sources', 'ephemeral']) {
+        const dir = path.join(root, example);
+        mkdirSync(dir);
+        writeFileSync(
+          path.join(dir, 'main.tf'),
+          readFileSync(path.join(repoRoot, 'examples', 'terraform', example, 'main.tf')),
+        );
+        const init = await tf.run(dir, ['init', '-backend=false', '-input=false', '-no-color']);
+        const v = init.code === 0 ? await tf.run(dir, ['validate', '-no-color']) : init;
+        if (v.code !== 0) problems.push(`examples/terraform/${example}: ${v.stderr || v.stdout}`);
+      }
+      expect(problems).toEqual([]);
+    },
+    patient(120_000),
+  );
 });

@@ -12,12 +12,21 @@ describe('configuration reference', () => {
 
   it('lists every field of every object with its description, and follows a changed description', () => {
     const schema = {
-      title: 't', type: 'object', required: ['a'],
+      title: 't',
+      type: 'object',
+      required: ['a'],
       properties: {
         a: { type: 'string', description: 'First <field>.', examples: ['x'] },
         things: { type: 'array', items: { $ref: '#/definitions/thing' } },
       },
-      definitions: { thing: { title: 'Thing', type: 'object', description: 'A thing.', properties: { n: { type: 'integer', minimum: 1, description: 'How many.' } } } },
+      definitions: {
+        thing: {
+          title: 'Thing',
+          type: 'object',
+          description: 'A thing.',
+          properties: { n: { type: 'integer', minimum: 1, description: 'How many.' } },
+        },
+      },
     };
     const out = renderReference(schema);
     expect(out).toContain('| `a` | string | yes | First &lt;field&gt;. Example: `x`. |');

@@ -23,9 +23,33 @@ describe('classifyDrift', () => {
       ['expiring', 'key.shop-production/globex/primary', 'rotate'],
     ]);
     expect(r.items[0]!.fields).toEqual([{ path: 'ipWhitelist', before: ['0.0.0.0/0'], after: ['10.0.0.0/8'] }]);
-    expect(r.summary).toMatchObject({ total: 8, changed_outside: 2, missing: 2, unmanaged: 2, secret_missing: 1, expiring: 1, ignored: 0 });
-    expect(r.summary.byEnv['shop-production']).toEqual({ total: 5, changed_outside: 2, pending: 0, missing: 1, unmanaged: 1, secret_missing: 0, expiring: 1 });
-    expect(r.summary.byEnv['shop-staging']).toEqual({ total: 3, changed_outside: 0, pending: 0, missing: 1, unmanaged: 1, secret_missing: 1, expiring: 0 });
+    expect(r.summary).toMatchObject({
+      total: 8,
+      changed_outside: 2,
+      missing: 2,
+      unmanaged: 2,
+      secret_missing: 1,
+      expiring: 1,
+      ignored: 0,
+    });
+    expect(r.summary.byEnv['shop-production']).toEqual({
+      total: 5,
+      changed_outside: 2,
+      pending: 0,
+      missing: 1,
+      unmanaged: 1,
+      secret_missing: 0,
+      expiring: 1,
+    });
+    expect(r.summary.byEnv['shop-staging']).toEqual({
+      total: 3,
+      changed_outside: 0,
+      pending: 0,
+      missing: 1,
+      unmanaged: 1,
+      secret_missing: 1,
+      expiring: 0,
+    });
   });
 
   it('treats rotate operations as their key-finding category, without findings too, and skips forced rotations', () => {
@@ -37,8 +61,20 @@ describe('classifyDrift', () => {
         op({ address: 'key.shop-production/d/k', action: 'delete', actionReason: 'delete_rotated_out' }),
       ],
       keyFindings: [
-        { address: 'key.shop-production/a/k', projectEnv: 'shop-production', finding: 'secret_missing', detail: 'not in its store', rotationPlanned: true },
-        { address: 'key.shop-production/e/k', projectEnv: 'shop-production', finding: 'expired', detail: 'expired on …', rotationPlanned: false },
+        {
+          address: 'key.shop-production/a/k',
+          projectEnv: 'shop-production',
+          finding: 'secret_missing',
+          detail: 'not in its store',
+          rotationPlanned: true,
+        },
+        {
+          address: 'key.shop-production/e/k',
+          projectEnv: 'shop-production',
+          finding: 'expired',
+          detail: 'expired on …',
+          rotationPlanned: false,
+        },
       ],
     });
     const r = classifyDrift(plan);
@@ -59,15 +95,18 @@ describe('classifyDrift', () => {
 });
 
 describe('.kmsignore', () => {
-  const rules = parseIgnore([
-    '# accepted drift',
-    'client.shop-staging/*            # any client of staging',
-    'endpoint.*/GET:/sdk/**',
-    'client.shop-production/globex:metadata',
-    'key.*/*/*:expiresAt',
-    'endpoint.shop-production/POST:/v1/orders:cancel',
-    '',
-  ].join('\n'), '.kmsignore');
+  const rules = parseIgnore(
+    [
+      '# accepted drift',
+      'client.shop-staging/*            # any client of staging',
+      'endpoint.*/GET:/sdk/**',
+      'client.shop-production/globex:metadata',
+      'key.*/*/*:expiresAt',
+      'endpoint.shop-production/POST:/v1/orders:cancel',
+      '',
+    ].join('\n'),
+    '.kmsignore',
+  );
 
   it('parses addresses, field paths and comments; a colon in an endpoint path stays in the address', () => {
     expect(rules.rules.map((r) => [r.line, r.address, r.field])).toEqual([
@@ -93,18 +132,36 @@ describe('.kmsignore', () => {
   it('counts ignored items and fields instead of dropping them, and lists rules that matched nothing', () => {
     const plan = makePlan({
       operations: [
-        op({ address: 'client.shop-production/globex', action: 'update', changes: [
-          { path: 'ipWhitelist', before: [], after: ['10.0.0.0/8'] }, { path: 'metadata.team', before: 'a', after: 'b' },
-        ] }),
+        op({
+          address: 'client.shop-production/globex',
+          action: 'update',
+          changes: [
+            { path: 'ipWhitelist', before: [], after: ['10.0.0.0/8'] },
+            { path: 'metadata.team', before: 'a', after: 'b' },
+          ],
+        }),
         op({ address: 'client.shop-staging/old', action: 'delete' }),
-        op({ address: 'key.shop-production/globex/primary', action: 'update', changes: [{ path: 'expiresAt', before: null, after: '2030-01-01T00:00:00Z' }] }),
+        op({
+          address: 'key.shop-production/globex/primary',
+          action: 'update',
+          changes: [{ path: 'expiresAt', before: null, after: '2030-01-01T00:00:00Z' }],
+        }),
       ],
-      unmanaged: [{ address: 'endpoint.shop-production/GET:/sdk/x', kind: 'endpoint', projectEnv: 'shop-production', note: 'kept' }],
+      unmanaged: [
+        {
+          address: 'endpoint.shop-production/GET:/sdk/x',
+          kind: 'endpoint',
+          projectEnv: 'shop-production',
+          note: 'kept',
+        },
+      ],
     });
     const r = classifyDrift(plan, rules);
     expect(pairs(r)).toEqual([['changed_outside', 'client.shop-production/globex', 'update']]);
     expect(r.items[0]!.fields.map((f) => f.path)).toEqual(['ipWhitelist']);
-    expect(r.items[0]!.ignoredFields).toEqual([{ path: 'metadata.team', rule: '.kmsignore:4: client.shop-production/globex:metadata' }]);
+    expect(r.items[0]!.ignoredFields).toEqual([
+      { path: 'metadata.team', rule: '.kmsignore:4: client.shop-production/globex:metadata' },
+    ]);
     expect(r.summary).toMatchObject({ total: 1, ignored: 3, ignoredFields: 1 });
     expect(r.ignored.map((i) => [i.address, i.rule])).toEqual([
       ['key.shop-production/globex/primary', '.kmsignore:5: key.*/*/*:expiresAt'],

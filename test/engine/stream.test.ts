@@ -24,33 +24,49 @@ afterAll(async () => {
 });
 
 describe('the streamed plan is the whole plan', () => {
-  it('on random fleets, in every output', async () => {
-    const now = new Date('2026-11-27T12:00:00Z');
-    const conn = connect({ url: emu.url, parallelism: 4 }, { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY });
-    let compared = 0;
-    let withWarnings = 0;
-    let withOps = 0;
-    try {
-      for (let seed = 1; seed <= 8; seed++) {
-        const dir = scratchDir();
-        const file = path.join(dir, 'kms-sync.yaml');
-        writeFileSync(file, randomFleet(seed, `s${seed}`, (req) => emu.service.seed(req)));
-        const cfg = await loadConfig({ file: [file], env: [] }, undefined, () => undefined);
-        const o: PlanOptions = { prune: seed % 3 === 0, baseDir: cfg.baseDir, policy: cfg.policy, secretCheck: false, forSaving: true, leaving: cfg.leaving, now, notice: () => undefined };
-        const whole = await planForWhole(conn, cfg.desired, o);
-        emu.resetCounts();
-        const streamed = await planFor(conn, cfg.desired, o);
-        expectSame(outputs(streamed.plan), outputs(whole.plan), `seed ${seed}`);
-        compared++;
-        if (whole.plan.warnings.length > 1) withWarnings++;
-        if (whole.plan.operations.length > 0) withOps++;
+  it(
+    'on random fleets, in every output',
+    async () => {
+      const now = new Date('2026-11-27T12:00:00Z');
+      const conn = connect({ url: emu.url, parallelism: 4 }, { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY });
+      let compared = 0;
+      let withWarnings = 0;
+      let withOps = 0;
+      try {
+        for (let seed = 1; seed <= 8; seed++) {
+          const dir = scratchDir();
+          const file = path.join(dir, 'kms-sync.yaml');
+          writeFileSync(
+            file,
+            randomFleet(seed, `s${seed}`, (req) => emu.service.seed(req)),
+          );
+          const cfg = await loadConfig({ file: [file], env: [] }, undefined, () => undefined);
+          const o: PlanOptions = {
+            prune: seed % 3 === 0,
+            baseDir: cfg.baseDir,
+            policy: cfg.policy,
+            secretCheck: false,
+            forSaving: true,
+            leaving: cfg.leaving,
+            now,
+            notice: () => undefined,
+          };
+          const whole = await planForWhole(conn, cfg.desired, o);
+          emu.resetCounts();
+          const streamed = await planFor(conn, cfg.desired, o);
+          expectSame(outputs(streamed.plan), outputs(whole.plan), `seed ${seed}`);
+          compared++;
+          if (whole.plan.warnings.length > 1) withWarnings++;
+          if (whole.plan.operations.length > 0) withOps++;
+        }
+      } finally {
+        await conn.api.close();
       }
-    } finally {
-      await conn.api.close();
-    }
-    // The fleets did exercise the merge: several warnings and operations to order.
-    expect(compared).toBe(8);
-    expect(withWarnings).toBeGreaterThan(1);
-    expect(withOps).toBeGreaterThan(4);
-  }, patient(120_000));
+      // The fleets did exercise the merge: several warnings and operations to order.
+      expect(compared).toBe(8);
+      expect(withWarnings).toBeGreaterThan(1);
+      expect(withOps).toBeGreaterThan(4);
+    },
+    patient(120_000),
+  );
 });

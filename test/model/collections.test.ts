@@ -4,7 +4,7 @@ import { sortInPlace } from '../../src/model/index.js';
 // A small deterministic generator: the same lists on every run.
 function lists(seed: number, count: number, maxLength: number): { key: number; tag: number }[][] {
   let s = seed;
-  const next = () => ((s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const next = () => (s = (s * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const out: { key: number; tag: number }[][] = [];
   for (let n = 0; n < count; n++) {
     const length = Math.floor(next() * (maxLength + 1));

@@ -3,7 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { cutLongValues, guardOutput, printable, quoted } from '../../src/model/printable.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { credentialValues, holdsCredential, isCredentialEnvName, leadsToCredential, redactCredentials, registerSecret } from '../../src/model/redact.js';
+import {
+  credentialValues,
+  holdsCredential,
+  isCredentialEnvName,
+  leadsToCredential,
+  redactCredentials,
+  registerSecret,
+} from '../../src/model/redact.js';
 import { redactReport } from '../../src/report/redact.js';
 import { safeUriForMessage } from '../../src/secrets/store.js';
 import { repoRoot } from '../support/cli.js';
@@ -12,7 +19,14 @@ const KEY = 'sk_live_' + 'Abc123'.repeat(4);
 const TOKEN = 'ghs_' + 'T0k'.repeat(10);
 
 describe('redaction by value', () => {
-  const env = { KMS_API_KEY: KEY, GITHUB_TOKEN: TOKEN, MY_SERVICE_PASSWORD: 'hunter2hunter2', VAULT_ADDR: 'https://u:p4ss%40w0rd@vault.example', HOME: '/home/someone', CI: 'true' };
+  const env = {
+    KMS_API_KEY: KEY,
+    GITHUB_TOKEN: TOKEN,
+    MY_SERVICE_PASSWORD: 'hunter2hunter2',
+    VAULT_ADDR: 'https://u:p4ss%40w0rd@vault.example',
+    HOME: '/home/someone',
+    CI: 'true',
+  };
 
   it('masks every known credential, also embedded in longer strings and in JSON or URL spelling', () => {
     const text = `x${KEY}y ${TOKEN.slice(0, 4)}-${TOKEN}z "hunter2hunter2" p4ss%40w0rd p4ss@w0rd ${JSON.stringify('hunter2hunter2')}`;
@@ -27,32 +41,71 @@ describe('redaction by value', () => {
   });
 
   it('masks by shape what it does not know by value', () => {
-    expect(redactCredentials(`a glpat-${'x'.repeat(20)} b ghp_${'y'.repeat(36)} c kmsc_${'z'.repeat(43)}`, {})).toBe('a [REDACTED GitLab token] b [REDACTED GitHub token] c kmsc_[REDACTED]');
-    expect(redactCredentials(`id-xsk_live_${'Q1'.repeat(8)}-end risk_test_suite`, {})).toBe('id-xsk_live_[REDACTED]-end risk_test_suite');
-    expect(redactCredentials('{"private_key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}', {})).toBe('{"private_key":"[REDACTED private key]\\n"}');
+    expect(redactCredentials(`a glpat-${'x'.repeat(20)} b ghp_${'y'.repeat(36)} c kmsc_${'z'.repeat(43)}`, {})).toBe(
+      'a [REDACTED GitLab token] b [REDACTED GitHub token] c kmsc_[REDACTED]',
+    );
+    expect(redactCredentials(`id-xsk_live_${'Q1'.repeat(8)}-end risk_test_suite`, {})).toBe(
+      'id-xsk_live_[REDACTED]-end risk_test_suite',
+    );
+    expect(
+      redactCredentials('{"private_key":"-----BEGIN PRIVATE KEY-----\\nMIIE\\n-----END PRIVATE KEY-----\\n"}', {}),
+    ).toBe('{"private_key":"[REDACTED private key]\\n"}');
   });
 
   it('writes every redacted value one way: [REDACTED] or [REDACTED what], after a prefix that is no secret', () => {
     const text = `${KEY} sk_test_abcdEFGH1234 kmsc_${'z'.repeat(43)} AGE-SECRET-KEY-1QQQQQQQQQQ glpat-${'x'.repeat(20)}`;
     const marker = /\[REDACTED(?: [A-Za-z_ ]+)?\]/g;
-    for (const out of [redactCredentials(text, env), redactReport(text), safeUriForMessage('vault://user:hunter2hunter2@vault.example/kv')]) {
+    for (const out of [
+      redactCredentials(text, env),
+      redactReport(text),
+      safeUriForMessage('vault://user:hunter2hunter2@vault.example/kv'),
+    ]) {
       expect(out.match(marker)?.length, out).toBeGreaterThan(0);
       expect(out.replace(marker, ''), out).not.toMatch(/redacted|\*\*\*|hunter2|…/i);
     }
     expect(redactReport(`kmsc_${'z'.repeat(43)}`)).toBe('kmsc_[REDACTED]');
     expect(safeUriForMessage('vault://user:pw@vault.example/kv')).toBe('vault://[REDACTED]@vault.example/kv');
     // No other spelling anywhere in the sources (model/redact.ts holds the one marker).
-    const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? files(path.join(dir, d.name)) : d.name.endsWith('.ts') ? [path.join(dir, d.name)] : []));
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
+        d.isDirectory() ? files(path.join(dir, d.name)) : d.name.endsWith('.ts') ? [path.join(dir, d.name)] : [],
+      );
     for (const f of files(path.join(repoRoot, 'src'))) {
-      expect(readFileSync(f, 'utf8'), f).not.toMatch(/\[redacted\]|\*\*\*@|\[REDACTED customer key\]|<redacted>|\(sensitive\)/);
+      expect(readFileSync(f, 'utf8'), f).not.toMatch(
+        /\[redacted\]|\*\*\*@|\[REDACTED customer key\]|<redacted>|\(sensitive\)/,
+      );
     }
   });
 
   it('knows credential variables by name, with a safe list of suffixes', () => {
-    for (const n of ['KMS_API_KEY', 'GITHUB_TOKEN', 'CI_JOB_TOKEN', 'VAULT_TOKEN', 'AWS_SECRET_ACCESS_KEY', 'AZURE_CLIENT_SECRET', 'SOPS_AGE_KEY', 'DB_PASSWORD', 'STRIPE_SECRET', 'X_API_KEY', 'SENTRY_DSN', 'VAULT_SECRET_ID']) {
+    for (const n of [
+      'KMS_API_KEY',
+      'GITHUB_TOKEN',
+      'CI_JOB_TOKEN',
+      'VAULT_TOKEN',
+      'AWS_SECRET_ACCESS_KEY',
+      'AZURE_CLIENT_SECRET',
+      'SOPS_AGE_KEY',
+      'DB_PASSWORD',
+      'STRIPE_SECRET',
+      'X_API_KEY',
+      'SENTRY_DSN',
+      'VAULT_SECRET_ID',
+    ]) {
       expect(isCredentialEnvName(n), n).toBe(true);
     }
-    for (const n of ['HOME', 'PATH', 'PWD', 'KMS_API_URL', 'AWS_ACCESS_KEY_ID', 'SOPS_AGE_KEY_FILE', 'GOOGLE_APPLICATION_CREDENTIALS_FILE', 'MONKEY', 'TOKENIZER_MODE', 'OWNER']) {
+    for (const n of [
+      'HOME',
+      'PATH',
+      'PWD',
+      'KMS_API_URL',
+      'AWS_ACCESS_KEY_ID',
+      'SOPS_AGE_KEY_FILE',
+      'GOOGLE_APPLICATION_CREDENTIALS_FILE',
+      'MONKEY',
+      'TOKENIZER_MODE',
+      'OWNER',
+    ]) {
       expect(isCredentialEnvName(n), n).toBe(false);
     }
     expect(credentialValues({ A_TOKEN: 'short' })).toEqual([]); // too short to mask ordinary text
@@ -66,7 +119,15 @@ describe('redaction of encoded spellings (issue 34)', () => {
     const token = 'T0ken-' + 'Zq9xWv3Lp'.repeat(3);
     const env = { DEPLOY_TOKEN: token };
     const b = Buffer.from(token);
-    for (const form of [b.toString('base64'), b.toString('base64url'), b.toString('hex'), b.toString('hex').toUpperCase(), token.toUpperCase(), Buffer.from(`user:${token}`).toString('base64'), Buffer.from(`ab${token}`).toString('base64')]) {
+    for (const form of [
+      b.toString('base64'),
+      b.toString('base64url'),
+      b.toString('hex'),
+      b.toString('hex').toUpperCase(),
+      token.toUpperCase(),
+      Buffer.from(`user:${token}`).toString('base64'),
+      Buffer.from(`ab${token}`).toString('base64'),
+    ]) {
       const out = redactCredentials(`Authorization: Basic ${form} end`, env);
       expect(out, form).toContain('[REDACTED DEPLOY_TOKEN]');
       expect(out, form).not.toContain(form);
@@ -83,8 +144,24 @@ describe('redaction of encoded spellings (issue 34)', () => {
   });
 
   it('one predicate: what is a credential, and what leads to one (kept from the CDKTF app, not redacted)', () => {
-    for (const n of ['PGPASSWORD', 'MYSQL_PWD', 'DOCKERHUB_PAT', 'LDAP_BIND_PW', 'SLACK_WEBHOOK_URL', 'KUBE_CONFIG_DATA']) expect(isCredentialEnvName(n), n).toBe(true);
-    for (const n of ['SOPS_AGE_KEY_FILE', 'AWS_ACCESS_KEY_ID', 'GIT_CONFIG_VALUE_0', 'KUBECONFIG', 'SSH_AUTH_SOCK', 'ACTIONS_ID_TOKEN_REQUEST_URL', 'AZURE_CLIENT_CERTIFICATE_PATH']) {
+    for (const n of [
+      'PGPASSWORD',
+      'MYSQL_PWD',
+      'DOCKERHUB_PAT',
+      'LDAP_BIND_PW',
+      'SLACK_WEBHOOK_URL',
+      'KUBE_CONFIG_DATA',
+    ])
+      expect(isCredentialEnvName(n), n).toBe(true);
+    for (const n of [
+      'SOPS_AGE_KEY_FILE',
+      'AWS_ACCESS_KEY_ID',
+      'GIT_CONFIG_VALUE_0',
+      'KUBECONFIG',
+      'SSH_AUTH_SOCK',
+      'ACTIONS_ID_TOKEN_REQUEST_URL',
+      'AZURE_CLIENT_CERTIFICATE_PATH',
+    ]) {
       expect(leadsToCredential(n), n).toBe(true);
     }
     for (const n of ['HOME', 'PATH', 'PWD', 'STAGE', 'NODE_OPTIONS', 'CI']) expect(leadsToCredential(n), n).toBe(false);
@@ -93,7 +170,9 @@ describe('redaction of encoded spellings (issue 34)', () => {
 
 describe('printable', () => {
   it('escapes controls, escape sequences, bidi and invisible characters, and doubles backslashes', () => {
-    expect(printable('a\x1b]0;t\x07b\r\n\u202e\u200bc\\n\u009b')).toBe('a\\u001b]0;t\\u0007b\\r\\n\\u202e\\u200bc\\\\n\\u009b');
+    expect(printable('a\x1b]0;t\x07b\r\n\u202e\u200bc\\n\u009b')).toBe(
+      'a\\u001b]0;t\\u0007b\\r\\n\\u202e\\u200bc\\\\n\\u009b',
+    );
     expect(printable('old ##[error]x')).toBe('old #\\u0023[error]x');
     expect(quoted('say "hi"\n')).toBe('"say \\"hi\\"\\n"');
     expect(quoted('plain')).toBe(JSON.stringify('plain'));

@@ -12,7 +12,9 @@ import { Core, dyn, errors, mp, startProvider, type ProviderProcess } from './ha
 
 const API_KEY = 'sk_test_delguard0123456789';
 const ENV = 'acme-production';
-const schema = Object.values(JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'terraform-provider-kms.json'), 'utf8')).provider_schemas)[0] as Core['schema'];
+const schema = Object.values(
+  JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'terraform-provider-kms.json'), 'utf8')).provider_schemas,
+)[0] as Core['schema'];
 
 let emu: RunningEmulator;
 let dir: string;
@@ -21,9 +23,15 @@ const clients: Record<string, unknown>[] = [];
 let keyOfProtected: Record<string, unknown>;
 
 async function provider(env: NodeJS.ProcessEnv = {}): Promise<Core> {
-  const p = await startProvider({ cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), ...env } });
+  const p = await startProvider({
+    cwd: dir,
+    env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), ...env },
+  });
   procs.push(p);
-  const configured = await p.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) }) });
+  const configured = await p.call('ConfigureProvider', {
+    terraform_version: '1.11.4',
+    config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) }),
+  });
   expect(errors(configured.diagnostics)).toEqual([]);
   return new Core(p, schema);
 }
@@ -33,9 +41,14 @@ beforeAll(async () => {
   dir = workspace();
   const core = await provider();
   await core.converge('kms_project', null, { slug: 'acme', name: 'Acme' });
-  await core.converge('kms_environment', null, { project: 'acme', type: 'production', url: 'https://api.acme.example' });
+  await core.converge('kms_environment', null, {
+    project: 'acme',
+    type: 'production',
+    url: 'https://api.acme.example',
+  });
   await core.converge('kms_template', null, { project_env: ENV, name: 'gold', rate_limit_day: 1000 });
-  for (let i = 1; i <= 4; i++) clients.push((await core.converge('kms_client', null, { project_env: ENV, name: `c${i}`, template: 'gold' }))!);
+  for (let i = 1; i <= 4; i++)
+    clients.push((await core.converge('kms_client', null, { project_env: ENV, name: `c${i}`, template: 'gold' }))!);
   await core.converge('kms_client', null, { project_env: ENV, name: 'vip', template: 'gold', protected: true });
   keyOfProtected = (await core.converge('kms_key', null, { project_env: ENV, client: 'vip', name: 'primary' }))!;
 }, 60_000);
@@ -57,7 +70,11 @@ describe('the deletion guard', () => {
     expect(error!.detail).toContain('more than 3 objects at once');
     expect(error!.detail).toContain('KMS_SYNC_MAX_DELETES=');
     // An update or a replacement is not a delete: planned in the same process, it passes.
-    const replace = await core.plan('kms_client', clients[0]!, core.config('kms_client', { project_env: ENV, name: 'c1', template: 'gold', type: 'server' }));
+    const replace = await core.plan(
+      'kms_client',
+      clients[0]!,
+      core.config('kms_client', { project_env: ENV, name: 'c1', template: 'gold', type: 'server' }),
+    );
     expect(errors(replace.diagnostics)).toEqual([]);
     expect((emu.service.toJSON().projects[0] as any).envs[0].clients).toHaveLength(5);
     // Approved for the run: the same plan passes.
@@ -69,13 +86,23 @@ describe('the deletion guard', () => {
     const held = await (await provider()).plan('kms_key', keyOfProtected, null);
     expect(errors(held.diagnostics).map((d) => d.summary)).toEqual(['Deletion guard']);
     expect(errors(held.diagnostics)[0]!.detail).toContain('KMS_SYNC_APPROVE_DELETES=1');
-    expect(errors((await (await provider({ KMS_SYNC_APPROVE_DELETES: '1' })).plan('kms_key', keyOfProtected, null)).diagnostics)).toEqual([]);
+    expect(
+      errors(
+        (await (await provider({ KMS_SYNC_APPROVE_DELETES: '1' })).plan('kms_key', keyOfProtected, null)).diagnostics,
+      ),
+    ).toEqual([]);
   }, 60_000);
 
   it('refuses a KMS_SYNC_MAX_DELETES that is not a number at configure', async () => {
-    const p = await startProvider({ cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, KMS_SYNC_MAX_DELETES: 'lots' } });
+    const p = await startProvider({
+      cwd: dir,
+      env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, KMS_SYNC_MAX_DELETES: 'lots' },
+    });
     procs.push(p);
-    const configured = await p.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) }) });
+    const configured = await p.call('ConfigureProvider', {
+      terraform_version: '1.11.4',
+      config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) }),
+    });
     expect(errors(configured.diagnostics).map((d: any) => d.summary)).toEqual(['Invalid KMS_SYNC_MAX_DELETES']);
   }, 30_000);
 });

@@ -19,7 +19,9 @@ const API_KEY = 'sk_test_ephemeral0123456789';
 const ENV = 'acme-production';
 const SCHEMA_FILE = path.join(repoRoot, 'schemas', 'terraform-provider-kms.json');
 const schemaDoc = JSON.parse(readFileSync(SCHEMA_FILE, 'utf8'));
-const schema = Object.values(schemaDoc.provider_schemas)[0] as Core['schema'] & { ephemeral_resource_schemas: Record<string, any> };
+const schema = Object.values(schemaDoc.provider_schemas)[0] as Core['schema'] & {
+  ephemeral_resource_schemas: Record<string, any>;
+};
 const EPHEMERAL_ATTRS = Object.keys(schema.ephemeral_resource_schemas.kms_key_secret.block.attributes);
 
 let emu: RunningEmulator;
@@ -29,11 +31,20 @@ let core: Core;
 let keyState: Record<string, unknown>;
 /** Every response of the provider, as text: none may hold a raw key, except the opened results. */
 const answers: string[] = [];
-const text = (x: unknown) => JSON.stringify(x, (_k, v) => (v instanceof Uint8Array || (v && v.type === 'Buffer') ? Buffer.from(v.data ?? v).toString('latin1') : v));
+const text = (x: unknown) =>
+  JSON.stringify(x, (_k, v) =>
+    v instanceof Uint8Array || (v && v.type === 'Buffer') ? Buffer.from(v.data ?? v).toString('latin1') : v,
+  );
 
-async function open(values: Record<string, unknown>): Promise<{ result: Record<string, unknown> | null; diagnostics: Diagnostic[] }> {
+async function open(
+  values: Record<string, unknown>,
+): Promise<{ result: Record<string, unknown> | null; diagnostics: Diagnostic[] }> {
   const config = mp(Object.fromEntries(EPHEMERAL_ATTRS.map((a) => [a, values[a] ?? null])));
-  const res = await p.call('OpenEphemeralResource', { type_name: 'kms_key_secret', config, client_capabilities: { write_only_attributes_allowed: true } });
+  const res = await p.call('OpenEphemeralResource', {
+    type_name: 'kms_key_secret',
+    config,
+    client_capabilities: { write_only_attributes_allowed: true },
+  });
   if (errors(res.diagnostics).length) answers.push(text(res));
   return { result: unmp(res.result), diagnostics: res.diagnostics };
 }
@@ -43,20 +54,38 @@ async function validate(values: Record<string, unknown>): Promise<Diagnostic[]> 
   return (await p.call('ValidateEphemeralResourceConfig', { type_name: 'kms_key_secret', config })).diagnostics;
 }
 
-const stored = async () => (await decryptStore(path.join(dir, '.kms-sync', 'secrets.sops.yaml'), path.join(dir, 'age', 'keys.txt')))[`${ENV}/globex/primary`];
+const stored = async () =>
+  (await decryptStore(path.join(dir, '.kms-sync', 'secrets.sops.yaml'), path.join(dir, 'age', 'keys.txt')))[
+    `${ENV}/globex/primary`
+  ];
 
 beforeAll(async () => {
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
   dir = workspace();
-  p = await startProvider({ cwd: dir, env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt') } });
-  const configured = await p.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp({ url: null, api_key: null, owner: null, base_dir: null, take_ownership: null, secret_store: dyn([]) }) });
+  p = await startProvider({
+    cwd: dir,
+    env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt') },
+  });
+  const configured = await p.call('ConfigureProvider', {
+    terraform_version: '1.11.4',
+    config: mp({ url: null, api_key: null, owner: null, base_dir: null, take_ownership: null, secret_store: dyn([]) }),
+  });
   expect(errors(configured.diagnostics)).toEqual([]);
   core = new Core(p, schema);
   await core.converge('kms_project', null, { slug: 'acme', name: 'Acme' });
-  await core.converge('kms_environment', null, { project: 'acme', type: 'production', url: 'https://api.acme.example' });
+  await core.converge('kms_environment', null, {
+    project: 'acme',
+    type: 'production',
+    url: 'https://api.acme.example',
+  });
   await core.converge('kms_template', null, { project_env: ENV, name: 'gold', rate_limit_day: 1000 });
   await core.converge('kms_client', null, { project_env: ENV, name: 'globex', template: 'gold' });
-  keyState = (await core.converge('kms_key', null, { project_env: ENV, client: 'globex', name: 'primary', ttl: '30d' }))!;
+  keyState = (await core.converge('kms_key', null, {
+    project_env: ENV,
+    client: 'globex',
+    name: 'primary',
+    ttl: '30d',
+  }))!;
 }, patient(60_000));
 
 afterAll(async () => {
@@ -70,7 +99,9 @@ describe('kms_key_secret (ephemeral resource, protocol 6)', () => {
     const meta = await p.call('GetMetadata', {});
     expect(meta.ephemeral_resources.map((r: { type_name: string }) => r.type_name)).toEqual(['kms_key_secret']);
     const s = await p.call('GetProviderSchema', {});
-    const attrs = Object.fromEntries(s.ephemeral_resource_schemas.kms_key_secret.block.attributes.map((a: any) => [a.name, a]));
+    const attrs = Object.fromEntries(
+      s.ephemeral_resource_schemas.kms_key_secret.block.attributes.map((a: any) => [a.name, a]),
+    );
     expect(attrs.value).toMatchObject({ computed: true, sensitive: true, optional: false });
     expect(attrs.key_id).toMatchObject({ optional: true, computed: true });
   });
@@ -81,8 +112,15 @@ describe('kms_key_secret (ephemeral resource, protocol 6)', () => {
     const byAddress = await open({ key_id: keyState.key_id, project_env: ENV, client: 'globex', name: 'primary' });
     expect(errors(byAddress.diagnostics)).toEqual([]);
     expect(byAddress.result).toMatchObject({
-      value: raw, key_id: keyState.key_id, key_prefix: keyState.key_prefix, expires_at: keyState.expires_at,
-      project_env: ENV, client: 'globex', name: 'primary', secret_name: `${ENV}/globex/primary`, secret_store: null,
+      value: raw,
+      key_id: keyState.key_id,
+      key_prefix: keyState.key_prefix,
+      expires_at: keyState.expires_at,
+      project_env: ENV,
+      client: 'globex',
+      name: 'primary',
+      secret_name: `${ENV}/globex/primary`,
+      secret_store: null,
     });
     const byId = await open({ key_id: keyState.key_id });
     expect(errors(byId.diagnostics)).toEqual([]);
@@ -94,24 +132,44 @@ describe('kms_key_secret (ephemeral resource, protocol 6)', () => {
 
   it('says what is missing from a configuration that names no key', async () => {
     expect((await validate({})).map((d) => d.summary)).toEqual(['Which key?']);
-    expect((await validate({ project_env: ENV, client: 'globex' })).map((d) => d.summary)).toEqual(['Incomplete key address']);
+    expect((await validate({ project_env: ENV, client: 'globex' })).map((d) => d.summary)).toEqual([
+      'Incomplete key address',
+    ]);
     expect(errors(await validate({ key_id: keyState.key_id }))).toEqual([]);
-    expect((await validate({ key_id: 'x', secret_store: 'not a name' })).map((d) => d.summary)).toEqual(['Invalid secret_store']);
+    expect((await validate({ key_id: 'x', secret_store: 'not a name' })).map((d) => d.summary)).toEqual([
+      'Invalid secret_store',
+    ]);
   });
 
   it('refuses a secret that holds another key, an unknown store, and a missing secret', async () => {
-    const other = await open({ key_id: '00000000-0000-4000-8000-000000000000', project_env: ENV, client: 'globex', name: 'primary' });
+    const other = await open({
+      key_id: '00000000-0000-4000-8000-000000000000',
+      project_env: ENV,
+      client: 'globex',
+      name: 'primary',
+    });
     expect(errors(other.diagnostics).map((d) => d.summary)).toEqual(['Secret holds another key']);
     expect(other.result).toBeNull();
-    expect((await open({ key_id: keyState.key_id, secret_store: 'vault' })).diagnostics.map((d) => d.summary)).toEqual(['Unknown secret store']);
-    expect((await open({ project_env: ENV, client: 'globex', name: 'secondary' })).diagnostics.map((d) => d.summary)).toEqual(['Key secret not found']);
+    expect((await open({ key_id: keyState.key_id, secret_store: 'vault' })).diagnostics.map((d) => d.summary)).toEqual([
+      'Unknown secret store',
+    ]);
+    expect(
+      (await open({ project_env: ENV, client: 'globex', name: 'secondary' })).diagnostics.map((d) => d.summary),
+    ).toEqual(['Key secret not found']);
   });
 
-  it('never delivers a key that is no longer live (revoked behind Terraform\'s back)', async () => {
-    const client = (await core.read('kms_client', { ...core.config('kms_client', { project_env: ENV, name: 'globex', template: 'gold' }), id: `${ENV}/globex` }))!;
-    const res = await fetch(`${emu.url}/client/${client.client_uuid as string}?project_env=${ENV}&keyId=${keyState.key_id as string}`, {
-      method: 'DELETE', headers: { 'x-api-key': API_KEY },
-    });
+  it("never delivers a key that is no longer live (revoked behind Terraform's back)", async () => {
+    const client = (await core.read('kms_client', {
+      ...core.config('kms_client', { project_env: ENV, name: 'globex', template: 'gold' }),
+      id: `${ENV}/globex`,
+    }))!;
+    const res = await fetch(
+      `${emu.url}/client/${client.client_uuid as string}?project_env=${ENV}&keyId=${keyState.key_id as string}`,
+      {
+        method: 'DELETE',
+        headers: { 'x-api-key': API_KEY },
+      },
+    );
     expect(res.status, await res.text()).toBeLessThan(300);
     const revoked = await open({ key_id: keyState.key_id, project_env: ENV, client: 'globex', name: 'primary' });
     expect(errors(revoked.diagnostics).map((d) => d.summary)).toEqual(['Key not live']);
@@ -124,27 +182,54 @@ describe('write-only attributes (the engine, whatever the resource)', () => {
   // engine's handling is shown on a copy of the schema with one write-only argument added.
   const withWriteOnly = () => {
     const doc = structuredClone(schemaDoc);
-    Object.values<any>(doc.provider_schemas)[0].resource_schemas.kms_project.block.attributes.note_wo = { type: 'string', optional: true, sensitive: true, write_only: true, description_kind: 'plain' };
+    Object.values<any>(doc.provider_schemas)[0].resource_schemas.kms_project.block.attributes.note_wo = {
+      type: 'string',
+      optional: true,
+      sensitive: true,
+      write_only: true,
+      description_kind: 'plain',
+    };
     const file = path.join(workspace(), 'schema.json');
     writeFileSync(file, JSON.stringify(doc));
     return createProvider({ env: {}, schemaFile: file });
   };
-  const project = { id: null, slug: 'acme', name: 'Acme', description: null, protected: null, note_wo: 'hunter2-write-only' };
+  const project = {
+    id: null,
+    slug: 'acme',
+    name: 'Acme',
+    description: null,
+    protected: null,
+    note_wo: 'hunter2-write-only',
+  };
 
   it('refuses a write-only value from a Terraform that cannot keep it out of state (< 1.11)', async () => {
     const impl = withWriteOnly();
-    const old = (await impl.ValidateResourceConfig!({ type_name: 'kms_project', config: mp(project) })) as { diagnostics: Diagnostic[] };
+    const old = (await impl.ValidateResourceConfig!({ type_name: 'kms_project', config: mp(project) })) as {
+      diagnostics: Diagnostic[];
+    };
     expect(old.diagnostics.map((d) => d.summary)).toEqual(['Write-only attribute needs Terraform >= 1.11']);
     expect(old.diagnostics[0]!.detail).not.toContain('hunter2');
-    const current = (await impl.ValidateResourceConfig!({ type_name: 'kms_project', config: mp(project), client_capabilities: { write_only_attributes_allowed: true } })) as { diagnostics: Diagnostic[] };
+    const current = (await impl.ValidateResourceConfig!({
+      type_name: 'kms_project',
+      config: mp(project),
+      client_capabilities: { write_only_attributes_allowed: true },
+    })) as { diagnostics: Diagnostic[] };
     expect(current.diagnostics).toEqual([]);
-    const unset = (await impl.ValidateResourceConfig!({ type_name: 'kms_project', config: mp({ ...project, note_wo: null }) })) as { diagnostics: Diagnostic[] };
+    const unset = (await impl.ValidateResourceConfig!({
+      type_name: 'kms_project',
+      config: mp({ ...project, note_wo: null }),
+    })) as { diagnostics: Diagnostic[] };
     expect(unset.diagnostics).toEqual([]);
   });
 
   it('answers null for a write-only attribute in the planned state', async () => {
     const impl = withWriteOnly();
-    const res = (await impl.PlanResourceChange!({ type_name: 'kms_project', prior_state: mp(null), proposed_new_state: mp(project), config: mp(project) })) as { planned_state: { msgpack: Buffer }; diagnostics: Diagnostic[] };
+    const res = (await impl.PlanResourceChange!({
+      type_name: 'kms_project',
+      prior_state: mp(null),
+      proposed_new_state: mp(project),
+      config: mp(project),
+    })) as { planned_state: { msgpack: Buffer }; diagnostics: Diagnostic[] };
     expect(errors(res.diagnostics)).toEqual([]);
     expect(unmp(res.planned_state)).toMatchObject({ slug: 'acme', note_wo: null });
     expect(text(res)).not.toContain('hunter2');

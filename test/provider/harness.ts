@@ -34,7 +34,8 @@ function typeOf(v: unknown): unknown {
 export const dyn = (v: unknown) => (v === null ? null : [Buffer.from(JSON.stringify(typeOf(v))), v]);
 
 export const mp = (value: unknown) => ({ msgpack: Buffer.from(encode(value)) });
-export const unmp = (dv: { msgpack?: Buffer } | null | undefined): any => (dv?.msgpack?.length ? decode(dv.msgpack) : null);
+export const unmp = (dv: { msgpack?: Buffer } | null | undefined): any =>
+  dv?.msgpack?.length ? decode(dv.msgpack) : null;
 
 export interface Handshake {
   core: number;
@@ -49,12 +50,17 @@ export function parseHandshake(line: string): Handshake {
   const [core, version, network, address, protocol, cert] = line.trim().split('|');
   const b64 = cert ?? '';
   return {
-    core: Number(core), version: Number(version), network: network!, address: address!, protocol: protocol!,
+    core: Number(core),
+    version: Number(version),
+    network: network!,
+    address: address!,
+    protocol: protocol!,
     certDer: Buffer.from(b64 + '='.repeat((4 - (b64.length % 4)) % 4), 'base64'),
   };
 }
 
-const pem = (der: Buffer) => `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/.{1,64}/g, '$&\n')}-----END CERTIFICATE-----\n`;
+const pem = (der: Buffer) =>
+  `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/.{1,64}/g, '$&\n')}-----END CERTIFICATE-----\n`;
 
 export interface Diagnostic {
   severity: string;
@@ -75,13 +81,31 @@ export class ProviderProcess {
   constructor(child: ChildProcess, handshake: Handshake, clientCert: { certPem: string; keyPem: string }) {
     this.child = child;
     this.handshake = handshake;
-    child.stderr!.on('data', (b: Buffer) => { this.stderr += b.toString(); });
+    child.stderr!.on('data', (b: Buffer) => {
+      this.stderr += b.toString();
+    });
     this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
     const proto = loadProtocol();
-    const creds = grpc.credentials.createSsl(Buffer.from(pem(handshake.certDer)), Buffer.from(clientCert.keyPem), Buffer.from(clientCert.certPem));
-    const options = { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost', 'grpc.max_receive_message_length': 256 * 1024 * 1024 };
-    this.client = new (grpc.makeGenericClientConstructor(proto.provider, 'Provider'))(handshake.address, creds, options);
-    this.controller = new (grpc.makeGenericClientConstructor(proto.controller, 'GRPCController'))(handshake.address, creds, options);
+    const creds = grpc.credentials.createSsl(
+      Buffer.from(pem(handshake.certDer)),
+      Buffer.from(clientCert.keyPem),
+      Buffer.from(clientCert.certPem),
+    );
+    const options = {
+      'grpc.ssl_target_name_override': 'localhost',
+      'grpc.default_authority': 'localhost',
+      'grpc.max_receive_message_length': 256 * 1024 * 1024,
+    };
+    this.client = new (grpc.makeGenericClientConstructor(proto.provider, 'Provider'))(
+      handshake.address,
+      creds,
+      options,
+    );
+    this.controller = new (grpc.makeGenericClientConstructor(proto.controller, 'GRPCController'))(
+      handshake.address,
+      creds,
+      options,
+    );
   }
 
   /** One tfplugin6.Provider RPC. */
@@ -93,7 +117,9 @@ export class ProviderProcess {
 
   /** GRPCController.Shutdown, as Terraform ends a provider; resolves with the exit code. */
   async shutdown(): Promise<number | null> {
-    await new Promise<void>((resolve, reject) => (this.controller as any).Shutdown({}, (e: Error | null) => (e ? reject(e) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      (this.controller as any).Shutdown({}, (e: Error | null) => (e ? reject(e) : resolve())),
+    );
     this.client.close();
     this.controller.close();
     return this.exited;
@@ -119,7 +145,14 @@ export async function startProvider(o: StartOptions = {}): Promise<ProviderProce
   const [cmd, ...args] = o.command ?? [process.execPath, PROVIDER_BIN];
   const child = spawn(cmd!, args, {
     cwd: o.cwd ?? repoRoot,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...COOKIE, PLUGIN_PROTOCOL_VERSIONS: '5,6', PLUGIN_CLIENT_CERT: clientCert.certPem, ...o.env },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...COOKIE,
+      PLUGIN_PROTOCOL_VERSIONS: '5,6',
+      PLUGIN_CLIENT_CERT: clientCert.certPem,
+      ...o.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const line = await firstLine(child);
@@ -131,7 +164,9 @@ export function firstLine(child: ChildProcess, timeoutMs = 20_000): Promise<stri
     let out = '';
     let err = '';
     const timer = setTimeout(() => reject(new Error(`no handshake within ${timeoutMs} ms; stderr: ${err}`)), timeoutMs);
-    child.stderr!.on('data', (b: Buffer) => { err += b.toString(); });
+    child.stderr!.on('data', (b: Buffer) => {
+      err += b.toString();
+    });
     child.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
       const nl = out.indexOf('\n');
@@ -170,7 +205,10 @@ export class Core {
   /** Attributes and nested blocks (timeouts) of a resource: what a configuration object holds. */
   private attrs(type: string) {
     const block = this.schema.resource_schemas[type].block;
-    return { ...block.attributes, ...Object.fromEntries(Object.keys(block.block_types ?? {}).map((k) => [k, { optional: true }])) } as Record<string, { computed?: boolean; optional?: boolean }>;
+    return {
+      ...block.attributes,
+      ...Object.fromEntries(Object.keys(block.block_types ?? {}).map((k) => [k, { optional: true }])),
+    } as Record<string, { computed?: boolean; optional?: boolean }>;
   }
 
   /** The configuration object: every attribute, null unless given. */
@@ -181,7 +219,9 @@ export class Core {
   /** Core's proposed new state: configured values, else (computed attributes) the prior ones. */
   proposed(type: string, prior: Obj | null, config: Obj): Obj {
     const attrs = this.attrs(type);
-    return Object.fromEntries(Object.keys(attrs).map((a) => [a, config[a] ?? (attrs[a]!.computed && prior ? prior[a] : null) ?? null]));
+    return Object.fromEntries(
+      Object.keys(attrs).map((a) => [a, config[a] ?? (attrs[a]!.computed && prior ? prior[a] : null) ?? null]),
+    );
   }
 
   async validate(type: string, config: Obj): Promise<Diagnostic[]> {
@@ -190,13 +230,27 @@ export class Core {
 
   async plan(type: string, prior: Obj | null, config: Obj | null) {
     const res = await this.p.call('PlanResourceChange', {
-      type_name: type, prior_state: mp(prior), proposed_new_state: mp(config && this.proposed(type, prior, config)), config: mp(config),
+      type_name: type,
+      prior_state: mp(prior),
+      proposed_new_state: mp(config && this.proposed(type, prior, config)),
+      config: mp(config),
     });
-    return { planned: unmp(res.planned_state) as Obj | null, replace: (res.requires_replace ?? []).map((a: any) => a.steps.map((s: any) => s.attribute_name).join('.')) as string[], diagnostics: res.diagnostics as Diagnostic[] };
+    return {
+      planned: unmp(res.planned_state) as Obj | null,
+      replace: (res.requires_replace ?? []).map((a: any) =>
+        a.steps.map((s: any) => s.attribute_name).join('.'),
+      ) as string[],
+      diagnostics: res.diagnostics as Diagnostic[],
+    };
   }
 
   async apply(type: string, prior: Obj | null, planned: Obj | null, config: Obj | null) {
-    const res = await this.p.call('ApplyResourceChange', { type_name: type, prior_state: mp(prior), planned_state: mp(planned), config: mp(config) });
+    const res = await this.p.call('ApplyResourceChange', {
+      type_name: type,
+      prior_state: mp(prior),
+      planned_state: mp(planned),
+      config: mp(config),
+    });
     return { state: unmp(res.new_state) as Obj | null, diagnostics: res.diagnostics as Diagnostic[] };
   }
 
@@ -224,12 +278,18 @@ export class Core {
 
   async importState(type: string, id: string) {
     const res = await this.p.call('ImportResourceState', { type_name: type, id });
-    return { states: (res.imported_resources ?? []).map((r: any) => unmp(r.state)) as Obj[], diagnostics: res.diagnostics as Diagnostic[] };
+    return {
+      states: (res.imported_resources ?? []).map((r: any) => unmp(r.state)) as Obj[],
+      diagnostics: res.diagnostics as Diagnostic[],
+    };
   }
 
   async readData(type: string, values: Obj) {
     const attrs = Object.keys(this.schema.data_source_schemas[type].block.attributes);
-    const res = await this.p.call('ReadDataSource', { type_name: type, config: mp(Object.fromEntries(attrs.map((a) => [a, values[a] ?? null]))) });
+    const res = await this.p.call('ReadDataSource', {
+      type_name: type,
+      config: mp(Object.fromEntries(attrs.map((a) => [a, values[a] ?? null]))),
+    });
     return { state: unmp(res.state) as Obj | null, diagnostics: res.diagnostics as Diagnostic[] };
   }
 }

@@ -10,7 +10,19 @@
 // trusted key. Ownership checks need root (chown to nobody); they skip loudly otherwise.
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SIGNATURE_SUFFIX } from '../../src/provider/install.js';
@@ -19,7 +31,9 @@ import { executableName, releaseZipName, sumsName, writeZip } from '../../src/pr
 import { cliPath, runCli, workspace, type CliResult } from '../support/cli.js';
 import { skipWhen } from '../support/skip.js';
 
-const VERSION = (JSON.parse(readFileSync(path.join(path.dirname(cliPath), '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+const VERSION = (
+  JSON.parse(readFileSync(path.join(path.dirname(cliPath), '..', '..', 'package.json'), 'utf8')) as { version: string }
+).version;
 const PLATFORM = 'linux_amd64';
 const NOT_ROOT = process.getuid?.() !== 0;
 const NOBODY = 65534;
@@ -36,65 +50,93 @@ const onLinuxX64 = process.platform === 'linux' && process.arch === 'x64';
 /** A HOME of its own, with TF_CLI_CONFIG_FILE inside it (never the machine's). */
 function home(): { home: string; env: NodeJS.ProcessEnv; mirror: string } {
   const h = workspace();
-  return { home: h, env: { HOME: h, NODE_DISABLE_COMPILE_CACHE: '1', TF_CLI_CONFIG_FILE: path.join(h, '.terraformrc') }, mirror: path.join(h, '.terraform.d', 'plugins') };
+  return {
+    home: h,
+    env: { HOME: h, NODE_DISABLE_COMPILE_CACHE: '1', TF_CLI_CONFIG_FILE: path.join(h, '.terraformrc') },
+    mirror: path.join(h, '.terraform.d', 'plugins'),
+  };
 }
 
 /** Runs the CLI from `sh` under umask 000, after `before` (shell code; $$ is the CLI's pid: exec keeps it). */
 function installUnderUmask000(env: NodeJS.ProcessEnv, args: string[], before = ''): Promise<CliResult> {
   return new Promise((resolve) => {
-    execFile('sh', ['-c', `umask 000; ${before}\nexec "$NODE" "$CLI" provider install "$@"`, 'sh', ...args], {
-      env: { PATH: process.env.PATH, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', NODE: process.execPath, CLI: cliPath, ...env },
-    }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    execFile(
+      'sh',
+      ['-c', `umask 000; ${before}\nexec "$NODE" "$CLI" provider install "$@"`, 'sh', ...args],
+      {
+        env: {
+          PATH: process.env.PATH,
+          TMPDIR: process.env.TMPDIR,
+          NO_COLOR: '1',
+          NODE: process.execPath,
+          CLI: cliPath,
+          ...env,
+        },
+      },
+      (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
   });
 }
 
 const mode = (p: string) => (lstatSync(p).mode & 0o7777).toString(8);
 
 function folders(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isDirectory()).map((e) => path.join(e.parentPath, e.name));
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => path.join(e.parentPath, e.name));
 }
 
-const launcherIn = (mirror: string) => path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, PLATFORM, executableName(VERSION, PLATFORM));
+const launcherIn = (mirror: string) =>
+  path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', VERSION, PLATFORM, executableName(VERSION, PLATFORM));
 
 describe('provider install: another local user cannot swap the provider', () => {
-  it.skipIf(skipWhen(!onLinuxX64, 'install-safety: the launcher tests run on linux x64 only'))('makes every folder 0755 and the launcher 0755 under umask 000, and the CLI configuration 0644', async () => {
-    const { env, mirror, home: h } = home();
-    const r = await installUnderUmask000(env, []);
-    expect(r.code, r.stderr).toBe(0);
-    const made = [path.join(h, '.terraform.d'), mirror, ...folders(mirror)];
-    expect(made.length).toBeGreaterThan(8);
-    for (const d of made) expect(`${d} ${mode(d)}`).toBe(`${d} 755`);
-    expect(mode(launcherIn(mirror))).toBe('755');
-    expect(mode(path.join(h, '.terraformrc'))).toBe('644');
-    // No temp file left beside what was written.
-    expect(readdirSync(h, { recursive: true }).filter((n) => String(n).endsWith('.tmp'))).toEqual([]);
-  });
+  it.skipIf(skipWhen(!onLinuxX64, 'install-safety: the launcher tests run on linux x64 only'))(
+    'makes every folder 0755 and the launcher 0755 under umask 000, and the CLI configuration 0644',
+    async () => {
+      const { env, mirror, home: h } = home();
+      const r = await installUnderUmask000(env, []);
+      expect(r.code, r.stderr).toBe(0);
+      const made = [path.join(h, '.terraform.d'), mirror, ...folders(mirror)];
+      expect(made.length).toBeGreaterThan(8);
+      for (const d of made) expect(`${d} ${mode(d)}`).toBe(`${d} 755`);
+      expect(mode(launcherIn(mirror))).toBe('755');
+      expect(mode(path.join(h, '.terraformrc'))).toBe('644');
+      // No temp file left beside what was written.
+      expect(readdirSync(h, { recursive: true }).filter((n) => String(n).endsWith('.tmp'))).toEqual([]);
+    },
+  );
 
-  it.skipIf(skipWhen(!onLinuxX64, 'install-safety: the launcher tests run on linux x64 only'))('never writes through a name planted where a predictable temp file would go', async () => {
-    const { env, mirror, home: h } = home();
-    const launcher = launcherIn(mirror);
-    const victim = path.join(h, 'victim');
-    writeFileSync(victim, 'untouched\n');
-    // The folder exists (an earlier install), and a link waits at <launcher>.kms-sync-<pid>.tmp.
-    const planted = `mkdir -p "${path.dirname(launcher)}"; chmod 755 "${h}/.terraform.d" "${h}/.terraform.d/plugins"; find "${h}/.terraform.d" -type d -exec chmod 755 {} +; ln -s "${victim}" "${launcher}.kms-sync-$$.tmp"`;
-    const r = await installUnderUmask000(env, ['--no-cli-config'], planted);
-    expect(r.code, r.stderr).toBe(0);
-    expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
-    expect(lstatSync(launcher).isFile()).toBe(true);
-    expect(readFileSync(launcher, 'utf8')).toContain('Written by kms-sync provider install');
-  });
+  it.skipIf(skipWhen(!onLinuxX64, 'install-safety: the launcher tests run on linux x64 only'))(
+    'never writes through a name planted where a predictable temp file would go',
+    async () => {
+      const { env, mirror, home: h } = home();
+      const launcher = launcherIn(mirror);
+      const victim = path.join(h, 'victim');
+      writeFileSync(victim, 'untouched\n');
+      // The folder exists (an earlier install), and a link waits at <launcher>.kms-sync-<pid>.tmp.
+      const planted = `mkdir -p "${path.dirname(launcher)}"; chmod 755 "${h}/.terraform.d" "${h}/.terraform.d/plugins"; find "${h}/.terraform.d" -type d -exec chmod 755 {} +; ln -s "${victim}" "${launcher}.kms-sync-$$.tmp"`;
+      const r = await installUnderUmask000(env, ['--no-cli-config'], planted);
+      expect(r.code, r.stderr).toBe(0);
+      expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
+      expect(lstatSync(launcher).isFile()).toBe(true);
+      expect(readFileSync(launcher, 'utf8')).toContain('Written by kms-sync provider install');
+    },
+  );
 
-  it.skipIf(skipWhen(NOT_ROOT, 'install-safety: folders of another user need root (chown to nobody)'))('refuses a mirror that another user owns, and writes nothing', async () => {
-    const { env, home: h } = home();
-    const theirs = path.join(h, 'shared-mirror');
-    mkdirSync(theirs, { mode: 0o755 });
-    chownSync(theirs, NOBODY, NOBODY);
-    const r = await installUnderUmask000(env, ['--dir', theirs]);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`refusing to install: ${theirs} is owned by another user (uid ${NOBODY})`);
-    expect(readdirSync(theirs)).toEqual([]);
-    expect(existsSync(path.join(h, '.terraformrc'))).toBe(false);
-  });
+  it.skipIf(skipWhen(NOT_ROOT, 'install-safety: folders of another user need root (chown to nobody)'))(
+    'refuses a mirror that another user owns, and writes nothing',
+    async () => {
+      const { env, home: h } = home();
+      const theirs = path.join(h, 'shared-mirror');
+      mkdirSync(theirs, { mode: 0o755 });
+      chownSync(theirs, NOBODY, NOBODY);
+      const r = await installUnderUmask000(env, ['--dir', theirs]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`refusing to install: ${theirs} is owned by another user (uid ${NOBODY})`);
+      expect(readdirSync(theirs)).toEqual([]);
+      expect(existsSync(path.join(h, '.terraformrc'))).toBe(false);
+    },
+  );
 
   it('refuses a mirror folder others may write (left 0777 by an earlier install under umask 000), and a parent others may write', async () => {
     const { env, mirror, home: h } = home();
@@ -115,19 +157,22 @@ describe('provider install: another local user cannot swap the provider', () => 
     expect(existsSync(path.join(open, 'mirror'))).toBe(false);
   });
 
-  it.skipIf(skipWhen(NOT_ROOT, 'install-safety: folders of another user need root (chown to nobody)'))('refuses a mirror folder swapped for a link into another user\'s folder', async () => {
-    const { env, mirror, home: h } = home();
-    const theirs = path.join(h, 'theirs');
-    mkdirSync(path.join(theirs, 'kms-sync'), { recursive: true, mode: 0o755 });
-    chownSync(theirs, NOBODY, NOBODY);
-    chownSync(path.join(theirs, 'kms-sync'), NOBODY, NOBODY);
-    mkdirSync(mirror, { recursive: true });
-    symlinkSync(theirs, path.join(mirror, 'registry.terraform.io'));
-    const r = await installUnderUmask000(env, []);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`is owned by another user (uid ${NOBODY})`);
-    expect(readdirSync(path.join(theirs, 'kms-sync'))).toEqual([]);
-  });
+  it.skipIf(skipWhen(NOT_ROOT, 'install-safety: folders of another user need root (chown to nobody)'))(
+    "refuses a mirror folder swapped for a link into another user's folder",
+    async () => {
+      const { env, mirror, home: h } = home();
+      const theirs = path.join(h, 'theirs');
+      mkdirSync(path.join(theirs, 'kms-sync'), { recursive: true, mode: 0o755 });
+      chownSync(theirs, NOBODY, NOBODY);
+      chownSync(path.join(theirs, 'kms-sync'), NOBODY, NOBODY);
+      mkdirSync(mirror, { recursive: true });
+      symlinkSync(theirs, path.join(mirror, 'registry.terraform.io'));
+      const r = await installUnderUmask000(env, []);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`is owned by another user (uid ${NOBODY})`);
+      expect(readdirSync(path.join(theirs, 'kms-sync'))).toEqual([]);
+    },
+  );
 });
 
 /** A release folder with this platform's zip (entries as given) and, unless `sums` is false, its SHA256SUMS. */
@@ -136,11 +181,13 @@ function release(dir: string, zip: Buffer, sums = true): string {
   mkdirSync(rel, { recursive: true });
   const name = releaseZipName(VERSION, PLATFORM);
   writeFileSync(path.join(rel, name), zip);
-  if (sums) writeFileSync(path.join(rel, sumsName(VERSION)), `${createHash('sha256').update(zip).digest('hex')}  ${name}\n`);
+  if (sums)
+    writeFileSync(path.join(rel, sumsName(VERSION)), `${createHash('sha256').update(zip).digest('hex')}  ${name}\n`);
   return rel;
 }
 
-const goodZip = () => writeZip([{ name: executableName(VERSION, PLATFORM), data: Buffer.from('#!/bin/sh\nexit 1\n'), mode: 0o755 }]);
+const goodZip = () =>
+  writeZip([{ name: executableName(VERSION, PLATFORM), data: Buffer.from('#!/bin/sh\nexit 1\n'), mode: 0o755 }]);
 
 /** The zip with its one entry's Unix attributes (file type and mode) set to `attributes`. */
 function withAttributes(zip: Buffer, attributes: number): Buffer {
@@ -181,7 +228,12 @@ describe('provider install --from: only a checked release', () => {
     }
   });
 
-  it.skipIf(skipWhen(!HAS_SSH_KEYGEN, 'install-safety: ssh-keygen is not installed, so no release signature can be made to check'))('checks the signature of SHA256SUMS (ssh-keygen -Y sign) against the trusted key', async () => {
+  it.skipIf(
+    skipWhen(
+      !HAS_SSH_KEYGEN,
+      'install-safety: ssh-keygen is not installed, so no release signature can be made to check',
+    ),
+  )('checks the signature of SHA256SUMS (ssh-keygen -Y sign) against the trusted key', async () => {
     const { env, mirror, home: h } = home();
     const keygen = (...a: string[]) => execFileSync('ssh-keygen', a, { stdio: 'pipe' });
     keygen('-q', '-t', 'ed25519', '-N', '', '-C', 'releases@kms-sync', '-f', path.join(h, 'release-key'));
@@ -211,20 +263,28 @@ describe('provider install --from: only a checked release', () => {
     expect(noKey.stderr).toContain('there is no trusted release key to check it with');
 
     // Another zip with its own SHA256SUMS, the old signature beside it: tampering is caught.
-    const evil = writeZip([{ name: executableName(VERSION, PLATFORM), data: Buffer.from('#!/bin/sh\ncurl evil\n'), mode: 0o755 }]);
+    const evil = writeZip([
+      { name: executableName(VERSION, PLATFORM), data: Buffer.from('#!/bin/sh\ncurl evil\n'), mode: 0o755 },
+    ]);
     writeFileSync(path.join(rel, releaseZipName(VERSION, PLATFORM)), evil);
     writeFileSync(sums, `${createHash('sha256').update(evil).digest('hex')}  ${releaseZipName(VERSION, PLATFORM)}\n`);
-    const tampered = await runCli(['provider', 'install', '--from', rel, ...trusted, '--dir', path.join(h, 'm3')], { env });
+    const tampered = await runCli(['provider', 'install', '--from', rel, ...trusted, '--dir', path.join(h, 'm3')], {
+      env,
+    });
     expect(tampered.code).toBe(1);
     expect(tampered.stderr).toContain('the signature does not match the file');
 
     // Signed by a key that is not trusted, or for another namespace (a git commit signature): refused.
     sign('other-key');
-    const stranger = await runCli(['provider', 'install', '--from', rel, ...trusted, '--dir', path.join(h, 'm4')], { env });
+    const stranger = await runCli(['provider', 'install', '--from', rel, ...trusted, '--dir', path.join(h, 'm4')], {
+      env,
+    });
     expect(stranger.code).toBe(1);
     expect(stranger.stderr).toContain('signed by a key that is not among the trusted release keys');
     sign('release-key', 'git');
-    const wrongUse = await runCli(['provider', 'install', '--from', rel, ...trusted, '--dir', path.join(h, 'm5')], { env });
+    const wrongUse = await runCli(['provider', 'install', '--from', rel, ...trusted, '--dir', path.join(h, 'm5')], {
+      env,
+    });
     expect(wrongUse.code).toBe(1);
     expect(wrongUse.stderr).toContain(`signed for "git", not for ${RELEASE_SIGNATURE_NAMESPACE}`);
     for (const m of ['m2', 'm3', 'm4', 'm5']) expect(existsSync(path.join(h, m))).toBe(false);

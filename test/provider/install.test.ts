@@ -29,7 +29,10 @@ const outputs: string[] = [];
 function home(tfrc?: string): { home: string; env: NodeJS.ProcessEnv } {
   const h = workspace();
   roots.push(h);
-  return { home: h, env: { HOME: h, NODE_DISABLE_COMPILE_CACHE: '1', ...(tfrc ? { TF_CLI_CONFIG_FILE: path.join(h, tfrc) } : {}) } };
+  return {
+    home: h,
+    env: { HOME: h, NODE_DISABLE_COMPILE_CACHE: '1', ...(tfrc ? { TF_CLI_CONFIG_FILE: path.join(h, tfrc) } : {}) },
+  };
 }
 
 async function install(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliResult> {
@@ -40,17 +43,32 @@ async function install(env: NodeJS.ProcessEnv, ...args: string[]): Promise<CliRe
 
 function terraform(cwd: string, env: NodeJS.ProcessEnv, ...args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(TERRAFORM!, args, {
-      cwd, maxBuffer: 64 * 1024 * 1024,
-      env: { PATH: process.env.PATH, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1', KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(env.HOME!, 'age.txt'), ...env },
-    }, (e, stdout, stderr) => {
-      outputs.push(stdout, stderr);
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      TERRAFORM!,
+      args,
+      {
+        cwd,
+        maxBuffer: 64 * 1024 * 1024,
+        env: {
+          PATH: process.env.PATH,
+          TF_IN_AUTOMATION: '1',
+          CHECKPOINT_DISABLE: '1',
+          KMS_API_URL: emu.url,
+          KMS_API_KEY: API_KEY,
+          SOPS_AGE_KEY_FILE: path.join(env.HOME!, 'age.txt'),
+          ...env,
+        },
+      },
+      (e, stdout, stderr) => {
+        outputs.push(stdout, stderr);
+        resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
-const ok = (r: { code: number; stdout: string; stderr: string }, what: string) => expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
+const ok = (r: { code: number; stdout: string; stderr: string }, what: string) =>
+  expect(r.code, `${what}:\n${r.stdout}\n${r.stderr}`).toBe(0);
 
 /** Every file under dir with its content (the compile cache of runs aside). */
 function tree(dir: string): Record<string, string> {
@@ -96,7 +114,9 @@ describe('kms-sync provider install (files)', () => {
     const r = await install(env, '--print');
     ok(r, 'install --print');
     expect(r.stdout).toContain('nothing is written (--print)');
-    expect(r.stdout).toContain(`would write ${path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64', 'terraform-provider-kms_v0.1.0')}`);
+    expect(r.stdout).toContain(
+      `would write ${path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64', 'terraform-provider-kms_v0.1.0')}`,
+    );
     expect(r.stdout).toContain(`would update CLI configuration ${path.join(h, '.terraformrc')}`);
     expect(r.stdout).toContain(`exclude = ${SOURCES}`);
     expect(r.stdout).toMatch(/needs Node\.js >= 22\.19/);
@@ -106,7 +126,8 @@ describe('kms-sync provider install (files)', () => {
   it('keeps the other settings of ~/.terraformrc, backs it up, and a second run changes nothing', async () => {
     const { home: h, env } = home();
     const rc = path.join(h, '.terraformrc');
-    const theirs = 'disable_checkpoint = true\nplugin_cache_dir = "/var/cache/tf"\n\nhost "example.com" {\n  services = { "modules.v1" = "https://example.com/modules/" }\n}\n';
+    const theirs =
+      'disable_checkpoint = true\nplugin_cache_dir = "/var/cache/tf"\n\nhost "example.com" {\n  services = { "modules.v1" = "https://example.com/modules/" }\n}\n';
     writeFileSync(rc, theirs);
     const first = await install(env);
     ok(first, 'install');
@@ -115,7 +136,17 @@ describe('kms-sync provider install (files)', () => {
     expect(text).toContain(`${BEGIN_MARKER}\nprovider_installation {`);
     expect(text).toContain(`path = "${path.join(h, '.terraform.d', 'plugins')}"`);
     expect(readFileSync(`${rc}.kms-sync.bak`, 'utf8')).toBe(theirs);
-    const launcher = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64', 'terraform-provider-kms_v0.1.0');
+    const launcher = path.join(
+      h,
+      '.terraform.d',
+      'plugins',
+      'registry.terraform.io',
+      'kms-sync',
+      'kms',
+      '0.1.0',
+      'linux_amd64',
+      'terraform-provider-kms_v0.1.0',
+    );
     expect(statSync(launcher).mode & 0o777).toBe(0o755);
     expect(existsSync(launcher.replace('registry.terraform.io', 'registry.opentofu.org'))).toBe(true);
 
@@ -134,10 +165,12 @@ describe('kms-sync provider install (files)', () => {
     ok(await install(env, '--dir', path.join(h, 'mirror')), 'install');
     expect(readFileSync(path.join(h, 'custom.tfrc'), 'utf8')).toContain(`path = "${path.join(h, 'mirror')}"`);
     expect(existsSync(path.join(h, '.terraformrc'))).toBe(false);
-    expect(existsSync(path.join(h, 'mirror', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64'))).toBe(true);
+    expect(existsSync(path.join(h, 'mirror', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0', 'linux_amd64'))).toBe(
+      true,
+    );
   });
 
-  it('refuses a provider_installation block of the user\'s, shows what to add, and writes nothing', async () => {
+  it("refuses a provider_installation block of the user's, shows what to add, and writes nothing", async () => {
     const { home: h, env } = home();
     const rc = path.join(h, '.terraformrc');
     const theirs = '# mine\nprovider_installation {\n  network_mirror {\n    url = "https://mirror.example/"\n  }\n}\n';
@@ -152,7 +185,9 @@ describe('kms-sync provider install (files)', () => {
     // --no-cli-config installs the files and leaves the file alone.
     ok(await install(env, '--no-cli-config'), 'install --no-cli-config');
     expect(readFileSync(rc, 'utf8')).toBe(theirs);
-    expect(existsSync(path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0'))).toBe(true);
+    expect(
+      existsSync(path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms', '0.1.0')),
+    ).toBe(true);
   });
 
   it('--from: checks the release zip, puts it as it is in the packed layout, replaces the launcher, and keeps it on later runs', async () => {
@@ -160,7 +195,9 @@ describe('kms-sync provider install (files)', () => {
     const rel = path.join(h, 'release');
     mkdirSync(rel);
     const zipName = releaseZipName('0.1.0', 'linux_amd64');
-    const zip = writeZip([{ name: executableName('0.1.0', 'linux_amd64'), data: Buffer.from('#!/bin/sh\nexit 1\n'), mode: 0o755 }]);
+    const zip = writeZip([
+      { name: executableName('0.1.0', 'linux_amd64'), data: Buffer.from('#!/bin/sh\nexit 1\n'), mode: 0o755 },
+    ]);
     writeFileSync(path.join(rel, zipName), zip);
     writeFileSync(path.join(rel, sumsName('0.1.0')), `${'0'.repeat(64)}  ${zipName}\n`);
     const damaged = await install(env, '--from', rel);
@@ -174,7 +211,9 @@ describe('kms-sync provider install (files)', () => {
     const r = await install(env, '--from', rel);
     ok(r, 'install --from');
     expect(r.stdout).toContain('(packaged executable)');
-    expect(r.stdout).toMatch(/removed .*0\.1\.0\/linux_amd64\/terraform-provider-kms_v0\.1\.0 \(replaced by the packaged executable\)/);
+    expect(r.stdout).toMatch(
+      /removed .*0\.1\.0\/linux_amd64\/terraform-provider-kms_v0\.1\.0 \(replaced by the packaged executable\)/,
+    );
     expect(r.stdout).toContain('delete the kms-sync/kms entry of .terraform.lock.hcl');
     expect(r.stdout).not.toMatch(/needs Node\.js/);
     const kms = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'kms-sync', 'kms');
@@ -190,16 +229,34 @@ describe('kms-sync provider install (files)', () => {
     writeFileSync(wrong, writeZip([{ name: 'terraform-provider-other', data: Buffer.from('x'), mode: 0o755 }]));
     const bad = await install(env, '--from', wrong, '--insecure-skip-checksum');
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain('expected exactly one file, terraform-provider-kms_v0.1.0, in the zip; found terraform-provider-other');
+    expect(bad.stderr).toContain(
+      'expected exactly one file, terraform-provider-kms_v0.1.0, in the zip; found terraform-provider-other',
+    );
   });
 
   it('names platforms as Terraform does; on Windows, where a launcher script cannot run, asks for --from', () => {
-    expect([terraformPlatform('linux', 'x64'), terraformPlatform('darwin', 'arm64'), terraformPlatform('win32', 'x64'), terraformPlatform('aix', 'ppc64')])
-      .toEqual(['linux_amd64', 'darwin_arm64', 'windows_amd64', undefined]);
+    expect([
+      terraformPlatform('linux', 'x64'),
+      terraformPlatform('darwin', 'arm64'),
+      terraformPlatform('win32', 'x64'),
+      terraformPlatform('aix', 'ppc64'),
+    ]).toEqual(['linux_amd64', 'darwin_arm64', 'windows_amd64', undefined]);
     const h = workspace();
     roots.push(h);
-    const options = { version: '0.1.0', env: { APPDATA: path.join(h, 'AppData') }, home: h, platform: 'win32', arch: 'x64', cliConfig: true, dev: false, node: 'node.exe', providerScript: 'bin.js' };
-    expect(() => planInstall(options)).toThrow(/no packaged provider for windows_amd64 here, and on Windows Terraform cannot run a launcher script: pass --from/);
+    const options = {
+      version: '0.1.0',
+      env: { APPDATA: path.join(h, 'AppData') },
+      home: h,
+      platform: 'win32',
+      arch: 'x64',
+      cliConfig: true,
+      dev: false,
+      node: 'node.exe',
+      providerScript: 'bin.js',
+    };
+    expect(() => planInstall(options)).toThrow(
+      /no packaged provider for windows_amd64 here, and on Windows Terraform cannot run a launcher script: pass --from/,
+    );
     expect(() => planInstall({ ...options, dev: true })).toThrow(InstallError);
   });
 
@@ -209,59 +266,89 @@ describe('kms-sync provider install (files)', () => {
     const edited = once.replace('direct {}', 'direct { exclude = ["x/y/z"] }') + 'b = 2\n';
     const again = withBlock('rc', edited, block);
     expect(again).toBe(`${once}b = 2\n`);
-    expect(() => withBlock('rc', `a = 1\n${BEGIN_MARKER}\n`, block)).toThrow(/rc line 2: a kms-sync marker without its partner/);
+    expect(() => withBlock('rc', `a = 1\n${BEGIN_MARKER}\n`, block)).toThrow(
+      /rc line 2: a kms-sync marker without its partner/,
+    );
     expect(() => withBlock('rc', `${END_MARKER}\n`, block)).toThrow(InstallError);
     // A provider_installation inside another block is not the top-level one.
     expect(() => withBlock('rc', 'x {\n  provider_installation = 1\n}\n', block)).not.toThrow();
   });
 });
 
-describe.skipIf(skipWhen(!TERRAFORM, `test/provider/install.test.ts: ${NO_TERRAFORM}`))('terraform installs the provider kms-sync provider install put in place', () => {
-  it('init, apply and an empty re-plan with ~/.terraformrc (no TF_CLI_CONFIG_FILE)', async () => {
-    const { home: h, env } = home();
-    ok(await install(env), 'install');
-    const dir = example(h);
-    ok(await terraform(dir, env, 'init', '-input=false', '-no-color'), 'init');
-    expect(readFileSync(path.join(dir, '.terraform.lock.hcl'), 'utf8')).toMatch(/provider "registry\.terraform\.io\/kms-sync\/kms" \{\n\s+version\s+= "0\.1\.0"/);
-    ok(await terraform(dir, env, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
-    const again = await terraform(dir, env, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
-    expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
+describe.skipIf(skipWhen(!TERRAFORM, `test/provider/install.test.ts: ${NO_TERRAFORM}`))(
+  'terraform installs the provider kms-sync provider install put in place',
+  () => {
+    it(
+      'init, apply and an empty re-plan with ~/.terraformrc (no TF_CLI_CONFIG_FILE)',
+      async () => {
+        const { home: h, env } = home();
+        ok(await install(env), 'install');
+        const dir = example(h);
+        ok(await terraform(dir, env, 'init', '-input=false', '-no-color'), 'init');
+        expect(readFileSync(path.join(dir, '.terraform.lock.hcl'), 'utf8')).toMatch(
+          /provider "registry\.terraform\.io\/kms-sync\/kms" \{\n\s+version\s+= "0\.1\.0"/,
+        );
+        ok(await terraform(dir, env, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply');
+        const again = await terraform(dir, env, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
+        expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
 
-    // Another provider kept in the implied mirror: without a CLI block Terraform takes it from there
-    // alone; with the block, install excludes it from registry installation too, so init stays offline.
-    const other = path.join(h, '.terraform.d', 'plugins', 'registry.terraform.io', 'acme', 'other', '1.0.0', 'linux_amd64', 'terraform-provider-other_v1.0.0');
-    mkdirSync(path.dirname(other), { recursive: true });
-    writeFileSync(other, '#!/bin/sh\nexit 1\n', { mode: 0o755 });
-    const rerun = await install(env);
-    ok(rerun, 'install again');
-    expect(rerun.stdout).toContain('The mirror also holds registry.terraform.io/acme/other');
-    expect(readFileSync(path.join(h, '.terraformrc'), 'utf8')).toContain(`exclude = ${SOURCES.replace(/\]$/, ', "registry.terraform.io/acme/other"]')}`);
-    const otherDir = path.join(h, 'other');
-    mkdirSync(otherDir);
-    writeFileSync(path.join(otherDir, 'main.tf'), 'terraform {\n  required_providers {\n    other = { source = "acme/other", version = "1.0.0" }\n  }\n}\n');
-    const init = await terraform(otherDir, env, 'init', '-input=false', '-no-color');
-    expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
-    expect(init.stdout).toMatch(/Installed acme\/other v1\.0\.0/);
-  }, patient(180_000));
+        // Another provider kept in the implied mirror: without a CLI block Terraform takes it from there
+        // alone; with the block, install excludes it from registry installation too, so init stays offline.
+        const other = path.join(
+          h,
+          '.terraform.d',
+          'plugins',
+          'registry.terraform.io',
+          'acme',
+          'other',
+          '1.0.0',
+          'linux_amd64',
+          'terraform-provider-other_v1.0.0',
+        );
+        mkdirSync(path.dirname(other), { recursive: true });
+        writeFileSync(other, '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+        const rerun = await install(env);
+        ok(rerun, 'install again');
+        expect(rerun.stdout).toContain('The mirror also holds registry.terraform.io/acme/other');
+        expect(readFileSync(path.join(h, '.terraformrc'), 'utf8')).toContain(
+          `exclude = ${SOURCES.replace(/\]$/, ', "registry.terraform.io/acme/other"]')}`,
+        );
+        const otherDir = path.join(h, 'other');
+        mkdirSync(otherDir);
+        writeFileSync(
+          path.join(otherDir, 'main.tf'),
+          'terraform {\n  required_providers {\n    other = { source = "acme/other", version = "1.0.0" }\n  }\n}\n',
+        );
+        const init = await terraform(otherDir, env, 'init', '-input=false', '-no-color');
+        expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
+        expect(init.stdout).toMatch(/Installed acme\/other v1\.0\.0/);
+      },
+      patient(180_000),
+    );
 
-  it('init from --dir through TF_CLI_CONFIG_FILE; --dev then runs plan without init; install switches back', async () => {
-    const { home: h, env } = home('terraform.rc');
-    ok(await install(env, '--dir', path.join(h, 'mirror')), 'install');
-    const dir = example(h);
-    ok(await terraform(dir, env, 'init', '-input=false', '-no-color'), 'init');
+    it(
+      'init from --dir through TF_CLI_CONFIG_FILE; --dev then runs plan without init; install switches back',
+      async () => {
+        const { home: h, env } = home('terraform.rc');
+        ok(await install(env, '--dir', path.join(h, 'mirror')), 'install');
+        const dir = example(h);
+        ok(await terraform(dir, env, 'init', '-input=false', '-no-color'), 'init');
 
-    const dev = await install(env, '--dev');
-    ok(dev, 'install --dev');
-    const rc = readFileSync(path.join(h, 'terraform.rc'), 'utf8');
-    expect(rc).toContain('dev_overrides {');
-    expect(rc).not.toContain('filesystem_mirror');
-    const devDir = example(h, 'dev');
-    const plan = await terraform(devDir, env, 'plan', '-input=false', '-no-color');
-    ok(plan, 'plan with dev_overrides');
-    expect(plan.stderr + plan.stdout).toMatch(/Provider development overrides are in effect/);
-    expect(plan.stdout).toMatch(/Plan: 6 to add/);
+        const dev = await install(env, '--dev');
+        ok(dev, 'install --dev');
+        const rc = readFileSync(path.join(h, 'terraform.rc'), 'utf8');
+        expect(rc).toContain('dev_overrides {');
+        expect(rc).not.toContain('filesystem_mirror');
+        const devDir = example(h, 'dev');
+        const plan = await terraform(devDir, env, 'plan', '-input=false', '-no-color');
+        ok(plan, 'plan with dev_overrides');
+        expect(plan.stderr + plan.stdout).toMatch(/Provider development overrides are in effect/);
+        expect(plan.stdout).toMatch(/Plan: 6 to add/);
 
-    ok(await install(env, '--dir', path.join(h, 'mirror')), 'install again');
-    expect(readFileSync(path.join(h, 'terraform.rc'), 'utf8')).not.toContain('dev_overrides');
-  }, patient(180_000));
-});
+        ok(await install(env, '--dir', path.join(h, 'mirror')), 'install again');
+        expect(readFileSync(path.join(h, 'terraform.rc'), 'utf8')).not.toContain('dev_overrides');
+      },
+      patient(180_000),
+    );
+  },
+);

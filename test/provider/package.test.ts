@@ -14,7 +14,14 @@ import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, rmSync, symlin
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
-import { executableName, releaseZipName, sumsName, manifestName, zipEntries, zipEntryData } from '../../src/provider/release.js';
+import {
+  executableName,
+  releaseZipName,
+  sumsName,
+  manifestName,
+  zipEntries,
+  zipEntryData,
+} from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace } from '../support/cli.js';
 import { COOKIE, startProvider } from './harness.js';
 import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
@@ -37,10 +44,15 @@ const outputs: string[] = [];
 
 function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { cwd: opts.cwd ?? repoRoot, env: opts.env ?? process.env, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
-      outputs.push(stdout, stderr);
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      cmd,
+      args,
+      { cwd: opts.cwd ?? repoRoot, env: opts.env ?? process.env, maxBuffer: 64 * 1024 * 1024 },
+      (e, stdout, stderr) => {
+        outputs.push(stdout, stderr);
+        resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -51,10 +63,18 @@ beforeAll(async () => {
   root = workspace();
   release = path.join(root, 'release');
   // As `npm run package:provider -- --out DIR --platforms linux_amd64` runs it, after the build.
-  const r = await run(process.execPath, [path.join(repoRoot, 'scripts', 'package-provider.js'), '--out', release, '--platforms', PLATFORM]);
+  const r = await run(process.execPath, [
+    path.join(repoRoot, 'scripts', 'package-provider.js'),
+    '--out',
+    release,
+    '--platforms',
+    PLATFORM,
+  ]);
   if (r.code !== 0 && /cannot fetch .* from the npm registry|npm (ERR|error)|binaries are pinned at/.test(r.stderr)) {
     skipped = r.stderr.trim().split('\n')[0];
-    console.warn(`SKIPPED: test/provider/package.test.ts: no pinned Node.js binary for this build (the npm registry is unreachable, or this Node.js is not the pinned version): ${skipped}`);
+    console.warn(
+      `SKIPPED: test/provider/package.test.ts: no pinned Node.js binary for this build (the npm registry is unreachable, or this Node.js is not the pinned version): ${skipped}`,
+    );
     return;
   }
   expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -68,13 +88,26 @@ afterAll(() => {
   for (const o of outputs) expect(o).not.toMatch(RAW_KEY_PATTERN);
 });
 
-describe.skipIf(skipWhen(!HERE, `test/provider/package.test.ts: the packaged executable for ${PLATFORM} runs only on linux x64`))('the release files of npm run package:provider', () => {
+describe.skipIf(
+  skipWhen(!HERE, `test/provider/package.test.ts: the packaged executable for ${PLATFORM} runs only on linux x64`),
+)('the release files of npm run package:provider', () => {
   it('SHA256SUMS matches the zip and the manifest; the manifest says protocol 6.0', (ctx) => {
     if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
     const files = readdirSync(release).sort();
-    expect(files).toEqual([sumsName(VERSION), releaseZipName(VERSION, PLATFORM), manifestName(VERSION), 'terraform-registry-manifest.json'].sort());
-    const lines = readFileSync(path.join(release, sumsName(VERSION)), 'utf8').trimEnd().split('\n');
-    expect(lines.map((l) => l.split('  ')[1]).sort()).toEqual([releaseZipName(VERSION, PLATFORM), manifestName(VERSION)].sort());
+    expect(files).toEqual(
+      [
+        sumsName(VERSION),
+        releaseZipName(VERSION, PLATFORM),
+        manifestName(VERSION),
+        'terraform-registry-manifest.json',
+      ].sort(),
+    );
+    const lines = readFileSync(path.join(release, sumsName(VERSION)), 'utf8')
+      .trimEnd()
+      .split('\n');
+    expect(lines.map((l) => l.split('  ')[1]).sort()).toEqual(
+      [releaseZipName(VERSION, PLATFORM), manifestName(VERSION)].sort(),
+    );
     for (const line of lines) {
       const [sum, name] = line.split('  ');
       expect(sum, name).toBe(sha256(readFileSync(path.join(release, name!))));
@@ -82,13 +115,21 @@ describe.skipIf(skipWhen(!HERE, `test/provider/package.test.ts: the packaged exe
     const manifest = JSON.parse(readFileSync(path.join(release, manifestName(VERSION)), 'utf8'));
     expect(manifest).toEqual({ version: 1, metadata: { protocol_versions: ['6.0'] } });
     expect(JSON.parse(readFileSync(path.join(release, 'terraform-registry-manifest.json'), 'utf8'))).toEqual(manifest);
-    expect(zipEntries(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))))).toEqual([{ name: executableName(VERSION, PLATFORM), mode: 0o755, type: 'file' }]);
+    expect(zipEntries(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))))).toEqual([
+      { name: executableName(VERSION, PLATFORM), mode: 0o755, type: 'file' },
+    ]);
   });
 
   it('the executable runs without Node.js: a human answer by hand, the handshake and the schema for a host', async (ctx) => {
     if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
     const exe = path.join(root, executableName(VERSION, PLATFORM));
-    writeFileSync(exe, zipEntryData(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))), executableName(VERSION, PLATFORM)));
+    writeFileSync(
+      exe,
+      zipEntryData(
+        readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))),
+        executableName(VERSION, PLATFORM),
+      ),
+    );
     chmodSync(exe, 0o755);
     const byHand = await run(exe, [], { env: { PATH: noNodeBin } });
     expect(byHand.code).toBe(1);
@@ -100,68 +141,114 @@ describe.skipIf(skipWhen(!HERE, `test/provider/package.test.ts: the packaged exe
       expect(p.handshake).toMatchObject({ core: 1, version: 6, network: 'tcp', protocol: 'grpc' });
       expect(p.handshake.address).toMatch(/^127\.0\.0\.1:\d+$/);
       const schema = await p.call('GetProviderSchema', {});
-      expect(Object.keys(schema.resource_schemas).sort()).toEqual(['kms_client', 'kms_endpoint', 'kms_environment', 'kms_key', 'kms_project', 'kms_template']);
+      expect(Object.keys(schema.resource_schemas).sort()).toEqual([
+        'kms_client',
+        'kms_endpoint',
+        'kms_environment',
+        'kms_key',
+        'kms_project',
+        'kms_template',
+      ]);
     } finally {
       expect(await p.shutdown()).toBe(0);
     }
   });
 });
 
-describe.skipIf(skipWhen(HERE && !TERRAFORM, `test/provider/package.test.ts (terraform part): ${NO_TERRAFORM}`) || !TERRAFORM)('terraform installs the packaged provider from a packed mirror, with no node on PATH', () => {
-  it('init pins the hash of the zip as built, apply, then an empty re-plan', async (ctx) => {
-    if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
-    const emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
-    try {
-      const home = path.join(root, 'home');
-      mkdirSync(home);
-      const tfrc = path.join(home, 'terraform.rc');
-      const mirror = path.join(root, 'mirror');
-      const installed = await runCli(['provider', 'install', '--from', release, '--dir', mirror], { env: { HOME: home, TF_CLI_CONFIG_FILE: tfrc, NODE_DISABLE_COMPILE_CACHE: '1' } });
-      outputs.push(installed.stdout, installed.stderr);
-      expect(installed.code, installed.stderr).toBe(0);
-      expect(installed.stdout).toContain('(packaged executable)');
-      expect(installed.stdout).not.toMatch(/needs Node\.js/);
-      // The packed layout: the zip itself, byte for byte as built.
-      const packed = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', releaseZipName(VERSION, PLATFORM));
-      const zip = readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM)));
-      expect(readFileSync(packed).equals(zip)).toBe(true);
+describe.skipIf(
+  skipWhen(HERE && !TERRAFORM, `test/provider/package.test.ts (terraform part): ${NO_TERRAFORM}`) || !TERRAFORM,
+)('terraform installs the packaged provider from a packed mirror, with no node on PATH', () => {
+  it(
+    'init pins the hash of the zip as built, apply, then an empty re-plan',
+    async (ctx) => {
+      if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
+      const emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+      try {
+        const home = path.join(root, 'home');
+        mkdirSync(home);
+        const tfrc = path.join(home, 'terraform.rc');
+        const mirror = path.join(root, 'mirror');
+        const installed = await runCli(['provider', 'install', '--from', release, '--dir', mirror], {
+          env: { HOME: home, TF_CLI_CONFIG_FILE: tfrc, NODE_DISABLE_COMPILE_CACHE: '1' },
+        });
+        outputs.push(installed.stdout, installed.stderr);
+        expect(installed.code, installed.stderr).toBe(0);
+        expect(installed.stdout).toContain('(packaged executable)');
+        expect(installed.stdout).not.toMatch(/needs Node\.js/);
+        // The packed layout: the zip itself, byte for byte as built.
+        const packed = path.join(mirror, 'registry.terraform.io', 'kms-sync', 'kms', releaseZipName(VERSION, PLATFORM));
+        const zip = readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM)));
+        expect(readFileSync(packed).equals(zip)).toBe(true);
 
-      const dir = path.join(root, 'project');
-      mkdirSync(dir);
-      cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(dir, 'main.tf'));
-      const env = {
-        PATH: noNodeBin, HOME: home, TF_CLI_CONFIG_FILE: tfrc, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-        KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(home, 'age.txt'),
-      };
-      expect((await run('sh', ['-c', 'command -v node'], { env })).code, 'node must not be on PATH').not.toBe(0);
-      const init = await run(path.join(noNodeBin, 'terraform'), ['init', '-input=false', '-no-color'], { cwd: dir, env });
-      expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
-      // h1: Go's dirhash of the package's files: sha256 of "<sha256 hex>  <name>\n" per file.
-      const exe = zipEntryData(zip, executableName(VERSION, PLATFORM));
-      const h1 = `h1:${createHash('sha256').update(`${sha256(exe)}  ${executableName(VERSION, PLATFORM)}\n`).digest('base64')}`;
-      const lock = readFileSync(path.join(dir, '.terraform.lock.hcl'), 'utf8');
-      expect(lock).toContain('provider "registry.terraform.io/kms-sync/kms"');
-      expect(lock).toContain(`"${h1}"`);
+        const dir = path.join(root, 'project');
+        mkdirSync(dir);
+        cpSync(path.join(repoRoot, 'examples', 'terraform', 'main.tf'), path.join(dir, 'main.tf'));
+        const env = {
+          PATH: noNodeBin,
+          HOME: home,
+          TF_CLI_CONFIG_FILE: tfrc,
+          TF_IN_AUTOMATION: '1',
+          CHECKPOINT_DISABLE: '1',
+          KMS_API_URL: emu.url,
+          KMS_API_KEY: API_KEY,
+          SOPS_AGE_KEY_FILE: path.join(home, 'age.txt'),
+        };
+        expect((await run('sh', ['-c', 'command -v node'], { env })).code, 'node must not be on PATH').not.toBe(0);
+        const init = await run(path.join(noNodeBin, 'terraform'), ['init', '-input=false', '-no-color'], {
+          cwd: dir,
+          env,
+        });
+        expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
+        // h1: Go's dirhash of the package's files: sha256 of "<sha256 hex>  <name>\n" per file.
+        const exe = zipEntryData(zip, executableName(VERSION, PLATFORM));
+        const h1 = `h1:${createHash('sha256')
+          .update(`${sha256(exe)}  ${executableName(VERSION, PLATFORM)}\n`)
+          .digest('base64')}`;
+        const lock = readFileSync(path.join(dir, '.terraform.lock.hcl'), 'utf8');
+        expect(lock).toContain('provider "registry.terraform.io/kms-sync/kms"');
+        expect(lock).toContain(`"${h1}"`);
 
-      const apply = await run(path.join(noNodeBin, 'terraform'), ['apply', '-input=false', '-no-color', '-auto-approve'], { cwd: dir, env });
-      expect(apply.code, `${apply.stdout}\n${apply.stderr}`).toBe(0);
-      expect(apply.stdout).toMatch(/Apply complete! Resources: 6 added/);
-      const again = await run(path.join(noNodeBin, 'terraform'), ['plan', '-input=false', '-no-color', '-detailed-exitcode'], { cwd: dir, env });
-      expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
-      expect(again.stdout).toMatch(/No changes/);
+        const apply = await run(
+          path.join(noNodeBin, 'terraform'),
+          ['apply', '-input=false', '-no-color', '-auto-approve'],
+          { cwd: dir, env },
+        );
+        expect(apply.code, `${apply.stdout}\n${apply.stderr}`).toBe(0);
+        expect(apply.stdout).toMatch(/Apply complete! Resources: 6 added/);
+        const again = await run(
+          path.join(noNodeBin, 'terraform'),
+          ['plan', '-input=false', '-no-color', '-detailed-exitcode'],
+          { cwd: dir, env },
+        );
+        expect(again.code, `${again.stdout}\n${again.stderr}`).toBe(0);
+        expect(again.stdout).toMatch(/No changes/);
 
-      // A store whose SDK is not bundled: a clear message, not a stack trace.
-      const aws = path.join(root, 'aws');
-      mkdirSync(aws);
-      writeFileSync(path.join(aws, 'main.tf'), readFileSync(path.join(dir, 'main.tf'), 'utf8')
-        .replace('uri     = "sops:.kms-sync/secrets.sops.yaml"', 'uri = "aws-sm://eu-west-1/kms-sync/prod"').replace('slug        = "acme"', 'slug        = "acme2"'));
-      cpSync(path.join(dir, '.terraform.lock.hcl'), path.join(aws, '.terraform.lock.hcl'));
-      expect((await run(path.join(noNodeBin, 'terraform'), ['init', '-input=false', '-no-color'], { cwd: aws, env })).code).toBe(0);
-      const noSdk = await run(path.join(noNodeBin, 'terraform'), ['apply', '-input=false', '-no-color', '-auto-approve'], { cwd: aws, env });
-      expect(noSdk.code).toBe(1);
-      expect(noSdk.stderr.replace(/\s+/g, ' ')).toContain('the packaged terraform-provider-kms does not include @aws-sdk/client-secrets-manager, which aws-sm:// stores need');
-    } finally {
-      await emu.close();
-    }
-  }, patient(300_000));
+        // A store whose SDK is not bundled: a clear message, not a stack trace.
+        const aws = path.join(root, 'aws');
+        mkdirSync(aws);
+        writeFileSync(
+          path.join(aws, 'main.tf'),
+          readFileSync(path.join(dir, 'main.tf'), 'utf8')
+            .replace('uri     = "sops:.kms-sync/secrets.sops.yaml"', 'uri = "aws-sm://eu-west-1/kms-sync/prod"')
+            .replace('slug        = "acme"', 'slug        = "acme2"'),
+        );
+        cpSync(path.join(dir, '.terraform.lock.hcl'), path.join(aws, '.terraform.lock.hcl'));
+        expect(
+          (await run(path.join(noNodeBin, 'terraform'), ['init', '-input=false', '-no-color'], { cwd: aws, env })).code,
+        ).toBe(0);
+        const noSdk = await run(
+          path.join(noNodeBin, 'terraform'),
+          ['apply', '-input=false', '-no-color', '-auto-approve'],
+          { cwd: aws, env },
+        );
+        expect(noSdk.code).toBe(1);
+        expect(noSdk.stderr.replace(/\s+/g, ' ')).toContain(
+          'the packaged terraform-provider-kms does not include @aws-sdk/client-secrets-manager, which aws-sm:// stores need',
+        );
+      } finally {
+        await emu.close();
+      }
+    },
+    patient(300_000),
+  );
 });

@@ -10,7 +10,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeServerCertificate } from '../../src/provider/plugin/certificate.js';
 import { loadProtocol } from '../../src/provider/plugin/protocol.js';
 import { repoRoot } from '../support/cli.js';
-import { COOKIE, dyn, errors, isUnknownWire, mp, PROVIDER_BIN, startProvider, stepsOf, unmp, UNKNOWN, type ProviderProcess } from './harness.js';
+import {
+  COOKIE,
+  dyn,
+  errors,
+  isUnknownWire,
+  mp,
+  PROVIDER_BIN,
+  startProvider,
+  stepsOf,
+  unmp,
+  UNKNOWN,
+  type ProviderProcess,
+} from './harness.js';
 
 const schemaDoc = JSON.parse(readFileSync(path.join(repoRoot, 'schemas', 'terraform-provider-kms.json'), 'utf8'));
 const jsonSchema = Object.values(schemaDoc.provider_schemas)[0] as any;
@@ -18,7 +30,8 @@ const jsonSchema = Object.values(schemaDoc.provider_schemas)[0] as any;
 function run(env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(process.execPath, [PROVIDER_BIN], { env: { PATH: process.env.PATH, ...env } }, (e, stdout, stderr) =>
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
   });
 }
 
@@ -75,10 +88,16 @@ describe('a provider started like Terraform starts it', () => {
   it('accepts only the client certificate it was given', async () => {
     const stranger = makeServerCertificate();
     const serverPem = `-----BEGIN CERTIFICATE-----\n${p.handshake.certDer.toString('base64')}\n-----END CERTIFICATE-----\n`;
-    const creds = grpc.credentials.createSsl(Buffer.from(serverPem), Buffer.from(stranger.keyPem), Buffer.from(stranger.certPem));
+    const creds = grpc.credentials.createSsl(
+      Buffer.from(serverPem),
+      Buffer.from(stranger.keyPem),
+      Buffer.from(stranger.certPem),
+    );
     const Client = grpc.makeGenericClientConstructor(loadProtocol().provider, 'Provider');
     const c = new Client(p.handshake.address, creds, { 'grpc.ssl_target_name_override': 'localhost' }) as any;
-    const err = await new Promise<grpc.ServiceError | null>((resolve) => c.GetMetadata({}, { deadline: Date.now() + 5000 }, (e: grpc.ServiceError | null) => resolve(e)));
+    const err = await new Promise<grpc.ServiceError | null>((resolve) =>
+      c.GetMetadata({}, { deadline: Date.now() + 5000 }, (e: grpc.ServiceError | null) => resolve(e)),
+    );
     c.close();
     expect(err?.code).toBe(grpc.status.UNAVAILABLE);
   });
@@ -100,25 +119,52 @@ describe('a provider started like Terraform starts it', () => {
 
   it('points validation diagnostics at the attribute', async () => {
     const bad = await p.call('ValidateResourceConfig', {
-      type_name: 'kms_endpoint', config: mp(obj('kms_endpoint', { project_env: 'acme-production', method: 'FETCH', path: 'v1/orders', metadata: dyn('x') })),
+      type_name: 'kms_endpoint',
+      config: mp(
+        obj('kms_endpoint', { project_env: 'acme-production', method: 'FETCH', path: 'v1/orders', metadata: dyn('x') }),
+      ),
     });
     const byAttr = Object.fromEntries(errors(bad.diagnostics).map((d) => [String(stepsOf(d)[0]), d.summary]));
     expect(byAttr).toEqual({ method: 'Invalid method', path: 'Invalid path', metadata: 'Invalid metadata' });
     const good = await p.call('ValidateResourceConfig', {
-      type_name: 'kms_endpoint', config: mp(obj('kms_endpoint', { project_env: UNKNOWN, method: 'get', path: '/v1/orders' })),
+      type_name: 'kms_endpoint',
+      config: mp(obj('kms_endpoint', { project_env: UNKNOWN, method: 'get', path: '/v1/orders' })),
     });
     expect(good.diagnostics).toEqual([]);
-    const key = await p.call('ValidateResourceConfig', { type_name: 'kms_key', config: mp(obj('kms_key', { ttl: '90d', expires_at: '2030-01-01', name: 'k' })) });
-    expect(errors(key.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Conflicting expiry', ['expires_at']]]);
-    const stores = await p.call('ValidateProviderConfig', {
-      config: mp({ url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([{ name: 'a', uri: 'nope', default: true, options: null }, { name: 'a', uri: 'file:x', default: true, options: null }]) }),
+    const key = await p.call('ValidateResourceConfig', {
+      type_name: 'kms_key',
+      config: mp(obj('kms_key', { ttl: '90d', expires_at: '2030-01-01', name: 'k' })),
     });
-    expect(errors(stores.diagnostics).map((d) => stepsOf(d))).toEqual([['secret_store', 0, 'uri'], ['secret_store', 1, 'name'], ['secret_store', 1, 'default']]);
+    expect(errors(key.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([
+      ['Conflicting expiry', ['expires_at']],
+    ]);
+    const stores = await p.call('ValidateProviderConfig', {
+      config: mp({
+        url: null,
+        api_key: null,
+        owner: null,
+        base_dir: null,
+        secret_store: dyn([
+          { name: 'a', uri: 'nope', default: true, options: null },
+          { name: 'a', uri: 'file:x', default: true, options: null },
+        ]),
+      }),
+    });
+    expect(errors(stores.diagnostics).map((d) => stepsOf(d))).toEqual([
+      ['secret_store', 0, 'uri'],
+      ['secret_store', 1, 'name'],
+      ['secret_store', 1, 'default'],
+    ]);
   });
 
   it('plans a create with computed values unknown and identity-derived ids known', async () => {
     const proposed = obj('kms_client', { project_env: 'acme-production', name: 'globex', template: 'gold' });
-    const res = await p.call('PlanResourceChange', { type_name: 'kms_client', prior_state: mp(null), proposed_new_state: mp(proposed), config: mp(proposed) });
+    const res = await p.call('PlanResourceChange', {
+      type_name: 'kms_client',
+      prior_state: mp(null),
+      proposed_new_state: mp(proposed),
+      config: mp(proposed),
+    });
     expect(errors(res.diagnostics)).toEqual([]);
     const planned = unmp(res.planned_state);
     expect(planned.id).toBe('acme-production/globex');
@@ -129,41 +175,89 @@ describe('a provider started like Terraform starts it', () => {
 
   it('plans a replacement where the service cannot update in place', async () => {
     const prior = obj('kms_endpoint', {
-      id: 'acme-production/GET:/v1/orders', project_env: 'acme-production', method: 'GET', path: '/v1/orders', name: 'List',
-      request: dyn({ q: 'string' }), method_path: 'GET:/v1/orders', updated_at: '2026-01-01T00:00:00.000Z',
+      id: 'acme-production/GET:/v1/orders',
+      project_env: 'acme-production',
+      method: 'GET',
+      path: '/v1/orders',
+      name: 'List',
+      request: dyn({ q: 'string' }),
+      method_path: 'GET:/v1/orders',
+      updated_at: '2026-01-01T00:00:00.000Z',
     });
     const renamed = { ...prior, name: 'List orders' };
-    const inPlace = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(prior), proposed_new_state: mp(renamed), config: mp(renamed) });
+    const inPlace = await p.call('PlanResourceChange', {
+      type_name: 'kms_endpoint',
+      prior_state: mp(prior),
+      proposed_new_state: mp(renamed),
+      config: mp(renamed),
+    });
     expect(inPlace.requires_replace).toEqual([]);
     expect(isUnknownWire(unmp(inPlace.planned_state).updated_at)).toBe(true);
     const reshaped = { ...prior, request: dyn({ q: 'number' }) };
-    const replace = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(prior), proposed_new_state: mp(reshaped), config: mp(reshaped) });
+    const replace = await p.call('PlanResourceChange', {
+      type_name: 'kms_endpoint',
+      prior_state: mp(prior),
+      proposed_new_state: mp(reshaped),
+      config: mp(reshaped),
+    });
     expect(replace.requires_replace.map((a: any) => a.steps.map((s: any) => s.attribute_name))).toEqual([['request']]);
-    const same = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(prior), proposed_new_state: mp(prior), config: mp(prior) });
+    const same = await p.call('PlanResourceChange', {
+      type_name: 'kms_endpoint',
+      prior_state: mp(prior),
+      proposed_new_state: mp(prior),
+      config: mp(prior),
+    });
     expect(unmp(same.planned_state)).toEqual({ ...prior, request: dyn({ q: 'string' }), timeouts: null });
     const guarded = { ...prior, protected: true };
-    const destroy = await p.call('PlanResourceChange', { type_name: 'kms_endpoint', prior_state: mp(guarded), proposed_new_state: mp(null), config: mp(null) });
-    expect(errors(destroy.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Protected resource', ['protected']]]);
+    const destroy = await p.call('PlanResourceChange', {
+      type_name: 'kms_endpoint',
+      prior_state: mp(guarded),
+      proposed_new_state: mp(null),
+      config: mp(null),
+    });
+    expect(errors(destroy.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([
+      ['Protected resource', ['protected']],
+    ]);
   });
 
   it('upgrades JSON state, dropping attributes the schema no longer has', async () => {
     const raw = { id: 'acme', slug: 'acme', name: 'Acme', retired_attribute: 1 };
-    const res = await p.call('UpgradeResourceState', { type_name: 'kms_project', version: 0, raw_state: { json: Buffer.from(JSON.stringify(raw)) } });
+    const res = await p.call('UpgradeResourceState', {
+      type_name: 'kms_project',
+      version: 0,
+      raw_state: { json: Buffer.from(JSON.stringify(raw)) },
+    });
     expect(errors(res.diagnostics)).toEqual([]);
-    expect(unmp(res.upgraded_state)).toEqual({ id: 'acme', slug: 'acme', name: 'Acme', description: null, protected: null, timeouts: null });
-    const newer = await p.call('UpgradeResourceState', { type_name: 'kms_project', version: 7, raw_state: { json: Buffer.from('{}') } });
+    expect(unmp(res.upgraded_state)).toEqual({
+      id: 'acme',
+      slug: 'acme',
+      name: 'Acme',
+      description: null,
+      protected: null,
+      timeouts: null,
+    });
+    const newer = await p.call('UpgradeResourceState', {
+      type_name: 'kms_project',
+      version: 7,
+      raw_state: { json: Buffer.from('{}') },
+    });
     expect(errors(newer.diagnostics)[0]?.summary).toBe('State written by a newer provider');
   });
 
   it('configures from the environment and reports a missing URL at the attribute', async () => {
     const empty = { url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) };
-    expect(errors((await p.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp(empty) })).diagnostics)).toEqual([]);
+    expect(
+      errors((await p.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp(empty) })).diagnostics),
+    ).toEqual([]);
     const q = await startProvider({ env: { KMS_API_KEY: 'sk_test_x' } });
     try {
       const res = await q.call('ConfigureProvider', { terraform_version: '1.11.4', config: mp(empty) });
       expect(errors(res.diagnostics).map((d) => [d.summary, stepsOf(d)])).toEqual([['Missing service URL', ['url']]]);
       // Unconfigured, a read says why instead of failing obscurely.
-      const read = await q.call('ReadResource', { type_name: 'kms_project', current_state: mp(obj('kms_project', { id: 'a', slug: 'a', name: 'A' })) });
+      const read = await q.call('ReadResource', {
+        type_name: 'kms_project',
+        current_state: mp(obj('kms_project', { id: 'a', slug: 'a', name: 'A' })),
+      });
       expect(errors(read.diagnostics)[0]).toMatchObject({ summary: 'Provider not configured' });
       expect(errors(read.diagnostics)[0]!.detail).toMatch(/KMS_API_URL/);
     } finally {
@@ -172,7 +266,9 @@ describe('a provider started like Terraform starts it', () => {
   });
 
   it('is also served by `kms-sync provider`', async () => {
-    const q = await startProvider({ command: [process.execPath, path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'provider'] });
+    const q = await startProvider({
+      command: [process.execPath, path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'provider'],
+    });
     expect(q.handshake.version).toBe(6);
     expect((await q.call('GetMetadata')).resources.length).toBe(Object.keys(jsonSchema.resource_schemas).length);
     expect(await q.shutdown()).toBe(0);

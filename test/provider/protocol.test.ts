@@ -7,14 +7,21 @@ import { describe, expect, it } from 'vitest';
 import { DESCRIPTOR_FILE, PROTOCOL_DIR, PROTOCOL_FILES } from '../../src/provider/plugin/protocol.js';
 
 /** Field names as written (snake_case): the provider's messages use them. */
-const parse = () => new protobuf.Root().loadSync(PROTOCOL_FILES.map((f) => path.join(PROTOCOL_DIR, f)), { keepCase: true });
+const parse = () =>
+  new protobuf.Root().loadSync(
+    PROTOCOL_FILES.map((f) => path.join(PROTOCOL_DIR, f)),
+    { keepCase: true },
+  );
 
 describe('plugin protocol descriptor', () => {
   it('matches schemas/plugin-protocol/*.proto', () => {
     const root = parse();
     const fresh = `${JSON.stringify(root.toJSON(), null, 1)}\n`;
     if (process.env.UPDATE_PROTOCOL) writeFileSync(DESCRIPTOR_FILE, fresh);
-    expect(readFileSync(DESCRIPTOR_FILE, 'utf8'), 'descriptor.json is stale: run UPDATE_PROTOCOL=1 npx vitest run test/provider/protocol.test.ts').toBe(fresh);
+    expect(
+      readFileSync(DESCRIPTOR_FILE, 'utf8'),
+      'descriptor.json is stale: run UPDATE_PROTOCOL=1 npx vitest run test/provider/protocol.test.ts',
+    ).toBe(fresh);
   });
 
   it('keeps the wire numbers Terraform relies on', () => {

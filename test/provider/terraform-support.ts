@@ -7,7 +7,13 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import path from 'node:path';
 import { decryptSops } from 'sops-age';
 import { expect } from 'vitest';
-import { findTerraform, mirrorProvider, offlineTerraformEnv, onPath, PROVIDER_VERSION } from '../support/terraform-offline.js';
+import {
+  findTerraform,
+  mirrorProvider,
+  offlineTerraformEnv,
+  onPath,
+  PROVIDER_VERSION,
+} from '../support/terraform-offline.js';
 import { PROVIDER_BIN } from './harness.js';
 
 export { mirrorProvider, onPath, PROVIDER_VERSION };
@@ -18,9 +24,14 @@ export function terraformOrSkip(): string | undefined {
 }
 
 /** Why the terraform-driven tests skip. */
-export const NO_TERRAFORM = 'neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider';
+export const NO_TERRAFORM =
+  'neither terraform nor tofu is on PATH; the protocol-level tests (lifecycle, plugin-server) still cover the provider';
 
-export interface Run { code: number; stdout: string; stderr: string }
+export interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 export interface OfflineTerraform {
   /** Environment every run gets: the mirror's CLI configuration, the service, the age identity. */
@@ -39,15 +50,20 @@ export const expectOk = (r: Run, what: string): void => expect(r.code, `${what}:
  * Puts the provider into a filesystem mirror under `root` and returns a runner whose CLI
  * configuration installs it from there (HOME is `root`: no ~/.terraformrc of the machine).
  */
-export function offlineTerraform(bin: string, root: string, service: { url: string; apiKey: string }): OfflineTerraform {
+export function offlineTerraform(
+  bin: string,
+  root: string,
+  service: { url: string; apiKey: string },
+): OfflineTerraform {
   const env: NodeJS.ProcessEnv = offlineTerraformEnv({ root, providerBin: PROVIDER_BIN, service });
   const outputs: string[] = [];
-  const run = (cwd: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}) => new Promise<Run>((resolve) => {
-    execFile(bin, args, { cwd, env: { ...env, ...extraEnv }, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
-      outputs.push(stdout, stderr);
-      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+  const run = (cwd: string, args: string[], extraEnv: NodeJS.ProcessEnv = {}) =>
+    new Promise<Run>((resolve) => {
+      execFile(bin, args, { cwd, env: { ...env, ...extraEnv }, maxBuffer: 64 * 1024 * 1024 }, (e, stdout, stderr) => {
+        outputs.push(stdout, stderr);
+        resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      });
     });
-  });
   return {
     env,
     outputs,
@@ -67,9 +83,13 @@ export function offlineTerraform(bin: string, root: string, service: { url: stri
  * of kms-sync's own store code): secret name → raw value.
  */
 export async function decryptStore(storeFile: string, ageKeyFile: string): Promise<Record<string, string>> {
-  const identity = readFileSync(ageKeyFile, 'utf8').split('\n').find((l) => l.startsWith('AGE-SECRET-KEY-1'));
+  const identity = readFileSync(ageKeyFile, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('AGE-SECRET-KEY-1'));
   if (!identity) throw new Error(`${ageKeyFile}: no age identity`);
-  const decoded = (await decryptSops(readFileSync(storeFile, 'utf8'), { secretKey: identity, fileType: 'yaml' })) as { secrets?: Record<string, { value: string }> };
+  const decoded = (await decryptSops(readFileSync(storeFile, 'utf8'), { secretKey: identity, fileType: 'yaml' })) as {
+    secrets?: Record<string, { value: string }>;
+  };
   return Object.fromEntries(Object.entries(decoded.secrets ?? {}).map(([name, s]) => [name, s.value]));
 }
 

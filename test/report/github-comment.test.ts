@@ -41,14 +41,26 @@ beforeAll(async () => {
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
   // 150 comments by others on pull request 7, so a new comment lands on the second page.
   gh = await startGitHubFake({
-    owner: 'acme', repo: 'access', token: TOKEN,
+    owner: 'acme',
+    repo: 'access',
+    token: TOKEN,
     comments: Array.from({ length: 150 }, (_, i) => ({ id: i + 1, issue: 7, body: `LGTM ${i}`, login: 'octocat' })),
   });
-  dir = workspace({ 'config/shop.yaml': config, 'event.json': JSON.stringify({ action: 'synchronize', number: 7, pull_request: { number: 7 } }) });
+  dir = workspace({
+    'config/shop.yaml': config,
+    'event.json': JSON.stringify({ action: 'synchronize', number: 7, pull_request: { number: 7 } }),
+  });
   env = {
-    KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1',
-    GITHUB_ACTIONS: 'true', GITHUB_TOKEN: TOKEN, GITHUB_REPOSITORY: 'acme/access', GITHUB_EVENT_PATH: path.join(dir, 'event.json'),
-    GITHUB_API_URL: gh.url, GITHUB_STEP_SUMMARY: path.join(dir, 'summary.md'),
+    KMS_API_URL: emu.url,
+    KMS_API_KEY: API_KEY,
+    SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'),
+    KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+    GITHUB_ACTIONS: 'true',
+    GITHUB_TOKEN: TOKEN,
+    GITHUB_REPOSITORY: 'acme/access',
+    GITHUB_EVENT_PATH: path.join(dir, 'event.json'),
+    GITHUB_API_URL: gh.url,
+    GITHUB_STEP_SUMMARY: path.join(dir, 'summary.md'),
   };
 });
 
@@ -66,7 +78,11 @@ const mine = () => gh.comments.filter((c) => c.login === 'github-actions[bot]');
 describe('plan --comment github', () => {
   it('uses the trimmed GitHub description of exactly the routes it calls', () => {
     const doc = githubDescription();
-    expect(Object.keys(doc.paths).sort()).toEqual(['/repos/{owner}/{repo}/issues/comments/{comment_id}', '/repos/{owner}/{repo}/issues/{issue_number}/comments', '/user']);
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      '/repos/{owner}/{repo}/issues/comments/{comment_id}',
+      '/repos/{owner}/{repo}/issues/{issue_number}/comments',
+      '/user',
+    ]);
     expect(doc.components.schemas['issue-comment']).toBeDefined();
   });
 
@@ -75,18 +91,30 @@ describe('plan --comment github', () => {
     const json = { 'content-type': 'application/json' };
     const u = (p: string) => new URL(`http://h${p}`);
     expect(checker.check('POST', u('/repos/a/b/issues/7/comments'), json, '{"body":"x"}').problems).toEqual([]);
-    expect(checker.check('POST', u('/repos/a/b/issues/7/comments'), json, '{"text":"x"}').problems.join()).toContain("must have required property 'body'");
-    expect(checker.check('POST', u('/repos/a/b/issues/seven/comments'), json, '{"body":"x"}').problems.join()).toContain('issue_number: "seven" is not an integer');
-    expect(checker.check('GET', u('/repos/a/b/issues/7/comments?per_page=100&sort=asc'), {}, '').problems).toEqual(['query parameter sort is not in the description']);
-    expect(checker.check('PUT', u('/repos/a/b/issues/comments/5'), json, '{"body":"x"}').problems.join()).toContain('no such operation');
-    expect(checker.check('PATCH', u('/repos/a/b/issues/comments/5'), {}, '{"body":"x"}').problems.join()).toContain('content-type must be application/json');
+    expect(checker.check('POST', u('/repos/a/b/issues/7/comments'), json, '{"text":"x"}').problems.join()).toContain(
+      "must have required property 'body'",
+    );
+    expect(
+      checker.check('POST', u('/repos/a/b/issues/seven/comments'), json, '{"body":"x"}').problems.join(),
+    ).toContain('issue_number: "seven" is not an integer');
+    expect(checker.check('GET', u('/repos/a/b/issues/7/comments?per_page=100&sort=asc'), {}, '').problems).toEqual([
+      'query parameter sort is not in the description',
+    ]);
+    expect(checker.check('PUT', u('/repos/a/b/issues/comments/5'), json, '{"body":"x"}').problems.join()).toContain(
+      'no such operation',
+    );
+    expect(checker.check('PATCH', u('/repos/a/b/issues/comments/5'), {}, '{"body":"x"}').problems.join()).toContain(
+      'content-type must be application/json',
+    );
   });
 
   it('posts the report on the pull request after looking for its marker on every page', async () => {
     const r = await runCli(['plan', '-f', 'config', '--comment', 'github'], { env, cwd: dir });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('Plan: 5 to create'); // the terminal still gets the text plan
-    expect(r.stderr).toContain('Posted the pull-request comment https://github.com/acme/access/pull/7#issuecomment-1000');
+    expect(r.stderr).toContain(
+      'Posted the pull-request comment https://github.com/acme/access/pull/7#issuecomment-1000',
+    );
     expect(gh.problems).toEqual([]);
     expect(gh.requests.map((q) => `${q.method} ${q.path}`)).toEqual([
       'GET /repos/acme/access/issues/7/comments?per_page=100&page=1',
@@ -106,11 +134,15 @@ describe('plan --comment github', () => {
 
   it('updates the same comment in place on the next run, also when the pull request adds a file', async () => {
     gh.requests.length = 0;
-    writeFileSync(path.join(dir, 'config', 'endpoints.yaml'),
-      'apiVersion: kms-sync/v1\nprojects:\n  - slug: shop\n    environments:\n      - type: production\n        endpoints:\n          - { method: GET, path: /v1/orders }\n');
+    writeFileSync(
+      path.join(dir, 'config', 'endpoints.yaml'),
+      'apiVersion: kms-sync/v1\nprojects:\n  - slug: shop\n    environments:\n      - type: production\n        endpoints:\n          - { method: GET, path: /v1/orders }\n',
+    );
     const r = await runCli(['plan', '-f', 'config', '--comment', 'github'], { env, cwd: dir });
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain('Updated the pull-request comment https://github.com/acme/access/pull/7#issuecomment-1000');
+    expect(r.stderr).toContain(
+      'Updated the pull-request comment https://github.com/acme/access/pull/7#issuecomment-1000',
+    );
     expect(gh.problems).toEqual([]);
     expect(gh.requests.map((q) => `${q.method} ${q.path}`)).toEqual([
       'GET /repos/acme/access/issues/7/comments?per_page=100&page=1',
@@ -136,18 +168,33 @@ describe('plan --comment github', () => {
     gh.failNext('PATCH', 403);
     const r = await runCli(['plan', '-f', 'config', '--comment', 'github'], { env, cwd: dir });
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('could not publish the report: GitHub API PATCH /repos/acme/access/issues/comments/1000 failed with 403: Resource not accessible by integration');
+    expect(r.stderr).toContain(
+      'could not publish the report: GitHub API PATCH /repos/acme/access/issues/comments/1000 failed with 403: Resource not accessible by integration',
+    );
   });
 
   it('reads the pull request from the Actions context, and refuses events without one', () => {
     const base = { GITHUB_TOKEN: TOKEN, GITHUB_REPOSITORY: 'acme/access', GITHUB_EVENT_PATH: '/event.json' };
-    const from = (event: unknown, extra: NodeJS.ProcessEnv = {}) => githubTargetFromEnv({ ...base, ...extra }, () => JSON.stringify(event));
-    expect(from({ pull_request: { number: 7 } })).toEqual({ apiUrl: 'https://api.github.com', token: TOKEN, owner: 'acme', repo: 'access', issueNumber: 7 });
+    const from = (event: unknown, extra: NodeJS.ProcessEnv = {}) =>
+      githubTargetFromEnv({ ...base, ...extra }, () => JSON.stringify(event));
+    expect(from({ pull_request: { number: 7 } })).toEqual({
+      apiUrl: 'https://api.github.com',
+      token: TOKEN,
+      owner: 'acme',
+      repo: 'access',
+      issueNumber: 7,
+    });
     expect(from({ issue: { number: 9, pull_request: {} } }).issueNumber).toBe(9);
-    expect(from({ schedule: '17 6 * * *' }, { KMS_SYNC_PR_NUMBER: '12', GITHUB_API_URL: 'https://ghe.example/api/v3/' })).toMatchObject({ issueNumber: 12, apiUrl: 'https://ghe.example/api/v3' });
+    expect(
+      from({ schedule: '17 6 * * *' }, { KMS_SYNC_PR_NUMBER: '12', GITHUB_API_URL: 'https://ghe.example/api/v3/' }),
+    ).toMatchObject({ issueNumber: 12, apiUrl: 'https://ghe.example/api/v3' });
     expect(() => from({ schedule: '17 6 * * *' })).toThrow('--comment github runs on pull_request events');
     expect(() => from({ issue: { number: 9 } })).toThrow('--comment github runs on pull_request events');
     expect(() => githubTargetFromEnv({ ...base, GITHUB_TOKEN: '' }, () => '{}')).toThrow('needs GITHUB_TOKEN');
-    expect(() => githubTargetFromEnv(base, () => { throw new Error('ENOENT'); })).toThrow('cannot read the Actions event file');
+    expect(() =>
+      githubTargetFromEnv(base, () => {
+        throw new Error('ENOENT');
+      }),
+    ).toThrow('cannot read the Actions event file');
   });
 });

@@ -32,13 +32,28 @@ beforeAll(async () => {
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
   // 120 notes on merge request 3, including system notes (one quoting a marker-like text).
   gl = await startGitLabFake({
-    projectId: '42', token: TOKEN, tokenHeader: 'private-token',
-    notes: Array.from({ length: 120 }, (_, i) => ({ id: i + 1, mr: 3, body: i === 5 ? 'changed the description <!-- kms-sync:' : `note ${i}`, system: i % 10 === 5, username: 'dev' })),
+    projectId: '42',
+    token: TOKEN,
+    tokenHeader: 'private-token',
+    notes: Array.from({ length: 120 }, (_, i) => ({
+      id: i + 1,
+      mr: 3,
+      body: i === 5 ? 'changed the description <!-- kms-sync:' : `note ${i}`,
+      system: i % 10 === 5,
+      username: 'dev',
+    })),
   });
   dir = workspace({ 'config/shop.yaml': config });
   env = {
-    KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1',
-    GITLAB_CI: 'true', CI_API_V4_URL: gl.url, CI_PROJECT_ID: '42', CI_MERGE_REQUEST_IID: '3', GITLAB_TOKEN: TOKEN,
+    KMS_API_URL: emu.url,
+    KMS_API_KEY: API_KEY,
+    SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'),
+    KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+    GITLAB_CI: 'true',
+    CI_API_V4_URL: gl.url,
+    CI_PROJECT_ID: '42',
+    CI_MERGE_REQUEST_IID: '3',
+    GITLAB_TOKEN: TOKEN,
   };
 });
 
@@ -95,10 +110,23 @@ describe('--comment gitlab', () => {
   });
 
   it('reads GitLab CI variables, preferring GITLAB_TOKEN, and needs a merge-request pipeline', () => {
-    const ci = { CI_API_V4_URL: 'https://gitlab.example/api/v4/', CI_PROJECT_ID: '42', CI_MERGE_REQUEST_IID: '3', CI_JOB_TOKEN: 'job' };
-    expect(gitlabTargetFromEnv({ ...ci, GITLAB_TOKEN: TOKEN })).toEqual({ apiUrl: 'https://gitlab.example/api/v4', projectId: '42', mergeRequestIid: 3, token: TOKEN, tokenHeader: 'PRIVATE-TOKEN' });
+    const ci = {
+      CI_API_V4_URL: 'https://gitlab.example/api/v4/',
+      CI_PROJECT_ID: '42',
+      CI_MERGE_REQUEST_IID: '3',
+      CI_JOB_TOKEN: 'job',
+    };
+    expect(gitlabTargetFromEnv({ ...ci, GITLAB_TOKEN: TOKEN })).toEqual({
+      apiUrl: 'https://gitlab.example/api/v4',
+      projectId: '42',
+      mergeRequestIid: 3,
+      token: TOKEN,
+      tokenHeader: 'PRIVATE-TOKEN',
+    });
     expect(gitlabTargetFromEnv(ci)).toMatchObject({ token: 'job', tokenHeader: 'JOB-TOKEN' });
-    expect(() => gitlabTargetFromEnv({ ...ci, CI_MERGE_REQUEST_IID: '' })).toThrow('--comment gitlab runs in merge-request pipelines');
+    expect(() => gitlabTargetFromEnv({ ...ci, CI_MERGE_REQUEST_IID: '' })).toThrow(
+      '--comment gitlab runs in merge-request pipelines',
+    );
     expect(() => gitlabTargetFromEnv({ ...ci, CI_JOB_TOKEN: '' })).toThrow('needs GITLAB_TOKEN');
   });
 });

@@ -4,7 +4,12 @@
 import { describe, expect, it } from 'vitest';
 import { classifyDrift } from '../../src/plan/drift.js';
 import type { Operation } from '../../src/plan/types.js';
-import { commentMarker, GITHUB_COMMENT_LIMIT, renderDriftMarkdown, renderPlanMarkdown } from '../../src/report/markdown.js';
+import {
+  commentMarker,
+  GITHUB_COMMENT_LIMIT,
+  renderDriftMarkdown,
+  renderPlanMarkdown,
+} from '../../src/report/markdown.js';
 import { renderDriftText, renderPlanJson, renderPlanText } from '../../src/report/index.js';
 import { makePlan, mixedPlan, op } from '../support/plans.js';
 
@@ -20,7 +25,12 @@ function table(md: string, heading: string): string[][] {
   const rows: string[][] = [];
   for (const l of lines.slice(start)) {
     if (!l.startsWith('|')) break;
-    rows.push(l.split('|').slice(1, -1).map((c) => c.trim()));
+    rows.push(
+      l
+        .split('|')
+        .slice(1, -1)
+        .map((c) => c.trim()),
+    );
   }
   return rows;
 }
@@ -32,7 +42,9 @@ describe('plan Markdown', () => {
 
   it('starts with the hidden marker and names the target, environments and credential kind', () => {
     expect(md.startsWith('<!-- kms-sync:abc123 -->\n')).toBe(true);
-    expect(md).toContain('**Target:** <code>https&#58;//kms.example/api/v1</code> · **Credential:** <code>sk_test_</code> (test) · **Environments:** <code>shop-production</code>, <code>shop-staging</code>');
+    expect(md).toContain(
+      '**Target:** <code>https&#58;//kms.example/api/v1</code> · **Credential:** <code>sk_test_</code> (test) · **Environments:** <code>shop-production</code>, <code>shop-staging</code>',
+    );
     expect(md).not.toContain('[!CAUTION]');
     const live = renderPlanMarkdown(mixedPlan('live'));
     expect(live).toContain('<code>sk_live_</code> (live)');
@@ -57,7 +69,9 @@ describe('plan Markdown', () => {
     expect(banner).toContain('<code>endpoint.shop-production/GET:/v1/orders</code>');
     expect(banner).toContain('<code>key.shop-production/globex/primary</code>');
     expect(banner).not.toContain('client.shop-production/hooli');
-    const calm = renderPlanMarkdown(makePlan({ operations: [op({ address: 'client.shop-production/a', action: 'create' })] }));
+    const calm = renderPlanMarkdown(
+      makePlan({ operations: [op({ address: 'client.shop-production/a', action: 'create' })] }),
+    );
     expect(calm).not.toContain('[!WARNING]');
   });
 
@@ -69,7 +83,9 @@ describe('plan Markdown', () => {
     expect(table(update, '| Field | Before | After |').slice(2, 3)).toEqual([
       ['<code>ipWhitelist</code>', '<code>["0.0.0.0/0"]</code>', '<code>["10.0.0.0/8"]</code>'],
     ]);
-    expect(changes).toContain('<code>keys</code> | <code>main</code>: no expiry, autoRotate false → default store as <code>shop-production/hooli/main</code>');
+    expect(changes).toContain(
+      '<code>keys</code> | <code>main</code>: no expiry, autoRotate false → default store as <code>shop-production/hooli/main</code>',
+    );
   });
 
   it('shows drift that the operations do not already show in its own section', () => {
@@ -101,7 +117,14 @@ describe('drift Markdown', () => {
       ['<code>shop-staging</code>', '0', '0', '1', '1', '1', '0', '3'],
       ['**Total**', '2', '0', '2', '2', '1', '1', '8'],
     ]);
-    const order = ['#### Drift', '##### Changed outside kms-sync (2)', '##### Missing from the live service (2)', '##### Unmanaged (2)', '##### Secret missing (1)', '##### Expiring (1)'];
+    const order = [
+      '#### Drift',
+      '##### Changed outside kms-sync (2)',
+      '##### Missing from the live service (2)',
+      '##### Unmanaged (2)',
+      '##### Secret missing (1)',
+      '##### Expiring (1)',
+    ];
     const at = order.map((h) => md.indexOf(h));
     expect(at.every((x) => x > 0)).toBe(true);
     expect([...at].sort((a, b) => a - b)).toEqual(at);
@@ -110,7 +133,11 @@ describe('drift Markdown', () => {
   });
 
   it('says so when there is no drift, and counts ignored items', () => {
-    const clean = renderDriftMarkdown({ ...classifyDrift(makePlan()), summary: { ...classifyDrift(makePlan()).summary, ignored: 2 }, ignore: { source: '.kmsignore', rules: 2, unused: [] } });
+    const clean = renderDriftMarkdown({
+      ...classifyDrift(makePlan()),
+      summary: { ...classifyDrift(makePlan()).summary, ignored: 2 },
+      ignore: { source: '.kmsignore', rules: 2, unused: [] },
+    });
     expect(clean).toContain('**No drift.**');
     expect(clean).toContain('_Ignored by <code>.kmsignore</code>: 2 item(s)');
     expect(clean).not.toContain('[!WARNING]');
@@ -122,10 +149,16 @@ describe('size limit', () => {
     const ops: Operation[] = [];
     for (let i = 0; i < n; i++) {
       const env = i % 2 ? 'shop-production' : 'shop-staging';
-      ops.push(op({
-        address: `client.${env}/client-${String(i).padStart(5, '0')}`, action: i % 10 === 0 ? 'delete' : 'update',
-        changes: [{ path: 'metadata.notes', before: 'x'.repeat(150), after: 'y'.repeat(150) }, { path: 'ipWhitelist', before: ['0.0.0.0/0'], after: ['10.0.0.0/8'] }],
-      }));
+      ops.push(
+        op({
+          address: `client.${env}/client-${String(i).padStart(5, '0')}`,
+          action: i % 10 === 0 ? 'delete' : 'update',
+          changes: [
+            { path: 'metadata.notes', before: 'x'.repeat(150), after: 'y'.repeat(150) },
+            { path: 'ipWhitelist', before: ['0.0.0.0/0'], after: ['10.0.0.0/8'] },
+          ],
+        }),
+      );
     }
     return makePlan({ operations: ops });
   };
@@ -165,13 +198,26 @@ describe('safety', () => {
   const hostile = makePlan({
     credential: 'live',
     operations: [
-      op({ address: 'client.shop-production/<img src=x onerror=alert(1)>', action: 'update', reason: 'metadata changed by @octocat',
-        changes: [{ path: 'metadata.note', before: `leaked ${RAW}`, after: '</code></details><script>x</script> | `tick`' }] }),
-      op({ address: 'key.shop-production/a/main', action: 'create', after: { name: 'main', secret: { name: 'shop-production/a/main' } } }),
+      op({
+        address: 'client.shop-production/<img src=x onerror=alert(1)>',
+        action: 'update',
+        reason: 'metadata changed by @octocat',
+        changes: [
+          { path: 'metadata.note', before: `leaked ${RAW}`, after: '</code></details><script>x</script> | `tick`' },
+        ],
+      }),
+      op({
+        address: 'key.shop-production/a/main',
+        action: 'create',
+        after: { name: 'main', secret: { name: 'shop-production/a/main' } },
+      }),
     ],
     warnings: [`credential ${PROJECT_KEY} in a warning`],
   });
-  const plan = { ...hostile, target: { ...hostile.target, url: 'https://user:hunter2@kms.example/api/v1?api_key=zzz' } };
+  const plan = {
+    ...hostile,
+    target: { ...hostile.target, url: 'https://user:hunter2@kms.example/api/v1?api_key=zzz' },
+  };
   const outputs = [renderPlanMarkdown(plan, { drift: classifyDrift(plan) }), renderDriftMarkdown(classifyDrift(plan))];
 
   it('never contains a raw key, a project key or URL credentials', () => {
@@ -199,15 +245,28 @@ describe("kms-sync's own markers", () => {
   // A claimed client: its owner marker changes with a real field; another op changes the marker only.
   const plan = makePlan({
     operations: [
-      op({ address: 'client.shop-production/globex', action: 'update', changes: [
-        { path: 'metadata.kms-sync/owner', before: null, after: 'github.com/acme/shop:kms' },
-        { path: 'metadata.team', before: 'a', after: 'b' },
-      ] }),
-      op({ address: 'client.shop-production/initech', action: 'update', changes: [{ path: 'metadata.kms-sync/applied', before: '1', after: '2' }] }),
+      op({
+        address: 'client.shop-production/globex',
+        action: 'update',
+        changes: [
+          { path: 'metadata.kms-sync/owner', before: null, after: 'github.com/acme/shop:kms' },
+          { path: 'metadata.team', before: 'a', after: 'b' },
+        ],
+      }),
+      op({
+        address: 'client.shop-production/initech',
+        action: 'update',
+        changes: [{ path: 'metadata.kms-sync/applied', before: '1', after: '2' }],
+      }),
     ],
   });
   it('are left out of text, Markdown and drift views, and kept in JSON', () => {
-    const views = [renderPlanText(plan, { color: false }), renderPlanMarkdown(plan, { drift: classifyDrift(plan) }), renderDriftMarkdown(classifyDrift(plan)), renderDriftText(classifyDrift(plan), { color: false })];
+    const views = [
+      renderPlanText(plan, { color: false }),
+      renderPlanMarkdown(plan, { drift: classifyDrift(plan) }),
+      renderDriftMarkdown(classifyDrift(plan)),
+      renderDriftText(classifyDrift(plan), { color: false }),
+    ];
     for (const v of views) {
       expect(v).not.toMatch(/kms-sync\/owner|kms-sync\/applied/);
       expect(v).toContain('metadata.team');

@@ -25,37 +25,45 @@ afterAll(async () => {
 });
 
 describe('crash safety under SIGKILL', () => {
-  it('SOPS file store: every acknowledged put survives, the file always verifies', async () => {
-    const file = path.join(sb.dir, 'store', 'secrets.yaml');
-    const store = new SopsFileStore(file, { env: sb.env });
-    const acked = new Map<string, string>();
-    await crashRounds({
-      iterations: ROUNDS,
-      writers: WRITERS,
-      spawn: (i, w) => startChild('store-writer.ts', [file, `it${i}w${w}`], { ...sb.env, PATH: process.env.PATH }),
-      afterRound: async (i, runs) => {
-        for (const r of runs) {
-          for (const line of r.lines) {
-            const [tag, name, value] = line.split(' ');
-            if (tag === 'ack' && name && value) acked.set(name, value);
+  it(
+    'SOPS file store: every acknowledged put survives, the file always verifies',
+    async () => {
+      const file = path.join(sb.dir, 'store', 'secrets.yaml');
+      const store = new SopsFileStore(file, { env: sb.env });
+      const acked = new Map<string, string>();
+      await crashRounds({
+        iterations: ROUNDS,
+        writers: WRITERS,
+        spawn: (i, w) => startChild('store-writer.ts', [file, `it${i}w${w}`], { ...sb.env, PATH: process.env.PATH }),
+        afterRound: async (i, runs) => {
+          for (const r of runs) {
+            for (const line of r.lines) {
+              const [tag, name, value] = line.split(' ');
+              if (tag === 'ack' && name && value) acked.set(name, value);
+            }
           }
-        }
-        // Never corrupt: the file parses, its MAC verifies, every value decrypts.
-        const all = await store.readAll();
-        for (const [name, value] of acked) {
-          if (all.get(name) !== value) throw new Error(`acknowledged secret ${name} lost or changed after iteration ${i}`);
-        }
-      },
-    });
-    // The writers did get work done between kills (kept low: a loaded CI machine writes slower).
-    expect(acked.size).toBeGreaterThanOrEqual(3);
-    // A new writer can always take over (stale locks broken, temp files cleaned).
-    await store.put('final/c/k', 'kmsc_final-check-value', {
-      projectEnv: 'final', client: 'c', key: 'k', keyId: 'x', issuedAt: new Date().toISOString(),
-    });
-    expect(await store.read('final/c/k')).toBe('kmsc_final-check-value');
-    const left = (await fs.readdir(path.dirname(file))).filter((n) => n.includes('.tmp-'));
-    expect(left).toEqual([]);
-  }, patient(60_000));
-
+          // Never corrupt: the file parses, its MAC verifies, every value decrypts.
+          const all = await store.readAll();
+          for (const [name, value] of acked) {
+            if (all.get(name) !== value)
+              throw new Error(`acknowledged secret ${name} lost or changed after iteration ${i}`);
+          }
+        },
+      });
+      // The writers did get work done between kills (kept low: a loaded CI machine writes slower).
+      expect(acked.size).toBeGreaterThanOrEqual(3);
+      // A new writer can always take over (stale locks broken, temp files cleaned).
+      await store.put('final/c/k', 'kmsc_final-check-value', {
+        projectEnv: 'final',
+        client: 'c',
+        key: 'k',
+        keyId: 'x',
+        issuedAt: new Date().toISOString(),
+      });
+      expect(await store.read('final/c/k')).toBe('kmsc_final-check-value');
+      const left = (await fs.readdir(path.dirname(file))).filter((n) => n.includes('.tmp-'));
+      expect(left).toEqual([]);
+    },
+    patient(60_000),
+  );
 });

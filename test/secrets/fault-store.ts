@@ -37,7 +37,10 @@ export class FaultyStore implements SecretStore {
   attempts = 0;
   readonly inner: SecretStore;
   readonly error: Error;
-  constructor(inner: SecretStore, error: Error = new SecretStoreError('backend unreachable (injected)', { code: 'IO' })) {
+  constructor(
+    inner: SecretStore,
+    error: Error = new SecretStoreError('backend unreachable (injected)', { code: 'IO' }),
+  ) {
     this.inner = inner;
     this.error = error;
   }

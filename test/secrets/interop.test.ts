@@ -48,7 +48,11 @@ const TARGET = 'https://kms.example.com/api/v1#live';
 
 async function writeSample(): Promise<{ store: SopsFileStore; values: Record<string, string> }> {
   const store = (await openStore('sops:secrets.yaml', { baseDir: sb.dir, env: sb.env })) as SopsFileStore;
-  const values = { 'acme-prod/web/primary': fakeKey(), 'acme-prod/api/primary': fakeKey(), 'acme-dev/web/primary': fakeKey() };
+  const values = {
+    'acme-prod/web/primary': fakeKey(),
+    'acme-prod/api/primary': fakeKey(),
+    'acme-dev/web/primary': fakeKey(),
+  };
   await store.putMany(
     Object.entries(values).map(([name, value]) => ({
       name,
@@ -70,7 +74,12 @@ function decryptEnc(enc: string, dataKey: Buffer, aad: string): string {
   return Buffer.concat([d.update(Buffer.from(m[1] as string, 'base64')), d.final()]).toString('utf8');
 }
 
-describe.skipIf(skipWhen(SKIP_AGE && !AGE_CLI, 'age CLI interop: the age CLI is not installed (apt-get install -y age); CI requires it'))('age CLI interop', () => {
+describe.skipIf(
+  skipWhen(
+    SKIP_AGE && !AGE_CLI,
+    'age CLI interop: the age CLI is not installed (apt-get install -y age); CI requires it',
+  ),
+)('age CLI interop', () => {
   it('`age -d -i keyfile` unwraps sops.age[0].enc to the 32-byte data key, which decrypts the values and the MAC', async () => {
     requireAgeCli();
     const { store, values } = await writeSample();
@@ -141,7 +150,12 @@ describe('independent SOPS decoder (npm sops-age)', () => {
   });
 });
 
-describe.skipIf(skipWhen(!SOPS_CLI, 'sops CLI interop: no sops binary on PATH (sops is not a Debian package here; our own MAC check still runs)'))('sops CLI interop (only where a sops binary is installed)', () => {
+describe.skipIf(
+  skipWhen(
+    !SOPS_CLI,
+    'sops CLI interop: no sops binary on PATH (sops is not a Debian package here; our own MAC check still runs)',
+  ),
+)('sops CLI interop (only where a sops binary is installed)', () => {
   it('`sops -d` decrypts our file and verifies its MAC', async () => {
     const { store, values } = await writeSample();
     const out = spawnSync('sops', ['-d', store.path], { encoding: 'utf8', env: { ...sb.env } });

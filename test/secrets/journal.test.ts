@@ -80,7 +80,10 @@ describe('journal', () => {
     const rs = [record('e/c/a'), record('e/c/b'), record('e/c/c')];
     const ids = await j.appendMany(rs);
     expect(new Set(ids).size).toBe(3);
-    expect((await j.pending()).map((e) => [e.id, e.value])).toEqual([[first, expect.any(String)], ...ids.map((id, i) => [id, rs[i]?.value])]);
+    expect((await j.pending()).map((e) => [e.id, e.value])).toEqual([
+      [first, expect.any(String)],
+      ...ids.map((id, i) => [id, rs[i]?.value]),
+    ]);
     const buf = await fs.readFile(file);
     const frames = scanJournal(buf).frames;
     expect(frames).toHaveLength(2);
@@ -88,9 +91,9 @@ describe('journal', () => {
     // A batch torn by a crash was never acknowledged: it goes as a whole, earlier frames stay.
     await fs.writeFile(file, buf.subarray(0, (frames[1]?.start ?? 0) + 5));
     expect(await j.pendingIds()).toEqual([first]);
-    expect((await rejection(j.appendMany([rs[0] as JournalRecord, { ...(rs[1] as JournalRecord), value: '' }]))).code).toBe(
-      'INVALID_ARGUMENT',
-    );
+    expect(
+      (await rejection(j.appendMany([rs[0] as JournalRecord, { ...(rs[1] as JournalRecord), value: '' }]))).code,
+    ).toBe('INVALID_ARGUMENT');
     expect(await j.pendingIds()).toEqual([first]); // an invalid batch writes nothing
   });
 
@@ -104,7 +107,7 @@ describe('journal', () => {
     const text = await fs.readFile(file);
     for (const r of rs) expect(text.includes(Buffer.from(r.value))).toBe(false);
     // A second journal object sees the same state (it is all on disk).
-    expect((await new Journal(file, { env: sb.env }).pendingIds())).toEqual([ids[0], ids[2]]);
+    expect(await new Journal(file, { env: sb.env }).pendingIds()).toEqual([ids[0], ids[2]]);
     await j.clear([ids[0]!, ids[2]!]);
     expect(await j.pendingIds()).toEqual([]);
     await expect(fs.stat(file)).rejects.toThrow(); // nothing left: the file is gone

@@ -24,8 +24,13 @@ describe('in-process lock queue', () => {
   it('a caller waiting behind holders of its own process longer than the time limit still gets the lock', async () => {
     const lock = path.join(sb.dir, 'x.lock');
     const order: string[] = [];
-    const first = withLock(lock, { timeoutMs: 30 }, async () => { await sleep(150); order.push('first'); });
-    const second = withLock(lock, { timeoutMs: 30 }, async () => { order.push('second'); });
+    const first = withLock(lock, { timeoutMs: 30 }, async () => {
+      await sleep(150);
+      order.push('first');
+    });
+    const second = withLock(lock, { timeoutMs: 30 }, async () => {
+      order.push('second');
+    });
     await Promise.all([first, second]);
     expect(order).toEqual(['first', 'second']);
     await expect(fs.stat(lock)).rejects.toThrow();
@@ -42,8 +47,16 @@ describe('in-process lock queue', () => {
   it('a hundred concurrent journal appends in one process all land, with a 20 ms lock limit', async () => {
     await new AgeKeys({ env: sb.env }).recipients(); // the identity exists, as after apply's prepare()
     const j = new Journal(path.join(sb.dir, 'config', '.kms-sync', 'journal'), { env: sb.env, lockTimeoutMs: 20 });
-    const ids = await Promise.all(Array.from({ length: 100 }, (_, i) =>
-      j.append({ storeUri: 'sops:s.yaml', name: `e/c/k${i}`, value: `kmsc_${String(i).padStart(43, 'x')}`, meta: meta(`e/c/k${i}`) })));
+    const ids = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        j.append({
+          storeUri: 'sops:s.yaml',
+          name: `e/c/k${i}`,
+          value: `kmsc_${String(i).padStart(43, 'x')}`,
+          meta: meta(`e/c/k${i}`),
+        }),
+      ),
+    );
     expect(new Set(ids).size).toBe(100);
     expect((await j.pendingIds()).length).toBe(100);
   });

@@ -7,7 +7,15 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { parse, stringify } from 'yaml';
 import {
-  decryptTree, emitSopsYaml, emitSopsYamlIncremental, encryptSubtree, map, parseYamlTree, scalar, type FragmentCache, type SNode,
+  decryptTree,
+  emitSopsYaml,
+  emitSopsYamlIncremental,
+  encryptSubtree,
+  map,
+  parseYamlTree,
+  scalar,
+  type FragmentCache,
+  type SNode,
 } from '../../src/secrets/sops/document.js';
 import { KMS_SYNC_RULES, SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
@@ -20,16 +28,42 @@ afterEach(async () => {
   await sb.cleanup();
 });
 
-const entry = (i: number, extra: [string, SNode][] = []): [string, SNode] => [`p-prod/c${i}/k`, map([
-  ['value', scalar(`ENC[AES256_GCM,data:${'A'.repeat(8)}${i},iv:x,tag:y,type:str]`)], ['projectEnv', scalar('p-prod')], ['client', scalar(`c${i}`)],
-  ['expiresAt', scalar(null)], ['note', scalar(i % 3 === 0 ? 'two\nlines' : i % 3 === 1 ? 'yes' : '123')], ...extra,
-])];
+const entry = (i: number, extra: [string, SNode][] = []): [string, SNode] => [
+  `p-prod/c${i}/k`,
+  map([
+    ['value', scalar(`ENC[AES256_GCM,data:${'A'.repeat(8)}${i},iv:x,tag:y,type:str]`)],
+    ['projectEnv', scalar('p-prod')],
+    ['client', scalar(`c${i}`)],
+    ['expiresAt', scalar(null)],
+    ['note', scalar(i % 3 === 0 ? 'two\nlines' : i % 3 === 1 ? 'yes' : '123')],
+    ...extra,
+  ]),
+];
 
 describe('incremental emission', () => {
   it('equals the whole-document emitter, and emits only new entries on the next write', () => {
     const names = ['a', 'needs "quotes"', 'ünï/cödé', 'true', '123', 'x: y', '#hash', ''];
-    const secrets = map([...Array.from({ length: 20 }, (_, i) => entry(i)), ...names.map((n, i): [string, SNode] => [n, entry(100 + i)[1]])]);
-    const sops = map([['age', { kind: 'seq', items: [map([['recipient', scalar('age1xyz')], ['enc', scalar('-----BEGIN AGE ENCRYPTED FILE-----\nabc\n-----END AGE ENCRYPTED FILE-----\n')]])] }], ['lastmodified', scalar('2026-01-01T00:00:00Z')], ['mac', scalar('ENC[AES256_GCM,data:m,iv:i,tag:t,type:str]')], ['version', scalar('3.10.2')]]);
+    const secrets = map([
+      ...Array.from({ length: 20 }, (_, i) => entry(i)),
+      ...names.map((n, i): [string, SNode] => [n, entry(100 + i)[1]]),
+    ]);
+    const sops = map([
+      [
+        'age',
+        {
+          kind: 'seq',
+          items: [
+            map([
+              ['recipient', scalar('age1xyz')],
+              ['enc', scalar('-----BEGIN AGE ENCRYPTED FILE-----\nabc\n-----END AGE ENCRYPTED FILE-----\n')],
+            ]),
+          ],
+        },
+      ],
+      ['lastmodified', scalar('2026-01-01T00:00:00Z')],
+      ['mac', scalar('ENC[AES256_GCM,data:m,iv:i,tag:t,type:str]')],
+      ['version', scalar('3.10.2')],
+    ]);
     const data = map([['secrets', secrets]]);
     const cache: FragmentCache = new WeakMap();
     const fresh1: [string, SNode, string][] = [];
@@ -56,7 +90,16 @@ describe('incremental emission', () => {
 describe('decryption at scale', () => {
   it('entries decrypted before are not decrypted again: a wrong key still gives the same MAC for them, and fails on a new one', () => {
     const key = randomBytes(32);
-    const enc = (i: number, at = i) => encryptSubtree(map([['value', scalar(`kmsc_${i}`)], ['keyId', scalar(`id${i}`)]]), ['secrets', `e/c${at}/k`], KMS_SYNC_RULES, key);
+    const enc = (i: number, at = i) =>
+      encryptSubtree(
+        map([
+          ['value', scalar(`kmsc_${i}`)],
+          ['keyId', scalar(`id${i}`)],
+        ]),
+        ['secrets', `e/c${at}/k`],
+        KMS_SYNC_RULES,
+        key,
+      );
     const secrets = map(Array.from({ length: 300 }, (_, i): [string, SNode] => [`e/c${i}/k`, enc(i)]));
     const data = map([['secrets', secrets]]);
     const first = decryptTree(data, KMS_SYNC_RULES, key);
@@ -74,11 +117,13 @@ describe('SopsFileStore at scale', () => {
     const file = path.join(sb.dir, 's.yaml');
     const store = new SopsFileStore(file, { env: sb.env });
     const values = new Map<string, string>();
-    await store.putMany(Array.from({ length: 500 }, (_, i) => {
-      const name = `e/c${i}/k`;
-      values.set(name, fakeKey());
-      return { name, value: values.get(name)!, meta: meta(name) };
-    }));
+    await store.putMany(
+      Array.from({ length: 500 }, (_, i) => {
+        const name = `e/c${i}/k`;
+        values.set(name, fakeKey());
+        return { name, value: values.get(name)!, meta: meta(name) };
+      }),
+    );
     const other = new SopsFileStore(file, { env: sb.env });
     for (let i = 0; i < 4; i++) {
       const name = `e/c${i * 100}/k`;
@@ -92,16 +137,21 @@ describe('SopsFileStore at scale', () => {
 
   it.each([
     ['2-space indentation', (t: string) => stringify(parse(t), { indent: 2 })],
-    ['comments between entries', (t: string) => t.replace(/^( {4}"?e\/c1\/k"?:)$/m, '    # a comment a person added\n$1')],
+    [
+      'comments between entries',
+      (t: string) => t.replace(/^( {4}"?e\/c1\/k"?:)$/m, '    # a comment a person added\n$1'),
+    ],
   ])('a file in another layout (%s) is rewritten correctly', async (_, reformat) => {
     const file = path.join(sb.dir, 'f.yaml');
     const first = new SopsFileStore(file, { env: sb.env });
     const values = new Map<string, string>();
-    await first.putMany(Array.from({ length: 20 }, (_, i) => {
-      const name = `e/c${i}/k`;
-      values.set(name, fakeKey());
-      return { name, value: values.get(name)!, meta: meta(name) };
-    }));
+    await first.putMany(
+      Array.from({ length: 20 }, (_, i) => {
+        const name = `e/c${i}/k`;
+        values.set(name, fakeKey());
+        return { name, value: values.get(name)!, meta: meta(name) };
+      }),
+    );
     await fs.writeFile(file, reformat(await fs.readFile(file, 'utf8')));
     const second = new SopsFileStore(file, { env: sb.env });
     values.set('e/c5/k', fakeKey());

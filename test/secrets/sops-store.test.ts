@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { AgeKeys, defaultAgeKeyFile } from '../../src/secrets/age-keys.js';
-import { SopsFileStore, sopsUriToPath } from '../../src/secrets/sops/file-store.js';
+import { type SopsFileStore, sopsUriToPath } from '../../src/secrets/sops/file-store.js';
 import { SecretStoreError, redactSecrets } from '../../src/secrets/store.js';
 import { openStore, supportedStoreSchemes } from '../../src/secrets/registry.js';
 import { expectNoSecrets, fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
@@ -55,7 +55,11 @@ describe('SOPS file store: round trip', () => {
     const b = key();
     const c = key();
     await store.putMany([
-      { name: 'acme-prod/api/primary', value: b, meta: meta('acme-prod/api/primary', { expiresAt: '2027-01-01T00:00:00.000Z' }) },
+      {
+        name: 'acme-prod/api/primary',
+        value: b,
+        meta: meta('acme-prod/api/primary', { expiresAt: '2027-01-01T00:00:00.000Z' }),
+      },
       { name: 'acme-dev/api/primary', value: c, meta: meta('acme-dev/api/primary') },
     ]);
 
@@ -72,9 +76,18 @@ describe('SOPS file store: round trip', () => {
     });
 
     const listing = await store.list();
-    expect(listing.map((l) => l.name)).toEqual(['acme-dev/api/primary', 'acme-prod/api/primary', 'acme-prod/web/primary']);
+    expect(listing.map((l) => l.name)).toEqual([
+      'acme-dev/api/primary',
+      'acme-prod/api/primary',
+      'acme-prod/web/primary',
+    ]);
     const api = listing.find((l) => l.name === 'acme-prod/api/primary');
-    expect(api?.meta).toMatchObject({ projectEnv: 'acme-prod', client: 'api', key: 'primary', expiresAt: '2027-01-01T00:00:00.000Z' });
+    expect(api?.meta).toMatchObject({
+      projectEnv: 'acme-prod',
+      client: 'api',
+      key: 'primary',
+      expiresAt: '2027-01-01T00:00:00.000Z',
+    });
     expect(Number.isNaN(Date.parse(api?.updatedAt ?? ''))).toBe(false);
 
     // Overwrite keeps one entry with the new value.
@@ -101,13 +114,21 @@ describe('SOPS file store: round trip', () => {
     };
     const entry = doc.secrets['acme-prod/web/primary'];
     expect(entry?.value).toMatch(/^ENC\[AES256_GCM,data:[^,]+,iv:[^,]+,tag:[^,]+,type:str\]$/);
-    expect(entry).toMatchObject({ projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: 'key_123', expiresAt: null });
+    expect(entry).toMatchObject({
+      projectEnv: 'acme-prod',
+      client: 'web',
+      key: 'primary',
+      keyId: 'key_123',
+      expiresAt: null,
+    });
     expect(doc.sops.encrypted_regex).toBe('^value$');
     expect(doc.sops.version).toMatch(/^3\./);
     expect(doc.sops.lastmodified).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     expect(doc.sops.mac).toMatch(/^ENC\[AES256_GCM,/);
     expect(doc.sops.age).toHaveLength(1);
-    expect(doc.sops.age[0]?.enc).toMatch(/^-----BEGIN AGE ENCRYPTED FILE-----\n[\s\S]+-----END AGE ENCRYPTED FILE-----\n$/);
+    expect(doc.sops.age[0]?.enc).toMatch(
+      /^-----BEGIN AGE ENCRYPTED FILE-----\n[\s\S]+-----END AGE ENCRYPTED FILE-----\n$/,
+    );
     expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
     expect((await fs.stat(path.dirname(file))).mode & 0o777).toBe(0o700);
     // No lock or temp file is left behind.
@@ -168,7 +189,13 @@ describe('SOPS file store: service target', () => {
     );
     const listing = await (await newStore()).list();
     expect(listing.find((l) => l.name === 'acme-prod/web/primary')?.meta).toEqual({
-      projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: 'key_live1', target: LIVE, issuedAt: m.issuedAt, expiresAt: null,
+      projectEnv: 'acme-prod',
+      client: 'web',
+      key: 'primary',
+      keyId: 'key_live1',
+      target: LIVE,
+      issuedAt: m.issuedAt,
+      expiresAt: null,
     });
     const legacy = listing.find((l) => l.name === 'acme-prod/api/primary')?.meta;
     expect(legacy?.keyId).toBe('key_legacy');
@@ -214,7 +241,9 @@ describe('SOPS file store: service target', () => {
     await fs.writeFile(store.path, text.replace(`target: "${LIVE}"`, `target: "${TEST}"`));
     const fresh = await newStore();
     expect((await rejection(fresh.read('acme-prod/web/primary'))).code).toBe('INTEGRITY');
-    expect((await rejection(fresh.put('acme-prod/x/primary', key(), meta('acme-prod/x/primary')))).code).toBe('INTEGRITY');
+    expect((await rejection(fresh.put('acme-prod/x/primary', key(), meta('acme-prod/x/primary')))).code).toBe(
+      'INTEGRITY',
+    );
   });
 
   it('refuses a target that is not a non-empty string', async () => {
@@ -289,7 +318,10 @@ describe('SOPS file store: integrity', () => {
     const { store, text } = await written();
     const encs = [...text.matchAll(/value: (ENC\[[^\]]+\])/g)].map((m) => m[1] as string);
     expect(encs).toHaveLength(2);
-    const swapped = text.replace(encs[0] as string, '@@A@@').replace(encs[1] as string, encs[0] as string).replace('@@A@@', encs[1] as string);
+    const swapped = text
+      .replace(encs[0] as string, '@@A@@')
+      .replace(encs[1] as string, encs[0] as string)
+      .replace('@@A@@', encs[1] as string);
     await tampered(store, swapped);
   });
 
@@ -325,7 +357,7 @@ describe('SOPS file store: integrity', () => {
   it('rejects a file with a secret listed twice (a merge gone wrong), naming the key', async () => {
     const { store } = await written();
     const text = await fs.readFile(store.path, 'utf8');
-    const entry = /^    (acme-prod\/web\/primary):\n(?:        .*\n)+/m.exec(text);
+    const entry = /^ {4}(acme-prod\/web\/primary):\n(?: {8}.*\n)+/m.exec(text);
     expect(entry).not.toBeNull();
     await fs.writeFile(store.path, text.replace(entry![0], entry![0] + entry![0]));
     const err = await rejection((await newStore()).exists('x'));
@@ -384,7 +416,9 @@ describe('age identity', () => {
   it('accepts SOPS_AGE_KEY (identity in the environment) and then creates no key file', async () => {
     const keys = new AgeKeys({ env: sb.env });
     await keys.recipients(); // creates an identity file...
-    const identity = (await fs.readFile(sb.keyFile, 'utf8')).split('\n').find((l) => l.startsWith('AGE-SECRET-KEY-1')) as string;
+    const identity = (await fs.readFile(sb.keyFile, 'utf8'))
+      .split('\n')
+      .find((l) => l.startsWith('AGE-SECRET-KEY-1')) as string;
     const env = { HOME: sb.dir, SOPS_AGE_KEY: identity, SOPS_AGE_KEY_FILE: path.join(sb.dir, 'none', 'keys.txt') };
     const store = (await openStore('sops:env.yaml', { baseDir: sb.dir, env })) as SopsFileStore;
     const v = key();
@@ -446,7 +480,11 @@ describe('age identity', () => {
     try {
       const other = (await openStore(`sops://${store.path}`, { env: stranger.env })) as SopsFileStore;
       await new AgeKeys({ env: stranger.env }).recipients();
-      for (const op of [() => other.read('e/c/k'), () => other.checkWritable(), () => other.put('e/c/x', key(), meta('e/c/x'))]) {
+      for (const op of [
+        () => other.read('e/c/k'),
+        () => other.checkWritable(),
+        () => other.put('e/c/x', key(), meta('e/c/x')),
+      ]) {
         const err = await rejection(op());
         expect(err.code).toBe('NO_IDENTITY');
         expect(err.message).toMatch(/age1/);
@@ -526,7 +564,10 @@ describe('locking and writability', () => {
     const child = spawn(process.execPath, ['-e', '0']);
     const pid = child.pid as number;
     await new Promise((r) => child.on('exit', r));
-    await fs.writeFile(store.lockPath, JSON.stringify({ pid, host: (await import('node:os')).hostname(), createdAt: new Date().toISOString() }));
+    await fs.writeFile(
+      store.lockPath,
+      JSON.stringify({ pid, host: (await import('node:os')).hostname(), createdAt: new Date().toISOString() }),
+    );
     const v = key();
     await store.put('e/c/k', v, meta('e/c/k'));
     expect(await store.read('e/c/k')).toBe(v);
@@ -535,7 +576,10 @@ describe('locking and writability', () => {
 
   it('waits for a live lock, then fails with LOCKED naming the holder', async () => {
     const store = await newStore('locked.yaml', { lockTimeoutMs: 300 });
-    await fs.writeFile(store.lockPath, JSON.stringify({ pid: 1, host: (await import('node:os')).hostname(), createdAt: 'then' }));
+    await fs.writeFile(
+      store.lockPath,
+      JSON.stringify({ pid: 1, host: (await import('node:os')).hostname(), createdAt: 'then' }),
+    );
     const err = await rejection(store.put('e/c/k', key(), meta('e/c/k')));
     expect(err.code).toBe('LOCKED');
     expect(err.message).toContain('pid 1');

@@ -23,19 +23,25 @@ describe('TargetGuard', () => {
   it('refuses to replace a secret of another target, before writing anything of the batch', async () => {
     const staging = new TargetGuard(STAGING).wrap(new SopsFileStore(file, { env: sb.env }));
     const kept = fakeKey();
-    await staging.putMany([{ name: 'shop-production/web/primary', value: kept, meta: meta('shop-production/web/primary') }]);
+    await staging.putMany([
+      { name: 'shop-production/web/primary', value: kept, meta: meta('shop-production/web/primary') },
+    ]);
     const listed = await new SopsFileStore(file, { env: sb.env }).list();
     expect(listed[0]!.meta?.target).toBe(STAGING);
 
     const fresh = new SopsFileStore(file, { env: sb.env });
     const production = new TargetGuard(PRODUCTION).wrap(fresh);
-    await expect(production.putMany([
-      { name: 'shop-production/api/primary', value: fakeKey(), meta: meta('shop-production/api/primary') },
-      { name: 'shop-production/web/primary', value: fakeKey(), meta: meta('shop-production/web/primary') },
-    ])).rejects.toMatchObject({ code: 'CONFLICT' });
+    await expect(
+      production.putMany([
+        { name: 'shop-production/api/primary', value: fakeKey(), meta: meta('shop-production/api/primary') },
+        { name: 'shop-production/web/primary', value: fakeKey(), meta: meta('shop-production/web/primary') },
+      ]),
+    ).rejects.toMatchObject({ code: 'CONFLICT' });
     expect(await fresh.read('shop-production/web/primary')).toBe(kept);
     expect(await fresh.exists('shop-production/api/primary')).toBe(false);
-    expect(await new TargetGuard(PRODUCTION).conflicts(fresh, ['shop-production/web/primary', 'other/x/y'])).toEqual([{ name: 'shop-production/web/primary', holder: STAGING }]);
+    expect(await new TargetGuard(PRODUCTION).conflicts(fresh, ['shop-production/web/primary', 'other/x/y'])).toEqual([
+      { name: 'shop-production/web/primary', holder: STAGING },
+    ]);
   });
 
   it('the same target may replace its own secret; a listed targetTag is the same target', async () => {
@@ -53,7 +59,10 @@ describe('TargetGuard', () => {
     // A flush run with no target of its own (kms-sync secrets flush) writes the entry's target.
     await new TargetGuard(undefined).wrap(store).put('a/b/c', fakeKey(), meta('a/b/c', { target: PRODUCTION }));
     expect((await store.list())[0]!.meta?.target).toBe(PRODUCTION);
-    await expect(new TargetGuard(undefined).wrap(new SopsFileStore(file, { env: sb.env })).put('a/b/c', fakeKey(), meta('a/b/c', { target: STAGING })))
-      .rejects.toThrow(/another service/);
+    await expect(
+      new TargetGuard(undefined)
+        .wrap(new SopsFileStore(file, { env: sb.env }))
+        .put('a/b/c', fakeKey(), meta('a/b/c', { target: STAGING })),
+    ).rejects.toThrow(/another service/);
   });
 });

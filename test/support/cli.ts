@@ -17,18 +17,30 @@ export interface CliResult {
 /** Every output of every CLI run in a test file, to assert that no raw key ever appears. */
 export const allOutput: string[] = [];
 
-export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {},
+): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [cliPath, ...args], {
-      cwd: opts.cwd ?? repoRoot,
-      // TMPDIR: the run's temporary folder, as a user's environment would have it.
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', ...opts.env },
-      maxBuffer: 64 * 1024 * 1024,
-    }, (error, stdout, stderr) => {
-      allOutput.push(stdout, stderr);
-      const code = error ? (typeof (error as { code?: unknown }).code === 'number' ? (error as { code: number }).code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    const child = execFile(
+      process.execPath,
+      [cliPath, ...args],
+      {
+        cwd: opts.cwd ?? repoRoot,
+        // TMPDIR: the run's temporary folder, as a user's environment would have it.
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: process.env.TMPDIR, NO_COLOR: '1', ...opts.env },
+        maxBuffer: 64 * 1024 * 1024,
+      },
+      (error, stdout, stderr) => {
+        allOutput.push(stdout, stderr);
+        const code = error
+          ? typeof (error as { code?: unknown }).code === 'number'
+            ? (error as { code: number }).code
+            : 1
+          : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
     if (opts.input !== undefined) child.stdin?.end(opts.input);
   });
 }

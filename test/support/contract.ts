@@ -95,7 +95,13 @@ export function toJsonSchema(schema: Json): Json {
 }
 
 function createAjv(): Ajv {
-  const ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, strictRequired: false });
+  const ajv = new Ajv({
+    allErrors: true,
+    strict: true,
+    strictTypes: false,
+    strictTuples: false,
+    strictRequired: false,
+  });
   // ajv-formats is CommonJS: its default export arrives as module.exports (or .default of it).
   const mod = ajvFormatsModule as unknown as { default: unknown };
   const plugin = ((mod.default as { default?: unknown }).default ?? mod.default) as (a: Ajv) => Ajv;
@@ -158,11 +164,17 @@ export function matchPathTemplate(concretePath: string): string | undefined {
       const t = tsegs[i]!;
       const s = segs[i]!;
       if (/^\{[^}]+\}$/.test(t)) {
-        if (s === '') { ok = false; break; }
+        if (s === '') {
+          ok = false;
+          break;
+        }
         score.push(0);
       } else if (t === s) {
         score.push(1);
-      } else { ok = false; break; }
+      } else {
+        ok = false;
+        break;
+      }
     }
     if (!ok) continue;
     if (!best || compareScores(score, best.score) > 0) best = { template, score };
@@ -180,16 +192,28 @@ function compareScores(a: number[], b: number[]): number {
  * the contract's MethodNotAllowed (405) applies; for a path that is not in the contract,
  * its NotFound (404). Anything else undocumented throws.
  */
-export function documentedResponse(method: string, pathTemplate: string, status: number): { response: ResponseObject; where: string } {
+export function documentedResponse(
+  method: string,
+  pathTemplate: string,
+  status: number,
+): { response: ResponseObject; where: string } {
   const template = contract.paths[pathTemplate] ? pathTemplate : matchPathTemplate(pathTemplate);
   const M = method.toUpperCase();
   if (!template) {
-    if (status === 404) return { response: deref({ $ref: '#/components/responses/NotFound' }, 'responses'), where: `unknown route ${M} ${pathTemplate} → 404` };
+    if (status === 404)
+      return {
+        response: deref({ $ref: '#/components/responses/NotFound' }, 'responses'),
+        where: `unknown route ${M} ${pathTemplate} → 404`,
+      };
     throw new Error(`contract: path ${pathTemplate} is not documented (status ${status})`);
   }
   const op = getOperation(M, template);
   if (!op) {
-    if (status === 405) return { response: deref({ $ref: '#/components/responses/MethodNotAllowed' }, 'responses'), where: `${M} ${template} → 405` };
+    if (status === 405)
+      return {
+        response: deref({ $ref: '#/components/responses/MethodNotAllowed' }, 'responses'),
+        where: `${M} ${template} → 405`,
+      };
     throw new Error(`contract: operation ${M} ${template} is not documented (status ${status})`);
   }
   const raw = op.responses[String(status)] ?? op.responses[`${String(status)[0]}XX`] ?? op.responses.default;
@@ -207,7 +231,10 @@ function redact(text: string): string {
 
 function describeErrors(errors: ErrorObject[] | null | undefined): string {
   return (errors ?? [])
-    .map((e) => `  body${e.instancePath.replace(/\//g, '.')} ${e.message ?? ''}${e.params ? ` ${JSON.stringify(e.params)}` : ''}`)
+    .map(
+      (e) =>
+        `  body${e.instancePath.replace(/\//g, '.')} ${e.message ?? ''}${e.params ? ` ${JSON.stringify(e.params)}` : ''}`,
+    )
     .join('\n');
 }
 
@@ -226,7 +253,13 @@ function headerValue(headers: HeaderSource, name: string): string | undefined {
  * against the contract. Throws an Error with ajv's messages on mismatch, and throws when the
  * operation or the status is not documented.
  */
-export function assertMatchesContract(method: string, pathTemplate: string, status: number, body: unknown, headers?: HeaderSource): void {
+export function assertMatchesContract(
+  method: string,
+  pathTemplate: string,
+  status: number,
+  body: unknown,
+  headers?: HeaderSource,
+): void {
   const { response, where } = documentedResponse(method, pathTemplate, status);
   const problems: string[] = [];
 
@@ -239,14 +272,16 @@ export function assertMatchesContract(method: string, pathTemplate: string, stat
         continue;
       }
       const type = header.schema?.type;
-      if (type === 'integer' && !/^\d+$/.test(value)) problems.push(`  header ${name} must be an integer, got ${JSON.stringify(value)}`);
+      if (type === 'integer' && !/^\d+$/.test(value))
+        problems.push(`  header ${name} must be an integer, got ${JSON.stringify(value)}`);
     }
   }
 
   const content = response.content ?? {};
   const mediaTypes = Object.keys(content);
   if (mediaTypes.length === 0) {
-    if (body !== undefined && body !== null && body !== '') problems.push('  the contract documents no body, but one was returned');
+    if (body !== undefined && body !== null && body !== '')
+      problems.push('  the contract documents no body, but one was returned');
   } else {
     const mt = content['application/json'] ? 'application/json' : mediaTypes[0]!;
     const schema = content[mt]?.schema;

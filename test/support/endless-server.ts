@@ -11,7 +11,11 @@ export interface EndlessServer {
   close: () => Promise<void>;
 }
 
-export async function startEndlessServer(o: { chunk: Buffer; prefix?: string; headers?: Record<string, string> }): Promise<EndlessServer> {
+export async function startEndlessServer(o: {
+  chunk: Buffer;
+  prefix?: string;
+  headers?: Record<string, string>;
+}): Promise<EndlessServer> {
   let sent = 0;
   const server = createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json', ...o.headers });
@@ -30,6 +34,10 @@ export async function startEndlessServer(o: { chunk: Buffer; prefix?: string; he
   return {
     port: (server.address() as AddressInfo).port,
     sent: () => sent,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

@@ -44,26 +44,52 @@ export function randomFleet(seed: number, prefix: string, seedEnv: (req: Record<
       const endpoints = r.int(4);
       if (seeded) {
         const owned = r.chance(0.8);
-        seedEnv({ project: slug, type, url: 'https://api.example.test', templates, clients, keysPerClient: keys, endpoints, metadata: owned ? { 'kms-sync/owner': OWNER } : { team: 'x' } });
+        seedEnv({
+          project: slug,
+          type,
+          url: 'https://api.example.test',
+          templates,
+          clients,
+          keysPerClient: keys,
+          endpoints,
+          metadata: owned ? { 'kms-sync/owner': OWNER } : { team: 'x' },
+        });
         // Twice now and then: every client twice (duplicates the plan leaves alone).
-        if (r.chance(0.1)) seedEnv({ project: slug, type, templates, clients: 2, keysPerClient: keys, endpoints: 0, metadata: { 'kms-sync/owner': OWNER } });
+        if (r.chance(0.1))
+          seedEnv({
+            project: slug,
+            type,
+            templates,
+            clients: 2,
+            keysPerClient: keys,
+            endpoints: 0,
+            metadata: { 'kms-sync/owner': OWNER },
+          });
       }
       if (seeded && r.chance(0.15)) continue; // seeded but left the configuration
       lines.push(`      - type: ${type}`, '        url: https://api.example.test', '        templates:');
-      for (let i = 0; i < templates; i++) lines.push(`          - { name: tpl-${pad(i, 3)}, rateLimitDay: ${r.chance(0.1) ? 5 : 1000 + i} }`);
+      for (let i = 0; i < templates; i++)
+        lines.push(`          - { name: tpl-${pad(i, 3)}, rateLimitDay: ${r.chance(0.1) ? 5 : 1000 + i} }`);
       const wanted = Array.from({ length: clients }, (_, i) => i).filter(() => r.chance(0.8));
       const extra = r.int(3);
       if (wanted.length + extra > 0) lines.push('        clients:');
       for (const i of wanted) {
-        lines.push(`          - name: client-${pad(i, 5)}`, '            type: company', `            template: tpl-${pad(i % templates, 3)}`, '            ipWhitelist: [10.0.0.0/8]');
+        lines.push(
+          `          - name: client-${pad(i, 5)}`,
+          '            type: company',
+          `            template: tpl-${pad(i % templates, 3)}`,
+          '            ipWhitelist: [10.0.0.0/8]',
+        );
         lines.push(`            metadata: { index: "${r.chance(0.1) ? 'changed' : i}" }`);
         const k = keys + (r.chance(0.1) ? 1 : 0);
-        if (k > 0) lines.push(`            keys: [${Array.from({ length: k }, (_, j) => `{ name: key-${j} }`).join(', ')}]`);
+        if (k > 0)
+          lines.push(`            keys: [${Array.from({ length: k }, (_, j) => `{ name: key-${j} }`).join(', ')}]`);
       }
       for (let j = 0; j < extra; j++) lines.push(`          - { name: new-${j}, template: tpl-000 }`);
       const eps = Array.from({ length: endpoints }, (_, i) => i).filter(() => r.chance(0.7));
       if (eps.length) lines.push('        endpoints:');
-      for (const i of eps) lines.push(`          - { method: GET, path: /r/${pad(i, 4)}, name: "route ${r.chance(0.1) ? 'x' : i}" }`);
+      for (const i of eps)
+        lines.push(`          - { method: GET, path: /r/${pad(i, 4)}, name: "route ${r.chance(0.1) ? 'x' : i}" }`);
     }
   }
   return `${lines.join('\n')}\n`;
@@ -84,4 +110,3 @@ export function expectSame(got: Record<string, string>, want: Record<string, str
   expect(Object.keys(got)).toEqual(Object.keys(want));
   for (const k of Object.keys(want)) if (got[k] !== want[k]) expect(got[k], `${what}: ${k}`).toBe(want[k]);
 }
-

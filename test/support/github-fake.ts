@@ -19,7 +19,12 @@ let trimmed: unknown;
 /** GitHub's description, trimmed to GITHUB_ROUTES (parsed once per test file). */
 export function githubDescription(): any {
   trimmed ??= trimOpenApi(
-    JSON.parse(readFileSync(path.join(repoRoot, 'node_modules', '@octokit', 'openapi', 'generated', 'api.github.com.json'), 'utf8')),
+    JSON.parse(
+      readFileSync(
+        path.join(repoRoot, 'node_modules', '@octokit', 'openapi', 'generated', 'api.github.com.json'),
+        'utf8',
+      ),
+    ),
     GITHUB_ROUTES,
   );
   return trimmed;
@@ -55,7 +60,13 @@ export interface GitHubFake {
  * comments are posted as it); without it the token is an installation token (GITHUB_TOKEN): GET
  * /user answers 403 and comments are posted as github-actions[bot].
  */
-export async function startGitHubFake(o: { owner: string; repo: string; token: string; comments?: FakeComment[]; tokenUser?: string }): Promise<GitHubFake> {
+export async function startGitHubFake(o: {
+  owner: string;
+  repo: string;
+  token: string;
+  comments?: FakeComment[];
+  tokenUser?: string;
+}): Promise<GitHubFake> {
   const checker = new OpenApiChecker(githubDescription());
   const comments = [...(o.comments ?? [])];
   const requests: LoggedRequest[] = [];
@@ -64,17 +75,35 @@ export async function startGitHubFake(o: { owner: string; repo: string; token: s
   let nextId = 1000;
   let base = '';
   const view = (c: FakeComment) => ({
-    id: c.id, node_id: `IC_${c.id}`, url: `${base}/repos/${o.owner}/${o.repo}/issues/comments/${c.id}`,
-    html_url: `https://github.com/${o.owner}/${o.repo}/pull/${c.issue}#issuecomment-${c.id}`, body: c.body,
+    id: c.id,
+    node_id: `IC_${c.id}`,
+    url: `${base}/repos/${o.owner}/${o.repo}/issues/comments/${c.id}`,
+    html_url: `https://github.com/${o.owner}/${o.repo}/pull/${c.issue}#issuecomment-${c.id}`,
+    body: c.body,
     user: {
-      login: c.login, id: 1, node_id: 'U_1', avatar_url: 'https://avatars.example/u/1', gravatar_id: null, url: `${base}/users/${encodeURIComponent(c.login)}`,
-      html_url: `https://github.com/${encodeURIComponent(c.login)}`, followers_url: 'https://api.example/f', following_url: 'https://api.example/f{/other_user}',
-      gists_url: 'https://api.example/g{/gist_id}', starred_url: 'https://api.example/s{/owner}{/repo}', subscriptions_url: 'https://api.example/s',
-      organizations_url: 'https://api.example/o', repos_url: 'https://api.example/r', events_url: 'https://api.example/e{/privacy}',
-      received_events_url: 'https://api.example/re', type: c.login.endsWith('[bot]') ? 'Bot' : 'User', site_admin: false,
+      login: c.login,
+      id: 1,
+      node_id: 'U_1',
+      avatar_url: 'https://avatars.example/u/1',
+      gravatar_id: null,
+      url: `${base}/users/${encodeURIComponent(c.login)}`,
+      html_url: `https://github.com/${encodeURIComponent(c.login)}`,
+      followers_url: 'https://api.example/f',
+      following_url: 'https://api.example/f{/other_user}',
+      gists_url: 'https://api.example/g{/gist_id}',
+      starred_url: 'https://api.example/s{/owner}{/repo}',
+      subscriptions_url: 'https://api.example/s',
+      organizations_url: 'https://api.example/o',
+      repos_url: 'https://api.example/r',
+      events_url: 'https://api.example/e{/privacy}',
+      received_events_url: 'https://api.example/re',
+      type: c.login.endsWith('[bot]') ? 'Bot' : 'User',
+      site_admin: false,
     },
-    created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z',
-    issue_url: `${base}/repos/${o.owner}/${o.repo}/issues/${c.issue}`, author_association: 'NONE',
+    created_at: '2026-01-01T00:00:00Z',
+    updated_at: '2026-01-01T00:00:00Z',
+    issue_url: `${base}/repos/${o.owner}/${o.repo}/issues/${c.issue}`,
+    author_association: 'NONE',
   });
 
   const server: Server = createServer((req, res) => {
@@ -83,29 +112,73 @@ export async function startGitHubFake(o: { owner: string; repo: string; token: s
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
       const url = new URL(req.url ?? '/', base);
-      const send = (status: number, body: unknown, headers: Record<string, string> = {}, op?: Parameters<OpenApiChecker['checkResponse']>[0]) => {
+      const send = (
+        status: number,
+        body: unknown,
+        headers: Record<string, string> = {},
+        op?: Parameters<OpenApiChecker['checkResponse']>[0],
+      ) => {
         if (op && status < 400) problems.push(...checker.checkResponse(op, status, body));
         res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
         res.end(JSON.stringify(body));
       };
       const { problems: p, request, op } = checker.check(req.method ?? 'GET', url, req.headers, raw);
       problems.push(...p.map((x) => `${req.method} ${url.pathname}${url.search}: ${x}`));
-      if (req.headers.authorization !== `Bearer ${o.token}`) problems.push(`${req.method} ${url.pathname}: missing or wrong Authorization: Bearer token`);
-      if (!req.headers['user-agent']) problems.push(`${req.method} ${url.pathname}: GitHub requires a User-Agent header`);
-      if (!String(req.headers.accept ?? '').includes('application/vnd.github+json')) problems.push(`${req.method} ${url.pathname}: Accept should be application/vnd.github+json`);
-      if (!request || !op) return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
-      requests.push({ method: request.method, path: url.pathname + url.search, template: request.template, body: request.body });
+      if (req.headers.authorization !== `Bearer ${o.token}`)
+        problems.push(`${req.method} ${url.pathname}: missing or wrong Authorization: Bearer token`);
+      if (!req.headers['user-agent'])
+        problems.push(`${req.method} ${url.pathname}: GitHub requires a User-Agent header`);
+      if (!String(req.headers.accept ?? '').includes('application/vnd.github+json'))
+        problems.push(`${req.method} ${url.pathname}: Accept should be application/vnd.github+json`);
+      if (!request || !op)
+        return send(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest' });
+      requests.push({
+        method: request.method,
+        path: url.pathname + url.search,
+        template: request.template,
+        body: request.body,
+      });
       const fail = failures.findIndex((f) => f.method === request.method);
       if (fail >= 0) {
         const [f] = failures.splice(fail, 1);
-        return send(f!.status, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest', status: String(f!.status) });
+        return send(f!.status, {
+          message: 'Resource not accessible by integration',
+          documentation_url: 'https://docs.github.com/rest',
+          status: String(f!.status),
+        });
       }
       if (url.pathname === '/user') {
-        if (!o.tokenUser) return send(403, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest', status: '403' });
+        if (!o.tokenUser)
+          return send(403, {
+            message: 'Resource not accessible by integration',
+            documentation_url: 'https://docs.github.com/rest',
+            status: '403',
+          });
         const u = view({ id: 0, issue: 0, body: '', login: o.tokenUser }).user;
-        return send(200, { ...u, name: null, company: null, blog: '', location: null, email: null, hireable: null, bio: null, public_repos: 0, public_gists: 0, followers: 0, following: 0, created_at: '2020-01-01T00:00:00Z', updated_at: '2020-01-01T00:00:00Z' }, {}, op);
+        return send(
+          200,
+          {
+            ...u,
+            name: null,
+            company: null,
+            blog: '',
+            location: null,
+            email: null,
+            hireable: null,
+            bio: null,
+            public_repos: 0,
+            public_gists: 0,
+            followers: 0,
+            following: 0,
+            created_at: '2020-01-01T00:00:00Z',
+            updated_at: '2020-01-01T00:00:00Z',
+          },
+          {},
+          op,
+        );
       }
-      if (request.params.owner !== o.owner || request.params.repo !== o.repo) return send(404, { message: 'Not Found' });
+      if (request.params.owner !== o.owner || request.params.repo !== o.repo)
+        return send(404, { message: 'Not Found' });
       if (request.method === 'GET') {
         const issue = Number(request.params.issue_number);
         const perPage = Number(request.query.get('per_page') ?? 30);
@@ -117,11 +190,21 @@ export async function startGitHubFake(o: { owner: string; repo: string; token: s
         const at = (n: number) => `<${base}${url.pathname}?per_page=${perPage}&page=${n}>`;
         if (page < pages) link.push(`${at(page + 1)}; rel="next"`, `${at(pages)}; rel="last"`);
         if (page > 1) link.push(`${at(1)}; rel="first"`, `${at(page - 1)}; rel="prev"`);
-        return send(200, all.slice((page - 1) * perPage, page * perPage).map(view), link.length ? { link: link.join(', ') } : {}, op);
+        return send(
+          200,
+          all.slice((page - 1) * perPage, page * perPage).map(view),
+          link.length ? { link: link.join(', ') } : {},
+          op,
+        );
       }
       const body = (request.body as { body: string }).body;
       if (request.method === 'POST') {
-        const c = { id: nextId++, issue: Number(request.params.issue_number), body, login: o.tokenUser ?? 'github-actions[bot]' };
+        const c = {
+          id: nextId++,
+          issue: Number(request.params.issue_number),
+          body,
+          login: o.tokenUser ?? 'github-actions[bot]',
+        };
         comments.push(c);
         return send(201, view(c), { location: `${base}/repos/${o.owner}/${o.repo}/issues/comments/${c.id}` }, op);
       }
@@ -134,8 +217,16 @@ export async function startGitHubFake(o: { owner: string; repo: string; token: s
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
-    url: base, token: o.token, comments, requests, problems,
+    url: base,
+    token: o.token,
+    comments,
+    requests,
+    problems,
     failNext: (method, status) => failures.push({ method, status }),
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

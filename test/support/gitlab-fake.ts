@@ -19,15 +19,28 @@ const int = (v: string) => /^\d+$/.test(v);
 const ROUTES: Route[] = [
   { method: 'GET', pattern: /^\/api\/v4\/user$/, query: {} },
   {
-    method: 'GET', pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes$/,
-    query: { sort: (v) => v === 'asc' || v === 'desc', order_by: (v) => v === 'created_at' || v === 'updated_at', page: int, per_page: (v) => int(v) && Number(v) <= 100 },
+    method: 'GET',
+    pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes$/,
+    query: {
+      sort: (v) => v === 'asc' || v === 'desc',
+      order_by: (v) => v === 'created_at' || v === 'updated_at',
+      page: int,
+      per_page: (v) => int(v) && Number(v) <= 100,
+    },
   },
   {
-    method: 'POST', pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes$/, query: {},
-    body: { required: ['body'], types: { body: 'string', internal: 'boolean', created_at: 'string', merge_request_diff_head_sha: 'string' } },
+    method: 'POST',
+    pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes$/,
+    query: {},
+    body: {
+      required: ['body'],
+      types: { body: 'string', internal: 'boolean', created_at: 'string', merge_request_diff_head_sha: 'string' },
+    },
   },
   {
-    method: 'PUT', pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes\/(\d+)$/, query: {},
+    method: 'PUT',
+    pattern: /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes\/(\d+)$/,
+    query: {},
     body: { required: ['body'], types: { body: 'string', confidential: 'boolean' } },
   },
 ];
@@ -49,17 +62,41 @@ export interface GitLabFake {
 }
 
 /** `tokenUser`: the username GET /user answers for an access token and notes are posted as (default project_42_bot). */
-export async function startGitLabFake(o: { projectId: string; token: string; tokenHeader: 'private-token' | 'job-token'; notes?: FakeNote[]; tokenUser?: string }): Promise<GitLabFake> {
+export async function startGitLabFake(o: {
+  projectId: string;
+  token: string;
+  tokenHeader: 'private-token' | 'job-token';
+  notes?: FakeNote[];
+  tokenUser?: string;
+}): Promise<GitLabFake> {
   const notes = [...(o.notes ?? [])];
   const requests: GitLabFake['requests'] = [];
   const problems: string[] = [];
   let nextId = 500;
   let base = '';
   const view = (n: FakeNote) => ({
-    id: n.id, type: null, body: n.body, attachment: null,
-    author: { id: 1, username: n.username, name: n.username, state: 'active', avatar_url: 'https://gitlab.example/a.png', web_url: `https://gitlab.example/${n.username}` },
-    created_at: '2026-01-01T00:00:00.000Z', updated_at: '2026-01-01T00:00:00.000Z', system: n.system, noteable_id: 9, noteable_type: 'MergeRequest',
-    project_id: Number(o.projectId), noteable_iid: n.mr, resolvable: false, confidential: false, internal: false,
+    id: n.id,
+    type: null,
+    body: n.body,
+    attachment: null,
+    author: {
+      id: 1,
+      username: n.username,
+      name: n.username,
+      state: 'active',
+      avatar_url: 'https://gitlab.example/a.png',
+      web_url: `https://gitlab.example/${n.username}`,
+    },
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+    system: n.system,
+    noteable_id: 9,
+    noteable_type: 'MergeRequest',
+    project_id: Number(o.projectId),
+    noteable_iid: n.mr,
+    resolvable: false,
+    confidential: false,
+    internal: false,
   });
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -87,7 +124,8 @@ export async function startGitLabFake(o: { projectId: string; token: string; tok
       let body: Record<string, unknown> = {};
       const raw = Buffer.concat(chunks).toString('utf8');
       if (route.body) {
-        if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) problems.push(`${where}: content-type must be application/json`);
+        if (!String(req.headers['content-type'] ?? '').startsWith('application/json'))
+          problems.push(`${where}: content-type must be application/json`);
         try {
           body = JSON.parse(raw) as Record<string, unknown>;
         } catch {
@@ -104,7 +142,15 @@ export async function startGitLabFake(o: { projectId: string; token: string; tok
         // Users API: a job token cannot read /user.
         if (o.tokenHeader === 'job-token') return send(401, { message: '401 Unauthorized' });
         const username = o.tokenUser ?? 'project_42_bot';
-        return send(200, { id: 7, username, name: username, state: 'active', avatar_url: 'https://gitlab.example/a.png', web_url: `https://gitlab.example/${username}`, bot: username.endsWith('_bot') });
+        return send(200, {
+          id: 7,
+          username,
+          name: username,
+          state: 'active',
+          avatar_url: 'https://gitlab.example/a.png',
+          web_url: `https://gitlab.example/${username}`,
+          bot: username.endsWith('_bot'),
+        });
       }
       const [, id, iid, noteId] = route.pattern.exec(url.pathname)!;
       if (decodeURIComponent(id!) !== o.projectId) return send(404, { message: '404 Project Not Found' });
@@ -112,16 +158,28 @@ export async function startGitLabFake(o: { projectId: string; token: string; tok
       if (req.method === 'GET') {
         const perPage = Number(url.searchParams.get('per_page') ?? 20);
         const page = Number(url.searchParams.get('page') ?? 1);
-        const sorted = notes.filter((n) => n.mr === mr).sort((a, b) => (url.searchParams.get('sort') === 'asc' ? a.id - b.id : b.id - a.id));
+        const sorted = notes
+          .filter((n) => n.mr === mr)
+          .sort((a, b) => (url.searchParams.get('sort') === 'asc' ? a.id - b.id : b.id - a.id));
         const pages = Math.max(1, Math.ceil(sorted.length / perPage));
         const headers: Record<string, string> = {
-          'x-page': String(page), 'x-per-page': String(perPage), 'x-total': String(sorted.length), 'x-total-pages': String(pages),
-          'x-next-page': page < pages ? String(page + 1) : '', 'x-prev-page': page > 1 ? String(page - 1) : '',
+          'x-page': String(page),
+          'x-per-page': String(perPage),
+          'x-total': String(sorted.length),
+          'x-total-pages': String(pages),
+          'x-next-page': page < pages ? String(page + 1) : '',
+          'x-prev-page': page > 1 ? String(page - 1) : '',
         };
         return send(200, sorted.slice((page - 1) * perPage, page * perPage).map(view), headers);
       }
       if (req.method === 'POST') {
-        const n = { id: nextId++, mr, body: String(body.body), system: false, username: o.tokenUser ?? 'project_42_bot' };
+        const n = {
+          id: nextId++,
+          mr,
+          body: String(body.body),
+          system: false,
+          username: o.tokenUser ?? 'project_42_bot',
+        };
         notes.push(n);
         return send(201, view(n));
       }
@@ -133,5 +191,15 @@ export async function startGitLabFake(o: { projectId: string; token: string; tok
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { url: `${base}/api/v4`, notes, requests, problems, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
+  return {
+    url: `${base}/api/v4`,
+    notes,
+    requests,
+    problems,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
 }

@@ -73,7 +73,13 @@ export class OpenApiChecker {
           names.push(n);
           return '([^/]+)';
         });
-        this.ops.push({ method: method.toUpperCase(), template, pattern: new RegExp(`^${basePath}${re}$`), names, op: item[method] });
+        this.ops.push({
+          method: method.toUpperCase(),
+          template,
+          pattern: new RegExp(`^${basePath}${re}$`),
+          names,
+          op: item[method],
+        });
       }
     }
   }
@@ -88,7 +94,11 @@ export class OpenApiChecker {
   }
 
   private deref(node: Json): Json {
-    while (node && node.$ref) node = node.$ref.slice(2).split('/').reduce((n: Json, k: string) => n[k.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
+    while (node?.$ref)
+      node = node.$ref
+        .slice(2)
+        .split('/')
+        .reduce((n: Json, k: string) => n[k.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
     return node;
   }
 
@@ -104,14 +114,21 @@ export class OpenApiChecker {
   }
 
   /** Problems with a request; an empty list means it follows the description. */
-  check(method: string, url: URL, headers: Record<string, string | string[] | undefined>, rawBody: string): { problems: string[]; request?: CheckedRequest; op?: Operation } {
+  check(
+    method: string,
+    url: URL,
+    headers: Record<string, string | string[] | undefined>,
+    rawBody: string,
+  ): { problems: string[]; request?: CheckedRequest; op?: Operation } {
     const problems: string[] = [];
     const path = url.pathname;
     const op = this.ops.find((o) => o.method === method && o.pattern.test(path));
     if (!op) return { problems: [`${method} ${url.pathname}: no such operation in the description`] };
     const values = op.pattern.exec(path)!.slice(1).map(decodeURIComponent);
     const params: Record<string, string> = Object.fromEntries(op.names.map((n, i) => [n, values[i]!]));
-    const declared = [...(this.doc.paths[op.template].parameters ?? []), ...(op.op.parameters ?? [])].map((p: Json) => this.deref(p));
+    const declared = [...(this.doc.paths[op.template].parameters ?? []), ...(op.op.parameters ?? [])].map((p: Json) =>
+      this.deref(p),
+    );
     for (const p of declared) {
       if (p.in === 'path') this.checkValue(p.schema, params[p.name] ?? '', `path parameter ${p.name}`, problems);
       if (p.in === 'query') {
@@ -122,19 +139,31 @@ export class OpenApiChecker {
       }
     }
     const known = new Set(declared.filter((p: Json) => p.in === 'query').map((p: Json) => p.name));
-    for (const k of url.searchParams.keys()) if (!known.has(k)) problems.push(`query parameter ${k} is not in the description`);
+    for (const k of url.searchParams.keys())
+      if (!known.has(k)) problems.push(`query parameter ${k} is not in the description`);
     let body: unknown;
     const rb = this.deref(op.op.requestBody);
     if (rb) {
       const ct = String(headers['content-type'] ?? '');
-      if (!ct.startsWith('application/json')) problems.push(`content-type must be application/json, got ${JSON.stringify(ct)}`);
+      if (!ct.startsWith('application/json'))
+        problems.push(`content-type must be application/json, got ${JSON.stringify(ct)}`);
       try {
         body = JSON.parse(rawBody);
       } catch {
         problems.push('the body is not JSON');
       }
-      const ptr = pointer('paths', op.template, op.method.toLowerCase(), 'requestBody', 'content', 'application/json', 'schema');
-      const v = this.validator(op.op.requestBody.$ref ? `${op.op.requestBody.$ref}/content/application~1json/schema` : ptr);
+      const ptr = pointer(
+        'paths',
+        op.template,
+        op.method.toLowerCase(),
+        'requestBody',
+        'content',
+        'application/json',
+        'schema',
+      );
+      const v = this.validator(
+        op.op.requestBody.$ref ? `${op.op.requestBody.$ref}/content/application~1json/schema` : ptr,
+      );
       if (!v(body)) problems.push(`request body: ${this.ajv.errorsText(v.errors)}`);
     } else if (rawBody) problems.push(`${method} ${op.template} takes no body`);
     return { problems, request: { method, template: op.template, params, query: url.searchParams, body }, op };
@@ -147,7 +176,16 @@ export class OpenApiChecker {
     if (!res.content) return [];
     const ptr = op.op.responses[String(status)].$ref
       ? `${op.op.responses[String(status)].$ref}/content/application~1json/schema`
-      : pointer('paths', op.template, op.method.toLowerCase(), 'responses', String(status), 'content', 'application/json', 'schema');
+      : pointer(
+          'paths',
+          op.template,
+          op.method.toLowerCase(),
+          'responses',
+          String(status),
+          'content',
+          'application/json',
+          'schema',
+        );
     const v = this.validator(ptr);
     return v(body) ? [] : [`response ${status} of ${op.method} ${op.template}: ${this.ajv.errorsText(v.errors)}`];
   }

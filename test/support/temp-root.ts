@@ -30,14 +30,18 @@ export default function setup(): () => void {
     rmSync(root, { recursive: true, force: true });
     const gained = newSharedEntries(before, safeList(shared), path.basename(root));
     const problems: string[] = [];
-    if (left.length > 0) problems.push(`the tests left ${left.length} entr${left.length === 1 ? 'y' : 'ies'} in the run's temporary folder ${root} (now removed):\n${show(left)}`);
+    if (left.length > 0)
+      problems.push(
+        `the tests left ${left.length} entr${left.length === 1 ? 'y' : 'ies'} in the run's temporary folder ${root} (now removed):\n${show(left)}`,
+      );
     if (gained.length > 0) {
       const what = `the shared temporary folder ${shared} gained ${gained.length} entr${gained.length === 1 ? 'y' : 'ies'} of ours during the run (left in place; a process started without the run's TMPDIR made them, or another process on this machine):\n${show(gained)}`;
       // Only CI's machine runs nothing else; on a shared machine it is a warning (KMS_SYNC_TEMP_CHECK=strict fails there too).
       if (strictShared()) problems.push(what);
       else process.stderr.write(`warning: ${what}\n`);
     }
-    if (problems.length > 0) throw new Error(`temporary-folder check failed (test/support/temp-root.ts): ${problems.join('\n')}`);
+    if (problems.length > 0)
+      throw new Error(`temporary-folder check failed (test/support/temp-root.ts): ${problems.join('\n')}`);
   };
 }
 

@@ -2,7 +2,11 @@
 export declare const PROVIDER_VERSION: string;
 export declare function onPath(bin: 'terraform' | 'tofu'): string | undefined;
 export declare function findTerraform(): string | undefined;
-export declare function mirrorProvider(mirror: string, p: { namespace: string; type: string; version: string }, script: string): void;
+export declare function mirrorProvider(
+  mirror: string,
+  p: { namespace: string; type: string; version: string },
+  script: string,
+): void;
 export declare function offlineTerraformEnv(o: {
   root: string;
   providerBin: string;

@@ -31,7 +31,15 @@ export function findTerraform() {
  */
 export function mirrorProvider(mirror, p, script) {
   for (const host of ['registry.terraform.io', 'registry.opentofu.org']) {
-    const launcher = path.join(mirror, host, p.namespace, p.type, p.version, 'linux_amd64', `terraform-provider-${p.type}_v${p.version}`);
+    const launcher = path.join(
+      mirror,
+      host,
+      p.namespace,
+      p.type,
+      p.version,
+      'linux_amd64',
+      `terraform-provider-${p.type}_v${p.version}`,
+    );
     mkdirSync(path.dirname(launcher), { recursive: true });
     writeFileSync(launcher, `#!/bin/sh\nexec "${process.execPath}" "${script}" "$@"\n`);
     chmodSync(launcher, 0o755);
@@ -44,14 +52,27 @@ export function mirrorProvider(mirror, p, script) {
  * with: HOME is `root`, the service's URL and key, the age identity `root/age/keys.txt` unless
  * `ageKeyFile` says otherwise, and `extra`.
  */
-export function offlineTerraformEnv({ root, providerBin, service, ageKeyFile = path.join(root, 'age', 'keys.txt'), extra = {} }) {
+export function offlineTerraformEnv({
+  root,
+  providerBin,
+  service,
+  ageKeyFile = path.join(root, 'age', 'keys.txt'),
+  extra = {},
+}) {
   const mirror = path.join(root, 'mirror');
   mirrorProvider(mirror, { namespace: 'kms-sync', type: 'kms', version: PROVIDER_VERSION }, providerBin);
   const cliConfig = path.join(root, 'terraform.rc');
   writeFileSync(cliConfig, `provider_installation {\n  filesystem_mirror {\n    path = "${mirror}"\n  }\n}\n`);
   return {
-    PATH: process.env.PATH, HOME: root, TF_CLI_CONFIG_FILE: cliConfig, TF_IN_AUTOMATION: '1', CHECKPOINT_DISABLE: '1',
-    KMS_API_URL: service.url, KMS_API_KEY: service.apiKey, SOPS_AGE_KEY_FILE: ageKeyFile, ...extra,
+    PATH: process.env.PATH,
+    HOME: root,
+    TF_CLI_CONFIG_FILE: cliConfig,
+    TF_IN_AUTOMATION: '1',
+    CHECKPOINT_DISABLE: '1',
+    KMS_API_URL: service.url,
+    KMS_API_KEY: service.apiKey,
+    SOPS_AGE_KEY_FILE: ageKeyFile,
+    ...extra,
   };
 }
 

@@ -45,15 +45,25 @@ afterAll(async () => {
 });
 
 /** Runs the CLI inside a pseudo-terminal (util-linux `script`), typing `answer` at the prompt. */
-function runInTty(args: string[], answer: string, extraEnv: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+function runInTty(
+  args: string[],
+  answer: string,
+  extraEnv: NodeJS.ProcessEnv,
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     const command = [process.execPath, cliPath, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-    const child = execFile('script', ['-qefc', command, '/dev/null'], {
-      cwd: dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', TERM: 'dumb', ...extraEnv },
-    }, (error, stdout) => {
-      allOutput.push(stdout);
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output: stdout });
-    });
+    const child = execFile(
+      'script',
+      ['-qefc', command, '/dev/null'],
+      {
+        cwd: dir,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', TERM: 'dumb', ...extraEnv },
+      },
+      (error, stdout) => {
+        allOutput.push(stdout);
+        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output: stdout });
+      },
+    );
     setTimeout(() => child.stdin?.write(`${answer}\n`), 1500);
     setTimeout(() => child.stdin?.end(), 2500);
   });
@@ -85,10 +95,15 @@ projects:
             keys: [{ name: k, secret: { name: shared/slot } }]
 `,
     });
-    for (const args of [['validate', '-f', 'c'], ['plan', '-f', 'c']]) {
+    for (const args of [
+      ['validate', '-f', 'c'],
+      ['plan', '-f', 'c'],
+    ]) {
       const r = await runCli(args, { cwd: w, env: { ...env } });
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/key\.twin-production\/a\/k \(c\/main\.yaml:12:\d+\) and key\.twin-production\/b\/k \(c\/main\.yaml:15:\d+\) would both write the secret "shared\/slot"/);
+      expect(r.stderr).toMatch(
+        /key\.twin-production\/a\/k \(c\/main\.yaml:12:\d+\) and key\.twin-production\/b\/k \(c\/main\.yaml:15:\d+\) would both write the secret "shared\/slot"/,
+      );
     }
   });
 
@@ -114,15 +129,25 @@ projects:
     expect(text).toContain(`\nowner: "local:${path.basename(w)}"\n`);
     const fresh = workspace();
     const elsewhere = await runCli(['init', '-'], { cwd: fresh, env: {} });
-    expect(elsewhere.stdout).toBe(text.replace(`owner: "local:${path.basename(w)}"`, `owner: "local:${path.basename(fresh)}"`));
+    expect(elsewhere.stdout).toBe(
+      text.replace(`owner: "local:${path.basename(w)}"`, `owner: "local:${path.basename(fresh)}"`),
+    );
     expect(elsewhere.stderr).toContain('kms-sync schema > kms-sync.schema.json');
   });
 
   it('--env limits a run to the selected environments (globs allowed) and rejects a typo', async () => {
-    const r = await runCli(['apply', '-f', 'cfg', '--env', 'multi-stag*', '--auto-approve', '--json'], { cwd: dir, env });
+    const r = await runCli(['apply', '-f', 'cfg', '--env', 'multi-stag*', '--auto-approve', '--json'], {
+      cwd: dir,
+      env,
+    });
     expect(r.code, r.stderr).toBe(0);
     // apply --json is a JSON-lines event stream (schemas/kms-sync-apply-events.schema.json).
-    const addresses = r.stdout.trim().split('\n').map((l) => JSON.parse(l)).filter((e: any) => e.type === 'planned_change').map((e: any) => e.change.address);
+    const addresses = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((e: any) => e.type === 'planned_change')
+      .map((e: any) => e.change.address);
     expect(addresses.every((a: string) => !a.includes('multi-production'))).toBe(true);
     expect(addresses).toContain('client.multi-staging/a');
     const typo = await runCli(['plan', '-f', 'cfg', '--env', 'multi-prod'], { cwd: dir, env });
@@ -153,13 +178,22 @@ projects:
   it('the live confirmation takes the slugs as the header lists them ("a, b"), and says why it cancels (issue 39)', async () => {
     const liveEnv = { ...env, KMS_API_KEY: LIVE_KEY };
     // A change in both environments, whatever the tests before applied.
-    writeFileSync(path.join(dir, 'cfg', 'main.yaml'), config.replace('https://p.example', 'https://p2.example').replace('https://s.example', 'https://s2.example'));
+    writeFileSync(
+      path.join(dir, 'cfg', 'main.yaml'),
+      config.replace('https://p.example', 'https://p2.example').replace('https://s.example', 'https://s2.example'),
+    );
     const short = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-*'], 'multi-production', liveEnv);
     expect(short.output).toContain('Environments: multi-production, multi-staging');
-    expect(short.output).toContain('The answer must name every environment slug of this run (multi-production, multi-staging); missing: multi-staging.');
+    expect(short.output).toContain(
+      'The answer must name every environment slug of this run (multi-production, multi-staging); missing: multi-staging.',
+    );
     expect(short.output).toContain('Apply cancelled.');
     expect(short.code).toBe(1);
-    const spaced = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-*'], 'multi-staging, multi-production', liveEnv);
+    const spaced = await runInTty(
+      ['apply', '-f', 'cfg', '--env', 'multi-*'],
+      'multi-staging, multi-production',
+      liveEnv,
+    );
     expect(spaced.output, spaced.output).toContain('Apply complete!');
     expect(spaced.code).toBe(0);
   });

@@ -58,9 +58,14 @@ describe('the default overlap after the configured overlap is removed', () => {
       ['key.ovl-production/acme/main', 'update', 'expire_rotated_out'],
     ]);
     const drift = JSON.parse((await cli(['drift', '-f', 'config', '--json'])).stdout);
-    expect(drift.items.map((i: any) => [i.category, i.address, i.planned_action, i.fields.map((f: any) => [f.path, f.desired])])).toEqual([
-      ['pending', 'key.ovl-production/acme/main', 'update', [['expiresAt', until]]],
-    ]);
+    expect(
+      drift.items.map((i: any) => [
+        i.category,
+        i.address,
+        i.planned_action,
+        i.fields.map((f: any) => [f.path, f.desired]),
+      ]),
+    ).toEqual([['pending', 'key.ovl-production/acme/main', 'update', [['expiresAt', until]]]]);
 
     const applied = await cli(['apply', '-f', 'config', '--auto-approve']);
     expect(applied.code, applied.stdout + applied.stderr).toBe(0);

@@ -30,7 +30,9 @@ let dir: string;
 let env: NodeJS.ProcessEnv;
 const headers = { 'x-api-key': API_KEY, 'content-type': 'application/json' };
 const api = async (method: string, p: string, body?: unknown) =>
-  (await (await fetch(emu.url + p, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) })).json()) as any;
+  (await (
+    await fetch(emu.url + p, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) })
+  ).json()) as any;
 const clients = async () => {
   const out: any[] = [];
   for (let page = 1; ; page++) {
@@ -49,12 +51,22 @@ const write = (text: string) => {
 /** Every live key of every client has its raw value in the store (current generations). */
 async function everyKeyStored(): Promise<void> {
   const s = store();
-  await Promise.all((await clients()).flatMap((c) => [...new Set<string>(c.keys.map((k: any) => k.name))].map(async (name) => {
-    const raw = await s.read(`ks-production/${c.name}/${name}`);
-    const v = await api('POST', `/client/${c.id}?project_env=ks-production&method_path=GET:/x`, { name, headers: { 'x-api-key': raw } });
-    expect(v.success, `${c.name}/${name}`).toBe(true);
-    expect(c.keys.filter((k: any) => k.name === name), `${c.name}/${name} generations`).toHaveLength(1);
-  })));
+  await Promise.all(
+    (await clients()).flatMap((c) =>
+      [...new Set<string>(c.keys.map((k: any) => k.name))].map(async (name) => {
+        const raw = await s.read(`ks-production/${c.name}/${name}`);
+        const v = await api('POST', `/client/${c.id}?project_env=ks-production&method_path=GET:/x`, {
+          name,
+          headers: { 'x-api-key': raw },
+        });
+        expect(v.success, `${c.name}/${name}`).toBe(true);
+        expect(
+          c.keys.filter((k: any) => k.name === name),
+          `${c.name}/${name} generations`,
+        ).toHaveLength(1);
+      }),
+    ),
+  );
 }
 
 afterAll(async () => {
@@ -65,7 +77,12 @@ beforeEach(async () => {
   await emu?.close();
   emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
   dir = workspace();
-  env = { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), KMS_SYNC_ALLOW_LOCAL_STORE: '1' };
+  env = {
+    KMS_API_URL: emu.url,
+    KMS_API_KEY: API_KEY,
+    SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'),
+    KMS_SYNC_ALLOW_LOCAL_STORE: '1',
+  };
 });
 
 describe('key safety', () => {
@@ -76,7 +93,10 @@ describe('key safety', () => {
     // The store breaks after the first key-issuing request reached the service.
     emu.addFault({ method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 1500 });
     const run = cli(['apply', '-f', 'config', '--auto-approve']);
-    expect(await waitFor(() => (emu.counts()['POST /client'] ?? 0) >= 2, 30_000), 'the second key-issuing request reached the service').toBe(true);
+    expect(
+      await waitFor(() => (emu.counts()['POST /client'] ?? 0) >= 2, 30_000),
+      'the second key-issuing request reached the service',
+    ).toBe(true);
     renameSync(storeFile(), `${storeFile()}.aside`);
     mkdirSync(storeFile());
     const first = await run;
@@ -95,9 +115,16 @@ describe('key safety', () => {
     expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
     write(config(['a', 'b']));
     emu.addFault({ method: 'POST', route: '/client', mode: 'delay-after-commit', delayMs: 3000 });
-    const child = spawn(process.execPath, [cliPath, 'apply', '-f', 'config', '--auto-approve'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, ...env }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [cliPath, 'apply', '-f', 'config', '--auto-approve'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: dir, ...env },
+      stdio: 'ignore',
+    });
     const before = emu.counts()['POST /client'] ?? 0;
-    expect(await waitFor(() => (emu.counts()['POST /client'] ?? 0) !== before, 30_000), 'the key-issuing request reached the service').toBe(true);
+    expect(
+      await waitFor(() => (emu.counts()['POST /client'] ?? 0) !== before, 30_000),
+      'the key-issuing request reached the service',
+    ).toBe(true);
     await new Promise((ok) => setTimeout(ok, 300));
     child.kill('SIGKILL');
     await new Promise((ok) => child.on('exit', ok));
@@ -129,7 +156,10 @@ describe('key safety', () => {
     for (const id of kept) expect(after.map((k: any) => k.id)).toContain(id);
     expect(after).toHaveLength(3);
     const raw = await store().read('ks-production/a/main');
-    const v = await api('POST', `/client/${(await clients())[0].id}?project_env=ks-production&method_path=GET:/x`, { name: 'main', headers: { 'x-api-key': raw } });
+    const v = await api('POST', `/client/${(await clients())[0].id}?project_env=ks-production&method_path=GET:/x`, {
+      name: 'main',
+      headers: { 'x-api-key': raw },
+    });
     expect(v.success).toBe(true);
   });
 
@@ -143,32 +173,51 @@ describe('key safety', () => {
     expect((await clients()).map((c) => c.name)).toEqual(['a']);
   });
 
-  it('Ctrl-C finishes the requests in flight, journals their keys and exits 3; the next apply converges with every key stored', async () => {
-    await emu.close();
-    emu = await startEmulator({ port: 0, apiKeys: [API_KEY], latencyMs: 200 });
-    env.KMS_API_URL = emu.url;
-    const names = Array.from({ length: 40 }, (_, i) => `c${i}`);
-    write(config(names));
-    expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
-    // A second key for each: one key-issuing PUT per client, two in flight at a time.
-    write(config(names, '[{ name: main }, { name: second }]'));
-    const child = spawn(process.execPath, [cliPath, 'apply', '-f', 'config', '--auto-approve', '--parallelism', '2'], { cwd: dir, env: { PATH: process.env.PATH, HOME: dir, NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    const exited = new Promise<number | null>((ok) => child.on('exit', ok));
-    let text = '';
-    child.stdout!.on('data', (d) => { text += d; });
-    child.stderr!.on('data', (d) => { text += d; });
-    expect(await waitFor(() => (emu.counts()['PUT /client/{client_uuid}'] ?? 0) >= 2, 30_000), 'two key-issuing updates reached the service').toBe(true);
-    child.kill('SIGINT');
-    const code = await exited;
-    allOutput.push(text);
-    expect(text).toContain('Interrupt received');
-    expect(code, text).toBe(3);
-    // It stopped early: not every client got its second key.
-    const partial = (await clients()).filter((c) => c.keys.some((k: any) => k.name === 'second')).length;
-    expect(partial).toBeGreaterThan(0);
-    expect(partial).toBeLessThan(40);
-    const r = await cli(['apply', '-f', 'config', '--auto-approve']);
-    expect(r.code, r.stdout + r.stderr).toBe(0);
-    await everyKeyStored();
-  }, patient(60_000));
+  it(
+    'Ctrl-C finishes the requests in flight, journals their keys and exits 3; the next apply converges with every key stored',
+    async () => {
+      await emu.close();
+      emu = await startEmulator({ port: 0, apiKeys: [API_KEY], latencyMs: 200 });
+      env.KMS_API_URL = emu.url;
+      const names = Array.from({ length: 40 }, (_, i) => `c${i}`);
+      write(config(names));
+      expect((await cli(['apply', '-f', 'config', '--auto-approve'])).code).toBe(0);
+      // A second key for each: one key-issuing PUT per client, two in flight at a time.
+      write(config(names, '[{ name: main }, { name: second }]'));
+      const child = spawn(
+        process.execPath,
+        [cliPath, 'apply', '-f', 'config', '--auto-approve', '--parallelism', '2'],
+        {
+          cwd: dir,
+          env: { PATH: process.env.PATH, HOME: dir, NO_COLOR: '1', ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      const exited = new Promise<number | null>((ok) => child.on('exit', ok));
+      let text = '';
+      child.stdout!.on('data', (d) => {
+        text += d;
+      });
+      child.stderr!.on('data', (d) => {
+        text += d;
+      });
+      expect(
+        await waitFor(() => (emu.counts()['PUT /client/{client_uuid}'] ?? 0) >= 2, 30_000),
+        'two key-issuing updates reached the service',
+      ).toBe(true);
+      child.kill('SIGINT');
+      const code = await exited;
+      allOutput.push(text);
+      expect(text).toContain('Interrupt received');
+      expect(code, text).toBe(3);
+      // It stopped early: not every client got its second key.
+      const partial = (await clients()).filter((c) => c.keys.some((k: any) => k.name === 'second')).length;
+      expect(partial).toBeGreaterThan(0);
+      expect(partial).toBeLessThan(40);
+      const r = await cli(['apply', '-f', 'config', '--auto-approve']);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      await everyKeyStored();
+    },
+    patient(60_000),
+  );
 });

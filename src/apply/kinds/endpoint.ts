@@ -7,17 +7,29 @@ import { methodPath, type DesiredEndpoint } from '../../model/index.js';
 import { deleteIdempotent, type ApplyContext } from '../context.js';
 
 /** The attributes of an endpoint a write sends. */
-export type EndpointFields = Pick<DesiredEndpoint, 'method' | 'path' | 'name' | 'description' | 'request' | 'response' | 'metadata'>;
+export type EndpointFields = Pick<
+  DesiredEndpoint,
+  'method' | 'path' | 'name' | 'description' | 'request' | 'response' | 'metadata'
+>;
 
 export function endpointInput(a: EndpointFields): EndpointInput {
   return {
-    method: a.method, path: a.path, ...(a.name !== undefined ? { name: a.name } : {}), ...(a.description !== undefined ? { description: a.description } : {}),
-    ...(a.request !== undefined ? { request: a.request } : {}), ...(a.response !== undefined ? { response: a.response } : {}), metadata: a.metadata ?? {},
+    method: a.method,
+    path: a.path,
+    ...(a.name !== undefined ? { name: a.name } : {}),
+    ...(a.description !== undefined ? { description: a.description } : {}),
+    ...(a.request !== undefined ? { request: a.request } : {}),
+    ...(a.response !== undefined ? { response: a.response } : {}),
+    metadata: a.metadata ?? {},
   };
 }
 
 /** Creates up to BULK_LIMIT endpoints of one environment; returns a note when a lost response was recovered. */
-export async function createEndpoints(ctx: ApplyContext, projectEnv: string, items: EndpointFields[]): Promise<string | undefined> {
+export async function createEndpoints(
+  ctx: ApplyContext,
+  projectEnv: string,
+  items: EndpointFields[],
+): Promise<string | undefined> {
   try {
     await ctx.api.createEndpoints(projectEnv, items.map(endpointInput));
     return undefined;
@@ -31,7 +43,12 @@ export async function createEndpoints(ctx: ApplyContext, projectEnv: string, ite
 }
 
 /** Updates the given mutable fields of one endpoint. */
-export async function updateEndpoint(ctx: ApplyContext, projectEnv: string, a: EndpointFields, fields: ReadonlySet<string>): Promise<void> {
+export async function updateEndpoint(
+  ctx: ApplyContext,
+  projectEnv: string,
+  a: EndpointFields,
+  fields: ReadonlySet<string>,
+): Promise<void> {
   await ctx.api.updateEndpoint(projectEnv, methodPath(a.method, a.path), {
     ...(fields.has('name') && a.name !== undefined ? { name: a.name } : {}),
     ...(fields.has('description') && a.description !== undefined ? { description: a.description } : {}),

@@ -5,9 +5,16 @@ import { deleteIdempotent, type ApplyContext } from '../context.js';
 
 export type TemplateUpsert = TemplateInput & { id?: string };
 
-export async function upsertEnv(ctx: ApplyContext, projectEnv: string, change: { url?: string; templates?: TemplateUpsert[] }): Promise<void> {
+export async function upsertEnv(
+  ctx: ApplyContext,
+  projectEnv: string,
+  change: { url?: string; templates?: TemplateUpsert[] },
+): Promise<void> {
   const updated = await ctx.api.updateProject(projectEnv, {
-    singleEnv: { ...(change.url !== undefined ? { url: change.url } : {}), ...(change.templates?.length ? { templates: change.templates } : {}) },
+    singleEnv: {
+      ...(change.url !== undefined ? { url: change.url } : {}),
+      ...(change.templates?.length ? { templates: change.templates } : {}),
+    },
   });
   ctx.templates.remember(updated);
 }

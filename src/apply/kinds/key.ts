@@ -35,21 +35,40 @@ export function expiryFor(k: KeyAfter, now: Date): string | null {
 }
 
 export function keyInput(k: KeyAfter, now: Date): KeyInput {
-  return { name: k.name, expiresAt: expiryFor(k, now), ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}) };
+  return {
+    name: k.name,
+    expiresAt: expiryFor(k, now),
+    ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}),
+  };
 }
 
 /** The raw keys of a response, each with where it goes; keys without a raw value are skipped. */
-export function capturedFrom(projectEnv: string, client: WireClient, wanted: KeyAfter[], issued: WireKey[], now: Date): CapturedKey[] {
+export function capturedFrom(
+  projectEnv: string,
+  client: WireClient,
+  wanted: KeyAfter[],
+  issued: WireKey[],
+  now: Date,
+): CapturedKey[] {
   return issued.flatMap((k) => {
     const target = wanted.find((w) => w.name === k.name);
     if (!k.key || !target) return [];
-    return [{
-      ...(target.secret.store ? { store: target.secret.store } : {}),
-      secretName: target.secret.name,
-      value: k.key,
-      clientId: clientId(client),
-      meta: { projectEnv, client: client.name, key: k.name, keyId: k.id, expiresAt: k.expiresAt ?? null, issuedAt: now.toISOString() },
-    }];
+    return [
+      {
+        ...(target.secret.store ? { store: target.secret.store } : {}),
+        secretName: target.secret.name,
+        value: k.key,
+        clientId: clientId(client),
+        meta: {
+          projectEnv,
+          client: client.name,
+          key: k.name,
+          keyId: k.id,
+          expiresAt: k.expiresAt ?? null,
+          issuedAt: now.toISOString(),
+        },
+      },
+    ];
   });
 }
 
@@ -57,7 +76,12 @@ export function capturedFrom(projectEnv: string, client: WireClient, wanted: Key
  * Hands the raw keys of a response to the capture path (journal, then store in the background),
  * clearing `resolve` in the same journal write. Keys that could be saved nowhere are revoked.
  */
-export async function captureKeys(ctx: ApplyContext, captured: CapturedKey[], resolve: string[], orphans: (OrphanRecord & { id: string })[] = []): Promise<void> {
+export async function captureKeys(
+  ctx: ApplyContext,
+  captured: CapturedKey[],
+  resolve: string[],
+  orphans: (OrphanRecord & { id: string })[] = [],
+): Promise<void> {
   if (captured.length === 0) {
     if (resolve.length) await ctx.keys.resolve({ resolve });
     return;
@@ -78,7 +102,9 @@ export async function captureKeys(ctx: ApplyContext, captured: CapturedKey[], re
         // reported below; the pending intent lets the next run find and revoke it
       }
     }
-    throw new KeyStoreFailure(`${(e as Error).message}; ${revoked} of ${unsaved.length} key(s) that could be saved nowhere were revoked and will be issued again on the next run`);
+    throw new KeyStoreFailure(
+      `${(e as Error).message}; ${revoked} of ${unsaved.length} key(s) that could be saved nowhere were revoked and will be issued again on the next run`,
+    );
   }
   ctx.track(handle.stored);
 }
@@ -102,16 +128,31 @@ export interface SupersededKey {
  * Issues `issue` and updates `updates` on one client in one PUT. Returns a note when a lost
  * response had to be recovered.
  */
-export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], supersedes: SupersededKey[] = []): Promise<string | undefined> {
+export async function writeKeys(
+  ctx: ApplyContext,
+  client: KeyClientRef,
+  issue: KeyAfter[],
+  updates: KeyUpdate[],
+  supersedes: SupersededKey[] = [],
+): Promise<string | undefined> {
   const now = ctx.now();
   const body: ClientUpdate = {
     keys: [
-      ...updates.map((u) => ({ id: u.id, name: u.name, ...(u.expiresAt !== undefined ? { expiresAt: u.expiresAt } : {}), ...(u.autoRotate !== undefined ? { autoRotate: u.autoRotate } : {}) })),
+      ...updates.map((u) => ({
+        id: u.id,
+        name: u.name,
+        ...(u.expiresAt !== undefined ? { expiresAt: u.expiresAt } : {}),
+        ...(u.autoRotate !== undefined ? { autoRotate: u.autoRotate } : {}),
+      })),
       ...issue.map((k) => keyInput(k, now)),
     ],
   };
   const asked: IssueIntent = {
-    type: 'issue', projectEnv: client.projectEnv, clientId: client.id, keyNames: issue.map((k) => k.name), knownKeyIds: client.knownKeyIds,
+    type: 'issue',
+    projectEnv: client.projectEnv,
+    clientId: client.id,
+    keyNames: issue.map((k) => k.name),
+    knownKeyIds: client.knownKeyIds,
     ...(supersedes.length ? { supersedes } : {}),
   };
   let intent: string | undefined;
@@ -137,13 +178,30 @@ export async function writeKeys(ctx: ApplyContext, client: KeyClientRef, issue: 
   // run killed before the revoke leaves it to the next one (recover.ts), never a stranded key.
   const superseded = supersedes.filter((s) => fresh.some((k) => k.name === s.name));
   const record = superseded.length
-    ? { ...orphanRecord(client, superseded.map((s) => ({ id: s.keyId, name: s.name }) as WireKey))!, reason: 'superseded' as const }
+    ? {
+        ...orphanRecord(
+          client,
+          superseded.map((s) => ({ id: s.keyId, name: s.name }) as WireKey),
+        )!,
+        reason: 'superseded' as const,
+      }
     : undefined;
-  await captureKeys(ctx, capturedFrom(client.projectEnv, updated, issue, fresh, now), intent ? [intent] : [], record ? [record] : []);
+  await captureKeys(
+    ctx,
+    capturedFrom(client.projectEnv, updated, issue, fresh, now),
+    intent ? [intent] : [],
+    record ? [record] : [],
+  );
   return undefined;
 }
 
-async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, issue: KeyAfter[], updates: KeyUpdate[], intent: { id: string; asked: IssueIntent }): Promise<string> {
+async function recoverLostKeyResponse(
+  ctx: ApplyContext,
+  client: KeyClientRef,
+  issue: KeyAfter[],
+  updates: KeyUpdate[],
+  intent: { id: string; asked: IssueIntent },
+): Promise<string> {
   const live = await ctx.api.getClient(client.id, client.projectEnv);
   // The intent turns into its records (the keys it created, the generations it superseded) in
   // one durable write, exactly as the next run's recovery would turn it (recover.ts).
@@ -153,7 +211,14 @@ async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, i
   // Revokes already pending are not recorded a second time with the re-issued key.
   const pending = new Set(records.filter((r) => r.reason === 'superseded').flatMap((r) => r.keyIds));
   const supersedes = (intent.asked.supersedes ?? []).filter((s) => !pending.has(s.keyId));
-  await reissueAndRevoke(ctx, { ...client, knownKeyIds: (live.keys ?? []).map((k) => k.id) }, lost, issue, updates, supersedes);
+  await reissueAndRevoke(
+    ctx,
+    { ...client, knownKeyIds: (live.keys ?? []).map((k) => k.id) },
+    lost,
+    issue,
+    updates,
+    supersedes,
+  );
   return `the response was lost; ${lost ? `${lost.keyIds.length} key(s) it had created without their raw value reaching us were replaced and revoked` : 'the request had not taken effect and was sent again'}`;
 }
 
@@ -161,8 +226,13 @@ async function recoverLostKeyResponse(ctx: ApplyContext, client: KeyClientRef, i
 export function orphanRecord(client: KeyClientRef, orphans: WireKey[]): (OrphanRecord & { id: string }) | undefined {
   if (orphans.length === 0) return undefined;
   return {
-    id: newOrphanId(), type: 'orphan', projectEnv: client.projectEnv, clientId: client.id, client: client.name,
-    keyIds: orphans.map((k) => k.id), keyNames: orphans.map((k) => k.name),
+    id: newOrphanId(),
+    type: 'orphan',
+    projectEnv: client.projectEnv,
+    clientId: client.id,
+    client: client.name,
+    keyIds: orphans.map((k) => k.id),
+    keyNames: orphans.map((k) => k.name),
   };
 }
 
@@ -172,12 +242,18 @@ export function orphanRecord(client: KeyClientRef, orphans: WireKey[]): (OrphanR
  * and clear their record. A crash anywhere in here leaves the record for the next run.
  */
 export async function reissueAndRevoke(
-  ctx: ApplyContext, client: KeyClientRef, record: (OrphanRecord & { id: string }) | undefined, issue: KeyAfter[], updates: KeyUpdate[],
+  ctx: ApplyContext,
+  client: KeyClientRef,
+  record: (OrphanRecord & { id: string }) | undefined,
+  issue: KeyAfter[],
+  updates: KeyUpdate[],
   supersedes: SupersededKey[] = [],
 ): Promise<void> {
   await writeKeys(ctx, client, issue, updates, supersedes);
   if (!record) return;
   for (const id of record.keyIds) await revokeKey(ctx, client.id, client.projectEnv, id);
   await ctx.keys.resolve({ resolve: [record.id] });
-  ctx.recovered(`${record.keyIds.length} key(s) of ${client.projectEnv}/${client.name} (${record.keyNames.join(', ')}) were created by a request whose response was lost: re-issued, then revoked`);
+  ctx.recovered(
+    `${record.keyIds.length} key(s) of ${client.projectEnv}/${client.name} (${record.keyNames.join(', ')}) were created by a request whose response was lost: re-issued, then revoked`,
+  );
 }

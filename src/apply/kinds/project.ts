@@ -17,10 +17,15 @@ export interface ProjectCreate {
  * such project, and the run lock keeps other runs of this configuration out); absent, it is sent again.
  */
 export async function createProject(ctx: ApplyContext, p: ProjectCreate): Promise<string | undefined> {
-  if (p.envs.length === 0) throw new Error('a project is created with at least one environment; none is configured in scope');
-  const send = () => ctx.api.createProject({
-    slug: p.slug, name: p.name, ...(p.description !== undefined ? { description: p.description } : {}), envs: p.envs,
-  });
+  if (p.envs.length === 0)
+    throw new Error('a project is created with at least one environment; none is configured in scope');
+  const send = () =>
+    ctx.api.createProject({
+      slug: p.slug,
+      name: p.name,
+      ...(p.description !== undefined ? { description: p.description } : {}),
+      envs: p.envs,
+    });
   try {
     ctx.templates.remember(await send());
     return undefined;
@@ -31,7 +36,12 @@ export async function createProject(ctx: ApplyContext, p: ProjectCreate): Promis
   try {
     live = await ctx.api.getProject(`${p.slug}-${p.envs[0]!.type}`);
   } catch (e) {
-    if (!(e instanceof ApiError && e.status === 404)) throw new AmbiguousWriteError('POST', '/project', `the response was lost and re-reading the project failed: ${(e as Error).message}`);
+    if (!(e instanceof ApiError && e.status === 404))
+      throw new AmbiguousWriteError(
+        'POST',
+        '/project',
+        `the response was lost and re-reading the project failed: ${(e as Error).message}`,
+      );
   }
   if (live) {
     ctx.templates.remember(live);

@@ -6,10 +6,25 @@
 // deleted. What is applied is recorded as a digest in its metadata (`clientRecord`), so drift can
 // tell a change made outside from one not yet applied.
 import { address, type DesiredClient, type LiveClient } from '../../model/index.js';
-import { APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata, PROTECTED_MARKER_KEY } from '../../model/ownership.js';
+import {
+  APPLIED_KEY,
+  appliedDigest,
+  driftOrigin,
+  managedMetadata,
+  PROTECTED_MARKER_KEY,
+} from '../../model/ownership.js';
 import { addChange, addObjectChanges, differingFields } from '../compare.js';
 import type { ActionReason, FieldChange, Operation } from '../types.js';
-import { changedReason, claimReason, isProtectedLive, markerRemovedReason, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
+import {
+  changedReason,
+  claimReason,
+  isProtectedLive,
+  markerRemovedReason,
+  ownedElsewhere,
+  targetMetadata,
+  type KindPlanner,
+  type PlanContext,
+} from './contract.js';
 import { IdentityIndex } from './identity-index.js';
 import { keyAfter, planKeys } from './key.js';
 
@@ -36,15 +51,32 @@ export function clientAfter(c: DesiredClient, owner: string): Record<string, unk
 
 export function clientBefore(c: LiveClient): Record<string, unknown> {
   return {
-    name: c.name, type: c.type ?? null, template: c.templateName ?? c.templateId ?? null, ipWhitelist: c.ipWhitelist, metadata: c.metadata,
+    name: c.name,
+    type: c.type ?? null,
+    template: c.templateName ?? c.templateId ?? null,
+    ipWhitelist: c.ipWhitelist,
+    metadata: c.metadata,
   };
 }
 
 /** The delete of a live client (it revokes its keys with it), with its reason; `before.keys` names the keys it revokes. */
-export function clientDelete(lc: LiveClient, reason: string, actionReason: ActionReason, addr = address.client(lc.projectEnv, lc.name)): Operation {
+export function clientDelete(
+  lc: LiveClient,
+  reason: string,
+  actionReason: ActionReason,
+  addr = address.client(lc.projectEnv, lc.name),
+): Operation {
   return {
-    address: addr, kind: 'client', action: 'delete', projectEnv: lc.projectEnv, reason, actionReason,
-    before: { ...clientBefore(lc), keys: lc.keys.map((k) => k.name) }, after: null, changes: [], live: { id: lc.id },
+    address: addr,
+    kind: 'client',
+    action: 'delete',
+    projectEnv: lc.projectEnv,
+    reason,
+    actionReason,
+    before: { ...clientBefore(lc), keys: lc.keys.map((k) => k.name) },
+    after: null,
+    changes: [],
+    live: { id: lc.id },
   };
 }
 
@@ -57,7 +89,8 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
   // and there a for-of allocates an iterator result per item.
   for (let i = 0; i < live.length; i++) {
     const c = live[i]!;
-    if (duplicates.size === 0 || !duplicates.has(address.client(c.projectEnv, c.name))) liveClients.set(c.projectEnv, c.name, c);
+    if (duplicates.size === 0 || !duplicates.has(address.client(c.projectEnv, c.name)))
+      liveClients.set(c.projectEnv, c.name, c);
   }
   for (let i = 0; i < desired.length; i++) {
     const c = desired[i]!;
@@ -67,15 +100,31 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
     const lc = found?.value;
     if (!lc) {
       ops.push({
-        address: address.client(c.projectEnv, c.name), kind: 'client', action: 'create', projectEnv: c.projectEnv, reason: 'client does not exist',
-        actionReason: 'create_missing', before: null, after: { ...clientAfter(c, owner), keys: c.keys.map(keyAfter) }, changes: [],
-        issuesKeys: c.keys.length, ...(c.protected ? { protected: true } : {}),
+        address: address.client(c.projectEnv, c.name),
+        kind: 'client',
+        action: 'create',
+        projectEnv: c.projectEnv,
+        reason: 'client does not exist',
+        actionReason: 'create_missing',
+        before: null,
+        after: { ...clientAfter(c, owner), keys: c.keys.map(keyAfter) },
+        changes: [],
+        issuesKeys: c.keys.length,
+        ...(c.protected ? { protected: true } : {}),
       });
       continue;
     }
     const ownership = ctx.own(lc.metadata, lc.held);
     if (!mayChange(ownership)) {
-      unmanaged.push(ownedElsewhere(address.client(c.projectEnv, c.name), 'client', c.projectEnv, ownership.owner, blockedOfClient(c, lc)));
+      unmanaged.push(
+        ownedElsewhere(
+          address.client(c.projectEnv, c.name),
+          'client',
+          c.projectEnv,
+          ownership.owner,
+          blockedOfClient(c, lc),
+        ),
+      );
       continue;
     }
     // The before/after objects are built only for a client that changed: most of them did not.
@@ -91,10 +140,23 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
       const markerRemoved = ownership.kind === 'ours' && ownership.markerRemoved === true;
       ops.push({
         // Stripped markers are a change made outside, whatever else the configuration changed.
-        drift: markerRemoved ? 'outside' : driftOrigin(lc.metadata[APPLIED_KEY], applied, appliedDigest(clientRecord(c, lc))),
-        address: address.client(c.projectEnv, c.name), kind: 'client', action: 'update', projectEnv: c.projectEnv,
-        reason: markerRemoved ? markerRemovedReason(changes.map((x) => x.path)) : ownership.kind === 'legacy' ? claimReason(changes) : changedReason(changes),
-        actionReason: 'update_changed', before: clientBefore(lc), after: { ...clientAfter(c, owner), metadata }, changes, live: { id: lc.id },
+        drift: markerRemoved
+          ? 'outside'
+          : driftOrigin(lc.metadata[APPLIED_KEY], applied, appliedDigest(clientRecord(c, lc))),
+        address: address.client(c.projectEnv, c.name),
+        kind: 'client',
+        action: 'update',
+        projectEnv: c.projectEnv,
+        reason: markerRemoved
+          ? markerRemovedReason(changes.map((x) => x.path))
+          : ownership.kind === 'legacy'
+            ? claimReason(changes)
+            : changedReason(changes),
+        actionReason: 'update_changed',
+        before: clientBefore(lc),
+        after: { ...clientAfter(c, owner), metadata },
+        changes,
+        live: { id: lc.id },
         ...(c.protected ? { protected: true } : {}),
       });
     }
@@ -105,20 +167,49 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
     if (wanted) continue;
     const addr = address.client(lc.projectEnv, lc.name);
     if (isProtectedLive(lc.metadata)) {
-      warnings.push(`${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`);
+      warnings.push(
+        `${addr}: removed from the configuration but marked protected; kept (remove the ${PROTECTED_MARKER_KEY} metadata to allow deleting it)`,
+      );
       continue;
     }
     const ownership = ctx.own(lc.metadata, lc.held);
     if (ownership.kind === 'ours') {
-      ops.push(clientDelete(lc, `removed from the configuration (owned by this configuration${ownership.markerRemoved ? '; its ownership marker was removed, its inventory holds it' : ''})`, 'delete_removed_from_config', addr));
+      ops.push(
+        clientDelete(
+          lc,
+          `removed from the configuration (owned by this configuration${ownership.markerRemoved ? '; its ownership marker was removed, its inventory holds it' : ''})`,
+          'delete_removed_from_config',
+          addr,
+        ),
+      );
     } else if (!mayChange(ownership)) {
-      unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
+      unmanaged.push({
+        address: addr,
+        kind: 'client',
+        projectEnv: lc.projectEnv,
+        owner: ownership.owner,
+        note: `owned by configuration '${ownership.owner}'; kept`,
+      });
     } else if (ownership.kind === 'legacy') {
-      unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
+      unmanaged.push({
+        address: addr,
+        kind: 'client',
+        projectEnv: lc.projectEnv,
+        note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)',
+      });
     } else if (ctx.options.prune) {
       ops.push(clientDelete(lc, 'unmanaged, not in the configuration (--prune)', 'delete_unmanaged_prune', addr));
-    } else unmanaged.push({ address: addr, kind: 'client', projectEnv: lc.projectEnv, note: 'not created by kms-sync and not in the configuration; kept (use --prune to delete)' });
+    } else
+      unmanaged.push({
+        address: addr,
+        kind: 'client',
+        projectEnv: lc.projectEnv,
+        note: 'not created by kms-sync and not in the configuration; kept (use --prune to delete)',
+      });
   }
 }
 
-export const clientPlanner: KindPlanner = { kinds: ['client', 'key'], plan: (d, l, ctx) => planClients(d.clients, l.clients, ctx) };
+export const clientPlanner: KindPlanner = {
+  kinds: ['client', 'key'],
+  plan: (d, l, ctx) => planClients(d.clients, l.clients, ctx),
+};

@@ -36,7 +36,10 @@ export interface KindPlanner {
 }
 
 /** The plan's view of ownership: the rule book both engines share (model/ownership.ts), with `--take-ownership`. */
-export function planOwnership(owner: string, takeOwnership: boolean): (metadata: JsonObject | undefined, held?: boolean) => Ownership {
+export function planOwnership(
+  owner: string,
+  takeOwnership: boolean,
+): (metadata: JsonObject | undefined, held?: boolean) => Ownership {
   return (metadata, held) => actingOwnership(metadata, owner, takeOwnership, held);
 }
 
@@ -44,9 +47,18 @@ export function planOwnership(owner: string, takeOwnership: boolean): (metadata:
 export { isProtectedLive, markerRemovedReason, targetMetadata } from '../../model/ownership.js';
 
 /** A resource another configuration owns that this one names: kept, with what it wanted changed (`blocked`). */
-export function ownedElsewhere(address: string, kind: ResourceKind, projectEnv: string, owner: string, blocked: string[]): UnmanagedResource {
+export function ownedElsewhere(
+  address: string,
+  kind: ResourceKind,
+  projectEnv: string,
+  owner: string,
+  blocked: string[],
+): UnmanagedResource {
   return {
-    address, kind, projectEnv, owner,
+    address,
+    kind,
+    projectEnv,
+    owner,
     note: blocked.length
       ? `owned by configuration '${owner}'; this configuration's changes (${blocked.join(', ')}) are blocked (--take-ownership to manage it from this configuration)`
       : `owned by configuration '${owner}'; not changed here (--take-ownership to manage it from this configuration)`,
@@ -58,7 +70,12 @@ export function ownedElsewhere(address: string, kind: ResourceKind, projectEnv: 
  * Where the difference of a kind without metadata comes from, judged against the digest its
  * inventory recorded when it was last applied (nothing recorded: nothing said, as before).
  */
-export function recordedDrift(ctx: PlanContext, addr: string, desired: Record<string, JsonValue | undefined>, live: Record<string, JsonValue | undefined>): { drift?: Operation['drift'] } {
+export function recordedDrift(
+  ctx: PlanContext,
+  addr: string,
+  desired: Record<string, JsonValue | undefined>,
+  live: Record<string, JsonValue | undefined>,
+): { drift?: Operation['drift'] } {
   const recorded = ctx.applied?.(addr);
   return recorded === undefined ? {} : { drift: driftOrigin(recorded, appliedDigest(desired), appliedDigest(live)) };
 }

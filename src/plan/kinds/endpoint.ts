@@ -9,7 +9,16 @@ import { address, type DesiredEndpoint, type LiveEndpoint } from '../../model/in
 import { APPLIED_KEY, appliedDigest, driftOrigin, managedMetadata } from '../../model/ownership.js';
 import { change, differingFields, objectChanges } from '../compare.js';
 import type { ActionReason, Operation } from '../types.js';
-import { changedReason, claimReason, isProtectedLive, markerRemovedReason, ownedElsewhere, targetMetadata, type KindPlanner, type PlanContext } from './contract.js';
+import {
+  changedReason,
+  claimReason,
+  isProtectedLive,
+  markerRemovedReason,
+  ownedElsewhere,
+  targetMetadata,
+  type KindPlanner,
+  type PlanContext,
+} from './contract.js';
 
 // What the applied digest covers: the rule book both engines share.
 export { endpointRecord } from '../../model/ownership.js';
@@ -17,7 +26,8 @@ import { endpointRecord, mayChange } from '../../model/ownership.js';
 
 export function endpointAfter(e: DesiredEndpoint, owner: string): Record<string, unknown> {
   return {
-    method: e.method, path: e.path,
+    method: e.method,
+    path: e.path,
     ...(e.name !== undefined ? { name: e.name } : {}),
     ...(e.description !== undefined ? { description: e.description } : {}),
     ...(e.request !== undefined ? { request: e.request } : {}),
@@ -27,15 +37,42 @@ export function endpointAfter(e: DesiredEndpoint, owner: string): Record<string,
 }
 
 export function endpointBefore(e: LiveEndpoint): Record<string, unknown> {
-  return { method: e.method, path: e.path, name: e.name, description: e.description, request: e.request, response: e.response, metadata: e.metadata };
+  return {
+    method: e.method,
+    path: e.path,
+    name: e.name,
+    description: e.description,
+    request: e.request,
+    response: e.response,
+    metadata: e.metadata,
+  };
 }
 
 /** The delete of a live endpoint, with its reason. */
-export function endpointDelete(le: LiveEndpoint, reason: string, actionReason: ActionReason, addr = address.endpoint(le.projectEnv, le.method, le.path)): Operation {
-  return { address: addr, kind: 'endpoint', action: 'delete', projectEnv: le.projectEnv, reason, actionReason, before: endpointBefore(le), after: null, changes: [] };
+export function endpointDelete(
+  le: LiveEndpoint,
+  reason: string,
+  actionReason: ActionReason,
+  addr = address.endpoint(le.projectEnv, le.method, le.path),
+): Operation {
+  return {
+    address: addr,
+    kind: 'endpoint',
+    action: 'delete',
+    projectEnv: le.projectEnv,
+    reason,
+    actionReason,
+    before: endpointBefore(le),
+    after: null,
+    changes: [],
+  };
 }
 
-export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonly LiveEndpoint[], ctx: PlanContext): void {
+export function planEndpoints(
+  desired: readonly DesiredEndpoint[],
+  live: readonly LiveEndpoint[],
+  ctx: PlanContext,
+): void {
   const { ops, unmanaged, warnings, owner } = ctx;
   const liveEndpoints = new Map(live.map((e) => [address.endpoint(e.projectEnv, e.method, e.path), e]));
   const desiredEndpointAddrs = new Set<string>();
@@ -47,15 +84,31 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
     const after = () => endpointAfter(e, owner);
     if (!le) {
       ops.push({
-        address: addr, kind: 'endpoint', action: 'create', projectEnv: e.projectEnv, reason: 'endpoint is not registered',
-        actionReason: 'create_missing', before: null, after: after(), changes: [], ...(e.protected ? { protected: true } : {}),
+        address: addr,
+        kind: 'endpoint',
+        action: 'create',
+        projectEnv: e.projectEnv,
+        reason: 'endpoint is not registered',
+        actionReason: 'create_missing',
+        before: null,
+        after: after(),
+        changes: [],
+        ...(e.protected ? { protected: true } : {}),
       });
       continue;
     }
     const eOwnership = ctx.own(le.metadata, le.held);
     const markerRemoved = eOwnership.kind === 'ours' && eOwnership.markerRemoved === true;
     if (!mayChange(eOwnership)) {
-      unmanaged.push(ownedElsewhere(addr, 'endpoint', e.projectEnv, eOwnership.owner, differingFields(endpointRecord(e), endpointRecord(e, le))));
+      unmanaged.push(
+        ownedElsewhere(
+          addr,
+          'endpoint',
+          e.projectEnv,
+          eOwnership.owner,
+          differingFields(endpointRecord(e), endpointRecord(e, le)),
+        ),
+      );
       continue;
     }
     const before = endpointBefore(le);
@@ -74,26 +127,48 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
     if (immutable.length || mutable.length) {
       const applied = appliedDigest(endpointRecord(e));
       target = targetMetadata(e.metadata, e.protected, le.metadata ?? {}, owner, applied, le.held);
-      origin = markerRemoved ? 'outside' : driftOrigin(le.metadata?.[APPLIED_KEY], applied, appliedDigest(endpointRecord(e, le)));
+      origin = markerRemoved
+        ? 'outside'
+        : driftOrigin(le.metadata?.[APPLIED_KEY], applied, appliedDigest(endpointRecord(e, le)));
     }
     if (immutable.length) {
       if (e.protected) {
-        warnings.push(`${addr}: ${immutable.map((c) => c.path).join(' and ')} changed, which needs the endpoint replaced, but it is protected; not replaced`);
+        warnings.push(
+          `${addr}: ${immutable.map((c) => c.path).join(' and ')} changed, which needs the endpoint replaced, but it is protected; not replaced`,
+        );
       } else {
         ops.push({
-          address: addr, kind: 'endpoint', action: 'replace', projectEnv: e.projectEnv,
+          address: addr,
+          kind: 'endpoint',
+          action: 'replace',
+          projectEnv: e.projectEnv,
           // The replacement is a new resource created by kms-sync: it carries the marker.
           reason: `${immutable.map((c) => c.path).join(' and ')} cannot be updated in place (replacing resets the endpoint's usage stats)`,
-          actionReason: 'replace_immutable_field', before, after: after(), changes: [...immutable, ...mutable], ...(origin ? { drift: origin } : {}),
+          actionReason: 'replace_immutable_field',
+          before,
+          after: after(),
+          changes: [...immutable, ...mutable],
+          ...(origin ? { drift: origin } : {}),
         });
         continue;
       }
     }
     if (mutable.length) {
       ops.push({
-        address: addr, kind: 'endpoint', action: 'update', projectEnv: e.projectEnv,
-        reason: markerRemoved ? markerRemovedReason(mutable.map((x) => x.path)) : eOwnership.kind === 'legacy' ? claimReason(mutable) : changedReason(mutable),
-        actionReason: 'update_changed', before, after: { ...after(), metadata: target }, changes: mutable, ...(origin ? { drift: origin } : {}),
+        address: addr,
+        kind: 'endpoint',
+        action: 'update',
+        projectEnv: e.projectEnv,
+        reason: markerRemoved
+          ? markerRemovedReason(mutable.map((x) => x.path))
+          : eOwnership.kind === 'legacy'
+            ? claimReason(mutable)
+            : changedReason(mutable),
+        actionReason: 'update_changed',
+        before,
+        after: { ...after(), metadata: target },
+        changes: mutable,
+        ...(origin ? { drift: origin } : {}),
         ...(e.protected ? { protected: true } : {}),
       });
     }
@@ -106,15 +181,49 @@ export function planEndpoints(desired: readonly DesiredEndpoint[], live: readonl
     }
     const ownership = ctx.own(le.metadata, le.held);
     if (ownership.kind === 'ours') {
-      ops.push(endpointDelete(le, `removed from the configuration (owned by this configuration${ownership.markerRemoved ? '; its ownership marker was removed, its inventory holds it' : ''})`, 'delete_removed_from_config', addr));
+      ops.push(
+        endpointDelete(
+          le,
+          `removed from the configuration (owned by this configuration${ownership.markerRemoved ? '; its ownership marker was removed, its inventory holds it' : ''})`,
+          'delete_removed_from_config',
+          addr,
+        ),
+      );
     } else if (!mayChange(ownership)) {
-      unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, owner: ownership.owner, note: `owned by configuration '${ownership.owner}'; kept` });
+      unmanaged.push({
+        address: addr,
+        kind: 'endpoint',
+        projectEnv: le.projectEnv,
+        owner: ownership.owner,
+        note: `owned by configuration '${ownership.owner}'; kept`,
+      });
     } else if (ownership.kind === 'legacy') {
-      unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)' });
+      unmanaged.push({
+        address: addr,
+        kind: 'endpoint',
+        projectEnv: le.projectEnv,
+        note: 'created by kms-sync before owners were recorded, by a configuration unknown; kept (name it in a configuration to claim it)',
+      });
     } else if (ctx.options.prune) {
-      ops.push(endpointDelete(le, 'unmanaged (e.g. registered by the SDK), not in the configuration (--prune)', 'delete_unmanaged_prune', addr));
-    } else unmanaged.push({ address: addr, kind: 'endpoint', projectEnv: le.projectEnv, note: 'not in the configuration (the SDK may have registered it); kept (use --prune to delete)' });
+      ops.push(
+        endpointDelete(
+          le,
+          'unmanaged (e.g. registered by the SDK), not in the configuration (--prune)',
+          'delete_unmanaged_prune',
+          addr,
+        ),
+      );
+    } else
+      unmanaged.push({
+        address: addr,
+        kind: 'endpoint',
+        projectEnv: le.projectEnv,
+        note: 'not in the configuration (the SDK may have registered it); kept (use --prune to delete)',
+      });
   }
 }
 
-export const endpointPlanner: KindPlanner = { kinds: ['endpoint'], plan: (d, l, ctx) => planEndpoints(d.endpoints, l.endpoints, ctx) };
+export const endpointPlanner: KindPlanner = {
+  kinds: ['endpoint'],
+  plan: (d, l, ctx) => planEndpoints(d.endpoints, l.endpoints, ctx),
+};

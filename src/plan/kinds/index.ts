@@ -9,6 +9,12 @@ import { envPlanner } from './env.js';
 import { projectPlanner } from './project.js';
 import { templatePlanner } from './template.js';
 
-export const PLAN_KINDS: readonly KindPlanner[] = [projectPlanner, envPlanner, templatePlanner, clientPlanner, endpointPlanner];
+export const PLAN_KINDS: readonly KindPlanner[] = [
+  projectPlanner,
+  envPlanner,
+  templatePlanner,
+  clientPlanner,
+  endpointPlanner,
+];
 
 export type { KindPlanner, PlanContext } from './contract.js';

@@ -2,7 +2,14 @@
 // client it manages or adopts): a missing key is created, a changed expiry or auto-rotation
 // updated, a key the configuration dropped revoked. Rotation and missing secrets are judged
 // later, against the secret stores (../key-health.ts).
-import { address, defaultSecretName, groupBy, type DesiredClient, type DesiredKey, type LiveClient } from '../../model/index.js';
+import {
+  address,
+  defaultSecretName,
+  groupBy,
+  type DesiredClient,
+  type DesiredKey,
+  type LiveClient,
+} from '../../model/index.js';
 import { change } from '../compare.js';
 import type { KeyAfter } from '../types.js';
 import type { PlanContext } from './contract.js';
@@ -14,7 +21,10 @@ export function keyAfter(k: DesiredKey): KeyAfter {
     ...(k.ttl !== undefined ? { ttl: k.ttl } : {}),
     ...(k.autoRotate !== undefined ? { autoRotate: k.autoRotate } : {}),
     ...(k.rotation !== undefined ? { rotation: k.rotation } : {}),
-    secret: { ...(k.secret?.store ? { store: k.secret.store } : {}), name: k.secret?.name ?? defaultSecretName(k.projectEnv, k.client, k.name) },
+    secret: {
+      ...(k.secret?.store ? { store: k.secret.store } : {}),
+      name: k.secret?.name ?? defaultSecretName(k.projectEnv, k.client, k.name),
+    },
   };
 }
 
@@ -37,9 +47,17 @@ export function planKeys(c: DesiredClient, lc: LiveClient, ctx: PlanContext, man
     for (let j = 0; j < lc.keys.length; j++) if (lc.keys[j]!.name === k.name) lk = lc.keys[j];
     if (!lk) {
       ops.push({
-        address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'create', projectEnv: c.projectEnv, reason: 'key does not exist',
-        actionReason: 'create_missing', before: null, after: keyAfter(k) as unknown as Record<string, unknown>, changes: [],
-        live: { clientId: lc.id, clientKeyIds: lc.keys.map((x) => x.id) }, issuesKeys: 1,
+        address: address.key(c.projectEnv, c.name, k.name),
+        kind: 'key',
+        action: 'create',
+        projectEnv: c.projectEnv,
+        reason: 'key does not exist',
+        actionReason: 'create_missing',
+        before: null,
+        after: keyAfter(k) as unknown as Record<string, unknown>,
+        changes: [],
+        live: { clientId: lc.id, clientKeyIds: lc.keys.map((x) => x.id) },
+        issuesKeys: 1,
       });
       continue;
     }
@@ -52,9 +70,16 @@ export function planKeys(c: DesiredClient, lc: LiveClient, ctx: PlanContext, man
     ];
     if (changes.length) {
       ops.push({
-        address: address.key(c.projectEnv, c.name, k.name), kind: 'key', action: 'update', projectEnv: c.projectEnv,
-        reason: `${changes.map((x) => x.path).join(', ')} changed`, actionReason: 'update_changed', before: keyBefore(lk),
-        after: keyAfter(k) as unknown as Record<string, unknown>, changes, live: { clientId: lc.id, keyId: lk.id, clientKeyIds: lc.keys.map((x) => x.id) },
+        address: address.key(c.projectEnv, c.name, k.name),
+        kind: 'key',
+        action: 'update',
+        projectEnv: c.projectEnv,
+        reason: `${changes.map((x) => x.path).join(', ')} changed`,
+        actionReason: 'update_changed',
+        before: keyBefore(lk),
+        after: keyAfter(k) as unknown as Record<string, unknown>,
+        changes,
+        live: { clientId: lc.id, keyId: lk.id, clientKeyIds: lc.keys.map((x) => x.id) },
       });
     }
   }
@@ -71,9 +96,16 @@ export function planKeys(c: DesiredClient, lc: LiveClient, ctx: PlanContext, man
     }
     for (const lk of found) {
       ops.push({
-        address: addr, kind: 'key', action: 'delete', projectEnv: c.projectEnv,
-        reason: 'not in the configuration of its client (revokes the key)', actionReason: 'delete_removed_from_config',
-        before: keyBefore(lk), after: null, changes: [], live: { clientId: lc.id, keyId: lk.id },
+        address: addr,
+        kind: 'key',
+        action: 'delete',
+        projectEnv: c.projectEnv,
+        reason: 'not in the configuration of its client (revokes the key)',
+        actionReason: 'delete_removed_from_config',
+        before: keyBefore(lk),
+        after: null,
+        changes: [],
+        live: { clientId: lc.id, keyId: lk.id },
       });
     }
   }

@@ -9,13 +9,24 @@ import { recordedDrift, type KindPlanner, type PlanContext } from './contract.js
 /** The delete of a project with all its environments (the API addresses it through one of them: `projectEnv`). */
 export function projectDelete(slug: string, name: string, projectEnv: string, reason: string): Operation {
   return {
-    address: address.project(slug), kind: 'project', action: 'delete', projectEnv, project: slug,
-    reason, actionReason: 'delete_removed_from_config', before: { slug, name }, after: null, changes: [],
+    address: address.project(slug),
+    kind: 'project',
+    action: 'delete',
+    projectEnv,
+    project: slug,
+    reason,
+    actionReason: 'delete_removed_from_config',
+    before: { slug, name },
+    after: null,
+    changes: [],
   };
 }
 
 /** The fields of a project its configuration manages (desired, or as live): what the inventory's applied digest covers. */
-export function projectRecord(p: Pick<DesiredProject, 'name'>, lp?: LiveProject): Record<string, JsonValue | undefined> {
+export function projectRecord(
+  p: Pick<DesiredProject, 'name'>,
+  lp?: LiveProject,
+): Record<string, JsonValue | undefined> {
   return { name: lp ? lp.name : p.name };
 }
 
@@ -23,26 +34,49 @@ export function planProjects(desired: readonly DesiredProject[], live: readonly 
   const liveProjects = new Map(live.map((p) => [p.slug, p]));
   for (const p of desired) {
     const lp = liveProjects.get(p.slug);
-    const after = { slug: p.slug, name: p.name, ...(p.description !== undefined ? { description: p.description } : {}) };
+    const after = {
+      slug: p.slug,
+      name: p.name,
+      ...(p.description !== undefined ? { description: p.description } : {}),
+    };
     if (!lp) {
       ctx.ops.push({
-        address: address.project(p.slug), kind: 'project', action: 'create', project: p.slug,
-        reason: 'project does not exist', actionReason: 'create_missing', before: null, after, changes: [],
+        address: address.project(p.slug),
+        kind: 'project',
+        action: 'create',
+        project: p.slug,
+        reason: 'project does not exist',
+        actionReason: 'create_missing',
+        before: null,
+        after,
+        changes: [],
       });
       continue;
     }
     const changes = change('name', lp.name, p.name);
     if (p.description !== undefined && (lp.description ?? '') !== p.description) {
-      ctx.warnings.push(`${address.project(p.slug)}: description differs from the live one, but the service cannot update a project's description in place; change it in the dashboard`);
+      ctx.warnings.push(
+        `${address.project(p.slug)}: description differs from the live one, but the service cannot update a project's description in place; change it in the dashboard`,
+      );
     }
     if (changes.length) {
       ctx.ops.push({
-        address: address.project(p.slug), kind: 'project', action: 'update', project: p.slug, reason: 'name changed',
-        actionReason: 'update_changed', before: { slug: lp.slug, name: lp.name }, after: { slug: p.slug, name: p.name }, changes,
+        address: address.project(p.slug),
+        kind: 'project',
+        action: 'update',
+        project: p.slug,
+        reason: 'name changed',
+        actionReason: 'update_changed',
+        before: { slug: lp.slug, name: lp.name },
+        after: { slug: p.slug, name: p.name },
+        changes,
         ...recordedDrift(ctx, address.project(p.slug), projectRecord(p), projectRecord(p, lp)),
       });
     }
   }
 }
 
-export const projectPlanner: KindPlanner = { kinds: ['project'], plan: (d, l, ctx) => planProjects(d.projects, l.projects, ctx) };
+export const projectPlanner: KindPlanner = {
+  kinds: ['project'],
+  plan: (d, l, ctx) => planProjects(d.projects, l.projects, ctx),
+};

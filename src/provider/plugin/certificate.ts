@@ -91,13 +91,16 @@ export function makeServerCertificate(now = new Date(), days = 30): ServerCertif
     seq(utcTime(new Date(now.getTime() - 30_000)), utcTime(new Date(now.getTime() + days * 86_400_000))),
     name,
     publicKey.export({ type: 'spki', format: 'der' }),
-    explicit(3, seq(
-      extension(OID.subjectAltName, false, seq(tlv(0x82, Buffer.from('localhost', 'ascii')))),
-      // digitalSignature (bit 0) and keyCertSign (bit 5): 1000 0100, 2 unused bits.
-      extension(OID.keyUsage, true, bits(Buffer.from([0x84]), 2)),
-      extension(OID.basicConstraints, true, seq(bool(true))),
-      extension(OID.extKeyUsage, false, seq(oid(OID.serverAuth), oid(OID.clientAuth))),
-    )),
+    explicit(
+      3,
+      seq(
+        extension(OID.subjectAltName, false, seq(tlv(0x82, Buffer.from('localhost', 'ascii')))),
+        // digitalSignature (bit 0) and keyCertSign (bit 5): 1000 0100, 2 unused bits.
+        extension(OID.keyUsage, true, bits(Buffer.from([0x84]), 2)),
+        extension(OID.basicConstraints, true, seq(bool(true))),
+        extension(OID.extKeyUsage, false, seq(oid(OID.serverAuth), oid(OID.clientAuth))),
+      ),
+    ),
   );
   const signature = sign('sha256', tbs, privateKey); // ECDSA-Sig-Value, DER
   const der = seq(tbs, algorithm, bits(signature));

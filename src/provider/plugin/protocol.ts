@@ -12,7 +12,13 @@ export const PROTOCOL_FILES = ['tfplugin6.proto', 'go-plugin.proto', 'health.pro
 export const DESCRIPTOR_FILE = `${PROTOCOL_DIR}descriptor.json`;
 
 /** How messages look in JS: field names as in the proto, int64 as number, enums by name, bytes as Buffer. */
-const TO_OBJECT: protobuf.IConversionOptions = { longs: Number, enums: String, bytes: Buffer, defaults: true, oneofs: true };
+const TO_OBJECT: protobuf.IConversionOptions = {
+  longs: Number,
+  enums: String,
+  bytes: Buffer,
+  defaults: true,
+  oneofs: true,
+};
 
 function service(root: protobuf.Root, fullName: string): ServiceDefinition {
   const svc = root.lookupService(fullName);

@@ -12,6 +12,7 @@ export const PROVIDER_PROTOCOL_VERSION = 6;
 export const CORE_PROTOCOL_VERSION = 1;
 
 /** A provider RPC: decoded request message in, response message out (or a thrown error). */
+// biome-ignore lint/suspicious/noExplicitAny: each handler reads its own message's decoded fields
 export type RpcHandler = (request: any) => Promise<unknown>;
 export type ProviderImplementation = Partial<Record<string, RpcHandler>>;
 
@@ -48,11 +49,16 @@ export function negotiateVersion(offer: string | undefined): number {
 /** Host ports from PLUGIN_MIN_PORT/PLUGIN_MAX_PORT when set (as go-plugin honours them), else any free port. */
 async function bind(server: grpc.Server, creds: grpc.ServerCredentials, env: NodeJS.ProcessEnv): Promise<number> {
   const listen = (port: number) =>
-    new Promise<number>((resolve, reject) => server.bindAsync(`127.0.0.1:${port}`, creds, (e, p) => (e ? reject(e) : resolve(p))));
+    new Promise<number>((resolve, reject) =>
+      server.bindAsync(`127.0.0.1:${port}`, creds, (e, p) => (e ? reject(e) : resolve(p))),
+    );
   const min = Number(env.PLUGIN_MIN_PORT || 0);
   const max = Number(env.PLUGIN_MAX_PORT || 0);
   if (!min && !max) return listen(0);
-  if (!(min > 0 && max >= min)) throw new HandshakeError(`PLUGIN_MIN_PORT (${env.PLUGIN_MIN_PORT}) / PLUGIN_MAX_PORT (${env.PLUGIN_MAX_PORT}) is not a port range`);
+  if (!(min > 0 && max >= min))
+    throw new HandshakeError(
+      `PLUGIN_MIN_PORT (${env.PLUGIN_MIN_PORT}) / PLUGIN_MAX_PORT (${env.PLUGIN_MAX_PORT}) is not a port range`,
+    );
   for (let port = min; port <= max; port++) {
     try {
       return await listen(port);
@@ -78,11 +84,18 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   let certField = '';
   if (clientCert) {
     const own = makeServerCertificate();
-    creds = grpc.ServerCredentials.createSsl(Buffer.from(clientCert), [{ cert_chain: Buffer.from(own.certPem), private_key: Buffer.from(own.keyPem) }], true);
+    creds = grpc.ServerCredentials.createSsl(
+      Buffer.from(clientCert),
+      [{ cert_chain: Buffer.from(own.certPem), private_key: Buffer.from(own.keyPem) }],
+      true,
+    );
     certField = own.der.toString('base64').replace(/=+$/, '');
   }
 
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 256 * 1024 * 1024, 'grpc.max_send_message_length': 256 * 1024 * 1024 });
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': 256 * 1024 * 1024,
+    'grpc.max_send_message_length': 256 * 1024 * 1024,
+  });
   let provider: Promise<ProviderImplementation> | undefined;
   const getProvider = () => (provider ??= opts.loadProvider());
 
@@ -93,16 +106,24 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   const inFlight = new Set<Promise<unknown>>();
   for (const name of Object.keys(service)) {
     handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      const running = getProvider().then(async (impl) => {
-        const fn = impl[name];
-        if (!fn) return callback({ code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented by terraform-provider-kms` });
-        try {
-          callback(null, await fn(call.request));
-        } catch (e) {
-          // Terraform shows a gRPC error as "Plugin error"; our own failures travel as diagnostics instead.
-          callback({ code: grpc.status.INTERNAL, details: errorText(e) });
-        }
-      }, (e: unknown) => callback({ code: grpc.status.INTERNAL, details: `the provider failed to load: ${errorText(e)}` }));
+      const running = getProvider().then(
+        async (impl) => {
+          const fn = impl[name];
+          if (!fn)
+            return callback({
+              code: grpc.status.UNIMPLEMENTED,
+              details: `${name} is not implemented by terraform-provider-kms`,
+            });
+          try {
+            callback(null, await fn(call.request));
+          } catch (e) {
+            // Terraform shows a gRPC error as "Plugin error"; our own failures travel as diagnostics instead.
+            callback({ code: grpc.status.INTERNAL, details: errorText(e) });
+          }
+        },
+        (e: unknown) =>
+          callback({ code: grpc.status.INTERNAL, details: `the provider failed to load: ${errorText(e)}` }),
+      );
       inFlight.add(running);
       void running.finally(() => inFlight.delete(running));
     };
@@ -151,7 +172,10 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   const idle = async (ms: number) => {
     const end = Date.now() + ms;
     while (inFlight.size > 0 && Date.now() < end) {
-      await Promise.race([Promise.allSettled([...inFlight]), new Promise((ok) => setTimeout(ok, Math.max(0, end - Date.now())).unref())]);
+      await Promise.race([
+        Promise.allSettled([...inFlight]),
+        new Promise((ok) => setTimeout(ok, Math.max(0, end - Date.now())).unref()),
+      ]);
     }
   };
   return { handshake, port, shutdown, idle };

@@ -26,14 +26,17 @@ async function toState(e: Engine, s: TfObject, live: WireClient, projectEnv: str
 }
 
 const stringList = (v: TfValue | undefined) => (Array.isArray(v) ? v.map(String) : undefined);
-const objectOf = (v: TfValue | undefined) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined);
+const objectOf = (v: TfValue | undefined) =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined;
 
 /**
  * The client a configuration declares, as the YAML and CDKTF front ends load it (an attribute
  * left out is not managed; CIDRs canonical): what the applied digest (model/ownership.ts) covers,
  * so `kms-sync drift` of the same desired state reads the provider's digest as its own.
  */
-export function declaredClient(config: TfObject): Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'> {
+export function declaredClient(
+  config: TfObject,
+): Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'> {
   const ips = stringList(config.ip_whitelist);
   return {
     template: str(config.template)!,
@@ -61,9 +64,21 @@ export const client: ResourceType = {
   typeName: 'kms_client',
   replaceOn: ['project_env', 'name'],
   validate(config: TfObject, d: Diagnostics) {
-    check(d, config, 'project_env', 'Invalid project_env', matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'));
+    check(
+      d,
+      config,
+      'project_env',
+      'Invalid project_env',
+      matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'),
+    );
     check(d, config, 'name', 'Invalid client name', (v) => (String(v).trim() ? undefined : 'must not be empty'));
-    check(d, config, 'type', 'Invalid client type', matches(/^[a-z][a-z0-9_-]{0,31}$/, 'a lower-case word, e.g. company'));
+    check(
+      d,
+      config,
+      'type',
+      'Invalid client type',
+      matches(/^[a-z][a-z0-9_-]{0,31}$/, 'a lower-case word, e.g. company'),
+    );
     check(d, config, 'metadata', 'Invalid metadata', isObject);
     const ips = config.ip_whitelist;
     if (Array.isArray(ips)) {
@@ -99,28 +114,51 @@ export const client: ResourceType = {
     // restored state): this configuration's own is adopted, brought to what the configuration
     // says; another configuration's or one kms-sync did not make is refused (import it); two are
     // reported, never chosen between.
-    const found = (await e.api.listAll<WireClient>('/client', { project_env: projectEnv!, name: name! }, 'list clients')).filter((c) => c.name === name);
+    const found = (
+      await e.api.listAll<WireClient>('/client', { project_env: projectEnv!, name: name! }, 'list clients')
+    ).filter((c) => c.name === name);
     e.refuseDuplicateClient(projectEnv!, name!, found);
     if (found[0]) {
       const o = e.checkChange(what(p), found[0].metadata as JsonObject | undefined, 'create');
       if (o.kind !== 'ours') {
-        throw new DiagnosticError('Already exists',
+        throw new DiagnosticError(
+          'Already exists',
           `kms_client ${projectEnv}/${name} already exists in the service and ${o.kind === 'legacy' ? 'was made by kms-sync before owners were recorded' : 'was not made by kms-sync'}, ` +
-          `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${projectEnv}/${name} (or an import block).`, ['name']);
+            `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${projectEnv}/${name} (or an import block).`,
+          ['name'],
+        );
       }
-      const prior: TfObject = { ...p, client_uuid: uuidOf(found[0]), type: found[0].type ?? null, template: null, ip_whitelist: null };
+      const prior: TfObject = {
+        ...p,
+        client_uuid: uuidOf(found[0]),
+        type: found[0].type ?? null,
+        template: null,
+        ip_whitelist: null,
+      };
       const state = await client.update(e, prior, p, config);
-      d?.warning('Existing client adopted',
+      d?.warning(
+        'Existing client adopted',
         `kms_client ${projectEnv}/${name} (${uuidOf(found[0])}) was already live and owned by this configuration but tracked by no state (terraform state rm, or a lost or restored state): ` +
-        'it is this resource again, updated to the configuration; no second client was created.');
+          'it is this resource again, updated to the configuration; no second client was created.',
+      );
       return state;
     }
     const ipWhitelist = stringList(p.ip_whitelist);
     const { clients } = await handlers();
-    const { value: [outcome] } = await e.change(undefined, projectEnv!, (ctx) => clients.createClients(ctx, projectEnv!, [{
-      name: name!, ...(str(p.type) !== undefined ? { type: str(p.type)! } : {}), template: templateName!,
-      ...(ipWhitelist ? { ipWhitelist } : {}), metadata: e.managedMetadata(objectOf(p.metadata), p.protected === true, digestOf(config ?? p)), keys: [],
-    }]));
+    const {
+      value: [outcome],
+    } = await e.change(undefined, projectEnv!, (ctx) =>
+      clients.createClients(ctx, projectEnv!, [
+        {
+          name: name!,
+          ...(str(p.type) !== undefined ? { type: str(p.type)! } : {}),
+          template: templateName!,
+          ...(ipWhitelist ? { ipWhitelist } : {}),
+          metadata: e.managedMetadata(objectOf(p.metadata), p.protected === true, digestOf(config ?? p)),
+          keys: [],
+        },
+      ]),
+    );
     if (!outcome!.ok) throw new Error(outcome!.error);
     e.forget('client', projectEnv!);
     return toState(e, p, await e.api.getClient(outcome!.id, projectEnv!), projectEnv!);
@@ -141,15 +179,22 @@ export const client: ResourceType = {
     e.checkChange(what(prior), live.metadata as JsonObject | undefined, 'update');
     // Markers as `plan` writes them: this configuration's owner and the digest of what it applies
     // (a legacy client is claimed), kept as found on a client someone else made.
-    const metadata = e.updatedMetadata(objectOf(planned.metadata) ?? {}, planned.protected === true, live.metadata as JsonObject | undefined, digestOf(config ?? planned));
+    const metadata = e.updatedMetadata(
+      objectOf(planned.metadata) ?? {},
+      planned.protected === true,
+      live.metadata as JsonObject | undefined,
+      digestOf(config ?? planned),
+    );
     const ipWhitelist = stringList(planned.ip_whitelist);
     const { clients } = await handlers();
-    await e.change(undefined, projectEnv!, (ctx) => clients.updateClient(ctx, uuid!, projectEnv!, {
-      ...(changed('type') && str(planned.type) !== undefined ? { type: str(planned.type)! } : {}),
-      ...(changed('template') ? { template: str(planned.template)! } : {}),
-      ...(changed('ip_whitelist') ? { ipWhitelist: ipWhitelist ?? [] } : {}),
-      metadata,
-    }));
+    await e.change(undefined, projectEnv!, (ctx) =>
+      clients.updateClient(ctx, uuid!, projectEnv!, {
+        ...(changed('type') && str(planned.type) !== undefined ? { type: str(planned.type)! } : {}),
+        ...(changed('template') ? { template: str(planned.template)! } : {}),
+        ...(changed('ip_whitelist') ? { ipWhitelist: ipWhitelist ?? [] } : {}),
+        metadata,
+      }),
+    );
     e.forget('client', projectEnv!);
     return toState(e, planned, await e.api.getClient(uuid!, projectEnv!), projectEnv!);
   },

@@ -8,13 +8,28 @@ import { DiagnosticError, type Diagnostics } from '../diagnostics.js';
 import type { ChangeAction, Engine } from '../engine.js';
 import { UNKNOWN, isUnknown, type TfObject, type TfValue } from '../values/types.js';
 import { handlers, keepObject, keepOptional, userMetadata } from './state.js';
-import { check, ids, ImportIdError, isObject, matches, PROJECT_ENV, splitImportId, str, type ResourceType } from './types.js';
+import {
+  check,
+  ids,
+  ImportIdError,
+  isObject,
+  matches,
+  PROJECT_ENV,
+  splitImportId,
+  str,
+  type ResourceType,
+} from './types.js';
 
 export const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 
 const methodPathOf = (p: TfObject) =>
-  isUnknown(p.method) || isUnknown(p.path) ? UNKNOWN : typeof p.method === 'string' && typeof p.path === 'string' ? `${p.method.toUpperCase()}:${p.path}` : null;
-const objectOf = (v: TfValue | undefined) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined);
+  isUnknown(p.method) || isUnknown(p.path)
+    ? UNKNOWN
+    : typeof p.method === 'string' && typeof p.path === 'string'
+      ? `${p.method.toUpperCase()}:${p.path}`
+      : null;
+const objectOf = (v: TfValue | undefined) =>
+  v && typeof v === 'object' && !Array.isArray(v) ? (v as JsonObject) : undefined;
 
 /**
  * `importing`: the state holds only the identity, and the name and description the service holds
@@ -30,7 +45,8 @@ function toState(s: TfObject, live: WireEndpoint, projectEnv: string, importing 
     ...s,
     id: `${projectEnv}/${mp}`,
     // The service stores the method upper-case; the configuration's spelling stays.
-    method: typeof s.method === 'string' && s.method.toUpperCase() === live.method.toUpperCase() ? s.method : live.method,
+    method:
+      typeof s.method === 'string' && s.method.toUpperCase() === live.method.toUpperCase() ? s.method : live.method,
     path: live.path,
     name: s.name === null && !importing ? null : keepOptional(s.name, live.name, ''),
     description: s.description === null && !importing ? null : keepOptional(s.description, live.description, ''),
@@ -38,7 +54,9 @@ function toState(s: TfObject, live: WireEndpoint, projectEnv: string, importing 
     response: keepObject(s.response, live.response as JsonObject | undefined),
     metadata: keepObject(s.metadata, userMetadata(live.metadata)),
     method_path: mp,
-    stats: stats ? { total: stats.total ?? 0, success: stats.success ?? 0, error: stats.error ?? 0 } : (s.stats ?? null),
+    stats: stats
+      ? { total: stats.total ?? 0, success: stats.success ?? 0, error: stats.error ?? 0 }
+      : (s.stats ?? null),
     created_at: dates.createdAt ?? null,
     updated_at: dates.updatedAt ?? null,
   };
@@ -47,7 +65,8 @@ function toState(s: TfObject, live: WireEndpoint, projectEnv: string, importing 
 function fields(p: TfObject, metadata: JsonObject) {
   const [method, path] = ids(p, 'method', 'path');
   return {
-    method: method!.toUpperCase(), path: path!,
+    method: method!.toUpperCase(),
+    path: path!,
     ...(str(p.name) !== undefined ? { name: str(p.name)! } : {}),
     ...(str(p.description) !== undefined ? { description: str(p.description)! } : {}),
     ...(objectOf(p.request) ? { request: objectOf(p.request)! } : {}),
@@ -60,7 +79,9 @@ function fields(p: TfObject, metadata: JsonObject) {
  * The endpoint a configuration declares, as the YAML and CDKTF front ends load it (an attribute
  * left out is not managed): what the applied digest (model/ownership.ts) covers.
  */
-export function declaredEndpoint(config: TfObject): Pick<DesiredEndpoint, 'name' | 'description' | 'request' | 'response' | 'metadata'> {
+export function declaredEndpoint(
+  config: TfObject,
+): Pick<DesiredEndpoint, 'name' | 'description' | 'request' | 'response' | 'metadata'> {
   return {
     ...(str(config.name) !== undefined ? { name: str(config.name)! } : {}),
     ...(str(config.description) !== undefined ? { description: str(config.description)! } : {}),
@@ -72,7 +93,10 @@ export function declaredEndpoint(config: TfObject): Pick<DesiredEndpoint, 'name'
 
 const digestOf = (config: TfObject) => appliedDigest(endpointRecord(declaredEndpoint(config)));
 
-const what = (s: TfObject) => ({ type: 'kms_endpoint', address: `${String(s.project_env)}/${String(s.method).toUpperCase()}:${String(s.path)}` });
+const what = (s: TfObject) => ({
+  type: 'kms_endpoint',
+  address: `${String(s.project_env)}/${String(s.method).toUpperCase()}:${String(s.path)}`,
+});
 
 /** One endpoint, fresh; undefined when it is gone. */
 async function liveOf(e: Engine, projectEnv: string, mp: string): Promise<WireEndpoint | undefined> {
@@ -86,7 +110,12 @@ async function liveOf(e: Engine, projectEnv: string, mp: string): Promise<WireEn
 
 /** One endpoint, fresh (after a write): GET /endpoint/{method_path}. */
 async function fetchEndpoint(e: Engine, projectEnv: string, mp: string): Promise<WireEndpoint> {
-  return e.api.http.request<WireEndpoint>({ method: 'GET', path: `/endpoint/${encodeURIComponent(mp)}`, query: { project_env: projectEnv }, kind: 'get endpoint' });
+  return e.api.http.request<WireEndpoint>({
+    method: 'GET',
+    path: `/endpoint/${encodeURIComponent(mp)}`,
+    query: { project_env: projectEnv },
+    kind: 'get endpoint',
+  });
 }
 
 export const endpoint: ResourceType = {
@@ -94,22 +123,43 @@ export const endpoint: ResourceType = {
   replaceOn: ['project_env', 'method', 'path', 'request', 'response'],
   changeOnUpdate: ['updated_at'],
   validate(config: TfObject, d: Diagnostics) {
-    check(d, config, 'project_env', 'Invalid project_env', matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'));
-    check(d, config, 'method', 'Invalid method', (v) => (METHODS.includes(String(v).toUpperCase()) ? undefined : `${JSON.stringify(v)} is not one of ${METHODS.join(', ')}`));
+    check(
+      d,
+      config,
+      'project_env',
+      'Invalid project_env',
+      matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'),
+    );
+    check(d, config, 'method', 'Invalid method', (v) =>
+      METHODS.includes(String(v).toUpperCase())
+        ? undefined
+        : `${JSON.stringify(v)} is not one of ${METHODS.join(', ')}`,
+    );
     check(d, config, 'path', 'Invalid path', matches(/^\//, 'a route path starting with /'));
     for (const a of ['request', 'response', 'metadata']) check(d, config, a, `Invalid ${a}`, isObject);
   },
   planKnown: (p) => {
     const mp = methodPathOf(p);
     const pe = p.project_env;
-    return { method_path: mp, id: isUnknown(mp) || isUnknown(pe) ? UNKNOWN : mp && typeof pe === 'string' ? `${pe}/${mp}` : null };
+    return {
+      method_path: mp,
+      id: isUnknown(mp) || isUnknown(pe) ? UNKNOWN : mp && typeof pe === 'string' ? `${pe}/${mp}` : null,
+    };
   },
   parseImportId: (id) => {
     const [projectEnv, mp] = splitImportId(id, ['project_env', 'METHOD:path'], 'acme-production/GET:/v1/orders');
     const at = mp!.indexOf(':');
-    if (at <= 0 || !mp!.slice(at + 1).startsWith('/')) throw new ImportIdError(`import id ${JSON.stringify(id)}: the endpoint part is not METHOD:/path, e.g. acme-production/GET:/v1/orders`);
+    if (at <= 0 || !mp!.slice(at + 1).startsWith('/'))
+      throw new ImportIdError(
+        `import id ${JSON.stringify(id)}: the endpoint part is not METHOD:/path, e.g. acme-production/GET:/v1/orders`,
+      );
     const method = mp!.slice(0, at).toUpperCase();
-    return { id: `${projectEnv}/${method}:${mp!.slice(at + 1)}`, project_env: projectEnv!, method, path: mp!.slice(at + 1) };
+    return {
+      id: `${projectEnv}/${method}:${mp!.slice(at + 1)}`,
+      project_env: projectEnv!,
+      method,
+      path: mp!.slice(at + 1),
+    };
   },
 
   /** A change Terraform plans of an endpoint another configuration owns is refused (the listing of the refresh: no extra read). */
@@ -130,12 +180,23 @@ export const endpoint: ResourceType = {
     if (existing) {
       const o = e.checkChange(what(p), existing.metadata as JsonObject | undefined, 'create');
       if (o.kind !== 'ours') {
-        throw new DiagnosticError('Already exists',
+        throw new DiagnosticError(
+          'Already exists',
           `${what(p).type} ${what(p).address} already exists in the service and ${o.kind === 'legacy' ? 'was made by kms-sync before owners were recorded' : 'was not registered by kms-sync'}, ` +
-          `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${what(p).address} (or an import block).`, ['path']);
+            `so terraform-provider-kms does not take it over by creating it. Import it to manage it here: terraform import <address> ${what(p).address} (or an import block).`,
+          ['path'],
+        );
       }
-      const state = await endpoint.update(e, toState({ ...p, name: null, description: null }, existing, projectEnv!, true), p, config);
-      d?.warning('Existing endpoint adopted', `${what(p).address} was already live and owned by this configuration but tracked by no state (terraform state rm, or a lost or restored state): it is this resource again, updated to the configuration.`);
+      const state = await endpoint.update(
+        e,
+        toState({ ...p, name: null, description: null }, existing, projectEnv!, true),
+        p,
+        config,
+      );
+      d?.warning(
+        'Existing endpoint adopted',
+        `${what(p).address} was already live and owned by this configuration but tracked by no state (terraform state rm, or a lost or restored state): it is this resource again, updated to the configuration.`,
+      );
       return state;
     }
     const f = fields(p, e.managedMetadata(objectOf(p.metadata), p.protected === true, digestOf(config ?? p)));
@@ -158,9 +219,19 @@ export const endpoint: ResourceType = {
     e.checkChange(what(prior), live.metadata as JsonObject | undefined, 'update');
     // Markers as `plan` writes them: this configuration's owner and the digest of what it applies
     // (a legacy endpoint is claimed), kept as found on an endpoint someone else registered.
-    const f = fields(planned, e.updatedMetadata(objectOf(planned.metadata) ?? {}, planned.protected === true, live.metadata as JsonObject | undefined, digestOf(config ?? planned)));
+    const f = fields(
+      planned,
+      e.updatedMetadata(
+        objectOf(planned.metadata) ?? {},
+        planned.protected === true,
+        live.metadata as JsonObject | undefined,
+        digestOf(config ?? planned),
+      ),
+    );
     const { endpoints } = await handlers();
-    const changed = new Set(['name', 'description'].filter((a) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a])));
+    const changed = new Set(
+      ['name', 'description'].filter((a) => JSON.stringify(prior[a]) !== JSON.stringify(planned[a])),
+    );
     changed.add('metadata');
     await e.change(undefined, projectEnv!, (ctx) => endpoints.updateEndpoint(ctx, projectEnv!, f, changed));
     e.forget('endpoint', projectEnv!);

@@ -11,9 +11,23 @@ import type { ChangeAction, Engine } from '../engine.js';
 import { envContents } from './holdings.js';
 import { UNKNOWN, isUnknown, type TfObject } from '../values/types.js';
 import { handlers, uuidOf } from './state.js';
-import { check, ENV_TYPE, ids, ImportIdError, matches, PROJECT_SLUG, splitImportId, type ResourceType } from './types.js';
+import {
+  check,
+  ENV_TYPE,
+  ids,
+  ImportIdError,
+  matches,
+  PROJECT_SLUG,
+  splitImportId,
+  type ResourceType,
+} from './types.js';
 
-const projectEnvOf = (p: TfObject) => (isUnknown(p.project) || isUnknown(p.type) ? UNKNOWN : typeof p.project === 'string' && typeof p.type === 'string' ? `${p.project}-${p.type}` : null);
+const projectEnvOf = (p: TfObject) =>
+  isUnknown(p.project) || isUnknown(p.type)
+    ? UNKNOWN
+    : typeof p.project === 'string' && typeof p.type === 'string'
+      ? `${p.project}-${p.type}`
+      : null;
 
 async function liveEnv(e: Engine, project: string, projectEnv: string) {
   const summary = (await e.projects()).get(project);
@@ -36,7 +50,13 @@ export const environment: ResourceType = {
   replaceOn: ['project', 'type'],
   validate(config: TfObject, d: Diagnostics) {
     check(d, config, 'project', 'Invalid project slug', matches(PROJECT_SLUG, 'a project slug, e.g. acme'));
-    check(d, config, 'type', 'Invalid environment type', matches(ENV_TYPE, '1-20 lower-case letters or digits starting with a letter, e.g. production'));
+    check(
+      d,
+      config,
+      'type',
+      'Invalid environment type',
+      matches(ENV_TYPE, '1-20 lower-case letters or digits starting with a letter, e.g. production'),
+    );
     check(d, config, 'url', 'Invalid url', (v) => {
       try {
         new URL(String(v));
@@ -51,8 +71,14 @@ export const environment: ResourceType = {
     const [projectEnv] = splitImportId(id, ['project_env'], 'acme-production');
     // The type is the part after the last hyphen: slugs may hold hyphens, types may not.
     const at = projectEnv!.lastIndexOf('-');
-    if (at <= 0) throw new ImportIdError(`import id ${JSON.stringify(id)} is not <project>-<type>, e.g. acme-production`);
-    return { id: projectEnv!, project_env: projectEnv!, project: projectEnv!.slice(0, at), type: projectEnv!.slice(at + 1) };
+    if (at <= 0)
+      throw new ImportIdError(`import id ${JSON.stringify(id)} is not <project>-<type>, e.g. acme-production`);
+    return {
+      id: projectEnv!,
+      project_env: projectEnv!,
+      project: projectEnv!.slice(0, at),
+      type: projectEnv!.slice(at + 1),
+    };
   },
 
   /** A create of an environment that exists, or a change of one, is checked at plan time (the shared listings). */
@@ -60,7 +86,11 @@ export const environment: ResourceType = {
     const s = prior ?? planned;
     if (!s || typeof s.project !== 'string' || typeof s.type !== 'string') return;
     const projectEnv = `${s.project}-${s.type}`;
-    if (action === 'create' && !(await e.projects()).get(s.project)?.envs?.list?.some((x) => x.project_env === projectEnv)) return;
+    if (
+      action === 'create' &&
+      !(await e.projects()).get(s.project)?.envs?.list?.some((x) => x.project_env === projectEnv)
+    )
+      return;
     if (action !== 'delete') await checkEnv(e, projectEnv, action, false);
   },
 
@@ -78,9 +108,18 @@ export const environment: ResourceType = {
         if (exists) return envs.upsertEnv(ctx, projectEnv, { url: url! });
         const pending = e.pendingProjects.get(project!);
         if (!pending) {
-          throw new DiagnosticError('Project not found', `project ${project} does not exist: declare it as a kms_project (and reference kms_project.<name>.slug) or create it first`, ['project']);
+          throw new DiagnosticError(
+            'Project not found',
+            `project ${project} does not exist: declare it as a kms_project (and reference kms_project.<name>.slug) or create it first`,
+            ['project'],
+          );
         }
-        await projects.createProject(ctx, { slug: project!, name: pending.name, ...(pending.description !== undefined ? { description: pending.description } : {}), envs: [{ type: type!, url: url!, templates: [] }] });
+        await projects.createProject(ctx, {
+          slug: project!,
+          name: pending.name,
+          ...(pending.description !== undefined ? { description: pending.description } : {}),
+          envs: [{ type: type!, url: url!, templates: [] }],
+        });
         e.pendingProjects.delete(project!);
       });
       e.forget('project');
@@ -119,21 +158,29 @@ export const environment: ResourceType = {
       // another configuration's objects, protected ones or ones kms-sync did not make keep it, as
       // they keep an environment `kms-sync destroy` removes (plan/removal.ts).
       const contents = await envContents(e, projectEnv, true);
-      const blockers = contents.holdings.map((h) => keepsEnv(h, e.config.owner, false)).filter((b): b is string => b !== undefined);
+      const blockers = contents.holdings
+        .map((h) => keepsEnv(h, e.config.owner, false))
+        .filter((b): b is string => b !== undefined);
       if (blockers.length) {
-        d?.warning('Environment kept',
-          `${address.env(projectEnv)} is removed from this configuration's state but kept in the service: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}.`);
+        d?.warning(
+          'Environment kept',
+          `${address.env(projectEnv)} is removed from this configuration's state but kept in the service: ${blockers.slice(0, 5).join('; ')}${blockers.length > 5 ? `; and ${blockers.length - 5} more` : ''}.`,
+        );
         return;
       }
       const { envs, projects, clients, endpoints } = await handlers();
       // This configuration's own objects that no state tracks go first, so the service is never asked to force a delete.
-      for (const c of contents.clients) await e.change(undefined, projectEnv, (ctx) => clients.deleteClient(ctx, uuidOf(c), projectEnv));
-      for (const x of contents.endpoints) await e.change(undefined, projectEnv, (ctx) => endpoints.deleteEndpoint(ctx, projectEnv, x.method, x.path));
+      for (const c of contents.clients)
+        await e.change(undefined, projectEnv, (ctx) => clients.deleteClient(ctx, uuidOf(c), projectEnv));
+      for (const x of contents.endpoints)
+        await e.change(undefined, projectEnv, (ctx) => endpoints.deleteEndpoint(ctx, projectEnv, x.method, x.path));
       // The API has no project without an environment: the last one goes with its project (whose
       // own delete then finds nothing left), as the first one came with it.
       e.forget('project');
       const last = ((await e.projects()).get(project!)?.envs?.list ?? []).length <= 1;
-      await e.change(undefined, projectEnv, (ctx) => (last ? projects.deleteProject(ctx, projectEnv) : envs.deleteEnv(ctx, projectEnv, live.id!)));
+      await e.change(undefined, projectEnv, (ctx) =>
+        last ? projects.deleteProject(ctx, projectEnv) : envs.deleteEnv(ctx, projectEnv, live.id!),
+      );
       e.forget('project');
       e.forget('client', projectEnv);
       e.forget('endpoint', projectEnv);

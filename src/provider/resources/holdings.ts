@@ -31,9 +31,14 @@ export async function envContents(e: Engine, projectEnv: string, fresh: boolean)
     clients: cs,
     endpoints: es,
     holdings: [
-      ...cs.map((c) => ({ address: address.client(projectEnv, c.name), metadata: c.metadata as JsonObject | undefined })),
-      ...es.map((x) => ({ address: address.endpoint(projectEnv, x.method.toUpperCase(), x.path), metadata: x.metadata as JsonObject | undefined })),
+      ...cs.map((c) => ({
+        address: address.client(projectEnv, c.name),
+        metadata: c.metadata as JsonObject | undefined,
+      })),
+      ...es.map((x) => ({
+        address: address.endpoint(projectEnv, x.method.toUpperCase(), x.path),
+        metadata: x.metadata as JsonObject | undefined,
+      })),
     ],
   };
 }
-

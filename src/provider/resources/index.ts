@@ -13,6 +13,10 @@ export const resourceTypes: Record<string, ResourceType> = Object.fromEntries(
   [project, environment, template, client, key, endpoint].map((r) => [r.typeName, r]),
 );
 
-export const dataSourceTypes: Record<string, DataSourceType> = Object.fromEntries(dataSources.map((d) => [d.typeName, d]));
+export const dataSourceTypes: Record<string, DataSourceType> = Object.fromEntries(
+  dataSources.map((d) => [d.typeName, d]),
+);
 
-export const ephemeralResourceTypes: Record<string, EphemeralResourceType> = Object.fromEntries([keySecret].map((r) => [r.typeName, r]));
+export const ephemeralResourceTypes: Record<string, EphemeralResourceType> = Object.fromEntries(
+  [keySecret].map((r) => [r.typeName, r]),
+);

@@ -22,7 +22,13 @@ export const project: ResourceType = {
   typeName: 'kms_project',
   replaceOn: ['slug'],
   validate(config: TfObject, d: Diagnostics) {
-    check(d, config, 'slug', 'Invalid project slug', matches(PROJECT_SLUG, '1-50 lower-case letters, digits or inner hyphens, e.g. acme'));
+    check(
+      d,
+      config,
+      'slug',
+      'Invalid project slug',
+      matches(PROJECT_SLUG, '1-50 lower-case letters, digits or inner hyphens, e.g. acme'),
+    );
     check(d, config, 'name', 'Invalid project name', (v) => (String(v).trim() ? undefined : 'must not be empty'));
   },
   planKnown: (p) => ({ id: p.slug ?? null }),
@@ -38,7 +44,11 @@ export const project: ResourceType = {
     if (!live) return;
     const holdings = [];
     for (const env of live.envs?.list ?? []) holdings.push(...(await envContents(e, env.project_env, false)).holdings);
-    e.checkContents({ type: 'kms_project', address: planned.slug, importId: planned.slug }, ownershipByContents(holdings, e.config.owner, e.config.takeOwnership), 'create');
+    e.checkContents(
+      { type: 'kms_project', address: planned.slug, importId: planned.slug },
+      ownershipByContents(holdings, e.config.owner, e.config.takeOwnership),
+      'create',
+    );
   },
 
   async create(e, p) {
@@ -59,7 +69,10 @@ export const project: ResourceType = {
       }
       return { ...p, id: slug! };
     }
-    e.pendingProjects.set(slug!, { name: str(p.name)!, ...(str(p.description) !== undefined ? { description: str(p.description)! } : {}) });
+    e.pendingProjects.set(slug!, {
+      name: str(p.name)!,
+      ...(str(p.description) !== undefined ? { description: str(p.description)! } : {}),
+    });
     return { ...p, id: slug! };
   },
 
@@ -69,16 +82,21 @@ export const project: ResourceType = {
     if (!live && !e.pendingProjects.has(slug!)) {
       // Recorded by a create, but no environment came with it (or it was deleted outside):
       // Terraform plans the create again, and says why.
-      d?.warning('Project not in the service',
+      d?.warning(
+        'Project not in the service',
         `kms_project ${slug} does not exist in the service. The API has no project without an environment: a kms_project is created together with ` +
-        `its first kms_environment (project = kms_project.<name>.slug). Declare one in this configuration; until then every plan creates the project again.`);
+          `its first kms_environment (project = kms_project.<name>.slug). Declare one in this configuration; until then every plan creates the project again.`,
+      );
       return null;
     }
     if (!live) return s;
     return {
-      ...s, id: slug!, slug: slug!, name: live.name ?? s.name ?? slug!,
+      ...s,
+      id: slug!,
+      slug: slug!,
+      name: live.name ?? s.name ?? slug!,
       // Sent on create only (the API cannot change it): the configured value stays.
-      description: importing ? (live.description || null) : s.description ?? null,
+      description: importing ? live.description || null : (s.description ?? null),
     };
   },
 
@@ -92,7 +110,11 @@ export const project: ResourceType = {
     if (planned.name !== prior.name) {
       const anyEnv = await anyEnvOf(e, slug!);
       const { projects } = await handlers();
-      if (!anyEnv) throw new DiagnosticError('Project has no environment', `project ${slug} can only be renamed through one of its environments; it has none`);
+      if (!anyEnv)
+        throw new DiagnosticError(
+          'Project has no environment',
+          `project ${slug} can only be renamed through one of its environments; it has none`,
+        );
       await e.change(undefined, anyEnv, (ctx) => projects.renameProject(ctx, anyEnv, str(planned.name)!));
       e.forget('project');
     }
@@ -108,8 +130,13 @@ export const project: ResourceType = {
     // Environments are left: this configuration's went first (each references its project) and
     // the last of them took the project along, so these are another configuration's or nobody's
     // declared. They keep the project (the API has no project without an environment).
-    d?.warning('Project kept',
+    d?.warning(
+      'Project kept',
       `${address.project(slug!)} is removed from this configuration's state but kept in the service: it still has ${envs.length} environment(s) ` +
-      `this configuration does not manage (${envs.slice(0, 5).map((x) => x.project_env).join(', ')}). The last of them to be deleted deletes the project.`);
+        `this configuration does not manage (${envs
+          .slice(0, 5)
+          .map((x) => x.project_env)
+          .join(', ')}). The last of them to be deleted deletes the project.`,
+    );
   },
 };

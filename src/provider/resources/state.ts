@@ -30,7 +30,12 @@ export function userMetadata(metadata: Record<string, unknown> | undefined): Jso
 const canonical = (v: unknown): string => JSON.stringify(sortKeys(v));
 function sortKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]),
+    );
   return v;
 }
 
@@ -94,7 +99,11 @@ export function keepTimestamp(prior: TfValue | undefined, live: string | null | 
 }
 
 /** An optional attribute the user may leave out: unset stays unset while the live value is the service default. */
-export function keepOptional<T extends TfValue>(prior: TfValue | undefined, live: T | undefined, serviceDefault: T): TfValue {
+export function keepOptional<T extends TfValue>(
+  prior: TfValue | undefined,
+  live: T | undefined,
+  serviceDefault: T,
+): TfValue {
   if ((prior === undefined || prior === null) && (live === undefined || live === serviceDefault)) return null;
   return live ?? null;
 }

@@ -12,37 +12,75 @@ import { handlers } from './state.js';
 import { check, ids, matches, num, PROJECT_ENV, splitImportId, type ResourceType } from './types.js';
 
 export const idOf2 = (p: TfObject, a: string, b: string) =>
-  isUnknown(p[a]) || isUnknown(p[b]) ? UNKNOWN : typeof p[a] === 'string' && typeof p[b] === 'string' ? `${p[a]}/${p[b]}` : null;
+  isUnknown(p[a]) || isUnknown(p[b])
+    ? UNKNOWN
+    : typeof p[a] === 'string' && typeof p[b] === 'string'
+      ? `${p[a]}/${p[b]}`
+      : null;
 
-const wholeNumber = (min: number) => (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= min ? undefined : `must be a whole number >= ${min}, got ${String(v)}`);
+const wholeNumber = (min: number) => (v: unknown) =>
+  typeof v === 'number' && Number.isInteger(v) && v >= min
+    ? undefined
+    : `must be a whole number >= ${min}, got ${String(v)}`;
 
 async function write(e: Engine, p: TfObject, id?: string): Promise<TfObject> {
   const [projectEnv, name] = ids(p, 'project_env', 'name');
   const maxClients = num(p.max_clients);
   const { templates } = await handlers();
-  await e.change(undefined, projectEnv!, (ctx) => templates.upsertTemplates(ctx, projectEnv!, [{
-    ...(id ? { id } : {}), name: name!, rateLimitDay: num(p.rate_limit_day)!, ...(maxClients !== undefined ? { maxClients } : {}),
-  }]));
+  await e.change(undefined, projectEnv!, (ctx) =>
+    templates.upsertTemplates(ctx, projectEnv!, [
+      {
+        ...(id ? { id } : {}),
+        name: name!,
+        rateLimitDay: num(p.rate_limit_day)!,
+        ...(maxClients !== undefined ? { maxClients } : {}),
+      },
+    ]),
+  );
   e.forget('template', projectEnv!);
   const live = (await e.templatesOf(projectEnv!)).get(name!);
   return { ...p, id: `${projectEnv}/${name}`, template_id: live?.id ?? null };
 }
 
 /** The ownership rule for a change of an existing template; `fresh`: on fresh listings (apply), else the plan's. */
-async function checkTemplate(e: Engine, projectEnv: string, name: string, action: ChangeAction, fresh: boolean): Promise<void> {
+async function checkTemplate(
+  e: Engine,
+  projectEnv: string,
+  name: string,
+  action: ChangeAction,
+  fresh: boolean,
+): Promise<void> {
   if (fresh) e.forget('template', projectEnv);
   const live = (await e.templatesOf(projectEnv)).get(name);
   if (!live) return;
   const contents = await envContents(e, projectEnv, fresh);
-  const users = templateUsers(contents.clients.map((c) => ({ projectEnv, name: c.name, templateId: c.templateId ?? null, metadata: (c.metadata ?? {}) as never })), live);
-  e.checkContents({ type: 'kms_template', address: `${projectEnv}/${name}`, importId: `${projectEnv}/${name}` }, templateOwnership(users, e.config.owner, e.config.takeOwnership), action);
+  const users = templateUsers(
+    contents.clients.map((c) => ({
+      projectEnv,
+      name: c.name,
+      templateId: c.templateId ?? null,
+      metadata: (c.metadata ?? {}) as never,
+    })),
+    live,
+  );
+  e.checkContents(
+    { type: 'kms_template', address: `${projectEnv}/${name}`, importId: `${projectEnv}/${name}` },
+    templateOwnership(users, e.config.owner, e.config.takeOwnership),
+    action,
+  );
 }
 
 export const template: ResourceType = {
   typeName: 'kms_template',
   replaceOn: ['project_env', 'name'],
   validate(config: TfObject, d: Diagnostics) {
-    check(d, config, 'project_env', 'Invalid project_env', matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'));
+    check(
+      d,
+      config,
+      'project_env',
+      'Invalid project_env',
+      matches(PROJECT_ENV, '<project>-<type>, e.g. acme-production'),
+    );
     check(d, config, 'name', 'Invalid template name', (v) => (String(v).trim() ? undefined : 'must not be empty'));
     check(d, config, 'rate_limit_day', 'Invalid rate_limit_day', wholeNumber(0));
     check(d, config, 'max_clients', 'Invalid max_clients', wholeNumber(1));
@@ -76,9 +114,12 @@ export const template: ResourceType = {
     const live = (await e.templatesOf(projectEnv!)).get(name!);
     if (!live) return null;
     return {
-      ...s, id: `${projectEnv}/${name}`, template_id: live.id, rate_limit_day: live.rateLimitDay ?? null,
+      ...s,
+      id: `${projectEnv}/${name}`,
+      template_id: live.id,
+      rate_limit_day: live.rateLimitDay ?? null,
       // Optional: left unset, it stays unset whatever the service fills in.
-      max_clients: s.max_clients === null && !importing ? null : live.maxClients ?? null,
+      max_clients: s.max_clients === null && !importing ? null : (live.maxClients ?? null),
     };
   },
 

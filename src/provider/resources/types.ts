@@ -59,13 +59,20 @@ export interface EphemeralResourceType {
 }
 
 // ---------------------------------------------------------------- small helpers for the kinds
-export const known = (v: TfValue | undefined): v is Exclude<TfValue, null> => v !== null && v !== undefined && !isUnknown(v);
+export const known = (v: TfValue | undefined): v is Exclude<TfValue, null> =>
+  v !== null && v !== undefined && !isUnknown(v);
 export const str = (v: TfValue | undefined): string | undefined => (typeof v === 'string' ? v : undefined);
 export const num = (v: TfValue | undefined): number | undefined => (typeof v === 'number' ? v : undefined);
 export const bool = (v: TfValue | undefined): boolean | undefined => (typeof v === 'boolean' ? v : undefined);
 
 /** Runs `check` on a known attribute value; its message becomes an error at that attribute. */
-export function check(d: Diagnostics, config: TfObject, attr: string, summary: string, checkFn: (v: TfValue) => string | undefined): void {
+export function check(
+  d: Diagnostics,
+  config: TfObject,
+  attr: string,
+  summary: string,
+  checkFn: (v: TfValue) => string | undefined,
+): void {
   const v = config[attr];
   if (!known(v)) return;
   const problem = checkFn(v);
@@ -78,7 +85,9 @@ export function matches(re: RegExp, what: string) {
 
 /** Free-form JSON attributes (`dynamic` in the schema) must hold an object. */
 export const isObject = (v: TfValue) =>
-  v !== null && typeof v === 'object' && !Array.isArray(v) ? undefined : 'must be an object (a map of keys to values), e.g. { team = "payments" }';
+  v !== null && typeof v === 'object' && !Array.isArray(v)
+    ? undefined
+    : 'must be an object (a map of keys to values), e.g. { team = "payments" }';
 
 export const PROJECT_SLUG = /^[a-z0-9]([a-z0-9-]{0,48}[a-z0-9])?$/;
 export const ENV_TYPE = /^[a-z][a-z0-9]{0,19}$/;
@@ -97,7 +106,9 @@ export function splitImportId(id: string, names: readonly string[], example: str
   }
   parts.push(rest);
   if (parts.length !== names.length || parts.some((p) => p === '')) {
-    throw new ImportIdError(`import id ${JSON.stringify(id)} is not ${names.map((n) => `<${n}>`).join('/')}, e.g. ${example}`);
+    throw new ImportIdError(
+      `import id ${JSON.stringify(id)} is not ${names.map((n) => `<${n}>`).join('/')}, e.g. ${example}`,
+    );
   }
   return parts;
 }

@@ -45,9 +45,12 @@ function conform(raw: unknown, type: CtyType, path: (string | number)[], fromJso
   const [kind, arg] = type;
   if (kind === 'list' || kind === 'set' || kind === 'tuple') {
     if (!Array.isArray(raw)) throw new ValueError(path, `expected a ${kind}`);
-    return raw.map((v, i) => conform(v, kind === 'tuple' ? (arg as CtyType[])[i]! : (arg as CtyType), [...path, i], fromJson));
+    return raw.map((v, i) =>
+      conform(v, kind === 'tuple' ? (arg as CtyType[])[i]! : (arg as CtyType), [...path, i], fromJson),
+    );
   }
-  if (typeof raw !== 'object' || Array.isArray(raw) || raw instanceof Uint8Array) throw new ValueError(path, `expected a ${kind}`);
+  if (typeof raw !== 'object' || Array.isArray(raw) || raw instanceof Uint8Array)
+    throw new ValueError(path, `expected a ${kind}`);
   const entries = raw instanceof Map ? [...raw.entries()] : Object.entries(raw);
   const out: TfObject = {};
   if (kind === 'map') {
@@ -73,7 +76,8 @@ function toWire(v: TfValue | undefined, type: CtyType, path: (string | number)[]
     return v;
   }
   if (type === 'number') {
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new ValueError(path, `cannot send ${JSON.stringify(v)} as a number`);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new ValueError(path, `cannot send ${JSON.stringify(v)} as a number`);
     return v;
   }
   if (type === 'bool') {
@@ -101,7 +105,8 @@ function inferType(v: TfValue): CtyType {
   if (typeof v === 'number') return 'number';
   if (typeof v === 'boolean') return 'bool';
   if (Array.isArray(v)) return ['tuple', v.map(inferType)];
-  if (v && typeof v === 'object') return ['object', Object.fromEntries(Object.entries(v).map(([k, x]) => [k, inferType(x)]))];
+  if (v && typeof v === 'object')
+    return ['object', Object.fromEntries(Object.entries(v).map(([k, x]) => [k, inferType(x)]))];
   return 'dynamic';
 }
 

@@ -114,6 +114,7 @@ export function attributeType(a: JsonAttribute, where: string): CtyType {
 export function blockType(b: JsonBlock, where = 'block'): CtyType {
   const attrs: { [k: string]: CtyType } = {};
   for (const [k, a] of Object.entries(b.attributes ?? {})) attrs[k] = attributeType(a, `${where}.attributes.${k}`);
-  for (const [k, bt] of Object.entries(b.block_types ?? {})) attrs[k] = nested(bt.nesting_mode, blockType(bt.block, `${where}.block_types.${k}`));
+  for (const [k, bt] of Object.entries(b.block_types ?? {}))
+    attrs[k] = nested(bt.nesting_mode, blockType(bt.block, `${where}.block_types.${k}`));
   return ['object', attrs];
 }

@@ -37,15 +37,26 @@ export const MAX_COMMENT_PAGES = 50;
  * From the Actions environment: GITHUB_TOKEN (or GH_TOKEN), GITHUB_REPOSITORY, GITHUB_API_URL and
  * the pull-request number of the event in GITHUB_EVENT_PATH (KMS_SYNC_PR_NUMBER overrides it).
  */
-export function githubTargetFromEnv(env: NodeJS.ProcessEnv = process.env, read: (p: string) => string = (p) => readFileSync(p, 'utf8')): GitHubTarget {
+export function githubTargetFromEnv(
+  env: NodeJS.ProcessEnv = process.env,
+  read: (p: string) => string = (p) => readFileSync(p, 'utf8'),
+): GitHubTarget {
   const token = env.GITHUB_TOKEN || env.GH_TOKEN;
-  if (!token) throw new PublishError('--comment github needs GITHUB_TOKEN (with pull-requests: write) in the environment');
+  if (!token)
+    throw new PublishError('--comment github needs GITHUB_TOKEN (with pull-requests: write) in the environment');
   const repository = env.GITHUB_REPOSITORY ?? '';
   const [owner, repo, ...rest] = repository.split('/');
-  if (!owner || !repo || rest.length) throw new PublishError(`--comment github needs GITHUB_REPOSITORY as owner/repo (got ${JSON.stringify(repository)})`);
+  if (!owner || !repo || rest.length)
+    throw new PublishError(
+      `--comment github needs GITHUB_REPOSITORY as owner/repo (got ${JSON.stringify(repository)})`,
+    );
   let issueNumber = env.KMS_SYNC_PR_NUMBER ? Number(env.KMS_SYNC_PR_NUMBER) : NaN;
   if (!Number.isInteger(issueNumber) && env.GITHUB_EVENT_PATH) {
-    let event: { pull_request?: { number?: number }; issue?: { number?: number; pull_request?: unknown }; number?: number };
+    let event: {
+      pull_request?: { number?: number };
+      issue?: { number?: number; pull_request?: unknown };
+      number?: number;
+    };
     try {
       event = JSON.parse(read(env.GITHUB_EVENT_PATH)) as typeof event;
     } catch (e) {
@@ -54,11 +65,18 @@ export function githubTargetFromEnv(env: NodeJS.ProcessEnv = process.env, read: 
     issueNumber = event.pull_request?.number ?? (event.issue?.pull_request ? event.issue.number : undefined) ?? NaN;
   }
   if (!Number.isInteger(issueNumber) || issueNumber <= 0) {
-    throw new PublishError('--comment github runs on pull_request events (no pull request in GITHUB_EVENT_PATH; set KMS_SYNC_PR_NUMBER to name one)');
+    throw new PublishError(
+      '--comment github runs on pull_request events (no pull request in GITHUB_EVENT_PATH; set KMS_SYNC_PR_NUMBER to name one)',
+    );
   }
   return {
-    apiUrl: (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''), token, owner, repo, issueNumber,
-    ...(env.KMS_SYNC_COMMENT_AUTHOR ? { author: env.KMS_SYNC_COMMENT_AUTHOR } : {}), ...(env.GITHUB_ACTIONS === 'true' ? { actions: true } : {}),
+    apiUrl: (env.GITHUB_API_URL || 'https://api.github.com').replace(/\/+$/, ''),
+    token,
+    owner,
+    repo,
+    issueNumber,
+    ...(env.KMS_SYNC_COMMENT_AUTHOR ? { author: env.KMS_SYNC_COMMENT_AUTHOR } : {}),
+    ...(env.GITHUB_ACTIONS === 'true' ? { actions: true } : {}),
   };
 }
 
@@ -86,10 +104,16 @@ export async function githubTokenLogin(t: GitHubTarget): Promise<string | undefi
   // An installation token (GITHUB_TOKEN): GET /user answers 403 "Resource not accessible by integration".
   if (t.token.startsWith('ghs_')) return t.actions ? ACTIONS_BOT : undefined;
   try {
-    const res = await callJson<{ login?: unknown }>({ service: 'GitHub API', method: 'GET', url: `${t.apiUrl}/user`, headers: headers(t) });
+    const res = await callJson<{ login?: unknown }>({
+      service: 'GitHub API',
+      method: 'GET',
+      url: `${t.apiUrl}/user`,
+      headers: headers(t),
+    });
     return typeof res.body?.login === 'string' && res.body.login ? res.body.login : undefined;
   } catch (e) {
-    if (e instanceof PublishError && (e.status === 401 || e.status === 403 || e.status === 404)) return t.actions ? ACTIONS_BOT : undefined;
+    if (e instanceof PublishError && (e.status === 401 || e.status === 403 || e.status === 404))
+      return t.actions ? ACTIONS_BOT : undefined;
     throw e;
   }
 }
@@ -122,12 +146,24 @@ export async function upsertGitHubComment(t: GitHubTarget, marker: string, body:
   const existing = await findGitHubComment(t, marker);
   if (existing) {
     const res = await callJson<IssueComment>({
-      service: 'GitHub API', method: 'PATCH', url: `${repoPath(t)}/issues/comments/${existing.id}`, headers: headers(t), body: { body },
+      service: 'GitHub API',
+      method: 'PATCH',
+      url: `${repoPath(t)}/issues/comments/${existing.id}`,
+      headers: headers(t),
+      body: { body },
     });
-    return { action: 'updated', id: res.body.id ?? existing.id, ...(res.body.html_url ? { url: res.body.html_url } : {}) };
+    return {
+      action: 'updated',
+      id: res.body.id ?? existing.id,
+      ...(res.body.html_url ? { url: res.body.html_url } : {}),
+    };
   }
   const res = await callJson<IssueComment>({
-    service: 'GitHub API', method: 'POST', url: `${repoPath(t)}/issues/${t.issueNumber}/comments`, headers: headers(t), body: { body },
+    service: 'GitHub API',
+    method: 'POST',
+    url: `${repoPath(t)}/issues/${t.issueNumber}/comments`,
+    headers: headers(t),
+    body: { body },
   });
   return { action: 'created', id: res.body.id, ...(res.body.html_url ? { url: res.body.html_url } : {}) };
 }

@@ -33,9 +33,19 @@ export function gitlabTargetFromEnv(env: NodeJS.ProcessEnv = process.env): GitLa
     throw new PublishError('--comment gitlab runs in merge-request pipelines (CI_MERGE_REQUEST_IID is not set)');
   }
   const token = env.GITLAB_TOKEN || env.CI_JOB_TOKEN;
-  if (!token) throw new PublishError('--comment gitlab needs GITLAB_TOKEN (a project access token with the api scope) or CI_JOB_TOKEN');
+  if (!token)
+    throw new PublishError(
+      '--comment gitlab needs GITLAB_TOKEN (a project access token with the api scope) or CI_JOB_TOKEN',
+    );
   const author = env.KMS_SYNC_COMMENT_AUTHOR || (env.GITLAB_TOKEN ? undefined : env.GITLAB_USER_LOGIN);
-  return { apiUrl: apiUrl.replace(/\/+$/, ''), projectId, mergeRequestIid: iid, token, tokenHeader: env.GITLAB_TOKEN ? 'PRIVATE-TOKEN' : 'JOB-TOKEN', ...(author ? { author } : {}) };
+  return {
+    apiUrl: apiUrl.replace(/\/+$/, ''),
+    projectId,
+    mergeRequestIid: iid,
+    token,
+    tokenHeader: env.GITLAB_TOKEN ? 'PRIVATE-TOKEN' : 'JOB-TOKEN',
+    ...(author ? { author } : {}),
+  };
 }
 
 interface Note {
@@ -45,15 +55,25 @@ interface Note {
   author?: { username?: string } | null;
 }
 
-const notesUrl = (t: GitLabTarget) => `${t.apiUrl}/projects/${encodeURIComponent(t.projectId)}/merge_requests/${t.mergeRequestIid}/notes`;
-const headers = (t: GitLabTarget) => ({ [t.tokenHeader]: t.token, accept: 'application/json', 'user-agent': 'kms-sync' });
+const notesUrl = (t: GitLabTarget) =>
+  `${t.apiUrl}/projects/${encodeURIComponent(t.projectId)}/merge_requests/${t.mergeRequestIid}/notes`;
+const headers = (t: GitLabTarget) => ({
+  [t.tokenHeader]: t.token,
+  accept: 'application/json',
+  'user-agent': 'kms-sync',
+});
 
 /** The username the token writes notes as, or undefined when it cannot be known. */
 export async function gitlabTokenUser(t: GitLabTarget): Promise<string | undefined> {
   if (t.author) return t.author;
   if (t.tokenHeader === 'JOB-TOKEN') return undefined;
   try {
-    const res = await callJson<{ username?: unknown }>({ service: 'GitLab API', method: 'GET', url: `${t.apiUrl}/user`, headers: headers(t) });
+    const res = await callJson<{ username?: unknown }>({
+      service: 'GitLab API',
+      method: 'GET',
+      url: `${t.apiUrl}/user`,
+      headers: headers(t),
+    });
     return typeof res.body?.username === 'string' && res.body.username ? res.body.username : undefined;
   } catch (e) {
     if (e instanceof PublishError && (e.status === 401 || e.status === 403 || e.status === 404)) return undefined;
@@ -66,7 +86,10 @@ export async function findGitLabNote(t: GitLabTarget, marker: string): Promise<N
   let user: Promise<string | undefined> | undefined;
   for (let n = 0; page && n < MAX_NOTE_PAGES; n++) {
     const res: JsonResponse<Note[]> = await callJson<Note[]>({
-      service: 'GitLab API', method: 'GET', url: `${notesUrl(t)}?sort=asc&order_by=created_at&per_page=100&page=${page}`, headers: headers(t),
+      service: 'GitLab API',
+      method: 'GET',
+      url: `${notesUrl(t)}?sort=asc&order_by=created_at&per_page=100&page=${page}`,
+      headers: headers(t),
     });
     for (const x of Array.isArray(res.body) ? res.body : []) {
       if (x.system || typeof x.body !== 'string' || !x.body.includes(marker)) continue;
@@ -84,9 +107,21 @@ export async function upsertGitLabNote(t: GitLabTarget, marker: string, body: st
   if (!body.includes(marker)) throw new PublishError('internal: the note body must carry its marker');
   const existing = await findGitLabNote(t, marker);
   if (existing) {
-    const res = await callJson<Note>({ service: 'GitLab API', method: 'PUT', url: `${notesUrl(t)}/${existing.id}`, headers: headers(t), body: { body } });
+    const res = await callJson<Note>({
+      service: 'GitLab API',
+      method: 'PUT',
+      url: `${notesUrl(t)}/${existing.id}`,
+      headers: headers(t),
+      body: { body },
+    });
     return { action: 'updated', id: res.body.id ?? existing.id };
   }
-  const res = await callJson<Note>({ service: 'GitLab API', method: 'POST', url: notesUrl(t), headers: headers(t), body: { body } });
+  const res = await callJson<Note>({
+    service: 'GitLab API',
+    method: 'POST',
+    url: notesUrl(t),
+    headers: headers(t),
+    body: { body },
+  });
   return { action: 'created', id: res.body.id };
 }

@@ -68,7 +68,10 @@ export async function callJson<T>(o: CallOptions): Promise<JsonResponse<T>> {
       size += c.length;
       if (size > MAX_ANSWER_BYTES) {
         res.body.destroy();
-        throw new PublishError(`${o.service} ${o.method} ${route}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB; stopped reading it`, res.statusCode);
+        throw new PublishError(
+          `${o.service} ${o.method} ${route}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB; stopped reading it`,
+          res.statusCode,
+        );
       }
       chunks.push(c);
     }
@@ -79,7 +82,8 @@ export async function callJson<T>(o: CallOptions): Promise<JsonResponse<T>> {
     } catch {
       // keep the text
     }
-    if (res.statusCode >= 200 && res.statusCode < 300) return { status: res.statusCode, headers: res.headers, body: body as T };
+    if (res.statusCode >= 200 && res.statusCode < 300)
+      return { status: res.statusCode, headers: res.headers, body: body as T };
     // A POST answered 5xx may have been processed: retrying it could post the comment twice.
     if ((res.statusCode === 429 || (res.statusCode >= 500 && o.method !== 'POST')) && attempt < retries) {
       const after = Number(res.headers['retry-after']);
@@ -87,7 +91,10 @@ export async function callJson<T>(o: CallOptions): Promise<JsonResponse<T>> {
       continue;
     }
     const msg = messageOf(body);
-    throw new PublishError(`${o.service} ${o.method} ${route} failed with ${res.statusCode}${msg ? `: ${msg}` : ''}`, res.statusCode);
+    throw new PublishError(
+      `${o.service} ${o.method} ${route} failed with ${res.statusCode}${msg ? `: ${msg}` : ''}`,
+      res.statusCode,
+    );
   }
 }
 

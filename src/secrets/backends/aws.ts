@@ -17,7 +17,14 @@ import type {
   Tag,
 } from '@aws-sdk/client-secrets-manager';
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
-import type { OpenStoreOptions, SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
+import type {
+  OpenStoreOptions,
+  SecretEntry,
+  SecretListing,
+  SecretMetadata,
+  SecretStore,
+  StoreBackend,
+} from '../store.js';
 import {
   checkQueryKeys,
   describeSdkError,
@@ -35,7 +42,9 @@ import {
 } from './cloud-names.js';
 
 export const AWS_SM_SCHEMES: readonly string[] = ['aws-sm'];
-export const AWS_SM_URI_FORMS: readonly string[] = ['aws-sm://<region>/<prefix>[?kmsKeyId=<key>][&endpoint=<url>][&onDeleted=recover|fail]'];
+export const AWS_SM_URI_FORMS: readonly string[] = [
+  'aws-sm://<region>/<prefix>[?kmsKeyId=<key>][&endpoint=<url>][&onDeleted=recover|fail]',
+];
 
 const REGION_RE = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 const PREFIX_SEGMENT_RE = /^[A-Za-z0-9_+=.@-]+$/;
@@ -56,7 +65,9 @@ const TAG_TEXT_SAFE = /^[A-Za-z0-9 +\-._:/@]$/;
 export function encodeTagText(s: string): string {
   let out = '';
   for (const ch of s) {
-    out += TAG_TEXT_SAFE.test(ch) ? ch : Array.from(Buffer.from(ch, 'utf8'), (b) => `=${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
+    out += TAG_TEXT_SAFE.test(ch)
+      ? ch
+      : Array.from(Buffer.from(ch, 'utf8'), (b) => `=${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
   }
   return out;
 }
@@ -81,22 +92,35 @@ export const awsSecretsManagerBackend: StoreBackend = {
   open: (uri, opts) => openAwsSecretsManagerStore(uri, opts),
 };
 
-export async function openAwsSecretsManagerStore(uri: string, opts: OpenStoreOptions = {}, overrides: AwsStoreOverrides = {}): Promise<AwsSecretsManagerStore> {
+export async function openAwsSecretsManagerStore(
+  uri: string,
+  opts: OpenStoreOptions = {},
+  overrides: AwsStoreOverrides = {},
+): Promise<AwsSecretsManagerStore> {
   const u = parseCloudUri(uri, 'aws-sm', AWS_SM_URI_FORMS);
   checkQueryKeys(u, uri, ['endpoint', 'kmsKeyId', 'onDeleted'], AWS_SM_URI_FORMS);
   const region = u.authority.toLowerCase();
   if (!REGION_RE.test(region)) {
-    throw new SecretStoreError(`invalid store URI '${uri}': '${u.authority}' is not an AWS region (e.g. eu-west-1); use ${AWS_SM_URI_FORMS[0]}`, {
-      code: 'INVALID_URI',
-    });
+    throw new SecretStoreError(
+      `invalid store URI '${uri}': '${u.authority}' is not an AWS region (e.g. eu-west-1); use ${AWS_SM_URI_FORMS[0]}`,
+      {
+        code: 'INVALID_URI',
+      },
+    );
   }
   for (const s of u.segments) {
     if (!PREFIX_SEGMENT_RE.test(s)) {
-      throw new SecretStoreError(`invalid store URI '${uri}': prefix segment '${s}' may only contain [A-Za-z0-9_+=.@-]`, { code: 'INVALID_URI' });
+      throw new SecretStoreError(
+        `invalid store URI '${uri}': prefix segment '${s}' may only contain [A-Za-z0-9_+=.@-]`,
+        { code: 'INVALID_URI' },
+      );
     }
   }
   const prefix = u.segments.join('/');
-  if (prefix.length > 200) throw new SecretStoreError(`invalid store URI '${uri}': the prefix is longer than 200 characters`, { code: 'INVALID_URI' });
+  if (prefix.length > 200)
+    throw new SecretStoreError(`invalid store URI '${uri}': the prefix is longer than 200 characters`, {
+      code: 'INVALID_URI',
+    });
   const endpoint = parseEndpoint(u, uri, AWS_SM_URI_FORMS);
   const kmsKeyId = u.query.get('kmsKeyId') ?? undefined;
   const onDeleted = parseOnDeleted(u, uri, AWS_SM_URI_FORMS);
@@ -107,7 +131,16 @@ export async function openAwsSecretsManagerStore(uri: string, opts: OpenStoreOpt
     ...overrides.clientConfig,
   });
   const display = `aws-sm://${region}/${prefix}${endpoint ? ` (endpoint ${endpoint.origin})` : ''}`;
-  return new AwsSecretsManagerStore({ sdk, client, region, prefix, kmsKeyId, onDeleted, display, onNotice: opts.onNotice });
+  return new AwsSecretsManagerStore({
+    sdk,
+    client,
+    region,
+    prefix,
+    kmsKeyId,
+    onDeleted,
+    display,
+    onNotice: opts.onNotice,
+  });
 }
 
 type Sdk = typeof import('@aws-sdk/client-secrets-manager');
@@ -124,7 +157,9 @@ interface AwsStoreInit {
 }
 
 function errName(err: unknown): string {
-  return err && typeof err === 'object' && typeof (err as { name?: unknown }).name === 'string' ? (err as { name: string }).name : '';
+  return err && typeof err === 'object' && typeof (err as { name?: unknown }).name === 'string'
+    ? (err as { name: string }).name
+    : '';
 }
 
 const AUTH_ERRORS = new Set([
@@ -184,8 +219,17 @@ export class AwsSecretsManagerStore implements SecretStore {
     // 2. Write permission without side effects: PutSecretValue on that missing secret must answer
     //    ResourceNotFoundException (allowed) rather than AccessDeniedException.
     try {
-      await this.client.send(new this.sdk.PutSecretValueCommand({ SecretId: probe, SecretString: 'kms-sync write probe', ClientRequestToken: randomUUID() }));
-      throw new SecretStoreError(`secret store ${this.displayUri}: the write probe '${probe}' unexpectedly exists`, { code: 'NOT_WRITABLE', store: this.displayUri });
+      await this.client.send(
+        new this.sdk.PutSecretValueCommand({
+          SecretId: probe,
+          SecretString: 'kms-sync write probe',
+          ClientRequestToken: randomUUID(),
+        }),
+      );
+      throw new SecretStoreError(`secret store ${this.displayUri}: the write probe '${probe}' unexpectedly exists`, {
+        code: 'NOT_WRITABLE',
+        store: this.displayUri,
+      });
     } catch (err) {
       if (err instanceof SecretStoreError) throw err;
       if (errName(err) !== 'ResourceNotFoundException') throw this.notWritable(err, 'PutSecretValue');
@@ -290,7 +334,9 @@ export class AwsSecretsManagerStore implements SecretStore {
       }
     }
     // The secret exists: a new version (same token + same value = no-op), then the metadata.
-    await this.client.send(new this.sdk.PutSecretValueCommand({ SecretId: e.name, SecretString: e.value, ClientRequestToken: token }));
+    await this.client.send(
+      new this.sdk.PutSecretValueCommand({ SecretId: e.name, SecretString: e.value, ClientRequestToken: token }),
+    );
     // TagResource merges: an entry without a target empties the tag an earlier key may have left.
     await this.client.send(new this.sdk.TagResourceCommand({ SecretId: e.name, Tags: this.tags(e.meta, true) }));
   }
@@ -312,7 +358,9 @@ export class AwsSecretsManagerStore implements SecretStore {
         classifyAwsError(err),
       );
     }
-    this.onNotice?.(`restored secret '${name}' in ${this.displayUri}, which was scheduled for deletion, to store a new key in it`);
+    this.onNotice?.(
+      `restored secret '${name}' in ${this.displayUri}, which was scheduled for deletion, to store a new key in it`,
+    );
   }
 
   private async isScheduledForDeletion(name: string): Promise<boolean> {
@@ -354,7 +402,10 @@ export class AwsSecretsManagerStore implements SecretStore {
   private tags(meta: SecretMetadata, clear: boolean): Tag[] {
     const tags = Object.entries(metadataPairs(meta)).map(([Key, v]) => ({
       Key,
-      Value: Key === 'target' ? targetValue(v, TAG_VALUE_MAX, encodeTagText) : v.replace(TAG_VALUE_BAD, '_').slice(0, TAG_VALUE_MAX),
+      Value:
+        Key === 'target'
+          ? targetValue(v, TAG_VALUE_MAX, encodeTagText)
+          : v.replace(TAG_VALUE_BAD, '_').slice(0, TAG_VALUE_MAX),
     }));
     if (clear && meta.target === undefined) tags.push({ Key: 'target', Value: '' });
     if (clear && (meta.expiresAt === null || meta.expiresAt === undefined)) tags.push({ Key: 'expiresAt', Value: '' });
@@ -363,7 +414,10 @@ export class AwsSecretsManagerStore implements SecretStore {
 
   private checkName(name: string): void {
     if (typeof name !== 'string' || !AWS_NAME_RE.test(name)) {
-      throw this.error(`'${String(name)}' is not a valid Secrets Manager name (1-512 of [A-Za-z0-9/_+=.@-])`, 'INVALID_ARGUMENT');
+      throw this.error(
+        `'${String(name)}' is not a valid Secrets Manager name (1-512 of [A-Za-z0-9/_+=.@-])`,
+        'INVALID_ARGUMENT',
+      );
     }
   }
 
@@ -375,11 +429,18 @@ export class AwsSecretsManagerStore implements SecretStore {
         : AUTH_ERRORS.has(n) || n === 'CredentialsProviderError'
           ? ': no usable AWS credentials (env, profile, web identity, IMDS)'
           : '';
-    return this.error(`is not writable (${call} failed: ${describeSdkError(err)})${hint}`, classifyAwsError(err) === 'IO' ? 'NOT_WRITABLE' : classifyAwsError(err), true);
+    return this.error(
+      `is not writable (${call} failed: ${describeSdkError(err)})${hint}`,
+      classifyAwsError(err) === 'IO' ? 'NOT_WRITABLE' : classifyAwsError(err),
+      true,
+    );
   }
 
   private error(message: string, code: SecretStoreErrorCode, noColon = false): SecretStoreError {
-    return new SecretStoreError(`secret store ${this.displayUri}${noColon ? ' ' : ': '}${message}`, { code, store: this.displayUri });
+    return new SecretStoreError(`secret store ${this.displayUri}${noColon ? ' ' : ': '}${message}`, {
+      code,
+      store: this.displayUri,
+    });
   }
 }
 

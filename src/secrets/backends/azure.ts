@@ -16,7 +16,14 @@ import { randomUUID } from 'node:crypto';
 import type { TokenCredential } from '@azure/core-auth';
 import type { SecretClient, SecretClientOptions, SecretProperties } from '@azure/keyvault-secrets';
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
-import type { OpenStoreOptions, SecretEntry, SecretListing, SecretMetadata, SecretStore, StoreBackend } from '../store.js';
+import type {
+  OpenStoreOptions,
+  SecretEntry,
+  SecretListing,
+  SecretMetadata,
+  SecretStore,
+  StoreBackend,
+} from '../store.js';
 import {
   checkQueryKeys,
   describeSdkError,
@@ -52,7 +59,11 @@ const AZURE_NAME_RULES = {
   separator: '--',
   marker: '---',
   sanitize: (ch: string): string =>
-    /^[A-Z]$/.test(ch) ? ch.toLowerCase() : ch === '-' ? '-' : Array.from(Buffer.from(ch, 'utf8'), (b) => b.toString(16).padStart(2, '0')).join(''),
+    /^[A-Z]$/.test(ch)
+      ? ch.toLowerCase()
+      : ch === '-'
+        ? '-'
+        : Array.from(Buffer.from(ch, 'utf8'), (b) => b.toString(16).padStart(2, '0')).join(''),
   maxLength: 127,
 };
 
@@ -71,20 +82,30 @@ export const azureKeyVaultBackend: StoreBackend = {
   open: (uri, opts) => openAzureKeyVaultStore(uri, opts),
 };
 
-export async function openAzureKeyVaultStore(uri: string, opts: OpenStoreOptions = {}, overrides: AzureStoreOverrides = {}): Promise<AzureKeyVaultStore> {
+export async function openAzureKeyVaultStore(
+  uri: string,
+  opts: OpenStoreOptions = {},
+  overrides: AzureStoreOverrides = {},
+): Promise<AzureKeyVaultStore> {
   const u = parseCloudUri(uri, 'azure-kv', AZURE_KV_URI_FORMS);
   checkQueryKeys(u, uri, ['onDeleted'], AZURE_KV_URI_FORMS);
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri}': ${why}; use ${AZURE_KV_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${uri}': ${why}; use ${AZURE_KV_URI_FORMS.join(' or ')}`, {
+      code: 'INVALID_URI',
+    });
   let vaultUrl: string;
   if (/[.:[]/.test(u.authority)) {
     if (!HOST_RE.test(u.authority)) throw bad(`'${u.authority}' is not a host name`);
     vaultUrl = `https://${u.authority.toLowerCase()}`;
   } else {
-    if (!VAULT_NAME_RE.test(u.authority) || u.authority.includes('--')) throw bad(`'${u.authority}' is not a Key Vault name (3-24 of [A-Za-z0-9-], starting with a letter)`);
+    if (!VAULT_NAME_RE.test(u.authority) || u.authority.includes('--'))
+      throw bad(`'${u.authority}' is not a Key Vault name (3-24 of [A-Za-z0-9-], starting with a letter)`);
     vaultUrl = `https://${u.authority.toLowerCase()}.vault.azure.net`;
   }
-  if (u.segments.length > 1 || (u.segments[0] !== undefined && (!CLEAN_SEGMENT.test(u.segments[0]) || u.segments[0].length > 40))) {
+  if (
+    u.segments.length > 1 ||
+    (u.segments[0] !== undefined && (!CLEAN_SEGMENT.test(u.segments[0]) || u.segments[0].length > 40))
+  ) {
     throw bad('the prefix must be one segment of [A-Za-z0-9] words joined by single hyphens (at most 40)');
   }
   const prefix = (u.segments[0] ?? '').toLowerCase();
@@ -120,7 +141,8 @@ export function classifyAzureError(err: unknown): SecretStoreErrorCode {
   const s = status(err);
   if (s === 401 || s === 403) return 'NOT_WRITABLE';
   if (s === 400) return 'INVALID_ARGUMENT';
-  if (err && typeof err === 'object' && (err as { name?: unknown }).name === 'CredentialUnavailableError') return 'NOT_WRITABLE';
+  if (err && typeof err === 'object' && (err as { name?: unknown }).name === 'CredentialUnavailableError')
+    return 'NOT_WRITABLE';
   return 'IO';
 }
 
@@ -166,8 +188,13 @@ export class AzureKeyVaultStore implements SecretStore {
     // Write permission without side effects: updating a secret that does not exist must answer
     // 404 (allowed) rather than 403.
     try {
-      await this.client.updateSecretProperties(`kms-sync-write-probe-${randomUUID()}`, '0'.repeat(32), { enabled: true });
-      throw new SecretStoreError(`secret store ${this.displayUri}: the write probe secret unexpectedly exists`, { code: 'NOT_WRITABLE', store: this.displayUri });
+      await this.client.updateSecretProperties(`kms-sync-write-probe-${randomUUID()}`, '0'.repeat(32), {
+        enabled: true,
+      });
+      throw new SecretStoreError(`secret store ${this.displayUri}: the write probe secret unexpectedly exists`, {
+        code: 'NOT_WRITABLE',
+        store: this.displayUri,
+      });
     } catch (err) {
       if (err instanceof SecretStoreError) throw err;
       if (status(err) !== 404) throw this.notWritable(err, 'update secret (write probe)');
@@ -225,7 +252,11 @@ export class AzureKeyVaultStore implements SecretStore {
     const out: SecretListing[] = [];
     for (const p of await this.listRaw()) {
       if (p.enabled === false || !p.name.toLowerCase().startsWith(base)) continue;
-      out.push({ name: p.name, updatedAt: (p.updatedOn ?? p.createdOn)?.toISOString() ?? '', meta: metadataFromPairs(p.tags) });
+      out.push({
+        name: p.name,
+        updatedAt: (p.updatedOn ?? p.createdOn)?.toISOString() ?? '',
+        meta: metadataFromPairs(p.tags),
+      });
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
@@ -239,7 +270,8 @@ export class AzureKeyVaultStore implements SecretStore {
     const tags: Record<string, string> = { ...metadataPairs(e.meta), writeToken: token };
     // Tag values are at most 256 characters: a longer target is stored as its targetTag.
     if (tags.target !== undefined) tags.target = targetValue(tags.target, TAG_VALUE_MAX);
-    const set = (): Promise<unknown> => this.client.setSecret(e.name, e.value, { tags, contentType: AZURE_CONTENT_TYPE });
+    const set = (): Promise<unknown> =>
+      this.client.setSecret(e.name, e.value, { tags, contentType: AZURE_CONTENT_TYPE });
     try {
       await set();
     } catch (err) {
@@ -264,7 +296,8 @@ export class AzureKeyVaultStore implements SecretStore {
   }
 
   private async isSoftDeleted(name: string, err: unknown): Promise<boolean> {
-    if (/deleted but recoverable|ObjectIsDeletedButRecoverable/i.test(String((err as Error)?.message ?? ''))) return true;
+    if (/deleted but recoverable|ObjectIsDeletedButRecoverable/i.test(String((err as Error)?.message ?? '')))
+      return true;
     try {
       await this.client.getDeletedSecret(name);
       return true;
@@ -278,7 +311,10 @@ export class AzureKeyVaultStore implements SecretStore {
       `recover it (az keyvault secret recover --vault-name <vault> --name ${name}) to keep its history, ` +
       `or purge it (az keyvault secret purge --vault-name <vault> --name ${name}) if it must go; the next run stores the key`;
     if (this.onDeleted === 'fail') {
-      throw this.error(`name conflict: secret '${name}' is soft-deleted and its name cannot be reused until it is recovered or purged; ${how}`, 'NOT_WRITABLE');
+      throw this.error(
+        `name conflict: secret '${name}' is soft-deleted and its name cannot be reused until it is recovered or purged; ${how}`,
+        'NOT_WRITABLE',
+      );
     }
     try {
       const poller = await this.client.beginRecoverDeletedSecret(name, { intervalInMs: this.recoverPollMs });
@@ -304,7 +340,10 @@ export class AzureKeyVaultStore implements SecretStore {
 
   private checkName(name: string): void {
     if (typeof name !== 'string' || !AZURE_NAME_RE.test(name)) {
-      throw this.error(`'${String(name)}' is not a valid Key Vault secret name (1-127 of [0-9A-Za-z-])`, 'INVALID_ARGUMENT');
+      throw this.error(
+        `'${String(name)}' is not a valid Key Vault secret name (1-127 of [0-9A-Za-z-])`,
+        'INVALID_ARGUMENT',
+      );
     }
   }
 
@@ -316,10 +355,13 @@ export class AzureKeyVaultStore implements SecretStore {
         : s === 401 || classifyAzureError(err) === 'NOT_WRITABLE'
           ? ': no usable Azure credential (env service principal, workload identity, managed identity, az login)'
           : '';
-    return new SecretStoreError(`secret store ${this.displayUri} is not writable (${call} failed: ${describeSdkError(err)})${hint}`, {
-      code: 'NOT_WRITABLE',
-      store: this.displayUri,
-    });
+    return new SecretStoreError(
+      `secret store ${this.displayUri} is not writable (${call} failed: ${describeSdkError(err)})${hint}`,
+      {
+        code: 'NOT_WRITABLE',
+        store: this.displayUri,
+      },
+    );
   }
 
   private error(message: string, code: SecretStoreErrorCode): SecretStoreError {

@@ -27,12 +27,17 @@ export interface CloudUri {
 /** Splits `<scheme>://<authority>/<seg>/<seg>?<query>`; throws INVALID_URI with the accepted forms. */
 export function parseCloudUri(uri: string, scheme: string, forms: readonly string[]): CloudUri {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${safeUri(uri)}': ${why}; use ${forms.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${safeUri(uri)}': ${why}; use ${forms.join(' or ')}`, {
+      code: 'INVALID_URI',
+    });
   const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?(#.*)?$/s.exec(uri);
   if (!m || (m[1] as string).toLowerCase() !== scheme) throw bad(`expected '${scheme}://...'`);
   if (m[5] !== undefined) throw bad('fragments are not supported');
   const authority = m[2] as string;
-  if (authority === '') throw bad('missing ' + (scheme === 'azure-kv' ? 'vault name' : scheme === 'aws-sm' ? 'region' : "'projects/<project>'"));
+  if (authority === '')
+    throw bad(
+      'missing ' + (scheme === 'azure-kv' ? 'vault name' : scheme === 'aws-sm' ? 'region' : "'projects/<project>'"),
+    );
   if (authority.includes('@')) throw bad('credentials do not belong in the URI (use the SDK credential chain)');
   const segments: string[] = [];
   for (const raw of (m[3] as string).split('/')) {
@@ -65,9 +70,12 @@ export function parseOnDeleted(u: CloudUri, uri: string, forms: readonly string[
   const v = u.query.get('onDeleted');
   if (v === null || v === 'recover' || v === 'restore') return 'recover';
   if (v === 'fail') return 'fail';
-  throw new SecretStoreError(`invalid store URI '${safeUri(uri)}': onDeleted must be 'recover' or 'fail'; use ${forms.join(' or ')}`, {
-    code: 'INVALID_URI',
-  });
+  throw new SecretStoreError(
+    `invalid store URI '${safeUri(uri)}': onDeleted must be 'recover' or 'fail'; use ${forms.join(' or ')}`,
+    {
+      code: 'INVALID_URI',
+    },
+  );
 }
 
 /** A test/LocalStack endpoint override: http(s) only, no credentials, no path games. */
@@ -78,12 +86,18 @@ export function parseEndpoint(u: CloudUri, uri: string, forms: readonly string[]
   try {
     url = new URL(v);
   } catch {
-    throw new SecretStoreError(`invalid store URI '${safeUri(uri)}': endpoint is not a URL; use ${forms.join(' or ')}`, { code: 'INVALID_URI' });
+    throw new SecretStoreError(
+      `invalid store URI '${safeUri(uri)}': endpoint is not a URL; use ${forms.join(' or ')}`,
+      { code: 'INVALID_URI' },
+    );
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) {
-    throw new SecretStoreError(`invalid store URI '${safeUri(uri)}': endpoint must be an http(s) URL without credentials`, {
-      code: 'INVALID_URI',
-    });
+    throw new SecretStoreError(
+      `invalid store URI '${safeUri(uri)}': endpoint must be an http(s) URL without credentials`,
+      {
+        code: 'INVALID_URI',
+      },
+    );
   }
   refusePlainHttp(url, 'endpoint=', safeUri(uri));
   return url;
@@ -99,10 +113,13 @@ export function safeUri(uri: string): string {
 function splitLogical(logical: string, store: string): string[] {
   const parts = typeof logical === 'string' ? logical.split('/') : [];
   if (parts.length !== 3 || parts.some((p) => p === '')) {
-    throw new SecretStoreError(`secret store ${store}: invalid logical secret name '${logical}': expected '<project_env>/<client>/<key>'`, {
-      code: 'INVALID_ARGUMENT',
-      store,
-    });
+    throw new SecretStoreError(
+      `secret store ${store}: invalid logical secret name '${logical}': expected '<project_env>/<client>/<key>'`,
+      {
+        code: 'INVALID_ARGUMENT',
+        store,
+      },
+    );
   }
   return parts;
 }
@@ -174,7 +191,14 @@ export function hashMapName(logical: string, prefix: string, rules: HashNameRule
     if (joined.length <= rules.maxLength && !joined.includes(rules.marker)) return joined;
   }
   const suffix = rules.marker + shortHash(logical);
-  const readable = [...head, ...segs.map((s) => Array.from(s).map((ch) => (rules.clean.test(ch) ? ch : rules.sanitize(ch))).join(''))]
+  const readable = [
+    ...head,
+    ...segs.map((s) =>
+      Array.from(s)
+        .map((ch) => (rules.clean.test(ch) ? ch : rules.sanitize(ch)))
+        .join(''),
+    ),
+  ]
     .join(rules.separator)
     .replace(/-+$/, '');
   return readable.slice(0, rules.maxLength - suffix.length).replace(/-+$/, '') + suffix;
@@ -199,14 +223,18 @@ export function metadataPairs(meta: SecretMetadata): Record<string, string> {
 }
 
 /** The inverse of `metadataPairs` for listings (unknown keys ignored). */
-export function metadataFromPairs(pairs: Record<string, string | undefined> | undefined, keyOf: (k: string) => string = (k) => k): Partial<SecretMetadata> {
+export function metadataFromPairs(
+  pairs: Record<string, string | undefined> | undefined,
+  keyOf: (k: string) => string = (k) => k,
+): Partial<SecretMetadata> {
   const out: Partial<SecretMetadata> = {};
   if (!pairs) return out;
   for (const k of META_KEYS) {
     const v = pairs[keyOf(k)];
     if (typeof v !== 'string') continue;
     if (k === 'target' && v === '') continue; // an empty target tag: cleared, unknown
-    if (k === 'expiresAt' && v === '') out.expiresAt = null; // an empty expiry tag: cleared, never expires
+    if (k === 'expiresAt' && v === '')
+      out.expiresAt = null; // an empty expiry tag: cleared, never expires
     else out[k] = v;
   }
   if (out.expiresAt === undefined && pairs[keyOf('keyId')] !== undefined) out.expiresAt = null;
@@ -232,7 +260,9 @@ export function sha256Hex(value: string): string {
  * the same write retried carries the same token, a different key or value never does.
  */
 export function idempotencyToken(name: string, keyId: string, value: string): string {
-  const h = createHash('sha256').update(`kms-sync/v1\0${name}\0${keyId}\0${sha256Hex(value)}`, 'utf8').digest('hex');
+  const h = createHash('sha256')
+    .update(`kms-sync/v1\0${name}\0${keyId}\0${sha256Hex(value)}`, 'utf8')
+    .digest('hex');
   // RFC 4122 layout (version 5-style nibble, variant 10xx) so strict validators accept it.
   const variant = ((parseInt(h[16] as string, 16) & 0x3) | 0x8).toString(16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
@@ -244,28 +274,46 @@ export function idempotencyToken(name: string, keyId: string, value: string): st
 export function validateEntries(entries: SecretEntry[], store: string): void {
   for (const e of entries) {
     if (!e || typeof e.name !== 'string' || e.name === '') {
-      throw new SecretStoreError(`secret store ${store}: every entry needs a non-empty name`, { code: 'INVALID_ARGUMENT', store });
+      throw new SecretStoreError(`secret store ${store}: every entry needs a non-empty name`, {
+        code: 'INVALID_ARGUMENT',
+        store,
+      });
     }
     if (typeof e.value !== 'string' || e.value === '') {
-      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': the value must be a non-empty string`, { code: 'INVALID_ARGUMENT', store });
+      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': the value must be a non-empty string`, {
+        code: 'INVALID_ARGUMENT',
+        store,
+      });
     }
     const m = e.meta as unknown as Record<string, unknown> | undefined;
     if (!m || typeof m !== 'object') {
-      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata missing`, { code: 'INVALID_ARGUMENT', store });
+      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata missing`, {
+        code: 'INVALID_ARGUMENT',
+        store,
+      });
     }
     for (const f of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt'] as const) {
       if (typeof m[f] !== 'string') {
-        throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata '${f}' must be a string`, { code: 'INVALID_ARGUMENT', store });
+        throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata '${f}' must be a string`, {
+          code: 'INVALID_ARGUMENT',
+          store,
+        });
       }
     }
     if (m.target !== undefined && (typeof m.target !== 'string' || m.target === '')) {
-      throw new SecretStoreError(`secret store ${store}: secret '${e.name}': metadata 'target', when given, must be a non-empty string`, { code: 'INVALID_ARGUMENT', store });
+      throw new SecretStoreError(
+        `secret store ${store}: secret '${e.name}': metadata 'target', when given, must be a non-empty string`,
+        { code: 'INVALID_ARGUMENT', store },
+      );
     }
   }
   const seen = new Set<string>();
   for (const e of entries) {
     if (seen.has(e.name)) {
-      throw new SecretStoreError(`secret store ${store}: secret '${e.name}' appears twice in one batch`, { code: 'INVALID_ARGUMENT', store });
+      throw new SecretStoreError(`secret store ${store}: secret '${e.name}' appears twice in one batch`, {
+        code: 'INVALID_ARGUMENT',
+        store,
+      });
     }
     seen.add(e.name);
   }
@@ -275,11 +323,18 @@ export function validateEntries(entries: SecretEntry[], store: string): void {
 export function describeSdkError(err: unknown): string {
   if (err instanceof SecretStoreError) return err.message;
   if (!err || typeof err !== 'object') return 'unknown error';
-  const e = err as { name?: unknown; code?: unknown; statusCode?: unknown; $metadata?: { httpStatusCode?: unknown }; message?: unknown };
+  const e = err as {
+    name?: unknown;
+    code?: unknown;
+    statusCode?: unknown;
+    $metadata?: { httpStatusCode?: unknown };
+    message?: unknown;
+  };
   const parts: string[] = [];
   const label = typeof e.name === 'string' && e.name !== 'Error' ? e.name : undefined;
   if (label) parts.push(label);
-  if ((typeof e.code === 'string' || typeof e.code === 'number') && String(e.code) !== label) parts.push(`code ${String(e.code)}`);
+  if ((typeof e.code === 'string' || typeof e.code === 'number') && String(e.code) !== label)
+    parts.push(`code ${String(e.code)}`);
   const status = typeof e.statusCode === 'number' ? e.statusCode : e.$metadata?.httpStatusCode;
   if (typeof status === 'number') parts.push(`HTTP ${status}`);
   let msg = typeof e.message === 'string' ? redactSecrets(e.message).replace(/\s+/g, ' ').trim() : '';

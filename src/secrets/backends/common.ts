@@ -25,7 +25,13 @@ export function optString(query: URLSearchParams, opts: BackendOpenOptions, name
   return undefined;
 }
 
-export function optBool(query: URLSearchParams, opts: BackendOpenOptions, name: string, dflt: boolean, bad: (why: string) => Error): boolean {
+export function optBool(
+  query: URLSearchParams,
+  opts: BackendOpenOptions,
+  name: string,
+  dflt: boolean,
+  bad: (why: string) => Error,
+): boolean {
   const v = optString(query, opts, name);
   if (v === undefined || v === '') return dflt;
   if (/^(true|1|yes)$/i.test(v)) return true;
@@ -53,7 +59,8 @@ export function validateEntry(e: SecretEntry, fail: (message: string) => Error):
   if (typeof e.name !== 'string' || e.name === '' || e.name.length > 1024 || /[\u0000-\u001f\u007f]/.test(e.name)) {
     throw fail('invalid secret name (empty, too long or with control characters)');
   }
-  if (typeof e.value !== 'string' || e.value === '') throw fail(`secret '${e.name}': the value must be a non-empty string`);
+  if (typeof e.value !== 'string' || e.value === '')
+    throw fail(`secret '${e.name}': the value must be a non-empty string`);
   const m = e.meta as unknown as Record<string, unknown> | undefined;
   if (!m || typeof m !== 'object') throw fail(`secret '${e.name}': metadata missing`);
   for (const f of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt'] as const) {
@@ -75,7 +82,11 @@ export function latestPerName(entries: SecretEntry[]): SecretEntry[] {
 }
 
 /** Runs `fn` over `items`, at most `limit` at a time, results in input order. */
-export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async (): Promise<void> => {
@@ -96,7 +107,12 @@ export function scrub(text: string, values: Iterable<string> = []): string {
   let t = text;
   for (const v of values) {
     if (!v) continue;
-    const forms = [v, Buffer.from(v, 'utf8').toString('base64'), Buffer.from(v, 'utf8').toString('base64url'), encodeURIComponent(v)];
+    const forms = [
+      v,
+      Buffer.from(v, 'utf8').toString('base64'),
+      Buffer.from(v, 'utf8').toString('base64url'),
+      encodeURIComponent(v),
+    ];
     for (const f of forms) if (f.length >= 4) t = t.split(f).join('[REDACTED]');
   }
   return redactSecrets(t);
@@ -123,7 +139,9 @@ export async function putAll(
   if (errors.length === 0) return;
   const first = errors[0]!.err;
   if (errors.length === 1 && first instanceof SecretStoreError) throw first;
-  const detail = errors.map((x) => `${x.name}: ${x.err instanceof Error ? x.err.message : describeIoError(x.err)}`).join('; ');
+  const detail = errors
+    .map((x) => `${x.name}: ${x.err instanceof Error ? x.err.message : describeIoError(x.err)}`)
+    .join('; ');
   const code = first instanceof SecretStoreError ? first.code : 'IO';
   throw fail(`${errors.length} of ${entries.length} secret(s) were not stored (${detail})`, code);
 }
@@ -178,7 +196,10 @@ export class HttpError extends Error {
 export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
 /** An undici body as text, or undefined (the body destroyed) once it passes `max` bytes. */
-export async function boundedText(body: Dispatcher.ResponseData['body'], max = MAX_ANSWER_BYTES): Promise<string | undefined> {
+export async function boundedText(
+  body: Dispatcher.ResponseData['body'],
+  max = MAX_ANSWER_BYTES,
+): Promise<string | undefined> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of body as AsyncIterable<Buffer>) {
@@ -228,11 +249,19 @@ export class HttpClient {
           await sleep(this.backoffMs * 2 ** attempt);
           continue;
         }
-        throw new HttpError(`${this.service} ${req.method} ${routeOf(req.url)}: no answer (${describeIoError(err)})`, undefined, true);
+        throw new HttpError(
+          `${this.service} ${req.method} ${routeOf(req.url)}: no answer (${describeIoError(err)})`,
+          undefined,
+          true,
+        );
       }
       const text = await boundedText(res.body);
       if (text === undefined) {
-        throw new HttpError(`${this.service} ${req.method} ${routeOf(req.url)}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB; stopped reading it`, undefined, true);
+        throw new HttpError(
+          `${this.service} ${req.method} ${routeOf(req.url)}: the answer is larger than ${MAX_ANSWER_BYTES / 1024 / 1024} MB; stopped reading it`,
+          undefined,
+          true,
+        );
       }
       let parsed: unknown;
       if (text !== '') {
@@ -243,7 +272,11 @@ export class HttpClient {
         }
       }
       const status = res.statusCode;
-      if (req.idempotent && attempt < this.retries && (status === 429 || status === 502 || status === 503 || status === 504)) {
+      if (
+        req.idempotent &&
+        attempt < this.retries &&
+        (status === 429 || status === 502 || status === 503 || status === 504)
+      ) {
         const after = Number(res.headers['retry-after']);
         await sleep(Number.isFinite(after) && after > 0 ? Math.min(after, 10) * 1000 : this.backoffMs * 2 ** attempt);
         continue;
@@ -270,7 +303,9 @@ export async function caDispatcher(caFile: string | undefined, what: string): Pr
   try {
     ca = await fs.readFile(caFile);
   } catch (err) {
-    throw new SecretStoreError(`${what}: cannot read the CA certificate file ${caFile}: ${describeIoError(err)}`, { code: 'NOT_WRITABLE' });
+    throw new SecretStoreError(`${what}: cannot read the CA certificate file ${caFile}: ${describeIoError(err)}`, {
+      code: 'NOT_WRITABLE',
+    });
   }
   return new Agent({ connect: { ca } });
 }
@@ -324,7 +359,8 @@ export abstract class RemoteStoreBase {
       if (err.store !== undefined) return err;
       return this.error(`${what}: ${err.message}`, err.code);
     }
-    if (err instanceof HttpError) return this.error(`${what}: ${err.message}`, fallback === 'NOT_WRITABLE' ? 'NOT_WRITABLE' : 'IO');
+    if (err instanceof HttpError)
+      return this.error(`${what}: ${err.message}`, fallback === 'NOT_WRITABLE' ? 'NOT_WRITABLE' : 'IO');
     return this.error(`${what}: ${scrub(this.describeFailure(err), values)}`, fallback);
   }
 

@@ -15,7 +15,15 @@
 import { randomUUID } from 'node:crypto';
 import type { SecretManagerServiceClient } from '@google-cloud/secret-manager';
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
-import { targetTag, type OpenStoreOptions, type SecretEntry, type SecretListing, type SecretMetadata, type SecretStore, type StoreBackend } from '../store.js';
+import {
+  targetTag,
+  type OpenStoreOptions,
+  type SecretEntry,
+  type SecretListing,
+  type SecretMetadata,
+  type SecretStore,
+  type StoreBackend,
+} from '../store.js';
 import {
   checkQueryKeys,
   crc32c,
@@ -70,17 +78,27 @@ export const gcpSecretManagerBackend: StoreBackend = {
   open: (uri, opts) => openGcpSecretManagerStore(uri, opts),
 };
 
-export async function openGcpSecretManagerStore(uri: string, _opts: OpenStoreOptions = {}, overrides: GcpStoreOverrides = {}): Promise<GcpSecretManagerStore> {
+export async function openGcpSecretManagerStore(
+  uri: string,
+  _opts: OpenStoreOptions = {},
+  overrides: GcpStoreOverrides = {},
+): Promise<GcpSecretManagerStore> {
   const u = parseCloudUri(uri, 'gcp-sm', GCP_SM_URI_FORMS);
   checkQueryKeys(u, uri, ['endpoint'], GCP_SM_URI_FORMS);
   const [project, ...rest] = u.segments;
   if (u.authority !== 'projects' || project === undefined || !PROJECT_RE.test(project)) {
-    throw new SecretStoreError(`invalid store URI '${uri}': expected a project id after 'projects/'; use ${GCP_SM_URI_FORMS[0]}`, { code: 'INVALID_URI' });
+    throw new SecretStoreError(
+      `invalid store URI '${uri}': expected a project id after 'projects/'; use ${GCP_SM_URI_FORMS[0]}`,
+      { code: 'INVALID_URI' },
+    );
   }
   if (rest.length > 1 || (rest[0] !== undefined && !PREFIX_RE.test(rest[0]))) {
-    throw new SecretStoreError(`invalid store URI '${uri}': the prefix must be one segment of [A-Za-z0-9-] (at most 64); use ${GCP_SM_URI_FORMS[0]}`, {
-      code: 'INVALID_URI',
-    });
+    throw new SecretStoreError(
+      `invalid store URI '${uri}': the prefix must be one segment of [A-Za-z0-9-] (at most 64); use ${GCP_SM_URI_FORMS[0]}`,
+      {
+        code: 'INVALID_URI',
+      },
+    );
   }
   const prefix = rest[0] ?? '';
   const endpoint = parseEndpoint(u, uri, GCP_SM_URI_FORMS);
@@ -91,7 +109,10 @@ export async function openGcpSecretManagerStore(uri: string, _opts: OpenStoreOpt
     clientOptions.port = endpoint.port ? Number(endpoint.port) : endpoint.protocol === 'http:' ? 80 : 443;
     clientOptions.protocol = endpoint.protocol.slice(0, -1);
   }
-  const client = new sdk.SecretManagerServiceClient({ ...clientOptions, ...overrides.clientOptions } as ConstructorParameters<typeof sdk.SecretManagerServiceClient>[0]);
+  const client = new sdk.SecretManagerServiceClient({
+    ...clientOptions,
+    ...overrides.clientOptions,
+  } as ConstructorParameters<typeof sdk.SecretManagerServiceClient>[0]);
   const display = `gcp-sm://projects/${project}/${prefix}${endpoint ? ` (endpoint ${endpoint.origin})` : ''}`;
   return new GcpSecretManagerStore(client, project, prefix, display);
 }
@@ -118,7 +139,10 @@ export function classifyGcpError(err: unknown): SecretStoreErrorCode {
 const TARGET_LABEL = 'target';
 
 function labelValue(v: string): string {
-  return v.toLowerCase().replace(/[^a-z0-9_-]/g, '_').slice(0, 63);
+  return v
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]/g, '_')
+    .slice(0, 63);
 }
 
 function timestampIso(t: GcpSecret['createTime']): string {
@@ -154,8 +178,14 @@ export class GcpSecretManagerStore implements SecretStore {
     // Write permission without side effects: adding a version to a secret that does not exist must
     // answer NOT_FOUND (allowed) rather than PERMISSION_DENIED.
     try {
-      await this.client.addSecretVersion({ parent: this.path(`kms-sync-write-probe-${randomUUID()}`), payload: { data: Buffer.from('probe') } });
-      throw new SecretStoreError(`secret store ${this.displayUri}: the write probe secret unexpectedly exists`, { code: 'NOT_WRITABLE', store: this.displayUri });
+      await this.client.addSecretVersion({
+        parent: this.path(`kms-sync-write-probe-${randomUUID()}`),
+        payload: { data: Buffer.from('probe') },
+      });
+      throw new SecretStoreError(`secret store ${this.displayUri}: the write probe secret unexpectedly exists`, {
+        code: 'NOT_WRITABLE',
+        store: this.displayUri,
+      });
     } catch (err) {
       if (err instanceof SecretStoreError) throw err;
       if (grpcCode(err) !== NOT_FOUND) throw this.notWritable(err, 'addSecretVersion');
@@ -211,7 +241,9 @@ export class GcpSecretManagerStore implements SecretStore {
       const [r] = await this.client.accessSecretVersion({ name: `${this.path(name)}/versions/latest` });
       const data = r.payload?.data;
       if (data === undefined || data === null) return undefined;
-      return typeof data === 'string' ? Buffer.from(data, 'base64').toString('utf8') : Buffer.from(data).toString('utf8');
+      return typeof data === 'string'
+        ? Buffer.from(data, 'base64').toString('utf8')
+        : Buffer.from(data).toString('utf8');
     } catch (err) {
       const c = grpcCode(err);
       if (c === NOT_FOUND || c === FAILED_PRECONDITION) return undefined;
@@ -256,7 +288,10 @@ export class GcpSecretManagerStore implements SecretStore {
       }
     }
     const data = Buffer.from(e.value, 'utf8');
-    await this.client.addSecretVersion({ parent: this.path(e.name), payload: { data, dataCrc32c: String(crc32c(data)) } });
+    await this.client.addSecretVersion({
+      parent: this.path(e.name),
+      payload: { data, dataCrc32c: String(crc32c(data)) },
+    });
     const annotations: Record<string, string> = { ...(secret.annotations ?? {}) };
     for (const k of META_KEYS) delete annotations[ANN[k]];
     const pairs = metadataPairs(e.meta);
@@ -340,7 +375,10 @@ export class GcpSecretManagerStore implements SecretStore {
 
   private checkName(name: string): void {
     if (typeof name !== 'string' || !GCP_NAME_RE.test(name)) {
-      throw this.error(`'${String(name)}' is not a valid Secret Manager secret id (1-255 of [A-Za-z0-9_-])`, 'INVALID_ARGUMENT');
+      throw this.error(
+        `'${String(name)}' is not a valid Secret Manager secret id (1-255 of [A-Za-z0-9_-])`,
+        'INVALID_ARGUMENT',
+      );
     }
   }
 
@@ -349,17 +387,20 @@ export class GcpSecretManagerStore implements SecretStore {
     const hint =
       c === PERMISSION_DENIED
         ? `: permission denied; the identity needs secretmanager.secrets.{create,get,list,update} and secretmanager.versions.{add,get,access} on project ${this.project} (see docs/secret-stores-cloud.md)`
-        : c === UNAUTHENTICATED || /default credentials|Could not load the default credentials/i.test(String((err as Error)?.message))
+        : c === UNAUTHENTICATED ||
+            /default credentials|Could not load the default credentials/i.test(String((err as Error)?.message))
           ? ': no usable Google credentials (GOOGLE_APPLICATION_CREDENTIALS, workload identity, gcloud ADC)'
           : '';
-    return new SecretStoreError(`secret store ${this.displayUri} is not writable (${call} failed: ${describeSdkError(err)})${hint}`, {
-      code: 'NOT_WRITABLE',
-      store: this.displayUri,
-    });
+    return new SecretStoreError(
+      `secret store ${this.displayUri} is not writable (${call} failed: ${describeSdkError(err)})${hint}`,
+      {
+        code: 'NOT_WRITABLE',
+        store: this.displayUri,
+      },
+    );
   }
 
   private error(message: string, code: SecretStoreErrorCode): SecretStoreError {
     return new SecretStoreError(`secret store ${this.displayUri}: ${message}`, { code, store: this.displayUri });
   }
 }
-

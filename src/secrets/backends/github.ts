@@ -69,14 +69,19 @@ export interface GitHubConfig {
 
 export function parseGitHubUri(uri: string, opts: BackendOpenOptions = {}): GitHubConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${GITHUB_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${GITHUB_URI_FORMS.join(' or ')}`, {
+      code: 'INVALID_URI',
+    });
   const m = /^github:\/\/([^?#]*)(\?[^#]*)?$/i.exec(uri);
   if (!m) throw bad('expected github://owner/repo');
   const rawPath = m[1] ?? '';
   if (rawPath.includes('@')) throw bad('credentials do not belong in the URI (use GITHUB_TOKEN)');
   const query = new URLSearchParams((m[2] ?? '').slice(1));
   checkKnownParams(query, KNOWN_PARAMS, bad);
-  const parts = rawPath.split('/').filter((p) => p !== '').map((p) => decodeComponent(p, bad));
+  const parts = rawPath
+    .split('/')
+    .filter((p) => p !== '')
+    .map((p) => decodeComponent(p, bad));
   let environment: string | undefined;
   if (parts.length === 4 && parts[2] === 'environments') environment = parts[3];
   else if (parts.length !== 2) throw bad('expected github://owner/repo or github://owner/repo/environments/<name>');
@@ -130,7 +135,8 @@ interface PublicKey {
 export async function sealForGitHub(value: string, publicKeyB64: string): Promise<string> {
   await sodium.ready;
   const pk = sodium.from_base64(publicKeyB64, sodium.base64_variants.ORIGINAL);
-  if (pk.length !== sodium.crypto_box_PUBLICKEYBYTES) throw new Error(`public key is ${pk.length} bytes, expected ${sodium.crypto_box_PUBLICKEYBYTES}`);
+  if (pk.length !== sodium.crypto_box_PUBLICKEYBYTES)
+    throw new Error(`public key is ${pk.length} bytes, expected ${sodium.crypto_box_PUBLICKEYBYTES}`);
   return sodium.to_base64(sodium.crypto_box_seal(sodium.from_string(value), pk), sodium.base64_variants.ORIGINAL);
 }
 
@@ -149,7 +155,11 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
 
   /** `acme-production/globex/primary` → `ACME_PRODUCTION__GLOBEX__PRIMARY` (see names.ts). */
   secretName(logical: string): string {
-    return envStyleName(logical, { reservedPrefixes: GITHUB_RESERVED_PREFIXES, prefix: this.config.prefix, maxLength: GITHUB_NAME_MAX });
+    return envStyleName(logical, {
+      reservedPrefixes: GITHUB_RESERVED_PREFIXES,
+      prefix: this.config.prefix,
+      maxLength: GITHUB_NAME_MAX,
+    });
   }
 
   async checkWritable(): Promise<void> {
@@ -159,7 +169,8 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
       const name = `${this.config.prefix}${WRITE_CHECK_NAME}`;
       await this.putEncrypted(name, randomBytes(16).toString('base64url'));
       const res = await this.call('DELETE', this.secretRoute(name), undefined, true);
-      if (res.status !== 204 && res.status !== 404) throw this.httpFailure(`could not delete the write-check secret ${name}`, res);
+      if (res.status !== 204 && res.status !== 404)
+        throw this.httpFailure(`could not delete the write-check secret ${name}`, res);
     } catch (err) {
       throw this.wrap(err, 'is not writable', 'NOT_WRITABLE');
     }
@@ -208,7 +219,9 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
         const res = await this.call('GET', `${this.baseRoute()}?per_page=100&page=${page}`, undefined, true);
         if (res.status !== 200) throw this.httpFailure('could not list secrets', res);
         const body = res.body as { total_count?: unknown; secrets?: unknown };
-        const secrets = Array.isArray(body.secrets) ? (body.secrets as Array<{ name?: unknown; updated_at?: unknown }>) : [];
+        const secrets = Array.isArray(body.secrets)
+          ? (body.secrets as Array<{ name?: unknown; updated_at?: unknown }>)
+          : [];
         for (const s of secrets) {
           if (typeof s.name !== 'string') continue;
           if (s.name === `${this.config.prefix}${WRITE_CHECK_NAME}`) continue;
@@ -246,7 +259,8 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
         const res = await this.call('GET', `${this.baseRoute()}/public-key`, undefined, true);
         if (res.status !== 200) throw this.httpFailure('could not get the public key', res);
         const b = res.body as { key_id?: unknown; key?: unknown };
-        if (typeof b?.key_id !== 'string' || typeof b.key !== 'string') throw this.error('the public-key answer has no key_id/key', 'IO');
+        if (typeof b?.key_id !== 'string' || typeof b.key !== 'string')
+          throw this.error('the public-key answer has no key_id/key', 'IO');
         const key = Buffer.from(b.key, 'base64');
         if (key.length !== 32) throw this.error(`the public key is ${key.length} bytes, expected 32`, 'IO');
         return { keyId: b.key_id, key: new Uint8Array(key) };
@@ -272,7 +286,9 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
   private baseRoute(): string {
     const c = this.config;
     const repo = `repos/${encodeURIComponent(c.owner)}/${encodeURIComponent(c.repo)}`;
-    return c.environment === undefined ? `${repo}/actions/secrets` : `${repo}/environments/${encodeURIComponent(c.environment)}/secrets`;
+    return c.environment === undefined
+      ? `${repo}/actions/secrets`
+      : `${repo}/environments/${encodeURIComponent(c.environment)}/secrets`;
   }
 
   private secretRoute(name: string): string {
@@ -281,7 +297,11 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
 
   private async call(method: string, route: string, json: unknown, idempotent: boolean): Promise<HttpResponse> {
     const token = this.config.token;
-    if (!token) throw this.error('no GitHub token: set GITHUB_TOKEN (see docs/secret-stores.md for the permissions)', 'NOT_WRITABLE');
+    if (!token)
+      throw this.error(
+        'no GitHub token: set GITHUB_TOKEN (see docs/secret-stores.md for the permissions)',
+        'NOT_WRITABLE',
+      );
     return this.http.send({
       method,
       url: new URL(route, this.config.apiUrl),
@@ -297,7 +317,8 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
   }
 
   private httpFailure(what: string, res: HttpResponse): SecretStoreError {
-    const code: SecretStoreErrorCode = res.status === 401 || res.status === 403 || res.status === 404 ? 'NOT_WRITABLE' : 'IO';
+    const code: SecretStoreErrorCode =
+      res.status === 401 || res.status === 403 || res.status === 404 ? 'NOT_WRITABLE' : 'IO';
     let hint = '';
     if (res.status === 401) hint = ' (the token is invalid or expired)';
     else if (res.status === 403 || res.status === 404) {
@@ -305,5 +326,4 @@ export class GitHubSecretsStore extends RemoteStoreBase implements SecretStore {
     }
     return this.error(`${what}: HTTP ${res.status}: ${serverMessage(res)}${hint}`, code);
   }
-
 }

@@ -20,7 +20,14 @@
  * CI_API_V4_URL (default https://gitlab.com/api/v4) selects the instance.
  */
 import { SecretStoreError, type SecretStoreErrorCode } from '../errors.js';
-import { targetTag, type SecretEntry, type SecretListing, type SecretMetadata, type SecretStore, type StoreBackend } from '../store.js';
+import {
+  targetTag,
+  type SecretEntry,
+  type SecretListing,
+  type SecretMetadata,
+  type SecretStore,
+  type StoreBackend,
+} from '../store.js';
 import {
   HttpClient,
   checkKnownParams,
@@ -71,19 +78,28 @@ export interface GitLabConfig {
 
 export function parseGitLabUri(uri: string, opts: BackendOpenOptions = {}): GitLabConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${GITLAB_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${GITLAB_URI_FORMS.join(' or ')}`, {
+      code: 'INVALID_URI',
+    });
   const m = /^gitlab:\/\/([^?#]*)(\?[^#]*)?$/i.exec(uri);
   if (!m) throw bad('expected gitlab://<project>');
   const rawPath = (m[1] ?? '').replace(/^\/+|\/+$/g, '');
   if (rawPath === '') throw bad('no project');
   if (rawPath.includes('@')) throw bad('credentials do not belong in the URI (use GITLAB_TOKEN)');
-  const project = rawPath.split('/').map((p) => decodeComponent(p, bad)).join('/');
-  if (project.split('/').some((p) => p === '' || p === '.' || p === '..')) throw bad(`'${project}' is not a project id or path`);
+  const project = rawPath
+    .split('/')
+    .map((p) => decodeComponent(p, bad))
+    .join('/');
+  if (project.split('/').some((p) => p === '' || p === '.' || p === '..'))
+    throw bad(`'${project}' is not a project id or path`);
   const query = new URLSearchParams((m[2] ?? '').slice(1));
   checkKnownParams(query, KNOWN_PARAMS, bad);
   const environmentScope = optString(query, opts, 'environment_scope') || '*';
   const prefix = (optString(query, opts, 'prefix') ?? '').toUpperCase();
-  if (prefix !== '' && (!/^[A-Z_][A-Z0-9_]*$/.test(prefix) || GITLAB_RESERVED_PREFIXES.some((p) => prefix.startsWith(p)))) {
+  if (
+    prefix !== '' &&
+    (!/^[A-Z_][A-Z0-9_]*$/.test(prefix) || GITLAB_RESERVED_PREFIXES.some((p) => prefix.startsWith(p)))
+  ) {
     throw bad(`prefix '${prefix}' must be letters, digits and underscores, not start with a digit, CI_ or GITLAB_`);
   }
   const env = envOf(opts);
@@ -138,7 +154,10 @@ const DESCRIPTION_MAX = 255;
 export function describeMeta(meta: SecretMetadata): string {
   const base = `kms-sync key=${meta.keyId} issued=${meta.issuedAt} expires=${meta.expiresAt ?? 'never'}`;
   const name = ` name=${meta.projectEnv}/${meta.client}/${meta.key}`;
-  const targets = typeof meta.target === 'string' ? [` target=${encodeWord(meta.target)}`, ` target=${targetTag(meta.target)}`] : [''];
+  const targets =
+    typeof meta.target === 'string'
+      ? [` target=${encodeWord(meta.target)}`, ` target=${targetTag(meta.target)}`]
+      : [''];
   for (const t of targets) {
     for (const d of [base + name + t, base + t]) if (d.length <= DESCRIPTION_MAX) return d;
   }
@@ -197,7 +216,11 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
 
   /** `acme-production/globex/primary` → `ACME_PRODUCTION__GLOBEX__PRIMARY` (see names.ts). */
   secretName(logical: string): string {
-    return envStyleName(logical, { reservedPrefixes: GITLAB_RESERVED_PREFIXES, prefix: this.config.prefix, maxLength: GITLAB_NAME_MAX });
+    return envStyleName(logical, {
+      reservedPrefixes: GITLAB_RESERVED_PREFIXES,
+      prefix: this.config.prefix,
+      maxLength: GITLAB_NAME_MAX,
+    });
   }
 
   async checkWritable(): Promise<void> {
@@ -209,15 +232,30 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
         const b = self.body as { scopes?: unknown; active?: unknown; revoked?: unknown };
         const scopes = Array.isArray(b.scopes) ? b.scopes : [];
         if (!scopes.includes('api')) {
-          throw this.error(`the token has scopes [${scopes.join(', ')}]; managing CI/CD variables needs the 'api' scope`, 'NOT_WRITABLE');
+          throw this.error(
+            `the token has scopes [${scopes.join(', ')}]; managing CI/CD variables needs the 'api' scope`,
+            'NOT_WRITABLE',
+          );
         }
       }
       const proj = await this.call('GET', this.projectRoute(), undefined, true);
       if (proj.status !== 200) throw this.httpFailure(`cannot see project ${this.config.project}`, proj);
-      const perms = (proj.body as { permissions?: { project_access?: { access_level?: unknown } | null; group_access?: { access_level?: unknown } | null } }).permissions;
-      const levels = [perms?.project_access?.access_level, perms?.group_access?.access_level].filter((x): x is number => typeof x === 'number');
+      const perms = (
+        proj.body as {
+          permissions?: {
+            project_access?: { access_level?: unknown } | null;
+            group_access?: { access_level?: unknown } | null;
+          };
+        }
+      ).permissions;
+      const levels = [perms?.project_access?.access_level, perms?.group_access?.access_level].filter(
+        (x): x is number => typeof x === 'number',
+      );
       if (levels.length > 0 && Math.max(...levels) < MAINTAINER) {
-        throw this.error(`the token's role in project ${this.config.project} is below Maintainer (access level ${Math.max(...levels)} < ${MAINTAINER}); CI/CD variables need Maintainer`, 'NOT_WRITABLE');
+        throw this.error(
+          `the token's role in project ${this.config.project} is below Maintainer (access level ${Math.max(...levels)} < ${MAINTAINER}); CI/CD variables need Maintainer`,
+          'NOT_WRITABLE',
+        );
       }
       // Listing variables needs the same role as writing them (Maintainer).
       const vars = await this.call('GET', `${this.projectRoute()}/variables?per_page=1`, undefined, true);
@@ -234,8 +272,16 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
       this.checkName(e.name);
       if (!GITLAB_MASKABLE.test(e.value)) {
         // Never quote the value: say what is wrong with it only.
-        const why = e.value.length < 8 ? 'it is shorter than 8 characters' : /\s/.test(e.value) ? 'it contains whitespace' : 'it contains characters outside the base64 alphabet and @ : . ~ - _';
-        throw this.error(`secret ${e.name}: the value cannot be masked by GitLab (${why}); refusing to store it as a visible variable`, 'INVALID_ARGUMENT');
+        const why =
+          e.value.length < 8
+            ? 'it is shorter than 8 characters'
+            : /\s/.test(e.value)
+              ? 'it contains whitespace'
+              : 'it contains characters outside the base64 alphabet and @ : . ~ - _';
+        throw this.error(
+          `secret ${e.name}: the value cannot be masked by GitLab (${why}); refusing to store it as a visible variable`,
+          'INVALID_ARGUMENT',
+        );
       }
     }
     await putAll(
@@ -282,7 +328,12 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
       const out: SecretListing[] = [];
       let page = '1';
       for (let i = 0; i < 1000 && page; i++) {
-        const res = await this.call('GET', `${this.projectRoute()}/variables?per_page=100&page=${encodeURIComponent(page)}`, undefined, true);
+        const res = await this.call(
+          'GET',
+          `${this.projectRoute()}/variables?per_page=100&page=${encodeURIComponent(page)}`,
+          undefined,
+          true,
+        );
         if (res.status !== 200) throw this.httpFailure('could not list variables', res);
         const items = Array.isArray(res.body) ? (res.body as GitLabVariable[]) : [];
         for (const v of items) {
@@ -292,7 +343,12 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
           out.push({ name: v.key, updatedAt: meta?.issuedAt ?? '', ...(meta ? { meta } : {}) });
         }
         const next = header(res, 'x-next-page');
-        page = next && next !== '' ? next : items.length === 100 && !header(res, 'x-total-pages') ? String(Number(page) + 1) : '';
+        page =
+          next && next !== ''
+            ? next
+            : items.length === 100 && !header(res, 'x-total-pages')
+              ? String(Number(page) + 1)
+              : '';
       }
       return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }, 'cannot be listed');
@@ -338,7 +394,10 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
 
   private checkName(name: string): string {
     if (!/^[A-Za-z0-9_]{1,255}$/.test(name)) {
-      throw this.error(`'${name}' is not a legal GitLab variable key ([A-Za-z0-9_], at most 255); pass logical names through secretName()`, 'INVALID_ARGUMENT');
+      throw this.error(
+        `'${name}' is not a legal GitLab variable key ([A-Za-z0-9_], at most 255); pass logical names through secretName()`,
+        'INVALID_ARGUMENT',
+      );
     }
     return name;
   }
@@ -378,5 +437,4 @@ export class GitLabVariablesStore extends RemoteStoreBase implements SecretStore
     else if (res.status === 404) hint = ` (project ${this.config.project} not found, or not visible to the token)`;
     return this.error(`${what}: HTTP ${res.status}: ${serverMessage(res)}${hint}`, code);
   }
-
 }

@@ -77,22 +77,30 @@ export interface KubernetesConfig {
 
 export function parseKubernetesUri(uri: string, opts: BackendOpenOptions = {}): KubernetesConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${KUBERNETES_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(
+      `invalid store URI '${redactUserinfo(uri)}': ${why}; use ${KUBERNETES_URI_FORMS.join(' or ')}`,
+      { code: 'INVALID_URI' },
+    );
   const m = /^(kubernetes|k8s):\/\/([^?#]*)(\?[^#]*)?$/i.exec(uri);
   if (!m) throw bad('expected kubernetes://<namespace>[/<secret>]');
-  const parts = (m[2] ?? '').split('/').filter((p) => p !== '').map((p) => decodeComponent(p, bad));
+  const parts = (m[2] ?? '')
+    .split('/')
+    .filter((p) => p !== '')
+    .map((p) => decodeComponent(p, bad));
   if (parts.length < 1 || parts.length > 2) throw bad('expected kubernetes://<namespace>[/<secret>]');
   const query = new URLSearchParams((m[3] ?? '').slice(1));
   checkKnownParams(query, KNOWN_PARAMS, bad);
   const namespace = parts[0]!;
-  if (!DNS1123_LABEL.test(namespace) || namespace.length > 63) throw bad(`'${namespace}' is not a namespace name (DNS-1123 label)`);
+  if (!DNS1123_LABEL.test(namespace) || namespace.length > 63)
+    throw bad(`'${namespace}' is not a namespace name (DNS-1123 label)`);
   const secret = parts[1];
   if (secret !== undefined && (!DNS1123_SUBDOMAIN.test(secret) || secret.length > 253)) {
     throw bad(`'${secret}' is not a Secret name (DNS-1123 subdomain: lower-case letters, digits, '-' and '.')`);
   }
   const prefix = optString(query, opts, 'prefix') ?? '';
   if (secret !== undefined && prefix !== '') throw bad("'prefix' applies to the one-Secret-per-key form only");
-  if (prefix !== '' && !/^[a-z0-9]([-a-z0-9.]*)?$/.test(prefix)) throw bad(`prefix '${prefix}' must be lower-case letters, digits, '-' or '.', starting with a letter or digit`);
+  if (prefix !== '' && !/^[a-z0-9]([-a-z0-9.]*)?$/.test(prefix))
+    throw bad(`prefix '${prefix}' must be lower-case letters, digits, '-' or '.', starting with a letter or digit`);
   const context = optString(query, opts, 'context') || undefined;
   const force = optBool(query, opts, 'force', false, bad);
   const qs = new URLSearchParams();
@@ -150,9 +158,18 @@ export async function loadKubeConfig(env: NodeJS.ProcessEnv, context: string | u
       if (!kc.getCurrentContext() && more.getCurrentContext()) kc.setCurrentContext(more.getCurrentContext());
     }
   } else if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT) {
-    const host = env.KUBERNETES_SERVICE_HOST.includes(':') ? `[${env.KUBERNETES_SERVICE_HOST}]` : env.KUBERNETES_SERVICE_HOST;
+    const host = env.KUBERNETES_SERVICE_HOST.includes(':')
+      ? `[${env.KUBERNETES_SERVICE_HOST}]`
+      : env.KUBERNETES_SERVICE_HOST;
     kc.loadFromOptions({
-      clusters: [{ name: 'inCluster', server: `https://${host}:${env.KUBERNETES_SERVICE_PORT}`, caFile: `${SA_DIR}/ca.crt`, skipTLSVerify: false }],
+      clusters: [
+        {
+          name: 'inCluster',
+          server: `https://${host}:${env.KUBERNETES_SERVICE_PORT}`,
+          caFile: `${SA_DIR}/ca.crt`,
+          skipTLSVerify: false,
+        },
+      ],
       users: [{ name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${SA_DIR}/token` } } }],
       contexts: [{ name: 'inClusterContext', cluster: 'inCluster', user: 'inClusterUser' }],
       currentContext: 'inClusterContext',
@@ -178,7 +195,8 @@ interface KeyAnnotation extends Partial<SecretMetadata> {
 
 /** `kms-sync/k.<data key>` when that is a legal annotation name, else `kms-sync/h.<hash>`. */
 export function keyAnnotationName(dataKey: string): string {
-  if (/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(dataKey) && dataKey.length <= 61) return `${ANNOTATION_PREFIX}k.${dataKey}`;
+  if (/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(dataKey) && dataKey.length <= 61)
+    return `${ANNOTATION_PREFIX}k.${dataKey}`;
   return `${ANNOTATION_PREFIX}h.${shortHash(dataKey)}`;
 }
 
@@ -212,13 +230,23 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
           body: {
             apiVersion: 'authorization.k8s.io/v1',
             kind: 'SelfSubjectAccessReview',
-            spec: { resourceAttributes: { namespace: this.config.namespace, verb: c.verb, resource: 'secrets', ...(c.name ? { name: c.name } : {}) } },
+            spec: {
+              resourceAttributes: {
+                namespace: this.config.namespace,
+                verb: c.verb,
+                resource: 'secrets',
+                ...(c.name ? { name: c.name } : {}),
+              },
+            },
           },
         });
         if (!review.status?.allowed) denied.push(`${c.verb} secrets${c.name ? `/${c.name}` : ''}`);
       }
       if (denied.length) {
-        throw this.error(`the credentials may not ${denied.join(', ')} in namespace ${this.config.namespace} (see docs/secret-stores.md for the Role)`, 'NOT_WRITABLE');
+        throw this.error(
+          `the credentials may not ${denied.join(', ')} in namespace ${this.config.namespace} (see docs/secret-stores.md for the Role)`,
+          'NOT_WRITABLE',
+        );
       }
     } catch (err) {
       throw this.wrap(err, 'is not writable', 'NOT_WRITABLE');
@@ -291,7 +319,11 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
         for (const k of Object.keys(s.data ?? {}).sort()) {
           const a = parseKeyAnnotation(ann[keyAnnotationName(k)]);
           const meta = a ? metaOf(a) : undefined;
-          out.push({ name: k, updatedAt: a?.updatedAt ?? timestamp(s.metadata?.creationTimestamp), ...(meta ? { meta } : {}) });
+          out.push({
+            name: k,
+            updatedAt: a?.updatedAt ?? timestamp(s.metadata?.creationTimestamp),
+            ...(meta ? { meta } : {}),
+          });
         }
         return out;
       }
@@ -306,7 +338,7 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
         });
         for (const s of page.items ?? []) {
           const name = s.metadata?.name;
-          if (!name || !name.startsWith(this.config.prefix) || s.data?.[VALUE_KEY] === undefined) continue;
+          if (!name?.startsWith(this.config.prefix) || s.data?.[VALUE_KEY] === undefined) continue;
           const ann = s.metadata?.annotations ?? {};
           const meta = metaOf({
             projectEnv: ann[`${ANNOTATION_PREFIX}project-env`],
@@ -314,10 +346,17 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
             key: ann[`${ANNOTATION_PREFIX}key`],
             keyId: ann[`${ANNOTATION_PREFIX}key-id`],
             issuedAt: ann[`${ANNOTATION_PREFIX}issued-at`],
-            expiresAt: ann[`${ANNOTATION_PREFIX}expires-at`] === undefined ? undefined : ann[`${ANNOTATION_PREFIX}expires-at`] || null,
+            expiresAt:
+              ann[`${ANNOTATION_PREFIX}expires-at`] === undefined
+                ? undefined
+                : ann[`${ANNOTATION_PREFIX}expires-at`] || null,
             target: ann[`${ANNOTATION_PREFIX}target`],
           });
-          out.push({ name, updatedAt: ann[`${ANNOTATION_PREFIX}updated-at`] ?? timestamp(s.metadata?.creationTimestamp), ...(meta ? { meta } : {}) });
+          out.push({
+            name,
+            updatedAt: ann[`${ANNOTATION_PREFIX}updated-at`] ?? timestamp(s.metadata?.creationTimestamp),
+            ...(meta ? { meta } : {}),
+          });
         }
         cont = page.metadata?._continue || undefined;
       } while (cont);
@@ -410,7 +449,12 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
       await core.createNamespacedSecret({
         namespace: this.config.namespace,
         fieldManager: FIELD_MANAGER,
-        body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: this.config.namespace, labels: { [MANAGED_BY_LABEL]: FIELD_MANAGER } }, type: 'Opaque' },
+        body: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name, namespace: this.config.namespace, labels: { [MANAGED_BY_LABEL]: FIELD_MANAGER } },
+          type: 'Opaque',
+        },
       });
     } catch (err) {
       if (isApiException(err) && err.code === 409) return;
@@ -447,7 +491,10 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
         throw this.error(`cannot load Kubernetes credentials: ${describeIoError(err)}`, 'NOT_WRITABLE');
       }
       if (!kc.getCurrentCluster()) {
-        throw this.error('no Kubernetes cluster configured: set KUBECONFIG, run in a pod with a service account, or write ~/.kube/config', 'NOT_WRITABLE');
+        throw this.error(
+          'no Kubernetes cluster configured: set KUBECONFIG, run in a pod with a service account, or write ~/.kube/config',
+          'NOT_WRITABLE',
+        );
       }
       this.clients = { core: kc.makeApiClient(lib.CoreV1Api), authz: kc.makeApiClient(lib.AuthorizationV1Api) };
     }
@@ -455,7 +502,8 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
   }
 
   private checkName(name: string): void {
-    const ok = this.config.secret !== undefined ? isLegalDataKey(name) : DNS1123_SUBDOMAIN.test(name) && name.length <= 253;
+    const ok =
+      this.config.secret !== undefined ? isLegalDataKey(name) : DNS1123_SUBDOMAIN.test(name) && name.length <= 253;
     if (!ok) {
       throw this.error(
         `'${name}' is not a legal ${this.config.secret !== undefined ? 'Secret data key ([-._a-zA-Z0-9]+)' : 'Secret name (DNS-1123 subdomain)'}; pass logical names through secretName()`,
@@ -464,14 +512,21 @@ export class KubernetesSecretStore extends RemoteStoreBase implements SecretStor
     }
   }
 
-
-  protected override wrap(err: unknown, what: string, fallback: SecretStoreErrorCode, values: string[] = []): SecretStoreError {
+  protected override wrap(
+    err: unknown,
+    what: string,
+    fallback: SecretStoreErrorCode,
+    values: string[] = [],
+  ): SecretStoreError {
     if (isApiException(err)) {
-      const code: SecretStoreErrorCode = err.code === 401 || err.code === 403 ? 'NOT_WRITABLE' : err.code === 409 ? 'LOCKED' : fallback;
+      const code: SecretStoreErrorCode =
+        err.code === 401 || err.code === 403 ? 'NOT_WRITABLE' : err.code === 409 ? 'LOCKED' : fallback;
       let hint = '';
-      if (err.code === 409 && isFieldConflict(err)) hint = ` (another field manager owns these fields with other values; kms-sync does not take them over unless the store URI says force=true)`;
+      if (err.code === 409 && isFieldConflict(err))
+        hint = ` (another field manager owns these fields with other values; kms-sync does not take them over unless the store URI says force=true)`;
       else if (err.code === 409) hint = ' (the Secret kept changing while kms-sync wrote to it)';
-      else if (err.code === 403) hint = ` (RBAC: see docs/secret-stores.md for the Role kms-sync needs in namespace ${this.config.namespace})`;
+      else if (err.code === 403)
+        hint = ` (RBAC: see docs/secret-stores.md for the Role kms-sync needs in namespace ${this.config.namespace})`;
       return this.error(`${what}: HTTP ${err.code}: ${scrub(statusMessage(err), values)}${hint}`, code);
     }
     return super.wrap(err, what, fallback, values);
@@ -550,7 +605,9 @@ function statusMessage(err: ApiException<unknown>): string {
 /** A server-side apply field-ownership conflict (as opposed to a resourceVersion precondition). */
 function isFieldConflict(err: ApiException<unknown>): boolean {
   const b = statusBody(err);
-  const causes = ((b?.details as { causes?: Array<{ reason?: unknown }> } | undefined)?.causes ?? []) as Array<{ reason?: unknown }>;
+  const causes = ((b?.details as { causes?: Array<{ reason?: unknown }> } | undefined)?.causes ?? []) as Array<{
+    reason?: unknown;
+  }>;
   if (causes.some((c) => c.reason === 'FieldManagerConflict')) return true;
   return typeof b?.message === 'string' && /conflict.*with "/i.test(b.message);
 }

@@ -161,7 +161,9 @@ export function dataKeyName(logical: string): string {
 }
 
 export function isLegalDataKey(name: string): boolean {
-  return name.length <= DNS1123_MAX && DATA_KEY_RE.test(name) && name !== '.' && name !== '..' && !name.startsWith('..');
+  return (
+    name.length <= DNS1123_MAX && DATA_KEY_RE.test(name) && name !== '.' && name !== '..' && !name.startsWith('..')
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

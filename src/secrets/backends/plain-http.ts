@@ -8,10 +8,14 @@ import { SecretStoreError } from '../errors.js';
 
 /** 127.0.0.0/8, ::1 (also IPv4-mapped) and `localhost` (and its subdomains, RFC 6761). */
 export function isLoopbackHost(hostname: string): boolean {
-  const h = hostname.replace(/^\[|\]$/g, '').toLowerCase().replace(/\.$/, '');
+  const h = hostname
+    .replace(/^\[|\]$/g, '')
+    .toLowerCase()
+    .replace(/\.$/, '');
   if (h === 'localhost' || h.endsWith('.localhost')) return true;
   if (isIP(h) === 4) return h.startsWith('127.');
-  if (isIP(h) === 6) return h === '::1' || /^(0:){5}ffff:127\./.test(h) || /^::ffff:127\./.test(h) || /^::ffff:7f[0-9a-f]{2}:/.test(h);
+  if (isIP(h) === 6)
+    return h === '::1' || /^(0:){5}ffff:127\./.test(h) || /^::ffff:127\./.test(h) || /^::ffff:7f[0-9a-f]{2}:/.test(h);
   return false;
 }
 

@@ -69,7 +69,9 @@ export interface VaultConfig {
 
 export function parseVaultUri(uri: string, opts: BackendOpenOptions = {}): VaultConfig {
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${VAULT_URI_FORMS.join(' or ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${redactUserinfo(uri)}': ${why}; use ${VAULT_URI_FORMS.join(' or ')}`, {
+      code: 'INVALID_URI',
+    });
   let u: URL;
   try {
     u = new URL(uri);
@@ -95,7 +97,8 @@ export function parseVaultUri(uri: string, opts: BackendOpenOptions = {}): Vault
     // The mount has several segments: the path still starts with it, the option says where it ends.
     const mountSegs = mountOpt.split('/').filter((s) => s !== '');
     if (mountSegs.length === 0) throw bad('empty mount');
-    if (!mountSegs.every((s, i) => segs[i] === s)) throw bad(`the path must start with the mount '${mountSegs.join('/')}'`);
+    if (!mountSegs.every((s, i) => segs[i] === s))
+      throw bad(`the path must start with the mount '${mountSegs.join('/')}'`);
     mount = mountSegs.join('/');
     prefix = segs.slice(mountSegs.length);
   } else {
@@ -105,7 +108,9 @@ export function parseVaultUri(uri: string, opts: BackendOpenOptions = {}): Vault
   }
   const env = envOf(opts);
   const port = u.port || '8200';
-  const baseUrl = new URL(`${tls ? 'https' : 'http'}://${u.hostname.includes(':') && !u.hostname.startsWith('[') ? `[${u.hostname}]` : u.hostname}:${port}`);
+  const baseUrl = new URL(
+    `${tls ? 'https' : 'http'}://${u.hostname.includes(':') && !u.hostname.startsWith('[') ? `[${u.hostname}]` : u.hostname}:${port}`,
+  );
   refusePlainHttp(baseUrl, 'tls=false', `vault://${baseUrl.host}`);
   const namespace = optString(u.searchParams, opts, 'namespace') || env.VAULT_NAMESPACE || undefined;
   const home = env.HOME ?? process.env.HOME ?? '';
@@ -194,10 +199,18 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
     for (const e of entries) {
       validateEntry(e, (m) => this.error(m, 'INVALID_ARGUMENT'));
       if (e.name.split('/').some((s) => !/^[A-Za-z0-9._%-]+$/.test(s) || /^\.+$/.test(s))) {
-        throw this.error(`'${e.name}' is not a path kms-sync writes (segments of [A-Za-z0-9._%-]); pass logical names through secretName()`, 'INVALID_ARGUMENT');
+        throw this.error(
+          `'${e.name}' is not a path kms-sync writes (segments of [A-Za-z0-9._%-]); pass logical names through secretName()`,
+          'INVALID_ARGUMENT',
+        );
       }
     }
-    await putAll(latestPerName(entries), CONCURRENCY, (e) => this.putOne(e), (m, c) => this.error(m, c));
+    await putAll(
+      latestPerName(entries),
+      CONCURRENCY,
+      (e) => this.putOne(e),
+      (m, c) => this.error(m, c),
+    );
   }
 
   async existsMany(names: string[]): Promise<Set<string>> {
@@ -216,7 +229,7 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
       const res = await this.call('GET', `/v1/${this.apiPath('data', this.segmentsOf(name))}`, undefined, true);
       if (res.status === 404) return undefined;
       if (res.status !== 200) throw this.httpFailure(`could not read ${name}`, res);
-      const v = ((res.body as { data?: { data?: Record<string, unknown> } }).data?.data ?? {}).value;
+      const v = (res.body as { data?: { data?: Record<string, unknown> } }).data?.data?.value;
       return typeof v === 'string' ? v : undefined;
     }, 'cannot be read');
   }
@@ -252,7 +265,9 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
         }
         return { name: n, updatedAt: md.updatedTime, meta };
       });
-      return listed.filter((x): x is SecretListing => x !== undefined).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      return listed
+        .filter((x): x is SecretListing => x !== undefined)
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     }, 'cannot be listed');
   }
 
@@ -328,7 +343,14 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
     const res = await this.call('GET', `/v1/${this.apiPath('data', segs)}`, undefined, true);
     if (res.status !== 200) return;
     const d = (res.body as { data?: { data?: Record<string, unknown> } }).data?.data ?? {};
-    if (typeof d.keyId !== 'string' || typeof d.projectEnv !== 'string' || typeof d.client !== 'string' || typeof d.key !== 'string' || typeof d.issuedAt !== 'string') return;
+    if (
+      typeof d.keyId !== 'string' ||
+      typeof d.projectEnv !== 'string' ||
+      typeof d.client !== 'string' ||
+      typeof d.key !== 'string' ||
+      typeof d.issuedAt !== 'string'
+    )
+      return;
     await this.writeCustomMetadata(segs, {
       projectEnv: d.projectEnv,
       client: d.client,
@@ -348,21 +370,38 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
     const currentVersion = typeof d.current_version === 'number' ? d.current_version : 0;
     const versions = (d.versions ?? {}) as Record<string, { deletion_time?: unknown; destroyed?: unknown }>;
     const cur = versions[String(currentVersion)];
-    const currentGone = currentVersion === 0 || !cur || cur.destroyed === true || (typeof cur.deletion_time === 'string' && cur.deletion_time !== '');
+    const currentGone =
+      currentVersion === 0 ||
+      !cur ||
+      cur.destroyed === true ||
+      (typeof cur.deletion_time === 'string' && cur.deletion_time !== '');
     const cm = (d.custom_metadata ?? {}) as Record<string, unknown>;
     const customMetadata: Record<string, string> = {};
     for (const [k, v] of Object.entries(cm ?? {})) if (typeof v === 'string') customMetadata[k] = v;
-    return { currentVersion, currentGone, customMetadata, updatedTime: typeof d.updated_time === 'string' ? d.updated_time : '' };
+    return {
+      currentVersion,
+      currentGone,
+      customMetadata,
+      updatedTime: typeof d.updated_time === 'string' ? d.updated_time : '',
+    };
   }
 
   /** KV v1 has no CAS and no metadata: refuse it clearly (best effort: needs no extra policy). */
   private async mountIsKv2(): Promise<void> {
-    const res = await this.call('GET', `/v1/sys/internal/ui/mounts/${this.config.mount.split('/').map(encodeURIComponent).join('/')}`, undefined, true);
+    const res = await this.call(
+      'GET',
+      `/v1/sys/internal/ui/mounts/${this.config.mount.split('/').map(encodeURIComponent).join('/')}`,
+      undefined,
+      true,
+    );
     if (res.status !== 200) return;
     const d = (res.body as { data?: { type?: unknown; options?: { version?: unknown } | null } }).data;
     if (!d) return;
     if (d.type === 'kv' && String(d.options?.version ?? '1') !== '2') {
-      throw this.error(`mount '${this.config.mount}' is KV version 1; kms-sync needs KV version 2 (check-and-set and metadata)`, 'UNSUPPORTED');
+      throw this.error(
+        `mount '${this.config.mount}' is KV version 1; kms-sync needs KV version 2 (check-and-set and metadata)`,
+        'UNSUPPORTED',
+      );
     }
     if (typeof d.type === 'string' && d.type !== 'kv' && d.type !== 'generic') {
       throw this.error(`mount '${this.config.mount}' is a '${d.type}' secrets engine, not KV version 2`, 'UNSUPPORTED');
@@ -389,16 +428,29 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
         try {
           token = (await fs.readFile(this.config.tokenFile, 'utf8')).trim();
         } catch (err) {
-          throw this.error(`no Vault token: set VAULT_TOKEN or write ${this.config.tokenFile} (${describeIoError(err)})`, 'NOT_WRITABLE');
+          throw this.error(
+            `no Vault token: set VAULT_TOKEN or write ${this.config.tokenFile} (${describeIoError(err)})`,
+            'NOT_WRITABLE',
+          );
         }
-        if (!token) throw this.error(`no Vault token: ${this.config.tokenFile} is empty and VAULT_TOKEN is not set`, 'NOT_WRITABLE');
+        if (!token)
+          throw this.error(
+            `no Vault token: ${this.config.tokenFile} is empty and VAULT_TOKEN is not set`,
+            'NOT_WRITABLE',
+          );
         registerSecret(token, 'Vault token'); // read from a file: redacted by value like VAULT_TOKEN (model/redact.ts)
       }
       this.token = token;
     }
     if (!this.http) {
-      const dispatcher: Dispatcher | undefined = await caDispatcher(this.config.caFile, `secret store ${this.displayUri}`);
-      this.http = new HttpClient({ service: this.config.scheme === 'openbao' ? 'OpenBao' : 'Vault', ...(dispatcher ? { dispatcher } : {}) });
+      const dispatcher: Dispatcher | undefined = await caDispatcher(
+        this.config.caFile,
+        `secret store ${this.displayUri}`,
+      );
+      this.http = new HttpClient({
+        service: this.config.scheme === 'openbao' ? 'OpenBao' : 'Vault',
+        ...(dispatcher ? { dispatcher } : {}),
+      });
     }
     return { http: this.http, token: this.token };
   }
@@ -407,7 +459,13 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
     const { http, token } = await this.client();
     const headers: Record<string, string> = { 'x-vault-token': token, 'x-vault-request': 'true' };
     if (this.config.namespace) headers['x-vault-namespace'] = this.config.namespace;
-    return http.send({ method, url: new URL(route, this.config.baseUrl), headers, ...(json !== undefined ? { json } : {}), idempotent });
+    return http.send({
+      method,
+      url: new URL(route, this.config.baseUrl),
+      headers,
+      ...(json !== undefined ? { json } : {}),
+      idempotent,
+    });
   }
 
   private httpFailure(what: string, res: HttpResponse, values: string[] = []): SecretStoreError {
@@ -415,5 +473,4 @@ export class VaultKvStore extends RemoteStoreBase implements SecretStore {
     const hint = res.status === 403 ? ' (permission denied: check the token policy, see docs/secret-stores.md)' : '';
     return this.error(`${what}: HTTP ${res.status}: ${serverMessage(res, values)}${hint}`, code);
   }
-
 }

@@ -129,7 +129,10 @@ export function parseWithYamlPackage(text: string, slices?: FragmentCache): SMap
   const err = doc.errors[0];
   if (err) {
     const pos = err.linePos?.[0];
-    throw new SopsFormatError('parse', `invalid YAML (${err.code}${pos ? ` at line ${pos.line}, column ${pos.col}` : ''})`);
+    throw new SopsFormatError(
+      'parse',
+      `invalid YAML (${err.code}${pos ? ` at line ${pos.line}, column ${pos.col}` : ''})`,
+    );
   }
   if (doc.contents === null) return map();
   const root = convert(doc.contents, doc, 0);
@@ -183,7 +186,10 @@ function convert(n: unknown, doc: Document, depth: number): SNode {
       const k = isAlias(pair.key) ? pair.key.resolve(doc) : pair.key;
       const kv = isScalar(k) ? k.value : k;
       if (typeof kv !== 'string') {
-        throw new SopsFormatError('parse', `non-string mapping key (${describeKey(kv)}); SOPS supports string keys only`);
+        throw new SopsFormatError(
+          'parse',
+          `non-string mapping key (${describeKey(kv)}); SOPS supports string keys only`,
+        );
       }
       if (seen.has(kv)) throw new SopsFormatError('parse', `invalid YAML (duplicate key ${JSON.stringify(kv)})`);
       seen.add(kv);
@@ -256,7 +262,10 @@ function emitPairs(pairs: [string, SNode, Region][]): string {
 
 /** Emits the document the way SOPS does: data first, then `sops:`, 4-space indent, sequences indented. */
 export function emitSopsYaml(data: SMap, sops: SMap): string {
-  const parts: (string | undefined)[] = [...data.entries.map(([k, v]) => emitPair(k, v, 'data', 0)), emitPair('sops', sops, 'sops', 0)];
+  const parts: (string | undefined)[] = [
+    ...data.entries.map(([k, v]) => emitPair(k, v, 'data', 0)),
+    emitPair('sops', sops, 'sops', 0),
+  ];
   if (parts.every((p) => p !== undefined)) return parts.join('');
   return emitWithYamlPackage(data, sops);
 }
@@ -288,7 +297,12 @@ function indentLines(text: string, n: number): string {
  * of unchanged entries taken from `cache`; `fresh` receives the entries emitted now, which the
  * caller verifies. Other shapes: undefined (use emitSopsYaml).
  */
-export function emitSopsYamlIncremental(data: SMap, sops: SMap, cache: FragmentCache, fresh: [string, SNode, string][]): string | undefined {
+export function emitSopsYamlIncremental(
+  data: SMap,
+  sops: SMap,
+  cache: FragmentCache,
+  fresh: [string, SNode, string][],
+): string | undefined {
   if (data.entries.length !== 1 || data.entries[0]![0] !== 'secrets') return undefined;
   const secrets = data.entries[0]![1];
   if (secrets.kind !== 'map' || secrets.entries.length === 0) return undefined;
@@ -366,10 +380,18 @@ function str(m: SMap, key: string, required: boolean): string {
 export function readMetadata(sops: SNode | undefined): SopsMetadata {
   if (sops === undefined) throw new SopsFormatError('metadata', "no 'sops' metadata: not a SOPS-encrypted file");
   if (sops.kind !== 'map') throw new SopsFormatError('metadata', "'sops' metadata must be a mapping");
-  for (const unsupported of ['key_groups', 'shamir_threshold', 'unencrypted_comment_regex', 'encrypted_comment_regex']) {
+  for (const unsupported of [
+    'key_groups',
+    'shamir_threshold',
+    'unencrypted_comment_regex',
+    'encrypted_comment_regex',
+  ]) {
     const v = getEntry(sops, unsupported);
     if (v !== undefined && !(v.kind === 'scalar' && (v.value === null || v.value === 0 || v.value === ''))) {
-      throw new SopsFormatError('unsupported', `sops metadata '${unsupported}' is not supported by kms-sync's SOPS store`);
+      throw new SopsFormatError(
+        'unsupported',
+        `sops metadata '${unsupported}' is not supported by kms-sync's SOPS store`,
+      );
     }
   }
   const ageNode = getEntry(sops, 'age');
@@ -389,9 +411,12 @@ export function readMetadata(sops: SNode | undefined): SopsMetadata {
     encryptedRegex: str(sops, 'encrypted_regex', false),
     macOnlyEncrypted: macOnly?.kind === 'scalar' && macOnly.value === true,
   };
-  const ruleCount = [rules.unencryptedSuffix, rules.encryptedSuffix, rules.unencryptedRegex, rules.encryptedRegex].filter(
-    (r) => r !== '',
-  ).length;
+  const ruleCount = [
+    rules.unencryptedSuffix,
+    rules.encryptedSuffix,
+    rules.unencryptedRegex,
+    rules.encryptedRegex,
+  ].filter((r) => r !== '').length;
   if (ruleCount > 1) {
     throw new SopsFormatError(
       'metadata',
@@ -553,7 +578,8 @@ export function decryptTree(data: SMap, rules: CryptRules, dataKey: Uint8Array, 
   let lookups = 0;
   const entryAt = (parent: string, name: string): EntryDecryption | undefined => {
     if (byPlace === undefined && ++lookups <= SCANS_BEFORE_INDEX) {
-      for (let i = order.length - 1; i >= 0; i--) if (order[i]!.name === name && order[i]!.parent === parent) return order[i];
+      for (let i = order.length - 1; i >= 0; i--)
+        if (order[i]!.name === name && order[i]!.parent === parent) return order[i];
       return undefined;
     }
     byPlace ??= new Map(order.map((e) => [`${e.parent}\u0000${e.name}`, e]));
@@ -587,11 +613,15 @@ export function reencryptTree(data: SMap, rules: CryptRules, from: Uint8Array, t
     if (node.kind === 'map') return map(node.entries.map(([k, v]) => [k, rec(v, [...path, k])]));
     if (node.kind === 'seq') return { kind: 'seq', items: node.items.map((i) => rec(i, path)) };
     if (node.value === null || !shouldEncrypt(path)) return node;
-    if (typeof node.value !== 'string') throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
+    if (typeof node.value !== 'string')
+      throw new SopsFormatError('integrity', `value at '${path.join('/')}' should be encrypted but is not`);
     try {
       return scalar(reencryptSopsValue(node.value, from, to, additionalData(path)));
     } catch (err) {
-      throw new SopsFormatError('integrity', `value at '${path.join('/')}' cannot be re-encrypted (${err instanceof SopsCipherError ? err.reason : 'error'})`);
+      throw new SopsFormatError(
+        'integrity',
+        `value at '${path.join('/')}' cannot be re-encrypted (${err instanceof SopsCipherError ? err.reason : 'error'})`,
+      );
     }
   };
   return map(data.entries.map(([k, v]) => [k, rec(v, [k])]));
@@ -649,7 +679,12 @@ export function buildSopsMapping(opts: {
 }): SMap {
   const ageNode: SSeq = {
     kind: 'seq',
-    items: opts.age.map((a) => map([['recipient', scalar(a.recipient)], ['enc', scalar(a.enc)]])),
+    items: opts.age.map((a) =>
+      map([
+        ['recipient', scalar(a.recipient)],
+        ['enc', scalar(a.enc)],
+      ]),
+    ),
   };
   if (opts.previous) {
     const m = cloneNode(opts.previous);

@@ -258,7 +258,9 @@ function scalarText(v: ScalarValue, region: Region, key: string | undefined): st
   if (region === 'data' || key === 'lastmodified' || v === '') return QUOTABLE.test(v) ? `"${v}"` : undefined;
   // The sops region writes other strings plain where they read back as the same string.
   if (c0IsDigit(v)) return VERSION.test(v) ? v : undefined;
-  return PLAIN_WORD.test(v) && !v.endsWith(':') && !CORE_WORDS.test(v) && !YAML11_WORDS.test(v) && !v.includes('#') ? v : undefined;
+  return PLAIN_WORD.test(v) && !v.endsWith(':') && !CORE_WORDS.test(v) && !YAML11_WORDS.test(v) && !v.includes('#')
+    ? v
+    : undefined;
 }
 
 const c0IsDigit = (s: string) => s.charCodeAt(0) >= 0x30 && s.charCodeAt(0) <= 0x39;

@@ -138,7 +138,10 @@ export class SopsFileStore implements SecretStore {
     this.path = path.resolve(filePath);
     this.lockPath = `${this.path}.lock`;
     this.displayUri = `sops://${this.path}`;
-    this.lockOptions = { timeoutMs: opts.lockTimeoutMs ?? 10_000, ...(opts.incarnation ? { incarnation: opts.incarnation } : {}) };
+    this.lockOptions = {
+      timeoutMs: opts.lockTimeoutMs ?? 10_000,
+      ...(opts.incarnation ? { incarnation: opts.incarnation } : {}),
+    };
     this.ageKeys =
       opts.ageKeys ??
       new AgeKeys({
@@ -146,7 +149,9 @@ export class SopsFileStore implements SecretStore {
         ...(opts.onNotice ? { onNotice: opts.onNotice } : {}),
       });
     this.allowNewRecipients = Boolean(opts.allowNewRecipients);
-    this.storeRecipients = [...new Set([...this.ageKeys.extraRecipients, ...(opts.recipients ?? []).map(validateRecipient)])];
+    this.storeRecipients = [
+      ...new Set([...this.ageKeys.extraRecipients, ...(opts.recipients ?? []).map(validateRecipient)]),
+    ];
   }
 
   /** Recipients the file's data key is wrapped for now (its `sops.age` stanzas); empty when there is no file. Needs no identity. */
@@ -192,15 +197,24 @@ export class SopsFileStore implements SecretStore {
         dropped = loaded.meta.age.map((s) => s.recipient).filter((r) => removed.includes(r) && !wanted.includes(r));
         if (dropped.length === 0) return;
         const dataKey = randomBytes(32);
-        const remaining = [...new Set([...loaded.meta.age.map((s) => s.recipient).filter((r) => !dropped.includes(r)), ...wanted])];
+        const remaining = [
+          ...new Set([...loaded.meta.age.map((s) => s.recipient).filter((r) => !dropped.includes(r)), ...wanted]),
+        ];
         const stanzas: AgeStanza[] = [];
         for (const r of remaining) stanzas.push({ recipient: r, enc: await ageEncryptArmored(dataKey, r) });
         const data = reencryptTree(loaded.data, loaded.meta.rules, loaded.dataKey, dataKey);
         const dec = decryptTree(data, loaded.meta.rules, dataKey);
         // Same plaintexts under the new key: the MAC over them is the one the file had.
-        if (dec.mac !== loaded.dec.mac) throw this.error('re-key check failed: the re-encrypted values differ from the file\'s', 'VERIFY_FAILED');
+        if (dec.mac !== loaded.dec.mac)
+          throw this.error("re-key check failed: the re-encrypted values differ from the file's", 'VERIFY_FAILED');
         const lastModified = nowRfc3339();
-        const sops = buildSopsMapping({ previous: loaded.meta.raw, age: stanzas, lastModified, mac: encryptMac(dec.mac, dataKey, lastModified), rules: loaded.meta.rules });
+        const sops = buildSopsMapping({
+          previous: loaded.meta.raw,
+          age: stanzas,
+          lastModified,
+          mac: encryptMac(dec.mac, dataKey, lastModified),
+          rules: loaded.meta.rules,
+        });
         const text = emitSopsYaml(data, sops);
         const verified = this.verifyText(text, dataKey, []);
         const bytes = Buffer.from(text, 'utf8');
@@ -299,7 +313,8 @@ export class SopsFileStore implements SecretStore {
       // a write first waits a moment for the entries of the captures in flight, so a stream of
       // keys costs a few whole-file writes of several keys each instead of one write per key (a
       // write is the whole file). The keys wait in the fsync'ed journal meanwhile.
-      if (performance.now() - this.lastWriteEnd < GROUP_COMMIT_IDLE_MS) await new Promise((ok) => setTimeout(ok, GROUP_COMMIT_WAIT_MS));
+      if (performance.now() - this.lastWriteEnd < GROUP_COMMIT_IDLE_MS)
+        await new Promise((ok) => setTimeout(ok, GROUP_COMMIT_WAIT_MS));
       const group = this.queued.splice(0);
       const batch = new Map<string, SecretEntry>();
       for (const g of group) for (const e of g.entries) batch.set(e.name, e); // a later put of a name wins
@@ -361,7 +376,7 @@ export class SopsFileStore implements SecretStore {
   async read(name: string): Promise<string | undefined> {
     const loaded = await this.guard(() => this.loadVerified(), 'cannot be read');
     if (!loaded) return undefined;
-    return valueOf(loaded, name);
+    return storedValue(loaded, name);
   }
 
   /** All values, decrypted and authenticated. */
@@ -370,7 +385,7 @@ export class SopsFileStore implements SecretStore {
     const out = new Map<string, string>();
     if (!loaded) return out;
     for (const [name] of loaded.secrets.entries) {
-      const v = valueOf(loaded, name);
+      const v = storedValue(loaded, name);
       if (v !== undefined) out.set(name, v);
     }
     return out;
@@ -410,13 +425,17 @@ export class SopsFileStore implements SecretStore {
     const m = e.meta as unknown as Record<string, unknown> | undefined;
     if (!m || typeof m !== 'object') throw this.error(`secret '${e.name}': metadata missing`, 'INVALID_ARGUMENT');
     for (const f of ['projectEnv', 'client', 'key', 'keyId', 'issuedAt'] as const) {
-      if (typeof m[f] !== 'string') throw this.error(`secret '${e.name}': metadata '${f}' must be a string`, 'INVALID_ARGUMENT');
+      if (typeof m[f] !== 'string')
+        throw this.error(`secret '${e.name}': metadata '${f}' must be a string`, 'INVALID_ARGUMENT');
     }
     if (m.expiresAt !== undefined && m.expiresAt !== null && typeof m.expiresAt !== 'string') {
       throw this.error(`secret '${e.name}': metadata 'expiresAt' must be a string or null`, 'INVALID_ARGUMENT');
     }
     if (m.target !== undefined && (typeof m.target !== 'string' || m.target === '')) {
-      throw this.error(`secret '${e.name}': metadata 'target', when given, must be a non-empty string`, 'INVALID_ARGUMENT');
+      throw this.error(
+        `secret '${e.name}': metadata 'target', when given, must be a non-empty string`,
+        'INVALID_ARGUMENT',
+      );
     }
   }
 
@@ -453,7 +472,8 @@ export class SopsFileStore implements SecretStore {
       );
     }
     for (const r of recipients) {
-      if (!stanzas.some((s) => s.recipient === r)) stanzas.push({ recipient: r, enc: await ageEncryptArmored(dataKey, r) });
+      if (!stanzas.some((s) => s.recipient === r))
+        stanzas.push({ recipient: r, enc: await ageEncryptArmored(dataKey, r) });
     }
     let secrets = getEntry(data, SECRETS_KEY);
     if (secrets === undefined || (secrets.kind === 'scalar' && secrets.value === null)) {
@@ -490,7 +510,8 @@ export class SopsFileStore implements SecretStore {
     }
     // Entries are kept in name order; a write that only replaced entries of a file this instance
     // wrote (so sorted) keeps that order without sorting thousands of entries again.
-    if (secrets.entries.length !== entriesBefore || !loaded?.sorted) secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (secrets.entries.length !== entriesBefore || !loaded?.sorted)
+      secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 
     const lastModified = nowRfc3339();
     // Values unchanged since the last verified load are not decrypted again (work ∝ what changed).
@@ -529,12 +550,20 @@ export class SopsFileStore implements SecretStore {
 
   /** Each fragment emitted now parses back to its node; the MAC and the new values check out. */
   private verifyFragments(
-    data: SMap, sops: SMap, dataKey: Uint8Array, dec: DecryptedTree, fresh: [string, SNode, string][], entries: SecretEntry[],
+    data: SMap,
+    sops: SMap,
+    dataKey: Uint8Array,
+    dec: DecryptedTree,
+    fresh: [string, SNode, string][],
+    entries: SecretEntry[],
   ): LoadedVerified {
     for (const [name, node, fragment] of fresh) {
       const back = parseYamlTree(name === 'sops' && node === sops ? fragment : fragment.replace(/^ {4}/gm, ''));
       if (back.entries.length !== 1 || back.entries[0]![0] !== name || !sameTree(back.entries[0]![1], node)) {
-        throw this.error(`secret '${name}' did not emit as meant (verification before writing failed)`, 'VERIFY_FAILED');
+        throw this.error(
+          `secret '${name}' did not emit as meant (verification before writing failed)`,
+          'VERIFY_FAILED',
+        );
       }
     }
     const meta = readMetadata(sops);
@@ -546,7 +575,7 @@ export class SopsFileStore implements SecretStore {
       const path = [SECRETS_KEY, e.name, VALUE_KEY];
       const node = emitted.get(e.name);
       const p = node ? dec.plainIn(node, path) : dec.plainAt(path);
-      if (!p || p.type !== 'str' || p.value !== e.value) {
+      if (p?.type !== 'str' || p.value !== e.value) {
         throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
       }
     }
@@ -561,7 +590,7 @@ export class SopsFileStore implements SecretStore {
     verifyMac(raw.meta, dec.mac, dataKey);
     for (const e of entries) {
       const p = dec.plainAt([SECRETS_KEY, e.name, VALUE_KEY]);
-      if (!p || p.type !== 'str' || p.value !== e.value) {
+      if (p?.type !== 'str' || p.value !== e.value) {
         throw this.error(`secret '${e.name}' did not read back as written`, 'VERIFY_FAILED');
       }
     }
@@ -581,7 +610,7 @@ export class SopsFileStore implements SecretStore {
   private async loadVerified(): Promise<LoadedVerified | undefined> {
     const buf = await readIfExists(this.path);
     if (buf === undefined) return undefined;
-    if (this.cache && this.cache.bytes.equals(buf)) return cloneLoaded(this.cache.loaded);
+    if (this.cache?.bytes.equals(buf)) return cloneLoaded(this.cache.loaded);
     const raw = parseRaw(buf.toString('utf8'), this.fragments);
     const dataKey = await this.unwrapDataKey(raw.meta);
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
@@ -689,7 +718,7 @@ function entryNode(e: SecretEntry, updatedAt: string): SMap {
   ]);
 }
 
-function valueOf(loaded: LoadedVerified, name: string): string | undefined {
+function storedValue(loaded: LoadedVerified, name: string): string | undefined {
   const node = getEntry(loaded.secrets, name);
   if (node?.kind !== 'map') return undefined;
   const leaf = getEntry(node, VALUE_KEY);

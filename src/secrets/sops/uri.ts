@@ -17,7 +17,9 @@ export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): str
   if (!m) throw new SecretStoreError(`not a sops:/file: URI: '${uri}'`, { code: 'INVALID_URI' });
   const rest = m[2] as string;
   const bad = (why: string): SecretStoreError =>
-    new SecretStoreError(`invalid store URI '${uri}': ${why}; use ${SOPS_URI_FORMS.join(', ')}`, { code: 'INVALID_URI' });
+    new SecretStoreError(`invalid store URI '${uri}': ${why}; use ${SOPS_URI_FORMS.join(', ')}`, {
+      code: 'INVALID_URI',
+    });
   if (/[?#]/.test(rest)) throw bad('query strings and fragments are not supported');
   const decode = (s: string): string => {
     try {
@@ -30,7 +32,8 @@ export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): str
     const after = rest.slice(2);
     const slash = after.indexOf('/');
     const host = slash < 0 ? after : after.slice(0, slash);
-    if (host !== '' && host.toLowerCase() !== 'localhost') throw bad(`remote host '${host.replace(/^.*@/, `${REDACTED}@`)}' is not supported`);
+    if (host !== '' && host.toLowerCase() !== 'localhost')
+      throw bad(`remote host '${host.replace(/^.*@/, `${REDACTED}@`)}' is not supported`);
     const p = slash < 0 ? '' : after.slice(slash);
     if (p === '' || p === '/') throw bad('no file path');
     return path.resolve(decode(p));
@@ -38,4 +41,3 @@ export function sopsUriToPath(uri: string, baseDir: string = process.cwd()): str
   if (rest === '') throw bad('no file path');
   return path.resolve(baseDir, decode(rest));
 }
-

@@ -2,7 +2,12 @@
 // against GitHub's published description (@octokit/openapi); sealed boxes are opened with the
 // noble libraries, an implementation independent of the libsodium the backend seals with.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { openGitHubStore, parseGitHubUri, sealForGitHub, type GitHubSecretsStore } from '../../../src/secrets/backends/github.js';
+import {
+  openGitHubStore,
+  parseGitHubUri,
+  sealForGitHub,
+  type GitHubSecretsStore,
+} from '../../../src/secrets/backends/github.js';
 import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeGitHub, type FakeGitHub, type FakeGitHubOptions } from './support/fake-github.js';
@@ -19,7 +24,11 @@ async function fake(o: Partial<FakeGitHubOptions> = {}): Promise<FakeGitHub> {
   return f;
 }
 
-function storeFor(f: FakeGitHub, path = 'acme/infra', env: NodeJS.ProcessEnv = { GITHUB_TOKEN: TOKEN }): Promise<GitHubSecretsStore> {
+function storeFor(
+  f: FakeGitHub,
+  path = 'acme/infra',
+  env: NodeJS.ProcessEnv = { GITHUB_TOKEN: TOKEN },
+): Promise<GitHubSecretsStore> {
   return openGitHubStore(`github://${path}`, { env: { GITHUB_API_URL: f.url, ...env } });
 }
 
@@ -57,8 +66,16 @@ describe('github: sealed-box interop with an independent implementation (noble)'
     const a = keys.next();
     const b = keys.next();
     await store.putMany([
-      { name: store.secretName('acme-production/globex/primary'), value: a, meta: meta('acme-production/globex/primary') },
-      { name: store.secretName('acme-production/globex/secondary'), value: b, meta: meta('acme-production/globex/secondary') },
+      {
+        name: store.secretName('acme-production/globex/primary'),
+        value: a,
+        meta: meta('acme-production/globex/primary'),
+      },
+      {
+        name: store.secretName('acme-production/globex/secondary'),
+        value: b,
+        meta: meta('acme-production/globex/secondary'),
+      },
     ]);
     const opened = openedIndependently(f);
     expect(opened.get('ACME_PRODUCTION__GLOBEX__PRIMARY')).toBe(a);
@@ -85,9 +102,19 @@ describe('github: sealed-box interop with an independent implementation (noble)'
 
 describe('github: URI and names', () => {
   it('parses repository and environment forms, refuses the rest', () => {
-    expect(parseGitHubUri('github://acme/infra', { env: {} })).toMatchObject({ owner: 'acme', repo: 'infra', environment: undefined, prefix: '' });
-    expect(parseGitHubUri('github://acme/infra/environments/prod%20eu?prefix=kms_', { env: {} })).toMatchObject({ environment: 'prod eu', prefix: 'KMS_' });
-    expect(parseGitHubUri('github://acme/infra', { env: { GITHUB_API_URL: 'https://ghe.example/api/v3' } }).apiUrl.href).toBe('https://ghe.example/api/v3/');
+    expect(parseGitHubUri('github://acme/infra', { env: {} })).toMatchObject({
+      owner: 'acme',
+      repo: 'infra',
+      environment: undefined,
+      prefix: '',
+    });
+    expect(parseGitHubUri('github://acme/infra/environments/prod%20eu?prefix=kms_', { env: {} })).toMatchObject({
+      environment: 'prod eu',
+      prefix: 'KMS_',
+    });
+    expect(
+      parseGitHubUri('github://acme/infra', { env: { GITHUB_API_URL: 'https://ghe.example/api/v3' } }).apiUrl.href,
+    ).toBe('https://ghe.example/api/v3/');
     expect(() => parseGitHubUri('github://acme', { env: {} })).toThrow(/expected github:\/\/owner\/repo/);
     expect(() => parseGitHubUri('github://acme/infra/branches/x', { env: {} })).toThrow(/environments/);
     expect(() => parseGitHubUri('github://ghp_x@acme/infra', { env: {} })).toThrow(/credentials do not belong/);
@@ -216,7 +243,10 @@ describe('github: write check and errors', () => {
     const f = await fake();
     const e1 = await rejectionOf((await storeFor(f, 'acme/infra', {})).checkWritable(), keys.values);
     expect(e1.message).toMatch(/no GitHub token: set GITHUB_TOKEN/);
-    const e2 = await rejectionOf((await storeFor(f, 'acme/infra', { GITHUB_TOKEN: 'ghp_wrong' })).put('A__B', keys.next(), meta('a/b/c')), keys.values);
+    const e2 = await rejectionOf(
+      (await storeFor(f, 'acme/infra', { GITHUB_TOKEN: 'ghp_wrong' })).put('A__B', keys.next(), meta('a/b/c')),
+      keys.values,
+    );
     expect(e2.message).toMatch(/HTTP 401.*Bad credentials/);
     expect(e2.message).not.toContain('ghp_wrong');
     const e3 = await rejectionOf((await storeFor(f)).put('GITHUB_TOKEN_X', keys.next(), meta('a/b/c')), keys.values);

@@ -1,6 +1,13 @@
 // GitLab CI/CD variables backend against a fake of the documented v4 REST API.
 import { afterEach, describe, expect, it } from 'vitest';
-import { describeMeta, GITLAB_MASKABLE, openGitLabStore, parseGitLabUri, parseMetaDescription, type GitLabVariablesStore } from '../../../src/secrets/backends/gitlab.js';
+import {
+  describeMeta,
+  GITLAB_MASKABLE,
+  openGitLabStore,
+  parseGitLabUri,
+  parseMetaDescription,
+  type GitLabVariablesStore,
+} from '../../../src/secrets/backends/gitlab.js';
 import { fakeKey, meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeGitLab, type FakeGitLab, type FakeGitLabOptions } from './support/fake-gitlab.js';
@@ -16,7 +23,11 @@ async function fake(o: Partial<FakeGitLabOptions> = {}): Promise<FakeGitLab> {
   return f;
 }
 
-function storeFor(f: FakeGitLab, spec = '4242?environment_scope=production', env: NodeJS.ProcessEnv = { GITLAB_TOKEN: TOKEN }): Promise<GitLabVariablesStore> {
+function storeFor(
+  f: FakeGitLab,
+  spec = '4242?environment_scope=production',
+  env: NodeJS.ProcessEnv = { GITLAB_TOKEN: TOKEN },
+): Promise<GitLabVariablesStore> {
   return openGitLabStore(`gitlab://${spec}`, { env: { CI_API_V4_URL: f.apiUrl, ...env } });
 }
 
@@ -30,7 +41,9 @@ defineStoreContract({
   label: 'gitlab (fake REST API)',
   open: async () => {
     contractFake ??= await startFakeGitLab({ token: TOKEN, projectId: 4242, projectPath: 'acme/platform/infra' });
-    return openGitLabStore('gitlab://4242?environment_scope=production', { env: { CI_API_V4_URL: contractFake.apiUrl, GITLAB_TOKEN: TOKEN } });
+    return openGitLabStore('gitlab://4242?environment_scope=production', {
+      env: { CI_API_V4_URL: contractFake.apiUrl, GITLAB_TOKEN: TOKEN },
+    });
   },
   canRead: true,
   listsMeta: true,
@@ -43,8 +56,15 @@ defineStoreContract({
 
 describe('gitlab: URI, names and masking rule', () => {
   it('parses project ids and paths, scope and flags', () => {
-    expect(parseGitLabUri('gitlab://4242', { env: {} })).toMatchObject({ project: '4242', environmentScope: '*', protected: true, hidden: false });
-    const c = parseGitLabUri('gitlab://acme%2Fplatform%2Finfra?environment_scope=production&protected=false', { env: { CI_API_V4_URL: 'https://git.example/api/v4' } });
+    expect(parseGitLabUri('gitlab://4242', { env: {} })).toMatchObject({
+      project: '4242',
+      environmentScope: '*',
+      protected: true,
+      hidden: false,
+    });
+    const c = parseGitLabUri('gitlab://acme%2Fplatform%2Finfra?environment_scope=production&protected=false', {
+      env: { CI_API_V4_URL: 'https://git.example/api/v4' },
+    });
     expect(c).toMatchObject({ project: 'acme/platform/infra', environmentScope: 'production', protected: false });
     expect(c.apiUrl.href).toBe('https://git.example/api/v4/');
     expect(parseGitLabUri('gitlab://acme/platform/infra', { env: {} }).project).toBe('acme/platform/infra');
@@ -56,7 +76,8 @@ describe('gitlab: URI, names and masking rule', () => {
 
   it('raw keys qualify for masking; short, spaced or exotic values do not', () => {
     for (let i = 0; i < 50; i++) expect(GITLAB_MASKABLE.test(fakeKey())).toBe(true);
-    for (const bad of ['short', 'has space in it', 'semi;colon;value', 'line\nbreak12']) expect(GITLAB_MASKABLE.test(bad)).toBe(false);
+    for (const bad of ['short', 'has space in it', 'semi;colon;value', 'line\nbreak12'])
+      expect(GITLAB_MASKABLE.test(bad)).toBe(false);
   });
 
   it('metadata round-trips through the description (≤ 255 characters)', () => {
@@ -69,9 +90,14 @@ describe('gitlab: URI, names and masking rule', () => {
   });
 
   it('the target goes last in the description, one word, and reads back exactly; without one the description is as before', () => {
-    const m = meta('acme-prod/web/primary', { keyId: 'key_1', target: 'https://kms.example.com/api/v1?name=x/y/z&key=k#live' });
+    const m = meta('acme-prod/web/primary', {
+      keyId: 'key_1',
+      target: 'https://kms.example.com/api/v1?name=x/y/z&key=k#live',
+    });
     const d = describeMeta(m);
-    expect(d).toBe(`kms-sync key=key_1 issued=${m.issuedAt} expires=never name=acme-prod/web/primary target=https://kms.example.com/api/v1?name=x/y/z&key=k#live`);
+    expect(d).toBe(
+      `kms-sync key=key_1 issued=${m.issuedAt} expires=never name=acme-prod/web/primary target=https://kms.example.com/api/v1?name=x/y/z&key=k#live`,
+    );
     expect(parseMetaDescription(d)).toEqual(m);
     const spaced = { ...m, target: 'Prod EU 100% – blue' };
     expect(describeMeta(spaced)).toMatch(/ target=Prod%20EU%20100%25%20–%20blue$/);
@@ -84,7 +110,9 @@ describe('gitlab: URI, names and masking rule', () => {
     expect(parseMetaDescription(dl)).toMatchObject({ keyId: 'key_1', target: longer.target });
     expect(parseMetaDescription(dl)).not.toHaveProperty('projectEnv');
     const { target: _t, ...legacy } = m;
-    expect(describeMeta(legacy)).toBe(`kms-sync key=key_1 issued=${m.issuedAt} expires=never name=acme-prod/web/primary`);
+    expect(describeMeta(legacy)).toBe(
+      `kms-sync key=key_1 issued=${m.issuedAt} expires=never name=acme-prod/web/primary`,
+    );
     expect(parseMetaDescription(describeMeta(legacy))).not.toHaveProperty('target');
   });
 });
@@ -121,7 +149,13 @@ describe('gitlab: wire protocol', () => {
       'PUT /api/v4/projects/4242/variables/ACME_PROD__WEB__PRIMARY?filter%5Benvironment_scope%5D=production',
     ]);
     expect(f.variables).toHaveLength(1);
-    expect(f.variables[0]).toMatchObject({ value: v2, masked: true, raw: true, protected: true, environment_scope: 'production' });
+    expect(f.variables[0]).toMatchObject({
+      value: v2,
+      masked: true,
+      raw: true,
+      protected: true,
+      environment_scope: 'production',
+    });
     assertNoValuesInUrlsOrHeaders(f.requests, [v1, v2]);
   });
 
@@ -129,7 +163,17 @@ describe('gitlab: wire protocol', () => {
     let f!: FakeGitLab;
     f = await fake({
       beforeCreate: (key, scope) => {
-        f.variables.push({ variable_type: 'env_var', key, value: 'someone-elses-value', protected: false, masked: false, hidden: false, raw: false, environment_scope: scope, description: null });
+        f.variables.push({
+          variable_type: 'env_var',
+          key,
+          value: 'someone-elses-value',
+          protected: false,
+          masked: false,
+          hidden: false,
+          raw: false,
+          environment_scope: scope,
+          description: null,
+        });
       },
     });
     const store = await storeFor(f);
@@ -158,7 +202,13 @@ describe('gitlab: wire protocol', () => {
   it('lists across pages (X-Next-Page) and hidden variables cannot be read back', async () => {
     const f = await fake();
     const store = await storeFor(f);
-    await store.putMany(Array.from({ length: 120 }, (_, i) => ({ name: `V_${String(i).padStart(3, '0')}`, value: keys.next(), meta: meta('a/b/c') })));
+    await store.putMany(
+      Array.from({ length: 120 }, (_, i) => ({
+        name: `V_${String(i).padStart(3, '0')}`,
+        value: keys.next(),
+        meta: meta('a/b/c'),
+      })),
+    );
     f.requests.length = 0;
     const listed = await store.list();
     expect(listed).toHaveLength(120);
@@ -195,7 +245,10 @@ describe('gitlab: write check and errors', () => {
 
   it('CI_JOB_TOKEN alone is refused with an explanation; no token at all too', async () => {
     const f = await fake();
-    const e1 = await rejectionOf((await storeFor(f, '4242', { CI_JOB_TOKEN: 'job-token-123' })).checkWritable(), keys.values);
+    const e1 = await rejectionOf(
+      (await storeFor(f, '4242', { CI_JOB_TOKEN: 'job-token-123' })).checkWritable(),
+      keys.values,
+    );
     expect(e1.message).toMatch(/CI_JOB_TOKEN.*cannot read or write CI\/CD variables: set GITLAB_TOKEN/);
     expect(e1.message).not.toContain('job-token-123');
     const e2 = await rejectionOf((await storeFor(f, '4242', {})).checkWritable(), keys.values);
@@ -221,7 +274,10 @@ describe('gitlab: write check and errors', () => {
     const v = keys.next();
     const e1 = await rejectionOf((await storeFor(f, '999')).put('A__B', v, meta('a/b/c')), keys.values);
     expect(e1.message).toMatch(/HTTP 404.*project 999 not found/);
-    const e2 = await rejectionOf((await storeFor(f, '4242', { GITLAB_TOKEN: 'glpat-wrong' })).put('A__B', v, meta('a/b/c')), keys.values);
+    const e2 = await rejectionOf(
+      (await storeFor(f, '4242', { GITLAB_TOKEN: 'glpat-wrong' })).put('A__B', v, meta('a/b/c')),
+      keys.values,
+    );
     expect(e2.message).toMatch(/HTTP 401/);
     expect(e2.message).not.toContain('glpat-wrong');
   });

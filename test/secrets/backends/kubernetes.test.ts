@@ -4,7 +4,13 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { keyAnnotationName, loadKubeConfig, openKubernetesStore, parseKubernetesUri, type KubernetesSecretStore } from '../../../src/secrets/backends/kubernetes.js';
+import {
+  keyAnnotationName,
+  loadKubeConfig,
+  openKubernetesStore,
+  parseKubernetesUri,
+  type KubernetesSecretStore,
+} from '../../../src/secrets/backends/kubernetes.js';
 import { meta } from '../helpers.js';
 import { defineStoreContract, rejectionOf, valueTracker } from './support/contract-suite.js';
 import { startFakeKube, type FakeKube, type FakeKubeOptions } from './support/fake-kube.js';
@@ -74,13 +80,19 @@ for (const form of ['one Secret', 'Secret per key'] as const) {
     label: `kubernetes, ${form} (fake API server)`,
     open: async () => {
       contractFake ??= await startFakeKube({ token: TOKEN, namespace: NS });
-      return openKubernetesStore(form === 'one Secret' ? `kubernetes://${NS}/app-keys` : `kubernetes://${NS}?prefix=kms-`, {
-        env: { KUBECONFIG: await kubeconfigFor(contractFake), HOME: dir },
-      });
+      return openKubernetesStore(
+        form === 'one Secret' ? `kubernetes://${NS}/app-keys` : `kubernetes://${NS}?prefix=kms-`,
+        {
+          env: { KUBECONFIG: await kubeconfigFor(contractFake), HOME: dir },
+        },
+      );
     },
     canRead: true,
     listsMeta: true,
-    legalName: form === 'one Secret' ? /^[-._a-zA-Z0-9]{1,253}$/ : /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
+    legalName:
+      form === 'one Secret'
+        ? /^[-._a-zA-Z0-9]{1,253}$/
+        : /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
     cleanup: async () => {
       expect(contractFake?.violations).toEqual([]);
       await contractFake?.close();
@@ -90,24 +102,57 @@ for (const form of ['one Secret', 'Secret per key'] as const) {
 
 describe('kubernetes: URI and names', () => {
   it('parses both forms and refuses illegal namespaces and Secret names', () => {
-    expect(parseKubernetesUri('kubernetes://kms/app-keys', { env: {} })).toMatchObject({ namespace: 'kms', secret: 'app-keys', force: false });
-    expect(parseKubernetesUri('k8s://kms?prefix=kms-&context=prod&force=true', { env: {} })).toMatchObject({ namespace: 'kms', secret: undefined, prefix: 'kms-', context: 'prod', force: true });
+    expect(parseKubernetesUri('kubernetes://kms/app-keys', { env: {} })).toMatchObject({
+      namespace: 'kms',
+      secret: 'app-keys',
+      force: false,
+    });
+    expect(parseKubernetesUri('k8s://kms?prefix=kms-&context=prod&force=true', { env: {} })).toMatchObject({
+      namespace: 'kms',
+      secret: undefined,
+      prefix: 'kms-',
+      context: 'prod',
+      force: true,
+    });
     expect(() => parseKubernetesUri('kubernetes://KMS/x', { env: {} })).toThrow(/namespace name/);
     expect(() => parseKubernetesUri('kubernetes://kms/App_Keys', { env: {} })).toThrow(/DNS-1123 subdomain/);
     expect(() => parseKubernetesUri('kubernetes://kms/a/b', { env: {} })).toThrow(/expected kubernetes/);
-    expect(() => parseKubernetesUri('kubernetes://kms/x?prefix=a', { env: {} })).toThrow(/one-Secret-per-key form only/);
+    expect(() => parseKubernetesUri('kubernetes://kms/x?prefix=a', { env: {} })).toThrow(
+      /one-Secret-per-key form only/,
+    );
   });
 
   it('credentials: in-cluster service account from KUBERNETES_SERVICE_HOST/PORT; KUBECONFIG lists merge; context= switches', async () => {
-    const inCluster = await loadKubeConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' }, undefined);
-    expect(inCluster.getCurrentCluster()).toMatchObject({ server: 'https://10.96.0.1:443', caFile: '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt', skipTLSVerify: false });
-    expect(inCluster.getCurrentUser()?.authProvider).toMatchObject({ name: 'tokenFile', config: { tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' } });
+    const inCluster = await loadKubeConfig(
+      { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' },
+      undefined,
+    );
+    expect(inCluster.getCurrentCluster()).toMatchObject({
+      server: 'https://10.96.0.1:443',
+      caFile: '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt',
+      skipTLSVerify: false,
+    });
+    expect(inCluster.getCurrentUser()?.authProvider).toMatchObject({
+      name: 'tokenFile',
+      config: { tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' },
+    });
     const f = await fake();
     const a = await kubeconfigFor(f);
     const b = path.join(dir, 'second-kubeconfig');
-    await fs.writeFile(b, (await fs.readFile(a, 'utf8')).replaceAll('name: fake', 'name: other').replaceAll('cluster: fake', 'cluster: other').replace('current-context: fake', 'current-context: other'));
+    await fs.writeFile(
+      b,
+      (await fs.readFile(a, 'utf8'))
+        .replaceAll('name: fake', 'name: other')
+        .replaceAll('cluster: fake', 'cluster: other')
+        .replace('current-context: fake', 'current-context: other'),
+    );
     const merged = await loadKubeConfig({ KUBECONFIG: `${a}${path.delimiter}${b}` }, 'other');
-    expect(merged.getContexts().map((c) => c.name).sort()).toEqual(['fake', 'other']);
+    expect(
+      merged
+        .getContexts()
+        .map((c) => c.name)
+        .sort(),
+    ).toEqual(['fake', 'other']);
     expect(merged.getCurrentContext()).toBe('other');
   });
 
@@ -141,7 +186,10 @@ describe('kubernetes: server-side apply on the wire', () => {
       { name: 'acme-prod.api.primary', value: keys.next(), meta: meta('acme-prod/api/primary') },
     ]);
     const ann = f.secrets.get('app-keys')!.annotations;
-    expect(JSON.parse(ann['kms-sync/k.acme-prod.web.primary']!)).toMatchObject({ name: 'acme-prod.web.primary', target });
+    expect(JSON.parse(ann['kms-sync/k.acme-prod.web.primary']!)).toMatchObject({
+      name: 'acme-prod.web.primary',
+      target,
+    });
     expect(JSON.parse(ann['kms-sync/k.acme-prod.api.primary']!)).not.toHaveProperty('target');
     const listed = await one.list();
     expect(listed.find((l) => l.name === 'acme-prod.web.primary')?.meta?.target).toBe(target);
@@ -165,16 +213,23 @@ describe('kubernetes: server-side apply on the wire', () => {
     expect(patch.query.get('fieldManager')).toBe('kms-sync');
     expect(patch.query.get('force')).toBe('false');
     expect(patch.headers.authorization).toBe(`Bearer ${TOKEN}`);
-    const body = patch.json as { metadata: { resourceVersion: string; labels: Record<string, string>; annotations: Record<string, string> }; data: Record<string, string> };
+    const body = patch.json as {
+      metadata: { resourceVersion: string; labels: Record<string, string>; annotations: Record<string, string> };
+      data: Record<string, string>;
+    };
     expect(body.metadata.resourceVersion).toMatch(/^\d+$/);
     expect(body.metadata.labels).toEqual({ 'app.kubernetes.io/managed-by': 'kms-sync' });
-    expect(JSON.parse(body.metadata.annotations['kms-sync/k.acme-prod.web.primary']!)).toMatchObject({ name: 'acme-prod.web.primary', keyId: m.keyId, expiresAt: '2030-01-01T00:00:00.000Z' });
+    expect(JSON.parse(body.metadata.annotations['kms-sync/k.acme-prod.web.primary']!)).toMatchObject({
+      name: 'acme-prod.web.primary',
+      keyId: m.keyId,
+      expiresAt: '2030-01-01T00:00:00.000Z',
+    });
     expect(body.data).toEqual({ 'acme-prod.web.primary': Buffer.from(v).toString('base64') });
     expect(f.decoded('app-keys', 'acme-prod.web.primary')).toBe(v);
     assertNoValuesInUrlsOrHeaders(f.requests, [v]);
   });
 
-  it('one Secret: later applies re-state the keys kms-sync owns (SSA would drop them) and leave other managers\' keys alone', async () => {
+  it("one Secret: later applies re-state the keys kms-sync owns (SSA would drop them) and leave other managers' keys alone", async () => {
     const f = await fake();
     const store = await storeFor(f);
     const a = keys.next();
@@ -206,7 +261,7 @@ describe('kubernetes: server-side apply on the wire', () => {
           waiting.push(resolve);
           if (waiting.length === 2) {
             released = true;
-            waiting.forEach((w) => w());
+            for (const w of waiting) w();
             waiting = [];
           }
         }),
@@ -227,11 +282,20 @@ describe('kubernetes: server-side apply on the wire', () => {
     const f = await fake();
     f.updateAs('kubectl-edit', 'app-keys', { data: { 'acme-prod.web.primary': 'hand-edited' } });
     const v = keys.next();
-    const e = await rejectionOf((await storeFor(f)).put('acme-prod.web.primary', v, meta('acme-prod/web/primary')), keys.values);
-    expect(e.message).toMatch(/HTTP 409: Conflict: Apply failed with 1 conflict: conflict with "kubectl-edit".*force=true/s);
+    const e = await rejectionOf(
+      (await storeFor(f)).put('acme-prod.web.primary', v, meta('acme-prod/web/primary')),
+      keys.values,
+    );
+    expect(e.message).toMatch(
+      /HTTP 409: Conflict: Apply failed with 1 conflict: conflict with "kubectl-edit".*force=true/s,
+    );
     expect(e.message).not.toContain(Buffer.from(v).toString('base64'));
     expect(f.decoded('app-keys', 'acme-prod.web.primary')).toBe('hand-edited');
-    await (await storeFor(f, `${NS}/app-keys?force=true`)).put('acme-prod.web.primary', v, meta('acme-prod/web/primary'));
+    await (await storeFor(f, `${NS}/app-keys?force=true`)).put(
+      'acme-prod.web.primary',
+      v,
+      meta('acme-prod/web/primary'),
+    );
     expect(applies(f).at(-1)!.query.get('force')).toBe('true');
     expect(f.decoded('app-keys', 'acme-prod.web.primary')).toBe(v);
   });
@@ -243,17 +307,36 @@ describe('kubernetes: server-side apply on the wire', () => {
     const m = meta('acme-prod/web/primary');
     const name = store.secretName('acme-prod/web/primary');
     await store.put(name, v, m);
-    expect(f.requests.map((r) => `${r.method} ${r.rawPath}`)).toEqual(['PATCH /api/v1/namespaces/kms/secrets/acme-prod.web.primary']);
-    const body = applies(f)[0]!.json as { metadata: { labels: object; annotations: Record<string, string> }; type: string; data: object };
+    expect(f.requests.map((r) => `${r.method} ${r.rawPath}`)).toEqual([
+      'PATCH /api/v1/namespaces/kms/secrets/acme-prod.web.primary',
+    ]);
+    const body = applies(f)[0]!.json as {
+      metadata: { labels: object; annotations: Record<string, string> };
+      type: string;
+      data: object;
+    };
     expect(body.metadata.labels).toEqual({ 'app.kubernetes.io/managed-by': 'kms-sync' });
-    expect(body.metadata.annotations).toMatchObject({ 'kms-sync/key-id': m.keyId, 'kms-sync/project-env': 'acme-prod', 'kms-sync/client': 'web', 'kms-sync/key': 'primary', 'kms-sync/expires-at': '' });
+    expect(body.metadata.annotations).toMatchObject({
+      'kms-sync/key-id': m.keyId,
+      'kms-sync/project-env': 'acme-prod',
+      'kms-sync/client': 'web',
+      'kms-sync/key': 'primary',
+      'kms-sync/expires-at': '',
+    });
     expect(body.type).toBe('Opaque');
     expect(body.data).toEqual({ value: Buffer.from(v).toString('base64') });
     f.updateAs('someone', 'unrelated', { data: { x: 'y' } });
     f.requests.length = 0;
     const listed = await store.list();
     expect(listed.map((l) => l.name)).toEqual(['acme-prod.web.primary']);
-    expect(listed[0]!.meta).toEqual({ projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: m.keyId, issuedAt: m.issuedAt, expiresAt: null });
+    expect(listed[0]!.meta).toEqual({
+      projectEnv: 'acme-prod',
+      client: 'web',
+      key: 'primary',
+      keyId: m.keyId,
+      issuedAt: m.issuedAt,
+      expiresAt: null,
+    });
     expect(f.requests[0]!.query.get('labelSelector')).toBe('app.kubernetes.io/managed-by=kms-sync');
   });
 
@@ -269,7 +352,9 @@ describe('kubernetes: write check, auth and errors', () => {
     const ok = await fake({ rules: [{ verbs: ['get', 'patch'], resourceNames: ['app-keys'] }, { verbs: ['create'] }] });
     await (await storeFor(ok)).checkWritable();
     const reviews = ok.requests.filter((r) => r.rawPath === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews');
-    expect(reviews.map((r) => (r.json as { spec: { resourceAttributes: { verb: string } } }).spec.resourceAttributes.verb)).toEqual(['get', 'patch', 'create']);
+    expect(
+      reviews.map((r) => (r.json as { spec: { resourceAttributes: { verb: string } } }).spec.resourceAttributes.verb),
+    ).toEqual(['get', 'patch', 'create']);
     const readOnly = await fake({ rules: [{ verbs: ['get', 'list'] }] });
     const e = await rejectionOf((await storeFor(readOnly)).checkWritable(), keys.values);
     expect(e.code).toBe('NOT_WRITABLE');

@@ -3,7 +3,14 @@
 import { describe, expect, it } from 'vitest';
 import { GITHUB_NAME_MAX, GITHUB_RESERVED_PREFIXES } from '../../../src/secrets/backends/github.js';
 import { GITLAB_NAME_MAX, GITLAB_RESERVED_PREFIXES } from '../../../src/secrets/backends/gitlab.js';
-import { dataKeyName, dnsSubdomainName, envStyleName, isLegalDataKey, shortHash, vaultPathName } from '../../../src/secrets/backends/names.js';
+import {
+  dataKeyName,
+  dnsSubdomainName,
+  envStyleName,
+  isLegalDataKey,
+  shortHash,
+  vaultPathName,
+} from '../../../src/secrets/backends/names.js';
 import { SecretStoreError } from '../../../src/secrets/store.js';
 
 interface Mapping {

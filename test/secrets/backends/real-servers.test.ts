@@ -32,7 +32,10 @@ const env = process.env;
         const path = [mount, 'metadata', 'kms-sync-test', ...n.split('/')].map(encodeURIComponent).join('/');
         await request(new URL(`/v1/${path}`, addr), {
           method: 'DELETE',
-          headers: { 'x-vault-token': env.VAULT_TOKEN!, ...(env.VAULT_NAMESPACE ? { 'x-vault-namespace': env.VAULT_NAMESPACE } : {}) },
+          headers: {
+            'x-vault-token': env.VAULT_TOKEN!,
+            ...(env.VAULT_NAMESPACE ? { 'x-vault-namespace': env.VAULT_NAMESPACE } : {}),
+          },
         }).then((r) => r.body.dump());
       }
     },
@@ -54,11 +57,18 @@ const env = process.env;
     legalName: /^[A-Z_][A-Z0-9_]*$/,
     cleanup: async (names) => {
       const [owner, repo] = (env.KMS_SYNC_TEST_GITHUB_REPO ?? '').split('/');
-      const base = envName ? `${api}/repos/${owner}/${repo}/environments/${encodeURIComponent(envName)}/secrets` : `${api}/repos/${owner}/${repo}/actions/secrets`;
+      const base = envName
+        ? `${api}/repos/${owner}/${repo}/environments/${encodeURIComponent(envName)}/secrets`
+        : `${api}/repos/${owner}/${repo}/actions/secrets`;
       for (const n of names) {
         await request(`${base}/${n}`, {
           method: 'DELETE',
-          headers: { authorization: `Bearer ${env.GITHUB_TOKEN}`, accept: 'application/vnd.github+json', 'user-agent': 'kms-sync-test', 'x-github-api-version': '2022-11-28' },
+          headers: {
+            authorization: `Bearer ${env.GITHUB_TOKEN}`,
+            accept: 'application/vnd.github+json',
+            'user-agent': 'kms-sync-test',
+            'x-github-api-version': '2022-11-28',
+          },
         }).then((r) => r.body.dump());
       }
     },
@@ -73,16 +83,23 @@ const env = process.env;
   defineStoreContract({
     label: `real GitLab project ${project || '(KMS_SYNC_TEST_GITLAB_PROJECT unset)'}`,
     skip: !on,
-    open: () => openGitLabStore(`gitlab://${encodeURIComponent(project)}?environment_scope=kms-sync-test&prefix=KMS_SYNC_TEST_&protected=false`, { env }),
+    open: () =>
+      openGitLabStore(
+        `gitlab://${encodeURIComponent(project)}?environment_scope=kms-sync-test&prefix=KMS_SYNC_TEST_&protected=false`,
+        { env },
+      ),
     canRead: true,
     listsMeta: true,
     legalName: /^[A-Za-z0-9_]{1,255}$/,
     cleanup: async (names) => {
       for (const n of names) {
-        await request(`${api}/projects/${encodeURIComponent(project)}/variables/${n}?filter%5Benvironment_scope%5D=kms-sync-test`, {
-          method: 'DELETE',
-          headers: { 'private-token': env.GITLAB_TOKEN! },
-        }).then((r) => r.body.dump());
+        await request(
+          `${api}/projects/${encodeURIComponent(project)}/variables/${n}?filter%5Benvironment_scope%5D=kms-sync-test`,
+          {
+            method: 'DELETE',
+            headers: { 'private-token': env.GITLAB_TOKEN! },
+          },
+        ).then((r) => r.body.dump());
       }
     },
   });

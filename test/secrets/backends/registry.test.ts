@@ -16,7 +16,9 @@ afterEach(async () => {
 
 describe('remote backends in openStore', () => {
   it('are selected by scheme and open without touching the network', async () => {
-    expect(supportedStoreSchemes()).toEqual(expect.arrayContaining(['vault:', 'openbao:', 'github:', 'gitlab:', 'kubernetes:', 'k8s:']));
+    expect(supportedStoreSchemes()).toEqual(
+      expect.arrayContaining(['vault:', 'openbao:', 'github:', 'gitlab:', 'kubernetes:', 'k8s:']),
+    );
     // Port 9 on 127.0.0.1: nothing listens; opening must not care.
     const cases: [string, string][] = [
       ['vault://127.0.0.1:9/secret/kms', 'vault'],
@@ -51,7 +53,12 @@ describe('presence check through the registry', () => {
     const f = await startFakeVault({ token: 't0k' });
     fakes.push(f);
     const uri = `vault://127.0.0.1:${f.server.port}/secret/kms?tls=false`;
-    const registry = new StoreRegistry({ declarations: [{ name: 'vault', uri }], baseDir: '/nonexistent', policy: { ...DEFAULT_POLICY, storeHosts: [`127.0.0.1:${f.server.port}`] }, env: { VAULT_TOKEN: 't0k', HOME: '/nonexistent' } });
+    const registry = new StoreRegistry({
+      declarations: [{ name: 'vault', uri }],
+      baseDir: '/nonexistent',
+      policy: { ...DEFAULT_POLICY, storeHosts: [`127.0.0.1:${f.server.port}`] },
+      env: { VAULT_TOKEN: 't0k', HOME: '/nonexistent' },
+    });
     const store = await registry.get('vault');
     const mCur = meta('acme-prod/web/primary');
     const mOld = meta('acme-prod/api/primary');

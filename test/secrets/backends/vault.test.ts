@@ -4,7 +4,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openVaultStore, parseVaultUri, VaultKvStore } from '../../../src/secrets/backends/vault.js';
+import { openVaultStore, parseVaultUri, type VaultKvStore } from '../../../src/secrets/backends/vault.js';
 import { openStore } from '../../../src/secrets/registry.js';
 import { vaultBackend } from '../../../src/secrets/backends/vault.js';
 import { meta } from '../helpers.js';
@@ -27,7 +27,11 @@ function uriOf(f: FakeVault, extra = ''): string {
   return `vault://127.0.0.1:${f.server.port}/secret/kms?tls=false${extra}`;
 }
 
-async function storeFor(f: FakeVault, env: NodeJS.ProcessEnv = { VAULT_TOKEN: TOKEN, HOME: '/nonexistent' }, extra = ''): Promise<VaultKvStore> {
+async function storeFor(
+  f: FakeVault,
+  env: NodeJS.ProcessEnv = { VAULT_TOKEN: TOKEN, HOME: '/nonexistent' },
+  extra = '',
+): Promise<VaultKvStore> {
   return openVaultStore(uriOf(f, extra), { env });
 }
 
@@ -41,7 +45,9 @@ defineStoreContract({
   label: 'vault (fake KV v2)',
   open: async () => {
     contractFake ??= await startFakeVault({ token: TOKEN });
-    return openVaultStore(`vault://127.0.0.1:${contractFake.server.port}/secret/kms?tls=false`, { env: { VAULT_TOKEN: TOKEN, HOME: '/nonexistent' } });
+    return openVaultStore(`vault://127.0.0.1:${contractFake.server.port}/secret/kms?tls=false`, {
+      env: { VAULT_TOKEN: TOKEN, HOME: '/nonexistent' },
+    });
   },
   canRead: true,
   listsMeta: true,
@@ -59,8 +65,12 @@ describe('vault: URI and options', () => {
     expect(c.prefix).toEqual(['team', 'kms']);
     expect(c.namespace).toBe('ops');
     expect(parseVaultUri('openbao://bao:8200/secret', { env: {} }).prefix).toEqual([]);
-    expect(parseVaultUri('vault://127.0.0.1/secret?tls=false', { env: {} }).baseUrl.href).toBe('http://127.0.0.1:8200/');
-    expect(() => parseVaultUri('vault://h/secret?tls=false', { env: {} })).toThrow(/refusing to send credentials over plain HTTP to h:8200/);
+    expect(parseVaultUri('vault://127.0.0.1/secret?tls=false', { env: {} }).baseUrl.href).toBe(
+      'http://127.0.0.1:8200/',
+    );
+    expect(() => parseVaultUri('vault://h/secret?tls=false', { env: {} })).toThrow(
+      /refusing to send credentials over plain HTTP to h:8200/,
+    );
     expect(parseVaultUri('vault://h/a/b/c?mount=a/b', { env: {} })).toMatchObject({ mount: 'a/b', prefix: ['c'] });
     expect(parseVaultUri('vault://h/s', { env: { VAULT_NAMESPACE: 'envns' } }).namespace).toBe('envns');
     expect(() => parseVaultUri('vault://user:hvs.x@h/secret', { env: {} })).toThrow(/credentials do not belong/);
@@ -72,7 +82,9 @@ describe('vault: URI and options', () => {
   it('openStore picks the backend for vault:// and openbao://', async () => {
     const f = await fake();
     for (const scheme of ['vault', 'openbao']) {
-      const s = await openStore(`${scheme}://127.0.0.1:${f.server.port}/secret/kms?tls=false`, { env: { VAULT_TOKEN: TOKEN } });
+      const s = await openStore(`${scheme}://127.0.0.1:${f.server.port}/secret/kms?tls=false`, {
+        env: { VAULT_TOKEN: TOKEN },
+      });
       expect(s.kind).toBe('vault');
       expect(s.displayUri).toBe(`${scheme}://127.0.0.1:${f.server.port}/secret/kms?tls=false`);
     }
@@ -102,11 +114,27 @@ describe('vault: wire protocol', () => {
     expect(dataPost.headers['content-type']).toBe('application/json');
     expect(dataPost.json).toEqual({
       options: { cas: 0 },
-      data: { value: v, projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: m.keyId, issuedAt: m.issuedAt, expiresAt: '2030-01-01T00:00:00.000Z' },
+      data: {
+        value: v,
+        projectEnv: 'acme-prod',
+        client: 'web',
+        key: 'primary',
+        keyId: m.keyId,
+        issuedAt: m.issuedAt,
+        expiresAt: '2030-01-01T00:00:00.000Z',
+      },
     });
     const metaPost = f.requests[2]!;
     expect(metaPost.json).toEqual({
-      custom_metadata: { projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: m.keyId, issuedAt: m.issuedAt, expiresAt: '2030-01-01T00:00:00.000Z', managedBy: 'kms-sync' },
+      custom_metadata: {
+        projectEnv: 'acme-prod',
+        client: 'web',
+        key: 'primary',
+        keyId: m.keyId,
+        issuedAt: m.issuedAt,
+        expiresAt: '2030-01-01T00:00:00.000Z',
+        managedBy: 'kms-sync',
+      },
     });
     expect(metaPost.body).not.toContain(v);
     assertNoValuesInUrlsOrHeaders(f.requests, [v]);
@@ -146,15 +174,28 @@ describe('vault: wire protocol', () => {
     const store = await storeFor(f);
     await store.putMany([
       { name: 'a/web/primary', value: keys.next(), meta: meta('a/web/primary') },
-      { name: 'b/api/primary', value: keys.next(), meta: meta('b/api/primary', { expiresAt: '2029-05-05T00:00:00.000Z' }) },
+      {
+        name: 'b/api/primary',
+        value: keys.next(),
+        meta: meta('b/api/primary', { expiresAt: '2029-05-05T00:00:00.000Z' }),
+      },
     ]);
     const lists = f.requests.filter((r) => r.query.get('list') === 'true');
     expect(lists).toHaveLength(0);
     const listed = await store.list();
     expect(listed.map((l) => l.name)).toEqual(['a/web/primary', 'b/api/primary']);
-    expect(listed[1]!.meta).toMatchObject({ projectEnv: 'b', client: 'api', key: 'primary', expiresAt: '2029-05-05T00:00:00.000Z' });
+    expect(listed[1]!.meta).toMatchObject({
+      projectEnv: 'b',
+      client: 'api',
+      key: 'primary',
+      expiresAt: '2029-05-05T00:00:00.000Z',
+    });
     expect(listed[0]!.meta!.expiresAt).toBeNull();
-    expect(f.requests.some((r) => r.method === 'GET' && r.rawPath === '/v1/secret/metadata/kms/' && r.query.get('list') === 'true')).toBe(true);
+    expect(
+      f.requests.some(
+        (r) => r.method === 'GET' && r.rawPath === '/v1/secret/metadata/kms/' && r.query.get('list') === 'true',
+      ),
+    ).toBe(true);
     // Soft-delete the current version of one: it is gone for exists/read/list.
     f.entries.get('kms/a/web/primary')!.versions.at(-1)!.deletion_time = new Date().toISOString();
     expect(await store.exists('a/web/primary')).toBe(false);
@@ -178,11 +219,11 @@ describe('vault: check-and-set with concurrent writers', () => {
           const go = waiting;
           waiting = [];
           round++;
-          go.forEach((r) => r());
+          for (const r of go) r();
         } else if (round >= rounds.length) {
           const go = waiting;
           waiting = [];
-          go.forEach((r) => r());
+          for (const r of go) r();
         }
       });
   }
@@ -261,13 +302,22 @@ describe('vault: check-and-set with concurrent writers', () => {
 
 describe('vault: write check, auth and errors', () => {
   it('checkWritable asks capabilities-self for the data and metadata paths and reports what is missing', async () => {
-    const ok = await fake({ policy: { 'secret/data/kms/*': ['create', 'update', 'read'], 'secret/metadata/kms/*': ['read', 'update', 'list'] } });
+    const ok = await fake({
+      policy: {
+        'secret/data/kms/*': ['create', 'update', 'read'],
+        'secret/metadata/kms/*': ['read', 'update', 'list'],
+      },
+    });
     await (await storeFor(ok)).checkWritable();
     const cap = ok.requests.find((r) => r.rawPath === '/v1/sys/capabilities-self')!;
     expect(cap.method).toBe('POST');
-    expect(cap.json).toEqual({ paths: ['secret/data/kms/kms-sync-write-check', 'secret/metadata/kms/kms-sync-write-check'] });
+    expect(cap.json).toEqual({
+      paths: ['secret/data/kms/kms-sync-write-check', 'secret/metadata/kms/kms-sync-write-check'],
+    });
 
-    const readOnly = await fake({ policy: { 'secret/data/kms/*': ['read'], 'secret/metadata/kms/*': ['read', 'list'] } });
+    const readOnly = await fake({
+      policy: { 'secret/data/kms/*': ['read'], 'secret/metadata/kms/*': ['read', 'list'] },
+    });
     const e = await rejectionOf((await storeFor(readOnly)).checkWritable(), keys.values);
     expect(e.code).toBe('NOT_WRITABLE');
     expect(e.message).toContain('create on secret/data/kms/kms-sync-write-check');
@@ -338,7 +388,9 @@ describe('vault: write check, auth and errors', () => {
     const f = await fake();
     const port = f.server.port;
     await f.close();
-    const store = await openVaultStore(`vault://127.0.0.1:${port}/secret/kms?tls=false`, { env: { VAULT_TOKEN: TOKEN } });
+    const store = await openVaultStore(`vault://127.0.0.1:${port}/secret/kms?tls=false`, {
+      env: { VAULT_TOKEN: TOKEN },
+    });
     const e = await rejectionOf(store.exists('acme/web/primary'), keys.values);
     expect(e.message).toMatch(/no answer \(.*ECONNREFUSED/);
   });

@@ -45,8 +45,10 @@ function badTags(tags: unknown): string | undefined {
   if (tags === undefined) return undefined;
   if (!Array.isArray(tags)) return 'Tags must be a list';
   for (const t of tags as { Key?: unknown; Value?: unknown }[]) {
-    if (typeof t.Key !== 'string' || t.Key.length < 1 || t.Key.length > 128 || !TAG_TEXT.test(t.Key)) return 'invalid tag key';
-    if (typeof t.Value !== 'string' || t.Value.length > 256 || !TAG_TEXT.test(t.Value)) return `invalid value for tag '${t.Key}'`;
+    if (typeof t.Key !== 'string' || t.Key.length < 1 || t.Key.length > 128 || !TAG_TEXT.test(t.Key))
+      return 'invalid tag key';
+    if (typeof t.Value !== 'string' || t.Value.length > 256 || !TAG_TEXT.test(t.Value))
+      return `invalid value for tag '${t.Key}'`;
   }
   return undefined;
 }
@@ -62,12 +64,17 @@ export async function startAwsFake(): Promise<AwsFake> {
   let clock = 1_767_225_600; // 2026-01-01, seconds (the protocol sends epoch seconds)
   const now = (): number => ++clock;
   const fake = {} as AwsFake;
-  const ok = (body: unknown): Reply => ({ status: 200, headers: { 'content-type': 'application/x-amz-json-1.1' }, body });
+  const ok = (body: unknown): Reply => ({
+    status: 200,
+    headers: { 'content-type': 'application/x-amz-json-1.1' },
+    body,
+  });
   const find = (id: unknown): AwsFakeSecret | undefined => {
     if (typeof id !== 'string') return undefined;
     return secrets.get(id) ?? [...secrets.values()].find((s) => s.arn === id);
   };
-  const current = (s: AwsFakeSecret): AwsFakeVersion | undefined => s.versions.find((v) => v.stages.includes('AWSCURRENT'));
+  const current = (s: AwsFakeSecret): AwsFakeVersion | undefined =>
+    s.versions.find((v) => v.stages.includes('AWSCURRENT'));
   const describe = (s: AwsFakeSecret): Record<string, unknown> => ({
     ARN: s.arn,
     Name: s.name,
@@ -90,13 +97,23 @@ export async function startAwsFake(): Promise<AwsFake> {
 
   const handler = (r: RecordedRequest): Reply => {
     const target = String(r.headers['x-amz-target'] ?? '');
-    if (r.method !== 'POST' || r.path !== '/' || !target.startsWith('secretsmanager.')) return err('UnknownOperationException', 'unknown operation', 404);
-    if (!String(r.headers['content-type']).startsWith('application/x-amz-json-1.1')) return err('SerializationException', 'bad content type');
-    if (!/^AWS4-HMAC-SHA256 Credential=[^/]+\/\d{8}\/[a-z0-9-]+\/secretsmanager\/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$/.test(String(r.headers.authorization))) {
+    if (r.method !== 'POST' || r.path !== '/' || !target.startsWith('secretsmanager.'))
+      return err('UnknownOperationException', 'unknown operation', 404);
+    if (!String(r.headers['content-type']).startsWith('application/x-amz-json-1.1'))
+      return err('SerializationException', 'bad content type');
+    if (
+      !/^AWS4-HMAC-SHA256 Credential=[^/]+\/\d{8}\/[a-z0-9-]+\/secretsmanager\/aws4_request, SignedHeaders=[^,]+, Signature=[0-9a-f]{64}$/.test(
+        String(r.headers.authorization),
+      )
+    ) {
       return err('IncompleteSignature', 'missing or malformed SigV4 authorization', 403);
     }
     const body = JSON.parse(r.body || '{}') as Record<string, unknown>;
-    if (fake.denied.has(target)) return err('AccessDeniedException', `User: arn:aws:iam::123456789012:user/test is not authorized to perform: ${target.replace('.', ':')}`);
+    if (fake.denied.has(target))
+      return err(
+        'AccessDeniedException',
+        `User: arn:aws:iam::123456789012:user/test is not authorized to perform: ${target.replace('.', ':')}`,
+      );
     const injected = fake.fault?.(target, body);
     if (injected) return injected;
     const op = target.slice('secretsmanager.'.length);
@@ -105,11 +122,16 @@ export async function startAwsFake(): Promise<AwsFake> {
         const name = body.Name as string;
         const token = body.ClientRequestToken as string;
         if (!/^[A-Za-z0-9/_+=.@-]{1,512}$/.test(name)) return err('ValidationException', 'invalid name');
-        if (typeof token !== 'string' || token.length < 32 || token.length > 64) return err('ValidationException', 'invalid ClientRequestToken');
+        if (typeof token !== 'string' || token.length < 32 || token.length > 64)
+          return err('ValidationException', 'invalid ClientRequestToken');
         const badCreateTags = badTags(body.Tags);
         if (badCreateTags) return err('ValidationException', badCreateTags);
         const existing = secrets.get(name);
-        if (existing?.deletedDate) return err('InvalidRequestException', "You can't create this secret because a secret with this name is already scheduled for deletion.");
+        if (existing?.deletedDate)
+          return err(
+            'InvalidRequestException',
+            "You can't create this secret because a secret with this name is already scheduled for deletion.",
+          );
         if (existing) {
           const v = existing.versions.find((x) => x.token === token);
           if (v && v.value === body.SecretString) return ok({ ARN: existing.arn, Name: name, VersionId: token });
@@ -120,7 +142,9 @@ export async function startAwsFake(): Promise<AwsFake> {
           name,
           arn: `arn:aws:secretsmanager:us-east-1:123456789012:secret:${name}-${randomUUID().slice(0, 6)}`,
           versions: [],
-          tags: new Map(((body.Tags as { Key: string; Value: string }[] | undefined) ?? []).map((x) => [x.Key, x.Value])),
+          tags: new Map(
+            ((body.Tags as { Key: string; Value: string }[] | undefined) ?? []).map((x) => [x.Key, x.Value]),
+          ),
           created: t,
           changed: t,
           ...(typeof body.Description === 'string' ? { description: body.Description } : {}),
@@ -133,12 +157,20 @@ export async function startAwsFake(): Promise<AwsFake> {
       case 'PutSecretValue': {
         const s = find(body.SecretId);
         if (!s) return err('ResourceNotFoundException', "Secrets Manager can't find the specified secret.");
-        if (s.deletedDate) return err('InvalidRequestException', "You can't perform this operation on the secret because it was marked for deletion.");
+        if (s.deletedDate)
+          return err(
+            'InvalidRequestException',
+            "You can't perform this operation on the secret because it was marked for deletion.",
+          );
         const token = body.ClientRequestToken as string;
         const v = s.versions.find((x) => x.token === token);
         if (v) {
-          if (v.value === body.SecretString) return ok({ ARN: s.arn, Name: s.name, VersionId: token, VersionStages: v.stages });
-          return err('ResourceExistsException', 'A version with this ClientRequestToken already exists with different content.');
+          if (v.value === body.SecretString)
+            return ok({ ARN: s.arn, Name: s.name, VersionId: token, VersionStages: v.stages });
+          return err(
+            'ResourceExistsException',
+            'A version with this ClientRequestToken already exists with different content.',
+          );
         }
         addVersion(s, token, body.SecretString as string);
         return ok({ ARN: s.arn, Name: s.name, VersionId: token, VersionStages: ['AWSCURRENT'] });
@@ -159,10 +191,25 @@ export async function startAwsFake(): Promise<AwsFake> {
       case 'GetSecretValue': {
         const s = find(body.SecretId);
         if (!s) return err('ResourceNotFoundException', "Secrets Manager can't find the specified secret.");
-        if (s.deletedDate) return err('InvalidRequestException', "You can't perform this operation on the secret because it was marked for deletion.");
+        if (s.deletedDate)
+          return err(
+            'InvalidRequestException',
+            "You can't perform this operation on the secret because it was marked for deletion.",
+          );
         const v = current(s);
-        if (!v) return err('ResourceNotFoundException', "Secrets Manager can't find the specified secret value for staging label: AWSCURRENT");
-        return ok({ ARN: s.arn, Name: s.name, VersionId: v.token, SecretString: v.value, VersionStages: v.stages, CreatedDate: v.created });
+        if (!v)
+          return err(
+            'ResourceNotFoundException',
+            "Secrets Manager can't find the specified secret value for staging label: AWSCURRENT",
+          );
+        return ok({
+          ARN: s.arn,
+          Name: s.name,
+          VersionId: v.token,
+          SecretString: v.value,
+          VersionStages: v.stages,
+          CreatedDate: v.created,
+        });
       }
       case 'ListSecrets': {
         const filters = (body.Filters as { Key: string; Values: string[] }[] | undefined) ?? [];
@@ -203,7 +250,9 @@ export async function startAwsFake(): Promise<AwsFake> {
     listPageSize: 100,
     ops: () => server.requests.map((r) => String(r.headers['x-amz-target'] ?? '').replace('secretsmanager.', '')),
     bodies: (op: string) =>
-      server.requests.filter((r) => r.headers['x-amz-target'] === `secretsmanager.${op}`).map((r) => JSON.parse(r.body || '{}') as Record<string, unknown>),
+      server.requests
+        .filter((r) => r.headers['x-amz-target'] === `secretsmanager.${op}`)
+        .map((r) => JSON.parse(r.body || '{}') as Record<string, unknown>),
   });
   return fake;
 }

@@ -1,7 +1,13 @@
 // AWS Secrets Manager backend through the official SDK, against a local server that speaks the
 // AWS JSON 1.1 protocol (Debian has no moto package; see docs/secret-stores-cloud.md).
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AWS_NAME_RE, decodeTagText, encodeTagText, openAwsSecretsManagerStore, type AwsSecretsManagerStore } from '../../../src/secrets/backends/aws.js';
+import {
+  AWS_NAME_RE,
+  decodeTagText,
+  encodeTagText,
+  openAwsSecretsManagerStore,
+  type AwsSecretsManagerStore,
+} from '../../../src/secrets/backends/aws.js';
 import { PartialWriteError } from '../../../src/secrets/backends/cloud-names.js';
 import { SecretStoreError } from '../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
@@ -25,7 +31,11 @@ afterAll(async () => {
 });
 
 const open = (query = '', prefix = 'kms-sync/test'): Promise<AwsSecretsManagerStore> =>
-  openAwsSecretsManagerStore(`aws-sm://us-east-1/${prefix}?endpoint=${encodeURIComponent(fake.url)}${query}`, {}, { clientConfig: { maxAttempts: 1 } });
+  openAwsSecretsManagerStore(
+    `aws-sm://us-east-1/${prefix}?endpoint=${encodeURIComponent(fake.url)}${query}`,
+    {},
+    { clientConfig: { maxAttempts: 1 } },
+  );
 
 storeContract('aws-sm (local JSON 1.1 server)', async () => ({ store: await open(), legal: AWS_NAME_RE }));
 
@@ -51,11 +61,20 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect(req.path).toBe('/');
     expect(req.headers['x-amz-target']).toBe('secretsmanager.CreateSecret');
     expect(req.headers['content-type']).toMatch(/^application\/x-amz-json-1\.1/);
-    expect(req.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDKMSSYNCTEST\/\d{8}\/us-east-1\/secretsmanager\/aws4_request/);
+    expect(req.headers.authorization).toMatch(
+      /^AWS4-HMAC-SHA256 Credential=AKIDKMSSYNCTEST\/\d{8}\/us-east-1\/secretsmanager\/aws4_request/,
+    );
     expect(create).toMatchObject({ Name: name, SecretString: value, KmsKeyId: 'alias/kms-sync' });
     expect(create!.ClientRequestToken).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const tags = Object.fromEntries((create!.Tags as { Key: string; Value: string }[]).map((t) => [t.Key, t.Value]));
-    expect(tags).toEqual({ projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: m.keyId, issuedAt: m.issuedAt, 'managed-by': 'kms-sync' });
+    expect(tags).toEqual({
+      projectEnv: 'acme-prod',
+      client: 'web',
+      key: 'primary',
+      keyId: m.keyId,
+      issuedAt: m.issuedAt,
+      'managed-by': 'kms-sync',
+    });
 
     // The journal retries the same entry (e.g. the response was lost): same token, no new version.
     await store.put(name, value, m);
@@ -90,7 +109,8 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect(create!.Tags).toContainEqual({ Key: 'target', Value: 'https://kms.example.com/api/v1=23live' });
     expect(fake.secrets.get(name)!.tags.get('target')).toBe('https://kms.example.com/api/v1=23live');
     expect((await store.list())[0]!.meta!.target).toBe(target);
-    for (const t of ['a=b', '=23', 'ü € 😀 #%', 'plain text 1.2/3:4@x+y-z_']) expect(decodeTagText(encodeTagText(t))).toBe(t);
+    for (const t of ['a=b', '=23', 'ü € 😀 #%', 'plain text 1.2/3:4@x+y-z_'])
+      expect(decodeTagText(encodeTagText(t))).toBe(t);
     expect(encodeTagText('a=b')).toBe('a=3Db');
 
     await store.put(name, fakeKey(), meta('acme-prod/web/primary'));
@@ -108,10 +128,18 @@ describe('aws-sm: wire format through the official SDK', () => {
   });
 
   it('putMany that fails midway names exactly the entries that were not stored, never a value', async () => {
-    const entries = ['a', 'b', 'c', 'd'].map((c) => ({ name: store.secretName(`acme-prod/${c}/k`), value: fakeKey(), meta: meta(`acme-prod/${c}/k`) }));
+    const entries = ['a', 'b', 'c', 'd'].map((c) => ({
+      name: store.secretName(`acme-prod/${c}/k`),
+      value: fakeKey(),
+      meta: meta(`acme-prod/${c}/k`),
+    }));
     fake.fault = (target, body) =>
       target === 'secretsmanager.CreateSecret' && body.Name === entries[2]!.name
-        ? { status: 500, headers: { 'x-amzn-errortype': 'InternalServiceError' }, body: { __type: 'InternalServiceError', message: 'boom' } }
+        ? {
+            status: 500,
+            headers: { 'x-amzn-errortype': 'InternalServiceError' },
+            body: { __type: 'InternalServiceError', message: 'boom' },
+          }
         : undefined;
     const err = await store.putMany(entries).then(
       () => undefined,
@@ -123,7 +151,10 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect(e.notStored).toEqual([entries[2]!.name, entries[3]!.name]);
     expect(e.message).toContain(`NOT stored: ${entries[2]!.name}, ${entries[3]!.name}`);
     expect(e.message).toContain('InternalServiceError');
-    expectNoSecrets(e.message, entries.map((x) => x.value));
+    expectNoSecrets(
+      e.message,
+      entries.map((x) => x.value),
+    );
     expect([...fake.secrets.keys()].sort()).toEqual([entries[0]!.name, entries[1]!.name]);
     // The journal re-flushes the whole batch: the two that landed are not duplicated.
     fake.fault = undefined;
@@ -137,10 +168,15 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect(fake.secrets.size).toBe(0);
     expect(fake.bodies('PutSecretValue')[0]!.SecretId).toMatch(/^kms-sync\/test\/kms-sync-write-probe-/);
     fake.denied.add('secretsmanager.PutSecretValue');
-    const e = await store.checkWritable().then(() => undefined, (x: unknown) => x as SecretStoreError);
+    const e = await store.checkWritable().then(
+      () => undefined,
+      (x: unknown) => x as SecretStoreError,
+    );
     expect(e).toBeInstanceOf(SecretStoreError);
     expect(e!.code).toBe('NOT_WRITABLE');
-    expect(e!.message).toMatch(/AccessDeniedException.*secretsmanager:DescribeSecret, CreateSecret, PutSecretValue, TagResource/);
+    expect(e!.message).toMatch(
+      /AccessDeniedException.*secretsmanager:DescribeSecret, CreateSecret, PutSecretValue, TagResource/,
+    );
   });
 
   it('exists treats a secret scheduled for deletion as missing; put restores it (onDeleted=recover) or explains (onDeleted=fail)', async () => {
@@ -152,11 +188,17 @@ describe('aws-sm: wire format through the official SDK', () => {
     expect(await store.read(name)).toBeUndefined();
 
     const strict = await open('&onDeleted=fail');
-    const e = await strict.put(name, fakeKey(), meta('acme-prod/web/primary')).then(() => undefined, (x: unknown) => x as Error);
+    const e = await strict.put(name, fakeKey(), meta('acme-prod/web/primary')).then(
+      () => undefined,
+      (x: unknown) => x as Error,
+    );
     expect(e?.message).toMatch(/scheduled for deletion.*restore-secret/);
 
     const notices: string[] = [];
-    const lenient = await openAwsSecretsManagerStore(`aws-sm://us-east-1/kms-sync/test?endpoint=${encodeURIComponent(fake.url)}`, { onNotice: (n) => notices.push(n) });
+    const lenient = await openAwsSecretsManagerStore(
+      `aws-sm://us-east-1/kms-sync/test?endpoint=${encodeURIComponent(fake.url)}`,
+      { onNotice: (n) => notices.push(n) },
+    );
     const v = fakeKey();
     await lenient.put(name, v, meta('acme-prod/web/primary'));
     expect(await lenient.read(name)).toBe(v);
@@ -184,8 +226,12 @@ describe('aws-sm: wire format through the official SDK', () => {
   });
 
   it('rejects bad URIs with the accepted forms', async () => {
-    await expect(openAwsSecretsManagerStore('aws-sm://not_a_region/p')).rejects.toThrow(/not an AWS region.*aws-sm:\/\/<region>\/<prefix>/);
-    await expect(openAwsSecretsManagerStore('aws-sm://eu-west-1/p?endpont=x')).rejects.toThrow(/unknown option 'endpont'/);
+    await expect(openAwsSecretsManagerStore('aws-sm://not_a_region/p')).rejects.toThrow(
+      /not an AWS region.*aws-sm:\/\/<region>\/<prefix>/,
+    );
+    await expect(openAwsSecretsManagerStore('aws-sm://eu-west-1/p?endpont=x')).rejects.toThrow(
+      /unknown option 'endpont'/,
+    );
     await expect(openAwsSecretsManagerStore('aws-sm://eu-west-1/bad%20prefix')).rejects.toThrow(/prefix segment/);
     await expect(openAwsSecretsManagerStore('aws-sm://eu-west-1/p?endpoint=ftp://x')).rejects.toThrow(/http\(s\) URL/);
   });

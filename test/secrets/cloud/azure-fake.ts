@@ -45,21 +45,33 @@ export async function startAzureFake(): Promise<AzureFake> {
   let base = '';
   const key = (n: string): string => n.toLowerCase();
   const current = (s: AzureFakeSecret): AzureFakeVersion | undefined => s.versions[s.versions.length - 1];
-  const attrs = (v: AzureFakeVersion): Record<string, unknown> => ({ enabled: v.enabled, created: v.created, updated: v.created, recoveryLevel: 'Recoverable+Purgeable', recoverableDays: 90 });
+  const attrs = (v: AzureFakeVersion): Record<string, unknown> => ({
+    enabled: v.enabled,
+    created: v.created,
+    updated: v.created,
+    recoveryLevel: 'Recoverable+Purgeable',
+    recoverableDays: 90,
+  });
   const item = (s: AzureFakeSecret, v: AzureFakeVersion, withVersion: boolean): Record<string, unknown> => ({
     id: `${base}/secrets/${s.name}${withVersion ? `/${v.id}` : ''}`,
     attributes: attrs(v),
     tags: v.tags,
     ...(v.contentType ? { contentType: v.contentType } : {}),
   });
-  const bundle = (s: AzureFakeSecret, v: AzureFakeVersion): Record<string, unknown> => ({ value: v.value, ...item(s, v, true) });
+  const bundle = (s: AzureFakeSecret, v: AzureFakeVersion): Record<string, unknown> => ({
+    value: v.value,
+    ...item(s, v, true),
+  });
   const page = (items: unknown[], r: RecordedRequest): Reply => {
     const size = Math.min(Number(r.query.get('maxresults') ?? 25) || 25, fake.listPageSize);
     const start = Number(r.query.get('$skiptoken') ?? 0) || 0;
     const next = new URL(`${base}${r.path}`);
     next.searchParams.set('api-version', r.query.get('api-version') ?? '');
     next.searchParams.set('$skiptoken', String(start + size));
-    return { status: 200, body: { value: items.slice(start, start + size), nextLink: start + size < items.length ? next.toString() : null } };
+    return {
+      status: 200,
+      body: { value: items.slice(start, start + size), nextLink: start + size < items.length ? next.toString() : null },
+    };
   };
 
   const handler = (r: RecordedRequest): Reply => {
@@ -68,14 +80,22 @@ export async function startAzureFake(): Promise<AzureFake> {
     if (!auth) {
       return {
         status: 401,
-        headers: { 'www-authenticate': `Bearer authorization="https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000", resource="https://vault.azure.net"` },
+        headers: {
+          'www-authenticate': `Bearer authorization="https://login.microsoftonline.com/00000000-0000-0000-0000-000000000000", resource="https://vault.azure.net"`,
+        },
         body: kverr(401, 'Unauthorized', 'AKV10000: Request is missing a Bearer or PoP token.').body,
       };
     }
-    if (auth !== `Bearer ${AZURE_FAKE_TOKEN}`) return kverr(401, 'Unauthorized', 'AKV10022: Invalid audience or token.');
+    if (auth !== `Bearer ${AZURE_FAKE_TOKEN}`)
+      return kverr(401, 'Unauthorized', 'AKV10022: Invalid audience or token.');
     const p = decodeURIComponent(r.path).replace(/\/$/, '');
     if (fake.denied.some((re) => re.test(`${r.method} ${p}`))) {
-      return kverr(403, 'Forbidden', `Caller is not authorized to perform action on resource. Action: '${r.method} ${p}'`, 'ForbiddenByRbac');
+      return kverr(
+        403,
+        'Forbidden',
+        `Caller is not authorized to perform action on resource. Action: '${r.method} ${p}'`,
+        'ForbiddenByRbac',
+      );
     }
     const injected = fake.fault?.(r);
     if (injected) return injected;
@@ -90,18 +110,29 @@ export async function startAzureFake(): Promise<AzureFake> {
     }
     if ((m = /^\/secrets\/([^/]+)\/versions$/.exec(p)) && r.method === 'GET') {
       const s = secrets.get(key(m[1] as string));
-      if (!s || s.deleted) return kverr(404, 'SecretNotFound', `A secret with (name/id) ${m[1]} was not found in this key vault.`);
-      return page(s.versions.map((v) => item(s, v, true)), r);
+      if (!s || s.deleted)
+        return kverr(404, 'SecretNotFound', `A secret with (name/id) ${m[1]} was not found in this key vault.`);
+      return page(
+        s.versions.map((v) => item(s, v, true)),
+        r,
+      );
     }
     if ((m = /^\/secrets\/([^/]+)$/.exec(p)) && r.method === 'PUT') {
       const name = m[1] as string;
-      if (!/^[0-9A-Za-z-]{1,127}$/.test(name)) return kverr(400, 'BadParameter', 'The request URI contains an invalid name');
+      if (!/^[0-9A-Za-z-]{1,127}$/.test(name))
+        return kverr(400, 'BadParameter', 'The request URI contains an invalid name');
       if (typeof body.value !== 'string') return kverr(400, 'BadParameter', 'value is required');
       const tags = (body.tags as Record<string, string>) ?? {};
-      if (Object.keys(tags).length > 15 || Object.values(tags).some((v) => v.length > 256)) return kverr(400, 'BadParameter', 'too many tags or tag value too long');
+      if (Object.keys(tags).length > 15 || Object.values(tags).some((v) => v.length > 256))
+        return kverr(400, 'BadParameter', 'too many tags or tag value too long');
       let s = secrets.get(key(name));
       if (s?.deleted) {
-        return kverr(409, 'Conflict', `Secret ${name} is currently in a deleted but recoverable state, and its name cannot be reused; in this state, the secret can only be recovered or purged.`, 'ObjectIsDeletedButRecoverable');
+        return kverr(
+          409,
+          'Conflict',
+          `Secret ${name} is currently in a deleted but recoverable state, and its name cannot be reused; in this state, the secret can only be recovered or purged.`,
+          'ObjectIsDeletedButRecoverable',
+        );
       }
       if (!s) secrets.set(key(name), (s = { name, versions: [] }));
       const v: AzureFakeVersion = {
@@ -118,26 +149,34 @@ export async function startAzureFake(): Promise<AzureFake> {
     if ((m = /^\/secrets\/([^/]+)(?:\/([^/]*))?$/.exec(p)) && (r.method === 'GET' || r.method === 'PATCH')) {
       const s = secrets.get(key(m[1] as string));
       const v = s && !s.deleted ? (m[2] ? s.versions.find((x) => x.id === m![2]) : current(s)) : undefined;
-      if (!s || !v) return kverr(404, 'SecretNotFound', `A secret with (name/id) ${m[1]} was not found in this key vault.`);
+      if (!s || !v)
+        return kverr(404, 'SecretNotFound', `A secret with (name/id) ${m[1]} was not found in this key vault.`);
       if (r.method === 'PATCH') {
         if (body.tags) v.tags = body.tags as Record<string, string>;
         const a = body.attributes as { enabled?: boolean } | undefined;
         if (a?.enabled !== undefined) v.enabled = a.enabled;
         return { status: 200, body: item(s, v, true) };
       }
-      if (!v.enabled) return kverr(403, 'Forbidden', 'Operation get is not allowed on a disabled secret.', 'SecretDisabled');
+      if (!v.enabled)
+        return kverr(403, 'Forbidden', 'Operation get is not allowed on a disabled secret.', 'SecretDisabled');
       return { status: 200, body: bundle(s, v) };
     }
     if ((m = /^\/secrets\/([^/]+)$/.exec(p)) && r.method === 'DELETE') {
       const s = secrets.get(key(m[1] as string));
       if (!s || s.deleted) return kverr(404, 'SecretNotFound', 'not found');
       s.deleted = ++clock;
-      return { status: 200, body: { ...item(s, current(s)!, true), recoveryId: `${base}/deletedsecrets/${s.name}`, deletedDate: s.deleted } };
+      return {
+        status: 200,
+        body: { ...item(s, current(s)!, true), recoveryId: `${base}/deletedsecrets/${s.name}`, deletedDate: s.deleted },
+      };
     }
     if ((m = /^\/deletedsecrets\/([^/]+)$/.exec(p)) && r.method === 'GET') {
       const s = secrets.get(key(m[1] as string));
       if (!s?.deleted) return kverr(404, 'SecretNotFound', `Deleted Secret not found: ${m[1]}`);
-      return { status: 200, body: { ...item(s, current(s)!, true), recoveryId: `${base}/deletedsecrets/${s.name}`, deletedDate: s.deleted } };
+      return {
+        status: 200,
+        body: { ...item(s, current(s)!, true), recoveryId: `${base}/deletedsecrets/${s.name}`, deletedDate: s.deleted },
+      };
     }
     if ((m = /^\/deletedsecrets\/([^/]+)\/recover$/.exec(p)) && r.method === 'POST') {
       const s = secrets.get(key(m[1] as string));

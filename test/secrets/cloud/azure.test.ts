@@ -2,7 +2,12 @@
 // certificate trusted through the SDK's tlsOptions; a credential that returns a fake token).
 import type { AccessToken, TokenCredential } from '@azure/core-auth';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { AZURE_CONTENT_TYPE, AZURE_NAME_RE, openAzureKeyVaultStore, type AzureKeyVaultStore } from '../../../src/secrets/backends/azure.js';
+import {
+  AZURE_CONTENT_TYPE,
+  AZURE_NAME_RE,
+  openAzureKeyVaultStore,
+  type AzureKeyVaultStore,
+} from '../../../src/secrets/backends/azure.js';
 import { PartialWriteError } from '../../../src/secrets/backends/cloud-names.js';
 import { SecretStoreError, type OpenStoreOptions } from '../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
@@ -49,7 +54,8 @@ describe('azure-kv: wire format through the official SDK', () => {
     fake.denied = [];
     fake.secrets.clear();
   });
-  const calls = (): string[] => fake.requests.map((r) => `${r.method} ${decodeURIComponent(r.path)}${r.headers.authorization ? '' : ' (no auth)'}`);
+  const calls = (): string[] =>
+    fake.requests.map((r) => `${r.method} ${decodeURIComponent(r.path)}${r.headers.authorization ? '' : ' (no auth)'}`);
 
   it('answers the bearer challenge, then PUTs the value with tags and content type', async () => {
     const name = store.secretName('acme-prod/web/primary');
@@ -66,7 +72,14 @@ describe('azure-kv: wire format through the official SDK', () => {
     const body = JSON.parse(put!.body) as { value: string; tags: Record<string, string>; contentType: string };
     expect(body.value).toBe(value);
     expect(body.contentType).toBe(AZURE_CONTENT_TYPE);
-    expect(body.tags).toMatchObject({ projectEnv: 'acme-prod', client: 'web', key: 'primary', keyId: m.keyId, issuedAt: m.issuedAt, 'managed-by': 'kms-sync' });
+    expect(body.tags).toMatchObject({
+      projectEnv: 'acme-prod',
+      client: 'web',
+      key: 'primary',
+      keyId: m.keyId,
+      issuedAt: m.issuedAt,
+      'managed-by': 'kms-sync',
+    });
     expect(body.tags.writeToken).toMatch(/^[0-9a-f-]{36}$/);
     expectNoSecretInUrlOrHeaders(fake.requests, [value]);
   });
@@ -104,9 +117,14 @@ describe('azure-kv: wire format through the official SDK', () => {
 
     const strict = await open('?onDeleted=fail');
     const value = fakeKey();
-    const e = (await strict.put(name, value, meta('acme-prod/web/primary')).then(() => undefined, (x: unknown) => x)) as SecretStoreError;
+    const e = (await strict.put(name, value, meta('acme-prod/web/primary')).then(
+      () => undefined,
+      (x: unknown) => x,
+    )) as SecretStoreError;
     expect(e).toBeInstanceOf(SecretStoreError);
-    expect(e.message).toMatch(/name conflict: secret 'kms-sync--acme-prod--web--primary' is soft-deleted.*az keyvault secret recover.*az keyvault secret purge/);
+    expect(e.message).toMatch(
+      /name conflict: secret 'kms-sync--acme-prod--web--primary' is soft-deleted.*az keyvault secret recover.*az keyvault secret purge/,
+    );
     expectNoSecrets(e.message, [value]);
 
     const notices: string[] = [];
@@ -120,20 +138,38 @@ describe('azure-kv: wire format through the official SDK', () => {
     expect(seen.at(-1)).toBe(`PUT /secrets/${name}`);
     expect(seen).toContain(`POST /deletedsecrets/${name}/recover`);
     // Between them only the recover poller's GETs of the secret (never a purge).
-    expect(seen.slice(1, -1).filter((c) => !c.startsWith('POST /deletedsecrets/')).every((c) => c.replace(/\/$/, '') === `GET /secrets/${name}`)).toBe(true);
+    expect(
+      seen
+        .slice(1, -1)
+        .filter((c) => !c.startsWith('POST /deletedsecrets/'))
+        .every((c) => c.replace(/\/$/, '') === `GET /secrets/${name}`),
+    ).toBe(true);
     expect(await lenient.read(name)).toBe(value);
     expect(notices.join()).toMatch(/recovered soft-deleted secret/);
   });
 
   it('putMany that fails midway names exactly the entries that were not stored', async () => {
-    const entries = ['a', 'b', 'c'].map((c) => ({ name: store.secretName(`acme-prod/${c}/k`), value: fakeKey(), meta: meta(`acme-prod/${c}/k`) }));
-    fake.fault = (r) => (r.method === 'PUT' && r.path.endsWith(entries[1]!.name) && r.headers.authorization ? { status: 400, body: { error: { code: 'BadParameter', message: 'simulated' } } } : undefined);
-    const e = (await store.putMany(entries).then(() => undefined, (x: unknown) => x)) as PartialWriteError;
+    const entries = ['a', 'b', 'c'].map((c) => ({
+      name: store.secretName(`acme-prod/${c}/k`),
+      value: fakeKey(),
+      meta: meta(`acme-prod/${c}/k`),
+    }));
+    fake.fault = (r) =>
+      r.method === 'PUT' && r.path.endsWith(entries[1]!.name) && r.headers.authorization
+        ? { status: 400, body: { error: { code: 'BadParameter', message: 'simulated' } } }
+        : undefined;
+    const e = (await store.putMany(entries).then(
+      () => undefined,
+      (x: unknown) => x,
+    )) as PartialWriteError;
     expect(e).toBeInstanceOf(PartialWriteError);
     expect(e.stored).toEqual([entries[0]!.name]);
     expect(e.notStored).toEqual([entries[1]!.name, entries[2]!.name]);
     expect(e.message).toContain(`NOT stored: ${entries[1]!.name}, ${entries[2]!.name}`);
-    expectNoSecrets(e.message, entries.map((x) => x.value));
+    expectNoSecrets(
+      e.message,
+      entries.map((x) => x.value),
+    );
   });
 
   it('existsMany pages through the secret listing (no values) and ignores disabled secrets', async () => {
@@ -143,7 +179,9 @@ describe('azure-kv: wire format through the official SDK', () => {
       for (const n of names) await store.put(n, fakeKey(), meta('acme-prod/x/k'));
       fake.secrets.get(names[2]!)!.versions[0]!.enabled = false;
       fake.requests.length = 0;
-      expect([...(await store.existsMany([...names, store.secretName('acme-prod/zz/k')]))].sort()).toEqual(names.slice(0, 2));
+      expect([...(await store.existsMany([...names, store.secretName('acme-prod/zz/k')]))].sort()).toEqual(
+        names.slice(0, 2),
+      );
       expect(calls()).toEqual(['GET /secrets', 'GET /secrets']);
       expect((await store.list()).map((l) => l.name)).toEqual(names.slice(0, 2));
     } finally {
@@ -153,10 +191,16 @@ describe('azure-kv: wire format through the official SDK', () => {
 
   it('checkWritable lists and probes with a PATCH on a missing secret; 403 is NOT_WRITABLE with the role to grant', async () => {
     await store.checkWritable();
-    expect(calls().filter((c) => !c.endsWith('(no auth)'))).toEqual(['GET /secrets', expect.stringMatching(/^PATCH \/secrets\/kms-sync-write-probe-[0-9a-f-]+\/0{32}$/)]);
+    expect(calls().filter((c) => !c.endsWith('(no auth)'))).toEqual([
+      'GET /secrets',
+      expect.stringMatching(/^PATCH \/secrets\/kms-sync-write-probe-[0-9a-f-]+\/0{32}$/),
+    ]);
     expect(fake.secrets.size).toBe(0);
     fake.denied = [/^PATCH /];
-    const e = (await store.checkWritable().then(() => undefined, (x: unknown) => x)) as SecretStoreError;
+    const e = (await store.checkWritable().then(
+      () => undefined,
+      (x: unknown) => x,
+    )) as SecretStoreError;
     expect(e).toBeInstanceOf(SecretStoreError);
     expect(e.code).toBe('NOT_WRITABLE');
     expect(e.message).toMatch(/Key Vault Secrets Officer/);

@@ -55,7 +55,11 @@ export async function startFake(handler: Handler, tls?: { key: string; cert: str
         .catch((err: unknown) => ({ status: 500, body: { message: `fake server bug: ${String(err)}` } }) as Reply)
         .then((r) => {
           const body = r.body === undefined ? '' : typeof r.body === 'string' ? r.body : JSON.stringify(r.body);
-          res.writeHead(r.status, { 'content-type': 'application/json', ...r.headers, 'content-length': String(Buffer.byteLength(body)) });
+          res.writeHead(r.status, {
+            'content-type': 'application/json',
+            ...r.headers,
+            'content-length': String(Buffer.byteLength(body)),
+          });
           res.end(body);
         });
     });
@@ -83,13 +87,30 @@ export function selfSignedCert(): { key: string; cert: string } {
     execFileSync(
       'openssl',
       [
-        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-        '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-        '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
       ],
       { stdio: 'pipe' },
     );
-    return { key: fs.readFileSync(path.join(dir, 'key.pem'), 'utf8'), cert: fs.readFileSync(path.join(dir, 'cert.pem'), 'utf8') };
+    return {
+      key: fs.readFileSync(path.join(dir, 'key.pem'), 'utf8'),
+      cert: fs.readFileSync(path.join(dir, 'cert.pem'), 'utf8'),
+    };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -100,8 +121,10 @@ export function expectNoSecretInUrlOrHeaders(reqs: RecordedRequest[], values: st
   for (const r of reqs) {
     const head = `${r.method} ${r.url}\n${JSON.stringify(r.headers)}`;
     for (const v of values) {
-      if (head.includes(v) || head.includes(encodeURIComponent(v))) throw new Error(`a raw key leaked into the URL or headers of ${r.method} ${r.path}`);
+      if (head.includes(v) || head.includes(encodeURIComponent(v)))
+        throw new Error(`a raw key leaked into the URL or headers of ${r.method} ${r.path}`);
     }
-    if (/kmsc_[A-Za-z0-9_-]{8,}/.test(head)) throw new Error(`something shaped like a customer key is in the URL or headers of ${r.method} ${r.path}`);
+    if (/kmsc_[A-Za-z0-9_-]{8,}/.test(head))
+      throw new Error(`something shaped like a customer key is in the URL or headers of ${r.method} ${r.path}`);
   }
 }

@@ -6,7 +6,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PartialWriteError } from '../../../src/secrets/backends/cloud-names.js';
-import { GCP_NAME_RE, openGcpSecretManagerStore, type GcpSecretManagerStore } from '../../../src/secrets/backends/gcp.js';
+import {
+  GCP_NAME_RE,
+  openGcpSecretManagerStore,
+  type GcpSecretManagerStore,
+} from '../../../src/secrets/backends/gcp.js';
 import { SecretStoreError, targetTag } from '../../../src/secrets/store.js';
 import { expectNoSecrets, fakeKey, meta } from '../helpers.js';
 import { storeContract } from './contract.js';
@@ -57,7 +61,10 @@ describe('gcp-sm: wire format through the official client', () => {
     fake.denied = [];
     fake.secrets.clear();
   });
-  const calls = (): string[] => fake.requests.map((r) => `${r.method} ${decodeURIComponent(r.path).replace(`/v1/projects/${PROJECT}/secrets`, '…')}`);
+  const calls = (): string[] =>
+    fake.requests.map(
+      (r) => `${r.method} ${decodeURIComponent(r.path).replace(`/v1/projects/${PROJECT}/secrets`, '…')}`,
+    );
 
   it('the target: exact in an annotation (what list returns), its targetTag in a label; a key without one removes both', async () => {
     const name = store.secretName('acme-prod/web/primary');
@@ -87,7 +94,10 @@ describe('gcp-sm: wire format through the official client', () => {
       expect(r.headers.authorization).toMatch(/^Bearer [\w-]+\.[\w-]+\.[\w-]+$/);
       expect(String(r.headers['x-goog-api-client'])).toMatch(/gapic\/.* rest\//);
     }
-    expect(fake.lastClaims).toMatchObject({ iss: `kms-sync@${PROJECT}.iam.gserviceaccount.com`, sub: `kms-sync@${PROJECT}.iam.gserviceaccount.com` });
+    expect(fake.lastClaims).toMatchObject({
+      iss: `kms-sync@${PROJECT}.iam.gserviceaccount.com`,
+      sub: `kms-sync@${PROJECT}.iam.gserviceaccount.com`,
+    });
     expect(get!.method).toBe('GET');
     expect(create!.query.get('secretId')).toBe(name);
     expect(JSON.parse(create!.body)).toMatchObject({
@@ -99,7 +109,11 @@ describe('gcp-sm: wire format through the official client', () => {
     expect(addBody.payload.dataCrc32c).toMatch(/^\d+$/);
     expect(patch!.query.get('updateMask')).toBe('annotations,labels');
     const patched = JSON.parse(patch!.body) as { annotations: Record<string, string> };
-    expect(patched.annotations).toMatchObject({ 'kms-sync.keyId': m.keyId, 'kms-sync.client': 'web', 'kms-sync.projectEnv': 'acme-prod' });
+    expect(patched.annotations).toMatchObject({
+      'kms-sync.keyId': m.keyId,
+      'kms-sync.client': 'web',
+      'kms-sync.projectEnv': 'acme-prod',
+    });
     expect(patched.annotations['kms-sync.writeToken']).toMatch(/^[0-9a-f-]{36}$/);
     expectNoSecretInUrlOrHeaders(fake.requests, [value]);
     expectNoSecrets(JSON.stringify(patched), [value]);
@@ -125,14 +139,25 @@ describe('gcp-sm: wire format through the official client', () => {
   });
 
   it('putMany that fails midway names exactly the entries that were not stored', async () => {
-    const entries = ['a', 'b', 'c'].map((c) => ({ name: store.secretName(`acme-prod/${c}/k`), value: fakeKey(), meta: meta(`acme-prod/${c}/k`) }));
-    fake.fault = (r) => (r.path.endsWith(`${entries[1]!.name}:addVersion`) ? gerr(400, 'simulated rejection') : undefined);
-    const e = (await store.putMany(entries).then(() => undefined, (x: unknown) => x)) as PartialWriteError;
+    const entries = ['a', 'b', 'c'].map((c) => ({
+      name: store.secretName(`acme-prod/${c}/k`),
+      value: fakeKey(),
+      meta: meta(`acme-prod/${c}/k`),
+    }));
+    fake.fault = (r) =>
+      r.path.endsWith(`${entries[1]!.name}:addVersion`) ? gerr(400, 'simulated rejection') : undefined;
+    const e = (await store.putMany(entries).then(
+      () => undefined,
+      (x: unknown) => x,
+    )) as PartialWriteError;
     expect(e).toBeInstanceOf(PartialWriteError);
     expect(e.stored).toEqual([entries[0]!.name]);
     expect(e.notStored).toEqual([entries[1]!.name, entries[2]!.name]);
     expect(e.message).toContain(`NOT stored: ${entries[1]!.name}, ${entries[2]!.name}`);
-    expectNoSecrets(e.message, entries.map((x) => x.value));
+    expectNoSecrets(
+      e.message,
+      entries.map((x) => x.value),
+    );
     fake.fault = undefined;
     await store.putMany(entries);
     expect([...fake.secrets.values()].map((s) => s.versions.length)).toEqual([1, 1, 1]);
@@ -143,14 +168,23 @@ describe('gcp-sm: wire format through the official client', () => {
     try {
       const names = ['a', 'b', 'c'].map((c) => store.secretName(`acme-prod/${c}/k`));
       for (const n of names) await store.put(n, fakeKey(), meta('acme-prod/x/k'));
-      fake.secrets.set('kms-sync__acme-prod__empty__k', { name: 'kms-sync__acme-prod__empty__k', labels: {}, annotations: {}, replication: {}, createTime: '2026-01-01T00:00:00Z', versions: [] });
+      fake.secrets.set('kms-sync__acme-prod__empty__k', {
+        name: 'kms-sync__acme-prod__empty__k',
+        labels: {},
+        annotations: {},
+        replication: {},
+        createTime: '2026-01-01T00:00:00Z',
+        versions: [],
+      });
       fake.requests.length = 0;
       const got = await store.existsMany([...names, 'kms-sync__acme-prod__empty__k', 'kms-sync__nope__x__y']);
       expect([...got].sort()).toEqual(names);
       const lists = fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/secrets'));
       expect(lists).toHaveLength(2);
       expect(lists[0]!.query.get('filter')).toBe('name:kms-sync__');
-      expect(calls().filter((c) => c.includes('versions/latest'))).toEqual(['GET …/kms-sync__acme-prod__empty__k/versions/latest']);
+      expect(calls().filter((c) => c.includes('versions/latest'))).toEqual([
+        'GET …/kms-sync__acme-prod__empty__k/versions/latest',
+      ]);
     } finally {
       fake.listPageSize = 250;
     }
@@ -163,7 +197,10 @@ describe('gcp-sm: wire format through the official client', () => {
     expect(calls()[1]).toMatch(/^POST …\/kms-sync-write-probe-[0-9a-f-]+:addVersion$/);
     expect(fake.secrets.size).toBe(0);
     fake.denied = [/:addVersion$/];
-    const e = (await store.checkWritable().then(() => undefined, (x: unknown) => x)) as SecretStoreError;
+    const e = (await store.checkWritable().then(
+      () => undefined,
+      (x: unknown) => x,
+    )) as SecretStoreError;
     expect(e).toBeInstanceOf(SecretStoreError);
     expect(e.code).toBe('NOT_WRITABLE');
     expect(e.message).toMatch(/permission denied.*secretmanager\.secrets/);

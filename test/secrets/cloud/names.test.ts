@@ -10,7 +10,9 @@ import { GCP_NAME_RE, openGcpSecretManagerStore } from '../../../src/secrets/bac
 import type { SecretStore } from '../../../src/secrets/store.js';
 import { openStore, supportedStoreSchemes } from '../../../src/secrets/registry.js';
 
-const credential: TokenCredential = { getToken: () => Promise.resolve({ token: 't', expiresOnTimestamp: Date.now() + 60_000 }) };
+const credential: TokenCredential = {
+  getToken: () => Promise.resolve({ token: 't', expiresOnTimestamp: Date.now() + 60_000 }),
+};
 const aws = await openAwsSecretsManagerStore('aws-sm://eu-west-1/kms-sync/prod');
 const gcp = await openGcpSecretManagerStore('gcp-sm://projects/my-project-123/kms-sync');
 const azure = await openAzureKeyVaultStore('azure-kv://my-vault/kms', {}, { credential });
@@ -51,7 +53,28 @@ function decode(name: string, esc: string, sep: string, prefix: string): string 
   return out;
 }
 
-const NASTY = ['a', 'Z', '0', '-', '_', '.', '=', '+', '@', ' ', '~', '%', 'é', '中', '😀', '--', '__', '=3D', '_5F', 'x'];
+const NASTY = [
+  'a',
+  'Z',
+  '0',
+  '-',
+  '_',
+  '.',
+  '=',
+  '+',
+  '@',
+  ' ',
+  '~',
+  '%',
+  'é',
+  '中',
+  '😀',
+  '--',
+  '__',
+  '=3D',
+  '_5F',
+  'x',
+];
 function randomSegment(): string {
   const n = 1 + (randomBytes(1)[0]! % 6);
   return Array.from({ length: n }, () => NASTY[randomBytes(1)[0]! % NASTY.length]).join('');
@@ -145,7 +168,8 @@ describe('cloud secret names', () => {
 
   it('rejects logical names that are not <env>/<client>/<key>', () => {
     for (const s of [aws, gcp, azure]) {
-      for (const bad of ['', 'a/b', 'a/b/c/d', 'a//c', '/b/c']) expect(() => s.secretName(bad)).toThrow(/logical secret name/);
+      for (const bad of ['', 'a/b', 'a/b/c/d', 'a//c', '/b/c'])
+        expect(() => s.secretName(bad)).toThrow(/logical secret name/);
     }
   });
 
@@ -153,7 +177,10 @@ describe('cloud secret names', () => {
     const t = idempotencyToken('n', 'k1', 'v');
     expect(t).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(idempotencyToken('n', 'k1', 'v')).toBe(t);
-    expect(new Set([t, idempotencyToken('m', 'k1', 'v'), idempotencyToken('n', 'k2', 'v'), idempotencyToken('n', 'k1', 'w')]).size).toBe(4);
+    expect(
+      new Set([t, idempotencyToken('m', 'k1', 'v'), idempotencyToken('n', 'k2', 'v'), idempotencyToken('n', 'k1', 'w')])
+        .size,
+    ).toBe(4);
   });
 
   it('openStore dispatches the cloud schemes', async () => {

@@ -16,42 +16,56 @@ const env = process.env;
 if (env.KMS_SYNC_TEST_AWS_REGION) {
   const region = env.KMS_SYNC_TEST_AWS_REGION;
   storeContract(`aws-sm real account (${region})`, async () => {
-    const store = await openAwsSecretsManagerStore(`aws-sm://${region}/${env.KMS_SYNC_TEST_AWS_PREFIX ?? 'kms-sync-test'}`);
+    const store = await openAwsSecretsManagerStore(
+      `aws-sm://${region}/${env.KMS_SYNC_TEST_AWS_PREFIX ?? 'kms-sync-test'}`,
+    );
     const sdk = await import('@aws-sdk/client-secrets-manager');
     return {
       store,
       legal: AWS_NAME_RE,
       cleanup: async (names) => {
         for (const n of names) {
-          await store.client.send(new sdk.DeleteSecretCommand({ SecretId: n, ForceDeleteWithoutRecovery: true })).catch(() => undefined);
+          await store.client
+            .send(new sdk.DeleteSecretCommand({ SecretId: n, ForceDeleteWithoutRecovery: true }))
+            .catch(() => undefined);
         }
       },
     };
   });
 } else {
-  describe.skipIf(skipWhen(true, 'aws-sm real account: set KMS_SYNC_TEST_AWS_REGION (and AWS credentials) to run it'))('aws-sm real account', () => it('contract', () => undefined));
+  describe.skipIf(skipWhen(true, 'aws-sm real account: set KMS_SYNC_TEST_AWS_REGION (and AWS credentials) to run it'))(
+    'aws-sm real account',
+    () => it('contract', () => undefined),
+  );
 }
 
 if (env.KMS_SYNC_TEST_GCP_PROJECT) {
   const project = env.KMS_SYNC_TEST_GCP_PROJECT;
   storeContract(`gcp-sm real project (${project})`, async () => {
-    const store = await openGcpSecretManagerStore(`gcp-sm://projects/${project}/${env.KMS_SYNC_TEST_GCP_PREFIX ?? 'kms-sync-test'}`);
+    const store = await openGcpSecretManagerStore(
+      `gcp-sm://projects/${project}/${env.KMS_SYNC_TEST_GCP_PREFIX ?? 'kms-sync-test'}`,
+    );
     return {
       store,
       legal: GCP_NAME_RE,
       cleanup: async (names) => {
-        for (const n of names) await store.client.deleteSecret({ name: `projects/${project}/secrets/${n}` }).catch(() => undefined);
+        for (const n of names)
+          await store.client.deleteSecret({ name: `projects/${project}/secrets/${n}` }).catch(() => undefined);
       },
     };
   });
 } else {
-  describe.skipIf(skipWhen(true, 'gcp-sm real project: set KMS_SYNC_TEST_GCP_PROJECT (and Google credentials) to run it'))('gcp-sm real project', () => it('contract', () => undefined));
+  describe.skipIf(
+    skipWhen(true, 'gcp-sm real project: set KMS_SYNC_TEST_GCP_PROJECT (and Google credentials) to run it'),
+  )('gcp-sm real project', () => it('contract', () => undefined));
 }
 
 if (env.KMS_SYNC_TEST_AZURE_VAULT) {
   const vault = env.KMS_SYNC_TEST_AZURE_VAULT;
   storeContract(`azure-kv real vault (${vault})`, async () => {
-    const store = await openAzureKeyVaultStore(`azure-kv://${vault}/${env.KMS_SYNC_TEST_AZURE_PREFIX ?? 'kms-sync-test'}`);
+    const store = await openAzureKeyVaultStore(
+      `azure-kv://${vault}/${env.KMS_SYNC_TEST_AZURE_PREFIX ?? 'kms-sync-test'}`,
+    );
     return {
       store,
       legal: AZURE_NAME_RE,
@@ -68,5 +82,7 @@ if (env.KMS_SYNC_TEST_AZURE_VAULT) {
     };
   });
 } else {
-  describe.skipIf(skipWhen(true, 'azure-kv real vault: set KMS_SYNC_TEST_AZURE_VAULT (and Azure credentials) to run it'))('azure-kv real vault', () => it('contract', () => undefined));
+  describe.skipIf(
+    skipWhen(true, 'azure-kv real vault: set KMS_SYNC_TEST_AZURE_VAULT (and Azure credentials) to run it'),
+  )('azure-kv real vault', () => it('contract', () => undefined));
 }

@@ -40,7 +40,11 @@ export class KmsClient extends Client {
 
   constructor(scope: Construct, id: string, config: KmsClientConfig) {
     const { environment, template, keys, ...rest } = config;
-    super(scope, id, { ...rest, projectEnv: projectEnvOf(environment), template: typeof template === 'string' ? template : template.name });
+    super(scope, id, {
+      ...rest,
+      projectEnv: projectEnvOf(environment),
+      template: typeof template === 'string' ? template : template.name,
+    });
     for (const [name, props] of Object.entries(keys ?? {})) this.addKey(name, props);
   }
 
@@ -78,7 +82,10 @@ export class KmsEnvironment extends Environment {
    */
   template(name: string): Template {
     const t = this.templatesByName.get(name);
-    if (!t) throw new Error(`no template "${name}" was added to ${this.node.path} (added: ${[...this.templatesByName.keys()].join(', ') || 'none'})`);
+    if (!t)
+      throw new Error(
+        `no template "${name}" was added to ${this.node.path} (added: ${[...this.templatesByName.keys()].join(', ') || 'none'})`,
+      );
     return t;
   }
 
@@ -92,7 +99,8 @@ export class KmsEnvironment extends Environment {
 
   addEndpoint(method: string, path: string, props: EndpointProps = {}, scope: Construct = this): Endpoint {
     const { id, ...rest } = props;
-    const constructId = id ?? this.childId(scope, `${method.toUpperCase()} ${path.split('/').filter(Boolean).join('.') || 'root'}`);
+    const constructId =
+      id ?? this.childId(scope, `${method.toUpperCase()} ${path.split('/').filter(Boolean).join('.') || 'root'}`);
     return new Endpoint(scope, constructId, { ...rest, projectEnv: this.projectEnv, method, path });
   }
 

@@ -55,14 +55,18 @@ export async function startFakeGitHub(o: FakeGitHubOptions): Promise<FakeGitHub>
   };
   await rotate();
   const envs = new Set(o.environments ?? []);
-  const notFound: Reply = { status: 404, body: { message: 'Not Found', documentation_url: 'https://docs.github.com/rest', status: '404' } };
+  const notFound: Reply = {
+    status: 404,
+    body: { message: 'Not Found', documentation_url: 'https://docs.github.com/rest', status: '404' },
+  };
 
   const handler = (r: Recorded): Reply => {
     const reply = (status: number, body?: unknown, headers?: Record<string, string>): Reply => {
       if (op && status < 300) {
         const v = op.validateResponse.get(status);
         if (!op.validateResponse.has(status)) violations.push(`${op.operationId}: status ${status} is not described`);
-        else if (v && !v(body)) violations.push(`${op.operationId}: response ${status} does not match: ${JSON.stringify(v.errors)}`);
+        else if (v && !v(body))
+          violations.push(`${op.operationId}: response ${status} does not match: ${JSON.stringify(v.errors)}`);
       }
       return { status, ...(body !== undefined ? { body } : {}), ...(headers ? { headers } : {}) };
     };
@@ -71,12 +75,17 @@ export async function startFakeGitHub(o: FakeGitHubOptions): Promise<FakeGitHub>
       violations.push(`no operation in GitHub's description for ${r.method} ${r.rawPath}`);
       return notFound;
     }
-    if (r.headers.authorization !== `Bearer ${o.token}`) return { status: 401, body: { message: 'Bad credentials', status: '401' } };
-    if (r.headers.accept !== 'application/vnd.github+json') violations.push(`${op.operationId}: accept header ${String(r.headers.accept)}`);
-    if (r.headers['x-github-api-version'] !== '2022-11-28') violations.push(`${op.operationId}: no X-GitHub-Api-Version`);
-    if (!r.headers['user-agent']) violations.push(`${op.operationId}: no User-Agent (GitHub rejects requests without one)`);
+    if (r.headers.authorization !== `Bearer ${o.token}`)
+      return { status: 401, body: { message: 'Bad credentials', status: '401' } };
+    if (r.headers.accept !== 'application/vnd.github+json')
+      violations.push(`${op.operationId}: accept header ${String(r.headers.accept)}`);
+    if (r.headers['x-github-api-version'] !== '2022-11-28')
+      violations.push(`${op.operationId}: no X-GitHub-Api-Version`);
+    if (!r.headers['user-agent'])
+      violations.push(`${op.operationId}: no User-Agent (GitHub rejects requests without one)`);
     if (op.validateBody) {
-      if (r.headers['content-type'] !== 'application/json') violations.push(`${op.operationId}: content-type ${String(r.headers['content-type'])}`);
+      if (r.headers['content-type'] !== 'application/json')
+        violations.push(`${op.operationId}: content-type ${String(r.headers['content-type'])}`);
       if (!op.validateBody(r.json)) {
         violations.push(`${op.operationId}: request body does not match: ${JSON.stringify(op.validateBody.errors)}`);
         return { status: 422, body: { message: 'Invalid request.', status: '422' } };
@@ -96,7 +105,9 @@ export async function startFakeGitHub(o: FakeGitHubOptions): Promise<FakeGitHub>
       const perPage = Math.min(Number(r.query.get('per_page') ?? 30), 100);
       const page = Number(r.query.get('page') ?? 1);
       const all = [...bucket.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
-      const slice = all.slice((page - 1) * perPage, page * perPage).map((s) => ({ name: s.name, created_at: s.created_at, updated_at: s.updated_at }));
+      const slice = all
+        .slice((page - 1) * perPage, page * perPage)
+        .map((s) => ({ name: s.name, created_at: s.created_at, updated_at: s.updated_at }));
       return reply(200, { total_count: all.length, secrets: slice });
     }
     const name = p.secret_name!;
@@ -105,20 +116,35 @@ export async function startFakeGitHub(o: FakeGitHubOptions): Promise<FakeGitHub>
       const s = bucket.get(key);
       return s ? reply(200, { name: s.name, created_at: s.created_at, updated_at: s.updated_at }) : notFound;
     }
-    if (o.readOnly) return { status: 403, body: { message: 'Resource not accessible by personal access token', status: '403' } };
+    if (o.readOnly)
+      return { status: 403, body: { message: 'Resource not accessible by personal access token', status: '403' } };
     if (r.method === 'DELETE') {
       if (!bucket.delete(key)) return notFound;
       return reply(204);
     }
     // PUT
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || /^GITHUB_/i.test(name)) {
-      return { status: 422, body: { message: 'Failed to add secret. Secret names can only contain alphanumeric characters ([a-z], [A-Z], [0-9]) or underscores (_).', status: '422' } };
+      return {
+        status: 422,
+        body: {
+          message:
+            'Failed to add secret. Secret names can only contain alphanumeric characters ([a-z], [A-Z], [0-9]) or underscores (_).',
+          status: '422',
+        },
+      };
     }
     const b = r.json as { encrypted_value: string; key_id: string };
-    if (b.key_id !== current.keyId) return { status: 422, body: { message: 'Bad request - key_id mismatch', status: '422' } };
+    if (b.key_id !== current.keyId)
+      return { status: 422, body: { message: 'Bad request - key_id mismatch', status: '422' } };
     const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     const existing = bucket.get(key);
-    bucket.set(key, { name: key, encrypted_value: b.encrypted_value, key_id: b.key_id, created_at: existing?.created_at ?? now, updated_at: now });
+    bucket.set(key, {
+      name: key,
+      encrypted_value: b.encrypted_value,
+      key_id: b.key_id,
+      created_at: existing?.created_at ?? now,
+      updated_at: now,
+    });
     return existing ? reply(204) : reply(201, {});
   };
   const server = await startRecordingServer(handler);

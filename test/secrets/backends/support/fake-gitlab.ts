@@ -37,7 +37,17 @@ export interface FakeGitLab {
   close(): Promise<void>;
 }
 
-const ATTRS = ['key', 'value', 'variable_type', 'protected', 'masked', 'masked_and_hidden', 'raw', 'environment_scope', 'description'];
+const ATTRS = [
+  'key',
+  'value',
+  'variable_type',
+  'protected',
+  'masked',
+  'masked_and_hidden',
+  'raw',
+  'environment_scope',
+  'description',
+];
 const MASKABLE = /^[A-Za-z0-9_+=/@:.~-]{8,}$/;
 
 export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab> {
@@ -53,32 +63,51 @@ export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab>
     if (!m) return { status: 404, body: { error: '404 Not Found' } };
     const route = m[1]!;
     if (route === 'personal_access_tokens/self' && r.method === 'GET') {
-      return { status: 200, body: { id: 7, name: 'kms-sync', revoked: false, active: true, scopes, user_id: 3, expires_at: '2030-01-01' } };
+      return {
+        status: 200,
+        body: { id: 7, name: 'kms-sync', revoked: false, active: true, scopes, user_id: 3, expires_at: '2030-01-01' },
+      };
     }
     const pm = /^projects\/([^/]+)(?:\/(variables)(?:\/([^/]+))?)?$/.exec(route);
     if (!pm) return { status: 404, body: { error: '404 Not Found' } };
     const idRaw = decodeURIComponent(pm[1]!);
-    if (idRaw !== String(o.projectId) && idRaw !== o.projectPath) return { status: 404, body: { message: '404 Project Not Found' } };
+    if (idRaw !== String(o.projectId) && idRaw !== o.projectPath)
+      return { status: 404, body: { message: '404 Project Not Found' } };
     if (pm[1]!.includes('/')) violations.push('project path not URL-encoded');
     if (!pm[2]) {
       if (r.method !== 'GET') return { status: 405, body: {} };
       return {
         status: 200,
-        body: { id: o.projectId, path_with_namespace: o.projectPath, permissions: { project_access: { access_level: level, notification_level: 3 }, group_access: null } },
+        body: {
+          id: o.projectId,
+          path_with_namespace: o.projectPath,
+          permissions: { project_access: { access_level: level, notification_level: 3 }, group_access: null },
+        },
       };
     }
     const writes = r.method !== 'GET';
     if (level < 40) return { status: 403, body: { message: '403 Forbidden' } };
-    if (writes && !scopes.includes('api')) return { status: 403, body: { error: 'insufficient_scope', error_description: 'The request requires higher privileges than provided by the access token.', scope: 'api' } };
-    if (!writes && !scopes.includes('api') && !scopes.includes('read_api')) return { status: 403, body: { error: 'insufficient_scope' } };
+    if (writes && !scopes.includes('api'))
+      return {
+        status: 403,
+        body: {
+          error: 'insufficient_scope',
+          error_description: 'The request requires higher privileges than provided by the access token.',
+          scope: 'api',
+        },
+      };
+    if (!writes && !scopes.includes('api') && !scopes.includes('read_api'))
+      return { status: 403, body: { error: 'insufficient_scope' } };
     const body = (r.json ?? {}) as Record<string, unknown>;
     if (writes) {
-      if (r.headers['content-type'] !== 'application/json') violations.push(`content-type ${String(r.headers['content-type'])}`);
+      if (r.headers['content-type'] !== 'application/json')
+        violations.push(`content-type ${String(r.headers['content-type'])}`);
       for (const k of Object.keys(body)) if (!ATTRS.includes(k)) violations.push(`unknown variable attribute '${k}'`);
     }
     const keyParam = pm[3] === undefined ? undefined : decodeURIComponent(pm[3]);
     const filterScope = r.query.get('filter[environment_scope]');
-    const find = (key: string): GitLabVariable[] => variables.filter((v) => v.key === key && (filterScope === null || v.environment_scope === filterScope));
+    const find = (key: string): GitLabVariable[] =>
+      variables.filter((v) => v.key === key && (filterScope === null || v.environment_scope === filterScope));
     if (keyParam === undefined && r.method === 'GET') {
       const perPage = Math.min(Number(r.query.get('per_page') ?? 20), 100);
       const page = Number(r.query.get('page') ?? 1);
@@ -98,10 +127,12 @@ export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab>
     if (keyParam === undefined && r.method === 'POST') {
       const key = body.key;
       const scope = typeof body.environment_scope === 'string' ? body.environment_scope : '*';
-      if (typeof key !== 'string' || !/^[A-Za-z0-9_]{1,255}$/.test(key)) return { status: 400, body: { message: { key: ["can contain only letters, digits and '_'."] } } };
+      if (typeof key !== 'string' || !/^[A-Za-z0-9_]{1,255}$/.test(key))
+        return { status: 400, body: { message: { key: ["can contain only letters, digits and '_'."] } } };
       if (typeof body.value !== 'string') return { status: 400, body: { error: 'value is missing' } };
       o.beforeCreate?.(key, scope);
-      if (variables.some((v) => v.key === key && v.environment_scope === scope)) return { status: 400, body: { message: { key: [`(${key}) has already been taken`] } } };
+      if (variables.some((v) => v.key === key && v.environment_scope === scope))
+        return { status: 400, body: { message: { key: [`(${key}) has already been taken`] } } };
       const masked = body.masked === true || body.masked_and_hidden === true;
       if (masked && !MASKABLE.test(body.value)) return { status: 400, body: { message: { value: ['is invalid'] } } };
       const v: GitLabVariable = {
@@ -115,13 +146,20 @@ export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab>
         environment_scope: scope,
         description: typeof body.description === 'string' ? body.description : null,
       };
-      if (v.description !== null && v.description.length > 255) return { status: 400, body: { message: { description: ['is too long (maximum is 255 characters)'] } } };
+      if (v.description !== null && v.description.length > 255)
+        return { status: 400, body: { message: { description: ['is too long (maximum is 255 characters)'] } } };
       variables.push(v);
       return { status: 201, body: shown(v) };
     }
     if (keyParam !== undefined) {
       const hits = find(keyParam);
-      if (hits.length > 1) return { status: 409, body: { message: "There are multiple variables with provided parameters. Please use 'filter[environment_scope]'" } };
+      if (hits.length > 1)
+        return {
+          status: 409,
+          body: {
+            message: "There are multiple variables with provided parameters. Please use 'filter[environment_scope]'",
+          },
+        };
       const v = hits[0];
       if (!v) return { status: 404, body: { message: '404 Variable Not Found' } };
       if (r.method === 'GET') return { status: 200, body: shown(v) };
@@ -130,8 +168,10 @@ export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab>
         const value = typeof body.value === 'string' ? body.value : v.value;
         const masked = body.masked === undefined ? v.masked : body.masked === true;
         if (masked && !MASKABLE.test(value)) return { status: 400, body: { message: { value: ['is invalid'] } } };
-        if (v.hidden && body.masked === false) return { status: 400, body: { message: { masked: ['cannot be unset for hidden variables'] } } };
-        if (typeof body.description === 'string' && body.description.length > 255) return { status: 400, body: { message: { description: ['is too long (maximum is 255 characters)'] } } };
+        if (v.hidden && body.masked === false)
+          return { status: 400, body: { message: { masked: ['cannot be unset for hidden variables'] } } };
+        if (typeof body.description === 'string' && body.description.length > 255)
+          return { status: 400, body: { message: { description: ['is too long (maximum is 255 characters)'] } } };
         v.value = value;
         v.masked = masked;
         if (typeof body.protected === 'boolean') v.protected = body.protected;
@@ -148,5 +188,13 @@ export async function startFakeGitLab(o: FakeGitLabOptions): Promise<FakeGitLab>
     return { status: 405, body: {} };
   };
   const server = await startRecordingServer(handler);
-  return { server, url: server.url, apiUrl: `${server.url}/api/v4`, requests: server.requests, variables, violations, close: () => server.close() };
+  return {
+    server,
+    url: server.url,
+    apiUrl: `${server.url}/api/v4`,
+    requests: server.requests,
+    variables,
+    violations,
+    close: () => server.close(),
+  };
 }

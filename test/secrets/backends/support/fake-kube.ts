@@ -8,7 +8,13 @@
 //  - RBAC: a Role's rules (verbs, resourceNames) decide every call and SelfSubjectAccessReviews;
 //  - Bearer token auth, Status objects for errors, validation of names, keys and base64 data.
 import { parse as parseYaml } from 'yaml';
-import { selfSignedTls, startRecordingServer, type Recorded, type RecordingServer, type Reply } from './recording-server.js';
+import {
+  selfSignedTls,
+  startRecordingServer,
+  type Recorded,
+  type RecordingServer,
+  type Reply,
+} from './recording-server.js';
 
 export interface RoleRule {
   verbs: string[];
@@ -46,18 +52,35 @@ export interface FakeKube {
   secrets: Map<string, StoredSecret>;
   violations: string[];
   /** Another client (e.g. kubectl or Helm) writes fields with an Update operation. */
-  updateAs(manager: string, name: string, change: { data?: Record<string, string>; labels?: Record<string, string> }): void;
+  updateAs(
+    manager: string,
+    name: string,
+    change: { data?: Record<string, string>; labels?: Record<string, string> },
+  ): void;
   decoded(name: string, key: string): string | undefined;
   close(): Promise<void>;
 }
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DATA_KEY = /^[-._a-zA-Z0-9]+$/;
-const QUALIFIED = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const QUALIFIED =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 function status(code: number, reason: string, message: string, details?: Record<string, unknown>): Reply {
-  return { status: code, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code } };
+  return {
+    status: code,
+    body: {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message,
+      reason,
+      ...(details ? { details } : {}),
+      code,
+    },
+  };
 }
 
 function fieldValue(s: StoredSecret, p: string): string | undefined {
@@ -106,7 +129,11 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
   let uid = 0;
   const rules = o.rules ?? [{ verbs: ['get', 'list', 'create', 'patch', 'update', 'delete'] }];
   const can = (verb: string, name?: string): boolean =>
-    rules.some((r) => (r.verbs.includes(verb) || r.verbs.includes('*')) && (!r.resourceNames || (name !== undefined && r.resourceNames.includes(name))));
+    rules.some(
+      (r) =>
+        (r.verbs.includes(verb) || r.verbs.includes('*')) &&
+        (!r.resourceNames || (name !== undefined && r.resourceNames.includes(name))),
+    );
 
   const render = (s: StoredSecret): Record<string, unknown> => ({
     kind: 'Secret',
@@ -121,7 +148,14 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
       ...(Object.keys(s.annotations).length ? { annotations: { ...s.annotations } } : {}),
       managedFields: [...s.owners].map(([k, paths]) => {
         const [manager, operation] = k.split('|') as [string, string];
-        return { manager, operation, apiVersion: 'v1', time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'), fieldsType: 'FieldsV1', fieldsV1: fieldsV1(paths) };
+        return {
+          manager,
+          operation,
+          apiVersion: 'v1',
+          time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+          fieldsType: 'FieldsV1',
+          fieldsV1: fieldsV1(paths),
+        };
       }),
     },
     ...(Object.keys(s.data).length ? { data: { ...s.data } } : {}),
@@ -132,16 +166,34 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
   const flatten = (b: Record<string, unknown>): Map<string, string> | Reply => {
     const out = new Map<string, string>();
     const md = (b.metadata ?? {}) as Record<string, unknown>;
-    for (const [kind, bag] of [['labels', md.labels], ['annotations', md.annotations], ['data', b.data]] as const) {
+    for (const [kind, bag] of [
+      ['labels', md.labels],
+      ['annotations', md.annotations],
+      ['data', b.data],
+    ] as const) {
       if (bag === undefined || bag === null) continue;
       if (typeof bag !== 'object') return status(400, 'BadRequest', `${kind} must be a map`);
       for (const [k, v] of Object.entries(bag as Record<string, unknown>)) {
         if (typeof v !== 'string') return status(400, 'BadRequest', `${kind}.${k} must be a string`);
         if (kind === 'data') {
-          if (!DATA_KEY.test(k) || k === '.' || k === '..' || k.startsWith('..') || k.length > 253) return status(422, 'Invalid', `Secret "${String(md.name)}" is invalid: data[${k}]: Invalid value: "${k}": a valid config key must consist of alphanumeric characters, '-', '_' or '.'`);
-          if (!BASE64.test(v)) return status(400, 'BadRequest', `Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0`);
+          if (!DATA_KEY.test(k) || k === '.' || k === '..' || k.startsWith('..') || k.length > 253)
+            return status(
+              422,
+              'Invalid',
+              `Secret "${String(md.name)}" is invalid: data[${k}]: Invalid value: "${k}": a valid config key must consist of alphanumeric characters, '-', '_' or '.'`,
+            );
+          if (!BASE64.test(v))
+            return status(
+              400,
+              'BadRequest',
+              `Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 0`,
+            );
         } else if (!QUALIFIED.test(k) || (k.split('/').pop() ?? '').length > 63) {
-          return status(422, 'Invalid', `metadata.${kind}: Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`);
+          return status(
+            422,
+            'Invalid',
+            `metadata.${kind}: Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'`,
+          );
         }
         out.set(`${kind}/${k}`, v);
       }
@@ -153,19 +205,41 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
   const handler = async (r: Recorded): Promise<Reply> => {
     if (r.headers.authorization !== `Bearer ${o.token}`) return status(401, 'Unauthorized', 'Unauthorized');
     if (r.method === 'POST' && r.rawPath === '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews') {
-      const b = r.json as { kind?: string; spec?: { resourceAttributes?: { namespace?: string; verb?: string; resource?: string; name?: string } } };
+      const b = r.json as {
+        kind?: string;
+        spec?: { resourceAttributes?: { namespace?: string; verb?: string; resource?: string; name?: string } };
+      };
       if (b?.kind !== 'SelfSubjectAccessReview') violations.push('SSAR kind');
       const ra = b?.spec?.resourceAttributes ?? {};
       const allowed = ra.resource === 'secrets' && ra.namespace === o.namespace && can(String(ra.verb), ra.name);
-      return { status: 201, body: { kind: 'SelfSubjectAccessReview', apiVersion: 'authorization.k8s.io/v1', metadata: {}, spec: b.spec, status: { allowed } } };
+      return {
+        status: 201,
+        body: {
+          kind: 'SelfSubjectAccessReview',
+          apiVersion: 'authorization.k8s.io/v1',
+          metadata: {},
+          spec: b.spec,
+          status: { allowed },
+        },
+      };
     }
     const m = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(r.rawPath);
     if (!m) return status(404, 'NotFound', 'the server could not find the requested resource');
     const ns = decodeURIComponent(m[1]!);
     const name = m[2] === undefined ? undefined : decodeURIComponent(m[2]);
     const forbidden = (verb: string): Reply =>
-      status(403, 'Forbidden', `secrets${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:ci:kms-sync" cannot ${verb} resource "secrets" in API group "" in the namespace "${ns}"`);
-    if (ns !== o.namespace) return name ? status(404, 'NotFound', `secrets "${name}" not found`) : { status: 200, body: { kind: 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items: [] } };
+      status(
+        403,
+        'Forbidden',
+        `secrets${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:ci:kms-sync" cannot ${verb} resource "secrets" in API group "" in the namespace "${ns}"`,
+      );
+    if (ns !== o.namespace)
+      return name
+        ? status(404, 'NotFound', `secrets "${name}" not found`)
+        : {
+            status: 200,
+            body: { kind: 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items: [] },
+          };
     if (r.method === 'GET' && name === undefined) {
       if (!can('list')) return forbidden('list');
       const sel = r.query.get('labelSelector');
@@ -178,7 +252,15 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
       const start = Number(r.query.get('continue') ?? 0);
       const page = limit > 0 ? items.slice(start, start + limit) : items.slice(start);
       const next = limit > 0 && start + limit < items.length ? String(start + limit) : undefined;
-      return { status: 200, body: { kind: 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: String(rv), ...(next ? { continue: next } : {}) }, items: page.map(render) } };
+      return {
+        status: 200,
+        body: {
+          kind: 'SecretList',
+          apiVersion: 'v1',
+          metadata: { resourceVersion: String(rv), ...(next ? { continue: next } : {}) },
+          items: page.map(render),
+        },
+      };
     }
     if (r.method === 'GET') {
       if (!can('get', name)) return forbidden('get');
@@ -189,12 +271,25 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
       const b = r.json as Record<string, unknown>;
       const nm = String((b?.metadata as { name?: unknown } | undefined)?.name ?? '');
       if (!can('create')) return forbidden('create');
-      if (!DNS_SUBDOMAIN.test(nm)) return status(422, 'Invalid', `Secret "${nm}" is invalid: metadata.name: Invalid value`);
-      if (secrets.has(nm)) return status(409, 'AlreadyExists', `secrets "${nm}" already exists`, { name: nm, kind: 'secrets' });
+      if (!DNS_SUBDOMAIN.test(nm))
+        return status(422, 'Invalid', `Secret "${nm}" is invalid: metadata.name: Invalid value`);
+      if (secrets.has(nm))
+        return status(409, 'AlreadyExists', `secrets "${nm}" already exists`, { name: nm, kind: 'secrets' });
       const fields = flatten(b);
       if (!(fields instanceof Map)) return fields;
       const manager = r.query.get('fieldManager') ?? 'unknown';
-      const s: StoredSecret = { name: nm, namespace: ns, uid: `uid-${++uid}`, resourceVersion: ++rv, creationTimestamp: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'), labels: {}, annotations: {}, data: {}, type: 'Opaque', owners: new Map() };
+      const s: StoredSecret = {
+        name: nm,
+        namespace: ns,
+        uid: `uid-${++uid}`,
+        resourceVersion: ++rv,
+        creationTimestamp: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        labels: {},
+        annotations: {},
+        data: {},
+        type: 'Opaque',
+        owners: new Map(),
+      };
       for (const [p, v] of fields) setField(s, p, v);
       s.owners.set(`${manager}|Update`, new Set(fields.keys()));
       secrets.set(nm, s);
@@ -202,9 +297,19 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
     }
     if (r.method === 'PATCH' && name !== undefined) {
       const ct = String(r.headers['content-type'] ?? '');
-      if (ct !== 'application/apply-patch+yaml') return status(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
+      if (ct !== 'application/apply-patch+yaml')
+        return status(
+          415,
+          'UnsupportedMediaType',
+          `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`,
+        );
       const manager = r.query.get('fieldManager');
-      if (!manager) return status(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch');
+      if (!manager)
+        return status(
+          422,
+          'Invalid',
+          'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
+        );
       const force = r.query.get('force') === 'true';
       let b: Record<string, unknown>;
       try {
@@ -212,24 +317,52 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
       } catch {
         return status(400, 'BadRequest', 'error decoding YAML');
       }
-      if (b?.apiVersion !== 'v1' || b.kind !== 'Secret') return status(400, 'BadRequest', 'apiVersion/kind must be v1/Secret');
+      if (b?.apiVersion !== 'v1' || b.kind !== 'Secret')
+        return status(400, 'BadRequest', 'apiVersion/kind must be v1/Secret');
       const md = (b.metadata ?? {}) as Record<string, unknown>;
-      if (md.name !== name) return status(400, 'BadRequest', `the name of the object (${String(md.name)}) does not match the name on the URL (${name})`);
-      if (md.namespace !== undefined && md.namespace !== ns) return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
-      if (!DNS_SUBDOMAIN.test(name)) return status(422, 'Invalid', `Secret "${name}" is invalid: metadata.name: Invalid value`);
+      if (md.name !== name)
+        return status(
+          400,
+          'BadRequest',
+          `the name of the object (${String(md.name)}) does not match the name on the URL (${name})`,
+        );
+      if (md.namespace !== undefined && md.namespace !== ns)
+        return status(
+          400,
+          'BadRequest',
+          'the namespace of the provided object does not match the namespace sent on the request',
+        );
+      if (!DNS_SUBDOMAIN.test(name))
+        return status(422, 'Invalid', `Secret "${name}" is invalid: metadata.name: Invalid value`);
       await o.beforeApply?.(name);
       let s = secrets.get(name);
       if (!s && !can('create')) return forbidden('create');
       if (s && !can('patch', name)) return forbidden('patch');
       const wantRv = md.resourceVersion;
       if (wantRv !== undefined && wantRv !== null && (!s || String(wantRv) !== String(s.resourceVersion))) {
-        return status(409, 'Conflict', `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, kind: 'secrets' });
+        return status(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          { name, kind: 'secrets' },
+        );
       }
       const fields = flatten(b);
       if (!(fields instanceof Map)) return fields;
       const me = `${manager}|Apply`;
       const created = !s;
-      s ??= { name, namespace: ns, uid: `uid-${++uid}`, resourceVersion: 0, creationTimestamp: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'), labels: {}, annotations: {}, data: {}, type: 'Opaque', owners: new Map() };
+      s ??= {
+        name,
+        namespace: ns,
+        uid: `uid-${++uid}`,
+        resourceVersion: 0,
+        creationTimestamp: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        labels: {},
+        annotations: {},
+        data: {},
+        type: 'Opaque',
+        owners: new Map(),
+      };
       const conflicts: { manager: string; field: string }[] = [];
       for (const [p, v] of fields) {
         for (const [owner, paths] of s.owners) {
@@ -238,12 +371,24 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
         }
       }
       if (conflicts.length && !force) {
-        const fmt = (c: { manager: string; field: string }): string => `conflict with "${c.manager}" using v1: .${c.field.replace('/', '.')}`;
-        return status(409, 'Conflict', `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? 's' : ''}: ${conflicts.map(fmt).join('\n')}`, {
-          causes: conflicts.map((c) => ({ reason: 'FieldManagerConflict', message: `conflict with "${c.manager}" using v1`, field: `.${c.field.replace('/', '.')}` })),
-        });
+        const fmt = (c: { manager: string; field: string }): string =>
+          `conflict with "${c.manager}" using v1: .${c.field.replace('/', '.')}`;
+        return status(
+          409,
+          'Conflict',
+          `Apply failed with ${conflicts.length} conflict${conflicts.length > 1 ? 's' : ''}: ${conflicts.map(fmt).join('\n')}`,
+          {
+            causes: conflicts.map((c) => ({
+              reason: 'FieldManagerConflict',
+              message: `conflict with "${c.manager}" using v1`,
+              field: `.${c.field.replace('/', '.')}`,
+            })),
+          },
+        );
       }
-      if (force) for (const c of conflicts) for (const [owner, paths] of s.owners) if (owner.startsWith(`${c.manager}|`)) paths.delete(c.field);
+      if (force)
+        for (const c of conflicts)
+          for (const [owner, paths] of s.owners) if (owner.startsWith(`${c.manager}|`)) paths.delete(c.field);
       const before = s.owners.get(me) ?? new Set<string>();
       for (const p of before) {
         if (fields.has(p)) continue;
@@ -260,7 +405,10 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
     if (r.method === 'DELETE' && name !== undefined) {
       if (!can('delete', name)) return forbidden('delete');
       if (!secrets.delete(name)) return status(404, 'NotFound', `secrets "${name}" not found`);
-      return { status: 200, body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: 'secrets' } } };
+      return {
+        status: 200,
+        body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: 'secrets' } },
+      };
     }
     return status(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
   };
@@ -275,7 +423,18 @@ export async function startFakeKube(o: FakeKubeOptions): Promise<FakeKube> {
     secrets,
     violations,
     updateAs(manager, name, change) {
-      const s: StoredSecret = secrets.get(name) ?? { name, namespace: o.namespace, uid: `uid-${++uid}`, resourceVersion: 0, creationTimestamp: new Date().toISOString(), labels: {}, annotations: {}, data: {}, type: 'Opaque', owners: new Map() };
+      const s: StoredSecret = secrets.get(name) ?? {
+        name,
+        namespace: o.namespace,
+        uid: `uid-${++uid}`,
+        resourceVersion: 0,
+        creationTimestamp: new Date().toISOString(),
+        labels: {},
+        annotations: {},
+        data: {},
+        type: 'Opaque',
+        owners: new Map(),
+      };
       const paths = s.owners.get(`${manager}|Update`) ?? new Set<string>();
       for (const [k, v] of Object.entries(change.data ?? {})) {
         s.data[k] = Buffer.from(v).toString('base64');

@@ -2,7 +2,13 @@
 // versions, check-and-set (400 "check-and-set parameter did not match the current version"),
 // custom_metadata, soft delete, LIST (GET ?list=true), sys/capabilities-self with glob policies,
 // sys/internal/ui/mounts, X-Vault-Token auth (403 "permission denied") and namespaces.
-import { selfSignedTls, startRecordingServer, type Recorded, type RecordingServer, type Reply } from './recording-server.js';
+import {
+  selfSignedTls,
+  startRecordingServer,
+  type Recorded,
+  type RecordingServer,
+  type Reply,
+} from './recording-server.js';
 
 interface Version {
   data: Record<string, unknown>;
@@ -69,8 +75,12 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
 
   const handler = async (r: Recorded): Promise<Reply> => {
     if (r.headers['x-vault-token'] !== o.token) return denied;
-    if (o.namespace !== undefined && r.headers['x-vault-namespace'] !== o.namespace) return { status: 404, body: { errors: [] } };
-    const segs = r.rawPath.split('/').slice(1).map((s) => decodeURIComponent(s));
+    if (o.namespace !== undefined && r.headers['x-vault-namespace'] !== o.namespace)
+      return { status: 404, body: { errors: [] } };
+    const segs = r.rawPath
+      .split('/')
+      .slice(1)
+      .map((s) => decodeURIComponent(s));
     if (segs[0] !== 'v1') return { status: 404, body: { errors: [] } };
     const rest = segs.slice(1);
     const full = rest.join('/');
@@ -83,13 +93,30 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
     }
     if (r.method === 'GET' && full.startsWith('sys/internal/ui/mounts/')) {
       const m = full.slice('sys/internal/ui/mounts/'.length);
-      if (m !== mount) return { status: 403, body: { errors: ['preflight capability check returned 403, please ensure client\'s policies grant access to path "' + m + '/"'] } };
-      return { status: 200, body: { data: { path: `${mount}/`, type: 'kv', options: { version: String(o.kvVersion ?? 2) } } } };
+      if (m !== mount)
+        return {
+          status: 403,
+          body: {
+            errors: [
+              'preflight capability check returned 403, please ensure client\'s policies grant access to path "' +
+                m +
+                '/"',
+            ],
+          },
+        };
+      return {
+        status: 200,
+        body: { data: { path: `${mount}/`, type: 'kv', options: { version: String(o.kvVersion ?? 2) } } },
+      };
     }
-    if (rest[0] !== mount) return { status: 404, body: { errors: [`no handler for route "${full}". route entry not found.`] } };
+    if (rest[0] !== mount)
+      return { status: 404, body: { errors: [`no handler for route "${full}". route entry not found.`] } };
     const kind = rest[1];
     const trailingSlash = r.rawPath.endsWith('/');
-    const path = rest.slice(2).filter((s, i, a) => !(i === a.length - 1 && s === '')).join('/');
+    const path = rest
+      .slice(2)
+      .filter((s, i, a) => !(i === a.length - 1 && s === ''))
+      .join('/');
     const policyPath = `${mount}/${kind}/${path}`;
     if (kind === 'metadata') {
       if (r.method === 'GET' && (r.query.get('list') === 'true' || trailingSlash)) {
@@ -111,7 +138,12 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
         const e = entries.get(path);
         if (!e) return { status: 404, body: { errors: [] } };
         const versions: Record<string, unknown> = {};
-        e.versions.forEach((v, i) => (versions[String(i + 1)] = { created_time: v.created_time, deletion_time: v.deletion_time, destroyed: v.destroyed }));
+        for (const [i, v] of e.versions.entries())
+          versions[String(i + 1)] = {
+            created_time: v.created_time,
+            deletion_time: v.deletion_time,
+            destroyed: v.destroyed,
+          };
         return {
           status: 200,
           body: {
@@ -134,10 +166,13 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
         if (!allowed(policyPath, e ? 'update' : 'create')) return denied;
         const cm = (r.json as { custom_metadata?: Record<string, unknown> } | undefined)?.custom_metadata;
         if (cm !== undefined) {
-          if (typeof cm !== 'object' || cm === null) return { status: 400, body: { errors: ['custom_metadata must be a map'] } };
+          if (typeof cm !== 'object' || cm === null)
+            return { status: 400, body: { errors: ['custom_metadata must be a map'] } };
           for (const [k, v] of Object.entries(cm)) {
-            if (typeof v !== 'string') return { status: 400, body: { errors: [`custom_metadata values must be strings: ${k}`] } };
-            if (k.length > 128 || v.length > 512) return { status: 400, body: { errors: ['custom_metadata key or value too long'] } };
+            if (typeof v !== 'string')
+              return { status: 400, body: { errors: [`custom_metadata values must be strings: ${k}`] } };
+            if (k.length > 128 || v.length > 512)
+              return { status: 400, body: { errors: ['custom_metadata key or value too long'] } };
           }
           if (Object.keys(cm).length > 64) return { status: 400, body: { errors: ['too many custom_metadata keys'] } };
         }
@@ -159,25 +194,40 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
         const e = entries.get(path);
         const v = e?.versions[e.versions.length - 1];
         if (!e || !v) return { status: 404, body: { errors: [] } };
-        const meta = { created_time: v.created_time, custom_metadata: e.custom_metadata, deletion_time: v.deletion_time, destroyed: v.destroyed, version: e.versions.length };
-        if (v.deletion_time !== '' || v.destroyed) return { status: 404, body: { data: { data: null, metadata: meta } } };
+        const meta = {
+          created_time: v.created_time,
+          custom_metadata: e.custom_metadata,
+          deletion_time: v.deletion_time,
+          destroyed: v.destroyed,
+          version: e.versions.length,
+        };
+        if (v.deletion_time !== '' || v.destroyed)
+          return { status: 404, body: { data: { data: null, metadata: meta } } };
         return { status: 200, body: { data: { data: v.data, metadata: meta } } };
       }
       if (r.method === 'POST' || r.method === 'PUT') {
-        if (r.headers['content-type'] !== 'application/json') return { status: 400, body: { errors: ['unsupported content type'] } };
+        if (r.headers['content-type'] !== 'application/json')
+          return { status: 400, body: { errors: ['unsupported content type'] } };
         const b = r.json as { options?: { cas?: unknown }; data?: unknown } | undefined;
-        if (!b || typeof b.data !== 'object' || b.data === null) return { status: 400, body: { errors: ['no data provided'] } };
+        if (!b || typeof b.data !== 'object' || b.data === null)
+          return { status: 400, body: { errors: ['no data provided'] } };
         const cas = b.options?.cas;
-        if (cas !== undefined && typeof cas !== 'number') return { status: 400, body: { errors: ['cas must be an integer'] } };
+        if (cas !== undefined && typeof cas !== 'number')
+          return { status: 400, body: { errors: ['cas must be an integer'] } };
         await o.beforeDataWrite?.(path, cas);
         const e = entries.get(path);
-        if (!allowed(policyPath, e && e.versions.length ? 'update' : 'create')) return denied;
+        if (!allowed(policyPath, e?.versions.length ? 'update' : 'create')) return denied;
         const current = e?.versions.length ?? 0;
         if (cas !== undefined && cas !== current) {
           return { status: 400, body: { errors: ['check-and-set parameter did not match the current version'] } };
         }
         const entry = e ?? { versions: [], custom_metadata: null, created_time: now(), updated_time: now() };
-        const v: Version = { data: b.data as Record<string, unknown>, created_time: now(), deletion_time: '', destroyed: false };
+        const v: Version = {
+          data: b.data as Record<string, unknown>,
+          created_time: now(),
+          deletion_time: '',
+          destroyed: false,
+        };
         entry.versions.push(v);
         entry.updated_time = v.created_time;
         entries.set(path, entry);
@@ -185,7 +235,15 @@ export async function startFakeVault(o: FakeVaultOptions): Promise<FakeVault> {
         await o.afterDataWrite?.(path, written);
         return {
           status: 200,
-          body: { data: { created_time: v.created_time, custom_metadata: entry.custom_metadata, deletion_time: '', destroyed: false, version: written } },
+          body: {
+            data: {
+              created_time: v.created_time,
+              custom_metadata: entry.custom_metadata,
+              deletion_time: '',
+              destroyed: false,
+              version: written,
+            },
+          },
         };
       }
       if (r.method === 'DELETE') {

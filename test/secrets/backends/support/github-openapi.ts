@@ -54,8 +54,24 @@ function toJsonSchema(s: unknown): unknown {
   if (!s || typeof s !== 'object') return s;
   const o: Obj = {};
   for (const [k, v] of Object.entries(s as Obj)) {
-    if (['example', 'examples', 'xml', 'externalDocs', 'discriminator', 'readOnly', 'writeOnly', 'deprecated', 'x-github'].includes(k)) continue;
-    o[k] = k === 'properties' ? Object.fromEntries(Object.entries(v as Obj).map(([pk, pv]) => [pk, toJsonSchema(pv)])) : toJsonSchema(v);
+    if (
+      [
+        'example',
+        'examples',
+        'xml',
+        'externalDocs',
+        'discriminator',
+        'readOnly',
+        'writeOnly',
+        'deprecated',
+        'x-github',
+      ].includes(k)
+    )
+      continue;
+    o[k] =
+      k === 'properties'
+        ? Object.fromEntries(Object.entries(v as Obj).map(([pk, pv]) => [pk, toJsonSchema(pv)]))
+        : toJsonSchema(v);
   }
   if (o.nullable === true) {
     delete o.nullable;
@@ -70,7 +86,11 @@ let cached: GitHubDescription | undefined;
 export function loadGitHubDescription(): GitHubDescription {
   if (cached) return cached;
   const require = createRequire(import.meta.url);
-  const file = path.join(path.dirname(require.resolve('@octokit/openapi/package.json')), 'generated', 'api.github.com.json');
+  const file = path.join(
+    path.dirname(require.resolve('@octokit/openapi/package.json')),
+    'generated',
+    'api.github.com.json',
+  );
   const doc = JSON.parse(readFileSync(file, 'utf8')) as Obj;
   const paths = doc.paths as Record<string, Record<string, Obj>>;
   const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
@@ -81,7 +101,9 @@ export function loadGitHubDescription(): GitHubDescription {
     for (const [method, raw] of Object.entries(item)) {
       if (!['get', 'put', 'post', 'delete', 'patch'].includes(method)) continue;
       const op = resolveRefs(raw, doc) as Obj;
-      const bodySchema = ((op.requestBody as Obj | undefined)?.content as Obj | undefined)?.['application/json'] as Obj | undefined;
+      const bodySchema = ((op.requestBody as Obj | undefined)?.content as Obj | undefined)?.['application/json'] as
+        | Obj
+        | undefined;
       const validateResponse = new Map<number, ValidateFunction | undefined>();
       for (const [status, resp] of Object.entries((op.responses ?? {}) as Record<string, Obj>)) {
         const schema = ((resp.content as Obj | undefined)?.['application/json'] as Obj | undefined)?.schema;
@@ -119,7 +141,7 @@ export function loadGitHubDescription(): GitHubDescription {
         const m = o.re.exec(rawPath);
         if (!m) continue;
         const params: Record<string, string> = {};
-        o.names.forEach((n, i) => (params[n] = decodeURIComponent(m[i + 1]!)));
+        for (const [i, n] of o.names.entries()) params[n] = decodeURIComponent(m[i + 1]!);
         return { ...o.op, params };
       }
       return undefined;

@@ -52,11 +52,29 @@ export function selfSignedTls(): TlsMaterial {
   const dir = scratchDir('kms-tls-');
   const keyFile = path.join(dir, 'key.pem');
   const caFile = path.join(dir, 'cert.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', keyFile, '-out', caFile, '-days', '2', '-subj', '/CN=127.0.0.1',
-    '-addext', 'subjectAltName=IP:127.0.0.1',
-  ], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      caFile,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   tlsCache = { key: fs.readFileSync(keyFile, 'utf8'), cert: fs.readFileSync(caFile, 'utf8'), caFile };
   return tlsCache;
 }
@@ -88,9 +106,12 @@ export async function startRecordingServer(handler: Handler, tls?: TlsMaterial):
       requests.push(rec);
       Promise.resolve()
         .then(() => handler(rec))
-        .catch((err: unknown): Reply => ({ status: 500, body: { message: `fake server error: ${(err as Error).message}` } }))
+        .catch(
+          (err: unknown): Reply => ({ status: 500, body: { message: `fake server error: ${(err as Error).message}` } }),
+        )
         .then((reply) => {
-          const payload = reply.body === undefined ? '' : typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
+          const payload =
+            reply.body === undefined ? '' : typeof reply.body === 'string' ? reply.body : JSON.stringify(reply.body);
           res.writeHead(reply.status, {
             ...(payload ? { 'content-type': 'application/json' } : {}),
             ...(reply.headers ?? {}),
@@ -123,7 +144,8 @@ export function assertNoValuesInUrlsOrHeaders(requests: Recorded[], values: stri
     for (const v of values) {
       const forms = [v, encodeURIComponent(v), Buffer.from(v).toString('base64'), Buffer.from(v).toString('base64url')];
       for (const f of forms) {
-        if (hay.includes(f)) throw new Error(`a secret value appeared in the URL or headers of ${r.method} ${r.rawPath}`);
+        if (hay.includes(f))
+          throw new Error(`a secret value appeared in the URL or headers of ${r.method} ${r.rawPath}`);
       }
     }
   }
