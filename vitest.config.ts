@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 import { patient } from './test/support/patience.js';
+import { SlowFirstSequencer } from './test/support/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -18,6 +19,8 @@ export default defineConfig({
     // cores ran the files one by one; a test file mostly waits on the processes it starts
     // (the CLI, terraform, the agent, git), so two at once keep both cores busy.
     maxWorkers: Math.max(2, availableParallelism() - 1),
+    // The slowest files start first (test/support/sequencer.ts).
+    sequence: { sequencer: SlowFirstSequencer },
     reporters: process.env.CI ? ['default'] : ['default'],
   },
 });
