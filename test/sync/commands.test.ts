@@ -1,11 +1,11 @@
 // The commands around plan/apply: offline validate, init, --env scoping, live-credential safety,
 // the interactive confirmation (through a real pseudo-terminal), and the demo.
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { allOutput, cliPath, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
+import { cliCommand, runInTty } from '../cli/helpers.js';
 
 const TEST_KEY = 'sk_test_commands012345';
 // A fake live-mode project key for the emulator, assembled at run time so secret scanners do not
@@ -43,31 +43,6 @@ afterAll(async () => {
     expect(text).not.toContain(LIVE_KEY);
   }
 });
-
-/** Runs the CLI inside a pseudo-terminal (util-linux `script`), typing `answer` at the prompt. */
-function runInTty(
-  args: string[],
-  answer: string,
-  extraEnv: NodeJS.ProcessEnv,
-): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    const command = [process.execPath, cliPath, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-    const child = execFile(
-      'script',
-      ['-qefc', command, '/dev/null'],
-      {
-        cwd: dir,
-        env: { PATH: process.env.PATH, HOME: process.env.HOME, NO_COLOR: '1', TERM: 'dumb', ...extraEnv },
-      },
-      (error, stdout) => {
-        allOutput.push(stdout);
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, output: stdout });
-      },
-    );
-    setTimeout(() => child.stdin?.write(`${answer}\n`), 1500);
-    setTimeout(() => child.stdin?.end(), 2500);
-  });
-}
 
 describe('commands', () => {
   it('validate works offline, without credentials', async () => {
@@ -163,14 +138,22 @@ projects:
 
   it('with a live credential, says so and asks for the environment slugs on a terminal', async () => {
     const liveEnv = { ...env, KMS_API_KEY: LIVE_KEY };
-    const wrong = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-production'], 'yes', liveEnv);
+    const wrong = await runInTty(cliCommand(['apply', '-f', 'cfg', '--env', 'multi-production']), {
+      cwd: dir,
+      env: liveEnv,
+      answer: 'yes',
+    });
     expect(wrong.output).toContain('LIVE credential (sk_live_)');
     expect(wrong.output).toContain('Type the environment slug(s) to confirm (multi-production)');
     expect(wrong.output).toContain('Apply cancelled.');
     expect(wrong.code).toBe(1);
     const r = await fetch(`${emu.url}/client?project_env=multi-production`, { headers: { 'x-api-key': TEST_KEY } });
     expect(r.status).toBe(404); // nothing was created
-    const right = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-production'], 'multi-production', liveEnv);
+    const right = await runInTty(cliCommand(['apply', '-f', 'cfg', '--env', 'multi-production']), {
+      cwd: dir,
+      env: liveEnv,
+      answer: 'multi-production',
+    });
     expect(right.output, right.output).toContain('Apply complete!');
     expect(right.code).toBe(0);
   });
@@ -182,18 +165,22 @@ projects:
       path.join(dir, 'cfg', 'main.yaml'),
       config.replace('https://p.example', 'https://p2.example').replace('https://s.example', 'https://s2.example'),
     );
-    const short = await runInTty(['apply', '-f', 'cfg', '--env', 'multi-*'], 'multi-production', liveEnv);
+    const short = await runInTty(cliCommand(['apply', '-f', 'cfg', '--env', 'multi-*']), {
+      cwd: dir,
+      env: liveEnv,
+      answer: 'multi-production',
+    });
     expect(short.output).toContain('Environments: multi-production, multi-staging');
     expect(short.output).toContain(
       'The answer must name every environment slug of this run (multi-production, multi-staging); missing: multi-staging.',
     );
     expect(short.output).toContain('Apply cancelled.');
     expect(short.code).toBe(1);
-    const spaced = await runInTty(
-      ['apply', '-f', 'cfg', '--env', 'multi-*'],
-      'multi-staging, multi-production',
-      liveEnv,
-    );
+    const spaced = await runInTty(cliCommand(['apply', '-f', 'cfg', '--env', 'multi-*']), {
+      cwd: dir,
+      env: liveEnv,
+      answer: 'multi-staging, multi-production',
+    });
     expect(spaced.output, spaced.output).toContain('Apply complete!');
     expect(spaced.code).toBe(0);
   });
