@@ -86,7 +86,9 @@ describe.skipIf(
     const statuses: number[] = [];
     for (const p of paths) {
       const page = await context.newPage();
-      const answered = page.waitForResponse((r) => r.url().startsWith(`${agent.url}/api/`), { timeout: 20_000 });
+      const answered = page.waitForResponse((r) => r.url().startsWith(`${agent.url}/api/`), {
+        timeout: patient(20_000),
+      });
       await page.goto(`${attacker}${p}`);
       statuses.push((await answered).status());
       await page.close();
@@ -165,7 +167,9 @@ describe.skipIf(
         await page.goto(agent.url);
         await page.fill('#token', 'not-the-token-at-all-000000');
         await page.click('button[value="suspend"]');
-        await expect.poll(() => page.locator('#control-note').innerText(), { timeout: 10_000 }).toMatch(/not accepted/);
+        await expect
+          .poll(() => page.locator('#control-note').innerText(), { timeout: patient(10_000) })
+          .toMatch(/not accepted/);
         expect((await status()).agent.suspended).toBe(false);
         await page.fill('#token', UI_TOKEN);
         await Promise.all([page.waitForEvent('load'), page.click('button[value="suspend"]')]);

@@ -176,7 +176,7 @@ export function canUnshare(): boolean {
     return (
       execFileSync('unshare', ['--pid', '--fork', '--uts', '--mount-proc', 'sh', '-c', 'echo $$'], {
         encoding: 'utf8',
-        timeout: 10_000,
+        timeout: patient(10_000),
       }).trim() === '1'
     );
   } catch {

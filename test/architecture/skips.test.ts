@@ -86,7 +86,7 @@ describe('skips in test/', () => {
               NODE_DISABLE_COMPILE_CACHE: '1',
               NO_COLOR: '1',
             },
-            timeout: 120_000,
+            timeout: patient(120_000),
           },
           (error, stdout, stderr) => resolve(`${error ? `exit ${String(error.code)}\n` : ''}${stdout}${stderr}`),
         );

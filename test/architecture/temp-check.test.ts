@@ -29,7 +29,7 @@ function nestedRun(leak: string, strict = ''): Promise<{ code: number; out: stri
           TEMP_LEAK_SHARED: shared,
           KMS_SYNC_TEMP_CHECK: strict,
         },
-        timeout: 120_000,
+        timeout: patient(120_000),
       },
       (error, stdout, stderr) => {
         const code = error

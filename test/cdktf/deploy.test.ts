@@ -39,7 +39,7 @@ function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv): 
     execFile(
       cmd,
       args,
-      { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: 240_000 },
+      { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: patient(240_000) },
       (e: ExecFileException | null, stdout, stderr) => {
         resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr });
       },
@@ -157,7 +157,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}
 
     it.for(FLAVOURS)(
       '%s deploy --auto-approve --skip-provider-lock, then kms-sync plan --cdktf . plans no change',
-      { timeout: 240_000 },
+      { timeout: patient(240_000) },
       async (f, ctx) => {
         if (skipped) skipTest(ctx, skipped);
         const tool = tools.get(f)!;

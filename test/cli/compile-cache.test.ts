@@ -50,7 +50,7 @@ describe('the CLI process', () => {
   });
 
   // Node's recursive mkdir never returns under /proc (mkdir answers ENOENT there): the CLI must not
-  // hand it such a folder. Killed after 10 s instead of spinning on if it does.
+  // hand it such a folder. Killed after 10 s (scaled to the load) instead of spinning on if it does.
   it.skipIf(skipWhen(!existsSync('/proc/self'), 'no /proc on this system: the unwritable-HOME start is not tried'))(
     'starts and answers with a home where no folder can be made (HOME=/proc)',
     async () => {
@@ -58,7 +58,7 @@ describe('the CLI process', () => {
         execFile(
           process.execPath,
           [cliPath, '--version'],
-          { env: { PATH: process.env.PATH, HOME: '/proc' }, timeout: 10_000, killSignal: 'SIGKILL' },
+          { env: { PATH: process.env.PATH, HOME: '/proc' }, timeout: patient(10_000), killSignal: 'SIGKILL' },
           (error, stdout) => {
             resolve({
               code: error ? ((error as { code?: number }).code ?? null) : 0,

@@ -23,9 +23,14 @@ function sh(
   env: NodeJS.ProcessEnv,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: 480_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      cmd,
+      args,
+      { cwd, env, maxBuffer: 64 * 1024 * 1024, timeout: patient(480_000) },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number((error as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 

@@ -106,7 +106,7 @@ describe('examples/ci/sharded/.gitlab-ci.yml', () => {
           ],
           {
             cwd: dir,
-            timeout: 240_000,
+            timeout: patient(240_000),
             maxBuffer: 64 * 1024 * 1024,
             env: {
               PATH: `${path.join(dir, 'bin')}:${path.dirname(process.execPath)}:${process.env.PATH}`,

@@ -180,7 +180,7 @@ describe('GitHub Action and workflows', () => {
       execFile(
         process.execPath,
         [cli, '--cwd', path.basename(dir), '--list-json', '--json-schema-validation'],
-        { cwd: path.dirname(dir), timeout: 15_000, env: { PATH: process.env.PATH, HOME: dir } },
+        { cwd: path.dirname(dir), timeout: patient(15_000), env: { PATH: process.env.PATH, HOME: dir } },
         (e, stdout, stderr) =>
           resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
       );
