@@ -45,7 +45,7 @@ import type { GitSource } from './source.js';
 import { windowOpen, type SyncWindow } from './windows.js';
 import type { DeleteApprovals } from './approvals.js';
 import { isHeal, type HealHistory } from './heals.js';
-import { keepInventory, readInventory } from '../engine/state-files.js';
+import { keepInventory, readInventory } from '../engine/inventory.js';
 import { InventoryIndex, type Inventory, type InventoryScan } from '../plan/inventory.js';
 import {
   HISTORY_MAX,
@@ -748,9 +748,10 @@ export class Reconciler {
     owner: string,
   ): Promise<void> {
     if (!this.o.inventoryFile) return;
-    const next = await keepInventory(this.o.inventoryFile, before, scan, good.cfg.desired, plan, owner, {
+    const next = await keepInventory(this.o.inventoryFile, scan, good.cfg.desired, plan, owner, {
       now: this.o.now?.() ?? new Date(),
       revision: good.revision,
+      ...(before ? { before } : {}),
     });
     if (next === before) return;
     this.inventory = next;

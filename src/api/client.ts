@@ -336,6 +336,15 @@ export class KmsClient {
       expect: arrayOf(endpointShape, endpoints.length),
     });
   }
+  getEndpoint(projectEnv: string, methodPath: string) {
+    return this.http.request<WireEndpoint>({
+      method: 'GET',
+      path: `/endpoint/${encodeURIComponent(methodPath)}`,
+      query: { project_env: projectEnv },
+      kind: 'get endpoint',
+      expect: endpointShape,
+    });
+  }
   updateEndpoint(
     projectEnv: string,
     methodPath: string,

@@ -59,6 +59,8 @@ export interface ApplyResult {
   /** Not attempted because an earlier step failed or the run was interrupted. */
   notAttempted: Operation[];
   keysStored: StoredKeyReceipt[];
+  /** The live ids of the clients this run created, by address (the configuration's inventory records them). */
+  created?: Map<string, string>;
   /** Notes on recoveries (lost responses re-read, keys re-issued, orphans revoked). */
   recoveries: string[];
   /** Why the run stopped before the end, when it did. */
@@ -252,8 +254,10 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
           ops.map((o) => o.after as unknown as ClientCreate),
         );
         for (const [i, r] of outcomes.entries()) {
-          if (r.ok) ok(ops[i]!, r.note);
-          else fail(ops[i]!, r.cause ?? new Error(r.error), r.unknown);
+          if (r.ok) {
+            (result.created ??= new Map()).set(ops[i]!.address, r.id);
+            ok(ops[i]!, r.note);
+          } else fail(ops[i]!, r.cause ?? new Error(r.error), r.unknown);
         }
       });
       await each(byKind('client', 'update'), (op) => {

@@ -8,11 +8,12 @@
 //   with a check-and-set (creating an endpoint that exists is refused with 409 CONFLICT, see the
 //   contract), carrying who holds it and until when. A holder refreshes it while it runs; one
 //   whose expiry has passed (its run died) is broken. The reader hides these records.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { AmbiguousWriteError, ApiError } from '../api/http.js';
 import type { KmsClient, WireEndpoint } from '../api/client.js';
+import { ownerRecordId } from '../model/index.js';
 import {
   acquireLock,
   earlierIncarnation,
@@ -57,7 +58,7 @@ export interface RunLock {
 }
 
 export function lockPathFor(owner: string): string {
-  return `${LOCK_PATH_PREFIX}${createHash('sha256').update(owner).digest('hex').slice(0, 16)}`;
+  return `${LOCK_PATH_PREFIX}${ownerRecordId(owner)}`;
 }
 
 const sleep = (ms: number) => new Promise((ok) => setTimeout(ok, ms));

@@ -9,7 +9,7 @@ import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { shardConfig } from '../engine/shard.js';
 import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
 import { resolveOwner } from '../engine/owner.js';
-import { cliInventory } from '../engine/state-files.js';
+import { cliInventory } from '../engine/inventory.js';
 import { addLimitOptions } from './config-limits.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
@@ -121,10 +121,10 @@ export async function runDrift(o: DriftFlags): Promise<void> {
   let report: DriftReport;
   try {
     const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-    // The inventory an apply kept beside the journal: stripped markers are drift, and unapplied
-    // edits of projects, environments and templates are pending, not changed outside.
+    // The inventory an apply kept (in the service, and sealed beside the journal): stripped markers
+    // are drift, and unapplied edits of projects, environments and templates are pending, not changed outside.
     const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-    const { index } = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
+    const { index } = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => err(`warning: ${line}\n`));
     const { plan, live } = await planFor(conn, cfg.desired, {
       ...(cfg.live ? { readAhead: cfg.live } : {}),
       ...(shard ? { shard } : {}),

@@ -68,7 +68,7 @@ import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.
 import { KmsClient } from '../api/client.js';
 import { enterApply, interruptCause, interruptExitCode, interruptSignal, triggerInterrupt } from './interrupts.js';
 import { resolveOwner } from '../engine/owner.js';
-import { cliInventory, keepInventory } from '../engine/state-files.js';
+import { cliInventory, keepRunInventory } from '../engine/inventory.js';
 import { err, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
@@ -614,7 +614,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
         try {
           const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
           const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-          const { index } = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
+          const { index } = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => err(`warning: ${line}\n`));
           const { plan, live } = await planFor(conn, cfg.desired, {
             ...(cfg.live ? { readAhead: cfg.live } : {}),
             ...(shard ? { shard } : {}),
@@ -880,11 +880,14 @@ machine that checks the project out. kms-sync schema prints the schema.`,
               lock: o.lock,
             },
             async () => {
-              const inventory = await cliInventory(cfg.baseDir, owner, (line) => err(`warning: ${line}\n`));
+              const inventory = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) =>
+                err(`warning: ${line}\n`),
+              );
               const {
                 plan,
                 live,
                 inventory: scan,
+                serviceInventory,
               } = await planFor(conn, cfg.desired, {
                 ...(shard ? { shard } : {}),
                 policy: cfg.policy,
@@ -901,24 +904,25 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                 inventory: inventory.index,
               });
               reporter.plan(plan);
-              let done: ReadonlySet<unknown> = new Set();
+              let result: ApplyResult | undefined;
               try {
                 await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state, (r) => {
-                  done = new Set(r.done);
+                  result = r;
                 });
               } finally {
-                // The inventory beside the journal (plan/inventory.ts), under the run lock; a shard
-                // sees part of the configuration and keeps none (shards may run side by side).
-                if (scan && !shard) {
-                  const left = { ...plan, operations: plan.operations.filter((op) => !done.has(op)) };
-                  await keepInventory(inventory.file, inventory.before, scan, cfg.desired, left, owner, {
-                    now: new Date(),
-                  }).catch((e: unknown) =>
-                    err(
-                      `warning: the inventory ${inventory.file} could not be written (${(e as Error).message}); the next apply writes it\n`,
-                    ),
-                  );
-                }
+                // The inventory (engine/inventory.ts), under the run lock: in the service, per
+                // environment, and sealed beside the journal; a shard keeps its environments' part.
+                if (scan)
+                  for (const line of await keepRunInventory(conn, {
+                    owner,
+                    scan,
+                    serviceRead: serviceInventory,
+                    ...(result ? { result } : {}),
+                    plan,
+                    desired: cfg.desired,
+                    file: inventory.file,
+                  }))
+                    err(`warning: ${line}\n`);
               }
             },
           );

@@ -26,6 +26,7 @@ import {
 import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
 import { ownedEntries, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
+import { serviceHoldings, serviceInventory, type ServiceInventory } from './inventory.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
 import { capacityProblems, describeCapacity } from '../plan/capacity.js';
@@ -594,6 +595,8 @@ export async function planFor(
   capture: JournaledKeyCapture;
   registry: StoreRegistry;
   inventory?: InventoryScan;
+  /** What the service held of this owner's inventory, per environment read (engine/inventory.ts keepServiceInventory). */
+  serviceInventory?: Map<string, ServiceInventory>;
 }> {
   // A shard may hold nothing of a small fleet: its plan is empty, not an error.
   if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty && !o.shard) {
@@ -637,7 +640,12 @@ async function planStreamed(
   desired: DesiredState,
   o: PlanOptions,
   run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery },
-): Promise<{ plan: Plan; live: LiveReadResult; inventory?: InventoryScan }> {
+): Promise<{
+  plan: Plan;
+  live: LiveReadResult;
+  inventory?: InventoryScan;
+  serviceInventory?: Map<string, ServiceInventory>;
+}> {
   const { stream, owner, registry, recovery } = run;
   const head = await stream.head;
   const missing = missingExternalProjects(desired, head);
@@ -663,6 +671,7 @@ async function planStreamed(
   const duplicates: LiveReadResult['duplicates'][] = [];
   const overCapacity: ReturnType<typeof capacityProblems> = [];
   const owned: InventoryEntry[] = [];
+  const serviceRead = new Map<string, ServiceInventory>();
 
   const planPart = async (
     d: DesiredState,
@@ -672,6 +681,13 @@ async function planStreamed(
     keyOf: (warning: string) => string,
   ) => {
     if (o.inventory) {
+      // The inventory this owner keeps in the service, per environment (engine/inventory.ts).
+      for (const pe of new Set((l.records ?? []).map((r) => r.projectEnv))) {
+        const kept = serviceInventory(l.records, pe, owner);
+        if (!kept) continue;
+        serviceRead.set(pe, kept);
+        o.inventory.hold(serviceHoldings(kept));
+      }
       o.inventory.markHeld(l);
       owned.push(...ownedEntries(l, owner));
     }
@@ -809,7 +825,16 @@ async function planStreamed(
   return {
     plan,
     live: { state: kept, duplicates: mergedDuplicates, fingerprints: plan.fingerprints, projectEnvs: head.projectEnvs },
-    ...(o.inventory ? { inventory: { owned, envsRead: head.envs.map((e) => e.projectEnv) } } : {}),
+    ...(o.inventory
+      ? {
+          inventory: {
+            owned,
+            envsRead: head.envs.map((e) => e.projectEnv),
+            ...(o.shard ? { partial: true } : {}),
+          },
+          serviceInventory: serviceRead,
+        }
+      : {}),
   };
 }
 

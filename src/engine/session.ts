@@ -6,6 +6,7 @@ import { KmsClient } from '../api/client.js';
 import type { HttpOptions } from '../api/http.js';
 import { credentialKind, serviceTarget } from '../model/index.js';
 import type { Plan } from '../plan/types.js';
+import { inventorySealKey } from './inventory.js';
 
 export interface Connection {
   api: KmsClient;
@@ -13,6 +14,8 @@ export interface Connection {
   credential: Plan['target']['credential'];
   /** Which service this is (model/target.ts): secrets record it, and no target replaces another's. */
   target: string;
+  /** Seals the CLI's local inventory (engine/inventory.ts): derived from the credential, which a pull request author does not hold. */
+  sealKey: Buffer;
 }
 
 /** The API client and service target of `url` with `apiKey` (checked by the caller). */
@@ -23,5 +26,5 @@ export function openConnection(
   const { url, apiKey, ...rest } = o;
   const api = new KmsClient({ baseUrl: url, apiKey, ...rest });
   const credential = credentialKind(apiKey);
-  return { api, url, credential, target: serviceTarget(url, credential, env) };
+  return { api, url, credential, target: serviceTarget(url, credential, env), sealKey: inventorySealKey(apiKey) };
 }

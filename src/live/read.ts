@@ -18,11 +18,13 @@ import {
   canonicalJson,
   canonicalTimestamp,
   emptyLiveState,
+  INVENTORY_RECORD_PREFIX,
   type JsonObject,
   type LiveClient,
   type LiveEndpoint,
   type LiveEnv,
   type LiveKey,
+  type LiveRecord,
   type LiveState,
   type LiveTemplate,
   NormalizeError,
@@ -585,8 +587,21 @@ async function readEnv(
   const completed = await Promise.all(lists.incomplete.map((c) => api.getClient(clientId(c), pe)));
   for (const page of lists.pages) if (page) for (let i = 0; i < page.length; i++) state.clients.push(page[i]!);
   for (const c of completed) state.clients.push(toClient(pe, c, names, lists.cidrs));
-  // Run-lock records (apply/run-lock.ts) belong to kms-sync's own runs, not to any configuration.
-  for (const e of endpoints) if (!e.path.startsWith('/__kms-sync/')) state.endpoints.push(toEndpoint(pe, e));
+  // Run-lock records (apply/run-lock.ts) belong to kms-sync's own runs, not to any configuration;
+  // inventory records (engine/inventory.ts) are kept aside for the plan (read one by one when the
+  // list leaves their metadata out: the contract's list example shows none).
+  const records: Promise<LiveRecord>[] = [];
+  for (const e of endpoints) {
+    if (!e.path.startsWith('/__kms-sync/')) state.endpoints.push(toEndpoint(pe, e));
+    else if (e.path.startsWith(INVENTORY_RECORD_PREFIX))
+      records.push(
+        (e.metadata !== undefined
+          ? Promise.resolve(e)
+          : api.getEndpoint(pe, `${e.method.toUpperCase()}:${e.path}`)
+        ).then((r) => ({ projectEnv: pe, path: e.path, metadata: asObject(r.metadata) ?? {} })),
+      );
+  }
+  if (records.length) (state.records ??= []).push(...(await Promise.all(records)));
 }
 
 /** Sorts by a key computed once per item (not once per comparison). */

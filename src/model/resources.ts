@@ -1,6 +1,7 @@
 // The one desired-state model every front end (YAML, CDKTF) produces, and the live model the
 // reader fills. Identities are natural keys (DESIGN.md "Identities"); live UUIDs never appear in
 // desired state.
+import { createHash } from 'node:crypto';
 
 /** Where a desired resource was declared: used in every error and duplicate report. */
 export interface SourceLocation {
@@ -216,6 +217,24 @@ export interface LiveState {
   templates: LiveTemplate[];
   clients: LiveClient[];
   endpoints: LiveEndpoint[];
+  /**
+   * kms-sync's own records found in the environments' endpoint lists (`/__kms-sync/inventory/…`:
+   * the inventories applies keep in the service, engine/inventory.ts), hidden from `endpoints`.
+   */
+  records?: LiveRecord[];
+}
+
+/** Where kms-sync keeps a configuration's inventory in an environment (engine/inventory.ts). */
+export const INVENTORY_RECORD_PREFIX = '/__kms-sync/inventory/';
+
+/** The short id of an owner in kms-sync's record paths (the run lock's, the inventory's): a hash, since an owner id may hold any character. */
+export const ownerRecordId = (owner: string) => createHash('sha256').update(owner).digest('hex').slice(0, 16);
+
+/** One of kms-sync's own records in an environment (an endpoint under `/__kms-sync/`). */
+export interface LiveRecord {
+  projectEnv: string;
+  path: string;
+  metadata?: JsonObject;
 }
 
 export function emptyLiveState(): LiveState {

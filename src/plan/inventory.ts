@@ -13,15 +13,17 @@
 import {
   address,
   appliedDigest,
+  OWNER_ID_KEY,
   ownershipOf,
   type DesiredState,
+  type JsonObject,
   type LiveState,
   type ResourceKind,
 } from '../model/index.js';
 import { envRecord } from './kinds/env.js';
 import { projectRecord } from './kinds/project.js';
 import { templateRecord } from './kinds/template.js';
-import type { Plan } from './types.js';
+import type { Operation, Plan } from './types.js';
 
 export interface InventoryEntry {
   kind: Extract<ResourceKind, 'project' | 'env' | 'template' | 'client' | 'endpoint'>;
@@ -42,6 +44,8 @@ export interface Inventory {
   /** The revision (agent) the last update was planned from. */
   revision?: string;
   entries: InventoryEntry[];
+  /** The CLI's copy: an HMAC over owner and entries with a key of the service credential (engine/inventory.ts). */
+  seal?: string;
 }
 
 /** What a plan asks of the inventory. */
@@ -64,6 +68,15 @@ export class InventoryIndex {
         else if (e.kind === 'endpoint') this.endpoints.add(e.address);
       } else if (e.applied) this.records.set(e.address, e.applied);
     }
+  }
+
+  /**
+   * Holds more clients (by live id) and endpoints (by address): the inventory a run kept in the
+   * service (engine/inventory.ts), added environment by environment as the live read finds it.
+   */
+  hold(o: { clients?: Iterable<string>; endpoints?: Iterable<string> }): void {
+    for (const id of o.clients ?? []) this.clients.add(id);
+    for (const a of o.endpoints ?? []) this.endpoints.add(a);
   }
 
   /** The digest last applied to a project, environment or template (undefined: none recorded). */
@@ -102,6 +115,43 @@ export function ownedEntries(state: LiveState, owner: string): InventoryEntry[] 
 export interface InventoryScan {
   owned: InventoryEntry[];
   envsRead: string[];
+  /**
+   * The run saw part of the configuration (`--shard`): entries of environments and projects it
+   * did not plan are kept as they were (each shard keeps its environments' part).
+   */
+  partial?: boolean;
+}
+
+/**
+ * What a run owns once it applied `done` (a scan is taken before the apply): what it created (a
+ * client by the id its create returned, `createdIds` by address) or claimed (an update that wrote
+ * this owner's marker) is added, what it deleted is dropped (an endpoint's address may be
+ * registered again by the SDK: it is not ours then).
+ */
+export function afterApply(
+  scan: InventoryScan,
+  done: Iterable<Operation>,
+  createdIds: ReadonlyMap<string, string>,
+  owner: string,
+): InventoryScan {
+  const owned = new Map(scan.owned.map((e) => [`${e.kind} ${e.id ?? e.address}`, e]));
+  for (const op of done) {
+    if ((op.kind !== 'client' && op.kind !== 'endpoint') || !op.projectEnv) continue;
+    const key = (id?: string) => `${op.kind} ${op.kind === 'client' ? id : op.address}`;
+    if (op.action === 'delete' || op.action === 'replace') owned.delete(key(op.live?.id));
+    if (op.action === 'delete') continue;
+    const id = op.kind === 'client' ? (op.action === 'create' ? createdIds.get(op.address) : op.live?.id) : undefined;
+    if (op.kind === 'client' && !id) continue;
+    const metadata = (op.after as { metadata?: JsonObject } | null)?.metadata;
+    if (op.action === 'create' || op.action === 'replace' || metadata?.[OWNER_ID_KEY] === owner)
+      owned.set(key(id), {
+        kind: op.kind,
+        address: op.address,
+        projectEnv: op.projectEnv,
+        ...(id ? { id } : {}),
+      });
+  }
+  return { ...scan, owned: [...owned.values()] };
 }
 
 /**
@@ -120,8 +170,12 @@ export function nextInventory(
   o: { now: Date; revision?: string },
 ): Inventory {
   const read = new Set(scan.envsRead);
-  const kept = (previous?.owner === owner ? previous.entries : []).filter(
-    (e) => (e.kind === 'client' || e.kind === 'endpoint') && !read.has(e.projectEnv ?? ''),
+  const planned = new Set(desired.projects.map((p) => address.project(p.slug)));
+  const kept = (previous?.owner === owner ? previous.entries : []).filter((e) =>
+    e.kind === 'client' || e.kind === 'endpoint'
+      ? !read.has(e.projectEnv ?? '')
+      : // A shard's run records only its own projects, environments and templates.
+        scan.partial === true && (e.kind === 'project' ? !planned.has(e.address) : !read.has(e.projectEnv ?? '')),
   );
   const before = new InventoryIndex(previous?.owner === owner ? previous.entries : []);
   const changing = new Set(plan.operations.map((op) => op.address));
@@ -141,9 +195,10 @@ export function nextInventory(
       record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv),
     ),
   ].filter((e): e is InventoryEntry => e !== undefined);
-  const entries = [...kept, ...scan.owned, ...records].sort((a, b) =>
-    a.address < b.address ? -1 : a.address > b.address ? 1 : 0,
-  );
+  // One entry per client id or address: what this run found replaces what was kept.
+  const unique = new Map<string, InventoryEntry>();
+  for (const e of [...kept, ...scan.owned, ...records]) unique.set(`${e.kind} ${e.id ?? e.address}`, e);
+  const entries = [...unique.values()].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   return {
     formatVersion: 1,
     owner,
@@ -175,5 +230,6 @@ export function parseInventory(v: unknown): Inventory | undefined {
     updatedAt: typeof o.updatedAt === 'string' ? o.updatedAt : '',
     ...(typeof o.revision === 'string' ? { revision: o.revision } : {}),
     entries,
+    ...(typeof o.seal === 'string' ? { seal: o.seal } : {}),
   };
 }

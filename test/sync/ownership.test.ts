@@ -245,7 +245,7 @@ describe('two applies at once', () => {
     // The lock records are gone and never show in a plan.
     expect(
       (await api('GET', '/endpoint?project_env=own-production')).data.filter((e: any) =>
-        e.path.startsWith('/__kms-sync/'),
+        e.path.startsWith('/__kms-sync/lock/'),
       ),
     ).toEqual([]);
   });

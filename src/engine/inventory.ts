@@ -1,0 +1,438 @@
+// Where a configuration's inventory (plan/inventory.ts: the clients and endpoints it created or
+// claimed) is kept between runs, and why each copy may be believed (DESIGN.md "Trust boundary"):
+// - the agent's state folder (agent/agent.ts): the operator's, believed as it is;
+// - for the CLI, beside the journal (`.kms-sync/inventory.json`): that folder sits in the
+//   configuration's checkout, which a pull request can write, so its ownership entries count only
+//   under a seal made with the service credential (an HMAC a pull request author cannot make);
+//   without one it gives drift its digests, never ownership;
+// - in the service, per environment (records under `/__kms-sync/inventory/<owner hash>`, written
+//   by an apply under the run lock with the operator's credential), so that a CI runner with a
+//   fresh checkout needs nothing local. A record holds at most RECORD_BUDGET bytes; a larger
+//   inventory is split into parts, and the head record names the generation of its parts, so a
+//   write killed half-way leaves the previous generation in force (measured in docs/ownership.md:
+//   100,000 clients of one environment are 12 records).
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { AmbiguousWriteError, ApiError } from '../api/http.js';
+import type { KmsClient } from '../api/client.js';
+import {
+  canonicalJson,
+  identityKey,
+  INVENTORY_RECORD_PREFIX,
+  ownerRecordId,
+  splitMethodPath,
+  address,
+  type DesiredState,
+  type JsonObject,
+  type LiveRecord,
+} from '../model/index.js';
+import type { ApplyResult } from '../apply/execute.js';
+import {
+  afterApply,
+  InventoryIndex,
+  nextInventory,
+  parseInventory,
+  type Inventory,
+  type InventoryEntry,
+  type InventoryScan,
+} from '../plan/inventory.js';
+import type { Plan } from '../plan/types.js';
+import { withLock } from '../secrets/fsutil.js';
+import { readStateJson, writeStateJson } from './state-files.js';
+
+// ---------------------------------------------------------------- the local copy
+
+/** Where the CLI keeps a configuration's inventory: beside its journal (`.kms-sync/`). */
+export const cliInventoryFile = (baseDir: string) => path.join(baseDir, '.kms-sync', 'inventory.json');
+
+/** The key of the local copy's seal, derived from the service credential (never the credential itself). */
+export const inventorySealKey = (apiKey: string): Buffer =>
+  createHmac('sha256', apiKey).update('kms-sync inventory seal v1').digest();
+
+const sealOf = (inv: Pick<Inventory, 'owner' | 'entries'>, key: Buffer) =>
+  createHmac('sha256', key)
+    .update(canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] }))
+    .digest('base64url');
+
+/** Whether `inv` carries a seal made with `key` over its owner and entries. */
+export function sealHolds(inv: Inventory, key: Buffer | undefined): boolean {
+  if (!key || typeof inv.seal !== 'string') return false;
+  const want = Buffer.from(sealOf(inv, key));
+  const got = Buffer.from(inv.seal);
+  return want.length === got.length && timingSafeEqual(want, got);
+}
+
+/**
+ * The inventory kept in `file`, when it is this owner's (undefined: none, damaged, or another
+ * owner id's, which `warn` is told: it is made again from the ownership markers).
+ */
+export async function readInventory(
+  file: string,
+  owner: string,
+  warn: (line: string) => void,
+): Promise<Inventory | undefined> {
+  const kept = await readStateJson(file, parseInventory, (why) =>
+    warn(`the inventory ${file} ${why}; it is made again from the ownership markers`),
+  );
+  if (kept && kept.owner !== owner) {
+    warn(
+      `the inventory ${file} belongs to owner '${kept.owner}', this configuration is '${owner}': it is made again from the ownership markers`,
+    );
+    return undefined;
+  }
+  return kept;
+}
+
+/**
+ * The inventory after a run (plan/inventory.ts nextInventory), written to `file` when it changed.
+ * `plan`: what still differs after the run (the operations it did not apply). `sealKey`: the
+ * copy is sealed with it (the CLI's, see above). Read again under a lock first: shards of one
+ * configuration on one runner each write their environments' part.
+ */
+export async function keepInventory(
+  file: string,
+  scan: InventoryScan,
+  desired: DesiredState,
+  plan: Plan,
+  owner: string,
+  o: { now: Date; revision?: string; sealKey?: Buffer; before?: Inventory },
+): Promise<Inventory> {
+  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const write = async (before: Inventory | undefined) => {
+    // Entries a copy without a valid seal holds are not carried over (they may be forged).
+    const trusted = before && (!o.sealKey || sealHolds(before, o.sealKey)) ? before : withoutOwnership(before);
+    const next = nextInventory(trusted, scan, desired, plan, owner, o);
+    if (
+      before !== undefined &&
+      before.owner === next.owner &&
+      JSON.stringify(before.entries) === JSON.stringify(next.entries) &&
+      (!o.sealKey || sealHolds(before, o.sealKey))
+    )
+      return before;
+    const sealed = o.sealKey ? { ...next, seal: sealOf(next, o.sealKey) } : next;
+    await writeStateJson(file, sealed);
+    return sealed;
+  };
+  if (!o.sealKey) return write(o.before);
+  return withLock(`${file}.lock`, { timeoutMs: 60_000 }, async () =>
+    write(await readInventory(file, owner, () => undefined)),
+  );
+}
+
+const withoutOwnership = (inv: Inventory | undefined): Inventory | undefined =>
+  inv && { ...inv, entries: inv.entries.filter((e) => e.kind !== 'client' && e.kind !== 'endpoint') };
+
+/**
+ * The CLI's inventory of a configuration (beside its journal) and its index for planFor's
+ * `inventory`: its ownership entries count only when sealed with this credential's key (see
+ * above); the service's copy is added to the index by the plan as it reads each environment.
+ */
+export async function cliInventory(
+  baseDir: string,
+  owner: string,
+  sealKey: Buffer | undefined,
+  warn: (line: string) => void,
+): Promise<{ file: string; before: Inventory | undefined; index: InventoryIndex }> {
+  const file = cliInventoryFile(baseDir);
+  const before = await readInventory(file, owner, warn);
+  const sealed = before !== undefined && sealHolds(before, sealKey);
+  if (before && !sealed && before.entries.some((e) => e.kind === 'client' || e.kind === 'endpoint'))
+    warn(
+      `the inventory ${file} is not sealed with this service credential (written with another one, or edited): its clients and endpoints are not taken as this configuration's; the inventory kept in the service is`,
+    );
+  return { file, before, index: new InventoryIndex(before?.entries ?? [], { ownership: sealed }) };
+}
+
+// ---------------------------------------------------------------- the service's copy
+
+/** A record's metadata budget (its JSON): a fraction of the service's 1 MiB request limit, so a list page of them stays small. */
+export const RECORD_BUDGET = 192 * 1024;
+const RECORD_METHOD = 'POST';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The path of a configuration's inventory record in each environment (its head; parts sit below it). */
+export const inventoryRecordPath = (owner: string) => `${INVENTORY_RECORD_PREFIX}${ownerRecordId(owner)}`;
+const partPath = (owner: string, generation: string, i: number) => `${inventoryRecordPath(owner)}/${generation}/${i}`;
+
+interface RecordBody extends JsonObject {
+  'kms-sync/record': 'inventory';
+  format: 1;
+  owner: string;
+  generation: string;
+  part: number;
+  parts: number;
+  updatedAt: string;
+  /** Client ids in UUID form, 16 bytes each, base64url. */
+  clients: string;
+  /** Client ids of another form. */
+  clientIds: string[];
+  /** Endpoints, `METHOD:/path`. */
+  endpoints: string[];
+}
+
+/** What the service holds of one environment's inventory, as the live read found it. */
+export interface ServiceInventory {
+  projectEnv: string;
+  clients: string[];
+  /** `METHOD:/path`. */
+  endpoints: string[];
+  /** The generation in force (its head names it); undefined when no head was found. */
+  generation?: string;
+  /** Every record path of this owner's inventory found (the head, its parts, parts of torn writes). */
+  paths: string[];
+  /** False when a part the head names is missing (what was found is used; the next apply writes it again). */
+  complete: boolean;
+}
+
+function isRecord(m: JsonObject | undefined, owner: string): m is RecordBody {
+  return (
+    m?.['kms-sync/record'] === 'inventory' &&
+    m.format === 1 &&
+    m.owner === owner &&
+    typeof m.generation === 'string' &&
+    typeof m.parts === 'number' &&
+    typeof m.clients === 'string'
+  );
+}
+
+/** This owner's inventory among an environment's kms-sync records (undefined: it keeps none there). */
+export function serviceInventory(
+  records: readonly LiveRecord[] | undefined,
+  projectEnv: string,
+  owner: string,
+): ServiceInventory | undefined {
+  const head = inventoryRecordPath(owner);
+  const mine = (records ?? []).filter(
+    (r) => r.projectEnv === projectEnv && (r.path === head || r.path.startsWith(`${head}/`)),
+  );
+  if (!mine.length) return undefined;
+  const out: ServiceInventory = {
+    projectEnv,
+    clients: [],
+    endpoints: [],
+    paths: mine.map((r) => r.path),
+    complete: false,
+  };
+  const first = mine.find((r) => r.path === head)?.metadata;
+  if (!isRecord(first, owner)) return out;
+  out.generation = first.generation;
+  const parts = [first];
+  for (let i = 1; i < first.parts; i++) {
+    const p = mine.find((r) => r.path === partPath(owner, first.generation, i))?.metadata;
+    if (isRecord(p, owner) && p.generation === first.generation) parts.push(p);
+  }
+  out.complete = parts.length === first.parts;
+  for (const p of parts) {
+    const hex = Buffer.from(p.clients, 'base64url').toString('hex');
+    for (let i = 0; i + 32 <= hex.length; i += 32) out.clients.push(uuidOf(hex.slice(i, i + 32)));
+    if (Array.isArray(p.clientIds)) out.clients.push(...p.clientIds.filter((x) => typeof x === 'string'));
+    if (Array.isArray(p.endpoints)) out.endpoints.push(...p.endpoints.filter((x) => typeof x === 'string'));
+  }
+  return out;
+}
+
+/** The client ids and endpoint addresses a service inventory holds (for InventoryIndex.hold). */
+export const serviceHoldings = (s: ServiceInventory) => ({
+  clients: s.clients,
+  endpoints: s.endpoints.flatMap((mp) => {
+    try {
+      const { method, path: p } = splitMethodPath(mp);
+      return [address.endpoint(s.projectEnv, method, p)];
+    } catch {
+      return [];
+    }
+  }),
+});
+
+function uuidOf(h: string): string {
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/** An environment's owned entries as record bodies of at most RECORD_BUDGET bytes each. */
+export function inventoryRecords(
+  owner: string,
+  projectEnv: string,
+  entries: readonly InventoryEntry[],
+  o: { generation: string; now: Date },
+): RecordBody[] {
+  const prefix = identityKey('endpoint', [projectEnv, '']);
+  const uuids: string[] = []; // 32 hex digits each (sorted as strings, as their bytes sort)
+  const otherIds: string[] = [];
+  const endpoints: string[] = [];
+  for (const e of entries) {
+    if (e.projectEnv !== projectEnv) continue;
+    if (e.kind === 'client' && e.id) {
+      if (UUID.test(e.id)) uuids.push(e.id.replace(/-/g, ''));
+      else otherIds.push(e.id);
+    } else if (e.kind === 'endpoint' && e.address.startsWith(prefix)) endpoints.push(e.address.slice(prefix.length));
+  }
+  uuids.sort();
+  otherIds.sort();
+  endpoints.sort();
+  const empty = (): RecordBody => ({
+    'kms-sync/record': 'inventory',
+    format: 1,
+    owner,
+    generation: o.generation,
+    part: 0,
+    parts: 0,
+    updatedAt: o.now.toISOString(),
+    clients: '',
+    clientIds: [],
+    endpoints: [],
+  });
+  const overhead = Buffer.byteLength(JSON.stringify(empty())) + 64;
+  const bodies: RecordBody[] = [];
+  let packed: string[] = [];
+  let cur = empty();
+  let size = overhead;
+  const flush = () => {
+    cur.clients = Buffer.from(packed.join(''), 'hex').toString('base64url');
+    bodies.push(cur);
+    cur = empty();
+    packed = [];
+    size = overhead;
+  };
+  const add = (cost: number, put: () => void) => {
+    if (size + cost > RECORD_BUDGET) flush();
+    put();
+    size += cost;
+  };
+  for (const u of uuids) add(22, () => packed.push(u));
+  for (const id of otherIds) add(Buffer.byteLength(JSON.stringify(id)) + 1, () => cur.clientIds.push(id));
+  for (const mp of endpoints) add(Buffer.byteLength(JSON.stringify(mp)) + 1, () => cur.endpoints.push(mp));
+  flush();
+  bodies.forEach((b, i) => {
+    b.part = i;
+    b.parts = bodies.length;
+  });
+  return bodies;
+}
+
+const sameSet = (a: readonly string[], b: readonly string[]) => {
+  if (a.length !== b.length) return false;
+  const s = new Set(a);
+  return b.every((x) => s.has(x));
+};
+
+/**
+ * Writes one environment's part of the inventory to the service when it differs from what the
+ * read found: the parts of a new generation first, then the head naming it, then the records of
+ * earlier generations go. Called under the run lock. 'gone': the environment no longer exists.
+ */
+export async function writeServiceInventory(
+  api: KmsClient,
+  owner: string,
+  projectEnv: string,
+  entries: readonly InventoryEntry[],
+  before: ServiceInventory | undefined,
+  now: Date,
+): Promise<'unchanged' | 'written' | 'gone'> {
+  const generation = randomBytes(6).toString('hex');
+  const bodies = inventoryRecords(owner, projectEnv, entries, { generation, now });
+  const want = serviceInventory(
+    bodies.map((b, i) => ({
+      projectEnv,
+      path: i ? partPath(owner, generation, i) : inventoryRecordPath(owner),
+      metadata: b,
+    })),
+    projectEnv,
+    owner,
+  )!;
+  if (
+    before?.complete &&
+    before.paths.length === bodies.length &&
+    sameSet(before.clients, want.clients) &&
+    sameSet(before.endpoints, want.endpoints)
+  )
+    return 'unchanged';
+  if (!before && want.clients.length === 0 && want.endpoints.length === 0) return 'unchanged';
+  const put = async (p: string, metadata: RecordBody, exists: boolean) => {
+    const mp = `${RECORD_METHOD}:${p}`;
+    const fields = {
+      name: 'kms-sync inventory',
+      description: `What kms-sync configuration ${owner} created or claimed here (part ${metadata.part + 1} of ${metadata.parts}); kept by its applies.`,
+      metadata,
+    };
+    if (exists) {
+      await api.updateEndpoint(projectEnv, mp, fields);
+      return;
+    }
+    try {
+      await api.createEndpoints(projectEnv, [{ method: RECORD_METHOD, path: p, ...fields }]);
+    } catch (e) {
+      // There already (a lost answer that took effect, a record made meanwhile): written over.
+      if ((e instanceof ApiError && e.status === 409) || e instanceof AmbiguousWriteError)
+        await api.updateEndpoint(projectEnv, mp, fields);
+      else throw e;
+    }
+  };
+  const head = inventoryRecordPath(owner);
+  try {
+    for (let i = 1; i < bodies.length; i++) await put(partPath(owner, generation, i), bodies[i]!, false);
+    await put(head, bodies[0]!, before?.paths.includes(head) ?? false);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) return 'gone';
+    throw e;
+  }
+  const kept = new Set([head, ...bodies.slice(1).map((_, i) => partPath(owner, generation, i + 1))]);
+  for (const p of before?.paths ?? [])
+    if (!kept.has(p)) await api.deleteEndpoint(projectEnv, `${RECORD_METHOD}:${p}`).catch(() => undefined);
+  return 'written';
+}
+
+/**
+ * After an apply (under its run lock): each environment's part of the inventory in the service,
+ * for the environments the run read and those it made entries in. Returns the lines to warn with
+ * (a failed write is said, never fatal: the next apply writes it again).
+ */
+export async function keepServiceInventory(
+  api: KmsClient,
+  owner: string,
+  scan: InventoryScan,
+  read: ReadonlyMap<string, ServiceInventory | undefined>,
+  now: Date,
+): Promise<string[]> {
+  const envs = new Set([...scan.envsRead, ...scan.owned.flatMap((e) => (e.projectEnv ? [e.projectEnv] : []))]);
+  const warnings: string[] = [];
+  for (const pe of [...envs].sort()) {
+    try {
+      await writeServiceInventory(api, owner, pe, scan.owned, read.get(pe), now);
+    } catch (e) {
+      warnings.push(
+        `the inventory of ${pe} could not be written to the service (${(e as Error).message}); the next apply writes it`,
+      );
+    }
+  }
+  return warnings;
+}
+
+/**
+ * The inventory after an apply (the CLI's), under its run lock: what the plan found owned, with
+ * what the apply created, claimed and deleted (plan/inventory.ts afterApply), written to the
+ * service per environment and, sealed, beside the journal. Returns the warnings to show (a failed
+ * write is never fatal: the next apply writes it again).
+ */
+export async function keepRunInventory(
+  conn: { api: KmsClient; sealKey: Buffer },
+  o: {
+    owner: string;
+    scan: InventoryScan;
+    serviceRead: ReadonlyMap<string, ServiceInventory> | undefined;
+    result?: Pick<ApplyResult, 'done' | 'created'>;
+    plan: Plan;
+    desired: DesiredState;
+    file: string;
+  },
+): Promise<string[]> {
+  const done = new Set(o.result?.done ?? []);
+  const now = new Date();
+  const after = afterApply(o.scan, done, o.result?.created ?? new Map(), o.owner);
+  const warnings = await keepServiceInventory(conn.api, o.owner, after, o.serviceRead ?? new Map(), now);
+  const left = { ...o.plan, operations: o.plan.operations.filter((op) => !done.has(op)) };
+  await keepInventory(o.file, after, o.desired, left, o.owner, { now, sealKey: conn.sealKey }).catch((e: unknown) =>
+    warnings.push(`the inventory ${o.file} could not be written (${(e as Error).message}); the next apply writes it`),
+  );
+  return warnings;
+}
