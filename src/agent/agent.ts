@@ -20,6 +20,7 @@ import { DEFAULT_POLICY, type OperatorPolicy } from '../model/index.js';
 import type { SyncWindow } from './windows.js';
 import { DeleteApprovals } from './approvals.js';
 import { HealHistory } from './heals.js';
+import { ReconcileHistory } from './history.js';
 
 export interface AgentOptions {
   repo: string;
@@ -88,6 +89,8 @@ export function stateLayout(stateDir: string) {
     inventory: path.join(stateDir, 'inventory.json'),
     /** The record of every heal (heals.ts). */
     heals: path.join(stateDir, 'heals.json'),
+    /** The reconcile history (history.ts). */
+    history: path.join(stateDir, 'history.json'),
     /** Deletes approved through the API, until they run (approvals.ts). */
     approvals: path.join(stateDir, 'approved-deletes.json'),
   };
@@ -100,12 +103,20 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   metrics.watch(o.conn.api);
   const suspended = o.suspend || existsSync(layout.suspended);
   if (o.suspend) await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
-  const damaged = (file: string) => (why: string) =>
-    o.log.warn(`${path.basename(file)} in the state folder ${why}; it starts empty`);
   const heals = new HealHistory(layout.heals);
-  await heals.load(damaged(layout.heals));
   const approvals = new DeleteApprovals(layout.approvals);
-  await approvals.load(damaged(layout.approvals));
+  const history = new ReconcileHistory(layout.history);
+  // Read at start (the status shows them at once) and again once the folder is this agent's: one
+  // that waited for another agent's folder would otherwise write back what that one has since changed.
+  const loadRecords = async (say: boolean) => {
+    const damaged = (file: string) => (why: string) => {
+      if (say) o.log.warn(`${path.basename(file)} in the state folder ${why}; it starts empty`);
+    };
+    await heals.load(damaged(layout.heals));
+    await approvals.load(damaged(layout.approvals));
+    await history.load(damaged(layout.history));
+  };
+  await loadRecords(false);
   const status: AgentStatus = {
     agent: {
       version: '0.1.0',
@@ -130,7 +141,8 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       message: 'no reconcile yet',
       lastTransitionTime: new Date().toISOString(),
     },
-    history: [],
+    reconciles: 0,
+    history: history.rows,
     environments: [],
     drift: [],
     keys: { expiring7d: 0, expiring30d: 0, expiries: [] },
@@ -158,6 +170,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
     ...(o.maxDeletes !== undefined ? { maxDeletes: o.maxDeletes } : {}),
     approvals,
     heals,
+    history,
     inventoryFile: layout.inventory,
     storeDir: layout.store,
     conn: o.conn,
@@ -304,6 +317,9 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       if (stopping.signal.aborted) return;
       throw e;
     }
+    await loadRecords(true);
+    status.heals = heals.entries;
+    status.history = history.rows;
     let next: Trigger = 'start';
     while (!stopping.signal.aborted) {
       if (!status.agent.suspended) {

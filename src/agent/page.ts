@@ -8,7 +8,7 @@
 // sessionStorage (gone when the tab closes, never sent anywhere else) and sends it as a header.
 import { createHash } from 'node:crypto';
 import { escapeUnsafe } from '../model/printable.js';
-import type { AgentStatus, EnvStatus, KeyExpiry, ReconcileRecord, TimelineEvent } from './status.js';
+import type { AgentStatus, EnvStatus, HistoryRow, KeyExpiry, ReconcileRecord, TimelineEvent } from './status.js';
 
 const ESCAPES: Record<string, string> = {
   '&': '&amp;',
@@ -163,11 +163,16 @@ function envRows(envs: EnvStatus[], unknown: boolean): string {
   return `<table id="environments"><thead><tr><th>Environment</th><th>State</th><th>Drift items</th><th>Keys expiring ≤ 7 d</th><th>≤ 30 d</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
-function historyRows(history: ReconcileRecord[], now: number): string {
+function historyRows(history: HistoryRow[], now: number): string {
   if (history.length === 0) return '<p class="muted">No reconcile yet.</p>';
+  // Repeats folded into one row: "× 5, since 20 min ago" (the first of them).
+  const times = (h: HistoryRow) =>
+    h.count > 1
+      ? ` <span class="muted" data-count="${h.count}">× ${h.count}, since ${esc(ago(h.firstStartedAt, now))}</span>`
+      : '';
   const rows = history.map(
     (h) =>
-      `<tr><td title="${esc(h.finishedAt)}">${esc(ago(h.finishedAt, now))}</td><td><code>${esc(short(h.revision))}</code> <span class="muted">${esc(h.subject ?? '')}</span></td>` +
+      `<tr><td title="${esc(h.count > 1 ? `${h.firstStartedAt} … ${h.finishedAt}` : h.finishedAt)}">${esc(ago(h.finishedAt, now))}${times(h)}</td><td><code>${esc(short(h.revision))}</code> <span class="muted">${esc(h.subject ?? '')}</span></td>` +
       `<td data-label="Trigger">${esc(h.trigger)}</td><td>${resultBadge(h.result)}</td><td data-label="Applied / planned">${h.applied}/${h.planned}</td><td data-label="Took">${esc(h.durationMs)} ms</td>` +
       `<td>${h.syncWindowOverride ? `${badge('sync window overridden', 'warn')} ` : ''}${h.errors.length ? `<div class="err">${h.errors.slice(0, 5).map(esc).join('\n')}</div>` : `<span class="muted">${esc(h.note ?? '')}</span>`}</td></tr>`,
   );

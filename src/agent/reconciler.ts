@@ -47,8 +47,8 @@ import type { DeleteApprovals } from './approvals.js';
 import { isHeal, type HealHistory } from './heals.js';
 import { keepInventory, readInventory } from '../engine/inventory.js';
 import { InventoryIndex, type Inventory, type InventoryScan } from '../plan/inventory.js';
+import type { ReconcileHistory } from './history.js';
 import {
-  HISTORY_MAX,
   INVENTORY_SHOWN,
   TIMELINE_MAX,
   type AgentStatus,
@@ -93,6 +93,8 @@ export interface ReconcilerOptions {
   inventoryFile?: string;
   /** The record of every heal (kept in the state folder). */
   heals?: HealHistory;
+  /** The reconcile history (kept in the state folder; an in-memory one when it has no file). */
+  history: ReconcileHistory;
   /** Where the journal, the default store, the run lock and the owner record live. */
   storeDir: string;
   /** The operator's policy (its flags, environment and policy file): never the checkout's. */
@@ -226,9 +228,12 @@ export class Reconciler {
     metrics.reconcileSeconds.observe({ result: record.result }, record.durationMs / 1000);
     metrics.lastReconcile.set(ended.getTime() / 1000);
     if (record.result === 'success') metrics.lastSuccess.set(ended.getTime() / 1000);
+    // Kept in the state folder; a file that cannot be written is reported, never what stops reconciles.
+    const history = await this.o.history.record(record, (line) => log.warn(line));
+    // Shown together: a reader that sees this reconcile counted sees it in the history too.
     status.lastReconcile = record;
-    status.history.unshift(record);
-    status.history.length = Math.min(status.history.length, HISTORY_MAX);
+    status.reconciles += 1;
+    status.history = history;
     const fields = {
       trigger,
       revision: short(record.revision),

@@ -129,8 +129,9 @@ export class AgentRemote {
   }
 
   /**
-   * The first reconcile that started at or after `requestedAt` (the agent's own clock, so a skew
-   * between the two machines does not matter), once it finished; polls /api/status.
+   * A reconcile that started at or after `requestedAt` (the agent's own clock, so a skew between
+   * the two machines does not matter), once it finished: the agent's last reconcile (the history
+   * folds repeats and keeps earlier starts' rows, so it is not searched); polls /api/status.
    */
   async waitForReconcile(
     requestedAt: string,
@@ -139,10 +140,8 @@ export class AgentRemote {
     const end = Date.now() + o.timeoutMs;
     for (;;) {
       const status = await this.status();
-      const record = [status.lastReconcile, ...status.history].find(
-        (r) => r && r.startedAt >= requestedAt && r.finishedAt,
-      );
-      if (record) return { record, status };
+      const record = status.lastReconcile;
+      if (record && record.startedAt >= requestedAt && record.finishedAt) return { record, status };
       if (status.agent.suspended)
         throw new AgentRemoteError(
           `the agent at ${this.shown} was suspended before it reconciled (kms-sync agent resume)`,

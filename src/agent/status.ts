@@ -80,6 +80,16 @@ export interface ReconcileRecord {
   heals?: number[];
 }
 
+/**
+ * One row of the reconcile history (history.ts): a reconcile, or consecutive reconciles with the
+ * same outcome folded into one (Flux's and Argo CD's "x N"). Its times and duration are the last
+ * one's; `firstStartedAt` is when the first of the `count` started.
+ */
+export interface HistoryRow extends ReconcileRecord {
+  count: number;
+  firstStartedAt: string;
+}
+
 /** What the agent owns (Flux's inventory in a Kustomization's status), as kept in STATE/inventory.json. */
 export interface InventoryStatus {
   updatedAt: string;
@@ -123,9 +133,11 @@ export interface AgentStatus {
   /** Reconcile health, as Flux's Ready condition (and the kms_sync_reconcile_condition gauge). */
   condition: ReadyCondition;
   ready: boolean;
+  /** Reconciles this process finished since it started (the history is kept across restarts and folds repeats: it is no count). */
+  reconciles: number;
   lastReconcile?: ReconcileRecord;
-  /** Newest first. */
-  history: ReconcileRecord[];
+  /** The reconcile history, newest first: kept in the state folder across restarts, repeats folded (HistoryRow.count), the newest HISTORY_MAX rows. */
+  history: HistoryRow[];
   environments: EnvStatus[];
   drift: DriftEntry[];
   keys: { expiring7d: number; expiring30d: number; expiries: KeyExpiry[] };
@@ -143,7 +155,7 @@ export interface AgentStatus {
   journalKeysWaiting?: number;
 }
 
-export const HISTORY_MAX = 20;
+export const HISTORY_MAX = 50;
 export const TIMELINE_MAX = 200;
 /** Inventory entries shown in the status and on the page (the count is always whole). */
 export const INVENTORY_SHOWN = 1000;

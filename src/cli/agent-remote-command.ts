@@ -4,7 +4,7 @@
 // text from a configuration, a commit or the service, so it is escaped before the terminal sees it.
 import { InvalidArgumentError, type Command } from 'commander';
 import { AgentRemote, AgentRemoteError } from '../agent/remote.js';
-import type { AgentStatus, ReconcileRecord } from '../agent/status.js';
+import type { AgentStatus, HistoryRow, ReconcileRecord } from '../agent/status.js';
 import { parseTtl } from '../model/index.js';
 import { printable } from '../model/printable.js';
 import { ExitWith, UsageError } from './errors.js';
@@ -21,6 +21,8 @@ interface RemoteFlags {
 export const REMOTE_EXIT = { ok: 0, error: 1, notReady: 2 } as const;
 
 const DEFAULT_URL = 'http://127.0.0.1:8080';
+/** History rows `status` prints (--json has them all). */
+const HISTORY_SHOWN = 10;
 
 /**
  * The subcommand's flags. Commander hands options it meets before a subcommand runs to the parent
@@ -80,10 +82,11 @@ function interval(seconds: number): string {
   return seconds % 3600 === 0 ? `${seconds / 3600}h` : seconds % 60 === 0 ? `${seconds / 60}m` : `${seconds}s`;
 }
 
-/** One reconcile on one line: result, when, why, revision and subject, counts, first error. */
-function recordLine(r: ReconcileRecord, now: number): string {
+/** One reconcile (or a history row of repeats: × N since the first) on one line: result, when, why, revision and subject, counts. */
+function recordLine(r: ReconcileRecord & Partial<HistoryRow>, now: number): string {
+  const repeats = (r.count ?? 1) > 1 ? ` × ${r.count} since ${ago(r.firstStartedAt, now)}, last` : '';
   const parts = [
-    `${p(r.result)} ${ago(r.finishedAt, now)} (${p(r.trigger)}, ${(r.durationMs / 1000).toFixed(1)} s)`,
+    `${p(r.result)}${repeats} ${ago(r.finishedAt, now)} (${p(r.trigger)}, ${(r.durationMs / 1000).toFixed(1)} s)`,
     `revision ${short(r.revision)}${r.subject ? ` "${p(r.subject)}"` : ''}`,
     `planned ${r.planned}, applied ${r.applied}`,
   ];
@@ -144,6 +147,13 @@ export function renderStatus(s: AgentStatus, url: string, now = Date.now()): str
     lines.push(
       `Held        ${s.heldDeletes.operations.length} delete(s) of revision ${short(s.heldDeletes.revision)} wait for approval (${p(s.heldDeletes.reason)}): POST /api/approve-deletes`,
     );
+  // Older agents send no count: each of their rows is one reconcile.
+  const history = s.history ?? [];
+  if (history.length) {
+    lines.push(`History     ${history.length} row(s), newest first; repeats folded (× N since the first)`);
+    for (const h of history.slice(0, HISTORY_SHOWN)) lines.push(`  ${recordLine(h as ReconcileRecord, now)}`);
+    if (history.length > HISTORY_SHOWN) lines.push(`  … ${history.length - HISTORY_SHOWN} older (--json)`);
+  }
   return `${lines.join('\n')}\n`;
 }
 

@@ -24,14 +24,14 @@ describe("the agent's operator controls", () => {
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     // A long interval: every reconcile after the first comes from a webhook or the API.
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1h', '--mode', 'detect', '--ref', 'main']);
-    await until(agent, 'the first reconcile', (x) => x.history.length === 1);
+    await until(agent, 'the first reconcile', (x) => x.reconciles === 1);
   });
   afterAll(async () => {
     agent.child.kill('SIGTERM');
     await agent.exit;
     await f.cleanup();
   });
-  const reconciles = async () => (await agent.status()).history.length;
+  const reconciles = async () => (await agent.status()).reconciles;
 
   it(
     'webhooks reconcile only for pushes of the watched ref',
@@ -61,7 +61,7 @@ describe("the agent's operator controls", () => {
       await new Promise((r) => setTimeout(r, 500));
       expect(await reconciles()).toBe(1);
       expect(await hook({ ref: 'refs/heads/main', after: 'a3' }, 'push')).toEqual({ reconcile: 'accepted' });
-      await until(agent, 'the push reconciled', (x) => x.history.length === 2);
+      await until(agent, 'the push reconciled', (x) => x.reconciles === 2);
       expect(agent.output()).toMatch(/webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/);
     },
     patient(60_000),
@@ -87,7 +87,7 @@ describe("the agent's operator controls", () => {
         reconcile: 'accepted',
         requestedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
       });
-      const s = await until(agent, 'the requested reconcile', (x) => x.history.length === before + 1);
+      const s = await until(agent, 'the requested reconcile', (x) => x.reconciles === before + 1);
       expect(s.lastReconcile.trigger).toBe('manual');
     },
     patient(60_000),

@@ -54,7 +54,7 @@ describe("the agent's doors", () => {
     async () => {
       const agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
       try {
-        await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+        await until(agent, 'the first reconcile', (s) => s.reconciles >= 1, 60_000);
         const host = new URL(agent.url).host;
         const suspended = async () => (await agent.status()).agent.suspended as boolean;
         // A form's content types, or none: refused.

@@ -103,7 +103,7 @@ describe.skipIf(
       const attacker = await serveAttacker(agent.url);
       const context = await browser.newContext();
       try {
-        await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+        await until(agent, 'the first reconcile', (s) => s.reconciles >= 1, 60_000);
         const statuses = await attack(context, attacker.url, agent, [
           '/suspend-text',
           '/suspend-urlencoded',
@@ -149,7 +149,7 @@ describe.skipIf(
       const context = await browser.newContext({ httpCredentials: { username: 'operator', password: UI_TOKEN } });
       const status = async () => JSON.parse((await agent.get('/api/status', BEARER)).text);
       try {
-        await until({ ...agent, status } as AgentProc, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+        await until({ ...agent, status } as AgentProc, 'the first reconcile', (s) => s.reconciles >= 1, 60_000);
         const own = await context.newPage();
         expect((await own.goto(agent.url))?.status()).toBe(200);
         await own.close();

@@ -130,7 +130,7 @@ describe("the agent's smaller doors", () => {
         KMS_SYNC_NOTIFY_WEBHOOK: `http://127.0.0.1:${(slack.address() as AddressInfo).port}/services/T0/B0/x`,
       });
       try {
-        await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+        await until(agent, 'the first reconcile', (s) => s.reconciles >= 1, 60_000);
         const hostile =
           '<!channel> <https://evil.example/login|Re-authenticate here> & \u202egnp.exe\n:white_check_mark: kms-sync agent: all clear';
         const templates = await f.emu.call('GET', `/client/templates?project_env=${ENV}`);

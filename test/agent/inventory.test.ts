@@ -151,8 +151,8 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
         x.heals.some((h: any) => h.address === 'client.agent-production/beta'),
       );
       expect(s.heals[0].fields).toEqual([{ path: 'ipWhitelist', before: ['0.0.0.0/0'], after: [] }]);
-      const reconciles = s.history.length;
-      await until(heal, 'two more reconciles', (x) => x.history.length >= reconciles + 2);
+      const reconciles = s.reconciles;
+      await until(heal, 'two more reconciles', (x) => x.reconciles >= reconciles + 2);
       // One notification per heal, none for the reconciles that healed nothing.
       expect(notes().filter((n) => /healed `client\.agent-production\/alpha`/.test(n))).toHaveLength(1);
       expect(

@@ -73,7 +73,7 @@ describe('kms-sync agent status|reconcile|suspend|resume against a running agent
       ],
       { KMS_SYNC_UI_TOKEN: TOKEN },
     );
-    await until(agentWithToken(), 'the first reconcile', (x) => x.history.length === 1);
+    await until(agentWithToken(), 'the first reconcile', (x) => x.reconciles === 1);
   }, patient(60_000));
   afterAll(async () => {
     agent?.child.kill('SIGTERM');

@@ -75,7 +75,7 @@ describe("the agent follows Flux's prune contract, and the deletion guard holds 
       await until(
         pruning,
         'the pruning reconcile',
-        (x) => x.history.length > 0 && x.lastReconcile.result === 'success' && (x.requiresPruning ?? []).length === 0,
+        (x) => x.reconciles > 0 && x.lastReconcile.result === 'success' && (x.requiresPruning ?? []).length === 0,
       );
       expect(await names(f)).toEqual(clients(11).map((c) => c.name));
       expect(await stop(pruning)).toBe(0);
@@ -97,7 +97,7 @@ describe("the agent follows Flux's prune contract, and the deletion guard holds 
         '--max-deletes',
         '10',
       ]);
-      await until(agent, 'a first reconcile', (x) => x.history.length > 0);
+      await until(agent, 'a first reconcile', (x) => x.reconciles > 0);
       // git rm of most of the configuration, and one new client.
       const mass = f.repo.push(
         { [CONFIG]: agentConfig([...clients(0), { name: 'newcomer', keys: ['primary'] }]) },

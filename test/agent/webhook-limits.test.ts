@@ -57,7 +57,7 @@ describe('webhook limits', () => {
     f = await fixture();
     f.repo.push({ 'kms/kms-sync.yaml': agentConfig([{ name: 'alpha', keys: ['primary'] }]) }, 'first');
     agent = await startAgent(f, ['--path', 'kms', '--interval', '1h']);
-    await until(agent, 'the first reconcile', (s) => s.history.length >= 1, 60_000);
+    await until(agent, 'the first reconcile', (s) => s.reconciles >= 1, 60_000);
   }, patient(120_000));
   afterAll(async () => {
     agent?.child.kill('SIGTERM');
