@@ -20,6 +20,7 @@ import { DEFAULT_POLICY, type OperatorPolicy } from '../model/index.js';
 import type { SyncWindow } from './windows.js';
 import { DeleteApprovals } from './approvals.js';
 import { HealHistory } from './heals.js';
+import { atomicWriteFile } from '../secrets/fsutil.js';
 import { ReconcileHistory } from './history.js';
 
 export interface AgentOptions {
@@ -102,7 +103,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
   const metrics = o.metrics ?? new AgentMetrics();
   metrics.watch(o.conn.api);
   const suspended = o.suspend || existsSync(layout.suspended);
-  if (o.suspend) await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
+  if (o.suspend) await atomicWriteFile(layout.suspended, `${new Date().toISOString()}\n`);
   const heals = new HealHistory(layout.heals);
   const approvals = new DeleteApprovals(layout.approvals);
   const history = new ReconcileHistory(layout.history);
@@ -269,7 +270,7 @@ export async function startAgent(o: AgentOptions): Promise<RunningAgent> {
       suspend: async () => {
         status.agent.suspended = true;
         metrics.suspended.set(1);
-        await writeFile(layout.suspended, `${new Date().toISOString()}\n`, { mode: 0o600 });
+        await atomicWriteFile(layout.suspended, `${new Date().toISOString()}\n`);
       },
       resume: async () => {
         const was = status.agent.suspended;

@@ -7,12 +7,12 @@
 // folder: relative store paths of the configuration resolve there, never in the checkout.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { lstat, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { applyJournaled } from '../apply/journaled-run.js';
 import { acquireRunLock, RunLockedError } from '../apply/run-lock.js';
 import { NetworkError } from '../api/http.js';
-import type { StateIncarnation } from '../secrets/fsutil.js';
+import { atomicWriteFile, type StateIncarnation } from '../secrets/fsutil.js';
 import type { ApplyResult } from '../apply/execute.js';
 import {
   deriveOwner,
@@ -296,7 +296,7 @@ export class Reconciler {
     }
     this.lastGood = { revision, cfg, configDir };
     status.revision.lastGood = revision;
-    if (this.o.lastGoodFile) await writeFile(this.o.lastGoodFile, `${revision}\n`, { mode: 0o600 });
+    if (this.o.lastGoodFile) await atomicWriteFile(this.o.lastGoodFile, `${revision}\n`);
     return this.lastGood;
   }
 
@@ -411,8 +411,8 @@ export class Reconciler {
   private async writeLoading(record: LoadingRecord | undefined): Promise<void> {
     if (!this.o.loadingFile) return;
     if (!record) await rm(this.o.loadingFile, { force: true });
-    // Flushed before the load starts: a restart after a kill during the load finds it.
-    else await writeFile(this.o.loadingFile, `${JSON.stringify(record)}\n`, { mode: 0o600, flush: true });
+    // On disk before the load starts: a restart after a kill during the load finds it.
+    else await atomicWriteFile(this.o.loadingFile, `${JSON.stringify(record)}\n`);
   }
 
   /** After a restart on an invalid or unreachable head: the last good revision recorded in the state folder. */
@@ -725,7 +725,7 @@ export class Reconciler {
       await this.o.approvals?.clear();
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
-      if (this.o.syncedFile) await writeFile(this.o.syncedFile, `${good.revision}\n`, { mode: 0o600 });
+      if (this.o.syncedFile) await atomicWriteFile(this.o.syncedFile, `${good.revision}\n`);
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
     if (planned.inventory && !signal.aborted)

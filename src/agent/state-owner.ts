@@ -13,11 +13,11 @@
 // one holds the kernel lock, and is broken at once (secrets/fsutil.ts earlierIncarnation).
 import { randomUUID } from 'node:crypto';
 import { closeSync, ftruncateSync, openSync, writeSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import type { StateIncarnation } from '../secrets/fsutil.js';
+import { atomicWriteFile, type StateIncarnation } from '../secrets/fsutil.js';
 
 const native = createRequire(import.meta.url)('fs-native-extensions') as {
   tryLock(fd: number): boolean;
@@ -38,7 +38,7 @@ async function stateId(stateDir: string): Promise<string> {
   const known = (await readFile(file, 'utf8').catch(() => '')).trim();
   if (/^[0-9a-f-]{36}$/.test(known)) return known;
   const id = randomUUID();
-  await writeFile(file, `${id}\n`, { mode: 0o600 });
+  await atomicWriteFile(file, `${id}\n`);
   return id;
 }
 
@@ -67,13 +67,18 @@ export async function ownStateFolder(
     throw e;
   }
   const incarnation: StateIncarnation = { state: await stateId(stateDir), instance: randomUUID() };
-  // For people: who holds it. The kernel lock, not this text, is what counts.
-  ftruncateSync(fd, 0);
-  writeSync(
-    fd,
-    `${JSON.stringify({ pid: process.pid, host: os.hostname(), instance: incarnation.instance, since: new Date().toISOString() })}\n`,
-    0,
-  );
+  // For people: who holds it. The kernel lock, not this text, is what counts: a full disk that
+  // refuses the text leaves the file empty ("no details") and the folder owned.
+  try {
+    ftruncateSync(fd, 0);
+    writeSync(
+      fd,
+      `${JSON.stringify({ pid: process.pid, host: os.hostname(), instance: incarnation.instance, since: new Date().toISOString() })}\n`,
+      0,
+    );
+  } catch {
+    ftruncateSync(fd, 0);
+  }
   let released = false;
   return {
     incarnation,

@@ -10,8 +10,7 @@
 // records as a change of its own; when the base cannot be read it says so and compares with
 // nothing, never with the checkout's records.
 import { execFile } from 'node:child_process';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { DesiredState, OperatorPolicy, StoreDeclaration } from '../model/index.js';
 import { OWNER_RECORD, POLICY_HOW, readOwnerRecord } from '../model/index.js';
@@ -20,6 +19,7 @@ import { redactUserinfo } from '../model/redact.js';
 import { describeSecurityChange, recipientsAddedToHeldKeys, type Plan, type SecurityChange } from '../plan/types.js';
 import { DEFAULT_STORE_URI, type StoreRegistry } from '../secrets/registry.js';
 import { declaredRecipients } from '../secrets/store-policy.js';
+import { atomicWriteFile } from '../secrets/fsutil.js';
 
 export const TRUST_RECORD = path.join('.kms-sync', 'trust.json');
 
@@ -237,9 +237,8 @@ export async function writeTrustRecord(
   const record: TrustRecord = { version: 1, ...trusted, ...(Object.keys(targets).length ? { targets } : {}) };
   const file = path.join(dir, TRUST_RECORD);
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(record, null, 1)}\n`, { mode: 0o644, flag: 'wx' });
-  await rename(tmp, file);
+  // A full disk fails it naming the file and leaves no empty temp file (atomicWriteFile).
+  await atomicWriteFile(file, `${JSON.stringify(record, null, 1)}\n`, 0o644);
 }
 
 /**

@@ -68,7 +68,7 @@ export function describeFsError(e: unknown, cwd: string = process.cwd()): string
   const abs = path.resolve(cwd, e.path);
   const target = userPath(abs);
   const name = shown(target, cwd);
-  const writing = isTemp(abs) || e.syscall === 'mkdir' || e.syscall === 'rename' || e.syscall === 'unlink';
+  const writing = isTemp(abs) || ['mkdir', 'rename', 'unlink', 'write', 'fsync'].includes(e.syscall ?? '');
   const verb = e.syscall === 'mkdir' ? 'create the folder' : writing ? 'write' : 'read';
   const known = KNOWN_FOLDERS[path.basename(target)];
   switch (e.code) {

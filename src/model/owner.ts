@@ -4,9 +4,9 @@
 // `<git remote, without scheme, credentials or .git>:<folder relative to the repository root>`,
 // e.g. `github.com/acme/platform:kms`; outside git, `local:<folder name>`.
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { writeFileSafely } from './safe-files.js';
 
 function git(cwd: string, args: string[]): Promise<string | undefined> {
   return new Promise((resolve) => {
@@ -56,9 +56,8 @@ export async function writeOwnerRecord(baseDir: string, owner: string): Promise<
   if ((await readOwnerRecord(baseDir)) === owner) return;
   const file = path.join(baseDir, OWNER_RECORD);
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.${process.pid}-${randomBytes(6).toString('hex')}.tmp`;
-  await writeFile(tmp, `${owner}\n`, { mode: 0o644, flag: 'wx' });
-  await rename(tmp, file);
+  // A full disk fails it naming the file and leaves no empty temp file.
+  writeFileSafely(file, `${owner}\n`, 0o644);
 }
 
 /** The derived id moved since the configuration last applied: what to tell the user. */

@@ -141,9 +141,11 @@ export function makeFolders(dir: string, mode = 0o755, uid = process.getuid?.())
  */
 export function writeFileSafely(file: string, data: Buffer | string, mode: number): void {
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(8).toString('hex')}.tmp`);
-  const fd = openSync(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0), mode);
+  let opened = false;
   let renamed = false;
   try {
+    const fd = openSync(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | (fsc.O_NOFOLLOW ?? 0), mode);
+    opened = true;
     try {
       if (process.platform !== 'win32') fchmodSync(fd, mode);
       const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
@@ -154,7 +156,28 @@ export function writeFileSafely(file: string, data: Buffer | string, mode: numbe
     }
     renameSync(tmp, file);
     renamed = true;
+  } catch (err) {
+    throw writeError(file, err);
   } finally {
-    if (!renamed) rmSync(tmp, { force: true });
+    // A full disk (ENOSPC, EDQUOT, EFBIG) fails the write after the open: no temp file stays behind
+    // (and a name this call did not create is never removed).
+    if (opened && !renamed) rmSync(tmp, { force: true });
   }
+}
+
+/**
+ * A failed write as an error that names the file it was for: a write(2) error says only "ENOSPC:
+ * no space left on device, write", and an open or rename one names the temp file. The code and
+ * syscall stay (callers and the CLI's describeFsError read them); `path` is the target when the
+ * error had none.
+ */
+export function writeError(target: string, err: unknown): Error {
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e?.message !== 'string' || e.message.includes(`cannot write ${target}:`)) return err as Error;
+  return Object.assign(new Error(`cannot write ${target}: ${e.message}`, { cause: err }), {
+    ...(e.code !== undefined ? { code: e.code } : {}),
+    ...(e.errno !== undefined ? { errno: e.errno } : {}),
+    syscall: e.syscall ?? 'write',
+    path: e.path ?? target,
+  });
 }

@@ -8,6 +8,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { writeError } from '../model/safe-files.js';
 
 export const FILE_MODE = 0o600;
 export const DIR_MODE = 0o700;
@@ -61,25 +62,29 @@ function tempPathFor(target: string): string {
 }
 
 /**
- * Replace `target` atomically: write a temp file in the same directory (mode 0600), fsync it,
+ * Replace `target` atomically: write a temp file in the same directory (`mode`, 0600 unless told), fsync it,
  * rename it over the target, fsync the directory. A crash at any point leaves either the old or
  * the new content, plus at worst a stray temp file (removed by `removeStaleTemps`).
  */
-export async function atomicWriteFile(target: string, data: string | Uint8Array): Promise<void> {
+export async function atomicWriteFile(target: string, data: string | Uint8Array, mode = FILE_MODE): Promise<void> {
   const tmp = tempPathFor(target);
-  const fh = await fs.open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, FILE_MODE);
+  let fh: fs.FileHandle | undefined;
   let renamed = false;
   try {
+    fh = await fs.open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, mode);
     await fh.writeFile(data);
-    await fh.chmod(FILE_MODE);
+    await fh.chmod(mode);
     await fh.sync();
     await fh.close();
     await fs.rename(tmp, target);
     renamed = true;
     await fsyncDir(path.dirname(target));
+  } catch (err) {
+    throw writeError(target, err);
   } finally {
-    if (!renamed) {
+    if (fh && !renamed) {
       await fh.close().catch(() => undefined);
+      // A full disk (ENOSPC, EDQUOT, EFBIG) fails the write after the open: no temp file stays behind.
       await fs.unlink(tmp).catch(() => undefined);
     }
   }
@@ -266,10 +271,9 @@ async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean>
     // and the error names the lock it was for.
     await fs.unlink(tmp).catch(() => undefined);
     const e = err as NodeJS.ErrnoException;
-    throw Object.assign(
-      new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')),
-      { code: e.code },
-    );
+    throw Object.assign(new Error(`cannot create the lock file ${lockPath}: ${e.message}`.replace(/\s+/g, ' ')), {
+      code: e.code,
+    });
   }
   try {
     await fs.link(tmp, lockPath);
@@ -289,10 +293,9 @@ async function tryCreateLock(lockPath: string, info: LockInfo): Promise<boolean>
     // Created by this call and left empty (ENOSPC): removed, not left for every later run to trip on.
     await fs.unlink(lockPath).catch(() => undefined);
     const e = err as NodeJS.ErrnoException;
-    throw Object.assign(
-      new Error(`cannot create the lock file ${lockPath}: ${e.code ?? ''} ${e.message}`.replace(/\s+/g, ' ')),
-      { code: e.code },
-    );
+    throw Object.assign(new Error(`cannot create the lock file ${lockPath}: ${e.message}`.replace(/\s+/g, ' ')), {
+      code: e.code,
+    });
   }
 }
 
