@@ -15,6 +15,8 @@ export interface Run {
   lines: string[];
   /** Resolves when the child has loaded its modules and waits for `go` on stdin. */
   ready: Promise<void>;
+  /** Resolves at the child's first complete output line after `ready` (its first acknowledgement). */
+  firstLine: Promise<void>;
   exited: Promise<void>;
   /** Lets the child start writing. */
   go(): void;
@@ -32,6 +34,10 @@ export function startChild(script: string, args: string[], env: NodeJS.ProcessEn
   const ready = new Promise<void>((resolve) => {
     markReady = resolve;
   });
+  let markFirstLine!: () => void;
+  const firstLine = new Promise<void>((resolve) => {
+    markFirstLine = resolve;
+  });
   child.stdout!.setEncoding('utf8');
   child.stdout!.on('data', (d: string) => {
     buf += d;
@@ -40,7 +46,10 @@ export function startChild(script: string, args: string[], env: NodeJS.ProcessEn
       const line = buf.slice(0, nl);
       buf = buf.slice(nl + 1);
       if (line === 'ready') markReady();
-      else lines.push(line); // only complete lines count as acknowledgements
+      else {
+        lines.push(line); // only complete lines count as acknowledgements
+        markFirstLine();
+      }
     }
   });
   child.stderr!.on('data', (d: Buffer) => {
@@ -49,12 +58,13 @@ export function startChild(script: string, args: string[], env: NodeJS.ProcessEn
   const exited = new Promise<void>((resolve, reject) => {
     child.on('exit', (code, signal) => {
       markReady();
+      markFirstLine();
       if (signal === 'SIGKILL') resolve();
       else reject(new Error(`writer exited on its own (code ${code}): ${stderr.slice(0, 2000)}`));
     });
   });
   child.stdin!.on('error', () => undefined); // the child may be dead already
-  return { child, lines, ready, exited, go: () => void child.stdin!.write('go\n') };
+  return { child, lines, ready, firstLine, exited, go: () => void child.stdin!.write('go\n') };
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -80,7 +90,7 @@ export async function crashRounds(opts: {
       for (const r of runs) r.go();
       next = round + 1 < opts.iterations ? batch(round + 1) : [];
       for (const r of next) live.add(r);
-      await killRandomly(runs);
+      await killRandomly(runs, round % 2 === 1);
       for (const r of runs) live.delete(r);
       await opts.afterRound(round, runs);
     }
@@ -89,13 +99,18 @@ export async function crashRounds(opts: {
   }
 }
 
-export async function killRandomly(runs: Run[]): Promise<void> {
+/**
+ * Kills each child at a random moment. A cold first write takes ~0.5 s on a quiet machine and
+ * several seconds at a load of 30, so a fixed window alone could kill every child before it wrote
+ * anything: with `afterFirstWrite` (every other round) the window starts at the child's first
+ * acknowledgement, so the rounds always cover kills between and during later writes too.
+ */
+export async function killRandomly(runs: Run[], afterFirstWrite = false): Promise<void> {
   await Promise.all(
     runs.map(async (r) => {
       await r.ready;
-      // A cold first write takes ~0.5 s here (the store's modules load on first use, through type
-      // stripping): kill anywhere from before it to a few writes later.
-      await sleep(Math.floor(Math.random() * 900));
+      if (afterFirstWrite) await r.firstLine;
+      await sleep(Math.floor(Math.random() * (afterFirstWrite ? 400 : 900)));
       r.child.kill('SIGKILL');
       await r.exited;
     }),
