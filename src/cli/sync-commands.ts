@@ -16,6 +16,7 @@ import {
   starterFor,
   writeSchemaCopy,
   type SchemaReference,
+  NotStreamable,
 } from '../config/index.js';
 import { readLiveState } from '../live/read.js';
 import { redactCredentials } from '../model/redact.js';
@@ -57,7 +58,9 @@ import {
   policyFor,
   readAheadFor,
   storePolicyDiagnostics,
+  streamedOrWhole,
   type Connection,
+  type StreamedAttempt,
   type GlobalOptions,
   type PolicyInput,
 } from '../engine/run.js';
@@ -478,6 +481,85 @@ function schemaCopyHint(reference: SchemaReference) {
   }
 }
 
+/** The options of `kms-sync plan`. */
+type PlanCommandOptions = GlobalOptions &
+  ReportFlags & {
+    compact?: boolean;
+    prune?: boolean;
+    json?: boolean;
+    out?: string;
+    detailedExitcode?: boolean;
+    secretCheck: boolean;
+    rotateMissingSecrets?: boolean;
+    takeOwnership?: boolean;
+    ignoreFile?: string;
+    allowEmpty?: boolean;
+    maxDeletes: number;
+    shard?: string;
+    trustBase?: string;
+  };
+
+/** `kms-sync plan`, its configuration loaded environment by environment when `stream` is given. */
+async function planCommand(o: PlanCommandOptions, stream: StreamedAttempt | undefined): Promise<void> {
+  // A shard's scope needs the project list first: no read ahead of the whole configuration.
+  const ahead = o.shard === undefined ? readAheadFor(o, Boolean(o.out), retryLogger()) : undefined;
+  const loaded = await loadConfigReadingAhead(stream ? { ...o, stream } : o, ahead);
+  const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
+  try {
+    const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
+    const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
+    const { index } = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => {
+      if (!stream?.whole) err(`warning: ${line}\n`);
+    });
+    const { plan, live } = await planFor(conn, cfg.desired, {
+      ...(cfg.live ? { readAhead: cfg.live } : {}),
+      ...(loaded.bodies ? { bodies: loaded.bodies } : {}),
+      ...(shard ? { shard } : {}),
+      policy: cfg.policy,
+      prune: Boolean(o.prune),
+      baseDir: cfg.baseDir,
+      secretCheck: o.secretCheck,
+      forSaving: Boolean(o.out),
+      rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
+      takeOwnership: Boolean(o.takeOwnership),
+      leaving: cfg.leaving,
+      ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir),
+      allowEmpty: Boolean(o.allowEmpty),
+      ...trustBaseOption(o.trustBase),
+      owner,
+      inventory: index,
+      ownedScan: false,
+    });
+    const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
+    if (guarded.held.length)
+      plan.warnings.push(
+        `apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`,
+      );
+    await emitPlanReport(plan, { ...o, baseDir: cfg.baseDir });
+    if (o.out) {
+      await writeSavedPlan(o.out, {
+        kind: SAVED_PLAN_KIND,
+        baseDir: cfg.baseDir,
+        configDir: path.relative(process.cwd(), cfg.baseDir).split(path.sep).join('/') || '.',
+        localStores: await localStoreFiles(plan, cfg.baseDir, cfg.policy),
+        ...(cfg.desired.settings ? { settings: cfg.desired.settings } : {}),
+        files: cfg.files,
+        plan,
+      });
+      if (!o.json && (o.format ?? 'text') === 'text')
+        out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
+    }
+    stopOnBlocked(plan);
+    if (o.detailedExitcode && hasChanges(plan)) throw new ExitWith(EXIT.changes);
+  } catch (e) {
+    // Loaded whole next (streamedOrWhole): the reads of this attempt are cut, not retried, and say nothing.
+    if (e instanceof NotStreamable) conn.api.http.stop();
+    throw e;
+  } finally {
+    await conn.api.close();
+  }
+}
+
 export function registerSyncCommands(program: Command) {
   addLimitOptions(
     addCdktfOptions(
@@ -587,77 +669,14 @@ machine that checks the project out. kms-sync schema prints the schema.`,
       '--trust-base <ref>',
       "compare the security changes with the records (.kms-sync/trust.json, owner) of this git revision, not the checkout's, which a pull request can edit (default in CI: the pull/merge request's base branch; also KMS_SYNC_TRUST_BASE)",
     )
-    .action(
-      async (
-        o: GlobalOptions &
-          ReportFlags & {
-            compact?: boolean;
-            prune?: boolean;
-            json?: boolean;
-            out?: string;
-            detailedExitcode?: boolean;
-            secretCheck: boolean;
-            rotateMissingSecrets?: boolean;
-            takeOwnership?: boolean;
-            ignoreFile?: string;
-            allowEmpty?: boolean;
-            maxDeletes: number;
-            shard?: string;
-            trustBase?: string;
-          },
-      ) => {
-        reportFormat(o);
-        // A shard's scope needs the project list first: no read ahead of the whole configuration.
-        const ahead = o.shard === undefined ? readAheadFor(o, Boolean(o.out), retryLogger()) : undefined;
-        const loaded = await loadConfigReadingAhead(o, ahead);
-        const conn = ahead?.conn ?? connect(o, process.env, retryLogger());
-        try {
-          const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-          const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-          const { index } = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => err(`warning: ${line}\n`));
-          const { plan, live } = await planFor(conn, cfg.desired, {
-            ...(cfg.live ? { readAhead: cfg.live } : {}),
-            ...(shard ? { shard } : {}),
-            policy: cfg.policy,
-            prune: Boolean(o.prune),
-            baseDir: cfg.baseDir,
-            secretCheck: o.secretCheck,
-            forSaving: Boolean(o.out),
-            rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-            takeOwnership: Boolean(o.takeOwnership),
-            leaving: cfg.leaving,
-            ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir),
-            allowEmpty: Boolean(o.allowEmpty),
-            ...trustBaseOption(o.trustBase),
-            owner,
-            inventory: index,
-          });
-          const guarded = guardDeletes(plan, { pruneRemoved: true, maxDeletes: o.maxDeletes, live: live.state });
-          if (guarded.held.length)
-            plan.warnings.push(
-              `apply will hold the ${guarded.held.length} deletes of this plan (${guarded.heldReason}): run it with --max-deletes ${guarded.held.length} to approve them`,
-            );
-          await emitPlanReport(plan, { ...o, baseDir: cfg.baseDir });
-          if (o.out) {
-            await writeSavedPlan(o.out, {
-              kind: SAVED_PLAN_KIND,
-              baseDir: cfg.baseDir,
-              configDir: path.relative(process.cwd(), cfg.baseDir).split(path.sep).join('/') || '.',
-              localStores: await localStoreFiles(plan, cfg.baseDir, cfg.policy),
-              ...(cfg.desired.settings ? { settings: cfg.desired.settings } : {}),
-              files: cfg.files,
-              plan,
-            });
-            if (!o.json && (o.format ?? 'text') === 'text')
-              out(`\nSaved the plan to ${o.out}. Apply exactly this plan with: kms-sync apply ${o.out}\n`);
-          }
-          stopOnBlocked(plan);
-          if (o.detailedExitcode && hasChanges(plan)) throw new ExitWith(EXIT.changes);
-        } finally {
-          await conn.api.close();
-        }
-      },
-    );
+    .action(async (o: PlanCommandOptions) => {
+      reportFormat(o);
+      // Environment by environment (without --shard, whose scope needs the whole configuration):
+      // loaded whole again when a problem or warning has to be said as a whole load says it.
+      // KMS_SYNC_CONFIG_WHOLE=1: loaded whole, as before (a way out, and for comparisons).
+      const byEnv = o.shard === undefined && process.env.KMS_SYNC_CONFIG_WHOLE !== '1';
+      await streamedOrWhole((stream) => planCommand(o, byEnv ? stream : undefined));
+    });
 
   addShardOption(
     addLockOptions(

@@ -14,6 +14,18 @@ export interface Diagnostic {
 
 export type PathSegment = string | number;
 
+/**
+ * A configuration loaded environment by environment (loadDesiredStateStreamed) met something that
+ * only the whole load says as it should (a problem to place, a warning, input outside the fast
+ * YAML subset): the caller loads it whole instead, which gives the same result or the same errors.
+ */
+export class NotStreamable extends Error {
+  constructor(why: string) {
+    super(`the configuration is loaded whole: ${why}`);
+    this.name = 'NotStreamable';
+  }
+}
+
 const IDENTIFIER = /^[A-Za-z_$][\w$-]*$/;
 
 /** Field names repeat (projects, clients, keys…): whether each is an identifier is remembered. */

@@ -28,6 +28,25 @@ export interface FastParse {
   /** Offsets of every key and item when asked for (`positions`); line starts in any case. */
   index: PositionIndex;
   sites: InterpolationSite[];
+  /** With `deferBodies`: the environments' clients and endpoints left unread, in document order. */
+  deferred: DeferredBlock[];
+}
+
+/**
+ * An environment's `clients` or `endpoints` block skipped by a skeleton read (fastParseYaml's
+ * `deferBodies`): the mapping holds `[]` for it until fastParseBlock reads its text.
+ */
+export interface DeferredBlock {
+  /** The environment's mapping, at projects[project].environments[environment]. */
+  container: Record<string, unknown>;
+  key: 'clients' | 'endpoints';
+  project: number;
+  environment: number;
+  /** The block's text: from the start of its first line to the start of the next line outside it. */
+  start: number;
+  end: number;
+  /** Nesting depth of the block in the document (the depth limit holds as in a whole read). */
+  depth: number;
 }
 
 class OutsideSubset extends Error {}
@@ -96,10 +115,27 @@ export function plainScalar(s: string): unknown {
  * the caller parses again with them only when a problem has to be placed (a quarter of the parse,
  * and most of its garbage, is that index).
  */
-export function fastParseYaml(text: string, positions = true): FastParse | undefined {
+export function fastParseYaml(text: string, positions = true, deferBodies = false): FastParse | undefined {
   if (UNUSUAL.test(text) || (text.includes('\r') && LONE_CR.test(text))) return undefined;
   try {
-    return new Reader(text, positions).document();
+    return new Reader(text, positions, deferBodies).document();
+  } catch (err) {
+    if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The value of a block a skeleton read deferred (DeferredBlock), read alone from its text, without
+ * offsets; undefined when it is outside the subset (the whole file then goes through the `yaml`
+ * package, as fastParseYaml would have sent it). Its interpolation sites' offsets are the block's.
+ */
+export function fastParseBlock(text: string, block: DeferredBlock): FastParse | undefined {
+  const part = text.slice(block.start, block.end);
+  try {
+    const reader = new Reader(part, false, false, block.depth);
+    const parsed = reader.document();
+    return Array.isArray(parsed.value) || parsed.value === null ? parsed : undefined;
   } catch (err) {
     if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;
     throw err;
@@ -125,7 +161,9 @@ class Reader {
   private readonly positions: boolean;
   private readonly sites: InterpolationSite[] = [];
   private readonly path: PathSegment[] = [];
-  private depth = 0;
+  private depth: number;
+  private readonly deferBodies: boolean;
+  private readonly deferred: DeferredBlock[] = [];
 
   private readonly text: string;
 
@@ -140,9 +178,11 @@ class Reader {
    */
   private readonly knownKeys: (string | undefined)[] = new Array(KNOWN_KEY_SLOTS);
 
-  constructor(text: string, positions: boolean) {
+  constructor(text: string, positions: boolean, deferBodies = false, depth = 0) {
     this.text = text;
     this.positions = positions;
+    this.deferBodies = deferBodies;
+    this.depth = depth;
     this.index = new PositionIndex(text);
     const n = text.length;
     let lines = 1;
@@ -177,12 +217,13 @@ class Reader {
         this.skipBlank(this.li);
       } else if (/^(---|\.\.\.)(\s|$)/.test(line)) bail();
     }
-    if (this.li >= this.lineCount) return { value: null, index: this.index, sites: this.sites };
+    if (this.li >= this.lineCount)
+      return { value: null, index: this.index, sites: this.sites, deferred: this.deferred };
     const indent = this.indentOf(this.li);
     this.index.rootOffset = this.starts[this.li]! + indent;
     const value = this.block(indent);
     if (this.li < this.lineCount) bail(); // content left over: a second document, or an error
-    return { value, index: this.index, sites: this.sites };
+    return { value, index: this.index, sites: this.sites, deferred: this.deferred };
   }
 
   // ------------------------------------------------------------------------------------ lines
@@ -307,7 +348,11 @@ class Reader {
       if (q >= e || (this.text.charCodeAt(q) === HASH && q > after)) {
         this.skipBlank(this.li + 1);
         const next = this.currentIndent();
-        if (next > col) {
+        const body = this.deferBodies ? this.bodyKey(key) : undefined;
+        if (body !== undefined && (next > col || (next === col && this.isDashAt(this.li, col)))) {
+          valueOffset = this.starts[this.li]! + next;
+          value = this.skipBody(obj, body, col);
+        } else if (next > col) {
           valueOffset = this.starts[this.li]! + next;
           value = this.block(next);
         } else if (next === col && this.isDashAt(this.li, col)) {
@@ -331,6 +376,42 @@ class Reader {
       if (next > col || this.isDashAt(this.li, col)) bail();
     }
     return obj;
+  }
+
+  /** `clients` or `endpoints` of an environment (projects[i].environments[j]), which a skeleton read defers. */
+  private bodyKey(key: string): 'clients' | 'endpoints' | undefined {
+    const path = this.path;
+    if (path.length !== 5 || path[0] !== 'projects' || path[2] !== 'environments') return undefined;
+    return key === 'clients' || key === 'endpoints' ? key : undefined;
+  }
+
+  /**
+   * Skips the block value of `key` (its lines: deeper than the key's column, or its indentless list's
+   * items at that column), recording where it is; the mapping holds an empty list meanwhile.
+   */
+  private skipBody(obj: Record<string, unknown>, key: 'clients' | 'endpoints', col: number): unknown[] {
+    const path = this.path;
+    const start = this.starts[this.li]!;
+    const indentless = this.indentOf(this.li) === col;
+    let li = this.li;
+    for (; li < this.lineCount; li++) {
+      const indent = this.indents[li]!;
+      if (indent < 0 || indent > col) continue;
+      if (indent === col && indentless && this.isDashAt(li, col)) continue;
+      break;
+    }
+    const end = li < this.lineCount ? this.starts[li]! : this.text.length;
+    this.skipBlank(li);
+    this.deferred.push({
+      container: obj,
+      key,
+      project: path[1] as number,
+      environment: path[3] as number,
+      start,
+      end,
+      depth: this.depth,
+    });
+    return [];
   }
 
   /** A mapping key at `p`: plain or quoted, followed by ':' and a space or the end of the line. */

@@ -2,6 +2,9 @@
 export {
   loadDesiredState,
   loadDesiredStateFromSources,
+  loadDesiredStateStreamed,
+  StreamedBodies,
+  type StreamedLoad,
   DEFAULT_STORE_NAME,
   type ConfigSource,
   type LoadOptions,
@@ -10,6 +13,7 @@ export {
 export { expandPaths, displayPath } from './paths.js';
 export {
   ConfigError,
+  NotStreamable,
   formatDiagnostic,
   formatDiagnostics,
   formatPath,

@@ -25,12 +25,20 @@ import {
   type OperatorPolicy,
 } from '../model/index.js';
 import { decodeConfig } from './decode.js';
-import { ConfigError, formatPath, formatPlace, type Diagnostic, type PathSegment } from './diagnostics.js';
+import {
+  ConfigError,
+  formatPath,
+  formatPlace,
+  NotStreamable,
+  type Diagnostic,
+  type PathSegment,
+} from './diagnostics.js';
 import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
-import { parseFile, type SourceDocument } from './source.js';
+import { parseDeferred, parseFile, parseFileSkeleton, type SourceDocument } from './source.js';
+import type { DeferredBlock } from './fast-yaml.js';
 import { closest } from './suggest.js';
 
 export interface LoadOptions {
@@ -92,9 +100,29 @@ export interface ConfigSource {
  * collected and thrown together as one ConfigError.
  */
 export async function loadDesiredState(paths: string[], opts: LoadOptions = {}): Promise<LoadResult> {
+  const { sources, pre } = await readSources(paths, opts);
+  const warnings: Diagnostic[] = [];
+  pre.push(...(opts.diagnostics ?? []));
+  const foreign = opts.documents ?? [];
+  const env = envOf(opts);
+  const state = opts.onParsed
+    ? await buildDesiredStatePaced(sources, env, pre, foreign, warnings, opts.onParsed)
+    : buildDesiredState(sources, env, pre, foreign, warnings);
+  return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
+}
+
+/** The `${env:}` source of a load: the policy's allowlist over `env` (see LoadOptions.policy). */
+function envOf(opts: LoadOptions): EnvSource {
+  return opts.policy || !opts.env ? policedEnv(opts.env ?? process.env, opts.policy ?? DEFAULT_POLICY) : opts.env;
+}
+
+/** The texts of the files `paths` name, and the problems of those that cannot be read. */
+async function readSources(
+  paths: string[],
+  opts: LoadOptions,
+): Promise<{ sources: ConfigSource[]; pre: Diagnostic[] }> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const pre: Diagnostic[] = [];
-  const warnings: Diagnostic[] = [];
   // A CDKTF-only run names no files.
   const rules = opts.files ?? {};
   const found = paths.length === 0 && opts.documents ? [] : await collectFiles(paths, cwd, pre, rules);
@@ -122,13 +150,167 @@ export async function loadDesiredState(paths: string[], opts: LoadOptions = {}):
     }
     sources.push({ file, text: decoded.text });
   }
-  pre.push(...(opts.diagnostics ?? []));
-  const foreign = opts.documents ?? [];
-  const env = opts.policy || !opts.env ? policedEnv(opts.env ?? process.env, opts.policy ?? DEFAULT_POLICY) : opts.env;
-  const state = opts.onParsed
-    ? await buildDesiredStatePaced(sources, env, pre, foreign, warnings, opts.onParsed)
-    : buildDesiredState(sources, env, pre, foreign, warnings);
-  return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
+  return { sources, pre };
+}
+
+/** A configuration loaded environment by environment: its skeleton, and each environment's clients and endpoints on demand. */
+export interface StreamedLoad extends LoadResult {
+  /** `state` holds no clients and no endpoints: they are read from here, one environment at a time. */
+  bodies: StreamedBodies;
+}
+
+/**
+ * Loads files and folders like loadDesiredState, but for a plan that goes environment by
+ * environment (engine/run.ts planFor): the environments' clients and endpoints are left unread
+ * (fast-yaml.ts DeferredBlock), and each is read, checked and built when its environment is
+ * planned, then let go (StreamedBodies.take): the configuration's working set is then one
+ * environment, its text aside. Undefined when only the whole load can do it (any file that is JSON
+ * or outside the fast YAML subset, a problem or a warning anywhere in the skeleton, CDKTF
+ * documents). A problem or warning found later, in an environment's clients or endpoints, throws
+ * NotStreamable from StreamedBodies: the caller loads the whole then, which reports it as it does
+ * today (nothing was written meanwhile; a plan only reads). `onParsed` is called only when the
+ * skeleton loaded, with its documents.
+ */
+export async function loadDesiredStateStreamed(
+  paths: string[],
+  opts: LoadOptions = {},
+): Promise<StreamedLoad | undefined> {
+  if (opts.documents || opts.diagnostics?.length) return undefined;
+  const { sources, pre } = await readSources(paths, opts);
+  if (pre.length > 0) return undefined;
+  const env = envOf(opts);
+  try {
+    const builder = new Builder(sources.map((s) => s.file));
+    const warnings: Diagnostic[] = [];
+    const parts = new Map<string, StreamedPart[]>();
+    const documents: unknown[] = [];
+    for (const source of sources) {
+      const skeleton = parseFileSkeleton(source.file, source.text, env);
+      if (!skeleton) return undefined;
+      warnings.push(...skeleton.parsed.warnings);
+      const sd = skeleton.parsed.documents[0];
+      if (!sd) continue;
+      if (validateAgainstSchema(sd.value).length > 0) return undefined;
+      const doc = placed(sd);
+      const steps = builder.addDocument(doc);
+      while (!steps.next().done);
+      documents.push(sd.value);
+      if (!groupDeferred(parts, source, doc, skeleton.deferred)) return undefined;
+    }
+    const state = builder.finish();
+    // Warnings too: a second, whole load would say them again.
+    if (builder.diagnostics.length > 0 || builder.warnings.length > 0 || warnings.length > 0) return undefined;
+    if (env instanceof PolicedEnv && env.read.size) state.envReferences = [...env.read].sort();
+    opts.onParsed?.(documents);
+    return {
+      state,
+      files: sources.map((s) => s.file),
+      warnings,
+      bodies: new StreamedBodies(builder, parts, env, state),
+    };
+  } catch (e) {
+    if (e instanceof NotStreamable) return undefined;
+    throw e;
+  }
+}
+
+/** One occurrence of an environment in a document, with its deferred blocks. */
+interface StreamedPart {
+  source: ConfigSource;
+  doc: PlacedDocument;
+  root: Raw;
+  project: number;
+  environment: number;
+  /** The environment's mapping in the skeleton (its deferred keys hold `[]`). */
+  container: Raw;
+  blocks: DeferredBlock[];
+}
+
+/** Files the deferred blocks of a document under their environments; false when one cannot be named (the whole load says why). */
+function groupDeferred(
+  parts: Map<string, StreamedPart[]>,
+  source: ConfigSource,
+  doc: PlacedDocument,
+  deferred: readonly DeferredBlock[],
+): boolean {
+  const root = doc.value as Raw;
+  let last: StreamedPart | undefined;
+  for (const block of deferred) {
+    if (last?.container === block.container) {
+      last.blocks.push(block);
+      continue;
+    }
+    const project = list(root.projects)[block.project];
+    const slug = isObj(project) ? str(project.slug) : undefined;
+    const type = str(block.container.type);
+    if (slug === undefined || type === undefined) return false;
+    const pe = projectEnvOf(slug, type);
+    last = {
+      source,
+      doc,
+      root,
+      project: block.project,
+      environment: block.environment,
+      container: block.container,
+      blocks: [block],
+    };
+    const inEnv = parts.get(pe);
+    if (inEnv) inEnv.push(last);
+    else parts.set(pe, [last]);
+  }
+  return true;
+}
+
+/**
+ * The clients and endpoints of a streamed load (loadDesiredStateStreamed), one environment at a
+ * time: read from the text, checked against the schema and built by the same builder as a whole
+ * load, then let go. What the whole load would report or warn of them throws NotStreamable.
+ */
+export class StreamedBodies {
+  private readonly builder: Builder;
+  private readonly parts: Map<string, StreamedPart[]>;
+  private readonly env: EnvSource;
+  private readonly state: DesiredState;
+
+  constructor(builder: Builder, parts: Map<string, StreamedPart[]>, env: EnvSource, state: DesiredState) {
+    this.builder = builder;
+    this.parts = parts;
+    this.env = env;
+    this.state = state;
+  }
+
+  /** The clients and endpoints of environment `pe` (none for one the configuration does not hold), sorted as in a whole load. */
+  async take(pe: string): Promise<{ clients: DesiredClient[]; endpoints: DesiredEndpoint[] }> {
+    const parts = this.parts.get(pe) ?? [];
+    this.parts.delete(pe);
+    for (const part of parts) {
+      for (const block of part.blocks) {
+        const value = parseDeferred(part.source.file, part.source.text, block, this.env);
+        if (value === undefined) throw new NotStreamable(`${part.source.file} is outside the fast YAML subset`);
+        part.container[block.key] = value;
+      }
+      // The schema's checks of this environment: the document with this environment alone in it.
+      const project = list(part.root.projects)[part.project] as Raw;
+      const alone = { ...part.root, projects: [{ ...project, environments: [part.container] }] };
+      if (validateAgainstSchema(alone).length > 0) throw new NotStreamable('the schema refuses a client or endpoint');
+      const segs: PathSegment[] = ['projects', part.project, 'environments', part.environment];
+      const steps = this.builder.addStreamedBody(part.doc, str(project.slug)!, part.container, segs);
+      // A pause now and then (every CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.
+      while (!steps.next().done) await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const block of part.blocks) part.container[block.key] = [];
+    }
+    return this.builder.takeEnv(pe);
+  }
+
+  /**
+   * Reads and checks the environments not taken (out of the plan's scope: a whole load checks
+   * them too); returns the state's `envReferences` completed with the variables the bodies read.
+   */
+  async finish(): Promise<string[] | undefined> {
+    for (const pe of [...this.parts.keys()]) await this.take(pe);
+    if (this.env instanceof PolicedEnv && this.env.read.size) this.state.envReferences = [...this.env.read].sort();
+    return this.state.envReferences;
+  }
 }
 
 /** `${env:}` over `vars` under the policy's allowlist. */
@@ -444,7 +626,16 @@ class Builder {
       names.push(name);
       this.templateNames.set(projectEnv, names);
     });
+    yield* this.addEnvBody(projectEnv, e, here, error);
+  }
 
+  /** An environment's clients and endpoints (a streamed load adds them after its skeleton: addStreamedBody). */
+  private *addEnvBody(
+    projectEnv: string,
+    e: Raw,
+    here: PlaceOnUse,
+    error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
+  ): Generator<void, void, void> {
     const clients = list(e.clients);
     for (let k = 0; k < clients.length; k++) {
       this.addClient(projectEnv, clients[k], here.child('clients', k), error);
@@ -607,6 +798,57 @@ class Builder {
       return;
     }
     inEnv.set(name, client);
+  }
+
+  /**
+   * A streamed environment's clients and endpoints (read after the skeleton: StreamedBodies), as
+   * addEnv adds them in a whole load; `segs` is the environment's field path in its document.
+   */
+  *addStreamedBody(sd: PlacedDocument, project: string, e: Raw, segs: PathSegment[]): Generator<void, void, void> {
+    const type = str(e.type);
+    if (type === undefined) return;
+    this.dropBuilt = sd.dropsBuilt === true;
+    const error = (path: PathSegment[], message: string, opts: { atKey?: boolean; value?: boolean } = {}): void => {
+      const loc = sd.at(path, opts.atKey);
+      if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
+      this.report({ ...fields(loc), message }, sd.index);
+    };
+    yield* this.addEnvBody(projectEnvOf(project, type), e, sd.at(segs), error);
+  }
+
+  /**
+   * A streamed environment's clients and endpoints, in the order finish() gives them, let go of by
+   * the builder; what finish() would say of them (an undefined template or store, a template's
+   * client maximum passed) it cannot place here: NotStreamable, and the caller loads the whole.
+   */
+  takeEnv(pe: string): { clients: DesiredClient[]; endpoints: DesiredEndpoint[] } {
+    if (this.diagnostics.length > 0 || this.templateRefs.length > 0)
+      throw new NotStreamable('a client names a template its environment does not define');
+    for (const ref of this.storeRefs)
+      if (!this.stores.has(ref.name) && ref.name !== DEFAULT_STORE_NAME)
+        throw new NotStreamable('a key names a store that is not declared');
+    this.storeRefs.length = 0;
+    const inEnv = this.clients.get(pe);
+    this.clients.delete(pe);
+    const clients = inEnv ? [...inEnv.values()].sort(byName) : [];
+    const counts = new Map<string, number>();
+    for (let i = 0; i < clients.length; i++) {
+      const t = clients[i]!.template;
+      counts.set(t, (counts.get(t) ?? 0) + 1);
+    }
+    for (const [name, count] of counts) {
+      const t = this.templates.get(`${pe}\u0000${name}`);
+      if (t?.maxClients !== undefined && t.maxClients >= 1 && count > t.maxClients)
+        throw new NotStreamable('a template has more clients than its maxClients');
+    }
+    const endpoints: DesiredEndpoint[] = [];
+    for (const [id, x] of this.endpoints) {
+      if (x.projectEnv !== pe) continue;
+      endpoints.push(x);
+      this.endpoints.delete(id);
+    }
+    endpoints.sort((a, b) => cmp(a.path, b.path) || cmp(a.method, b.method));
+    return { clients, endpoints };
   }
 
   // -------------------------------------------------------------------------------- cross-checks

@@ -4,8 +4,8 @@
 // Interpolation of `${env:NAME}` happens here, on parsed string values (never keys, never raw text).
 import type { CST, Document, LineCounter, Node } from 'yaml';
 import type { Diagnostic, PathSegment } from './diagnostics.js';
-import { formatPath } from './diagnostics.js';
-import { fastParseYaml, type InterpolationSite } from './fast-yaml.js';
+import { formatPath, NotStreamable } from './diagnostics.js';
+import { fastParseBlock, fastParseYaml, type DeferredBlock, type InterpolationSite } from './fast-yaml.js';
 import { findMisindentedLine } from './indentation.js';
 import { interpolateString, typedScalar, type EnvSource } from './interpolate.js';
 import { fastParseJson, parseJson } from './json-source.js';
@@ -77,6 +77,46 @@ export function parseFile(file: string, text: string, env: EnvSource): ParsedFil
   }
   return parseYamlFile(file, text, env);
 }
+
+/**
+ * A file's skeleton for a load environment by environment: the fast path's value with each
+ * environment's clients and endpoints left unread (DeferredBlock; parseDeferred reads them).
+ * Undefined when the file needs the whole load: JSON, outside the fast subset, plain text, or an
+ * interpolation that fails. Its places are never computed (placing one means a problem to report,
+ * which the whole load does): asking for one throws NotStreamable.
+ */
+export function parseFileSkeleton(
+  file: string,
+  text: string,
+  env: EnvSource,
+): { parsed: ParsedFile; deferred: DeferredBlock[] } | undefined {
+  if (/\.json$/i.test(file)) return undefined;
+  const fast = fastParseYaml(text, false, true);
+  if (!fast) return undefined;
+  const parsed: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
+  if (fast.value === null) {
+    parsed.warnings.push(emptyWarning(file));
+    return { parsed, deferred: [] };
+  }
+  if (isPlainText(fast.value)) return undefined;
+  interpolateSites(file, fast.sites, unplaced, env, parsed.diagnostics);
+  if (parsed.diagnostics.length) return undefined;
+  parsed.documents.push({ file, index: 0, value: fast.value, usable: true, placedFromText: true, locate: unplaced });
+  return { parsed, deferred: fast.deferred };
+}
+
+/** A deferred block's value (interpolated), or undefined when only the whole load can read it. */
+export function parseDeferred(file: string, text: string, block: DeferredBlock, env: EnvSource): unknown[] | undefined {
+  const fast = fastParseBlock(text, block);
+  if (!fast || !Array.isArray(fast.value)) return undefined;
+  const diagnostics: ParsedFile['diagnostics'] = [];
+  interpolateSites(file, fast.sites, unplaced, env, diagnostics);
+  return diagnostics.length ? undefined : fast.value;
+}
+
+const unplaced = (): never => {
+  throw new NotStreamable('a problem in it is to be placed');
+};
 
 // The re-parses of placedOnDemand, each made in a function of its own: a closure made beside
 // another shares its scope, and would keep the first parse's tree (and its sites) alive as long

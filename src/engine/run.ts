@@ -6,7 +6,15 @@ import type { JournaledKeyCapture } from '../apply/journaled-capture.js';
 import { describeRecovery, recoverBeforePlan, type Recovery } from '../apply/recover.js';
 import { acquireLock, type StateIncarnation } from '../secrets/fsutil.js';
 import { defaultJournalPath } from '../secrets/journal.js';
-import { ConfigError, formatDiagnostic, formatDiagnostics, loadDesiredState } from '../config/index.js';
+import {
+  ConfigError,
+  formatDiagnostic,
+  formatDiagnostics,
+  loadDesiredState,
+  loadDesiredStateStreamed,
+  NotStreamable,
+  type StreamedBodies,
+} from '../config/index.js';
 import {
   readLiveState,
   readLiveStream,
@@ -33,7 +41,7 @@ import { capacityProblems, describeCapacity } from '../plan/capacity.js';
 import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
 import { summarize, WARNING_PHASE, type WarningOrder } from '../plan/types.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
-import { secretCollisions } from '../secrets/collisions.js';
+import { mixedStores, noSecretNamesTaken, secretCollisions } from '../secrets/collisions.js';
 import { checkSecretPresence, movedSecretWarnings, newPresenceCache, type PresenceCache } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
@@ -75,6 +83,11 @@ export interface LoadedConfig {
   live?: StartedRead;
   /** The operator's policy the configuration was checked against (model/policy.ts). */
   policy: OperatorPolicy;
+  /**
+   * Loaded environment by environment (loadConfig's `stream`): `desired` holds no clients and no
+   * endpoints, planFor reads them from here (PlanOptions.bodies).
+   */
+  bodies?: StreamedBodies;
 }
 
 /** How a command reaches the operator policy: its flags (--policy, --allow-env, --allow-new-recipients), or one given (the agent's). */
@@ -150,7 +163,7 @@ export async function loadConfig(
   o: Pick<GlobalOptions, 'file' | 'env'> &
     CdktfFlags &
     LimitFlags &
-    PolicyInput & { files?: FileRules; shownFrom?: string },
+    PolicyInput & { files?: FileRules; shownFrom?: string; stream?: StreamedAttempt },
   readAhead?: ReadAhead,
   warn?: (line: string) => void,
 ): Promise<LoadedConfig> {
@@ -164,7 +177,8 @@ export async function loadConfig(
         `no configuration given: use -f FILE_OR_FOLDER (repeatable) or --cdktf [DIR], or create ${DEFAULT_CONFIG_FILE} here (kms-sync init)`,
       );
     const shown = path.relative(process.cwd(), found) || found;
-    if (path.dirname(found) !== process.cwd()) frontEnd().notice(`Using the configuration ${shown} (no -f given)\n`);
+    if (path.dirname(found) !== process.cwd() && !o.stream?.whole)
+      frontEnd().notice(`Using the configuration ${shown} (no -f given)\n`);
     o = { ...o, file: [shown] };
   }
   const first = o.file[0] !== undefined ? path.resolve(o.file[0]) : undefined;
@@ -185,15 +199,24 @@ export async function loadConfig(
     throw e;
   }
   let loaded;
+  let bodies: StreamedBodies | undefined;
   try {
-    loaded = await loadDesiredState(o.file, {
+    const options = {
       limits,
       policy,
       ...(o.files ? { files: o.files } : {}),
       ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
       ...(readAhead ? { onParsed: (documents: unknown[]) => readAhead.start(documents, baseDir, o.env) } : {}),
-    });
+    };
+    // Streamed only without a journal: recovery runs once, whatever the plan then finds.
+    const streamed =
+      o.stream && !o.stream.whole && !existsSync(defaultJournalPath(baseDir))
+        ? await loadDesiredStateStreamed(o.file, options)
+        : undefined;
+    bodies = streamed?.bodies;
+    if (o.stream && bodies) o.stream.bodies = bodies;
+    loaded = streamed ?? (await loadDesiredState(o.file, options));
   } catch (e) {
     readAhead?.abandon();
     if (e instanceof ConfigError)
@@ -222,7 +245,51 @@ export async function loadConfig(
   const leaving = (pe: string) => !configured.has(pe) && (o.env.length === 0 || matchesAny(pe, o.env));
   const desired = scopeDesired(loaded.state, o.env);
   const live = readAhead?.take(desired, configured);
-  return { desired, leaving, files: loaded.files, baseDir, policy, ...(live ? { live } : {}) };
+  return {
+    desired,
+    leaving,
+    files: loaded.files,
+    baseDir,
+    policy,
+    ...(live ? { live } : {}),
+    ...(bodies ? { bodies } : {}),
+  };
+}
+
+/**
+ * loadConfig's `stream`: load environment by environment when the configuration allows it (`bodies`
+ * is then set), or, with `whole`, the second attempt of streamedOrWhole: loaded whole, and what the
+ * first attempt said already (the configuration found, the inventory's warnings) is not said again.
+ */
+export interface StreamedAttempt {
+  bodies?: StreamedBodies;
+  whole?: true;
+}
+
+/**
+ * Runs `attempt` with the configuration loaded environment by environment (loadConfig's `stream`),
+ * and again with it loaded whole when that met what only the whole load says (NotStreamable): the
+ * same output either way. Another error (the service unreachable, a capacity refused) stands only
+ * when the environments not read yet hold no such problem, which a whole load would have said
+ * first. For commands that write nothing before their output (plan).
+ */
+export async function streamedOrWhole<T>(attempt: (stream: StreamedAttempt) => Promise<T>): Promise<T> {
+  const streamed: StreamedAttempt = {};
+  try {
+    return await attempt(streamed);
+  } catch (e) {
+    if (!(e instanceof NotStreamable)) {
+      const rest = streamed.bodies?.finish().then(
+        () => false,
+        (f: unknown) => {
+          if (f instanceof NotStreamable) return true;
+          throw f;
+        },
+      );
+      if (!(await rest)) throw e;
+    }
+    return attempt({ whole: true });
+  }
 }
 
 export { credentialKind };
@@ -381,7 +448,10 @@ export function readAheadFor(
 }
 
 /** loadConfig with a read ahead; its connection is closed when the configuration does not load. */
-export async function loadConfigReadingAhead(o: GlobalOptions, ahead: ReadAhead | undefined): Promise<LoadedConfig> {
+export async function loadConfigReadingAhead(
+  o: GlobalOptions & { stream?: StreamedAttempt },
+  ahead: ReadAhead | undefined,
+): Promise<LoadedConfig> {
   try {
     return await loadConfig(o, ahead);
   } catch (e) {
@@ -490,6 +560,17 @@ export interface PlanOptions {
    * stripped, and the plan returns what it found owned (`inventory`), for the inventory's next state.
    */
   inventory?: InventoryIndex;
+  /**
+   * The caller writes no inventory (plan): what the plan finds owned is not collected (for a fleet,
+   * an entry per client and endpoint kept to the end); `inventory` then only marks what it holds.
+   */
+  ownedScan?: false;
+  /**
+   * The clients and endpoints of a configuration loaded environment by environment
+   * (LoadedConfig.bodies): each environment's are read as it is planned. NotStreamable when one
+   * holds what only the whole load says (the caller loads the whole: streamedOrWhole).
+   */
+  bodies?: StreamedBodies;
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
@@ -689,7 +770,7 @@ async function planStreamed(
         o.inventory.hold(serviceHoldings(kept));
       }
       o.inventory.markHeld(l);
-      owned.push(...ownedEntries(l, owner));
+      if (o.ownedScan !== false) owned.push(...ownedEntries(l, owner));
     }
     const { plan: base, phases } = buildPlanPhased({
       desired: d,
@@ -768,8 +849,23 @@ async function planStreamed(
     (w) => /^project\.([^:]+):/.exec(w)?.[1] ?? '',
   );
 
+  // A streamed configuration: each environment's clients and endpoints as it comes, their secret
+  // names checked as checkSecretNames checks the whole (any problem: the whole is loaded instead).
+  const bodies = o.bodies;
+  const names = bodies
+    ? {
+        registry: new StoreRegistry({ declarations: desired.stores, baseDir: o.baseDir, policy: o.policy }),
+        seen: noSecretNamesTaken(),
+      }
+    : undefined;
   const reads = stream.envs();
   for (const pe of envOrder) {
+    let mine = byEnv.get(pe) ?? { templates: [], clients: [], endpoints: [] };
+    if (bodies && names) {
+      mine = { templates: mine.templates, ...(await bodies.take(pe)) };
+      const problems = await secretCollisions({ ...desired, clients: mine.clients }, names.registry, names.seen);
+      if (problems.length > 0 || mixedStores(names.seen)) throw new NotStreamable('a secret name needs checking whole');
+    }
     let live: LiveEnvRead | undefined;
     if (head.envs.some((e) => e.projectEnv === pe)) {
       const r = await reads.next();
@@ -779,7 +875,6 @@ async function planStreamed(
         );
       live = r.value;
     }
-    const mine = byEnv.get(pe) ?? { templates: [], clients: [], endpoints: [] };
     const env = desiredEnvs.get(pe);
     const d: DesiredState = { ...desired, projects: [], envs: env ? [env] : [], ...mine };
     delete d.externalProjects;
@@ -796,6 +891,8 @@ async function planStreamed(
       keepNamed(kept, live.state, plan);
     }
   }
+  // The environments out of scope are checked too, as a whole load checks them.
+  const envReferences = bodies ? await bodies.finish() : desired.envReferences;
   performance.mark('kms:read-end');
   if (overCapacity.length) throw new UsageError(overCapacity.map(describeCapacity).join('\n'));
   performance.mark('kms:plan-start');
@@ -808,10 +905,17 @@ async function planStreamed(
   warningOrder.push(
     ...[...refusedWarnings, ...presenceWarnings, ...storeWarnings].map((): WarningOrder => [WARNING_PHASE.secrets, '']),
   );
-  const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target, o.trustBase);
+  const security = await securityChanges(
+    registry,
+    { ...desired, ...(envReferences ? { envReferences } : {}) },
+    owner,
+    o.baseDir,
+    conn.target,
+    o.trustBase,
+  );
   if (security.changes.length) merged.security = security.changes;
   if (security.base) merged.trustBase = security.base;
-  if (desired.envReferences?.length) merged.envReferences = desired.envReferences;
+  if (envReferences?.length) merged.envReferences = envReferences;
   const plan = o.ignore ? applyIgnoreRules(merged, o.ignore) : merged;
   // The ignore rules' notes, one per operation, in operation order.
   for (const w of plan.warnings.slice(warningOrder.length))
@@ -827,11 +931,15 @@ async function planStreamed(
     live: { state: kept, duplicates: mergedDuplicates, fingerprints: plan.fingerprints, projectEnvs: head.projectEnvs },
     ...(o.inventory
       ? {
-          inventory: {
-            owned,
-            envsRead: head.envs.map((e) => e.projectEnv),
-            ...(o.shard ? { partial: true } : {}),
-          },
+          ...(o.ownedScan !== false
+            ? {
+                inventory: {
+                  owned,
+                  envsRead: head.envs.map((e) => e.projectEnv),
+                  ...(o.shard ? { partial: true } : {}),
+                },
+              }
+            : {}),
           serviceInventory: serviceRead,
         }
       : {}),

@@ -37,13 +37,36 @@ const at = (s: SourceLocation | undefined, field: string, message: string) =>
  * of their names, and they are looked up against those.
  */
 
-/** Every problem found; empty when all is well. */
-export async function secretCollisions(desired: DesiredState, registry: StoreRegistry): Promise<SecretNameProblem[]> {
+/**
+ * What the keys checked so far took, carried from one call to the next when a configuration is
+ * checked environment by environment (engine/run.ts): the names of the keys that are not
+ * self-named, by store, and the stores self-named keys write to.
+ */
+export interface SecretNamesTaken {
+  taken: Map<string, Map<string, { key: DesiredKey; order: number }>>;
+  selfNamedIn: Set<string>;
+}
+
+export const noSecretNamesTaken = (): SecretNamesTaken => ({ taken: new Map(), selfNamedIn: new Set() });
+
+/** Whether a store holds keys of both kinds: the check of one environment alone cannot see all of them. */
+export const mixedStores = (seen: SecretNamesTaken): boolean =>
+  [...seen.taken.keys()].some((uri) => seen.selfNamedIn.has(uri));
+
+/**
+ * Every problem found; empty when all is well. With `seen`, the keys of earlier calls count too
+ * (their collisions with these keys are found), and these are added to it.
+ */
+export async function secretCollisions(
+  desired: DesiredState,
+  registry: StoreRegistry,
+  seen: SecretNamesTaken = noSecretNamesTaken(),
+): Promise<SecretNameProblem[]> {
   const problems: SecretNameProblem[] = [];
   /** Names taken by the keys that are not self-named, by store (its URI), then by name. */
-  const taken = new Map<string, Map<string, { key: DesiredKey; order: number }>>();
+  const taken = seen.taken;
   /** Store URIs that self-named keys write to. */
-  const selfNamedIn = new Set<string>();
+  const selfNamedIn = seen.selfNamedIn;
   const brokenStores = new Set<string>();
   // Each store opened once, not awaited once per key (tens of thousands of keys).
   const opened = new Map<string, SecretStore>();

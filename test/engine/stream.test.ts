@@ -8,7 +8,14 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { connect, loadConfig, planFor, planForWhole, type PlanOptions } from '../../src/engine/run.js';
+import {
+  connect,
+  loadConfig,
+  planFor,
+  planForWhole,
+  type PlanOptions,
+  type StreamedAttempt,
+} from '../../src/engine/run.js';
 import { scratchDir } from '../support/scratch.js';
 import { expectSame, outputs, randomFleet } from '../support/fleet.js';
 import { patient } from '../support/patience.js';
@@ -55,6 +62,14 @@ describe('the streamed plan is the whole plan', () => {
           emu.resetCounts();
           const streamed = await planFor(conn, cfg.desired, o);
           expectSame(outputs(streamed.plan), outputs(whole.plan), `seed ${seed}`);
+          // The configuration itself loaded environment by environment (its clients and endpoints
+          // read as each environment is planned): the same plan again.
+          const attempt: StreamedAttempt = {};
+          const byEnv = await loadConfig({ file: [file], env: [], stream: attempt }, undefined, () => undefined);
+          expect(byEnv.bodies, `seed ${seed}: loaded environment by environment`).toBeDefined();
+          expect(byEnv.desired.clients).toEqual([]);
+          const streamedConfig = await planFor(conn, byEnv.desired, { ...o, bodies: byEnv.bodies! });
+          expectSame(outputs(streamedConfig.plan), outputs(whole.plan), `seed ${seed}, streamed configuration`);
           compared++;
           if (whole.plan.warnings.length > 1) withWarnings++;
           if (whole.plan.operations.length > 0) withOps++;
