@@ -6,7 +6,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { repoRoot, runCli, workspace } from '../support/cli.js';
+import { type CliResult, repoRoot, runCli, workspace } from '../support/cli.js';
 import { anchors } from './markdown.js';
 import { patient } from '../support/patience.js';
 
@@ -26,6 +26,17 @@ const COMMON = [
   'owner-id-moved',
 ];
 
+/** `kms-sync CMD --help`, run once per command in this file (the text is the same every time). */
+const helps = new Map<string, Promise<CliResult>>();
+function help(cmd: string[]): Promise<CliResult> {
+  const key = cmd.join(' ');
+  if (!helps.has(key)) helps.set(key, runCli([...cmd, '--help']));
+  return helps.get(key)!;
+}
+
+/** Subcommands whose help must carry the sections every command's has (beside the commands themselves). */
+const SECTIONED_SUBCOMMANDS = ['secrets list', 'secrets flush', 'secrets prune', 'report merge'];
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = path.join(dir, e.name);
@@ -36,9 +47,9 @@ function sourceFiles(dir: string): string[] {
 
 describe('--help ends with its docs page', () => {
   it(
-    'for every command and subcommand, a file of the package and a heading of it',
+    'for every command and subcommand, a file of the package and a heading of it; every command names the environment, exit codes and examples, without "(default: [])"',
     async () => {
-      const top = await runCli(['--help']);
+      const top = await help([]);
       const names = [...top.stdout.slice(top.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)]
         .map((m) => m[1]!)
         .filter((n) => n !== 'help');
@@ -53,12 +64,23 @@ describe('--help ends with its docs page', () => {
       const queue: string[][] = [[], ...names.map((n) => [n])];
       const seen: string[] = [];
       for (let cmd = queue.shift(); cmd; cmd = queue.shift()) {
-        const r = await runCli([...cmd, '--help']);
+        const r = await help(cmd);
         seen.push(cmd.join(' '));
+        const what = `kms-sync ${[...cmd, '--help'].join(' ')}`;
+        // The sections of a command's help (they were checked in test/cli/habits.test.ts, a second walk).
+        if (cmd.length === 1 || SECTIONED_SUBCOMMANDS.includes(cmd.join(' '))) {
+          expect(r.code, what).toBe(0);
+          expect(r.stdout, what).toContain('Exit codes:');
+          expect(r.stdout, what).toContain('Examples:');
+          expect(r.stdout, what).not.toContain('(default: [])');
+          if (['plan', 'apply', 'rotate', 'destroy', 'export', 'drift'].includes(cmd[0]!)) {
+            expect(r.stdout, what).toContain('KMS_API_URL');
+            expect(r.stdout, what).toContain('KMS_API_KEY');
+          }
+        }
         if (cmd.length === 1) queue.push(...subcommands(r.stdout).map((sub) => [...cmd!, sub]));
         const last = r.stdout.trimEnd().split('\n').at(-1)!;
         const m = /^Docs: (\/\S+?)(?:#([a-z0-9-]+))?$/.exec(last);
-        const what = `kms-sync ${[...cmd, '--help'].join(' ')}`;
         if (!m) {
           problems.push(`${what}: last line is ${JSON.stringify(last)}`);
           continue;
@@ -69,7 +91,10 @@ describe('--help ends with its docs page', () => {
         else if (anchor && !anchorExists(file!, anchor))
           problems.push(`${what}: no heading #${anchor} in ${path.relative(repoRoot, file!)}`);
       }
-      expect(seen).toEqual(expect.arrayContaining(['secrets list', 'secrets flush', 'provider install']));
+      expect(seen).toEqual(expect.arrayContaining([...SECTIONED_SUBCOMMANDS, 'provider install']));
+      expect(seen).toEqual(
+        expect.arrayContaining(['validate', 'init', 'schema', 'plan', 'apply', 'secrets', 'version', 'completion']),
+      );
       expect(problems).toEqual([]);
     },
     patient(120_000),
@@ -85,8 +110,8 @@ describe('--help lists what a command reads from the environment', () => {
         .join('\n');
       const problems: string[] = [];
       for (const cmd of [['apply'], ['plan'], ['rotate'], ['drift'], ['validate'], ['secrets', 'list']]) {
-        const help = (await runCli([...cmd, '--help'])).stdout;
-        const env = help.slice(help.indexOf('Environment:'), help.indexOf('Exit codes:'));
+        const text = (await help(cmd)).stdout;
+        const env = text.slice(text.indexOf('Environment:'), text.indexOf('Exit codes:'));
         for (const name of new Set(env.match(/\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\bCI\b/g) ?? [])) {
           // Read by our code, or by a cloud SDK we hand the environment to (their chains: AWS_*, AZURE_*, GOOGLE_*).
           if (!sources.includes(name) && !/^(AWS|AZURE|GOOGLE)_/.test(name))
@@ -94,7 +119,7 @@ describe('--help lists what a command reads from the environment', () => {
         }
         if (cmd[0] !== 'validate') expect(env, cmd.join(' ')).toContain('SOPS_AGE_KEY_FILE');
       }
-      const apply = (await runCli(['apply', '--help'])).stdout;
+      const apply = (await help(['apply'])).stdout;
       for (const name of ['CI ', 'VAULT_TOKEN', 'KMS_SYNC_ENV_ALLOW', 'KMS_SYNC_ALLOW_LOCAL_STORE', 'KMS_SYNC_TARGET'])
         expect(apply).toContain(name);
       expect(problems).toEqual([]);
