@@ -103,6 +103,9 @@ describe('the CLI keeps an inventory the pull request cannot forge', () => {
       const other = workspace({ 'kms-sync.yaml': config(['acme', 'globex']) });
       cpSync(path.join(dir, 'age'), path.join(other, 'age'), { recursive: true });
       expect(await planOps(other)).toEqual(ops);
+      // Its keys are still checked: this checkout holds none of their secrets, and says so for acme's too.
+      const findings = JSON.parse((await runIn(other, 'plan', '--json')).stdout).key_findings as { address: string }[];
+      expect(findings.map((f) => f.address)).toContain('key.shop-production/acme/primary');
       const healed = await runIn(other, 'apply', '--auto-approve');
       expect(healed.code, healed.stderr).toBe(0);
       const back = (await clientsOf('shop-production')).find((c) => c.id === acme);
