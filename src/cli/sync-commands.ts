@@ -71,7 +71,7 @@ import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.
 import { KmsClient } from '../api/client.js';
 import { enterApply, interruptCause, interruptExitCode, interruptSignal, triggerInterrupt } from './interrupts.js';
 import { resolveOwner } from '../engine/owner.js';
-import { cliInventory, keepRunInventory } from '../engine/inventory.js';
+import { cliInventory, keepRunInventory, savedPlanInventory } from '../engine/inventory.js';
 import { err, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
@@ -876,7 +876,25 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                   saved.plan,
                   `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`,
                 );
-                await applyIt(conn, saved.plan, baseDir, true, saved.settings, policy, live.state);
+                const inventory = await savedPlanInventory(conn, baseDir, owner, live.state, (line) =>
+                  err(`warning: ${line}\n`),
+                );
+                let result: ApplyResult | undefined;
+                try {
+                  await applyIt(conn, saved.plan, baseDir, true, saved.settings, policy, live.state, (r) => {
+                    result = r;
+                  });
+                } finally {
+                  // The inventory (engine/inventory.ts), as after any apply; its digests stay as they were.
+                  for (const line of await keepRunInventory(conn, {
+                    owner,
+                    ...inventory,
+                    ...(result ? { result } : {}),
+                    plan: saved.plan,
+                    desired: undefined,
+                  }))
+                    err(`warning: ${line}\n`);
+                }
               },
             );
           } finally {

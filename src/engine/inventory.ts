@@ -26,12 +26,14 @@ import {
   type DesiredState,
   type JsonObject,
   type LiveRecord,
+  type LiveState,
 } from '../model/index.js';
 import type { ApplyResult } from '../apply/execute.js';
 import {
   afterApply,
   InventoryIndex,
   nextInventory,
+  ownedEntries,
   parseInventory,
   type Inventory,
   type InventoryEntry,
@@ -93,7 +95,7 @@ export async function readInventory(
 export async function keepInventory(
   file: string,
   scan: InventoryScan,
-  desired: DesiredState,
+  desired: DesiredState | undefined,
   plan: Plan,
   owner: string,
   o: { now: Date; revision?: string; sealKey?: Buffer; before?: Inventory },
@@ -422,7 +424,8 @@ export async function keepRunInventory(
     serviceRead: ReadonlyMap<string, ServiceInventory> | undefined;
     result?: Pick<ApplyResult, 'done' | 'created'>;
     plan: Plan;
-    desired: DesiredState;
+    /** The configuration (undefined: a saved plan's apply, which keeps the digests as they were). */
+    desired: DesiredState | undefined;
     file: string;
   },
 ): Promise<string[]> {
@@ -435,4 +438,45 @@ export async function keepRunInventory(
     warnings.push(`the inventory ${o.file} could not be written (${(e as Error).message}); the next apply writes it`),
   );
   return warnings;
+}
+
+/**
+ * What the service holds of this owner's inventory in each environment of `state`, added to
+ * `index` (planFor does this environment by environment as it reads; a saved plan's apply on the
+ * state it read again).
+ */
+export function holdFromService(
+  index: InventoryIndex,
+  state: Pick<LiveState, 'records'>,
+  owner: string,
+): Map<string, ServiceInventory> {
+  const read = new Map<string, ServiceInventory>();
+  for (const pe of new Set((state.records ?? []).map((r) => r.projectEnv))) {
+    const kept = serviceInventory(state.records, pe, owner);
+    if (!kept) continue;
+    read.set(pe, kept);
+    index.hold(serviceHoldings(kept));
+  }
+  return read;
+}
+
+/**
+ * A saved plan's apply (which has no configuration to plan): the inventory as its live read
+ * (taken again under the run lock) finds it, for keepRunInventory after the apply.
+ */
+export async function savedPlanInventory(
+  conn: { sealKey: Buffer },
+  baseDir: string,
+  owner: string,
+  state: LiveState,
+  warn: (line: string) => void,
+): Promise<{ file: string; scan: InventoryScan; serviceRead: Map<string, ServiceInventory> }> {
+  const local = await cliInventory(baseDir, owner, conn.sealKey, warn);
+  const serviceRead = holdFromService(local.index, state, owner);
+  local.index.markHeld(state);
+  return {
+    file: local.file,
+    scan: { owned: ownedEntries(state, owner), envsRead: state.envs.map((e) => e.projectEnv) },
+    serviceRead,
+  };
 }

@@ -34,7 +34,7 @@ import {
 import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
 import { ownedEntries, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
-import { serviceHoldings, serviceInventory, type ServiceInventory } from './inventory.js';
+import { holdFromService, type ServiceInventory } from './inventory.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
 import { capacityProblems, describeCapacity } from '../plan/capacity.js';
@@ -763,12 +763,7 @@ async function planStreamed(
   ) => {
     if (o.inventory) {
       // The inventory this owner keeps in the service, per environment (engine/inventory.ts).
-      for (const pe of new Set((l.records ?? []).map((r) => r.projectEnv))) {
-        const kept = serviceInventory(l.records, pe, owner);
-        if (!kept) continue;
-        serviceRead.set(pe, kept);
-        o.inventory.hold(serviceHoldings(kept));
-      }
+      for (const [pe, kept] of holdFromService(o.inventory, l, owner)) serviceRead.set(pe, kept);
       o.inventory.markHeld(l);
       if (o.ownedScan !== false) owned.push(...ownedEntries(l, owner));
     }

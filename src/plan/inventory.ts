@@ -164,18 +164,20 @@ export function afterApply(
 export function nextInventory(
   previous: Inventory | undefined,
   scan: InventoryScan,
-  desired: DesiredState,
+  desired: DesiredState | undefined,
   plan: Plan,
   owner: string,
   o: { now: Date; revision?: string },
 ): Inventory {
   const read = new Set(scan.envsRead);
-  const planned = new Set(desired.projects.map((p) => address.project(p.slug)));
+  const planned = new Set((desired?.projects ?? []).map((p) => address.project(p.slug)));
   const kept = (previous?.owner === owner ? previous.entries : []).filter((e) =>
     e.kind === 'client' || e.kind === 'endpoint'
       ? !read.has(e.projectEnv ?? '')
-      : // A shard's run records only its own projects, environments and templates.
-        scan.partial === true && (e.kind === 'project' ? !planned.has(e.address) : !read.has(e.projectEnv ?? '')),
+      : // Without the configuration (a saved plan's apply) the digests stay as they were; a
+        // shard's run records only its own projects, environments and templates.
+        desired === undefined ||
+        (scan.partial === true && (e.kind === 'project' ? !planned.has(e.address) : !read.has(e.projectEnv ?? ''))),
   );
   const before = new InventoryIndex(previous?.owner === owner ? previous.entries : []);
   const changing = new Set(plan.operations.map((op) => op.address));
@@ -188,16 +190,20 @@ export function nextInventory(
     const applied = changing.has(addr) ? before.applied(addr) : appliedDigest(fields);
     return applied ? { kind, address: addr, ...(projectEnv ? { projectEnv } : {}), applied } : undefined;
   };
-  const records = [
-    ...desired.projects.map((p) => record('project', address.project(p.slug), projectRecord(p))),
-    ...desired.envs.map((e) => record('env', address.env(e.projectEnv), envRecord(e), e.projectEnv)),
-    ...desired.templates.map((t) =>
-      record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv),
-    ),
-  ].filter((e): e is InventoryEntry => e !== undefined);
+  const records =
+    desired === undefined
+      ? []
+      : [
+          ...desired.projects.map((p) => record('project', address.project(p.slug), projectRecord(p))),
+          ...desired.envs.map((e) => record('env', address.env(e.projectEnv), envRecord(e), e.projectEnv)),
+          ...desired.templates.map((t) =>
+            record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv),
+          ),
+        ];
   // One entry per client id or address: what this run found replaces what was kept.
   const unique = new Map<string, InventoryEntry>();
-  for (const e of [...kept, ...scan.owned, ...records]) unique.set(`${e.kind} ${e.id ?? e.address}`, e);
+  for (const e of [...kept, ...scan.owned, ...records.filter((x): x is InventoryEntry => x !== undefined)])
+    unique.set(`${e.kind} ${e.id ?? e.address}`, e);
   const entries = [...unique.values()].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   return {
     formatVersion: 1,

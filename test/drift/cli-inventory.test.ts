@@ -174,6 +174,26 @@ describe('the CLI keeps an inventory the pull request cannot forge', () => {
   );
 
   it(
+    'a saved plan applied (plan --out, then apply PLANFILE) keeps the inventory too',
+    async () => {
+      const d = workspace({ 'kms-sync.yaml': config(['initech'], ['saved']) });
+      const planned = await runIn(d, 'plan', '--out', 'plan.json');
+      expect(planned.code, planned.stderr).toBe(0);
+      const applied = await runCli(['apply', 'plan.json'], { env: envFor(d), cwd: d });
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(await inventoryRecords('saved-production')).toHaveLength(1);
+      await stripMarkers('saved-production', 'initech');
+      const fresh = workspace({ 'kms-sync.yaml': config(['initech'], ['saved']) });
+      cpSync(path.join(d, 'age'), path.join(fresh, 'age'), { recursive: true });
+      expect(await planOps(fresh)).toEqual([
+        expect.stringMatching(/^update client\.saved-production\/initech: ownership marker removed/),
+        expect.stringMatching(/^update endpoint\.saved-production\/GET:\/orders: ownership marker removed/),
+      ]);
+    },
+    patient(90_000),
+  );
+
+  it(
     'shards each keep their environments part, in the service and beside the journal',
     async () => {
       const projects = ['north', 'south', 'east', 'west'];
