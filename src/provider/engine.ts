@@ -546,6 +546,7 @@ export class Engine {
   /** After a write, later reads of that scope must see it. */
   forget(kind: 'project' | 'template' | 'client' | 'endpoint', scope = ''): void {
     this.listings.delete(`${kind}\u0000${scope}`);
+    if (kind === 'client') this.listings.delete(`client-by-name\u0000${scope}`);
     if (kind === 'project')
       for (const k of [...this.listings.keys()]) if (k.startsWith('project-full\u0000')) this.listings.delete(k);
   }
@@ -575,9 +576,15 @@ export class Engine {
     );
   }
 
+  /** Every live client of an environment, as listed: two clients may share a name (DESIGN.md "Identities"). */
+  clientListOf(projectEnv: string): Promise<WireClient[]> {
+    return this.listing('client', projectEnv, () => this.missingEnvIsEmpty(() => this.api.listClients(projectEnv)));
+  }
+
+  /** The live clients of an environment by name (the last of a shared name; refuseDuplicateClient says when there are more). */
   clientsOf(projectEnv: string): Promise<Map<string, WireClient>> {
-    return this.listing('client', projectEnv, async () => {
-      const list = await this.missingEnvIsEmpty(() => this.api.listClients(projectEnv));
+    return this.listing('client-by-name', projectEnv, async () => {
+      const list = await this.clientListOf(projectEnv);
       const byName = new Map<string, WireClient>();
       const dups = new Map<string, string[]>();
       for (const c of list) {

@@ -185,6 +185,57 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
     );
 
     it(
+      'kms_clients lists every live client, two of one name included; kms_client refuses to pick one of them',
+      async () => {
+        // Two clients named walk-in made in the service by hand (not managed here): both listed.
+        const template = (emu.service.toJSON().projects as any[])[0].envs[0].templates[0].id;
+        const made: string[] = [];
+        for (const type of ['company', 'person']) {
+          const res = await api('POST', '/client?project_env=acme-production', {
+            name: 'walk-in',
+            type,
+            templateId: template,
+            keys: [],
+          });
+          expect(res.status).toBe(201);
+          made.push(((await res.json()) as { id: string }).id);
+        }
+        const clientsTf = path.join(main, 'clients.tf');
+        writeFileSync(
+          clientsTf,
+          `data "kms_clients" "all" {\n  project_env = kms_environment.production.project_env\n}\n` +
+            `output "walk_ins" {\n  value = [for c in data.kms_clients.all.clients : { id = c.client_uuid, type = c.type } if c.name == "walk-in"]\n}\n`,
+        );
+        try {
+          // -refresh=false: only the data source is read (the managed objects are as the last test left them).
+          expectOk(
+            await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve', '-refresh=false'),
+            'apply (data source)',
+          );
+          const out = await tf(main, 'output', '-json', 'walk_ins');
+          expectOk(out, 'output walk_ins');
+          expect(JSON.parse(out.stdout)).toEqual(
+            [
+              { id: made[0]!, type: 'company' },
+              { id: made[1]!, type: 'person' },
+            ].sort((a, b) => a.id.localeCompare(b.id)),
+          );
+          writeFileSync(
+            clientsTf,
+            `data "kms_client" "walk_in" {\n  project_env = kms_environment.production.project_env\n  name        = "walk-in"\n}\n`,
+          );
+          const one = await tf(main, 'plan', '-input=false', '-no-color', '-refresh=false');
+          expect(one.code, one.stdout).not.toBe(0);
+          expect(one.stderr.replace(/\s*│\s*/g, ' ')).toMatch(/2 live clients of acme-production are named walk-in/);
+        } finally {
+          rmSync(clientsTf, { force: true });
+          for (const id of made) await api('DELETE', `/client/${id}?project_env=acme-production`);
+        }
+      },
+      patient(120_000),
+    );
+
+    it(
       'destroys everything it created',
       async () => {
         expectOk(await tf(main, 'destroy', '-input=false', '-no-color', '-auto-approve'), 'destroy');

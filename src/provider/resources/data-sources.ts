@@ -86,6 +86,7 @@ export const dataSources: DataSourceType[] = [
       const [projectEnv, name] = ids(c, 'project_env', 'name');
       const live = (await e.clientsOf(projectEnv!)).get(name!);
       if (!live) throw notFound(`client ${projectEnv}/${name}`, 'name');
+      e.refuseDuplicateClient(projectEnv!, name!);
       const template = [...(await e.templatesOf(projectEnv!)).values()].find((t) => t.id === live.templateId);
       return {
         id: `${projectEnv}/${name}`,
@@ -172,7 +173,10 @@ export const dataSources: DataSourceType[] = [
       const [projectEnv] = ids(c, 'project_env');
       const templateNames = new Map([...(await e.templatesOf(projectEnv!)).values()].map((t) => [t.id, t.name]));
       const only = typeof c.template === 'string' ? c.template : undefined;
-      const clients = byName(await e.clientsOf(projectEnv!))
+      // Every live client, by name then id: two clients may share a name (another template, a
+      // manual create), and a list that folded them into one would hide a client from its reader.
+      const clients = (await e.clientListOf(projectEnv!))
+        .toSorted((a, b) => a.name.localeCompare(b.name) || uuidOf(a).localeCompare(uuidOf(b)))
         .map((x) => ({ x, template: templateNames.get(x.templateId ?? '') ?? null }))
         .filter(({ template }) => only === undefined || template === only);
       return {
