@@ -126,6 +126,18 @@ export class Engine {
     return { orphans, journalClean: (await capture.journal.pendingIds()).length === 0 };
   }
 
+  /**
+   * recoverForRead for a read that names a key by its id alone (kms_key_secret by key_id), which
+   * does not know the key's environment: the recovery of each environment the journal holds keys
+   * of. A key a killed run journaled but never stored is then in its store, as for a read by address.
+   */
+  async recoverJournaledForRead(): Promise<void> {
+    if (!this.journalExists()) return;
+    const { capture } = await this.keyPath();
+    const envs = new Set((await capture.journal.pending()).map((k) => k.meta.projectEnv));
+    for (const projectEnv of envs) await this.recoverForRead(projectEnv);
+  }
+
   private readonly queues = new Map<string, Promise<void>>();
   private ownerRecorded: Promise<unknown> | undefined;
   /**

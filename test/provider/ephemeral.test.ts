@@ -5,15 +5,16 @@
 // diagnostic that never carries a raw value. Write-only attributes are null in every state the
 // provider answers and are refused when the Terraform does not say it handles them (< 1.11).
 // The recipe with the real terraform binary is test/provider/ephemeral-terraform.test.ts.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { createProvider } from '../../src/provider/provider.js';
+import { Journal } from '../../src/secrets/journal.js';
 import { RAW_KEY_PATTERN, repoRoot, workspace } from '../support/cli.js';
 import { Core, dyn, errors, mp, startProvider, unmp, type Diagnostic, type ProviderProcess } from './harness.js';
 import { decryptStore } from './terraform-support.js';
-import { patient } from '../support/patience.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const API_KEY = 'sk_test_ephemeral0123456789';
 const ENV = 'acme-production';
@@ -38,9 +39,10 @@ const text = (x: unknown) =>
 
 async function open(
   values: Record<string, unknown>,
+  provider: ProviderProcess = p,
 ): Promise<{ result: Record<string, unknown> | null; diagnostics: Diagnostic[] }> {
   const config = mp(Object.fromEntries(EPHEMERAL_ATTRS.map((a) => [a, values[a] ?? null])));
-  const res = await p.call('OpenEphemeralResource', {
+  const res = await provider.call('OpenEphemeralResource', {
     type_name: 'kms_key_secret',
     config,
     client_capabilities: { write_only_attributes_allowed: true },
@@ -54,23 +56,37 @@ async function validate(values: Record<string, unknown>): Promise<Diagnostic[]> 
   return (await p.call('ValidateEphemeralResourceConfig', { type_name: 'kms_key_secret', config })).diagnostics;
 }
 
-const stored = async () =>
+const stored = async (key = 'primary') =>
   (await decryptStore(path.join(dir, '.kms-sync', 'secrets.sops.yaml'), path.join(dir, 'age', 'keys.txt')))[
-    `${ENV}/globex/primary`
+    `${ENV}/globex/${key}`
   ];
 
-beforeAll(async () => {
-  emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
-  dir = workspace();
-  p = await startProvider({
+/** The ids of the raw keys the journal holds (decrypted with the folder's age identity). */
+const journaledKeys = async () =>
+  (
+    await new Journal(path.join(dir, '.kms-sync', 'journal'), {
+      env: { SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt') },
+    }).pending()
+  ).map((k) => k.meta.keyId);
+
+/** A provider process in the configuration folder, configured as Terraform does (`env` added to its environment). */
+async function provider(env: NodeJS.ProcessEnv = {}): Promise<ProviderProcess> {
+  const started = await startProvider({
     cwd: dir,
-    env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt') },
+    env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age', 'keys.txt'), ...env },
   });
-  const configured = await p.call('ConfigureProvider', {
+  const configured = await started.call('ConfigureProvider', {
     terraform_version: '1.11.4',
     config: mp({ url: null, api_key: null, owner: null, base_dir: null, take_ownership: null, secret_store: dyn([]) }),
   });
   expect(errors(configured.diagnostics)).toEqual([]);
+  return started;
+}
+
+beforeAll(async () => {
+  emu = await startEmulator({ port: 0, apiKeys: [API_KEY] });
+  dir = workspace();
+  p = await provider();
   core = new Core(p, schema);
   await core.converge('kms_project', null, { slug: 'acme', name: 'Acme' });
   await core.converge('kms_environment', null, {
@@ -175,6 +191,42 @@ describe('kms_key_secret (ephemeral resource, protocol 6)', () => {
     expect(errors(revoked.diagnostics).map((d) => d.summary)).toEqual(['Key not live']);
     expect(revoked.result).toBeNull();
   });
+
+  it(
+    'opens a key a killed run journaled but never stored, by key id alone: the journal is flushed into the store first',
+    async () => {
+      // A provider killed between the journal and the store (the crash campaign's after-journal window).
+      const trace = path.join(dir, 'trace');
+      const doomed = await provider({ KMS_SYNC_TEST_PAUSE: 'after-journal:600000', KMS_SYNC_TEST_TRACE: trace });
+      const config = core.config('kms_key', { project_env: ENV, client: 'globex', name: 'crashed', ttl: '30d' });
+      const doomedCore = new Core(doomed, schema);
+      const plan = await doomedCore.plan('kms_key', null, config);
+      expect(errors(plan.diagnostics)).toEqual([]);
+      const applying = doomedCore.apply('kms_key', null, plan.planned, config).catch(() => undefined);
+      const journaled = () => existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal');
+      expect(await waitFor(journaled, 60_000)).toBe(true);
+      doomed.kill();
+      await applying;
+      const globex = (emu.service.toJSON().projects[0] as any).envs[0].clients.find((c: any) => c.name === 'globex');
+      const keyId: string = globex.keys.find((k: any) => k.name === 'crashed').id;
+      expect(await stored('crashed')).toBeUndefined();
+      expect(await journaledKeys()).toEqual([keyId]);
+
+      // The next run's first read names the key by its id only.
+      const next = await provider();
+      try {
+        const byId = await open({ key_id: keyId }, next);
+        expect(errors(byId.diagnostics)).toEqual([]);
+        expect(byId.result).toMatchObject({ key_id: keyId, project_env: ENV, client: 'globex', name: 'crashed' });
+        expect(byId.result!.value).toMatch(RAW_KEY_PATTERN);
+        expect(await stored('crashed')).toBe(byId.result!.value);
+        expect(await journaledKeys()).toEqual([]); // its marks of unconfirmed keys stay; no raw key does
+      } finally {
+        await next.shutdown();
+      }
+    },
+    patient(120_000),
+  );
 });
 
 describe('write-only attributes (the engine, whatever the resource)', () => {

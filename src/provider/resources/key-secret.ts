@@ -60,8 +60,10 @@ export const keySecret: EphemeralResourceType = {
   async open(e, c) {
     const want = { keyId: str(c.key_id), projectEnv: str(c.project_env), client: str(c.client), name: str(c.name) };
     const storeName = str(c.secret_store) === 'default' ? undefined : str(c.secret_store);
-    // A key journaled by a killed run is a stored key (DESIGN.md "Keys" 0): flushed before reading.
+    // A key journaled by a killed run is a stored key (DESIGN.md "Keys" 0): flushed before reading,
+    // whether the key is named by its address or by its id alone.
     if (want.projectEnv) await e.recoverForRead(want.projectEnv);
+    else await e.recoverJournaledForRead();
     const store = await storeOf(e, storeName);
     if (!store.read || !store.list) {
       throw new DiagnosticError(
