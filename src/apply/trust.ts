@@ -72,10 +72,18 @@ function parseTrustRecord(text: string | undefined): TrustRecord | undefined {
 /**
  * Store files this configuration's keys may have gone to before, other than its stores now: the
  * trust record's (the stores of the last apply) and the default file. Where `plan` looks for a
- * secret missing from its store (secrets/presence.ts), to say that it stayed behind in the old file.
+ * secret missing from its store (secrets/presence.ts), to say that it stayed behind in the old file
+ * and which file to move. The record is the one the security changes compare with: with a trust
+ * base, the base revision's, since the checkout's is the pull request's and a file named there
+ * would choose what plan tells the operator to move (files are still opened under the operator's
+ * store policy, and only `sops:` ones).
  */
-export async function previousStoreFiles(dir: string, current: readonly string[]): Promise<string[]> {
-  const record = await readTrustRecord(dir);
+export async function previousStoreFiles(
+  dir: string,
+  current: readonly string[],
+  trustBase?: TrustBase,
+): Promise<string[]> {
+  const record = (await baseline(dir, trustBase)).trust;
   // A fingerprint is the URI, then its options after a space (storeFingerprint).
   const sets = [record, ...Object.values(record?.targets ?? {})];
   const uris = [

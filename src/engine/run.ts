@@ -742,7 +742,7 @@ async function planStreamed(
   };
   const secretCheck = o.secretCheck !== false;
   if (secretCheck) storeContactRefused(registry, undefined, process.env); // a KMS_SYNC_PLAN_STORES typo fails every plan, not only those with keys
-  const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir));
+  const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir, o.trustBase));
   const refusedWarnings: string[] = [];
   const presenceWarnings: string[] = [];
   const parts: PlanPart[] = [];
@@ -970,7 +970,7 @@ export async function planForWhole(
   const { registry, capture, recovery, live, owner, target } = await preparePlan(conn, desired, o);
   const missing = missingExternalProjects(desired, live.state);
   if (missing.length) throw new UsageError(missing.join('\n'));
-  const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir));
+  const presence = newPresenceCache(await previousStores(desired, registry, o.baseDir, o.trustBase));
   performance.mark('kms:plan-start');
   const now = o.now ?? new Date();
   const base = buildPlan({
@@ -1026,8 +1026,9 @@ async function previousStores(
   desired: DesiredState,
   registry: StoreRegistry,
   dir: string,
+  trustBase: TrustBase | undefined,
 ): Promise<PresenceCache['previous']> {
-  return previousStoreFiles(dir, [registry.uriOf(undefined), ...desired.stores.map((s) => s.uri)]);
+  return previousStoreFiles(dir, [registry.uriOf(undefined), ...desired.stores.map((s) => s.uri)], trustBase);
 }
 
 /**

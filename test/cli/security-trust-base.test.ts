@@ -45,6 +45,21 @@ async function identity(dir: string, name: string) {
   return { recipient: await identityToRecipient(id), keyFile };
 }
 
+/** `config` applied (keys in the default store), then committed on main with its records, as the apply job commits them. */
+async function appliedOnMain(config: string) {
+  const s = await setup({ 'kms-sync.yaml': config, '.gitignore': '*-age.txt\nage.txt\n' });
+  cleanup.push(
+    () => s.emu.close(),
+    () => rmSync(s.dir, { recursive: true, force: true }),
+  );
+  const applied = await runCli(['apply', '-f', '.', '--auto-approve'], { env: s.env, cwd: s.dir });
+  expect(applied.code, applied.stderr).toBe(0);
+  await git(s.dir, 'init', '-q', '-b', 'main');
+  await git(s.dir, 'add', '-A');
+  await git(s.dir, 'commit', '-q', '-m', 'main: applied');
+  return s;
+}
+
 const withStores = (stores: string, config: string) =>
   config.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n${stores}`);
 
@@ -54,16 +69,7 @@ describe('a pull request cannot hide its security changes by editing the trust r
     async () => {
       // main: a configuration applied (keys in the default store), its records committed by the apply job.
       const config = `owner: shop-team\n${smallConfig}`;
-      const s = await setup({ 'kms-sync.yaml': config, '.gitignore': '*-age.txt\nage.txt\n' });
-      cleanup.push(
-        () => s.emu.close(),
-        () => rmSync(s.dir, { recursive: true, force: true }),
-      );
-      const applied = await runCli(['apply', '-f', '.', '--auto-approve'], { env: s.env, cwd: s.dir });
-      expect(applied.code, applied.stderr).toBe(0);
-      await git(s.dir, 'init', '-q', '-b', 'main');
-      await git(s.dir, 'add', '-A');
-      await git(s.dir, 'commit', '-q', '-m', 'main: applied');
+      const s = await appliedOnMain(config);
 
       // The pull request: a store for the attacker, a new ${env:} read, and the record edited to match.
       const evil = await identity(s.dir, 'attacker');
@@ -248,5 +254,47 @@ describe("a recipient removed from a store's declaration", () => {
       expect(named.stdout).toContain('the records of the base main cannot be read (');
     },
     patient(60_000),
+  );
+});
+
+describe("a pull request cannot choose the file plan says a store's secrets were left in", () => {
+  it(
+    "plan in CI looks for a moved store's secrets in the base's record, not in the one the pull request edits",
+    async () => {
+      // main: applied into the default store file, its records committed.
+      const config = `owner: shop-team\n${smallConfig}`;
+      const s = await appliedOnMain(config);
+
+      // The pull request moves the store to a new file (its secrets now "not held") and edits the
+      // record so that the old store is a decoy file of its own, holding the same key ids.
+      await git(s.dir, 'checkout', '-q', '-b', 'pr');
+      writeFileSync(
+        path.join(s.dir, 'kms-sync.yaml'),
+        withStores('  - { name: main, default: true, uri: "sops:.kms-sync/secrets.new.sops.yaml" }\n', config),
+      );
+      writeFileSync(
+        path.join(s.dir, '.kms-sync', 'decoy.sops.yaml'),
+        readFileSync(path.join(s.dir, '.kms-sync', 'secrets.sops.yaml')),
+      );
+      const record = path.join(s.dir, '.kms-sync', 'trust.json');
+      const edited = JSON.parse(readFileSync(record, 'utf8'));
+      for (const set of [edited, ...Object.values<{ stores: Record<string, string> }>(edited.targets ?? {})])
+        set.stores = { decoy: 'sops:.kms-sync/decoy.sops.yaml' };
+      writeFileSync(record, JSON.stringify(edited));
+      await git(s.dir, 'add', '-A');
+      await git(s.dir, 'commit', '-q', '-m', 'pr: a new store file');
+
+      const plan = await runCli(['plan', '-f', '.'], { env: { ...s.env, KMS_SYNC_TRUST_BASE: 'main' }, cwd: s.dir });
+      expect(plan.code, plan.stdout + plan.stderr).toBe(0);
+      expect(plan.stdout).toContain('.kms-sync/trust.json: edited by this change');
+      expect(plan.stdout).toMatch(
+        /Warning: 2 key\(s\) have their secret in \S+\/\.kms-sync\/secrets\.sops\.yaml, not in \S+secrets\.new\.sops\.yaml/,
+      );
+      expect(plan.stdout).toContain(
+        `mv ${path.join('.kms-sync', 'secrets.sops.yaml')} ${path.join('.kms-sync', 'secrets.new.sops.yaml')}`,
+      );
+      expect(plan.stdout).not.toContain('decoy');
+    },
+    patient(90_000),
   );
 });
