@@ -72,6 +72,11 @@ export async function acquireRunLock(o: RunLockOptions): Promise<RunLock> {
       timeoutMs: o.timeoutMs,
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.incarnation ? { incarnation: o.incarnation } : {}),
+      // As Terraform says "Acquiring state lock…": a wait up to --lock-timeout is never silent.
+      onWait: (h) =>
+        o.onWait?.(
+          `Waiting for the run lock ${path.join(dir, 'run.lock')}${h ? ` (pid ${h.pid} on ${h.host} since ${h.createdAt})` : ''}…`,
+        ),
     });
   } catch (e) {
     if (o.signal?.aborted)

@@ -169,6 +169,8 @@ export interface LockOptions {
   timeoutMs?: number;
   /** Stop waiting for another process's lock (an interrupt); the error is the signal's reason. */
   signal?: AbortSignal;
+  /** Called once when the lock is found held by a live process and the caller starts to wait for it. */
+  onWait?: (holder: LockInfo | undefined) => void;
   /** The caller owns this state folder (StateIncarnation): it records it, and breaks what earlier incarnations left. */
   incarnation?: StateIncarnation;
 }
@@ -206,7 +208,7 @@ export async function acquireLock(lockPath: string, opts: LockOptions = {}): Pro
     // timeout there would report our own queue as "held by another process". The time limit
     // applies to the file lock alone, from the moment this caller is first in line.
     await prev;
-    await acquireFileLock(lockPath, timeoutMs, opts.signal, opts.incarnation);
+    await acquireFileLock(lockPath, timeoutMs, opts.signal, opts.incarnation, opts.onWait);
   } catch (err) {
     cleanupLocal();
     throw err;
@@ -234,6 +236,7 @@ async function acquireFileLock(
   timeoutMs: number,
   signal?: AbortSignal,
   me?: StateIncarnation,
+  onWait?: (holder: LockInfo | undefined) => void,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const info: LockInfo = {
@@ -243,6 +246,7 @@ async function acquireFileLock(
     ...(me ? { state: me.state, instance: me.instance } : {}),
   };
   let delay = 5;
+  let announced = false;
   for (;;) {
     if (await tryCreateLock(lockPath, info)) {
       await removeStaleTemps(lockPath);
@@ -252,6 +256,8 @@ async function acquireFileLock(
     if (await breakIfStale(lockPath, holder, me)) continue;
     if (Date.now() >= deadline) throw new LockTimeoutError(lockPath, holder ?? undefined);
     signal?.throwIfAborted();
+    if (!announced) onWait?.(holder ?? undefined);
+    announced = true;
     await sleep(delay);
     delay = Math.min(delay * 2, 100);
   }

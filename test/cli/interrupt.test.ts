@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { allOutput, cliPath, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
 import { setup, type Setup } from './helpers.js';
+import { patient } from '../support/patience.js';
 
 const CLIENTS = 12;
 const config = `apiVersion: kms-sync/v1
@@ -103,17 +104,23 @@ it('one SIGINT stops a wait for the local run lock held by another process (--lo
       { cwd: s.dir, env: { ...process.env, ...s.env } },
     );
     let stderr = '';
-    child.stderr!.on('data', (d) => {
-      stderr += d;
+    // The SIGINT goes once the run says it waits for the lock (not after a fixed delay, which a
+    // loaded machine can reach before the CLI has even loaded and set its handlers).
+    const waiting = new Promise<void>((resolve) => {
+      child.stderr!.on('data', (d) => {
+        stderr += d;
+        if (stderr.includes('Waiting for the run lock')) resolve();
+      });
     });
-    await new Promise((r) => setTimeout(r, 1500));
+    await waiting;
+    expect(stderr).toContain(`Waiting for the run lock ${lock} (pid ${process.pid} on ${hostname()}`);
     expect(child.exitCode).toBeNull(); // still waiting for the lock
     child.kill('SIGINT');
     const code = await new Promise<number | null>((resolve) => {
       const t = setTimeout(() => {
         child.kill('SIGKILL');
         resolve(-1);
-      }, 15_000);
+      }, patient(15_000));
       child.on('exit', (c) => {
         clearTimeout(t);
         resolve(c);
