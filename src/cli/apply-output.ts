@@ -6,8 +6,8 @@
 import type { ApplyEvent, ApplyResult } from '../apply/execute.js';
 import type { StoredKeyReceipt } from '../apply/key-capture.js';
 import { cut, escapeUnsafe, printable as p } from '../model/printable.js';
-import { blockedChanges, type Operation, type Plan } from '../plan/types.js';
-import { colorEnabled, renderHeader, renderPlanText, securityLines } from '../report/index.js';
+import { blockedChanges, operationHeader, type Operation, type Plan } from '../plan/types.js';
+import { colorEnabled, renderHeader, renderOperationsText, renderPlanText, securityLines } from '../report/index.js';
 import { interactiveStderr } from './read-progress.js';
 import type { CommitRequired } from './ci-guard.js';
 import { alive, err, isCi, out, outLast, workflowCommand } from './output.js';
@@ -51,6 +51,11 @@ export interface ApplyReporter {
   readonly json: boolean;
   /** The plan about to be confirmed or applied. */
   plan(plan: Plan, note?: string): void;
+  /**
+   * Operations of a plan too large to hold whole, listed part by part as it is made (before
+   * `plan`, which then gets the whole's warnings and totals without its operations).
+   */
+  planned(ops: readonly Operation[]): void;
   /** A line for people (text mode: stdout; JSON mode: stderr). */
   say(text: string): void;
   onEvent(e: ApplyEvent): void;
@@ -104,15 +109,20 @@ export function jsonReporter(
   emit('version', `kms-sync ${command}`, { command, format_version: APPLY_EVENTS_FORMAT, kms_sync: '0.1.0' });
   const done: Operation[] = [];
   let keysStored = 0;
+  const planned = (ops: readonly Operation[]) => {
+    for (const op of ops) emit('planned_change', `${op.address}: plan to ${op.action}`, { change: opRef(op) });
+  };
   return {
     json: true,
+    planned,
     plan(plan) {
-      for (const op of plan.operations)
-        emit('planned_change', `${op.address}: plan to ${op.action}`, { change: opRef(op) });
+      planned(plan.operations);
       const s = plan.summary;
-      emit('change_summary', `Plan: ${plan.operations.length} operation(s)`, {
+      // From the summary: a plan applied environment by environment keeps its counts, not its operations.
+      const total = s.create + s.update + s.replace + s.rotate + s.delete;
+      emit('change_summary', `Plan: ${total} operation(s)`, {
         changes: {
-          total: plan.operations.length,
+          total,
           create: s.create,
           update: s.update,
           replace: s.replace,
@@ -130,7 +140,7 @@ export function jsonReporter(
       } else if (e.type === 'done') {
         start(e.op);
         ended++;
-        done.push(e.op);
+        done.push(operationHeader(e.op));
         emit('apply_complete', `${e.op.address}: ${e.op.action} complete`, {
           change: opRef(e.op),
           ...(e.note ? { note: e.note } : {}),
@@ -348,6 +358,9 @@ export function textReporter(
   };
   return {
     json: false,
+    planned: (ops) => {
+      if (!opts.compact && ops.length) out(renderOperationsText(ops, { color: colorEnabled(process.stdout) }));
+    },
     plan: (plan, note) => {
       out(opts.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
       if (note) out(note);
@@ -366,7 +379,7 @@ export function textReporter(
       else if (e.type === 'done') {
         active.delete(e.op);
         done++;
-        finished.push(e.op);
+        finished.push(operationHeader(e.op));
         // A line per resource, also on a terminal (above the progress line): the run's record
         // stays in the scrollback once the progress line is gone. --compact keeps to the counter.
         if (tty) err('\r\x1b[2K');
@@ -439,17 +452,25 @@ export function textReporter(
  * `--compact`: the plan as counts (per action, per kind, per environment) instead of one block per
  * resource, for plans of thousands of operations. Protected refusals and warnings stay listed.
  */
-export function renderPlanCompact(plan: Plan): string {
+/**
+ * `counted`: the counts per "action kind" row and environment, for a plan applied environment by
+ * environment, which keeps them instead of its operations (engine/stream-apply.ts FleetTally).
+ */
+export function renderPlanCompact(plan: Plan, counted?: ReadonlyMap<string, ReadonlyMap<string, number>>): string {
   const lines = [renderHeader(plan), '', ...securityLines(plan)];
-  if (plan.operations.length === 0 && blockedChanges(plan).length === 0)
-    return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
-  const table = new Map<string, Map<string, number>>();
-  for (const op of plan.operations) {
-    const row = `${op.action} ${op.kind}`;
-    const byEnv = table.get(row) ?? new Map<string, number>();
-    byEnv.set(op.projectEnv ?? op.project ?? '-', (byEnv.get(op.projectEnv ?? op.project ?? '-') ?? 0) + 1);
-    table.set(row, byEnv);
+  let table = counted;
+  if (!table) {
+    const t = new Map<string, Map<string, number>>();
+    for (const op of plan.operations) {
+      const row = `${op.action} ${op.kind}`;
+      const byEnv = t.get(row) ?? new Map<string, number>();
+      byEnv.set(op.projectEnv ?? op.project ?? '-', (byEnv.get(op.projectEnv ?? op.project ?? '-') ?? 0) + 1);
+      t.set(row, byEnv);
+    }
+    table = t;
   }
+  if (table.size === 0 && blockedChanges(plan).length === 0)
+    return `${lines.join('\n')}No changes. The live service matches the configuration.\n`;
   lines.push('kms-sync will perform (counts; drop --compact for every resource):');
   for (const [row, byEnv] of [...table].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const n = [...byEnv.values()].reduce((x, y) => x + y, 0);

@@ -52,6 +52,16 @@ export async function guardLocalStoreInCi(
   if (!isCi(opts.env)) return [];
   const perStore = new Map<string | undefined, number>();
   for (const name of plan.operations.flatMap(opStores)) perStore.set(name, (perStore.get(name) ?? 0) + 1);
+  return guardLocalStoresInCi(perStore, registry, opts);
+}
+
+/** guardLocalStoreInCi from the keys a run issues per store (a fleet applied environment by environment: engine/stream-apply.ts). */
+export async function guardLocalStoresInCi(
+  perStore: ReadonlyMap<string | undefined, number>,
+  registry: StoreRegistry,
+  opts: { allow: boolean; env: NodeJS.ProcessEnv },
+): Promise<LocalStoreTarget[]> {
+  if (!isCi(opts.env)) return [];
   const targets = new Map<string, LocalStoreTarget>();
   for (const [name, keys] of perStore) {
     const store = await registry.get(name);

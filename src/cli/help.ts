@@ -59,6 +59,12 @@ const ENV_GROUPS = {
       '1: a recipient may be added to a store that holds keys (or --allow-new-recipients)',
     ],
   ],
+  applyHold: [
+    [
+      'KMS_SYNC_APPLY_HOLD_OPERATIONS',
+      'plans larger than this (default 20000 operations) are applied environment by environment',
+    ],
+  ],
   comment: [['GITHUB_TOKEN, GITLAB_TOKEN', '--comment github|gitlab: post or update the pull-request comment']],
   agentRemote: [
     ['KMS_SYNC_AGENT_URL', "the agent's address (or --url; default http://127.0.0.1:8080)"],
@@ -121,7 +127,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   },
   apply: {
     service: true,
-    env: WRITERS,
+    env: [...WRITERS, 'applyHold'],
     docs: 'cli.md#apply',
     exit: EXIT_APPLY,
     examples: [

@@ -62,9 +62,12 @@ import {
   type Connection,
   type StreamedAttempt,
   type GlobalOptions,
+  type PartVisitor,
+  type PlanOptions,
   type PolicyInput,
 } from '../engine/run.js';
-import { commitRequired, guardLocalStoreInCi } from './ci-guard.js';
+import { commitRequired, guardLocalStoreInCi, guardLocalStoresInCi } from './ci-guard.js';
+import { ApplyPass, FleetTally, holdOperationsFrom, type StreamedOutcome } from '../engine/stream-apply.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.js';
@@ -368,6 +371,21 @@ export async function runApply(
     leaveApply();
   }
   o.onResult?.(result);
+  return finishApply(result, { registry, plan, baseDir, reporter, localInCi });
+}
+
+/** The end of an apply: its security changes settled when complete, its summary, its exit code. */
+async function finishApply(
+  result: ApplyResult,
+  a: {
+    registry: StoreRegistry;
+    plan: Plan;
+    baseDir: string;
+    reporter: ApplyReporter;
+    localInCi: Awaited<ReturnType<typeof guardLocalStoreInCi>>;
+  },
+): Promise<number> {
+  const { registry, plan, baseDir, reporter, localInCi } = a;
   // In CI, the last lines name the local store files (and journal) this runner holds the new keys in.
   const commit = commitRequired(localInCi, result, registry.journalPath(), process.env);
   if (result.failed.length === 0 && !result.stopReason) {
@@ -382,6 +400,75 @@ export async function runApply(
   // Nothing written and not interrupted: refused (a store check, a failed first write), not part-way.
   reporter.finish(result, result.interrupted ? 'interrupted' : wrote ? 'partial' : 'refused', code, commit);
   return code;
+}
+
+/**
+ * runApply for a fleet whose plan is too large to hold whole (engine/stream-apply.ts): `plan` is
+ * the first pass's (its totals, warnings and security changes, no operations); `planAgain` makes
+ * the second pass, which applies each environment's part through the journal as it is planned.
+ */
+export async function runApplyStreamed(
+  conn: Connection,
+  plan: Plan,
+  baseDir: string,
+  o: {
+    parallelism: number;
+    policy: OperatorPolicy;
+    allowLocalStoreInCi?: boolean;
+    reporter: ApplyReporter;
+    tally: FleetTally;
+    holdRemovals: boolean;
+    planAgain: (visitor: PartVisitor) => Promise<unknown>;
+    onOutcome?: (o: StreamedOutcome) => void;
+  },
+): Promise<number> {
+  refuseNewRecipients(plan, o.policy);
+  const { reporter } = o;
+  const registry = new StoreRegistry({
+    declarations: plan.stores,
+    baseDir,
+    policy: o.policy,
+    onNotice: (m) => err(`${m}\n`),
+  });
+  // Before the journal, the store checks and any key-issuing request, for the whole fleet (ci-guard.ts).
+  const localInCi = await guardLocalStoresInCi(o.tally.keysPerStore, registry, {
+    allow: Boolean(o.allowLocalStoreInCi),
+    env: process.env,
+  });
+  const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
+  const leaveApply = enterApply({
+    inFlight: () => reporter.inFlight(),
+    drain: () => capture.drain(3000),
+    cutShort: () => reporter.cutShort(),
+  });
+  const pass = new ApplyPass(o.tally, {
+    holdRemovals: o.holdRemovals,
+    applyStep: (part) =>
+      applyJournaled({
+        api: conn.api,
+        plan: part,
+        capture,
+        ownerDir: baseDir,
+        parallelism: o.parallelism,
+        onEvent: (e) => reporter.onEvent(e),
+        signal: interruptSignal,
+        onWarning: (line) => err(`warning: ${line}\n`),
+      }),
+  });
+  let outcome: StreamedOutcome;
+  try {
+    outcome = await pass.run(
+      () => o.planAgain(pass),
+      () => interruptSignal.aborted,
+    );
+  } finally {
+    leaveApply();
+  }
+  const result = outcome.result;
+  if (outcome.notReached > 0)
+    result.stopReason = `${result.stopReason ?? 'the run stopped'}; ${outcome.notReached} part(s) of the plan after it were not applied (the next apply plans them again)`;
+  o.onOutcome?.(outcome);
+  return finishApply(result, { registry, plan, baseDir, reporter, localInCi });
 }
 
 /**
@@ -750,30 +837,48 @@ machine that checks the project out. kms-sync schema prints the schema.`,
           policy: OperatorPolicy,
           live?: LiveState,
           onResult?: (r: ApplyResult) => void,
+          streamed?: {
+            tally: FleetTally;
+            planAgain: (visitor: PartVisitor) => Promise<unknown>;
+            onOutcome: (o: StreamedOutcome) => void;
+          },
         ) => {
           if (reporter.json && describeBlocked(full)) reporter.finish(undefined, 'blocked', EXIT.error);
           stopOnBlocked(full);
-          // The deletion guard (plan/deletion-guard.ts): removal deletes, as Terraform, but not more than --max-deletes at once.
-          const guarded = guardDeletes(full, {
-            pruneRemoved: true,
-            maxDeletes: o.maxDeletes,
-            ...(live ? { live } : {}),
-          });
-          const plan = guarded.plan;
-          if (guarded.held.length) {
+          // The deletion guard (plan/deletion-guard.ts): removal deletes, as Terraform, but not more than
+          // --max-deletes at once; over the whole fleet when it is applied environment by environment.
+          let plan: Plan;
+          let held: string[];
+          let heldReason: string | undefined;
+          if (streamed) {
+            heldReason = streamed.tally.heldReason({ maxDeletes: o.maxDeletes });
+            held = heldReason ? streamed.tally.removals : [];
+            plan = { ...full, summary: { ...full.summary, delete: full.summary.delete - held.length } };
+          } else {
+            const guarded = guardDeletes(full, {
+              pruneRemoved: true,
+              maxDeletes: o.maxDeletes,
+              ...(live ? { live } : {}),
+            });
+            plan = guarded.plan;
+            held = guarded.held.map((op) => op.address);
+            heldReason = guarded.heldReason;
+          }
+          if (held.length) {
             reporter.say(
-              `\nDeletes held: ${guarded.heldReason}. These ${guarded.held.length} are not applied:\n${guarded.held
+              `\nDeletes held: ${heldReason}. These ${held.length} are not applied:\n${held
                 .slice(0, 20)
-                .map((op) => `  - ${op.address}`)
+                .map((a) => `  - ${a}`)
                 .join(
                   '\n',
-                )}${guarded.held.length > 20 ? '\n  - …' : ''}\nThe rest of the plan is applied. To approve the deletes, run again with --max-deletes ${guarded.held.length}.\n`,
+                )}${held.length > 20 ? '\n  - …' : ''}\nThe rest of the plan is applied. To approve the deletes, run again with --max-deletes ${held.length}.\n`,
             );
           }
           const heldExit = () => {
-            if (guarded.held.length) throw new ExitWith(EXIT.error);
+            if (held.length) throw new ExitWith(EXIT.error);
           };
-          if (!hasChanges(plan)) {
+          const operationCount = streamed ? streamed.tally.operations - held.length : plan.operations.length;
+          if (operationCount === 0 && !hasChanges(plan)) {
             heldExit();
             if (saved) reporter.say('Nothing to do.\n');
             if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
@@ -785,7 +890,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
             if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
             throw new ExitWith(EXIT.error);
           }
-          if (plan.operations.length === 0) {
+          if (operationCount === 0) {
             // Only security changes (a store, a recipient, an ${env:} read): recorded, recipients added.
             await settleSecurityChanges(
               new StoreRegistry({ declarations: plan.stores, baseDir, policy, onNotice: (m) => err(`${m}\n`) }),
@@ -797,13 +902,26 @@ machine that checks the project out. kms-sync schema prints the schema.`,
             if (reporter.json) reporter.finish(undefined, 'nothing_to_do', EXIT.ok);
             return;
           }
-          const code = await runApply(conn, plan, baseDir, {
-            parallelism: o.parallelism,
-            policy,
-            ...(onResult ? { onResult } : {}),
-            allowLocalStoreInCi: Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi),
-            reporter: o.json ? reporter : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) }),
-          });
+          const progress = o.json ? reporter : textReporter(() => operationCount, { compact: Boolean(o.compact) });
+          const allowLocalStoreInCi = Boolean(o.allowLocalStore || settings?.allowLocalStoreInCi);
+          const code = streamed
+            ? await runApplyStreamed(conn, plan, baseDir, {
+                parallelism: o.parallelism,
+                policy,
+                allowLocalStoreInCi,
+                reporter: progress,
+                tally: streamed.tally,
+                holdRemovals: held.length > 0,
+                planAgain: streamed.planAgain,
+                onOutcome: streamed.onOutcome,
+              })
+            : await runApply(conn, plan, baseDir, {
+                parallelism: o.parallelism,
+                policy,
+                ...(onResult ? { onResult } : {}),
+                allowLocalStoreInCi,
+                reporter: progress,
+              });
           if (code !== EXIT.ok) throw new ExitWith(code);
           heldExit();
         };
@@ -920,12 +1038,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
               const inventory = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) =>
                 err(`warning: ${line}\n`),
               );
-              const {
-                plan,
-                live,
-                inventory: scan,
-                serviceInventory,
-              } = await planFor(conn, cfg.desired, {
+              const planOptions: PlanOptions = {
                 ...(shard ? { shard } : {}),
                 policy: cfg.policy,
                 prune: Boolean(o.prune),
@@ -939,9 +1052,80 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                 ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir),
                 allowEmpty: Boolean(o.allowEmpty),
                 inventory: inventory.index,
+                // Both passes of a large fleet plan for the same moment (keys' expiry, rotations due).
+                now: new Date(),
+              };
+              // A plan of more than KMS_SYNC_APPLY_HOLD_OPERATIONS operations is not held whole: it is
+              // listed as it is made, confirmed from its totals, and applied environment by environment
+              // (engine/stream-apply.ts); below that, the plan is held and applied as one.
+              const tally = new FleetTally({
+                hold: holdOperationsFrom(process.env),
+                pruneRemoved: true,
+                onStreaming: (parts) => {
+                  if (!o.json && !o.compact)
+                    reporter.say(
+                      '\nkms-sync will perform the following actions (listed environment by environment: the plan is applied that way):\n\n',
+                    );
+                  for (const part of parts) reporter.planned(part.plan.operations);
+                },
+                onPart: (part) => reporter.planned(part.plan.operations),
               });
-              reporter.plan(plan);
+              const {
+                plan,
+                live,
+                inventory: scan,
+                serviceInventory,
+              } = await planFor(conn, cfg.desired, { ...planOptions, parts: tally });
               let result: ApplyResult | undefined;
+              let complete = false;
+              if (tally.streaming) {
+                const whole = { ...plan, summary: { ...tally.summary, unmanaged: plan.summary.unmanaged } };
+                if (o.json) reporter.plan(whole);
+                else reporter.say(renderPlanCompact(whole, tally.table));
+                try {
+                  await applyIt(
+                    conn,
+                    whole,
+                    cfg.baseDir,
+                    false,
+                    cfg.desired.settings,
+                    cfg.policy,
+                    undefined,
+                    undefined,
+                    {
+                      tally,
+                      // The second pass: recovery's notes were said by the first.
+                      planAgain: (visitor) =>
+                        planFor(conn, cfg.desired, { ...planOptions, parts: visitor, notice: () => {} }),
+                      onOutcome: (x) => {
+                        result = x.result;
+                        complete = x.result.failed.length === 0 && !x.result.stopReason;
+                      },
+                    },
+                  );
+                } finally {
+                  // The inventory (engine/inventory.ts) only after a complete run: a run stopped
+                  // part-way has not read or planned every environment again, and leaves the one
+                  // before it (ownership markers still say what is ours; the next apply records it).
+                  if (scan && complete)
+                    for (const line of await keepRunInventory(conn, {
+                      owner,
+                      scan,
+                      serviceRead: serviceInventory,
+                      ...(result ? { result } : {}),
+                      plan: { ...plan, operations: [] },
+                      desired: cfg.desired,
+                      file: inventory.file,
+                    }))
+                      err(`warning: ${line}\n`);
+                  else if (scan)
+                    err(
+                      `warning: the inventory ${inventory.file} was left as it was (the run stopped part-way); the next complete apply writes it\n`,
+                    );
+                }
+                return;
+              }
+              reporter.plan(plan);
               try {
                 await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state, (r) => {
                   result = r;

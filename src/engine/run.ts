@@ -571,6 +571,30 @@ export interface PlanOptions {
    * holds what only the whole load says (the caller loads the whole: streamedOrWhole).
    */
   bodies?: StreamedBodies;
+  /** Each part's plan as it is made (apply environment by environment: engine/stream-apply.ts). */
+  parts?: PartVisitor;
+}
+
+/** One part of a plan made environment by environment: the projects' own (no projectEnv), then each environment's. */
+export interface PlanPartSeen {
+  projectEnv?: string;
+  /** The part's plan, ignore rules applied (what applying it would do). */
+  plan: Plan;
+  /** The live state it was made from. */
+  live: LiveState;
+}
+
+/**
+ * Sees each part of a plan as planFor makes it, before the next environment is read. While
+ * `retain()` is true the whole plan is kept and returned as without a visitor; once it is false,
+ * the parts' operations are let go (kept: warnings, findings, unmanaged resources) and the plan
+ * returned has none: the visitor holds what it needs of them.
+ */
+export interface PartVisitor {
+  visit(part: PlanPartSeen): Promise<void>;
+  retain(): boolean;
+  /** false: no progress line, and nothing after the environments (security changes, store checks): a second pass. */
+  tail?: false;
 }
 
 /** Refuses a configuration in which two keys would write one secret (one key would be lost). */
@@ -707,9 +731,8 @@ export async function planFor(
   const stream = ahead?.stream ?? openScope(conn, desired, Boolean(o.forSaving), o.leaving);
   try {
     const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
-    const planned = await frontEnd().withProgress(conn.api, () =>
-      planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery }),
-    );
+    const streamed = () => planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery });
+    const planned = o.parts?.tail === false ? await streamed() : await frontEnd().withProgress(conn.api, streamed);
     return { ...planned, capture, registry };
   } finally {
     stream.close();
@@ -753,8 +776,26 @@ async function planStreamed(
   const overCapacity: ReturnType<typeof capacityProblems> = [];
   const owned: InventoryEntry[] = [];
   const serviceRead = new Map<string, ServiceInventory>();
+  // Apply environment by environment (o.parts): the operations parts no longer keep, for the store checks.
+  const writes: ReturnType<typeof opWrites>[] = [];
+  let retaining = true;
+  /** A part without its operations (o.parts stopped retaining them), its ignore rules' notes kept. */
+  const stripped = (part: PlanPart): PlanPart => {
+    const shown = o.ignore ? applyIgnoreRules(part.plan, o.ignore) : part.plan;
+    writes.push(shown.operations.flatMap(opWrites));
+    return {
+      plan: { ...shown, operations: [], summary: summarize([], shown.unmanaged) },
+      warningOrder: [
+        ...part.warningOrder,
+        ...shown.warnings
+          .slice(part.plan.warnings.length)
+          .map((w): WarningOrder => [WARNING_PHASE.ignore, w.slice(0, w.indexOf(':'))]),
+      ],
+    };
+  };
 
   const planPart = async (
+    projectEnv: string | undefined,
     d: DesiredState,
     l: LiveState,
     live: PlanLive,
@@ -802,10 +843,22 @@ async function planStreamed(
       ...(o.revokeOld ? { revokeOld: true } : {}),
       ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
     });
-    parts.push({
+    const part: PlanPart = {
       plan,
       warningOrder: plan.warnings.map((w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, keyOf(w)]),
-    });
+    };
+    if (o.parts) {
+      await o.parts.visit({
+        ...(projectEnv !== undefined ? { projectEnv } : {}),
+        plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan,
+        live: l,
+      });
+      if (retaining && !o.parts.retain()) {
+        retaining = false;
+        parts.splice(0, parts.length, ...parts.map(stripped));
+      }
+    }
+    parts.push(retaining ? part : stripped(part));
     return plan;
   };
 
@@ -837,6 +890,7 @@ async function planStreamed(
   };
   const projectLive: LiveState = { ...emptyLiveState(), projects: head.projects };
   await planPart(
+    undefined,
     projectOnly,
     projectLive,
     { state: projectLive, duplicates: [], fingerprints: head.fingerprints },
@@ -875,6 +929,7 @@ async function planStreamed(
     delete d.externalProjects;
     const l: LiveState = live ? live.state : emptyLiveState();
     const plan = await planPart(
+      pe,
       d,
       l,
       { state: l, duplicates: live?.duplicates ?? [], fingerprints: live?.fingerprints ?? {} },
@@ -883,17 +938,27 @@ async function planStreamed(
     );
     if (live) {
       duplicates.push(live.duplicates);
-      keepNamed(kept, live.state, plan);
+      if (retaining) keepNamed(kept, live.state, plan);
+      else kept.templates.push(...live.state.templates);
     }
   }
   // The environments out of scope are checked too, as a whole load checks them.
   const envReferences = bodies ? await bodies.finish() : desired.envReferences;
   performance.mark('kms:read-end');
-  if (overCapacity.length) throw new UsageError(overCapacity.map(describeCapacity).join('\n'));
+  // A second pass (o.parts.tail false) applied its parts already: the first pass said this.
+  if (overCapacity.length && o.parts?.tail !== false)
+    throw new UsageError(overCapacity.map(describeCapacity).join('\n'));
   performance.mark('kms:plan-start');
   const { plan: merged, warningOrder } = mergePlans(parts);
+  if (o.parts?.tail === false) {
+    performance.mark('kms:plan-end');
+    return { plan: merged, live: { state: kept, duplicates: [], fingerprints: {}, projectEnvs: head.projectEnvs } };
+  }
   const storeWarnings = secretCheck
-    ? [...movedSecretWarnings(presence), ...(await storeRefusals(run.capture, merged, registry))]
+    ? [
+        ...movedSecretWarnings(presence),
+        ...(await storeRefusals(run.capture, [...merged.operations.flatMap(opWrites), ...writes.flat()], registry)),
+      ]
     : [];
   merged.warnings.push(...recovery.warnings, ...refusedWarnings, ...presenceWarnings, ...storeWarnings);
   warningOrder.push(...recovery.warnings.map((): WarningOrder => [WARNING_PHASE.recovery, '']));
@@ -1011,7 +1076,10 @@ export async function planForWhole(
     ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
   });
   if (o.secretCheck !== false)
-    warnings.push(...movedSecretWarnings(presence), ...(await storeRefusals(capture, plan, registry)));
+    warnings.push(
+      ...movedSecretWarnings(presence),
+      ...(await storeRefusals(capture, plan.operations.flatMap(opWrites), registry)),
+    );
   plan.warnings.push(...recovery.warnings, ...warnings);
   const security = await securityChanges(registry, desired, owner, o.baseDir, conn.target, o.trustBase);
   if (security.changes.length) plan.security = security.changes;
@@ -1035,10 +1103,14 @@ async function previousStores(
  * What apply would refuse before its first write (journaled-capture.ts checkTargets: a store whose
  * secrets hold another service's keys), said by the plan, in text, JSON and Markdown alike.
  */
-async function storeRefusals(capture: JournaledKeyCapture, plan: Plan, registry: StoreRegistry): Promise<string[]> {
+async function storeRefusals(
+  capture: JournaledKeyCapture,
+  writes: ReturnType<typeof opWrites>,
+  registry: StoreRegistry,
+): Promise<string[]> {
   const refused = (store: string | undefined) => storeContactRefused(registry, store, process.env) !== undefined;
   // A store that cannot be opened or listed is reported by the presence check (or by apply).
-  const found = await capture.targetConflicts(plan.operations.flatMap(opWrites), refused).catch(() => []);
+  const found = await capture.targetConflicts(writes, refused).catch(() => []);
   return found.map((why) => `apply will refuse to issue keys: ${why}`);
 }
 

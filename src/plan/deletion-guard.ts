@@ -40,8 +40,11 @@ export interface GuardedPlan {
   heldReason?: string;
 }
 
-/** Splits a plan's removals into what may run now, what requires pruning, and what the guard holds. */
-export function guardDeletes(plan: Plan, p: DeletePolicy): GuardedPlan {
+/** A plan's removals under a policy: what requires pruning, what would be deleted, and which of those revoke a protected client's key. */
+export function tallyRemovals(
+  plan: Pick<Plan, 'operations'>,
+  p: Pick<DeletePolicy, 'pruneRemoved' | 'live'>,
+): { requiresPruning: Operation[]; deleting: Operation[]; ofProtected: Operation[] } {
   const removals = plan.operations.filter(isRemoval);
   const requiresPruning = p.pruneRemoved
     ? []
@@ -52,23 +55,49 @@ export function guardDeletes(plan: Plan, p: DeletePolicy): GuardedPlan {
   const ofProtected = deleting.filter(
     (op) => op.kind === 'key' && op.live?.clientId !== undefined && protectedClients.has(op.live.clientId),
   );
-  let heldReason: string | undefined;
-  if (!p.approved && deleting.length > p.maxDeletes) {
-    heldReason = `${deleting.length} deletes or revokes exceed the deletion guard (at most ${p.maxDeletes} at once)`;
-  } else if (!p.approved && ofProtected.length > 0) {
-    heldReason = `${ofProtected.length} key(s) of a protected client would be revoked (${ofProtected
-      .slice(0, 3)
-      .map((o) => o.address)
-      .join(', ')})`;
-  }
-  const held = heldReason ? deleting : [];
+  return { requiresPruning, deleting, ofProtected };
+}
+
+/**
+ * Why the guard holds a run's removals (undefined: it does not), from their count and the
+ * addresses of the protected clients' keys among them: over one plan, or over a whole fleet
+ * applied environment by environment (engine/stream-apply.ts).
+ */
+export function heldReason(
+  deleting: number,
+  ofProtected: readonly string[],
+  p: Pick<DeletePolicy, 'maxDeletes' | 'approved'>,
+): string | undefined {
+  if (p.approved) return undefined;
+  if (deleting > p.maxDeletes)
+    return `${deleting} deletes or revokes exceed the deletion guard (at most ${p.maxDeletes} at once)`;
+  if (ofProtected.length > 0)
+    return `${ofProtected.length} key(s) of a protected client would be revoked (${ofProtected.slice(0, 3).join(', ')})`;
+  return undefined;
+}
+
+/** The plan without some of its operations, its summary counted again. */
+export function withoutOperations(plan: Plan, out: ReadonlySet<Operation>): Plan {
+  if (out.size === 0) return plan;
+  const operations = plan.operations.filter((op) => !out.has(op));
+  return { ...plan, operations, summary: summarize(operations, plan.unmanaged) };
+}
+
+/** Splits a plan's removals into what may run now, what requires pruning, and what the guard holds. */
+export function guardDeletes(plan: Plan, p: DeletePolicy): GuardedPlan {
+  const { requiresPruning, deleting, ofProtected } = tallyRemovals(plan, p);
+  const reason = heldReason(
+    deleting.length,
+    ofProtected.map((o) => o.address),
+    p,
+  );
+  const held = reason ? deleting : [];
   const out = new Set([...requiresPruning, ...held]);
   if (out.size === 0) return { plan, requiresPruning, held };
-  const operations = plan.operations.filter((op) => !out.has(op));
   return {
-    plan: { ...plan, operations, summary: summarize(operations, plan.unmanaged) },
+    plan: withoutOperations(plan, out),
     requiresPruning,
     held,
-    ...(heldReason ? { heldReason } : {}),
+    ...(reason ? { heldReason: reason } : {}),
   };
 }

@@ -1,6 +1,7 @@
 // The plan is data (DESIGN.md "Plans"): ordered operations with before/after, field-level diffs
 // and a reason. Every renderer (text, JSON, Markdown) and `apply` read this one object.
 import type { ResourceKind, StoreDeclaration } from '../model/index.js';
+import { OWNER_ID_KEY } from '../model/ownership.js';
 
 export type Action = 'create' | 'update' | 'delete' | 'replace' | 'rotate';
 
@@ -67,6 +68,22 @@ export interface Operation {
    * object moved since (outside), the configuration changed since (pending), or both.
    */
   drift?: 'outside' | 'pending' | 'both';
+}
+
+/**
+ * An operation without its values (before, changes, and of `after` only the owner marker): what a
+ * run's summary counts and names, and what the inventory needs of what it did (plan/inventory.ts
+ * afterApply: live ids, the owner id written). A run over a fleet keeps these, not the operations.
+ */
+export function operationHeader(op: Operation): Operation {
+  const { before: _before, after, changes: _changes, ...head } = op;
+  const owner = (after as { metadata?: Record<string, unknown> } | null)?.metadata?.[OWNER_ID_KEY];
+  return {
+    ...head,
+    before: null,
+    after: owner === undefined ? null : { metadata: { [OWNER_ID_KEY]: owner } },
+    changes: [],
+  };
 }
 
 export interface UnmanagedResource {

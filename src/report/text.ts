@@ -116,6 +116,28 @@ function attributeLines(op: Operation, paint: (s: Style, t: string) => string): 
   });
 }
 
+/** Each operation's block of the plan text (a blank line after each). */
+function operationLines(ops: readonly Operation[], paint: (s: Style, t: string) => string): string[] {
+  const out: string[] = [];
+  for (const op of ops) {
+    const [sym, style] = SYMBOL[op.action];
+    out.push(paint('bold', `  # ${p(op.address)} ${VERB[op.action]}`) + paint('dim', ` (${p(op.reason)})`));
+    out.push(`  ${paint(style, sym)} ${op.kind} "${p(op.address.slice(op.kind.length + 1))}" {`);
+    for (const line of attributeLines(op, paint)) out.push(`      ${line}`);
+    out.push('    }');
+    out.push('');
+  }
+  return out;
+}
+
+/** The plan text's blocks of some operations: a plan listed environment by environment (apply of a large fleet). */
+export function renderOperationsText(ops: readonly Operation[], opts: TextOptions): string {
+  const paint = (s: Style, t: string) => (opts.color ? `${ANSI[s]}${t}${ANSI.reset}` : t);
+  return operationLines(ops, paint)
+    .map((l) => `${l}\n`)
+    .join('');
+}
+
 export function renderPlanText(plan: Plan, opts: TextOptions): string {
   const paint = (s: Style, t: string) => (opts.color ? `${ANSI[s]}${t}${ANSI.reset}` : t);
   const out: string[] = [];
@@ -137,14 +159,7 @@ export function renderPlanText(plan: Plan, opts: TextOptions): string {
   } else {
     out.push('kms-sync will perform the following actions:');
     out.push('');
-    for (const op of plan.operations) {
-      const [sym, style] = SYMBOL[op.action];
-      out.push(paint('bold', `  # ${p(op.address)} ${VERB[op.action]}`) + paint('dim', ` (${p(op.reason)})`));
-      out.push(`  ${paint(style, sym)} ${op.kind} "${p(op.address.slice(op.kind.length + 1))}" {`);
-      for (const line of attributeLines(op, paint)) out.push(`      ${line}`);
-      out.push('    }');
-      out.push('');
-    }
+    out.push(...operationLines(plan.operations, paint));
   }
   // Findings the plan acts on show as operations; the others (a secret not held, a key expiring
   // without auto-rotation) are said here, so a plan with no changes still tells about them.

@@ -46,7 +46,14 @@ export const cliCommand = (args: string[]) => [process.execPath, cliPath, ...arg
  */
 export function runInTty(
   commandLine: string,
-  opts: { cwd: string; env: NodeJS.ProcessEnv; answer?: string; prompt?: RegExp },
+  opts: {
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    answer?: string;
+    prompt?: RegExp;
+    /** Done once the prompt appears, before the answer is typed (a change made while the run waits). */
+    beforeAnswer?: () => Promise<void>;
+  },
 ): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     let output = '';
@@ -75,8 +82,11 @@ export function runInTty(
       output += d.toString();
       if (!answered && opts.answer !== undefined && (opts.prompt ?? /accepted: |to confirm/).test(output)) {
         answered = true;
-        child.stdin!.write(`${opts.answer}\n`);
-        setTimeout(() => child.stdin!.end(), 500);
+        const answer = opts.answer;
+        void (opts.beforeAnswer?.() ?? Promise.resolve()).then(() => {
+          child.stdin!.write(`${answer}\n`);
+          setTimeout(() => child.stdin!.end(), 500);
+        });
       }
     });
     if (opts.answer === undefined) child.stdin!.end();

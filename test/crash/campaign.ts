@@ -124,6 +124,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignReport> {
     SOPS_AGE_KEY_FILE: keyFile,
     KMS_SYNC_ALLOW_LOCAL_STORE: '1',
     KMS_SYNC_TEST_TRACE: trace.file,
+    // KMS_SYNC_APPLY_HOLD_OPERATIONS=0: every apply goes environment by environment (engine/stream-apply.ts).
+    ...(process.env.KMS_SYNC_APPLY_HOLD_OPERATIONS
+      ? { KMS_SYNC_APPLY_HOLD_OPERATIONS: process.env.KMS_SYNC_APPLY_HOLD_OPERATIONS }
+      : {}),
   };
   const report: CampaignReport = {
     ...newFigures('apply/rotate campaign', o.seed),
