@@ -4,11 +4,12 @@ import { patient } from './test/support/patience.js';
 import { SlowFirstSequencer } from './test/support/sequencer.js';
 
 const CORES = availableParallelism();
-// One test file more than there are cores (at least 2). A test file keeps about three quarters of a
-// core busy: the rest of its time it waits on the processes it starts (the CLI, terraform and its
-// provider, the agent, git, npm), on timers and on fsync. With one file per core, CI's two cores
-// stayed partly idle (117 files that took 866 s of file time there used about 620 s of CPU in
-// another run); one more file fills them. `--maxWorkers=N` sets another number for one run.
+// One test file more than there are cores (at least 2). The heaviest files keep a core busy while they
+// run (terraform and its provider, npm, the crash campaigns), but many others wait a good part of
+// their time on the processes they start, on timers and on fsync: with one file per core those waits
+// left CPU idle, which one more file fills. Where every file is busy, the extra file only makes each
+// one take longer, which the limits allow for (LIMIT, and patient() in the tests). `--maxWorkers=N`
+// sets another number for one run.
 const WORKERS = Math.max(2, CORES + 1);
 const LIMIT = Math.round(patient(60_000) * Math.max(1, WORKERS / CORES));
 
