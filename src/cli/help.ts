@@ -43,6 +43,9 @@ const ENV_GROUPS = {
   planStores: [
     ['KMS_SYNC_PLAN_STORES', 'all, local or none: which stores a plan may contact (untrusted pull requests)'],
   ],
+  configWhole: [
+    ['KMS_SYNC_CONFIG_WHOLE', '1: load the configuration whole first (default: environment by environment)'],
+  ],
   ci: [
     ['CI', 'a CI job: log lines instead of a progress line; keys into a local store file refused'],
     ['KMS_SYNC_ALLOW_LOCAL_STORE', '1: allow them anyway (or --allow-local-store)'],
@@ -120,7 +123,7 @@ const ENTRIES: Record<string, HelpEntry> = {
   },
   plan: {
     service: true,
-    env: [...CONFIG_READERS, 'ci', 'trustBase', 'comment'],
+    env: [...CONFIG_READERS, 'configWhole', 'ci', 'trustBase', 'comment'],
     docs: 'cli.md#plan',
     exit: EXIT_PLAN,
     examples: ['kms-sync plan -f config/ --env "acme-*"', 'kms-sync plan --out plan.json && kms-sync apply plan.json'],
