@@ -45,7 +45,7 @@ import type { GitSource } from './source.js';
 import { windowOpen, type SyncWindow } from './windows.js';
 import type { DeleteApprovals } from './approvals.js';
 import { isHeal, type HealHistory } from './heals.js';
-import { keepInventory, readInventory } from '../engine/inventory.js';
+import { keepInventory, keepServiceInventory, readInventory } from '../engine/inventory.js';
 import { InventoryIndex, type Inventory, type InventoryScan } from '../plan/inventory.js';
 import type { ReconcileHistory } from './history.js';
 import {
@@ -728,8 +728,20 @@ export class Reconciler {
       if (this.o.syncedFile) await atomicWriteFile(this.o.syncedFile, `${good.revision}\n`);
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
-    if (planned.inventory && !signal.aborted)
+    if (planned.inventory && !signal.aborted) {
       await this.keepInventory(inventory, planned.inventory, good, planned.plan, owner);
+      // The service's copy too, as the CLI's apply keeps it (engine/inventory.ts), under the run lock
+      // (never in detect, which writes nothing): a CLI run of the same owner knows what it holds.
+      if (runLocked && open)
+        for (const line of await keepServiceInventory(
+          this.o.conn.api,
+          owner,
+          planned.inventory,
+          planned.serviceInventory ?? new Map(),
+          this.o.now?.() ?? new Date(),
+        ))
+          log.warn(this.clean(line));
+    }
     await this.checkJournal(record, planned.capture.journal, planned.plan.warnings);
   }
 

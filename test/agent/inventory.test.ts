@@ -109,6 +109,13 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
         (await client('alpha')).id,
       );
       expect((await sync.get('/')).text).toMatch(/id="inventory-count">\d+ resource\(s\) owned/);
+      // The service's copy too (engine/inventory.ts), as the CLI's apply keeps it: one record holding alpha.
+      const records = async () =>
+        ((await f.emu.call('GET', `/endpoint?project_env=${ENV}&limit=100`)) as any).data.filter((e: any) =>
+          e.path.startsWith('/__kms-sync/inventory/'),
+        );
+      expect(await waitFor(async () => (await records()).length === 1, 20_000)).toBe(true);
+      expect((await records())[0].metadata).toMatchObject({ owner: OWNER, 'kms-sync/record': 'inventory' });
 
       // A dashboard replaces alpha's metadata map: the markers are gone.
       const alpha = await client('alpha');
