@@ -46,6 +46,8 @@ function parseArgs(argv) {
     else if (a === '--full-baseline') o.fullBaseline = true;
     else if (a === '--fleet-full') o.fleetFull = true;
     else if (a === '--cli') o.cli = path.resolve(value());
+    else if (a === '--provider') o.provider = path.resolve(value());
+    else if (a === '--tf-clients') o.tfClients = Number(value());
     else if (a === '--json') o.json = true;
     else if (a === '--runs') o.runs = Number(value());
     else if (a === '--latency-ms') o.latencyMs = Number(value());
@@ -54,7 +56,8 @@ function parseArgs(argv) {
     else if (a === '--out') o.out = path.resolve(value());
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n',
+        'usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n' +
+          '       scenario 11: [--tf-clients N] [--provider OTHER_BUILD/dist/provider/bin.js] (timed beside this build)\n',
       );
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
@@ -215,7 +218,7 @@ const scenarios = [
     title: `terraform plan, ${size(1_000, 20).toLocaleString('en')} kms_client vs terraform_data`,
     mode: 'terraform',
     runs: runsFor(5),
-    env: { project: 'tfbench', type: 'production', clients: size(1_000, 20) },
+    env: { project: 'tfbench', type: 'production', clients: opts.tfClients ?? size(1_000, 20) },
     targets: { maxRatio: 1.3 },
   },
   {
@@ -483,23 +486,46 @@ const modes = {
       clients: s.env.clients,
       owner: BENCH_OWNER,
     });
+    // --provider: another build's provider, on its own project of the same service, timed beside this one.
+    const other = opts.provider
+      ? await terraformSideBySide({
+          bin,
+          dir: scratch(),
+          providerBin: opts.provider,
+          service: { url: emu.url, apiKey: API_KEY },
+          clients: s.env.clients,
+          owner: BENCH_OWNER,
+          slug: 'tfbench-other',
+          withData: false,
+        })
+      : undefined;
     const kms = [];
     const data = [];
-    // Alternating, so that a change of the machine's load weighs on both alike.
+    const otherKms = [];
+    // Alternating, so that a change of the machine's load weighs on all alike.
     for (let i = 0; i < warmups + s.runs; i++) {
       const d = await side.planData();
       const k = await side.planKms();
+      const o = other ? await other.planKms() : undefined;
       if (i >= warmups) {
         data.push(d.wallMs);
         kms.push(k.wallMs);
+        if (o) otherKms.push(o.wallMs);
       }
     }
     const ratio = median(kms) / median(data);
+    if (other)
+      log(
+        `  11. other provider (${opts.provider}): ${round(median(otherKms))} ms (runs ${otherKms.map(round).join(', ')}), ${(median(otherKms) / median(data)).toFixed(2)}× terraform_data; this build ${round(median(kms))} ms (runs ${kms.map(round).join(', ')}), terraform_data ${round(median(data))} ms (runs ${data.map(round).join(', ')})`,
+      );
     const runs = kms.map((wallMs) => ({ wallMs, cpuMs: 0, maxRssKB: 0, phases: {}, requests: {}, totalRequests: 0 }));
     return {
       runs,
       extra: {
         terraformData: { wallMs: round(median(data)), runs: data.map(round) },
+        ...(other
+          ? { otherProvider: { bin: opts.provider, wallMs: round(median(otherKms)), runs: otherKms.map(round) } }
+          : {}),
         ratio: { time: Math.round(ratio * 1e4) / 1e4 },
         meetsRatio: ratio <= s.targets.maxRatio,
       },

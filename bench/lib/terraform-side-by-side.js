@@ -17,9 +17,19 @@ export { findTerraform };
 
 /**
  * Two working directories under `dir`, initialised and applied: `kms` (N kms_client of one
- * environment) and `data` (N terraform_data). Returns the timed plan of each.
+ * environment of project `slug`) and `data` (N terraform_data; not with `withData: false`).
+ * Returns the timed plan of each.
  */
-export async function terraformSideBySide({ bin, dir, providerBin, service, clients, owner }) {
+export async function terraformSideBySide({
+  bin,
+  dir,
+  providerBin,
+  service,
+  clients,
+  owner,
+  slug = 'tfbench',
+  withData = true,
+}) {
   const env = offlineTerraformEnv({ root: dir, providerBin, service });
   const run = (cwd, args, extraEnv = {}) =>
     new Promise((resolve, reject) => {
@@ -58,7 +68,7 @@ export async function terraformSideBySide({ bin, dir, providerBin, service, clie
 provider "kms" {
   owner = "${owner}"
 }
-${hclProjectEnvironment({ slug: 'tfbench', name: 'TF bench', type: 'production', url: 'https://tfbench.example' })}
+${hclProjectEnvironment({ slug, name: 'TF bench', type: 'production', url: `https://${slug}.example` })}
 resource "kms_template" "t" {
   project_env    = kms_environment.e.project_env
   name           = "std"
@@ -70,7 +80,7 @@ ${resources.join('')}`,
   const data3 = [];
   for (let i = 0; i < 3 + clients; i++) data3.push(`resource "terraform_data" "r${i}" {\n  input = "r${i}"\n}\n`);
   writeFileSync(path.join(data, 'main.tf'), data3.join(''));
-  for (const cwd of [kms, data]) {
+  for (const cwd of withData ? [kms, data] : [kms]) {
     await run(cwd, ['init']);
     await run(cwd, ['apply', '-auto-approve', '-parallelism=10']);
   }

@@ -11,7 +11,7 @@ import { dataSourceTypes, ephemeralResourceTypes, resourceTypes } from './resour
 import { ImportIdError, known, PartialApplyError, type ResourceType } from './resources/types.js';
 import { loadSchemas, protoSchema, valueType, writeOnlyAttributes, type ProviderSchemas } from './schema.js';
 import { validateTimeouts, withTimeout } from './timeouts.js';
-import { fromDynamic, decodeJson, toDynamic, type DynamicValue } from './values/codec.js';
+import { fromDynamic, decodeJson, jsonFitsType, toDynamic, type DynamicValue } from './values/codec.js';
 import {
   containsUnknown,
   isUnknown,
@@ -90,25 +90,39 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
   /** Identity of a state or plan for the log: its `id` (the import id), never another attribute. */
   const idOf = (o: TfObject | null | undefined) => (o && typeof o.id === 'string' ? o.id : undefined);
 
-  const resource = (
-    name: string,
-  ): { rt: ResourceType; schema: JsonSchema; type: CtyType; state: (v: TfObject | null) => { msgpack: Buffer } } => {
-    const rt = resourceTypes[name];
-    const schema = schemas.resources[name];
+  interface ResourceEntry {
+    rt: ResourceType;
+    schema: JsonSchema;
+    type: CtyType;
+    /** Write-only attributes: null in every state and plan the provider answers (Terraform rejects anything else). */
+    writeOnly: string[];
+    computed: string[];
+    state: (v: TfObject | null) => { msgpack: Buffer };
+  }
+  // Built once per resource type: every RPC of a plan looks its type up.
+  const resourceEntries = new Map<string, ResourceEntry>();
+  const resource = (name: string): ResourceEntry => {
+    const cached = resourceEntries.get(name);
+    if (cached) return cached;
+    const rt = Object.hasOwn(resourceTypes, name) ? resourceTypes[name] : undefined;
+    const schema = Object.hasOwn(schemas.resources, name) ? schemas.resources[name] : undefined;
     if (!rt || !schema)
       throw new DiagnosticError(
         `Unknown resource type ${name}`,
         `terraform-provider-kms knows ${Object.keys(resourceTypes).join(', ')}`,
       );
     const type = valueType(schema);
-    // Write-only attributes are null in every state and plan the provider answers (Terraform rejects anything else).
     const wo = writeOnlyAttributes(schema);
-    return {
+    const entry: ResourceEntry = {
       rt,
       schema,
       type,
+      writeOnly: wo,
+      computed: computedAttributes(schema),
       state: (v) => toDynamic(v && wo.length ? { ...v, ...Object.fromEntries(wo.map((a) => [a, null])) } : v, type),
     };
+    resourceEntries.set(name, entry);
+    return entry;
   };
   const ephemeral = (name: string) => {
     const er = ephemeralResourceTypes[name];
@@ -193,12 +207,12 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       client_capabilities?: { write_only_attributes_allowed?: boolean };
     }) =>
       guarded(async (d) => {
-        const { rt, schema, type } = resource(req.type_name);
+        const { rt, type, writeOnly } = resource(req.type_name);
         const config = fromDynamic(req.config, type) as TfObject;
         // A Terraform that does not know write-only attributes (< 1.11) would store their value in
         // the plan and state: refused, before anything is planned.
         if (!req.client_capabilities?.write_only_attributes_allowed) {
-          for (const a of writeOnlyAttributes(schema)) {
+          for (const a of writeOnly) {
             if (config[a] !== null && config[a] !== undefined) {
               d.error(
                 'Write-only attribute needs Terraform >= 1.11',
@@ -228,7 +242,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       raw_state: { json?: Buffer; flatmap?: Record<string, string> };
     }) =>
       guarded(async () => {
-        const { schema, type, state } = resource(req.type_name);
+        const { schema, type, state, writeOnly } = resource(req.type_name);
         if (req.version > (schema.version ?? 0)) {
           throw new DiagnosticError(
             'State written by a newer provider',
@@ -240,6 +254,16 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
             'State has no JSON form',
             `${req.type_name}: only JSON state (Terraform >= 0.12) can be read`,
           );
+        // State of today's version whose JSON is exactly today's type, write-only attributes null
+        // (every state this provider wrote): Terraform reads the same bytes back, nothing to convert.
+        const raw: unknown = JSON.parse(Buffer.from(req.raw_state.json).toString('utf8'));
+        if (
+          req.version === (schema.version ?? 0) &&
+          raw !== null &&
+          jsonFitsType(raw, type) &&
+          writeOnly.every((a) => (raw as TfObject)[a] === null)
+        )
+          return { upgraded_state: { json: req.raw_state.json } };
         // Version 0 is the only one so far: the JSON is read against today's type (attributes that
         // no longer exist are dropped, new ones start null).
         return { upgraded_state: state(decodeJson(req.raw_state.json, type) as TfObject | null) };
@@ -275,7 +299,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
       config: DynamicValue;
     }) =>
       guarded(async (d) => {
-        const { rt, schema, type, state } = resource(req.type_name);
+        const { rt, type, state, computed } = resource(req.type_name);
         const prior = fromDynamic(req.prior_state, type) as TfObject | null;
         const proposed = fromDynamic(req.proposed_new_state, type) as TfObject | null;
         const config = fromDynamic(req.config, type) as TfObject | null;
@@ -308,8 +332,7 @@ export function createProvider(opts: ProviderOptions): ProviderImplementation {
         const attrs = (type as ['object', Record<string, CtyType>])[1];
         let planned: TfObject = { ...proposed };
         const unknownComputed = () => {
-          for (const a of computedAttributes(schema))
-            if (config?.[a] === null || config?.[a] === undefined) planned[a] = UNKNOWN;
+          for (const a of computed) if (config?.[a] === null || config?.[a] === undefined) planned[a] = UNKNOWN;
           planned = { ...planned, ...rt.planKnown?.(planned) };
         };
         if (prior === null) {

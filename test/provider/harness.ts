@@ -115,6 +115,19 @@ export class ProviderProcess {
     });
   }
 
+  /** A call by path with raw message bytes (a method the service may not have): the gRPC error, or null. */
+  rawCall(methodPath: string, message: Buffer = Buffer.alloc(0)): Promise<grpc.ServiceError | null> {
+    return new Promise((resolve) => {
+      this.client.makeUnaryRequest(
+        methodPath,
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        message,
+        (e: grpc.ServiceError | null) => resolve(e),
+      );
+    });
+  }
+
   /** GRPCController.Shutdown, as Terraform ends a provider; resolves with the exit code. */
   async shutdown(): Promise<number | null> {
     await new Promise<void>((resolve, reject) =>

@@ -244,6 +244,63 @@ describe('a provider started like Terraform starts it', () => {
     expect(errors(newer.diagnostics)[0]?.summary).toBe('State written by a newer provider');
   });
 
+  it('hands a state of the current schema back as the same JSON, and converts any other', async () => {
+    // Exactly today's type (every attribute, dynamic values as {value,type}, the timeouts block):
+    // Terraform reads the same bytes back, nothing is converted.
+    const exact: Record<string, unknown> = {
+      ...obj('kms_client', {
+        id: 'acme-production/globex',
+        project_env: 'acme-production',
+        name: 'globex',
+        template: 'std',
+        ip_whitelist: ['10.0.0.0/8'],
+        metadata: { value: { team: 'x' }, type: ['object', { team: 'string' }] },
+        client_uuid: 'c-1',
+      }),
+      timeouts: null,
+    };
+    const bytes = Buffer.from(JSON.stringify(exact));
+    const same = await p.call('UpgradeResourceState', {
+      type_name: 'kms_client',
+      version: 0,
+      raw_state: { json: bytes },
+    });
+    expect(errors(same.diagnostics)).toEqual([]);
+    expect(same.upgraded_state.msgpack.length).toBe(0);
+    expect(Buffer.compare(same.upgraded_state.json, bytes)).toBe(0);
+    // A missing attribute is converted as before (it starts null); a value of the wrong type is
+    // still reported, not handed back.
+    const { client_uuid: _gone, ...missing } = exact;
+    const converted = await p.call('UpgradeResourceState', {
+      type_name: 'kms_client',
+      version: 0,
+      raw_state: { json: Buffer.from(JSON.stringify(missing)) },
+    });
+    expect(errors(converted.diagnostics)).toEqual([]);
+    expect(converted.upgraded_state.json.length).toBe(0);
+    expect(unmp(converted.upgraded_state)).toMatchObject({ name: 'globex', client_uuid: null });
+    for (const raw of [
+      { ...exact, metadata: { value: { team: 1 }, type: ['object', { team: 'string' }] } },
+      { ...exact, ip_whitelist: 'not-a-set' },
+    ]) {
+      const res = await p.call('UpgradeResourceState', {
+        type_name: 'kms_client',
+        version: 0,
+        raw_state: { json: Buffer.from(JSON.stringify(raw)) },
+      });
+      expect(errors(res.diagnostics).length).toBe(1);
+      expect(res.upgraded_state).toBeNull();
+    }
+  });
+
+  it('answers a method it does not know with UNIMPLEMENTED, and keeps serving', async () => {
+    const e = await p.rawCall('/tfplugin6.Provider/NoSuchMethod');
+    expect(e?.code).toBe(grpc.status.UNIMPLEMENTED);
+    const garbage = await p.rawCall('/tfplugin6.Provider/GetMetadata', Buffer.from([0xff, 0xff, 0xff]));
+    expect(garbage?.code).toBe(grpc.status.INTERNAL);
+    expect((await p.call('GetMetadata')).resources.length).toBeGreaterThan(0);
+  });
+
   it('configures from the environment and reports a missing URL at the attribute', async () => {
     const empty = { url: null, api_key: null, owner: null, base_dir: null, secret_store: dyn([]) };
     expect(

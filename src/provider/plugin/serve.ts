@@ -1,9 +1,9 @@
 // The go-plugin side of a Terraform provider: protocol negotiation, AutoMTLS, the gRPC server
 // with the provider and go-plugin's own services, the one handshake line on stdout, shutdown.
-// This module is on the start-up path: it imports gRPC and nothing of kms-sync's engine (the
+// This module is on the start-up path: it imports the gRPC server and nothing of kms-sync's engine (the
 // provider implementation is loaded by `loadProvider` right after the handshake).
-import * as grpc from '@grpc/grpc-js';
 import { makeServerCertificate } from './certificate.js';
+import { GrpcError, GrpcServer, GrpcStatus, type ServerStream, type TlsOptions } from './grpc-server.js';
 import { loadProtocol } from './protocol.js';
 
 /** The one protocol version this provider speaks. */
@@ -47,11 +47,8 @@ export function negotiateVersion(offer: string | undefined): number {
 }
 
 /** Host ports from PLUGIN_MIN_PORT/PLUGIN_MAX_PORT when set (as go-plugin honours them), else any free port. */
-async function bind(server: grpc.Server, creds: grpc.ServerCredentials, env: NodeJS.ProcessEnv): Promise<number> {
-  const listen = (port: number) =>
-    new Promise<number>((resolve, reject) =>
-      server.bindAsync(`127.0.0.1:${port}`, creds, (e, p) => (e ? reject(e) : resolve(p))),
-    );
+async function bind(server: GrpcServer, tls: TlsOptions | undefined, env: NodeJS.ProcessEnv): Promise<number> {
+  const listen = (port: number) => server.listen(port, tls);
   const min = Number(env.PLUGIN_MIN_PORT || 0);
   const max = Number(env.PLUGIN_MAX_PORT || 0);
   if (!min && !max) return listen(0);
@@ -80,63 +77,61 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   // accept only that client. Without one (a host that manages TLS itself, or a debugger) the
   // server is plain, as go-plugin's is.
   const clientCert = env.PLUGIN_CLIENT_CERT;
-  let creds = grpc.ServerCredentials.createInsecure();
+  let tls: TlsOptions | undefined;
   let certField = '';
   if (clientCert) {
     const own = makeServerCertificate();
-    creds = grpc.ServerCredentials.createSsl(
-      Buffer.from(clientCert),
-      [{ cert_chain: Buffer.from(own.certPem), private_key: Buffer.from(own.keyPem) }],
-      true,
-    );
+    tls = { cert: Buffer.from(own.certPem), key: Buffer.from(own.keyPem), clientCa: Buffer.from(clientCert) };
     certField = own.der.toString('base64').replace(/=+$/, '');
   }
 
-  const server = new grpc.Server({
-    'grpc.max_receive_message_length': 256 * 1024 * 1024,
-    'grpc.max_send_message_length': 256 * 1024 * 1024,
-  });
+  const server = new GrpcServer(256 * 1024 * 1024);
   let provider: Promise<ProviderImplementation> | undefined;
   const getProvider = () => (provider ??= opts.loadProvider());
 
   // tfplugin6.Provider: every declared RPC goes to the implementation; a missing one answers UNIMPLEMENTED.
   const service = proto.provider;
-  const handlers: grpc.UntypedServiceImplementation = {};
+  const handlers: Record<string, (request: unknown) => Promise<unknown>> = {};
   // RPCs in flight, so that a host that went away (killed) still lets them finish.
   const inFlight = new Set<Promise<unknown>>();
+  let impl: ProviderImplementation | undefined;
+  const call = async (name: string, request: unknown) => {
+    if (!impl) {
+      try {
+        impl = await getProvider();
+      } catch (e) {
+        throw new GrpcError(GrpcStatus.INTERNAL, `the provider failed to load: ${errorText(e)}`);
+      }
+    }
+    const fn = impl[name];
+    if (!fn) throw new GrpcError(GrpcStatus.UNIMPLEMENTED, `${name} is not implemented by terraform-provider-kms`);
+    try {
+      return await fn(request);
+    } catch (e) {
+      // Terraform shows a gRPC error as "Plugin error"; our own failures travel as diagnostics instead.
+      throw new GrpcError(GrpcStatus.INTERNAL, errorText(e));
+    }
+  };
   for (const name of Object.keys(service)) {
-    handlers[name] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      const running = getProvider().then(
-        async (impl) => {
-          const fn = impl[name];
-          if (!fn)
-            return callback({
-              code: grpc.status.UNIMPLEMENTED,
-              details: `${name} is not implemented by terraform-provider-kms`,
-            });
-          try {
-            callback(null, await fn(call.request));
-          } catch (e) {
-            // Terraform shows a gRPC error as "Plugin error"; our own failures travel as diagnostics instead.
-            callback({ code: grpc.status.INTERNAL, details: errorText(e) });
-          }
-        },
-        (e: unknown) =>
-          callback({ code: grpc.status.INTERNAL, details: `the provider failed to load: ${errorText(e)}` }),
-      );
+    handlers[name] = (request: unknown) => {
+      const running = call(name, request);
       inFlight.add(running);
-      void running.finally(() => inFlight.delete(running));
+      void running.then(
+        () => inFlight.delete(running),
+        () => inFlight.delete(running),
+      );
+      return running;
     };
   }
   server.addService(service, handlers);
 
-  const stdioStreams = new Set<grpc.ServerWritableStream<unknown, unknown>>();
+  const stdioStreams = new Set<ServerStream>();
   server.addService(proto.stdio, {
     // Our output goes to stderr, which the host reads directly; the stream stays open and quiet
     // until shutdown, as the host expects it to.
-    StreamStdio: (call: grpc.ServerWritableStream<unknown, unknown>) => {
-      stdioStreams.add(call);
-      call.on('cancelled', () => stdioStreams.delete(call));
+    StreamStdio: (_request: unknown, stream: ServerStream) => {
+      stdioStreams.add(stream);
+      stream.onCancel(() => stdioStreams.delete(stream));
     },
   });
 
@@ -155,16 +150,14 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
       });
     }));
   server.addService(proto.controller, {
-    Shutdown: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => {
-      callback(null, {});
+    Shutdown: () => {
       setImmediate(() => void shutdown());
+      return {};
     },
   });
-  server.addService(proto.health, {
-    Check: (_call: unknown, callback: grpc.sendUnaryData<unknown>) => callback(null, { status: 'SERVING' }),
-  });
+  server.addService(proto.health, { Check: () => ({ status: 'SERVING' }) });
 
-  const port = await bind(server, creds, env);
+  const port = await bind(server, tls, env);
   const handshake = `${CORE_PROTOCOL_VERSION}|${version}|tcp|127.0.0.1:${port}|grpc|${certField}`;
   (opts.writeHandshake ?? ((line) => process.stdout.write(`${line}\n`)))(handshake);
   // Start loading the implementation while the host connects.
