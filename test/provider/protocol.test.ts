@@ -4,7 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
-import { DESCRIPTOR_FILE, PROTOCOL_DIR, PROTOCOL_FILES } from '../../src/provider/plugin/protocol.js';
+import { DESCRIPTOR_FILE, loadProtocol, PROTOCOL_DIR, PROTOCOL_FILES } from '../../src/provider/plugin/protocol.js';
 
 /** Field names as written (snake_case): the provider's messages use them. */
 const parse = () =>
@@ -33,5 +33,88 @@ describe('plugin protocol descriptor', () => {
     expect(field('tfplugin6.GetProviderSchema.Response', 'server_capabilities')).toBe(6);
     expect(field('tfplugin6.ValidateProviderConfig.Response', 'diagnostics')).toBe(2);
     expect(Object.keys(root.lookupService('tfplugin6.Provider').methods)).toContain('ApplyResourceChange');
+  });
+
+  it('encodes and decodes as the fully parsed protocol does (its types resolve on first use)', () => {
+    const root = parse();
+    const provider = loadProtocol().provider as unknown as Record<
+      string,
+      {
+        requestSerialize: (o: object) => Buffer;
+        responseSerialize: (o: object) => Buffer;
+        responseDeserialize: (b: Buffer) => unknown;
+      }
+    >;
+    const full = (type: string, o: object) => {
+      const t = root.lookupType(type);
+      return Buffer.from(t.encode(t.fromObject(o)).finish());
+    };
+    const steps = [{ attribute_name: 'name' }, { element_key_int: 3 }, { element_key_string: 'k' }];
+    const diagnostics = [{ severity: 'WARNING', summary: 's', detail: 'd', attribute: { steps } }];
+    const cases: [string, 'request' | 'response', string, object][] = [
+      [
+        'PlanResourceChange',
+        'response',
+        'tfplugin6.PlanResourceChange.Response',
+        {
+          planned_state: { msgpack: Buffer.from([0x81, 0xa1, 0x61, 0x01]) },
+          requires_replace: [{ steps }],
+          diagnostics,
+        },
+      ],
+      [
+        'UpgradeResourceState',
+        'response',
+        'tfplugin6.UpgradeResourceState.Response',
+        {
+          upgraded_state: { json: Buffer.from('{"a":1}') },
+          diagnostics: [],
+        },
+      ],
+      [
+        'UpgradeResourceState',
+        'request',
+        'tfplugin6.UpgradeResourceState.Request',
+        {
+          type_name: 'kms_client',
+          version: 3,
+          raw_state: { json: Buffer.from('{}'), flatmap: { a: 'b' } },
+        },
+      ],
+      [
+        'GetProviderSchema',
+        'response',
+        'tfplugin6.GetProviderSchema.Response',
+        {
+          provider: {
+            version: 1,
+            block: {
+              attributes: [{ name: 'a', type: Buffer.from('"string"'), required: true, description_kind: 'MARKDOWN' }],
+              block_types: [{ type_name: 'b', nesting: 'LIST', min_items: 1, max_items: 2, block: { version: 0 } }],
+            },
+          },
+          resource_schemas: { x: { version: 2 } },
+          server_capabilities: { plan_destroy: true },
+          diagnostics,
+        },
+      ],
+      [
+        'ReadResource',
+        'request',
+        'tfplugin6.ReadResource.Request',
+        {
+          type_name: 't',
+          current_state: { msgpack: Buffer.from([0xc0]) },
+          private: Buffer.from('p'),
+          client_capabilities: { deferral_allowed: true, write_only_attributes_allowed: true },
+        },
+      ],
+    ];
+    for (const [method, side, type, message] of cases) {
+      const def = provider[method]!;
+      const bytes = side === 'request' ? def.requestSerialize(message) : def.responseSerialize(message);
+      expect(bytes.equals(full(type, message)), `${type} encodes as the parsed protocol does`).toBe(true);
+      if (side === 'response') expect(def.responseDeserialize(bytes)).toMatchObject(message);
+    }
   });
 });
