@@ -67,6 +67,15 @@ function frame(message: Buffer): Buffer {
   return out;
 }
 
+/** The trailers of a call that succeeded (the stream may have been reset meanwhile: then nothing is sent). */
+function sendOk(stream: http2.ServerHttp2Stream): void {
+  try {
+    stream.sendTrailers({ 'grpc-status': '0' });
+  } catch {
+    // reset by the client
+  }
+}
+
 export class GrpcServer {
   private readonly methods = new Map<string, { def: MethodDefinition; unary?: UnaryHandler; stream?: StreamHandler }>();
   private server: http2.Http2Server | http2.Http2SecureServer | undefined;
@@ -198,7 +207,7 @@ export class GrpcServer {
             );
           if (stream.destroyed || stream.closed) return;
           stream.respond(GRPC_HEADERS, { waitForTrailers: true });
-          stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+          stream.once('wantTrailers', () => sendOk(stream));
           stream.end(frame(bytes));
         },
         (e: unknown) =>
@@ -208,6 +217,8 @@ export class GrpcServer {
             e instanceof Error ? e.message : String(e),
           ),
       )
+      // A connection that dropped while the answer was on its way: nothing left to tell.
+      .catch(() => undefined)
       .finally(done);
   }
 
@@ -217,8 +228,9 @@ export class GrpcServer {
     handler: StreamHandler,
     request: unknown,
   ) {
+    if (stream.destroyed || stream.closed) return;
     stream.respond(GRPC_HEADERS, { waitForTrailers: true });
-    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    stream.once('wantTrailers', () => sendOk(stream));
     let ended = false;
     handler(request, {
       write: (message) => {
@@ -243,12 +255,16 @@ export class GrpcServer {
       stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
       return;
     }
-    stream.respond(
-      { ...GRPC_HEADERS, 'grpc-status': String(code), 'grpc-message': encodeMessage(details) },
-      { endStream: true },
-    );
-    // The rest of a request we refused is not read.
-    stream.resume();
+    try {
+      stream.respond(
+        { ...GRPC_HEADERS, 'grpc-status': String(code), 'grpc-message': encodeMessage(details) },
+        { endStream: true },
+      );
+      // The rest of a request we refused is not read.
+      stream.resume();
+    } catch {
+      // The connection went away meanwhile.
+    }
   }
 
   /** Stops accepting connections, lets the calls in flight answer, then closes every session. */
