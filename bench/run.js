@@ -215,7 +215,7 @@ const scenarios = [
     // `terraform plan` of the same number of resources, each on its applied state. Needs terraform on PATH.
     id: 11,
     key: 'terraform-plan-1k',
-    title: `terraform plan, ${size(1_000, 20).toLocaleString('en')} kms_client vs terraform_data`,
+    title: `terraform plan, ${(opts.tfClients ?? size(1_000, 20)).toLocaleString('en')} kms_client vs terraform_data`,
     mode: 'terraform',
     runs: runsFor(5),
     env: { project: 'tfbench', type: 'production', clients: opts.tfClients ?? size(1_000, 20) },
