@@ -65,6 +65,7 @@ describe('npm run bench -- --quick', () => {
         'cdktf-10k',
         'terraform-plan-1k',
         'fleet',
+        'fleet-apply',
       ]);
       const cdktf = results.scenarios.find((s) => s.key === 'cdktf-10k') as ScenarioResult & {
         synthMs: number;
