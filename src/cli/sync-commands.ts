@@ -333,28 +333,8 @@ export async function runApply(
     onResult?: (r: ApplyResult) => void;
   },
 ): Promise<number> {
-  refuseNewRecipients(plan, o.policy);
   const reporter = o.reporter ?? textReporter(() => plan.operations.length);
-  const registry = new StoreRegistry({
-    declarations: plan.stores,
-    baseDir,
-    policy: o.policy,
-    onNotice: (m) => err(`${m}\n`),
-  });
-  // Before the journal, the store checks and any key-issuing request (ci-guard.ts).
-  const localInCi = await guardLocalStoreInCi(plan, registry, {
-    allow: Boolean(o.allowLocalStoreInCi),
-    env: process.env,
-  });
-  const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
-  // From here an interrupt (Ctrl-C, SIGTERM, a closed output) lets the requests in flight finish
-  // and journal their keys, and starts no new one (interrupts.ts); a second one exits at once,
-  // after the journal writes under way. Requests cut off in flight are found by the next run (intents).
-  const leaveApply = enterApply({
-    inFlight: () => reporter.inFlight(),
-    drain: () => capture.drain(3000),
-    cutShort: () => reporter.cutShort(),
-  });
+  const { registry, localInCi, capture, leaveApply } = await openApply(conn, plan, baseDir, { ...o, reporter });
   let result: ApplyResult;
   try {
     result = await applyJournaled({
@@ -372,6 +352,46 @@ export async function runApply(
   }
   o.onResult?.(result);
   return finishApply(result, { registry, plan, baseDir, reporter, localInCi });
+}
+
+/**
+ * What an apply opens before its first write: the recipients' check, the stores, the CI's
+ * local-store check (of the keys per store a fleet's first pass counted, or of the plan's), the
+ * journal's key capture, and the interrupt hooks.
+ */
+async function openApply(
+  conn: Connection,
+  plan: Plan,
+  baseDir: string,
+  o: {
+    policy: OperatorPolicy;
+    allowLocalStoreInCi?: boolean;
+    reporter: ApplyReporter;
+    keysPerStore?: ReadonlyMap<string | undefined, number>;
+  },
+) {
+  refuseNewRecipients(plan, o.policy);
+  const registry = new StoreRegistry({
+    declarations: plan.stores,
+    baseDir,
+    policy: o.policy,
+    onNotice: (m) => err(`${m}\n`),
+  });
+  // Before the journal, the store checks and any key-issuing request (ci-guard.ts).
+  const guard = { allow: Boolean(o.allowLocalStoreInCi), env: process.env };
+  const localInCi = o.keysPerStore
+    ? await guardLocalStoresInCi(o.keysPerStore, registry, guard)
+    : await guardLocalStoreInCi(plan, registry, guard);
+  const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
+  // From here an interrupt (Ctrl-C, SIGTERM, a closed output) lets the requests in flight finish
+  // and journal their keys, and starts no new one (interrupts.ts); a second one exits at once,
+  // after the journal writes under way. Requests cut off in flight are found by the next run (intents).
+  const leaveApply = enterApply({
+    inFlight: () => o.reporter.inFlight(),
+    drain: () => capture.drain(3000),
+    cutShort: () => o.reporter.cutShort(),
+  });
+  return { registry, localInCi, capture, leaveApply };
 }
 
 /** The end of an apply: its security changes settled when complete, its summary, its exit code. */
@@ -422,24 +442,10 @@ export async function runApplyStreamed(
     onOutcome?: (o: StreamedOutcome) => void;
   },
 ): Promise<number> {
-  refuseNewRecipients(plan, o.policy);
   const { reporter } = o;
-  const registry = new StoreRegistry({
-    declarations: plan.stores,
-    baseDir,
-    policy: o.policy,
-    onNotice: (m) => err(`${m}\n`),
-  });
-  // Before the journal, the store checks and any key-issuing request, for the whole fleet (ci-guard.ts).
-  const localInCi = await guardLocalStoresInCi(o.tally.keysPerStore, registry, {
-    allow: Boolean(o.allowLocalStoreInCi),
-    env: process.env,
-  });
-  const capture = new JournaledKeyCapture(registry, undefined, { target: conn.target });
-  const leaveApply = enterApply({
-    inFlight: () => reporter.inFlight(),
-    drain: () => capture.drain(3000),
-    cutShort: () => reporter.cutShort(),
+  const { registry, localInCi, capture, leaveApply } = await openApply(conn, plan, baseDir, {
+    ...o,
+    keysPerStore: o.tally.keysPerStore,
   });
   const pass = new ApplyPass(o.tally, {
     holdRemovals: o.holdRemovals,
