@@ -1081,6 +1081,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                 live,
                 inventory: scan,
                 serviceInventory,
+                recovery,
               } = await planFor(conn, cfg.desired, { ...planOptions, parts: tally });
               let result: ApplyResult | undefined;
               let complete = false;
@@ -1100,9 +1101,9 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                     undefined,
                     {
                       tally,
-                      // The second pass: recovery's notes were said by the first.
+                      // The second pass plans from the first's recovery: that one consumed the journal.
                       planAgain: (visitor) =>
-                        planFor(conn, cfg.desired, { ...planOptions, parts: visitor, notice: () => {} }),
+                        planFor(conn, cfg.desired, { ...planOptions, parts: visitor, recovered: recovery }),
                       onOutcome: (x) => {
                         result = x.result;
                         complete = x.result.failed.length === 0 && !x.result.stopReason;

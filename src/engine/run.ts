@@ -573,6 +573,12 @@ export interface PlanOptions {
   bodies?: StreamedBodies;
   /** Each part's plan as it is made (apply environment by environment: engine/stream-apply.ts). */
   parts?: PartVisitor;
+  /**
+   * The recovery a first pass made (planFor's `recovery`): a second pass plans from it instead of
+   * recovering again, since the first consumed the journal (its keys flushed, its orphans found)
+   * and a plan without them would strand what they name.
+   */
+  recovered?: Recovery;
 }
 
 /** One part of a plan made environment by environment: the projects' own (no projectEnv), then each environment's. */
@@ -702,6 +708,8 @@ export async function planFor(
   inventory?: InventoryScan;
   /** What the service held of this owner's inventory, per environment read (engine/inventory.ts keepServiceInventory). */
   serviceInventory?: Map<string, ServiceInventory>;
+  /** What recovery found before the plan (for a second pass: PlanOptions.recovered). */
+  recovery: Recovery;
 }> {
   // A shard may hold nothing of a small fleet: its plan is empty, not an error.
   if (desired.envs.length === 0 && desired.projects.length === 0 && !o.allowEmpty && !o.shard) {
@@ -723,8 +731,8 @@ export async function planFor(
     () => true,
     () => false,
   );
-  const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
-  for (const line of describeRecovery(recovery)) notice(line);
+  const recovery = o.recovered ?? (await recoverUnderLock(conn, capture, registry, desired, o));
+  if (!o.recovered) for (const line of describeRecovery(recovery)) notice(line);
   if (o.readAhead && journaled) o.readAhead.stream.close();
   const ahead = o.readAhead && !journaled ? o.readAhead : undefined;
   if (!ahead) performance.mark('kms:read-start');
@@ -733,7 +741,7 @@ export async function planFor(
     const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
     const streamed = () => planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery });
     const planned = o.parts?.tail === false ? await streamed() : await frontEnd().withProgress(conn.api, streamed);
-    return { ...planned, capture, registry };
+    return { ...planned, capture, registry, recovery };
   } finally {
     stream.close();
   }
