@@ -295,6 +295,8 @@ export interface LiveKey {
  * independent of kms-sync's code.
  */
 const DEFAULT_OVERLAP_MS = 7 * 86_400_000;
+/** The overlap `configYaml` writes for a key with one (`rotation: { overlap: 1h }`). */
+const CONFIG_OVERLAP_MS = 3_600_000;
 
 // ------------------------------------------------------------------------------------- the store
 /** The secrets of a SOPS store file, decrypted with sops-age (not kms-sync's code): name → raw value. */
@@ -478,7 +480,7 @@ export interface InvariantResult {
  * The invariant, from the service's live keys and the store, independently of kms-sync's code.
  * A live key is fine when it is the newest generation of a wanted key and its raw value is in the
  * store under the key's secret and validates; or an older generation of a key with an overlap
- * (one, newest-but-one), or without one when it expires within the default overlap of 7 days
+ * (the newest-but-one, or an older one replaced less than the overlap ago), or without one when it expires within the default overlap of 7 days
  * after its replacement (and a store once held it); or `plan` reports it. Otherwise it is lost (wanted, no raw value held)
  * or a stray (not wanted, not reported).
  */
@@ -510,7 +512,11 @@ export async function checkInvariant(i: InvariantInput): Promise<InvariantResult
         w &&
         !w.id &&
         w.overlap &&
-        n === gens.length - 2 &&
+        // The newest-but-one; or an older one whose successor came within the overlap (two
+        // rotations within the hour: each generation stays valid for the overlap after its own
+        // replacement, as kms-sync documents, then it is revoked).
+        (n === gens.length - 2 ||
+          (n < gens.length - 2 && Date.parse(gens[n + 1]!.createdAt) + CONFIG_OVERLAP_MS > Date.now())) &&
         (!i.everHeld || i.everHeld.has(k.keyPrefix) || isReported(k))
       ) {
       } else if (
