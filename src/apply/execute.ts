@@ -4,7 +4,7 @@
 // stops new requests while the ones in flight finish) — never how a kind is written.
 import { BULK_LIMIT } from '../api/client.js';
 import { AmbiguousWriteError, ApiError, NetworkError, RequestsStoppedError } from '../api/http.js';
-import { deepEqualJson, groupBy, type JsonObject } from '../model/index.js';
+import { deepEqualJson, groupBy, isEnvOfProject, type JsonObject } from '../model/index.js';
 import type { KeyAfter, Operation, Plan } from '../plan/types.js';
 import { errorText, TemplateIds, type ApplyContext } from './context.js';
 import { KeyStoreFailure, type KeyCapture, type StoredKeyReceipt } from './key-capture.js';
@@ -217,8 +217,13 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
     // 2. Project renames, then environment creates/updates with their template writes: one PUT per env.
     async () => {
       await each(byKind('project', 'update'), (op) => {
-        const anyEnv = plan.target.envs.find((e) => e.startsWith(`${op.project}-`));
-        if (!anyEnv) throw new Error('no environment of this project is in scope');
+        // The service renames a project through one of its live environments: one of this project's
+        // (never another project whose slug starts the same), and not one this run creates later.
+        const creating = new Set(
+          plan.operations.filter((o) => o.kind === 'env' && o.action === 'create').map((o) => o.projectEnv),
+        );
+        const anyEnv = plan.target.envs.find((e) => isEnvOfProject(e, op.project!) && !creating.has(e));
+        if (!anyEnv) throw new Error('no live environment of this project is in scope');
         return projects.renameProject(ctx, anyEnv, (op.after as { name: string }).name);
       });
       const envOps = [...byKind('env', 'create', 'update'), ...byKind('template', 'create', 'update')];

@@ -8,6 +8,14 @@ export function projectEnvOf(project: string, type: string): string {
   return `${project}-${type}`;
 }
 
+/**
+ * Whether `projectEnv` is an environment of `project`. Slugs may hold hyphens but environment
+ * types never do, so `a-b-prod` belongs to project `a-b`, never to `a`.
+ */
+export function isEnvOfProject(projectEnv: string, project: string): boolean {
+  return projectEnv.startsWith(`${project}-`) && /^[a-z][a-z0-9]*$/.test(projectEnv.slice(project.length + 1));
+}
+
 export function methodPath(method: string, path: string): string {
   return `${method.toUpperCase()}:${path}`;
 }
