@@ -197,6 +197,9 @@ export async function loadDesiredStateStreamed(
       documents.push(sd.value);
       if (!groupDeferred(parts, source, doc, skeleton.deferred)) return undefined;
     }
+    // One environment gains nothing from it (it is loaded whole either way), and the whole load
+    // overlaps its parse with the live read better.
+    if (parts.size < 2) return undefined;
     const state = builder.finish();
     // Warnings too: a second, whole load would say them again.
     if (builder.diagnostics.length > 0 || builder.warnings.length > 0 || warnings.length > 0) return undefined;
