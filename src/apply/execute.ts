@@ -216,15 +216,24 @@ export async function applyPlan(opts: ApplyOptions): Promise<ApplyResult> {
       }),
     // 2. Project renames, then environment creates/updates with their template writes: one PUT per env.
     async () => {
-      await each(byKind('project', 'update'), (op) => {
+      await each(byKind('project', 'update'), async (op) => {
         // The service renames a project through one of its live environments: one of this project's
-        // (never another project whose slug starts the same), and not one this run creates later.
+        // (never another project whose slug starts the same), those this run does not create first.
+        // A part of a plan applied environment by environment does not hold the environments' creates,
+        // so an environment that turns out not to exist yet (404) gives way to the next.
         const creating = new Set(
           plan.operations.filter((o) => o.kind === 'env' && o.action === 'create').map((o) => o.projectEnv),
         );
-        const anyEnv = plan.target.envs.find((e) => isEnvOfProject(e, op.project!) && !creating.has(e));
-        if (!anyEnv) throw new Error('no live environment of this project is in scope');
-        return projects.renameProject(ctx, anyEnv, (op.after as { name: string }).name);
+        const own = plan.target.envs.filter((e) => isEnvOfProject(e, op.project!));
+        const candidates = [...own.filter((e) => !creating.has(e)), ...own.filter((e) => creating.has(e))];
+        if (!candidates.length) throw new Error('no live environment of this project is in scope');
+        for (const [i, anyEnv] of candidates.entries()) {
+          try {
+            return await projects.renameProject(ctx, anyEnv, (op.after as { name: string }).name);
+          } catch (e) {
+            if (i === candidates.length - 1 || !(e instanceof ApiError) || e.status !== 404) throw e;
+          }
+        }
       });
       const envOps = [...byKind('env', 'create', 'update'), ...byKind('template', 'create', 'update')];
       await forEachLimited([...groupBy(envOps, (o) => o.projectEnv!)], parallelism, stopped, ([projectEnv, ops]) =>

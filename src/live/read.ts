@@ -334,6 +334,7 @@ export async function collectLiveStream(stream: LiveStream): Promise<LiveReadRes
     state.templates.push(...r.state.templates);
     state.clients.push(...r.state.clients);
     state.endpoints.push(...r.state.endpoints);
+    if (r.state.records?.length) (state.records ??= []).push(...r.state.records);
     prints.push(r.fingerprints);
     duplicates.push(...r.duplicates);
   }
