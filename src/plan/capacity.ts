@@ -57,12 +57,29 @@ export function capacityProblems(
       });
     else if (declared !== undefined) limits.set(k, { limit: declared, defaultLimit: false, changed: true });
   }
+  // Only a template the plan re-limits or puts clients on can become a problem (deletes only
+  // lower a count): the others' clients are not counted, and a plan touching none (a no-op plan of
+  // a fleet) counts nothing.
+  const relevant = new Map<string, Set<string>>();
+  const touch = (projectEnv: string, template: string) => {
+    let s = relevant.get(projectEnv);
+    if (!s) relevant.set(projectEnv, (s = new Set()));
+    s.add(template);
+  };
+  for (const op of plan.operations) {
+    if (!op.projectEnv || !op.after) continue;
+    if (op.kind === 'template' && (op.action === 'create' || op.after.maxClients !== undefined))
+      touch(op.projectEnv, op.after.name as string);
+    else if (op.kind === 'client' && op.action !== 'delete' && typeof op.after.template === 'string')
+      touch(op.projectEnv, op.after.template);
+  }
+  if (relevant.size === 0) return [];
   // Where each client is now, and where it is once the plan is applied.
   const now = new Map<string, number>();
   const placed = new Map<string, string>();
   for (const c of live.clients) {
     const t = c.templateName ?? (c.templateId ? templateName.get(c.templateId) : undefined);
-    if (t === undefined) continue;
+    if (t === undefined || !relevant.get(c.projectEnv)?.has(t)) continue;
     const k = key(c.projectEnv, t);
     now.set(k, (now.get(k) ?? 0) + 1);
     placed.set(key(c.projectEnv, c.name), k);
