@@ -55,7 +55,7 @@ try {
   const launcher = path.join(work, 'launcher');
   writeFileSync(
     launcher,
-    `#!/bin/sh\nexec '${process.execPath}' '${path.join(root, 'dist', 'provider', 'bin.js')}' "$@"\n`,
+    `#!/bin/sh\nexec '${process.execPath}' '${path.join(root, 'dist', 'provider-bin', 'terraform-provider-kms.js')}' "$@"\n`,
   );
   chmodSync(launcher, 0o755);
   const env = {

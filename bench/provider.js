@@ -16,7 +16,7 @@ import { startEmulator } from '../dist/emulator/index.js';
 import { makeServerCertificate } from '../dist/provider/plugin/certificate.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const bin = path.join(root, 'dist', 'provider', 'bin.js');
+const bin = path.join(root, 'dist', 'provider-bin', 'terraform-provider-kms.js');
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;

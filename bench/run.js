@@ -57,7 +57,7 @@ function parseArgs(argv) {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n' +
-          '       scenario 11: [--tf-clients N] [--provider OTHER_BUILD/dist/provider/bin.js] (timed beside this build)\n',
+          '       scenario 11: [--tf-clients N] [--provider OTHER_BUILD/dist/provider-bin/terraform-provider-kms.js] (timed beside this build)\n',
       );
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
@@ -481,7 +481,7 @@ const modes = {
     const side = await terraformSideBySide({
       bin,
       dir,
-      providerBin: path.join(here, '..', 'dist', 'provider', 'bin.js'),
+      providerBin: path.join(here, '..', 'dist', 'provider-bin', 'terraform-provider-kms.js'),
       service: { url: emu.url, apiKey: API_KEY },
       clients: s.env.clients,
       owner: BENCH_OWNER,

@@ -52,3 +52,24 @@ const modules = Object.fromEntries(
   output.filter((o) => o.type === 'chunk').map((c) => [c.fileName, Object.keys(c.modules).map(fromRoot)]),
 );
 writeFileSync(path.join(outDir, 'modules.json'), `${JSON.stringify(modules, null, 1)}\n`);
+
+// The Terraform provider's executable for Node.js (what `kms-sync provider install` and the tests'
+// launchers run): Terraform starts it three or four times per command, and each start resolved,
+// read and linked ~90 modules one by one, protobufjs's and msgpack's small CommonJS files among
+// them (~60 ms of a ~130 ms start to the handshake). Bundled with those two packages into
+// dist/provider-bin/; the secret backends and everything imported on demand stay chunks of their
+// own, and the other packages stay outside. The release's Node-free executable is bundled apart
+// (scripts/package-provider.js), from the same modules.
+const providerOut = path.join(root, 'dist', 'provider-bin');
+const PROVIDER_BUNDLED = ['protobufjs', '@protobufjs', '@msgpack/msgpack'];
+rmSync(providerOut, { recursive: true, force: true });
+await build({
+  input: { 'terraform-provider-kms': path.join(root, 'dist', 'provider', 'bin.js') },
+  platform: 'node',
+  external: (id) => {
+    if (id.startsWith('.') || path.isAbsolute(id)) return false;
+    return !PROVIDER_BUNDLED.some((p) => id === p || id.startsWith(`${p}/`));
+  },
+  output: { dir: providerOut, format: 'esm', chunkFileNames: '[name]-[hash].js', sourcemap: true },
+  logLevel: 'warn',
+});

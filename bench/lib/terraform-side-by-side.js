@@ -1,6 +1,6 @@
 // The Terraform provider next to Terraform's own built-in resource (issue 41): `terraform plan` of
 // N kms_client resources (the provider as `kms-sync provider install` installs it: a launcher that
-// runs dist/provider/bin.js with Node.js) and `terraform plan` of N terraform_data resources, each
+// runs dist/provider-bin/terraform-provider-kms.js, the bundled provider, with Node.js) and `terraform plan` of N terraform_data resources, each
 // on a state made by an untimed apply, timed from spawn to exit. Terraform starts the provider
 // several times per command, so its start-up and its per-resource RPC cost both show here.
 import { spawn } from 'node:child_process';

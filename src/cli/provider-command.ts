@@ -74,7 +74,7 @@ export function registerProvider(program: Command) {
         print: boolean;
       }) => {
         const { planInstall, applyInstall, InstallError } = await import('../provider/install.js');
-        const providerScript = packageFile('dist', 'provider', 'bin.js');
+        const providerScript = packageFile('dist', 'provider-bin', 'terraform-provider-kms.js');
         if (!o.from && !existsSync(providerScript))
           throw new ExitWith(1, `${providerScript} is missing: build kms-sync first (npm run build)`);
         const version = (JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string }).version;

@@ -14,7 +14,7 @@ import { patient, waitFor } from '../support/patience.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const cli = path.join(repoRoot, 'dist', 'bin', 'kms-sync.js');
-export const PROVIDER_BIN = path.join(repoRoot, 'dist', 'provider', 'bin.js');
+export const PROVIDER_BIN = path.join(repoRoot, 'dist', 'provider-bin', 'terraform-provider-kms.js');
 export const RAW_KEY = /kmsc_[A-Za-z0-9_-]{20,}/;
 export const ENDPOINT = 'GET:/v1/orders';
 

@@ -1,7 +1,7 @@
 // Scenarios (issue 24 c, d): the Terraform front end. The real terraform binary (offline, the
 // provider from a filesystem mirror) applies many kms_key resources (5 clients × 4 keys, some
 // removed, added back and replaced each iteration) and is SIGKILLed, at random and inside the
-// windows — terraform itself, and separately the provider process (dist/provider/bin.js, its
+// windows — terraform itself, and separately the provider process (dist/provider-bin/terraform-provider-kms.js, its
 // child) — then applied again until it succeeds. Then: the live keys are exactly the kms_key
 // resources in the state, each one's raw value is in the store and validates at the service, the
 // next `terraform plan` is empty, and no provider process outlives terraform. (d) `terraform

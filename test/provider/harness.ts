@@ -10,7 +10,7 @@ import { makeServerCertificate } from '../../src/provider/plugin/certificate.js'
 import { loadProtocol } from '../../src/provider/plugin/protocol.js';
 import { repoRoot } from '../support/cli.js';
 
-export const PROVIDER_BIN = path.join(repoRoot, 'dist', 'provider', 'bin.js');
+export const PROVIDER_BIN = path.join(repoRoot, 'dist', 'provider-bin', 'terraform-provider-kms.js');
 export const COOKIE = { TF_PLUGIN_MAGIC_COOKIE: 'd602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2' };
 
 /** An unknown value as Terraform sends it. */
