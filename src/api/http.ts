@@ -383,7 +383,13 @@ export class HttpTransport {
           ),
         );
       });
-      req.on('error', reject);
+      // A reset on a kept-alive connection the server was closing as this request went out (its
+      // idle timeout): the request never reached it, the race every HTTP client with keep-alive has.
+      req.on('error', (e: NodeJS.ErrnoException) =>
+        reject(
+          req.reusedSocket && STALE_CONNECTION.has(e.code ?? '') ? Object.assign(e, { staleConnection: true }) : e,
+        ),
+      );
       req.end(body);
     });
   }
@@ -397,6 +403,7 @@ export class HttpTransport {
     const write = spec.method !== 'GET';
     const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
     const kind = spec.kind ?? `${spec.method} ${spec.path}`;
+    let staleRetried = false;
     for (let attempt = 1; ; attempt++) {
       if (this.stopped) throw new RequestsStoppedError(spec.method, spec.path);
       if (write) await this.writeSem.acquire();
@@ -438,6 +445,13 @@ export class HttpTransport {
           throw write && !idempotent
             ? new AmbiguousWriteError(spec.method, spec.path, 'cut off by an interrupt')
             : new RequestsStoppedError(spec.method, spec.path);
+        // A read on a connection the server had just closed is sent again at once on a new one, once,
+        // without a retry line or an attempt (Node's documented answer to req.reusedSocket).
+        if (idempotent && !staleRetried && (err as { staleConnection?: boolean }).staleConnection) {
+          staleRetried = true;
+          attempt--;
+          continue;
+        }
         const code = connectErrorCode(err);
         const neverSent = CONNECT_ERRORS.has(code);
         const reason = code || (err as Error).message;
@@ -522,6 +536,9 @@ export class HttpTransport {
     await sleep(delayMs);
   }
 }
+
+/** Errors of a request written on a kept-alive connection the server had closed. */
+const STALE_CONNECTION = new Set(['ECONNRESET', 'EPIPE']);
 
 /**
  * A body's text. JSON answers are nearly always ASCII, which decodes as Latin-1 to the same string

@@ -4,7 +4,7 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KmsClient } from '../../src/api/client.js';
-import { AmbiguousWriteError, ApiError, NetworkError } from '../../src/api/http.js';
+import { AmbiguousWriteError, ApiError, HttpTransport, NetworkError } from '../../src/api/http.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { readLiveState } from '../../src/live/read.js';
 import { skipTest } from '../support/skip.js';
@@ -37,6 +37,44 @@ describe('HTTP transport', () => {
       await api.close();
     } finally {
       await v6.close();
+    }
+  });
+
+  it('sends a read again at once, without a retry line, when the server closed the kept-alive connection it went out on; a write stays of unknown outcome', async () => {
+    // The server drops the connection when the second request arrives on it, as a server whose
+    // idle timeout fires just as the client reuses the connection does.
+    let seen = 0;
+    const perSocket = new WeakMap<object, number>();
+    const server: Server = createServer((req, res) => {
+      seen++;
+      const n = (perSocket.get(req.socket) ?? 0) + 1;
+      perSocket.set(req.socket, n);
+      if (n === 2) return req.socket.destroy();
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const retries: string[] = [];
+    const http = new HttpTransport({
+      baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`,
+      apiKey: API_KEY,
+      parallelism: 1,
+      baseDelayMs: 5,
+      onRetry: (r) => retries.push(r.reason),
+    });
+    try {
+      const get = { method: 'GET' as const, path: '/thing', kind: 'get thing' };
+      expect(await http.request(get)).toEqual({ ok: true });
+      expect(await http.request(get)).toEqual({ ok: true });
+      expect(seen).toBe(3);
+      expect(retries).toEqual([]);
+      // A create sent on a connection dropped the same way may have been processed: never sent again.
+      expect(await http.request(get)).toEqual({ ok: true });
+      await expect(
+        http.request({ method: 'POST', path: '/thing', kind: 'create thing', body: { a: 1 } }),
+      ).rejects.toBeInstanceOf(AmbiguousWriteError);
+    } finally {
+      await http.close();
+      await new Promise((r) => server.close(r));
     }
   });
 
