@@ -147,7 +147,14 @@ function providerPids(dir: string): number[] {
   }
   return out;
 }
-const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+/** Whether `pid` runs (not a zombie); a process that exits between the checks is not alive. */
+const alive = (pid: number) => {
+  try {
+    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
 
 /**
  * Starts `terraform apply` in `dir` with the provider pausing `pauseMs` after each store write (so
