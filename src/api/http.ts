@@ -294,6 +294,10 @@ export class HttpTransport {
   }
 
   async close(): Promise<void> {
+    // Requests still in flight (a read started ahead of a configuration that then failed) end
+    // here, said by whoever closed: cut as stop() cuts them, never retried on a new connection.
+    for (const req of this.live) req.destroy(Object.assign(new Error('closed'), { code: 'STOPPED' }));
+    this.live.clear();
     if (this.poolPromise) (await this.poolPromise).agent.destroy();
   }
 
@@ -441,7 +445,7 @@ export class HttpTransport {
         // Refused or cut by stop(): said once by whoever stopped it, never as a network failure. A
         // write cut on the wire may have taken effect: that is an unknown outcome, never "not sent".
         if (err instanceof RequestsStoppedError) throw err;
-        if (this.stopped)
+        if (this.stopped || (err as NodeJS.ErrnoException).code === 'STOPPED')
           throw write && !idempotent
             ? new AmbiguousWriteError(spec.method, spec.path, 'cut off by an interrupt')
             : new RequestsStoppedError(spec.method, spec.path);
