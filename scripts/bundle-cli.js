@@ -24,7 +24,7 @@ const BUNDLED_PACKAGES = ['commander'];
 const START_UP =
   /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
 const ON_DEMAND =
-  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command)\.js$)/;
+  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command|agent-remote-command)\.js$)/;
 const fromRoot = (id) => path.relative(root, id).split(path.sep).join('/');
 const shared = (id) =>
   fromRoot(id).startsWith('dist/') && !START_UP.test(fromRoot(id)) && !ON_DEMAND.test(fromRoot(id));
