@@ -870,20 +870,25 @@ machine that checks the project out. kms-sync schema prints the schema.`,
             held = guarded.held.map((op) => op.address);
             heldReason = guarded.heldReason;
           }
+          const operationCount = streamed ? streamed.tally.operations - held.length : plan.operations.length;
           if (held.length) {
+            // Held deletes and nothing else: the run applies nothing, and says so (not "the rest").
+            const rest =
+              operationCount === 0 && !hasChanges(plan)
+                ? 'Nothing else is planned: nothing is applied.'
+                : 'The rest of the plan is applied.';
             reporter.say(
               `\nDeletes held: ${heldReason}. These ${held.length} are not applied:\n${held
                 .slice(0, 20)
                 .map((a) => `  - ${a}`)
                 .join(
                   '\n',
-                )}${held.length > 20 ? '\n  - …' : ''}\nThe rest of the plan is applied. To approve the deletes, run again with --max-deletes ${held.length}.\n`,
+                )}${held.length > 20 ? '\n  - …' : ''}\n${rest} To approve the deletes, run again with --max-deletes ${held.length}.\n`,
             );
           }
           const heldExit = () => {
             if (held.length) throw new ExitWith(EXIT.error);
           };
-          const operationCount = streamed ? streamed.tally.operations - held.length : plan.operations.length;
           if (operationCount === 0 && !hasChanges(plan)) {
             heldExit();
             if (saved) reporter.say('Nothing to do.\n');
@@ -1085,6 +1090,8 @@ machine that checks the project out. kms-sync schema prints the schema.`,
               } = await planFor(conn, cfg.desired, { ...planOptions, parts: tally });
               let result: ApplyResult | undefined;
               let complete = false;
+              // The second pass began: from then on parts may be applied, and the first pass's scan is not the live state.
+              let applying = false;
               if (tally.streaming) {
                 const whole = { ...plan, summary: { ...tally.summary, unmanaged: plan.summary.unmanaged } };
                 if (o.json) reporter.plan(whole);
@@ -1102,8 +1109,10 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                     {
                       tally,
                       // The second pass plans from the first's recovery: that one consumed the journal.
-                      planAgain: (visitor) =>
-                        planFor(conn, cfg.desired, { ...planOptions, parts: visitor, recovered: recovery }),
+                      planAgain: (visitor) => {
+                        applying = true;
+                        return planFor(conn, cfg.desired, { ...planOptions, parts: visitor, recovered: recovery });
+                      },
                       onOutcome: (x) => {
                         result = x.result;
                         complete = x.result.failed.length === 0 && !x.result.stopReason;
@@ -1111,10 +1120,12 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                     },
                   );
                 } finally {
-                  // The inventory (engine/inventory.ts) only after a complete run: a run stopped
-                  // part-way has not read or planned every environment again, and leaves the one
-                  // before it (ownership markers still say what is ours; the next apply records it).
-                  if (scan && complete)
+                  // The inventory (engine/inventory.ts) after a complete run, or one that applied
+                  // nothing (held deletes only, cancelled: the first pass read every environment, as
+                  // a whole apply's read does). A run stopped part-way has not read or planned every
+                  // environment again, and leaves the one before it (ownership markers still say
+                  // what is ours; the next apply records it).
+                  if (scan && (complete || !applying))
                     for (const line of await keepRunInventory(conn, {
                       owner,
                       scan,

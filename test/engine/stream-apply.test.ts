@@ -3,7 +3,7 @@
 // --max-deletes over the whole fleet, and applied part by part after a second read; a part whose
 // plan moved in between is not applied. Against the built CLI and the emulator over HTTP: random
 // fleets applied both ways end in the same live state, with the same events, summary and exit code.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
@@ -194,6 +194,18 @@ describe('apply environment by environment', () => {
       );
       const left = await cli(['plan', '-f', 'kms.yaml', '--compact']);
       expect(left.stdout).toContain('Plan: 0 to create, 0 to update, 0 to replace, 0 to rotate, 8 to delete.');
+
+      // Only the held deletes are left: nothing is applied, said so (not "stopped part-way"), and the
+      // inventory is written from the first pass's read of every environment, as a whole apply's.
+      rmSync(inventoryFile);
+      const heldOnly = await cli(['apply', '-f', 'kms.yaml', '--auto-approve', '--max-deletes', '5']);
+      expect(heldOnly.code, heldOnly.stdout + heldOnly.stderr).toBe(1);
+      expect(heldOnly.stdout).toContain(
+        'Nothing else is planned: nothing is applied. To approve the deletes, run again with --max-deletes 8.',
+      );
+      expect(heldOnly.stdout + heldOnly.stderr).not.toMatch(/part-way|rest of the plan/);
+      for (const pe of ['sa-prod', 'sa-stage', 'sb-prod', 'sb-stage'])
+        for (let i = 0; i < 4; i++) expect(readFileSync(inventoryFile, 'utf8')).toContain(`client.${pe}/c${i}`);
 
       const inventoryBefore = readFileSync(inventoryFile, 'utf8');
       // While the run waits for its answer, a client of sb-prod is deleted outside: that

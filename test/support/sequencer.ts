@@ -37,6 +37,7 @@ export const SLOW_FIRST: Record<string, number> = {
   'test/bench/bench-quick.test.ts': 17,
   'test/config/files-inside-root.test.ts': 16,
   'test/agent/forged-writes.test.ts': 15,
+  'test/engine/stream-apply.test.ts': 15,
 };
 
 /** Where `file` (a path relative to the repository) stands in SLOW_FIRST, or -1. */
