@@ -48,6 +48,7 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { atomicWriteFile, ensureDir } from '../secrets/fsutil.js';
 import { safeUrl } from '../report/redact.js';
 import { shardConfig } from '../engine/shard.js';
+import { runConfigLocked, withRunLock } from '../engine/locked-run.js';
 import {
   checkSecretNames,
   connect,
@@ -70,8 +71,6 @@ import { commitRequired, guardLocalStoreInCi, guardLocalStoresInCi } from './ci-
 import { ApplyPass, FleetTally, holdOperationsFrom, type StreamedOutcome } from '../engine/stream-apply.js';
 import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
-import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.js';
-import { KmsClient } from '../api/client.js';
 import { enterApply, interruptCause, interruptExitCode, interruptSignal, triggerInterrupt } from './interrupts.js';
 import { resolveOwner } from '../engine/owner.js';
 import { cliInventory, keepRunInventory, savedPlanInventory } from '../engine/inventory.js';
@@ -512,37 +511,14 @@ function lockTimeoutMs(v: string | undefined): number {
   }
 }
 
-/** Runs `fn` holding the run lock of a configuration's environments (apply/run-lock.ts). */
-async function withRunLock<T>(
-  conn: Connection,
-  o: { owner: string; envs: readonly string[]; baseDir: string; lockTimeout?: string; lock?: boolean },
-  fn: () => Promise<T>,
-): Promise<T> {
-  if (o.lock === false) return fn();
-  // The lock has its own connection: an interrupt cuts the run's reads, never the lock's release.
-  const lockApi = new KmsClient(conn.api.http.fork());
-  let lock;
-  try {
-    lock = await acquireRunLock({
-      api: lockApi,
-      owner: o.owner,
-      envs: o.envs,
-      baseDir: o.baseDir,
-      timeoutMs: lockTimeoutMs(o.lockTimeout),
-      onWait: (m) => err(`${m}\n`),
-      signal: interruptSignal,
-    });
-  } catch (e) {
-    await lockApi.close();
-    if (e instanceof RunLockedError || e instanceof RunLockError) throw new UsageError(e.message);
-    throw e;
-  }
-  try {
-    return await fn();
-  } finally {
-    await lock.release();
-    await lockApi.close();
-  }
+/** The run lock's flags (--lock-timeout, --no-lock) for engine/locked-run.ts, with this terminal's interrupt and retry lines. */
+function lockOf(o: LockFlags) {
+  return {
+    timeoutMs: lockTimeoutMs(o.lockTimeout),
+    ...(o.lock === false ? { lock: false } : {}),
+    signal: interruptSignal,
+    onRetry: retryLogger(),
+  };
 }
 
 interface LockFlags {
@@ -981,193 +957,159 @@ machine that checks the project out. kms-sync schema prints the schema.`,
             }
             const baseDir = await savedPlanBaseDir(planfile, saved);
             const owner = saved.plan.target.owner ?? (await resolveOwner(emptyDesiredState(), baseDir)).owner;
-            await withRunLock(
-              conn,
-              { owner, envs: saved.plan.target.envs, baseDir, lockTimeout: o.lockTimeout, lock: o.lock },
-              async () => {
-                // Checked under the lock: nothing can move between this read and the writes.
-                const live = await withReadProgress(conn.api, () =>
-                  readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs }),
+            await withRunLock(conn, { owner, envs: saved.plan.target.envs, baseDir, ...lockOf(o) }, async () => {
+              // Checked under the lock: nothing can move between this read and the writes.
+              const live = await withReadProgress(conn.api, () =>
+                readLiveState(conn.api, { projects: saved.plan.target.projects, envs: saved.plan.target.envs }),
+              );
+              const moved = staleness(saved.plan.fingerprints, live.fingerprints);
+              if (moved.length) {
+                throw new UsageError(
+                  `${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
+                    moved
+                      .slice(0, 20)
+                      .map((m) => `  - ${m}`)
+                      .join('\n') +
+                    (moved.length > 20 ? '\n  - …' : '') +
+                    '\nRun kms-sync plan again.',
                 );
-                const moved = staleness(saved.plan.fingerprints, live.fingerprints);
-                if (moved.length) {
-                  throw new UsageError(
-                    `${planfile} is stale: the live state changed since it was planned (${moved.length} difference(s)):\n` +
-                      moved
-                        .slice(0, 20)
-                        .map((m) => `  - ${m}`)
-                        .join('\n') +
-                      (moved.length > 20 ? '\n  - …' : '') +
-                      '\nRun kms-sync plan again.',
-                  );
-                }
-                reporter.plan(
-                  saved.plan,
-                  `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`,
-                );
-                const inventory = await savedPlanInventory(conn, baseDir, owner, live.state, (line) =>
-                  err(`warning: ${line}\n`),
-                );
-                let result: ApplyResult | undefined;
-                try {
-                  await applyIt(conn, saved.plan, baseDir, true, saved.settings, policy, live.state, (r) => {
-                    result = r;
-                  });
-                } finally {
-                  // The inventory (engine/inventory.ts), as after any apply; its digests stay as they were.
-                  for (const line of await keepRunInventory(conn, {
-                    owner,
-                    ...inventory,
-                    ...(result ? { result } : {}),
-                    plan: saved.plan,
-                    desired: undefined,
-                  }))
-                    err(`warning: ${line}\n`);
-                }
-              },
-            );
+              }
+              reporter.plan(
+                saved.plan,
+                `\nApplying the saved plan ${planfile} (${saved.plan.operations.length} operation(s)).\n`,
+              );
+              const inventory = await savedPlanInventory(conn, baseDir, owner, live.state, (line) =>
+                err(`warning: ${line}\n`),
+              );
+              let result: ApplyResult | undefined;
+              try {
+                await applyIt(conn, saved.plan, baseDir, true, saved.settings, policy, live.state, (r) => {
+                  result = r;
+                });
+              } finally {
+                // The inventory (engine/inventory.ts), as after any apply; its digests stay as they were.
+                for (const line of await keepRunInventory(conn, {
+                  owner,
+                  ...inventory,
+                  ...(result ? { result } : {}),
+                  plan: saved.plan,
+                  desired: undefined,
+                }))
+                  err(`warning: ${line}\n`);
+              }
+            });
           } finally {
             await conn.api.close();
           }
           return;
         }
-        const loaded = await loadConfig(o);
-        const conn = connect(o, process.env, retryLogger());
-        try {
-          const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-          const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-          await withRunLock(
-            conn,
-            {
-              owner,
-              envs: cfg.desired.envs.map((e) => e.projectEnv),
-              baseDir: cfg.baseDir,
-              lockTimeout: o.lockTimeout,
-              lock: o.lock,
+        await runConfigLocked(o, lockOf(o), async ({ conn, cfg, shard, owner }) => {
+          const inventory = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => err(`warning: ${line}\n`));
+          const planOptions: PlanOptions = {
+            ...(shard ? { shard } : {}),
+            policy: cfg.policy,
+            prune: Boolean(o.prune),
+            baseDir: cfg.baseDir,
+            secretCheck: o.secretCheck,
+            rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
+            takeOwnership: Boolean(o.takeOwnership),
+            runLocked: true,
+            owner,
+            leaving: cfg.leaving,
+            ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir),
+            allowEmpty: Boolean(o.allowEmpty),
+            inventory: inventory.index,
+            // Both passes of a large fleet plan for the same moment (keys' expiry, rotations due).
+            now: new Date(),
+          };
+          // A plan of more than KMS_SYNC_APPLY_HOLD_OPERATIONS operations is not held whole: it is
+          // listed as it is made, confirmed from its totals, and applied environment by environment
+          // (engine/stream-apply.ts); below that, the plan is held and applied as one.
+          const tally = new FleetTally({
+            hold: holdOperationsFrom(process.env),
+            pruneRemoved: true,
+            onStreaming: (parts) => {
+              if (!o.json && !o.compact)
+                reporter.say(
+                  '\nkms-sync will perform the following actions (listed environment by environment: the plan is applied that way):\n\n',
+                );
+              for (const part of parts) reporter.planned(part.plan.operations);
             },
-            async () => {
-              const inventory = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) =>
-                err(`warning: ${line}\n`),
-              );
-              const planOptions: PlanOptions = {
-                ...(shard ? { shard } : {}),
-                policy: cfg.policy,
-                prune: Boolean(o.prune),
-                baseDir: cfg.baseDir,
-                secretCheck: o.secretCheck,
-                rotateMissingSecrets: Boolean(o.rotateMissingSecrets),
-                takeOwnership: Boolean(o.takeOwnership),
-                runLocked: true,
-                owner,
-                leaving: cfg.leaving,
-                ignore: await loadIgnoreRules(o.ignoreFile, cfg.baseDir),
-                allowEmpty: Boolean(o.allowEmpty),
-                inventory: inventory.index,
-                // Both passes of a large fleet plan for the same moment (keys' expiry, rotations due).
-                now: new Date(),
-              };
-              // A plan of more than KMS_SYNC_APPLY_HOLD_OPERATIONS operations is not held whole: it is
-              // listed as it is made, confirmed from its totals, and applied environment by environment
-              // (engine/stream-apply.ts); below that, the plan is held and applied as one.
-              const tally = new FleetTally({
-                hold: holdOperationsFrom(process.env),
-                pruneRemoved: true,
-                onStreaming: (parts) => {
-                  if (!o.json && !o.compact)
-                    reporter.say(
-                      '\nkms-sync will perform the following actions (listed environment by environment: the plan is applied that way):\n\n',
-                    );
-                  for (const part of parts) reporter.planned(part.plan.operations);
+            onPart: (part) => reporter.planned(part.plan.operations),
+          });
+          const {
+            plan,
+            live,
+            inventory: scan,
+            serviceInventory,
+            recovery,
+          } = await planFor(conn, cfg.desired, { ...planOptions, parts: tally });
+          let result: ApplyResult | undefined;
+          let complete = false;
+          // The second pass began: from then on parts may be applied, and the first pass's scan is not the live state.
+          let applying = false;
+          if (tally.streaming) {
+            const whole = { ...plan, summary: { ...tally.summary, unmanaged: plan.summary.unmanaged } };
+            if (o.json) reporter.plan(whole);
+            else reporter.say(renderPlanCompact(whole, tally.table));
+            try {
+              await applyIt(conn, whole, cfg.baseDir, false, cfg.desired.settings, cfg.policy, undefined, undefined, {
+                tally,
+                // The second pass plans from the first's recovery: that one consumed the journal.
+                planAgain: (visitor) => {
+                  applying = true;
+                  return planFor(conn, cfg.desired, { ...planOptions, parts: visitor, recovered: recovery });
                 },
-                onPart: (part) => reporter.planned(part.plan.operations),
+                onOutcome: (x) => {
+                  result = x.result;
+                  complete = x.result.failed.length === 0 && !x.result.stopReason;
+                },
               });
-              const {
+            } finally {
+              // The inventory (engine/inventory.ts) after a complete run, or one that applied
+              // nothing (held deletes only, cancelled: the first pass read every environment, as
+              // a whole apply's read does). A run stopped part-way has not read or planned every
+              // environment again, and leaves the one before it (ownership markers still say
+              // what is ours; the next apply records it).
+              if (scan && (complete || !applying))
+                for (const line of await keepRunInventory(conn, {
+                  owner,
+                  scan,
+                  serviceRead: serviceInventory,
+                  ...(result ? { result } : {}),
+                  plan: { ...plan, operations: [] },
+                  desired: cfg.desired,
+                  file: inventory.file,
+                }))
+                  err(`warning: ${line}\n`);
+              else if (scan)
+                err(
+                  `warning: the inventory ${inventory.file} was left as it was (the run stopped part-way); the next complete apply writes it\n`,
+                );
+            }
+            return;
+          }
+          reporter.plan(plan);
+          try {
+            await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state, (r) => {
+              result = r;
+            });
+          } finally {
+            // The inventory (engine/inventory.ts), under the run lock: in the service, per
+            // environment, and sealed beside the journal; a shard keeps its environments' part.
+            if (scan)
+              for (const line of await keepRunInventory(conn, {
+                owner,
+                scan,
+                serviceRead: serviceInventory,
+                ...(result ? { result } : {}),
                 plan,
-                live,
-                inventory: scan,
-                serviceInventory,
-                recovery,
-              } = await planFor(conn, cfg.desired, { ...planOptions, parts: tally });
-              let result: ApplyResult | undefined;
-              let complete = false;
-              // The second pass began: from then on parts may be applied, and the first pass's scan is not the live state.
-              let applying = false;
-              if (tally.streaming) {
-                const whole = { ...plan, summary: { ...tally.summary, unmanaged: plan.summary.unmanaged } };
-                if (o.json) reporter.plan(whole);
-                else reporter.say(renderPlanCompact(whole, tally.table));
-                try {
-                  await applyIt(
-                    conn,
-                    whole,
-                    cfg.baseDir,
-                    false,
-                    cfg.desired.settings,
-                    cfg.policy,
-                    undefined,
-                    undefined,
-                    {
-                      tally,
-                      // The second pass plans from the first's recovery: that one consumed the journal.
-                      planAgain: (visitor) => {
-                        applying = true;
-                        return planFor(conn, cfg.desired, { ...planOptions, parts: visitor, recovered: recovery });
-                      },
-                      onOutcome: (x) => {
-                        result = x.result;
-                        complete = x.result.failed.length === 0 && !x.result.stopReason;
-                      },
-                    },
-                  );
-                } finally {
-                  // The inventory (engine/inventory.ts) after a complete run, or one that applied
-                  // nothing (held deletes only, cancelled: the first pass read every environment, as
-                  // a whole apply's read does). A run stopped part-way has not read or planned every
-                  // environment again, and leaves the one before it (ownership markers still say
-                  // what is ours; the next apply records it).
-                  if (scan && (complete || !applying))
-                    for (const line of await keepRunInventory(conn, {
-                      owner,
-                      scan,
-                      serviceRead: serviceInventory,
-                      ...(result ? { result } : {}),
-                      plan: { ...plan, operations: [] },
-                      desired: cfg.desired,
-                      file: inventory.file,
-                    }))
-                      err(`warning: ${line}\n`);
-                  else if (scan)
-                    err(
-                      `warning: the inventory ${inventory.file} was left as it was (the run stopped part-way); the next complete apply writes it\n`,
-                    );
-                }
-                return;
-              }
-              reporter.plan(plan);
-              try {
-                await applyIt(conn, plan, cfg.baseDir, false, cfg.desired.settings, cfg.policy, live.state, (r) => {
-                  result = r;
-                });
-              } finally {
-                // The inventory (engine/inventory.ts), under the run lock: in the service, per
-                // environment, and sealed beside the journal; a shard keeps its environments' part.
-                if (scan)
-                  for (const line of await keepRunInventory(conn, {
-                    owner,
-                    scan,
-                    serviceRead: serviceInventory,
-                    ...(result ? { result } : {}),
-                    plan,
-                    desired: cfg.desired,
-                    file: inventory.file,
-                  }))
-                    err(`warning: ${line}\n`);
-              }
-            },
-          );
-        } finally {
-          await conn.api.close();
-        }
+                desired: cfg.desired,
+                file: inventory.file,
+              }))
+                err(`warning: ${line}\n`);
+          }
+        });
       },
     );
 
@@ -1219,95 +1161,77 @@ machine that checks the project out. kms-sync schema prints the schema.`,
           },
       ) => {
         for (const k of o.key) checkKeyAddress(k);
-        const loaded = await loadConfig(o);
-        const conn = connect(o, process.env, retryLogger());
-        try {
-          const { cfg, shard } = shardConfig(loaded, o.shard, o.file);
-          const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-          await withRunLock(
-            conn,
-            {
-              owner,
-              envs: cfg.desired.envs.map((e) => e.projectEnv),
-              baseDir: cfg.baseDir,
-              lockTimeout: o.lockTimeout,
-              lock: o.lock,
-            },
-            async () => {
-              const { plan: full } = await planFor(conn, cfg.desired, {
-                ...(shard ? { shard } : {}),
-                policy: cfg.policy,
-                prune: false,
-                baseDir: cfg.baseDir,
-                secretCheck: false,
-                force: o.key,
-                runLocked: true,
-                owner,
-                ...(o.revokeOld ? { revokeOld: true } : {}),
-              });
-              // Only the rotations asked for (and the revocations that go with them), nothing else.
-              const rotated = new Set(
-                full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address),
-              );
-              if (rotated.size === 0 && shard) {
-                // The keys asked for are in other shards: this one has nothing to do.
-                out(
-                  `No key of --key ${o.key.join(', ')} is in shard ${shard.index + 1}/${shard.count}; nothing to rotate here.\n`,
-                );
-                return;
-              }
-              if (rotated.size === 0) {
-                // An exact address with a typo: the configured key address closest to it.
-                const known = cfg.desired.clients.flatMap((c) =>
-                  c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)),
-                );
-                const meant = o.key
-                  .filter((k) => !/[*?]/.test(k))
-                  .map((k) => closest(k, known))
-                  .find((x) => x !== undefined && !o.key.includes(x));
-                throw new UsageError(
-                  `--key ${o.key.join(', ')} matches no existing managed key${meant ? `: did you mean --key ${meant}?` : ''}`,
-                );
-              }
-              // Orphans found by the recovery are re-issued and revoked here too: never left live.
-              const operations = full.operations.filter(
-                (op) =>
-                  (rotated.has(op.address) &&
-                    (op.action === 'rotate' ||
-                      op.actionReason === 'delete_rotated_out' ||
-                      op.actionReason === 'expire_rotated_out')) ||
-                  op.actionReason === 'reissue_lost_key' ||
-                  op.actionReason === 'revoke_orphan',
-              );
-              const plan: Plan = {
-                ...full,
-                operations,
-                unmanaged: [],
-                keyFindings: [],
-                warnings: [],
-                summary: summarize(operations, []),
-              };
-              const reporter = o.json
-                ? jsonReporter('rotate')
-                : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) });
-              reporter.plan(plan);
-              if (!(await confirm(plan, o))) {
-                reporter.say('Rotation cancelled.\n');
-                if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
-                throw new ExitWith(EXIT.error);
-              }
-              const code = await runApply(conn, plan, cfg.baseDir, {
-                parallelism: o.parallelism,
-                policy: cfg.policy,
-                allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi),
-                reporter,
-              });
-              if (code !== EXIT.ok) throw new ExitWith(code);
-            },
+        await runConfigLocked(o, lockOf(o), async ({ conn, cfg, shard, owner }) => {
+          const { plan: full } = await planFor(conn, cfg.desired, {
+            ...(shard ? { shard } : {}),
+            policy: cfg.policy,
+            prune: false,
+            baseDir: cfg.baseDir,
+            secretCheck: false,
+            force: o.key,
+            runLocked: true,
+            owner,
+            ...(o.revokeOld ? { revokeOld: true } : {}),
+          });
+          // Only the rotations asked for (and the revocations that go with them), nothing else.
+          const rotated = new Set(
+            full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address),
           );
-        } finally {
-          await conn.api.close();
-        }
+          if (rotated.size === 0 && shard) {
+            // The keys asked for are in other shards: this one has nothing to do.
+            out(
+              `No key of --key ${o.key.join(', ')} is in shard ${shard.index + 1}/${shard.count}; nothing to rotate here.\n`,
+            );
+            return;
+          }
+          if (rotated.size === 0) {
+            // An exact address with a typo: the configured key address closest to it.
+            const known = cfg.desired.clients.flatMap((c) =>
+              c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)),
+            );
+            const meant = o.key
+              .filter((k) => !/[*?]/.test(k))
+              .map((k) => closest(k, known))
+              .find((x) => x !== undefined && !o.key.includes(x));
+            throw new UsageError(
+              `--key ${o.key.join(', ')} matches no existing managed key${meant ? `: did you mean --key ${meant}?` : ''}`,
+            );
+          }
+          // Orphans found by the recovery are re-issued and revoked here too: never left live.
+          const operations = full.operations.filter(
+            (op) =>
+              (rotated.has(op.address) &&
+                (op.action === 'rotate' ||
+                  op.actionReason === 'delete_rotated_out' ||
+                  op.actionReason === 'expire_rotated_out')) ||
+              op.actionReason === 'reissue_lost_key' ||
+              op.actionReason === 'revoke_orphan',
+          );
+          const plan: Plan = {
+            ...full,
+            operations,
+            unmanaged: [],
+            keyFindings: [],
+            warnings: [],
+            summary: summarize(operations, []),
+          };
+          const reporter = o.json
+            ? jsonReporter('rotate')
+            : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) });
+          reporter.plan(plan);
+          if (!(await confirm(plan, o))) {
+            reporter.say('Rotation cancelled.\n');
+            if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
+            throw new ExitWith(EXIT.error);
+          }
+          const code = await runApply(conn, plan, cfg.baseDir, {
+            parallelism: o.parallelism,
+            policy: cfg.policy,
+            allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi),
+            reporter,
+          });
+          if (code !== EXIT.ok) throw new ExitWith(code);
+        });
       },
     );
 
@@ -1324,47 +1248,30 @@ machine that checks the project out. kms-sync schema prints the schema.`,
     .option('-y, --yes', 'same as --auto-approve')
     .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; autoApprove?: boolean; yes?: boolean }) => {
-      const cfg = await loadConfig(o);
-      const conn = connect(o, process.env, retryLogger());
-      try {
-        const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-        await withRunLock(
-          conn,
-          {
-            owner,
-            envs: cfg.desired.envs.map((e) => e.projectEnv),
-            baseDir: cfg.baseDir,
-            lockTimeout: o.lockTimeout,
-            lock: o.lock,
-          },
-          async () => {
-            const plan = await destroyPlanFor(conn, cfg.desired, {
-              policy: cfg.policy,
-              prune: false,
-              baseDir: cfg.baseDir,
-              runLocked: true,
-              owner,
-            });
-            out(o.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
-            if (plan.operations.length === 0) {
-              out('Nothing of this configuration is left to destroy.\n');
-              return;
-            }
-            if (!(await confirm(plan, o, 'destroy'))) {
-              out('Destroy cancelled.\n');
-              throw new ExitWith(EXIT.error);
-            }
-            const code = await runApply(conn, plan, cfg.baseDir, {
-              parallelism: o.parallelism,
-              policy: cfg.policy,
-              reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }),
-            });
-            if (code !== EXIT.ok) throw new ExitWith(code);
-          },
-        );
-      } finally {
-        await conn.api.close();
-      }
+      await runConfigLocked(o, lockOf(o), async ({ conn, cfg, owner }) => {
+        const plan = await destroyPlanFor(conn, cfg.desired, {
+          policy: cfg.policy,
+          prune: false,
+          baseDir: cfg.baseDir,
+          runLocked: true,
+          owner,
+        });
+        out(o.compact ? renderPlanCompact(plan) : renderPlanText(plan, { color: colorEnabled(process.stdout) }));
+        if (plan.operations.length === 0) {
+          out('Nothing of this configuration is left to destroy.\n');
+          return;
+        }
+        if (!(await confirm(plan, o, 'destroy'))) {
+          out('Destroy cancelled.\n');
+          throw new ExitWith(EXIT.error);
+        }
+        const code = await runApply(conn, plan, cfg.baseDir, {
+          parallelism: o.parallelism,
+          policy: cfg.policy,
+          reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }),
+        });
+        if (code !== EXIT.ok) throw new ExitWith(code);
+      });
     });
 
   program
