@@ -7,7 +7,16 @@ import { quoted } from '../model/printable.js';
 import { classifyDrift, generateIgnore, hasDrift, type DriftReport } from '../plan/drift.js';
 import { IGNORE_FILE_NAME } from '../plan/ignore.js';
 import { shardConfig } from '../engine/shard.js';
-import { connect, loadConfigReadingAhead, planFor, readAheadFor, type GlobalOptions } from '../engine/run.js';
+import { NotStreamable } from '../config/index.js';
+import {
+  connect,
+  loadConfigReadingAhead,
+  planFor,
+  readAheadFor,
+  streamedOrWhole,
+  type GlobalOptions,
+  type StreamedAttempt,
+} from '../engine/run.js';
 import { resolveOwner } from '../engine/owner.js';
 import { cliInventory } from '../engine/inventory.js';
 import { addLimitOptions } from './config-limits.js';
@@ -107,8 +116,21 @@ async function attachUsage(report: DriftReport, run: () => ReturnType<typeof col
 export async function runDrift(o: DriftFlags): Promise<void> {
   o.format = reportFormat(o);
   maskForActions();
+  // Environment by environment, as plan (a shard reads only its environments' clients): loaded
+  // whole again when a problem or warning has to be said as a whole load says it (nothing is
+  // printed before the report). KMS_SYNC_CONFIG_WHOLE=1: loaded whole, as before.
+  const byEnv = process.env.KMS_SYNC_CONFIG_WHOLE !== '1';
+  const { report, baseDir } = await streamedOrWhole((stream) => driftReport(o, byEnv ? stream : undefined));
+  await finishDrift(o, report, baseDir);
+}
+
+/** The drift of a configuration, loaded environment by environment when `stream` is given. */
+async function driftReport(
+  o: DriftFlags,
+  stream: StreamedAttempt | undefined,
+): Promise<{ report: DriftReport; baseDir: string }> {
   const ahead = o.shard === undefined ? readAheadFor(o, false, (line) => err(`${line}\n`)) : undefined;
-  const loaded = await loadConfigReadingAhead(o, ahead);
+  const loaded = await loadConfigReadingAhead(stream ? { ...o, stream } : o, ahead);
   let ignore;
   try {
     ignore = await loadIgnoreRules(o.ignoreFile, loaded.baseDir);
@@ -124,9 +146,12 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     // The inventory an apply kept (in the service, and sealed beside the journal): stripped markers
     // are drift, and unapplied edits of projects, environments and templates are pending, not changed outside.
     const { owner } = await resolveOwner(cfg.desired, cfg.baseDir);
-    const { index } = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => err(`warning: ${line}\n`));
+    const { index } = await cliInventory(cfg.baseDir, owner, conn.sealKey, (line) => {
+      if (!stream?.whole) err(`warning: ${line}\n`);
+    });
     const { plan, live } = await planFor(conn, cfg.desired, {
       ...(cfg.live ? { readAhead: cfg.live } : {}),
+      ...(loaded.bodies ? { bodies: loaded.bodies } : {}),
       ...(shard ? { shard } : {}),
       policy: cfg.policy,
       prune: false,
@@ -141,12 +166,20 @@ export async function runDrift(o: DriftFlags): Promise<void> {
     if (o.usage && !o.genIgnore && report.items.length) {
       await attachUsage(report, () => collectUsage(conn.api, live.state, report.items, { logPages: o.logPages }));
     }
+  } catch (e) {
+    // Loaded whole next (streamedOrWhole): the reads of this attempt are cut, not retried, and say nothing.
+    if (e instanceof NotStreamable) conn.api.http.stop();
+    throw e;
   } finally {
     await conn.api.close();
   }
+  return { report, baseDir: loaded.baseDir };
+}
 
+/** Prints the drift report (or writes the ignore rules, --gen-ignore) and sets the exit code. */
+async function finishDrift(o: DriftFlags, report: DriftReport, baseDir: string): Promise<void> {
   if (o.genIgnore) {
-    const file = typeof o.genIgnore === 'string' ? o.genIgnore : ignoreFileBeside(loaded.baseDir);
+    const file = typeof o.genIgnore === 'string' ? o.genIgnore : ignoreFileBeside(baseDir);
     const existing = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
       if (e.code === 'ENOENT') return '';
       throw new UsageError(`cannot read ${file}: ${e.code ?? e.message}`);

@@ -740,10 +740,10 @@ machine that checks the project out. kms-sync schema prints the schema.`,
     )
     .action(async (o: PlanCommandOptions) => {
       reportFormat(o);
-      // Environment by environment (without --shard, whose scope needs the whole configuration):
-      // loaded whole again when a problem or warning has to be said as a whole load says it.
-      // KMS_SYNC_CONFIG_WHOLE=1: loaded whole, as before (a way out, and for comparisons).
-      const byEnv = o.shard === undefined && process.env.KMS_SYNC_CONFIG_WHOLE !== '1';
+      // Environment by environment (a shard reads only its environments' clients; its scope comes
+      // from the skeleton): loaded whole again when a problem or warning has to be said as a whole
+      // load says it. KMS_SYNC_CONFIG_WHOLE=1: loaded whole, as before (a way out, and for comparisons).
+      const byEnv = process.env.KMS_SYNC_CONFIG_WHOLE !== '1';
       await streamedOrWhole((stream) => planCommand(o, byEnv ? stream : undefined));
     });
 

@@ -1,4 +1,4 @@
-// `plan` loads a configuration environment by environment (config/load.ts
+// `plan` and `drift` (with --shard too) load a configuration environment by environment (config/load.ts
 // loadDesiredStateStreamed): each environment's clients and endpoints are read, checked and built
 // as it is planned. Whatever only a whole load says as it should (a problem to place, a warning,
 // input outside the fast YAML subset, in any environment) makes the command load it whole
@@ -120,7 +120,7 @@ const comparable = (r: { code: number; stdout: string; stderr: string }) => ({
   stderr: r.stderr,
 });
 
-describe('plan, configuration loaded environment by environment', () => {
+describe('plan and drift, configuration loaded environment by environment', () => {
   for (const [name, files] of Object.entries(cases)) {
     it(
       `prints what the whole load prints: ${name}`,
@@ -130,6 +130,12 @@ describe('plan, configuration loaded environment by environment', () => {
         for (const args of [
           ['plan', '-f', '.', '--no-secret-check'],
           ['plan', '-f', '.', '--no-secret-check', '--json', '--out', 'plan.json', '--env', 'shop-env0'],
+          // A shard: only its environments' clients are read (the others are checked as they are let go).
+          ['plan', '-f', '.', '--no-secret-check', '--shard', '1/2'],
+          ['plan', '-f', '.', '--no-secret-check', '--shard', '2/2', '--json'],
+          // drift loads it as plan does (its report, --shard too).
+          ['drift', '-f', '.', '--no-secret-check', '--no-usage'],
+          ['drift', '-f', '.', '--no-secret-check', '--no-usage', '--json', '--shard', '1/2'],
         ]) {
           const streamed = await runCli(args, { cwd: dir, env });
           const savedStreamed =
@@ -141,9 +147,10 @@ describe('plan, configuration loaded environment by environment', () => {
           expect(comparable({ code: 0, stdout: savedStreamed, stderr: '' })).toEqual(
             comparable({ code: 0, stdout: savedWhole, stderr: '' }),
           );
-          if (name.startsWith('streams')) expect(streamed.code, streamed.stderr).toBe(0);
+          // drift exits 2: the configuration was never applied, everything is missing.
+          if (name.startsWith('streams')) expect(streamed.code, streamed.stderr).toBe(args[0] === 'drift' ? 2 : 0);
           // Scoped by --env, a collision with an environment out of scope is not one (as before).
-          if (name.startsWith('error') && !args.includes('--env')) {
+          if (name.startsWith('error') && !args.includes('--env') && !args.includes('--shard')) {
             expect(streamed.code).toBe(1);
             expect(streamed.stderr).toMatch(/(kms-sync|more)\.yaml:\d+:\d+/);
           }

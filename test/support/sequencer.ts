@@ -19,6 +19,7 @@ export const SLOW_FIRST: Record<string, number> = {
   'test/provider/adoption.test.ts': 32,
   'test/provider/terraform.test.ts': 32,
   'test/cli/habits.test.ts': 30,
+  'test/cli/plan-streamed-config.test.ts': 27,
   'test/sync/ownership.test.ts': 25,
   'test/agent/inventory.test.ts': 24,
   'test/cdktf/engine.test.ts': 24,
