@@ -1161,77 +1161,85 @@ machine that checks the project out. kms-sync schema prints the schema.`,
           },
       ) => {
         for (const k of o.key) checkKeyAddress(k);
-        await runConfigLocked(o, lockOf(o), async ({ conn, cfg, shard, owner }) => {
-          const { plan: full } = await planFor(conn, cfg.desired, {
-            ...(shard ? { shard } : {}),
-            policy: cfg.policy,
-            prune: false,
-            baseDir: cfg.baseDir,
-            secretCheck: false,
-            force: o.key,
-            runLocked: true,
-            owner,
-            ...(o.revokeOld ? { revokeOld: true } : {}),
-          });
-          // Only the rotations asked for (and the revocations that go with them), nothing else.
-          const rotated = new Set(
-            full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address),
-          );
-          if (rotated.size === 0 && shard) {
-            // The keys asked for are in other shards: this one has nothing to do.
-            out(
-              `No key of --key ${o.key.join(', ')} is in shard ${shard.index + 1}/${shard.count}; nothing to rotate here.\n`,
+        // Environment by environment, as plan (nothing is written before the plan is made): loaded
+        // whole again when a problem or warning has to be said as a whole load says it.
+        const byEnv = process.env.KMS_SYNC_CONFIG_WHOLE !== '1';
+        await streamedOrWhole((stream) =>
+          runConfigLocked(byEnv ? { ...o, stream } : o, lockOf(o), async ({ conn, cfg, shard, owner }) => {
+            const { plan: full } = await planFor(conn, cfg.desired, {
+              ...(cfg.bodies ? { bodies: cfg.bodies } : {}),
+              ...(shard ? { shard } : {}),
+              policy: cfg.policy,
+              prune: false,
+              baseDir: cfg.baseDir,
+              secretCheck: false,
+              force: o.key,
+              runLocked: true,
+              owner,
+              ...(o.revokeOld ? { revokeOld: true } : {}),
+            });
+            // Only the rotations asked for (and the revocations that go with them), nothing else.
+            const rotated = new Set(
+              full.operations.filter((op) => op.actionReason === 'rotate_forced').map((op) => op.address),
             );
-            return;
-          }
-          if (rotated.size === 0) {
-            // An exact address with a typo: the configured key address closest to it.
-            const known = cfg.desired.clients.flatMap((c) =>
-              c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)),
+            if (rotated.size === 0 && shard) {
+              // The keys asked for are in other shards: this one has nothing to do.
+              out(
+                `No key of --key ${o.key.join(', ')} is in shard ${shard.index + 1}/${shard.count}; nothing to rotate here.\n`,
+              );
+              return;
+            }
+            if (rotated.size === 0) {
+              // An exact address with a typo: the configured key address closest to it (every client's
+              // keys: a configuration loaded environment by environment is loaded whole for them).
+              if (cfg.bodies) throw new NotStreamable('the closest key address needs every client');
+              const known = cfg.desired.clients.flatMap((c) =>
+                c.keys.map((k) => address.key(c.projectEnv, c.name, k.name)),
+              );
+              const meant = o.key
+                .filter((k) => !/[*?]/.test(k))
+                .map((k) => closest(k, known))
+                .find((x) => x !== undefined && !o.key.includes(x));
+              throw new UsageError(
+                `--key ${o.key.join(', ')} matches no existing managed key${meant ? `: did you mean --key ${meant}?` : ''}`,
+              );
+            }
+            // Orphans found by the recovery are re-issued and revoked here too: never left live.
+            const operations = full.operations.filter(
+              (op) =>
+                (rotated.has(op.address) &&
+                  (op.action === 'rotate' ||
+                    op.actionReason === 'delete_rotated_out' ||
+                    op.actionReason === 'expire_rotated_out')) ||
+                op.actionReason === 'reissue_lost_key' ||
+                op.actionReason === 'revoke_orphan',
             );
-            const meant = o.key
-              .filter((k) => !/[*?]/.test(k))
-              .map((k) => closest(k, known))
-              .find((x) => x !== undefined && !o.key.includes(x));
-            throw new UsageError(
-              `--key ${o.key.join(', ')} matches no existing managed key${meant ? `: did you mean --key ${meant}?` : ''}`,
-            );
-          }
-          // Orphans found by the recovery are re-issued and revoked here too: never left live.
-          const operations = full.operations.filter(
-            (op) =>
-              (rotated.has(op.address) &&
-                (op.action === 'rotate' ||
-                  op.actionReason === 'delete_rotated_out' ||
-                  op.actionReason === 'expire_rotated_out')) ||
-              op.actionReason === 'reissue_lost_key' ||
-              op.actionReason === 'revoke_orphan',
-          );
-          const plan: Plan = {
-            ...full,
-            operations,
-            unmanaged: [],
-            keyFindings: [],
-            warnings: [],
-            summary: summarize(operations, []),
-          };
-          const reporter = o.json
-            ? jsonReporter('rotate')
-            : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) });
-          reporter.plan(plan);
-          if (!(await confirm(plan, o))) {
-            reporter.say('Rotation cancelled.\n');
-            if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
-            throw new ExitWith(EXIT.error);
-          }
-          const code = await runApply(conn, plan, cfg.baseDir, {
-            parallelism: o.parallelism,
-            policy: cfg.policy,
-            allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi),
-            reporter,
-          });
-          if (code !== EXIT.ok) throw new ExitWith(code);
-        });
+            const plan: Plan = {
+              ...full,
+              operations,
+              unmanaged: [],
+              keyFindings: [],
+              warnings: [],
+              summary: summarize(operations, []),
+            };
+            const reporter = o.json
+              ? jsonReporter('rotate')
+              : textReporter(() => plan.operations.length, { compact: Boolean(o.compact) });
+            reporter.plan(plan);
+            if (!(await confirm(plan, o))) {
+              reporter.say('Rotation cancelled.\n');
+              if (reporter.json) reporter.finish(undefined, 'cancelled', EXIT.error);
+              throw new ExitWith(EXIT.error);
+            }
+            const code = await runApply(conn, plan, cfg.baseDir, {
+              parallelism: o.parallelism,
+              policy: cfg.policy,
+              allowLocalStoreInCi: Boolean(o.allowLocalStore || cfg.desired.settings?.allowLocalStoreInCi),
+              reporter,
+            });
+            if (code !== EXIT.ok) throw new ExitWith(code);
+          }),
+        );
       },
     );
 

@@ -3,6 +3,7 @@
 // `run` works and released after it (issue 37 item 3: the run of a configuration is the engine's;
 // the front ends parse flags and print).
 import { KmsClient } from '../api/client.js';
+import { NotStreamable } from '../config/index.js';
 import { acquireRunLock, RunLockedError, RunLockError } from '../apply/run-lock.js';
 import { UsageError } from './errors.js';
 import { frontEnd } from './front-end.js';
@@ -14,6 +15,7 @@ import {
   type GlobalOptions,
   type LoadedConfig,
   type PlanOptions,
+  type StreamedAttempt,
 } from './run.js';
 import { shardConfig } from './shard.js';
 
@@ -68,10 +70,12 @@ export interface LockedRun {
 
 /**
  * Loads the configuration, connects, narrows it to `shard` (`--shard K/N`), resolves its owner and
- * runs `run` under the run lock of its environments; the connection is closed after it.
+ * runs `run` under the run lock of its environments; the connection is closed after it. With
+ * `stream` (streamedOrWhole), the configuration is loaded environment by environment: `run` passes
+ * `cfg.bodies` to planFor and writes nothing before that plan is made.
  */
 export async function runConfigLocked<T>(
-  o: GlobalOptions & { shard?: string; lock?: boolean },
+  o: GlobalOptions & { shard?: string; lock?: boolean; stream?: StreamedAttempt },
   lock: { timeoutMs: number; signal?: AbortSignal; onRetry: (line: string) => void },
   run: (r: LockedRun) => Promise<T>,
 ): Promise<T> {
@@ -92,6 +96,10 @@ export async function runConfigLocked<T>(
       },
       () => run({ conn, cfg, ...(shard ? { shard } : {}), owner }),
     );
+  } catch (e) {
+    // Loaded whole next (streamedOrWhole): the reads of this attempt are cut, not retried, and say nothing.
+    if (e instanceof NotStreamable) conn.api.http.stop();
+    throw e;
   } finally {
     await conn.api.close();
   }

@@ -242,4 +242,45 @@ describe('apply environment by environment', () => {
     },
     patient(180_000),
   );
+  it(
+    'rotate, its configuration loaded environment by environment, prints what the whole load prints',
+    async () => {
+      // The same fleet applied to both services; then the same rotations, loaded whole on one
+      // (KMS_SYNC_CONFIG_WHOLE=1) and environment by environment on the other.
+      const dirs = [whole, streamed].map((emu) => ({ emu, dir: workspace({ 'kms.yaml': fleet(3) }) }));
+      for (const { emu, dir } of dirs) {
+        const r = await runCli(['apply', '-f', 'kms.yaml', '--auto-approve'], { cwd: dir, env: envFor(emu, dir) });
+        expect(r.code, r.stderr).toBe(0);
+      }
+      const comparable = (emu: RunningEmulator, dir: string, r: { code: number; stdout: string; stderr: string }) => {
+        const clean = (t: string) =>
+          t
+            .replaceAll(emu.url, 'URL')
+            .replaceAll(dir, 'DIR')
+            .replace(/\d{4}-\d\d-\d\dT[\d:.]+Z/g, 'TIME')
+            .replace(UUID, 'ID')
+            .replace(/Took [\d.]+m?s/g, 'Took …')
+            .replace(/"(?:generatedAt|generated_at|timestamp|@timestamp)":\s*"[^"]+"/g, '"t": "…"');
+        return { code: r.code, stdout: clean(r.stdout), stderr: clean(r.stderr) };
+      };
+      for (const args of [
+        ['rotate', '-f', 'kms.yaml', '--key', 'key.sa-prod/c1/primay', '--auto-approve'],
+        ['rotate', '-f', 'kms.yaml', '--key', 'key.sa-*/c1/*', '--auto-approve'],
+        ['rotate', '-f', 'kms.yaml', '--key', 'key.*/c0/*', '--auto-approve', '--shard', '1/2'],
+        ['rotate', '-f', 'kms.yaml', '--key', 'key.*/c0/*', '--auto-approve', '--shard', '2/2', '--json'],
+      ]) {
+        const [a, b] = await Promise.all(
+          dirs.map(({ emu, dir }) =>
+            runCli(args, {
+              cwd: dir,
+              env: envFor(emu, dir, emu === whole ? { KMS_SYNC_CONFIG_WHOLE: '1' } : {}),
+            }).then((r) => comparable(emu, dir, r)),
+          ),
+        );
+        expect(b, args.join(' ')).toEqual(a);
+      }
+      expect(dirs.length).toBe(2);
+    },
+    patient(120_000),
+  );
 });

@@ -32,13 +32,13 @@ export const SLOW_FIRST: Record<string, number> = {
   'test/fuzz/config-fuzz.test.ts': 21,
   'test/provider/cdktf-terraform.test.ts': 21,
   'test/crash/crash.test.ts': 20,
+  'test/engine/stream-apply.test.ts': 20,
   'test/engine/shard.test.ts': 19,
   'test/provider/ephemeral-terraform.test.ts': 19,
   'test/docs/help-and-errors.test.ts': 18,
   'test/bench/bench-quick.test.ts': 17,
   'test/config/files-inside-root.test.ts': 16,
   'test/agent/forged-writes.test.ts': 15,
-  'test/engine/stream-apply.test.ts': 15,
 };
 
 /** Where `file` (a path relative to the repository) stands in SLOW_FIRST, or -1. */
