@@ -73,7 +73,13 @@ import { ExitWith, UsageError } from './errors.js';
 import { EXIT } from './exit-codes.js';
 import { enterApply, interruptCause, interruptExitCode, interruptSignal, triggerInterrupt } from './interrupts.js';
 import { resolveOwner } from '../engine/owner.js';
-import { cliInventory, keepRunInventory, savedPlanInventory } from '../engine/inventory.js';
+import {
+  cliInventory,
+  cliInventoryFile,
+  keepDestroyInventory,
+  keepRunInventory,
+  savedPlanInventory,
+} from '../engine/inventory.js';
 import { err, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
@@ -1257,7 +1263,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
     .option('--compact', 'counts per action, kind and environment instead of every resource (plans of thousands)')
     .action(async (o: GlobalOptions & LockFlags & { compact?: boolean; autoApprove?: boolean; yes?: boolean }) => {
       await runConfigLocked(o, lockOf(o), async ({ conn, cfg, owner }) => {
-        const plan = await destroyPlanFor(conn, cfg.desired, {
+        const { plan, live } = await destroyPlanFor(conn, cfg.desired, {
           policy: cfg.policy,
           prune: false,
           baseDir: cfg.baseDir,
@@ -1273,11 +1279,29 @@ machine that checks the project out. kms-sync schema prints the schema.`,
           out('Destroy cancelled.\n');
           throw new ExitWith(EXIT.error);
         }
-        const code = await runApply(conn, plan, cfg.baseDir, {
-          parallelism: o.parallelism,
-          policy: cfg.policy,
-          reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }),
-        });
+        let result: ApplyResult | undefined;
+        let code: number;
+        try {
+          code = await runApply(conn, plan, cfg.baseDir, {
+            parallelism: o.parallelism,
+            policy: cfg.policy,
+            onResult: (r) => {
+              result = r;
+            },
+            reporter: textReporter(() => plan.operations.length, { compact: Boolean(o.compact), command: 'destroy' }),
+          });
+        } finally {
+          // The ownership inventory (engine/inventory.ts) keeps only what is left, as after an apply.
+          for (const line of await keepDestroyInventory(conn, {
+            owner,
+            desired: cfg.desired,
+            state: live,
+            ...(result ? { result } : {}),
+            plan,
+            file: cliInventoryFile(cfg.baseDir),
+          }))
+            err(`warning: ${line}\n`);
+        }
         if (code !== EXIT.ok) throw new ExitWith(code);
       });
     });

@@ -480,3 +480,43 @@ export async function savedPlanInventory(
     serviceRead,
   };
 }
+
+/**
+ * The inventory after a destroy (under its run lock), as after an apply: the clients and endpoints
+ * it deleted leave it, and so do the projects, environments and templates it deleted (an
+ * environment's with it), in the service (an environment deleted took its records along) and in
+ * the sealed copy beside the journal. `state`: the live state the destroy was planned from.
+ */
+export async function keepDestroyInventory(
+  conn: { api: KmsClient; sealKey: Buffer },
+  o: {
+    owner: string;
+    desired: DesiredState;
+    state: LiveState;
+    result?: Pick<ApplyResult, 'done' | 'created'>;
+    plan: Plan;
+    file: string;
+  },
+): Promise<string[]> {
+  const gone = new Set((o.result?.done ?? []).filter((op) => op.action === 'delete').map((op) => op.address));
+  // A project deleted takes its environments and their templates along (no operation of their own).
+  const projectOf = new Map(o.desired.envs.map((e) => [e.projectEnv, e.project]));
+  const envGone = (pe: string) => gone.has(address.env(pe)) || gone.has(address.project(projectOf.get(pe) ?? ''));
+  const left: DesiredState = {
+    ...o.desired,
+    projects: o.desired.projects.filter((p) => !gone.has(address.project(p.slug))),
+    envs: o.desired.envs.filter((e) => !envGone(e.projectEnv)),
+    templates: o.desired.templates.filter(
+      (t) => !envGone(t.projectEnv) && !gone.has(address.template(t.projectEnv, t.name)),
+    ),
+  };
+  return keepRunInventory(conn, {
+    owner: o.owner,
+    scan: { owned: ownedEntries(o.state, o.owner), envsRead: o.state.envs.map((e) => e.projectEnv) },
+    serviceRead: holdFromService(new InventoryIndex([]), o.state, o.owner),
+    ...(o.result ? { result: o.result } : {}),
+    plan: o.plan,
+    desired: left,
+    file: o.file,
+  });
+}

@@ -1152,12 +1152,16 @@ export function storeContactRefused(
 }
 
 /** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */
-export async function destroyPlanFor(conn: Connection, desired: DesiredState, o: PlanOptions): Promise<Plan> {
+export async function destroyPlanFor(
+  conn: Connection,
+  desired: DesiredState,
+  o: PlanOptions,
+): Promise<{ plan: Plan; live: LiveState }> {
   const { recovery, live, owner, target } = await preparePlan(conn, desired, o);
   const r = planDestroy(desired, live.state, owner);
   const ops = sortOperations(r.ops);
   const unmanaged = r.unmanaged.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
-  return {
+  const plan: Plan = {
     formatVersion: 1,
     generatedAt: (o.now ?? new Date()).toISOString(),
     target,
@@ -1170,4 +1174,5 @@ export async function destroyPlanFor(conn: Connection, desired: DesiredState, o:
     stores: desired.stores.map(({ source: _s, ...x }) => x),
     fingerprints: live.fingerprints,
   };
+  return { plan, live: live.state };
 }
