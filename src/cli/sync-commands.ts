@@ -48,12 +48,11 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { atomicWriteFile, ensureDir } from '../secrets/fsutil.js';
 import { safeUrl } from '../report/redact.js';
 import { shardConfig } from '../engine/shard.js';
+import { validateConfig } from '../engine/validate.js';
 import { runConfigLocked, withRunLock } from '../engine/locked-run.js';
 import {
-  checkSecretNames,
   connect,
   destroyPlanFor,
-  loadConfig,
   loadConfigReadingAhead,
   planFor,
   policyFor,
@@ -667,12 +666,11 @@ export function registerSyncCommands(program: Command) {
         o: Pick<GlobalOptions, 'file' | 'env' | 'cdktf' | 'cdktfOut' | 'stack' | 'maxFileSize' | 'maxConfigSize'> &
           PolicyInput,
       ) => {
-        const { desired, files, baseDir, policy } = await loadConfig(o);
-        await checkSecretNames(desired, baseDir, policy);
-        const keys = desired.clients.reduce((n, c) => n + c.keys.length, 0);
+        // Environment by environment, as plan; KMS_SYNC_CONFIG_WHOLE=1: loaded whole, as before.
+        const n = await validateConfig(o, process.env.KMS_SYNC_CONFIG_WHOLE === '1');
         out(
-          `Configuration valid: ${files.length} file(s), ${desired.projects.length} project(s), ${desired.envs.length} environment(s), ` +
-            `${desired.templates.length} template(s), ${desired.clients.length} client(s), ${keys} key(s), ${desired.endpoints.length} endpoint(s).\n`,
+          `Configuration valid: ${n.files} file(s), ${n.projects} project(s), ${n.envs} environment(s), ` +
+            `${n.templates} template(s), ${n.clients} client(s), ${n.keys} key(s), ${n.endpoints} endpoint(s).\n`,
         );
       },
     );

@@ -1,4 +1,4 @@
-// `plan` and `drift` (with --shard too) load a configuration environment by environment (config/load.ts
+// `plan`, `drift` (with --shard too) and `validate` load a configuration environment by environment (config/load.ts
 // loadDesiredStateStreamed): each environment's clients and endpoints are read, checked and built
 // as it is planned. Whatever only a whole load says as it should (a problem to place, a warning,
 // input outside the fast YAML subset, in any environment) makes the command load it whole
@@ -120,7 +120,7 @@ const comparable = (r: { code: number; stdout: string; stderr: string }) => ({
   stderr: r.stderr,
 });
 
-describe('plan and drift, configuration loaded environment by environment', () => {
+describe('plan, drift and validate, configuration loaded environment by environment', () => {
   for (const [name, files] of Object.entries(cases)) {
     it(
       `prints what the whole load prints: ${name}`,
@@ -133,7 +133,9 @@ describe('plan and drift, configuration loaded environment by environment', () =
           // A shard: only its environments' clients are read (the others are checked as they are let go).
           ['plan', '-f', '.', '--no-secret-check', '--shard', '1/2'],
           ['plan', '-f', '.', '--no-secret-check', '--shard', '2/2', '--json'],
-          // drift loads it as plan does (its report, --shard too).
+          // validate, drift and rotate load it as plan does (drift's report, --shard too).
+          ['validate', '-f', '.'],
+          ['validate', '-f', '.', '--env', 'shop-env1'],
           ['drift', '-f', '.', '--no-secret-check', '--no-usage'],
           ['drift', '-f', '.', '--no-secret-check', '--no-usage', '--json', '--shard', '1/2'],
         ]) {
