@@ -178,6 +178,10 @@ export async function loadDesiredStateStreamed(
   if (opts.documents || opts.diagnostics?.length) return undefined;
   const { sources, pre } = await readSources(paths, opts);
   if (pre.length > 0) return undefined;
+  // One environment is loaded whole (below): say so before the skeleton read (a fifth of a parse)
+  // when the texts name `clients` and `endpoints` once at most. A key spelled with escapes only
+  // sends a configuration to the whole load, whose output is the same.
+  if (bodyWordsAtMostOnce(sources)) return undefined;
   const env = envOf(opts);
   try {
     const builder = new Builder(sources.map((s) => s.file));
@@ -215,6 +219,37 @@ export async function loadDesiredStateStreamed(
     if (e instanceof NotStreamable) return undefined;
     throw e;
   }
+}
+
+/**
+ * Whether the texts show at a glance that at most one environment holds clients or endpoints: the
+ * words `clients` and `endpoints` occur once at most in all files together, and when both occur,
+ * in one file as keys of one block mapping (each at a line's start at the same column, no line
+ * between them less indented). Anything else says no, and the skeleton read decides.
+ */
+function bodyWordsAtMostOnce(sources: readonly ConfigSource[]): boolean {
+  const found: { text: string; at: number }[] = [];
+  for (const { text } of sources) {
+    for (const word of ['clients', 'endpoints']) {
+      for (let at = text.indexOf(word); at >= 0; at = text.indexOf(word, at + word.length)) {
+        if (found.length === 2) return false;
+        found.push({ text, at });
+      }
+    }
+  }
+  if (found.length < 2) return true;
+  const [x, y] = found as [{ text: string; at: number }, { text: string; at: number }];
+  if (x.text !== y.text) return false;
+  const text = x.text;
+  const [first, second] = x.at < y.at ? [x.at, y.at] : [y.at, x.at];
+  const column = (at: number) => at - (text.lastIndexOf('\n', at - 1) + 1);
+  const n = column(second);
+  const keyAt = (at: number) => /^(?:clients|endpoints):/.test(text.slice(at, at + 10));
+  if (n < 1 || column(first) !== n || !keyAt(first) || !keyAt(second)) return false;
+  if (!/^ *$/.test(text.slice(second - n, second))) return false;
+  // Between them, a line less indented than the keys (its first character not a space, CR or `#`) ends their mapping.
+  const lineStart = text.indexOf('\n', first);
+  return !new RegExp(`\\n {0,${n - 1}}[^ \\r\\n#]`).test(text.slice(lineStart, second));
 }
 
 /** One occurrence of an environment in a document, with its deferred blocks. */
