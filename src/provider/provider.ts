@@ -29,7 +29,10 @@ export interface ProviderOptions {
   cwd?: string;
 }
 
-const CAPABILITIES = { plan_destroy: true, get_provider_schema_optional: false, move_resource_state: false };
+// get_provider_schema_optional: Terraform starts the provider 3-4 times per command; with it, each start after
+// the first takes the schema from Terraform's in-process cache instead of a GetProviderSchema call (no RPC
+// depends on GetProviderSchema having been called).
+const CAPABILITIES = { plan_destroy: true, get_provider_schema_optional: true, move_resource_state: false };
 
 /** Deep equality of values; sets (and only sets) compare without order. */
 export function sameValue(a: TfValue, b: TfValue, type: CtyType): boolean {

@@ -115,6 +115,8 @@ describe('a provider started like Terraform starts it', () => {
     expect(res.server_capabilities.plan_destroy).toBe(true);
     const meta = await p.call('GetMetadata');
     expect(meta.resources.map((r: any) => r.type_name).sort()).toEqual(Object.keys(jsonSchema.resource_schemas).sort());
+    // Terraform then reuses the schema it read at the command's first provider start instead of asking again.
+    expect(meta.server_capabilities.get_provider_schema_optional).toBe(true);
   });
 
   it('points validation diagnostics at the attribute', async () => {
