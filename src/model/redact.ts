@@ -135,8 +135,16 @@ export function registerSecret(value: string, label = 'secret'): void {
     const head = piece.slice(0, MIN_SECRET_LENGTH);
     const same = registeredByHead.get(head);
     if (same) {
-      same.push(piece);
-      same.sort((a, b) => b.length - a.length);
+      // Longest first, kept by inserting in place: re-sorting on every push was quadratic in the
+      // keys of a run, whose hex spellings all share one head (the hex of their common prefix).
+      let lo = 0;
+      let hi = same.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (same[mid]!.length >= piece.length) lo = mid + 1;
+        else hi = mid;
+      }
+      same.splice(lo, 0, piece);
     } else registeredByHead.set(head, [piece]);
   }
 }

@@ -115,6 +115,20 @@ describe('redaction by value', () => {
 });
 
 describe('redaction of encoded spellings (issue 34)', () => {
+  it('of registered values sharing their first characters, masks the longest that matches whatever order they came in', () => {
+    // Keys of one service share a prefix, so their hex spellings share a head: the candidates of
+    // one head stay longest first as they are inserted.
+    const base = 'kmsc_headshared';
+    const lengths = [3, 9, 1, 12, 6, 2, 10];
+    const values = lengths.map((n, i) => base + String.fromCharCode(97 + i).repeat(n));
+    for (const v of values) registerSecret(v, 'raw key');
+    for (const v of values) {
+      expect(redactCredentials(`before ${v} after`, {})).toBe('before [REDACTED raw key] after');
+      const hex = Buffer.from(v).toString('hex');
+      expect(redactCredentials(`x${hex}y`, {})).not.toContain(hex.slice(0, 16));
+    }
+  });
+
   it('masks base64, base64url, hex and upper-cased forms of a credential, also inside a longer encoded text', () => {
     const token = 'T0ken-' + 'Zq9xWv3Lp'.repeat(3);
     const env = { DEPLOY_TOKEN: token };
