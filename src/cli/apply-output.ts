@@ -239,7 +239,9 @@ function summaryText(r: ApplyResult, compact = false): string {
     );
   } else if (r.keysStored.length) {
     lines.push(`Keys issued and stored (${r.keysStored.length}):`);
-    for (const k of r.keysStored) lines.push(`  ${p(k.address)} → ${p(k.store)} (${p(k.secret)})`);
+    // By address: keys are stored as their writes finish, which concurrent writes make an order of chance.
+    const byAddress = [...r.keysStored].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+    for (const k of byAddress) lines.push(`  ${p(k.address)} → ${p(k.store)} (${p(k.secret)})`);
   }
   for (const n of r.recoveries) lines.push(`Recovered: ${n}`);
   return lines.join('\n') + '\n';
