@@ -25,6 +25,11 @@ const START_UP =
   /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
 const ON_DEMAND =
   /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command|agent-remote-command)\.js$)/;
+/** Rolldown's `external` rule: our own modules are bundled, and of the packages only those listed. */
+const externalExcept = (bundled) => (id) => {
+  if (id.startsWith('.') || path.isAbsolute(id)) return false;
+  return !bundled.some((p) => id === p || id.startsWith(`${p}/`));
+};
 const fromRoot = (id) => path.relative(root, id).split(path.sep).join('/');
 const shared = (id) =>
   fromRoot(id).startsWith('dist/') && !START_UP.test(fromRoot(id)) && !ON_DEMAND.test(fromRoot(id));
@@ -34,10 +39,7 @@ const { output } = await build({
   input: { 'kms-sync': path.join(root, 'dist', 'cli', 'main.js') },
   platform: 'node',
   preserveEntrySignatures: 'allow-extension',
-  external: (id) => {
-    if (id.startsWith('.') || path.isAbsolute(id)) return false;
-    return !BUNDLED_PACKAGES.some((p) => id === p || id.startsWith(`${p}/`));
-  },
+  external: externalExcept(BUNDLED_PACKAGES),
   output: {
     dir: outDir,
     format: 'esm',
@@ -66,10 +68,7 @@ rmSync(providerOut, { recursive: true, force: true });
 await build({
   input: { 'terraform-provider-kms': path.join(root, 'dist', 'provider', 'bin.js') },
   platform: 'node',
-  external: (id) => {
-    if (id.startsWith('.') || path.isAbsolute(id)) return false;
-    return !PROVIDER_BUNDLED.some((p) => id === p || id.startsWith(`${p}/`));
-  },
+  external: externalExcept(PROVIDER_BUNDLED),
   output: { dir: providerOut, format: 'esm', chunkFileNames: '[name]-[hash].js', sourcemap: true },
   logLevel: 'warn',
 });
