@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
+import { fileSeconds, slowFirstBody, withSlowFirst } from '../../scripts/slow-first.js';
 import { SLOW_FIRST, slowRank } from '../support/sequencer.js';
 
 describe('slow files first', () => {
@@ -21,5 +22,33 @@ describe('slow files first', () => {
     expect(slowRank('test/cli/quick-start.test.ts')).toBe(0);
     expect(slowRank('test\\cli\\quick-start.test.ts')).toBe(0);
     expect(slowRank('test/architecture/sequencer.test.ts')).toBe(-1);
+  });
+
+  it('scripts/slow-first.ts reads the per-file durations of a CI log or a JSON report, and rewrites the list', () => {
+    const log = [
+      '\x1b[32m✓\x1b[39m',
+      ' \x1b[32m✓\x1b[39m test/a/slow.test.ts \x1b[2m(4 tests)\x1b[22m\x1b[33m 111409\x1b[2mms\x1b[22m\x1b[39m',
+      '   ✓ a test of test/a/slow.test.ts 11956ms',
+      ' ✓ test/b/quick.test.ts (1 test) 3231ms',
+      ' ❯ test/c/failed.test.ts (5 tests | 1 failed) 20500ms',
+      ' ↓ test/d/skipped.test.ts (3 tests | 3 skipped)',
+    ].join('\n');
+    const plain = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, '');
+    expect(Object.fromEntries(fileSeconds(plain(log)))).toEqual({
+      'test/a/slow.test.ts': 111.409,
+      'test/b/quick.test.ts': 3.231,
+      'test/c/failed.test.ts': 20.5,
+    });
+    expect(fileSeconds(log).get('test/a/slow.test.ts')).toBe(111.409);
+    const report = JSON.stringify({
+      testResults: [{ name: path.join(repoRoot, 'test', 'e', 'x.test.ts'), startTime: 1000, endTime: 9600 }],
+    });
+    expect(Object.fromEntries(fileSeconds(report, repoRoot))).toEqual({ 'test/e/x.test.ts': 8.6 });
+    const body = slowFirstBody(fileSeconds(log), 8);
+    expect(body).toBe("  'test/a/slow.test.ts': 111,\n  'test/c/failed.test.ts': 21,\n");
+    const source = "before\nexport const SLOW_FIRST: Record<string, number> = {\n  'old': 1,\n};\nafter\n";
+    expect(withSlowFirst(source, body)).toBe(
+      `before\nexport const SLOW_FIRST: Record<string, number> = {\n${body}};\nafter\n`,
+    );
   });
 });

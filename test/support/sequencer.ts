@@ -2,43 +2,70 @@
 // a clean clone (CI) has no last run and falls back to the biggest files first: the slowest files
 // (an npm ci, terraform applies killed and re-run) then started near the end and the run waited on
 // them alone (one CI run ended 70 s after the other worker went idle). SLOW_FIRST names them, slowest
-// first (seconds measured on a quiet 2-core machine); they start before every other file, which keep
-// vitest's own order. test/architecture/sequencer.test.ts checks that every name is a test file.
+// first; they start before every other file, which keep vitest's own order. The figures are one
+// clean-clone CI run's per-file durations (3 files on 2 cores): refresh them from the newest CI log
+// (or a vitest JSON report) with `node scripts/slow-first.ts <log>`, which lists every file that took
+// 8 s or more. test/architecture/sequencer.test.ts checks that every name is a test file.
 import path from 'node:path';
 import type { TestSpecification } from 'vitest/node';
 import { BaseSequencer } from 'vitest/node';
 
-/** Test files that take 15 s or more, slowest first (file: seconds, from a CI run's timings). */
+/** Test files that take 8 s or more, slowest first (file: seconds in CI; node scripts/slow-first.ts writes it). */
 export const SLOW_FIRST: Record<string, number> = {
-  'test/cli/quick-start.test.ts': 94,
-  'test/cdktf/deploy.test.ts': 83,
-  'test/crash/terraform.test.ts': 70,
-  'test/provider/kill.test.ts': 54,
-  'test/provider/identity.test.ts': 48,
-  'test/provider/package.test.ts': 35,
-  'test/provider/adoption.test.ts': 32,
-  'test/provider/terraform.test.ts': 32,
-  'test/cli/habits.test.ts': 30,
-  'test/cli/plan-streamed-config.test.ts': 27,
-  'test/sync/ownership.test.ts': 25,
-  'test/agent/inventory.test.ts': 24,
-  'test/cdktf/engine.test.ts': 24,
-  'test/sync/key-safety.test.ts': 24,
-  'test/cli/security-policy.test.ts': 24,
-  'test/cli/ci-local-store.test.ts': 23,
-  'test/crash/scenarios.test.ts': 23,
-  'test/provider/two-owners.test.ts': 22,
-  'test/secrets/crash-journal.test.ts': 22,
-  'test/fuzz/config-fuzz.test.ts': 21,
-  'test/provider/cdktf-terraform.test.ts': 21,
-  'test/crash/crash.test.ts': 20,
-  'test/engine/stream-apply.test.ts': 20,
-  'test/engine/shard.test.ts': 19,
-  'test/provider/ephemeral-terraform.test.ts': 19,
-  'test/docs/help-and-errors.test.ts': 18,
-  'test/bench/bench-quick.test.ts': 17,
-  'test/config/files-inside-root.test.ts': 16,
-  'test/agent/forged-writes.test.ts': 15,
+  'test/cli/quick-start.test.ts': 133,
+  'test/crash/terraform.test.ts': 120,
+  'test/cdktf/deploy.test.ts': 111,
+  'test/provider/kill.test.ts': 60,
+  'test/provider/identity.test.ts': 43,
+  'test/provider/adoption.test.ts': 42,
+  'test/provider/package.test.ts': 42,
+  'test/crash/scenarios.test.ts': 33,
+  'test/cli/plan-streamed-config.test.ts': 32,
+  'test/fuzz/config-fuzz.test.ts': 29,
+  'test/bench/bench-quick.test.ts': 28,
+  'test/crash/crash.test.ts': 28,
+  'test/provider/terraform.test.ts': 26,
+  'test/agent/inventory.test.ts': 26,
+  'test/provider/cdktf-terraform.test.ts': 25,
+  'test/engine/stream-apply.test.ts': 25,
+  'test/secrets/crash-journal.test.ts': 25,
+  'test/cli/ci-local-store.test.ts': 24,
+  'test/sync/ownership.test.ts': 21,
+  'test/agent/pid1.test.ts': 20,
+  'test/cli/single-executable.test.ts': 20,
+  'test/provider/two-owners.test.ts': 19,
+  'test/sync/key-safety.test.ts': 18,
+  'test/engine/shard.test.ts': 18,
+  'test/config/files-inside-root.test.ts': 18,
+  'test/secrets/crash-store.test.ts': 18,
+  'test/agent/forged-writes.test.ts': 17,
+  'test/cdktf/engine.test.ts': 17,
+  'test/cli/interrupt-pty.test.ts': 17,
+  'test/cli/security-policy.test.ts': 16,
+  'test/agent/operator-cli.test.ts': 15,
+  'test/agent/agent.test.ts': 15,
+  'test/cli/habits.test.ts': 14,
+  'test/provider/ephemeral-terraform.test.ts': 14,
+  'test/crash/agent.test.ts': 13,
+  'test/agent/hostile-config.test.ts': 12,
+  'test/engine/stream.test.ts': 12,
+  'test/agent/prune.test.ts': 12,
+  'test/sync/write-failures.test.ts': 12,
+  'test/sync/engine.test.ts': 11,
+  'test/cdktf/bindings.test.ts': 11,
+  'test/sync/pending-revokes.test.ts': 11,
+  'test/agent/notify.test.ts': 10,
+  'test/cli/hostile-text.test.ts': 10,
+  'test/report/markdown.test.ts': 10,
+  'test/drift/cli-inventory.test.ts': 10,
+  'test/provider/install.test.ts': 10,
+  'test/docs/examples.test.ts': 9,
+  'test/agent/verify-commits.test.ts': 9,
+  'test/agent/page.test.ts': 9,
+  'test/docs/help-and-errors.test.ts': 9,
+  'test/report/comment-author.test.ts': 8,
+  'test/agent/security-policy.test.ts': 8,
+  'test/agent/cdktf.test.ts': 8,
 };
 
 /** Where `file` (a path relative to the repository) stands in SLOW_FIRST, or -1. */
