@@ -34,7 +34,7 @@ export interface FastParse {
 
 /**
  * An environment's `clients` or `endpoints` block skipped by a skeleton read (fastParseYaml's
- * `deferBodies`): the mapping holds `[]` for it until fastParseBlock reads its text.
+ * `deferBodies`): the mapping holds `[]` for it until fastParseBlockChunks reads its text.
  */
 export interface DeferredBlock {
   /** The environment's mapping, at projects[project].environments[environment]. */
@@ -126,19 +126,40 @@ export function fastParseYaml(text: string, positions = true, deferBodies = fals
 }
 
 /**
- * The value of a block a skeleton read deferred (DeferredBlock), read alone from its text, without
- * offsets; undefined when it is outside the subset (the whole file then goes through the `yaml`
- * package, as fastParseYaml would have sent it). Its interpolation sites' offsets are the block's.
+ * The items of a deferred block (DeferredBlock) read `size` at a time, for a load that builds and
+ * lets go of each chunk before reading the next: the parsed tree of a large environment then never
+ * exists whole (100,000 clients' tree outlived V8's young generation and was collected, at a cost,
+ * from the old one). Each chunk comes with its interpolation sites (their offsets are the block's). Throws
+ * BlockOutsideSubset for a block outside the subset: the whole file then goes through the `yaml`
+ * package, as fastParseYaml would have sent it.
  */
-export function fastParseBlock(text: string, block: DeferredBlock): FastParse | undefined {
-  const part = text.slice(block.start, block.end);
+export function* fastParseBlockChunks(
+  text: string,
+  block: DeferredBlock,
+  size: number,
+): Generator<{ items: unknown[]; sites: InterpolationSite[] }, void, void> {
+  const reader = new Reader(text.slice(block.start, block.end), false, false, block.depth);
   try {
-    const reader = new Reader(part, false, false, block.depth);
-    const parsed = reader.document();
-    return Array.isArray(parsed.value) || parsed.value === null ? parsed : undefined;
+    if (!reader.startChunks()) return;
   } catch (err) {
-    if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;
-    throw err;
+    throw err instanceof OutsideSubset || err instanceof RangeError ? new BlockOutsideSubset() : err;
+  }
+  for (;;) {
+    let items: unknown[];
+    try {
+      items = reader.nextChunk(size);
+    } catch (err) {
+      throw err instanceof OutsideSubset || err instanceof RangeError ? new BlockOutsideSubset() : err;
+    }
+    if (items.length === 0) return;
+    yield { items, sites: reader.takeSites() };
+  }
+}
+
+/** A deferred block that only the whole file's read can read (fastParseBlockChunks). */
+export class BlockOutsideSubset extends Error {
+  constructor() {
+    super('a block is outside the fast YAML subset');
   }
 }
 
@@ -291,39 +312,78 @@ class Reader {
   private seq(col: number): unknown[] {
     const items: unknown[] = [];
     const offsets = this.offsetsOf(items);
-    for (;;) {
-      const s = this.starts[this.li]!;
-      const dash = s + col;
-      let q = dash + 1;
-      const e = this.ends[this.li]!;
-      while (q < e && this.text.charCodeAt(q) === SPACE) q++;
-      this.path.push(items.length);
-      let value: unknown;
-      let offset: number;
-      if (q >= e || this.text.charCodeAt(q) === HASH) {
-        if (q < e && q === dash + 1) bail(); // "-#" is not a comment
-        this.skipBlank(this.li + 1);
-        const next = this.currentIndent();
-        if (next > col) {
-          offset = this.starts[this.li]! + next;
-          value = this.block(next);
-        } else {
-          offset = dash;
-          value = null;
-        }
-      } else {
-        offset = q;
-        value = this.inline(q, col, items, items.length, true);
-      }
-      this.path.pop();
-      items.push(value);
-      offsets?.push(offset);
+    while (this.seqItem(col, items, offsets));
+    return items;
+  }
+
+  /** The list item at the current line (its dash at column `col`) into `items`; whether another item of the list follows. */
+  private seqItem(col: number, items: unknown[], offsets: ContainerOffsets | undefined): boolean {
+    const s = this.starts[this.li]!;
+    const dash = s + col;
+    let q = dash + 1;
+    const e = this.ends[this.li]!;
+    while (q < e && this.text.charCodeAt(q) === SPACE) q++;
+    this.path.push(items.length);
+    let value: unknown;
+    let offset: number;
+    if (q >= e || this.text.charCodeAt(q) === HASH) {
+      if (q < e && q === dash + 1) bail(); // "-#" is not a comment
+      this.skipBlank(this.li + 1);
       const next = this.currentIndent();
-      if (next < col) break;
-      if (next > col) bail();
-      if (!this.isDashAt(this.li, col)) break; // the parent mapping continues (an indentless list)
+      if (next > col) {
+        offset = this.starts[this.li]! + next;
+        value = this.block(next);
+      } else {
+        offset = dash;
+        value = null;
+      }
+    } else {
+      offset = q;
+      value = this.inline(q, col, items, items.length, true);
+    }
+    this.path.pop();
+    items.push(value);
+    offsets?.push(offset);
+    const next = this.currentIndent();
+    if (next < col) return false;
+    if (next > col) bail();
+    return this.isDashAt(this.li, col); // else the parent mapping continues (an indentless list)
+  }
+
+  /** Column of the block list a chunked read goes through (startChunks); -1 once it is read to its end. */
+  private chunkCol = -1;
+
+  /**
+   * Begins reading the text as one block list, chunk by chunk (nextChunk): document() for a text
+   * whose value is a list, without building that list. False for a text without content.
+   */
+  startChunks(): boolean {
+    this.skipBlank(0, true);
+    if (this.li >= this.lineCount) return false;
+    const first = this.text.charCodeAt(this.starts[this.li]!);
+    if (first === 0x25 || first === DASH || first === 0x2e) bail(); // a directive or document marker: document() decides
+    const col = this.indentOf(this.li);
+    this.index.rootOffset = this.starts[this.li]! + col;
+    // block(): the list's own level of nesting, and only a list (a deferred block is one).
+    if (++this.depth > MAX_DEPTH || !this.isDashAt(this.li, col)) bail();
+    this.chunkCol = col;
+    return true;
+  }
+
+  /** The next items (at most `n`) of the list startChunks began; none at its end. */
+  nextChunk(n: number): unknown[] {
+    const items: unknown[] = [];
+    while (this.chunkCol >= 0 && items.length < n) {
+      if (this.seqItem(this.chunkCol, items, undefined)) continue;
+      this.chunkCol = -1;
+      if (this.li < this.lineCount) bail(); // content left over: an error the whole read reports
     }
     return items;
+  }
+
+  /** The interpolation sites found since the last call (their containers are the chunks' items). */
+  takeSites(): InterpolationSite[] {
+    return this.sites.splice(0);
   }
 
   private map(col: number): Record<string, unknown> {

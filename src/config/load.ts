@@ -37,7 +37,7 @@ import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
-import { parseDeferred, parseFile, parseFileSkeleton, type SourceDocument } from './source.js';
+import { parseDeferredChunks, parseFile, parseFileSkeleton, type SourceDocument } from './source.js';
 import type { DeferredBlock } from './fast-yaml.js';
 import { closest } from './suggest.js';
 
@@ -322,20 +322,9 @@ export class StreamedBodies {
     const parts = this.parts.get(pe) ?? [];
     this.parts.delete(pe);
     for (const part of parts) {
-      for (const block of part.blocks) {
-        const value = parseDeferred(part.source.file, part.source.text, block, this.env);
-        if (value === undefined) throw new NotStreamable(`${part.source.file} is outside the fast YAML subset`);
-        part.container[block.key] = value;
-      }
-      // The schema's checks of this environment: the document with this environment alone in it.
-      const project = list(part.root.projects)[part.project] as Raw;
-      const alone = { ...part.root, projects: [{ ...project, environments: [part.container] }] };
-      if (validateAgainstSchema(alone).length > 0) throw new NotStreamable('the schema refuses a client or endpoint');
-      const segs: PathSegment[] = ['projects', part.project, 'environments', part.environment];
-      const steps = this.builder.addStreamedBody(part.doc, str(project.slug)!, part.container, segs);
-      // A pause now and then (every CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.
+      // A pause after each chunk (CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.
+      const steps = buildDeferred(this.builder, part, this.env);
       while (!steps.next().done) await new Promise<void>((resolve) => setImmediate(resolve));
-      for (const block of part.blocks) part.container[block.key] = [];
     }
     return this.builder.takeEnv(pe);
   }
@@ -348,6 +337,34 @@ export class StreamedBodies {
     for (const pe of [...this.parts.keys()]) await this.take(pe);
     if (this.env instanceof PolicedEnv && this.env.read.size) this.state.envReferences = [...this.env.read].sort();
     return this.state.envReferences;
+  }
+}
+
+/**
+ * Reads, checks against the schema and builds the deferred clients and endpoints of one
+ * environment's occurrence, CLIENTS_PER_PAUSE items at a time (a pause after each), each chunk let
+ * go before the next is read. What the whole load would report of them throws NotStreamable.
+ */
+function* buildDeferred(builder: Builder, part: StreamedPart, env: EnvSource): Generator<void, void, void> {
+  const project = list(part.root.projects)[part.project] as Raw;
+  const slug = str(project.slug)!;
+  const segs: PathSegment[] = ['projects', part.project, 'environments', part.environment];
+  // The schema's checks of a chunk: the document with this environment alone in it, holding the chunk.
+  const alone = { ...part.root, projects: [{ ...project, environments: [part.container] }] };
+  try {
+    for (const block of part.blocks) {
+      let from = 0;
+      for (const items of parseDeferredChunks(part.source.file, part.source.text, block, env, CLIENTS_PER_PAUSE)) {
+        part.container[block.key] = items;
+        if (validateAgainstSchema(alone).length > 0) throw new NotStreamable('the schema refuses a client or endpoint');
+        builder.addStreamedBody(part.doc, slug, part.container, segs, block.key, from);
+        part.container[block.key] = [];
+        from += items.length;
+        yield;
+      }
+    }
+  } finally {
+    for (const block of part.blocks) part.container[block.key] = [];
   }
 }
 
@@ -664,24 +681,29 @@ class Builder {
       names.push(name);
       this.templateNames.set(projectEnv, names);
     });
-    yield* this.addEnvBody(projectEnv, e, here, error);
+    yield* this.addEnvBody(projectEnv, list(e.clients), list(e.endpoints), here, error);
   }
 
-  /** An environment's clients and endpoints (a streamed load adds them after its skeleton: addStreamedBody). */
+  /**
+   * An environment's clients and endpoints (a streamed load adds them after its skeleton, a chunk
+   * at a time: addStreamedBody); `from` is the index of the first in its document's list.
+   */
   private *addEnvBody(
     projectEnv: string,
-    e: Raw,
+    clients: unknown[],
+    endpoints: unknown[],
     here: PlaceOnUse,
     error: (s: PathSegment[], m: string, o?: { atKey?: boolean; value?: boolean }) => void,
+    from = 0,
   ): Generator<void, void, void> {
-    const clients = list(e.clients);
     for (let k = 0; k < clients.length; k++) {
-      this.addClient(projectEnv, clients[k], here.child('clients', k), error);
+      this.addClient(projectEnv, clients[k], here.child('clients', from + k), error);
       if (this.dropBuilt) clients[k] = null;
       if (k % CLIENTS_PER_PAUSE === CLIENTS_PER_PAUSE - 1) yield;
     }
 
-    list(e.endpoints).forEach((ep, k) => {
+    endpoints.forEach((ep, i) => {
+      const k = from + i;
       if (!isObj(ep)) return;
       const method = str(ep.method);
       const route = str(ep.path);
@@ -839,10 +861,18 @@ class Builder {
   }
 
   /**
-   * A streamed environment's clients and endpoints (read after the skeleton: StreamedBodies), as
-   * addEnv adds them in a whole load; `segs` is the environment's field path in its document.
+   * A chunk of a streamed environment's clients or endpoints (`key`; read after the skeleton:
+   * buildDeferred), as addEnv adds them in a whole load; `segs` is the environment's field path
+   * in its document, `from` the chunk's first index in the list.
    */
-  *addStreamedBody(sd: PlacedDocument, project: string, e: Raw, segs: PathSegment[]): Generator<void, void, void> {
+  addStreamedBody(
+    sd: PlacedDocument,
+    project: string,
+    e: Raw,
+    segs: PathSegment[],
+    key: 'clients' | 'endpoints',
+    from: number,
+  ): void {
     const type = str(e.type);
     if (type === undefined) return;
     this.dropBuilt = sd.dropsBuilt === true;
@@ -851,7 +881,16 @@ class Builder {
       if (opts.value && this.isFlagged(sd.file, sd.index, loc.path)) return;
       this.report({ ...fields(loc), message }, sd.index);
     };
-    yield* this.addEnvBody(projectEnvOf(project, type), e, sd.at(segs), error);
+    const items = list(e[key]);
+    const steps = this.addEnvBody(
+      projectEnvOf(project, type),
+      key === 'clients' ? items : [],
+      key === 'endpoints' ? items : [],
+      sd.at(segs),
+      error,
+      from,
+    );
+    while (!steps.next().done);
   }
 
   /**
@@ -1179,6 +1218,19 @@ function* building(
   warnings: Diagnostic[],
   onParsed?: (documents: unknown[]) => void,
 ): Generator<void, DesiredState, void> {
+  // The documents are told once: a fast attempt that gave way told them already.
+  let told = false;
+  const tell = onParsed
+    ? (documents: unknown[]) => {
+        if (told) return;
+        told = true;
+        onParsed(documents);
+      }
+    : undefined;
+  if (pre.length === 0 && foreign.length === 0) {
+    const fast = yield* buildingFast(sources, env, warnings, tell);
+    if (fast) return fast;
+  }
   const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
   for (const d of pre) builder.report(d);
   if (pre.length > 0) builder.incomplete = true;
@@ -1206,8 +1258,8 @@ function* building(
       parsedDocs.push(sd);
     }
   }
-  if (onParsed) {
-    onParsed([...parsedDocs.map((d) => d.value), ...foreign.map((d) => d.value)]);
+  if (tell) {
+    tell([...parsedDocs.map((d) => d.value), ...foreign.map((d) => d.value)]);
     yield;
   }
   const documents: PlacedDocument[] = [];
@@ -1239,5 +1291,64 @@ function* building(
   warnings.push(...builder.warnings);
   const diagnostics = builder.sortedDiagnostics();
   if (diagnostics.length > 0) throw new ConfigError(diagnostics);
+  return state;
+}
+
+/**
+ * building() for files all in the fast YAML subset, without the parsed tree of their clients and
+ * endpoints ever whole in memory: each file's skeleton is read (its environments' clients and
+ * endpoints deferred), checked and built, then each environment's clients and endpoints a chunk
+ * at a time (buildDeferred), each chunk's tree let go before the next is read. For 100,000 clients
+ * that tree was ~75 MB, promoted to and collected from V8's old generation. The model is the one
+ * building() makes, its places found as building() finds them. Undefined when anything is not
+ * clean (a file outside the subset, an interpolation that fails, any problem): building() then
+ * loads the files again and reports as it always did.
+ */
+function* buildingFast(
+  sources: readonly ConfigSource[],
+  env: EnvSource,
+  warnings: Diagnostic[],
+  onParsed: ((documents: unknown[]) => void) | undefined,
+): Generator<void, DesiredState | undefined, void> {
+  try {
+    return yield* buildFast(sources, env, warnings, onParsed);
+  } catch (e) {
+    if (e instanceof NotStreamable) return undefined;
+    throw e;
+  }
+}
+
+function* buildFast(
+  sources: readonly ConfigSource[],
+  env: EnvSource,
+  warnings: Diagnostic[],
+  onParsed: ((documents: unknown[]) => void) | undefined,
+): Generator<void, DesiredState | undefined, void> {
+  const builder = new Builder(sources.map((s) => s.file));
+  const said: Diagnostic[] = [];
+  const documents: PlacedDocument[] = [];
+  const parts: StreamedPart[] = [];
+  for (const source of sources) {
+    const skeleton = parseFileSkeleton(source.file, source.text, env, true);
+    if (!skeleton) return undefined;
+    said.push(...skeleton.parsed.warnings);
+    const sd = skeleton.parsed.documents[0];
+    if (!sd) continue;
+    if (validateAgainstSchema(sd.value).length > 0) return undefined;
+    const doc = placed(sd);
+    documents.push(doc);
+    const grouped = new Map<string, StreamedPart[]>();
+    if (!groupDeferred(grouped, source, doc, skeleton.deferred)) return undefined;
+    for (const inEnv of grouped.values()) parts.push(...inEnv);
+  }
+  onParsed?.(documents.map((d) => d.value));
+  if (onParsed) yield;
+  for (const doc of documents) yield* builder.addDocument(doc);
+  if (builder.diagnostics.length > 0) return undefined;
+  for (const part of parts) yield* buildDeferred(builder, part, env);
+  const state = builder.finish();
+  if (builder.diagnostics.length > 0) return undefined;
+  if (env instanceof PolicedEnv && env.read.size) state.envReferences = [...env.read].sort();
+  warnings.push(...said, ...builder.warnings);
   return state;
 }

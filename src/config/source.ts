@@ -5,7 +5,13 @@
 import type { CST, Document, LineCounter, Node } from 'yaml';
 import type { Diagnostic, PathSegment } from './diagnostics.js';
 import { formatPath, NotStreamable } from './diagnostics.js';
-import { fastParseBlock, fastParseYaml, type DeferredBlock, type InterpolationSite } from './fast-yaml.js';
+import {
+  BlockOutsideSubset,
+  fastParseBlockChunks,
+  fastParseYaml,
+  type DeferredBlock,
+  type InterpolationSite,
+} from './fast-yaml.js';
 import { findMisindentedLine } from './indentation.js';
 import { interpolateString, typedScalar, type EnvSource } from './interpolate.js';
 import { fastParseJson, parseJson } from './json-source.js';
@@ -80,15 +86,17 @@ export function parseFile(file: string, text: string, env: EnvSource): ParsedFil
 
 /**
  * A file's skeleton for a load environment by environment: the fast path's value with each
- * environment's clients and endpoints left unread (DeferredBlock; parseDeferred reads them).
+ * environment's clients and endpoints left unread (DeferredBlock; parseDeferredChunks reads them).
  * Undefined when the file needs the whole load: JSON, outside the fast subset, plain text, or an
- * interpolation that fails. Its places are never computed (placing one means a problem to report,
- * which the whole load does): asking for one throws NotStreamable.
+ * interpolation that fails. Without `placeable`, its places are never computed (placing one means
+ * a problem to report, which the whole load does): asking for one throws NotStreamable. With it,
+ * they are found as a whole read finds them (placedOnDemand).
  */
 export function parseFileSkeleton(
   file: string,
   text: string,
   env: EnvSource,
+  placeable = false,
 ): { parsed: ParsedFile; deferred: DeferredBlock[] } | undefined {
   if (/\.json$/i.test(file)) return undefined;
   const fast = fastParseYaml(text, false, true);
@@ -101,17 +109,36 @@ export function parseFileSkeleton(
   if (isPlainText(fast.value)) return undefined;
   interpolateSites(file, fast.sites, unplaced, env, parsed.diagnostics);
   if (parsed.diagnostics.length) return undefined;
-  parsed.documents.push({ file, index: 0, value: fast.value, usable: true, placedFromText: true, locate: unplaced });
+  parsed.documents.push(
+    placeable
+      ? placedOnDemand(file, fast.value, skeletonPositions(text))
+      : { file, index: 0, value: fast.value, usable: true, placedFromText: true, locate: unplaced },
+  );
   return { parsed, deferred: fast.deferred };
 }
 
-/** A deferred block's value (interpolated), or undefined when only the whole load can read it. */
-export function parseDeferred(file: string, text: string, block: DeferredBlock, env: EnvSource): unknown[] | undefined {
-  const fast = fastParseBlock(text, block);
-  if (!fast || !Array.isArray(fast.value)) return undefined;
-  const diagnostics: ParsedFile['diagnostics'] = [];
-  interpolateSites(file, fast.sites, unplaced, env, diagnostics);
-  return diagnostics.length ? undefined : fast.value;
+/**
+ * A deferred block's items (interpolated), `size` at a time (fast-yaml.ts fastParseBlockChunks);
+ * NotStreamable where only the whole load can read them.
+ */
+export function* parseDeferredChunks(
+  file: string,
+  text: string,
+  block: DeferredBlock,
+  env: EnvSource,
+  size: number,
+): Generator<unknown[], void, void> {
+  try {
+    for (const { items, sites } of fastParseBlockChunks(text, block, size)) {
+      const diagnostics: ParsedFile['diagnostics'] = [];
+      interpolateSites(file, sites, unplaced, env, diagnostics);
+      if (diagnostics.length) throw new NotStreamable(`${file}: an interpolation fails`);
+      yield items;
+    }
+  } catch (err) {
+    if (err instanceof BlockOutsideSubset) throw new NotStreamable(`${file} is outside the fast YAML subset`);
+    throw err;
+  }
 }
 
 const unplaced = (): never => {
@@ -123,6 +150,9 @@ const unplaced = (): never => {
 // as any place of the configuration is kept (a loaded state keeps one per resource).
 const yamlPositions = (text: string) => () => fastParseYaml(text, true)!;
 const jsonPositions = (text: string) => () => parseJson(text);
+// A skeleton's text may leave the fast subset in a block not read yet: a place asked for then
+// (a problem found before that block) is the whole load's to give.
+const skeletonPositions = (text: string) => () => fastParseYaml(text, true) ?? unplaced();
 
 /**
  * A document whose offsets are found on the first placement: `withPositions` parses the same text
