@@ -18,9 +18,11 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // One temporary folder per run (test/support/temp-root.ts).
     // The run fails when the tests left files there or in the shared temporary folder.
-    globalSetup: ['test/support/temp-root.ts'],
-    // Scratch folders (test/support/scratch.ts) go after each file's last test.
-    setupFiles: ['test/support/scratch-cleanup.ts'],
+    // In CI (or with KMS_SYNC_TEST_CPU=1) the run ends with each file's CPU-seconds (test/support/cpu-report.ts).
+    globalSetup: ['test/support/temp-root.ts', 'test/support/cpu-report.ts'],
+    // Scratch folders (test/support/scratch.ts) go after each file's last test; each file's CPU
+    // time is logged when the run reports it (test/support/cpu-log.ts).
+    setupFiles: ['test/support/scratch-cleanup.ts', 'test/support/cpu-log.ts'],
     // Limits end hung tests; they never time a fast one: scaled to the machine's load (test/support/patience.ts)
     // and to the load the run's own files add beyond one per core (WORKERS, above).
     testTimeout: LIMIT,
