@@ -4,8 +4,11 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { cpuSeconds } from '../support/cpu-log.js';
 import { cpuReport } from '../support/cpu-report.js';
+import { skipWhen } from '../support/skip.js';
 
-describe.skipIf(process.platform !== 'linux')('CPU report of the test files', () => {
+describe.skipIf(
+  skipWhen(process.platform !== 'linux', 'test/architecture/cpu-report.test.ts: reads /proc, which only Linux has'),
+)('CPU report of the test files', () => {
   it("counts the CPU of the processes a file started and reaped (its children's /proc times)", () => {
     const before = cpuSeconds()!;
     // A child that spins until it has used 300 ms of CPU, however long a loaded machine makes that.
