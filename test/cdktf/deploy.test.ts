@@ -87,7 +87,9 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}
         npm_config_update_notifier: 'false',
       };
       // The CLIs and libraries, one folder per line; and the documented install with kms-sync packed
-      // (resolved only): all at once.
+      // (resolved only): all at once. The machine's npm cache answers without a round trip per
+      // package to revalidate what it holds (--prefer-offline, as the quick start's npm ci): the
+      // lines are pinned, and what the cache lacks still comes from the registry.
       const packed = run(
         'npm',
         ['pack', '--ignore-scripts', '--json', '--pack-destination', root, repoRoot],
@@ -101,7 +103,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}
             mkdirSync(dir);
             writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
             tools.set(f, dir);
-            return run('npm', ['install', '--ignore-scripts', ...INSTALL(f)], dir, npmEnv);
+            return run('npm', ['install', '--prefer-offline', '--ignore-scripts', ...INSTALL(f)], dir, npmEnv);
           }),
         ),
         packed.then((pack) =>
@@ -115,7 +117,7 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}
               resolved.set(f, dir);
               return run(
                 'npm',
-                ['install', '--package-lock-only', '--ignore-scripts', ...INSTALL(f), tarball],
+                ['install', '--prefer-offline', '--package-lock-only', '--ignore-scripts', ...INSTALL(f), tarball],
                 dir,
                 npmEnv,
               );
