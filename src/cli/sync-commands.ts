@@ -1084,6 +1084,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                   plan: { ...plan, operations: [] },
                   desired: cfg.desired,
                   file: inventory.file,
+                  known: inventory.known,
                 }))
                   err(`warning: ${line}\n`);
               else if (scan)
@@ -1110,6 +1111,7 @@ machine that checks the project out. kms-sync schema prints the schema.`,
                 plan,
                 desired: cfg.desired,
                 file: inventory.file,
+                known: inventory.known,
               }))
                 err(`warning: ${line}\n`);
           }

@@ -41,7 +41,7 @@ import {
 } from '../plan/inventory.js';
 import type { Plan } from '../plan/types.js';
 import { withLock } from '../secrets/fsutil.js';
-import { readStateJson, writeStateJson } from './state-files.js';
+import { readStateJsonKnown, writeStateJson, type StateJsonRead } from './state-files.js';
 
 // ---------------------------------------------------------------- the local copy
 
@@ -53,9 +53,27 @@ export const inventorySealKey = (apiKey: string): Buffer =>
   createHmac('sha256', apiKey).update('kms-sync inventory seal v1').digest();
 
 const sealOf = (inv: Pick<Inventory, 'owner' | 'entries'>, key: Buffer) =>
-  createHmac('sha256', key)
-    .update(canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] }))
-    .digest('base64url');
+  createHmac('sha256', key).update(sealedText(inv)).digest('base64url');
+
+/**
+ * What the seal covers: canonicalJson({ owner, entries }), byte for byte (seals written before
+ * stay valid), without sorting the keys of every entry: each is copied into one object shape
+ * whose keys are in sorted order (JSON.stringify leaves out those undefined). An entry with any
+ * other field or a value that is not a string (a hand-edited file) makes it canonicalJson's.
+ */
+function sealedText(inv: Pick<Inventory, 'owner' | 'entries'>): string {
+  const shaped: object[] = new Array(inv.entries.length);
+  for (let i = 0; i < inv.entries.length; i++) {
+    const e = inv.entries[i]!;
+    const fields = e as unknown as Record<string, unknown>;
+    for (const k in fields)
+      if (!ENTRY_FIELDS.has(k) || (fields[k] !== undefined && typeof fields[k] !== 'string'))
+        return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
+    shaped[i] = { address: e.address, applied: e.applied, id: e.id, kind: e.kind, projectEnv: e.projectEnv };
+  }
+  return JSON.stringify({ entries: shaped, owner: inv.owner });
+}
+const ENTRY_FIELDS: ReadonlySet<string> = new Set(['address', 'applied', 'id', 'kind', 'projectEnv']);
 
 /** Whether `inv` carries a seal made with `key` over its owner and entries. */
 export function sealHolds(inv: Inventory, key: Buffer | undefined): boolean {
@@ -74,16 +92,39 @@ export async function readInventory(
   owner: string,
   warn: (line: string) => void,
 ): Promise<Inventory | undefined> {
-  const kept = await readStateJson(file, parseInventory, (why) =>
-    warn(`the inventory ${file} ${why}; it is made again from the ownership markers`),
+  return (await readOwnInventory(file, owner, warn)).value;
+}
+
+/** readInventory with the digest of the text read; the text of `known` is not parsed again. */
+async function readOwnInventory(
+  file: string,
+  owner: string,
+  warn: (line: string) => void,
+  known?: StateJsonRead<Inventory>,
+): Promise<StateJsonRead<Inventory>> {
+  const read = await readStateJsonKnown(
+    file,
+    parseInventory,
+    (why) => warn(`the inventory ${file} ${why}; it is made again from the ownership markers`),
+    known,
   );
-  if (kept && kept.owner !== owner) {
+  if (read !== known && read.value && read.value.owner !== owner) {
     warn(
-      `the inventory ${file} belongs to owner '${kept.owner}', this configuration is '${owner}': it is made again from the ownership markers`,
+      `the inventory ${file} belongs to owner '${read.value.owner}', this configuration is '${owner}': it is made again from the ownership markers`,
     );
-    return undefined;
+    return { value: undefined, ...(read.digest ? { digest: read.digest } : {}) };
   }
-  return kept;
+  return read;
+}
+
+/**
+ * The CLI's copy as a run read it first (cliInventory), and whether its seal held: read again
+ * under the lock after the run, the same text is neither parsed nor checked again.
+ */
+export interface KnownInventory {
+  read: StateJsonRead<Inventory>;
+  sealed: boolean;
+  sealKey: Buffer | undefined;
 }
 
 /**
@@ -98,28 +139,35 @@ export async function keepInventory(
   desired: DesiredState | undefined,
   plan: Plan,
   owner: string,
-  o: { now: Date; revision?: string; sealKey?: Buffer; before?: Inventory },
+  o: { now: Date; revision?: string; sealKey?: Buffer; before?: Inventory; known?: KnownInventory },
 ): Promise<Inventory> {
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-  const write = async (before: Inventory | undefined) => {
+  const write = async (before: Inventory | undefined, sealChecked?: boolean) => {
     // Entries a copy without a valid seal holds are not carried over (they may be forged).
-    const trusted = before && (!o.sealKey || sealHolds(before, o.sealKey)) ? before : withoutOwnership(before);
-    const next = nextInventory(trusted, scan, desired, plan, owner, o);
+    const holds = before !== undefined && (!o.sealKey || (sealChecked ?? sealHolds(before, o.sealKey)));
+    const next = nextInventory(holds ? before : withoutOwnership(before), scan, desired, plan, owner, o);
+    // Unchanged: a sealed copy whose seal is the next one's (the seal covers owner and entries).
+    const seal = o.sealKey ? sealOf(next, o.sealKey) : undefined;
     if (
-      before !== undefined &&
-      before.owner === next.owner &&
-      JSON.stringify(before.entries) === JSON.stringify(next.entries) &&
-      (!o.sealKey || sealHolds(before, o.sealKey))
+      holds &&
+      (seal !== undefined
+        ? before.seal === seal
+        : before.owner === next.owner && JSON.stringify(before.entries) === JSON.stringify(next.entries))
     )
       return before;
-    const sealed = o.sealKey ? { ...next, seal: sealOf(next, o.sealKey) } : next;
+    const sealed = seal !== undefined ? { ...next, seal } : next;
     await writeStateJson(file, sealed);
     return sealed;
   };
-  if (!o.sealKey) return write(o.before);
-  return withLock(`${file}.lock`, { timeoutMs: 60_000 }, async () =>
-    write(await readInventory(file, owner, () => undefined)),
-  );
+  const sealKey = o.sealKey;
+  if (!sealKey) return write(o.before);
+  return withLock(`${file}.lock`, { timeoutMs: 60_000 }, async () => {
+    const known = o.known;
+    const read = await readOwnInventory(file, owner, () => undefined, known?.read);
+    // The text the run read first, unchanged since: its seal was checked then, with this key.
+    const same = known !== undefined && read === known.read && known.sealKey?.equals(sealKey) === true;
+    return write(read.value, same ? known.sealed : undefined);
+  });
 }
 
 const withoutOwnership = (inv: Inventory | undefined): Inventory | undefined =>
@@ -135,15 +183,21 @@ export async function cliInventory(
   owner: string,
   sealKey: Buffer | undefined,
   warn: (line: string) => void,
-): Promise<{ file: string; before: Inventory | undefined; index: InventoryIndex }> {
+): Promise<{ file: string; before: Inventory | undefined; index: InventoryIndex; known: KnownInventory }> {
   const file = cliInventoryFile(baseDir);
-  const before = await readInventory(file, owner, warn);
+  const read = await readOwnInventory(file, owner, warn);
+  const before = read.value;
   const sealed = before !== undefined && sealHolds(before, sealKey);
   if (before && !sealed && before.entries.some((e) => e.kind === 'client' || e.kind === 'endpoint'))
     warn(
       `the inventory ${file} is not sealed with this service credential (written with another one, or edited): its clients and endpoints are not taken as this configuration's; the inventory kept in the service is`,
     );
-  return { file, before, index: new InventoryIndex(before?.entries ?? [], { ownership: sealed }) };
+  return {
+    file,
+    before,
+    index: new InventoryIndex(before?.entries ?? [], { ownership: sealed }),
+    known: { read, sealed, sealKey },
+  };
 }
 
 // ---------------------------------------------------------------- the service's copy
@@ -251,6 +305,73 @@ function uuidOf(h: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
+/** An environment's owned client ids (UUIDs apart: they pack to 16 bytes) and endpoints (`METHOD:/path`). */
+interface EnvHoldings {
+  /** Every client id, as given. */
+  ids: string[];
+  /** Client ids in UUID form, 32 hex digits each (unsorted). */
+  uuids: string[];
+  otherIds: string[];
+  endpoints: string[];
+}
+
+function envHoldings(projectEnv: string, entries: readonly InventoryEntry[]): EnvHoldings {
+  const prefix = identityKey('endpoint', [projectEnv, '']);
+  const out: EnvHoldings = { ids: [], uuids: [], otherIds: [], endpoints: [] };
+  for (const e of entries) {
+    if (e.projectEnv !== projectEnv) continue;
+    if (e.kind === 'client' && e.id) {
+      out.ids.push(e.id);
+      if (UUID.test(e.id)) out.uuids.push(e.id.replace(/-/g, ''));
+      else out.otherIds.push(e.id);
+    } else if (e.kind === 'endpoint' && e.address.startsWith(prefix))
+      out.endpoints.push(e.address.slice(prefix.length));
+  }
+  out.otherIds.sort();
+  out.endpoints.sort();
+  return out;
+}
+
+/** The record body without holdings (its size is every record's overhead). */
+const emptyRecord = (owner: string, o: { generation: string; now: Date }): RecordBody => ({
+  'kms-sync/record': 'inventory',
+  format: 1,
+  owner,
+  generation: o.generation,
+  part: 0,
+  parts: 0,
+  updatedAt: o.now.toISOString(),
+  clients: '',
+  clientIds: [],
+  endpoints: [],
+});
+
+/**
+ * How holdings pack into records of at most RECORD_BUDGET bytes (UUIDs, then other ids, then
+ * endpoints, each record filled before the next): the first item of each record after the first,
+ * counted over that order. All UUIDs cost alike, so their order does not change the packing.
+ */
+function packing(h: EnvHoldings, overhead: number): number[] {
+  const breaks: number[] = [];
+  let size = overhead;
+  let i = 0;
+  const add = (cost: number) => {
+    if (size + cost > RECORD_BUDGET) {
+      breaks.push(i);
+      size = overhead;
+    }
+    size += cost;
+    i++;
+  };
+  for (let n = 0; n < h.uuids.length; n++) add(22);
+  for (const id of h.otherIds) add(Buffer.byteLength(JSON.stringify(id)) + 1);
+  for (const mp of h.endpoints) add(Buffer.byteLength(JSON.stringify(mp)) + 1);
+  return breaks;
+}
+
+const recordOverhead = (owner: string, o: { generation: string; now: Date }) =>
+  Buffer.byteLength(JSON.stringify(emptyRecord(owner, o))) + 64;
+
 /** An environment's owned entries as record bodies of at most RECORD_BUDGET bytes each. */
 export function inventoryRecords(
   owner: string,
@@ -258,55 +379,38 @@ export function inventoryRecords(
   entries: readonly InventoryEntry[],
   o: { generation: string; now: Date },
 ): RecordBody[] {
-  const prefix = identityKey('endpoint', [projectEnv, '']);
-  const uuids: string[] = []; // 32 hex digits each (sorted as strings, as their bytes sort)
-  const otherIds: string[] = [];
-  const endpoints: string[] = [];
-  for (const e of entries) {
-    if (e.projectEnv !== projectEnv) continue;
-    if (e.kind === 'client' && e.id) {
-      if (UUID.test(e.id)) uuids.push(e.id.replace(/-/g, ''));
-      else otherIds.push(e.id);
-    } else if (e.kind === 'endpoint' && e.address.startsWith(prefix)) endpoints.push(e.address.slice(prefix.length));
-  }
-  uuids.sort();
-  otherIds.sort();
-  endpoints.sort();
-  const empty = (): RecordBody => ({
-    'kms-sync/record': 'inventory',
-    format: 1,
-    owner,
-    generation: o.generation,
-    part: 0,
-    parts: 0,
-    updatedAt: o.now.toISOString(),
-    clients: '',
-    clientIds: [],
-    endpoints: [],
-  });
-  const overhead = Buffer.byteLength(JSON.stringify(empty())) + 64;
-  const bodies: RecordBody[] = [];
+  return recordsOf(owner, envHoldings(projectEnv, entries), o);
+}
+
+function recordsOf(owner: string, h: EnvHoldings, o: { generation: string; now: Date }): RecordBody[] {
+  // Sorted as strings, as their bytes sort.
+  const uuids = h.uuids.sort();
+  const breaks = packing(h, recordOverhead(owner, o));
+  const bodies: RecordBody[] = [emptyRecord(owner, o)];
   let packed: string[] = [];
-  let cur = empty();
-  let size = overhead;
   const flush = () => {
-    cur.clients = Buffer.from(packed.join(''), 'hex').toString('base64url');
-    bodies.push(cur);
-    cur = empty();
+    bodies[bodies.length - 1]!.clients = Buffer.from(packed.join(''), 'hex').toString('base64url');
     packed = [];
-    size = overhead;
   };
-  const add = (cost: number, put: () => void) => {
-    if (size + cost > RECORD_BUDGET) flush();
-    put();
-    size += cost;
+  let i = 0;
+  let next = 0;
+  const place = () => {
+    if (i++ === breaks[next]) {
+      next++;
+      flush();
+      bodies.push(emptyRecord(owner, o));
+    }
+    return bodies[bodies.length - 1]!;
   };
-  for (const u of uuids) add(22, () => packed.push(u));
-  for (const id of otherIds) add(Buffer.byteLength(JSON.stringify(id)) + 1, () => cur.clientIds.push(id));
-  for (const mp of endpoints) add(Buffer.byteLength(JSON.stringify(mp)) + 1, () => cur.endpoints.push(mp));
+  for (const u of uuids) {
+    place();
+    packed.push(u);
+  }
+  for (const id of h.otherIds) place().clientIds.push(id);
+  for (const mp of h.endpoints) place().endpoints.push(mp);
   flush();
-  bodies.forEach((b, i) => {
-    b.part = i;
+  bodies.forEach((b, n) => {
+    b.part = n;
     b.parts = bodies.length;
   });
   return bodies;
@@ -332,24 +436,18 @@ export async function writeServiceInventory(
   now: Date,
 ): Promise<'unchanged' | 'written' | 'gone'> {
   const generation = randomBytes(6).toString('hex');
-  const bodies = inventoryRecords(owner, projectEnv, entries, { generation, now });
-  const want = serviceInventory(
-    bodies.map((b, i) => ({
-      projectEnv,
-      path: i ? partPath(owner, generation, i) : inventoryRecordPath(owner),
-      metadata: b,
-    })),
-    projectEnv,
-    owner,
-  )!;
+  const held = envHoldings(projectEnv, entries);
+  // What the records would hold, as serviceInventory reads it back (a UUID as it was given: the
+  // pattern takes lower case only), compared before any record is made: most applies change none.
   if (
     before?.complete &&
-    before.paths.length === bodies.length &&
-    sameSet(before.clients, want.clients) &&
-    sameSet(before.endpoints, want.endpoints)
+    before.paths.length === packing(held, recordOverhead(owner, { generation, now })).length + 1 &&
+    sameSet(before.clients, held.ids) &&
+    sameSet(before.endpoints, held.endpoints)
   )
     return 'unchanged';
-  if (!before && want.clients.length === 0 && want.endpoints.length === 0) return 'unchanged';
+  if (!before && held.ids.length === 0 && held.endpoints.length === 0) return 'unchanged';
+  const bodies = recordsOf(owner, held, { generation, now });
   const put = async (p: string, metadata: RecordBody, exists: boolean) => {
     const mp = `${RECORD_METHOD}:${p}`;
     const fields = {
@@ -427,6 +525,8 @@ export async function keepRunInventory(
     /** The configuration (undefined: a saved plan's apply, which keeps the digests as they were). */
     desired: DesiredState | undefined;
     file: string;
+    /** The local copy as the run read it first (cliInventory). */
+    known?: KnownInventory;
   },
 ): Promise<string[]> {
   const done = new Set(o.result?.done ?? []);
@@ -434,7 +534,11 @@ export async function keepRunInventory(
   const after = afterApply(o.scan, done, o.result?.created ?? new Map(), o.owner);
   const warnings = await keepServiceInventory(conn.api, o.owner, after, o.serviceRead ?? new Map(), now);
   const left = { ...o.plan, operations: o.plan.operations.filter((op) => !done.has(op)) };
-  await keepInventory(o.file, after, o.desired, left, o.owner, { now, sealKey: conn.sealKey }).catch((e: unknown) =>
+  await keepInventory(o.file, after, o.desired, left, o.owner, {
+    now,
+    sealKey: conn.sealKey,
+    ...(o.known ? { known: o.known } : {}),
+  }).catch((e: unknown) =>
     warnings.push(`the inventory ${o.file} could not be written (${(e as Error).message}); the next apply writes it`),
   );
   return warnings;
@@ -470,7 +574,7 @@ export async function savedPlanInventory(
   owner: string,
   state: LiveState,
   warn: (line: string) => void,
-): Promise<{ file: string; scan: InventoryScan; serviceRead: Map<string, ServiceInventory> }> {
+): Promise<{ file: string; scan: InventoryScan; serviceRead: Map<string, ServiceInventory>; known: KnownInventory }> {
   const local = await cliInventory(baseDir, owner, conn.sealKey, warn);
   const serviceRead = holdFromService(local.index, state, owner);
   local.index.markHeld(state);
@@ -478,6 +582,7 @@ export async function savedPlanInventory(
     file: local.file,
     scan: { owned: ownedEntries(state, owner), envsRead: state.envs.map((e) => e.projectEnv) },
     serviceRead,
+    known: local.known,
   };
 }
 

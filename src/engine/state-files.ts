@@ -1,6 +1,7 @@
 // Small JSON records a run keeps across runs (the inventory beside the journal or in the agent's
 // state folder: engine/inventory.ts; the agent's heal history and approved deletes): written atomically (temp file, fsync, rename: a kill leaves the old
 // or the new content), read tolerantly (a missing or damaged file is "nothing recorded", said once).
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { atomicWriteFile } from '../secrets/fsutil.js';
 
@@ -10,24 +11,46 @@ export async function readStateJson<T>(
   parse: (v: unknown) => T | undefined,
   damaged?: (why: string) => void,
 ): Promise<T | undefined> {
+  return (await readStateJsonKnown(file, parse, damaged)).value;
+}
+
+/** A state file's parsed content with the sha256 of its text (none when it is absent). */
+export interface StateJsonRead<T> {
+  value: T | undefined;
+  digest?: string;
+}
+
+/**
+ * readStateJson, with the digest of the text read: a text whose digest is `known`'s (read before
+ * in this run, and unchanged since) is not parsed again: `known` is returned, and `damaged` is
+ * not told again.
+ */
+export async function readStateJsonKnown<T>(
+  file: string,
+  parse: (v: unknown) => T | undefined,
+  damaged?: (why: string) => void,
+  known?: StateJsonRead<T>,
+): Promise<StateJsonRead<T>> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
       damaged?.(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-    return undefined;
+    return { value: undefined };
   }
+  const digest = createHash('sha256').update(text).digest('hex');
+  if (known?.digest === digest) return known;
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     damaged?.('is not JSON');
-    return undefined;
+    return { value: undefined, digest };
   }
   const parsed = parse(value);
   if (parsed === undefined) damaged?.('is not in the expected form');
-  return parsed;
+  return { value: parsed, digest };
 }
 
 export async function writeStateJson(file: string, value: unknown): Promise<void> {

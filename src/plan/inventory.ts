@@ -179,7 +179,8 @@ export function nextInventory(
         desired === undefined ||
         (scan.partial === true && (e.kind === 'project' ? !planned.has(e.address) : !read.has(e.projectEnv ?? ''))),
   );
-  const before = new InventoryIndex(previous?.owner === owner ? previous.entries : []);
+  // Only its digests are asked for: its clients and endpoints are not indexed.
+  const before = new InventoryIndex(previous?.owner === owner ? previous.entries : [], { ownership: false });
   const changing = new Set(plan.operations.map((op) => op.address));
   const record = (
     kind: InventoryEntry['kind'],

@@ -1,0 +1,99 @@
+// The seal of the CLI's inventory beside the journal (engine/inventory.ts): it covers
+// canonicalJson({ owner, entries }) byte for byte, so files sealed before keep their ownership;
+// an apply reads the copy twice (at its start, and under the lock after it), and a copy changed
+// in between (another shard wrote it, or someone edited it) is read and checked again.
+import { createHmac, randomUUID } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  cliInventory,
+  cliInventoryFile,
+  inventorySealKey,
+  keepInventory,
+  sealHolds,
+} from '../../src/engine/inventory.js';
+import { address, canonicalJson, type JsonObject } from '../../src/model/index.js';
+import type { Inventory, InventoryEntry } from '../../src/plan/inventory.js';
+import { scratchDir } from '../support/scratch.js';
+
+const KEY = inventorySealKey('sk_test_inventoryseal012345');
+const OWNER = 'seal-config';
+const PE = 'shop-production';
+const client = (name: string, id = randomUUID()): InventoryEntry => ({
+  kind: 'client',
+  address: address.client(PE, name),
+  projectEnv: PE,
+  id,
+});
+/** The seal as the first sealed inventories were made: an HMAC of canonicalJson. */
+const canonicalSeal = (owner: string, entries: readonly object[]) =>
+  createHmac('sha256', KEY)
+    .update(canonicalJson({ owner, entries: entries as JsonObject[] }))
+    .digest('base64url');
+const inventory = (entries: InventoryEntry[], seal?: string): Inventory => ({
+  formatVersion: 1,
+  owner: OWNER,
+  updatedAt: '2026-11-28T00:00:00.000Z',
+  entries,
+  ...(seal ? { seal } : {}),
+});
+const noWarning = (line: string) => {
+  throw new Error(`unexpected warning: ${line}`);
+};
+
+describe("the CLI inventory's seal", () => {
+  it('holds for a copy sealed over canonicalJson, whatever its key order, odd fields and characters', () => {
+    const entries: InventoryEntry[] = [
+      client('acme'),
+      { kind: 'endpoint', address: address.endpoint(PE, 'GET', '/orders/{id}'), projectEnv: PE },
+      { kind: 'project', address: address.project('shop'), applied: 'abcdef0123456789' },
+      // Key order of a hand-written file, and text that JSON escapes.
+      { projectEnv: PE, id: 'c-"quoted"\\é\u2028', address: address.client(PE, 'zeta ü'), kind: 'client' },
+    ];
+    expect(sealHolds(inventory(entries, canonicalSeal(OWNER, entries)), KEY)).toBe(true);
+    // A field the format does not know, and a value that is not a string: still canonicalJson's.
+    const odd = [...entries, { ...client('extra'), note: { b: 1, a: [2, 'x'] } } as unknown as InventoryEntry];
+    expect(sealHolds(inventory(odd, canonicalSeal(OWNER, odd)), KEY)).toBe(true);
+    const numeric = [...entries, { ...client('n'), id: 7 } as unknown as InventoryEntry];
+    expect(sealHolds(inventory(numeric, canonicalSeal(OWNER, numeric)), KEY)).toBe(true);
+    // Anything changed breaks it: an entry, the owner, another key.
+    const seal = canonicalSeal(OWNER, entries);
+    expect(sealHolds(inventory([...entries.slice(1), client('acme')], seal), KEY)).toBe(false);
+    expect(sealHolds({ ...inventory(entries, seal), owner: 'other' }, KEY)).toBe(false);
+    expect(sealHolds(inventory(entries, seal), inventorySealKey('sk_test_another012345678'))).toBe(false);
+  });
+
+  it('an apply that changed nothing leaves the file as it was; one changed meanwhile is checked again', async () => {
+    const dir = scratchDir();
+    const file = cliInventoryFile(dir);
+    const owned = [client('acme'), client('globex')];
+    const scan = { owned, envsRead: [PE] };
+    const plan = { operations: [], unmanaged: [], warnings: [] } as never;
+    await keepInventory(file, scan, undefined, plan, OWNER, { now: new Date(), sealKey: KEY });
+    const first = readFileSync(file, 'utf8');
+    expect(sealHolds(JSON.parse(first) as Inventory, KEY)).toBe(true);
+
+    // Read at the start of a run, kept after it: nothing changed, nothing written.
+    let start = await cliInventory(dir, OWNER, KEY, noWarning);
+    await keepInventory(file, scan, undefined, plan, OWNER, { now: new Date(), sealKey: KEY, known: start.known });
+    expect(readFileSync(file, 'utf8')).toBe(first);
+
+    // Forged between the run's first read and its end (a client of someone else's added, the seal
+    // kept): the copy under the lock is not the one checked at the start, so its seal is checked
+    // again and its entries are not carried over.
+    start = await cliInventory(dir, OWNER, KEY, noWarning);
+    const forged = JSON.parse(first) as Inventory;
+    const foreign = client('foreign');
+    forged.entries.push({
+      ...foreign,
+      projectEnv: 'other-production',
+      address: address.client('other-production', 'x'),
+    });
+    writeFileSync(file, JSON.stringify(forged));
+    await keepInventory(file, scan, undefined, plan, OWNER, { now: new Date(), sealKey: KEY, known: start.known });
+    const after = JSON.parse(readFileSync(file, 'utf8')) as Inventory;
+    expect(sealHolds(after, KEY)).toBe(true);
+    expect(after.entries.map((e) => e.id)).not.toContain(foreign.id);
+    expect(after.entries.map((e) => e.id).sort()).toEqual(owned.map((e) => e.id).sort());
+  });
+});
