@@ -30,6 +30,8 @@ export interface FastParse {
   sites: InterpolationSite[];
   /** With `deferBodies`: the environments' clients and endpoints left unread, in document order. */
   deferred: DeferredBlock[];
+  /** With `deferBodies`: the text's lines, to read the deferred blocks without scanning them again (fastParseBlockChunks). */
+  lines?: LineTable;
 }
 
 /**
@@ -45,6 +47,9 @@ export interface DeferredBlock {
   /** The block's text: from the start of its first line to the start of the next line outside it. */
   start: number;
   end: number;
+  /** The same, as lines of the text: [firstLine, endLine). */
+  firstLine: number;
+  endLine: number;
   /** Nesting depth of the block in the document (the depth limit holds as in a whole read). */
   depth: number;
 }
@@ -137,8 +142,11 @@ export function* fastParseBlockChunks(
   text: string,
   block: DeferredBlock,
   size: number,
+  lines?: LineTable,
 ): Generator<{ items: unknown[]; sites: InterpolationSite[] }, void, void> {
-  const reader = new Reader(text.slice(block.start, block.end), false, false, block.depth);
+  const reader = lines
+    ? new Reader(text, false, false, block.depth, lines, block.firstLine, block.endLine)
+    : new Reader(text.slice(block.start, block.end), false, false, block.depth);
   try {
     if (!reader.startChunks()) return;
   } catch (err) {
@@ -164,20 +172,55 @@ export class BlockOutsideSubset extends Error {
 }
 
 const SPACE = 0x20;
+
 /** Slots of Reader.knownKeys (a power of two). */
 const KNOWN_KEY_SLOTS = 256;
 const HASH = 0x23;
 const COLON = 0x3a;
 const DASH = 0x2d;
 
+/** A text's lines: where each starts and ends, and the column of its content (-1: blank or comment only). */
+export interface LineTable {
+  starts: Int32Array;
+  ends: Int32Array;
+  indents: Int32Array;
+  count: number;
+}
+
+function lineTable(text: string): LineTable {
+  const n = text.length;
+  let count = 1;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) count++;
+  const starts = new Int32Array(count);
+  const ends = new Int32Array(count);
+  const indents = new Int32Array(count);
+  let start = 0;
+  for (let li = 0; li < count; li++) {
+    let end = text.indexOf('\n', start);
+    const next = end < 0 ? n + 1 : end + 1;
+    if (end < 0) end = n;
+    if (end > start && text.charCodeAt(end - 1) === 0x0d) end--;
+    starts[li] = start;
+    ends[li] = end;
+    let p = start;
+    while (p < end && text.charCodeAt(p) === SPACE) p++;
+    indents[li] = p < end && text.charCodeAt(p) !== HASH ? p - start : -1;
+    start = next;
+  }
+  return { starts, ends, indents, count };
+}
+
 class Reader {
   private readonly starts: Int32Array;
   private readonly ends: Int32Array;
   /** Column of each line's first non-space character; -1 for a blank or comment-only line. */
   private readonly indents: Int32Array;
+  /** The end of the lines read (exclusive), and the first. */
   private readonly lineCount: number;
+  private readonly firstLine: number;
+  private readonly lines: LineTable;
   /** Index of the current content line (blank and comment-only lines are skipped). */
-  private li = 0;
+  private li: number;
   private readonly index: PositionIndex;
   private readonly positions: boolean;
   private readonly sites: InterpolationSite[] = [];
@@ -199,32 +242,31 @@ class Reader {
    */
   private readonly knownKeys: (string | undefined)[] = new Array(KNOWN_KEY_SLOTS);
 
-  constructor(text: string, positions: boolean, deferBodies = false, depth = 0) {
+  /**
+   * `lines` (a skeleton read's, shared: LineTable) and a range of them [first, end) read a part of
+   * `text` without scanning its lines again; by default, all of `text`'s lines.
+   */
+  constructor(
+    text: string,
+    positions: boolean,
+    deferBodies = false,
+    depth = 0,
+    lines: LineTable = lineTable(text),
+    first = 0,
+    end = lines.count,
+  ) {
     this.text = text;
     this.positions = positions;
     this.deferBodies = deferBodies;
     this.depth = depth;
     this.index = new PositionIndex(text);
-    const n = text.length;
-    let lines = 1;
-    for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) lines++;
-    this.lineCount = lines;
-    this.starts = new Int32Array(lines);
-    this.ends = new Int32Array(lines);
-    this.indents = new Int32Array(lines);
-    let start = 0;
-    for (let li = 0; li < lines; li++) {
-      let end = text.indexOf('\n', start);
-      const next = end < 0 ? n + 1 : end + 1;
-      if (end < 0) end = n;
-      if (end > start && text.charCodeAt(end - 1) === 0x0d) end--;
-      this.starts[li] = start;
-      this.ends[li] = end;
-      let p = start;
-      while (p < end && text.charCodeAt(p) === SPACE) p++;
-      this.indents[li] = p < end && text.charCodeAt(p) !== HASH ? p - start : -1;
-      start = next;
-    }
+    this.lines = lines;
+    this.starts = lines.starts;
+    this.ends = lines.ends;
+    this.indents = lines.indents;
+    this.li = first;
+    this.firstLine = first;
+    this.lineCount = end;
   }
 
   document(): FastParse {
@@ -238,13 +280,18 @@ class Reader {
         this.skipBlank(this.li);
       } else if (/^(---|\.\.\.)(\s|$)/.test(line)) bail();
     }
-    if (this.li >= this.lineCount)
-      return { value: null, index: this.index, sites: this.sites, deferred: this.deferred };
+    if (this.li >= this.lineCount) return this.parsed(null);
     const indent = this.indentOf(this.li);
     this.index.rootOffset = this.starts[this.li]! + indent;
     const value = this.block(indent);
     if (this.li < this.lineCount) bail(); // content left over: a second document, or an error
-    return { value, index: this.index, sites: this.sites, deferred: this.deferred };
+    return this.parsed(value);
+  }
+
+  private parsed(value: unknown): FastParse {
+    const out: FastParse = { value, index: this.index, sites: this.sites, deferred: this.deferred };
+    if (this.deferBodies) out.lines = this.lines;
+    return out;
   }
 
   // ------------------------------------------------------------------------------------ lines
@@ -358,7 +405,7 @@ class Reader {
    * whose value is a list, without building that list. False for a text without content.
    */
   startChunks(): boolean {
-    this.skipBlank(0, true);
+    this.skipBlank(this.firstLine, true);
     if (this.li >= this.lineCount) return false;
     const first = this.text.charCodeAt(this.starts[this.li]!);
     if (first === 0x25 || first === DASH || first === 0x2e) bail(); // a directive or document marker: document() decides
@@ -451,7 +498,8 @@ class Reader {
    */
   private skipBody(obj: Record<string, unknown>, key: 'clients' | 'endpoints', col: number): unknown[] {
     const path = this.path;
-    const start = this.starts[this.li]!;
+    const first = this.li;
+    const start = this.starts[first]!;
     const indentless = this.indentOf(this.li) === col;
     let li = this.li;
     for (; li < this.lineCount; li++) {
@@ -469,6 +517,8 @@ class Reader {
       environment: path[3] as number,
       start,
       end,
+      firstLine: first,
+      endLine: li,
       depth: this.depth,
     });
     return [];

@@ -38,7 +38,7 @@ import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
 import { parseDeferredChunks, parseFile, parseFileSkeleton, type SourceDocument } from './source.js';
-import type { DeferredBlock } from './fast-yaml.js';
+import type { DeferredBlock, LineTable } from './fast-yaml.js';
 import { closest } from './suggest.js';
 
 export interface LoadOptions {
@@ -262,6 +262,8 @@ interface StreamedPart {
   /** The environment's mapping in the skeleton (its deferred keys hold `[]`). */
   container: Raw;
   blocks: DeferredBlock[];
+  /** The skeleton read's lines of the text, when kept for reading the blocks (a whole load: buildingFast). */
+  lines?: LineTable;
 }
 
 /** Files the deferred blocks of a document under their environments; false when one cannot be named (the whole load says why). */
@@ -354,7 +356,8 @@ function* buildDeferred(builder: Builder, part: StreamedPart, env: EnvSource): G
   try {
     for (const block of part.blocks) {
       let from = 0;
-      for (const items of parseDeferredChunks(part.source.file, part.source.text, block, env, CLIENTS_PER_PAUSE)) {
+      const { file, text } = part.source;
+      for (const items of parseDeferredChunks(file, text, block, env, CLIENTS_PER_PAUSE, part.lines)) {
         part.container[block.key] = items;
         if (validateAgainstSchema(alone).length > 0) throw new NotStreamable('the schema refuses a client or endpoint');
         builder.addStreamedBody(part.doc, slug, part.container, segs, block.key, from);
@@ -1339,7 +1342,7 @@ function* buildFast(
     documents.push(doc);
     const grouped = new Map<string, StreamedPart[]>();
     if (!groupDeferred(grouped, source, doc, skeleton.deferred)) return undefined;
-    for (const inEnv of grouped.values()) parts.push(...inEnv);
+    for (const inEnv of grouped.values()) for (const part of inEnv) parts.push({ ...part, lines: skeleton.lines });
   }
   onParsed?.(documents.map((d) => d.value));
   if (onParsed) yield;

@@ -11,6 +11,7 @@ import {
   fastParseYaml,
   type DeferredBlock,
   type InterpolationSite,
+  type LineTable,
 } from './fast-yaml.js';
 import { findMisindentedLine } from './indentation.js';
 import { interpolateString, typedScalar, type EnvSource } from './interpolate.js';
@@ -97,7 +98,7 @@ export function parseFileSkeleton(
   text: string,
   env: EnvSource,
   placeable = false,
-): { parsed: ParsedFile; deferred: DeferredBlock[] } | undefined {
+): { parsed: ParsedFile; deferred: DeferredBlock[]; lines?: LineTable } | undefined {
   if (/\.json$/i.test(file)) return undefined;
   const fast = fastParseYaml(text, false, true);
   if (!fast) return undefined;
@@ -114,12 +115,12 @@ export function parseFileSkeleton(
       ? placedOnDemand(file, fast.value, skeletonPositions(text))
       : { file, index: 0, value: fast.value, usable: true, placedFromText: true, locate: unplaced },
   );
-  return { parsed, deferred: fast.deferred };
+  return { parsed, deferred: fast.deferred, ...(fast.lines ? { lines: fast.lines } : {}) };
 }
 
 /**
- * A deferred block's items (interpolated), `size` at a time (fast-yaml.ts fastParseBlockChunks);
- * NotStreamable where only the whole load can read them.
+ * A deferred block's items (interpolated), `size` at a time (fast-yaml.ts fastParseBlockChunks,
+ * with the skeleton's `lines` when kept); NotStreamable where only the whole load can read them.
  */
 export function* parseDeferredChunks(
   file: string,
@@ -127,9 +128,10 @@ export function* parseDeferredChunks(
   block: DeferredBlock,
   env: EnvSource,
   size: number,
+  lines?: LineTable,
 ): Generator<unknown[], void, void> {
   try {
-    for (const { items, sites } of fastParseBlockChunks(text, block, size)) {
+    for (const { items, sites } of fastParseBlockChunks(text, block, size, lines)) {
       const diagnostics: ParsedFile['diagnostics'] = [];
       interpolateSites(file, sites, unplaced, env, diagnostics);
       if (diagnostics.length) throw new NotStreamable(`${file}: an interpolation fails`);
