@@ -126,6 +126,8 @@ const MIN_SECRET_LENGTH = 8;
  */
 const registered = new Map<string, string>();
 const registeredByHead = new Map<string, string[]>();
+/** headHash of each head in registeredByHead: a line is scanned by a rolling hash, and sliced only where one matches. */
+const headHashes = new Set<number>();
 
 /** Adds a value read at run time (an identity from a file, a token from a file, a raw key) to those redacted, in all its spellings. */
 export function registerSecret(value: string, label = 'secret'): void {
@@ -145,8 +147,23 @@ export function registerSecret(value: string, label = 'secret'): void {
         else hi = mid;
       }
       same.splice(lo, 0, piece);
-    } else registeredByHead.set(head, [piece]);
+    } else {
+      registeredByHead.set(head, [piece]);
+      headHashes.add(headHash(head, 0));
+    }
   }
+}
+
+/** The rolling hash's base, and its power for the character that leaves the window. */
+const HASH_BASE = 0x01000193;
+let HASH_OUT = 1;
+for (let i = 1; i < MIN_SECRET_LENGTH; i++) HASH_OUT = Math.imul(HASH_OUT, HASH_BASE);
+
+/** A hash of the MIN_SECRET_LENGTH characters of `text` at `at` (UTF-16 units), as the rolling scan computes it. */
+function headHash(text: string, at: number): number {
+  let h = 0;
+  for (let i = at; i < at + MIN_SECRET_LENGTH; i++) h = (Math.imul(h, HASH_BASE) + text.charCodeAt(i)) | 0;
+  return h;
 }
 
 /** The value, and each of its lines and its escaped forms: what can appear in text. */
@@ -183,28 +200,35 @@ function spellings(value: string): string[] {
       add(p.toUpperCase());
       add(p.toLowerCase());
     }
-    const bytes = Buffer.from(p, 'utf8');
+    // Two zero bytes, then the value: its alignments are views of one buffer.
+    const padded = Buffer.alloc(Buffer.byteLength(p, 'utf8') + 2);
+    padded.write(p, 2, 'utf8');
+    const bytes = padded.subarray(2);
     const hex = bytes.toString('hex');
     add(hex);
     add(hex.toUpperCase());
     for (const align of [0, 1, 2]) {
-      const shifted = Buffer.concat([Buffer.alloc(align), bytes]);
+      const shifted = padded.subarray(2 - align);
       const b64 = shifted.toString('base64');
+      // base64url has the same characters at the same places (no padding).
+      const b64url = shifted.toString('base64url');
       // Characters of whole 3-byte groups, after the ones the alignment bytes share.
-      const whole = b64.slice(0, Math.floor(shifted.length / 3) * 4).slice(align === 0 ? 0 : align + 1);
-      add(whole);
-      add(toBase64Url(whole));
+      const from = align === 0 ? 0 : align + 1;
+      const to = Math.floor(shifted.length / 3) * 4;
+      add(b64.slice(from, to));
+      add(b64url.slice(from, to));
       if (align === 0) {
         add(b64);
-        add(b64.replace(/=+$/, ''));
-        add(toBase64Url(b64).replace(/=+$/, ''));
+        add(withoutPadding(b64));
+        add(b64url);
       }
     }
   }
   return [...out];
 }
 
-const toBase64Url = (b64: string) => b64.replace(/\+/g, '-').replace(/\//g, '_');
+const withoutPadding = (b64: string) =>
+  b64.endsWith('==') ? b64.slice(0, -2) : b64.endsWith('=') ? b64.slice(0, -1) : b64;
 
 /** Spellings of the environment's credential values, by value: computed once per value. */
 const spelled = new Map<string, string[]>();
@@ -258,21 +282,32 @@ export function redactCredentials(text: string, env: NodeJS.ProcessEnv = process
   return s;
 }
 
-/** Registered values replaced: one pass, a lookup of the next MIN_SECRET_LENGTH characters at each place. */
+/**
+ * Registered values replaced: one pass, a lookup of the next MIN_SECRET_LENGTH characters at each
+ * place (by their rolling hash first: most places start no registered value).
+ */
 function redactRegistered(text: string): string {
   if (registered.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
   let out = '';
   let copied = 0;
+  let h = headHash(text, 0);
   for (let i = 0; i + MIN_SECRET_LENGTH <= text.length; ) {
-    const candidates = registeredByHead.get(text.slice(i, i + MIN_SECRET_LENGTH));
-    const hit = candidates?.find((c) => text.startsWith(c, i));
+    const hit = headHashes.has(h)
+      ? registeredByHead.get(text.slice(i, i + MIN_SECRET_LENGTH))?.find((c) => text.startsWith(c, i))
+      : undefined;
     if (hit === undefined) {
+      // The window moves one character: the first leaves, the next comes in.
+      if (i + MIN_SECRET_LENGTH < text.length)
+        h =
+          (Math.imul(h - Math.imul(text.charCodeAt(i), HASH_OUT), HASH_BASE) + text.charCodeAt(i + MIN_SECRET_LENGTH)) |
+          0;
       i++;
       continue;
     }
     out += `${text.slice(copied, i)}[REDACTED ${registered.get(hit)}]`;
     i += hit.length;
     copied = i;
+    if (i + MIN_SECRET_LENGTH <= text.length) h = headHash(text, i);
   }
   return copied === 0 ? text : out + text.slice(copied);
 }

@@ -157,6 +157,19 @@ describe('redaction of encoded spellings (issue 34)', () => {
     expect(holdsCredential(`x${raws[7]}y`, {})).toBe(true);
   });
 
+  it('a registered value is found wherever the scan meets it: first, last, back to back, after other text of any script', () => {
+    const [a, b, c] = ['Qz7vR2mW9xK4pL1n', 'Zt5bN8cV3xM6kJ0h', 'Wy2gF9dS4aP7lO3i'].map((v) => `scan-${v}`);
+    for (const v of [a, b, c]) registerSecret(v!, 'raw key');
+    const R = '[REDACTED raw key]';
+    expect(redactCredentials(`${a}`, {})).toBe(R);
+    expect(redactCredentials(`${a}${b}${c}`, {})).toBe(`${R}${R}${R}`);
+    expect(redactCredentials(`é🙂 ${'x'.repeat(100)}${a}.${b} ü ${c}`, {})).toBe(
+      `é🙂 ${'x'.repeat(100)}${R}.${R} ü ${R}`,
+    );
+    // A value cut short is not one (and what surrounds it is left alone).
+    expect(redactCredentials(`${a!.slice(0, -1)} ${b!.slice(1)}`, {})).toBe(`${a!.slice(0, -1)} ${b!.slice(1)}`);
+  });
+
   it('one predicate: what is a credential, and what leads to one (kept from the CDKTF app, not redacted)', () => {
     for (const n of [
       'PGPASSWORD',
