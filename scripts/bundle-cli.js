@@ -24,7 +24,7 @@ const BUNDLED_PACKAGES = ['commander'];
 const START_UP =
   /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
 const ON_DEMAND =
-  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command|agent-remote-command)\.js$)/;
+  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command|agent-remote-command)\.js$|engine\/plan-worker\.js$)/;
 /** Rolldown's `external` rule: our own modules are bundled, and of the packages only those listed. */
 const externalExcept = (bundled) => (id) => {
   if (id.startsWith('.') || path.isAbsolute(id)) return false;
@@ -36,7 +36,11 @@ const shared = (id) =>
 
 rmSync(outDir, { recursive: true, force: true });
 const { output } = await build({
-  input: { 'kms-sync': path.join(root, 'dist', 'cli', 'main.js') },
+  // The plan's worker thread (engine/plan-threads.ts) starts from its own entry, found beside the chunks.
+  input: {
+    'kms-sync': path.join(root, 'dist', 'cli', 'main.js'),
+    'plan-worker': path.join(root, 'dist', 'engine', 'plan-worker.js'),
+  },
   platform: 'node',
   preserveEntrySignatures: 'allow-extension',
   external: externalExcept(BUNDLED_PACKAGES),

@@ -313,6 +313,29 @@ export class HttpTransport {
     this.live.clear();
   }
 
+  /**
+   * The settings of a transport in another thread that makes part `k` of `of` parts of this one's
+   * reads (engine/plan-threads.ts): its reads in flight and requests per second a share of these,
+   * so that all parts together send no more at once than this transport would. No callbacks:
+   * its retries are said here (retried).
+   */
+  shareOf(k: number, of: number): Omit<HttpOptions, 'onRetry' | 'lookup'> {
+    const { onRetry: _r, lookup: _l, ...plain } = this.options;
+    const share = (n: number) => Math.floor(n / of) + (k < n % of ? 1 : 0);
+    const reads = Math.max(this.opts.parallelism, this.opts.readParallelism);
+    return {
+      ...plain,
+      parallelism: Math.max(1, share(this.opts.parallelism)),
+      readParallelism: Math.max(1, share(reads)),
+      ...(this.options.maxRps ? { maxRps: this.options.maxRps / of } : {}),
+    };
+  }
+
+  /** A retry another thread's transport made for this one (shareOf): said as this transport's own. */
+  retried(info: Parameters<NonNullable<HttpOptions['onRetry']>>[0]): void {
+    this.opts.onRetry?.(info);
+  }
+
   /** A new transport with the same settings and its own connections (the run lock's, which an interrupt does not stop). */
   fork(): HttpTransport {
     return new HttpTransport(this.options);

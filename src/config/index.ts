@@ -5,6 +5,7 @@ export {
   loadDesiredStateStreamed,
   StreamedBodies,
   type StreamedLoad,
+  type StreamedSkeleton,
   DEFAULT_STORE_NAME,
   type ConfigSource,
   type LoadOptions,

@@ -37,7 +37,7 @@ import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
-import { parseDeferredChunks, parseFile, parseFileSkeleton, type SourceDocument } from './source.js';
+import { parseDeferredChunks, parseFile, parseFileSkeleton, unplaced, type SourceDocument } from './source.js';
 import type { DeferredBlock, LineTable } from './fast-yaml.js';
 import { closest } from './suggest.js';
 
@@ -55,7 +55,7 @@ export interface LoadOptions {
    * caller may start work that needs only the environments (a plan's live read), and loading then
    * pauses now and then so that work proceeds beside it.
    */
-  onParsed?: (documents: unknown[]) => void;
+  onParsed?: (documents: unknown[], streamed?: { bytes: number }) => void;
   /** Sizes per file and in all (default: configLimits(), from KMS_SYNC_MAX_FILE_SIZE / KMS_SYNC_MAX_CONFIG_SIZE). */
   limits?: ConfigLimits;
   /** Where files may come from (default: each inside the folder named by -f; see FileRules). */
@@ -184,10 +184,8 @@ export async function loadDesiredStateStreamed(
   if (bodyWordsAtMostOnce(sources)) return undefined;
   const env = envOf(opts);
   try {
-    const builder = new Builder(sources.map((s) => s.file));
+    const skeletons: StreamedSkeleton['docs'] = [];
     const warnings: Diagnostic[] = [];
-    const parts = new Map<string, StreamedPart[]>();
-    const documents: unknown[] = [];
     for (const source of sources) {
       const skeleton = parseFileSkeleton(source.file, source.text, env);
       if (!skeleton) return undefined;
@@ -195,30 +193,41 @@ export async function loadDesiredStateStreamed(
       const sd = skeleton.parsed.documents[0];
       if (!sd) continue;
       if (validateAgainstSchema(sd.value).length > 0) return undefined;
-      const doc = placed(sd);
-      const steps = builder.addDocument(doc);
-      while (!steps.next().done);
-      documents.push(sd.value);
-      if (!groupDeferred(parts, source, doc, skeleton.deferred)) return undefined;
+      skeletons.push({ file: source.file, value: sd.value, deferred: skeleton.deferred });
     }
+    // Warnings too: a second, whole load would say them again.
+    if (warnings.length > 0) return undefined;
+    const texts = new Map(sources.map((s) => [s.file, s.text]));
+    const bodies = StreamedBodies.assemble(
+      { files: sources.map((s) => s.file), docs: skeletons },
+      env,
+      (file) => texts.get(file)!,
+    );
     // One environment gains nothing from it (it is loaded whole either way), and the whole load
     // overlaps its parse with the live read better.
-    if (parts.size < 2) return undefined;
-    const state = builder.finish();
-    // Warnings too: a second, whole load would say them again.
-    if (builder.diagnostics.length > 0 || builder.warnings.length > 0 || warnings.length > 0) return undefined;
+    if (!bodies || bodies.envCount < 2) return undefined;
+    const state = bodies.skeletonState;
     if (env instanceof PolicedEnv && env.read.size) state.envReferences = [...env.read].sort();
-    opts.onParsed?.(documents);
-    return {
-      state,
-      files: sources.map((s) => s.file),
-      warnings,
-      bodies: new StreamedBodies(builder, parts, env, state),
-    };
+    bodies.bytes = sources.reduce((n, s) => n + s.text.length, 0);
+    opts.onParsed?.(
+      skeletons.map((s) => s.value),
+      { bytes: bodies.bytes },
+    );
+    return { state, files: sources.map((s) => s.file), warnings, bodies };
   } catch (e) {
     if (e instanceof NotStreamable) return undefined;
     throw e;
   }
+}
+
+/**
+ * The skeleton of a streamed load as plain data (structured-cloneable, one message: each deferred
+ * block's `container` is an object of its document's `value`): what a worker thread needs to read
+ * environments itself (engine/plan-threads.ts), the texts of their blocks sent as they are planned.
+ */
+export interface StreamedSkeleton {
+  files: string[];
+  docs: { file: string; value: unknown; deferred: DeferredBlock[] }[];
 }
 
 /**
@@ -254,6 +263,7 @@ function bodyWordsAtMostOnce(sources: readonly ConfigSource[]): boolean {
 
 /** One occurrence of an environment in a document, with its deferred blocks. */
 interface StreamedPart {
+  /** The file's name and its text (a worker's holds only the blocks being read: StreamedBodies.take). */
   source: ConfigSource;
   doc: PlacedDocument;
   root: Raw;
@@ -311,21 +321,126 @@ export class StreamedBodies {
   private readonly parts: Map<string, StreamedPart[]>;
   private readonly env: EnvSource;
   private readonly state: DesiredState;
+  private readonly skeleton: StreamedSkeleton;
+  /** The texts' length in all (UTF-16 units): how large the configuration is (engine/plan-threads.ts). */
+  bytes = 0;
 
-  constructor(builder: Builder, parts: Map<string, StreamedPart[]>, env: EnvSource, state: DesiredState) {
+  private constructor(
+    builder: Builder,
+    parts: Map<string, StreamedPart[]>,
+    env: EnvSource,
+    state: DesiredState,
+    skeleton: StreamedSkeleton,
+  ) {
     this.builder = builder;
     this.parts = parts;
     this.env = env;
     this.state = state;
+    this.skeleton = skeleton;
   }
 
-  /** The clients and endpoints of environment `pe` (none for one the configuration does not hold), sorted as in a whole load. */
-  async take(pe: string): Promise<{ clients: DesiredClient[]; endpoints: DesiredEndpoint[] }> {
+  /**
+   * The bodies of a skeleton read: its documents built (no clients, no endpoints) and their
+   * deferred blocks filed by environment; undefined when the builder has anything to say of the
+   * skeleton (the whole load says it). `text(file)` gives a file's text; a worker thread's is
+   * empty, the blocks' texts coming with each take().
+   */
+  static assemble(
+    skeleton: StreamedSkeleton,
+    env: EnvSource,
+    text: (file: string) => string,
+  ): StreamedBodies | undefined {
+    const builder = new Builder(skeleton.files);
+    const parts = new Map<string, StreamedPart[]>();
+    for (const { file, value, deferred } of skeleton.docs) {
+      const sd: SourceDocument = { file, index: 0, value, usable: true, placedFromText: true, locate: unplaced };
+      const doc = placed(sd);
+      const steps = builder.addDocument(doc);
+      while (!steps.next().done);
+      if (!groupDeferred(parts, { file, text: text(file) }, doc, deferred)) return undefined;
+    }
+    const state = builder.finish();
+    if (builder.diagnostics.length > 0 || builder.warnings.length > 0) return undefined;
+    return new StreamedBodies(builder, parts, env, state, skeleton);
+  }
+
+  /** The state the skeleton builds: no clients, no endpoints. */
+  get skeletonState(): DesiredState {
+    return this.state;
+  }
+
+  /** How many environments hold deferred blocks. */
+  get envCount(): number {
+    return this.parts.size;
+  }
+
+  /** The skeleton, for a worker thread (StreamedBodies.assemble there); before any take(). */
+  portable(): StreamedSkeleton {
+    return this.skeleton;
+  }
+
+  /** The `${env:}` variables and, when policed, nothing else: a worker's bodies read them under the same policy. */
+  get envVars(): EnvMap {
+    return this.env instanceof PolicedEnv ? this.env.vars : this.env;
+  }
+
+  /** Whether `${env:}` is read under a policy (envVars: the variables it polices). */
+  get envPoliced(): boolean {
+    return this.env instanceof PolicedEnv;
+  }
+
+  /** The environments not taken yet. */
+  remaining(): string[] {
+    return [...this.parts.keys()];
+  }
+
+  /** The variables the bodies read so far (policed loads only). */
+  get envRead(): string[] {
+    return this.env instanceof PolicedEnv ? [...this.env.read] : [];
+  }
+
+  /** Counts variables a worker's bodies read as read here (envReferences). */
+  noteEnvRead(names: readonly string[]): void {
+    if (this.env instanceof PolicedEnv) for (const n of names) this.env.read.add(n);
+  }
+
+  /**
+   * The texts of environment `pe`'s deferred blocks (one per part: from its first block to its
+   * last), in the order take() reads them, and lets go
+   * of them here: a worker thread reads the environment (take with these texts), this thread
+   * only checks the environments left (finish).
+   */
+  handOver(pe: string): string[] {
     const parts = this.parts.get(pe) ?? [];
     this.parts.delete(pe);
+    return parts.map((part) => part.source.text.slice(part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0));
+  }
+
+  /**
+   * The clients and endpoints of environment `pe` (none for one the configuration does not hold),
+   * sorted as in a whole load. `texts`: the blocks' texts (handOver's, in a worker thread).
+   */
+  async take(
+    pe: string,
+    texts?: readonly string[],
+  ): Promise<{ clients: DesiredClient[]; endpoints: DesiredEndpoint[] }> {
+    const parts = this.parts.get(pe) ?? [];
+    this.parts.delete(pe);
+    let t = 0;
     for (const part of parts) {
+      // A worker thread's part: its blocks read from their own text (handOver's), at their offsets in it.
+      const handed = texts?.[t++];
+      const base = part.blocks[0]?.start ?? 0;
+      const from =
+        handed === undefined
+          ? part
+          : {
+              ...part,
+              source: { file: part.source.file, text: handed },
+              blocks: part.blocks.map((b) => ({ ...b, start: b.start - base, end: b.end - base })),
+            };
       // A pause after each chunk (CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.
-      const steps = buildDeferred(this.builder, part, this.env);
+      const steps = buildDeferred(this.builder, from, this.env);
       while (!steps.next().done) await new Promise<void>((resolve) => setImmediate(resolve));
     }
     return this.builder.takeEnv(pe);

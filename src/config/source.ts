@@ -143,7 +143,7 @@ export function* parseDeferredChunks(
   }
 }
 
-const unplaced = (): never => {
+export const unplaced = (): never => {
   throw new NotStreamable('a problem in it is to be placed');
 };
 

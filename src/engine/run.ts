@@ -19,6 +19,7 @@ import {
   readLiveState,
   readLiveStream,
   type LiveEnvRead,
+  type LiveHead,
   type LiveReadResult,
   type LiveScope,
   type LiveStream,
@@ -60,6 +61,8 @@ import type { OperatorPolicy } from '../model/index.js';
 import { storePolicyProblems } from '../secrets/store-policy.js';
 import { previousStoreFiles, securityChanges, type TrustBase } from '../apply/trust.js';
 import { opWrites } from '../apply/execute.js';
+import { serviceHoldings } from './inventory.js';
+import { planOnThreads, planThreadCount, type EnvJob, type EnvResult, type PlanThreadHooks } from './plan-threads.js';
 
 export interface GlobalOptions extends CdktfFlags, LimitFlags, PolicyInput {
   file: string[];
@@ -207,7 +210,12 @@ export async function loadConfig(
       ...(o.files ? { files: o.files } : {}),
       ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
-      ...(readAhead ? { onParsed: (documents: unknown[]) => readAhead.start(documents, baseDir, o.env) } : {}),
+      ...(readAhead
+        ? {
+            onParsed: (documents: unknown[], streamed?: { bytes: number }) =>
+              readAhead.start(documents, baseDir, o.env, streamed !== undefined && planThreadCount(streamed.bytes) > 1),
+          }
+        : {}),
     };
     // Streamed only without a journal: recovery runs once, whatever the plan then finds.
     const streamed =
@@ -363,15 +371,18 @@ const listOf = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 export class ReadAhead {
   readonly conn: Connection;
   private readonly fingerprints: boolean;
-  private started: { key: string; stream: LiveStream } | undefined;
+  private started: { key: string; stream: LiveStream; envsElsewhere: boolean } | undefined;
 
   constructor(conn: Connection, fingerprints: boolean) {
     this.conn = conn;
     this.fingerprints = fingerprints;
   }
 
-  /** Starts the read for the environments the parsed documents define (narrowed by --env). */
-  start(documents: unknown[], baseDir: string, patterns: readonly string[]): void {
+  /**
+   * Starts the read for the environments the parsed documents define (narrowed by --env);
+   * `envsElsewhere`: only the projects, the environments being read by worker threads (plan-threads.ts).
+   */
+  start(documents: unknown[], baseDir: string, patterns: readonly string[], envsElsewhere = false): void {
     if (existsSync(defaultJournalPath(baseDir))) return;
     // The same selection as the builder and scopeDesired make: a project with "name", an environment with "url".
     const projects = new Set<string>();
@@ -400,9 +411,9 @@ export class ReadAhead {
     const stream = readLiveStream(
       this.conn.api,
       { projects: inScope, envs, alsoRead: leaving },
-      { fingerprints: this.fingerprints },
+      { fingerprints: this.fingerprints, envsElsewhere },
     );
-    this.started = { key: readScopeKey(inScope, envs, configured.keys()), stream };
+    this.started = { key: readScopeKey(inScope, envs, configured.keys()), stream, envsElsewhere };
   }
 
   /** The configuration did not load: the read is not wanted, and its progress line goes. */
@@ -427,7 +438,7 @@ export class ReadAhead {
       started.stream.close();
       return undefined;
     }
-    return { stream: started.stream };
+    return { stream: started.stream, envsElsewhere: started.envsElsewhere };
   }
 }
 
@@ -482,6 +493,8 @@ export function readLive(
 /** A live read started ahead of planFor (ReadAhead). */
 export interface StartedRead {
   stream: LiveStream;
+  /** Only the head is read (readLiveStream's envsElsewhere): the environments are read by worker threads. */
+  envsElsewhere?: boolean;
 }
 
 /** The streamed live read of a configuration's scope (planFor). */
@@ -490,6 +503,7 @@ function openScope(
   desired: DesiredState,
   fingerprints: boolean,
   leaving?: (pe: string) => boolean,
+  envsElsewhere = false,
 ): LiveStream {
   return readLiveStream(
     conn.api,
@@ -498,7 +512,7 @@ function openScope(
       envs: desired.envs.map((e) => e.projectEnv),
       ...(leaving ? { alsoRead: leaving } : {}),
     },
-    { fingerprints },
+    { fingerprints, envsElsewhere },
   );
 }
 
@@ -733,13 +747,17 @@ export async function planFor(
   );
   const recovery = o.recovered ?? (await recoverUnderLock(conn, capture, registry, desired, o));
   if (!o.recovered) for (const line of describeRecovery(recovery)) notice(line);
-  if (o.readAhead && journaled) o.readAhead.stream.close();
-  const ahead = o.readAhead && !journaled ? o.readAhead : undefined;
+  // Whole environments on worker threads (plan-threads.ts): a large streamed configuration's plan.
+  const threads = o.bodies && !o.parts ? planThreadCount(o.bodies.bytes) : 1;
+  const envsElsewhere = threads > 1;
+  if (o.readAhead && (journaled || Boolean(o.readAhead.envsElsewhere) !== envsElsewhere)) o.readAhead.stream.close();
+  const ahead =
+    o.readAhead && !journaled && Boolean(o.readAhead.envsElsewhere) === envsElsewhere ? o.readAhead : undefined;
   if (!ahead) performance.mark('kms:read-start');
-  const stream = ahead?.stream ?? openScope(conn, desired, Boolean(o.forSaving), o.leaving);
+  const stream = ahead?.stream ?? openScope(conn, desired, Boolean(o.forSaving), o.leaving, envsElsewhere);
   try {
     const owner = o.owner ?? (await resolveOwner(desired, o.baseDir)).owner;
-    const streamed = () => planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery });
+    const streamed = () => planStreamed(conn, desired, o, { stream, owner, registry, capture, recovery, threads });
     const planned = o.parts?.tail === false ? await streamed() : await frontEnd().withProgress(conn.api, streamed);
     return { ...planned, capture, registry, recovery };
   } finally {
@@ -751,7 +769,15 @@ async function planStreamed(
   conn: Connection,
   desired: DesiredState,
   o: PlanOptions,
-  run: { stream: LiveStream; owner: string; registry: StoreRegistry; capture: JournaledKeyCapture; recovery: Recovery },
+  run: {
+    stream: LiveStream;
+    owner: string;
+    registry: StoreRegistry;
+    capture: JournaledKeyCapture;
+    recovery: Recovery;
+    /** Worker threads that plan the environments (1: this thread). */
+    threads: number;
+  },
 ): Promise<{
   plan: Plan;
   live: LiveReadResult;
@@ -915,8 +941,42 @@ async function planStreamed(
         seen: noSecretNamesTaken(),
       }
     : undefined;
+  if (run.threads > 1 && bodies) {
+    await planEnvsOnThreads(conn, o, {
+      threads: run.threads,
+      bodies,
+      head,
+      envOrder,
+      inDesired: (pe) => desiredEnvs.has(pe),
+      orphans: (pe) => recovery.orphans.filter((x) => x.projectEnv === pe),
+      target,
+      now,
+      presence: async (queries) => {
+        if (!queries.length) return { results: [], warnings: [] };
+        const checked = await checkSecretPresence(registry, queries, conn.target, presence);
+        return { results: [...checked.results], warnings: checked.warnings };
+      },
+      take: (r, hasLive) => {
+        parts.push(r.part!);
+        if (hasLive) {
+          duplicates.push(r.duplicates ?? []);
+          kept.templates.push(...r.kept!.templates);
+          kept.clients.push(...r.kept!.clients);
+          kept.endpoints.push(...r.kept!.endpoints);
+        }
+        overCapacity.push(...(r.overCapacity ?? []));
+        for (const [pe, held] of r.serviceRead ?? []) {
+          serviceRead.set(pe, held);
+          o.inventory?.hold(serviceHoldings(held));
+        }
+        owned.push(...(r.owned ?? []));
+        for (const why of r.refused ?? []) if (!refusedWarnings.includes(why)) refusedWarnings.push(why);
+        presenceWarnings.push(...(r.presenceWarnings ?? []));
+      },
+    });
+  }
   const reads = stream.envs();
-  for (const pe of envOrder) {
+  for (const pe of run.threads > 1 && bodies ? [] : envOrder) {
     let mine = byEnv.get(pe) ?? { templates: [], clients: [], endpoints: [] };
     if (bodies && names) {
       mine = { templates: mine.templates, ...(await bodies.take(pe)) };
@@ -1014,8 +1074,105 @@ async function planStreamed(
   };
 }
 
+/**
+ * planStreamed's environments on worker threads (plan-threads.ts): each environment's blocks
+ * handed over in order, then those out of the plan's scope, checked there as StreamedBodies.finish
+ * checks them; `take` gets each planned environment's result in order. The secret names each
+ * environment takes are checked against the others' here, as checkSecretNames does: any problem
+ * loads the whole (NotStreamable).
+ */
+async function planEnvsOnThreads(
+  conn: Connection,
+  o: PlanOptions,
+  x: {
+    threads: number;
+    bodies: StreamedBodies;
+    head: LiveHead;
+    envOrder: string[];
+    inDesired: (pe: string) => boolean;
+    orphans: (pe: string) => Recovery['orphans'];
+    target: Plan['target'];
+    now: Date;
+    presence: PlanThreadHooks['presence'];
+    take: (r: EnvResult, hasLive: boolean) => void;
+  },
+): Promise<void> {
+  const liveEnvs = new Map(x.head.envs.map((e) => [e.projectEnv, e]));
+  const skeleton = x.bodies.portable();
+  const planned = new Set(x.envOrder);
+  const rest = x.bodies.remaining().filter((pe) => !planned.has(pe));
+  const policed = x.bodies.envPoliced;
+  function* jobs(): Generator<EnvJob> {
+    let i = 0;
+    for (const pe of x.envOrder) {
+      const env = liveEnvs.get(pe);
+      yield {
+        i: i++,
+        pe,
+        texts: x.bodies.handOver(pe),
+        inDesired: x.inDesired(pe),
+        ...(env ? { live: { env, embedded: x.head.embedded?.[pe] } } : {}),
+        orphans: x.orphans(pe),
+      };
+    }
+    for (const pe of rest)
+      yield { i: i++, pe, texts: x.bodies.handOver(pe), checkOnly: true, inDesired: false, orphans: [] };
+  }
+  const taken = new Map<string, Set<string>>();
+  const selfNamedIn = new Set<string>();
+  performance.mark('kms:threads-start'); // the profile's threadsMs: the environments planned on worker threads
+  await planOnThreads(
+    x.threads,
+    (k) => ({
+      skeleton,
+      envVars: x.bodies.envVars,
+      ...(policed ? { envPolicy: o.policy } : {}),
+      policy: o.policy,
+      baseDir: o.baseDir,
+      http: conn.api.http.shareOf(k, x.threads),
+      plan: {
+        prune: o.prune,
+        ...(o.takeOwnership ? { takeOwnership: true } : {}),
+        ...(o.force ? { force: o.force } : {}),
+        ...(o.revokeOld ? { revokeOld: true } : {}),
+        ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+        now: x.now.toISOString(),
+        target: x.target,
+        checkCapacity: o.checkCapacity !== false,
+        secretCheck: o.secretCheck !== false,
+        fingerprints: Boolean(o.forSaving),
+        ...(o.inventory ? { inventory: o.inventory.portable() } : {}),
+        ownedScan: o.ownedScan !== false,
+      },
+    }),
+    jobs(),
+    (job, r) => {
+      x.bodies.noteEnvRead(r.envRead);
+      for (const [store, names] of r.names.taken) {
+        let inStore = taken.get(store);
+        if (!inStore) taken.set(store, (inStore = new Set()));
+        for (const n of names) {
+          if (inStore.has(n)) throw new NotStreamable('a secret name needs checking whole');
+          inStore.add(n);
+        }
+      }
+      for (const store of r.names.selfNamedIn) selfNamedIn.add(store);
+      if ([...taken.keys()].some((store) => selfNamedIn.has(store)))
+        throw new NotStreamable('a secret name needs checking whole');
+      if (!job.checkOnly) x.take(r, job.live !== undefined);
+    },
+    {
+      presence: x.presence,
+      retried: (info) => conn.api.http.retried(info),
+      pageRead: (e) => conn.api.onPageRead?.(e),
+    },
+    (stop) => frontEnd().onStop(stop),
+  );
+  performance.mark('kms:threads-end');
+}
+
 /** Of one environment's live state, what the caller still needs after its plan: see planFor. */
-function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
+export function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
   const named = new Set<string>();
   for (const x of [...plan.operations, ...plan.unmanaged]) {
     named.add(x.address);

@@ -312,6 +312,8 @@ export interface LiveHead {
   /** Fingerprints of the projects and environments (empty when not asked for). */
   fingerprints: Record<string, string>;
   projectEnvs: Record<string, string[]>;
+  /** With readLiveStream's `envsElsewhere`: each environment's templates as its project's read showed them (readEnvAlone's `embedded`). */
+  embedded?: Record<string, WireTemplate[] | undefined>;
 }
 
 export interface LiveStream {
@@ -364,7 +366,11 @@ const CLIENTS_AHEAD = 25_000;
 export function readLiveStream(
   api: KmsClient,
   scope: LiveScope,
-  opts: ReadOptions & { listed?: Promise<WireProject[]> } = {},
+  opts: ReadOptions & {
+    listed?: Promise<WireProject[]>;
+    /** Only the head is read here: the environments are read by readEnvAlone elsewhere (engine/plan-threads.ts), `envs()` yields nothing. */
+    envsElsewhere?: boolean;
+  } = {},
 ): LiveStream {
   const inScope = new Set(scope.envs);
   const defined = new Set(scope.projects);
@@ -407,6 +413,7 @@ export function readLiveStream(
     startRead(slot);
   };
   const pump = () => {
+    if (opts.envsElsewhere) return;
     if (next < consumed) next = consumed;
     while (!closed && next < order.length) {
       const slot = order[next]!;
@@ -473,14 +480,20 @@ export function readLiveStream(
     next = 0;
     for (const e of state.envs) order.push(started.get(e.projectEnv) ?? { pe: e.projectEnv });
     known = { envs: new Map(state.envs.map((e) => [e.projectEnv, e])), embedded };
-    for (const slot of order) startRead(slot);
+    if (!opts.envsElsewhere) for (const slot of order) startRead(slot);
     pump();
     const fingerprints: Record<string, string> = {};
     if (withPrints) {
       for (const p of state.projects) fingerprints[address.project(p.slug)] = fingerprint(p);
       for (const e of state.envs) fingerprints[address.env(e.projectEnv)] = fingerprint(e);
     }
-    return { projects: state.projects, envs: state.envs, fingerprints, projectEnvs };
+    return {
+      projects: state.projects,
+      envs: state.envs,
+      fingerprints,
+      projectEnvs,
+      ...(opts.envsElsewhere ? { embedded: Object.fromEntries(embedded) } : {}),
+    };
   })();
   head.catch(() => undefined); // awaited by the caller
   return {
@@ -490,6 +503,7 @@ export function readLiveStream(
     },
     async *envs() {
       const h = await head;
+      if (opts.envsElsewhere) return;
       for (let i = 0; i < h.envs.length; i++) {
         const slot = order[i]!;
         consumed = i;
@@ -503,6 +517,28 @@ export function readLiveStream(
         yield read;
       }
     },
+  };
+}
+
+/**
+ * One environment of a head read with `envsElsewhere` (readLiveStream), read on its own: the same
+ * requests and the same result as the stream's read of it (engine/plan-threads.ts, in a worker thread).
+ */
+export async function readEnvAlone(
+  api: KmsClient,
+  env: LiveEnv,
+  embedded: WireTemplate[] | undefined,
+  opts: ReadOptions = {},
+): Promise<LiveEnvRead> {
+  const state = emptyLiveState();
+  state.envs.push(env);
+  await readEnv(api, env, embedded, state, startEnvLists(api, env.projectEnv));
+  sortLive(state);
+  return {
+    env,
+    state,
+    duplicates: findDuplicates(state),
+    fingerprints: opts.fingerprints !== false ? envFingerprints(state) : {},
   };
 }
 

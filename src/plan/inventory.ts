@@ -49,6 +49,13 @@ export interface Inventory {
 }
 
 /** What a plan asks of the inventory. */
+/** An InventoryIndex as plain data (InventoryIndex.portable). */
+export interface PortableInventory {
+  clients: string[];
+  endpoints: string[];
+  records: [address: string, digest: string][];
+}
+
 export class InventoryIndex {
   private readonly clients = new Set<string>();
   private readonly endpoints = new Set<string>();
@@ -77,6 +84,19 @@ export class InventoryIndex {
   hold(o: { clients?: Iterable<string>; endpoints?: Iterable<string> }): void {
     for (const id of o.clients ?? []) this.clients.add(id);
     for (const a of o.endpoints ?? []) this.endpoints.add(a);
+  }
+
+  /** What it holds, as plain data (a worker thread's copy: InventoryIndex.of). */
+  portable(): PortableInventory {
+    return { clients: [...this.clients], endpoints: [...this.endpoints], records: [...this.records] };
+  }
+
+  /** An index holding what `p` (portable()) holds. */
+  static of(p: PortableInventory): InventoryIndex {
+    const index = new InventoryIndex([]);
+    index.hold(p);
+    for (const [a, d] of p.records) index.records.set(a, d);
+    return index;
   }
 
   /** The digest last applied to a project, environment or template (undefined: none recorded). */

@@ -44,6 +44,7 @@ export const SLOW_FIRST: Record<string, number> = {
   'test/cli/security-policy.test.ts': 16,
   'test/agent/operator-cli.test.ts': 15,
   'test/agent/agent.test.ts': 15,
+  'test/engine/plan-threads.test.ts': 15,
   'test/cli/habits.test.ts': 14,
   'test/provider/ephemeral-terraform.test.ts': 14,
   'test/crash/agent.test.ts': 13,
