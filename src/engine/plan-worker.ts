@@ -20,7 +20,7 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { holdFromService } from './inventory.js';
 import type { EnvJob, EnvResult, PlanThreadInit, ToMain, ToWorker } from './plan-threads.js';
 import { portableError } from './plan-threads.js';
-import { keepNamed, storeContactRefused } from './run.js';
+import { keepNamed, rotation, storeContactRefused } from './run.js';
 
 const init = workerData as PlanThreadInit;
 const port = parentPort!;
@@ -124,9 +124,7 @@ async function planEnv(job: EnvJob): Promise<EnvResult> {
     secrets,
     now,
     orphans: job.orphans,
-    ...(init.plan.force ? { force: init.plan.force } : {}),
-    ...(init.plan.revokeOld ? { revokeOld: true } : {}),
-    ...(init.plan.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+    ...rotation(init.plan),
   });
   const warningOrder = plan.warnings.map((_w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, pe]);
   const kept = emptyLiveState();

@@ -873,9 +873,7 @@ async function planStreamed(
       secrets,
       now,
       orphans,
-      ...(o.force ? { force: o.force } : {}),
-      ...(o.revokeOld ? { revokeOld: true } : {}),
-      ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+      ...rotation(o),
     });
     const part: PlanPart = {
       plan,
@@ -1133,9 +1131,7 @@ async function planEnvsOnThreads(
       plan: {
         prune: o.prune,
         ...(o.takeOwnership ? { takeOwnership: true } : {}),
-        ...(o.force ? { force: o.force } : {}),
-        ...(o.revokeOld ? { revokeOld: true } : {}),
-        ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+        ...rotation(o),
         now: x.now.toISOString(),
         target: x.target,
         checkCapacity: o.checkCapacity !== false,
@@ -1170,6 +1166,13 @@ async function planEnvsOnThreads(
   );
   performance.mark('kms:threads-end');
 }
+
+/** What a plan's key assessment takes of its options (assessKeys), only those set. */
+export const rotation = (o: Pick<PlanOptions, 'force' | 'revokeOld' | 'rotateMissingSecrets'>) => ({
+  ...(o.force ? { force: o.force } : {}),
+  ...(o.revokeOld ? { revokeOld: true } : {}),
+  ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+});
 
 /** Of one environment's live state, what the caller still needs after its plan: see planFor. */
 export function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
@@ -1236,9 +1239,7 @@ export async function planForWhole(
     secrets,
     now,
     orphans: recovery.orphans,
-    ...(o.force ? { force: o.force } : {}),
-    ...(o.revokeOld ? { revokeOld: true } : {}),
-    ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
+    ...rotation(o),
   });
   if (o.secretCheck !== false)
     warnings.push(
