@@ -57,7 +57,8 @@ function parseArgs(argv) {
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
         'usage: node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,2,..] [--full-baseline] [--out FILE] [--json]\n' +
-          '       scenario 11: [--tf-clients N] [--provider OTHER_BUILD/dist/provider-bin/terraform-provider-kms.js] (timed beside this build)\n',
+          '       scenario 11: [--tf-clients N] [--provider OTHER_BUILD/dist/provider-bin/terraform-provider-kms.js] (timed beside this build;\n' +
+          '       bench/lib/null-provider.js: a provider that does nothing per call, the floor Terraform itself sets)\n',
       );
       process.exit(0);
     } else throw new Error(`unknown option ${a}`);
@@ -508,24 +509,48 @@ const modes = {
       const k = await side.planKms();
       const o = other ? await other.planKms() : undefined;
       if (i >= warmups) {
-        data.push(d.wallMs);
-        kms.push(k.wallMs);
-        if (o) otherKms.push(o.wallMs);
+        data.push(d);
+        kms.push(k);
+        if (o) otherKms.push(o);
       }
     }
-    const ratio = median(kms) / median(data);
-    if (other)
+    const ratio = median(kms.map((r) => r.wallMs)) / median(data.map((r) => r.wallMs));
+    // Wall and CPU of each plan; Terraform's own CPU is the total minus its provider processes'.
+    const figures = (plans) => ({
+      wallMs: round(median(plans.map((r) => r.wallMs))),
+      runs: plans.map((r) => round(r.wallMs)),
+      cpuMs: round(median(plans.map((r) => r.cpuMs))),
+      cpuRuns: plans.map((r) => round(r.cpuMs)),
+      providerCpuMs: round(median(plans.map((r) => r.providerCpuMs))),
+      terraformCpuMs: round(median(plans.map((r) => r.cpuMs - r.providerCpuMs))),
+    });
+    const said = (f) =>
+      `${round(f.wallMs)} ms wall (runs ${f.runs.join(', ')}), ${fmtMs(f.cpuMs)} CPU (runs ${f.cpuRuns.map(fmtMs).join(', ')}): Terraform ${fmtMs(f.terraformCpuMs)}, providers ${fmtMs(f.providerCpuMs)}`;
+    const kmsFigures = figures(kms);
+    const dataFigures = figures(data);
+    const otherFigures = other ? figures(otherKms) : undefined;
+    log(`  11. terraform_data: ${said(dataFigures)}`);
+    log(
+      `  11. kms_client (this build): ${said(kmsFigures)}; ${ratio.toFixed(2)}× terraform_data's wall, ${(kmsFigures.cpuMs / dataFigures.cpuMs).toFixed(2)}× its CPU`,
+    );
+    if (otherFigures)
       log(
-        `  11. other provider (${opts.provider}): ${round(median(otherKms))} ms (runs ${otherKms.map(round).join(', ')}), ${(median(otherKms) / median(data)).toFixed(2)}× terraform_data; this build ${round(median(kms))} ms (runs ${kms.map(round).join(', ')}), terraform_data ${round(median(data))} ms (runs ${data.map(round).join(', ')})`,
+        `  11. other provider (${opts.provider}): ${said(otherFigures)}; ${(otherFigures.wallMs / dataFigures.wallMs).toFixed(2)}× terraform_data's wall, ${(otherFigures.cpuMs / dataFigures.cpuMs).toFixed(2)}× its CPU, Terraform alone ${(otherFigures.terraformCpuMs / dataFigures.cpuMs).toFixed(2)}×`,
       );
-    const runs = kms.map((wallMs) => ({ wallMs, cpuMs: 0, maxRssKB: 0, phases: {}, requests: {}, totalRequests: 0 }));
+    const runs = kms.map((r) => ({
+      wallMs: r.wallMs,
+      cpuMs: r.cpuMs,
+      maxRssKB: 0,
+      phases: {},
+      requests: {},
+      totalRequests: 0,
+    }));
     return {
       runs,
       extra: {
-        terraformData: { wallMs: round(median(data)), runs: data.map(round) },
-        ...(other
-          ? { otherProvider: { bin: opts.provider, wallMs: round(median(otherKms)), runs: otherKms.map(round) } }
-          : {}),
+        terraformData: dataFigures,
+        kmsClient: kmsFigures,
+        ...(otherFigures ? { otherProvider: { bin: opts.provider, ...otherFigures } } : {}),
         ratio: { time: Math.round(ratio * 1e4) / 1e4 },
         meetsRatio: ratio <= s.targets.maxRatio,
       },

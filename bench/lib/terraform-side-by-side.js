@@ -1,11 +1,12 @@
 // The Terraform provider next to Terraform's own built-in resource (issue 41): `terraform plan` of
 // N kms_client resources (the provider as `kms-sync provider install` installs it: a launcher that
 // runs dist/provider-bin/terraform-provider-kms.js, the bundled provider, with Node.js) and `terraform plan` of N terraform_data resources, each
-// on a state made by an untimed apply, timed from spawn to exit. Terraform starts the provider
+// on a state made by an untimed apply, timed from spawn to exit, with the CPU of Terraform and of its provider processes. Terraform starts the provider
 // several times per command, so its start-up and its per-resource RPC cost both show here.
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   findTerraform,
   HCL_REQUIRED_PROVIDER,
@@ -14,6 +15,8 @@ import {
 } from '../../test/support/terraform-offline.js';
 
 export { findTerraform };
+
+const CPU_AT_EXIT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cpu-at-exit.js');
 
 /**
  * Two working directories under `dir`, initialised and applied: `kms` (N kms_client of one
@@ -31,14 +34,25 @@ export async function terraformSideBySide({
   withData = true,
 }) {
   const env = offlineTerraformEnv({ root: dir, providerBin, service });
+  let plans = 0;
+  // Timed from spawn to exit. CPU: the shell's `times` after Terraform exits gives its children's
+  // user + system time (Terraform and the provider processes it waited for); each provider process
+  // writes its own at exit (cpu-at-exit.js), so Terraform's own is the difference.
   const run = (cwd, args, extraEnv = {}) =>
     new Promise((resolve, reject) => {
+      const cpuLog = path.join(dir, `provider-cpu-${plans++}.log`);
+      writeFileSync(cpuLog, '');
+      const nodeOptions = [extraEnv.NODE_OPTIONS, `--import ${pathToFileURL(CPU_AT_EXIT).href}`].filter(Boolean);
       const t0 = performance.now();
-      const child = spawn(bin, [...args, '-input=false', '-no-color'], {
-        cwd,
-        env: { ...env, ...extraEnv },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        'sh',
+        ['-c', '"$0" "$@"; rc=$?; times >&2; exit $rc', bin, ...args, '-input=false', '-no-color'],
+        {
+          cwd,
+          env: { ...env, ...extraEnv, NODE_OPTIONS: nodeOptions.join(' '), KMS_BENCH_CPU_LOG: cpuLog },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (d) => {
         out += d;
@@ -48,8 +62,19 @@ export async function terraformSideBySide({
       });
       child.on('exit', (code) => {
         const wallMs = performance.now() - t0;
+        // `times`: the shell's own user and system time, then its children's (the last pair).
+        const pairs = [...out.matchAll(/(\d+)m([\d.]+)s\s+(\d+)m([\d.]+)s/g)];
+        const last = pairs.at(-1);
+        const cpuMs = last
+          ? (Number(last[1]) * 60 + Number(last[2]) + Number(last[3]) * 60 + Number(last[4])) * 1000
+          : 0;
+        const providerCpuMs = readFileSync(cpuLog, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .reduce((sum, ms) => sum + Number(ms), 0);
+        rmSync(cpuLog, { force: true });
         if (code !== 0) reject(new Error(`terraform ${args.join(' ')} exited ${code}: ${out.slice(-600)}`));
-        else resolve({ wallMs, out });
+        else resolve({ wallMs, cpuMs, providerCpuMs, out });
       });
     });
   const kms = path.join(dir, 'kms');
