@@ -175,6 +175,8 @@ const SPACE = 0x20;
 
 /** Slots of Reader.knownKeys (a power of two). */
 const KNOWN_KEY_SLOTS = 256;
+/** Slots of Reader.knownValues (a power of two). */
+const KNOWN_VALUE_SLOTS = 512;
 const HASH = 0x23;
 const COLON = 0x3a;
 const DASH = 0x2d;
@@ -241,6 +243,8 @@ class Reader {
    * objects built, instead of a new string to hash into one each time.
    */
   private readonly knownKeys: (string | undefined)[] = new Array(KNOWN_KEY_SLOTS);
+  /** Plain values already read, by first and last character and length (see plainText). */
+  private readonly knownValues: (string | undefined)[] = new Array(KNOWN_VALUE_SLOTS);
 
   /**
    * `lines` (a skeleton read's, shared: LineTable) and a range of them [first, end) read a part of
@@ -609,12 +613,29 @@ class Reader {
         return this.compactMap(p, col);
       }
       while (stop > p && t.charCodeAt(stop - 1) === SPACE) stop--;
-      value = plainScalar(t.slice(p, stop));
+      value = plainScalar(this.plainText(p, stop));
       if (typeof value === 'string' && value.includes('${')) this.site(container, key, p, true);
       end = stop;
     }
     this.endOfLine(end);
     if (this.currentIndent() > col) bail(); // a continuation line: multi-line scalar or an error
+    return value;
+  }
+
+  /**
+   * The text of the plain scalar at [p, end): the string read last with the same first and last
+   * character and length when it is equal. A configuration repeats its clients' types, templates
+   * and key names 100,000 times: the model keeps one string of each instead of a copy per client.
+   */
+  private plainText(p: number, end: number): string {
+    const t = this.text;
+    const n = end - p;
+    if (n > 64) return t.slice(p, end);
+    const slot = (t.charCodeAt(p) * 31 + t.charCodeAt(end - 1) * 7 + n) & (KNOWN_VALUE_SLOTS - 1);
+    const known = this.knownValues[slot];
+    if (known !== undefined && known.length === n && t.startsWith(known, p)) return known;
+    const value = t.slice(p, end);
+    this.knownValues[slot] = value;
     return value;
   }
 

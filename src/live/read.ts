@@ -177,7 +177,7 @@ function toTemplate(projectEnv: string, t: WireTemplate): LiveTemplate {
 function toClient(
   projectEnv: string,
   c: WireClient,
-  templateNames: Map<string, string>,
+  templates: Map<string, { id: string; name: string }>,
   cidrs: (list: string[] | undefined) => string[],
 ): LiveClient {
   // Written out (no conditional spreads): this runs once per client, 100,000 times in a big plan.
@@ -196,9 +196,11 @@ function toClient(
     if (k.createdAt) key.createdAt = k.createdAt;
     keys.push(key);
   }
-  const templateName = c.templateId ? templateNames.get(c.templateId) : undefined;
+  const template = c.templateId ? templates.get(c.templateId) : undefined;
+  const templateName = template?.name;
   const id = clientId(c);
-  const templateId = c.templateId ?? null;
+  // The template's own id string, not the page's copy of it (36 characters a client, kept in the model).
+  const templateId = template ? template.id : (c.templateId ?? null);
   const ipWhitelist = cidrs(c.ipWhitelist);
   const metadata = asObject(c.metadata);
   return templateName !== undefined
@@ -550,8 +552,8 @@ export async function readEnvAlone(
 interface EnvLists {
   clients: Promise<void>;
   endpoints: Promise<WireEndpoint[]>;
-  /** Converts the pages read so far and those still to come; the result is in page order. */
-  convertWith(names: Map<string, string>): void;
+  /** Converts the pages read so far and those still to come (templates by id); the result is in page order. */
+  convertWith(names: Map<string, { id: string; name: string }>): void;
   /** Client pages in page order (after `clients` resolved), and the items lacking fields the diff compares. */
   pages: LiveClient[][];
   incomplete: WireClient[];
@@ -559,7 +561,7 @@ interface EnvLists {
 }
 
 function startEnvLists(api: KmsClient, pe: string, onTotal?: (total: number) => void): EnvLists {
-  let names: Map<string, string> | undefined;
+  let names: Map<string, { id: string; name: string }> | undefined;
   const waiting: [WireClient[], number][] = [];
   const pages: LiveClient[][] = [];
   const incomplete: WireClient[] = [];
@@ -611,10 +613,10 @@ async function readEnv(
     const templates = embedded?.every((t) => t.id && t.rateLimitDay !== undefined)
       ? embedded
       : await api.listTemplates(pe);
-    const names = new Map<string, string>();
+    const names = new Map<string, { id: string; name: string }>();
     for (const t of templates) {
       state.templates.push(toTemplate(pe, t));
-      names.set(t.id, t.name);
+      names.set(t.id, t);
     }
     lists.convertWith(names);
     return names;
