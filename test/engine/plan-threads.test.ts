@@ -5,13 +5,14 @@
 // entry). The secret stores are asked (keys whose secrets are not held), the reads are counted,
 // and a configuration only the whole load can check (two environments' keys writing one secret)
 // is refused as on one thread.
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
+import { allOutput, cliPath, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
 import { randomFleet } from '../support/fleet.js';
-import { patient } from '../support/patience.js';
+import { patient, waitFor } from '../support/patience.js';
 import { scratchDir } from '../support/scratch.js';
 
 const API_KEY = 'sk_test_threads0123456789';
@@ -56,6 +57,20 @@ async function run(dir: string, args: string[], threads: number) {
   return { r, saved, requests, onThreads: phases.threadsMs !== undefined };
 }
 
+/** A configuration of two environments (the least a plan streams), `clients` clients each. */
+function twoEnvs(dir: string, clients = 3): void {
+  const env = (type: string) =>
+    `      - type: ${type}\n        url: https://x.example\n        templates: [{ name: std, rateLimitDay: 5 }]\n` +
+    `        clients:\n${Array.from({ length: clients }, (_, i) => `          - { name: c${i}, template: std }\n`).join('')}`;
+  writeFileSync(
+    path.join(dir, 'kms-sync.yaml'),
+    `apiVersion: kms-sync/v1\nowner: threads\nprojects:\n  - slug: two\n    name: two\n    environments:\n${env('prod')}${env('dev')}`,
+  );
+}
+
+/** A stack trace or an unhandled error in a CLI's output. */
+const CRASH = /Unhandled 'error'|\n\s+at .+:\d+:\d+/;
+
 describe('a plan on worker threads', () => {
   it(
     'prints what the plan on one thread prints, on random fleets',
@@ -96,7 +111,7 @@ describe('a plan on worker threads', () => {
   );
 
   it(
-    'refuses two environments writing one secret as the plan on one thread does',
+    'refuses what only the whole load can check as the plan on one thread does',
     async () => {
       const dir = scratchDir();
       const env = (type: string) =>
@@ -112,6 +127,83 @@ describe('a plan on worker threads', () => {
       expect(one.r.code).toBe(1);
       expect(one.r.stderr).toMatch(/kms-sync\.yaml:\d+:\d+.*would both write the secret "shared"/s);
       expect(comparable(two.r)).toEqual(comparable(one.r));
+      // A problem a worker finds in its environment's clients (a template not defined): the whole
+      // load reports it, at its place.
+      twoEnvs(dir);
+      const file = path.join(dir, 'kms-sync.yaml');
+      writeFileSync(file, readFileSync(file, 'utf8').replace(/(type: dev[^]*?c1, template: )std/, '$1stdd'));
+      const badOne = await run(dir, args, 1);
+      const badTwo = await run(dir, args, 2);
+      expect(badOne.r.stderr).toMatch(/kms-sync\.yaml:\d+:\d+: .*template "stdd" is not defined/);
+      expect(comparable(badTwo.r)).toEqual(comparable(badOne.r));
+    },
+    patient(60_000),
+  );
+
+  it(
+    "says a service's refusal met in a worker as the plan on one thread says it",
+    async () => {
+      const dir = scratchDir();
+      twoEnvs(dir);
+      const args = ['plan', '-f', '.'];
+      await runCli(['apply', '-f', '.', '--auto-approve'], {
+        cwd: dir,
+        env: { KMS_API_URL: emu.url, KMS_API_KEY: API_KEY },
+      });
+      const refused = () => emu.addFault({ method: 'GET', route: '/endpoint', mode: 'error', status: 403, times: 1 });
+      refused();
+      const one = await run(dir, args, 1);
+      refused();
+      const two = await run(dir, args, 2);
+      emu.clearFaults();
+      expect(one.r.code).toBe(1);
+      expect(one.r.stderr).toMatch(/403/);
+      expect(comparable(two.r)).toEqual(comparable(one.r));
+      expect(two.r.stderr).not.toMatch(CRASH);
+    },
+    patient(60_000),
+  );
+
+  it(
+    'Ctrl-C while the workers read: exit 130, nothing changed, no stack trace',
+    async () => {
+      const dir = scratchDir();
+      twoEnvs(dir);
+      // The workers' list of clients is held back by the service when Ctrl-C comes.
+      emu.addFault({ method: 'GET', route: '/client', mode: 'delay', delayMs: 10_000, times: 10 });
+      emu.resetCounts();
+      const child = spawn(process.execPath, [cliPath, 'plan', '-f', '.'], {
+        cwd: dir,
+        env: {
+          PATH: process.env.PATH,
+          NO_COLOR: '1',
+          KMS_API_URL: emu.url,
+          KMS_API_KEY: API_KEY,
+          KMS_SYNC_PLAN_THREADS: '2',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let text = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        text += d.toString();
+      });
+      child.stderr!.on('data', (d: Buffer) => {
+        text += d.toString();
+      });
+      const exited = new Promise<number | null>((ok) => child.on('close', ok));
+      try {
+        await waitFor(() => (emu.counts()['GET /client'] ?? 0) > 0, 30_000);
+        child.kill('SIGINT');
+        const code = await exited;
+        allOutput.push(text);
+        expect(code, text).toBe(130);
+        expect(text).toContain('Interrupt received (SIGINT): stopping; nothing was changed in the service.');
+        expect(text).not.toMatch(CRASH);
+        expect(text).not.toMatch(/^Error:|retrying/m);
+      } finally {
+        emu.clearFaults();
+        child.kill('SIGKILL');
+      }
     },
     patient(60_000),
   );
