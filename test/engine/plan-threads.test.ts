@@ -131,7 +131,7 @@ describe('a plan on worker threads', () => {
       // load reports it, at its place.
       twoEnvs(dir);
       const file = path.join(dir, 'kms-sync.yaml');
-      writeFileSync(file, readFileSync(file, 'utf8').replace(/(type: dev[^]*?c1, template: )std/, '$1stdd'));
+      writeFileSync(file, readFileSync(file, 'utf8').replace(/(type: dev[\s\S]*?c1, template: )std/, '$1stdd'));
       const badOne = await run(dir, args, 1);
       const badTwo = await run(dir, args, 2);
       expect(badOne.r.stderr).toMatch(/kms-sync\.yaml:\d+:\d+: .*template "stdd" is not defined/);
