@@ -32,14 +32,17 @@ export function identityKey(kind: ResourceKind, parts: readonly string[]): strin
   return `${kind}.${parts.join('/')}`;
 }
 
+/**
+ * identityKey of each kind, written out: no parts array and join per address (a plan of 100,000
+ * clients builds some for every client).
+ */
 export const address = {
-  project: (slug: string) => identityKey('project', [slug]),
-  env: (projectEnv: string) => identityKey('env', [projectEnv]),
-  template: (projectEnv: string, name: string) => identityKey('template', [projectEnv, name]),
-  client: (projectEnv: string, name: string) => identityKey('client', [projectEnv, name]),
-  key: (projectEnv: string, client: string, name: string) => identityKey('key', [projectEnv, client, name]),
-  endpoint: (projectEnv: string, method: string, path: string) =>
-    identityKey('endpoint', [projectEnv, methodPath(method, path)]),
+  project: (slug: string) => `project.${slug}`,
+  env: (projectEnv: string) => `env.${projectEnv}`,
+  template: (projectEnv: string, name: string) => `template.${projectEnv}/${name}`,
+  client: (projectEnv: string, name: string) => `client.${projectEnv}/${name}`,
+  key: (projectEnv: string, client: string, name: string) => `key.${projectEnv}/${client}/${name}`,
+  endpoint: (projectEnv: string, method: string, path: string) => `endpoint.${projectEnv}/${methodPath(method, path)}`,
 };
 
 /** Default logical secret name of a key: `<project_env>/<client>/<key>`. */
