@@ -25,7 +25,7 @@ import {
   type KindPlanner,
   type PlanContext,
 } from './contract.js';
-import { IdentityIndex } from './identity-index.js';
+import { matchByIdentity } from './identity-index.js';
 import { keyAfter, planKeys } from './key.js';
 
 // What the applied digest covers: the rule book both engines share.
@@ -82,19 +82,17 @@ export function clientDelete(
 
 export function planClients(desired: readonly DesiredClient[], live: readonly LiveClient[], ctx: PlanContext): void {
   const { ops, unmanaged, warnings, owner, duplicates } = ctx;
-  // Live clients by identity, looked up without building an address per client: the addresses
+  // Live clients by identity, matched without building an address per client: the addresses
   // are built only for what the plan reports (a no-op plan of 100,000 clients builds none).
-  const liveClients = new IdentityIndex<LiveClient>();
   // Indexed loops here and below: this code runs once per plan, mostly before V8 optimizes it,
   // and there a for-of allocates an iterator result per item.
-  for (let i = 0; i < live.length; i++) {
-    const c = live[i]!;
-    if (duplicates.size === 0 || !duplicates.has(address.client(c.projectEnv, c.name)))
-      liveClients.set(c.projectEnv, c.name, c);
-  }
+  const liveClients = matchByIdentity(
+    desired,
+    duplicates.size === 0 ? live : live.filter((c) => !duplicates.has(address.client(c.projectEnv, c.name))),
+  );
   for (let i = 0; i < desired.length; i++) {
     const c = desired[i]!;
-    const found = liveClients.get(c.projectEnv, c.name);
+    const found = liveClients.matches[i];
     if (found) found.wanted = true;
     if (duplicates.size > 0 && duplicates.has(address.client(c.projectEnv, c.name))) continue;
     const lc = found?.value;

@@ -22,3 +22,45 @@ export class IdentityIndex<T> {
     }
   }
 }
+
+interface Identity {
+  projectEnv: string;
+  name: string;
+}
+
+/** a before b by (environment, name), as the loader and the live read sort them. */
+const before = (a: Identity, b: Identity) =>
+  a.projectEnv < b.projectEnv || (a.projectEnv === b.projectEnv && a.name < b.name);
+
+/**
+ * The live entry of each desired resource (same environment and name), by the desired one's
+ * index, and the live entries in order (IdentityIndex's `entries`). When the desired list is sorted
+ * by identity and the live one strictly so (the loader and the live read sort them; an identity
+ * twice is a duplicate, which the caller leaves out), one merge of the two finds them, without a
+ * map of 100,000 names; otherwise an IdentityIndex does.
+ */
+export function matchByIdentity<D extends Identity, L extends Identity>(
+  desired: readonly D[],
+  live: readonly L[],
+): { matches: ({ value: L; wanted: boolean } | undefined)[]; entries: { value: L; wanted: boolean }[] } {
+  const matches: ({ value: L; wanted: boolean } | undefined)[] = new Array(desired.length);
+  let sorted = true;
+  for (let i = 1; i < desired.length && sorted; i++) if (before(desired[i]!, desired[i - 1]!)) sorted = false;
+  for (let i = 1; i < live.length && sorted; i++) if (!before(live[i - 1]!, live[i]!)) sorted = false;
+  if (!sorted) {
+    const index = new IdentityIndex<L>();
+    for (let i = 0; i < live.length; i++) index.set(live[i]!.projectEnv, live[i]!.name, live[i]!);
+    for (let i = 0; i < desired.length; i++) matches[i] = index.get(desired[i]!.projectEnv, desired[i]!.name);
+    return { matches, entries: index.entries };
+  }
+  const entries: { value: L; wanted: boolean }[] = new Array(live.length);
+  for (let i = 0; i < live.length; i++) entries[i] = { value: live[i]!, wanted: false };
+  let j = 0;
+  for (let i = 0; i < desired.length; i++) {
+    const d = desired[i]!;
+    while (j < live.length && before(live[j]!, d)) j++;
+    const l = live[j];
+    matches[i] = l !== undefined && l.projectEnv === d.projectEnv && l.name === d.name ? entries[j] : undefined;
+  }
+  return { matches, entries };
+}
