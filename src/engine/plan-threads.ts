@@ -64,6 +64,8 @@ export interface PlanThreadInit {
   policy: OperatorPolicy;
   baseDir: string;
   http: Omit<HttpOptions, 'onRetry' | 'lookup'>;
+  /** Whether the pages read are told (the terminal's progress line: PlanThreadHooks.pageRead). */
+  pages: boolean;
   plan: {
     prune: boolean;
     takeOwnership?: boolean;
@@ -115,7 +117,7 @@ export type ToMain =
   | { type: 'failed'; i: number; error: PortableError }
   | { type: 'presence'; i: number; queries: PresenceQueryOf[] }
   | { type: 'retry'; info: Parameters<NonNullable<HttpOptions['onRetry']>>[0] }
-  | { type: 'page'; e: PageRead };
+  | { type: 'pages'; es: PageRead[] };
 
 type PresenceQueryOf = { address: string; store?: string; secretName: string; keyId: string; projectEnv: string };
 
@@ -235,8 +237,9 @@ export async function planOnThreads(
         return;
       case 'retry':
         return hooks.retried(m.info);
-      case 'page':
-        return hooks.pageRead(m.e);
+      case 'pages':
+        for (const e of m.es) hooks.pageRead(e);
+        return;
       case 'presence':
         asked.set(m.i, { worker: k, queries: m.queries });
         void answer();

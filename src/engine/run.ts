@@ -1128,6 +1128,7 @@ async function planEnvsOnThreads(
       policy: o.policy,
       baseDir: o.baseDir,
       http: conn.api.http.shareOf(k, x.threads),
+      pages: conn.api.onPageRead !== undefined,
       plan: {
         prune: o.prune,
         ...(o.takeOwnership ? { takeOwnership: true } : {}),
