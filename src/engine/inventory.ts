@@ -65,15 +65,41 @@ function sealedText(inv: Pick<Inventory, 'owner' | 'entries'>): string {
   const shaped: object[] = new Array(inv.entries.length);
   for (let i = 0; i < inv.entries.length; i++) {
     const e = inv.entries[i]!;
-    const fields = e as unknown as Record<string, unknown>;
-    for (const k in fields)
-      if (!ENTRY_FIELDS.has(k) || (fields[k] !== undefined && typeof fields[k] !== 'string'))
-        return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
+    if (!plainEntry(e)) return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
     shaped[i] = { address: e.address, applied: e.applied, id: e.id, kind: e.kind, projectEnv: e.projectEnv };
   }
   return JSON.stringify({ entries: shaped, owner: inv.owner });
 }
 const ENTRY_FIELDS: ReadonlySet<string> = new Set(['address', 'applied', 'id', 'kind', 'projectEnv']);
+
+/** An entry of the known fields only, each a string when present (what sealedText writes in one shape). */
+function plainEntry(e: InventoryEntry): boolean {
+  const fields = e as unknown as Record<string, unknown>;
+  for (const k in fields)
+    if (!ENTRY_FIELDS.has(k) || (fields[k] !== undefined && typeof fields[k] !== 'string')) return false;
+  return true;
+}
+
+/** The same entries in the same order (an entry of another form is never the same but as the same object). */
+function sameEntries(a: readonly InventoryEntry[], b: readonly InventoryEntry[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x === y) continue;
+    if (
+      x.address !== y.address ||
+      x.applied !== y.applied ||
+      x.id !== y.id ||
+      x.kind !== y.kind ||
+      x.projectEnv !== y.projectEnv ||
+      !plainEntry(x) ||
+      !plainEntry(y)
+    )
+      return false;
+  }
+  return true;
+}
 
 /** Whether `inv` carries a seal made with `key` over its owner and entries. */
 export function sealHolds(inv: Inventory, key: Buffer | undefined): boolean {
@@ -146,16 +172,9 @@ export async function keepInventory(
     // Entries a copy without a valid seal holds are not carried over (they may be forged).
     const holds = before !== undefined && (!o.sealKey || (sealChecked ?? sealHolds(before, o.sealKey)));
     const next = nextInventory(holds ? before : withoutOwnership(before), scan, desired, plan, owner, o);
-    // Unchanged: a sealed copy whose seal is the next one's (the seal covers owner and entries).
-    const seal = o.sealKey ? sealOf(next, o.sealKey) : undefined;
-    if (
-      holds &&
-      (seal !== undefined
-        ? before.seal === seal
-        : before.owner === next.owner && JSON.stringify(before.entries) === JSON.stringify(next.entries))
-    )
-      return before;
-    const sealed = seal !== undefined ? { ...next, seal } : next;
+    // Unchanged (a sealed copy's seal holds for the next one too): nothing to write or seal.
+    if (holds && before.owner === next.owner && sameEntries(before.entries, next.entries)) return before;
+    const sealed = o.sealKey ? { ...next, seal: sealOf(next, o.sealKey) } : next;
     await writeStateJson(file, sealed);
     return sealed;
   };
@@ -309,7 +328,7 @@ function uuidOf(h: string): string {
 interface EnvHoldings {
   /** Every client id, as given. */
   ids: string[];
-  /** Client ids in UUID form, 32 hex digits each (unsorted). */
+  /** Client ids in UUID form (unsorted). */
   uuids: string[];
   otherIds: string[];
   endpoints: string[];
@@ -322,7 +341,7 @@ function envHoldings(projectEnv: string, entries: readonly InventoryEntry[]): En
     if (e.projectEnv !== projectEnv) continue;
     if (e.kind === 'client' && e.id) {
       out.ids.push(e.id);
-      if (UUID.test(e.id)) out.uuids.push(e.id.replace(/-/g, ''));
+      if (UUID.test(e.id)) out.uuids.push(e.id);
       else out.otherIds.push(e.id);
     } else if (e.kind === 'endpoint' && e.address.startsWith(prefix))
       out.endpoints.push(e.address.slice(prefix.length));
@@ -383,8 +402,8 @@ export function inventoryRecords(
 }
 
 function recordsOf(owner: string, h: EnvHoldings, o: { generation: string; now: Date }): RecordBody[] {
-  // Sorted as strings, as their bytes sort.
-  const uuids = h.uuids.sort();
+  // 32 hex digits each, sorted as strings, as their bytes sort.
+  const uuids = h.uuids.map((u) => u.replace(/-/g, '')).sort();
   const breaks = packing(h, recordOverhead(owner, o));
   const bodies: RecordBody[] = [emptyRecord(owner, o)];
   let packed: string[] = [];

@@ -77,6 +77,22 @@ describe("the CLI inventory's seal", () => {
     let start = await cliInventory(dir, OWNER, KEY, noWarning);
     await keepInventory(file, scan, undefined, plan, OWNER, { now: new Date(), sealKey: KEY, known: start.known });
     expect(readFileSync(file, 'utf8')).toBe(first);
+    // A client renamed, or one more: written and sealed again.
+    for (const owned2 of [
+      [owned[0]!, { ...owned[1]!, address: address.client(PE, 'g2') }],
+      [...owned, client('initech')],
+    ]) {
+      start = await cliInventory(dir, OWNER, KEY, noWarning);
+      await keepInventory(file, { owned: owned2, envsRead: [PE] }, undefined, plan, OWNER, {
+        now: new Date(),
+        sealKey: KEY,
+        known: start.known,
+      });
+      const kept = JSON.parse(readFileSync(file, 'utf8')) as Inventory;
+      expect(sealHolds(kept, KEY)).toBe(true);
+      expect(kept.entries.map((e) => e.address).sort()).toEqual(owned2.map((e) => e.address).sort());
+    }
+    await keepInventory(file, scan, undefined, plan, OWNER, { now: new Date(), sealKey: KEY });
 
     // Forged between the run's first read and its end (a client of someone else's added, the seal
     // kept): the copy under the lock is not the one checked at the start, so its seal is checked
