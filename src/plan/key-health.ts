@@ -11,6 +11,7 @@ import {
   type LiveState,
 } from '../model/index.js';
 import { sortOperations } from './diff.js';
+import { matchByIdentity } from './kinds/identity-index.js';
 import { keyAfter } from './kinds/key.js';
 import { isManagedBy, ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
 import { globToRegExp } from './scope.js';
@@ -84,7 +85,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const findings: KeyFinding[] = [];
   const warnings = [...plan.warnings];
   const force = (input.force ?? []).map(globToRegExp);
-  const liveClients = byIdentity(input.live.clients);
+  const liveClients = matchByIdentity(input.desired.clients, input.live.clients).matches;
   const orphanIds = new Set((input.orphans ?? []).map((o) => o.keyId));
   const supersededIds = new Set((input.orphans ?? []).filter((o) => o.reason === 'superseded').map((o) => o.keyId));
   const checkSecrets = input.secrets.size > 0;
@@ -121,7 +122,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const desiredClients = input.desired.clients;
   for (let ci = 0; ci < desiredClients.length; ci++) {
     const c = desiredClients[ci]!;
-    const lc = liveClients.get(c.projectEnv)?.get(c.name);
+    const lc = liveClients[ci]?.value;
     if (!lc) continue;
     // Worked out for the first key that needs it: most clients of a large plan have none.
     let ownedAnswer: boolean | undefined;
@@ -367,28 +368,17 @@ function isOwned(lc: LiveClient, plan: Plan): boolean {
   );
 }
 
-/** Live clients by environment, then name: no address string per client (100,000 in a big plan). */
-function byIdentity(clients: readonly LiveClient[]): Map<string, Map<string, LiveClient>> {
-  const out = new Map<string, Map<string, LiveClient>>();
-  for (let i = 0; i < clients.length; i++) {
-    const c = clients[i]!;
-    let names = out.get(c.projectEnv);
-    if (names === undefined) out.set(c.projectEnv, (names = new Map()));
-    names.set(c.name, c);
-  }
-  return out;
-}
-
 /** The key addresses whose secrets the plan should check: current keys of clients kms-sync owns. */
 export function keysToCheck(
   desired: DesiredState,
   live: LiveState,
   owner: string,
 ): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
-  const liveClients = byIdentity(live.clients);
+  const liveClients = matchByIdentity(desired.clients, live.clients).matches;
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
-  for (const c of desired.clients) {
-    const lc = liveClients.get(c.projectEnv)?.get(c.name);
+  for (let i = 0; i < desired.clients.length; i++) {
+    const c = desired.clients[i]!;
+    const lc = liveClients[i]?.value;
     if (!lc || !isManagedBy(lc.metadata, owner, lc.held)) continue;
     for (const k of c.keys) {
       const current = lc.keys.filter((x) => x.name === k.name).at(-1);
