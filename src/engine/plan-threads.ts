@@ -26,10 +26,12 @@ import { UsageError } from './errors.js';
 import type { ServiceInventory } from './inventory.js';
 
 /**
- * Configurations smaller than this (in characters) are planned on one thread: a worker's start
- * (its modules, its heap) costs more than it saves below a few hundred thousand clients.
+ * Configurations smaller than this (in characters, ~300,000 clients) are planned on one thread: a
+ * worker's start and warm-up (its modules, its code, its heap) cost ~0.5 CPU-s, and 100,000
+ * clients over 10 environments (22 M characters) took 5.6-5.8 CPU-s on two workers against 4.65 on
+ * one thread (docs/performance.md).
  */
-const THREADED_FROM = 16_000_000;
+const THREADED_FROM = 64_000_000;
 /** Environments a worker holds at once: one planned while the next is read. */
 const JOBS_PER_WORKER = 2;
 
