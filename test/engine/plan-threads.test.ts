@@ -1,6 +1,6 @@
 // A streamed plan made on worker threads (engine/plan-threads.ts, KMS_SYNC_PLAN_THREADS=2) prints
 // what the plan made on one thread prints (KMS_SYNC_PLAN_THREADS=1, the path before), byte for byte:
-// text, JSON, Markdown, the saved plan, drift's report, the exit code, on random fleets against
+// text, JSON, Markdown, the saved plan, a shard's plan, drift's report, the exit code, on random fleets against
 // the emulator over HTTP, through the built CLI (its bundle starts the workers from their own
 // entry). The secret stores are asked (keys whose secrets are not held), the reads are counted,
 // and a configuration only the whole load can check (two environments' keys writing one secret)
@@ -89,7 +89,7 @@ describe('a plan on worker threads', () => {
             ['plan', '-f', '.', '--json', '--prune', '--no-secret-check'],
             ['plan', '-f', '.', '--format', 'markdown', '--env', `t${seed}a*`],
             ['drift', '-f', '.', '--no-usage', '--json'],
-            ['drift', '-f', '.', '--no-usage', '--no-secret-check'],
+            ['plan', '-f', '.', '--shard', '2/2', '--json'],
           ][seed - 1]!,
         ];
         for (const args of runs) {
