@@ -1183,8 +1183,10 @@ export function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
     if (x.address.startsWith('key.')) named.add(`client.${x.address.slice(4, x.address.lastIndexOf('/'))}`);
   }
   kept.templates.push(...state.templates);
+  // A no-op plan names nothing: no address is built for its clients then.
   for (const c of state.clients) {
-    if (named.has(address.client(c.projectEnv, c.name)) || c.keys.some((k) => k.expiresAt)) kept.clients.push(c);
+    if (c.keys.some((k) => k.expiresAt) || (named.size > 0 && named.has(address.client(c.projectEnv, c.name))))
+      kept.clients.push(c);
   }
   for (const e of state.endpoints)
     if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
