@@ -39,7 +39,7 @@ const comparable = (r: { code: number; stdout: string; stderr: string }, saved =
 });
 
 /** Runs `args` in `dir` on `threads` threads: its output, the saved plan (--out), the requests it sent, and whether workers planned. */
-async function run(dir: string, args: string[], threads: number) {
+async function run(dir: string, args: string[], threads: number, extraEnv: NodeJS.ProcessEnv = {}) {
   const profile = path.join(dir, `profile-${threads}.json`);
   emu.resetCounts();
   const r = await runCli(args, {
@@ -49,6 +49,7 @@ async function run(dir: string, args: string[], threads: number) {
       KMS_API_KEY: API_KEY,
       KMS_SYNC_PLAN_THREADS: String(threads),
       KMS_SYNC_PROFILE: profile,
+      ...extraEnv,
     },
   });
   const requests = Object.values(emu.counts()).reduce((a, b) => a + b, 0);
@@ -136,6 +137,32 @@ describe('a plan on worker threads', () => {
       const badTwo = await run(dir, args, 2);
       expect(badOne.r.stderr).toMatch(/kms-sync\.yaml:\d+:\d+: .*template "stdd" is not defined/);
       expect(comparable(badTwo.r)).toEqual(comparable(badOne.r));
+    },
+    patient(60_000),
+  );
+
+  it(
+    "a pull request's configuration cannot read a variable the operator did not allow through a worker's ${env:}",
+    async () => {
+      // The attacker writes the configuration; the operator's environment holds a value no policy allows it to read.
+      const dir = scratchDir();
+      twoEnvs(dir);
+      const file = path.join(dir, 'kms-sync.yaml');
+      writeFileSync(
+        file,
+        readFileSync(file, 'utf8').replace(
+          /(type: dev[\s\S]*?\{ name: c1, template: std)/,
+          '$1, metadata: { leak: "${env:THREADS_OPERATOR_VALUE}" }',
+        ),
+      );
+      const secret = 'operator-only-value-7f3a9c';
+      const args = ['plan', '-f', '.', '--no-secret-check'];
+      const one = await run(dir, args, 1, { THREADS_OPERATOR_VALUE: secret });
+      const two = await run(dir, args, 2, { THREADS_OPERATOR_VALUE: secret });
+      expect(one.r.code).toBe(1);
+      expect(one.r.stderr).toMatch(/kms-sync\.yaml:\d+:\d+: .*THREADS_OPERATOR_VALUE/);
+      expect(comparable(two.r)).toEqual(comparable(one.r));
+      for (const r of [one.r, two.r]) expect(r.stdout + r.stderr).not.toContain(secret);
     },
     patient(60_000),
   );
