@@ -17,13 +17,11 @@ import type { OrphanKey } from '../apply/recover.js';
 import { NotStreamable, type StreamedSkeleton } from '../config/index.js';
 import type { DuplicateLive } from '../live/read.js';
 import type { LiveEnv, LiveState, OperatorPolicy } from '../model/index.js';
-import type { CapacityProblem } from '../plan/capacity.js';
-import type { InventoryEntry, PortableInventory } from '../plan/inventory.js';
+import type { PortableInventory } from '../plan/inventory.js';
 import type { SecretStatus } from '../plan/key-health.js';
-import type { PlanPart } from '../plan/merge.js';
 import type { Plan } from '../plan/types.js';
 import { UsageError } from './errors.js';
-import type { ServiceInventory } from './inventory.js';
+import type { PlannedPart, SecretQuery } from './plan-env.js';
 
 /**
  * Configurations smaller than this (in characters, ~300,000 clients) are planned on one thread: a
@@ -98,14 +96,10 @@ export interface EnvJob {
 export interface EnvResult {
   envRead: string[];
   names: { taken: [store: string, names: string[]][]; selfNamedIn: string[] };
-  part?: PlanPart;
+  /** The environment's plan part (engine/plan-env.ts planEnvironment); none when only checked. */
+  planned?: PlannedPart;
   duplicates?: DuplicateLive[];
   kept?: Pick<LiveState, 'templates' | 'clients' | 'endpoints'>;
-  overCapacity?: CapacityProblem[];
-  serviceRead?: [string, ServiceInventory][];
-  owned?: InventoryEntry[];
-  refused?: string[];
-  presenceWarnings?: string[];
 }
 
 export type ToWorker =
@@ -117,11 +111,9 @@ export type ToMain =
   | { type: 'ready' }
   | { type: 'done'; i: number; result: EnvResult }
   | { type: 'failed'; i: number; error: PortableError }
-  | { type: 'presence'; i: number; queries: PresenceQueryOf[] }
+  | { type: 'presence'; i: number; queries: SecretQuery[] }
   | { type: 'retry'; info: Parameters<NonNullable<HttpOptions['onRetry']>>[0] }
   | { type: 'pages'; es: PageRead[] };
-
-type PresenceQueryOf = { address: string; store?: string; secretName: string; keyId: string; projectEnv: string };
 
 /** An error as data, made again on the main thread as the class it was (those a run's caller tells apart). */
 export interface PortableError {
@@ -156,7 +148,7 @@ function errorOf(p: PortableError): Error {
 
 export interface PlanThreadHooks {
   /** The stores' presence of one environment's keys, asked in environment order. */
-  presence(queries: PresenceQueryOf[]): Promise<{ results: [string, SecretStatus][]; warnings: string[] }>;
+  presence(queries: SecretQuery[]): Promise<{ results: [string, SecretStatus][]; warnings: string[] }>;
   retried(info: Parameters<NonNullable<HttpOptions['onRetry']>>[0]): void;
   pageRead(e: PageRead): void;
 }
@@ -180,7 +172,7 @@ export async function planOnThreads(
   const inFlight = new Map<number, { job: EnvJob; worker: number }>();
   const done = new Map<number, { job: EnvJob; result: EnvResult }>();
   const load = new Array<number>(count).fill(0);
-  const asked = new Map<number, { worker: number; queries: PresenceQueryOf[] }>();
+  const asked = new Map<number, { worker: number; queries: SecretQuery[] }>();
   let nextTake = 0;
   let nextPresence = 0;
   let answering = false;

@@ -18,31 +18,23 @@ import {
 import {
   readLiveState,
   readLiveStream,
-  type LiveEnvRead,
   type LiveHead,
   type LiveReadResult,
   type LiveScope,
   type LiveStream,
 } from '../live/read.js';
-import {
-  address,
-  credentialKind,
-  emptyLiveState,
-  projectEnvOf,
-  type DesiredState,
-  type LiveState,
-} from '../model/index.js';
-import { buildPlan, buildPlanPhased, sortOperations, type PlanLive } from '../plan/diff.js';
+import { credentialKind, emptyLiveState, projectEnvOf, type DesiredState, type LiveState } from '../model/index.js';
+import { buildPlan, sortOperations } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
-import { ownedEntries, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
-import { holdFromService, type ServiceInventory } from './inventory.js';
+import type { InventoryEntry, InventoryIndex, InventoryScan } from '../plan/inventory.js';
+import type { ServiceInventory } from './inventory.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
 import { capacityProblems, describeCapacity } from '../plan/capacity.js';
 import { applyIgnoreRules, type IgnoreRules } from '../plan/ignore.js';
 import { summarize, WARNING_PHASE, type WarningOrder } from '../plan/types.js';
-import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
-import { mixedStores, noSecretNamesTaken, secretCollisions } from '../secrets/collisions.js';
+import { assessKeys, type SecretStatus } from '../plan/key-health.js';
+import { noSecretNamesTaken, secretCollisions } from '../secrets/collisions.js';
 import { checkSecretPresence, movedSecretWarnings, newPresenceCache, type PresenceCache } from '../secrets/presence.js';
 import { StoreRegistry } from '../secrets/registry.js';
 import { matchesAny, scopeDesired, unmatchedPatterns } from '../plan/scope.js';
@@ -63,6 +55,18 @@ import { previousStoreFiles, securityChanges, type TrustBase } from '../apply/tr
 import { opWrites } from '../apply/execute.js';
 import { serviceHoldings } from './inventory.js';
 import { planOnThreads, planThreadCount, type EnvJob, type EnvResult, type PlanThreadHooks } from './plan-threads.js';
+import {
+  keepNamed,
+  planEnvironment,
+  planPart,
+  rotation,
+  secretQueries,
+  storeContactRefused,
+  takeEnvBodies,
+  type AskPresence,
+  type PartSettings,
+  type PlannedPart,
+} from './plan-env.js';
 
 export interface GlobalOptions extends CdktfFlags, LimitFlags, PolicyInput {
   file: string[];
@@ -677,16 +681,24 @@ async function recoverUnderLock(
   }
 }
 
-/** What every planning command does first: check names, recover the journal, read the live state. */
-async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
+/**
+ * A plan's start: the secret names checked, and the stores and key capture that recovery (DESIGN.md
+ * "Keys" 0: journaled keys reach their stores, orphans are found) and apply work through.
+ */
+async function checkedCapture(conn: Connection, desired: DesiredState, o: PlanOptions) {
   await checkSecretNames(desired, o.baseDir, o.policy);
   const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
-  // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
   const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, {
     notice,
     target: conn.target,
     ...(o.incarnation ? { incarnation: o.incarnation } : {}),
   });
+  return { notice, registry, capture };
+}
+
+/** What every planning command does first: check names, recover the journal, read the live state. */
+async function preparePlan(conn: Connection, desired: DesiredState, o: PlanOptions) {
+  const { notice, registry, capture } = await checkedCapture(conn, desired, o);
   const recovery = await recoverUnderLock(conn, capture, registry, desired, o);
   for (const line of describeRecovery(recovery)) notice(line);
   const live = await readLive(conn, desired, Boolean(o.forSaving), o.leaving);
@@ -731,14 +743,7 @@ export async function planFor(
       'nothing in scope: the configuration defines no project or environment, so nothing would be read or changed (an empty or wrong -f?); pass --allow-empty to plan anyway',
     );
   }
-  await checkSecretNames(desired, o.baseDir, o.policy);
-  const notice = o.notice ?? ((line: string) => frontEnd().notice(`${line}\n`));
-  // Recovery first (DESIGN.md "Keys" 0): journaled keys reach their stores, orphans are found.
-  const { registry, capture } = keyCaptureFor(desired.stores, o.baseDir, o.policy, {
-    notice,
-    target: conn.target,
-    ...(o.incarnation ? { incarnation: o.incarnation } : {}),
-  });
+  const { notice, registry, capture } = await checkedCapture(conn, desired, o);
   // A read started ahead was started with no journal; one that appeared since (a concurrent run)
   // means recovery may change the live state, so the read comes after it as usual.
   const journaled = await stat(capture.journal.path).then(
@@ -828,61 +833,37 @@ async function planStreamed(
     };
   };
 
-  const planPart = async (
-    projectEnv: string | undefined,
-    d: DesiredState,
-    l: LiveState,
-    live: PlanLive,
-    orphans: Recovery['orphans'],
-    keyOf: (warning: string) => string,
-  ) => {
-    if (o.inventory) {
-      // The inventory this owner keeps in the service, per environment (engine/inventory.ts).
-      for (const [pe, kept] of holdFromService(o.inventory, l, owner)) serviceRead.set(pe, kept);
-      o.inventory.markHeld(l);
-      if (o.ownedScan !== false) owned.push(...ownedEntries(l, owner));
-    }
-    const { plan: base, phases } = buildPlanPhased({
-      desired: d,
-      live,
-      prune: o.prune,
-      now,
-      target,
-      ...(o.takeOwnership ? { takeOwnership: true } : {}),
-      ...(o.inventory ? { inventory: o.inventory } : {}),
-    });
-    // Template capacity is per environment: checked on each, said for all at the end (before any write or report).
-    if (o.checkCapacity !== false) overCapacity.push(...capacityProblems(base, l));
-    let secrets = new Map<string, SecretStatus>();
-    if (secretCheck) {
-      const queries = keysToCheck(d, l, owner).filter((q) => {
-        const refused = storeContactRefused(registry, q.store, process.env);
-        if (refused && !refusedWarnings.includes(refused)) refusedWarnings.push(refused);
-        return !refused;
-      });
-      if (queries.length) {
-        const checked = await checkSecretPresence(registry, queries, conn.target, presence);
-        secrets = checked.results;
-        presenceWarnings.push(...checked.warnings);
-      }
-    }
-    const plan = assessKeys({
-      plan: base,
-      desired: d,
-      live: l,
-      secrets,
-      now,
-      orphans,
-      ...rotation(o),
-    });
-    const part: PlanPart = {
-      plan,
-      warningOrder: plan.warnings.map((w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, keyOf(w)]),
-    };
+  const settings: PartSettings = {
+    prune: o.prune,
+    ...(o.takeOwnership ? { takeOwnership: true } : {}),
+    ...rotation(o),
+    now,
+    target,
+    checkCapacity: o.checkCapacity !== false,
+    secretCheck,
+    registry,
+    ...(o.inventory ? { inventory: o.inventory } : {}),
+    ownedScan: o.ownedScan !== false,
+  };
+  // The stores are asked here, part after part: they share the presence cache.
+  const askPresence: AskPresence = async (queries) =>
+    queries.length ? checkSecretPresence(registry, queries, conn.target, presence) : { results: [], warnings: [] };
+  /** What the run collects of a part planned (here or on a worker thread). */
+  const collect = (planned: PlannedPart) => {
+    overCapacity.push(...planned.overCapacity);
+    for (const [pe, held] of planned.serviceRead) serviceRead.set(pe, held);
+    for (const e of planned.owned) owned.push(e);
+    for (const why of planned.refused) if (!refusedWarnings.includes(why)) refusedWarnings.push(why);
+    presenceWarnings.push(...planned.presenceWarnings);
+  };
+  /** A part planned on this thread: collected, seen by o.parts, and kept. */
+  const tookPart = async (projectEnv: string | undefined, planned: PlannedPart, l: LiveState) => {
+    collect(planned);
+    const { part } = planned;
     if (o.parts) {
       await o.parts.visit({
         ...(projectEnv !== undefined ? { projectEnv } : {}),
-        plan: o.ignore ? applyIgnoreRules(plan, o.ignore) : plan,
+        plan: o.ignore ? applyIgnoreRules(part.plan, o.ignore) : part.plan,
         live: l,
       });
       if (retaining && !o.parts.retain()) {
@@ -891,7 +872,6 @@ async function planStreamed(
       }
     }
     parts.push(retaining ? part : stripped(part));
-    return plan;
   };
 
   // The environments: the configuration's and those read (environments that left it), in order.
@@ -921,14 +901,17 @@ async function planStreamed(
     endpoints: [],
   };
   const projectLive: LiveState = { ...emptyLiveState(), projects: head.projects };
-  await planPart(
-    undefined,
-    projectOnly,
-    projectLive,
-    { state: projectLive, duplicates: [], fingerprints: head.fingerprints },
-    recovery.orphans.filter((x) => !envPes.has(x.projectEnv)),
-    (w) => /^project\.([^:]+):/.exec(w)?.[1] ?? '',
+  const projectPart = await planPart(
+    settings,
+    {
+      desired: projectOnly,
+      live: { state: projectLive, duplicates: [], fingerprints: head.fingerprints },
+      orphans: recovery.orphans.filter((x) => !envPes.has(x.projectEnv)),
+      keyOf: (w) => /^project\.([^:]+):/.exec(w)?.[1] ?? '',
+    },
+    askPresence,
   );
+  await tookPart(undefined, projectPart, projectLive);
 
   // A streamed configuration: each environment's clients and endpoints as it comes, their secret
   // names checked as checkSecretNames checks the whole (any problem: the whole is loaded instead).
@@ -950,61 +933,54 @@ async function planStreamed(
       target,
       now,
       presence: async (queries) => {
-        if (!queries.length) return { results: [], warnings: [] };
-        const checked = await checkSecretPresence(registry, queries, conn.target, presence);
+        const checked = await askPresence(queries);
         return { results: [...checked.results], warnings: checked.warnings };
       },
       take: (r, hasLive) => {
-        parts.push(r.part!);
         if (hasLive) {
           duplicates.push(r.duplicates ?? []);
           kept.templates.push(...r.kept!.templates);
           kept.clients.push(...r.kept!.clients);
           kept.endpoints.push(...r.kept!.endpoints);
         }
-        overCapacity.push(...(r.overCapacity ?? []));
-        for (const [pe, held] of r.serviceRead ?? []) {
-          serviceRead.set(pe, held);
-          o.inventory?.hold(serviceHoldings(held));
-        }
-        owned.push(...(r.owned ?? []));
-        for (const why of r.refused ?? []) if (!refusedWarnings.includes(why)) refusedWarnings.push(why);
-        presenceWarnings.push(...(r.presenceWarnings ?? []));
+        // The worker marked what it held in its own copy of the inventory.
+        for (const [, held] of r.planned!.serviceRead) o.inventory?.hold(serviceHoldings(held));
+        collect(r.planned!);
+        parts.push(r.planned!.part);
       },
     });
   }
   const reads = stream.envs();
   for (const pe of run.threads > 1 && bodies ? [] : envOrder) {
-    let mine = byEnv.get(pe) ?? { templates: [], clients: [], endpoints: [] };
-    if (bodies && names) {
-      mine = { templates: mine.templates, ...(await bodies.take(pe)) };
-      const problems = await secretCollisions({ ...desired, clients: mine.clients }, names.registry, names.seen);
-      if (problems.length > 0 || mixedStores(names.seen)) throw new NotStreamable('a secret name needs checking whole');
-    }
-    let live: LiveEnvRead | undefined;
-    if (head.envs.some((e) => e.projectEnv === pe)) {
-      const r = await reads.next();
-      if (r.done || r.value.env.projectEnv !== pe)
-        throw new Error(
-          `the live read yielded ${r.done ? 'nothing' : r.value.env.projectEnv} where ${pe} was expected`,
-        );
-      live = r.value;
-    }
-    const env = desiredEnvs.get(pe);
-    const d: DesiredState = { ...desired, projects: [], envs: env ? [env] : [], ...mine };
-    delete d.externalProjects;
-    const l: LiveState = live ? live.state : emptyLiveState();
-    const plan = await planPart(
-      pe,
-      d,
-      l,
-      { state: l, duplicates: live?.duplicates ?? [], fingerprints: live?.fingerprints ?? {} },
-      recovery.orphans.filter((x) => x.projectEnv === pe),
-      () => pe,
+    const here = byEnv.get(pe);
+    const { planned, live } = await planEnvironment(
+      settings,
+      {
+        pe,
+        desired,
+        envDef: desiredEnvs.get(pe),
+        templates: here?.templates ?? [],
+        orphans: recovery.orphans.filter((x) => x.projectEnv === pe),
+        take: async () =>
+          bodies && names
+            ? takeEnvBodies(bodies, pe, { desired, ...names })
+            : { clients: here?.clients ?? [], endpoints: here?.endpoints ?? [] },
+        read: async () => {
+          if (!head.envs.some((e) => e.projectEnv === pe)) return undefined;
+          const r = await reads.next();
+          if (r.done || r.value.env.projectEnv !== pe)
+            throw new Error(
+              `the live read yielded ${r.done ? 'nothing' : r.value.env.projectEnv} where ${pe} was expected`,
+            );
+          return r.value;
+        },
+      },
+      askPresence,
     );
+    await tookPart(pe, planned, live ? live.state : emptyLiveState());
     if (live) {
       duplicates.push(live.duplicates);
-      if (retaining) keepNamed(kept, live.state, plan);
+      if (retaining) keepNamed(kept, live.state, planned.part.plan);
       else kept.templates.push(...live.state.templates);
     }
   }
@@ -1168,30 +1144,6 @@ async function planEnvsOnThreads(
   performance.mark('kms:threads-end');
 }
 
-/** What a plan's key assessment takes of its options (assessKeys), only those set. */
-export const rotation = (o: Pick<PlanOptions, 'force' | 'revokeOld' | 'rotateMissingSecrets'>) => ({
-  ...(o.force ? { force: o.force } : {}),
-  ...(o.revokeOld ? { revokeOld: true } : {}),
-  ...(o.rotateMissingSecrets ? { rotateMissingSecrets: true } : {}),
-});
-
-/** Of one environment's live state, what the caller still needs after its plan: see planFor. */
-export function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
-  const named = new Set<string>();
-  for (const x of [...plan.operations, ...plan.unmanaged]) {
-    named.add(x.address);
-    if (x.address.startsWith('key.')) named.add(`client.${x.address.slice(4, x.address.lastIndexOf('/'))}`);
-  }
-  kept.templates.push(...state.templates);
-  // A no-op plan names nothing: no address is built for its clients then.
-  for (const c of state.clients) {
-    if (c.keys.some((k) => k.expiresAt) || (named.size > 0 && named.has(address.client(c.projectEnv, c.name))))
-      kept.clients.push(c);
-  }
-  for (const e of state.endpoints)
-    if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
-}
-
 /** The configuration's plan as one live read of everything in scope, then one diff: planFor's result, with the fleet in memory (tests compare the two). */
 export async function planForWhole(
   conn: Connection,
@@ -1224,11 +1176,7 @@ export async function planForWhole(
   const warnings: string[] = [];
   if (o.secretCheck !== false) {
     storeContactRefused(registry, undefined, process.env); // a KMS_SYNC_PLAN_STORES typo fails every plan, not only those with keys
-    const queries = keysToCheck(desired, live.state, owner).filter((q) => {
-      const refused = storeContactRefused(registry, q.store, process.env);
-      if (refused && !warnings.includes(refused)) warnings.push(refused);
-      return !refused;
-    });
+    const queries = secretQueries(desired, live.state, owner, registry, warnings);
     if (queries.length) {
       const checked = await checkSecretPresence(registry, queries, conn.target, presence);
       secrets = checked.results;
@@ -1281,35 +1229,6 @@ async function storeRefusals(
   // A store that cannot be opened or listed is reported by the presence check (or by apply).
   const found = await capture.targetConflicts(writes, refused).catch(() => []);
   return found.map((why) => `apply will refuse to issue keys: ${why}`);
-}
-
-/**
- * KMS_SYNC_PLAN_STORES: which secret stores a plan (or drift) may contact to check that keys have
- * their secrets, for plans of configurations nobody trusted yet (a pull request's). `all` (the
- * default), `local` (only store files in the checkout: no store credential leaves the runner), or
- * `none` (like --no-secret-check). The store's declaration comes from the configuration being
- * planned, so a name cannot be trusted: the pull request can change what it points at.
- * Returns why the store is not contacted, or undefined when it may be.
- */
-export function storeContactRefused(
-  registry: StoreRegistry,
-  store: string | undefined,
-  env: NodeJS.ProcessEnv,
-): string | undefined {
-  const mode = (env.KMS_SYNC_PLAN_STORES ?? '').trim().toLowerCase() || 'all';
-  if (mode === 'all') return undefined;
-  if (mode !== 'none' && mode !== 'local')
-    throw new UsageError(
-      `KMS_SYNC_PLAN_STORES must be all, local or none (got ${JSON.stringify(env.KMS_SYNC_PLAN_STORES)})`,
-    );
-  let uri: string;
-  try {
-    uri = registry.uriOf(store);
-  } catch {
-    return undefined; // reported by the check itself
-  }
-  if (mode === 'local' && /^(sops|file):/i.test(uri)) return undefined;
-  return `secrets in store ${store ?? 'default'} not checked: KMS_SYNC_PLAN_STORES=${mode} allows ${mode === 'none' ? 'no store' : 'only local store files'}`;
 }
 
 /** `kms-sync destroy`: everything this configuration owns in its environments (plan/removal.ts). */
