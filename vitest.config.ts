@@ -1,7 +1,8 @@
 import { availableParallelism } from 'node:os';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import { patient } from './test/support/patience.js';
 import { SlowFirstSequencer } from './test/support/sequencer.js';
+import { SHARED_WORKER_FILES } from './test/support/shared-workers.js';
 
 const CORES = availableParallelism();
 // One test file more than there are cores (at least 2). The heaviest files keep a core busy while they
@@ -32,5 +33,14 @@ export default defineConfig({
     // The slowest files start first (test/support/sequencer.ts).
     sequence: { sequencer: SlowFirstSequencer },
     reporters: process.env.CI ? ['default'] : ['default'],
+    // Short files that leave nothing behind run one after another in shared workers, the others
+    // each in a fresh one (test/support/shared-workers.ts).
+    projects: [
+      { extends: true, test: { name: 'shared', include: SHARED_WORKER_FILES, isolate: false } },
+      {
+        extends: true,
+        test: { name: 'isolated', exclude: [...configDefaults.exclude, ...SHARED_WORKER_FILES] },
+      },
+    ],
   },
 });

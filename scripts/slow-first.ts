@@ -31,8 +31,9 @@ export function fileSeconds(text: string, repoRoot = root): Map<string, number> 
   }
   const plain = text.replace(/\x1b\[[0-9;]*m/g, '');
   for (const line of plain.split('\n')) {
-    // A file's summary line; a test's line is indented further and names no .test.ts file first.
-    const m = /^ {1,2}[✓×❯↓] (test\/\S+\.test\.ts) .*?(\d+)ms\s*$/.exec(line);
+    // A file's summary line, after its vitest project's name (` ✓  shared  test/x.test.ts …`); a
+    // test's line is indented further and names no .test.ts file first.
+    const m = /^ {1,2}[✓×❯↓] (?: *\w+ +)?(test\/\S+\.test\.ts) .*?(\d+)ms\s*$/.exec(line);
     if (m) out.set(m[1]!, Number(m[2]) / 1000);
   }
   return out;

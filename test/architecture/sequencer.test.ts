@@ -30,6 +30,7 @@ describe('slow files first', () => {
       ' \x1b[32m✓\x1b[39m test/a/slow.test.ts \x1b[2m(4 tests)\x1b[22m\x1b[33m 111409\x1b[2mms\x1b[22m\x1b[39m',
       '   ✓ a test of test/a/slow.test.ts 11956ms',
       ' ✓ test/b/quick.test.ts (1 test) 3231ms',
+      ' \x1b[32m✓\x1b[39m \x1b[30m\x1b[42m isolated \x1b[49m\x1b[39m test/f/labelled.test.ts \x1b[2m(2 tests)\x1b[22m\x1b[33m 9012\x1b[2mms',
       ' ❯ test/c/failed.test.ts (5 tests | 1 failed) 20500ms',
       ' ↓ test/d/skipped.test.ts (3 tests | 3 skipped)',
     ].join('\n');
@@ -37,6 +38,7 @@ describe('slow files first', () => {
     expect(Object.fromEntries(fileSeconds(plain(log)))).toEqual({
       'test/a/slow.test.ts': 111.409,
       'test/b/quick.test.ts': 3.231,
+      'test/f/labelled.test.ts': 9.012,
       'test/c/failed.test.ts': 20.5,
     });
     expect(fileSeconds(log).get('test/a/slow.test.ts')).toBe(111.409);
@@ -45,7 +47,9 @@ describe('slow files first', () => {
     });
     expect(Object.fromEntries(fileSeconds(report, repoRoot))).toEqual({ 'test/e/x.test.ts': 8.6 });
     const body = slowFirstBody(fileSeconds(log), 8);
-    expect(body).toBe("  'test/a/slow.test.ts': 111,\n  'test/c/failed.test.ts': 21,\n");
+    expect(body).toBe(
+      "  'test/a/slow.test.ts': 111,\n  'test/c/failed.test.ts': 21,\n  'test/f/labelled.test.ts': 9,\n",
+    );
     const source = "before\nexport const SLOW_FIRST: Record<string, number> = {\n  'old': 1,\n};\nafter\n";
     expect(withSlowFirst(source, body)).toBe(
       `before\nexport const SLOW_FIRST: Record<string, number> = {\n${body}};\nafter\n`,
