@@ -16,7 +16,6 @@ const LIMIT = Math.round(patient(60_000) * Math.max(1, WORKERS / CORES));
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // One temporary folder per run (test/support/temp-root.ts).
     // The run fails when the tests left files there or in the shared temporary folder.
     // In CI (or with KMS_SYNC_TEST_CPU=1) the run ends with each file's CPU-seconds (test/support/cpu-report.ts).
@@ -39,7 +38,11 @@ export default defineConfig({
       { extends: true, test: { name: 'shared', include: SHARED_WORKER_FILES, isolate: false } },
       {
         extends: true,
-        test: { name: 'isolated', exclude: [...configDefaults.exclude, ...SHARED_WORKER_FILES] },
+        test: {
+          name: 'isolated',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...SHARED_WORKER_FILES],
+        },
       },
     ],
   },
