@@ -125,31 +125,32 @@ const MIN_SECRET_LENGTH = 8;
  * it, not in 20,000 searches.
  */
 const registered = new Map<string, string>();
-const registeredByHead = new Map<string, string[]>();
-/** headHash of each head in registeredByHead: a line is scanned by a rolling hash, and sliced only where one matches. */
+/** The values registerSecret was given (all their spellings are in `registered`). */
+const registeredValues = new Set<string>();
+/**
+ * The lengths of the registered spellings that start with each head, longest first: a place whose
+ * head matches is looked up once per length (the keys of one service have one or two lengths),
+ * never compared with every spelling of that head (their hex spellings all share one).
+ */
+const lengthsByHead = new Map<string, number[]>();
+/** headHash of each head in lengthsByHead: a line is scanned by a rolling hash, and sliced only where one matches. */
 const headHashes = new Set<number>();
 
 /** Adds a value read at run time (an identity from a file, a token from a file, a raw key) to those redacted, in all its spellings. */
 export function registerSecret(value: string, label = 'secret'): void {
+  if (registeredValues.has(value)) return;
+  registeredValues.add(value);
   for (const piece of spellings(value)) {
     if (registered.has(piece)) continue;
     registered.set(piece, label);
     const head = piece.slice(0, MIN_SECRET_LENGTH);
-    const same = registeredByHead.get(head);
-    if (same) {
-      // Longest first, kept by inserting in place: re-sorting on every push was quadratic in the
-      // keys of a run, whose hex spellings all share one head (the hex of their common prefix).
-      let lo = 0;
-      let hi = same.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (same[mid]!.length >= piece.length) lo = mid + 1;
-        else hi = mid;
-      }
-      same.splice(lo, 0, piece);
-    } else {
-      registeredByHead.set(head, [piece]);
+    const lengths = lengthsByHead.get(head);
+    if (!lengths) {
+      lengthsByHead.set(head, [piece.length]);
       headHashes.add(headHash(head, 0));
+    } else if (!lengths.includes(piece.length)) {
+      lengths.push(piece.length);
+      lengths.sort((a, b) => b - a);
     }
   }
 }
@@ -166,8 +167,12 @@ function headHash(text: string, at: number): number {
   return h;
 }
 
+const PLAIN = /^[A-Za-z0-9_.!~*'()-]*$/;
+
 /** The value, and each of its lines and its escaped forms: what can appear in text. */
 function pieces(value: string): string[] {
+  // A value of characters that neither JSON nor a URI escapes, no space, no line (a raw key, most tokens): itself alone.
+  if (PLAIN.test(value)) return value.length >= MIN_SECRET_LENGTH ? [value] : [];
   const out = new Set<string>();
   const add = (v: string) => {
     const t = v.trim();
@@ -246,10 +251,36 @@ export function credentialValues(env: NodeJS.ProcessEnv = process.env): [value: 
   return [...new Map([...registered, ...environmentValues(env)])].sort((a, b) => b[0].length - a[0].length);
 }
 
+/**
+ * The last environment read and what it yielded. Every call reads the whole environment again
+ * (names and values: a variable set at run time is redacted from the next call on); only the
+ * work done on it (which names are credentials, their spellings, the order) is reused while it
+ * reads the same as last time: an output line costs one read of the environment, not a scan.
+ */
+let lastEnvironment: { read: string[]; values: [value: string, label: string][] } | undefined;
+
+/** Names and values of the environment, in its order: [name, value, name, value, …]. */
+function readEnvironment(env: NodeJS.ProcessEnv): string[] {
+  const names = Object.keys(env);
+  const read = new Array<string>(names.length * 2);
+  for (let i = 0; i < names.length; i++) {
+    read[2 * i] = names[i]!;
+    read[2 * i + 1] = env[names[i]!] ?? '';
+  }
+  return read;
+}
+
+const sameStrings = (a: readonly string[], b: readonly string[]) =>
+  a.length === b.length && a.every((x, i) => x === b[i]);
+
 /** The environment's credential values in all their spellings (longest first); registered ones are matched by redactRegistered. */
-function environmentValues(env: NodeJS.ProcessEnv): [value: string, label: string][] {
+function environmentValues(env: NodeJS.ProcessEnv): readonly [value: string, label: string][] {
+  const read = readEnvironment(env);
+  if (lastEnvironment && sameStrings(lastEnvironment.read, read)) return lastEnvironment.values;
   const found = new Map<string, string>();
-  for (const [name, value] of Object.entries(env)) {
+  for (let i = 0; i < read.length; i += 2) {
+    const name = read[i]!;
+    const value = read[i + 1]!;
     if (!value) continue;
     if (isCredentialEnvName(name)) for (const p of spellingsOf(value)) if (!found.has(p)) found.set(p, name);
     // A URL with a password (KMS_API_URL, VAULT_ADDR, a proxy): the password is a credential.
@@ -263,7 +294,9 @@ function environmentValues(env: NodeJS.ProcessEnv): [value: string, label: strin
       }
     }
   }
-  return [...found].sort((a, b) => b[0].length - a[0].length);
+  const values = [...found].sort((a, b) => b[0].length - a[0].length);
+  lastEnvironment = { read, values };
+  return values;
 }
 
 /** Whether the text holds a known credential value or anything shaped like one. */
@@ -292,9 +325,7 @@ function redactRegistered(text: string): string {
   let copied = 0;
   let h = headHash(text, 0);
   for (let i = 0; i + MIN_SECRET_LENGTH <= text.length; ) {
-    const hit = headHashes.has(h)
-      ? registeredByHead.get(text.slice(i, i + MIN_SECRET_LENGTH))?.find((c) => text.startsWith(c, i))
-      : undefined;
+    const hit = headHashes.has(h) ? registeredAt(text, i) : undefined;
     if (hit === undefined) {
       // The window moves one character: the first leaves, the next comes in.
       if (i + MIN_SECRET_LENGTH < text.length)
@@ -310,4 +341,16 @@ function redactRegistered(text: string): string {
     if (i + MIN_SECRET_LENGTH <= text.length) h = headHash(text, i);
   }
   return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** The longest registered spelling that starts at `at`, if any. */
+function registeredAt(text: string, at: number): string | undefined {
+  const lengths = lengthsByHead.get(text.slice(at, at + MIN_SECRET_LENGTH));
+  if (!lengths) return undefined;
+  for (const n of lengths) {
+    if (at + n > text.length) continue;
+    const candidate = text.slice(at, at + n);
+    if (registered.has(candidate)) return candidate;
+  }
+  return undefined;
 }

@@ -112,6 +112,28 @@ describe('redaction by value', () => {
     expect(holdsCredential(`copy ${KEY}`, {})).toBe(true);
     expect(holdsCredential('plain text', env)).toBe(false);
   });
+
+  it('reads the environment at every call: a credential set, changed or added after a line was redacted is redacted in the next', () => {
+    const live: NodeJS.ProcessEnv = { HOME: '/home/someone', DEPLOY_TOKEN: 'first-token-Qz7vR2mW' };
+    expect(redactCredentials('a first-token-Qz7vR2mW b', live)).toBe('a [REDACTED DEPLOY_TOKEN] b');
+    live.DEPLOY_TOKEN = 'second-token-Zt5bN8cV';
+    expect(redactCredentials('second-token-Zt5bN8cV', live)).toBe('[REDACTED DEPLOY_TOKEN]');
+    live.DB_PASSWORD = 'hunter2hunter2';
+    live.HTTPS_PROXY = 'http://proxy:p4ssw0rd-in-url@proxy.example';
+    expect(holdsCredential('x hunter2hunter2 y', live)).toBe(true);
+    expect(redactCredentials('hunter2hunter2 p4ssw0rd-in-url', live)).toBe(
+      '[REDACTED DB_PASSWORD] [REDACTED HTTPS_PROXY]',
+    );
+    // The process's own environment, the default, too.
+    const name = 'KMS_SYNC_REDACT_TEST_TOKEN';
+    expect(redactCredentials('late-token-Wy2gF9dS')).toBe('late-token-Wy2gF9dS');
+    process.env[name] = 'late-token-Wy2gF9dS';
+    try {
+      expect(redactCredentials('late-token-Wy2gF9dS')).toBe(`[REDACTED ${name}]`);
+    } finally {
+      delete process.env[name];
+    }
+  });
 });
 
 describe('redaction of encoded spellings (issue 34)', () => {
@@ -127,6 +149,14 @@ describe('redaction of encoded spellings (issue 34)', () => {
       const hex = Buffer.from(v).toString('hex');
       expect(redactCredentials(`x${hex}y`, {})).not.toContain(hex.slice(0, 16));
     }
+  });
+
+  it('of registered values that begin one another, masks the longest whatever order they came in', () => {
+    const base = 'kmsc_prefixed';
+    const values = [4, 0, 11, 2, 7].map((n) => base + 'x'.repeat(n));
+    for (const v of values) registerSecret(v, 'raw key');
+    for (const v of values) expect(redactCredentials(`<${v}>`, {})).toBe('<[REDACTED raw key]>');
+    expect(redactCredentials(`<${base}xxxxxxxxxxxxx>`, {})).toBe('<[REDACTED raw key]xx>');
   });
 
   it('masks base64, base64url, hex and upper-cased forms of a credential, also inside a longer encoded text', () => {
