@@ -839,6 +839,7 @@ function summarise(runs) {
     maxWallMs: round(Math.max(...walls)),
     runs: walls.map(round),
     cpuMs: round(median(runs.map((r) => r.cpuMs))),
+    cpuRuns: runs.map((r) => round(r.cpuMs)),
     maxRssMB: round(Math.max(...runs.map((r) => r.maxRssKB)) / 1024),
     phases,
     requests: rep.requests,
