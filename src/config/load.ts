@@ -186,6 +186,7 @@ export async function loadDesiredStateStreamed(
   try {
     const skeletons: StreamedSkeleton['docs'] = [];
     const warnings: Diagnostic[] = [];
+    const lines = new Map<string, LineTable>();
     for (const source of sources) {
       const skeleton = parseFileSkeleton(source.file, source.text, env);
       if (!skeleton) return undefined;
@@ -194,6 +195,7 @@ export async function loadDesiredStateStreamed(
       if (!sd) continue;
       if (validateAgainstSchema(sd.value).length > 0) return undefined;
       skeletons.push({ file: source.file, value: sd.value, deferred: skeleton.deferred });
+      if (skeleton.lines) lines.set(source.file, skeleton.lines);
     }
     // Warnings too: a second, whole load would say them again.
     if (warnings.length > 0) return undefined;
@@ -202,6 +204,7 @@ export async function loadDesiredStateStreamed(
       { files: sources.map((s) => s.file), docs: skeletons },
       env,
       (file) => texts.get(file)!,
+      (file) => lines.get(file),
     );
     // One environment gains nothing from it (it is loaded whole either way), and the whole load
     // overlaps its parse with the live read better.
@@ -282,6 +285,7 @@ function groupDeferred(
   source: ConfigSource,
   doc: PlacedDocument,
   deferred: readonly DeferredBlock[],
+  lines?: LineTable,
 ): boolean {
   const root = doc.value as Raw;
   let last: StreamedPart | undefined;
@@ -303,6 +307,7 @@ function groupDeferred(
       environment: block.environment,
       container: block.container,
       blocks: [block],
+      ...(lines ? { lines } : {}),
     };
     const inEnv = parts.get(pe);
     if (inEnv) inEnv.push(last);
@@ -343,12 +348,15 @@ export class StreamedBodies {
    * The bodies of a skeleton read: its documents built (no clients, no endpoints) and their
    * deferred blocks filed by environment; undefined when the builder has anything to say of the
    * skeleton (the whole load says it). `text(file)` gives a file's text; a worker thread's is
-   * empty, the blocks' texts coming with each take().
+   * empty, the blocks' texts coming with each take(). `lines(file)`: the skeleton read's lines of
+   * a file, kept so that this thread reads its blocks without scanning their lines again (a tenth
+   * of a parse); a worker thread's blocks have none.
    */
   static assemble(
     skeleton: StreamedSkeleton,
     env: EnvSource,
     text: (file: string) => string,
+    lines: (file: string) => LineTable | undefined = () => undefined,
   ): StreamedBodies | undefined {
     const builder = new Builder(skeleton.files);
     const parts = new Map<string, StreamedPart[]>();
@@ -357,7 +365,7 @@ export class StreamedBodies {
       const doc = placed(sd);
       const steps = builder.addDocument(doc);
       while (!steps.next().done);
-      if (!groupDeferred(parts, { file, text: text(file) }, doc, deferred)) return undefined;
+      if (!groupDeferred(parts, { file, text: text(file) }, doc, deferred, lines(file))) return undefined;
     }
     const state = builder.finish();
     if (builder.diagnostics.length > 0 || builder.warnings.length > 0) return undefined;
@@ -413,6 +421,8 @@ export class StreamedBodies {
   handOver(pe: string): string[] {
     const parts = this.parts.get(pe) ?? [];
     this.parts.delete(pe);
+    // The worker threads read the blocks from their own texts: the files' lines are let go.
+    for (const left of this.parts.values()) for (const part of left) delete part.lines;
     return parts.map((part) => part.source.text.slice(part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0));
   }
 
@@ -438,6 +448,7 @@ export class StreamedBodies {
               ...part,
               source: { file: part.source.file, text: handed },
               blocks: part.blocks.map((b) => ({ ...b, start: b.start - base, end: b.end - base })),
+              lines: undefined,
             };
       // A pause after each chunk (CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.
       const steps = buildDeferred(this.builder, from, this.env);
