@@ -259,9 +259,25 @@ function bodyWordsAtMostOnce(sources: readonly ConfigSource[]): boolean {
   const keyAt = (at: number) => /^(?:clients|endpoints):/.test(text.slice(at, at + 10));
   if (n < 1 || column(first) !== n || !keyAt(first) || !keyAt(second)) return false;
   if (!/^ *$/.test(text.slice(second - n, second))) return false;
-  // Between them, a line less indented than the keys (its first character not a space, CR or `#`) ends their mapping.
-  const lineStart = text.indexOf('\n', first);
-  return !new RegExp(`\\n {0,${n - 1}}[^ \\r\\n#]`).test(text.slice(lineStart, second));
+  return !lessIndentedLine(text, text.indexOf('\n', first), second, n);
+}
+
+/**
+ * Whether a line that starts in `[from, to)` (`from` at a line feed) is indented less than `n`
+ * spaces and holds something (its first other character not a CR, LF or `#`): such a line ends
+ * a mapping whose keys are at column `n`. A walk from line feed to line feed, not a regular
+ * expression over a copy of the text: for one environment that is ~all of it (100,000 clients,
+ * 22 MB: 25-60 ms instead of 60-85 ms, and 179 ms in a CPU profile of the plan at load 10).
+ */
+function lessIndentedLine(text: string, from: number, to: number, n: number): boolean {
+  for (let nl = from; nl >= 0 && nl < to; nl = text.indexOf('\n', nl + 1)) {
+    let i = nl + 1;
+    while (i < nl + n && i < to && text.charCodeAt(i) === 32) i++;
+    if (i >= to) return false;
+    const c = text.charCodeAt(i);
+    if (c !== 32 && c !== 13 && c !== 10 && c !== 35) return true;
+  }
+  return false;
 }
 
 /** One occurrence of an environment in a document, with its deferred blocks. */
