@@ -5,9 +5,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KmsClient } from '../../src/api/client.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { clientFingerprint, fingerprint, readLiveState } from '../../src/live/read.js';
-import type { LiveClient } from '../../src/model/index.js';
+import { canonicalCidrSet, type LiveClient } from '../../src/model/index.js';
 
 const API_KEY = 'sk_test_fastpaths0123456789';
+const WHITELISTS: Record<string, string[]> = {
+  a: ['10.0.0.0/8'],
+  b: ['10.0.0.0/8', '192.168.1.0/24'],
+  c: ['192.168.1.0/24'],
+  d: ['192.168.1.0/24'],
+  e: ['192.168.1.0/24', '10.0.0.0/8'],
+  f: [],
+  g: ['10.0.0.0/8'],
+};
 
 describe('clientFingerprint', () => {
   const base: LiveClient = {
@@ -70,6 +79,14 @@ describe('readLiveState over several pages', () => {
       { name: 'x/y', templateId: t },
       { name: 'x/y', templateId: t },
     ]);
+    // Whitelists of one CIDR and of two, sharing their first: the reader's memo (cidrMemo) keys
+    // a one-CIDR list by its string, a longer one by its JSON.
+    emu.service.seed({ project: 'wl', type: 'production', templates: 1, clients: 0 });
+    const w = templateOf('wl-production');
+    emu.service.createClients(
+      'wl-production',
+      Object.entries(WHITELISTS).map(([name, ipWhitelist]) => ({ name, templateId: w, ipWhitelist })),
+    );
   });
   afterAll(() => emu.close());
 
@@ -97,6 +114,15 @@ describe('readLiveState over several pages', () => {
     expect(Object.keys(live.fingerprints)).toHaveLength(1 + 1 + 3 + 250 + 5);
     const c = live.state.clients[7]!;
     expect(live.fingerprints[`client.big-production/${c.name}#${c.id}`]).toBe(fingerprint(c));
+  });
+
+  it("gives each client its own list's whitelist, in an array of its own", async () => {
+    const { live } = await read('wl-production');
+    const got = Object.fromEntries(live.state.clients.map((c) => [c.name, c.ipWhitelist]));
+    const want = Object.fromEntries(Object.entries(WHITELISTS).map(([n, l]) => [n, canonicalCidrSet(l)]));
+    expect(got).toEqual(want);
+    const arrays = live.state.clients.map((c) => c.ipWhitelist);
+    expect(new Set(arrays).size).toBe(arrays.length);
   });
 
   it.each([
