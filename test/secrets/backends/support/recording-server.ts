@@ -46,9 +46,12 @@ export interface TlsMaterial {
 
 let tlsCache: TlsMaterial | undefined;
 
-/** A self-signed certificate for 127.0.0.1 (openssl), generated once per test file. */
+/**
+ * A self-signed certificate for 127.0.0.1 (openssl), generated once per test file: made again once
+ * the file that made it has ended and its scratch folder is gone (a shared worker's next file).
+ */
 export function selfSignedTls(): TlsMaterial {
-  if (tlsCache) return tlsCache;
+  if (tlsCache && fs.existsSync(tlsCache.caFile)) return tlsCache;
   const dir = scratchDir('kms-tls-');
   const keyFile = path.join(dir, 'key.pem');
   const caFile = path.join(dir, 'cert.pem');
