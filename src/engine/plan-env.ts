@@ -197,13 +197,30 @@ export function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
     if (x.address.startsWith('key.')) named.add(`client.${x.address.slice(4, x.address.lastIndexOf('/'))}`);
   }
   kept.templates.push(...state.templates);
-  // A no-op plan names nothing: no address is built for its clients then.
+  // A no-op plan names nothing: no address is built for its clients and endpoints then. Else a
+  // client is looked up by name among the names its environment's client addresses carry
+  // (`client.${projectEnv}/${name}`), without an address built per client.
+  const namesIn = new Map<string, Set<string>>();
   for (const c of state.clients) {
-    if (c.keys.some((k) => k.expiresAt) || (named.size > 0 && named.has(address.client(c.projectEnv, c.name))))
+    if (c.keys.some((k) => k.expiresAt)) {
       kept.clients.push(c);
+      continue;
+    }
+    if (named.size === 0) continue;
+    let names = namesIn.get(c.projectEnv);
+    if (!names) namesIn.set(c.projectEnv, (names = namesUnder(named, address.client(c.projectEnv, ''))));
+    if (names.has(c.name)) kept.clients.push(c);
   }
-  for (const e of state.endpoints)
-    if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
+  if (named.size > 0)
+    for (const e of state.endpoints)
+      if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
+}
+
+/** What follows `prefix` in each of `addresses` that starts with it. */
+function namesUnder(addresses: ReadonlySet<string>, prefix: string): Set<string> {
+  const names = new Set<string>();
+  for (const a of addresses) if (a.startsWith(prefix)) names.add(a.slice(prefix.length));
+  return names;
 }
 
 /**
