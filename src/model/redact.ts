@@ -140,19 +140,78 @@ const headHashes = new Set<number>();
 export function registerSecret(value: string, label = 'secret'): void {
   if (registeredValues.has(value)) return;
   registeredValues.add(value);
-  for (const piece of spellings(value)) {
-    if (registered.has(piece)) continue;
-    registered.set(piece, label);
-    const head = piece.slice(0, MIN_SECRET_LENGTH);
-    const lengths = lengthsByHead.get(head);
-    if (!lengths) {
-      lengthsByHead.set(head, [piece.length]);
-      headHashes.add(headHash(head, 0));
-    } else if (!lengths.includes(piece.length)) {
-      lengths.push(piece.length);
-      lengths.sort((a, b) => b - a);
-    }
+  for (const piece of spellings(value, TEXT)) addRegistered(piece, label);
+  // Its hex and base64 spellings when a text could hold one (settleEncoded): a run that issued
+  // thousands of keys and printed lines of names spells none of them.
+  const shortest = shortestEncoded(value);
+  if (shortest === undefined) return;
+  pendingEncoded.push([value, label]);
+  if (shortest < pendingShortest) pendingShortest = shortest;
+}
+
+function addRegistered(piece: string, label: string): void {
+  if (registered.has(piece)) return;
+  registered.set(piece, label);
+  const head = piece.slice(0, MIN_SECRET_LENGTH);
+  const lengths = lengthsByHead.get(head);
+  if (!lengths) {
+    lengthsByHead.set(head, [piece.length]);
+    headHashes.add(headHash(head, 0));
+  } else if (!lengths.includes(piece.length)) {
+    lengths.push(piece.length);
+    lengths.sort((a, b) => b - a);
   }
+}
+
+/** Registered values whose encoded spellings are not registered yet, and the length of the shortest of those spellings. */
+const pendingEncoded: [value: string, label: string][] = [];
+let pendingShortest = Number.POSITIVE_INFINITY;
+
+/**
+ * The encoded spellings of the values registered since the last call, registered now when `text`
+ * (undefined: whatever text) has a run of base64, base64url or hex characters as long as the
+ * shortest of them: every encoded spelling is such a run, so a text without one holds none.
+ */
+function settleEncoded(text?: string): void {
+  if (pendingEncoded.length === 0) return;
+  if (text !== undefined && !hasEncodedRun(text, pendingShortest)) return;
+  for (const [value, label] of pendingEncoded) for (const s of spellings(value, ENCODED)) addRegistered(s, label);
+  pendingEncoded.length = 0;
+  pendingShortest = Number.POSITIVE_INFINITY;
+}
+
+/** A character of base64 (`A-Za-z0-9+/=`), base64url (`-_`) or hex. */
+const encodedChar = (c: number) =>
+  (c >= 0x30 && c <= 0x39) ||
+  (c >= 0x41 && c <= 0x5a) ||
+  (c >= 0x61 && c <= 0x7a) ||
+  c === 0x2b ||
+  c === 0x2f ||
+  c === 0x3d ||
+  c === 0x2d ||
+  c === 0x5f;
+
+/** Whether `text` has `length` encodedChar characters in a row. */
+function hasEncodedRun(text: string, length: number): boolean {
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (!encodedChar(text.charCodeAt(i))) run = 0;
+    else if (++run >= length) return true;
+  }
+  return false;
+}
+
+/** The length of a value's shortest encoded spelling (spellings ENCODED), undefined when it has none. */
+function shortestEncoded(value: string): number | undefined {
+  let shortest: number | undefined;
+  for (const p of pieces(value)) {
+    const n = Buffer.byteLength(p, 'utf8');
+    // hex; base64 of whole groups at alignments 0, 1 and 2 (the shortest of the base64 forms).
+    const m = Math.min(2 * n, Math.floor(n / 3) * 4, Math.floor((n + 1) / 3) * 4 - 2, Math.floor((n + 2) / 3) * 4 - 3);
+    const at = Math.max(m, MIN_SECRET_LENGTH);
+    if (shortest === undefined || at < shortest) shortest = at;
+  }
+  return shortest;
 }
 
 /** The rolling hash's base, and its power for the character that leaves the window. */
@@ -193,18 +252,21 @@ function pieces(value: string): string[] {
  * longer encoded text (`Basic base64(user:token)`: the three byte alignments, the characters
  * that depend on the secret's bytes alone).
  */
-function spellings(value: string): string[] {
+function spellings(value: string, kinds: Kinds = BOTH): string[] {
   const out = new Set<string>();
   const add = (v: string) => {
     if (v.length >= MIN_SECRET_LENGTH) out.add(v);
   };
   for (const p of pieces(value)) {
-    add(p);
-    // Other cases only for token-length values: a short one would mask ordinary words.
-    if (p.length >= 16) {
-      add(p.toUpperCase());
-      add(p.toLowerCase());
+    if (kinds.text) {
+      add(p);
+      // Other cases only for token-length values: a short one would mask ordinary words.
+      if (p.length >= 16) {
+        add(p.toUpperCase());
+        add(p.toLowerCase());
+      }
     }
+    if (!kinds.encoded) continue;
     // Two zero bytes, then the value: its alignments are views of one buffer.
     const padded = Buffer.alloc(Buffer.byteLength(p, 'utf8') + 2);
     padded.write(p, 2, 'utf8');
@@ -232,6 +294,15 @@ function spellings(value: string): string[] {
   return [...out];
 }
 
+/** Which spellings: the text ones (the pieces and their cases), the encoded ones (hex, base64), or both. */
+interface Kinds {
+  text: boolean;
+  encoded: boolean;
+}
+const BOTH: Kinds = { text: true, encoded: true };
+const TEXT: Kinds = { text: true, encoded: false };
+const ENCODED: Kinds = { text: false, encoded: true };
+
 const withoutPadding = (b64: string) =>
   b64.endsWith('==') ? b64.slice(0, -2) : b64.endsWith('=') ? b64.slice(0, -1) : b64;
 
@@ -248,6 +319,7 @@ function spellingsOf(value: string): string[] {
 
 /** Credential values found in the environment and registered, each with where it came from (longest first). */
 export function credentialValues(env: NodeJS.ProcessEnv = process.env): [value: string, label: string][] {
+  settleEncoded();
   return [...new Map([...registered, ...environmentValues(env)])].sort((a, b) => b[0].length - a[0].length);
 }
 
@@ -320,6 +392,7 @@ export function redactCredentials(text: string, env: NodeJS.ProcessEnv = process
  * place (by their rolling hash first: most places start no registered value).
  */
 function redactRegistered(text: string): string {
+  settleEncoded(text);
   if (registered.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
   let out = '';
   let copied = 0;

@@ -187,6 +187,33 @@ describe('redaction of encoded spellings (issue 34)', () => {
     expect(holdsCredential(`x${raws[7]}y`, {})).toBe(true);
   });
 
+  it("a registered value's hex and base64 spellings are masked in the first text that could hold one, however many could not before", () => {
+    const raw = `kmsc_${'Rk9vYmFy'.repeat(5)}q`;
+    registerSecret(raw, 'raw key');
+    const line = 'client.create-production/client-00042: create complete';
+    for (let i = 0; i < 20; i++) expect(redactCredentials(line, {})).toBe(line);
+    const b = Buffer.from(raw);
+    // The shortest encoded spelling (the whole groups of one byte alignment) alone, then inside longer encoded texts.
+    const [shortest] = [0, 1, 2]
+      .map((align) =>
+        Buffer.concat([Buffer.alloc(align), b])
+          .toString('base64')
+          .slice(align === 0 ? 0 : align + 1, Math.floor((b.length + align) / 3) * 4),
+      )
+      .sort((x, y) => x.length - y.length);
+    expect(redactCredentials(`a ${shortest} b`, {})).toBe('a [REDACTED raw key] b');
+    const basic = Buffer.concat([Buffer.from('user:'), b]).toString('base64');
+    expect(redactCredentials(`Authorization: Basic ${basic}`, {})).toContain('[REDACTED raw key]');
+    expect(redactCredentials(`x ${b.toString('hex').toUpperCase()} y`, {})).toBe('x [REDACTED raw key] y');
+    const later = `kmsc_${'WmFwcGVk'.repeat(5)}r`;
+    registerSecret(later, 'raw key');
+    expect(holdsCredential(Buffer.from(later).toString('hex'), {})).toBe(true);
+    registerSecret(`kmsc_${'TGlzdGVk'.repeat(5)}s`, 'raw key');
+    expect(credentialValues({}).map(([v]) => v)).toContain(
+      Buffer.from(`kmsc_${'TGlzdGVk'.repeat(5)}s`).toString('base64'),
+    );
+  });
+
   it('a registered value is found wherever the scan meets it: first, last, back to back, after other text of any script', () => {
     const [a, b, c] = ['Qz7vR2mW9xK4pL1n', 'Zt5bN8cV3xM6kJ0h', 'Wy2gF9dS4aP7lO3i'].map((v) => `scan-${v}`);
     for (const v of [a, b, c]) registerSecret(v!, 'raw key');
