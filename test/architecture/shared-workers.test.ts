@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
 import { SHARED_WORKER_FILES } from '../support/shared-workers.js';
+import config from '../../vitest.config.js';
 
 /** What a file of a shared worker must not do (a change to process.env undone in a finally is named in the file's review, not here). */
 const LEAKS: [RegExp, string][] = [
@@ -24,6 +25,20 @@ describe('files of shared workers', () => {
       expect(existsSync(path.join(repoRoot, file)), file).toBe(true);
     }
     expect(new Set(SHARED_WORKER_FILES).size).toBe(SHARED_WORKER_FILES.length);
+  });
+
+  it('run in the shared project only, every other file in the isolated one (each file once)', () => {
+    const test = config.test!;
+    // A root `include` is added to each project's own (extends: true): every file would run twice.
+    expect(test.include).toBeUndefined();
+    const projects = test.projects as {
+      test: { name: string; include: string[]; exclude?: string[]; isolate?: boolean };
+    }[];
+    const shared = projects.find((p) => p.test.name === 'shared')!.test;
+    const isolated = projects.find((p) => p.test.name === 'isolated')!.test;
+    expect(shared).toMatchObject({ include: SHARED_WORKER_FILES, isolate: false });
+    expect(isolated.include).toEqual(['test/**/*.test.ts']);
+    expect(isolated.exclude).toEqual(expect.arrayContaining(SHARED_WORKER_FILES));
   });
 
   it('leave nothing behind for the next file of their worker', () => {
