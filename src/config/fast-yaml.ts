@@ -136,16 +136,18 @@ export function fastParseYaml(text: string, positions = true, deferBodies = fals
  * exists whole (100,000 clients' tree outlived V8's young generation and was collected, at a cost,
  * from the old one). Each chunk comes with its interpolation sites (their offsets are the block's). Throws
  * BlockOutsideSubset for a block outside the subset: the whole file then goes through the `yaml`
- * package, as fastParseYaml would have sent it.
+ * package, as fastParseYaml would have sent it. `lines`: the text's lines from line `lineBase` on
+ * (a skeleton read's, whole or in part), read instead of scanning the block's lines again.
  */
 export function* fastParseBlockChunks(
   text: string,
   block: DeferredBlock,
   size: number,
   lines?: LineTable,
+  lineBase = 0,
 ): Generator<{ items: unknown[]; sites: InterpolationSite[] }, void, void> {
   const reader = lines
-    ? new Reader(text, false, false, block.depth, lines, block.firstLine, block.endLine)
+    ? new Reader(text, false, false, block.depth, lines, block.firstLine - lineBase, block.endLine - lineBase)
     : new Reader(text.slice(block.start, block.end), false, false, block.depth);
   try {
     if (!reader.startChunks()) return;

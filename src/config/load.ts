@@ -291,8 +291,13 @@ interface StreamedPart {
   /** The environment's mapping in the skeleton (its deferred keys hold `[]`). */
   container: Raw;
   blocks: DeferredBlock[];
-  /** The skeleton read's lines of the text, when kept for reading the blocks (a whole load: buildingFast). */
+  /**
+   * The skeleton read's lines of the text, when kept for reading the blocks: the whole file's (a
+   * whole load: buildingFast), or those of the part's blocks alone, from line `lineBase` on (a
+   * streamed load: each environment's let go when it is taken).
+   */
   lines?: LineTable;
+  lineBase?: number;
 }
 
 /** Files the deferred blocks of a document under their environments; false when one cannot be named (the whole load says why). */
@@ -323,13 +328,31 @@ function groupDeferred(
       environment: block.environment,
       container: block.container,
       blocks: [block],
-      ...(lines ? { lines } : {}),
     };
     const inEnv = parts.get(pe);
     if (inEnv) inEnv.push(last);
     else parts.set(pe, [last]);
   }
+  if (lines)
+    for (const inEnv of parts.values())
+      for (const part of inEnv)
+        if (part.source === source && !part.lines) Object.assign(part, linesOfPart(lines, part.blocks));
   return true;
+}
+
+/** The lines of `blocks` (in order, of one part), copied out of their file's `lines`, and where they start. */
+function linesOfPart(lines: LineTable, blocks: readonly DeferredBlock[]): { lines: LineTable; lineBase: number } {
+  const from = blocks[0]?.firstLine ?? 0;
+  const to = blocks.at(-1)?.endLine ?? from;
+  return {
+    lines: {
+      starts: lines.starts.slice(from, to),
+      ends: lines.ends.slice(from, to),
+      indents: lines.indents.slice(from, to),
+      count: to - from,
+    },
+    lineBase: from,
+  };
 }
 
 /**
@@ -437,7 +460,7 @@ export class StreamedBodies {
   handOver(pe: string): string[] {
     const parts = this.parts.get(pe) ?? [];
     this.parts.delete(pe);
-    // The worker threads read the blocks from their own texts: the files' lines are let go.
+    // The worker threads read the blocks from their own texts: the parts' lines are let go.
     for (const left of this.parts.values()) for (const part of left) delete part.lines;
     return parts.map((part) => part.source.text.slice(part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0));
   }
@@ -499,7 +522,7 @@ function* buildDeferred(builder: Builder, part: StreamedPart, env: EnvSource): G
     for (const block of part.blocks) {
       let from = 0;
       const { file, text } = part.source;
-      for (const items of parseDeferredChunks(file, text, block, env, CLIENTS_PER_PAUSE, part.lines)) {
+      for (const items of parseDeferredChunks(file, text, block, env, CLIENTS_PER_PAUSE, part.lines, part.lineBase)) {
         part.container[block.key] = items;
         if (validateAgainstSchema(alone).length > 0) throw new NotStreamable('the schema refuses a client or endpoint');
         builder.addStreamedBody(part.doc, slug, part.container, segs, block.key, from);

@@ -129,9 +129,10 @@ export function* parseDeferredChunks(
   env: EnvSource,
   size: number,
   lines?: LineTable,
+  lineBase = 0,
 ): Generator<unknown[], void, void> {
   try {
-    for (const { items, sites } of fastParseBlockChunks(text, block, size, lines)) {
+    for (const { items, sites } of fastParseBlockChunks(text, block, size, lines, lineBase)) {
       const diagnostics: ParsedFile['diagnostics'] = [];
       interpolateSites(file, sites, unplaced, env, diagnostics);
       if (diagnostics.length) throw new NotStreamable(`${file}: an interpolation fails`);
