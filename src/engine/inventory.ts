@@ -57,20 +57,20 @@ const sealOf = (inv: Pick<Inventory, 'owner' | 'entries'>, key: Buffer) =>
 
 /**
  * What the seal covers: canonicalJson({ owner, entries }), byte for byte (seals written before
- * stay valid), without sorting the keys of every entry: each is copied into one object shape
- * whose keys are in sorted order (JSON.stringify leaves out those undefined). An entry with any
- * other field or a value that is not a string (a hand-edited file) makes it canonicalJson's.
+ * stay valid), without sorting the keys of every entry: JSON.stringify writes the keys SEALED_KEYS
+ * lists, in its (sorted) order, in every object (and leaves out those undefined), with no copy of
+ * the entries made. An entry with any other field or a value that is not a string (a hand-edited
+ * file) makes it canonicalJson's.
  */
 function sealedText(inv: Pick<Inventory, 'owner' | 'entries'>): string {
-  const shaped: object[] = new Array(inv.entries.length);
-  for (let i = 0; i < inv.entries.length; i++) {
-    const e = inv.entries[i]!;
-    if (!plainEntry(e)) return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
-    shaped[i] = { address: e.address, applied: e.applied, id: e.id, kind: e.kind, projectEnv: e.projectEnv };
-  }
-  return JSON.stringify({ entries: shaped, owner: inv.owner });
+  for (let i = 0; i < inv.entries.length; i++)
+    if (!plainEntry(inv.entries[i]!))
+      return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
+  return JSON.stringify({ entries: inv.entries, owner: inv.owner }, SEALED_KEYS);
 }
 const ENTRY_FIELDS: ReadonlySet<string> = new Set(['address', 'applied', 'id', 'kind', 'projectEnv']);
+/** The top level's keys and an entry's, sorted: canonicalJson's order. */
+const SEALED_KEYS = ['entries', 'owner', ...[...ENTRY_FIELDS].sort()];
 
 /** An entry of the known fields only, each a string when present (what sealedText writes in one shape). */
 function plainEntry(e: InventoryEntry): boolean {
