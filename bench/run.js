@@ -7,7 +7,10 @@
 // Terraform-like refresh, bench/worker.js) is kept where it applies.
 //
 //   node bench/run.js [--quick] [--runs N] [--latency-ms MS] [--parallelism N] [--only 1,3]
-//                     [--full-baseline] [--out FILE] [--json]
+//                     [--full-baseline] [--out FILE] [--json] [--cli OTHER/dist/bin/kms-sync.js]
+//
+// --cli times another checkout's build: its CLI, its in-process diff (scenario 9, OTHER/bench/worker.js)
+// and its CDKTF bindings (scenario 10's app), so that each side of a comparison runs its own code.
 //
 // Targets are shown, never asserted: CI runs `--quick` (tiny sizes, no latency, one run) to prove
 // the benchmark works. bench/results.json holds the last full run.
@@ -31,6 +34,9 @@ const cliPath = process.argv.includes('--cli')
   ? path.resolve(process.argv[process.argv.indexOf('--cli') + 1])
   : path.join(here, '..', 'dist', 'bin', 'kms-sync.js');
 const API_KEY = 'sk_test_bench0123456789';
+// The checkout the timed build belongs to (--cli OTHER/dist/bin/kms-sync.js: OTHER): scenario 9's in-process
+// worker and scenario 10's CDKTF app run its code too, not this checkout's.
+const buildRoot = path.resolve(cliPath, '..', '..', '..');
 
 // ------------------------------------------------------------------ options
 function parseArgs(argv) {
@@ -398,9 +404,9 @@ async function runCli(args, { cwd, env = {}, emu, expectCode = 0 }) {
 }
 
 /** bench/worker.js in a fresh process: the per-resource baseline and the in-memory diff. */
-function runWorker(emu, spec) {
+function runWorker(emu, spec, root = path.join(here, '..')) {
   return new Promise((resolve, reject) => {
-    const child = fork(path.join(here, 'worker.js'), [JSON.stringify(spec)], {
+    const child = fork(path.join(root, 'bench', 'worker.js'), [JSON.stringify(spec)], {
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
       execArgv: ['--expose-gc'],
     });
@@ -686,7 +692,9 @@ const modes = {
   },
 
   async diff(s) {
-    const runs = await repeat({ ...s, runs: s.runs }, () => runWorker(undefined, { ...s.env, mode: 'diff', run: 0 }));
+    const runs = await repeat({ ...s, runs: s.runs }, () =>
+      runWorker(undefined, { ...s.env, mode: 'diff', run: 0 }, buildRoot),
+    );
     return { runs: runs.map((r) => ({ ...r, totalRequests: 0, requests: {} })) };
   },
 
@@ -763,9 +771,9 @@ const modes = {
 
   async cdktf(s, emu) {
     await control(emu, 'POST', '/seed', seedRequest(s.env));
-    // A CDKTF project whose packages resolve to this repository's build (as scripts/cdktf-bench.js does).
+    // A CDKTF project whose packages resolve to the timed build (as scripts/cdktf-bench.js does).
     const dir = scratch();
-    const root = path.join(here, '..');
+    const root = buildRoot;
     mkdirSync(path.join(dir, 'node_modules'));
     symlinkSync(root, path.join(dir, 'node_modules', 'kms-sync'), 'dir');
     for (const pkg of ['cdktf', 'constructs'])
