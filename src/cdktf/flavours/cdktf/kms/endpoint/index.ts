@@ -395,7 +395,7 @@ export class Endpoint extends cdktf.TerraformResource {
     this._response = config.response;
     this._metadata = config.metadata;
     this._protected = config.protected;
-    this._timeouts.internalValue = config.timeouts;
+    if (config.timeouts !== undefined) this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -564,7 +564,10 @@ export class Endpoint extends cdktf.TerraformResource {
   }
 
   // timeouts - computed: false, optional: true, required: false
-  private _timeouts = new EndpointTimeoutsOutputReference(this, "timeouts");
+  private __timeouts?: EndpointTimeoutsOutputReference;
+  private get _timeouts(): EndpointTimeoutsOutputReference {
+    return (this.__timeouts ??= new EndpointTimeoutsOutputReference(this, "timeouts"));
+  }
   public get timeouts() {
     return this._timeouts;
   }
@@ -576,7 +579,7 @@ export class Endpoint extends cdktf.TerraformResource {
   }
   // Temporarily expose input value. Use with caution.
   public get timeoutsInput() {
-    return this._timeouts.internalValue;
+    return this.__timeouts?.internalValue;
   }
 
   // =========
@@ -594,7 +597,7 @@ export class Endpoint extends cdktf.TerraformResource {
       response: cdktf.hashMapper(cdktf.anyToTerraform)(this._response),
       metadata: cdktf.hashMapper(cdktf.anyToTerraform)(this._metadata),
       protected: cdktf.booleanToTerraform(this._protected),
-      timeouts: endpointTimeoutsToTerraform(this._timeouts.internalValue),
+      timeouts: endpointTimeoutsToTerraform(this.__timeouts?.internalValue),
     };
   }
 
@@ -655,7 +658,7 @@ export class Endpoint extends cdktf.TerraformResource {
         storageClassType: "boolean",
       },
       timeouts: {
-        value: endpointTimeoutsToHclTerraform(this._timeouts.internalValue),
+        value: endpointTimeoutsToHclTerraform(this.__timeouts?.internalValue),
         isBlock: true,
         type: "struct",
         storageClassType: "EndpointTimeouts",

@@ -296,7 +296,7 @@ export class Environment extends cdktf.TerraformResource {
     this._type = config.type;
     this._url = config.url;
     this._protected = config.protected;
-    this._timeouts.internalValue = config.timeouts;
+    if (config.timeouts !== undefined) this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -374,7 +374,10 @@ export class Environment extends cdktf.TerraformResource {
   }
 
   // timeouts - computed: false, optional: true, required: false
-  private _timeouts = new EnvironmentTimeoutsOutputReference(this, "timeouts");
+  private __timeouts?: EnvironmentTimeoutsOutputReference;
+  private get _timeouts(): EnvironmentTimeoutsOutputReference {
+    return (this.__timeouts ??= new EnvironmentTimeoutsOutputReference(this, "timeouts"));
+  }
   public get timeouts() {
     return this._timeouts;
   }
@@ -386,7 +389,7 @@ export class Environment extends cdktf.TerraformResource {
   }
   // Temporarily expose input value. Use with caution.
   public get timeoutsInput() {
-    return this._timeouts.internalValue;
+    return this.__timeouts?.internalValue;
   }
 
   // =========
@@ -399,7 +402,7 @@ export class Environment extends cdktf.TerraformResource {
       type: cdktf.stringToTerraform(this._type),
       url: cdktf.stringToTerraform(this._url),
       protected: cdktf.booleanToTerraform(this._protected),
-      timeouts: environmentTimeoutsToTerraform(this._timeouts.internalValue),
+      timeouts: environmentTimeoutsToTerraform(this.__timeouts?.internalValue),
     };
   }
 
@@ -430,7 +433,7 @@ export class Environment extends cdktf.TerraformResource {
         storageClassType: "boolean",
       },
       timeouts: {
-        value: environmentTimeoutsToHclTerraform(this._timeouts.internalValue),
+        value: environmentTimeoutsToHclTerraform(this.__timeouts?.internalValue),
         isBlock: true,
         type: "struct",
         storageClassType: "EnvironmentTimeouts",

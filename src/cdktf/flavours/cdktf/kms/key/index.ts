@@ -345,7 +345,7 @@ export class Key extends cdktf.TerraformResource {
     this._secretStore = config.secretStore;
     this._secretName = config.secretName;
     this._protected = config.protected;
-    this._timeouts.internalValue = config.timeouts;
+    if (config.timeouts !== undefined) this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -545,7 +545,10 @@ export class Key extends cdktf.TerraformResource {
   }
 
   // timeouts - computed: false, optional: true, required: false
-  private _timeouts = new KeyTimeoutsOutputReference(this, "timeouts");
+  private __timeouts?: KeyTimeoutsOutputReference;
+  private get _timeouts(): KeyTimeoutsOutputReference {
+    return (this.__timeouts ??= new KeyTimeoutsOutputReference(this, "timeouts"));
+  }
   public get timeouts() {
     return this._timeouts;
   }
@@ -557,7 +560,7 @@ export class Key extends cdktf.TerraformResource {
   }
   // Temporarily expose input value. Use with caution.
   public get timeoutsInput() {
-    return this._timeouts.internalValue;
+    return this.__timeouts?.internalValue;
   }
 
   // =========
@@ -577,7 +580,7 @@ export class Key extends cdktf.TerraformResource {
       secret_store: cdktf.stringToTerraform(this._secretStore),
       secret_name: cdktf.stringToTerraform(this._secretName),
       protected: cdktf.booleanToTerraform(this._protected),
-      timeouts: keyTimeoutsToTerraform(this._timeouts.internalValue),
+      timeouts: keyTimeoutsToTerraform(this.__timeouts?.internalValue),
     };
   }
 
@@ -650,7 +653,7 @@ export class Key extends cdktf.TerraformResource {
         storageClassType: "boolean",
       },
       timeouts: {
-        value: keyTimeoutsToHclTerraform(this._timeouts.internalValue),
+        value: keyTimeoutsToHclTerraform(this.__timeouts?.internalValue),
         isBlock: true,
         type: "struct",
         storageClassType: "KeyTimeouts",

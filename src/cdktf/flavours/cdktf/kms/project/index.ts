@@ -296,7 +296,7 @@ export class Project extends cdktf.TerraformResource {
     this._name = config.name;
     this._description = config.description;
     this._protected = config.protected;
-    this._timeouts.internalValue = config.timeouts;
+    if (config.timeouts !== undefined) this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -367,7 +367,10 @@ export class Project extends cdktf.TerraformResource {
   }
 
   // timeouts - computed: false, optional: true, required: false
-  private _timeouts = new ProjectTimeoutsOutputReference(this, "timeouts");
+  private __timeouts?: ProjectTimeoutsOutputReference;
+  private get _timeouts(): ProjectTimeoutsOutputReference {
+    return (this.__timeouts ??= new ProjectTimeoutsOutputReference(this, "timeouts"));
+  }
   public get timeouts() {
     return this._timeouts;
   }
@@ -379,7 +382,7 @@ export class Project extends cdktf.TerraformResource {
   }
   // Temporarily expose input value. Use with caution.
   public get timeoutsInput() {
-    return this._timeouts.internalValue;
+    return this.__timeouts?.internalValue;
   }
 
   // =========
@@ -392,7 +395,7 @@ export class Project extends cdktf.TerraformResource {
       name: cdktf.stringToTerraform(this._name),
       description: cdktf.stringToTerraform(this._description),
       protected: cdktf.booleanToTerraform(this._protected),
-      timeouts: projectTimeoutsToTerraform(this._timeouts.internalValue),
+      timeouts: projectTimeoutsToTerraform(this.__timeouts?.internalValue),
     };
   }
 
@@ -423,7 +426,7 @@ export class Project extends cdktf.TerraformResource {
         storageClassType: "boolean",
       },
       timeouts: {
-        value: projectTimeoutsToHclTerraform(this._timeouts.internalValue),
+        value: projectTimeoutsToHclTerraform(this.__timeouts?.internalValue),
         isBlock: true,
         type: "struct",
         storageClassType: "ProjectTimeouts",

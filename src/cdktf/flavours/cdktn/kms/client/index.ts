@@ -317,7 +317,7 @@ export class Client extends cdktn.TerraformResource {
     this._ipWhitelist = config.ipWhitelist;
     this._metadata = config.metadata;
     this._protected = config.protected;
-    this._timeouts.internalValue = config.timeouts;
+    if (config.timeouts !== undefined) this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -444,7 +444,10 @@ export class Client extends cdktn.TerraformResource {
   }
 
   // timeouts - computed: false, optional: true, required: false
-  private _timeouts = new ClientTimeoutsOutputReference(this, "timeouts");
+  private __timeouts?: ClientTimeoutsOutputReference;
+  private get _timeouts(): ClientTimeoutsOutputReference {
+    return (this.__timeouts ??= new ClientTimeoutsOutputReference(this, "timeouts"));
+  }
   public get timeouts() {
     return this._timeouts;
   }
@@ -456,7 +459,7 @@ export class Client extends cdktn.TerraformResource {
   }
   // Temporarily expose input value. Use with caution.
   public get timeoutsInput() {
-    return this._timeouts.internalValue;
+    return this.__timeouts?.internalValue;
   }
 
   // =========
@@ -472,7 +475,7 @@ export class Client extends cdktn.TerraformResource {
       ip_whitelist: cdktn.listMapper(cdktn.stringToTerraform, false)(this._ipWhitelist),
       metadata: cdktn.hashMapper(cdktn.anyToTerraform)(this._metadata),
       protected: cdktn.booleanToTerraform(this._protected),
-      timeouts: clientTimeoutsToTerraform(this._timeouts.internalValue),
+      timeouts: clientTimeoutsToTerraform(this.__timeouts?.internalValue),
     };
   }
 
@@ -521,7 +524,7 @@ export class Client extends cdktn.TerraformResource {
         storageClassType: "boolean",
       },
       timeouts: {
-        value: clientTimeoutsToHclTerraform(this._timeouts.internalValue),
+        value: clientTimeoutsToHclTerraform(this.__timeouts?.internalValue),
         isBlock: true,
         type: "struct",
         storageClassType: "ClientTimeouts",

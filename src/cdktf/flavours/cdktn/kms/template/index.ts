@@ -303,7 +303,7 @@ export class Template extends cdktn.TerraformResource {
     this._rateLimitDay = config.rateLimitDay;
     this._maxClients = config.maxClients;
     this._protected = config.protected;
-    this._timeouts.internalValue = config.timeouts;
+    if (config.timeouts !== undefined) this._timeouts.internalValue = config.timeouts;
   }
 
   // ==========
@@ -392,7 +392,10 @@ export class Template extends cdktn.TerraformResource {
   }
 
   // timeouts - computed: false, optional: true, required: false
-  private _timeouts = new TemplateTimeoutsOutputReference(this, "timeouts");
+  private __timeouts?: TemplateTimeoutsOutputReference;
+  private get _timeouts(): TemplateTimeoutsOutputReference {
+    return (this.__timeouts ??= new TemplateTimeoutsOutputReference(this, "timeouts"));
+  }
   public get timeouts() {
     return this._timeouts;
   }
@@ -404,7 +407,7 @@ export class Template extends cdktn.TerraformResource {
   }
   // Temporarily expose input value. Use with caution.
   public get timeoutsInput() {
-    return this._timeouts.internalValue;
+    return this.__timeouts?.internalValue;
   }
 
   // =========
@@ -418,7 +421,7 @@ export class Template extends cdktn.TerraformResource {
       rate_limit_day: cdktn.numberToTerraform(this._rateLimitDay),
       max_clients: cdktn.numberToTerraform(this._maxClients),
       protected: cdktn.booleanToTerraform(this._protected),
-      timeouts: templateTimeoutsToTerraform(this._timeouts.internalValue),
+      timeouts: templateTimeoutsToTerraform(this.__timeouts?.internalValue),
     };
   }
 
@@ -455,7 +458,7 @@ export class Template extends cdktn.TerraformResource {
         storageClassType: "boolean",
       },
       timeouts: {
-        value: templateTimeoutsToHclTerraform(this._timeouts.internalValue),
+        value: templateTimeoutsToHclTerraform(this.__timeouts?.internalValue),
         isBlock: true,
         type: "struct",
         storageClassType: "TemplateTimeouts",
