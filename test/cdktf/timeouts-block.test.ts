@@ -1,9 +1,9 @@
-// The generated resources make their `timeouts` block object on first use (scripts/generate-cdktf-bindings.ts,
+// The generated resources (the built kms-sync/cdktf) make their `timeouts` block object on first use (scripts/generate-cdktf-bindings.ts,
 // lazyTimeouts: one object less per resource at synth). The block synthesizes as it did when every resource
 // made one: absent when unset, written when given in the config, by putTimeouts, or cleared by resetTimeouts.
 import { describe, expect, it } from 'vitest';
 import { App, TerraformStack, Testing } from 'cdktf';
-import { Project } from '../../src/cdktf/flavours/cdktf/index.js';
+import { Project } from 'kms-sync/cdktf';
 import { scratchDir } from '../support/scratch.js';
 
 function synthProjects(make: (s: TerraformStack) => void): Record<string, Record<string, unknown>> {
