@@ -14,6 +14,7 @@ import {
   checkInvariant,
   configYaml,
   Emulator,
+  kmsSync,
   printedSecrets,
   readSopsStore,
   workspace,
@@ -266,25 +267,21 @@ it(
   'Ctrl-C while the plan is read: exit 130, no stack trace, nothing changed, lock released',
   async () => {
     emu.addFault({ method: 'GET', route: '/project', mode: 'delay', delayMs: 5000, times: 10 });
-    const child = spawn(process.execPath, [cliPath, 'apply', '-f', cfgDir, '--auto-approve'], {
+    const {
+      child,
+      exit: exited,
+      output,
+    } = kmsSync(['apply', '-f', cfgDir, '--auto-approve'], {
       cwd: ws.dir,
       env,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      sink: ws.outputs,
     });
-    let text = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      text += d.toString();
-    });
-    child.stderr!.on('data', (d: Buffer) => {
-      text += d.toString();
-    });
-    const exited = new Promise<number | null>((ok) => child.on('close', ok));
     // The run holds its lock and reads the projects (held back by the service) when Ctrl-C comes.
     await waitFor(() => (emu.counts()['GET /project'] ?? 0) > 0, 30_000);
     expect(emu.counts()['GET /project']).toBeGreaterThan(0);
     child.kill('SIGINT');
     const code = await exited;
-    ws.outputs.push(text);
+    const text = output();
     expect(code, text).toBe(130);
     expect(text).toContain('Interrupt received (SIGINT): stopping; nothing was changed in the service.');
     expect(text).not.toMatch(CRASH);

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decryptSops } from 'sops-age';
+import { startProcess } from '../support/cli.js';
 import { patient, waitFor } from '../support/patience.js';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -127,38 +128,11 @@ export function configYaml(clients: DesiredClient[], slug = 'crash'): string {
 }
 
 // ------------------------------------------------------------------------------------ processes
-export interface Proc {
-  child: ChildProcess;
-  exit: Promise<number | null>;
-  output: () => string;
-}
-
-/** Spawns a process; its stdout and stderr are kept in `sink` once it exits. */
-export function spawnProc(
-  cmd: string,
-  args: string[],
-  o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] },
-): Proc {
-  const child = spawn(cmd, args, { cwd: o.cwd, env: o.env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let text = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  child.stderr!.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  const exit = new Promise<number | null>((resolve) =>
-    child.on('close', (code) => {
-      o.sink.push(text);
-      resolve(code);
-    }),
-  );
-  return { child, exit, output: () => text };
-}
+export { startProcess as spawnProc, type RunningProcess as Proc } from '../support/cli.js';
 
 /** A kms-sync command as a real process. */
 export const kmsSync = (args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] }) =>
-  spawnProc(process.execPath, [cli, ...args], o);
+  startProcess(process.execPath, [cli, ...args], o);
 
 /** The failures "a raw key or an age identity was printed", over every output kept. */
 export function printedSecrets(outputs: string[]): string[] {

@@ -5,12 +5,11 @@
 // entry). The secret stores are asked (keys whose secrets are not held), the reads are counted,
 // and a configuration only the whole load can check (two environments' keys writing one secret)
 // is refused as on one thread.
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { allOutput, cliPath, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
+import { allOutput, RAW_KEY_PATTERN, runCli, startCli } from '../support/cli.js';
 import { randomFleet } from '../support/fleet.js';
 import { patient, waitFor } from '../support/patience.js';
 import { scratchDir } from '../support/scratch.js';
@@ -199,7 +198,11 @@ describe('a plan on worker threads', () => {
       // The workers' list of clients is held back by the service when Ctrl-C comes.
       emu.addFault({ method: 'GET', route: '/client', mode: 'delay', delayMs: 10_000, times: 10 });
       emu.resetCounts();
-      const child = spawn(process.execPath, [cliPath, 'plan', '-f', '.'], {
+      const {
+        child,
+        exit: exited,
+        output,
+      } = startCli(['plan', '-f', '.'], {
         cwd: dir,
         env: {
           PATH: process.env.PATH,
@@ -208,21 +211,12 @@ describe('a plan on worker threads', () => {
           KMS_API_KEY: API_KEY,
           KMS_SYNC_PLAN_THREADS: '2',
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
       });
-      let text = '';
-      child.stdout!.on('data', (d: Buffer) => {
-        text += d.toString();
-      });
-      child.stderr!.on('data', (d: Buffer) => {
-        text += d.toString();
-      });
-      const exited = new Promise<number | null>((ok) => child.on('close', ok));
       try {
         await waitFor(() => (emu.counts()['GET /client'] ?? 0) > 0, 30_000);
         child.kill('SIGINT');
         const code = await exited;
-        allOutput.push(text);
+        const text = output();
         expect(code, text).toBe(130);
         expect(text).toContain('Interrupt received (SIGINT): stopping; nothing was changed in the service.');
         expect(text).not.toMatch(CRASH);

@@ -1,5 +1,5 @@
 // Runs the built CLI as a real process, the way users and CI do.
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +44,40 @@ export function runCli(
     if (opts.input !== undefined) child.stdin?.end(opts.input);
   });
 }
+
+/** A process started with its stdout and stderr kept together, in the order they arrive. */
+export interface RunningProcess {
+  child: ChildProcess;
+  /** Its exit code (null when a signal ended it), once its output is closed and kept in `sink`. */
+  exit: Promise<number | null>;
+  output: () => string;
+}
+
+/** Starts a process whose stdout and stderr are kept together; they go into `sink` once it exits. */
+export function startProcess(
+  cmd: string,
+  args: string[],
+  o: { cwd: string; env: NodeJS.ProcessEnv; sink: string[] },
+): RunningProcess {
+  const child = spawn(cmd, args, { cwd: o.cwd, env: o.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let text = '';
+  const keep = (d: Buffer) => {
+    text += d.toString();
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exit = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => {
+      o.sink.push(text);
+      resolve(code);
+    }),
+  );
+  return { child, exit, output: () => text };
+}
+
+/** The built CLI started as a real process (see `startProcess`); its output goes into `allOutput` unless `sink` says where. */
+export const startCli = (args: string[], o: { cwd: string; env: NodeJS.ProcessEnv; sink?: string[] }) =>
+  startProcess(process.execPath, [cliPath, ...args], { sink: allOutput, ...o });
 
 /** Writes files from a map of relative path → content under `dir`. */
 export function writeFiles(dir: string, files: Record<string, string>): void {
