@@ -14,7 +14,7 @@ export async function readStateJson<T>(
   return (await readStateJsonKnown(file, parse, damaged)).value;
 }
 
-/** A state file's parsed content with the sha256 of its text (none when it is absent). */
+/** A state file's parsed content with the sha256 of its bytes (none when it is absent). */
 export interface StateJsonRead<T> {
   value: T | undefined;
   digest?: string;
@@ -31,16 +31,18 @@ export async function readStateJsonKnown<T>(
   damaged?: (why: string) => void,
   known?: StateJsonRead<T>,
 ): Promise<StateJsonRead<T>> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
       damaged?.(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
     return { value: undefined };
   }
-  const digest = createHash('sha256').update(text).digest('hex');
+  // Of the bytes: a text read before is known without decoding it again.
+  const digest = createHash('sha256').update(bytes).digest('hex');
   if (known?.digest === digest) return known;
+  const text = bytes.toString('utf8');
   let value: unknown;
   try {
     value = JSON.parse(text);

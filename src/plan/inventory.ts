@@ -154,25 +154,70 @@ export function afterApply(
   createdIds: ReadonlyMap<string, string>,
   owner: string,
 ): InventoryScan {
-  const owned = new Map(scan.owned.map((e) => [`${e.kind} ${e.id ?? e.address}`, e]));
+  const effects: [deleted: string | undefined, set: InventoryEntry | undefined][] = [];
   for (const op of done) {
     if ((op.kind !== 'client' && op.kind !== 'endpoint') || !op.projectEnv) continue;
-    const key = (id?: string) => `${op.kind} ${op.kind === 'client' ? id : op.address}`;
-    if (op.action === 'delete' || op.action === 'replace') owned.delete(key(op.live?.id));
-    if (op.action === 'delete') continue;
+    // The key an entry of this operation's resource has (a client's live id, an endpoint's address).
+    const deleted =
+      op.action === 'delete' || op.action === 'replace'
+        ? `${op.kind} ${op.kind === 'client' ? op.live?.id : op.address}`
+        : undefined;
+    let set: InventoryEntry | undefined;
     const id = op.kind === 'client' ? (op.action === 'create' ? createdIds.get(op.address) : op.live?.id) : undefined;
-    if (op.kind === 'client' && !id) continue;
     const metadata = (op.after as { metadata?: JsonObject } | null)?.metadata;
-    if (op.action === 'create' || op.action === 'replace' || metadata?.[OWNER_ID_KEY] === owner)
-      owned.set(key(id), {
-        kind: op.kind,
-        address: op.address,
-        projectEnv: op.projectEnv,
-        ...(id ? { id } : {}),
-      });
+    if (
+      op.action !== 'delete' &&
+      (op.kind !== 'client' || id) &&
+      (op.action === 'create' || op.action === 'replace' || metadata?.[OWNER_ID_KEY] === owner)
+    )
+      set = { kind: op.kind, address: op.address, projectEnv: op.projectEnv, ...(id ? { id } : {}) };
+    if (deleted !== undefined || set) effects.push([deleted, set]);
+  }
+  // Most applies only update what was owned already (a claim written again): then each entry
+  // set is the one the scan holds under its key, and the scan stands as it is, without a key
+  // made for each of its entries (unless it holds two under one key: the map below keeps one).
+  if (effects.every(([deleted]) => deleted === undefined) && scanHolds(scan.owned, effects)) return scan;
+  const owned = new Map(scan.owned.map((e) => [`${e.kind} ${e.id ?? e.address}`, e]));
+  for (const [deleted, set] of effects) {
+    if (deleted !== undefined) owned.delete(deleted);
+    if (set) owned.set(`${set.kind} ${set.id ?? set.address}`, set);
   }
   return { ...scan, owned: [...owned.values()] };
 }
+
+/** Whether `owned` holds one entry per key (clients and endpoints only), and each entry of `effects` under its key. */
+function scanHolds(
+  owned: readonly InventoryEntry[],
+  effects: readonly [unknown, InventoryEntry | undefined][],
+): boolean {
+  // Per kind, by id or address: an owned entry's key is `${kind} ${id ?? address}`.
+  const wanted = { client: new Map<string, InventoryEntry>(), endpoint: new Map<string, InventoryEntry>() };
+  for (const [, set] of effects)
+    (set!.kind === 'client' ? wanted.client : wanted.endpoint).set(set!.id ?? set!.address, set!);
+  const seen = { client: new Set<string>(), endpoint: new Set<string>() };
+  let found = 0;
+  for (const e of owned) {
+    if (e.kind !== 'client' && e.kind !== 'endpoint') return false;
+    const k = e.id ?? e.address;
+    const s = seen[e.kind];
+    if (s.has(k)) return false;
+    s.add(k);
+    const w = wanted[e.kind].get(k);
+    if (w === undefined) continue;
+    if (!sameEntry(e, w)) return false;
+    found++;
+  }
+  return found === wanted.client.size + wanted.endpoint.size;
+}
+
+/** Entries of the same fields (what an inventory file writes of them). */
+const sameEntry = (a: InventoryEntry, b: InventoryEntry) =>
+  a.kind === b.kind &&
+  a.address === b.address &&
+  a.projectEnv === b.projectEnv &&
+  a.id === b.id &&
+  a.applied === b.applied &&
+  Object.keys(a).length === Object.keys(b).length;
 
 /**
  * The inventory after a run: the clients and endpoints it found owned in the environments it
@@ -199,8 +244,8 @@ export function nextInventory(
         desired === undefined ||
         (scan.partial === true && (e.kind === 'project' ? !planned.has(e.address) : !read.has(e.projectEnv ?? ''))),
   );
-  // Only its digests are asked for: its clients and endpoints are not indexed.
-  const before = new InventoryIndex(previous?.owner === owner ? previous.entries : [], { ownership: false });
+  // Only its digests are asked for (its clients and endpoints are not indexed), and only for what the plan still changes.
+  let before: InventoryIndex | undefined;
   const changing = new Set(plan.operations.map((op) => op.address));
   const record = (
     kind: InventoryEntry['kind'],
@@ -208,7 +253,11 @@ export function nextInventory(
     fields: Parameters<typeof appliedDigest>[0],
     projectEnv?: string,
   ): InventoryEntry | undefined => {
-    const applied = changing.has(addr) ? before.applied(addr) : appliedDigest(fields);
+    const applied = changing.has(addr)
+      ? (before ??= new InventoryIndex(previous?.owner === owner ? previous.entries : [], {
+          ownership: false,
+        })).applied(addr)
+      : appliedDigest(fields);
     return applied ? { kind, address: addr, ...(projectEnv ? { projectEnv } : {}), applied } : undefined;
   };
   const records =
@@ -221,11 +270,24 @@ export function nextInventory(
             record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv),
           ),
         ];
-  // One entry per client id or address: what this run found replaces what was kept.
-  const unique = new Map<string, InventoryEntry>();
-  for (const e of [...kept, ...scan.owned, ...records.filter((x): x is InventoryEntry => x !== undefined)])
-    unique.set(`${e.kind} ${e.id ?? e.address}`, e);
-  const entries = [...unique.values()].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  // One entry per client id or address (the key `${kind} ${id ?? address}`, kept per kind): what
+  // this run found replaces what was kept, in the place the key first took.
+  const entries: InventoryEntry[] = [];
+  const slots = new Map<string, Map<string, number>>();
+  const put = (e: InventoryEntry) => {
+    let ofKind = slots.get(e.kind);
+    if (!ofKind) slots.set(e.kind, (ofKind = new Map()));
+    const key = e.id ?? e.address;
+    const at = ofKind.get(key);
+    if (at === undefined) {
+      ofKind.set(key, entries.length);
+      entries.push(e);
+    } else entries[at] = e;
+  };
+  for (const e of kept) put(e);
+  for (const e of scan.owned) put(e);
+  for (const e of records) if (e !== undefined) put(e);
+  entries.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   return {
     formatVersion: 1,
     owner,
@@ -240,17 +302,8 @@ export function parseInventory(v: unknown): Inventory | undefined {
   const o = v as Partial<Inventory> | null;
   if (!o || typeof o !== 'object' || o.formatVersion !== 1 || typeof o.owner !== 'string' || !Array.isArray(o.entries))
     return undefined;
-  const kinds = new Set(['project', 'env', 'template', 'client', 'endpoint']);
-  const entries = o.entries.filter(
-    (e): e is InventoryEntry =>
-      typeof e === 'object' &&
-      e !== null &&
-      kinds.has(e.kind) &&
-      typeof e.address === 'string' &&
-      (e.id === undefined || typeof e.id === 'string') &&
-      (e.projectEnv === undefined || typeof e.projectEnv === 'string') &&
-      (e.applied === undefined || typeof e.applied === 'string'),
-  );
+  const entries: InventoryEntry[] = [];
+  for (const e of o.entries as unknown[]) if (inventoryEntry(e)) entries.push(e);
   return {
     formatVersion: 1,
     owner: o.owner,
@@ -260,3 +313,16 @@ export function parseInventory(v: unknown): Inventory | undefined {
     ...(typeof o.seal === 'string' ? { seal: o.seal } : {}),
   };
 }
+
+const ENTRY_KINDS: ReadonlySet<unknown> = new Set(['project', 'env', 'template', 'client', 'endpoint']);
+const stringOrAbsent = (v: unknown) => v === undefined || typeof v === 'string';
+
+/** An entry of an inventory file, of the known kinds and with string fields. */
+const inventoryEntry = (e: unknown): e is InventoryEntry =>
+  typeof e === 'object' &&
+  e !== null &&
+  ENTRY_KINDS.has((e as InventoryEntry).kind) &&
+  typeof (e as InventoryEntry).address === 'string' &&
+  stringOrAbsent((e as InventoryEntry).id) &&
+  stringOrAbsent((e as InventoryEntry).projectEnv) &&
+  stringOrAbsent((e as InventoryEntry).applied);
