@@ -181,19 +181,26 @@ export class KmsClient {
     onPage(data, 1, Math.max(1, pages));
     this.onPageRead?.({ kind, page: 1, pages: Math.max(1, pages) });
     if (pages <= 1) return;
-    await Promise.all(
-      Array.from({ length: pages - 1 }, async (_, i) => {
-        const page = await this.http.request<WirePage<T>>({
-          method: 'GET',
-          path,
-          query: { ...query, page: i + 2, limit: PAGE_LIMIT },
-          kind,
-          expect,
-        });
-        onPage(page.data, i + 2, pages);
-        this.onPageRead?.({ kind, page: i + 2, pages });
-      }),
-    );
+    // As many loops as the transport has requests on the wire, each asking for the next page once
+    // its last is in; not a request per page started at once. Those wait for a slot long enough
+    // to be moved to the old generation, and a finished one there still points at its page: the
+    // young-generation collections keep every page read since the last full collection (100,000
+    // clients: ~84% of each scavenge survived and was copied, then promoted, with no page kept).
+    let next = 2;
+    let failed = false;
+    const loop = async () => {
+      for (let n = next++; n <= pages && !failed; n = next++) {
+        const page = await this.http
+          .request<WirePage<T>>({ method: 'GET', path, query: { ...query, page: n, limit: PAGE_LIMIT }, kind, expect })
+          .catch((e: unknown) => {
+            failed = true;
+            throw e;
+          });
+        onPage(page.data, n, pages);
+        this.onPageRead?.({ kind, page: n, pages });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(pages - 1, this.http.readSlots) }, loop));
   }
 
   /** Every item of a paged list, in page order (see `forEachPage`). */

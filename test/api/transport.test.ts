@@ -1,10 +1,16 @@
 // The service client over real HTTP: retries only where safe, Retry-After honoured, ambiguous
 // writes surfaced, pages fetched concurrently, list items lacking fields completed with a get.
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KmsClient } from '../../src/api/client.js';
-import { AmbiguousWriteError, ApiError, HttpTransport, NetworkError } from '../../src/api/http.js';
+import {
+  AmbiguousWriteError,
+  ApiError,
+  HttpTransport,
+  NetworkError,
+  RequestsStoppedError,
+} from '../../src/api/http.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { readLiveState } from '../../src/live/read.js';
 import { skipTest } from '../support/skip.js';
@@ -147,6 +153,104 @@ describe('HTTP transport', () => {
     expect(new Set(clients.map((c) => c.id)).size).toBe(450);
     expect(emu.counts()['GET /client']).toBe(5);
     await api.close();
+  });
+
+  it("keeps at most its connections' worth of a list's pages in flight, asks each once in order, and none after a page failed", async () => {
+    const asked: number[] = [];
+    let inFlight = 0;
+    let most = 0;
+    let failAt = 0;
+    const server = createServer((req, res) => {
+      const page = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('page'));
+      asked.push(page);
+      most = Math.max(most, ++inFlight);
+      // Held a moment, so that the pages asked for meanwhile are in flight together.
+      setTimeout(() => {
+        inFlight--;
+        const [status, body] =
+          page === failAt
+            ? [404, { code: 'NOT_FOUND', error: 'gone' }]
+            : [
+                200,
+                {
+                  data: [{ id: `c${page}`, name: `n${page}` }],
+                  pagination: { total: 30, page, limit: 100, pages: 30 },
+                },
+              ];
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      }, 5);
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    const api = new KmsClient({
+      baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`,
+      apiKey: API_KEY,
+      parallelism: 1,
+    });
+    try {
+      const slots = api.http.readSlots;
+      expect(slots).toBe(4);
+      const clients = await api.listClients('big-production');
+      expect(clients.map((c) => c.name)).toEqual(Array.from({ length: 30 }, (_, i) => `n${i + 1}`));
+      expect(asked).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+      expect(most).toBeGreaterThan(1);
+      expect(most).toBeLessThanOrEqual(slots);
+
+      asked.length = 0;
+      failAt = 10;
+      await expect(api.listClients('big-production')).rejects.toThrow(ApiError);
+      // A request sent now waits behind any page still to be asked for (the transport's slots are
+      // handed out in order): the pages in flight beside the failed one end, no other is asked for.
+      await api.http.request({ method: 'GET', path: '/client', query: { page: 0 } });
+      expect(asked.pop()).toBe(0);
+      expect(asked.length).toBeLessThan(10 + slots);
+      expect(new Set(asked).size).toBe(asked.length);
+    } finally {
+      await api.close();
+      await new Promise((ok) => server.close(ok));
+    }
+  });
+
+  it('stop() and close() cut the exchanges on the wire: each fails at once as stopped, none sent again', async () => {
+    // Answers the first requests of each transport, then holds every later one without an answer.
+    let arrived = 0;
+    let answered = 0;
+    const held: ServerResponse[] = [];
+    let onHeld = () => {};
+    const server = createServer((_req, res) => {
+      arrived++;
+      if (answered < 3) {
+        answered++;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{}');
+        return;
+      }
+      held.push(res);
+      onHeld();
+    });
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+    try {
+      for (const end of [(t: HttpTransport) => t.stop(), (t: HttpTransport) => void t.close()]) {
+        arrived = 0;
+        answered = 0;
+        const tp = new HttpTransport({ baseUrl, apiKey: API_KEY, parallelism: 2, timeoutMs: 120_000 });
+        // Slots taken and let go first, then three exchanges held on the wire.
+        for (let i = 0; i < 3; i++) await tp.request({ method: 'GET', path: '/x', query: { i } });
+        const allHeld = new Promise<void>((ok) => {
+          onHeld = () => held.length === 3 && ok();
+        });
+        const pending = [0, 1, 2].map((i) => tp.request({ method: 'GET', path: '/y', query: { i } }));
+        await allHeld;
+        end(tp);
+        for (const p of pending) await expect(p).rejects.toThrow(RequestsStoppedError);
+        expect(arrived).toBe(6);
+        for (const res of held.splice(0)) res.destroy();
+        await tp.close();
+      }
+    } finally {
+      await new Promise((ok) => server.close(ok));
+    }
   });
 
   it('decodes answers as UTF-8: non-ASCII text, split across socket reads, arrives whole', async () => {
