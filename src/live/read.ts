@@ -9,6 +9,7 @@ import {
   type WireClient,
   type WireEndpoint,
   type WireEnv,
+  type WireKey,
   type WireProject,
   type WireTemplate,
 } from '../api/client.js';
@@ -178,6 +179,18 @@ function toTemplate(projectEnv: string, t: WireTemplate): LiveTemplate {
   };
 }
 
+/**
+ * A key as the model holds it, each shape made by one literal: a field added afterwards would go
+ * to a property store of its own (an object more per client of a 100,000-client read).
+ */
+function toKey(k: WireKey): LiveKey {
+  const expiresAt = timestamp(k.expiresAt);
+  const autoRotate = k.autoRotate ?? false;
+  return k.createdAt
+    ? { id: k.id, name: k.name, expiresAt, autoRotate, createdAt: k.createdAt }
+    : { id: k.id, name: k.name, expiresAt, autoRotate };
+}
+
 function toClient(
   projectEnv: string,
   c: WireClient,
@@ -187,18 +200,13 @@ function toClient(
   // Written out (no conditional spreads): this runs once per client, 100,000 times in a big plan.
   // Indexed loops in this file's per-client code: it runs mostly before V8 optimizes it, and
   // there a for-of allocates an iterator result per item.
-  const keys: LiveKey[] = [];
+  // A client's usual one key in an array of one: an array grown by push has room for 17.
   const wireKeys = c.keys ?? [];
-  for (let i = 0; i < wireKeys.length; i++) {
-    const k = wireKeys[i]!;
-    const key: LiveKey = {
-      id: k.id,
-      name: k.name,
-      expiresAt: timestamp(k.expiresAt),
-      autoRotate: k.autoRotate ?? false,
-    };
-    if (k.createdAt) key.createdAt = k.createdAt;
-    keys.push(key);
+  let keys: LiveKey[];
+  if (wireKeys.length === 1) keys = [toKey(wireKeys[0]!)];
+  else {
+    keys = [];
+    for (let i = 0; i < wireKeys.length; i++) keys.push(toKey(wireKeys[i]!));
   }
   const template = c.templateId ? templates.get(c.templateId) : undefined;
   const templateName = template?.name;

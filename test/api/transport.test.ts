@@ -12,7 +12,7 @@ import {
   RequestsStoppedError,
 } from '../../src/api/http.js';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { readLiveState } from '../../src/live/read.js';
+import { clientFingerprint, fingerprint, readLiveState } from '../../src/live/read.js';
 import { skipTest } from '../support/skip.js';
 
 const API_KEY = 'sk_test_transport01234';
@@ -302,6 +302,11 @@ describe('HTTP transport', () => {
     const live = await readLiveState(api, { projects: ['big'], envs: ['big-production'] });
     expect(live.state.clients).toHaveLength(450);
     expect(live.state.endpoints.length).toBeGreaterThanOrEqual(3);
+    // Each key as the service lists it, its fields in the model's order (the fingerprint's fast path needs it).
+    const key = live.state.clients[0]!.keys[0]!;
+    expect(Object.keys(key)).toEqual(['id', 'name', 'expiresAt', 'autoRotate', 'createdAt']);
+    expect(key.createdAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(clientFingerprint(live.state.clients[0]!)).toBe(fingerprint(live.state.clients[0]!));
     // Both first pages (clients, endpoints) arrived while the project read was still delayed.
     expect(firstPageAt).toHaveLength(2);
     for (const at of firstPageAt) expect(at - started).toBeLessThan(800);
