@@ -18,7 +18,7 @@ import {
 } from '../report/index.js';
 import { UsageError } from './errors.js';
 import { renderPlanCompact } from './apply-output.js';
-import { err, out } from './output.js';
+import { err, out, writeUnredacted } from './output.js';
 
 export type ReportFormat = 'text' | 'json' | 'markdown';
 export type CommentTarget = 'github' | 'gitlab';
@@ -64,7 +64,7 @@ export function reportId(kind: 'plan' | 'drift', files: readonly string[], envs:
  */
 export function maskForActions(
   env: NodeJS.ProcessEnv = process.env,
-  write: (s: string) => void = (s) => process.stderr.write(s),
+  write: (s: string) => void = (s) => writeUnredacted('stderr', s),
 ) {
   if (env.GITHUB_ACTIONS !== 'true') return;
   const values = new Set<string>();

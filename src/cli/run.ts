@@ -10,7 +10,7 @@ import { applyHabits } from './habits.js';
 import { interruptCause, interruptExitCode, installInterrupts, onInterruptStop } from './interrupts.js';
 import { cutLongValues } from '../model/printable.js';
 import { redactCredentials } from '../model/redact.js';
-import { err, redact } from './output.js';
+import { err } from './output.js';
 import { recordProfileOnExit } from './profile.js';
 import { installFrontEnd } from '../engine/front-end.js';
 import { clearReadProgress, withReadProgress } from './read-progress.js';
@@ -32,22 +32,22 @@ async function main(argv: string[]) {
     if (habits.error) throw Object.assign(new Error(habits.error), { exitCode: EXIT.error });
     performance.mark('kms:command-loaded');
     await program.parseAsync([...argv.slice(0, 2), ...habits.args]);
-  } catch (err) {
-    if (err instanceof CommanderError) {
-      process.exitCode = err.exitCode === 0 ? 0 : EXIT.error;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      process.exitCode = error.exitCode === 0 ? 0 : EXIT.error;
       return;
     }
     // After an interrupt, the requests it cut fail: the interrupt was said when it came, and its
     // exit code says the rest (an apply that wrote something ends with ExitWith(3) instead).
-    if (interruptCause() && !(err instanceof ExitWith)) {
+    if (interruptCause() && !(error instanceof ExitWith)) {
       process.exitCode = interruptExitCode();
       return;
     }
-    const code = (err as { exitCode?: number }).exitCode ?? EXIT.error;
+    const code = (error as { exitCode?: number }).exitCode ?? EXIT.error;
     // An OS error names a syscall and maybe a temp file: say what it means for the user's path.
-    const message = describeFsError(err) ?? (err as Error).message;
+    const message = describeFsError(error) ?? (error as Error).message;
     // Redacted before cutting, so a cut never leaves part of a credential; long values cut (printable.ts).
-    if (message) process.stderr.write(redact(`Error: ${cutLongValues(redactCredentials(message))}\n`));
+    if (message) err(`Error: ${cutLongValues(redactCredentials(message))}\n`);
     process.exitCode = code;
   }
 }

@@ -9,7 +9,7 @@ import { StoreRegistry } from '../secrets/registry.js';
 import { addCdktfOptions, usesCdktf, type CdktfFlags } from './cdktf-input.js';
 import { connect, findDefaultConfig, loadConfig, policyFor } from '../engine/run.js';
 import { UsageError } from './errors.js';
-import { err, out } from './output.js';
+import { err, flushOutput, out, writeUnredacted } from './output.js';
 import { keyStates, type KeyState } from './secret-keys.js';
 import { printable as p } from '../model/printable.js';
 
@@ -78,7 +78,7 @@ export function registerSecrets(program: Command) {
           const value = await store.read(o.reveal);
           if (value === undefined) throw new UsageError(`no secret named ${o.reveal} in ${store.displayUri}`);
           // Deliberate, explicit, one value: bypasses the output redaction on purpose.
-          process.stdout.write(`${value}\n`);
+          writeUnredacted('stdout', `${value}\n`);
           return;
         }
         if (!store.list) throw new UsageError(`${store.displayUri} cannot list its secrets`);
@@ -165,6 +165,8 @@ export function registerSecrets(program: Command) {
             throw new UsageError(
               'refusing to remove secrets without confirmation: stdin is not a terminal to ask on. Review the list and pass --yes',
             );
+          // The list first: the question is written by readline, past the output queue.
+          flushOutput();
           const rl = createInterface({
             input: process.stdin,
             output: process.stdout.isTTY ? process.stdout : process.stderr,

@@ -79,7 +79,7 @@ import {
   keepRunInventory,
   savedPlanInventory,
 } from '../engine/inventory.js';
-import { err, out } from './output.js';
+import { err, flushOutput, out } from './output.js';
 import { liveToDesired, referencePartialProjects } from './export-live.js';
 import { addReportOptions, emitPlanReport, reportFormat, loadIgnoreRules, type ReportFlags } from './report-output.js';
 import { addCdktfOptions, usesCdktf, writeCdktfExport } from './cdktf-input.js';
@@ -262,6 +262,8 @@ async function confirm(
       'refusing to apply without confirmation: stdin is not a terminal to ask on. Review the plan and pass --auto-approve (or --yes) in CI, or apply a saved plan',
     );
   }
+  // The plan first: the question is written by readline, past the output queue.
+  flushOutput();
   const rl = createInterface({
     input: process.stdin,
     output: process.stdout.isTTY && !o.json ? process.stdout : process.stderr,

@@ -133,6 +133,14 @@ function breaksRun(c: number): boolean {
   );
 }
 
+/** The characters guardOutput escapes (controls but tab and newline, bidi and invisible ones). */
+const GUARDED_CHARS =
+  '[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u061c\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2069]';
+/** What guardOutput replaces: colour (SGR) and the progress line's `\r` + erase-line, kept as they are, and GUARDED_CHARS, escaped. */
+const GUARDED = new RegExp(`\\r\\x1b\\[2K|\\x1b\\[[0-9;]{0,12}m|${GUARDED_CHARS}`, 'g');
+/** What guardOutput can change, found anywhere: whatever it changes in a piece of a text, this finds in the whole. */
+const GUARD_HINT = new RegExp(`${GUARDED_CHARS}|##\\[|::`);
+
 /**
  * The last guard of every line written to stdout/stderr (cli/output.ts): a line whose first
  * non-blank characters are `::` would be a GitHub workflow command, so it is prefixed with a
@@ -142,10 +150,10 @@ function breaksRun(c: number): boolean {
  */
 export function guardOutput(text: string): string {
   return text
-    .replace(
-      /\r\x1b\[2K|\x1b\[[0-9;]{0,12}m|[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069]/g,
-      (m) => (m.length > 1 ? m : hex(m)),
-    )
+    .replace(GUARDED, (m) => (m.length > 1 ? m : hex(m)))
     .replace(/##\[/g, '#\\u0023[')
     .replace(/^([ \t]*)::/gm, '$1\\::');
 }
+
+/** Whether guardOutput may change some piece of `text` (false: it leaves every piece as it is). */
+export const mayGuard = (text: string): boolean => GUARD_HINT.test(text);

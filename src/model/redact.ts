@@ -329,7 +329,7 @@ export function credentialValues(env: NodeJS.ProcessEnv = process.env): [value: 
  * work done on it (which names are credentials, their spellings, the order) is reused while it
  * reads the same as last time: an output line costs one read of the environment, not a scan.
  */
-let lastEnvironment: { read: string[]; values: [value: string, label: string][] } | undefined;
+let lastEnvironment: { env: NodeJS.ProcessEnv; read: string[]; values: [value: string, label: string][] } | undefined;
 
 /** Names and values of the environment, in its order: [name, value, name, value, …]. */
 function readEnvironment(env: NodeJS.ProcessEnv): string[] {
@@ -345,10 +345,20 @@ function readEnvironment(env: NodeJS.ProcessEnv): string[] {
 const sameStrings = (a: readonly string[], b: readonly string[]) =>
   a.length === b.length && a.every((x, i) => x === b[i]);
 
+/**
+ * Credential values once read from the process's own environment, in all their spellings: they
+ * stay redacted after their variable changes or goes. A batch of output lines is redacted when it
+ * is written (cli/output.ts), which may be after a variable that was set when a line was made has
+ * changed; an old token is still a secret. Bounded, as a run's environment barely changes.
+ */
+const remembered = new Map<string, string>();
+const MAX_REMEMBERED = 20_000;
+
 /** The environment's credential values in all their spellings (longest first); registered ones are matched by redactRegistered. */
 function environmentValues(env: NodeJS.ProcessEnv): readonly [value: string, label: string][] {
   const read = readEnvironment(env);
-  if (lastEnvironment && sameStrings(lastEnvironment.read, read)) return lastEnvironment.values;
+  if (lastEnvironment && lastEnvironment.env === env && sameStrings(lastEnvironment.read, read))
+    return lastEnvironment.values;
   const found = new Map<string, string>();
   for (let i = 0; i < read.length; i += 2) {
     const name = read[i]!;
@@ -366,8 +376,13 @@ function environmentValues(env: NodeJS.ProcessEnv): readonly [value: string, lab
       }
     }
   }
+  if (env === process.env) {
+    for (const [spelling, name] of found)
+      if (remembered.size < MAX_REMEMBERED && !remembered.has(spelling)) remembered.set(spelling, name);
+    for (const [spelling, name] of remembered) if (!found.has(spelling)) found.set(spelling, name);
+  }
   const values = [...found].sort((a, b) => b[0].length - a[0].length);
-  lastEnvironment = { read, values };
+  lastEnvironment = { env, read, values };
   return values;
 }
 
@@ -380,10 +395,42 @@ export function holdsCredential(text: string, env: NodeJS.ProcessEnv = process.e
 
 /** The text with every known credential value and every credential-shaped string replaced. */
 export function redactCredentials(text: string, env: NodeJS.ProcessEnv = process.env): string {
-  let s = redactRegistered(text);
-  for (const [value, label] of environmentValues(env))
-    if (s.includes(value)) s = s.split(value).join(`[REDACTED ${label}]`);
+  return redactWith(text, environmentValues(env));
+}
+
+/**
+ * redactCredentials for a batch of texts written together (cli/output.ts): the environment is
+ * read once, now, and `each` redacts one text as redactCredentials would; `values` redacts
+ * the known values alone (no shapes), for the batch's texts joined, where a value written in two
+ * pieces is whole; `untouched` says of the texts joined that `each` would change none of them. Read when the batch is written, never before its texts were made: a variable
+ * set before a text was made is read (or remembered, when it has gone since).
+ */
+export function batchRedaction(env: NodeJS.ProcessEnv = process.env): {
+  each: (text: string) => string;
+  values: (text: string) => string;
+  untouched: (text: string) => boolean;
+} {
+  const values = environmentValues(env);
+  return {
+    each: (text) => redactWith(text, values),
+    values: (text) => redactValues(text, values),
+    // No known value and nothing shaped like a credential anywhere in the joined texts: `each` leaves every one as it is.
+    untouched: (text) => redactValues(text, values) === text && !SHAPE_HINTS.some((re) => re.test(text)),
+  };
+}
+
+/** SHAPES without their word-boundary anchors: whatever a shape matches in a piece of a text, these find in the whole. */
+const SHAPE_HINTS = SHAPES.map(([re]) => new RegExp(re.source.replaceAll('\\b', '')));
+
+function redactWith(text: string, values: readonly [value: string, label: string][]): string {
+  let s = redactValues(text, values);
   for (const [re, by] of SHAPES) s = s.replace(re, by);
+  return s;
+}
+
+function redactValues(text: string, values: readonly [value: string, label: string][]): string {
+  let s = redactRegistered(text);
+  for (const [value, label] of values) if (s.includes(value)) s = s.split(value).join(`[REDACTED ${label}]`);
   return s;
 }
 

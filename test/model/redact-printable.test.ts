@@ -1,9 +1,10 @@
 // The one redaction (model/redact.ts) and the one escaping of hostile text (model/printable.ts).
 import { describe, expect, it } from 'vitest';
-import { cutLongValues, guardOutput, printable, quoted } from '../../src/model/printable.js';
+import { cutLongValues, guardOutput, mayGuard, printable, quoted } from '../../src/model/printable.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
+  batchRedaction,
   credentialValues,
   holdsCredential,
   isCredentialEnvName,
@@ -133,6 +134,68 @@ describe('redaction by value', () => {
     } finally {
       delete process.env[name];
     }
+  });
+});
+
+describe('redaction of a batch of output (cli/output.ts)', () => {
+  it('reads the environment once per batch and keeps masking a credential whose variable changed or went since', () => {
+    const name = 'KMS_SYNC_BATCH_TEST_TOKEN';
+    process.env[name] = 'batch-token-Hq3wE8rT';
+    try {
+      expect(batchRedaction().each('a batch-token-Hq3wE8rT b')).toBe(`a [REDACTED ${name}] b`);
+      process.env[name] = 'batch-token-Jx6yU1iO';
+      const after = batchRedaction();
+      expect(after.each('batch-token-Hq3wE8rT batch-token-Jx6yU1iO')).toBe(`[REDACTED ${name}] [REDACTED ${name}]`);
+      delete process.env[name];
+      expect(batchRedaction().each('batch-token-Jx6yU1iO')).toBe(`[REDACTED ${name}]`);
+    } finally {
+      delete process.env[name];
+    }
+  });
+
+  it('says a joined text is untouched only when no piece of it would change, whatever the cut (3,000 random texts)', () => {
+    registerSecret('batch-raw-Pm4nB7vC', 'raw key');
+    const env = { DEPLOY_TOKEN: 'deploy-Zt5bN8cVx' };
+    const r = batchRedaction(env);
+    const parts = [
+      'plain ',
+      'client.shop/web: create complete\n',
+      'ri',
+      'sk_live_',
+      'abcd1234',
+      'kmsc_',
+      'AbCdEfGh12',
+      'deploy-Zt5',
+      'bN8cVx',
+      'batch-raw-',
+      'Pm4nB7vC',
+      '-----BEGIN PRIVATE KEY-----',
+      ':',
+      '::error::x\n',
+      '##',
+      '[',
+      '\x1b[2J',
+      '\r\x1b[2K',
+      ' ',
+    ];
+    let seed = 7;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    let untouched = 0;
+    for (let i = 0; i < 3000; i++) {
+      const pieces = Array.from({ length: 1 + next(6) }, () =>
+        Array.from({ length: 1 + next(3) }, () => parts[next(parts.length)]).join(''),
+      );
+      const joined = pieces.join('');
+      if (r.untouched(joined)) {
+        untouched++;
+        for (const p of pieces) expect(r.each(p), JSON.stringify(pieces)).toBe(p);
+      }
+      if (!mayGuard(joined)) for (const p of pieces) expect(guardOutput(p), JSON.stringify(pieces)).toBe(p);
+    }
+    expect(untouched).toBeGreaterThan(100);
   });
 });
 
