@@ -486,7 +486,8 @@ export class KmsService {
   listTemplates(ref: string | null, page: number, limit: number) {
     const env = this.env(requireEnvParam(ref));
     const page_ = paginate([...env.templates.values()], page, limit);
-    return { ...page_, data: page_.data.map((t) => this.templateView(env, t)) };
+    const counts = this.templateCounts(env);
+    return { ...page_, data: page_.data.map((t) => this.templateView(env, t, counts)) };
   }
 
   // ------------------------------------------------------------------ clients
@@ -991,11 +992,12 @@ export class KmsService {
         clients: { count: e.clients.size, max: this.envMax(e) },
       };
       if (!full) return summary;
+      const counts = this.templateCounts(e);
       return {
         ...summary,
         url: e.url,
         createdAt: e.createdAt,
-        templates: [...e.templates.values()].map((t) => this.templateView(e, t)),
+        templates: [...e.templates.values()].map((t) => this.templateView(e, t, counts)),
         endpoints: { count: e.endpoints.size },
       };
     });
@@ -1010,9 +1012,17 @@ export class KmsService {
     };
   }
 
-  private templateView(env: Env, t: Template) {
-    let count = 0;
-    for (const c of env.clients.values()) if (c.templateId === t.id) count++;
+  /** Clients per template id, counted in one pass over the environment's clients (not one per template). */
+  private templateCounts(env: Env): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const c of env.clients.values()) {
+      if (c.templateId !== null) counts.set(c.templateId, (counts.get(c.templateId) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  private templateView(env: Env, t: Template, counts: Map<string, number>) {
+    const count = counts.get(t.id) ?? 0;
     return {
       id: t.id,
       name: t.name,
