@@ -3,6 +3,7 @@ export {
   loadDesiredState,
   loadDesiredStateFromSources,
   loadDesiredStateStreamed,
+  loadDesiredStateStreamedOrWhole,
   StreamedBodies,
   type StreamedLoad,
   type StreamedSkeleton,

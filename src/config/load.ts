@@ -100,7 +100,11 @@ export interface ConfigSource {
  * collected and thrown together as one ConfigError.
  */
 export async function loadDesiredState(paths: string[], opts: LoadOptions = {}): Promise<LoadResult> {
-  const { sources, pre } = await readSources(paths, opts);
+  return loadWhole(await readSources(paths, opts), opts);
+}
+
+/** loadDesiredState of texts read already. */
+async function loadWhole({ sources, pre }: SourcesRead, opts: LoadOptions): Promise<LoadResult> {
   const warnings: Diagnostic[] = [];
   pre.push(...(opts.diagnostics ?? []));
   const foreign = opts.documents ?? [];
@@ -117,10 +121,12 @@ function envOf(opts: LoadOptions): EnvSource {
 }
 
 /** The texts of the files `paths` name, and the problems of those that cannot be read. */
-async function readSources(
-  paths: string[],
-  opts: LoadOptions,
-): Promise<{ sources: ConfigSource[]; pre: Diagnostic[] }> {
+interface SourcesRead {
+  sources: ConfigSource[];
+  pre: Diagnostic[];
+}
+
+async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesRead> {
   const cwd = path.resolve(opts.cwd ?? process.cwd());
   const pre: Diagnostic[] = [];
   // A CDKTF-only run names no files.
@@ -176,7 +182,24 @@ export async function loadDesiredStateStreamed(
   opts: LoadOptions = {},
 ): Promise<StreamedLoad | undefined> {
   if (opts.documents || opts.diagnostics?.length) return undefined;
-  const { sources, pre } = await readSources(paths, opts);
+  return loadStreamed(await readSources(paths, opts), opts);
+}
+
+/**
+ * loadDesiredStateStreamed, or loadDesiredState when it declines, of the files read once (a
+ * configuration of one environment, the usual one, is always loaded whole).
+ */
+export async function loadDesiredStateStreamedOrWhole(
+  paths: string[],
+  opts: LoadOptions = {},
+): Promise<StreamedLoad | LoadResult> {
+  if (opts.documents || opts.diagnostics?.length) return loadDesiredState(paths, opts);
+  const read = await readSources(paths, opts);
+  return (await loadStreamed(read, opts)) ?? loadWhole(read, opts);
+}
+
+/** loadDesiredStateStreamed of texts read already. */
+async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): Promise<StreamedLoad | undefined> {
   if (pre.length > 0) return undefined;
   // One environment is loaded whole (below): say so before the skeleton read (a fifth of a parse)
   // when the texts name `clients` and `endpoints` once at most. A key spelled with escapes only

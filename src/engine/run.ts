@@ -11,9 +11,11 @@ import {
   formatDiagnostic,
   formatDiagnostics,
   loadDesiredState,
-  loadDesiredStateStreamed,
+  loadDesiredStateStreamedOrWhole,
   NotStreamable,
+  type LoadResult,
   type StreamedBodies,
+  type StreamedLoad,
 } from '../config/index.js';
 import {
   readLiveState,
@@ -205,7 +207,7 @@ export async function loadConfig(
     readAhead?.abandon();
     throw e;
   }
-  let loaded;
+  let loaded: LoadResult | StreamedLoad;
   let bodies: StreamedBodies | undefined;
   try {
     const options = {
@@ -222,13 +224,13 @@ export async function loadConfig(
         : {}),
     };
     // Streamed only without a journal: recovery runs once, whatever the plan then finds.
-    const streamed =
+    // (The files are read once: a configuration that cannot stream is loaded whole from the same texts.)
+    loaded =
       o.stream && !o.stream.whole && !existsSync(defaultJournalPath(baseDir))
-        ? await loadDesiredStateStreamed(o.file, options)
-        : undefined;
-    bodies = streamed?.bodies;
+        ? await loadDesiredStateStreamedOrWhole(o.file, options)
+        : await loadDesiredState(o.file, options);
+    bodies = 'bodies' in loaded ? (loaded as StreamedLoad).bodies : undefined;
     if (o.stream && bodies) o.stream.bodies = bodies;
-    loaded = streamed ?? (await loadDesiredState(o.file, options));
   } catch (e) {
     readAhead?.abandon();
     if (e instanceof ConfigError)
