@@ -34,7 +34,10 @@ import {
   InventoryIndex,
   nextInventory,
   ownedEntries,
+  INVENTORY_ENTRY_FIELDS,
   parseInventory,
+  plainEntries,
+  plainEntry,
   type Inventory,
   type InventoryEntry,
   type InventoryScan,
@@ -63,26 +66,18 @@ const sealOf = (inv: Pick<Inventory, 'owner' | 'entries'>, key: Buffer) =>
  * file) makes it canonicalJson's.
  */
 function sealedText(inv: Pick<Inventory, 'owner' | 'entries'>): string {
-  for (let i = 0; i < inv.entries.length; i++)
-    if (!plainEntry(inv.entries[i]!))
-      return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
+  if (!plainEntries(inv.entries))
+    return canonicalJson({ owner: inv.owner, entries: inv.entries as unknown as JsonObject[] });
   return JSON.stringify({ entries: inv.entries, owner: inv.owner }, SEALED_KEYS);
 }
-const ENTRY_FIELDS: ReadonlySet<string> = new Set(['address', 'applied', 'id', 'kind', 'projectEnv']);
 /** The top level's keys and an entry's, sorted: canonicalJson's order. */
-const SEALED_KEYS = ['entries', 'owner', ...[...ENTRY_FIELDS].sort()];
-
-/** An entry of the known fields only, each a string when present (what sealedText writes in one shape). */
-function plainEntry(e: InventoryEntry): boolean {
-  const fields = e as unknown as Record<string, unknown>;
-  for (const k in fields)
-    if (!ENTRY_FIELDS.has(k) || (fields[k] !== undefined && typeof fields[k] !== 'string')) return false;
-  return true;
-}
+const SEALED_KEYS = ['entries', 'owner', ...[...INVENTORY_ENTRY_FIELDS].sort()];
 
 /** The same entries in the same order (an entry of another form is never the same but as the same object). */
 function sameEntries(a: readonly InventoryEntry[], b: readonly InventoryEntry[]): boolean {
   if (a.length !== b.length) return false;
+  // Entries of the known form throughout (as an inventory read and checked, and a scan, hold them): their fields tell.
+  const plain = plainEntries(a) && plainEntries(b);
   for (let i = 0; i < a.length; i++) {
     const x = a[i]!;
     const y = b[i]!;
@@ -93,8 +88,7 @@ function sameEntries(a: readonly InventoryEntry[], b: readonly InventoryEntry[])
       x.id !== y.id ||
       x.kind !== y.kind ||
       x.projectEnv !== y.projectEnv ||
-      !plainEntry(x) ||
-      !plainEntry(y)
+      (!plain && (!plainEntry(x) || !plainEntry(y)))
     )
       return false;
   }

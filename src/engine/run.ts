@@ -28,7 +28,7 @@ import {
 import { credentialKind, emptyLiveState, projectEnvOf, type DesiredState, type LiveState } from '../model/index.js';
 import { buildPlan, sortOperations } from '../plan/diff.js';
 import { mergePlans, type PlanPart } from '../plan/merge.js';
-import type { InventoryEntry, InventoryIndex, InventoryScan } from '../plan/inventory.js';
+import { madePlain, type InventoryEntry, type InventoryIndex, type InventoryScan } from '../plan/inventory.js';
 import type { ServiceInventory } from './inventory.js';
 import { planDestroy } from '../plan/removal.js';
 import { missingExternalProjects } from '../plan/external.js';
@@ -815,7 +815,8 @@ async function planStreamed(
   kept.envs = head.envs;
   const duplicates: LiveReadResult['duplicates'][] = [];
   const overCapacity: ReturnType<typeof capacityProblems> = [];
-  const owned: InventoryEntry[] = [];
+  // Only ever given the entries of parts' scans (ownedEntries here, or its structured clone from a worker thread).
+  const owned: InventoryEntry[] = madePlain([]);
   const serviceRead = new Map<string, ServiceInventory>();
   // Apply environment by environment (o.parts): the operations parts no longer keep, for the store checks.
   const writes: ReturnType<typeof opWrites>[] = [];

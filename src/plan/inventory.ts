@@ -36,6 +36,38 @@ export interface InventoryEntry {
   applied?: string;
 }
 
+/** An entry's fields, as an inventory file writes them. */
+export const INVENTORY_ENTRY_FIELDS: ReadonlySet<string> = new Set(['address', 'applied', 'id', 'kind', 'projectEnv']);
+
+/** An entry of the known fields only, each a string when present (the form the seal's fast text and sameEntries take). */
+export function plainEntry(e: InventoryEntry): boolean {
+  const fields = e as unknown as Record<string, unknown>;
+  for (const k in fields)
+    if (!INVENTORY_ENTRY_FIELDS.has(k) || (fields[k] !== undefined && typeof fields[k] !== 'string')) return false;
+  return true;
+}
+
+/**
+ * Lists of entries known to hold plain entries only (plainEntry): those this module makes (a
+ * scan, the next inventory) and those found so, checked once. Such a list is never given other
+ * entries afterwards (a scan's list is only added to from scans).
+ */
+const PLAIN = new WeakSet<readonly InventoryEntry[]>();
+
+/** Whether every entry of `entries` is plain; the answer is kept for the list. */
+export function plainEntries(entries: readonly InventoryEntry[]): boolean {
+  if (PLAIN.has(entries)) return true;
+  for (let i = 0; i < entries.length; i++) if (!plainEntry(entries[i]!)) return false;
+  PLAIN.add(entries);
+  return true;
+}
+
+/** Records `entries` as a list of plain entries (made so, and only ever added to with plain entries). */
+export function madePlain<T extends readonly InventoryEntry[]>(entries: T): T {
+  PLAIN.add(entries);
+  return entries;
+}
+
 export interface Inventory {
   formatVersion: 1;
   /** The owner id the entries belong to: another owner's inventory is not this configuration's. */
@@ -128,7 +160,7 @@ export function ownedEntries(state: LiveState, owner: string): InventoryEntry[] 
         projectEnv: e.projectEnv,
       });
   }
-  return out;
+  return madePlain(out);
 }
 
 /** What a plan that read `envsRead` found this configuration owns: the inventory's next state (see nextInventory). */
@@ -182,7 +214,8 @@ export function afterApply(
     if (deleted !== undefined) owned.delete(deleted);
     if (set) owned.set(`${set.kind} ${set.id ?? set.address}`, set);
   }
-  return { ...scan, owned: [...owned.values()] };
+  const next = [...owned.values()];
+  return { ...scan, owned: PLAIN.has(scan.owned) ? madePlain(next) : next };
 }
 
 /** Whether `owned` holds one entry per key (clients and endpoints only), and each entry of `effects` under its key. */
@@ -288,6 +321,8 @@ export function nextInventory(
   for (const e of scan.owned) put(e);
   for (const e of records) if (e !== undefined) put(e);
   entries.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+  // Records are made here; kept entries and the scan's are plain when their lists are.
+  if (PLAIN.has(scan.owned) && (kept.length === 0 || plainEntries(previous!.entries))) madePlain(entries);
   return {
     formatVersion: 1,
     owner,

@@ -3,7 +3,8 @@
 // an apply reads the copy twice (at its start, and under the lock after it), and a copy changed
 // in between (another shard wrote it, or someone edited it) is read and checked again.
 import { createHmac, randomUUID } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   cliInventory,
@@ -111,5 +112,37 @@ describe("the CLI inventory's seal", () => {
     expect(sealHolds(after, KEY)).toBe(true);
     expect(after.entries.map((e) => e.id)).not.toContain(foreign.id);
     expect(after.entries.map((e) => e.id).sort()).toEqual(owned.map((e) => e.id).sort());
+  });
+
+  it('a sealed copy with a field the format does not know is written again in the known form, though its entries are the scan', async () => {
+    const dir = scratchDir();
+    const file = cliInventoryFile(dir);
+    const owned = [client('acme'), client('globex')];
+    const plan = { operations: [], unmanaged: [], warnings: [] } as never;
+    // Sealed by the credential's holder over canonicalJson, one entry with a note (a later format, a hand edit).
+    const odd = [owned[0]!, { ...owned[1]!, note: 'x' } as unknown as InventoryEntry].sort((a, b) =>
+      a.address < b.address ? -1 : 1,
+    );
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, JSON.stringify(inventory(odd, canonicalSeal(OWNER, odd))));
+    const start = await cliInventory(dir, OWNER, KEY, noWarning);
+    expect(start.known.sealed).toBe(true);
+    await keepInventory(file, { owned, envsRead: [PE] }, undefined, plan, OWNER, {
+      now: new Date(),
+      sealKey: KEY,
+      known: start.known,
+    });
+    const kept = JSON.parse(readFileSync(file, 'utf8')) as Inventory;
+    expect(sealHolds(kept, KEY)).toBe(true);
+    expect(kept.entries).toEqual([...owned].sort((a, b) => (a.address < b.address ? -1 : 1)));
+    // Written once in the known form, the same scan leaves it as it is.
+    const text = readFileSync(file, 'utf8');
+    const again = await cliInventory(dir, OWNER, KEY, noWarning);
+    await keepInventory(file, { owned, envsRead: [PE] }, undefined, plan, OWNER, {
+      now: new Date(),
+      sealKey: KEY,
+      known: again.known,
+    });
+    expect(readFileSync(file, 'utf8')).toBe(text);
   });
 });
