@@ -12,7 +12,7 @@ import { ServerKeyPair } from './encryption.js';
 import { ApiError } from './errors.js';
 import { answerConnect, clientErrorHandler, MAX_HEADER_BYTES } from './protocol-errors.js';
 import { decodeComponent, excerpt, parseRequestTarget } from './request-target.js';
-import { CUSTOMER_KEY_PREFIX, KmsService, type SeedRequest } from './service.js';
+import { CUSTOMER_KEY_PREFIX, JsonText, KmsService, type SeedRequest } from './service.js';
 import { checkDepth, queryBool, queryInt } from './validate.js';
 
 export type { FaultMode, FaultRule } from './control.js';
@@ -148,7 +148,7 @@ function buildRoutes(svc: KmsService, keys: ServerKeyPair): Route[] {
 }
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
-  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  const text = body instanceof JsonText ? body.text : typeof body === 'string' ? body : JSON.stringify(body);
   res.writeHead(status, {
     'content-type': typeof body === 'string' ? 'application/yaml' : 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),

@@ -298,8 +298,21 @@ export interface ValidationOutcome {
 }
 
 /** The whole service state, with every operation of the interface. */
+/** An answer already written as JSON text (the server sends it as it is). */
+export class JsonText {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+}
+
 export class KmsService {
   readonly projects = new Map<string, Project>();
+  /**
+   * Each client's list item as JSON text, made at its first listing; a change to the client
+   * (changed()) drops it. Its environment's slug is in it: a client never moves.
+   */
+  private readonly listed = new WeakMap<Client, string>();
   /** Indexes: project_env → env, env id → env, client id → env. */
   private readonly envsBySlug = new Map<string, Env>();
   private readonly envsById = new Map<string, Env>();
@@ -502,7 +515,16 @@ export class KmsService {
     if (q.type) items = items.filter((c) => c.type === q.type);
     if (q.templateId) items = items.filter((c) => c.templateId === q.templateId);
     const page = paginate(items, q.page, q.limit);
-    return { ...page, data: page.data.map((c) => this.clientView(env, c, false)) };
+    // The page written from each client's JSON text, made at its first listing (JSON.stringify of
+    // 100 client views a page was ~40% of the emulator's CPU for a plan of 100,000 clients).
+    let data = '';
+    for (let i = 0; i < page.data.length; i++) {
+      const c = page.data[i]!;
+      let text = this.listed.get(c);
+      if (text === undefined) this.listed.set(c, (text = JSON.stringify(this.clientView(env, c, false))));
+      data += i === 0 ? text : `,${text}`;
+    }
+    return new JsonText(`{"data":[${data}],"pagination":${JSON.stringify(page.pagination)}}`);
   }
 
   createClients(ref: string | null, body: Json) {
@@ -601,6 +623,7 @@ export class KmsService {
       }
     }
     client.updatedAt = ts;
+    this.changed(client);
     return this.clientViewWithSecrets(env, client, issued);
   }
 
@@ -611,6 +634,7 @@ export class KmsService {
       if (i < 0) throw notFound(`key '${keyId}' not found on client ${client.id}`);
       client.keys.splice(i, 1);
       client.updatedAt = now();
+      this.changed(client);
       return { success: true, deleted: 'key', id: keyId };
     }
     this.dropClient(env, client);
@@ -845,6 +869,11 @@ export class KmsService {
     return template;
   }
 
+  /** Called after any change to a client's listed fields or keys: its list item is written again. */
+  private changed(client: Client) {
+    this.listed.delete(client);
+  }
+
   private dropEnv(env: Env) {
     for (const id of env.clients.keys()) this.clientEnv.delete(id);
     this.projects.get(env.project)?.envs.delete(env.projectEnv);
@@ -898,6 +927,7 @@ export class KmsService {
       createdAt: now(),
     };
     client.keys.push(key);
+    this.changed(client);
     const { hash: _hash, ...view } = key;
     return { ...view, key: raw };
   }

@@ -1028,6 +1028,34 @@ describe('clients', () => {
     expect(clamped.body.data).toHaveLength(total);
   });
 
+  it('GET /client lists a client as it is now: after an update, a key issued and a key deleted (as GET /client/{uuid} shows it)', async () => {
+    const c = await createClient(PE, {
+      name: 'Listed',
+      templateId: t.std.id,
+      metadata: { v: '1' },
+      keys: [{ name: 'a' }],
+    });
+    const listed = async () => {
+      const byName = await call('GET', '/client', { query: { project_env: PE, name: c.name } });
+      const got = await call('GET', `/client/${c.id}`, { query: { project_env: PE } });
+      const { stats: _stats, ...view } = got.body;
+      expect(byName.body.data).toEqual([view]);
+      return byName.body.data[0];
+    };
+    expect((await listed()).metadata).toEqual({ v: '1' });
+    await call('PUT', `/client/${c.id}`, {
+      query: { project_env: PE },
+      body: { metadata: { v: '2' }, ipWhitelist: ['10.1.0.0/16'], keys: [{ name: 'b' }] },
+    });
+    const updated = await listed();
+    expect(updated.metadata).toEqual({ v: '2' });
+    expect(updated.ipWhitelist).toEqual(['10.1.0.0/16']);
+    expect(updated.keys.map((k: J) => k.name)).toEqual(['a', 'b']);
+    await call('DELETE', `/client/${c.id}`, { query: { project_env: PE, keyId: c.keys[0].id } });
+    expect((await listed()).keys.map((k: J) => k.name)).toEqual(['b']);
+    await call('DELETE', `/client/${c.id}`, { query: { project_env: PE } });
+  });
+
   it('PUT /client merges fields and upserts keys: new key raw once, existing updated, unlisted kept', async () => {
     const c = await createClient(PE, {
       name: 'Upsert',
