@@ -140,11 +140,27 @@ const headHashes = new Set<number>();
 export function registerSecret(value: string, label = 'secret'): void {
   if (registeredValues.has(value)) return;
   registeredValues.add(value);
+  if (PLAIN.test(value)) {
+    // A raw key, most tokens: its one piece and that piece's cases (spellings' TEXT kinds), without
+    // building the lists (a run registers every key it issues: bench scenario 6, 2,000).
+    if (value.length < MIN_SECRET_LENGTH) return;
+    addRegistered(value, label);
+    if (value.length >= 16) {
+      addRegistered(value.toUpperCase(), label);
+      addRegistered(value.toLowerCase(), label);
+    }
+    pendEncoded(value, label, shortestEncodedOf(value.length));
+    return;
+  }
   for (const piece of spellings(value, TEXT)) addRegistered(piece, label);
   // Its hex and base64 spellings when a text could hold one (settleEncoded): a run that issued
   // thousands of keys and printed lines of names spells none of them.
   const shortest = shortestEncoded(value);
-  if (shortest === undefined) return;
+  if (shortest !== undefined) pendEncoded(value, label, shortest);
+}
+
+/** A value whose encoded spellings settleEncoded registers once a text could hold the shortest of them. */
+function pendEncoded(value: string, label: string, shortest: number): void {
   pendingEncoded.push([value, label]);
   if (shortest < pendingShortest) pendingShortest = shortest;
 }
@@ -205,13 +221,17 @@ function hasEncodedRun(text: string, length: number): boolean {
 function shortestEncoded(value: string): number | undefined {
   let shortest: number | undefined;
   for (const p of pieces(value)) {
-    const n = Buffer.byteLength(p, 'utf8');
-    // hex; base64 of whole groups at alignments 0, 1 and 2 (the shortest of the base64 forms).
-    const m = Math.min(2 * n, Math.floor(n / 3) * 4, Math.floor((n + 1) / 3) * 4 - 2, Math.floor((n + 2) / 3) * 4 - 3);
-    const at = Math.max(m, MIN_SECRET_LENGTH);
+    const at = shortestEncodedOf(Buffer.byteLength(p, 'utf8'));
     if (shortest === undefined || at < shortest) shortest = at;
   }
   return shortest;
+}
+
+/** The length of the shortest encoded spelling of a piece of `n` bytes. */
+function shortestEncodedOf(n: number): number {
+  // hex; base64 of whole groups at alignments 0, 1 and 2 (the shortest of the base64 forms).
+  const m = Math.min(2 * n, Math.floor(n / 3) * 4, Math.floor((n + 1) / 3) * 4 - 2, Math.floor((n + 2) / 3) * 4 - 3);
+  return Math.max(m, MIN_SECRET_LENGTH);
 }
 
 /** The rolling hash's base, and its power for the character that leaves the window. */

@@ -248,6 +248,14 @@ describe('redaction of encoded spellings (issue 34)', () => {
     const text = `echo ${last} ${Buffer.from(last).toString('hex')} ${Buffer.from(last).toString('base64url')} done`;
     expect(redactCredentials(text, {})).toBe('echo [REDACTED raw key] [REDACTED raw key] [REDACTED raw key] done');
     expect(holdsCredential(`x${raws[7]}y`, {})).toBe(true);
+    // Upper- and lower-cased (a service or a tool may echo it so), and a value with characters JSON escapes.
+    const mid = raws[1000]!;
+    expect(redactCredentials(`${mid.toUpperCase()} ${mid.toLowerCase()}`, {})).toBe(
+      '[REDACTED raw key] [REDACTED raw key]',
+    );
+    const quoted = 'pass "Wq3zL8nR5tY2" word';
+    registerSecret(quoted, 'token');
+    expect(redactCredentials(JSON.stringify({ v: quoted }), {})).toBe('{"v":"[REDACTED token]"}');
   });
 
   it("a registered value's hex and base64 spellings are masked in the first text that could hold one, however many could not before", () => {
