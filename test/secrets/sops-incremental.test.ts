@@ -17,6 +17,7 @@ import {
   type FragmentCache,
   type SNode,
 } from '../../src/secrets/sops/document.js';
+import { decryptSopsValue, encryptSopsString, freshIv } from '../../src/secrets/sops/cipher.js';
 import { KMS_SYNC_RULES, SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
 
@@ -159,5 +160,27 @@ describe('SopsFileStore at scale', () => {
     values.set('e/new/k', fakeKey());
     await second.put('e/new/k', values.get('e/new/k')!, meta('e/new/k'));
     expect(await new SopsFileStore(file, { env: sb.env }).readAll()).toEqual(values);
+  });
+});
+
+describe('value IVs', () => {
+  it('each value gets IV bytes of its own, across draws of the IV pool, and decrypts', () => {
+    const key = randomBytes(32);
+    const ivs = new Set<string>();
+    // 300 values: more than two draws of 128 IVs.
+    for (let i = 0; i < 300; i++) {
+      const aad = `secrets:v${i}:value:`;
+      const enc = encryptSopsString(`kmsc_value-${i}`, key, aad);
+      const iv = /,iv:([^,]+),/.exec(enc)?.[1] ?? '';
+      expect(Buffer.from(iv, 'base64')).toHaveLength(32);
+      ivs.add(iv);
+      expect(decryptSopsValue(enc, key, aad)).toEqual({ type: 'str', value: `kmsc_value-${i}` });
+    }
+    expect(ivs.size).toBe(300);
+    // An IV handed out is not changed by the ones after it (a slice of the pool, never refilled in place).
+    const first = freshIv();
+    const copy = Buffer.from(first);
+    for (let i = 0; i < 200; i++) freshIv();
+    expect(first.equals(copy)).toBe(true);
   });
 });

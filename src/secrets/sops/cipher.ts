@@ -43,9 +43,29 @@ export function encryptSopsString(plain: string, key: Uint8Array, aad: string): 
   return encryptBytes(Buffer.from(plain, 'utf8'), 'str', key, aad);
 }
 
+/**
+ * IVs are cut from one draw of random bytes, 128 at a time, instead of one draw each: a write of
+ * thousands of new values (bench scenario 6: 2,000) paid a call into the random generator per value
+ * (~4-8 µs). Each slice is handed out once; an IV is no secret (it is written beside the value).
+ */
+const IV_POOL = 128 * IV_SIZE;
+let ivPool = Buffer.alloc(0);
+let ivNext = 0;
+
+/** A fresh random IV: IV_SIZE bytes no other call got. */
+export function freshIv(): Buffer {
+  if (ivNext + IV_SIZE > ivPool.length) {
+    ivPool = randomBytes(IV_POOL);
+    ivNext = 0;
+  }
+  const iv = ivPool.subarray(ivNext, ivNext + IV_SIZE);
+  ivNext += IV_SIZE;
+  return iv;
+}
+
 export function encryptBytes(plain: Uint8Array, type: string, key: Uint8Array, aad: string): string {
   if (key.length !== 32) throw new Error('SOPS data key must be 32 bytes');
-  const iv = randomBytes(IV_SIZE);
+  const iv = freshIv();
   const c = createCipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_SIZE });
   c.setAAD(Buffer.from(aad, 'utf8'));
   const data = Buffer.concat([c.update(plain), c.final()]);
