@@ -54,11 +54,13 @@ export async function withReadProgress<T>(
   api.onPageRead = (e) => {
     previous?.(e);
     // Page 1 of a list announces the list; its page count joins the total.
-    if (e.page === 1) lists.set(`${e.kind}#${list++}`, e.pages);
+    const announced = e.page === 1;
+    if (announced) lists.set(`${e.kind}#${list++}`, e.pages);
     done++;
-    // At most ten redraws a second: a fast read must not spend its time on the terminal.
+    // At most ten redraws a second (a fast read must not spend its time on the terminal), but a
+    // grown total is always drawn: a few lines per environment, and the line never shows a stale total.
     const now = Date.now();
-    if (now - drawnAt >= 100) {
+    if (announced || now - drawnAt >= 100) {
       drawnAt = now;
       draw();
     }

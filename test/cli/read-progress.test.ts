@@ -39,8 +39,9 @@ it('plan on a terminal shows the pages read out of the total, and clears the lin
   // Never more pages read than known, and the counts only grow.
   for (const [read, total] of drawn) expect(read).toBeLessThanOrEqual(total);
   for (let i = 1; i < drawn.length; i++) expect(drawn[i]![0]).toBeGreaterThanOrEqual(drawn[i - 1]![0]);
-  // The project list, three pages of clients and the endpoints: at least five pages by the end.
-  expect(Math.max(...drawn.map(([, total]) => total))).toBeGreaterThanOrEqual(5);
+  // The project list, three pages of clients and the endpoints: each list's first page draws the
+  // grown total, so the last total drawn counts five pages or more, whatever the timing.
+  expect(drawn.at(-1)![1], r.output).toBeGreaterThanOrEqual(5);
   expect(r.output).toContain('No changes.');
 });
 
