@@ -35,6 +35,7 @@ import {
   nextInventory,
   ownedEntries,
   INVENTORY_ENTRY_FIELDS,
+  parsedWhole,
   parseInventory,
   plainEntries,
   plainEntry,
@@ -44,7 +45,7 @@ import {
 } from '../plan/inventory.js';
 import type { Plan } from '../plan/types.js';
 import { withLock } from '../secrets/fsutil.js';
-import { readStateJsonKnown, writeStateJson, type StateJsonRead } from './state-files.js';
+import { readStateJsonKnown, writeStateJson, writeStateText, type StateJsonRead } from './state-files.js';
 
 // ---------------------------------------------------------------- the local copy
 
@@ -95,12 +96,66 @@ function sameEntries(a: readonly InventoryEntry[], b: readonly InventoryEntry[])
   return true;
 }
 
-/** Whether `inv` carries a seal made with `key` over its owner and entries. */
-export function sealHolds(inv: Inventory, key: Buffer | undefined): boolean {
+/**
+ * Whether `inv` carries a seal made with `key` over its owner and entries. `text`: the file `inv`
+ * was read from; in the form sealedFile writes, the seal is checked over its entries' text as it
+ * is there (what was sealed, byte for byte, and what was parsed), without writing them again.
+ */
+export function sealHolds(inv: Inventory, key: Buffer | undefined, text?: string): boolean {
   if (!key || typeof inv.seal !== 'string') return false;
-  const want = Buffer.from(sealOf(inv, key));
-  const got = Buffer.from(inv.seal);
-  return want.length === got.length && timingSafeEqual(want, got);
+  const onText = text !== undefined ? sealOnText(inv, text, key) : undefined;
+  // A text of another form, or one that does not hold there (written before, hand-edited): the entries written again.
+  return (onText !== undefined && sameSeal(inv.seal, onText)) || sameSeal(inv.seal, sealOf(inv, key));
+}
+
+const sameSeal = (seal: string, want: string) => {
+  const a = Buffer.from(want);
+  const b = Buffer.from(seal);
+  return a.length === b.length && timingSafeEqual(a, b);
+};
+
+/**
+ * The seal of `inv` made on the text it was read from, when that text is sealedFile's of it:
+ * its head and tail as `inv`'s own fields write them (no other key, no key twice outside the
+ * entries), every entry of the known form and kept by parseInventory. Between them is the text of
+ * the entries parsed; a seal made over it by the key's holder was made over sealedText of those
+ * entries (undefined: another form, checked by writing the entries again).
+ */
+function sealOnText(inv: Inventory, text: string, key: Buffer): string | undefined {
+  if (!parsedWhole(inv.entries) || !plainEntries(inv.entries)) return undefined;
+  const head = sealedFileHead(inv);
+  const tail = sealedFileTail(inv.seal!);
+  if (text.length < head.length + tail.length || !text.startsWith(head) || !text.endsWith(tail)) return undefined;
+  return createHmac('sha256', key)
+    .update('{"entries":')
+    .update(text.slice(head.length, text.length - tail.length))
+    .update(`,"owner":${JSON.stringify(inv.owner)}}`)
+    .digest('base64url');
+}
+
+/** A sealed inventory's file text before its entries: its fields in the order an Inventory has them. */
+const sealedFileHead = (inv: Inventory) =>
+  `{"formatVersion":1,"owner":${JSON.stringify(inv.owner)},"updatedAt":${JSON.stringify(inv.updatedAt)}${
+    inv.revision !== undefined ? `,"revision":${JSON.stringify(inv.revision)}` : ''
+  },"entries":`;
+const sealedFileTail = (seal: string) => `,"seal":${JSON.stringify(seal)}}\n`;
+
+/**
+ * The sealed copy of `next` and its file text: the JSON of it, with the entries written as the
+ * seal covers them (sealedText's keys and order), once for both, so that the seal of the file
+ * read back is checked on its text (sealOnText). Entries of another form: JSON.stringify's.
+ */
+function sealedFile(next: Inventory, key: Buffer): { sealed: Inventory; text: string } {
+  if (!plainEntries(next.entries)) {
+    const sealed = { ...next, seal: sealOf(next, key) };
+    return { sealed, text: `${JSON.stringify(sealed)}\n` };
+  }
+  const entries = JSON.stringify(next.entries, SEALED_KEYS);
+  const seal = createHmac('sha256', key)
+    .update(`{"entries":${entries},"owner":${JSON.stringify(next.owner)}}`)
+    .digest('base64url');
+  const sealed = { ...next, seal };
+  return { sealed, text: `${sealedFileHead(sealed)}${entries}${sealedFileTail(seal)}` };
 }
 
 /**
@@ -121,12 +176,14 @@ async function readOwnInventory(
   owner: string,
   warn: (line: string) => void,
   known?: StateJsonRead<Inventory>,
+  withText = false,
 ): Promise<StateJsonRead<Inventory>> {
   const read = await readStateJsonKnown(
     file,
     parseInventory,
     (why) => warn(`the inventory ${file} ${why}; it is made again from the ownership markers`),
     known,
+    withText,
   );
   if (read !== known && read.value && read.value.owner !== owner) {
     warn(
@@ -168,18 +225,25 @@ export async function keepInventory(
     const next = nextInventory(holds ? before : withoutOwnership(before), scan, desired, plan, owner, o);
     // Unchanged (a sealed copy's seal holds for the next one too): nothing to write or seal.
     if (holds && before.owner === next.owner && sameEntries(before.entries, next.entries)) return before;
-    const sealed = o.sealKey ? { ...next, seal: sealOf(next, o.sealKey) } : next;
-    await writeStateJson(file, sealed);
+    if (!o.sealKey) {
+      await writeStateJson(file, next);
+      return next;
+    }
+    const { sealed, text } = sealedFile(next, o.sealKey);
+    await writeStateText(file, text);
     return sealed;
   };
   const sealKey = o.sealKey;
   if (!sealKey) return write(o.before);
   return withLock(`${file}.lock`, { timeoutMs: 60_000 }, async () => {
     const known = o.known;
-    const read = await readOwnInventory(file, owner, () => undefined, known?.read);
+    const read = await readOwnInventory(file, owner, () => undefined, known?.read, true);
     // The text the run read first, unchanged since: its seal was checked then, with this key.
     const same = known !== undefined && read === known.read && known.sealKey?.equals(sealKey) === true;
-    return write(read.value, same ? known.sealed : undefined);
+    return write(
+      read.value,
+      same ? known.sealed : read.value !== undefined && sealHolds(read.value, sealKey, read.text),
+    );
   });
 }
 
@@ -198,9 +262,9 @@ export async function cliInventory(
   warn: (line: string) => void,
 ): Promise<{ file: string; before: Inventory | undefined; index: InventoryIndex; known: KnownInventory }> {
   const file = cliInventoryFile(baseDir);
-  const read = await readOwnInventory(file, owner, warn);
+  const { text, ...read } = await readOwnInventory(file, owner, warn, undefined, true);
   const before = read.value;
-  const sealed = before !== undefined && sealHolds(before, sealKey);
+  const sealed = before !== undefined && sealHolds(before, sealKey, text);
   if (before && !sealed && before.entries.some((e) => e.kind === 'client' || e.kind === 'endpoint'))
     warn(
       `the inventory ${file} is not sealed with this service credential (written with another one, or edited): its clients and endpoints are not taken as this configuration's; the inventory kept in the service is`,

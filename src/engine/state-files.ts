@@ -18,6 +18,8 @@ export async function readStateJson<T>(
 export interface StateJsonRead<T> {
   value: T | undefined;
   digest?: string;
+  /** The text parsed (only when asked for: `withText`). */
+  text?: string;
 }
 
 /**
@@ -30,6 +32,7 @@ export async function readStateJsonKnown<T>(
   parse: (v: unknown) => T | undefined,
   damaged?: (why: string) => void,
   known?: StateJsonRead<T>,
+  withText = false,
 ): Promise<StateJsonRead<T>> {
   let bytes: Buffer;
   try {
@@ -52,9 +55,14 @@ export async function readStateJsonKnown<T>(
   }
   const parsed = parse(value);
   if (parsed === undefined) damaged?.('is not in the expected form');
-  return { value: parsed, digest };
+  return { value: parsed, digest, ...(withText ? { text } : {}) };
 }
 
 export async function writeStateJson(file: string, value: unknown): Promise<void> {
-  await atomicWriteFile(file, `${JSON.stringify(value)}\n`);
+  await writeStateText(file, `${JSON.stringify(value)}\n`);
+}
+
+/** A state file's JSON text, written as writeStateJson writes (atomically). */
+export async function writeStateText(file: string, text: string): Promise<void> {
+  await atomicWriteFile(file, text);
 }

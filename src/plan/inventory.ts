@@ -332,6 +332,12 @@ export function nextInventory(
   };
 }
 
+/** Entry lists parseInventory left whole (every entry of the file was of the known kinds and forms). */
+const WHOLE = new WeakSet<readonly InventoryEntry[]>();
+
+/** Whether parseInventory kept every entry of the file `entries` came from. */
+export const parsedWhole = (entries: readonly InventoryEntry[]) => WHOLE.has(entries);
+
 /** An inventory file's parsed content, checked (undefined when it is not one); entries of another form are left out. */
 export function parseInventory(v: unknown): Inventory | undefined {
   const o = v as Partial<Inventory> | null;
@@ -339,6 +345,7 @@ export function parseInventory(v: unknown): Inventory | undefined {
     return undefined;
   const entries: InventoryEntry[] = [];
   for (const e of o.entries as unknown[]) if (inventoryEntry(e)) entries.push(e);
+  if (entries.length === o.entries.length) WHOLE.add(entries);
   return {
     formatVersion: 1,
     owner: o.owner,

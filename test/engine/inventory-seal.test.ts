@@ -145,4 +145,56 @@ describe("the CLI inventory's seal", () => {
     });
     expect(readFileSync(file, 'utf8')).toBe(text);
   });
+
+  it('is checked on the text of a copy as written, and only a text the seal covers byte for byte holds', async () => {
+    const dir = scratchDir();
+    const file = cliInventoryFile(dir);
+    const owned = [client('acme'), client('globex'), client('zeta ü"')];
+    const plan = { operations: [], unmanaged: [], warnings: [] } as never;
+    await keepInventory(file, { owned, envsRead: [PE] }, undefined, plan, OWNER, { now: new Date(), sealKey: KEY });
+    const text = readFileSync(file, 'utf8');
+    const inv = JSON.parse(text) as Inventory;
+    // Its entries are written as the seal covers them: the seal is an HMAC of that text.
+    const entriesText = text.slice(text.indexOf('"entries":') + 10, text.lastIndexOf(',"seal":'));
+    expect(createHmac('sha256', KEY).update(`{"entries":${entriesText},"owner":"${OWNER}"}`).digest('base64url')).toBe(
+      inv.seal,
+    );
+    expect((await cliInventory(dir, OWNER, KEY, noWarning)).known.sealed).toBe(true);
+
+    const sealedWith = async (t: string) => {
+      writeFileSync(file, t);
+      return (await cliInventory(dir, OWNER, KEY, () => undefined)).known.sealed;
+    };
+    const foreign = {
+      kind: 'client',
+      address: address.client('other-production', 'x'),
+      id: randomUUID(),
+      projectEnv: 'other-production',
+    };
+    // A second `entries` after the sealed one (JSON.parse takes the last): not what was sealed.
+    expect(await sealedWith(text.replace(',"seal":', `,"entries":[${JSON.stringify(foreign)}],"seal":`))).toBe(false);
+    // Before it: the sealed one is what is read.
+    writeFileSync(
+      file,
+      text.replace('{"formatVersion":1,', `{"entries":[${JSON.stringify(foreign)}],"formatVersion":1,`),
+    );
+    const first = await cliInventory(dir, OWNER, KEY, () => undefined);
+    expect(first.known.sealed).toBe(true);
+    expect(first.before!.entries.map((e) => e.id)).not.toContain(foreign.id);
+    // Another owner, another entry, another seal.
+    expect(await sealedWith(text.replace(`"owner":"${OWNER}"`, '"owner":"other"'))).toBe(false);
+    expect(await sealedWith(text.replace(owned[0]!.id!, randomUUID()))).toBe(false);
+    // An entry parseInventory leaves out (a kind it does not know), in a text sealed as it is:
+    // what was sealed is not what was read.
+    const bogus = `${entriesText.slice(0, -1)},{"address":"client.x","kind":"bogus"}]`;
+    const bogusSeal = createHmac('sha256', KEY).update(`{"entries":${bogus},"owner":"${OWNER}"}`).digest('base64url');
+    expect(await sealedWith(text.replace(entriesText, bogus).replace(inv.seal!, bogusSeal))).toBe(false);
+    // A copy written before, its entries' keys in another order: its seal (over canonicalJson) still holds.
+    const before = {
+      ...inv,
+      entries: inv.entries.map((e) => ({ kind: e.kind, address: e.address, projectEnv: e.projectEnv, id: e.id })),
+    };
+    expect(await sealedWith(`${JSON.stringify(before)}\n`)).toBe(true);
+    expect(await sealedWith(text)).toBe(true);
+  });
 });
