@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import type { ValidateFunction } from 'ajv';
 import { createAjv, loadSchema, schemaDigest, standaloneValidatorSource } from '../../src/config/schema.js';
+import { xorshift32 } from '../support/xorshift.js';
 
 const requireHere = createRequire(import.meta.url);
 
@@ -100,14 +101,8 @@ describe('generated schema validator', () => {
       'https://a/p\n',
       '',
     ];
-    let seed = 37;
-    // xorshift32: every residue reached (a multiply past 2 ** 53 loses the low bits that % reads)
-    const next = () => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return seed >>> 0;
-    };
+    const draw = xorshift32(37);
+    const next = () => draw(2 ** 32);
     const alphabet = 'hHtps:/.a0-_~%@?#[] 9Z';
     for (let i = 0; i < 3000; i++) {
       let u = i % 2 ? 'https://' : '';

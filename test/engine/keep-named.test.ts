@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { keepNamed } from '../../src/engine/plan-env.js';
 import { address, emptyLiveState, type LiveState } from '../../src/model/index.js';
 import type { Plan } from '../../src/plan/types.js';
+import { xorshift32 } from '../support/xorshift.js';
 
 /** What keepNamed keeps, found by each client's and endpoint's address. */
 function byAddress(state: LiveState, plan: Plan): LiveState {
@@ -27,14 +28,7 @@ function byAddress(state: LiveState, plan: Plan): LiveState {
 
 describe('keepNamed', () => {
   it('keeps what a lookup by address keeps', () => {
-    let seed = 11;
-    // xorshift32: every residue reached (a multiply past 2 ** 53 loses the low bits that % n reads)
-    const next = (n: number) => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return (seed >>> 0) % n;
-    };
+    const next = xorshift32(11);
     const envs = ['p-a', 'p-ab', 'p-a/x', 'q-a'];
     const names = ['c0', 'c1', 'x/c0', 'c0/k', 'a/x', ''];
     for (let round = 0; round < 200; round++) {

@@ -13,6 +13,7 @@ import {
   type InventoryScan,
 } from '../../src/plan/inventory.js';
 import type { Operation, Plan } from '../../src/plan/types.js';
+import { xorshift32 } from '../support/xorshift.js';
 
 const OWNER = 'next-config';
 const key = (e: InventoryEntry) => `${e.kind} ${e.id ?? e.address}`;
@@ -42,13 +43,7 @@ const referenceEntries = (all: InventoryEntry[]) =>
 
 describe("the inventory's next state", () => {
   it('is the one a map of every key gives, with or without the apply changing what is owned', () => {
-    let seed = 11;
-    const next = (n: number) => {
-      seed ^= seed << 13;
-      seed ^= seed >>> 17;
-      seed ^= seed << 5;
-      return (seed >>> 0) % n;
-    };
+    const next = xorshift32(11);
     let unchanged = 0;
     for (let round = 0; round < 400; round++) {
       const pe = `p-e${next(2)}`;
