@@ -4,7 +4,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { parse, stringify } from 'yaml';
 import {
   decryptTree,
@@ -16,8 +16,9 @@ import {
   scalar,
   type FragmentCache,
   type SNode,
+  walkLeaves,
 } from '../../src/secrets/sops/document.js';
-import { decryptSopsValue, encryptSopsString, freshIv } from '../../src/secrets/sops/cipher.js';
+import { decryptSopsValue, encryptBytes, encryptSopsString, freshIv, macBytes } from '../../src/secrets/sops/cipher.js';
 import { KMS_SYNC_RULES, SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
 
@@ -182,5 +183,48 @@ describe('value IVs', () => {
     const copy = Buffer.from(first);
     for (let i = 0; i < 200; i++) freshIv();
     expect(first.equals(copy)).toBe(true);
+  });
+});
+
+describe('MAC bytes', () => {
+  it("an entry's leaves joined give the bytes of each leaf encoded alone: surrogates at the joins, bytes values, numbers, booleans", () => {
+    const key = randomBytes(32);
+    const hi = '\ud83d'; // a high surrogate alone
+    const lo = '\ude00'; // a low surrogate alone
+    const leaves: [string, SNode][][] = [
+      [
+        ['note', scalar(`ends ${hi}`)],
+        ['next', scalar(`${lo} starts`)],
+      ],
+      [
+        ['a', scalar(`x${hi}`)],
+        ['b', scalar(`${lo}`)],
+        ['c', scalar(`${hi}${lo} pair`)],
+      ],
+      [
+        ['n', scalar(42)],
+        ['f', scalar(1.5)],
+        ['t', scalar(true)],
+        ['u', scalar('ünï 🙂')],
+      ],
+      [['plain', scalar('text')]],
+    ];
+    const entries = leaves.map((extra, i): [string, SNode] => {
+      const name = `e/c${i}/k`;
+      const value =
+        i === 3
+          ? scalar(encryptBytes(new Uint8Array([0xff, 0x00, 0xd8]), 'bytes', key, `secrets:${name}:value:`))
+          : scalar(encryptSopsString(`kmsc_${hi}${i}`, key, `secrets:${name}:value:`));
+      return [name, map([['value', value], ...extra])];
+    });
+    const data = map([['secrets', map(entries)]]);
+    const tree = decryptTree(data, KMS_SYNC_RULES, key);
+    // SOPS's MAC: each leaf's bytes on their own, in document order, hashed together.
+    const parts: Uint8Array[] = [];
+    for (const [name, node] of entries)
+      walkLeaves(node, ['secrets', name], (leaf, path) => {
+        parts.push(macBytes(path.at(-1) === 'value' ? tree.plainAt(path)! : (leaf.value as string | number | boolean)));
+      });
+    expect(tree.mac).toBe(createHash('sha512').update(Buffer.concat(parts)).digest('hex').toUpperCase());
   });
 });

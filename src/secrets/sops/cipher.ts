@@ -156,22 +156,27 @@ export function goFormatFloat(f: number): string {
 
 /** SOPS's ToBytes: what a leaf contributes to the MAC. Comments contribute nothing. */
 export function macBytes(v: SopsPlain | string | number | boolean): Uint8Array {
-  if (typeof v === 'string') return Buffer.from(v, 'utf8');
-  if (typeof v === 'boolean') return Buffer.from(v ? 'True' : 'False');
-  if (typeof v === 'number') return Buffer.from(Number.isInteger(v) ? intString(v) : goFormatFloat(v));
+  const text = macText(v);
+  return text === undefined ? (v as { value: Uint8Array }).value : Buffer.from(text, 'utf8');
+}
+
+/** The text whose UTF-8 is macBytes(v); undefined for a bytes value, whose bytes are its own. */
+export function macText(v: SopsPlain | string | number | boolean): string | undefined {
+  if (typeof v === 'string') return v;
+  if (typeof v === 'boolean') return v ? 'True' : 'False';
+  if (typeof v === 'number') return Number.isInteger(v) ? intString(v) : goFormatFloat(v);
   switch (v.type) {
     case 'str':
-      return Buffer.from(v.value, 'utf8');
     case 'comment':
-      return new Uint8Array(0);
+      return v.type === 'str' ? v.value : '';
     case 'bytes':
-      return v.value;
+      return undefined;
     case 'bool':
-      return Buffer.from(v.value ? 'True' : 'False');
+      return v.value ? 'True' : 'False';
     case 'int':
-      return Buffer.from(intString(v.value));
+      return intString(v.value);
     case 'float':
-      return Buffer.from(goFormatFloat(v.value));
+      return goFormatFloat(v.value);
   }
 }
 
