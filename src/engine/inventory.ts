@@ -358,7 +358,7 @@ export function serviceInventory(
   out.complete = parts.length === first.parts;
   for (const p of parts) {
     const hex = Buffer.from(p.clients, 'base64url').toString('hex');
-    for (let i = 0; i + 32 <= hex.length; i += 32) out.clients.push(uuidOf(hex.slice(i, i + 32)));
+    for (const id of uuidsOf(hex)) out.clients.push(id);
     if (Array.isArray(p.clientIds)) out.clients.push(...p.clientIds.filter((x) => typeof x === 'string'));
     if (Array.isArray(p.endpoints)) out.endpoints.push(...p.endpoints.filter((x) => typeof x === 'string'));
   }
@@ -378,9 +378,19 @@ export const serviceHoldings = (s: ServiceInventory) => ({
   }),
 });
 
-function uuidOf(h: string): string {
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+/**
+ * The UUIDs of 32 hex digits each (a trailing part shorter than that left out), dashed in one
+ * replace and one split of the text: strings of one piece each, not five joined per id, which a
+ * set of ids would join again to hash them.
+ */
+function uuidsOf(hex: string): string[] {
+  const whole = hex.length - (hex.length % 32);
+  if (whole === 0) return [];
+  const ids = hex.slice(0, whole).replace(UUID_HEX, '$1-$2-$3-$4-$5 ').split(' ');
+  ids.pop(); // after the last id's space
+  return ids;
 }
+const UUID_HEX = /(.{8})(.{4})(.{4})(.{4})(.{12})/g;
 
 /** An environment's owned client ids (UUIDs apart: they pack to 16 bytes) and endpoints (`METHOD:/path`). */
 interface EnvHoldings {
