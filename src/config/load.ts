@@ -35,7 +35,7 @@ import {
 } from './diagnostics.js';
 import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
-import { collectFiles, displayPath, readBounded, type FileRules } from './paths.js';
+import { collectFiles, displayPath, letGo, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
 import { parseDeferredChunks, parseFile, parseFileSkeleton, unplaced, type SourceDocument } from './source.js';
 import type { DeferredBlock, LineTable } from './fast-yaml.js';
@@ -66,6 +66,12 @@ export interface LoadOptions {
    * a policy (tests, libraries) is read without an allowlist.
    */
   policy?: OperatorPolicy;
+  /**
+   * Whether a streamed load's clients and endpoints will be read on this thread, given the texts'
+   * length (default: yes). When not (worker threads read them: engine/plan-threads.ts), the
+   * skeleton read's line table is let go at once instead of copied out part by part.
+   */
+  bodiesHere?: (chars: number) => boolean;
 }
 
 /**
@@ -150,6 +156,7 @@ async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesR
       continue;
     }
     const decoded = decodeConfig(file, bytes);
+    letGo(bytes);
     if ('diagnostic' in decoded) {
       pre.push(decoded.diagnostic);
       continue;
@@ -206,19 +213,25 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
   // sends a configuration to the whole load, whose output is the same.
   if (bodyWordsAtMostOnce(sources)) return undefined;
   const env = envOf(opts);
+  // The skeleton reads' line tables (12 bytes a line: 96 MB for 1,000,000 clients), freed once
+  // the parts hold copies of their own lines (or none, read elsewhere): see letGo.
+  const read: LineTable[] = [];
   try {
     const skeletons: StreamedSkeleton['docs'] = [];
     const warnings: Diagnostic[] = [];
     const lines = new Map<string, LineTable>();
+    const chars = sources.reduce((n, s) => n + s.text.length, 0);
+    const keepLines = opts.bodiesHere?.(chars) ?? true;
     for (const source of sources) {
       const skeleton = parseFileSkeleton(source.file, source.text, env);
       if (!skeleton) return undefined;
+      if (skeleton.lines) read.push(skeleton.lines);
       warnings.push(...skeleton.parsed.warnings);
       const sd = skeleton.parsed.documents[0];
       if (!sd) continue;
       if (validateAgainstSchema(sd.value).length > 0) return undefined;
       skeletons.push({ file: source.file, value: sd.value, deferred: skeleton.deferred });
-      if (skeleton.lines) lines.set(source.file, skeleton.lines);
+      if (skeleton.lines && keepLines) lines.set(source.file, skeleton.lines);
     }
     // Warnings too: a second, whole load would say them again.
     if (warnings.length > 0) return undefined;
@@ -234,7 +247,7 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
     if (!bodies || bodies.envCount < 2) return undefined;
     const state = bodies.skeletonState;
     if (env instanceof PolicedEnv && env.read.size) state.envReferences = [...env.read].sort();
-    bodies.bytes = sources.reduce((n, s) => n + s.text.length, 0);
+    bodies.bytes = chars;
     opts.onParsed?.(
       skeletons.map((s) => s.value),
       { bytes: bodies.bytes },
@@ -243,6 +256,8 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
   } catch (e) {
     if (e instanceof NotStreamable) return undefined;
     throw e;
+  } finally {
+    for (const t of read) for (const column of [t.starts, t.ends, t.indents]) letGo(column);
   }
 }
 

@@ -216,6 +216,7 @@ export async function loadConfig(
       ...(o.files ? { files: o.files } : {}),
       ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
+      bodiesHere: (chars: number) => planThreadCount(chars) === 1,
       ...(readAhead
         ? {
             onParsed: (documents: unknown[], streamed?: { bytes: number }) =>
