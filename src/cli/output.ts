@@ -89,14 +89,14 @@ export function flushOutput(): void {
     if (made.length) ready += redactRun(made, redaction);
     made = [];
   };
-  const write = () => {
+  const sendRun = () => {
     settle();
     if (stream !== undefined) send(stream, ready);
     ready = '';
   };
   for (const e of batch) {
     if (e.stream !== stream) {
-      write();
+      sendRun();
       stream = e.stream;
     }
     if (!e.raw) made.push(e.text);
@@ -105,7 +105,7 @@ export function flushOutput(): void {
       ready += e.text;
     }
   }
-  write();
+  sendRun();
 }
 
 /** Texts of one stream, redacted and guarded one by one, joined; checked joined first (most hold nothing to change). */

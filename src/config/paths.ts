@@ -235,12 +235,6 @@ export async function expandPaths(
 export type ReadResult = { bytes: Buffer } | { problem: string };
 
 /**
- * One configuration file's bytes, never more than `limits` allow: the size is checked before
- * reading (and the read stops one byte past the limit, for files whose size the system does not
- * say: /proc). `budget.left` is what the load may still read in all. With `noFollow` (the agent),
- * a link swapped in after the walk is not followed either.
- */
-/**
  * Frees large binary data no longer read (a file's bytes read by readBounded once decoded, a line
  * table) now instead of at the thread's next full collection: a 221 MB configuration's bytes
  * outlived its decoding by ~10 s of a plan whose main thread allocates little, and set its peak
@@ -254,6 +248,12 @@ export function letGo(bytes: ArrayBufferView): void {
   if (buffer instanceof ArrayBuffer && buffer.byteLength > Buffer.poolSize && !buffer.detached) buffer.transfer?.(0);
 }
 
+/**
+ * One configuration file's bytes, never more than `limits` allow: the size is checked before
+ * reading (and the read stops one byte past the limit, for files whose size the system does not
+ * say: /proc). `budget.left` is what the load may still read in all. With `noFollow` (the agent),
+ * a link swapped in after the walk is not followed either.
+ */
 export async function readBounded(
   file: string,
   limits: ConfigLimits,

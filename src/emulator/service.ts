@@ -297,7 +297,6 @@ export interface ValidationOutcome {
   reason?: string;
 }
 
-/** The whole service state, with every operation of the interface. */
 /** An answer already written as JSON text (the server sends it as it is). */
 export class JsonText {
   readonly text: string;
@@ -306,6 +305,7 @@ export class JsonText {
   }
 }
 
+/** The whole service state, with every operation of the interface. */
 export class KmsService {
   readonly projects = new Map<string, Project>();
   /**

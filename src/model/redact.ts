@@ -422,8 +422,9 @@ export function redactCredentials(text: string, env: NodeJS.ProcessEnv = process
  * redactCredentials for a batch of texts written together (cli/output.ts): the environment is
  * read once, now, and `each` redacts one text as redactCredentials would; `values` redacts
  * the known values alone (no shapes), for the batch's texts joined, where a value written in two
- * pieces is whole; `untouched` says of the texts joined that `each` would change none of them. Read when the batch is written, never before its texts were made: a variable
- * set before a text was made is read (or remembered, when it has gone since).
+ * pieces is whole; `untouched` says of the texts joined that `each` would change none of them.
+ * Read when the batch is written, never before its texts were made: a variable set before a
+ * text was made is read (or remembered, when it has gone since).
  */
 export function batchRedaction(env: NodeJS.ProcessEnv = process.env): {
   each: (text: string) => string;

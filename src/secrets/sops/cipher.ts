@@ -167,8 +167,9 @@ export function macText(v: SopsPlain | string | number | boolean): string | unde
   if (typeof v === 'number') return Number.isInteger(v) ? intString(v) : goFormatFloat(v);
   switch (v.type) {
     case 'str':
+      return v.value;
     case 'comment':
-      return v.type === 'str' ? v.value : '';
+      return '';
     case 'bytes':
       return undefined;
     case 'bool':
