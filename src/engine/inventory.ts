@@ -11,7 +11,7 @@
 //   inventory is split into parts, and the head record names the generation of its parts, so a
 //   write killed half-way leaves the previous generation in force (measured in docs/ownership.md:
 //   100,000 clients of one environment are 12 records).
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { AmbiguousWriteError, ApiError } from '../api/http.js';
@@ -108,6 +108,22 @@ export function sealHolds(inv: Inventory, key: Buffer | undefined, text?: string
   return (onText !== undefined && sameSeal(inv.seal, onText)) || sameSeal(inv.seal, sealOf(inv, key));
 }
 
+/**
+ * The seal of a copy's service marks (Inventory.service): over its entries' seal and the marks,
+ * so that marks are believed only beside the entries they were written with. Kept apart from
+ * `seal` so that a copy with marks still holds for a reader that knows none.
+ */
+const serviceSealOf = (seal: string, marks: Record<string, string>, key: Buffer) =>
+  createHmac('sha256', key)
+    .update(`kms-sync inventory service v1\n${seal}\n${canonicalJson(marks)}`)
+    .digest('base64url');
+
+/** Whether the service marks of `inv` (its seal checked: sealHolds) carry a seal made with `key`. */
+export function serviceSealHolds(inv: Inventory, key: Buffer | undefined): boolean {
+  if (!key || inv.seal === undefined || inv.service === undefined || inv.serviceSeal === undefined) return false;
+  return sameSeal(inv.serviceSeal, serviceSealOf(inv.seal, inv.service, key));
+}
+
 const sameSeal = (seal: string, want: string) => {
   const a = Buffer.from(want);
   const b = Buffer.from(seal);
@@ -124,7 +140,7 @@ const sameSeal = (seal: string, want: string) => {
 function sealOnText(inv: Inventory, text: string, key: Buffer): string | undefined {
   if (!parsedWhole(inv.entries) || !plainEntries(inv.entries)) return undefined;
   const head = sealedFileHead(inv);
-  const tail = sealedFileTail(inv.seal!);
+  const tail = sealedFileTail(inv);
   if (text.length < head.length + tail.length || !text.startsWith(head) || !text.endsWith(tail)) return undefined;
   return createHmac('sha256', key)
     .update('{"entries":')
@@ -138,7 +154,12 @@ const sealedFileHead = (inv: Inventory) =>
   `{"formatVersion":1,"owner":${JSON.stringify(inv.owner)},"updatedAt":${JSON.stringify(inv.updatedAt)}${
     inv.revision !== undefined ? `,"revision":${JSON.stringify(inv.revision)}` : ''
   },"entries":`;
-const sealedFileTail = (seal: string) => `,"seal":${JSON.stringify(seal)}}\n`;
+const sealedFileTail = (inv: Inventory) =>
+  `,"seal":${JSON.stringify(inv.seal)}${
+    inv.service !== undefined
+      ? `,"service":${JSON.stringify(inv.service)},"serviceSeal":${JSON.stringify(inv.serviceSeal)}`
+      : ''
+  }}\n`;
 
 /**
  * The sealed copy of `next` and its file text: the JSON of it, with the entries written as the
@@ -146,16 +167,23 @@ const sealedFileTail = (seal: string) => `,"seal":${JSON.stringify(seal)}}\n`;
  * read back is checked on its text (sealOnText). Entries of another form: JSON.stringify's.
  */
 function sealedFile(next: Inventory, key: Buffer): { sealed: Inventory; text: string } {
+  const { service, ...rest } = next;
+  // The marks after the seal they are sealed with (rest has neither).
+  const marked = (seal: string): Inventory =>
+    service !== undefined
+      ? { ...rest, seal, service, serviceSeal: serviceSealOf(seal, service, key) }
+      : { ...rest, seal };
   if (!plainEntries(next.entries)) {
-    const sealed = { ...next, seal: sealOf(next, key) };
+    const sealed = marked(sealOf(next, key));
     return { sealed, text: `${JSON.stringify(sealed)}\n` };
   }
   const entries = JSON.stringify(next.entries, SEALED_KEYS);
-  const seal = createHmac('sha256', key)
-    .update(`{"entries":${entries},"owner":${JSON.stringify(next.owner)}}`)
-    .digest('base64url');
-  const sealed = { ...next, seal };
-  return { sealed, text: `${sealedFileHead(sealed)}${entries}${sealedFileTail(seal)}` };
+  const sealed = marked(
+    createHmac('sha256', key)
+      .update(`{"entries":${entries},"owner":${JSON.stringify(next.owner)}}`)
+      .digest('base64url'),
+  );
+  return { sealed, text: `${sealedFileHead(sealed)}${entries}${sealedFileTail(sealed)}` };
 }
 
 /**
@@ -216,15 +244,38 @@ export async function keepInventory(
   desired: DesiredState | undefined,
   plan: Plan,
   owner: string,
-  o: { now: Date; revision?: string; sealKey?: Buffer; before?: Inventory; known?: KnownInventory },
+  o: {
+    now: Date;
+    revision?: string;
+    sealKey?: Buffer;
+    before?: Inventory;
+    known?: KnownInventory;
+    /**
+     * With `sealKey`: the marks of the service's records after the run, per environment it wrote
+     * or found unchanged (keepServiceRecords; the environments read and not there are left
+     * unmarked). Marks of environments not read are kept from the copy, whose entries there are.
+     */
+    marks?: ReadonlyMap<string, string>;
+    /** The next inventory as made from `from` already (keepRunInventory), and whether it is `from`'s entries. */
+    draft?: Draft;
+  },
 ): Promise<Inventory> {
   await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   const write = async (before: Inventory | undefined, sealChecked?: boolean) => {
     // Entries a copy without a valid seal holds are not carried over (they may be forged).
     const holds = before !== undefined && (!o.sealKey || (sealChecked ?? sealHolds(before, o.sealKey)));
-    const next = nextInventory(holds ? before : withoutOwnership(before), scan, desired, plan, owner, o);
+    const drafted = holds && o.draft?.from === before ? o.draft : undefined;
+    const made =
+      drafted?.next ?? nextInventory(holds ? before : withoutOwnership(before), scan, desired, plan, owner, o);
+    const marks = o.sealKey && o.marks ? nextMarks(holds ? before : undefined, o.sealKey, scan, o.marks) : undefined;
+    const next = marks ? { ...made, service: marks } : made;
     // Unchanged (a sealed copy's seal holds for the next one too): nothing to write or seal.
-    if (holds && before.owner === next.owner && sameEntries(before.entries, next.entries)) return before;
+    if (
+      holds &&
+      (drafted?.same ?? (before.owner === next.owner && sameEntries(before.entries, next.entries))) &&
+      sameMarks(before, marks, o.sealKey)
+    )
+      return before;
     if (!o.sealKey) {
       await writeStateJson(file, next);
       return next;
@@ -245,6 +296,42 @@ export async function keepInventory(
       same ? known.sealed : read.value !== undefined && sealHolds(read.value, sealKey, read.text),
     );
   });
+}
+
+/** A next inventory made ahead (keepRunInventory) from the copy `from`; `same`: it holds `from`'s entries. */
+interface Draft {
+  from: Inventory;
+  next: Inventory;
+  same: boolean;
+}
+
+/**
+ * The service marks of the next copy: `marks` (the environments the run wrote or found
+ * unchanged) and those of `before` (its marks' seal holding) for the environments the run did
+ * not read, whose entries it keeps; keys sorted, as canonicalJson writes them. Undefined: none.
+ */
+function nextMarks(
+  before: Inventory | undefined,
+  key: Buffer,
+  scan: InventoryScan,
+  marks: ReadonlyMap<string, string>,
+): Record<string, string> | undefined {
+  const read = new Set(scan.envsRead);
+  const all = new Map(marks);
+  if (before?.service && serviceSealHolds(before, key))
+    for (const [pe, mark] of Object.entries(before.service)) if (!read.has(pe) && !all.has(pe)) all.set(pe, mark);
+  if (!all.size) return undefined;
+  const out: Record<string, string> = {};
+  for (const pe of [...all.keys()].sort()) out[pe] = all.get(pe)!;
+  return out;
+}
+
+/** Whether `before` carries `marks` (none: none), sealed with `key`. */
+function sameMarks(before: Inventory, marks: Record<string, string> | undefined, key: Buffer | undefined): boolean {
+  if (marks === undefined) return before.service === undefined;
+  if (before.service === undefined || !serviceSealHolds(before, key)) return false;
+  const had = Object.keys(before.service);
+  return had.length === Object.keys(marks).length && had.every((pe) => before.service![pe] === marks[pe]);
 }
 
 const withoutOwnership = (inv: Inventory | undefined): Inventory | undefined =>
@@ -269,10 +356,11 @@ export async function cliInventory(
     warn(
       `the inventory ${file} is not sealed with this service credential (written with another one, or edited): its clients and endpoints are not taken as this configuration's; the inventory kept in the service is`,
     );
+  const marks = sealed && serviceSealHolds(before, sealKey) ? before.service : undefined;
   return {
     file,
     before,
-    index: new InventoryIndex(before?.entries ?? [], { ownership: sealed }),
+    index: new InventoryIndex(before?.entries ?? [], { ownership: sealed, ...(marks ? { marks } : {}) }),
     known: { read, sealed, sealKey },
   };
 }
@@ -316,7 +404,34 @@ export interface ServiceInventory {
   paths: string[];
   /** False when a part the head names is missing (what was found is used; the next apply writes it again). */
   complete: boolean;
+  /** The records' mark (serviceMark), when complete. */
+  mark?: string;
+  /**
+   * The mark is the one the local copy the run read has for this environment (with its seal):
+   * the records hold exactly that copy's clients and endpoints there, and are not decoded
+   * (`clients` and `endpoints` are left empty).
+   */
+  asLocal?: true;
 }
+
+/**
+ * The mark of an environment's records: their generation and number, and a digest of what
+ * serviceInventory reads of them (the client ids and endpoints of each part, in order). The CLI's
+ * copy keeps it beside the entries the records held then (Inventory.service), under a seal.
+ */
+function serviceMark(parts: readonly RecordBody[]): string {
+  const h = createHash('sha256');
+  for (const p of parts)
+    h.update(p.clients)
+      .update('\n')
+      .update(JSON.stringify(stringsOf(p.clientIds)))
+      .update('\n')
+      .update(JSON.stringify(stringsOf(p.endpoints)))
+      .update('\n');
+  return `${parts[0]!.generation}.${parts.length}.${h.digest('base64url')}`;
+}
+
+const stringsOf = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x) => typeof x === 'string') : []);
 
 function isRecord(m: JsonObject | undefined, owner: string): m is RecordBody {
   return (
@@ -329,11 +444,16 @@ function isRecord(m: JsonObject | undefined, owner: string): m is RecordBody {
   );
 }
 
-/** This owner's inventory among an environment's kms-sync records (undefined: it keeps none there). */
+/**
+ * This owner's inventory among an environment's kms-sync records (undefined: it keeps none
+ * there). `localMark`: the local copy's mark of them (InventoryIndex.serviceMark); records of
+ * that mark are not decoded (asLocal).
+ */
 export function serviceInventory(
   records: readonly LiveRecord[] | undefined,
   projectEnv: string,
   owner: string,
+  localMark?: string,
 ): ServiceInventory | undefined {
   const head = inventoryRecordPath(owner);
   const mine = (records ?? []).filter(
@@ -356,11 +476,16 @@ export function serviceInventory(
     if (isRecord(p, owner) && p.generation === first.generation) parts.push(p);
   }
   out.complete = parts.length === first.parts;
+  if (out.complete) out.mark = serviceMark(parts);
+  if (localMark !== undefined && out.mark === localMark) {
+    out.asLocal = true;
+    return out;
+  }
   for (const p of parts) {
     const hex = Buffer.from(p.clients, 'base64url').toString('hex');
     for (const id of uuidsOf(hex)) out.clients.push(id);
-    if (Array.isArray(p.clientIds)) out.clients.push(...p.clientIds.filter((x) => typeof x === 'string'));
-    if (Array.isArray(p.endpoints)) out.endpoints.push(...p.endpoints.filter((x) => typeof x === 'string'));
+    out.clients.push(...stringsOf(p.clientIds));
+    out.endpoints.push(...stringsOf(p.endpoints));
   }
   return out;
 }
@@ -522,6 +647,38 @@ export async function writeServiceInventory(
   before: ServiceInventory | undefined,
   now: Date,
 ): Promise<'unchanged' | 'written' | 'gone'> {
+  return (await writeEnvInventory(api, owner, projectEnv, entries, before, now)).outcome;
+}
+
+/**
+ * The local copy a run read (with its seal) and whether the run's entries are its entries: what
+ * records found with its mark (ServiceInventory.asLocal) hold.
+ */
+interface LocalCopy {
+  before: Inventory;
+  same: boolean;
+}
+
+/** writeServiceInventory, with the mark of the records in force after it (undefined: not known). */
+async function writeEnvInventory(
+  api: KmsClient,
+  owner: string,
+  projectEnv: string,
+  entries: readonly InventoryEntry[],
+  found: ServiceInventory | undefined,
+  now: Date,
+  local?: LocalCopy,
+): Promise<{ outcome: 'unchanged' | 'written' | 'gone'; mark?: string }> {
+  let before = found;
+  if (before?.asLocal) {
+    // The records hold the local copy's clients and endpoints here: the same as this run's when its entries are.
+    if (local?.same) return { outcome: 'unchanged', ...(before.mark ? { mark: before.mark } : {}) };
+    const was = local && envHoldings(projectEnv, local.before.entries);
+    before = was
+      ? { ...before, clients: was.ids, endpoints: was.endpoints }
+      : // Not known here: written again.
+        { ...before, complete: false };
+  }
   const generation = randomBytes(6).toString('hex');
   const held = envHoldings(projectEnv, entries);
   // What the records would hold, as serviceInventory reads it back (a UUID as it was given: the
@@ -532,8 +689,8 @@ export async function writeServiceInventory(
     sameSet(before.clients, held.ids) &&
     sameSet(before.endpoints, held.endpoints)
   )
-    return 'unchanged';
-  if (!before && held.ids.length === 0 && held.endpoints.length === 0) return 'unchanged';
+    return { outcome: 'unchanged', ...(before.mark ? { mark: before.mark } : {}) };
+  if (!before && held.ids.length === 0 && held.endpoints.length === 0) return { outcome: 'unchanged' };
   const bodies = recordsOf(owner, held, { generation, now });
   const put = async (p: string, metadata: RecordBody, exists: boolean) => {
     const mp = `${RECORD_METHOD}:${p}`;
@@ -560,13 +717,13 @@ export async function writeServiceInventory(
     for (let i = 1; i < bodies.length; i++) await put(partPath(owner, generation, i), bodies[i]!, false);
     await put(head, bodies[0]!, before?.paths.includes(head) ?? false);
   } catch (e) {
-    if (e instanceof ApiError && e.status === 404) return 'gone';
+    if (e instanceof ApiError && e.status === 404) return { outcome: 'gone' };
     throw e;
   }
   const kept = new Set([head, ...bodies.slice(1).map((_, i) => partPath(owner, generation, i + 1))]);
   for (const p of before?.paths ?? [])
     if (!kept.has(p)) await api.deleteEndpoint(projectEnv, `${RECORD_METHOD}:${p}`).catch(() => undefined);
-  return 'written';
+  return { outcome: 'written', mark: serviceMark(bodies) };
 }
 
 /**
@@ -581,18 +738,36 @@ export async function keepServiceInventory(
   read: ReadonlyMap<string, ServiceInventory | undefined>,
   now: Date,
 ): Promise<string[]> {
-  const envs = new Set([...scan.envsRead, ...scan.owned.flatMap((e) => (e.projectEnv ? [e.projectEnv] : []))]);
+  return (await keepServiceRecords(api, owner, scan, read, now)).warnings;
+}
+
+/**
+ * keepServiceInventory, with the mark of the records in force in each environment after it
+ * (those it wrote, and those it found holding the same: not an environment it could not write).
+ */
+async function keepServiceRecords(
+  api: KmsClient,
+  owner: string,
+  scan: InventoryScan,
+  read: ReadonlyMap<string, ServiceInventory | undefined>,
+  now: Date,
+  local?: LocalCopy,
+): Promise<{ warnings: string[]; marks: Map<string, string> }> {
+  const envs = new Set(scan.envsRead);
+  for (const e of scan.owned) if (e.projectEnv) envs.add(e.projectEnv);
   const warnings: string[] = [];
+  const marks = new Map<string, string>();
   for (const pe of [...envs].sort()) {
     try {
-      await writeServiceInventory(api, owner, pe, scan.owned, read.get(pe), now);
+      const { mark } = await writeEnvInventory(api, owner, pe, scan.owned, read.get(pe), now, local);
+      if (mark !== undefined) marks.set(pe, mark);
     } catch (e) {
       warnings.push(
         `the inventory of ${pe} could not be written to the service (${(e as Error).message}); the next apply writes it`,
       );
     }
   }
-  return warnings;
+  return { warnings, marks };
 }
 
 /**
@@ -619,11 +794,28 @@ export async function keepRunInventory(
   const done = new Set(o.result?.done ?? []);
   const now = new Date();
   const after = afterApply(o.scan, done, o.result?.created ?? new Map(), o.owner);
-  const warnings = await keepServiceInventory(conn.api, o.owner, after, o.serviceRead ?? new Map(), now);
   const left = { ...o.plan, operations: o.plan.operations.filter((op) => !done.has(op)) };
+  // The copy the run read, its seal held: the next one as made from it, and whether the run's
+  // entries are its own (then records the plan found with its marks hold this run's, unread).
+  const from = o.known?.sealed && o.known.sealKey?.equals(conn.sealKey) ? o.known.read.value : undefined;
+  let draft: Draft | undefined;
+  if (from) {
+    const next = nextInventory(from, after, o.desired, left, o.owner, { now });
+    draft = { from, next, same: from.owner === next.owner && sameEntries(from.entries, next.entries) };
+  }
+  const { warnings, marks } = await keepServiceRecords(
+    conn.api,
+    o.owner,
+    after,
+    o.serviceRead ?? new Map(),
+    now,
+    draft && { before: draft.from, same: draft.same },
+  );
   await keepInventory(o.file, after, o.desired, left, o.owner, {
     now,
     sealKey: conn.sealKey,
+    marks,
+    ...(draft ? { draft } : {}),
     ...(o.known ? { known: o.known } : {}),
   }).catch((e: unknown) =>
     warnings.push(`the inventory ${o.file} could not be written (${(e as Error).message}); the next apply writes it`),
@@ -643,10 +835,11 @@ export function holdFromService(
 ): Map<string, ServiceInventory> {
   const read = new Map<string, ServiceInventory>();
   for (const pe of new Set((state.records ?? []).map((r) => r.projectEnv))) {
-    const kept = serviceInventory(state.records, pe, owner);
+    const kept = serviceInventory(state.records, pe, owner, index.serviceMark(pe));
     if (!kept) continue;
     read.set(pe, kept);
-    index.hold(serviceHoldings(kept));
+    // Records of the local copy's mark hold what the index was made with there.
+    if (!kept.asLocal) index.hold(serviceHoldings(kept));
   }
   return read;
 }

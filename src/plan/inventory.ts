@@ -78,6 +78,15 @@ export interface Inventory {
   entries: InventoryEntry[];
   /** The CLI's copy: an HMAC over owner and entries with a key of the service credential (engine/inventory.ts). */
   seal?: string;
+  /**
+   * The CLI's copy: per environment, the mark of the records the service held (or was written)
+   * when this copy was written, which then held exactly its clients and endpoints of that
+   * environment (engine/inventory.ts serviceMark): a run that finds the same mark there need not
+   * decode them. Believed only under `serviceSeal`.
+   */
+  service?: Record<string, string>;
+  /** An HMAC over `seal` and `service` with the seal's key (engine/inventory.ts). */
+  serviceSeal?: string;
 }
 
 /** What a plan asks of the inventory. */
@@ -86,20 +95,28 @@ export interface PortableInventory {
   clients: string[];
   endpoints: string[];
   records: [address: string, digest: string][];
+  marks?: [projectEnv: string, mark: string][];
 }
 
 export class InventoryIndex {
   private readonly clients = new Set<string>();
   private readonly endpoints = new Set<string>();
   private readonly records = new Map<string, string>();
+  private readonly marks: ReadonlyMap<string, string>;
 
   /**
    * `o.ownership`: whether its clients and endpoints count as ours (the agent's inventory, in the
    * operator's state folder). An inventory beside the configuration (the CLI's) is the
    * configuration's data, which a pull request can write: it gives drift its digests, never
-   * ownership (DESIGN.md "Trust boundary").
+   * ownership (DESIGN.md "Trust boundary"). `o.marks`: per environment, the mark of the service's
+   * records that hold exactly these entries' clients and endpoints of it (Inventory.service, its
+   * seal checked; only with ownership).
    */
-  constructor(entries: readonly InventoryEntry[], o: { ownership: boolean } = { ownership: true }) {
+  constructor(
+    entries: readonly InventoryEntry[],
+    o: { ownership: boolean; marks?: Readonly<Record<string, string>> } = { ownership: true },
+  ) {
+    this.marks = new Map(o.ownership && o.marks ? Object.entries(o.marks) : []);
     for (const e of entries) {
       if (e.kind === 'client' || e.kind === 'endpoint') {
         if (!o.ownership) continue;
@@ -118,14 +135,27 @@ export class InventoryIndex {
     for (const a of o.endpoints ?? []) this.endpoints.add(a);
   }
 
+  /**
+   * The mark of the service's records of `projectEnv` that hold exactly the clients and endpoints
+   * this index was made with there (undefined: none known): records found with it add nothing.
+   */
+  serviceMark(projectEnv: string): string | undefined {
+    return this.marks.get(projectEnv);
+  }
+
   /** What it holds, as plain data (a worker thread's copy: InventoryIndex.of). */
   portable(): PortableInventory {
-    return { clients: [...this.clients], endpoints: [...this.endpoints], records: [...this.records] };
+    return {
+      clients: [...this.clients],
+      endpoints: [...this.endpoints],
+      records: [...this.records],
+      ...(this.marks.size ? { marks: [...this.marks] } : {}),
+    };
   }
 
   /** An index holding what `p` (portable()) holds. */
   static of(p: PortableInventory): InventoryIndex {
-    const index = new InventoryIndex([]);
+    const index = new InventoryIndex([], { ownership: true, marks: Object.fromEntries(p.marks ?? []) });
     index.hold(p);
     for (const [a, d] of p.records) index.records.set(a, d);
     return index;
@@ -353,8 +383,18 @@ export function parseInventory(v: unknown): Inventory | undefined {
     ...(typeof o.revision === 'string' ? { revision: o.revision } : {}),
     entries,
     ...(typeof o.seal === 'string' ? { seal: o.seal } : {}),
+    ...(isMarks(o.service) && typeof o.serviceSeal === 'string'
+      ? { service: o.service, serviceSeal: o.serviceSeal }
+      : {}),
   };
 }
+
+/** An object of strings (Inventory.service). */
+const isMarks = (v: unknown): v is Record<string, string> =>
+  typeof v === 'object' &&
+  v !== null &&
+  !Array.isArray(v) &&
+  Object.values(v as Record<string, unknown>).every((x) => typeof x === 'string');
 
 const ENTRY_KINDS: ReadonlySet<unknown> = new Set(['project', 'env', 'template', 'client', 'endpoint']);
 const stringOrAbsent = (v: unknown) => v === undefined || typeof v === 'string';
