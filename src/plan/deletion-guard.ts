@@ -51,10 +51,13 @@ export function tallyRemovals(
     : removals.filter((op) => op.actionReason === 'delete_removed_from_config');
   const pruned = new Set(requiresPruning);
   const deleting = removals.filter((op) => !pruned.has(op));
-  const protectedClients = new Set((p.live?.clients ?? []).filter((c) => isProtectedLive(c.metadata)).map((c) => c.id));
-  const ofProtected = deleting.filter(
-    (op) => op.kind === 'key' && op.live?.clientId !== undefined && protectedClients.has(op.live.clientId),
+  // The live clients are looked at only when a key is revoked: a plan that deletes none (most
+  // applies) does not walk an environment's every client's metadata.
+  const revokes = deleting.filter((op) => op.kind === 'key' && op.live?.clientId !== undefined);
+  const protectedClients = new Set(
+    revokes.length ? (p.live?.clients ?? []).filter((c) => isProtectedLive(c.metadata)).map((c) => c.id) : [],
   );
+  const ofProtected = revokes.filter((op) => protectedClients.has(op.live!.clientId!));
   return { requiresPruning, deleting, ofProtected };
 }
 
