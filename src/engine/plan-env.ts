@@ -192,28 +192,48 @@ export async function planEnvironment(
  * and endpoints those the plan names or whose keys expire (engine/run.ts planFor). */
 export function keepNamed(kept: LiveState, state: LiveState, plan: Plan): void {
   const named = new Set<string>();
-  for (const x of [...plan.operations, ...plan.unmanaged]) {
-    named.add(x.address);
-    if (x.address.startsWith('key.')) named.add(`client.${x.address.slice(4, x.address.lastIndexOf('/'))}`);
-  }
+  let endpointNamed = false;
+  for (const list of [plan.operations, plan.unmanaged])
+    for (let i = 0; i < list.length; i++) {
+      const a = list[i]!.address;
+      named.add(a);
+      if (a.startsWith('key.')) named.add(`client.${a.slice(4, a.lastIndexOf('/'))}`);
+      else if (a.startsWith('endpoint.')) endpointNamed = true;
+    }
   kept.templates.push(...state.templates);
   // A no-op plan names nothing: no address is built for its clients and endpoints then. Else a
   // client is looked up by name among the names its environment's client addresses carry
-  // (`client.${projectEnv}/${name}`), without an address built per client.
+  // (`client.${projectEnv}/${name}`), without an address built per client. Indexed loops without
+  // a closure per client: this runs once per environment, over its every client, mostly before V8
+  // optimizes it (a `keys.some(...)` per client was ~half of its 10 ms over 10,000 clients).
+  const clients = state.clients;
   const namesIn = new Map<string, Set<string>>();
-  for (const c of state.clients) {
-    if (c.keys.some((k) => k.expiresAt)) {
+  let namesEnv: string | undefined;
+  let names: Set<string> | undefined;
+  for (let i = 0; i < clients.length; i++) {
+    const c = clients[i]!;
+    if (expiring(c.keys)) {
       kept.clients.push(c);
       continue;
     }
     if (named.size === 0) continue;
-    let names = namesIn.get(c.projectEnv);
-    if (!names) namesIn.set(c.projectEnv, (names = namesUnder(named, address.client(c.projectEnv, ''))));
+    if (names === undefined || c.projectEnv !== namesEnv) {
+      namesEnv = c.projectEnv;
+      names = namesIn.get(namesEnv);
+      if (!names) namesIn.set(namesEnv, (names = namesUnder(named, address.client(namesEnv, ''))));
+    }
     if (names.has(c.name)) kept.clients.push(c);
   }
-  if (named.size > 0)
+  // An endpoint's address is built only when the plan names an endpoint.
+  if (endpointNamed)
     for (const e of state.endpoints)
       if (named.has(address.endpoint(e.projectEnv, e.method, e.path))) kept.endpoints.push(e);
+}
+
+/** Whether one of the keys expires. */
+function expiring(keys: LiveState['clients'][number]['keys']): boolean {
+  for (let k = 0; k < keys.length; k++) if (keys[k]!.expiresAt) return true;
+  return false;
 }
 
 /** What follows `prefix` in each of `addresses` that starts with it. */
