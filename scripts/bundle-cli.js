@@ -54,16 +54,6 @@ const { output } = await build({
   logLevel: 'warn',
 });
 
-// The configuration's read-aside worker (config/aside.ts) on its own, with nothing of the commands'
-// chunk: it needs only the fast YAML reader, and a thread that loaded the chunk would compile it.
-await build({
-  input: { 'chunk-worker': path.join(root, 'dist', 'config', 'chunk-worker.js') },
-  platform: 'node',
-  external: externalExcept([]),
-  output: { dir: outDir, format: 'esm', sourcemap: true },
-  logLevel: 'warn',
-});
-
 const modules = Object.fromEntries(
   output.filter((o) => o.type === 'chunk').map((c) => [c.fileName, Object.keys(c.modules).map(fromRoot)]),
 );

@@ -37,7 +37,6 @@ import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, letGo, readBounded, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
-import { AsideChunks, type AsideBlock } from './aside.js';
 import { parseDeferredChunks, parseFile, parseFileSkeleton, unplaced, type SourceDocument } from './source.js';
 import type { DeferredBlock, LineTable } from './fast-yaml.js';
 import { closest } from './suggest.js';
@@ -73,12 +72,6 @@ export interface LoadOptions {
    * skeleton read's line table is let go at once instead of copied out part by part.
    */
   bodiesHere?: (chars: number) => boolean;
-  /**
-   * With `onParsed`: clients and endpoints of at least this many characters in all are read on a
-   * worker thread (config/aside.ts; ASIDE_FROM) while this thread checks and builds the rest
-   * (default: never).
-   */
-  readAside?: number;
 }
 
 /**
@@ -123,7 +116,7 @@ async function loadWhole({ sources, pre }: SourcesRead, opts: LoadOptions): Prom
   const foreign = opts.documents ?? [];
   const env = envOf(opts);
   const state = opts.onParsed
-    ? await buildDesiredStatePaced(sources, env, pre, foreign, warnings, opts.onParsed, opts.readAside)
+    ? await buildDesiredStatePaced(sources, env, pre, foreign, warnings, opts.onParsed)
     : buildDesiredState(sources, env, pre, foreign, warnings);
   return { state, files: [...sources.map((s) => s.file), ...new Set(foreign.map((d) => d.file))], warnings };
 }
@@ -557,12 +550,7 @@ export class StreamedBodies {
  * environment's occurrence, CLIENTS_PER_PAUSE items at a time (a pause after each), each chunk let
  * go before the next is read. What the whole load would report of them throws NotStreamable.
  */
-function* buildDeferred(
-  builder: Builder,
-  part: StreamedPart,
-  env: EnvSource,
-  aside?: ReadAside,
-): Generator<Promise<void> | void, void, void> {
+function* buildDeferred(builder: Builder, part: StreamedPart, env: EnvSource): Generator<void, void, void> {
   const project = list(part.root.projects)[part.project] as Raw;
   const slug = str(project.slug)!;
   const segs: PathSegment[] = ['projects', part.project, 'environments', part.environment];
@@ -571,76 +559,19 @@ function* buildDeferred(
   try {
     for (const block of part.blocks) {
       let from = 0;
-      const add = (items: unknown[]) => {
+      const { file, text } = part.source;
+      for (const items of parseDeferredChunks(file, text, block, env, CLIENTS_PER_PAUSE, part.lines, part.lineBase)) {
         part.container[block.key] = items;
         if (validateAgainstSchema(alone).length > 0) throw new NotStreamable('the schema refuses a client or endpoint');
         builder.addStreamedBody(part.doc, slug, part.container, segs, block.key, from);
         part.container[block.key] = [];
         from += items.length;
-      };
-      // The chunks read aside, then (when the worker left the rest: stop) those after them read here.
-      const b = aside?.index.get(block);
-      let skip = 0;
-      if (aside && b !== undefined) {
-        let got = aside.chunks.next(b);
-        for (; got !== 'end' && got !== 'stop'; got = aside.chunks.next(b)) {
-          if (got instanceof Promise) yield got;
-          else {
-            add(got);
-            yield;
-          }
-        }
-        if (got === 'end') continue;
-        skip = aside.chunks.taken(b);
-      }
-      const { file, text } = part.source;
-      for (const items of parseDeferredChunks(file, text, block, env, CLIENTS_PER_PAUSE, part.lines, part.lineBase)) {
-        if (skip > 0) {
-          skip--;
-          continue;
-        }
-        add(items);
         yield;
       }
     }
   } finally {
     for (const block of part.blocks) part.container[block.key] = [];
   }
-}
-
-/** The deferred blocks of a whole load being read on a worker thread (config/aside.ts), by their order there. */
-interface ReadAside {
-  chunks: AsideChunks;
-  index: Map<DeferredBlock, number>;
-}
-
-/** A read aside of the parts' blocks when they hold `from` characters or more (LoadOptions.readAside); none otherwise. */
-function readingAside(parts: readonly StreamedPart[], from: number): ReadAside | undefined {
-  const blocks = parts.flatMap((part) => part.blocks.map((block) => ({ part, block })));
-  let chars = 0;
-  for (const { block } of blocks) chars += block.end - block.start;
-  if (chars < from) return undefined;
-  const chunks = AsideChunks.start(
-    blocks.map(({ part, block }): AsideBlock => {
-      const text = part.source.text.slice(block.start, block.end);
-      const lines = part.lines;
-      if (!lines) return { text, depth: block.depth };
-      const first = block.firstLine - (part.lineBase ?? 0);
-      const end = block.endLine - (part.lineBase ?? 0);
-      return {
-        text,
-        depth: block.depth,
-        lines: {
-          starts: lines.starts.slice(first, end),
-          ends: lines.ends.slice(first, end),
-          indents: lines.indents.slice(first, end),
-          offset: block.start,
-        },
-      };
-    }),
-    CLIENTS_PER_PAUSE,
-  );
-  return chunks ? { chunks, index: new Map(blocks.map(({ block }, i) => [block, i])) } : undefined;
 }
 
 /** `${env:}` over `vars` under the policy's allowlist. */
@@ -1476,14 +1407,12 @@ async function buildDesiredStatePaced(
   foreign: readonly ForeignDocument[],
   warnings: Diagnostic[],
   onParsed: (documents: unknown[]) => void,
-  readAside: number | undefined,
 ): Promise<DesiredState> {
-  const steps = building(sources, env, pre, foreign, warnings, onParsed, readAside);
+  const steps = building(sources, env, pre, foreign, warnings, onParsed);
   for (;;) {
     const step = steps.next();
     if (step.done) return step.value;
-    // A pause, or the wait for a chunk read aside (only this driver reads aside: see buildFast).
-    await (step.value ?? new Promise<void>((resolve) => setImmediate(resolve)));
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 }
 
@@ -1494,8 +1423,7 @@ function* building(
   foreign: readonly ForeignDocument[],
   warnings: Diagnostic[],
   onParsed?: (documents: unknown[]) => void,
-  readAside?: number,
-): Generator<Promise<void> | void, DesiredState, void> {
+): Generator<void, DesiredState, void> {
   // The documents are told once: a fast attempt that gave way told them already.
   let told = false;
   const tell = onParsed
@@ -1506,7 +1434,7 @@ function* building(
       }
     : undefined;
   if (pre.length === 0 && foreign.length === 0) {
-    const fast = yield* buildingFast(sources, env, warnings, tell, readAside);
+    const fast = yield* buildingFast(sources, env, warnings, tell);
     if (fast) return fast;
   }
   const builder = new Builder([...sources.map((s) => s.file), ...foreign.map((d) => d.file)]);
@@ -1587,10 +1515,9 @@ function* buildingFast(
   env: EnvSource,
   warnings: Diagnostic[],
   onParsed: ((documents: unknown[]) => void) | undefined,
-  readAside: number | undefined,
-): Generator<Promise<void> | void, DesiredState | undefined, void> {
+): Generator<void, DesiredState | undefined, void> {
   try {
-    return yield* buildFast(sources, env, warnings, onParsed, readAside);
+    return yield* buildFast(sources, env, warnings, onParsed);
   } catch (e) {
     if (e instanceof NotStreamable) return undefined;
     throw e;
@@ -1602,8 +1529,7 @@ function* buildFast(
   env: EnvSource,
   warnings: Diagnostic[],
   onParsed: ((documents: unknown[]) => void) | undefined,
-  readAside: number | undefined,
-): Generator<Promise<void> | void, DesiredState | undefined, void> {
+): Generator<void, DesiredState | undefined, void> {
   const builder = new Builder(sources.map((s) => s.file));
   const said: Diagnostic[] = [];
   const documents: PlacedDocument[] = [];
@@ -1621,18 +1547,11 @@ function* buildFast(
     if (!groupDeferred(grouped, source, doc, skeleton.deferred)) return undefined;
     for (const inEnv of grouped.values()) for (const part of inEnv) parts.push({ ...part, lines: skeleton.lines });
   }
-  // Large bodies are read aside from here on, while the documents are built and the live read starts
-  // (a paced load only: its driver waits for the chunks; buildDesiredState's never would).
-  const aside = readAside !== undefined && onParsed ? readingAside(parts, readAside) : undefined;
-  try {
-    onParsed?.(documents.map((d) => d.value));
-    if (onParsed) yield;
-    for (const doc of documents) yield* builder.addDocument(doc);
-    if (builder.diagnostics.length > 0) return undefined;
-    for (const part of parts) yield* buildDeferred(builder, part, env, aside);
-  } finally {
-    aside?.chunks.close();
-  }
+  onParsed?.(documents.map((d) => d.value));
+  if (onParsed) yield;
+  for (const doc of documents) yield* builder.addDocument(doc);
+  if (builder.diagnostics.length > 0) return undefined;
+  for (const part of parts) yield* buildDeferred(builder, part, env);
   const state = builder.finish();
   if (builder.diagnostics.length > 0) return undefined;
   if (env instanceof PolicedEnv && env.read.size) state.envReferences = [...env.read].sort();

@@ -49,14 +49,6 @@ export function planThreadCount(size: number, env: NodeJS.ProcessEnv = process.e
   return Math.min(availableParallelism(), 8);
 }
 
-/**
- * Whether this run may start worker threads at all: not with KMS_SYNC_PLAN_THREADS=1 (everything
- * on this thread, as before), which also keeps a one-environment load's read aside (config/aside.ts) off.
- */
-export function threadsAllowed(env: NodeJS.ProcessEnv = process.env): boolean {
-  return env.KMS_SYNC_PLAN_THREADS?.trim() !== '1';
-}
-
 /** The worker's module beside this one (dist/engine/ or the bundle's dist/bin/); none when run from the sources. */
 function workerEntry(): URL | undefined {
   const url = new URL('./plan-worker.js', import.meta.url);

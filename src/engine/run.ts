@@ -44,7 +44,6 @@ import type { Plan } from '../plan/types.js';
 import { readCdktfFlags, type CdktfFlags } from './cdktf-input.js';
 import { UsageError } from './errors.js';
 import { limitsOf, type LimitFlags } from './config-limits.js';
-import { ASIDE_FROM } from '../config/aside.js';
 import type { FileRules } from '../config/paths.js';
 import { frontEnd } from './front-end.js';
 import { keyCaptureFor } from './key-path.js';
@@ -57,14 +56,7 @@ import { storePolicyProblems } from '../secrets/store-policy.js';
 import { previousStoreFiles, securityChanges, type TrustBase } from '../apply/trust.js';
 import { opWrites } from '../apply/execute.js';
 import { serviceHoldings } from './inventory.js';
-import {
-  planOnThreads,
-  planThreadCount,
-  threadsAllowed,
-  type EnvJob,
-  type EnvResult,
-  type PlanThreadHooks,
-} from './plan-threads.js';
+import { planOnThreads, planThreadCount, type EnvJob, type EnvResult, type PlanThreadHooks } from './plan-threads.js';
 import {
   keepNamed,
   planEnvironment,
@@ -225,7 +217,6 @@ export async function loadConfig(
       ...(o.shownFrom ? { cwd: o.shownFrom } : {}),
       ...(cdktf ? { documents: cdktf.documents, diagnostics: cdktf.diagnostics } : {}),
       bodiesHere: (chars: number) => planThreadCount(chars) === 1,
-      ...(threadsAllowed() ? { readAside: ASIDE_FROM } : {}),
       ...(readAhead
         ? {
             onParsed: (documents: unknown[], streamed?: { bytes: number }) =>
