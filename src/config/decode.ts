@@ -1,11 +1,13 @@
 // Bytes of a configuration file → text. Only UTF-8 is accepted: invalid bytes are an error at
 // their line and column (never silently replaced by U+FFFD), and UTF-16/UTF-32 files are named as
 // such. A UTF-8 byte-order mark is dropped.
+import { isAscii } from 'node:buffer';
 import type { Diagnostic } from './diagnostics.js';
 
 const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
-export type Decoded = { text: string } | { diagnostic: Diagnostic };
+/** The text, and whether each byte was one ASCII character (a byte's offset is then its character's). */
+export type Decoded = { text: string; ascii?: true } | { diagnostic: Diagnostic };
 
 export function decodeConfig(file: string, bytes: Uint8Array): Decoded {
   const wide = wideEncoding(bytes);
@@ -14,6 +16,11 @@ export function decodeConfig(file: string, bytes: Uint8Array): Decoded {
       diagnostic: { file, line: 1, column: 1, path: '', message: `the file is encoded as ${wide}; save it as UTF-8` },
     };
   }
+  // ASCII (most configurations): the same text as UTF-8's, a byte per character, found at
+  // memory speed and copied instead of decoded (a 221 MB file: ~0.2 against ~0.32 s), and held
+  // outside the heap, freed as soon as it is collected.
+  if (isAscii(bytes))
+    return { text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1'), ascii: true };
   try {
     return { text: strict.decode(bytes) };
   } catch {

@@ -7,6 +7,7 @@ export {
   StreamedBodies,
   type StreamedLoad,
   type StreamedSkeleton,
+  type HandedPart,
   DEFAULT_STORE_NAME,
   type ConfigSource,
   type LoadOptions,

@@ -35,7 +35,7 @@ import {
 } from './diagnostics.js';
 import { PolicedEnv, type EnvMap, type EnvSource } from './interpolate.js';
 import { configLimits, type ConfigLimits } from './limits.js';
-import { collectFiles, displayPath, letGo, readBounded, type FileRules } from './paths.js';
+import { collectFiles, displayPath, letGo, readBounded, readPart, type FileAt, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
 import { parseDeferredChunks, parseFile, parseFileSkeleton, unplaced, type SourceDocument } from './source.js';
 import type { DeferredBlock, LineTable } from './fast-yaml.js';
@@ -99,6 +99,12 @@ export interface LoadResult {
 export interface ConfigSource {
   file: string;
   text: string;
+  /**
+   * The file it was read from, when its text is its bytes (ASCII) and it did not change while it
+   * was read: a streamed load on worker threads reads each environment's part of it again there,
+   * by offset (readPart), and this thread lets go of the text once the skeleton is read.
+   */
+  at?: FileAt;
 }
 
 /**
@@ -144,6 +150,7 @@ async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesR
   for (const { path: f } of found) {
     const file = displayPath(f, cwd);
     let bytes: Buffer;
+    let at: FileAt | undefined;
     try {
       const read = await readBounded(f, limits, budget, rules.refuseLinks === true);
       if ('problem' in read) {
@@ -151,6 +158,7 @@ async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesR
         continue;
       }
       bytes = read.bytes;
+      at = read.at;
     } catch (err) {
       pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${describeReadError(err)}` });
       continue;
@@ -161,7 +169,7 @@ async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesR
       pre.push(decoded.diagnostic);
       continue;
     }
-    sources.push({ file, text: decoded.text });
+    sources.push({ file, text: decoded.text, ...(decoded.ascii && at ? { at } : {}) });
   }
   return { sources, pre };
 }
@@ -222,6 +230,9 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
     const lines = new Map<string, LineTable>();
     const chars = sources.reduce((n, s) => n + s.text.length, 0);
     const keepLines = opts.bodiesHere?.(chars) ?? true;
+    // Read elsewhere (worker threads), each from its file by offset: this thread then keeps
+    // neither the texts (221 MB for 1,000,000 clients) nor their line tables, only each part's lines.
+    const fromFiles = !keepLines && sources.every((s) => s.at !== undefined);
     for (const source of sources) {
       const skeleton = parseFileSkeleton(source.file, source.text, env);
       if (!skeleton) return undefined;
@@ -230,16 +241,21 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
       const sd = skeleton.parsed.documents[0];
       if (!sd) continue;
       if (validateAgainstSchema(sd.value).length > 0) return undefined;
-      skeletons.push({ file: source.file, value: sd.value, deferred: skeleton.deferred });
-      if (skeleton.lines && keepLines) lines.set(source.file, skeleton.lines);
+      skeletons.push({
+        file: source.file,
+        value: sd.value,
+        deferred: skeleton.deferred,
+        ...(fromFiles ? { at: source.at! } : {}),
+      });
+      if (skeleton.lines && (keepLines || fromFiles)) lines.set(source.file, skeleton.lines);
     }
     // Warnings too: a second, whole load would say them again.
     if (warnings.length > 0) return undefined;
-    const texts = new Map(sources.map((s) => [s.file, s.text]));
+    const texts = new Map(fromFiles ? [] : sources.map((s) => [s.file, s.text]));
     const bodies = StreamedBodies.assemble(
       { files: sources.map((s) => s.file), docs: skeletons },
       env,
-      (file) => texts.get(file)!,
+      (file) => texts.get(file) ?? '',
       (file) => lines.get(file),
     );
     // One environment gains nothing from it (it is loaded whole either way), and the whole load
@@ -268,7 +284,18 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
  */
 export interface StreamedSkeleton {
   files: string[];
-  docs: { file: string; value: unknown; deferred: DeferredBlock[] }[];
+  /** `at`: the document's file, when its parts are read from it by offset (ConfigSource.at). */
+  docs: { file: string; value: unknown; deferred: DeferredBlock[]; at?: FileAt }[];
+}
+
+/**
+ * One part of an environment handed to a worker thread (StreamedBodies.handOver): its text, or,
+ * when the worker reads it from the file itself (ConfigSource.at), the lines of that text
+ * (StreamedPart.piece), so that it is not scanned for them again.
+ */
+export interface HandedPart {
+  text?: string;
+  lines?: LineTable;
 }
 
 /**
@@ -336,6 +363,11 @@ interface StreamedPart {
    */
   lines?: LineTable;
   lineBase?: number;
+  /**
+   * A part read from its file by offset (ConfigSource.at, no text here): the lines of its text
+   * (from its first block's start to its last block's end), at offsets in that text.
+   */
+  piece?: LineTable;
 }
 
 /** Files the deferred blocks of a document under their environments; false when one cannot be named (the whole load says why). */
@@ -374,8 +406,24 @@ function groupDeferred(
   if (lines)
     for (const inEnv of parts.values())
       for (const part of inEnv)
-        if (part.source === source && !part.lines) Object.assign(part, linesOfPart(lines, part.blocks));
+        if (part.source !== source || part.lines || part.piece) continue;
+        else if (source.at && !source.text) part.piece = pieceLines(lines, part.blocks);
+        else Object.assign(part, linesOfPart(lines, part.blocks));
   return true;
+}
+
+/** The lines of the text of `blocks` (of one part: from the first's start to the last's end), at offsets in that text. */
+function pieceLines(lines: LineTable, blocks: readonly DeferredBlock[]): LineTable {
+  const from = blocks[0]?.firstLine ?? 0;
+  const count = (blocks.at(-1)?.endLine ?? from) - from;
+  const base = blocks[0]?.start ?? 0;
+  const starts = new Int32Array(count);
+  const ends = new Int32Array(count);
+  for (let i = 0; i < count; i++) {
+    starts[i] = lines.starts[from + i]! - base;
+    ends[i] = lines.ends[from + i]! - base;
+  }
+  return { starts, ends, indents: lines.indents.slice(from, from + count), count };
 }
 
 /** The lines of `blocks` (in order, of one part), copied out of their file's `lines`, and where they start. */
@@ -437,12 +485,13 @@ export class StreamedBodies {
   ): StreamedBodies | undefined {
     const builder = new Builder(skeleton.files);
     const parts = new Map<string, StreamedPart[]>();
-    for (const { file, value, deferred } of skeleton.docs) {
+    for (const { file, value, deferred, at } of skeleton.docs) {
       const sd: SourceDocument = { file, index: 0, value, usable: true, placedFromText: true, locate: unplaced };
       const doc = placed(sd);
       const steps = builder.addDocument(doc);
       while (!steps.next().done);
-      if (!groupDeferred(parts, { file, text: text(file) }, doc, deferred, lines(file))) return undefined;
+      const source = { file, text: text(file), ...(at ? { at } : {}) };
+      if (!groupDeferred(parts, source, doc, deferred, lines(file))) return undefined;
     }
     const state = builder.finish();
     if (builder.diagnostics.length > 0 || builder.warnings.length > 0) return undefined;
@@ -490,42 +539,52 @@ export class StreamedBodies {
   }
 
   /**
-   * The texts of environment `pe`'s deferred blocks (one per part: from its first block to its
-   * last), in the order take() reads them, and lets go
-   * of them here: a worker thread reads the environment (take with these texts), this thread
-   * only checks the environments left (finish).
+   * Environment `pe`'s deferred blocks for a worker thread, one per part (from its first block to
+   * its last), in the order take() reads them, and lets go of them here: the worker reads the
+   * environment (take with these), this thread only checks the environments left (finish). A part
+   * read from its file is handed as its lines (HandedPart): the worker reads its text itself.
    */
-  handOver(pe: string): string[] {
+  handOver(pe: string): HandedPart[] {
     const parts = this.parts.get(pe) ?? [];
     this.parts.delete(pe);
     // The worker threads read the blocks from their own texts: the parts' lines are let go.
     for (const left of this.parts.values()) for (const part of left) delete part.lines;
-    return parts.map((part) => part.source.text.slice(part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0));
+    return parts.map((part) =>
+      part.source.text
+        ? { text: part.source.text.slice(part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0) }
+        : part.piece
+          ? { lines: part.piece }
+          : {},
+    );
   }
 
   /**
    * The clients and endpoints of environment `pe` (none for one the configuration does not hold),
-   * sorted as in a whole load. `texts`: the blocks' texts (handOver's, in a worker thread).
+   * sorted as in a whole load. `handed`: the parts as handOver gave them (in a worker thread). A
+   * part whose file changed since the skeleton was read throws NotStreamable: the whole is loaded again.
    */
   async take(
     pe: string,
-    texts?: readonly string[],
+    handed?: readonly HandedPart[],
   ): Promise<{ clients: DesiredClient[]; endpoints: DesiredEndpoint[] }> {
     const parts = this.parts.get(pe) ?? [];
     this.parts.delete(pe);
     let t = 0;
     for (const part of parts) {
-      // A worker thread's part: its blocks read from their own text (handOver's), at their offsets in it.
-      const handed = texts?.[t++];
+      const h = handed?.[t++];
+      // A part of its own text (handed, or read from the file): its blocks at their offsets in it.
+      const text = h?.text ?? (!part.source.text && part.source.at ? readPartOf(part, part.source.at) : undefined);
+      const lines = h?.text === undefined ? (h?.lines ?? part.piece) : undefined;
       const base = part.blocks[0]?.start ?? 0;
       const from =
-        handed === undefined
+        text === undefined
           ? part
           : {
               ...part,
-              source: { file: part.source.file, text: handed },
+              source: { file: part.source.file, text },
               blocks: part.blocks.map((b) => ({ ...b, start: b.start - base, end: b.end - base })),
-              lines: undefined,
+              lines,
+              lineBase: part.blocks[0]?.firstLine ?? 0,
             };
       // A pause after each chunk (CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.
       const steps = buildDeferred(this.builder, from, this.env);
@@ -543,6 +602,13 @@ export class StreamedBodies {
     if (this.env instanceof PolicedEnv && this.env.read.size) this.state.envReferences = [...this.env.read].sort();
     return this.state.envReferences;
   }
+}
+
+/** The text of a part (its first block's start to its last's end) read from its file; NotStreamable when the file changed. */
+function readPartOf(part: StreamedPart, at: FileAt): string {
+  const text = readPart(at, part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0);
+  if (text === undefined) throw new NotStreamable(`${part.source.file} changed since it was read`);
+  return text;
 }
 
 /**

@@ -3,7 +3,7 @@
 // branch), so a link it commits must not make kms-sync read a host file (/proc/self/environ, a
 // file-mounted secret, /etc/passwd) into a CI log or the agent's page. Paths are resolved
 // (realpath) once per -f argument and per link found, never per file or per resource.
-import { constants } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, type BigIntStats } from 'node:fs';
 import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type Diagnostic } from './diagnostics.js';
@@ -231,8 +231,61 @@ export async function expandPaths(
   return files.map((f) => f.path);
 }
 
-/** What reading one configuration file gave: its bytes, or why it was not read. */
-export type ReadResult = { bytes: Buffer } | { problem: string };
+/**
+ * What reading one configuration file gave: its bytes, or why it was not read. `at`: the file and
+ * its identity when it did not change while it was read (FileAt), for reading parts of it again.
+ */
+export type ReadResult = { bytes: Buffer; at?: FileAt } | { problem: string };
+
+/**
+ * A file read once, to read parts of again by offset (readPart): its path and what identifies its
+ * content (device, inode, size, modification and change times, in nanoseconds). Plain data: it
+ * goes to worker threads.
+ */
+export interface FileAt {
+  path: string;
+  identity: string;
+  noFollow: boolean;
+}
+
+const asText = new TextDecoder();
+
+function identityOf(st: BigIntStats): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+}
+
+/**
+ * The text of bytes [start, end) of a file read before (`at`), an ASCII one (a byte per
+ * character); undefined when the file is no longer the one read (another file at its path, or
+ * its content changed: size, modification or change time) or cannot be read: the caller loads the
+ * whole configuration again then. The file's identity is checked before and after the read.
+ */
+export function readPart(at: FileAt, start: number, end: number): string | undefined {
+  let fd: number;
+  try {
+    // Non-blocking: something swapped in at the path (a FIFO) never holds the thread.
+    fd = openSync(at.path, constants.O_RDONLY | constants.O_NONBLOCK | (at.noFollow ? constants.O_NOFOLLOW : 0));
+  } catch {
+    return undefined;
+  }
+  try {
+    if (identityOf(fstatSync(fd, { bigint: true })) !== at.identity) return undefined;
+    const bytes = Buffer.allocUnsafeSlow(end - start);
+    let got = 0;
+    while (got < bytes.length) {
+      const n = readSync(fd, bytes, got, bytes.length - got, start + got);
+      if (n === 0) return undefined;
+      got += n;
+    }
+    if (identityOf(fstatSync(fd, { bigint: true })) !== at.identity) return undefined;
+    // ASCII bytes: their UTF-8 decoding is their text.
+    return asText.decode(bytes);
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /**
  * Frees large binary data no longer read (a file's bytes read by readBounded once decoded, a line
@@ -262,7 +315,7 @@ export async function readBounded(
 ): Promise<ReadResult> {
   const fh = await open(file, constants.O_RDONLY | (noFollow ? constants.O_NOFOLLOW : 0));
   try {
-    const info = await fh.stat();
+    const info = await fh.stat({ bigint: true });
     if (!info.isFile()) return { problem: 'is not a regular file' };
     const cap = Math.min(limits.fileBytes, budget.left);
     const tooBig = (size: number) =>
@@ -273,11 +326,12 @@ export async function readBounded(
         : {
             problem: `the configuration's files together are larger than the limit of ${formatSize(limits.totalBytes)} (--max-config-size or KMS_SYNC_MAX_CONFIG_SIZE); this file is not read`,
           };
-    if (info.size > cap) return tooBig(info.size);
+    const size = Number(info.size);
+    if (size > cap) return tooBig(size);
     const chunks: Buffer[] = [];
     let total = 0;
     for (;;) {
-      const want = Math.min(Math.max(info.size + 1, 64 * 1024), cap + 1 - total);
+      const want = Math.min(Math.max(size + 1, 64 * 1024), cap + 1 - total);
       const { bytesRead, buffer } = await fh.read(Buffer.alloc(want), 0, want, null);
       if (bytesRead === 0) break;
       chunks.push(buffer.subarray(0, bytesRead));
@@ -285,7 +339,10 @@ export async function readBounded(
       if (total > cap) return tooBig(total > limits.fileBytes ? limits.fileBytes + 1 : total);
     }
     budget.left -= total;
-    return { bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total) };
+    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+    const identity = identityOf(info);
+    const same = total === size && identityOf(await fh.stat({ bigint: true })) === identity;
+    return { bytes, ...(same ? { at: { path: file, identity, noFollow } } : {}) };
   } finally {
     await fh.close();
   }

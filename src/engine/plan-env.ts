@@ -5,7 +5,7 @@
 // presence is asked (the main thread holds the presence cache; a worker asks it), how an
 // environment's live state is read, and where its clients come from.
 import type { OrphanKey } from '../apply/recover.js';
-import { NotStreamable, type StreamedBodies } from '../config/index.js';
+import { NotStreamable, type HandedPart, type StreamedBodies } from '../config/index.js';
 import type { LiveEnvRead } from '../live/read.js';
 import { address, emptyLiveState, type DesiredEnv, type DesiredState, type LiveState } from '../model/index.js';
 import { capacityProblems, type CapacityProblem } from '../plan/capacity.js';
@@ -132,15 +132,15 @@ export async function planPart(
  * The clients and endpoints of environment `pe` of a configuration loaded environment by
  * environment, their secret names checked as checkSecretNames checks the whole, against the names
  * `seen` in the environments before it: any problem loads the whole (NotStreamable). `texts`: the
- * environment's blocks handed to a worker thread (StreamedBodies.handOver).
+ * environment's parts handed to a worker thread (StreamedBodies.handOver).
  */
 export async function takeEnvBodies(
   bodies: StreamedBodies,
   pe: string,
   names: { desired: DesiredState; registry: StoreRegistry; seen: SecretNamesTaken },
-  texts?: readonly string[],
+  handed?: readonly HandedPart[],
 ): Promise<Pick<DesiredState, 'clients' | 'endpoints'>> {
-  const mine = await bodies.take(pe, texts);
+  const mine = await bodies.take(pe, handed);
   const problems = await secretCollisions({ ...names.desired, clients: mine.clients }, names.registry, names.seen);
   if (problems.length > 0 || mixedStores(names.seen)) throw new NotStreamable('a secret name needs checking whole');
   return mine;

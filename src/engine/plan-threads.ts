@@ -14,7 +14,7 @@ import { ApiError, NetworkError, RequestsStoppedError, UnexpectedResponseError }
 import type { PageRead, WireTemplate } from '../api/client.js';
 import type { HttpOptions } from '../api/http.js';
 import type { OrphanKey } from '../apply/recover.js';
-import { NotStreamable, type StreamedSkeleton } from '../config/index.js';
+import { NotStreamable, type HandedPart, type StreamedSkeleton } from '../config/index.js';
 import type { DuplicateLive } from '../live/read.js';
 import type { LiveEnv, LiveState, OperatorPolicy } from '../model/index.js';
 import type { PortableInventory } from '../plan/inventory.js';
@@ -86,7 +86,8 @@ export interface PlanThreadInit {
 export interface EnvJob {
   i: number;
   pe: string;
-  texts: string[];
+  /** Its parts (StreamedBodies.handOver): their texts, or the lines of those the worker reads from the file. */
+  parts: HandedPart[];
   checkOnly?: true;
   inDesired: boolean;
   live?: { env: LiveEnv; embedded: WireTemplate[] | undefined };
@@ -206,7 +207,11 @@ export async function planOnThreads(
       }
       load[k]!++;
       inFlight.set(n.value.i, { job: n.value, worker: k });
-      workers[k]!.postMessage({ type: 'env', job: n.value } satisfies ToWorker);
+      // The parts' lines are moved, not copied: this thread let go of them.
+      const moved = n.value.parts.flatMap((p) =>
+        p.lines ? [p.lines.starts, p.lines.ends, p.lines.indents].map((c) => c.buffer as ArrayBuffer) : [],
+      );
+      workers[k]!.postMessage({ type: 'env', job: n.value } satisfies ToWorker, moved);
     }
     if (exhausted && inFlight.size === 0 && done.size === 0) finish();
   };

@@ -87,7 +87,7 @@ async function planEnv(job: EnvJob): Promise<EnvResult> {
   const seen = noSecretNamesTaken();
   let envRead: string[] = [];
   const take = async () => {
-    const mine = await takeEnvBodies(bodies!, pe, { desired, registry, seen }, job.texts);
+    const mine = await takeEnvBodies(bodies!, pe, { desired, registry, seen }, job.parts);
     envRead = bodies!.envRead;
     return mine;
   };

@@ -1087,14 +1087,14 @@ async function planEnvsOnThreads(
       yield {
         i: i++,
         pe,
-        texts: x.bodies.handOver(pe),
+        parts: x.bodies.handOver(pe),
         inDesired: x.inDesired(pe),
         ...(env ? { live: { env, embedded: x.head.embedded?.[pe] } } : {}),
         orphans: x.orphans(pe),
       };
     }
     for (const pe of rest)
-      yield { i: i++, pe, texts: x.bodies.handOver(pe), checkOnly: true, inDesired: false, orphans: [] };
+      yield { i: i++, pe, parts: x.bodies.handOver(pe), checkOnly: true, inDesired: false, orphans: [] };
   }
   const taken = new Map<string, Set<string>>();
   const selfNamedIn = new Set<string>();
