@@ -53,6 +53,45 @@ export async function readIfExists(p: string): Promise<Buffer | undefined> {
   }
 }
 
+/**
+ * Reads the file at `p` when it is not exactly `expected`. Equal bytes are checked in `scratch`
+ * (a buffer kept by the caller, grown when too small) instead of a new buffer: a store that checks
+ * its file before and after each write reads a large file every time, and a new buffer for each
+ * read is garbage the size of the file. Returns 'same', the file's bytes when they differ, or
+ * undefined when there is no file.
+ */
+export async function readUnlessSame(
+  p: string,
+  expected: Uint8Array,
+  scratch: { buf: Buffer },
+): Promise<'same' | Buffer | undefined> {
+  let fh: fs.FileHandle;
+  try {
+    fh = await fs.open(p, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    const { size } = await fh.stat();
+    if (size === expected.length) {
+      if (scratch.buf.length < size + 1) scratch.buf = Buffer.allocUnsafe(size + 1 + (size >> 3));
+      let got = 0;
+      for (;;) {
+        // One byte more than expected: a file that grew since the stat does not read as the same.
+        const { bytesRead } = await fh.read(scratch.buf, got, size + 1 - got, got);
+        if (bytesRead === 0) break;
+        got += bytesRead;
+        if (got > size) break;
+      }
+      if (got === size && scratch.buf.subarray(0, size).equals(expected)) return 'same';
+    }
+  } finally {
+    await fh.close();
+  }
+  return readIfExists(p);
+}
+
 const TMP_MARK = '.tmp-';
 
 function tempPathFor(target: string): string {

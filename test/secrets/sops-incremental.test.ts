@@ -9,18 +9,20 @@ import { parse, stringify } from 'yaml';
 import {
   decryptTree,
   emitSopsYaml,
-  emitSopsYamlIncremental,
+  emitSopsImage,
   encryptSubtree,
   map,
   parseYamlTree,
   scalar,
   type FragmentCache,
+  type SMap,
   type SNode,
   walkLeaves,
 } from '../../src/secrets/sops/document.js';
 import { decryptSopsValue, encryptBytes, encryptSopsString, freshIv, macBytes } from '../../src/secrets/sops/cipher.js';
 import { KMS_SYNC_RULES, SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { fakeKey, meta, sandbox, type Sandbox } from './helpers.js';
+import { xorshift32 } from '../support/xorshift.js';
 
 let sb: Sandbox;
 beforeEach(async () => {
@@ -69,12 +71,17 @@ describe('incremental emission', () => {
     const data = map([['secrets', secrets]]);
     const cache: FragmentCache = new WeakMap();
     const fresh1: [string, SNode, string][] = [];
-    expect(emitSopsYamlIncremental(data, sops, cache, fresh1)).toBe(emitSopsYaml(data, sops));
+    expect(emitSopsImage(data, sops, cache, fresh1)?.toString('utf8')).toBe(emitSopsYaml(data, sops));
     expect(fresh1).toHaveLength(secrets.entries.length + 1); // every entry, and the sops block
     secrets.entries[3] = entry(3, [['rotated', scalar(true)]]);
     const fresh2: [string, SNode, string][] = [];
-    expect(emitSopsYamlIncremental(data, sops, cache, fresh2)).toBe(emitSopsYaml(data, sops));
+    expect(emitSopsImage(data, sops, cache, fresh2)?.toString('utf8')).toBe(emitSopsYaml(data, sops));
     expect(fresh2.map(([n]) => n)).toEqual(['p-prod/c3/k', 'sops']);
+    // Entries dropped: the bytes around them come from the last image in two runs, nothing is emitted again.
+    secrets.entries.splice(5, 2);
+    const fresh3: [string, SNode, string][] = [];
+    expect(emitSopsImage(data, sops, cache, fresh3)?.toString('utf8')).toBe(emitSopsYaml(data, sops));
+    expect(fresh3.map(([n]) => n)).toEqual(['sops']);
   });
 
   it('text read from a canonical file is reused without being parsed again', () => {
@@ -84,7 +91,7 @@ describe('incremental emission', () => {
     const slices: FragmentCache = new WeakMap();
     const root = parseYamlTree(text, slices);
     const fresh: [string, SNode, string][] = [];
-    expect(emitSopsYamlIncremental(map([root.entries[0]!]), sops, slices, fresh)).toBe(text);
+    expect(emitSopsImage(map([root.entries[0]!]), sops, slices, fresh)?.toString('utf8')).toBe(text);
     expect(fresh.map(([n]) => n)).toEqual(['sops']);
   });
 });
@@ -137,8 +144,48 @@ describe('SopsFileStore at scale', () => {
     expect((await fs.readFile(file, 'utf8')).match(/^ {4}"?e\//gm)).toHaveLength(500);
   });
 
+  it('random writes (new names before, between and after the others; replacements; removals) each leave the file the whole-document emitter writes', async () => {
+    const draw = xorshift32(3707);
+    const file = path.join(sb.dir, 'r.yaml');
+    const store = new SopsFileStore(file, { env: sb.env });
+    const values = new Map<string, string>();
+    const name = () => `e/c${String(draw(1000)).padStart(3, '0')}/${draw(3) === 0 ? 'k2' : 'k'}`;
+    const put = (n: string) => {
+      values.set(n, fakeKey());
+      return { name: n, value: values.get(n)!, meta: meta(n) };
+    };
+    await store.putMany(Array.from({ length: 150 }, name).map(put));
+    for (let w = 0; w < 24; w++) {
+      if (w % 6 === 5) {
+        const gone = [...values.keys()].filter(() => draw(10) === 0);
+        for (const n of gone) values.delete(n);
+        await store.deleteMany(gone.map((n) => ({ name: n })));
+      } else {
+        // 1-8 entries: some replace a secret, most add one wherever its name sorts.
+        await store.putMany(
+          Array.from({ length: 1 + draw(8) }, () =>
+            put(draw(4) === 0 ? [...values.keys()][draw(values.size)]! : name()),
+          ),
+        );
+      }
+      const text = await fs.readFile(file, 'utf8');
+      const root = parseYamlTree(text);
+      const names = root.entries[0]![1].kind === 'map' ? root.entries[0]![1].entries.map(([n]) => n) : [];
+      expect(names).toEqual([...values.keys()].sort());
+      expect(text).toBe(emitSopsYaml(map([root.entries[0]!]), root.entries[1]![1] as SMap));
+    }
+    expect(await new SopsFileStore(file, { env: sb.env }).readAll()).toEqual(values);
+  });
+
   it.each([
     ['2-space indentation', (t: string) => stringify(parse(t), { indent: 2 })],
+    [
+      'the sops block first and no final line break',
+      (t: string) => {
+        const at = t.indexOf('sops:\n');
+        return `${t.slice(at)}${t.slice(0, at)}`.trimEnd();
+      },
+    ],
     [
       'comments between entries',
       (t: string) => t.replace(/^( {4}"?e\/c1\/k"?:)$/m, '    # a comment a person added\n$1'),
@@ -156,6 +203,7 @@ describe('SopsFileStore at scale', () => {
     );
     await fs.writeFile(file, reformat(await fs.readFile(file, 'utf8')));
     const second = new SopsFileStore(file, { env: sb.env });
+    expect(await second.readAll()).toEqual(values); // read first: the entries' text and place are taken from this file
     values.set('e/c5/k', fakeKey());
     await second.put('e/c5/k', values.get('e/c5/k')!, meta('e/c5/k'));
     values.set('e/new/k', fakeKey());

@@ -303,6 +303,31 @@ describe('SOPS file store: integrity', () => {
     await tampered(store, flipCiphertextByte(text, 'acme-prod/web/primary:'));
   });
 
+  it('the instance that wrote and listed the file rejects a tamper of the same size (its caches hold the old bytes)', async () => {
+    const { store, text, a } = await written();
+    // The instance holds the file it verified and (after list) a parse: a flipped byte keeps the size.
+    expect((await store.list()).map((l) => l.name)).toContain('acme-prod/web/primary');
+    const bad = flipCiphertextByte(text, 'acme-prod/web/primary:');
+    expect(bad.length).toBe(text.length);
+    await fs.writeFile(store.path, bad);
+    expect((await store.list()).map((l) => l.name)).toContain('acme-prod/web/primary'); // plaintext names: no MAC check
+    for (const op of [
+      () => store.read('acme-prod/web/primary'),
+      () => store.put('acme-prod/new/primary', key(), meta('acme-prod/new/primary')),
+      () => store.checkWritable(),
+    ]) {
+      expect((await rejection(op())).code).toBe('INTEGRITY');
+    }
+    expect(await fs.readFile(store.path, 'utf8')).toBe(bad); // nothing written over it
+    await fs.writeFile(store.path, text);
+    expect(await store.read('acme-prod/web/primary')).toBe(a);
+    // Another instance lists the good file (a parse it may decrypt later), then the file changes.
+    const other = await newStore();
+    expect(await other.list()).toHaveLength(2);
+    await fs.writeFile(store.path, bad);
+    expect((await rejection(other.read('acme-prod/web/primary'))).code).toBe('INTEGRITY');
+  });
+
   it('rejects a flipped byte in the MAC', async () => {
     const { store, text } = await written();
     await tampered(store, flipCiphertextByte(text, '    mac: '));

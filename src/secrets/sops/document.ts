@@ -104,19 +104,36 @@ export class SopsFormatError extends Error {
 // ---------------------------------------------------------------------------------------------
 // YAML <-> tree
 
-export function parseYamlTree(text: string, slices?: FragmentCache): SMap {
+/**
+ * With `slices`, the text of each entry of the usual `secrets` mapping is recorded by node; with
+ * `image` too (the bytes `text` was decoded from), where each lies in it, so that a rewrite copies
+ * those bytes instead of encoding the entry again.
+ */
+export function parseYamlTree(text: string, slices?: FragmentCache, image?: Uint8Array): SMap {
   // The usual layout is read without the yaml package (./fast-yaml.ts); anything else with it.
   const found: EntrySlices | undefined = slices ? [] : undefined;
   const fast = readStoreYaml(text, found);
   if (fast) {
-    for (const [node, hit] of found ?? []) slices!.set(node, hit);
+    // The fast reader takes ASCII text only: a slice's length is its size in bytes.
+    for (const [node, hit] of found ?? []) slices!.set(node, fragmentOf(hit, hit.text.length, text, image));
     return fast;
   }
-  return parseWithYamlPackage(text, slices);
+  return parseWithYamlPackage(text, slices, image);
+}
+
+/** A slice of `text` as a fragment; placed in `image` when that is `text`'s bytes one for one (ASCII). */
+function fragmentOf(
+  hit: { name: string; text: string; start: number },
+  size: number,
+  text: string,
+  image: Uint8Array | undefined,
+): Fragment {
+  const placed = image !== undefined && image.length === text.length;
+  return { name: hit.name, text: hit.text, size, ...(placed ? { image, start: hit.start } : {}) };
 }
 
 /** parseYamlTree through the `yaml` package, for any YAML (and to check the fast reader against). */
-export function parseWithYamlPackage(text: string, slices?: FragmentCache): SMap {
+export function parseWithYamlPackage(text: string, slices?: FragmentCache, image?: Uint8Array): SMap {
   const doc = Y().parseDocument(text, {
     schema: 'core',
     version: '1.2',
@@ -138,7 +155,7 @@ export function parseWithYamlPackage(text: string, slices?: FragmentCache): SMap
   if (doc.contents === null) return map();
   const root = convert(doc.contents, doc, 0);
   if (root.kind !== 'map') throw new SopsFormatError('parse', 'the document must be a YAML mapping');
-  if (slices) recordSecretSlices(text, doc, root, slices);
+  if (slices) recordSecretSlices(text, doc, root, slices, image);
   return root;
 }
 
@@ -148,7 +165,13 @@ export function parseWithYamlPackage(text: string, slices?: FragmentCache): SMap
  * block of the entries a rewrite emits, so it can be written back as it is, and this parse is its
  * verification. A rewrite then emits only the entries that changed, even the first time.
  */
-function recordSecretSlices(text: string, doc: Document, root: SMap, slices: FragmentCache): void {
+function recordSecretSlices(
+  text: string,
+  doc: Document,
+  root: SMap,
+  slices: FragmentCache,
+  image: Uint8Array | undefined,
+): void {
   if (!isMap(doc.contents)) return;
   const top = doc.contents.items;
   const at = top.findIndex((p) => isScalar(p.key) && p.key.value === 'secrets');
@@ -160,7 +183,7 @@ function recordSecretSlices(text: string, doc: Document, root: SMap, slices: Fra
   if (items.length !== secrets.entries.length) return;
   const nextTop = top[at + 1]?.key as Node | undefined;
   const end = nextTop?.range ? lineStart(nextTop.range[0]) : text.length;
-  const found: [SNode, { name: string; text: string }][] = [];
+  const found: EntrySlices = [];
   for (let i = 0; i < items.length; i++) {
     const key = items[i]!.key as Node | undefined;
     const next = items[i + 1]?.key as Node | undefined;
@@ -169,11 +192,15 @@ function recordSecretSlices(text: string, doc: Document, root: SMap, slices: Fra
     if (key.range[0] - from !== 4) return; // another layout: emit everything the first time
     const to = next?.range ? lineStart(next.range[0]) : end;
     const [name, node] = secrets.entries[i]!;
-    let slice = text.slice(from, to);
-    if (!slice.endsWith('\n')) slice += '\n';
-    found.push([node, { name, text: slice }]);
+    const slice = text.slice(from, to);
+    // The last entry of a file without a final line break gets one: then it is not the file's bytes.
+    found.push([
+      node,
+      { name, text: slice.endsWith('\n') ? slice : `${slice}\n`, start: slice.endsWith('\n') ? from : -1 },
+    ]);
   }
-  for (const [node, hit] of found) slices.set(node, hit);
+  for (const [node, hit] of found)
+    slices.set(node, fragmentOf(hit, Buffer.byteLength(hit.text, 'utf8'), text, hit.start < 0 ? undefined : image));
 }
 
 function convert(n: unknown, doc: Document, depth: number): SNode {
@@ -277,11 +304,23 @@ export function emitWithYamlPackage(data: SMap, sops: SMap): string {
 }
 
 /**
- * The text of each entry under `secrets:` as emitSopsYaml writes it, by node: entries are immutable
- * once written (a new value is a new node), so a rewrite emits only the entries that changed and
- * reuses the text of the others. Kept per store instance.
+ * The text of an entry under `secrets:` as emitSopsYaml writes it, its size in UTF-8 bytes, and
+ * where those bytes lie in the latest file image that holds them (read or built by this store).
  */
-export type FragmentCache = WeakMap<SNode, { name: string; text: string }>;
+export interface Fragment {
+  name: string;
+  text: string;
+  size: number;
+  image?: Uint8Array;
+  start?: number;
+}
+
+/**
+ * Fragments by entry node: entries are immutable once written (a new value is a new node), so a
+ * rewrite emits only the entries that changed and copies the bytes of the others. Kept per store
+ * instance.
+ */
+export type FragmentCache = WeakMap<SNode, Fragment>;
 
 /** One entry of the `secrets` mapping, indented as in the whole document. */
 export function emitSecretEntry(name: string, node: SNode): string {
@@ -293,34 +332,74 @@ function indentLines(text: string, n: number): string {
   return text.replace(/^(?=.)/gm, pad);
 }
 
+const SECRETS_HEAD = Buffer.from('secrets:\n', 'utf8');
+
 /**
- * emitSopsYaml for the usual file (one top-level `secrets` mapping with entries), with the text
- * of unchanged entries taken from `cache`; `fresh` receives the entries emitted now, which the
- * caller verifies. Other shapes: undefined (use emitSopsYaml).
+ * The bytes of emitSopsYaml for the usual file (one top-level `secrets` mapping with entries),
+ * built from the bytes of unchanged entries where an earlier image holds them (one copy per run of
+ * neighbours), so that a rewrite of thousands of secrets neither joins nor encodes their text
+ * again. `fresh` receives the entries emitted now, which the caller verifies. Other shapes:
+ * undefined (use emitSopsYaml).
  */
-export function emitSopsYamlIncremental(
+export function emitSopsImage(
   data: SMap,
   sops: SMap,
   cache: FragmentCache,
   fresh: [string, SNode, string][],
-): string | undefined {
+): Buffer | undefined {
   if (data.entries.length !== 1 || data.entries[0]![0] !== 'secrets') return undefined;
   const secrets = data.entries[0]![1];
   if (secrets.kind !== 'map' || secrets.entries.length === 0) return undefined;
-  const parts = ['secrets:\n'];
+  const parts: Fragment[] = [];
+  let total = SECRETS_HEAD.length;
   for (const [name, node] of secrets.entries) {
     let hit = cache.get(node);
     if (hit === undefined || hit.name !== name) {
-      hit = { name, text: emitSecretEntry(name, node) };
+      const text = emitSecretEntry(name, node);
+      hit = { name, text, size: Buffer.byteLength(text, 'utf8') };
       cache.set(node, hit);
-      fresh.push([name, node, hit.text]);
+      fresh.push([name, node, text]);
     }
-    parts.push(hit.text);
+    parts.push(hit);
+    total += hit.size;
   }
   const sopsText = emitPair('sops', sops, 'sops', 0) ?? emitPairs([['sops', sops, 'sops']]);
   fresh.push(['sops', sops, sopsText]);
-  parts.push(sopsText);
-  return parts.join('');
+  total += Buffer.byteLength(sopsText, 'utf8');
+  // Zeroed, so that a size miscounted below could never write stale process memory to the file.
+  const out = Buffer.alloc(total);
+  let at = SECRETS_HEAD.copy(out, 0);
+  const starts: number[] = [];
+  let run: { image: Uint8Array; from: number; to: number; at: number } | undefined;
+  const copyRun = () => {
+    if (run === undefined) return;
+    if (run.to > run.image.length) throw new Error('a secret entry lies outside the image it was read from');
+    out.set(run.image.subarray(run.from, run.to), run.at);
+    run = undefined;
+  };
+  for (const hit of parts) {
+    starts.push(at);
+    if (hit.image !== undefined && hit.start !== undefined) {
+      if (run?.image === hit.image && run.to === hit.start) run.to += hit.size;
+      else {
+        copyRun();
+        run = { image: hit.image, from: hit.start, to: hit.start + hit.size, at };
+      }
+    } else {
+      copyRun();
+      if (out.write(hit.text, at, 'utf8') !== hit.size) throw new Error('a secret entry did not encode to its size');
+    }
+    at += hit.size;
+  }
+  copyRun();
+  at += out.write(sopsText, at, 'utf8');
+  if (at !== total) throw new Error('the file image is not the size of its parts');
+  // Complete: each fragment's bytes are now also here, where the next rewrite copies them from.
+  parts.forEach((hit, i) => {
+    hit.image = out;
+    hit.start = starts[i]!;
+  });
+  return out;
 }
 
 /** Structural equality of two trees (for verifying emitted text against what was meant). */

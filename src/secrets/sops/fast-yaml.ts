@@ -44,8 +44,11 @@ const bail = (): never => {
   throw OUTSIDE;
 };
 
-/** Text of each entry of the top-level `secrets` mapping (from its key line to the next key line), by node. */
-export type EntrySlices = [SNode, { name: string; text: string }][];
+/**
+ * Text of each entry of the top-level `secrets` mapping (from its key line to the next key line), by
+ * node, with where it starts in the document (the text is ASCII here: a character offset is a byte offset).
+ */
+export type EntrySlices = [SNode, { name: string; text: string; start: number }][];
 
 /**
  * The tree of `text` when it is in the subset above (undefined otherwise); with `slices`, the text
@@ -147,7 +150,8 @@ class Reader {
     keyLines.forEach((li, i) => {
       const to = i + 1 < keyLines.length ? this.starts[keyLines[i + 1]!]! : end;
       const [name, node] = secrets.entries[i]!;
-      this.slices!.push([node, { name, text: this.text.slice(this.starts[li]!, to) }]);
+      const start = this.starts[li]!;
+      this.slices!.push([node, { name, text: this.text.slice(start, to), start }]);
     });
   }
 

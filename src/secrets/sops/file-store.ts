@@ -29,6 +29,7 @@ import {
   atomicWriteFile,
   ensureDir,
   readIfExists,
+  readUnlessSame,
   removeStaleTemps,
   withLock,
   type LockOptions,
@@ -40,7 +41,7 @@ import {
   buildSopsMapping,
   decryptTree,
   emitSopsYaml,
-  emitSopsYamlIncremental,
+  emitSopsImage,
   readMetadata,
   reencryptTree,
   sameTree,
@@ -131,6 +132,10 @@ export class SopsFileStore implements SecretStore {
   private readonly lockOptions: LockOptions;
   /** The bytes of the file this instance last verified, with its decrypted tree (never written anywhere). */
   private cache: { bytes: Buffer; loaded: LoadedVerified } | undefined;
+  /** Where the file is read to be compared with the last one verified (readUnlessSame). */
+  private readonly scratch = { buf: Buffer.alloc(0) };
+  /** The last file loadRaw parsed, for the verified load that may follow (see loadRaw). */
+  private parsed: WeakRef<{ bytes: Buffer; raw: LoadedRaw }> | undefined;
   /** Emitted (or read and checked) text of each secret entry, by node: a rewrite emits only what changed. */
   private readonly fragments: FragmentCache = new WeakMap();
 
@@ -216,8 +221,8 @@ export class SopsFileStore implements SecretStore {
           rules: loaded.meta.rules,
         });
         const text = emitSopsYaml(data, sops);
-        const verified = this.verifyText(text, dataKey, []);
         const bytes = Buffer.from(text, 'utf8');
+        const verified = this.verifyText(text, bytes, dataKey, []);
         await removeStaleTemps(this.path);
         await atomicWriteFile(this.path, bytes);
         const back = await fs.readFile(this.path);
@@ -497,7 +502,9 @@ export class SopsFileStore implements SecretStore {
     }
     const shouldEncrypt = makeShouldEncrypt(rules);
     const updatedAt = new Date().toISOString();
-    const entriesBefore = secrets.entries.length;
+    // Entries are kept in name order. In a file this instance wrote (so sorted), each entry is
+    // put in its place by a binary search, without indexing or sorting thousands of entries again.
+    const inOrder = loaded?.sorted === true;
     for (const e of entries) {
       const base = [SECRETS_KEY, e.name];
       if (!shouldEncrypt([...base, VALUE_KEY])) {
@@ -506,12 +513,11 @@ export class SopsFileStore implements SecretStore {
           'UNSUPPORTED',
         );
       }
-      setEntry(secrets, e.name, encryptSubtree(entryNode(e, updatedAt), base, rules, dataKey));
+      const node = encryptSubtree(entryNode(e, updatedAt), base, rules, dataKey);
+      if (inOrder) putInOrder(secrets, e.name, node);
+      else setEntry(secrets, e.name, node);
     }
-    // Entries are kept in name order; a write that only replaced entries of a file this instance
-    // wrote (so sorted) keeps that order without sorting thousands of entries again.
-    if (secrets.entries.length !== entriesBefore || !loaded?.sorted)
-      secrets.entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (!inOrder) secrets.entries.sort(([a], [b]) => byName(a, b));
 
     const lastModified = nowRfc3339();
     // Values unchanged since the last verified load are not decrypted again (work ∝ what changed).
@@ -524,23 +530,23 @@ export class SopsFileStore implements SecretStore {
       rules,
     });
     // Before touching the disk: the new text parses back to the tree meant, its MAC verifies and
-    // every new value decrypts. The usual file is emitted entry by entry and only the entries
-    // emitted now are parsed back; other shapes are emitted and parsed whole.
+    // every new value decrypts. The usual file is built entry by entry (the bytes of unchanged
+    // entries copied from the last image) and only the entries emitted now are parsed back; other
+    // shapes are emitted and parsed whole.
     const fresh: [string, SNode, string][] = [];
     // A removal is emitted and verified whole (the incremental emitter follows additions only).
-    let text = remove ? undefined : emitSopsYamlIncremental(data, sops, this.fragments, fresh);
+    let bytes = remove ? undefined : emitSopsImage(data, sops, this.fragments, fresh);
     let verified: LoadedVerified;
-    if (text === undefined) {
-      text = emitSopsYaml(data, sops);
-      verified = this.verifyText(text, dataKey, entries);
+    if (bytes === undefined) {
+      const text = emitSopsYaml(data, sops);
+      bytes = Buffer.from(text, 'utf8');
+      verified = this.verifyText(text, bytes, dataKey, entries);
     } else {
       verified = this.verifyFragments(data, sops, dataKey, dec, fresh, entries);
     }
-    const bytes = Buffer.from(text, 'utf8');
     await atomicWriteFile(this.path, bytes);
     // After: what the disk returns is byte for byte the text just verified.
-    const back = await fs.readFile(this.path);
-    if (!back.equals(bytes)) {
+    if ((await readUnlessSame(this.path, bytes, this.scratch)) !== 'same') {
       this.cache = undefined;
       throw this.error('read-back check failed: the file on disk differs from what was written', 'VERIFY_FAILED');
     }
@@ -583,9 +589,9 @@ export class SopsFileStore implements SecretStore {
     return { data, meta, secrets, dataKey, dec };
   }
 
-  /** Parses `text`, authenticates it and checks every entry decrypts to the value written. */
-  private verifyText(text: string, dataKey: Uint8Array, entries: SecretEntry[]): LoadedVerified {
-    const raw = parseRaw(text, this.fragments);
+  /** Parses `text` (whose bytes are `bytes`), authenticates it and checks every entry decrypts to the value written. */
+  private verifyText(text: string, bytes: Buffer, dataKey: Uint8Array, entries: SecretEntry[]): LoadedVerified {
+    const raw = parseRaw(text, this.fragments, bytes);
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
     verifyMac(raw.meta, dec.mac, dataKey);
     for (const e of entries) {
@@ -597,10 +603,16 @@ export class SopsFileStore implements SecretStore {
     return { ...raw, dataKey, dec };
   }
 
+  /** The file parsed, not authenticated: for callers that read names and plaintext metadata, never change the tree. */
   private async loadRaw(): Promise<LoadedRaw | undefined> {
     const buf = await readIfExists(this.path);
     if (buf === undefined) return undefined;
-    return parseRaw(buf.toString('utf8'));
+    if (this.cache?.bytes.equals(buf)) return this.cache.loaded;
+    const raw = parseRaw(buf.toString('utf8'), this.fragments, buf);
+    // A verified load of the same bytes (a write's, a check's) decrypts this tree instead of parsing
+    // the file again; held weakly, so a run that only lists keeps no second copy of the store.
+    this.parsed = new WeakRef({ bytes: buf, raw });
+    return raw;
   }
 
   /**
@@ -608,16 +620,20 @@ export class SopsFileStore implements SecretStore {
    * text this instance last wrote and verified, that verified tree is reused (cloned).
    */
   private async loadVerified(): Promise<LoadedVerified | undefined> {
-    const buf = await readIfExists(this.path);
+    const cached = this.cache;
+    const buf = cached ? await readUnlessSame(this.path, cached.bytes, this.scratch) : await readIfExists(this.path);
     if (buf === undefined) return undefined;
-    if (this.cache?.bytes.equals(buf)) return cloneLoaded(this.cache.loaded);
-    const raw = parseRaw(buf.toString('utf8'), this.fragments);
+    if (buf === 'same') return cloneLoaded(cached!.loaded);
+    const parsed = this.parsed?.deref();
+    this.parsed = undefined;
+    const raw = parsed?.bytes.equals(buf) ? parsed.raw : parseRaw(buf.toString('utf8'), this.fragments, buf);
     const dataKey = await this.unwrapDataKey(raw.meta);
     const dec = decryptTree(raw.data, raw.meta.rules, dataKey);
     verifyMac(raw.meta, dec.mac, dataKey);
     const loaded: LoadedVerified = { ...raw, dataKey, dec };
-    this.cache = { bytes: buf, loaded: cloneLoaded(loaded) };
-    return loaded;
+    this.cache = { bytes: buf, loaded };
+    // The caller may change its copy (a write); a tree loadRaw handed out is never changed.
+    return cloneLoaded(loaded);
   }
 
   private async unwrapDataKey(meta: SopsMetadata): Promise<Uint8Array> {
@@ -678,8 +694,8 @@ export class SopsFileStore implements SecretStore {
   }
 }
 
-function parseRaw(text: string, slices?: FragmentCache): LoadedRaw {
-  const root = parseYamlTree(text, slices);
+function parseRaw(text: string, slices?: FragmentCache, image?: Uint8Array): LoadedRaw {
+  const root = parseYamlTree(text, slices, image);
   const { data, meta } = splitSopsFile(root);
   let secrets: SNode | undefined = getEntry(data, SECRETS_KEY);
   if (secrets === undefined || (secrets.kind === 'scalar' && secrets.value === null)) {
@@ -701,6 +717,22 @@ function cloneLoaded(l: LoadedVerified): LoadedVerified {
   const data = map(l.data.entries.map(([k, v]): [string, SNode] => [k, k === SECRETS_KEY ? secrets : v]));
   const meta: SopsMetadata = { ...l.meta, age: [...l.meta.age], raw: structuredClone(l.meta.raw) };
   return { data, meta, secrets, dataKey: l.dataKey, dec: l.dec, ...(l.sorted ? { sorted: true } : {}) };
+}
+
+const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Replaces or inserts the entry `name` of a mapping whose entries are in name order, keeping that order. */
+function putInOrder(m: SMap, name: string, node: SNode): void {
+  const list = m.entries;
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid]![0] < name) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < list.length && list[lo]![0] === name) list[lo] = [name, node];
+  else list.splice(lo, 0, [name, node]);
 }
 
 /** An entry's node: `target` only when the metadata has one (entries without it read as before). */
