@@ -107,6 +107,26 @@ describe('a streamed load read from its files by offset', () => {
     expect((await bodies.take('p-dev')).clients.map((c) => c.name)).toContain('dev-699-é');
   });
 
+  it('checks the characters the fast reader leaves to the yaml package in each block as it is read', async () => {
+    const dir = scratchDir();
+    const file = path.join(dir, 'kms.yaml');
+    // A tab in a quoted value of a client (legal YAML, outside the fast subset), then one in the skeleton.
+    for (const [name, where] of [
+      ['dev-5', 'p-dev'],
+      ['qa-39', 'p-qa'],
+    ] as const) {
+      writeFileSync(file, fleet().replace(`name: ${name}\n`, `name: "${name}\t"\n`));
+      const whole = (await loadDesiredState([file], { env: {}, cwd: dir })).state;
+      expect(whole.clients.map((c) => c.name)).toContain(`${name}\t`);
+      const { bodies } = await streamed(file);
+      // The skeleton read, and the other environments, do not stop at it; its block gives way.
+      expect(plain(await bodies.take('p-prod'))).toHaveLength(4);
+      await expect(bodies.take(where)).rejects.toBeInstanceOf(NotStreamable);
+    }
+    writeFileSync(file, fleet().replace('url: https://api.example.test', 'url: "https://api.example.test\t"'));
+    expect(await loadDesiredStateStreamed([file], { ...opts, cwd: dir })).toBeUndefined();
+  });
+
   it('reads an identified file only when it did not change while read', async () => {
     const dir = scratchDir();
     const file = path.join(dir, 'kms.yaml');
