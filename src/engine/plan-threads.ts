@@ -3,7 +3,9 @@
 // (engine/plan-worker.ts), each of which loads, reads and plans them, and takes their plan parts
 // back in the environments' order, so the plan is the one a single thread makes. A worker holds
 // the configuration's skeleton and the environments it is planning, never the whole; the main
-// thread keeps what it did already (the text, read once). The reads of all workers together stay
+// thread hands each environment's text over, or, for an ASCII file, only the skeleton read's lines
+// of it, the worker reading the text from the file by offset (config/paths.ts readPart), and then
+// keeps no text at all. The reads of all workers together stay
 // within the transport's limits (HttpTransport.shareOf); the secret stores are asked by the main
 // thread alone (it holds their presence cache), in the environments' order.
 import { existsSync } from 'node:fs';
