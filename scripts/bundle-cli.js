@@ -3,8 +3,8 @@
 // separately; the ~110 modules of a `validate` cost ~50 ms of each run, the bundle a few files.
 // Each command module (imported only when its command runs, src/cli/commands.ts) and each lazily
 // imported layer (secret backends, emulator, report publishers, provider) stays its own chunk, so
-// start-up still loads only what the command needs. Packages stay outside, except commander: it is
-// small, always loaded, and split in six CommonJS files. Files read at run time are found from the
+// start-up still loads only what the command needs. Packages stay outside, except commander (small,
+// always loaded, and split in six CommonJS files) and age with the curve code under it (AGE_PACKAGES). Files read at run time are found from the
 // package root (src/model/package-files.ts), since a chunk's depth differs from its source's.
 // dist/bin/modules.json lists the modules of each chunk: test/bench/startup.test.ts checks with it
 // which modules a command loaded.
@@ -15,7 +15,12 @@ import { build } from 'rolldown';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outDir = path.join(root, 'dist', 'bin');
-const BUNDLED_PACKAGES = ['commander'];
+// age-encryption's ~40 modules import whole curve modules of @noble (P-384, P-521, FROST, OPRF...),
+// each building its curves at import: ~100 ms CPU of every run that opens a store or the journal.
+// Bundled into one chunk of their own, loaded when age is (secrets/age-keys.ts), with what age
+// never reaches left out: ~30 ms (bench scenario 8, rotate: ~0.1 CPU-s less per run).
+const AGE_PACKAGES = ['age-encryption', '@noble', '@scure'];
+const BUNDLED_PACKAGES = ['commander', ...AGE_PACKAGES];
 // Without groups, rolldown splits the modules shared by the dynamic imports into ~20 small chunks;
 // one chunk for the modules the commands share saves ~15 ms more. Left out of it: what start-up
 // loads (so `--version` stays small) and what only some runs load (secret backends, report
@@ -31,6 +36,7 @@ const externalExcept = (bundled) => (id) => {
   return !bundled.some((p) => id === p || id.startsWith(`${p}/`));
 };
 const fromRoot = (id) => path.relative(root, id).split(path.sep).join('/');
+const agePackage = (id) => AGE_PACKAGES.some((p) => fromRoot(id).includes(`node_modules/${p}/`));
 const shared = (id) =>
   fromRoot(id).startsWith('dist/') && !START_UP.test(fromRoot(id)) && !ON_DEMAND.test(fromRoot(id));
 
@@ -49,7 +55,13 @@ const { output } = await build({
     format: 'esm',
     chunkFileNames: '[name]-[hash].js',
     sourcemap: true,
-    codeSplitting: { includeDependenciesRecursively: false, groups: [{ name: 'commands', test: shared }] },
+    codeSplitting: {
+      includeDependenciesRecursively: false,
+      groups: [
+        { name: 'commands', test: shared },
+        { name: 'age', test: agePackage },
+      ],
+    },
   },
   logLevel: 'warn',
 });
@@ -67,7 +79,7 @@ writeFileSync(path.join(outDir, 'modules.json'), `${JSON.stringify(modules, null
 // own, and the other packages stay outside. The release's Node-free executable is bundled apart
 // (scripts/package-provider.js), from the same modules.
 const providerOut = path.join(root, 'dist', 'provider-bin');
-const PROVIDER_BUNDLED = ['protobufjs', '@protobufjs', '@msgpack/msgpack'];
+const PROVIDER_BUNDLED = ['protobufjs', '@protobufjs', '@msgpack/msgpack', ...AGE_PACKAGES];
 rmSync(providerOut, { recursive: true, force: true });
 await build({
   input: { 'terraform-provider-kms': path.join(root, 'dist', 'provider', 'bin.js') },
