@@ -76,6 +76,7 @@ const SEALED_KEYS = ['entries', 'owner', ...[...INVENTORY_ENTRY_FIELDS].sort()];
 
 /** The same entries in the same order (an entry of another form is never the same but as the same object). */
 function sameEntries(a: readonly InventoryEntry[], b: readonly InventoryEntry[]): boolean {
+  if (a === b) return true;
   if (a.length !== b.length) return false;
   // Entries of the known form throughout (as an inventory read and checked, and a scan, hold them): their fields tell.
   const plain = plainEntries(a) && plainEntries(b);
@@ -860,7 +861,7 @@ export async function savedPlanInventory(
   local.index.markHeld(state);
   return {
     file: local.file,
-    scan: { owned: ownedEntries(state, owner), envsRead: state.envs.map((e) => e.projectEnv) },
+    scan: { owned: ownedEntries(state, owner, local.index), envsRead: state.envs.map((e) => e.projectEnv) },
     serviceRead,
     known: local.known,
   };

@@ -102,7 +102,7 @@ export async function planPart(
     // The inventory this owner keeps in the service, per environment (engine/inventory.ts).
     for (const held of holdFromService(s.inventory, l, owner)) serviceRead.push(held);
     s.inventory.markHeld(l);
-    if (s.ownedScan) for (const e of ownedEntries(l, owner)) owned.push(e);
+    if (s.ownedScan) for (const e of ownedEntries(l, owner, s.inventory)) owned.push(e);
   }
   const { plan: base, phases } = buildPlanPhased({
     desired: d,

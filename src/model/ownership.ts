@@ -65,6 +65,17 @@ export function ownershipOf(metadata: JsonObject | undefined, owner: string, hel
   return id === owner ? { kind: 'ours' } : { kind: 'other', owner: id };
 }
 
+/**
+ * Whether ownershipOf's answer for `metadata` depends on `held`: only without an owner id in the
+ * marker (a marker naming a configuration decides alone), so only such resources need be looked
+ * up in an inventory.
+ */
+export function ownershipAsksHeld(metadata: JsonObject | undefined): boolean {
+  if (metadata?.[OWNER_MARKER_KEY] !== OWNER_MARKER_VALUE) return true;
+  const id = metadata[OWNER_ID_KEY];
+  return typeof id !== 'string' || id === '';
+}
+
 /** The reason of an update that restores the ownership markers someone removed (and what else it changes). */
 export function markerRemovedReason(changedFields: readonly string[]): string {
   const other = [...new Set(changedFields.map((p) => p.split('.')[0]!))].filter((p) => p !== 'metadata');

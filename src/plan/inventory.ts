@@ -14,6 +14,7 @@ import {
   address,
   appliedDigest,
   OWNER_ID_KEY,
+  ownershipAsksHeld,
   ownershipOf,
   type DesiredState,
   type JsonObject,
@@ -98,11 +99,24 @@ export interface PortableInventory {
   marks?: [projectEnv: string, mark: string][];
 }
 
+/** Client ids and endpoint addresses (InventoryIndex.hold). */
+interface Holdings {
+  clients?: Iterable<string>;
+  endpoints?: Iterable<string>;
+}
+
 export class InventoryIndex {
-  private readonly clients = new Set<string>();
-  private readonly endpoints = new Set<string>();
+  /**
+   * The clients (by live id) and endpoints (by address) held, made when first asked: a live
+   * resource is looked up only when its markers leave its owner to the inventory (most runs find
+   * every marker in place and ask none). Until then, where they come from.
+   */
+  private held: { clients: Set<string>; endpoints: Set<string> } | undefined;
+  private readonly pending: (readonly InventoryEntry[] | Holdings)[] = [];
   private readonly records = new Map<string, string>();
   private readonly marks: ReadonlyMap<string, string>;
+  /** The entries it was made with, when they count (ownership) and are plain: ownedEntries hands them out again. */
+  readonly reusable: readonly InventoryEntry[] | undefined;
 
   /**
    * `o.ownership`: whether its clients and endpoints count as ours (the agent's inventory, in the
@@ -117,12 +131,11 @@ export class InventoryIndex {
     o: { ownership: boolean; marks?: Readonly<Record<string, string>> } = { ownership: true },
   ) {
     this.marks = new Map(o.ownership && o.marks ? Object.entries(o.marks) : []);
-    for (const e of entries) {
-      if (e.kind === 'client' || e.kind === 'endpoint') {
-        if (!o.ownership) continue;
-        if (e.kind === 'client' && e.id) this.clients.add(e.id);
-        else if (e.kind === 'endpoint') this.endpoints.add(e.address);
-      } else if (e.applied) this.records.set(e.address, e.applied);
+    if (o.ownership && entries.length) this.pending.push(entries);
+    this.reusable = o.ownership && entries.length && PLAIN.has(entries) ? entries : undefined;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (e.kind !== 'client' && e.kind !== 'endpoint' && e.applied) this.records.set(e.address, e.applied);
     }
   }
 
@@ -130,9 +143,32 @@ export class InventoryIndex {
    * Holds more clients (by live id) and endpoints (by address): the inventory a run kept in the
    * service (engine/inventory.ts), added environment by environment as the live read finds it.
    */
-  hold(o: { clients?: Iterable<string>; endpoints?: Iterable<string> }): void {
-    for (const id of o.clients ?? []) this.clients.add(id);
-    for (const a of o.endpoints ?? []) this.endpoints.add(a);
+  hold(o: Holdings): void {
+    if (!this.held) this.pending.push({ clients: [...(o.clients ?? [])], endpoints: [...(o.endpoints ?? [])] });
+    else {
+      for (const id of o.clients ?? []) this.held.clients.add(id);
+      for (const a of o.endpoints ?? []) this.held.endpoints.add(a);
+    }
+  }
+
+  private holdings(): { clients: Set<string>; endpoints: Set<string> } {
+    if (this.held) return this.held;
+    const held = { clients: new Set<string>(), endpoints: new Set<string>() };
+    for (const from of this.pending) {
+      if ('clients' in from || 'endpoints' in from) {
+        const h = from as Holdings;
+        for (const id of h.clients ?? []) held.clients.add(id);
+        for (const a of h.endpoints ?? []) held.endpoints.add(a);
+        continue;
+      }
+      for (const e of from as readonly InventoryEntry[]) {
+        if (e.kind === 'client' && e.id) held.clients.add(e.id);
+        else if (e.kind === 'endpoint') held.endpoints.add(e.address);
+      }
+    }
+    this.pending.length = 0;
+    this.held = held;
+    return held;
   }
 
   /**
@@ -145,9 +181,10 @@ export class InventoryIndex {
 
   /** What it holds, as plain data (a worker thread's copy: InventoryIndex.of). */
   portable(): PortableInventory {
+    const { clients, endpoints } = this.holdings();
     return {
-      clients: [...this.clients],
-      endpoints: [...this.endpoints],
+      clients: [...clients],
+      endpoints: [...endpoints],
       records: [...this.records],
       ...(this.marks.size ? { marks: [...this.marks] } : {}),
     };
@@ -168,29 +205,132 @@ export class InventoryIndex {
 
   /** Marks the live clients and endpoints the inventory holds (LiveClient.held), in place. */
   markHeld(state: LiveState): void {
-    if (this.clients.size) for (const c of state.clients) if (this.clients.has(c.id)) c.held = true;
-    if (this.endpoints.size)
-      for (const e of state.endpoints)
-        if (this.endpoints.has(address.endpoint(e.projectEnv, e.method, e.path))) e.held = true;
+    if (!this.held && this.pending.length === 0) return;
+    // Only where ownership asks (ownershipOf decides the rest from the markers alone).
+    for (let i = 0; i < state.clients.length; i++) {
+      const c = state.clients[i]!;
+      if (ownershipAsksHeld(c.metadata) && this.holdings().clients.has(c.id)) c.held = true;
+    }
+    for (let i = 0; i < state.endpoints.length; i++) {
+      const e = state.endpoints[i]!;
+      if (
+        ownershipAsksHeld(e.metadata) &&
+        this.holdings().endpoints.has(address.endpoint(e.projectEnv, e.method, e.path))
+      )
+        e.held = true;
+    }
   }
 }
 
-/** The clients and endpoints of a live state this configuration owns (by marker, or held with the marker removed). */
-export function ownedEntries(state: LiveState, owner: string): InventoryEntry[] {
+/**
+ * The clients and endpoints of a live state this configuration owns (by marker, or held with the
+ * marker removed). `index`: the inventory the plan holds; an entry of its own list with exactly
+ * the fields one made here would have is handed out instead of a new one (found by walking its
+ * list, sorted by address, beside the live state's order), which nextInventory then knows.
+ */
+export function ownedEntries(state: LiveState, owner: string, index?: InventoryIndex): InventoryEntry[] {
   const out: InventoryEntry[] = [];
-  for (const c of state.clients) {
-    if (ownershipOf(c.metadata, owner, c.held).kind === 'ours')
-      out.push({ kind: 'client', address: address.client(c.projectEnv, c.name), projectEnv: c.projectEnv, id: c.id });
+  const again = index?.reusable && new Reuse(index.reusable);
+  for (let i = 0; i < state.clients.length; i++) {
+    const c = state.clients[i]!;
+    if (ownershipOf(c.metadata, owner, c.held).kind !== 'ours') continue;
+    out.push(
+      again?.client(c.projectEnv, c.name, c.id) ?? {
+        kind: 'client',
+        address: address.client(c.projectEnv, c.name),
+        projectEnv: c.projectEnv,
+        id: c.id,
+      },
+    );
   }
-  for (const e of state.endpoints) {
-    if (ownershipOf(e.metadata, owner, e.held).kind === 'ours')
-      out.push({
-        kind: 'endpoint',
-        address: address.endpoint(e.projectEnv, e.method, e.path),
-        projectEnv: e.projectEnv,
-      });
+  for (let i = 0; i < state.endpoints.length; i++) {
+    const e = state.endpoints[i]!;
+    if (ownershipOf(e.metadata, owner, e.held).kind !== 'ours') continue;
+    const addr = address.endpoint(e.projectEnv, e.method, e.path);
+    out.push(again?.endpoint(e.projectEnv, addr) ?? { kind: 'endpoint', address: addr, projectEnv: e.projectEnv });
   }
   return madePlain(out);
+}
+
+/** Per list, the places of the entries ownedEntries handed out again, in the order it did. */
+const HANDED = new WeakMap<readonly InventoryEntry[], number[]>();
+
+/**
+ * A walk through a plain list of entries sorted by address, beside a live state's clients (by
+ * environment, name) and endpoints: the entry a resource would make, when the list has it where
+ * the walk is (a list in another order, or another entry there, gives none: a new one is made).
+ */
+class Reuse {
+  private at = 0;
+  private kind = '';
+  private projectEnv = '';
+  private prefix = '';
+  private readonly list: readonly InventoryEntry[];
+  private readonly handed: number[];
+  constructor(list: readonly InventoryEntry[]) {
+    this.list = list;
+    let handed = HANDED.get(list);
+    if (!handed) HANDED.set(list, (handed = []));
+    this.handed = handed;
+  }
+
+  client(projectEnv: string, name: string, id: string): InventoryEntry | undefined {
+    const prefix = this.seek('client', projectEnv);
+    let e = this.list[this.at];
+    // Without making the address: `client.<env>/<name>` is the prefix and the name.
+    if (
+      e === undefined ||
+      e.address.length !== prefix.length + name.length ||
+      !e.address.endsWith(name) ||
+      !e.address.startsWith(prefix)
+    ) {
+      const addr = prefix + name;
+      // Entries of clients gone since are passed.
+      while (e !== undefined && e.address < addr && e.address.startsWith(prefix)) e = this.list[++this.at];
+      if (e === undefined || e.address !== addr) return undefined;
+    }
+    return e.kind === 'client' && e.id === id && e.projectEnv === projectEnv && e.applied === undefined
+      ? this.take(e)
+      : undefined;
+  }
+
+  endpoint(projectEnv: string, addr: string): InventoryEntry | undefined {
+    const prefix = this.seek('endpoint', projectEnv);
+    let e = this.list[this.at];
+    while (e !== undefined && e.address < addr && e.address.startsWith(prefix)) e = this.list[++this.at];
+    return e !== undefined &&
+      e.address === addr &&
+      e.kind === 'endpoint' &&
+      e.projectEnv === projectEnv &&
+      e.id === undefined &&
+      e.applied === undefined
+      ? this.take(e)
+      : undefined;
+  }
+
+  private take(e: InventoryEntry): InventoryEntry {
+    this.handed.push(this.at++);
+    return e;
+  }
+
+  /** The address prefix of the kind's entries in `projectEnv`; the walk moves to their first one when it changes. */
+  private seek(kind: 'client' | 'endpoint', projectEnv: string): string {
+    if (kind === this.kind && projectEnv === this.projectEnv) return this.prefix;
+    const prefix =
+      kind === 'client' ? address.client(projectEnv, '') : address.endpoint(projectEnv, '', '').slice(0, -1);
+    this.kind = kind;
+    this.projectEnv = projectEnv;
+    this.prefix = prefix;
+    let lo = 0;
+    let hi = this.list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.list[mid]!.address < prefix) lo = mid + 1;
+      else hi = mid;
+    }
+    this.at = lo;
+    return prefix;
+  }
 }
 
 /** What a plan that read `envsRead` found this configuration owns: the inventory's next state (see nextInventory). */
@@ -333,6 +473,14 @@ export function nextInventory(
             record('template', address.template(t.projectEnv, t.name), templateRecord(t), t.projectEnv),
           ),
         ];
+  const made = (entries: InventoryEntry[]): Inventory => ({
+    formatVersion: 1,
+    owner,
+    updatedAt: o.now.toISOString(),
+    ...(o.revision ? { revision: o.revision } : {}),
+    entries,
+  });
+  if (previous?.owner === owner && isPrevious(previous.entries, kept, scan, records)) return made(previous.entries);
   // One entry per client id or address (the key `${kind} ${id ?? address}`, kept per kind): what
   // this run found replaces what was kept, in the place the key first took.
   const entries: InventoryEntry[] = [];
@@ -353,13 +501,65 @@ export function nextInventory(
   entries.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
   // Records are made here; kept entries and the scan's are plain when their lists are.
   if (PLAIN.has(scan.owned) && (kept.length === 0 || plainEntries(previous!.entries))) madePlain(entries);
-  return {
-    formatVersion: 1,
-    owner,
-    updatedAt: o.now.toISOString(),
-    ...(o.revision ? { revision: o.revision } : {}),
-    entries,
-  };
+  return made(entries);
+}
+
+/**
+ * Whether the next inventory's entries are `list`'s own (a plain list sorted by address, of one
+ * entry per key, as nextInventory makes them), known without the map and sort that make them:
+ * what is kept of it, the scan's entries (each of them one of `list`'s, handed out again by
+ * ownedEntries in the scan's order, none twice, of an environment read) and the records (each
+ * equal to the entry of `list` at its address, none of them kept) are all of it.
+ */
+function isPrevious(
+  list: readonly InventoryEntry[],
+  kept: readonly InventoryEntry[],
+  scan: InventoryScan,
+  records: readonly (InventoryEntry | undefined)[],
+): boolean {
+  const owned = scan.owned;
+  const defined = records.filter((r): r is InventoryEntry => r !== undefined);
+  if (kept.length + owned.length + defined.length !== list.length) return false;
+  if (!PLAIN.has(owned) || !plainEntries(list)) return false;
+  for (let i = 1; i < list.length; i++) if (list[i - 1]!.address > list[i]!.address) return false;
+  const read = new Set(scan.envsRead);
+  const handed = HANDED.get(list);
+  if (handed === undefined || handed.length < owned.length) return false;
+  const taken = new Uint8Array(list.length);
+  for (let i = 0; i < owned.length; i++) {
+    const e = owned[i]!;
+    const at = handed[i]!;
+    if (list[at] !== e || taken[at] === 1 || !read.has(e.projectEnv ?? '')) return false;
+    taken[at] = 1;
+  }
+  const keptRecords = new Set<string>();
+  for (const e of kept) if (e.kind !== 'client' && e.kind !== 'endpoint') keptRecords.add(e.address);
+  const seen = new Set<string>();
+  for (const r of defined) {
+    if (keptRecords.has(r.address) || seen.has(r.address)) return false;
+    seen.add(r.address);
+    // The first entry at or after its address (the list is sorted by address).
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid]!.address < r.address) lo = mid + 1;
+      else hi = mid;
+    }
+    const e = list[lo];
+    if (
+      e === undefined ||
+      e.address !== r.address ||
+      e.kind !== r.kind ||
+      e.projectEnv !== r.projectEnv ||
+      e.applied !== r.applied ||
+      e.id !== undefined ||
+      taken[lo] === 1
+    )
+      return false;
+    taken[lo] = 1;
+  }
+  return true;
 }
 
 /** Entry lists parseInventory left whole (every entry of the file was of the known kinds and forms). */
