@@ -216,7 +216,13 @@ describe("the inventory's next state", () => {
       if (change === 2 && fresh.length) entries[next(fresh.length)] = { ...fresh[next(fresh.length)]!, id: 'other-id' };
       if (change === 3) entries = entries.map((e) => (e.kind === 'env' ? { ...e, applied: 'changed' } : e));
       entries.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
-      if (change === 4) entries.push(...entries.splice(entries.findIndex((e) => e.projectEnv === 'q-e'), 1));
+      if (change === 4)
+        entries.push(
+          ...entries.splice(
+            entries.findIndex((e) => e.projectEnv === 'q-e'),
+            1,
+          ),
+        );
       const previous = parseInventory(
         JSON.parse(JSON.stringify({ formatVersion: 1, owner: OWNER, updatedAt: '', entries })),
       )!;
