@@ -3,18 +3,10 @@
 // `protected: true` off the client: the live marker is what counts until the apply has run.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allOutput, RAW_KEY_PATTERN, runCli } from '../support/cli.js';
-import { setup, type Setup } from './helpers.js';
+import { setup, smallConfig, type Setup } from './helpers.js';
 
-const config = (web: string) => `apiVersion: kms-sync/v1
-projects:
-  - slug: shop
-    name: Shop
-    environments:
-      - type: staging
-        url: https://s.example
-        templates: [{ name: std, rateLimitDay: 10 }]
-        clients: [${web}, { name: app, template: std, keys: [{ name: main }] }]
-`;
+// helpers.ts's small configuration with its `web` client as given.
+const config = (web: string) => smallConfig.replace('{ name: web, template: std, keys: [{ name: main }] }', web);
 
 let s: Setup;
 beforeAll(async () => {
