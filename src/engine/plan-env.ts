@@ -7,9 +7,18 @@
 import type { OrphanKey } from '../apply/recover.js';
 import { NotStreamable, type HandedPart, type StreamedBodies } from '../config/index.js';
 import type { LiveEnvRead } from '../live/read.js';
-import { address, emptyLiveState, type DesiredEnv, type DesiredState, type LiveState } from '../model/index.js';
+import {
+  address,
+  emptyLiveState,
+  type DesiredClient,
+  type DesiredEnv,
+  type DesiredState,
+  type LiveClient,
+  type LiveState,
+} from '../model/index.js';
 import { capacityProblems, type CapacityProblem } from '../plan/capacity.js';
 import { buildPlanPhased, type PlanLive } from '../plan/diff.js';
+import type { KeptMatch } from '../plan/kinds/identity-index.js';
 import { ownedEntries, type InventoryEntry, type InventoryIndex } from '../plan/inventory.js';
 import { assessKeys, keysToCheck, type SecretStatus } from '../plan/key-health.js';
 import type { PlanPart } from '../plan/merge.js';
@@ -76,8 +85,9 @@ export function secretQueries(
   owner: string,
   registry: StoreRegistry,
   refused: string[],
+  clientMatch?: KeptMatch<DesiredClient, LiveClient>,
 ): SecretQuery[] {
-  return keysToCheck(desired, live, owner).filter((q) => {
+  return keysToCheck(desired, live, owner, clientMatch).filter((q) => {
     const why = storeContactRefused(registry, q.store, process.env);
     if (why && !refused.includes(why)) refused.push(why);
     return !why;
@@ -104,7 +114,11 @@ export async function planPart(
     s.inventory.markHeld(l);
     if (s.ownedScan) for (const e of ownedEntries(l, owner, s.inventory)) owned.push(e);
   }
-  const { plan: base, phases } = buildPlanPhased({
+  const {
+    plan: base,
+    phases,
+    clientMatch,
+  } = buildPlanPhased({
     desired: d,
     live: x.live,
     prune: s.prune,
@@ -119,11 +133,20 @@ export async function planPart(
   const refused: string[] = [];
   let presenceWarnings: string[] = [];
   if (s.secretCheck) {
-    const answer = await presence(secretQueries(d, l, owner, s.registry, refused));
+    const answer = await presence(secretQueries(d, l, owner, s.registry, refused, clientMatch));
     secrets = answer.results instanceof Map ? answer.results : new Map(answer.results);
     presenceWarnings = answer.warnings;
   }
-  const plan = assessKeys({ plan: base, desired: d, live: l, secrets, now: s.now, orphans: x.orphans, ...rotation(s) });
+  const plan = assessKeys({
+    plan: base,
+    desired: d,
+    live: l,
+    secrets,
+    now: s.now,
+    orphans: x.orphans,
+    ...(clientMatch ? { clientMatch } : {}),
+    ...rotation(s),
+  });
   const warningOrder = plan.warnings.map((w, i): WarningOrder => [phases[i] ?? WARNING_PHASE.keys, x.keyOf(w)]);
   return { part: { plan, warningOrder }, overCapacity, serviceRead, owned, refused, presenceWarnings };
 }

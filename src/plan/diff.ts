@@ -4,8 +4,16 @@
 // canonical forms (compare.ts); fields the service fills in (ids, stats, dates) are never
 // compared. A field left out of the desired state is not managed (Terraform's optional+computed),
 // except the ownership marker.
-import { KIND_ORDER, type DesiredState, type LiveState, type ResourceKind } from '../model/index.js';
+import {
+  KIND_ORDER,
+  type DesiredClient,
+  type DesiredState,
+  type LiveClient,
+  type LiveState,
+  type ResourceKind,
+} from '../model/index.js';
 import { planOwnership, type PlanContext } from './kinds/contract.js';
+import type { KeptMatch } from './kinds/identity-index.js';
 import { PLAN_KINDS } from './kinds/index.js';
 import type { InventoryIndex } from './inventory.js';
 import { contentsByEnv, planEnvRemoval } from './removal.js';
@@ -60,7 +68,12 @@ export function buildPlan(input: PlanInput): Plan {
  * parts of a configuration (an environment, a shard) are merged into the plan of the whole in
  * the order the whole would have put them.
  */
-export function buildPlanPhased(input: PlanInput): { plan: Plan; phases: number[] } {
+export function buildPlanPhased(input: PlanInput): {
+  plan: Plan;
+  phases: number[];
+  /** The clients' match, for assessKeys and keysToCheck of the same lists. */
+  clientMatch?: KeptMatch<DesiredClient, LiveClient>;
+} {
   const phases: number[] = [];
   const mark = (phase: number) => {
     while (phases.length < ctx.warnings.length) phases.push(phase);
@@ -130,5 +143,5 @@ export function buildPlanPhased(input: PlanInput): { plan: Plan; phases: number[
     stores: desired.stores.map(({ source: _s, ...s }) => s),
     fingerprints: live.fingerprints,
   };
-  return { plan, phases };
+  return { plan, phases, ...(ctx.clientMatch ? { clientMatch: ctx.clientMatch } : {}) };
 }

@@ -4,6 +4,7 @@
 import {
   address,
   parseTtl,
+  type DesiredClient,
   type DesiredKey,
   type DesiredState,
   type LiveClient,
@@ -11,7 +12,7 @@ import {
   type LiveState,
 } from '../model/index.js';
 import { sortOperations } from './diff.js';
-import { matchByIdentity } from './kinds/identity-index.js';
+import { type KeptMatch, matchAgain } from './kinds/identity-index.js';
 import { keyAfter } from './kinds/key.js';
 import { isManagedBy, ownershipOf, PROTECTED_MARKER_KEY } from '../model/ownership.js';
 import { globToRegExp } from './scope.js';
@@ -37,6 +38,8 @@ export interface KeyHealthInput {
   /** Secret status by key address, for keys whose secret was checked. */
   secrets: ReadonlyMap<string, SecretStatus>;
   now: Date;
+  /** The diff's match of the same clients (buildPlanPhased), used when the lists are still those it matched. */
+  clientMatch?: KeptMatch<DesiredClient, LiveClient>;
   /** Address globs of keys to rotate now (`kms-sync rotate`). */
   force?: readonly string[];
   /** With force: revoke the old key as soon as the new one is stored. */
@@ -85,7 +88,7 @@ export function assessKeys(input: KeyHealthInput): Plan {
   const findings: KeyFinding[] = [];
   const warnings = [...plan.warnings];
   const force = (input.force ?? []).map(globToRegExp);
-  const liveClients = matchByIdentity(input.desired.clients, input.live.clients).matches;
+  const liveClients = matchAgain(input.clientMatch, input.desired.clients, input.live.clients);
   const orphanIds = new Set((input.orphans ?? []).map((o) => o.keyId));
   const supersededIds = new Set((input.orphans ?? []).filter((o) => o.reason === 'superseded').map((o) => o.keyId));
   const checkSecrets = input.secrets.size > 0;
@@ -373,8 +376,9 @@ export function keysToCheck(
   desired: DesiredState,
   live: LiveState,
   owner: string,
+  clientMatch?: KeptMatch<DesiredClient, LiveClient>,
 ): { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] {
-  const liveClients = matchByIdentity(desired.clients, live.clients).matches;
+  const liveClients = matchAgain(clientMatch, desired.clients, live.clients);
   const out: { address: string; store?: string; secretName: string; keyId: string; projectEnv: string }[] = [];
   for (let i = 0; i < desired.clients.length; i++) {
     const c = desired.clients[i]!;

@@ -25,7 +25,7 @@ import {
   type KindPlanner,
   type PlanContext,
 } from './contract.js';
-import { matchByIdentity } from './identity-index.js';
+import { keepMatch, matchByIdentity } from './identity-index.js';
 import { keyAfter, planKeys } from './key.js';
 
 // What the applied digest covers: the rule book both engines share.
@@ -90,6 +90,8 @@ export function planClients(desired: readonly DesiredClient[], live: readonly Li
     desired,
     duplicates.size === 0 ? live : live.filter((c) => !duplicates.has(address.client(c.projectEnv, c.name))),
   );
+  // The key assessment matches the unfiltered lists: kept only when that is what was matched here.
+  if (duplicates.size === 0) ctx.clientMatch = keepMatch(desired, live, liveClients.matches);
   for (let i = 0; i < desired.length; i++) {
     const c = desired[i]!;
     const found = liveClients.matches[i];

@@ -4,9 +4,18 @@
 // what it finds (operations, unmanaged resources, warnings). The engine orders the kinds, filters
 // what is out of scope, and sorts and summarizes the result; a kind knows nothing of the others.
 // Here too: the ownership rules every kind with metadata shares.
-import type { DesiredState, JsonObject, JsonValue, LiveState, ResourceKind } from '../../model/index.js';
+import type {
+  DesiredClient,
+  DesiredState,
+  JsonObject,
+  JsonValue,
+  LiveClient,
+  LiveState,
+  ResourceKind,
+} from '../../model/index.js';
 import { actingOwnership, appliedDigest, driftOrigin, type Ownership } from '../../model/ownership.js';
 import type { FieldChange, Operation, UnmanagedResource } from '../types.js';
+import type { KeptMatch } from './identity-index.js';
 
 /** What every kind's planner receives besides the desired and live state, and where it reports. */
 export interface PlanContext {
@@ -25,6 +34,8 @@ export interface PlanContext {
    * configuration's inventory (plan/inventory.ts); undefined when none is recorded.
    */
   applied?(address: string): string | undefined;
+  /** The clients' match the diff made of the lists it was given, for the key assessment (identity-index.ts keepMatch). */
+  clientMatch?: KeptMatch<DesiredClient, LiveClient>;
 }
 
 /** One kind's plan unit, as the engine's registry (./index.ts) lists it. */

@@ -64,3 +64,44 @@ export function matchByIdentity<D extends Identity, L extends Identity>(
   }
   return { matches, entries };
 }
+
+/** Whether `list` holds exactly the items of `copy`, in its order (compared by identity). */
+function sameItems<T>(copy: readonly T[], list: readonly T[]): boolean {
+  if (copy.length !== list.length) return false;
+  for (let i = 0; i < copy.length; i++) if (copy[i] !== list[i]) return false;
+  return true;
+}
+
+/**
+ * A match of two lists (matchByIdentity's `matches`) kept for a later user of the same lists: the
+ * plan's diff matches desired and live clients, and its key assessment and secret queries need the
+ * same match. Copies of both lists are kept with it, so a list changed in between (an item
+ * replaced, added, removed or moved) is seen and matched again.
+ */
+export interface KeptMatch<D extends Identity, L extends Identity> {
+  readonly desired: readonly D[];
+  readonly live: readonly L[];
+  readonly matches: readonly ({ value: L } | undefined)[];
+}
+
+export function keepMatch<D extends Identity, L extends Identity>(
+  desired: readonly D[],
+  live: readonly L[],
+  matches: readonly ({ value: L } | undefined)[],
+): KeptMatch<D, L> {
+  return { desired: desired.slice(), live: live.slice(), matches };
+}
+
+/**
+ * matchByIdentity's `matches` of `desired` and `live`: those of `kept` when it was made of lists
+ * holding the same items in the same order (the items' identities are not changed in place:
+ * the models are not edited after they are built), else matched afresh.
+ */
+export function matchAgain<D extends Identity, L extends Identity>(
+  kept: KeptMatch<D, L> | undefined,
+  desired: readonly D[],
+  live: readonly L[],
+): readonly ({ value: L } | undefined)[] {
+  if (kept !== undefined && sameItems(kept.desired, desired) && sameItems(kept.live, live)) return kept.matches;
+  return matchByIdentity(desired, live).matches;
+}
