@@ -38,7 +38,8 @@ export function liveToDesired(live: LiveState, into: DesiredState, notes: Export
       name: c.name,
       ...(c.type ? { type: c.type } : {}),
       template: c.templateName,
-      ipWhitelist: c.ipWhitelist,
+      // The live list is shared by the clients that have it (live/read.ts cidrMemo): the configuration gets its own.
+      ipWhitelist: [...c.ipWhitelist],
       ...(Object.keys(metadata).length ? { metadata } : {}),
       ...(c.metadata[PROTECTED_MARKER_KEY] === 'true' ? { protected: true } : {}),
       keys: c.keys

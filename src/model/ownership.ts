@@ -167,7 +167,8 @@ export function clientRecord(
   return {
     type: c.type !== undefined ? (lc.type ?? null) : undefined,
     template: lc.templateName ?? lc.templateId ?? null,
-    ipWhitelist: c.ipWhitelist !== undefined ? lc.ipWhitelist : undefined,
+    // Read only (compared, digested): the live list is frozen and shared between clients (live/read.ts).
+    ipWhitelist: c.ipWhitelist !== undefined ? (lc.ipWhitelist as string[]) : undefined,
     metadata: c.metadata !== undefined ? withoutMarkers(lc.metadata) : undefined,
   };
 }

@@ -187,7 +187,7 @@ export interface LiveClient {
   templateId?: string | null;
   /** Name of the template `templateId` points at, resolved by the reader. */
   templateName?: string;
-  ipWhitelist: string[];
+  ipWhitelist: readonly string[];
   metadata: JsonObject;
   keys: LiveKey[];
   /**

@@ -116,13 +116,22 @@ describe('readLiveState over several pages', () => {
     expect(live.fingerprints[`client.big-production/${c.name}#${c.id}`]).toBe(fingerprint(c));
   });
 
-  it("gives each client its own list's whitelist, in an array of its own", async () => {
+  it("gives each client its own list's whitelist, shared frozen between the clients of one list", async () => {
     const { live } = await read('wl-production');
     const got = Object.fromEntries(live.state.clients.map((c) => [c.name, c.ipWhitelist]));
     const want = Object.fromEntries(Object.entries(WHITELISTS).map(([n, l]) => [n, canonicalCidrSet(l)]));
     expect(got).toEqual(want);
-    const arrays = live.state.clients.map((c) => c.ipWhitelist);
-    expect(new Set(arrays).size).toBe(arrays.length);
+    // One array per distinct list read (a, g: one CIDR; c, d: another).
+    const by = (n: string) => live.state.clients.find((c) => c.name === n)!.ipWhitelist;
+    expect(by('a')).toBe(by('g'));
+    expect(by('c')).toBe(by('d'));
+    expect(by('a')).not.toBe(by('c'));
+    // A write into one client's list would change the others': it throws, and changes nothing.
+    for (const c of live.state.clients) {
+      expect(Object.isFrozen(c.ipWhitelist)).toBe(true);
+      expect(() => (c.ipWhitelist as string[]).push('1.2.3.4/32')).toThrow(TypeError);
+    }
+    expect(got).toEqual(want);
   });
 
   it.each([
