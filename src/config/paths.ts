@@ -3,6 +3,7 @@
 // branch), so a link it commits must not make kms-sync read a host file (/proc/self/environ, a
 // file-mounted secret, /etc/passwd) into a CI log or the agent's page. Paths are resolved
 // (realpath) once per -f argument and per link found, never per file or per resource.
+import { isAscii } from 'node:buffer';
 import { closeSync, constants, fstatSync, openSync, readSync, type BigIntStats } from 'node:fs';
 import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -248,8 +249,6 @@ export interface FileAt {
   noFollow: boolean;
 }
 
-const asText = new TextDecoder();
-
 function identityOf(st: BigIntStats): string {
   return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
 }
@@ -257,8 +256,9 @@ function identityOf(st: BigIntStats): string {
 /**
  * The text of bytes [start, end) of a file read before (`at`), an ASCII one (a byte per
  * character); undefined when the file is no longer the one read (another file at its path, or
- * its content changed: size, modification or change time) or cannot be read: the caller loads the
- * whole configuration again then. The file's identity is checked before and after the read.
+ * its content changed: size, modification or change time), cannot be read or the bytes are not
+ * ASCII: the caller loads the whole configuration again then. The file's identity is checked
+ * before and after the read.
  */
 export function readPart(at: FileAt, start: number, end: number): string | undefined {
   let fd: number;
@@ -278,8 +278,9 @@ export function readPart(at: FileAt, start: number, end: number): string | undef
       got += n;
     }
     if (identityOf(fstatSync(fd, { bigint: true })) !== at.identity) return undefined;
-    // ASCII bytes: their UTF-8 decoding is their text.
-    return asText.decode(bytes);
+    // ASCII bytes (checked at memory speed, whatever the file's times say) are their text: copied
+    // as latin1 instead of decoded as UTF-8, 2.2 MB in ~0.5 ms against ~3 ms (docs/performance.md).
+    return isAscii(bytes) ? bytes.toString('latin1') : undefined;
   } catch {
     return undefined;
   } finally {

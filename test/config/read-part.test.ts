@@ -13,7 +13,7 @@ import {
   StreamedBodies,
   type StreamedLoad,
 } from '../../src/config/index.js';
-import { readBounded } from '../../src/config/paths.js';
+import { readBounded, readPart } from '../../src/config/paths.js';
 import { scratchDir } from '../support/scratch.js';
 
 const env = (type: string, clients: number, note = '') =>
@@ -133,5 +133,16 @@ describe('a streamed load read from its files by offset', () => {
     writeFileSync(file, fleet());
     const read = await readBounded(file, limits, { left: limits.totalBytes });
     expect('at' in read && read.at?.path).toBe(file);
+  });
+
+  it('reads a part as text only while its bytes are ASCII', async () => {
+    const dir = scratchDir();
+    const file = path.join(dir, 'kms.yaml');
+    writeFileSync(file, 'name: caf\u00e9\nnext: x\n');
+    const read = await readBounded(file, limits, { left: limits.totalBytes });
+    if (!('at' in read) || !read.at) throw new Error('not identified');
+    // The bytes of 'é' (UTF-8) are no text of the byte-per-character kind; the ASCII line is.
+    expect(readPart(read.at, 0, read.bytes.length)).toBeUndefined();
+    expect(readPart(read.at, read.bytes.indexOf('next'), read.bytes.length)).toBe('next: x\n');
   });
 });
