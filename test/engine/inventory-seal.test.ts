@@ -114,6 +114,26 @@ describe("the CLI inventory's seal", () => {
     expect(after.entries.map((e) => e.id).sort()).toEqual(owned.map((e) => e.id).sort());
   });
 
+  it('a sealed file given a field the format does not know, its seal kept, is refused', async () => {
+    const dir = scratchDir();
+    const file = cliInventoryFile(dir);
+    const owned = [client('acme'), client('globex')];
+    const plan = { operations: [], unmanaged: [], warnings: [] } as never;
+    await keepInventory(file, { owned, envsRead: [PE] }, undefined, plan, OWNER, { now: new Date(), sealKey: KEY });
+    const sealed = readFileSync(file, 'utf8');
+    expect((await cliInventory(dir, OWNER, KEY, noWarning)).known.sealed).toBe(true);
+    // The seal kept; one entry given one more field (a string, an object).
+    const globex = `"address":${JSON.stringify(address.client(PE, 'globex'))}`;
+    for (const edit of [`${globex},"note":"x"`, `${globex},"extra":{"id":"x"}`]) {
+      expect(sealed).toContain(globex);
+      writeFileSync(file, sealed.replace(globex, edit));
+      const warnings: string[] = [];
+      const read = await cliInventory(dir, OWNER, KEY, (line) => warnings.push(line));
+      expect([edit, read.known.sealed]).toEqual([edit, false]);
+      expect(warnings.join('\n')).toMatch(/not sealed with this service credential/);
+    }
+  });
+
   it('a sealed copy with a field the format does not know is written again in the known form, though its entries are the scan', async () => {
     const dir = scratchDir();
     const file = cliInventoryFile(dir);
