@@ -94,8 +94,10 @@ export interface Env {
   clients: Map<string, Client>;
   endpoints: Map<string, Endpoint>;
   logs: LogEntry[];
-  /** Cached insertion-ordered client array for O(limit) paging; dropped on mutation. */
+  /** Cached insertion-ordered client array for O(limit) paging; appended to on create, dropped on delete. */
   clientList?: Client[];
+  /** Clients per template id, counted once and then kept up to date (not persisted). */
+  templateUse?: Map<string, number>;
 }
 
 export interface Project {
@@ -476,6 +478,7 @@ export class KmsService {
         );
       for (const c of users) this.dropClient(owner, c);
       owner.templates.delete(q.templateId);
+      owner.templateUse?.delete(q.templateId);
       return { success: true, deleted: 'template' };
     }
     throw badRequest(`query parameter 'kind' must be project, env or template, got ${JSON.stringify(q.kind)}`);
@@ -571,9 +574,11 @@ export class KmsService {
       const issued = keys.map((k) => this.issueKey(client, k.name, k.expiresAt, k.autoRotate));
       env.clients.set(client.id, client);
       this.clientEnv.set(client.id, env);
+      // A new client is last in the Map's order, so the kept list and counts stay right as they are.
+      env.clientList?.push(client);
+      this.countUse(env, template.id, 1);
       return { client, issued };
     });
-    env.clientList = undefined;
     const views = created.map(({ client, issued }) => this.clientViewWithSecrets(env, client, issued));
     return bulk ? views : views[0];
   }
@@ -609,7 +614,11 @@ export class KmsService {
     const ts = now();
     if (b.name !== undefined) client.name = b.name as string;
     if (b.type !== undefined) client.type = b.type as string;
-    if (template) client.templateId = template.id;
+    if (template && template.id !== client.templateId) {
+      this.countUse(env, client.templateId, -1);
+      this.countUse(env, template.id, 1);
+      client.templateId = template.id;
+    }
     if (ipWhitelist) client.ipWhitelist = ipWhitelist;
     if (b.metadata !== undefined) client.metadata = b.metadata as Obj;
     const issued: IssuedKey[] = [];
@@ -885,6 +894,13 @@ export class KmsService {
     env.clients.delete(client.id);
     this.clientEnv.delete(client.id);
     env.clientList = undefined;
+    this.countUse(env, client.templateId, -1);
+  }
+
+  /** Keeps the environment's clients-per-template counts (if counted yet) in step with a change. */
+  private countUse(env: Env, templateId: string | null, delta: number) {
+    if (env.templateUse === undefined || templateId === null) return;
+    env.templateUse.set(templateId, (env.templateUse.get(templateId) ?? 0) + delta);
   }
 
   private envMax(env: Env): number {
@@ -897,10 +913,10 @@ export class KmsService {
   private checkCapacity(env: Env, templates: Template[]) {
     const perTemplate = new Map<string, number>();
     for (const t of templates) perTemplate.set(t.id, (perTemplate.get(t.id) ?? 0) + 1);
+    const use = this.templateCounts(env);
     for (const [id, adding] of perTemplate) {
       const t = env.templates.get(id)!;
-      let used = 0;
-      for (const c of env.clients.values()) if (c.templateId === id) used++;
+      const used = use.get(id) ?? 0;
       if (used + adding > t.maxClients)
         throw conflict(
           `template '${t.name}' allows ${t.maxClients} client(s); ${used} exist and ${adding} more were requested`,
@@ -989,6 +1005,7 @@ export class KmsService {
       this.clientEnv.set(client.id, env);
     }
     env.clientList = undefined;
+    env.templateUse = undefined;
     for (let i = 0; i < (req.endpoints ?? 0); i++) {
       const path = `/r/${String(i).padStart(4, '0')}`;
       env.endpoints.set(`GET:${path}`, {
@@ -1042,16 +1059,21 @@ export class KmsService {
     };
   }
 
-  /** Clients per template id, counted in one pass over the environment's clients (not one per template). */
-  private templateCounts(env: Env): Map<string, number> {
+  /**
+   * Clients per template id: counted in one pass over the environment's clients at first use, then
+   * kept by countUse (a create's capacity check was a pass over the whole environment each).
+   */
+  private templateCounts(env: Env): ReadonlyMap<string, number> {
+    if (env.templateUse) return env.templateUse;
     const counts = new Map<string, number>();
     for (const c of env.clients.values()) {
       if (c.templateId !== null) counts.set(c.templateId, (counts.get(c.templateId) ?? 0) + 1);
     }
+    env.templateUse = counts;
     return counts;
   }
 
-  private templateView(env: Env, t: Template, counts: Map<string, number>) {
+  private templateView(env: Env, t: Template, counts: ReadonlyMap<string, number>) {
     const count = counts.get(t.id) ?? 0;
     return {
       id: t.id,
@@ -1098,6 +1120,7 @@ export class KmsService {
         envs: [...p.envs.values()].map((e) => ({
           ...e,
           clientList: undefined,
+          templateUse: undefined,
           templates: [...e.templates.values()],
           clients: [...e.clients.values()],
           endpoints: [...e.endpoints.values()],
