@@ -143,7 +143,18 @@ function sortKeys(value: JsonValue): JsonValue {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value && typeof value === 'object') {
     const out: { [k: string]: JsonValue } = {};
-    for (const k of Object.keys(value).sort()) out[k] = sortKeys(value[k] as JsonValue);
+    for (const k of Object.keys(value).sort()) {
+      // A key "__proto__" (JSON.parse makes it an own field) assigned would set out's prototype, or
+      // be dropped: two different values would share one canonical text (a seal, a digest).
+      if (k === '__proto__')
+        Object.defineProperty(out, k, {
+          value: sortKeys(value[k] as JsonValue),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      else out[k] = sortKeys(value[k] as JsonValue);
+    }
     return out;
   }
   return value;

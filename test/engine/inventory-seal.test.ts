@@ -56,6 +56,9 @@ describe("the CLI inventory's seal", () => {
     const odd = [...entries, { ...client('extra'), note: { b: 1, a: [2, 'x'] } } as unknown as InventoryEntry];
     expect(sealHolds(inventory(odd, canonicalSeal(OWNER, odd)), KEY)).toBe(true);
     const numeric = [...entries, { ...client('n'), id: 7 } as unknown as InventoryEntry];
+    // canonicalJson keeps a "__proto__" key as a field (JSON.parse gives one), not as a prototype.
+    expect(canonicalJson(JSON.parse('{"b":1,"__proto__":{"a":2}}'))).toBe('{"__proto__":{"a":2},"b":1}');
+    expect(canonicalJson(JSON.parse('{"__proto__":"x"}'))).not.toBe(canonicalJson({}));
     expect(sealHolds(inventory(numeric, canonicalSeal(OWNER, numeric)), KEY)).toBe(true);
     // Anything changed breaks it: an entry, the owner, another key.
     const seal = canonicalSeal(OWNER, entries);
@@ -124,7 +127,10 @@ describe("the CLI inventory's seal", () => {
     expect((await cliInventory(dir, OWNER, KEY, noWarning)).known.sealed).toBe(true);
     // The seal kept; one entry given one more field (a string, an object).
     const globex = `"address":${JSON.stringify(address.client(PE, 'globex'))}`;
-    for (const edit of [`${globex},"note":"x"`, `${globex},"extra":{"id":"x"}`]) {
+    // "__proto__" too: an assignment of it is dropped, or sets a prototype, where canonicalJson builds
+    // the sealed text, so that entry's text would be the sealed one.
+    const edits = [`${globex},"note":"x"`, `${globex},"extra":{"id":"x"}`, `${globex},"__proto__":"x"`];
+    for (const edit of [...edits, `${globex},"__proto__":{"id":"x"}`]) {
       expect(sealed).toContain(globex);
       writeFileSync(file, sealed.replace(globex, edit));
       const warnings: string[] = [];
