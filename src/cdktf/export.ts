@@ -88,7 +88,7 @@ function clientCode(envVar: string, c: DesiredClient): string {
     [
       ['type', opt(c.type)],
       ['template', `${envVar}.template(${JSON.stringify(tfString(c.template))})`],
-      ['ipWhitelist', c.ipWhitelist?.length ? lit(c.ipWhitelist) : undefined],
+      ['ipWhitelist', c.ipWhitelist?.length ? lit(c.ipWhitelist as string[]) : undefined],
       ['metadata', c.metadata && Object.keys(c.metadata).length ? lit(c.metadata, `${i}  `) : undefined],
       ['protected', c.protected ? 'true' : undefined],
       ['keys', keys],

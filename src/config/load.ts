@@ -732,6 +732,12 @@ class Builder {
   private readonly envs = new Map<string, EnvEntry>();
   private readonly templates = new Map<string, DesiredTemplate>();
   private readonly templateNames = new Map<string, string[]>();
+  /**
+   * A one-range whitelist's canonical list, frozen, by the configured string: the clients that
+   * name one range (most of them, and often the same one) share its list instead of two arrays
+   * and a canonicalCidr each. Read only downstream (DesiredClient.ipWhitelist is readonly).
+   */
+  private readonly oneRange = new Map<string, readonly string[]>();
   /** By environment, then name: no joined key string per client (100,000 in a large configuration). */
   private readonly clients = new Map<string, Map<string, DesiredClient>>();
   private readonly endpoints = new Map<string, DesiredEndpoint>();
@@ -1027,7 +1033,11 @@ class Builder {
     }
     const type = str(c.type);
     if (type !== undefined) client.type = type;
-    if (Array.isArray(c.ipWhitelist)) {
+    const listed: unknown = c.ipWhitelist;
+    const one = Array.isArray(listed) && listed.length === 1 && typeof listed[0] === 'string' ? listed[0] : undefined;
+    const shared = one !== undefined ? this.oneRange.get(one) : undefined;
+    if (shared !== undefined) client.ipWhitelist = shared;
+    else if (Array.isArray(c.ipWhitelist)) {
       const ranges: string[] = [];
       // Indexed loops in this method: it runs once per client, mostly before V8 optimizes it,
       // where a callback is a closure per client and a for-of an iterator result per item.
@@ -1040,7 +1050,9 @@ class Builder {
           error([...here.segments(), 'ipWhitelist', m], normalizeMessage(err), { value: true });
         }
       }
-      client.ipWhitelist = ranges.length < 2 ? exactly(ranges) : sortInPlace([...new Set(ranges)], cmp);
+      if (one !== undefined && ranges.length === 1)
+        this.oneRange.set(one, (client.ipWhitelist = Object.freeze(ranges)));
+      else client.ipWhitelist = ranges.length < 2 ? exactly(ranges) : sortInPlace([...new Set(ranges)], cmp);
     }
     if (isObj(c.metadata)) client.metadata = c.metadata as JsonObject;
     if (c.protected === true) client.protected = true;

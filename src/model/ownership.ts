@@ -163,7 +163,8 @@ export function clientRecord(
   c: Pick<DesiredClient, 'type' | 'template' | 'ipWhitelist' | 'metadata'>,
   lc?: LiveClient,
 ): Record<string, JsonValue | undefined> {
-  if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist, metadata: c.metadata };
+  // Read only (compared, digested): a configured list may be shared between clients (config/load.ts).
+  if (!lc) return { type: c.type, template: c.template, ipWhitelist: c.ipWhitelist as string[], metadata: c.metadata };
   return {
     type: c.type !== undefined ? (lc.type ?? null) : undefined,
     template: lc.templateName ?? lc.templateId ?? null,

@@ -84,7 +84,7 @@ export interface DesiredClient extends DesiredBase {
   type?: string;
   /** Template referenced by name within the same environment. */
   template: string;
-  ipWhitelist?: string[];
+  ipWhitelist?: readonly string[];
   metadata?: JsonObject;
   keys: DesiredKey[];
 }

@@ -43,4 +43,26 @@ describe('chunked whole load', () => {
     expect(expected).toEqual([expect.stringMatching(/^a\.yaml:\d+:\d+: .*clients\[1\]\.keys\[1\].*defined twice/)]);
     expect(await errorsOf({ 'a.yaml': late })).toEqual(expected);
   });
+
+  it('gives the clients of one configured range one frozen list, and still places each bad range', async () => {
+    let text = `${head}        clients:\n`;
+    for (let i = 0; i < 3; i++) text += client(i);
+    text += client(3).replace('[10.0.0.0/8]', '[10.0.0.0/08]');
+    text += client(4).replace('[10.0.0.0/8]', '[10.0.0.300]') + client(5).replace('[10.0.0.0/8]', '[10.0.0.300]');
+    const { state } = await stateOf({ 'a.yaml': text.replace(/\n.*10\.0\.0\.300.*\n/g, '\n') });
+    const [c0, c1, c2, c3] = state.clients;
+    expect(c0!.ipWhitelist).toEqual(['10.0.0.0/8']);
+    expect(c1!.ipWhitelist).toBe(c0!.ipWhitelist);
+    expect(c2!.ipWhitelist).toBe(c0!.ipWhitelist);
+    expect(() => (c0!.ipWhitelist as string[]).push('10.1.0.0/16')).toThrow();
+    // Another spelling of the range is a list of its own, with the same canonical value.
+    expect(c3!.ipWhitelist).toEqual(['10.0.0.0/8']);
+    expect(c3!.ipWhitelist).not.toBe(c0!.ipWhitelist);
+    const bad = /^a\.yaml:(\d+):\d+: projects\[0\]\.environments\[0\]\.clients\[(\d)\]\.ipWhitelist\[0\]: invalid IP/;
+    const errors = await errorsOf({ 'a.yaml': text });
+    expect(errors).toEqual([expect.stringMatching(bad), expect.stringMatching(bad)]);
+    const lines = text.split('\n');
+    expect(errors.map((e) => bad.exec(e)![2])).toEqual(['4', '5']);
+    for (const e of errors) expect(lines[Number(bad.exec(e)![1]) - 1]).toContain('10.0.0.300');
+  });
 });
