@@ -247,7 +247,10 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
         deferred: skeleton.deferred,
         ...(fromFiles ? { at: source.at! } : {}),
       });
-      if (skeleton.lines && (keepLines || fromFiles)) lines.set(source.file, skeleton.lines);
+      // Read from their files (fromFiles), the parts' lines are scanned by the threads that read them:
+      // copying each part's lines out of the skeleton's (8 million lines for 1,000,000 clients) was
+      // ~0.35 s of this thread's serial start, while the workers wait on the service half the time.
+      if (skeleton.lines && keepLines) lines.set(source.file, skeleton.lines);
     }
     // Warnings too: a second, whole load would say them again.
     if (warnings.length > 0) return undefined;
@@ -289,13 +292,11 @@ export interface StreamedSkeleton {
 }
 
 /**
- * One part of an environment handed to a worker thread (StreamedBodies.handOver): its text, or,
- * when the worker reads it from the file itself (ConfigSource.at), the lines of that text
- * (StreamedPart.piece), so that it is not scanned for them again.
+ * One part of an environment handed to a worker thread (StreamedBodies.handOver): its text, or
+ * nothing when the worker reads it from the file itself (ConfigSource.at).
  */
 export interface HandedPart {
   text?: string;
-  lines?: LineTable;
 }
 
 /**
@@ -363,11 +364,6 @@ interface StreamedPart {
    */
   lines?: LineTable;
   lineBase?: number;
-  /**
-   * A part read from its file by offset (ConfigSource.at, no text here): the lines of its text
-   * (from its first block's start to its last block's end), at offsets in that text.
-   */
-  piece?: LineTable;
 }
 
 /** Files the deferred blocks of a document under their environments; false when one cannot be named (the whole load says why). */
@@ -406,24 +402,9 @@ function groupDeferred(
   if (lines)
     for (const inEnv of parts.values())
       for (const part of inEnv)
-        if (part.source !== source || part.lines || part.piece) continue;
-        else if (source.at && !source.text) part.piece = pieceLines(lines, part.blocks);
+        if (part.source !== source || part.lines) continue;
         else Object.assign(part, linesOfPart(lines, part.blocks));
   return true;
-}
-
-/** The lines of the text of `blocks` (of one part: from the first's start to the last's end), at offsets in that text. */
-function pieceLines(lines: LineTable, blocks: readonly DeferredBlock[]): LineTable {
-  const from = blocks[0]?.firstLine ?? 0;
-  const count = (blocks.at(-1)?.endLine ?? from) - from;
-  const base = blocks[0]?.start ?? 0;
-  const starts = new Int32Array(count);
-  const ends = new Int32Array(count);
-  for (let i = 0; i < count; i++) {
-    starts[i] = lines.starts[from + i]! - base;
-    ends[i] = lines.ends[from + i]! - base;
-  }
-  return { starts, ends, indents: lines.indents.slice(from, from + count), count };
 }
 
 /** The lines of `blocks` (in order, of one part), copied out of their file's `lines`, and where they start. */
@@ -552,9 +533,7 @@ export class StreamedBodies {
     return parts.map((part) =>
       part.source.text
         ? { text: part.source.text.slice(part.blocks[0]?.start ?? 0, part.blocks.at(-1)?.end ?? 0) }
-        : part.piece
-          ? { lines: part.piece }
-          : {},
+        : {},
     );
   }
 
@@ -574,8 +553,8 @@ export class StreamedBodies {
       const h = handed?.[t++];
       // A part of its own text (handed, or read from the file): its blocks at their offsets in it.
       const text = h?.text ?? (!part.source.text && part.source.at ? readPartOf(part, part.source.at) : undefined);
-      const lines = h?.text === undefined ? (h?.lines ?? part.piece) : undefined;
       const base = part.blocks[0]?.start ?? 0;
+      // A text of its own is scanned for its lines by the reader (fastParseBlockChunks).
       const from =
         text === undefined
           ? part
@@ -583,7 +562,7 @@ export class StreamedBodies {
               ...part,
               source: { file: part.source.file, text },
               blocks: part.blocks.map((b) => ({ ...b, start: b.start - base, end: b.end - base })),
-              lines,
+              lines: undefined,
               lineBase: part.blocks[0]?.firstLine ?? 0,
             };
       // A pause after each chunk (CLIENTS_PER_PAUSE clients): the live read proceeds meanwhile.

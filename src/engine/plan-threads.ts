@@ -3,8 +3,8 @@
 // (engine/plan-worker.ts), each of which loads, reads and plans them, and takes their plan parts
 // back in the environments' order, so the plan is the one a single thread makes. A worker holds
 // the configuration's skeleton and the environments it is planning, never the whole; the main
-// thread hands each environment's text over, or, for an ASCII file, only the skeleton read's lines
-// of it, the worker reading the text from the file by offset (config/paths.ts readPart), and then
+// thread hands each environment's text over, or, for an ASCII file, nothing: the worker reads the
+// text from the file by offset (config/paths.ts readPart) and scans its lines, and the main thread
 // keeps no text at all. The reads of all workers together stay
 // within the transport's limits (HttpTransport.shareOf); the secret stores are asked by the main
 // thread alone (it holds their presence cache), in the environments' order.
@@ -88,7 +88,7 @@ export interface PlanThreadInit {
 export interface EnvJob {
   i: number;
   pe: string;
-  /** Its parts (StreamedBodies.handOver): their texts, or the lines of those the worker reads from the file. */
+  /** Its parts (StreamedBodies.handOver): their texts, or nothing for those the worker reads from the file. */
   parts: HandedPart[];
   checkOnly?: true;
   inDesired: boolean;
@@ -209,11 +209,7 @@ export async function planOnThreads(
       }
       load[k]!++;
       inFlight.set(n.value.i, { job: n.value, worker: k });
-      // The parts' lines are moved, not copied: this thread let go of them.
-      const moved = n.value.parts.flatMap((p) =>
-        p.lines ? [p.lines.starts, p.lines.ends, p.lines.indents].map((c) => c.buffer as ArrayBuffer) : [],
-      );
-      workers[k]!.postMessage({ type: 'env', job: n.value } satisfies ToWorker, moved);
+      workers[k]!.postMessage({ type: 'env', job: n.value } satisfies ToWorker);
     }
     if (exhausted && inFlight.size === 0 && done.size === 0) finish();
   };

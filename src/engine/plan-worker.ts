@@ -3,7 +3,7 @@
 // (engine/plan-env.ts planEnvironment), and hands each environment's plan part back. It builds the configuration's skeleton from the main
 // thread's skeleton read (plain data, no text), and each environment's clients and endpoints from
 // the texts of their blocks, sent with the environment or read from the file by offset (an ASCII
-// one: StreamedBodies.take), with the lines sent. It reads the service through a transport
+// one: StreamedBodies.take), whose lines it scans itself. It reads the service through a transport
 // of its own, whose share of the reads in flight the main thread gave it. It writes nothing.
 import { parentPort, workerData } from 'node:worker_threads';
 import { KmsClient, type PageRead } from '../api/client.js';
