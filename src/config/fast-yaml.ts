@@ -120,13 +120,18 @@ export function plainScalar(s: string): unknown {
  * the caller parses again with them only when a problem has to be placed (a quarter of the parse,
  * and most of its garbage, is that index).
  */
-export function fastParseYaml(text: string, positions = true, deferBodies = false): FastParse | undefined {
+export function fastParseYaml(
+  text: string,
+  positions = true,
+  deferBodies = false,
+  lines?: LineTable,
+): FastParse | undefined {
   // A skeleton read (deferBodies) checks the characters of what it read, after reading it: each
   // deferred block is checked when it is read (fastParseBlockChunks), on whichever thread reads
   // it, instead of the whole text on this one before anything (1,000,000 clients: ~0.3 s).
   if (!deferBodies && unusual(text)) return undefined;
   try {
-    const read = new Reader(text, positions, deferBodies).document();
+    const read = new Reader(text, positions, deferBodies, 0, lines ?? lineTable(text)).document();
     return deferBodies && unusualOutside(text, read.deferred) ? undefined : read;
   } catch (err) {
     if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;
@@ -217,7 +222,8 @@ export interface LineTable {
   count: number;
 }
 
-function lineTable(text: string): LineTable {
+/** The lines of `text` (a skeleton read's: fastParseYaml's `lines` takes one built already). */
+export function lineTable(text: string): LineTable {
   const n = text.length;
   let count = 1;
   for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) count++;

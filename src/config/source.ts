@@ -91,16 +91,18 @@ export function parseFile(file: string, text: string, env: EnvSource): ParsedFil
  * Undefined when the file needs the whole load: JSON, outside the fast subset, plain text, or an
  * interpolation that fails. Without `placeable`, its places are never computed (placing one means
  * a problem to report, which the whole load does): asking for one throws NotStreamable. With it,
- * they are found as a whole read finds them (placedOnDemand).
+ * they are found as a whole read finds them (placedOnDemand). `lines`: the text's line table, when
+ * built already (load.ts bodyWordsAtMostOnce), instead of scanning the text for it again.
  */
 export function parseFileSkeleton(
   file: string,
   text: string,
   env: EnvSource,
   placeable = false,
+  lines?: LineTable,
 ): { parsed: ParsedFile; deferred: DeferredBlock[]; lines?: LineTable } | undefined {
   if (/\.json$/i.test(file)) return undefined;
-  const fast = fastParseYaml(text, false, true);
+  const fast = fastParseYaml(text, false, true, lines);
   if (!fast) return undefined;
   const parsed: ParsedFile = { documents: [], diagnostics: [], warnings: [] };
   if (fast.value === null) {
