@@ -151,7 +151,7 @@ function send(res: ServerResponse, status: number, body: unknown, headers: Recor
   const text = body instanceof JsonText ? body.text : typeof body === 'string' ? body : JSON.stringify(body);
   res.writeHead(status, {
     'content-type': typeof body === 'string' ? 'application/yaml' : 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(text),
+    'content-length': body instanceof JsonText ? body.byteLength : Buffer.byteLength(text),
     ...headers,
   });
   res.end(text);

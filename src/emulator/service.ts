@@ -96,6 +96,11 @@ export interface Env {
   logs: LogEntry[];
   /** Cached insertion-ordered client array for O(limit) paging; appended to on create, dropped on delete. */
   clientList?: Client[];
+  /**
+   * Whole unfiltered client-list pages as sent, by `page limit` (not persisted). Every page shows the
+   * total, so any change to the list's members or to a listed client's fields drops them all.
+   */
+  clientPages?: Map<string, JsonText>;
   /** Clients per template id, counted once and then kept up to date (not persisted). */
   templateUse?: Map<string, number>;
 }
@@ -302,8 +307,14 @@ export interface ValidationOutcome {
 /** An answer already written as JSON text (the server sends it as it is). */
 export class JsonText {
   readonly text: string;
+  /** The text's UTF-8 length, once asked for (a kept page is sent many times). */
+  private bytes = -1;
   constructor(text: string) {
     this.text = text;
+  }
+  get byteLength(): number {
+    if (this.bytes < 0) this.bytes = Buffer.byteLength(this.text);
+    return this.bytes;
   }
 }
 
@@ -512,6 +523,10 @@ export class KmsService {
     q: { name: string | null; type: string | null; templateId: string | null; page: number; limit: number },
   ) {
     const env = this.env(requireEnvParam(ref));
+    const unfiltered = !q.name && !q.type && !q.templateId;
+    const pageKey = `${q.page} ${q.limit}`;
+    const kept = unfiltered ? env.clientPages?.get(pageKey) : undefined;
+    if (kept) return kept;
     env.clientList ??= [...env.clients.values()];
     let items = env.clientList;
     if (q.name) items = items.filter((c) => c.name === q.name);
@@ -527,7 +542,13 @@ export class KmsService {
       if (text === undefined) this.listed.set(c, (text = JSON.stringify(this.clientView(env, c, false))));
       data += i === 0 ? text : `,${text}`;
     }
-    return new JsonText(`{"data":[${data}],"pagination":${JSON.stringify(page.pagination)}}`);
+    const answer = new JsonText(`{"data":[${data}],"pagination":${JSON.stringify(page.pagination)}}`);
+    if (unfiltered) {
+      (env.clientPages ??= new Map()).set(pageKey, answer);
+      // The page holds its clients' texts now: theirs are let go, so the emulator keeps each once.
+      for (const c of page.data) this.listed.delete(c);
+    }
+    return answer;
   }
 
   createClients(ref: string | null, body: Json) {
@@ -576,6 +597,7 @@ export class KmsService {
       this.clientEnv.set(client.id, env);
       // A new client is last in the Map's order, so the kept list and counts stay right as they are.
       env.clientList?.push(client);
+      env.clientPages = undefined;
       this.countUse(env, template.id, 1);
       return { client, issued };
     });
@@ -881,6 +903,8 @@ export class KmsService {
   /** Called after any change to a client's listed fields or keys: its list item is written again. */
   private changed(client: Client) {
     this.listed.delete(client);
+    const env = this.clientEnv.get(client.id);
+    if (env) env.clientPages = undefined;
   }
 
   private dropEnv(env: Env) {
@@ -894,6 +918,7 @@ export class KmsService {
     env.clients.delete(client.id);
     this.clientEnv.delete(client.id);
     env.clientList = undefined;
+    env.clientPages = undefined;
     this.countUse(env, client.templateId, -1);
   }
 
@@ -1005,6 +1030,7 @@ export class KmsService {
       this.clientEnv.set(client.id, env);
     }
     env.clientList = undefined;
+    env.clientPages = undefined;
     env.templateUse = undefined;
     for (let i = 0; i < (req.endpoints ?? 0); i++) {
       const path = `/r/${String(i).padStart(4, '0')}`;
@@ -1120,6 +1146,7 @@ export class KmsService {
         envs: [...p.envs.values()].map((e) => ({
           ...e,
           clientList: undefined,
+          clientPages: undefined,
           templateUse: undefined,
           templates: [...e.templates.values()],
           clients: [...e.clients.values()],
