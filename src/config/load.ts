@@ -1041,12 +1041,12 @@ class Builder {
     const one = Array.isArray(listed) && listed.length === 1 && typeof listed[0] === 'string' ? listed[0] : undefined;
     const shared = one !== undefined ? this.oneRange.get(one) : undefined;
     if (shared !== undefined) client.ipWhitelist = shared;
-    else if (Array.isArray(c.ipWhitelist)) {
+    else if (Array.isArray(listed)) {
       const ranges: string[] = [];
       // Indexed loops in this method: it runs once per client, mostly before V8 optimizes it,
       // where a callback is a closure per client and a for-of an iterator result per item.
-      for (let m = 0; m < c.ipWhitelist.length; m++) {
-        const ip: unknown = c.ipWhitelist[m];
+      for (let m = 0; m < listed.length; m++) {
+        const ip: unknown = listed[m];
         if (typeof ip !== 'string') continue;
         try {
           ranges.push(canonicalCidr(ip));
