@@ -132,6 +132,8 @@ describe('the GitHub Action', () => {
     const env = readFileSync(path.join(r0.log, 'env'), 'utf8');
     for (const secret of [KEY, TOKEN, AGE]) expect(env).not.toContain(secret);
     expect(env).not.toMatch(/^npm_config_/im);
+    // npm's temporary files and Node's compile cache for npm: the job's own folder, not the shared /tmp.
+    expect(env.split('\n')).toContain(`TMPDIR=${r0.root}`);
     expect(readFileSync(path.join(r0.log, 'registry'), 'utf8').trim()).toBe('https://registry.npmjs.org/');
     expect(readFileSync(path.join(r0.log, 'scoped'), 'utf8').trim()).toBe('undefined');
 
