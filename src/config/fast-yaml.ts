@@ -131,7 +131,7 @@ export function fastParseYaml(
   // it, instead of the whole text on this one before anything (1,000,000 clients: ~0.3 s).
   if (!deferBodies && unusual(text)) return undefined;
   try {
-    const read = new Reader(text, positions, deferBodies, 0, lines ?? lineTable(text)).document();
+    const read = new Reader(text, positions, deferBodies, 0, lines).document();
     return deferBodies && unusualOutside(text, read.deferred) ? undefined : read;
   } catch (err) {
     if (err instanceof OutsideSubset || err instanceof RangeError) return undefined;

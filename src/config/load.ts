@@ -243,7 +243,7 @@ async function loadStreamed({ sources, pre }: SourcesRead, opts: LoadOptions): P
     const chars = sources.reduce((n, s) => n + s.text.length, 0);
     const keepLines = opts.bodiesHere?.(chars) ?? true;
     // Read elsewhere (worker threads), each from its file by offset: this thread then keeps
-    // neither the texts (221 MB for 1,000,000 clients) nor their line tables, only each part's lines.
+    // neither the texts (221 MB for 1,000,000 clients) nor any line table: the workers scan their parts.
     const fromFiles = !keepLines && sources.every((s) => s.at !== undefined);
     for (const source of sources) {
       const skeleton = parseFileSkeleton(source.file, source.text, env, false, takeLines(source));
