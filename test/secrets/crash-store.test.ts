@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgeKeys } from '../../src/secrets/age-keys.js';
-import { ITERATIONS, crashRounds, startChild } from './crash-helpers.js';
+import { ITERATIONS, bundleChild, crashRounds, startChild } from './crash-helpers.js';
 import { sandbox, type Sandbox } from './helpers.js';
 import { SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { patient } from '../support/patience.js';
@@ -13,9 +13,11 @@ const ROUNDS = Math.ceil(ITERATIONS / 2);
 const WRITERS = 2;
 
 let sb: Sandbox;
+let child: string;
 
 beforeAll(async () => {
   sb = await sandbox();
+  child = await bundleChild('store-writer.ts');
   // Create the identity up front so the children share it.
   await new AgeKeys({ env: sb.env }).recipients();
 });
@@ -34,7 +36,7 @@ describe('crash safety under SIGKILL', () => {
       await crashRounds({
         iterations: ROUNDS,
         writers: WRITERS,
-        spawn: (i, w) => startChild('store-writer.ts', [file, `it${i}w${w}`], { ...sb.env, PATH: process.env.PATH }),
+        spawn: (i, w) => startChild(child, [file, `it${i}w${w}`], { ...sb.env, PATH: process.env.PATH }),
         afterRound: async (i, runs) => {
           for (const r of runs) {
             for (const line of r.lines) {
