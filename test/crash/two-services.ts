@@ -94,8 +94,19 @@ export async function runTwoServices(o: TwoServicesOptions): Promise<Figures> {
         f.kills++;
         f.killsByWindow[landed]++;
       }
+      // Applied again until it succeeds: a kill cut the run short. A run that ended on its own with
+      // nothing live at the second service refused; once the next run refuses the same way (same
+      // folder, same store, same service), more runs would only repeat it (they did, 3 more times).
       let code = firstCode;
-      for (let attempt = 0; attempt < 4 && code !== 0; attempt++) code = await apply(production).exit;
+      let refusals = 0;
+      const refusedOnItsOwn = async (c: number | null) =>
+        c !== null && c !== 0 && (await production.liveKeys(ENV).catch(() => [])).length === 0;
+      if (await refusedOnItsOwn(code)) refusals++;
+      for (let attempt = 0; attempt < 4 && code !== 0 && refusals < 2; attempt++) {
+        const again = await apply(production).exit;
+        refusals = (await refusedOnItsOwn(again)) && again === code ? refusals + 1 : 0;
+        code = again;
+      }
 
       const stored = await readSopsStore(path.join(cfg, '.kms-sync', 'secrets.sops.yaml'), ws.ageKeyFile);
       const wanted = clients.flatMap((c) =>
