@@ -246,6 +246,84 @@ export function lineTable(text: string): LineTable {
   return { starts, ends, indents, count };
 }
 
+const NEWLINE = 0x0a;
+const RETURN = 0x0d;
+
+/**
+ * lineTable of an ASCII file built from its bytes as they are read (config/paths.ts readBounded):
+ * `scan` takes the lines ended below `upTo` each time more bytes arrived, while the next read is
+ * under way, and `finish` the last line. A byte is a character (ASCII), so the table is the one
+ * lineTable makes of the text; built during the read, it takes the scan of the text (~0.74 s of
+ * the 1,000,000-client plan's serial start) off the time the thread waits for nothing else.
+ */
+export class LineScanner {
+  private starts: Int32Array;
+  private ends: Int32Array;
+  private indents: Int32Array;
+  private count = 0;
+  /** Where the first line not yet in the table starts. */
+  private start = 0;
+
+  /** `bytes`: the file's size (the room is guessed from it, and grows if the lines are shorter). */
+  constructor(bytes: number) {
+    const room = Math.ceil(bytes / 24) + 1024;
+    this.starts = new Int32Array(room);
+    this.ends = new Int32Array(room);
+    this.indents = new Int32Array(room);
+  }
+
+  private grow(): void {
+    const room = Math.ceil(this.starts.length * 1.5) + 1024;
+    const more = (a: Int32Array) => {
+      const b = new Int32Array(room);
+      b.set(a);
+      return b;
+    };
+    this.starts = more(this.starts);
+    this.ends = more(this.ends);
+    this.indents = more(this.indents);
+  }
+
+  /** The lines of `bytes` (a whole file's, read up to `upTo`) that end below `upTo`. */
+  scan(bytes: Uint8Array, upTo: number): void {
+    let start = this.start;
+    for (;;) {
+      let p = start;
+      while (p < upTo && bytes[p] === SPACE) p++;
+      let q = p;
+      while (q < upTo && bytes[q] !== NEWLINE) q++;
+      if (q >= upTo) break;
+      this.line(bytes, start, p, q);
+      start = q + 1;
+    }
+    this.start = start;
+  }
+
+  /** The table, once `bytes` were read to their end `n` (the last line has no newline). */
+  finish(bytes: Uint8Array, n: number): LineTable {
+    let p = this.start;
+    while (p < n && bytes[p] === SPACE) p++;
+    this.line(bytes, this.start, p, n);
+    const count = this.count;
+    return {
+      starts: this.starts.subarray(0, count),
+      ends: this.ends.subarray(0, count),
+      indents: this.indents.subarray(0, count),
+      count,
+    };
+  }
+
+  /** A line from `start` to `end` (its newline or the end of the bytes); `p`: its first byte that is not a space. */
+  private line(bytes: Uint8Array, start: number, p: number, end: number): void {
+    if (end > start && bytes[end - 1] === RETURN) end--;
+    if (this.count === this.starts.length) this.grow();
+    const li = this.count++;
+    this.starts[li] = start;
+    this.ends[li] = end;
+    this.indents[li] = p < end && bytes[p] !== HASH ? p - start : -1;
+  }
+}
+
 class Reader {
   private readonly starts: Int32Array;
   private readonly ends: Int32Array;

@@ -1,4 +1,5 @@
 // Loading, validating and merging YAML and JSON files into the one desired-state model.
+import { isAscii } from 'node:buffer';
 import path from 'node:path';
 import {
   NormalizeError,
@@ -38,7 +39,7 @@ import { configLimits, type ConfigLimits } from './limits.js';
 import { collectFiles, displayPath, letGo, readBounded, readPart, type FileAt, type FileRules } from './paths.js';
 import { validateAgainstSchema } from './schema.js';
 import { parseDeferredChunks, parseFile, parseFileSkeleton, unplaced, type SourceDocument } from './source.js';
-import { type DeferredBlock, type LineTable, lineTable } from './fast-yaml.js';
+import { type DeferredBlock, LineScanner, type LineTable, lineTable } from './fast-yaml.js';
 import { closest } from './suggest.js';
 
 export interface LoadOptions {
@@ -106,10 +107,38 @@ export interface ConfigSource {
    */
   at?: FileAt;
   /**
-   * The text's line table, when the check of one environment (bodyWordsAtMostOnce) built it: the
-   * skeleton read that follows takes it (takeLines) instead of scanning the text again.
+   * The text's line table, when the file's read (ReadScan) or the check of one environment
+   * (bodyWordsAtMostOnce) built it: the skeleton read that follows takes it (takeLines) instead of
+   * scanning the text again.
    */
   lines?: LineTable;
+}
+
+/**
+ * What readSources works out of a large file's bytes while the rest is read (readBounded's
+ * `onRead`): whether they are ASCII, and if so their line table (LineScanner), the one the
+ * skeleton read takes (ConfigSource.lines) instead of scanning the text. Nothing for a file read
+ * whole at once, or one that grew while read.
+ */
+class ReadScan {
+  private ascii = true;
+  private upTo = 0;
+  private lines: LineScanner | undefined;
+
+  readonly onRead = (bytes: Buffer, upTo: number): void => {
+    if (!this.ascii) return;
+    this.ascii = isAscii(bytes.subarray(this.upTo, upTo));
+    if (!this.ascii) return;
+    this.lines ??= new LineScanner(bytes.length);
+    this.lines.scan(bytes, upTo);
+    this.upTo = upTo;
+  };
+
+  /** The table of `bytes` (the file read), when all of them were scanned and are ASCII. */
+  finish(bytes: Buffer): LineTable | undefined {
+    if (!this.ascii || !this.lines || this.upTo !== bytes.length) return undefined;
+    return this.lines.finish(bytes, this.upTo);
+  }
 }
 
 /** A source's line table built already, once: the taker owns it (a streamed load lets it go). */
@@ -163,8 +192,9 @@ async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesR
     const file = displayPath(f, cwd);
     let bytes: Buffer;
     let at: FileAt | undefined;
+    const scan = /\.json$/i.test(f) ? undefined : new ReadScan();
     try {
-      const read = await readBounded(f, limits, budget, rules.refuseLinks === true);
+      const read = await readBounded(f, limits, budget, rules.refuseLinks === true, scan?.onRead);
       if ('problem' in read) {
         pre.push({ file, line: 0, column: 0, path: '', message: read.problem });
         continue;
@@ -175,13 +205,15 @@ async function readSources(paths: string[], opts: LoadOptions): Promise<SourcesR
       pre.push({ file, line: 0, column: 0, path: '', message: `cannot read file: ${describeReadError(err)}` });
       continue;
     }
-    const decoded = decodeConfig(file, bytes);
+    const lines = scan?.finish(bytes);
+    const decoded = decodeConfig(file, bytes, lines !== undefined);
     letGo(bytes);
     if ('diagnostic' in decoded) {
+      if (lines) for (const column of [lines.starts, lines.ends, lines.indents]) letGo(column);
       pre.push(decoded.diagnostic);
       continue;
     }
-    sources.push({ file, text: decoded.text, ...(decoded.ascii && at ? { at } : {}) });
+    sources.push({ file, text: decoded.text, ...(decoded.ascii && at ? { at } : {}), ...(lines ? { lines } : {}) });
   }
   return { sources, pre };
 }
@@ -339,8 +371,8 @@ function bodyWordsAtMostOnce(sources: readonly ConfigSource[]): boolean {
   if (n < 1 || column(first) !== n || !keyAt(first) || !keyAt(second)) return false;
   if (!/^ *$/.test(text.slice(second - n, second))) return false;
   // The skeleton read that follows (the whole load's or the streamed one's) needs the text's lines
-  // anyway: built here, they are scanned once (takeLines), and the walk is over their indents.
-  const lines = (x.source.lines = lineTable(text));
+  // anyway: built here (or as the file was read), they are scanned once (takeLines), and the walk is over their indents.
+  const lines = (x.source.lines ??= lineTable(text));
   return !lessIndentedLine(lines, lineAt(lines, first), lineAt(lines, second), n);
 }
 
