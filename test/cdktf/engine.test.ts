@@ -61,6 +61,7 @@ function filesUnder(dir: string): string[] {
 describe('CDKTF front end against the emulator', () => {
   let dir: string;
   let env: NodeJS.ProcessEnv;
+  let liveOwner: string | undefined;
   beforeAll(async () => {
     dir = bothExamples();
     env = await service(dir);
@@ -169,7 +170,8 @@ describe('CDKTF front end against the emulator', () => {
       // planned under the owner of what it names it changes nothing and acme-staging is not in scope.
       expect(main).toContain('new KmsExternalProject(stack, "acme", { slug: "acme" });');
       expect(main).not.toContain('new KmsProject(');
-      const liveOwner = (
+      // The owner the example stack plans under (the same for both flavours: asked once per file).
+      liveOwner ??= (
         JSON.parse((await runCli(['plan', '--json', '--cdktf', '.'], { env, cwd: dir })).stdout) as {
           target: { owner: string };
         }
