@@ -117,7 +117,18 @@ describe.skipIf(skipWhen(!present, `the status page browser test needs ${CHROMIU
           expect(res?.headers()['content-security-policy']).toContain("default-src 'none'");
           // Environments with their sync state.
           const envRow = page.locator(`#environments tr[data-env="${ENV}"]`);
-          await expect.poll(() => envRow.count()).toBe(1);
+          // The page is the agent's state when it was served (no script refreshes it): one served
+          // without the row is loaded again (seen once in CI under load, with reconciles every second).
+          await expect
+            .poll(
+              async () => {
+                const n = await envRow.count();
+                if (n === 0) await page.reload({ waitUntil: 'load' });
+                return n;
+              },
+              { timeout: patient(15_000), interval: 250 },
+            )
+            .toBe(1);
           expect(await envRow.innerText()).toMatch(/OutOfSync/);
           // Drift, with the field-level before/after of the hand-made change.
           const drift = page.locator('#drift');
