@@ -195,11 +195,28 @@ describe('webhook limits', () => {
   it(
     'a replayed delivery is answered 200 without reconciling again (GitHub: same id or same body; GitLab: same Idempotency-Key)',
     async () => {
+      // The agent logs "reconcile requested" before it answers 202, but its output reaches this process
+      // later through a pipe: the log is counted once it has caught up with the deliveries the agent
+      // says (in /metrics, answered in order) it accepted, here and in the tests before.
       const requested = () =>
         agent
           .output()
           .split('\n')
-          .filter((l) => l.includes('reconcile requested')).length;
+          .filter((l) => /reconcile requested(?! through)/.test(l)).length;
+      const accepted = async () =>
+        [
+          ...(await agent.metrics()).matchAll(
+            /kms_sync_webhook_requests_total\{provider="\w+",result="accepted"\} (\d+)/g,
+          ),
+        ]
+          .map((m) => Number(m[1]))
+          .reduce((a, b) => a + b, 0);
+      const expectLogged = async (n: number) => {
+        await waitFor(() => requested() === n, patient(15_000));
+        expect(requested(), 'the agent\'s "reconcile requested" log lines').toBe(n);
+      };
+      const acceptedBefore = await accepted();
+      await expectLogged(acceptedBefore);
       const start = requested();
       const body = JSON.stringify({ ref: 'refs/heads/main', after: 'replay-1' });
       const signed = {
@@ -232,8 +249,9 @@ describe('webhook limits', () => {
         (await agent.post('/hooks/gitlab', JSON.stringify({ ref: 'refs/heads/main', after: 'gl-1', retry: true }), gl))
           .status,
       ).toBe(200);
-      // Two reconciles were asked for, no more (the agent logs each request as it takes it).
-      expect(requested() - start).toBe(2);
+      // Two reconciles were asked for, no more: the agent counted two, and logged two as it took them.
+      expect((await accepted()) - acceptedBefore).toBe(2);
+      await expectLogged(start + 2);
       expect(await agent.metrics()).toMatch(
         /kms_sync_webhook_requests_total\{provider="github",result="duplicate"\} 4/,
       );
