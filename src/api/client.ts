@@ -146,6 +146,11 @@ export class KmsClient {
   readonly http: HttpTransport;
   /** Told of every page read (the CLI's "pages read / total" line while a plan reads). */
   onPageRead: ((e: PageRead) => void) | undefined;
+  /**
+   * Pages read by a read started before its progress line was drawn (ReadAhead), counted while
+   * nothing else counts them: the line starts from them instead of missing the lists read first.
+   */
+  pagesAhead: { done: number; lists: number[] } | undefined;
   constructor(options: HttpOptions | HttpTransport) {
     this.http = options instanceof HttpTransport ? options : new HttpTransport(options);
   }
@@ -179,7 +184,7 @@ export class KmsClient {
     const limit = first.pagination?.limit || PAGE_LIMIT;
     const pages = first.pagination?.pages ?? Math.ceil((first.pagination?.total ?? data.length) / Math.max(1, limit));
     onPage(data, 1, Math.max(1, pages));
-    this.onPageRead?.({ kind, page: 1, pages: Math.max(1, pages) });
+    this.pageRead({ kind, page: 1, pages: Math.max(1, pages) });
     if (pages <= 1) return;
     // As many loops as the transport has requests on the wire, each asking for the next page once
     // its last is in; not a request per page started at once. Those wait for a slot long enough
@@ -197,10 +202,18 @@ export class KmsClient {
             throw e;
           });
         onPage(page.data, n, pages);
-        this.onPageRead?.({ kind, page: n, pages });
+        this.pageRead({ kind, page: n, pages });
       }
     };
     await Promise.all(Array.from({ length: Math.min(pages - 1, this.http.readSlots) }, loop));
+  }
+
+  private pageRead(e: PageRead): void {
+    if (this.pagesAhead) {
+      this.pagesAhead.done++;
+      if (e.page === 1) this.pagesAhead.lists.push(e.pages);
+    }
+    this.onPageRead?.(e);
   }
 
   /** Every item of a paged list, in page order (see `forEachPage`). */

@@ -27,9 +27,12 @@ export async function withReadProgress<T>(
   env: NodeJS.ProcessEnv = process.env,
   signal?: AbortSignal,
 ): Promise<T> {
+  // Pages a read started ahead (ReadAhead) took before now count too: the line starts from them.
+  const ahead = api.pagesAhead;
+  api.pagesAhead = undefined;
   if (!interactiveStderr(env)) return read();
   const lists = new Map<string, number>();
-  let done = 0;
+  let done = ahead?.done ?? 0;
   let drawnAt = 0;
   let drawn = false;
   const clear = () => {
@@ -44,6 +47,8 @@ export async function withReadProgress<T>(
     shown = { clear };
   };
   let list = 0;
+  for (const pages of ahead?.lists ?? []) lists.set(`ahead#${list++}`, pages);
+  if (done > 0) draw();
   const previous = api.onPageRead;
   // A read started ahead of a configuration that turns out invalid: the line goes before the errors.
   const stop = () => {

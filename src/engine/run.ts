@@ -415,6 +415,7 @@ export class ReadAhead {
     if (envs.length === 0 && inScope.length === 0) return;
     const leaving = (pe: string) => !configured.has(pe) && (patterns.length === 0 || matchesAny(pe, patterns));
     performance.mark('kms:read-start');
+    this.conn.api.pagesAhead = { done: 0, lists: [] };
     const stream = readLiveStream(
       this.conn.api,
       { projects: inScope, envs, alsoRead: leaving },
@@ -427,6 +428,7 @@ export class ReadAhead {
   abandon(): void {
     this.started?.stream.close();
     this.started = undefined;
+    this.conn.api.pagesAhead = undefined;
   }
 
   /** The read started, when its scope is exactly the one planFor would read. */
@@ -443,6 +445,7 @@ export class ReadAhead {
       )
     ) {
       started.stream.close();
+      this.conn.api.pagesAhead = undefined;
       return undefined;
     }
     return { stream: started.stream, envsElsewhere: started.envsElsewhere };
@@ -758,7 +761,10 @@ export async function planFor(
   // Whole environments on worker threads (plan-threads.ts): a large streamed configuration's plan.
   const threads = o.bodies && !o.parts ? planThreadCount(o.bodies.bytes) : 1;
   const envsElsewhere = threads > 1;
-  if (o.readAhead && (journaled || Boolean(o.readAhead.envsElsewhere) !== envsElsewhere)) o.readAhead.stream.close();
+  if (o.readAhead && (journaled || Boolean(o.readAhead.envsElsewhere) !== envsElsewhere)) {
+    o.readAhead.stream.close();
+    conn.api.pagesAhead = undefined;
+  }
   const ahead =
     o.readAhead && !journaled && Boolean(o.readAhead.envsElsewhere) === envsElsewhere ? o.readAhead : undefined;
   if (!ahead) performance.mark('kms:read-start');
