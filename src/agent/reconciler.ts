@@ -714,18 +714,24 @@ export class Reconciler {
     // The revision is synced once everything its plan had is applied (or, in detect, nothing
     // differs), but for what requires pruning (Flux: left in place, reported); not while the guard
     // holds its deletes, so that an approval applies them.
-    if (
+    const synced =
       fresh &&
       record.result === 'success' &&
       newRevision &&
       guarded.held.length === 0 &&
-      ((mode !== 'detect' && open) || guarded.plan.operations.length === 0)
-    ) {
+      ((mode !== 'detect' && open) || guarded.plan.operations.length === 0);
+    if (synced) {
       // Its deletes ran: an approval of them is used up (and one of an older revision is moot).
       await this.o.approvals?.clear();
+      await testPoint('revision-synced');
+      if (this.o.syncedFile) await atomicWriteFile(this.o.syncedFile, `${good.revision}\n`);
+    }
+    // Shown together, with no await between: a reader (the API, the page, the metrics) that sees the
+    // revision synced sees its environments, drift and expiries too, never the previous ones (or none
+    // at the first reconcile) while the synced file is written.
+    if (synced) {
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
-      if (this.o.syncedFile) await atomicWriteFile(this.o.syncedFile, `${good.revision}\n`);
     }
     this.report(classifyDrift(guarded.plan, ignore), planned.live.state, good.cfg.desired);
     if (planned.inventory && !signal.aborted) {
