@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   agentConfig,
   fixture,
+  logged,
   githubSignature,
   GITLAB_TOKEN,
   JSON_BODY,
@@ -62,7 +63,8 @@ describe("the agent's operator controls", () => {
       expect(await reconciles()).toBe(1);
       expect(await hook({ ref: 'refs/heads/main', after: 'a3' }, 'push')).toEqual({ reconcile: 'accepted' });
       await until(agent, 'the push reconciled', (x) => x.reconciles === 2);
-      expect(agent.output()).toMatch(/webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/);
+      const ignored = /webhook ignored: not a push of the watched ref \(refs\/heads\/feature\)/;
+      expect(await logged(agent, ignored)).toMatch(ignored);
     },
     patient(60_000),
   );

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../crash/lib.js';
-import { agentConfig, fixture, JSON_BODY, startAgent, until, type Fixture } from './lib.js';
+import { agentConfig, fixture, logged, JSON_BODY, startAgent, until, type Fixture } from './lib.js';
 import { patient } from '../support/patience.js';
 import { skipWhen } from '../support/skip.js';
 
@@ -100,7 +100,8 @@ describe('a full disk in the state folder', () => {
         expect((await agent.post('/api/reconcile', '{}', JSON_BODY)).status).toBe(202);
         let s = await until(agent, 'a reconcile on a full disk', (x) => x.reconciles === 2);
         expect(s.lastReconcile.result).not.toBe('success');
-        expect(agent.output()).toContain(`the reconcile history could not be kept (cannot write ${historyFile}: EFBIG`);
+        const notKept = `the reconcile history could not be kept (cannot write ${historyFile}: EFBIG`;
+        expect(await logged(agent, notKept)).toContain(notKept);
         expect(temps(f.stateDir)).toEqual([]);
         expect(readFileSync(historyFile, 'utf8')).toBe(kept);
         // Room again: the next reconcile succeeds and the history on disk is whole.

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, printedSecrets } from '../crash/lib.js';
-import { agentConfig, fixture, JSON_BODY, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { agentConfig, fixture, logged, JSON_BODY, startAgent, until, type AgentProc, type Fixture } from './lib.js';
 import { patient } from '../support/patience.js';
 
 describe('the reconcile history', () => {
@@ -115,7 +115,8 @@ describe('the reconcile history', () => {
       await stop(agent!);
       writeFileSync(file(), '[{"startedAt": "cut off', { mode: 0o600 });
       let s = await start();
-      expect(agent!.output()).toMatch(/history\.json in the state folder is not JSON; it starts empty/);
+      const notJson = /history\.json in the state folder is not JSON; it starts empty/;
+      expect(await logged(agent!, notJson)).toMatch(notJson);
       expect(rows(s)).toEqual(['start success 0/0 × 1']);
       expect(JSON.parse(readFileSync(file(), 'utf8'))).toEqual(s.history);
 
@@ -124,11 +125,16 @@ describe('the reconcile history', () => {
       rmSync(file());
       mkdirSync(file());
       s = await start();
-      expect(agent!.output()).toMatch(/history\.json in the state folder cannot be read \(EISDIR\); it starts empty/);
+      const unreadable = /history\.json in the state folder cannot be read \(EISDIR\); it starts empty/;
+      expect(await logged(agent!, unreadable)).toMatch(unreadable);
       s = await reconcileNow();
       expect(s.lastReconcile.result).toBe('success');
-      // Said once, naming the file, while the rows stay in memory.
-      const said = agent!.output().match(/the reconcile history could not be kept \([^)]*history\.json/g) ?? [];
+      // Said once, naming the file, while the rows stay in memory: counted once the agent's output has
+      // caught up with the manual reconcile's own line (logged after its history was kept, or not).
+      const said =
+        (await logged(agent!, /reconciled.* trigger=manual/)).match(
+          /the reconcile history could not be kept \([^)]*history\.json/g,
+        ) ?? [];
       expect(said).toHaveLength(1);
       expect(rows(s)).toEqual(['manual success 0/0 × 1', 'start success 0/0 × 1']);
       rmSync(file(), { recursive: true });

@@ -17,6 +17,7 @@ import { printedSecrets, Trace, waitFor } from '../crash/lib.js';
 import {
   agentConfig,
   fixture,
+  logged,
   JSON_BODY,
   startAgent,
   until,
@@ -188,7 +189,8 @@ describe('the agent keeps an inventory, a record of every heal, approvals and an
       s = await until(again, 'alpha offboarded', (x) => x.revision.synced === offboard);
       expect(await client('alpha')).toBeUndefined();
       expect((await f.emu.liveKeys(ENV)).filter((k) => k.client === 'alpha')).toEqual([]);
-      expect(again.output()).toMatch(/applied delete client\.agent-production\/alpha /);
+      const deleted = /applied delete client\.agent-production\/alpha /;
+      expect(await logged(again, deleted)).toMatch(deleted);
       await until(again, 'alpha out of the inventory', (x) => x.inventory.byKind.client === 2);
       expect(notes().filter((n) => /healed/.test(n))).toHaveLength(2);
       expect(await stop(again)).toBe(0);

@@ -3,6 +3,7 @@
 // as a real process whose HTTP server the test talks to.
 import { execFileSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -245,10 +246,33 @@ export async function startAgent(
     throw new Error(`the agent did not start:\n${proc.output()}`);
   }
   const url = /listening on (http:\/\/[^\s"]+)/.exec(proc.output())![1]!;
-  const call = async (method: string, p: string, body?: string, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${url}${p}`, { method, headers, ...(body !== undefined ? { body } : {}) });
-    return { status: res.status, text: await res.text() };
-  };
+  // One connection per request (Connection: close), never one kept alive from an earlier request:
+  // the agent closes idle ones after 5 s, and a test whose event loop was held longer (a spawnSync
+  // of the CLI on a loaded host) would send its next request into one the agent is closing
+  // ("other side closed"). A string body is text/plain unless said otherwise, as fetch sends it.
+  const call = (method: string, p: string, body?: string, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const typed = Object.keys(headers).some((h) => h.toLowerCase() === 'content-type');
+      const req = httpRequest(
+        `${url}${p}`,
+        {
+          method,
+          agent: false,
+          headers: {
+            ...(body !== undefined && !typed ? { 'content-type': 'text/plain;charset=UTF-8' } : {}),
+            ...headers,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
   const pid = () => (asPid1 ? childrenOf(proc.child.pid!)[0] : proc.child.pid);
   return {
     ...proc,
@@ -266,6 +290,17 @@ export const JSON_BODY = { 'content-type': 'application/json' };
 
 export function githubSignature(body: string, secret = GITHUB_SECRET): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+/**
+ * The agent's output once it holds `what` (or once `ms`, scaled by patient(), has passed). What the
+ * agent logs before an HTTP answer reaches this process through a pipe, and may come after that
+ * answer: a line is waited for, never looked for once right after the event that logs it.
+ */
+export async function logged(agent: Proc, what: RegExp | string, ms = 15_000): Promise<string> {
+  const holds = () => (typeof what === 'string' ? agent.output().includes(what) : what.test(agent.output()));
+  await waitFor(holds, ms);
+  return agent.output();
 }
 
 /** Waits for a condition on the agent's status; fails with the last status and the agent's log. */

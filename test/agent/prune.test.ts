@@ -13,6 +13,7 @@ import {
   agentConfig,
   API_KEY,
   fixture,
+  logged,
   JSON_BODY,
   startAgent,
   until,
@@ -52,7 +53,8 @@ describe("the agent follows Flux's prune contract, and the deletion guard holds 
       await until(agent, 'the first commit applied', (x) => x.revision.synced === first);
       expect((await names(f)).length).toBe(14);
       // Every applied operation is logged with its address.
-      expect(agent.output()).toMatch(/applied create client\.agent-production\/c13 .*reason=create_missing/);
+      const created = /applied create client\.agent-production\/c13 .*reason=create_missing/;
+      expect(await logged(agent, created)).toMatch(created);
       const removed = f.repo.push({ [CONFIG]: agentConfig(clients(11)) }, 'remove three');
       const s = await until(
         agent,

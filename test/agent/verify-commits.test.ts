@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, printedSecrets } from '../crash/lib.js';
 import { skipWhen } from '../support/skip.js';
-import { agentConfig, fixture, startAgent, until, type AgentProc, type Fixture } from './lib.js';
+import { agentConfig, fixture, logged, startAgent, until, type AgentProc, type Fixture } from './lib.js';
 import { patient } from '../support/patience.js';
 
 const ENV = 'agent-production';
@@ -96,7 +96,8 @@ describe.skipIf(skipWhen(!hasSshKeygen, 'the signed-commit test needs ssh-keygen
         ]);
         await until(agent, 'the signed commit applied', (x) => x.revision.synced === good);
         expect(await names()).toEqual(['alpha']);
-        expect(agent.output()).toMatch(/revision [0-9a-f]{12} signed by ops@example\.com \(SHA256:/);
+        const signedBy = /revision [0-9a-f]{12} signed by ops@example\.com \(SHA256:/;
+        expect(await logged(agent, signedBy)).toMatch(signedBy);
 
         // A committer without a trusted key: an unsigned commit.
         const unsigned = f.repo.push(
