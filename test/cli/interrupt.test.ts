@@ -121,7 +121,8 @@ it('one SIGINT stops a wait for the local run lock held by another process (--lo
         child.kill('SIGKILL');
         resolve(-1);
       }, patient(15_000));
-      child.on('exit', (c) => {
+      // 'close', not 'exit': its stderr is read whole only once the stream has ended.
+      child.on('close', (c) => {
         clearTimeout(t);
         resolve(c);
       });

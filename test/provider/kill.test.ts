@@ -448,12 +448,16 @@ resource "kms_key" "two" {
           output += b.toString();
         });
         const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+        // Its output is whole once the pipes close ('exit' can come before the last of it is read),
+        // bounded in case a process it started held them open.
+        const closed = new Promise<void>((resolve) => child.on('close', () => resolve()));
         await waitFor(() => liveKeyCount('brk') >= 4, 40_000);
         // The store becomes unwritable: the file's place is taken by a folder.
         renameSync(storeFile, `${storeFile}.aside`);
         mkdirSync(storeFile);
         const brokeAt = liveKeyCount('brk');
         const code = await exited;
+        await Promise.race([closed, new Promise((r) => setTimeout(r, patient(10_000)))]);
         printed.push(output);
         const issued = liveKeyCount('brk');
         rmSync(storeFile, { recursive: true, force: true });
