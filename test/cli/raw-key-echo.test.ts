@@ -55,7 +55,7 @@ async function echoingService(upstream: string): Promise<{ url: string; raws: st
     req.on('end', async () => {
       const body = Buffer.concat(chunks);
       if (req.method === 'POST' && /\/endpoint(\?|$)/.test(req.url ?? '') && body.includes('/v1/orders')) {
-        await Promise.race([keyIssued, new Promise((r) => setTimeout(r, 15_000))]);
+        await Promise.race([keyIssued, new Promise((r) => setTimeout(r, patient(15_000)))]);
         const s = spellings(raws[0] ?? 'none');
         res.writeHead(422, { 'content-type': 'application/json' });
         res.end(

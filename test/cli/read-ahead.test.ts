@@ -152,8 +152,9 @@ describe('plan with the read ahead, as a user runs it', () => {
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toMatch(/kms-sync\.yaml:\d+:\d+: .*rateLimitDay: must be an integer/);
     expect(r.stderr).not.toMatch(/Reading live state/);
-    // The read started ahead does not hold the process open (its connection is closed).
-    expect(Date.now() - started).toBeLessThan(8_000);
+    // The read started ahead does not hold the process open (its connection is closed). 8 s on a
+    // quiet machine, scaled to the load (a process start takes that many times longer), at most 25 s.
+    expect(Date.now() - started).toBeLessThan(Math.min(patient(8_000), 25_000));
   });
 
   it('a no-op plan after apply is empty, with or without --env', async () => {
