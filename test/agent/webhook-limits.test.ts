@@ -212,7 +212,7 @@ describe('webhook limits', () => {
           .map((m) => Number(m[1]))
           .reduce((a, b) => a + b, 0);
       const expectLogged = async (n: number) => {
-        await waitFor(() => requested() === n, patient(15_000));
+        await waitFor(() => requested() === n, 15_000);
         expect(requested(), 'the agent\'s "reconcile requested" log lines').toBe(n);
       };
       const acceptedBefore = await accepted();
