@@ -12,6 +12,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'rolldown';
+import { bundledProtobuf, withoutLong } from './provider-bundle.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const outDir = path.join(root, 'dist', 'bin');
@@ -79,14 +80,21 @@ writeFileSync(path.join(outDir, 'modules.json'), `${JSON.stringify(modules, null
 // them (~60 ms of a ~130 ms start to the handshake). Bundled with those two packages into
 // dist/provider-bin/; the secret backends and everything imported on demand stay chunks of their
 // own, and the other packages stay outside. The release's Node-free executable is bundled apart
-// (scripts/package-provider.js), from the same modules.
+// (scripts/package-provider.js), from the same modules. protobufjs is evaluated on the first message
+// that needs it and long.js is left out (scripts/provider-bundle.js).
 const providerOut = path.join(root, 'dist', 'provider-bin');
-const PROVIDER_BUNDLED = ['protobufjs', '@protobufjs', '@msgpack/msgpack', ...AGE_PACKAGES];
+const PROVIDER_BUNDLED = ['protobufjs', '@protobufjs', '@msgpack/msgpack', 'long', ...AGE_PACKAGES];
 rmSync(providerOut, { recursive: true, force: true });
-await build({
+const provider = await build({
   input: { 'terraform-provider-kms': path.join(root, 'dist', 'provider', 'bin.js') },
   platform: 'node',
   external: externalExcept(PROVIDER_BUNDLED),
+  plugins: [withoutLong, bundledProtobuf],
   output: { dir: providerOut, format: 'esm', chunkFileNames: '[name]-[hash].js', sourcemap: true },
   logLevel: 'warn',
 });
+// Which modules each chunk holds: test/provider/plugin-server.test.ts checks with it what a start loaded.
+const providerModules = Object.fromEntries(
+  provider.output.filter((o) => o.type === 'chunk').map((c) => [c.fileName, Object.keys(c.modules).map(fromRoot)]),
+);
+writeFileSync(path.join(providerOut, 'modules.json'), `${JSON.stringify(providerModules, null, 1)}\n`);

@@ -34,6 +34,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { withoutLong } from './provider-bundle.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -50,7 +51,12 @@ const NOT_BUNDLED = {
   '@kubernetes/client-node': 'k8s://',
 };
 // The package files the provider reads at run time (src/model/package-files.ts readPackageText).
-const EMBEDDED = ['schemas/plugin-protocol/descriptor.json', 'schemas/terraform-provider-kms.json'];
+// dist/provider/schema-wire.json: the schema's answer encoded by the build (src/provider/schema-wire.ts).
+const EMBEDDED = [
+  'schemas/plugin-protocol/descriptor.json',
+  'schemas/terraform-provider-kms.json',
+  'dist/provider/schema-wire.json',
+];
 // What the CLI reads besides: its version, and the configuration schema (errors, init's copy).
 const CLI_EMBEDDED = [...EMBEDDED, 'package.json', 'schemas/kms-sync.schema.json', 'release-signing-keys'];
 const CLI_NOT_BUNDLED = {
@@ -143,6 +149,7 @@ fs.promises.readFile = async (p, o) => { const t = hit(p); return t === undefine
     input: entry,
     platform: 'node',
     plugins: [
+      withoutLong,
       {
         name: 'kms-sync-sea',
         resolveId(id) {

@@ -104,12 +104,17 @@ export async function runProvider(env: NodeJS.ProcessEnv = process.env): Promise
   // Ctrl-C reaches the whole process group; the host answers it with StopProvider, and an apply
   // in flight (a key on its way to the store) must finish rather than die mid-write.
   process.on('SIGINT', () => undefined);
-  const { servePlugin, HandshakeError } = await import('./plugin/serve.js');
+  const [{ servePlugin, HandshakeError }, { readSchemaWire }] = await Promise.all([
+    import('./plugin/serve.js'),
+    import('./schema-wire.js'),
+  ]);
   let provider: Awaited<ReturnType<typeof import('./provider.js')['createProvider']>> | undefined;
   const stopped = new Promise<void>((resolve) => {
     servePlugin({
       env,
       loadProvider: async () => (provider = (await import('./provider.js')).createProvider({ env })),
+      // The schema (Terraform's first start of each command asks for nothing else), encoded at build time.
+      encodedAnswers: readSchemaWire,
       onStopped: resolve,
     }).then(
       (running) => {

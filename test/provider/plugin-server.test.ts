@@ -3,13 +3,23 @@
 // upgrade, stop and shutdown. No service is needed for any of this.
 import * as grpc from '@grpc/grpc-js';
 import { execFile } from 'node:child_process';
-import { X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeServerCertificate } from '../../src/provider/plugin/certificate.js';
 import { loadProtocol } from '../../src/provider/plugin/protocol.js';
+import { createProvider } from '../../src/provider/provider.js';
+import {
+  ENCODED_METHODS,
+  parseSchemaWire,
+  readSchemaWire,
+  SCHEMA_WIRE_PATH,
+  wireSourcesDigest,
+} from '../../src/provider/schema-wire.js';
 import { repoRoot } from '../support/cli.js';
+import { scratchDir } from '../support/scratch.js';
 import {
   COOKIE,
   dyn,
@@ -330,6 +340,17 @@ describe('a provider started like Terraform starts it', () => {
     });
     expect(q.handshake.version).toBe(6);
     expect((await q.call('GetMetadata')).resources.length).toBe(Object.keys(jsonSchema.resource_schemas).length);
+    // A message with fields: the protocol's codecs load there too (the schema's answers are encoded by the build).
+    const config = {
+      url: 'not a url',
+      api_key: null,
+      owner: null,
+      base_dir: null,
+      take_ownership: null,
+      secret_store: dyn([]),
+    };
+    const validated = await q.call('ValidateProviderConfig', { config: mp(config) });
+    expect(errors(validated.diagnostics).map((d) => stepsOf(d))).toEqual([['url']]);
     expect(await q.shutdown()).toBe(0);
   });
 
@@ -337,5 +358,64 @@ describe('a provider started like Terraform starts it', () => {
     const q = await startProvider();
     expect(await q.call('StopProvider')).toEqual({ Error: '' });
     expect(await q.shutdown()).toBe(0);
+  });
+});
+
+describe('the schema answers encoded by the build (dist/provider/schema-wire.json)', () => {
+  it('are byte for byte what the provider encodes itself', async () => {
+    const wire = readSchemaWire();
+    expect(wire, 'dist/provider/schema-wire.json is missing or stale: npm run build').toBeDefined();
+    const service = loadProtocol().provider;
+    const provider = createProvider({ env: {} });
+    for (const m of ENCODED_METHODS) {
+      const own = service[m]!.responseSerialize(await provider[m]!({}));
+      expect(wire![m]?.equals(own), `${m}: the encoded answer is the provider's own`).toBe(true);
+    }
+  });
+
+  it('are not used once the schema or protocol files differ from those they were encoded from', () => {
+    const text = readFileSync(path.join(repoRoot, ...SCHEMA_WIRE_PATH), 'utf8');
+    expect(Object.keys(parseSchemaWire(text, wireSourcesDigest()) ?? {}).sort()).toEqual([...ENCODED_METHODS].sort());
+    expect(parseSchemaWire(text, createHash('sha256').update('another schema').digest('hex'))).toBeUndefined();
+  });
+
+  it('answer a start asked only for the schema without loading the provider implementation', async () => {
+    // Every module a provider process resolves; a chunk of dist/provider-bin/ stands for the modules it holds.
+    const binDir = path.dirname(PROVIDER_BIN);
+    const chunks = JSON.parse(readFileSync(path.join(binDir, 'modules.json'), 'utf8')) as Record<string, string[]>;
+    const tracer = path.join(repoRoot, 'test', 'bench', 'fixtures', 'trace-imports.mjs');
+    const modulesOf = async (calls: (q: ProviderProcess) => Promise<void>) => {
+      const trace = path.join(scratchDir('kms-sync-provider-imports-'), 'modules.txt');
+      const q = await startProvider({
+        command: [process.execPath, '--import', tracer, PROVIDER_BIN],
+        env: { KMS_SYNC_TRACE_IMPORTS: trace },
+      });
+      await calls(q);
+      expect(await q.shutdown()).toBe(0);
+      return readFileSync(trace, 'utf8')
+        .split('\n')
+        .filter((u) => u.startsWith('file:') && path.dirname(fileURLToPath(u)) === binDir)
+        .flatMap((u) => chunks[path.basename(fileURLToPath(u))] ?? [`${u} (not in modules.json: npm run build)`]);
+    };
+    const schemaOnly = await modulesOf(async (q) => {
+      const schema = await q.call('GetProviderSchema');
+      expect(Object.keys(schema.resource_schemas).sort()).toEqual(Object.keys(jsonSchema.resource_schemas).sort());
+      expect((await q.call('GetMetadata')).server_capabilities.get_provider_schema_optional).toBe(true);
+    });
+    expect(schemaOnly).toContain('dist/provider/plugin/serve.js');
+    expect(schemaOnly).not.toContain('dist/provider/provider.js');
+    // The trace sees the implementation when a call needs it.
+    const validating = await modulesOf(async (q) => {
+      const empty = {
+        url: null,
+        api_key: null,
+        owner: null,
+        base_dir: null,
+        take_ownership: null,
+        secret_store: dyn([]),
+      };
+      expect(errors((await q.call('ValidateProviderConfig', { config: mp(empty) })).diagnostics)).toEqual([]);
+    });
+    expect(validating).toContain('dist/provider/provider.js');
   });
 });

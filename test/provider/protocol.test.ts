@@ -1,10 +1,13 @@
 // The precompiled protocol descriptor must be exactly what the .proto files say: this test parses
 // them with the full protobufjs parser and compares. UPDATE_PROTOCOL=1 rewrites the JSON.
+import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { DESCRIPTOR_FILE, loadProtocol, PROTOCOL_DIR, PROTOCOL_FILES } from '../../src/provider/plugin/protocol.js';
+import { repoRoot } from '../support/cli.js';
 
 /** Field names as written (snake_case): the provider's messages use them. */
 const parse = () =>
@@ -116,5 +119,45 @@ describe('plugin protocol descriptor', () => {
       expect(bytes.equals(full(type, message)), `${type} encodes as the parsed protocol does`).toBe(true);
       if (side === 'response') expect(def.responseDeserialize(bytes)).toMatchObject(message);
     }
+  });
+
+  it('loads protobufjs only for a message that has fields (the empty ones of a schema-only start never do)', async () => {
+    // The built protocol module in a process of its own: is protobufjs in Node's module cache yet?
+    const script = `
+      const { loadProtocol } = await import(${JSON.stringify(pathToFileURL(path.join(repoRoot, 'dist', 'provider', 'plugin', 'protocol.js')).href)});
+      const { createRequire } = await import('node:module');
+      const loaded = () => Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes('/node_modules/protobufjs/'));
+      const p = loadProtocol();
+      const none = Buffer.alloc(0);
+      const requests = [
+        p.provider.GetProviderSchema.requestDeserialize(none),
+        p.provider.GetMetadata.requestDeserialize(none),
+        p.controller.Shutdown.requestDeserialize(none),
+        p.stdio.StreamStdio.requestDeserialize(none),
+      ];
+      const empty = [p.controller.Shutdown.responseSerialize({}).length, p.provider.GetMetadata.requestSerialize({}).length];
+      const afterEmpty = loaded();
+      let refused = false;
+      try { p.provider.GetMetadata.requestDeserialize(Buffer.from([0xff, 0xff, 0xff])); } catch { refused = true; }
+      const bytes = p.provider.ValidateProviderConfig.responseSerialize({ diagnostics: [{ severity: 'ERROR', summary: 's' }] });
+      console.log(JSON.stringify({ requests, empty, afterEmpty, refused, encoded: bytes.length > 0, afterFields: loaded() }));
+    `;
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(
+        process.execPath,
+        ['--input-type=module', '-e', script],
+        { env: { PATH: process.env.PATH } },
+        (e, o, err) => (e ? reject(new Error(err)) : resolve(o)),
+      ),
+    );
+    expect(JSON.parse(out)).toEqual({
+      requests: [{}, {}, {}, {}],
+      empty: [0, 0],
+      afterEmpty: false,
+      // Bytes in an empty message's place are still decoded, and refused when malformed.
+      refused: true,
+      encoded: true,
+      afterFields: true,
+    });
   });
 });

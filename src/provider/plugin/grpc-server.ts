@@ -27,6 +27,14 @@ export class GrpcError extends Error {
   }
 }
 
+/** A response already encoded (answers that never change, encoded at build time): sent as these bytes. */
+export class EncodedMessage {
+  readonly bytes: Buffer;
+  constructor(bytes: Buffer) {
+    this.bytes = bytes;
+  }
+}
+
 /** One method of a service: its path and its message codecs (as protocol.ts builds them). */
 export interface MethodDefinition {
   path: string;
@@ -199,7 +207,7 @@ export class GrpcServer {
         (response) => {
           let bytes: Buffer;
           try {
-            bytes = def.responseSerialize(response);
+            bytes = response instanceof EncodedMessage ? response.bytes : def.responseSerialize(response);
           } catch (e) {
             return this.fail(stream, GrpcStatus.INTERNAL, `cannot encode the response: ${(e as Error).message}`);
           }

@@ -1,9 +1,16 @@
 // The go-plugin side of a Terraform provider: protocol negotiation, AutoMTLS, the gRPC server
 // with the provider and go-plugin's own services, the one handshake line on stdout, shutdown.
 // This module is on the start-up path: it imports the gRPC server and nothing of kms-sync's engine (the
-// provider implementation is loaded by `loadProvider` right after the handshake).
+// provider implementation is loaded by `loadProvider` on the first RPC that needs it).
 import { makeServerCertificate } from './certificate.js';
-import { GrpcError, GrpcServer, GrpcStatus, type ServerStream, type TlsOptions } from './grpc-server.js';
+import {
+  EncodedMessage,
+  GrpcError,
+  GrpcServer,
+  GrpcStatus,
+  type ServerStream,
+  type TlsOptions,
+} from './grpc-server.js';
 import { loadProtocol } from './protocol.js';
 
 /** The one protocol version this provider speaks. */
@@ -17,8 +24,14 @@ export type RpcHandler = (request: any) => Promise<unknown>;
 export type ProviderImplementation = Partial<Record<string, RpcHandler>>;
 
 export interface ServePluginOptions {
-  /** Loads the provider implementation; started at once after the handshake, awaited by the first RPC. */
+  /**
+   * Loads the provider implementation, on the first RPC that needs it: a start that is only asked
+   * for answers of `encodedAnswers` (Terraform's first start of a command asks only for the schema)
+   * never loads it.
+   */
   loadProvider: () => Promise<ProviderImplementation>;
+  /** Answers that never change, already encoded (method → response bytes), read on the first RPC. */
+  encodedAnswers?: () => Partial<Record<string, Buffer>> | undefined;
   env?: NodeJS.ProcessEnv;
   /** Where the handshake line goes (default: process.stdout). */
   writeHandshake?: (line: string) => void;
@@ -95,7 +108,11 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   // RPCs in flight, so that a host that went away (killed) still lets them finish.
   const inFlight = new Set<Promise<unknown>>();
   let impl: ProviderImplementation | undefined;
+  let encoded: Partial<Record<string, Buffer>> | undefined;
   const call = async (name: string, request: unknown) => {
+    encoded ??= opts.encodedAnswers?.() ?? {};
+    const bytes = encoded[name];
+    if (bytes) return new EncodedMessage(bytes);
     if (!impl) {
       try {
         impl = await getProvider();
@@ -160,8 +177,6 @@ export async function servePlugin(opts: ServePluginOptions): Promise<RunningPlug
   const port = await bind(server, tls, env);
   const handshake = `${CORE_PROTOCOL_VERSION}|${version}|tcp|127.0.0.1:${port}|grpc|${certField}`;
   (opts.writeHandshake ?? ((line) => process.stdout.write(`${line}\n`)))(handshake);
-  // Start loading the implementation while the host connects.
-  setImmediate(() => void getProvider().catch(() => undefined));
   const idle = async (ms: number) => {
     const end = Date.now() + ms;
     while (inFlight.size > 0 && Date.now() < end) {
