@@ -28,6 +28,7 @@ import {
   type LiveRecord,
   type LiveState,
 } from '../model/index.js';
+import { testPoint } from '../model/test-hooks.js';
 import type { ApplyResult } from '../apply/execute.js';
 import {
   afterApply,
@@ -370,6 +371,17 @@ export async function cliInventory(
 
 /** A record's metadata budget (its JSON): a fraction of the service's 1 MiB request limit, so a list page of them stays small. */
 export const RECORD_BUDGET = 192 * 1024;
+/**
+ * Records made by one request (POST /endpoint with an array): four of RECORD_BUDGET, with their
+ * paths and descriptions, stay well within the service's 1 MiB request limit.
+ */
+const RECORDS_PER_REQUEST = 4;
+/**
+ * Environments whose records are written at once after an apply (each environment's records are
+ * its own: a write killed in one leaves the others as they are); the client's transport bounds
+ * the requests in flight (its --parallelism) in any case.
+ */
+const ENVS_AT_ONCE = 8;
 const RECORD_METHOD = 'POST';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -693,37 +705,67 @@ async function writeEnvInventory(
     return { outcome: 'unchanged', ...(before.mark ? { mark: before.mark } : {}) };
   if (!before && held.ids.length === 0 && held.endpoints.length === 0) return { outcome: 'unchanged' };
   const bodies = recordsOf(owner, held, { generation, now });
+  const fields = (metadata: RecordBody) => ({
+    name: 'kms-sync inventory',
+    description: `What kms-sync configuration ${owner} created or claimed here (part ${metadata.part + 1} of ${metadata.parts}); kept by its applies.`,
+    metadata,
+  });
   const put = async (p: string, metadata: RecordBody, exists: boolean) => {
     const mp = `${RECORD_METHOD}:${p}`;
-    const fields = {
-      name: 'kms-sync inventory',
-      description: `What kms-sync configuration ${owner} created or claimed here (part ${metadata.part + 1} of ${metadata.parts}); kept by its applies.`,
-      metadata,
-    };
     if (exists) {
-      await api.updateEndpoint(projectEnv, mp, fields);
+      await api.updateEndpoint(projectEnv, mp, fields(metadata));
       return;
     }
     try {
-      await api.createEndpoints(projectEnv, [{ method: RECORD_METHOD, path: p, ...fields }]);
+      await api.createEndpoints(projectEnv, [{ method: RECORD_METHOD, path: p, ...fields(metadata) }]);
     } catch (e) {
       // There already (a lost answer that took effect, a record made meanwhile): written over.
       if ((e instanceof ApiError && e.status === 409) || e instanceof AmbiguousWriteError)
-        await api.updateEndpoint(projectEnv, mp, fields);
+        await api.updateEndpoint(projectEnv, mp, fields(metadata));
       else throw e;
     }
   };
+  /**
+   * Records that do not exist yet, made RECORDS_PER_REQUEST to a request, in the order given (a
+   * service that makes an array's items one by one makes them in that order). A request refused
+   * for a record already there (409), or whose answer was lost: its records one by one, each
+   * written over where it exists.
+   */
+  const create = async (records: readonly { path: string; body: RecordBody }[]) => {
+    for (let i = 0; i < records.length; i += RECORDS_PER_REQUEST) {
+      const batch = records.slice(i, i + RECORDS_PER_REQUEST);
+      try {
+        await api.createEndpoints(
+          projectEnv,
+          batch.map((r) => ({ method: RECORD_METHOD, path: r.path, ...fields(r.body) })),
+        );
+      } catch (e) {
+        if (!((e instanceof ApiError && e.status === 409) || e instanceof AmbiguousWriteError)) throw e;
+        for (const r of batch) await put(r.path, r.body, false);
+      }
+    }
+  };
   const head = inventoryRecordPath(owner);
+  const parts = bodies.slice(1).map((body, i) => ({ path: partPath(owner, generation, i + 1), body }));
   try {
-    for (let i = 1; i < bodies.length; i++) await put(partPath(owner, generation, i), bodies[i]!, false);
-    await put(head, bodies[0]!, before?.paths.includes(head) ?? false);
+    // The parts of the new generation before the head that names it: a head already there is
+    // written over once they all are (until then the previous generation is in force); a new
+    // one goes last, after the parts, in their last request (a write killed before it leaves
+    // parts no head names, which the next write removes).
+    if (before?.paths.includes(head)) {
+      await create(parts);
+      await put(head, bodies[0]!, true);
+    } else await create([...parts, { path: head, body: bodies[0]! }]);
   } catch (e) {
     if (e instanceof ApiError && e.status === 404) return { outcome: 'gone' };
     throw e;
   }
-  const kept = new Set([head, ...bodies.slice(1).map((_, i) => partPath(owner, generation, i + 1))]);
-  for (const p of before?.paths ?? [])
-    if (!kept.has(p)) await api.deleteEndpoint(projectEnv, `${RECORD_METHOD}:${p}`).catch(() => undefined);
+  const kept = new Set([head, ...parts.map((r) => r.path)]);
+  await Promise.all(
+    (before?.paths ?? [])
+      .filter((p) => !kept.has(p))
+      .map((p) => api.deleteEndpoint(projectEnv, `${RECORD_METHOD}:${p}`).catch(() => undefined)),
+  );
   return { outcome: 'written', mark: serviceMark(bodies) };
 }
 
@@ -754,19 +796,32 @@ async function keepServiceRecords(
   now: Date,
   local?: LocalCopy,
 ): Promise<{ warnings: string[]; marks: Map<string, string> }> {
+  await testPoint('inventory-write');
   const envs = new Set(scan.envsRead);
   for (const e of scan.owned) if (e.projectEnv) envs.add(e.projectEnv);
+  const sorted = [...envs].sort();
+  const outcomes = new Map<string, { mark?: string } | { failed: string }>();
+  // Environment by environment, ENVS_AT_ONCE at a time (each takes the next one left).
+  const left = sorted.values();
+  const writer = async () => {
+    for (const pe of left) {
+      try {
+        outcomes.set(pe, await writeEnvInventory(api, owner, pe, scan.owned, read.get(pe), now, local));
+      } catch (e) {
+        outcomes.set(pe, { failed: (e as Error).message });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(ENVS_AT_ONCE, sorted.length) }, writer));
   const warnings: string[] = [];
   const marks = new Map<string, string>();
-  for (const pe of [...envs].sort()) {
-    try {
-      const { mark } = await writeEnvInventory(api, owner, pe, scan.owned, read.get(pe), now, local);
-      if (mark !== undefined) marks.set(pe, mark);
-    } catch (e) {
+  for (const pe of sorted) {
+    const o = outcomes.get(pe)!;
+    if ('failed' in o)
       warnings.push(
-        `the inventory of ${pe} could not be written to the service (${(e as Error).message}); the next apply writes it`,
+        `the inventory of ${pe} could not be written to the service (${o.failed}); the next apply writes it`,
       );
-    }
+    else if (o.mark !== undefined) marks.set(pe, o.mark);
   }
   return { warnings, marks };
 }

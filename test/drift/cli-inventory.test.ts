@@ -4,12 +4,14 @@
 // checkout of another; a forged inventory file in the checkout (a pull request can write one)
 // never makes a foreign client ours; shards keep their environments' parts. The built CLI against
 // the emulator over HTTP.
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { allOutput, RAW_KEY_PATTERN, runCli, workspace } from '../support/cli.js';
-import { patient } from '../support/patience.js';
+import { serviceInventory } from '../../src/engine/inventory.js';
+import { Trace } from '../crash/lib.js';
+import { allOutput, RAW_KEY_PATTERN, runCli, startCli, workspace } from '../support/cli.js';
+import { patient, waitFor } from '../support/patience.js';
 
 const API_KEY = 'sk_test_cliinventory0123456';
 const H = { 'x-api-key': API_KEY, 'content-type': 'application/json' };
@@ -191,6 +193,96 @@ describe('the CLI keeps an inventory the pull request cannot forge', () => {
       ]);
     },
     patient(90_000),
+  );
+
+  it(
+    'an apply killed after its writes, before or while its inventory is written: nothing lost, the next apply records it all',
+    async () => {
+      const projects = ['halt', 'stop'];
+      const pes = projects.map((p) => `${p}-production`);
+      const d = workspace({ 'kms-sync.yaml': config(['acme', 'globex'], projects) });
+      const file = path.join(d, '.kms-sync', 'inventory.json');
+      const trace = new Trace(path.join(d, 'trace.log'));
+      /** `apply` held where its inventory is about to be written (its writes done), killed once `meanwhile` has run. */
+      const killedAtItsInventory = async (pauseMs: number, meanwhile: () => Promise<void> = async () => {}) => {
+        trace.mark();
+        const run = startCli(['apply', '--auto-approve', '-f', 'kms-sync.yaml'], {
+          cwd: d,
+          env: {
+            PATH: process.env.PATH,
+            HOME: process.env.HOME,
+            TMPDIR: process.env.TMPDIR,
+            NO_COLOR: '1',
+            ...envFor(d),
+            KMS_SYNC_TEST_TRACE: trace.file,
+            KMS_SYNC_TEST_PAUSE: `inventory-write:${pauseMs}`,
+          },
+        });
+        expect(await trace.waitFor(['inventory-write'], 60_000), run.output()).toBe('inventory-write');
+        await meanwhile();
+        run.child.kill('SIGKILL');
+        expect(await run.exit).toBeNull();
+      };
+      const idsOf = async (pe: string) => (await clientsOf(pe)).map((c) => c.id as string).sort();
+      /** The records of an environment as a plan reads them. */
+      const recorded = async (pe: string) =>
+        serviceInventory(
+          (await inventoryRecords(pe)).map((e) => ({ projectEnv: pe, path: e.path, metadata: e.metadata })),
+          pe,
+          'shop-config',
+        );
+
+      // Killed with every client and endpoint made and nothing of the inventory written: nothing is
+      // lost or left to fight over (their markers say whose they are), the next plan is empty.
+      await killedAtItsInventory(60_000);
+      for (const pe of pes) {
+        expect((await clientsOf(pe)).map((c) => c.name).sort()).toEqual(['acme', 'globex']);
+        expect(await inventoryRecords(pe)).toEqual([]);
+      }
+      expect(existsSync(file)).toBe(false);
+      expect(await planOps(d)).toEqual([]);
+
+      // Killed again while the records are written: one environment's request takes effect and
+      // is never answered, the other's is; the copy beside the journal is not written.
+      await killedAtItsInventory(3_000, async () => {
+        emu.addFault({ method: 'POST', route: '/endpoint', mode: 'delay-after-commit', delayMs: 15_000 });
+        expect(
+          await waitFor(async () => (await Promise.all(pes.map(recorded))).every((r) => r?.complete), 30_000),
+        ).toBe(true);
+      });
+      emu.clearFaults();
+      expect(existsSync(file)).toBe(false);
+      expect(await planOps(d)).toEqual([]);
+
+      // The next apply records every client and endpoint: in the service, and sealed beside the journal.
+      const applied = await runIn(d, 'apply', '--auto-approve');
+      expect(applied.code, applied.stderr).toBe(0);
+      const local = JSON.parse(readFileSync(file, 'utf8'));
+      expect(typeof local.seal).toBe('string');
+      for (const pe of pes) {
+        const r = (await recorded(pe))!;
+        expect(r.complete).toBe(true);
+        expect(r.clients.sort()).toEqual(await idsOf(pe));
+        expect(r.endpoints).toEqual(['GET:/orders']);
+        expect(
+          local.entries
+            .filter((e: any) => e.projectEnv === pe && e.kind === 'client')
+            .map((e: any) => e.id)
+            .sort(),
+        ).toEqual(await idsOf(pe));
+      }
+      // What a fresh checkout believes: the records say whose the stripped clients and endpoints are.
+      for (const pe of pes) await stripMarkers(pe, 'acme');
+      const fresh = workspace({ 'kms-sync.yaml': config(['acme', 'globex'], projects) });
+      cpSync(path.join(d, 'age'), path.join(fresh, 'age'), { recursive: true });
+      expect(await planOps(fresh)).toEqual([
+        ...pes.map((pe) => expect.stringMatching(new RegExp(`^update client\\.${pe}/acme: ownership marker removed`))),
+        ...pes.map((pe) =>
+          expect.stringMatching(new RegExp(`^update endpoint\\.${pe}/GET:/orders: ownership marker removed`)),
+        ),
+      ]);
+    },
+    patient(120_000),
   );
 
   it(

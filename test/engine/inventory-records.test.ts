@@ -84,7 +84,10 @@ describe("a configuration's inventory in the service", () => {
       for (const s of sizes) expect(s).toBeLessThanOrEqual(RECORD_BUDGET + 1024);
       expect(Math.max(...sizes)).toBeLessThan(MAX_BODY_BYTES / 4);
 
+      emu.resetCounts();
       expect(await writeServiceInventory(api, OWNER, PE, entries, undefined, new Date())).toBe('written');
+      // Made four to a request, the head in the last after the parts: 3 requests, each within the limit.
+      expect(emu.counts()).toEqual({ 'POST /endpoint': 3 });
       const back = serviceInventory(await read(), PE, OWNER)!;
       expect(back.complete).toBe(true);
       expect(back.paths).toHaveLength(12);
@@ -127,6 +130,43 @@ describe("a configuration's inventory in the service", () => {
       expect(after.clients.sort()).toEqual(next.map((e) => e.id!).sort());
       // Another owner's records are not this one's.
       expect(serviceInventory(await read(), PE, 'someone-else')).toBeUndefined();
+    },
+    patient(60_000),
+  );
+
+  it(
+    'a request of records refused (a head the read did not see) or whose answer was lost is made again record by record',
+    async () => {
+      const owner = 'batch-config';
+      const first = clients(30_000);
+      emu.resetCounts();
+      expect(await writeServiceInventory(api, owner, PE, first, undefined, new Date())).toBe('written');
+      expect(emu.counts()).toEqual({ 'POST /endpoint': 1 });
+      const one = serviceInventory(await read(), PE, owner)!;
+      expect(one.paths).toHaveLength(4);
+
+      // The head is there, though the read (none) did not see it: the request is refused whole (409),
+      // then each record is made, the head written over last.
+      const second = clients(30_000);
+      emu.resetCounts();
+      expect(await writeServiceInventory(api, owner, PE, second, undefined, new Date())).toBe('written');
+      expect(emu.counts()).toEqual({ 'POST /endpoint': 5, 'PUT /endpoint/{method_path}': 1 });
+      const two = serviceInventory(await read(), PE, owner)!;
+      expect(two.complete).toBe(true);
+      expect(two.generation).not.toBe(one.generation);
+      expect(two.clients.sort()).toEqual(second.map((e) => e.id!).sort());
+      // The first generation's parts, which that write did not know of, are left to the next one.
+      expect(two.paths).toHaveLength(7);
+
+      // The parts' request takes effect and its answer is lost: each part is made again (there: written
+      // over), then the head; the records of both earlier generations go.
+      const third = clients(30_000);
+      emu.addFault({ method: 'POST', route: '/endpoint', mode: 'drop-after-commit' });
+      expect(await writeServiceInventory(api, owner, PE, third, two, new Date())).toBe('written');
+      const three = serviceInventory(await read(), PE, owner)!;
+      expect(three.complete).toBe(true);
+      expect(three.paths).toHaveLength(4);
+      expect(three.clients.sort()).toEqual(third.map((e) => e.id!).sort());
     },
     patient(60_000),
   );
