@@ -30,7 +30,7 @@ const BUNDLED_PACKAGES = ['commander', ...AGE_PACKAGES];
 const START_UP =
   /^dist\/(cli\/(main|early-signals|interrupts|errors|run|compile-cache|commands|help|node-version|fs-errors|habits|profile|exit-codes|output|read-progress)|engine\/(errors|front-end)|secrets\/(errors|ci-local-store)|model\/(redact|printable|compile-cache))\.js$/;
 const ON_DEMAND =
-  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command|agent-remote-command)\.js$|engine\/plan-worker\.js$|api\/(exchange|wire-worker)\.js$)/;
+  /^dist\/((secrets\/backends|report\/publish|emulator|provider|agent)\/|cli\/(demo-command|emulator-command|secrets-command|completion|agent-command|agent-remote-command)\.js$|engine\/plan-worker\.js$)/;
 /** Rolldown's `external` rule: our own modules are bundled, and of the packages only those listed. */
 const externalExcept = (bundled) => (id) => {
   if (id.startsWith('.') || path.isAbsolute(id)) return false;
@@ -47,8 +47,6 @@ const { output } = await build({
   input: {
     'kms-sync': path.join(root, 'dist', 'cli', 'main.js'),
     'plan-worker': path.join(root, 'dist', 'engine', 'plan-worker.js'),
-    // The transport's wire thread (api/wire-thread.ts): only the exchange's own module, not the commands chunk.
-    'wire-worker': path.join(root, 'dist', 'api', 'wire-worker.js'),
   },
   platform: 'node',
   preserveEntrySignatures: 'allow-extension',

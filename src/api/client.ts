@@ -186,7 +186,6 @@ export class KmsClient {
     onPage(data, 1, Math.max(1, pages));
     this.pageRead({ kind, page: 1, pages: Math.max(1, pages) });
     if (pages <= 1) return;
-    this.http.readsAhead(pages - 1);
     // As many loops as the transport has requests on the wire, each asking for the next page once
     // its last is in; not a request per page started at once. Those wait for a slot long enough
     // to be moved to the old generation, and a finished one there still points at its page: the

@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { allOutput, RAW_KEY_PATTERN, runCli, startCli } from '../support/cli.js';
 import { randomFleet } from '../support/fleet.js';
-import { comparable, planRun } from '../support/plan-run.js';
 import { patient, waitFor } from '../support/patience.js';
 import { scratchDir } from '../support/scratch.js';
 
@@ -26,12 +25,35 @@ afterAll(async () => {
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);
 });
 
+/** A text with the plan's time blanked (two runs differ only there: JSON fields, Markdown's footer). */
+const timeless = (text: string) =>
+  text
+    .replace(/"(?:generatedAt|generated_at)":\s*"[^"]+"/g, '"generated_at": "…"')
+    .replace(/(<sub>kms-sync \w+ · )[^<]+/g, '$1…');
+const comparable = (r: { code: number; stdout: string; stderr: string }, saved = '') => ({
+  code: r.code,
+  stdout: timeless(r.stdout),
+  stderr: r.stderr,
+  saved: timeless(saved),
+});
+
 /** Runs `args` in `dir` on `threads` threads: its output, the saved plan (--out), the requests it sent, and whether workers planned. */
 async function run(dir: string, args: string[], threads: number, extraEnv: NodeJS.ProcessEnv = {}) {
-  const { r, saved, requests, phases } = await planRun(emu, API_KEY, dir, args, String(threads), {
-    KMS_SYNC_PLAN_THREADS: String(threads),
-    ...extraEnv,
+  const profile = path.join(dir, `profile-${threads}.json`);
+  emu.resetCounts();
+  const r = await runCli(args, {
+    cwd: dir,
+    env: {
+      KMS_API_URL: emu.url,
+      KMS_API_KEY: API_KEY,
+      KMS_SYNC_PLAN_THREADS: String(threads),
+      KMS_SYNC_PROFILE: profile,
+      ...extraEnv,
+    },
   });
+  const requests = Object.values(emu.counts()).reduce((a, b) => a + b, 0);
+  const saved = args.includes('--out') && r.code !== 1 ? readFileSync(path.join(dir, 'plan.json'), 'utf8') : '';
+  const phases = JSON.parse(readFileSync(profile, 'utf8')).phases as Record<string, number>;
   return { r, saved, requests, onThreads: phases.threadsMs !== undefined };
 }
 

@@ -23,16 +23,8 @@ function rng(seed: number) {
 
 const pad = (n: number, w: number) => String(n).padStart(w, '0');
 
-/**
- * Seeds a random fleet under `prefix` and returns the YAML of a configuration that half matches it;
- * each environment has fewer than `clientsBelow` clients (pages of 100 from 101).
- */
-export function randomFleet(
-  seed: number,
-  prefix: string,
-  seedEnv: (req: Record<string, unknown>) => void,
-  clientsBelow = 25,
-): string {
+/** Seeds a random fleet under `prefix` and returns the YAML of a configuration that half matches it. */
+export function randomFleet(seed: number, prefix: string, seedEnv: (req: Record<string, unknown>) => void): string {
   const r = rng(seed);
   const slugs = [`${prefix}a`, `${prefix}a-b`, `${prefix}ab`, `${prefix}z`].filter(() => r.chance(0.8));
   if (slugs.length === 0) slugs.push(`${prefix}a`);
@@ -47,7 +39,7 @@ export function randomFleet(
     for (const type of types) {
       const seeded = live && r.chance(0.85);
       const templates = 1 + r.int(3);
-      const clients = r.int(clientsBelow);
+      const clients = r.int(25);
       const keys = r.int(3);
       const endpoints = r.int(4);
       if (seeded) {
