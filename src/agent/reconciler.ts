@@ -725,11 +725,9 @@ export class Reconciler {
       await this.o.approvals?.clear();
       await testPoint('revision-synced');
       if (this.o.syncedFile) await atomicWriteFile(this.o.syncedFile, `${good.revision}\n`);
-    }
-    // Shown together, with no await between: a reader (the API, the page, the metrics) that sees the
-    // revision synced sees its environments, drift and expiries too, never the previous ones (or none
-    // at the first reconcile) while the synced file is written.
-    if (synced) {
+      // Published once the file is written, with no await before report() below: a reader (the API,
+      // the page, the metrics) that sees the revision synced sees its environments, drift and
+      // expiries too, never the previous ones (or none at the first reconcile).
       status.revision.synced = good.revision;
       metrics.setRevision(metrics.syncedRevision, good.revision);
     }
