@@ -111,6 +111,16 @@ describe('start-up', () => {
     ).toEqual(['dist/config/schema-validator.generated.cjs']);
   });
 
+  it('every chunk of the bundled CLI is plain ASCII and carries no doc comments (a start reads it on the fast path)', () => {
+    const chunks = Object.keys(chunkModules).filter((f) => f.endsWith('.js'));
+    expect(chunks.length).toBeGreaterThan(10);
+    for (const chunk of chunks) {
+      const text = readFileSync(path.join(binDir, chunk), 'latin1');
+      expect(/[^\x00-\x7f]/.exec(text)?.index, `${chunk}: a byte beyond ASCII`).toBeUndefined();
+      expect(/^\s*\/\*\*/m.exec(text)?.[0], `${chunk}: a doc comment`).toBeUndefined();
+    }
+  });
+
   it('the placeholder commands of the top-level help match the registered commands exactly', async () => {
     const full = await buildFullProgram();
     const light = await buildProgram(['--help']);
