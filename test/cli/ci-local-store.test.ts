@@ -27,6 +27,8 @@ const withClient = (name: string, extra = '') =>
   `${extra}${smallConfig.replace('{ name: app, template: std, keys: [{ name: main }] }', `{ name: app, template: std, keys: [{ name: main }] }, { name: ${name}, template: std, keys: [{ name: main }] }`)}`;
 
 let s: Setup;
+/** The workspace and emulator of the running test, if it has one (removed after it). */
+let live: Setup | undefined;
 const git = (...args: string[]) =>
   execFileSync(
     'git',
@@ -49,25 +51,29 @@ const writes = () =>
     .map(([route]) => route);
 const lastLines = (text: string, n: number) => text.trimEnd().split('\n').slice(-n).join('\n');
 
-/** A configuration in git whose store file, with the first keys in it, is committed. */
-beforeEach(async () => {
+/** A configuration in git whose store file, with the first keys in it, is committed (only for the tests that run the CLI). */
+async function applied() {
   s = await setup();
+  live = s;
   git('init', '-q', '-b', 'main');
   const first = await runCli(['apply', '--yes'], { cwd: s.dir, env: s.env });
   expect(first.code, first.stderr).toBe(0);
   git('add', 'kms-sync.yaml', STORE);
   git('commit', '-q', '-m', 'configuration and its store');
   expect(git('ls-files', STORE).trim()).toBe(STORE);
-});
+}
 afterEach(async () => {
-  await s?.emu.close();
-  if (s?.dir) rmSync(s.dir, { recursive: true, force: true });
+  await live?.emu.close();
+  if (live?.dir) rmSync(live.dir, { recursive: true, force: true });
+  live = undefined;
 });
 afterAll(() => {
   for (const text of allOutput) expect(text).not.toMatch(RAW_KEY_PATTERN);
 });
 
 describe('CI and a local store file', () => {
+  beforeEach(applied);
+
   it('refuses, in CI, to issue keys into a COMMITTED store file: nothing issued, both ways out named', async () => {
     writeFiles(s.dir, { 'kms-sync.yaml': withClient('billing') });
     const storeBefore = readFileSync(path.join(s.dir, STORE));
@@ -243,6 +249,7 @@ describe('the example CI workflows keep the keys', () => {
   it("GitHub: the example's commit step, run for real after an opted-in CI apply, pushes the new keys (rebasing once)", async () => {
     const wf = read('examples/ci/github/.github/workflows/kms-sync.yml');
     const step = wf.jobs.apply.steps.find((st: any) => /git push/.test(st.run ?? ''));
+    await applied();
     // A remote the workspace pushes to, and a commit someone else pushed there meanwhile.
     const remote = path.join(s.dir, '..', `${path.basename(s.dir)}-remote.git`);
     const other = path.join(s.dir, '..', `${path.basename(s.dir)}-other`);

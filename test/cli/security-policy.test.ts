@@ -18,17 +18,24 @@ afterEach(async () => {
   for (const c of cleanup.splice(0)) await c();
 });
 
-async function workspaceWithKeys() {
+/** The small configuration in a folder of its own, with an emulator (for the tests that only validate). */
+async function configWorkspace() {
   const s = await setup();
   cleanup.push(
     () => s.emu.close(),
     () => rmSync(s.dir, { recursive: true, force: true }),
   );
   const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, ...env }, cwd: s.dir });
-  const applied = await cli(['apply', '-f', '.', '--auto-approve']);
-  expect(applied.code, applied.stderr).toBe(0);
   const write = (config: string) => writeFileSync(path.join(s.dir, 'kms-sync.yaml'), config);
   return { ...s, cli, write };
+}
+
+/** The same, applied once: the default store holds the first keys. */
+async function workspaceWithKeys() {
+  const w = await configWorkspace();
+  const applied = await w.cli(['apply', '-f', '.', '--auto-approve']);
+  expect(applied.code, applied.stderr).toBe(0);
+  return w;
 }
 
 const withStores = (stores: string, config = smallConfig) =>
@@ -133,7 +140,7 @@ describe('item 1: a recipient applies only to the store that declares it, and ad
   );
 
   it('a recipient list in the operator policy refuses any other at validation, with file:line and the setting', async () => {
-    const w = await workspaceWithKeys();
+    const w = await configWorkspace();
     const evil = await attacker(w.dir);
     w.write(
       withStores(`  - { name: audit, uri: "sops:audit.sops.yaml", options: { recipients: [${evil.recipient}] } }\n`),
@@ -318,7 +325,7 @@ describe('item 4: the operator policy, not the configuration, picks the hosts an
 
 describe('item 5: store files stay inside the configuration folder unless the policy allows more', () => {
   it('sops:../ and absolute paths are refused with file:line; KMS_SYNC_STORES_OUTSIDE_ROOT=1 allows them', async () => {
-    const w = await workspaceWithKeys();
+    const w = await configWorkspace();
     const outside = path.join(path.dirname(w.dir), `${path.basename(w.dir)}-outside.sops.yaml`);
     cleanup.push(() => rmSync(outside, { force: true }));
     for (const uri of [`sops:../${path.basename(outside)}`, `sops://${outside}`]) {
