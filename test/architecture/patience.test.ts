@@ -39,4 +39,43 @@ describe('patience', () => {
     expect(await waitFor(() => false, 100)).toBe(false);
     expect(Date.now() - t).toBeGreaterThanOrEqual(100);
   });
+
+  it('waitFor with a wake sign asks the condition when the sign moves, every `every` ms otherwise, and at the limit', async () => {
+    process.env.KMS_SYNC_TEST_PATIENCE = '1';
+    // A sign that never moves: asked at the start, then about every 100 ms (not every 10), and once at the limit.
+    let asks = 0;
+    const never = () => {
+      asks++;
+      return false;
+    };
+    expect(await waitFor(never, 450, { wake: () => 0, every: 100 })).toBe(false);
+    // At 10 ms it would be ~45 asks; timers late on a loaded machine only make fewer.
+    expect(asks).toBeGreaterThanOrEqual(2);
+    expect(asks).toBeLessThanOrEqual(8);
+    // A sign that moves: asked at once, well before `every` would.
+    let sign = 0;
+    let seen = -1;
+    setTimeout(() => {
+      sign = 1;
+    }, 50);
+    const t = Date.now();
+    expect(
+      await waitFor(
+        () => {
+          seen = sign;
+          return sign === 1;
+        },
+        10_000,
+        { wake: () => sign, every: 5_000 },
+      ),
+    ).toBe(true);
+    expect(seen).toBe(1);
+    expect(Date.now() - t).toBeLessThan(2_000);
+    // The condition that comes true between two asks is seen at the limit's last ask.
+    let flag = false;
+    setTimeout(() => {
+      flag = true;
+    }, 100);
+    expect(await waitFor(() => flag, 300, { wake: () => 0, every: 60_000 })).toBe(true);
+  });
 });

@@ -281,15 +281,20 @@ export async function runAgentScenario(o: AgentScenarioOptions): Promise<AgentFi
       agent = await start();
       const a = agent;
       let last: any;
-      const settled = await waitFor(async () => {
-        last = await a.status().catch(() => undefined);
-        return (
-          last?.revision?.synced === rev &&
-          last?.lastReconcile?.result === 'success' &&
-          last.drift.length === 0 &&
-          fileSize(journalFile) === 0
-        );
-      }, patient(45_000));
+      // Its status asked when the agent logs (each reconcile's end), and every 200 ms otherwise (test/support/patience.ts).
+      const settled = await waitFor(
+        async () => {
+          last = await a.status().catch(() => undefined);
+          return (
+            last?.revision?.synced === rev &&
+            last?.lastReconcile?.result === 'success' &&
+            last.drift.length === 0 &&
+            fileSize(journalFile) === 0
+          );
+        },
+        patient(45_000),
+        { wake: () => a.output().length },
+      );
       const problems: string[] = [];
       if (!settled)
         problems.push(
