@@ -5,7 +5,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/cli.js';
 import { fileSeconds, slowFirstBody, withSlowFirst } from '../../scripts/slow-first.js';
-import { SLOW_FIRST, slowRank } from '../support/sequencer.js';
+import { SLOW_FIRST, slowFirstOrder, slowRank } from '../support/sequencer.js';
+import { SHARED_WORKER_FILES } from '../support/shared-workers.js';
 
 describe('slow files first', () => {
   it('names only test files that exist, slowest first', () => {
@@ -22,6 +23,29 @@ describe('slow files first', () => {
     expect(slowRank('test/cli/quick-start.test.ts')).toBe(0);
     expect(slowRank('test\\cli\\quick-start.test.ts')).toBe(0);
     expect(slowRank('test/architecture/sequencer.test.ts')).toBe(-1);
+  });
+
+  it('starts every file of its own worker before every shared one, each block slowest first, the others in the given order', () => {
+    const listed = Object.keys(SLOW_FIRST);
+    const sharedListed = listed.filter((f) => SHARED_WORKER_FILES.includes(f));
+    const isolatedListed = listed.filter((f) => !SHARED_WORKER_FILES.includes(f));
+    // The list has files of both kinds, the shared ones among the isolated ones.
+    expect(sharedListed.length).toBeGreaterThan(0);
+    expect(listed.indexOf(sharedListed[0]!)).toBeLessThan(listed.indexOf(isolatedListed.at(-1)!));
+    const given = [
+      'test/x/isolated-unlisted.test.ts',
+      'test/x/shared-unlisted.test.ts',
+      ...[...listed].reverse(),
+      'test/x/isolated-unlisted-2.test.ts',
+    ];
+    const shared = (f: string) => SHARED_WORKER_FILES.includes(f) || f.includes('shared-');
+    expect(slowFirstOrder(given, (f) => f, shared)).toEqual([
+      ...isolatedListed,
+      'test/x/isolated-unlisted.test.ts',
+      'test/x/isolated-unlisted-2.test.ts',
+      ...sharedListed,
+      'test/x/shared-unlisted.test.ts',
+    ]);
   });
 
   it('scripts/slow-first.ts reads the per-file durations of a CI log or a JSON report, and rewrites the list', () => {

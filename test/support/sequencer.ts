@@ -2,7 +2,8 @@
 // a clean clone (CI) has no last run and falls back to the biggest files first: the slowest files
 // (an npm ci, terraform applies killed and re-run) then started near the end and the run waited on
 // them alone (one CI run ended 70 s after the other worker went idle). SLOW_FIRST names them, slowest
-// first; they start before every other file, which keep vitest's own order. The figures are one
+// first; they start before every other file of their kind (own worker or shared, slowFirstOrder
+// below), which keep vitest's own order. The figures are one
 // clean-clone CI run's per-file durations (3 files on 2 cores): refresh them from the newest CI log
 // (or a vitest JSON report) with `node scripts/slow-first.ts <log>`, which lists every file that took
 // 8 s or more. test/architecture/sequencer.test.ts checks that every name is a test file.
@@ -72,14 +73,30 @@ export function slowRank(file: string): number {
   return Object.keys(SLOW_FIRST).indexOf(file.replaceAll('\\', '/'));
 }
 
+/**
+ * The order files start in: every file with a worker of its own before every file of the shared
+ * workers (test/support/shared-workers.ts), and in each of the two the SLOW_FIRST files first,
+ * slowest first, then vitest's order. Vitest's pool keeps a shared worker for the next file only
+ * when the file at the head of its queue is a shared one, and stops it otherwise: with the shared
+ * files of SLOW_FIRST among the others, about 4 shared workers were stopped and started again per
+ * run (~0.35 CPU-s each); in two blocks, the three shared workers start once, at the change. The
+ * shared files take at most ~15 s each, so the run still ends on short files.
+ */
+export function slowFirstOrder<T>(files: T[], name: (file: T) => string, isShared: (file: T) => boolean): T[] {
+  const rank = (file: T): number => {
+    const r = slowRank(name(file));
+    return r < 0 ? Number.MAX_SAFE_INTEGER : r;
+  };
+  // Array.prototype.sort is stable: files outside the list keep vitest's order.
+  return [...files].sort((a, b) => Number(isShared(a)) - Number(isShared(b)) || rank(a) - rank(b));
+}
+
 export class SlowFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const rest = await super.sort(files);
-    const rank = (spec: TestSpecification): number => {
-      const r = slowRank(path.relative(spec.project.config.root, spec.moduleId));
-      return r < 0 ? Number.MAX_SAFE_INTEGER : r;
-    };
-    // Array.prototype.sort is stable: files outside the list keep vitest's order.
-    return [...rest].sort((a, b) => rank(a) - rank(b));
+    return slowFirstOrder(
+      await super.sort(files),
+      (spec) => path.relative(spec.project.config.root, spec.moduleId),
+      (spec) => spec.project.config.isolate === false,
+    );
   }
 }
