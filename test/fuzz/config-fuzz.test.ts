@@ -261,7 +261,7 @@ describe(`config fuzz (seed ${SEED})`, () => {
             sample
               .slice(i, i + 4)
               .map((c) =>
-                runCli(['validate', '-f', c.file], { cwd: dir, env: { HOME: '/home/x' } }).then((r) => ({ c, r })),
+                runCli(['validate', '-f', c.file], { cwd: dir, env: { HOME: dir } }).then((r) => ({ c, r })),
               ),
           )),
         );
@@ -316,7 +316,7 @@ describe(`config fuzz (seed ${SEED})`, () => {
           big.slice(i, i + 2).map(async (c) => {
             const r = await runCli(['validate', '-f', c.file, '--max-file-size', '40MB'], {
               cwd: dir,
-              env: { HOME: '/home/x' },
+              env: { HOME: dir },
             });
             expect([0, 1], `${c.file}: ${r.stderr.slice(0, 500)}`).toContain(r.code);
             expect(`${r.stdout}\n${r.stderr}`, c.file).not.toMatch(ENGINE);
