@@ -107,12 +107,13 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
         expect(
           (await api('DELETE', `/endpoint/${encodeURIComponent('GET:/v1/orders')}?project_env=acme-production`)).status,
         ).toBe(200);
-        const plan = await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode');
-        expect(plan.code, plan.stderr).toBe(2);
-        expect(plan.stdout).toMatch(/kms_endpoint\.list_orders will be created/);
-        expect(plan.stdout).toMatch(/"192\.168\.0\.0\/16"/);
-        expect(plan.stdout).toMatch(/Plan: 1 to add, 1 to change, 0 to destroy/);
-        expectOk(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply (repair)');
+        // The apply shows the plan it carries out: the drift, then the repair (one terraform run, not a plan before it).
+        const repair = await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve');
+        expectOk(repair, 'apply (repair)');
+        expect(repair.stdout).toMatch(/kms_endpoint\.list_orders will be created/);
+        expect(repair.stdout).toMatch(/"192\.168\.0\.0\/16"/);
+        expect(repair.stdout).toMatch(/Plan: 1 to add, 1 to change, 0 to destroy/);
+        expect(repair.stdout).toMatch(/Apply complete! Resources: 1 added, 1 changed, 0 destroyed/);
         expect((await tf(main, 'plan', '-input=false', '-no-color', '-detailed-exitcode')).code).toBe(0);
       },
       patient(120_000),
@@ -157,10 +158,11 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/terraform.test.ts: ${NO_TERR
           path.join(main, 'legacy.tf'),
           `${legacy}\nimport {\n  to = kms_key.legacy\n  id = "acme-production/globex/legacy"\n}\n`,
         );
-        const plan = await tf(main, 'plan', '-input=false', '-no-color');
-        expectOk(plan, 'plan import');
-        expect(plan.stdout).toContain('Plan: 1 to import, 0 to add, 0 to change, 0 to destroy.');
-        expectOk(await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve'), 'apply import');
+        // The apply shows its plan (an import, nothing else) and carries it out.
+        const imported = await tf(main, 'apply', '-input=false', '-no-color', '-auto-approve');
+        expectOk(imported, 'apply import');
+        expect(imported.stdout).toContain('Plan: 1 to import, 0 to add, 0 to change, 0 to destroy.');
+        expect(imported.stdout).toContain('Apply complete! Resources: 1 imported, 0 added, 0 changed, 0 destroyed.');
         const state = JSON.parse(readFileSync(path.join(main, 'terraform.tfstate'), 'utf8'));
         const attrs = state.resources.find((r: { name: string }) => r.name === 'legacy').instances[0].attributes;
         expect(attrs).toMatchObject({ expires_at: '2030-01-01T00:00:00Z', auto_rotate: null });
