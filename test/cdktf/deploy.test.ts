@@ -4,11 +4,11 @@
 // with `kms-sync provider install`, the emulator as the service, no Terraform registry. The deploy
 // needs `--skip-provider-lock` (documented there: `terraform providers lock` ignores the filesystem
 // mirror and asks the public registry); then `kms-sync plan --cdktf .` agrees: no changes.
-// The documented install command is also resolved in full (npm's lock-only install, with kms-sync
-// packed as the registry would serve it): no ERESOLVE. Skipped, loudly, without terraform or
+// The documented install command is also resolved (npm's lock-only install, with kms-sync packed as
+// the registry would serve it, in a copy of the line's installed folder): no ERESOLVE. Skipped, loudly, without terraform or
 // without the npm registry.
 import { execFile, type ExecFileException } from 'node:child_process';
-import { mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
@@ -86,45 +86,51 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/cdktf/deploy.test.ts: ${NO_TERRAFORM}
         npm_config_fund: 'false',
         npm_config_update_notifier: 'false',
       };
-      // The CLIs and libraries, one folder per line; and the documented install with kms-sync packed
-      // (resolved only): all at once. The machine's npm cache answers without a round trip per
-      // package to revalidate what it holds (--prefer-offline, as the quick start's npm ci): the
-      // lines are pinned, and what the cache lacks still comes from the registry.
+      // The CLIs and libraries, one folder per line; then the documented install with kms-sync packed
+      // (resolved only), in a copy of that line's folder: npm resolves the same command there, with
+      // the CLI's own tree already in the lock (from the same registry answers moments ago), so that
+      // tree is not resolved a second time; kms-sync and its peers are resolved against it as in a
+      // fresh folder. The machine's npm cache answers without a round trip per package to revalidate
+      // what it holds (--prefer-offline, as the quick start's npm ci): the lines are pinned, and what
+      // the cache lacks still comes from the registry.
       const packed = run(
         'npm',
         ['pack', '--ignore-scripts', '--json', '--pack-destination', root, repoRoot],
         root,
         npmEnv,
       );
-      const [installs, resolutions] = await Promise.all([
-        Promise.all(
-          FLAVOURS.map(async (f) => {
-            const dir = path.join(root, `tools-${f}`);
-            mkdirSync(dir);
-            writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
-            tools.set(f, dir);
-            return run('npm', ['install', '--prefer-offline', '--ignore-scripts', ...INSTALL(f)], dir, npmEnv);
-          }),
-        ),
-        packed.then((pack) =>
-          Promise.all(
-            FLAVOURS.map(async (f) => {
-              ok(pack, 'npm pack');
-              const tarball = path.join(root, (JSON.parse(pack.stdout) as { filename: string }[])[0]!.filename);
-              const dir = path.join(root, `resolve-${f}`);
-              mkdirSync(dir);
-              writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
-              resolved.set(f, dir);
-              return run(
-                'npm',
-                ['install', '--prefer-offline', '--package-lock-only', '--ignore-scripts', ...INSTALL(f), tarball],
-                dir,
-                npmEnv,
-              );
-            }),
-          ),
-        ),
-      ]);
+      const lines = await Promise.all(
+        FLAVOURS.map(async (f) => {
+          const dir = path.join(root, `tools-${f}`);
+          mkdirSync(dir);
+          writeFileSync(path.join(dir, 'package.json'), '{"private":true}\n');
+          tools.set(f, dir);
+          const install = await run(
+            'npm',
+            ['install', '--prefer-offline', '--ignore-scripts', ...INSTALL(f)],
+            dir,
+            npmEnv,
+          );
+          const pack = await packed;
+          if (install.code !== 0) return { install, resolution: install };
+          ok(pack, 'npm pack');
+          const tarball = path.join(root, (JSON.parse(pack.stdout) as { filename: string }[])[0]!.filename);
+          const into = path.join(root, `resolve-${f}`);
+          mkdirSync(into);
+          for (const file of ['package.json', 'package-lock.json'])
+            copyFileSync(path.join(dir, file), path.join(into, file));
+          resolved.set(f, into);
+          const resolution = await run(
+            'npm',
+            ['install', '--prefer-offline', '--package-lock-only', '--ignore-scripts', ...INSTALL(f), tarball],
+            into,
+            npmEnv,
+          );
+          return { install, resolution };
+        }),
+      );
+      const installs = lines.map((l) => l.install);
+      const resolutions = lines.map((l) => l.resolution);
       for (const [i, f] of FLAVOURS.entries()) resolveRuns.set(f, resolutions[i]!);
       const failed = installs.find((r) => r.code !== 0);
       if (failed && NETWORK.test(failed.stderr)) {
