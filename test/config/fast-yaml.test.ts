@@ -108,3 +108,23 @@ describe('fast YAML reader, characters it leaves to the full parser', () => {
     }
   });
 });
+
+describe('fast YAML reader, quoted scalars with many escapes', () => {
+  it('gives what yaml gives for values of thousands of escapes and runs, across the lots they are joined in', () => {
+    // Escapes of every kind between runs of every length, more than 1,024 pieces in one value, so
+    // the value is joined from several lots (config/fast-yaml.ts, Pieces).
+    const escapes = ['\\"', '\\\\', '\\n', '\\t', '\\x41', '\\u00e9', '\\U0001F600', '\\/', '\\0'];
+    let double = '';
+    let single = '';
+    for (let i = 0; i < 5_000; i++) {
+      double += `${'r'.repeat(i % 7)}${escapes[i % escapes.length]}`;
+      single += `${'s'.repeat(i % 5)}''`;
+    }
+    const value = sameAsYaml(`a: "${double}"\nb: '${single}'\nc: "plain"\nd: 'plain'\ne: ""\nf: ''\n`) as Record<
+      string,
+      string
+    >;
+    expect(value.b.startsWith("'s'ss'sss'ssss''s'")).toBe(true);
+    expect(value.c).toBe('plain');
+  });
+});
