@@ -594,6 +594,7 @@ export class Reconciler {
         ...(this.o.now ? { now: this.o.now() } : {}),
       });
     let planned = await plan();
+    await testPoint('agent-planned');
     // Flux's contract and the deletion guard (plan/deletion-guard.ts): what left the configuration
     // is deleted only with --prune; more deletes than --max-deletes wait for an approval.
     // An approval through the API covers the deletes it named, no more (a larger set held later needs its own).
@@ -657,7 +658,11 @@ export class Reconciler {
       ops = [];
     }
     let result: ApplyResult | undefined;
-    if (ops.length > 0 && !signal.aborted) {
+    if (ops.length > 0 && signal.aborted) {
+      // Stopped between the plan and the apply: nothing of the revision was applied, so it is not
+      // synced (in sync mode the next start would otherwise take it as applied and never apply it).
+      record.result = 'interrupted';
+    } else if (ops.length > 0) {
       const subset: Plan =
         ops === planned.plan.operations
           ? planned.plan

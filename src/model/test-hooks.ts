@@ -16,6 +16,7 @@ export type PipelinePoint =
   | 'before-revoke' // a revoke is journaled and about to be sent
   | 'revoke-sent' // the revoke request is on the wire
   | 'config-load' // the agent is about to load a revision's configuration (a kill here stands for one by memory)
+  | 'agent-planned' // the agent planned a revision and is about to apply it
   | 'revision-synced' // the agent is about to record a revision as synced (its file in the state folder)
   | 'inventory-write'; // an apply is done and its inventory's records are about to be written: applied, not recorded
 

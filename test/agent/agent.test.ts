@@ -4,7 +4,7 @@
 // never applies an invalid commit (reported with file:line); self-heal heals; signed webhooks
 // reconcile at once and bad ones get 401; suspend/resume; SIGTERM during a reconcile exits 0
 // within 10 s with every raw key it issued held (the crash campaign's invariant).
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkInvariant, printedSecrets, readSopsStore, waitFor } from '../crash/lib.js';
@@ -254,7 +254,10 @@ describe('kms-sync agent', () => {
         ['--path', 'config', '--interval', '1h', '--mode', 'sync', '--parallelism', '2'],
         { KMS_SYNC_TEST_TRACE: trace, KMS_SYNC_TEST_PAUSE: 'after-journal:400' },
       );
-      expect(await waitFor(() => existsSync(trace), 20_000), agent.output()).toBe(true);
+      // Once a key is journaled, the apply is under way (the trace also has the configuration's
+      // load before it: a SIGTERM there is test/agent/stop-before-apply.test.ts's case).
+      const applying = () => existsSync(trace) && readFileSync(trace, 'utf8').includes('after-journal');
+      expect(await waitFor(applying, 20_000), agent.output()).toBe(true);
       const t = await stop(agent);
       expect(t.code, agent.output()).toBe(0);
       expect(t.ms).toBeLessThan(10_000);
