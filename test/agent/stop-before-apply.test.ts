@@ -4,22 +4,17 @@
 // its clients (what the agent test's "SIGTERM during a reconcile" met when its kill landed there).
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { printedSecrets } from '../crash/lib.js';
+import { describe, expect, it } from 'vitest';
 import { patient, waitFor } from '../support/patience.js';
-import { agentConfig, fixture, startAgent, until, type Fixture } from './lib.js';
+import { agentConfig, type Fixture, sharedFixture, startAgent, until } from './lib.js';
 
 const ENV = 'agent-production';
-const args = ['--path', 'config', '--interval', '1h', '--mode', 'sync'];
+const args = ['--path', 'kms', '--interval', '1h', '--mode', 'sync'];
 
 describe('SIGTERM between the plan and the apply', () => {
   let f: Fixture;
-  beforeAll(async () => {
-    f = await fixture();
-  });
-  afterAll(async () => {
-    expect(printedSecrets(f.outputs)).toEqual([]);
-    await f.cleanup();
+  sharedFixture((x) => {
+    f = x;
   });
 
   it(
@@ -29,7 +24,7 @@ describe('SIGTERM between the plan and the apply', () => {
         { name: 'alpha', keys: ['primary'] },
         { name: 'beta', keys: ['primary'] },
       ];
-      const rev = f.repo.push({ 'config/kms-sync.yaml': agentConfig(clients) }, 'first');
+      const rev = f.repo.push({ 'kms/kms-sync.yaml': agentConfig(clients) }, 'alpha and beta');
       const trace = path.join(f.root, 'trace.txt');
       // Held after the plan, before the apply: the SIGTERM lands there.
       const agent = await startAgent(f, args, {
