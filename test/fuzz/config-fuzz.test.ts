@@ -260,9 +260,7 @@ describe(`config fuzz (seed ${SEED})`, () => {
           ...(await Promise.all(
             sample
               .slice(i, i + 4)
-              .map((c) =>
-                runCli(['validate', '-f', c.file], { cwd: dir, env: { HOME: dir } }).then((r) => ({ c, r })),
-              ),
+              .map((c) => runCli(['validate', '-f', c.file], { cwd: dir, env: { HOME: dir } }).then((r) => ({ c, r }))),
           )),
         );
       }
