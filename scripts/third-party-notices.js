@@ -2,8 +2,8 @@
 // and the single-file kms-sync are Node.js with a bundle of npm packages inside, minified (no
 // comment survives): MIT, ISC and BSD licenses ask that their copyright notice and license text go
 // with every copy, binaries included, and Apache-2.0 that a NOTICE file does. So each release zip
-// holds THIRD_PARTY_NOTICES.txt (release.NOTICES_NAME) (and kms-sync's own LICENSE) beside the executable, and the
-// single-file kms-sync executables have kms-sync_<version>_THIRD_PARTY_NOTICES.txt beside them.
+// holds kms-sync's LICENSE and THIRD_PARTY_NOTICES.txt (release.NOTICES_NAME) beside the executable,
+// and the single-file kms-sync executables have kms-sync_<version>_THIRD_PARTY_NOTICES.txt beside them.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
