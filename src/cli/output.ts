@@ -178,30 +178,45 @@ function sameDestination(): boolean {
 function flushAtExit(): void {
   flushOutput();
   const deadline = Date.now() + EXIT_PATIENCE_MS;
+  let whole = true;
   for (const stream of ['stdout', 'stderr'] as const) {
     const data = underWay[stream];
-    const left = (process[stream] as { _handle?: { writeQueueSize?: number } })._handle?.writeQueueSize ?? 0;
+    const left = handle(stream)?.writeQueueSize ?? 0;
     if (data && busy(stream) && left > 0 && left <= data.length)
-      writeNow(stream, data.subarray(data.length - left), deadline);
+      whole = writeNow(stream, data.subarray(data.length - left), deadline) && whole;
   }
-  for (const { stream, text } of held.splice(0)) writeNow(stream, Buffer.from(text), deadline);
+  for (const { stream, text } of held.splice(0)) whole = writeNow(stream, Buffer.from(text), deadline) && whole;
+  // Node prints an uncaught error's trace after 'exit', with one plain write: to a non-blocking pipe
+  // its reader has not emptied yet, that write fails (EAGAIN) and the trace is lost. A reader that
+  // took everything above is reading: the pipes block from here, as Node itself resets them a moment
+  // later. One that stopped (deadline passed) is not waited for again.
+  if (whole) for (const stream of ['stdout', 'stderr'] as const) if (!dead[stream]) handle(stream)?.setBlocking?.(true);
 }
+
+/** The libuv handle under a standard stream: a pipe's has setBlocking and the bytes it has not written yet. */
+const handle = (stream: Stream) =>
+  (process[stream] as { _handle?: { writeQueueSize?: number; setBlocking?: (on: boolean) => number } })._handle;
 
 const EXIT_PATIENCE_MS = 5000;
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
-/** Writes `data` whole, synchronously: a full non-blocking pipe is retried every few ms until the deadline. */
-function writeNow(stream: Stream, data: Buffer, deadline: number): void {
+/**
+ * Writes `data` whole, synchronously: a full non-blocking pipe is retried every few ms until the
+ * deadline. False when it gave up on a pipe still full at the deadline.
+ */
+function writeNow(stream: Stream, data: Buffer, deadline: number): boolean {
   const fd = (process[stream] as { fd?: unknown }).fd;
-  if (dead[stream] || typeof fd !== 'number') return;
+  if (dead[stream] || typeof fd !== 'number') return true;
   for (let at = 0; at < data.length; ) {
     try {
       at += writeSync(fd, data, at);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > deadline) return;
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') return true;
+      if (Date.now() > deadline) return false;
       Atomics.wait(pause, 0, 0, 5);
     }
   }
+  return true;
 }
 
 // Registered first (the CLI loads this module before anything else hooks 'exit'), so before the
