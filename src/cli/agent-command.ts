@@ -161,6 +161,22 @@ function repoPath(repo: string): string | undefined {
   return m?.[1];
 }
 
+/**
+ * process.exit(code) once stdout and stderr hold nothing more to write, or at `deadline` (a reader
+ * that stopped is not waited for longer). The log goes straight to stdout: to a pipe whose reader
+ * lags (a container's log collector, a CI runner, a test), Node keeps what the pipe has not taken
+ * yet in memory and writes it as the reader catches up, and process.exit dropped it: the agent's
+ * last lines, "stopped" among them.
+ */
+function exitOnceWritten(code: number, deadline: number): void {
+  const holds = (stream: NodeJS.WriteStream) => !stream.destroyed && stream.writableLength > 0;
+  const exitWhenWritten = () => {
+    if ((holds(process.stdout) || holds(process.stderr)) && Date.now() < deadline) setTimeout(exitWhenWritten, 10);
+    else process.exit(code);
+  };
+  exitWhenWritten();
+}
+
 export function registerAgent(program: Command) {
   const agent = program
     .command('agent')
@@ -452,19 +468,22 @@ async function runAgentCommand(o: AgentFlags): Promise<void> {
     signals++;
     if (signals > 1) {
       log.warn(`${signal} again: exiting now; requests cut off in flight are recovered by the next start`);
-      process.exit(1);
+      exitOnceWritten(1, Date.now() + 1_000);
+      return;
     }
+    const signalled = Date.now();
     log.info(`${signal} received: finishing the reconcile in flight (no new request), then stopping`);
     // Within 10 s whatever happens (Kubernetes' default grace period is 30 s): a request stuck in retries is
     // cut off (its intent is journaled; the next start recovers it).
-    setTimeout(() => {
+    const busy = setTimeout(() => {
       log.warn('still busy after 9 s: exiting; the next start recovers what was cut off');
-      process.exit(1);
+      exitOnceWritten(1, Date.now() + 1_000);
     }, 9_000).unref();
     void agent.stop().then(async () => {
       await conn.api.close();
+      clearTimeout(busy);
       log.info('stopped');
-      process.exit(0);
+      exitOnceWritten(0, signalled + 9_000);
     });
   };
   process.on('SIGTERM', onSignal);

@@ -15,7 +15,7 @@ import {
   type AgentProc,
   type Fixture,
 } from './lib.js';
-import { patient } from '../support/patience.js';
+import { patient, waitFor } from '../support/patience.js';
 
 describe("the agent's operator controls", () => {
   let f: Fixture;
@@ -91,6 +91,53 @@ describe("the agent's operator controls", () => {
       });
       const s = await until(agent, 'the requested reconcile', (x) => x.reconciles === before + 1);
       expect(s.lastReconcile.trigger).toBe('manual');
+    },
+    patient(60_000),
+  );
+
+  it(
+    "SIGTERM while the log's reader lags: every line is written before the agent exits 0, 'stopped' last",
+    async () => {
+      // The reader stops reading (as a busy log collector or CI runner does) while the agent logs
+      // more than the pipe and this side's buffer hold: a few hundred ignored pushes, each named.
+      const stdout = agent.child.stdout!;
+      stdout.pause();
+      const pushes = 800;
+      const ref = (i: number) => `refs/heads/lag-${i}-${'x'.repeat(180)}`;
+      for (let i = 0; i < pushes; i += 20)
+        await Promise.all(
+          Array.from({ length: 20 }, (_, j) => {
+            const text = JSON.stringify({ ref: ref(i + j), after: 'lag' });
+            return agent.post('/hooks/github', text, {
+              'x-hub-signature-256': githubSignature(text),
+              'x-github-event': 'push',
+            });
+          }),
+        );
+      let exited = false;
+      void agent.exit.then(() => {
+        exited = true;
+      });
+      agent.child.kill('SIGTERM');
+      // Its server closed (or it is gone): the agent has stopped, its last lines wait in the pipe.
+      const closed = () =>
+        agent.get('/healthz').then(
+          () => exited,
+          () => true,
+        );
+      await waitFor(closed, 20_000);
+      await new Promise((r) => setTimeout(r, 500));
+      stdout.resume();
+      expect(await agent.exit).toBe(0);
+      const lines = agent.output().trimEnd().split('\n');
+      const missing = Array.from({ length: pushes }, (_, i) => i).filter(
+        (i) => !lines.some((l) => l.includes(`(refs/heads/lag-${i}-`)),
+      );
+      expect(missing, `the log's last lines: ${lines.slice(-3).join('\n')}`).toEqual([]);
+      expect(lines.findIndex((l) => l.includes('SIGTERM received'))).toBeGreaterThan(
+        lines.findIndex((l) => l.includes(`(refs/heads/lag-${pushes - 1}-`)),
+      );
+      expect(lines.at(-1)).toMatch(/INFO {2}stopped$/);
     },
     patient(60_000),
   );
