@@ -75,8 +75,10 @@ export function startChild(bundle: string, args: string[], env: NodeJS.ProcessEn
   child.stderr!.on('data', (d: Buffer) => {
     stderr += d.toString();
   });
+  // Once its pipes closed: 'exit' can come before the last of its output is read, and the last
+  // acknowledgement before a kill is the one most worth checking.
   const exited = new Promise<void>((resolve, reject) => {
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => {
       markReady();
       markFirstLine();
       if (signal === 'SIGKILL') resolve();

@@ -193,7 +193,8 @@ describe('key safety', () => {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       );
-      const exited = new Promise<number | null>((ok) => child.on('exit', ok));
+      // Its output is whole once its pipes closed ('exit' can come before the last of it is read).
+      const exited = new Promise<number | null>((ok) => child.on('close', ok));
       let text = '';
       child.stdout!.on('data', (d) => {
         text += d;
