@@ -79,7 +79,9 @@ describe('webhook limits', () => {
         const r = rawRequest(agent.url, hookHead(headers));
         const line = await Promise.race([
           r.answer,
-          new Promise<string>((resolve) => setTimeout(() => resolve('no answer within 5 s'), 5_000)),
+          new Promise<string>((resolve) =>
+            setTimeout(() => resolve(`no answer within ${patient(5_000)} ms`), patient(5_000)),
+          ),
         ]);
         r.socket.destroy();
         expect(line, JSON.stringify(headers)).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));

@@ -100,7 +100,7 @@ function onTerminal(
   return new Promise((resolve, reject) => {
     execFile(
       'python3',
-      [PTY_HELPER, '^$', '90', line, trigger, ...(second ? [second] : [])],
+      [PTY_HELPER, '^$', String(Math.round(patient(90_000) / 1000)), line, trigger, ...(second ? [second] : [])],
       { cwd: ws.dir, env: { ...env, TERM: 'dumb' }, maxBuffer: 16 * 1024 * 1024 },
       (e, stdout) => {
         if (e) return reject(e);

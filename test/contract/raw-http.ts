@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
 import { cliPath } from '../support/cli.js';
+import { patient } from '../support/patience.js';
 
 export interface RawResponse {
   /** 0 when the connection closed without a complete answer. */
@@ -65,7 +66,8 @@ function parse(all: Buffer, head: boolean): RawResponse | undefined {
 
 /**
  * Sends `request` on a fresh connection and resolves with the first answer (HEAD: no body).
- * Rejects only on timeout; a connection closed without an answer resolves with status 0.
+ * Rejects only on timeout (`timeoutMs`, 5 s unless given: a quiet machine's limit, scaled by
+ * patient()); a connection closed without an answer resolves with status 0.
  */
 export function rawExchange(
   port: number,
@@ -84,14 +86,10 @@ export function rawExchange(
       if (r instanceof Error) reject(r);
       else resolve(r);
     };
+    const limit = patient(opts.timeoutMs ?? 5000);
     const timer = setTimeout(
-      () =>
-        finish(
-          new Error(
-            `no answer within ${opts.timeoutMs ?? 5000} ms to ${JSON.stringify(String(request).slice(0, 120))}`,
-          ),
-        ),
-      opts.timeoutMs ?? 5000,
+      () => finish(new Error(`no answer within ${limit} ms to ${JSON.stringify(String(request).slice(0, 120))}`)),
+      limit,
     );
     socket.on('data', (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
