@@ -71,11 +71,18 @@ describe('patience', () => {
     ).toBe(true);
     expect(seen).toBe(1);
     expect(Date.now() - t).toBeLessThan(2_000);
-    // The condition that comes true between two asks is seen at the limit's last ask.
+    // The condition that comes true between two asks is seen at the limit's last ask. It comes true
+    // right after the first ask, not by a timer: a process stalled across the limit (a loaded host)
+    // ran waitFor's own timer first, and its last ask came before the flag's timer.
     let flag = false;
-    setTimeout(() => {
+    let asked = 0;
+    const becomesTrue = () => {
+      asked++;
+      const was = flag;
       flag = true;
-    }, 100);
-    expect(await waitFor(() => flag, 300, { wake: () => 0, every: 60_000 })).toBe(true);
+      return was;
+    };
+    expect(await waitFor(becomesTrue, 300, { wake: () => 0, every: 60_000 })).toBe(true);
+    expect(asked).toBe(2);
   });
 });
