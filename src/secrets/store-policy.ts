@@ -7,6 +7,7 @@ import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { POLICY_HOW, storeHostAllowed, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
 import { redactUserinfo } from '../model/redact.js';
+import { azureKvNamesHost } from './backends/cloud-names.js';
 import { sopsUriToPath } from './sops/uri.js';
 
 export interface StorePolicyProblem {
@@ -90,7 +91,8 @@ export function storePolicyProblems(
       problems.push({
         field: 'uri',
         message:
-          `store "${decl.name}" (${shown}) resolves to ${file}, outside ${root}, and the operator policy keeps store files inside it; ` +
+          // No path of the host: the agent shows this on its page, in notifications and commit statuses.
+          `store "${decl.name}" (${shown}) resolves outside the folder store files stay in (the configuration folder; the agent's STATE/store), and the operator policy keeps store files inside it; ` +
           `allow it with ${POLICY_HOW.storesOutsideRoot}`,
       });
     }
@@ -99,9 +101,14 @@ export function storePolicyProblems(
     if (at) hostProblem('uri', at.host, at.port, 'the Vault server of the URI');
   } else if (scheme === 'azure-kv') {
     const authority = /^azure-kv:\/\/([^/?#]*)/i.exec(uri)?.[1] ?? '';
-    if (authority.includes('.')) {
+    if (azureKvNamesHost(authority)) {
       const at = hostOf(`https://${authority}`, '443');
       if (at) hostProblem('uri', at.host, at.port, 'the Key Vault host of the URI');
+      else
+        problems.push({
+          field: 'uri',
+          message: `store "${decl.name}" (${shown}) names no host the operator policy could allow`,
+        });
     }
   }
   // An endpoint override (aws-sm, gcp-sm) in the URI's query or the declaration's options.

@@ -60,8 +60,10 @@ describe('kms-sync agent under the operator policy', () => {
         );
         const s = await until(agent, `the revision with ${uri} refused`, (x) => x.revision.invalid?.revision === rev);
         expect(s.revision.invalid.errors.join('\n')).toMatch(
-          /stores\[0\]\.uri: store "out" \(sops:\S+\) resolves to \S+, outside \S+store, and the operator policy keeps store files inside it/,
+          /stores\[0\]\.uri: store "out" \(sops:\S+\) resolves outside the folder store files stay in \(the configuration folder; the agent's STATE\/store\), and the operator policy keeps store files inside it/,
         );
+        // The status (and with it the page, notifications, commit statuses) names no path of the host.
+        expect(JSON.stringify(s)).not.toContain(f.stateDir);
       }
       expect(existsSync(path.join(f.root, 'x'))).toBe(false);
       expect(existsSync(path.join(f.stateDir, 'source', 'config', 'stolen.sops.yaml'))).toBe(false);

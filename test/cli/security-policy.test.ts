@@ -333,7 +333,7 @@ describe('item 5: store files stay inside the configuration folder unless the po
       const r = await w.cli(['validate', '-f', '.']);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(
-        /kms-sync\.yaml:3:\d+: stores\[0\]\.uri: store "out" \(sops:\S+\) resolves to \S+, outside \S+, and the operator policy keeps store files inside it/,
+        /kms-sync\.yaml:3:\d+: stores\[0\]\.uri: store "out" \(sops:\S+\) resolves outside the folder store files stay in \(the configuration folder; the agent's STATE\/store\), and the operator policy keeps store files inside it/,
       );
       expect(r.stderr).toContain('KMS_SYNC_STORES_OUTSIDE_ROOT=1');
     }

@@ -32,6 +32,7 @@ import {
   metadataFromPairs,
   metadataPairs,
   targetValue,
+  azureKvNamesHost,
   parseCloudUri,
   parseOnDeleted,
   putSequentially,
@@ -94,7 +95,7 @@ export async function openAzureKeyVaultStore(
       code: 'INVALID_URI',
     });
   let vaultUrl: string;
-  if (/[.:[]/.test(u.authority)) {
+  if (azureKvNamesHost(u.authority)) {
     if (!HOST_RE.test(u.authority)) throw bad(`'${u.authority}' is not a host name`);
     vaultUrl = `https://${u.authority.toLowerCase()}`;
   } else {

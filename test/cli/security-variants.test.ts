@@ -1,0 +1,93 @@
+// Variants of the trust-boundary attacks of issues 34 and 35 that the first tests did not mount,
+// each against the built CLI: a configuration (a pull request's) is reviewed data, never
+// authority. Store hosts the operator policy must allow, whatever spelling names them; every
+// recipient a store declaration adds readable in the pull-request comment, however the
+// declaration pads its options or how many stores come before it; policy errors that name no
+// absolute path of the host (the agent shows them on its page, in notifications and commit statuses).
+import { rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from '../support/cli.js';
+import { setup, smallConfig } from './helpers.js';
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0)) await c();
+});
+
+async function workspace() {
+  const s = await setup();
+  cleanup.push(
+    () => s.emu.close(),
+    () => rmSync(s.dir, { recursive: true, force: true }),
+  );
+  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, ...env }, cwd: s.dir });
+  const write = (config: string) => writeFileSync(path.join(s.dir, 'kms-sync.yaml'), config);
+  return { ...s, cli, write };
+}
+
+const withStores = (stores: string, config = smallConfig) =>
+  config.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n${stores}`);
+/** One more key, written to `store`. */
+const withKeyIn = (store: string, config: string) =>
+  config.replace(
+    'keys: [{ name: main }] }, { name: app',
+    `keys: [{ name: main }, { name: extra, secret: { store: ${store} } }] }, { name: app`,
+  );
+
+describe('store hosts: the policy decides for every spelling the backend reads as a host', () => {
+  it('azure-kv:// with a host that has no dot (host:port, [IPv6]) is refused at validation, and plan never connects', async () => {
+    const w = await workspace();
+    // A TCP listener that counts connections: the Key Vault client would send its requests here.
+    let connections = 0;
+    const server = createServer((s) => {
+      connections++;
+      s.destroy();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanup.push(() => new Promise((r) => server.close(r)));
+    const port = (server.address() as AddressInfo).port;
+    const azure = {
+      AZURE_TENANT_ID: 'tenant',
+      AZURE_CLIENT_ID: 'client',
+      AZURE_CLIENT_SECRET: 'azure-client-secret-1',
+    };
+    for (const [authority, shown] of [
+      [`localhost:${port}`, `localhost:${port}`],
+      ['[2001:db8::1]:8443', '[2001:db8::1]:8443'],
+      ['vaulthost', undefined], // a Key Vault name (vaulthost.vault.azure.net): no host of the configuration's choosing
+    ] as const) {
+      w.write(withKeyIn('az', withStores(`  - { name: az, uri: "azure-kv://${authority}/" }\n`)));
+      const validate = await w.cli(['validate', '-f', '.']);
+      if (shown === undefined) {
+        expect(validate.code, validate.stderr).toBe(0);
+        continue;
+      }
+      expect(validate.code, validate.stdout).toBe(1);
+      expect(validate.stderr).toContain(
+        `stores[0].uri: store "az" would send its credentials to ${shown} (the Key Vault host of the URI), a host the operator policy does not allow`,
+      );
+      const plan = await w.cli(['plan', '-f', '.'], azure);
+      expect(plan.code).toBe(1);
+      expect(plan.stderr).toContain('stores.hosts in the operator policy');
+    }
+    expect(connections).toBe(0);
+    // Allowed by the operator, the same declaration validates.
+    w.write(withKeyIn('az', withStores(`  - { name: az, uri: "azure-kv://localhost:${port}/" }\n`)));
+    const allowed = await w.cli(['validate', '-f', '.'], { KMS_SYNC_STORE_HOSTS: `localhost:${port}` });
+    expect(allowed.code, allowed.stderr).toBe(0);
+  });
+
+  it('a store file outside the configuration folder is refused without naming where the folder or the file is', async () => {
+    const w = await workspace();
+    w.write(withStores('  - { name: out, default: true, uri: "sops:../../elsewhere/secrets.sops.yaml" }\n'));
+    const r = await w.cli(['validate', '-f', '.']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(
+      /stores\[0\]\.uri: store "out" \(sops:\.\.\/\.\.\/elsewhere\/secrets\.sops\.yaml\) resolves outside the folder store files stay in \(the configuration folder; the agent's STATE\/store\), and the operator policy keeps store files inside it/,
+    );
+    expect(r.stderr).not.toContain(path.dirname(w.dir));
+  });
+});
