@@ -19,6 +19,7 @@ import {
   type KeyAfter,
   type Operation,
   type Plan,
+  type SecurityChange,
 } from '../plan/types.js';
 import {
   keyTerms,
@@ -187,6 +188,69 @@ function details(summary: string, body: string[]): string {
 
 // ------------------------------------------------------------------ plans
 
+/**
+ * Room for the security section in one comment. Each change is shown up to this size in all (a
+ * reviewer approves from this list, so it is never cut at a count a configuration could pad past);
+ * beyond it (only a configuration made to be long gets there) the list ends with a line that
+ * says not to approve from the comment.
+ */
+const SECURITY_SECTION_MAX = 32_000;
+
+/** The security changes as the comment's list lines (see SECURITY_SECTION_MAX). */
+function securityLines(security: readonly SecurityChange[], fullCommand: string): string[] {
+  const lines: string[] = [];
+  let used = 0;
+  for (const [i, c] of security.entries()) {
+    const line = `> - ${escapeText(shownSecurityChange(c))}`;
+    if (used + line.length > SECURITY_SECTION_MAX) {
+      lines.push(
+        `> - **… and ${security.length - i} more security change(s), not shown to stay under the comment size limit: do not approve from this comment; run \`${fullCommand}\` for all of them.**`,
+      );
+      break;
+    }
+    lines.push(line);
+    used += line.length + 1;
+  }
+  return lines;
+}
+
+/**
+ * One security change, cut at 300 characters. A store's line shows its options sorted by name, so
+ * a long option could push the recipients it declares past the cut: after a cut they are listed.
+ */
+function shownSecurityChange(c: SecurityChange): string {
+  const whole = describeSecurityChange(c);
+  const cut = short(whole, 300);
+  if (!cut.endsWith('…') || (c.kind !== 'store_added' && c.kind !== 'store_changed')) return cut;
+  const recipients = fingerprintRecipients(c.value);
+  if (recipients === undefined) return short(whole, SECURITY_SECTION_MAX); // cannot tell: not cut where one could hide
+  return recipients.length
+    ? `${cut} (declares the recipients ${recipients.map((r) => short(r, 100)).join(', ')})`
+    : cut;
+}
+
+/**
+ * The recipients of a store fingerprint (`URI {options as JSON}`, apply/trust.ts storeFingerprint),
+ * or undefined when its options cannot be read. The options are the JSON object that ends it; a
+ * URI may hold ` {` itself, so each start is tried from the left (a few dozen at most).
+ */
+function fingerprintRecipients(value: string): string[] | undefined {
+  let at = value.indexOf(' {');
+  if (at < 0) return [];
+  for (let tries = 0; at >= 0 && tries < 64; tries++, at = value.indexOf(' {', at + 1)) {
+    try {
+      const options = JSON.parse(value.slice(at + 1)) as { recipients?: unknown };
+      if (options === null || typeof options !== 'object' || Array.isArray(options)) continue;
+      return Array.isArray(options.recipients)
+        ? options.recipients.filter((r): r is string => typeof r === 'string')
+        : [];
+    } catch {
+      // not where the options start
+    }
+  }
+  return undefined;
+}
+
 function opBody(op: Operation): string[] {
   if (op.action === 'create') {
     const after = shownAttributes(op.after);
@@ -323,11 +387,7 @@ function planHead(plan: Plan, o: MarkdownOptions, compact: boolean): string {
         `> **Security changes (${security.length}):** who can read keys, where store credentials go, what the configuration reads` +
           (plan.trustBase ? ` (compared with the base ${code(plan.trustBase)})` : '') +
           '. Review them:',
-        ...capList(
-          security.map((c) => `> - ${escapeText(short(describeSecurityChange(c), 300))}`),
-          '> - ',
-          20,
-        ),
+        ...securityLines(security, o.fullCommand ?? 'kms-sync plan'),
       ].join('\n'),
     );
   }

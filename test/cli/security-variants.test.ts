@@ -8,6 +8,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
 import { setup, smallConfig } from './helpers.js';
@@ -89,5 +90,48 @@ describe('store hosts: the policy decides for every spelling the backend reads a
       /stores\[0\]\.uri: store "out" \(sops:\.\.\/\.\.\/elsewhere\/secrets\.sops\.yaml\) resolves outside the folder store files stay in \(the configuration folder; the agent's STATE\/store\), and the operator policy keeps store files inside it/,
     );
     expect(r.stderr).not.toContain(path.dirname(w.dir));
+  });
+});
+
+describe('recipients: every one a declaration adds is in the pull-request comment', () => {
+  async function attackerRecipient() {
+    return identityToRecipient(await generateX25519Identity());
+  }
+
+  it('a new store whose options push its recipients past the cut of a long line', async () => {
+    const w = await workspace();
+    const evil = await attackerRecipient();
+    // Options are shown sorted by name: "note" comes before "recipients".
+    const note = 'Audit copy for the compliance team, reviewed and approved in SEC-1234. '.repeat(5);
+    w.write(
+      withKeyIn(
+        'audit',
+        withStores(
+          `  - { name: audit, uri: "sops:audit.sops.yaml", options: { recipients: [${evil}], note: "${note}" } }\n`,
+        ),
+      ),
+    );
+    const md = await w.cli(['plan', '-f', '.', '--format', 'markdown']);
+    expect(md.code, md.stderr).toBe(0);
+    expect(md.stdout).toContain('store audit: new');
+    expect(md.stdout).toContain(evil);
+    const text = await w.cli(['plan', '-f', '.']);
+    expect(text.stdout).toContain(evil);
+  });
+
+  it('the store with the recipient declared after twenty others', async () => {
+    const w = await workspace();
+    const evil = await attackerRecipient();
+    const padding = Array.from({ length: 20 }, (_, i) => `  - { name: s${i}, uri: "sops:s${i}.sops.yaml" }\n`).join('');
+    w.write(
+      withKeyIn(
+        'zz',
+        withStores(`${padding}  - { name: zz, uri: "sops:zz.sops.yaml", options: { recipients: [${evil}] } }\n`),
+      ),
+    );
+    const md = await w.cli(['plan', '-f', '.', '--format', 'markdown']);
+    expect(md.code, md.stderr).toBe(0);
+    expect(md.stdout).toContain('Security changes (21)');
+    expect(md.stdout).toContain(evil);
   });
 });

@@ -275,3 +275,34 @@ describe("kms-sync's own markers", () => {
     expect(renderPlanJson(plan)).toContain('metadata.kms-sync/owner');
   });
 });
+
+describe('security changes', () => {
+  const recipient = 'age1' + 'q'.repeat(58);
+  const store = (i: number, options: Record<string, unknown> = {}) => ({
+    kind: 'store_added' as const,
+    store: `s${i}`,
+    value: `sops:s${i}.sops.yaml ${JSON.stringify(options)}`,
+  });
+
+  it('lists every change, and the recipients of a store line it cuts', () => {
+    const note = 'x '.repeat(400);
+    const plan = {
+      ...makePlan(),
+      security: [...Array.from({ length: 40 }, (_, i) => store(i)), store(40, { note, recipients: [recipient] })],
+    };
+    const md = renderPlanMarkdown(plan);
+    expect(md).toContain('Security changes (41)');
+    expect(count(md, '> - store s')).toBe(41);
+    expect(md).toContain(`(declares the recipients ${recipient})`);
+  });
+
+  it('past the room a comment has for them, ends the list saying not to approve from the comment', () => {
+    const long = 'y'.repeat(280);
+    const plan = { ...makePlan(), security: Array.from({ length: 200 }, (_, i) => store(i, { note: long })) };
+    const md = renderPlanMarkdown(plan);
+    expect(md.length).toBeLessThan(GITHUB_COMMENT_LIMIT);
+    expect(md).toMatch(
+      /> - \*\*… and \d+ more security change\(s\), not shown to stay under the comment size limit: do not approve from this comment/,
+    );
+  });
+});
