@@ -645,6 +645,22 @@ async function resolveProviderConfig(
       d.error('Invalid KMS_API_URL', `${JSON.stringify(url)} is not a URL`, ['url']);
     }
   }
+  // KMS_API_KEY in terraform's environment is the operator's; the provider block is configuration a
+  // pull request edits. So the block's url never chooses where that key goes: with the key from the
+  // environment the service is the one KMS_API_URL names, and a url naming another is refused
+  // before any request (as `kms-sync apply PLANFILE` only checks a saved plan's URL).
+  if (typeof config.url === 'string' && config.api_key == null && apiKey) {
+    const { serviceTarget } = await import('../model/target.js');
+    const service = (u: string) => serviceTarget(u, 'unknown', {}).replace(/#unknown$/, '');
+    if (!env.KMS_API_URL || service(config.url) !== service(env.KMS_API_URL))
+      d.error(
+        'Service URL not allowed',
+        `url in the provider block names ${service(config.url)}, but the project key comes from KMS_API_KEY in terraform's environment, ` +
+          `which goes only to the service KMS_API_URL names (${env.KMS_API_URL ? service(env.KMS_API_URL) : 'not set'}): the provider block is configuration a pull request can edit. ` +
+          'Set KMS_API_URL to that service (url may then stay, naming the same one) or remove url; or give the block its own api_key (a sensitive variable)',
+        ['url'],
+      );
+  }
   if (!apiKey)
     d.error(
       'Missing project key',
