@@ -164,6 +164,8 @@ interface Baseline {
   changes: SecurityChange[];
   /** `REF (commit)`, when the records are a git revision's. */
   base?: string;
+  /** A file of the configuration folder at that revision (a path relative to it), undefined when it has none. */
+  atBase?: (file: string) => Promise<string | undefined>;
 }
 
 /** The records of `dir` at git revision `ref` (tried as given, then as `origin/REF`), and the edits of the checkout's records. */
@@ -218,6 +220,7 @@ async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline
     owner: parseOwnerRecord(baseOwner),
     changes,
     base: `${ref} (${commit.slice(0, 12)})`,
+    atBase: at,
   };
 }
 
@@ -295,12 +298,58 @@ export async function securityChanges(
         out.push({ kind: 'recipient_removed', store: s.name, value: r, holds: held.secrets });
     }
   }
+  if (from.atBase) out.push(...(await recipientsInEditedFiles(registry, desired.stores, dir, from.atBase)));
   const recordedEnv = new Set(record?.env ?? []);
   for (const name of desired.envReferences ?? [])
     if (!recordedEnv.has(name)) out.push({ kind: 'env_read', value: name });
   if (from.owner !== undefined && from.owner !== owner)
     out.push({ kind: 'owner_changed', value: owner, before: from.owner });
   return { changes: out, ...(from.base ? { base: from.base } : {}) };
+}
+
+/**
+ * Store files of the configuration folder that this change edits (a pull request's checkout,
+ * compared with the base revision's files): a recipient a file's stanzas gained could decrypt every
+ * secret written there. Its data key is the one the file's author chose, so a pull request that
+ * commits (or replaces) a store file wrapped for its author, and declares nothing, would otherwise
+ * receive the keys issued after the merge unseen: recipients are compared with the base's file,
+ * not with the declarations (which the same change writes). Store files are written by apply.
+ */
+async function recipientsInEditedFiles(
+  registry: StoreRegistry,
+  stores: DesiredState['stores'],
+  dir: string,
+  atBase: (file: string) => Promise<string | undefined>,
+): Promise<SecurityChange[]> {
+  const out: SecurityChange[] = [];
+  const seen = new Set<string>();
+  // The default store too when no declaration names it (its file is the one most likely replaced).
+  const named = [
+    ...stores.map((s) => ({ name: s.name as string | undefined, uri: s.uri })),
+    { name: undefined, uri: registry.uriOf(undefined) },
+  ];
+  for (const s of named) {
+    if (!/^(sops|file):/i.test(s.uri)) continue;
+    const store = (await registry.get(s.name).catch(() => undefined)) as
+      | {
+          path?: string;
+          fileRecipients?: () => Promise<{ recipients: string[]; secrets: number }>;
+          recipientsIn?: (text: string) => string[] | undefined;
+        }
+      | undefined;
+    if (!store?.path || !store.fileRecipients || !store.recipientsIn || seen.has(store.path)) continue;
+    seen.add(store.path);
+    const rel = path.relative(dir, store.path);
+    if (rel.startsWith('..') || path.isAbsolute(rel)) continue; // not in the checkout: no change edits it
+    const held = await store.fileRecipients().catch(() => undefined);
+    if (!held?.recipients.length) continue;
+    const text = await atBase(rel);
+    const before = (text === undefined ? [] : store.recipientsIn(text)) ?? [];
+    for (const r of [...new Set(held.recipients)].sort())
+      if (!before.includes(r))
+        out.push({ kind: 'recipient_in_edited_file', store: s.name ?? 'default', value: r, holds: held.secrets });
+  }
+  return out;
 }
 
 /**

@@ -155,6 +155,7 @@ export interface SecurityChange {
     | 'store_changed'
     | 'recipient_added'
     | 'recipient_removed'
+    | 'recipient_in_edited_file'
     | 'owner_changed'
     | 'env_read'
     | 'record_edited'
@@ -162,7 +163,8 @@ export interface SecurityChange {
   /** The store's name (store_added, store_changed, recipient_added). */
   store?: string;
   /**
-   * store_*: its URI (without credentials) and options; recipient_*: the recipient; owner_changed: the
+   * store_*: its URI (without credentials) and options; recipient_*: the recipient (recipient_in_edited_file:
+   * one the store file this change edits is wrapped for, which the base revision's file is not); owner_changed: the
    * owner; env_read: the variable's name; record_edited: the record's path (this change edits it);
    * trust_base_unreadable: the git revision whose records could not be read.
    */
@@ -172,7 +174,8 @@ export interface SecurityChange {
   /**
    * recipient_added: the secrets the store holds now, which the recipient could then decrypt (apply
    * refuses unless allowed when > 0); recipient_removed: the secrets issued before, which it could
-   * decrypt with the old data key (apply re-keys the file; rotate them).
+   * decrypt with the old data key (apply re-keys the file; rotate them); recipient_in_edited_file: the
+   * secrets the file holds now.
    */
   holds?: number;
   /** trust_base_unreadable: why (a shallow clone, an unknown revision). */
@@ -231,6 +234,12 @@ export function describeSecurityChange(c: SecurityChange): string {
         (c.holds
           ? `; the removed recipient could read the ${c.holds} secret(s) issued before: rotate them with kms-sync rotate --key)`
           : ')')
+      );
+    case 'recipient_in_edited_file':
+      return (
+        `store ${c.store}: its file, edited by this change, is wrapped for ${c.value}, which the base revision's file is not ` +
+        `(whoever holds it can decrypt every secret written there${c.holds ? `, and the ${c.holds} it holds now` : ''}; ` +
+        'store files are written by apply, not by a change: restore the file from the base revision)'
       );
     case 'owner_changed':
       return `owner: ${c.before ?? '(none recorded)'} -> ${c.value}`;

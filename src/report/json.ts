@@ -4,7 +4,8 @@ import { describeSecurityChange, type Action, type Plan } from '../plan/types.js
 // 1.1: snake_case names beside the camelCase ones 1.0 had (options.take_ownership, unmanaged[].project_env).
 // 1.2: security_changes (stores, recipients, owner, ${env:} reads) and summary.security_changes.
 // 1.3: security_changes kinds recipient_removed, record_edited, trust_base_unreadable (with detail); trust_base.
-export const PLAN_JSON_FORMAT_VERSION = '1.3';
+// 1.4: security_changes kind recipient_in_edited_file.
+export const PLAN_JSON_FORMAT_VERSION = '1.4';
 
 const ACTIONS: Record<Action, string[]> = {
   create: ['create'],

@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { runCli } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
 import { skipWhen } from '../support/skip.js';
@@ -294,6 +295,74 @@ describe("a pull request cannot choose the file plan says a store's secrets were
         `mv ${path.join('.kms-sync', 'secrets.sops.yaml')} ${path.join('.kms-sync', 'secrets.new.sops.yaml')}`,
       );
       expect(plan.stdout).not.toContain('decoy');
+    },
+    patient(90_000),
+  );
+});
+
+describe('a pull request cannot plant a store file wrapped for its author', () => {
+  it(
+    'a store file the change commits (new, or replacing one) wrapped for another recipient is a security change of the plan',
+    async () => {
+      const config = `owner: shop-team\n${smallConfig}`;
+      const s = await appliedOnMain(config);
+      const evil = await identity(s.dir, 'attacker');
+      // The author makes a store file with a data key of its own, wrapped for the operator's
+      // recipient (public, in the store file on main) and for itself; it declares no recipient.
+      const opRecipient = /recipient: (age1\S+)/.exec(
+        readFileSync(path.join(s.dir, '.kms-sync', 'secrets.sops.yaml'), 'utf8'),
+      )![1]!;
+      const planted = new SopsFileStore(path.join(s.dir, '.kms-sync', 'audit.sops.yaml'), {
+        env: { SOPS_AGE_KEY_FILE: evil.keyFile },
+        recipients: [opRecipient],
+      } as never);
+      await planted.put('x-y/z/k', 'not-a-key', {
+        projectEnv: 'x-y',
+        client: 'z',
+        key: 'k',
+        keyId: 'k0',
+        issuedAt: new Date().toISOString(),
+      });
+      const plantedText = readFileSync(path.join(s.dir, '.kms-sync', 'audit.sops.yaml'));
+      await git(s.dir, 'checkout', '-q', '-b', 'pr');
+      writeFileSync(
+        path.join(s.dir, 'kms-sync.yaml'),
+        withStores(
+          '  - { name: audit, uri: "sops:.kms-sync/audit.sops.yaml" }\n',
+          config.replace(
+            'keys: [{ name: main }] }, { name: app',
+            'keys: [{ name: main }, { name: extra, secret: { store: audit } }] }, { name: app',
+          ),
+        ),
+      );
+      await git(s.dir, 'add', '-A');
+      await git(s.dir, 'commit', '-q', '-m', 'pr: an audit store');
+      const ci = { ...s.env, KMS_SYNC_TRUST_BASE: 'main' };
+      const line = `store audit: its file, edited by this change, is wrapped for ${evil.recipient}, which the base revision's file is not`;
+      const plan = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ci, cwd: s.dir });
+      expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+      expect(plan.stdout).toContain(line);
+      // The operator's own recipient was in the base's default store file: the planted file's
+      // stanza for it is new to this file, so both are named; the base's unchanged default store is not.
+      expect(plan.stdout).not.toContain('store default: its file');
+      const md = await runCli(['plan', '-f', '.', '--format', 'markdown'], { env: ci, cwd: s.dir });
+      expect(md.stdout).toContain(evil.recipient);
+      const json = JSON.parse((await runCli(['plan', '-f', '.', '--json'], { env: ci, cwd: s.dir })).stdout);
+      expect(json.security_changes).toContainEqual(
+        expect.objectContaining({ kind: 'recipient_in_edited_file', store: 'audit', value: evil.recipient, holds: 1 }),
+      );
+      // The same for the default store's file replaced by one of the author's.
+      await git(s.dir, 'checkout', '-q', '-b', 'pr2', 'main');
+      writeFileSync(path.join(s.dir, '.kms-sync', 'secrets.sops.yaml'), plantedText);
+      await git(s.dir, 'commit', '-q', '-am', 'pr2: the store file replaced');
+      const replaced = await runCli(['plan', '-f', '.'], { env: ci, cwd: s.dir });
+      expect(replaced.stdout).toContain(
+        `store default: its file, edited by this change, is wrapped for ${evil.recipient}, which the base revision's file is not`,
+      );
+      // Without a change to the file (the base itself), nothing is said.
+      await git(s.dir, 'checkout', '-q', 'main');
+      const base = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ci, cwd: s.dir });
+      expect(base.code, base.stdout + base.stderr).toBe(0);
     },
     patient(90_000),
   );

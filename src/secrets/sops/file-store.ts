@@ -167,6 +167,18 @@ export class SopsFileStore implements SecretStore {
   }
 
   /**
+   * The recipients another version of this file (a git revision's text) wraps its data key for;
+   * undefined when that text is no SOPS file this store could read. Needs no identity.
+   */
+  recipientsIn(text: string): string[] | undefined {
+    try {
+      return parseRaw(text).meta.age.map((s) => s.recipient);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Wraps the data key for this store's recipients that the file lacks (after apply allowed them:
    * --allow-new-recipients), in one verified write; nothing when none is missing or there is no file.
    */
