@@ -1,9 +1,10 @@
 // Shared by the CLI tests: the emulator, a workspace with a small configuration, and a real
 // pseudo-terminal (util-linux `script`) for what depends on a TTY.
 import { execFile } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
-import { allOutput, cliPath, workspace } from '../support/cli.js';
+import { allOutput, cliPath, runCli, workspace } from '../support/cli.js';
 
 export const TEST_KEY = 'sk_test_clitests0123456';
 
@@ -35,6 +36,22 @@ export async function setup(
     dir,
     env: { KMS_API_URL: emu.url, KMS_API_KEY: TEST_KEY, SOPS_AGE_KEY_FILE: path.join(dir, 'age.txt') },
   };
+}
+
+/**
+ * The small configuration in a folder of its own, with an emulator: `cli` runs the built CLI there
+ * (extra variables on top of the workspace's), `write` replaces kms-sync.yaml. What to close and
+ * remove goes into `cleanup`, which the test file empties after each test.
+ */
+export async function configWorkspace(cleanup: (() => unknown)[]) {
+  const s = await setup();
+  cleanup.push(
+    () => s.emu.close(),
+    () => rmSync(s.dir, { recursive: true, force: true }),
+  );
+  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, ...env }, cwd: s.dir });
+  const write = (config: string) => writeFileSync(path.join(s.dir, 'kms-sync.yaml'), config);
+  return { ...s, cli, write };
 }
 
 const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;

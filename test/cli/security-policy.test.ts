@@ -9,8 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../support/cli.js';
-import { setup, smallConfig } from './helpers.js';
+import { configWorkspace as sharedWorkspace, smallConfig } from './helpers.js';
 import { patient } from '../support/patience.js';
 
 const cleanup: (() => unknown)[] = [];
@@ -19,16 +18,7 @@ afterEach(async () => {
 });
 
 /** The small configuration in a folder of its own, with an emulator (for the tests that only validate). */
-async function configWorkspace() {
-  const s = await setup();
-  cleanup.push(
-    () => s.emu.close(),
-    () => rmSync(s.dir, { recursive: true, force: true }),
-  );
-  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, ...env }, cwd: s.dir });
-  const write = (config: string) => writeFileSync(path.join(s.dir, 'kms-sync.yaml'), config);
-  return { ...s, cli, write };
-}
+const configWorkspace = () => sharedWorkspace(cleanup);
 
 /** The same, applied once: the default store holds the first keys. */
 async function workspaceWithKeys() {

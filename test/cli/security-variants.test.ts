@@ -1,33 +1,16 @@
-// Variants of the trust-boundary attacks of issues 34 and 35 that the first tests did not mount,
-// each against the built CLI: a configuration (a pull request's) is reviewed data, never
-// authority. Store hosts the operator policy must allow, whatever spelling names them; every
-// recipient a store declaration adds readable in the pull-request comment, however the
-// declaration pads its options or how many stores come before it; policy errors that name no
-// absolute path of the host (the agent shows them on its page, in notifications and commit statuses).
-import { rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../support/cli.js';
-import { setup, smallConfig } from './helpers.js';
+import { configWorkspace, smallConfig } from './helpers.js';
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanup.splice(0)) await c();
 });
 
-async function workspace() {
-  const s = await setup();
-  cleanup.push(
-    () => s.emu.close(),
-    () => rmSync(s.dir, { recursive: true, force: true }),
-  );
-  const cli = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { ...s.env, ...env }, cwd: s.dir });
-  const write = (config: string) => writeFileSync(path.join(s.dir, 'kms-sync.yaml'), config);
-  return { ...s, cli, write };
-}
+const workspace = () => configWorkspace(cleanup);
 
 const withStores = (stores: string, config = smallConfig) =>
   config.replace('apiVersion: kms-sync/v1\n', `apiVersion: kms-sync/v1\nstores:\n${stores}`);
