@@ -3,6 +3,7 @@
 // at the attribute it concerns. The resource types know the service; this file knows Terraform.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { POLICY_HOW } from '../model/policy.js';
 import { attributePath, DiagnosticError, Diagnostics, diagnosticsOf } from './diagnostics.js';
 import type { ChangeAction, Engine, ProviderConfig } from './engine.js';
 import type { ProviderImplementation } from './plugin/serve.js';
@@ -679,7 +680,7 @@ async function resolveProviderConfig(
   // configuration last applied stops the run (model/owner.ts).
   // The operator policy comes from the environment (KMS_SYNC_POLICY, KMS_SYNC_*): the provider
   // block is part of the configuration a pull request edits, so it cannot widen what stores reach.
-  const [{ readOperatorPolicy, PolicyError }, { storePolicyProblems }] = await Promise.all([
+  const [{ readOperatorPolicy, PolicyError }, { storePolicyProblems, isInside, realpathOfPrefix }] = await Promise.all([
     import('../config/policy.js'),
     import('../secrets/store-policy.js'),
   ]);
@@ -691,6 +692,16 @@ async function resolveProviderConfig(
     d.error('Operator policy', e.message, []);
     return undefined;
   }
+  // base_dir is the block's, so the folder store files must stay in is the one terraform runs in
+  // (under cdktf deploy, the app's): a base_dir out of it moves every store file, the journal and
+  // the records with it, and needs the same policy setting as a store file out of it.
+  const root = defaultBaseDir(cwd);
+  if (!policy.storesOutsideRoot && !isInside(realpathOfPrefix(baseDir), realpathOfPrefix(root)))
+    d.error(
+      'Store folder refused by the operator policy',
+      `base_dir ${JSON.stringify(config.base_dir)} resolves outside the folder terraform runs in (its stores, journal and records would go there), and the operator policy keeps store files inside it; allow it with ${POLICY_HOW.storesOutsideRoot}`,
+      ['base_dir'],
+    );
   stores.forEach((s, i) => {
     for (const problem of storePolicyProblems(s, policy, baseDir))
       d.error('Store refused by the operator policy', problem.message, [

@@ -2,6 +2,8 @@
 // is the operator's. A block's `url` must not choose where the operator's key is sent: with the key
 // from the environment, the service is the one KMS_API_URL names (a block's url naming another is
 // refused before any request). A block that brings its own `api_key` (a variable) keeps its url.
+// Nor does its `base_dir` choose where store files go: out of the folder terraform runs in, it
+// needs the operator policy's stores.outsideRoot, as a store file there does.
 // Real terraform, offline (filesystem mirror); skipped, and said, without it.
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -41,7 +43,7 @@ resource "kms_project" "shop" {
 `;
 
 describe.skipIf(skipWhen(!TERRAFORM, `test/provider/service-url.test.ts: ${NO_TERRAFORM}`))(
-  "a provider block's url does not choose where KMS_API_KEY goes",
+  "a provider block's url and base_dir do not choose where KMS_API_KEY and store files go",
   () => {
     let emu: RunningEmulator;
     let terraform: OfflineTerraform;
@@ -80,6 +82,27 @@ describe.skipIf(skipWhen(!TERRAFORM, `test/provider/service-url.test.ts: ${NO_TE
         expect(shown).toContain('Error: Service URL not allowed');
         expect(shown).toContain('KMS_API_KEY');
         expect(seen).toEqual([]);
+      },
+      patient(120_000),
+    );
+
+    it(
+      'base_dir out of the folder terraform runs in: refused unless the operator allows store files outside',
+      async () => {
+        const dir = await terraform.init('moved', { 'main.tf': config('  base_dir = "../elsewhere"\n') });
+        const plan = await terraform.run(dir, ['plan', '-input=false', '-no-color']);
+        const shown = (plan.stdout + plan.stderr).replace(/\s+/g, ' ');
+        expect(plan.code, shown).toBe(1);
+        expect(shown).toContain('Error: Store folder refused by the operator policy');
+        expect(shown).toContain('KMS_SYNC_STORES_OUTSIDE_ROOT=1');
+        const allowed = await terraform.run(dir, ['plan', '-input=false', '-no-color'], {
+          KMS_SYNC_STORES_OUTSIDE_ROOT: '1',
+        });
+        expect(allowed.code, allowed.stdout + allowed.stderr).toBe(0);
+        // Inside it, base_dir needs nothing.
+        const inside = await terraform.init('inside', { 'main.tf': config('  base_dir = "./state"\n') });
+        const insidePlan = await terraform.run(inside, ['plan', '-input=false', '-no-color']);
+        expect(insidePlan.code, insidePlan.stdout + insidePlan.stderr).toBe(0);
       },
       patient(120_000),
     );
