@@ -19,9 +19,23 @@ export function shownAttributes(attrs: Record<string, unknown> | null): Record<s
   return out;
 }
 
-/** Field changes without those of a marker (`metadata.kms-sync/owner`, …). */
-export function withoutMarkerFields<T extends { path: string }>(fields: readonly T[]): T[] {
-  return fields.filter((c) => !(c.path.startsWith('metadata.') && MARKERS.has(c.path.slice('metadata.'.length))));
+const PROTECTED_PATH = `metadata.${PROTECTED_MARKER_KEY}`;
+
+/**
+ * Field changes without those of a marker (`metadata.kms-sync/owner`, …). The protection marker is
+ * what `protected` is in the service: its change is shown as one of `protected` (true/false),
+ * never hidden among the markers (a change that drops `protected: true` is one to review).
+ */
+export function withoutMarkerFields<T extends { path: string; before?: unknown; after?: unknown }>(
+  fields: readonly T[],
+): T[] {
+  const out: T[] = [];
+  for (const c of fields) {
+    if (c.path === PROTECTED_PATH)
+      out.push({ ...c, path: 'protected', before: c.before === 'true', after: c.after === 'true' });
+    else if (!(c.path.startsWith('metadata.') && MARKERS.has(c.path.slice('metadata.'.length)))) out.push(c);
+  }
+  return out;
 }
 
 /** The changes people review: a change of a marker alone is not one. */

@@ -118,3 +118,35 @@ describe('recipients: every one a declaration adds is in the pull-request commen
     expect(md.stdout).toContain(evil);
   });
 });
+
+describe('protection: a plan that drops or sets it says so', () => {
+  it("removing protected: true (or setting it through the metadata marker) is shown as protected, not as kms-sync's own markers", async () => {
+    const w = await workspace();
+    const protectedWeb = smallConfig.replace(
+      '{ name: web, template: std,',
+      '{ name: web, template: std, protected: true,',
+    );
+    w.write(protectedWeb);
+    const applied = await w.cli(['apply', '-f', '.', '--auto-approve']);
+    expect(applied.code, applied.stderr).toBe(0);
+    w.write(smallConfig);
+    const text = await w.cli(['plan', '-f', '.', '--detailed-exitcode']);
+    expect(text.code, text.stderr).toBe(2);
+    expect(text.stdout).toContain('~ protected = true -> false');
+    expect(text.stdout).not.toContain("only kms-sync's own markers change");
+    const md = await w.cli(['plan', '-f', '.', '--format', 'markdown']);
+    expect(md.stdout).toContain('| <code>protected</code> | <code>true</code> | <code>false</code> |');
+    // Set back through the marker itself, in metadata: shown the same way.
+    w.write(
+      smallConfig.replace(
+        '{ name: web, template: std,',
+        '{ name: web, template: std, metadata: { "kms-sync/protected": "true" },',
+      ),
+    );
+    const applied2 = await w.cli(['apply', '-f', '.', '--auto-approve']);
+    expect(applied2.code, applied2.stderr).toBe(0);
+    w.write(smallConfig);
+    const again = await w.cli(['plan', '-f', '.']);
+    expect(again.stdout).toContain('~ protected = true -> false');
+  });
+});
