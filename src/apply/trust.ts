@@ -22,6 +22,8 @@ import { declaredRecipients } from '../secrets/store-policy.js';
 import { atomicWriteFile } from '../secrets/fsutil.js';
 
 export const TRUST_RECORD = path.join('.kms-sync', 'trust.json');
+/** The key journal of a configuration folder (secrets/journal.ts), committed by CI when a store write failed. */
+const JOURNAL_RECORD = path.join('.kms-sync', 'journal');
 
 interface TrustedSet {
   /** By store name: its URI and options, as shown (without credentials). */
@@ -168,13 +170,11 @@ interface Baseline {
   atBase?: (file: string) => Promise<string | undefined>;
 }
 
-/** The records of `dir` at git revision `ref` (tried as given, then as `origin/REF`), and the edits of the checkout's records. */
-async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline> {
-  const unreadable = (detail: string): Baseline => ({
-    trust: undefined,
-    owner: undefined,
-    changes: [{ kind: 'trust_base_unreadable', value: ref, detail }],
-  });
+/** The commit of a trust base in `dir`'s checkout; else why it cannot be read, or `outside` (a CI base of a folder in no checkout). */
+async function baseCommit(
+  dir: string,
+  { ref, ci }: TrustBase,
+): Promise<{ commit: string } | { why: string } | 'outside'> {
   const candidates =
     ref.startsWith('origin/') || ref.startsWith('refs/') || /^[0-9a-f]{40}$/i.test(ref)
       ? [ref]
@@ -188,32 +188,67 @@ async function baselineAt(dir: string, { ref, ci }: TrustBase): Promise<Baseline
       break;
     }
   }
-  if (!commit) {
-    const inside = await git(dir, ['rev-parse', '--is-inside-work-tree']);
-    if (inside.missing) return unreadable('git is not installed here');
-    // A pull request cannot take the folder out of its checkout (git tracks no .git path).
-    if (!inside.ok && ci) return checkoutBaseline(dir);
-    if (!inside.ok) return unreadable(`${path.basename(dir) || dir} is not in a git checkout`);
-    const shallow =
-      (await git(dir, ['rev-parse', '--is-shallow-repository'])).stdout.toString('utf8').trim() === 'true';
-    const branch = ref.replace(/^origin\//, '');
-    return unreadable(
-      `${shallow ? 'this clone is shallow and does not hold it' : 'no such revision in this clone'}: fetch it first, e.g. git fetch --depth=1 origin ${branch}:refs/remotes/origin/${branch}`,
-    );
-  }
-  const at = async (file: string): Promise<string | undefined> => {
-    const rel = `./${file.split(path.sep).join('/')}`;
-    const r = await git(dir, ['cat-file', 'blob', `${commit}:${rel}`]);
-    return r.ok ? r.stdout.toString('utf8') : undefined;
+  if (commit) return { commit };
+  const inside = await git(dir, ['rev-parse', '--is-inside-work-tree']);
+  if (inside.missing) return { why: 'git is not installed here' };
+  // A pull request cannot take the folder out of its checkout (git tracks no .git path).
+  if (!inside.ok && ci) return 'outside';
+  if (!inside.ok) return { why: `${path.basename(dir) || dir} is not in a git checkout` };
+  const shallow = (await git(dir, ['rev-parse', '--is-shallow-repository'])).stdout.toString('utf8').trim() === 'true';
+  const branch = ref.replace(/^origin\//, '');
+  return {
+    why: `${shallow ? 'this clone is shallow and does not hold it' : 'no such revision in this clone'}: fetch it first, e.g. git fetch --depth=1 origin ${branch}:refs/remotes/origin/${branch}`,
   };
+}
+
+/** A file of `dir` (a path relative to it) at `commit`, as bytes; undefined when the commit has none. */
+async function blobAt(dir: string, commit: string, file: string): Promise<Buffer | undefined> {
+  const r = await git(dir, ['cat-file', 'blob', `${commit}:./${file.split(path.sep).join('/')}`]);
+  return r.ok ? r.stdout : undefined;
+}
+
+/** Whether `dir`'s file differs from the base revision's (byte for byte; both absent: no); undefined when the base cannot be read. */
+async function editedSince(dir: string, commit: string, file: string): Promise<boolean> {
+  const [before, now] = await Promise.all([
+    blobAt(dir, commit, file),
+    readFile(path.join(dir, file)).catch(() => undefined),
+  ]);
+  return before === undefined || now === undefined ? before !== now : !before.equals(now);
+}
+
+/**
+ * Whether the key journal of `dir` may be acted on by a plan against `trustBase` (a pull
+ * request's): only when it is the base revision's, byte for byte (or there is none). A journal
+ * the change edits or adds (plaintext orphan records revoke live keys, data frames are written into
+ * the stores) is the change's, not a record of an interrupted run: false, and then also when the
+ * base cannot be read. Without a trust base (apply of the default branch, the agent): true.
+ */
+export async function journalIsTheBases(dir: string, trustBase: TrustBase | undefined): Promise<boolean> {
+  if (trustBase === undefined) return true;
+  const base = await baseCommit(dir, trustBase);
+  if (base === 'outside') return true;
+  return 'commit' in base && !(await editedSince(dir, base.commit, JOURNAL_RECORD));
+}
+
+/** The records of `dir` at git revision `ref` (tried as given, then as `origin/REF`), and the edits of the checkout's records. */
+async function baselineAt(dir: string, trustBase: TrustBase): Promise<Baseline> {
+  const { ref } = trustBase;
+  const base = await baseCommit(dir, trustBase);
+  if (base === 'outside') return checkoutBaseline(dir);
+  if (!('commit' in base))
+    return {
+      trust: undefined,
+      owner: undefined,
+      changes: [{ kind: 'trust_base_unreadable', value: ref, detail: base.why }],
+    };
+  const { commit } = base;
+  const at = async (file: string): Promise<string | undefined> => (await blobAt(dir, commit, file))?.toString('utf8');
   const [baseTrust, baseOwner] = await Promise.all([at(TRUST_RECORD), at(OWNER_RECORD)]);
-  const here = (file: string) => readFile(path.join(dir, file), 'utf8').catch(() => undefined);
   const changes: SecurityChange[] = [];
-  for (const [file, before] of [
-    [TRUST_RECORD, baseTrust],
-    [OWNER_RECORD, baseOwner],
-  ] as const) {
-    if ((await here(file)) !== before) changes.push({ kind: 'record_edited', value: file.split(path.sep).join('/') });
+  // The journal too: what an interrupted run left (keys to store, keys to revoke) is never a change's to write.
+  for (const file of [TRUST_RECORD, OWNER_RECORD, JOURNAL_RECORD]) {
+    if (await editedSince(dir, commit, file))
+      changes.push({ kind: 'record_edited', value: file.split(path.sep).join('/') });
   }
   return {
     trust: parseTrustRecord(baseTrust),

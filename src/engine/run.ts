@@ -53,7 +53,7 @@ import { resolveOwner } from './owner.js';
 import { PolicyError, readOperatorPolicy, type PolicyFlags } from '../config/policy.js';
 import type { OperatorPolicy } from '../model/index.js';
 import { storePolicyProblems } from '../secrets/store-policy.js';
-import { previousStoreFiles, securityChanges, type TrustBase } from '../apply/trust.js';
+import { journalIsTheBases, previousStoreFiles, securityChanges, type TrustBase } from '../apply/trust.js';
 import { opWrites } from '../apply/execute.js';
 import { serviceHoldings } from './inventory.js';
 import { planOnThreads, planThreadCount, type EnvJob, type EnvResult, type PlanThreadHooks } from './plan-threads.js';
@@ -657,14 +657,23 @@ async function recoverUnderLock(
   o: PlanOptions,
 ): Promise<Recovery> {
   const envs = new Set(desired.envs.map((e) => e.projectEnv));
-  if (o.runLocked) return recoverBeforePlan(conn.api, capture, registry, envs);
-  if (
-    !(await stat(capture.journal.path).then(
+  const hasJournal = () =>
+    stat(capture.journal.path).then(
       () => true,
       () => false,
-    ))
-  )
-    return { flushed: [], orphans: [], warnings: [] };
+    );
+  // A pull request's plan (a trust base) acts only on the base revision's journal: one the change
+  // wrote would revoke live keys and write values of its own into the stores (the security changes say so).
+  if (o.trustBase && (await hasJournal()) && !(await journalIsTheBases(o.baseDir, o.trustBase)))
+    return {
+      flushed: [],
+      orphans: [],
+      warnings: [
+        `the key journal ${capture.journal.path} is not the base revision's (this change edits it, or the base cannot be read): this plan does not act on it`,
+      ],
+    };
+  if (o.runLocked) return recoverBeforePlan(conn.api, capture, registry, envs);
+  if (!(await hasJournal())) return { flushed: [], orphans: [], warnings: [] };
   let lock;
   try {
     lock = await acquireLock(path.join(o.baseDir, '.kms-sync', 'run.lock'), {

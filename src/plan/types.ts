@@ -246,6 +246,8 @@ export function describeSecurityChange(c: SecurityChange): string {
     case 'env_read':
       return `reads the environment variable ${c.value} (\${env:${c.value}})`;
     case 'record_edited':
+      if (c.value.endsWith('/journal'))
+        return `${c.value}: the key journal, edited by this change (its records store keys and revoke live ones; what an interrupted run left is never a change's to write: a plan of this change does not act on it)`;
       return `${c.value}: edited by this change (the record of what the last apply saw; the security changes are compared with the base's version, not with this file)`;
     case 'trust_base_unreadable':
       return `the records of the base ${c.value} cannot be read (${c.detail ?? 'unknown reason'}): every store, recipient and \${env:} read is shown as new, not compared with the records in this checkout, which this change may have edited`;

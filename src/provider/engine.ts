@@ -102,7 +102,12 @@ export class Engine {
     if (!recovery) {
       recovery = (async () => {
         const { stores, capture } = await this.keyPath();
-        const { recoverBeforePlan } = await import('../apply/recover.js');
+        const [{ recoverBeforePlan }, { journalIsTheBases, trustBaseFromEnvironment }] = await Promise.all([
+          import('../apply/recover.js'),
+          import('../apply/trust.js'),
+        ]);
+        // In a pull request's job, only the base revision's journal is acted on (engine/run.ts recoverUnderLock).
+        if (!(await journalIsTheBases(this.config.baseDir, trustBaseFromEnvironment(this.env)))) return [];
         return (await recoverBeforePlan(this.api, capture, stores, new Set([projectEnv]))).orphans;
       })();
       this.recovered.set(projectEnv, recovery);

@@ -6,10 +6,11 @@
 // - a recipient removed from a store's declaration: apply re-keys the store file, so the removed
 //   age identity opens nothing in it (its stanza is gone, its old data key opens no value).
 import { execFile } from 'node:child_process';
-import { createDecipheriv } from 'node:crypto';
+import { createDecipheriv, randomUUID } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { crc32 } from 'node:zlib';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -17,7 +18,7 @@ import { SopsFileStore } from '../../src/secrets/sops/file-store.js';
 import { runCli } from '../support/cli.js';
 import { scratchDir } from '../support/scratch.js';
 import { skipWhen } from '../support/skip.js';
-import { setup, smallConfig } from './helpers.js';
+import { setup, smallConfig, TEST_KEY } from './helpers.js';
 import { patient } from '../support/patience.js';
 
 const run = promisify(execFile);
@@ -363,6 +364,64 @@ describe('a pull request cannot plant a store file wrapped for its author', () =
       await git(s.dir, 'checkout', '-q', 'main');
       const base = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ci, cwd: s.dir });
       expect(base.code, base.stdout + base.stderr).toBe(0);
+    },
+    patient(90_000),
+  );
+});
+
+describe('a pull request cannot write the key journal a plan acts on', () => {
+  /** One plaintext orphan-record frame of the journal (secrets/journal.ts): "revoke these live keys". */
+  function orphanFrame(o: { projectEnv: string; clientId: string; client: string; keyId: string; keyName: string }) {
+    const id = `o-${randomUUID()}`;
+    const body = JSON.stringify({
+      id,
+      createdAt: new Date().toISOString(),
+      type: 'orphan',
+      projectEnv: o.projectEnv,
+      clientId: o.clientId,
+      client: o.client,
+      keyIds: [o.keyId],
+      keyNames: [o.keyName],
+    });
+    const payload = Buffer.concat([Buffer.from([id.length]), Buffer.from(id, 'ascii'), Buffer.from(body)]);
+    const head = Buffer.alloc(12);
+    head.write('KSJ1', 0, 'ascii');
+    head.writeUInt32BE(payload.length, 4);
+    head.writeUInt32BE(crc32(payload), 8);
+    return Buffer.concat([head, payload]);
+  }
+
+  it(
+    'a journal the change commits (an orphan record naming a held key) is a security change, and the plan neither revokes nor removes it',
+    async () => {
+      const config = `owner: shop-team\n${smallConfig}`;
+      const s = await appliedOnMain(config);
+      const res = await fetch(`${s.emu.url}/client?project_env=shop-staging`, { headers: { 'x-api-key': TEST_KEY } });
+      const web = ((await res.json()) as { data: { name: string; id: string; keys: { id: string }[] }[] }).data.find(
+        (c) => c.name === 'web',
+      )!;
+      const keyId = web.keys[0]!.id;
+      await git(s.dir, 'checkout', '-q', '-b', 'pr');
+      const journal = path.join(s.dir, '.kms-sync', 'journal');
+      writeFileSync(
+        journal,
+        orphanFrame({ projectEnv: 'shop-staging', clientId: web.id, client: 'web', keyId, keyName: 'main' }),
+      );
+      await git(s.dir, 'add', '-A');
+      await git(s.dir, 'commit', '-q', '-m', 'pr: a journal');
+      const ci = { ...s.env, KMS_SYNC_TRUST_BASE: 'main' };
+      const plan = await runCli(['plan', '-f', '.', '--detailed-exitcode'], { env: ci, cwd: s.dir });
+      expect(plan.code, plan.stdout + plan.stderr).toBe(2);
+      expect(plan.stdout).toContain('.kms-sync/journal: the key journal, edited by this change');
+      expect(plan.stdout + plan.stderr).toContain('is not the base revision');
+      expect(plan.stdout).not.toContain('will be destroyed');
+      expect(plan.stdout).toContain('0 to rotate, 0 to delete');
+      expect(readFileSync(journal)).toHaveLength(
+        orphanFrame({ projectEnv: 'shop-staging', clientId: web.id, client: 'web', keyId, keyName: 'main' }).length,
+      );
+      // Without the trust base (the checkout's own journal, as apply of the default branch reads it), it is acted on.
+      const local = await runCli(['plan', '-f', '.'], { env: s.env, cwd: s.dir });
+      expect(local.stdout).toContain('will be destroyed (orphan');
     },
     patient(90_000),
   );
