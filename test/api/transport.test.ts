@@ -14,6 +14,7 @@ import {
 import { startEmulator, type RunningEmulator } from '../../src/emulator/index.js';
 import { clientFingerprint, fingerprint, readLiveState } from '../../src/live/read.js';
 import { skipTest } from '../support/skip.js';
+import { patient } from '../support/patience.js';
 
 const API_KEY = 'sk_test_transport01234';
 let emu: RunningEmulator;
@@ -291,8 +292,10 @@ describe('HTTP transport', () => {
   });
 
   it("starts an environment's lists beside its project read, and a list failing meanwhile fails the read (no unhandled rejection)", async () => {
-    // The project read answers 1 s late: the lists, started from the project list, are done before it.
-    emu.addFault({ method: 'GET', route: '/project/{project_env}', mode: 'delay', delayMs: 1000, times: 1 });
+    // The project read answers 1 s late (scaled to the load): the lists, started from the project
+    // list, are done before it.
+    const delay = patient(1000);
+    emu.addFault({ method: 'GET', route: '/project/{project_env}', mode: 'delay', delayMs: delay, times: 1 });
     const api = client();
     const firstPageAt: number[] = [];
     api.onPageRead = (p) => {
@@ -307,9 +310,11 @@ describe('HTTP transport', () => {
     expect(Object.keys(key)).toEqual(['id', 'name', 'expiresAt', 'autoRotate', 'createdAt']);
     expect(key.createdAt).toMatch(/^\d{4}-\d\d-\d\dT/);
     expect(clientFingerprint(live.state.clients[0]!)).toBe(fingerprint(live.state.clients[0]!));
-    // Both first pages (clients, endpoints) arrived while the project read was still delayed.
+    // Both first pages (clients, endpoints) arrived while the project read was still delayed: its
+    // answer came `delay` after it was sent, at the earliest (a margin under it instead failed when
+    // this process stalled: at 800 ms, a first page came at 949 ms after an 850 ms stall).
     expect(firstPageAt).toHaveLength(2);
-    for (const at of firstPageAt) expect(at - started).toBeLessThan(800);
+    for (const at of firstPageAt) expect(at - started).toBeLessThan(delay);
     await api.close();
 
     // A client list refused while the project read is delayed: the read fails with that error.
