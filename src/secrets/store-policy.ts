@@ -7,8 +7,15 @@ import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import { POLICY_HOW, storeHostAllowed, type OperatorPolicy, type StoreDeclaration } from '../model/index.js';
 import { redactUserinfo } from '../model/redact.js';
-import { azureKvNamesHost } from './backends/cloud-names.js';
 import { sopsUriToPath } from './sops/uri.js';
+
+/**
+ * Whether an `azure-kv://` authority names a host (`host.domain`, `host:port`, `[v6]`, contacted as
+ * it is) rather than a Key Vault name (contacted as `<name>.vault.azure.net`). The backend and the
+ * operator policy decide by this one rule, so no spelling reaches a host unchecked. Here, not in the
+ * backends' modules: `validate` checks the policy without loading any backend.
+ */
+export const azureKvNamesHost = (authority: string): boolean => /[.:[]/.test(authority);
 
 export interface StorePolicyProblem {
   /** The declaration's field (`uri`, `options.recipients`, …). */

@@ -32,12 +32,12 @@ import {
   metadataFromPairs,
   metadataPairs,
   targetValue,
-  azureKvNamesHost,
   parseCloudUri,
   parseOnDeleted,
   putSequentially,
   type OnDeleted,
 } from './cloud-names.js';
+import { azureKvNamesHost } from '../store-policy.js';
 
 export const AZURE_KV_SCHEMES: readonly string[] = ['azure-kv'];
 export const AZURE_KV_URI_FORMS: readonly string[] = [

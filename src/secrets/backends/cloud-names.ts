@@ -24,13 +24,6 @@ export interface CloudUri {
   query: URLSearchParams;
 }
 
-/**
- * Whether an `azure-kv://` authority names a host (`host.domain`, `host:port`, `[v6]`, contacted as
- * it is) rather than a Key Vault name (contacted as `<name>.vault.azure.net`). The backend and the
- * operator policy (store-policy.ts) decide by this one rule, so no spelling reaches a host unchecked.
- */
-export const azureKvNamesHost = (authority: string): boolean => /[.:[]/.test(authority);
-
 /** Splits `<scheme>://<authority>/<seg>/<seg>?<query>`; throws INVALID_URI with the accepted forms. */
 export function parseCloudUri(uri: string, scheme: string, forms: readonly string[]): CloudUri {
   const bad = (why: string): SecretStoreError =>
