@@ -309,8 +309,9 @@ export async function securityChanges(
   for (const s of desired.stores) {
     const now = storeFingerprint(s);
     const before = record?.stores[s.name];
-    if (before === undefined) out.push({ kind: 'store_added', store: s.name, value: now });
-    else if (before !== now) out.push({ kind: 'store_changed', store: s.name, value: now, before });
+    const recipients = [...declaredRecipients(s.options)].sort();
+    if (before === undefined) out.push({ kind: 'store_added', store: s.name, value: now, recipients });
+    else if (before !== now) out.push({ kind: 'store_changed', store: s.name, value: now, before, recipients });
   }
   for (const s of desired.stores) {
     const wanted = declaredRecipients(s.options);

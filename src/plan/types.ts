@@ -180,6 +180,8 @@ export interface SecurityChange {
   holds?: number;
   /** trust_base_unreadable: why (a shallow clone, an unknown revision). */
   detail?: string;
+  /** store_added, store_changed: the recipients the declaration names, sorted (also inside `value`'s options). */
+  recipients?: string[];
 }
 
 export interface Plan {

@@ -222,33 +222,11 @@ function shownSecurityChange(c: SecurityChange): string {
   const whole = describeSecurityChange(c);
   const cut = short(whole, 300);
   if (!cut.endsWith('…') || (c.kind !== 'store_added' && c.kind !== 'store_changed')) return cut;
-  const recipients = fingerprintRecipients(c.value);
-  if (recipients === undefined) return short(whole, SECURITY_SECTION_MAX); // cannot tell: not cut where one could hide
-  return recipients.length
-    ? `${cut} (declares the recipients ${recipients.map((r) => short(r, 100)).join(', ')})`
+  // A change without its recipients (a plan saved by an older build): not cut where one could hide.
+  if (c.recipients === undefined) return short(whole, SECURITY_SECTION_MAX);
+  return c.recipients.length
+    ? `${cut} (declares the recipients ${c.recipients.map((r) => short(r, 100)).join(', ')})`
     : cut;
-}
-
-/**
- * The recipients of a store fingerprint (`URI {options as JSON}`, apply/trust.ts storeFingerprint),
- * or undefined when its options cannot be read. The options are the JSON object that ends it; a
- * URI may hold ` {` itself, so each start is tried from the left (a few dozen at most).
- */
-function fingerprintRecipients(value: string): string[] | undefined {
-  let at = value.indexOf(' {');
-  if (at < 0) return [];
-  for (let tries = 0; at >= 0 && tries < 64; tries++, at = value.indexOf(' {', at + 1)) {
-    try {
-      const options = JSON.parse(value.slice(at + 1)) as { recipients?: unknown };
-      if (options === null || typeof options !== 'object' || Array.isArray(options)) continue;
-      return Array.isArray(options.recipients)
-        ? options.recipients.filter((r): r is string => typeof r === 'string')
-        : [];
-    } catch {
-      // not where the options start
-    }
-  }
-  return undefined;
 }
 
 function opBody(op: Operation): string[] {

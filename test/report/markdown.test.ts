@@ -282,6 +282,7 @@ describe('security changes', () => {
     kind: 'store_added' as const,
     store: `s${i}`,
     value: `sops:s${i}.sops.yaml ${JSON.stringify(options)}`,
+    recipients: (options.recipients as string[] | undefined) ?? [],
   });
 
   it('lists every change, and the recipients of a store line it cuts', () => {
